@@ -1,0 +1,16 @@
+//! Bot Gateway: the Bot HTTP API over an end-to-end encrypted platform transport.
+//!
+//! One package, three programs (see docs/ARCHITECTURE.md):
+//! - `bot-gateway` (src/main.rs, module `gateway`): the product, a device of the bot.
+//! - `platform-server` (module `platform`): the reference platform server.
+//! - `e2e-chat` (module `client`): a terminal client for a human user; drives the tests too.
+//!
+//! Shared layers: `wire` (generated gRPC/protobuf code), `crypto` (every libsodium call),
+//! `e2e` (device keys, sessions and envelopes over SQLite, used by the gateway and the client).
+
+pub mod client;
+pub mod crypto;
+pub mod e2e;
+pub mod gateway;
+pub mod platform;
+pub mod wire;

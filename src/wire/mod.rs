@@ -1,0 +1,20 @@
+//! Wire code generated from `proto/` by `build.rs`: protobuf messages and grpcio stubs.
+//!
+//! `platform` is the gRPC contract with the platform server; `e2e` holds shapes that only ever
+//! travel inside end-to-end encryption or lie in our encrypted state.
+
+#[allow(clippy::all, unused_mut, unused_imports, unused_results, unknown_lints, non_camel_case_types, non_upper_case_globals, non_snake_case, missing_docs)]
+pub mod platform {
+    include!(concat!(env!("OUT_DIR"), "/platform.rs"));
+}
+
+#[allow(clippy::all, unused_mut, unused_imports, unused_results, unknown_lints, non_camel_case_types, non_upper_case_globals, non_snake_case, missing_docs)]
+pub mod e2e {
+    include!(concat!(env!("OUT_DIR"), "/e2e.rs"));
+}
+
+include!(concat!(env!("OUT_DIR"), "/services.rs"));
+
+pub mod connect;
+
+pub use connect::{Credential, Platform};
