@@ -31,7 +31,7 @@ fn main() {
         .out_dir(&gen_dir)
         .run_from_script();
 
-    // One flat file per proto package, without the generated inner attributes, so that
+    // One flat file per proto package, without the generated inner attributes and docs, so that
     // src/wire/mod.rs can `include!` it inside a `pub mod` block.
     let mut services = String::new();
     for p in &protos {
@@ -39,7 +39,11 @@ fn main() {
         let generated = fs::read_to_string(gen_dir.join(format!("{stem}.rs"))).expect("generated file");
         let cleaned: String = generated
             .lines()
-            .filter(|l| !l.trim_start().starts_with("#!["))
+            .filter(|l| {
+                // Inner attributes and inner doc comments are not allowed inside `include!`.
+                let t = l.trim_start();
+                !t.starts_with("#![") && !t.starts_with("//!")
+            })
             .map(|l| format!("{l}\n"))
             .collect();
         fs::write(out_dir.join(format!("{stem}.rs")), cleaned).expect("write message module");

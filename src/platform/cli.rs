@@ -1,0 +1,204 @@
+//! The `platform-server` command line: serve, create-bot, help.
+//!
+//! Output contract (other programs and tests parse it):
+//! - serving prints exactly one line to stdout once bound, `listening on HOST:PORT` with the
+//!   real port, then logs only to stderr;
+//! - `create-bot` prints exactly one line of JSON to stdout (see `BotCredentials::to_json_line`).
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Context};
+
+use super::bots::provision_bot;
+use super::server::RunningServer;
+use super::store::Store;
+
+const USAGE: &str = "\
+platform-server: the reference platform server of Bot Gateway
+
+Usage:
+  platform-server --listen ADDR --data-dir DIR
+      Serve gRPC on ADDR (host:port; port 0 picks a free port). Once bound, prints one line
+      `listening on HOST:PORT` to stdout; logs go to stderr (RUST_LOG, default info).
+      DIR is created (mode 0700) if missing. Runs until SIGINT or SIGTERM.
+
+  platform-server create-bot --data-dir DIR --username USERNAME --name NAME [--capabilities CAPS]
+      Creates a bot account in DIR's database (also while a server runs on DIR) and prints one
+      line of JSON: {\"token\", \"bot_id_hex\", \"identity_recovery_secret_hex\", \"compat_user_id\",
+      \"username\", \"first_name\"}. USERNAME: 3 to 32 of A-Z a-z 0-9 _, unique ignoring case.
+      NAME: 1 to 128 characters. CAPS: default, or a comma list of dm, groups, channels.
+      The secrets are shown only this once.
+
+  platform-server --help
+";
+
+/// Entry point of the `platform-server` program (`args` without the program name).
+pub fn run_cli(args: Vec<String>) -> anyhow::Result<()> {
+    if args.iter().any(|a| a == "--help" || a == "-h") || args.first().is_some_and(|a| a == "help") {
+        print!("{USAGE}");
+        return Ok(());
+    }
+    init_logging();
+    match args.first().map(String::as_str) {
+        Some("create-bot") => create_bot(&args[1..]),
+        Some("serve") => serve(&args[1..]),
+        _ => serve(&args),
+    }
+}
+
+fn init_logging() {
+    let env = env_logger::Env::default().default_filter_or("info");
+    // A second init (tests calling run_cli twice) keeps the first logger.
+    let _ = env_logger::Builder::from_env(env).target(env_logger::Target::Stderr).try_init();
+}
+
+/// Parses `--name value` / `--name=value` pairs; every name must be in `allowed`, at most once.
+fn parse_flags(args: &[String], allowed: &[&str]) -> anyhow::Result<HashMap<String, String>> {
+    let mut flags = HashMap::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let Some(body) = arg.strip_prefix("--") else {
+            bail!("unexpected argument {arg:?} (see --help)");
+        };
+        let (name, inline_value) = match body.split_once('=') {
+            Some((n, v)) => (n.to_string(), Some(v.to_string())),
+            None => (body.to_string(), None),
+        };
+        if !allowed.contains(&name.as_str()) {
+            bail!("unknown option --{name} (see --help)");
+        }
+        let value = match inline_value {
+            Some(v) => v,
+            None => it.next().cloned().ok_or_else(|| anyhow!("--{name} needs a value (see --help)"))?,
+        };
+        if flags.insert(name.clone(), value).is_some() {
+            bail!("--{name} given twice");
+        }
+    }
+    Ok(flags)
+}
+
+fn required(flags: &HashMap<String, String>, name: &str) -> anyhow::Result<String> {
+    flags.get(name).cloned().ok_or_else(|| anyhow!("--{name} is required (see --help)"))
+}
+
+fn serve(args: &[String]) -> anyhow::Result<()> {
+    let flags = parse_flags(args, &["listen", "data-dir"])?;
+    let listen = required(&flags, "listen")?;
+    let data_dir = PathBuf::from(required(&flags, "data-dir")?);
+    // Block the stop signals before gRPC starts its threads, so they inherit the mask and the
+    // main thread alone receives them in `sigwait`.
+    let signals = stop_signals::block();
+    let server = RunningServer::start(&listen, &data_dir).map_err(|e| anyhow!("cannot start: {e}"))?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on {}", server.address()).context("writing the listening line to stdout")?;
+        out.flush().context("flushing stdout")?;
+    }
+    let signal = stop_signals::wait(&signals);
+    log::info!("received {signal}, stopping");
+    server.shutdown();
+    Ok(())
+}
+
+fn create_bot(args: &[String]) -> anyhow::Result<()> {
+    let flags = parse_flags(args, &["data-dir", "username", "name", "capabilities"])?;
+    let data_dir = PathBuf::from(required(&flags, "data-dir")?);
+    let username = required(&flags, "username")?;
+    let name = required(&flags, "name")?;
+    let capabilities = flags.get("capabilities").cloned().unwrap_or_else(|| "default".into());
+    let store = Store::open(&data_dir).map_err(|e| anyhow!("cannot open {}: {e}", data_dir.display()))?;
+    let created = provision_bot(&store, &username, &name, &capabilities, None)
+        .map_err(|e| anyhow!("cannot create bot @{username}: {}", e.message()))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", created.to_json_line()).context("writing the bot credentials to stdout")?;
+    out.flush().context("flushing stdout")?;
+    Ok(())
+}
+
+/// SIGINT/SIGTERM handling without an async runtime or handler: block, then `sigwait`.
+mod stop_signals {
+    pub struct Blocked(libc::sigset_t);
+
+    /// Blocks SIGINT and SIGTERM in the calling thread (and threads it starts later).
+    pub fn block() -> Blocked {
+        // SAFETY: plain libc calls on a zero-initialised, then sigemptyset-initialised set.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            if rc != 0 {
+                log::warn!("cannot block SIGINT/SIGTERM (error {rc}); they will kill the process abruptly");
+            }
+            Blocked(set)
+        }
+    }
+
+    /// Waits for one of the blocked signals; returns its name.
+    pub fn wait(blocked: &Blocked) -> &'static str {
+        loop {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: `blocked.0` is an initialised set; `sig` is a valid out pointer.
+            let rc = unsafe { libc::sigwait(&blocked.0, &mut sig) };
+            if rc == 0 {
+                return if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+            }
+            log::warn!("sigwait failed with error {rc}; waiting again");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn flags_parse_both_forms_and_refuse_unknown() {
+        let f = parse_flags(&args(&["--listen", "127.0.0.1:0", "--data-dir=/tmp/x"]), &["listen", "data-dir"])
+            .expect("valid");
+        assert_eq!(f["listen"], "127.0.0.1:0");
+        assert_eq!(f["data-dir"], "/tmp/x");
+        assert!(parse_flags(&args(&["--bogus", "1"]), &["listen"]).is_err());
+        assert!(parse_flags(&args(&["stray"]), &["listen"]).is_err());
+        assert!(parse_flags(&args(&["--listen"]), &["listen"]).is_err());
+        assert!(parse_flags(&args(&["--listen", "a", "--listen", "b"]), &["listen"]).is_err());
+    }
+
+    #[test]
+    fn unknown_arguments_fail_before_doing_anything() {
+        let err = run_cli(args(&["--listen", "127.0.0.1:0", "--frobnicate", "1"])).expect_err("unknown option");
+        assert!(err.to_string().contains("--frobnicate"), "{err}");
+        assert!(run_cli(args(&["create-bot", "--username", "x"])).is_err());
+        assert!(run_cli(args(&["--help"])).is_ok());
+    }
+
+    #[test]
+    fn create_bot_validates_before_touching_crypto() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let d = dir.path().to_str().expect("utf-8 path");
+        let err =
+            run_cli(args(&["create-bot", "--data-dir", d, "--username", "no", "--name", "N"])).expect_err("short");
+        assert!(err.to_string().contains("3 to 32"), "{err}");
+        let err = run_cli(args(&[
+            "create-bot",
+            "--data-dir",
+            d,
+            "--username",
+            "okay_bot",
+            "--name",
+            "N",
+            "--capabilities",
+            "all",
+        ]))
+        .expect_err("bad capabilities");
+        assert!(err.to_string().contains("capability"), "{err}");
+    }
+}

@@ -1,0 +1,351 @@
+//! The Inbox stream: every unacknowledged entry of the caller's device in seq order, then new
+//! ones as they commit, until the client goes away or a newer stream of the same device
+//! replaces this one.
+//!
+//! Shape: per stream one named feeder thread (`inbox:<user>:<device>`) reads the device's inbox
+//! through its own SQLite connection and pushes envelopes into a bounded futures channel; a
+//! future spawned on the gRPC completion queue (`ctx.spawn`) forwards the channel into the
+//! stream sink. The feeder sleeps on a condition variable that `InboxHub::notify` signals after
+//! each committed send, and wakes when the stream is closed. No polling.
+//!
+//! Not this module's concern: authentication (done before `start`) and acknowledgement (Ack
+//! deletes rows; a stream never resends what it already sent, a new stream resends everything
+//! still unacknowledged).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Poll, Waker};
+
+use futures::channel::mpsc;
+use grpcio::{RpcStatus, RpcStatusCode, ServerStreamingSink, WriteFlags};
+
+use super::store::{self, DeviceAddr, InboxEntry, Store};
+use crate::wire::platform::InboxEnvelope;
+
+/// Envelopes read from the database per query.
+const READ_BATCH: usize = 64;
+/// Envelopes buffered between the feeder thread and the gRPC sink.
+const CHANNEL_BOUND: usize = 32;
+
+type Item = std::result::Result<(InboxEnvelope, WriteFlags), grpcio::Error>;
+
+/// Why a stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CloseReason {
+    /// A newer Inbox call of the same device took over.
+    Replaced,
+    /// The client cancelled or the connection broke.
+    ClientGone,
+    /// The server is stopping.
+    Shutdown,
+    /// The feeder could not read the inbox.
+    StorageFailed,
+}
+
+#[derive(Default)]
+struct SignalState {
+    /// New entries may have committed since the feeder last looked.
+    dirty: bool,
+    closed: Option<CloseReason>,
+    /// The feeder's pending channel send, woken on close.
+    waker: Option<Waker>,
+}
+
+/// Wakes one stream's feeder: new entries, or the end of the stream.
+#[derive(Default)]
+struct StreamSignal {
+    state: Mutex<SignalState>,
+    cv: Condvar,
+}
+
+impl StreamSignal {
+    fn lock(&self) -> MutexGuard<'_, SignalState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn mark_dirty(&self) {
+        self.lock().dirty = true;
+        self.cv.notify_all();
+    }
+
+    /// Closes the stream; the first reason wins.
+    fn close(&self, reason: CloseReason) {
+        let waker = {
+            let mut st = self.lock();
+            st.closed.get_or_insert(reason);
+            st.waker.take()
+        };
+        self.cv.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// Blocks until there may be new entries (`Ok`) or the stream is closed (`Err`).
+    fn wait_dirty(&self) -> std::result::Result<(), CloseReason> {
+        let mut st = self.lock();
+        loop {
+            if let Some(reason) = st.closed {
+                return Err(reason);
+            }
+            if st.dirty {
+                st.dirty = false;
+                return Ok(());
+            }
+            st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn final_reason(&self) -> Option<CloseReason> {
+        self.lock().closed
+    }
+}
+
+/// The live Inbox streams, one per device.
+#[derive(Default)]
+pub struct InboxHub {
+    streams: Mutex<HashMap<DeviceAddr, Arc<StreamSignal>>>,
+}
+
+impl InboxHub {
+    pub fn new() -> InboxHub {
+        InboxHub::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<DeviceAddr, Arc<StreamSignal>>> {
+        self.streams.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Tells the streams of these devices that entries were committed for them.
+    pub fn notify<'a>(&self, devices: impl IntoIterator<Item = &'a DeviceAddr>) {
+        let streams = self.lock();
+        for addr in devices {
+            if let Some(signal) = streams.get(addr) {
+                signal.mark_dirty();
+            }
+        }
+    }
+
+    /// How many streams are open.
+    pub fn open_streams(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Ends every stream (server shutdown).
+    pub fn close_all(&self) {
+        for signal in self.lock().drain().map(|(_, s)| s) {
+            signal.close(CloseReason::Shutdown);
+        }
+    }
+
+    /// Registers a new stream of `addr`, ending the previous one.
+    fn register(&self, addr: DeviceAddr) -> Arc<StreamSignal> {
+        let signal = Arc::new(StreamSignal::default());
+        signal.lock().dirty = true;
+        if let Some(old) = self.lock().insert(addr, signal.clone()) {
+            old.close(CloseReason::Replaced);
+        }
+        signal
+    }
+
+    fn unregister(&self, addr: DeviceAddr, signal: &Arc<StreamSignal>) {
+        let mut streams = self.lock();
+        if streams.get(&addr).is_some_and(|s| Arc::ptr_eq(s, signal)) {
+            streams.remove(&addr);
+        }
+    }
+}
+
+/// Serves one Inbox call of an authenticated device.
+pub fn start(
+    hub: &Arc<InboxHub>,
+    store: &Arc<Store>,
+    ctx: &grpcio::RpcContext<'_>,
+    addr: DeviceAddr,
+    mut sink: ServerStreamingSink<InboxEnvelope>,
+) {
+    let (tx, mut rx) = mpsc::channel::<Item>(CHANNEL_BOUND);
+    let signal = hub.register(addr);
+
+    let feeder = {
+        let (store, signal) = (store.clone(), signal.clone());
+        std::thread::Builder::new()
+            .name(format!("inbox:{}:{}", addr.user_id, addr.device_id))
+            .spawn(move || feed(&store, addr, &signal, tx))
+    };
+    if let Err(e) = feeder {
+        log::error!("cannot start an inbox thread for device {} of user {}: {e}", addr.device_id, addr.user_id);
+        hub.unregister(addr, &signal);
+        let status = RpcStatus::with_message(RpcStatusCode::RESOURCE_EXHAUSTED, "cannot start an inbox stream".into());
+        ctx.spawn(async move {
+            let _ = sink.fail(status).await;
+        });
+        return;
+    }
+    log::info!("inbox stream opened for device {} of user {}", addr.device_id, addr.user_id);
+
+    let hub = hub.clone();
+    ctx.spawn(async move {
+        use futures::SinkExt;
+        // Lets gRPC coalesce envelopes that are ready together into fewer writes.
+        sink.enhance_batch(true);
+        let forwarded = sink.send_all(&mut rx).await;
+        let reason = match forwarded {
+            // The feeder ended the channel: say why.
+            Ok(()) => {
+                let reason = signal.final_reason();
+                let status = match reason {
+                    Some(CloseReason::Replaced) => Some(RpcStatus::with_message(
+                        RpcStatusCode::ABORTED,
+                        "replaced by a newer Inbox stream of this device".into(),
+                    )),
+                    Some(CloseReason::Shutdown) => {
+                        Some(RpcStatus::with_message(RpcStatusCode::UNAVAILABLE, "platform server is stopping".into()))
+                    }
+                    Some(CloseReason::StorageFailed) => {
+                        Some(RpcStatus::with_message(RpcStatusCode::INTERNAL, "cannot read the inbox".into()))
+                    }
+                    Some(CloseReason::ClientGone) | None => None,
+                };
+                let _ = match status {
+                    Some(status) => sink.fail(status).await,
+                    None => sink.close().await,
+                };
+                reason.unwrap_or(CloseReason::ClientGone)
+            }
+            Err(e) => {
+                log::debug!("inbox stream of device {} of user {} ended: {e}", addr.device_id, addr.user_id);
+                CloseReason::ClientGone
+            }
+        };
+        signal.close(CloseReason::ClientGone);
+        hub.unregister(addr, &signal);
+        log::info!("inbox stream closed for device {} of user {} ({reason:?})", addr.device_id, addr.user_id);
+    });
+}
+
+/// The feeder thread: drains the inbox past what this stream sent, then sleeps until notified.
+fn feed(store: &Store, addr: DeviceAddr, signal: &StreamSignal, mut tx: mpsc::Sender<Item>) {
+    let conn = match store.open_reader() {
+        Ok(c) => c,
+        Err(e) => {
+            log::error!("inbox of device {} of user {}: {e}", addr.device_id, addr.user_id);
+            signal.close(CloseReason::StorageFailed);
+            return;
+        }
+    };
+    let mut last_sent = 0u64;
+    'stream: while signal.wait_dirty().is_ok() {
+        loop {
+            let entries = match store::read_inbox(&conn, addr, last_sent, READ_BATCH) {
+                Ok(entries) => entries,
+                Err(e) => {
+                    log::error!("inbox of device {} of user {}: {e}", addr.device_id, addr.user_id);
+                    signal.close(CloseReason::StorageFailed);
+                    break 'stream;
+                }
+            };
+            let full = entries.len() == READ_BATCH;
+            for entry in entries {
+                last_sent = entry.seq;
+                if !send_item(&mut tx, Ok((envelope(entry), WriteFlags::default())), signal) {
+                    break 'stream;
+                }
+            }
+            if !full {
+                break;
+            }
+        }
+    }
+    // Dropping `tx` ends the channel; the forwarding future then closes the call.
+}
+
+/// Sends one item, waiting for room; false when the stream closed or the receiver is gone.
+fn send_item(tx: &mut mpsc::Sender<Item>, item: Item, signal: &StreamSignal) -> bool {
+    let mut item = Some(item);
+    futures::executor::block_on(futures::future::poll_fn(|cx| {
+        {
+            let mut st = signal.lock();
+            if st.closed.is_some() {
+                return Poll::Ready(false);
+            }
+            st.waker = Some(cx.waker().clone());
+        }
+        match tx.poll_ready(cx) {
+            Poll::Ready(Ok(())) => {
+                let item = item.take().expect("an item is sent once");
+                Poll::Ready(tx.start_send(item).is_ok())
+            }
+            Poll::Ready(Err(_)) => Poll::Ready(false),
+            Poll::Pending => Poll::Pending,
+        }
+    }))
+}
+
+fn envelope(e: InboxEntry) -> InboxEnvelope {
+    InboxEnvelope {
+        seq: e.seq,
+        sender_user_id: e.sender.user_id,
+        sender_device_id: e.sender.device_id,
+        sender_username: e.sender_username,
+        sender_display_name: e.sender_display_name,
+        sender_is_bot: e.sender_is_bot,
+        message_id: e.message_id,
+        date: e.date,
+        ciphertext: e.ciphertext,
+        client_message_id: e.client_message_id,
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_wakes_on_dirty_and_close() {
+        let signal = Arc::new(StreamSignal::default());
+        signal.mark_dirty();
+        assert_eq!(signal.wait_dirty(), Ok(()));
+        let s2 = signal.clone();
+        let waiter =
+            std::thread::Builder::new().name("test-waiter".into()).spawn(move || s2.wait_dirty()).expect("spawn");
+        signal.close(CloseReason::Replaced);
+        signal.close(CloseReason::ClientGone);
+        assert_eq!(waiter.join().expect("join"), Err(CloseReason::Replaced), "first reason wins");
+    }
+
+    #[test]
+    fn a_new_stream_replaces_the_old_one() {
+        let hub = InboxHub::new();
+        let addr = DeviceAddr { user_id: 1, device_id: 1 };
+        let first = hub.register(addr);
+        let second = hub.register(addr);
+        assert_eq!(first.final_reason(), Some(CloseReason::Replaced));
+        assert_eq!(second.final_reason(), None);
+        hub.unregister(addr, &first);
+        assert_eq!(hub.open_streams(), 1, "unregistering the old stream keeps the new one");
+        hub.close_all();
+        assert_eq!(second.final_reason(), Some(CloseReason::Shutdown));
+        assert_eq!(hub.open_streams(), 0);
+    }
+
+    #[test]
+    fn send_item_stops_when_closed_while_full() {
+        let (mut tx, _rx) = mpsc::channel::<Item>(0);
+        let signal = Arc::new(StreamSignal::default());
+        let item = || Ok((InboxEnvelope::default(), WriteFlags::default()));
+        // A zero-bound channel takes one item per sender, then blocks.
+        assert!(send_item(&mut tx, item(), &signal));
+        let s2 = signal.clone();
+        let closer = std::thread::Builder::new()
+            .name("test-closer".into())
+            .spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                s2.close(CloseReason::Replaced);
+            })
+            .expect("spawn");
+        assert!(!send_item(&mut tx, item(), &signal), "close must unblock a full send");
+        closer.join().expect("join");
+    }
+}

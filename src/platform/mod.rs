@@ -1,0 +1,29 @@
+//! The reference platform server: accounts, devices and prekeys, device inboxes, and the
+//! gRPC service over them. It only ever stores public keys, digests of secrets and ciphertext
+//! of user dialogs.
+//!
+//! - `cli`: the `platform-server` program (serve, create-bot).
+//! - `server`: `RunningServer`, a started gRPC server (also for in-process tests).
+//! - `service`: the `Platform` gRPC service: request checks, then one store call.
+//! - `auth`: the caller's credential from call metadata.
+//! - `inbox`: the Inbox stream (a feeder thread per stream, woken on commit).
+//! - `store`: the SQLite database `platform.db`.
+//! - `bots`: provisioning a bot (recovery secret, identity key, token).
+//! - `rules`: usernames, display names, capabilities, token format.
+
+mod auth;
+mod bots;
+mod cli;
+mod error;
+mod inbox;
+pub mod rules;
+mod server;
+mod service;
+pub mod store;
+
+pub use bots::{provision_bot, BotCredentials};
+pub use cli::run_cli;
+pub use error::{PlatformError, Result};
+pub use server::RunningServer;
+pub use service::PlatformService;
+pub use store::Store;

@@ -1,0 +1,154 @@
+//! A running platform server: the gRPC environment, the bound port, the service state, and an
+//! orderly stop. Used by the CLI and by tests that start a server in-process.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use grpcio::{ChannelBuilder, EnvBuilder, ServerBuilder, ServerCredentials};
+
+use super::error::{PlatformError, Result};
+use super::inbox::InboxHub;
+use super::service::PlatformService;
+use super::store::Store;
+use crate::wire::platform_grpc::create_platform;
+
+/// Largest gRPC message accepted or sent (matches the client side in `wire::connect`).
+const MAX_MESSAGE_LEN: i32 = 64 << 20;
+/// Idempotency records older than this are forgotten at start-up.
+const SENT_RECORD_RETENTION_SECS: i64 = 30 * 24 * 3600;
+
+/// A started server; stops on `shutdown` or drop.
+pub struct RunningServer {
+    // Field order: the server must stop before the state it serves goes away.
+    server: Option<grpcio::Server>,
+    host: String,
+    port: u16,
+    hub: Arc<InboxHub>,
+    store: Arc<Store>,
+}
+
+/// Splits `host:port`, accepting `[v6]:port`.
+fn split_listen(listen: &str) -> Result<(String, u16)> {
+    let bad = || PlatformError::InvalidArgument(format!("listen address {listen:?} is not host:port"));
+    let (host, port) = listen.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    if host.is_empty() {
+        return Err(bad());
+    }
+    Ok((host.to_string(), port))
+}
+
+impl RunningServer {
+    /// Opens the store in `data_dir` (created 0700 if missing), binds `listen` (port 0 picks a
+    /// free port) and starts serving.
+    pub fn start(listen: &str, data_dir: &Path) -> Result<RunningServer> {
+        crate::crypto::init();
+        let (host, _) = split_listen(listen)?;
+        let store = Arc::new(Store::open(data_dir)?);
+        let cutoff =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+                - SENT_RECORD_RETENTION_SECS;
+        let pruned = store.prune_sent_records(cutoff)?;
+        if pruned > 0 {
+            log::info!("forgot {pruned} sent-message records older than 30 days");
+        }
+        let hub = Arc::new(InboxHub::new());
+        let service = PlatformService::new(store.clone(), hub.clone());
+
+        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8);
+        let env = Arc::new(EnvBuilder::new().cq_count(threads).name_prefix("grpc-platform").build());
+        let args = ChannelBuilder::new(env.clone())
+            .max_receive_message_len(MAX_MESSAGE_LEN)
+            .max_send_message_len(MAX_MESSAGE_LEN)
+            // Clients ping every 30 s to keep idle Inbox streams alive; accept that instead of
+            // answering with GOAWAY (too_many_pings).
+            .http2_min_recv_ping_interval_without_data(Duration::from_secs(10))
+            .http2_max_ping_strikes(0)
+            .keepalive_time(Duration::from_secs(60))
+            .keepalive_timeout(Duration::from_secs(20))
+            // gRPC sets SO_REUSEPORT by default, which would let a second server bind the same port.
+            .reuse_port(false)
+            .build_args();
+        let mut server = ServerBuilder::new(env)
+            .channel_args(args)
+            .register_service(create_platform(service))
+            .build()
+            .map_err(|e| PlatformError::Internal(format!("cannot build the gRPC server: {e}")))?;
+        let port = server
+            .add_listening_port(listen, ServerCredentials::insecure())
+            .map_err(|e| PlatformError::InvalidArgument(format!("cannot listen on {listen}: {e}")))?;
+        server.start();
+        log::info!("platform server on {host}:{port}, data in {}", store.path().display());
+        Ok(RunningServer { server: Some(server), host, port, hub, store })
+    }
+
+    /// The bound port (the real one when 0 was asked for).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `host:port` as bound, e.g. `127.0.0.1:40123`.
+    pub fn address(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    /// An endpoint for `wire::Platform::connect`, e.g. `http://127.0.0.1:40123`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.address())
+    }
+
+    /// The server's store (for tests and in-process tools).
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Ends every Inbox stream, then stops accepting and cancels what is left.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut server) = self.server.take() {
+            self.hub.close_all();
+            let done = server.shutdown();
+            server.cancel_all_calls();
+            if let Err(e) = futures::executor::block_on(done) {
+                log::warn!("gRPC server shutdown: {e}");
+            }
+            log::info!("platform server on {}:{} stopped", self.host, self.port);
+        }
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_addresses() {
+        assert_eq!(split_listen("127.0.0.1:0").expect("valid"), ("127.0.0.1".to_string(), 0));
+        assert_eq!(split_listen("[::1]:50051").expect("valid"), ("[::1]".to_string(), 50051));
+        assert!(split_listen("127.0.0.1").is_err());
+        assert!(split_listen(":80").is_err());
+        assert!(split_listen("host:99999").is_err());
+    }
+
+    #[test]
+    fn binds_an_ephemeral_port_and_stops() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let server = RunningServer::start("127.0.0.1:0", &dir.path().join("d")).expect("start");
+        assert_ne!(server.port(), 0);
+        assert_eq!(server.address(), format!("127.0.0.1:{}", server.port()));
+        // The port is really taken while the server runs.
+        assert!(std::net::TcpListener::bind(("127.0.0.1", server.port())).is_err());
+        server.shutdown();
+        assert!(dir.path().join("d").join(super::super::store::DB_FILE).exists());
+    }
+}
