@@ -1,0 +1,243 @@
+//! Client against the real platform server, started in-process on an ephemeral loopback port
+//! with a temporary data directory: two people chatting, redelivery after a dropped profile,
+//! and a bot whose device list grows while a user talks to it.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::executor::block_on_stream;
+use rusqlite::Connection;
+
+use super::*;
+use crate::crypto::{self, identity, IdentityKeyPair};
+use crate::e2e;
+use crate::platform::{provision_bot, BotCredentials, RunningServer};
+use crate::wire::e2e::{Content, Text};
+use crate::wire::platform::{
+    AckRequest, DeviceCiphertext, InboxEnvelope, InboxRequest, OutgoingMessage, RegisterBotDeviceRequest,
+    SendMessagesRequest,
+};
+use crate::wire::{Credential, Platform};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+struct World {
+    server: RunningServer,
+    dir: tempfile::TempDir,
+}
+
+impl World {
+    fn start() -> World {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let server = RunningServer::start("127.0.0.1:0", &dir.path().join("platform")).expect("platform server starts");
+        World { server, dir }
+    }
+
+    fn user(&self, username: &str) -> Profile {
+        Profile::register(&self.server.endpoint(), self.dir.path().join(username), username, "")
+            .expect("registration succeeds")
+    }
+}
+
+#[test]
+fn two_profiles_chat_both_ways_through_a_real_server() {
+    let world = World::start();
+    let alice = world.user("alice");
+    let bob = world.user("bob");
+    assert_ne!(alice.user_id(), bob.user_id());
+
+    // First message: X3DH from a fetched bundle, with entities.
+    let bold = Entity::new("bold", 6, 3);
+    let sent = alice.send_message("@BOB", "hello bob", std::slice::from_ref(&bold), None).expect("alice sends");
+    assert_eq!(sent.chat_id, bob.user_id());
+    let got = bob.receive(WAIT, 1).expect("bob receives");
+    assert_eq!(got.len(), 1);
+    let m = &got[0];
+    assert_eq!((m.text.as_str(), m.chat_id, m.message_id, m.date), ("hello bob", alice.user_id(), sent.message_id, sent.date));
+    assert_eq!(m.entities, vec![bold]);
+    assert_eq!(m.sender.username, "alice");
+    assert!(!m.sender.is_bot);
+    assert_eq!(m.reply_to_message_id, None);
+
+    // A reply the other way.
+    let reply = bob.send_message("alice", "hi alice", &[], Some(m.message_id)).expect("bob replies");
+    let got = alice.receive(WAIT, 1).expect("alice receives");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].text, "hi alice");
+    assert_eq!(got[0].message_id, reply.message_id);
+    assert_eq!(got[0].reply_to_message_id, Some(sent.message_id));
+    assert_eq!(got[0].chat_id, bob.user_id());
+
+    // Several in a row arrive in order; nothing more after them.
+    for i in 0..3 {
+        alice.send_text("bob", &format!("n{i}")).expect("send");
+    }
+    let mut texts = Vec::new();
+    while texts.len() < 3 {
+        let batch = bob.receive(WAIT, 3 - texts.len()).expect("receive");
+        assert!(!batch.is_empty(), "messages arrive within {WAIT:?}");
+        texts.extend(batch.into_iter().map(|m| m.text));
+    }
+    assert_eq!(texts, ["n0", "n1", "n2"]);
+    assert!(bob.receive(Duration::from_millis(300), 10).expect("receive").is_empty());
+
+    // What a dropped profile read ahead but did not process comes again, once.
+    alice.send_text("bob", "first").expect("send");
+    alice.send_text("bob", "second").expect("send");
+    let first = bob.receive(WAIT, 1).expect("receive");
+    assert_eq!(first[0].text, "first");
+    let dir = bob.dir().to_path_buf();
+    drop(bob);
+    let bob = Profile::open(&dir).expect("reopen bob");
+    let again = bob.receive(WAIT, 1).expect("receive after reopen");
+    assert_eq!(again[0].text, "second");
+    assert!(bob.receive(Duration::from_millis(500), 5).expect("receive").is_empty(), "no duplicate of \"first\"");
+
+    // The reopened profile still holds the session.
+    bob.send_text("alice", "still here").expect("send after reopen");
+    assert_eq!(alice.receive(WAIT, 1).expect("receive")[0].text, "still here");
+}
+
+#[test]
+fn errors_name_what_failed() {
+    let world = World::start();
+    let alice = world.user("alice");
+    let err = alice.send_text("@nobody_here", "x").expect_err("no such user");
+    assert!(matches!(err, ClientError::NoSuchUser(_)));
+    assert_eq!(err.to_string(), "no user @nobody_here on the platform");
+    let err = alice.send_text("alice", "x").expect_err("not to yourself");
+    assert!(err.to_string().contains("yourself"), "{err}");
+
+    let err = Profile::register(&world.server.endpoint(), world.dir.path().join("other"), "ALICE", "")
+        .err()
+        .expect("taken");
+    assert!(matches!(err, ClientError::UsernameTaken(_)), "{err}");
+    // The failed attempt left keys but no account; a new name in the same directory works.
+    let carol = Profile::register(&world.server.endpoint(), world.dir.path().join("other"), "carol", "Carol C")
+        .expect("register carol");
+    assert_eq!(carol.display_name(), "Carol C");
+    let err = Profile::register(&world.server.endpoint(), carol.dir(), "carol2", "").err().expect("already");
+    assert!(matches!(err, ClientError::AlreadyRegistered { .. }), "{err}");
+}
+
+#[test]
+fn one_time_prekeys_are_replenished() {
+    let world = World::start();
+    let alice = world.user("alice");
+    let bob = world.user("bob");
+    // Others fetching bundles drain bob's one-time prekeys on the platform.
+    let platform = alice.platform();
+    let mut req = crate::wire::platform::GetPrekeyBundlesRequest::new();
+    req.user_id = bob.user_id();
+    for _ in 0..(e2e::ONE_TIME_PREKEY_TARGET - REPLENISH_BELOW + 1) {
+        let resp = platform.client.get_prekey_bundles(&req, platform.opt()).expect("bundles");
+        assert!(resp.bundles[0].one_time_prekey.is_some());
+    }
+    assert_eq!(bob.replenish_prekeys().expect("replenish"), e2e::ONE_TIME_PREKEY_TARGET);
+    // Above the threshold nothing is uploaded.
+    assert_eq!(bob.replenish_prekeys().expect("check"), e2e::ONE_TIME_PREKEY_TARGET);
+}
+
+/// One gateway-like device of a bot: its own e2e database and a bot-token connection.
+struct BotDevice {
+    conn: Connection,
+    platform: Platform,
+    device_id: u32,
+}
+
+impl BotDevice {
+    fn register(endpoint: &str, creds: &BotCredentials) -> BotDevice {
+        let secret = crypto::hex_decode_32(&creds.identity_recovery_secret_hex).expect("hex secret");
+        let identity = IdentityKeyPair::from_recovery_secret(&secret);
+        let conn = Connection::open_in_memory().expect("db");
+        e2e::migrate(&conn).expect("migrate");
+        let keys = e2e::create_device_keys(&conn, &identity).expect("keys");
+        let timestamp = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs() as i64;
+        let mut req = RegisterBotDeviceRequest::new();
+        req.proof = identity
+            .sign(&identity::bot_registration_statement(creds.compat_user_id, &keys.device_key, timestamp))
+            .to_vec();
+        req.timestamp = timestamp;
+        req.device = protobuf::MessageField::some(keys);
+        let mut platform =
+            Platform::connect(endpoint, Credential::Bot { token: creds.token.clone(), device_id: None }).expect("connect");
+        let resp = platform.client.register_bot_device(&req, platform.opt()).expect("bot device registers");
+        platform.set_credential(Credential::Bot { token: creds.token.clone(), device_id: Some(resp.device_id) });
+        e2e::save_registration(&conn, e2e::Registration { user_id: resp.bot_user_id, device_id: resp.device_id })
+            .expect("save registration");
+        BotDevice { conn, platform, device_id: resp.device_id }
+    }
+
+    /// Reads one envelope from the inbox, opens it and acknowledges it.
+    fn receive_text(&self) -> (InboxEnvelope, String) {
+        let mut stream =
+            self.platform.client.inbox(&InboxRequest::new(), self.platform.opt_with_timeout(Some(WAIT))).expect("inbox");
+        let envelope = block_on_stream(&mut stream).next().expect("an envelope").expect("stream ok");
+        stream.cancel();
+        let content = e2e::open_envelope(&self.conn, &envelope).expect("bot opens");
+        let mut ack = AckRequest::new();
+        ack.seqs.push(envelope.seq);
+        self.platform.client.ack(&ack, self.platform.opt()).expect("ack");
+        let text = content.text().text.clone();
+        (envelope, text)
+    }
+
+    fn reply(&self, to: u64, text: &str) {
+        let mut t = Text::new();
+        t.text = text.to_string();
+        let mut content = Content::new();
+        content.set_text(t);
+        let ciphertexts: Vec<DeviceCiphertext> = e2e::seal(&self.conn, to, &content).expect("seal");
+        let mut msg = OutgoingMessage::new();
+        msg.client_message_id = format!("reply-{}-{text}", self.device_id);
+        msg.recipient_user_id = to;
+        msg.ciphertexts = ciphertexts;
+        let mut req = SendMessagesRequest::new();
+        req.messages.push(msg);
+        let resp = self.platform.client.send_messages(&req, self.platform.opt()).expect("send");
+        assert_eq!(resp.results[0].status.value(), 0, "bot reply accepted: {}", resp.results[0].error);
+    }
+}
+
+#[test]
+fn bot_devices_are_verified_and_a_stale_device_list_is_updated() {
+    let world = World::start();
+    let creds = provision_bot(world.server.store(), "echo_bot", "Echo", "default", None).expect("bot");
+    let alice = world.user("alice");
+    let a = BotDevice::register(&world.server.endpoint(), &creds);
+
+    let bot = alice.lookup("@Echo_Bot").expect("lookup");
+    assert!(bot.is_bot);
+    assert_eq!(crypto::hex_encode(&bot.identity_key), creds.bot_id_hex);
+
+    alice.send_text("@echo_bot", "one").expect("first send");
+    let (env, text) = a.receive_text();
+    assert_eq!(text, "one");
+    assert_eq!(env.sender_user_id, alice.user_id());
+
+    // A second runtime of the bot appears: the next send is refused as stale, the client
+    // fetches the new device's bundle (certificate checked against the Bot ID) and resends.
+    let b = BotDevice::register(&world.server.endpoint(), &creds);
+    assert_ne!(a.device_id, b.device_id);
+    let sent = alice.send_text("@echo_bot", "two").expect("send after the device list grew");
+    let (env_a, text_a) = a.receive_text();
+    let (env_b, text_b) = b.receive_text();
+    assert_eq!((text_a.as_str(), text_b.as_str()), ("two", "two"));
+    assert_eq!((env_a.message_id, env_b.message_id), (sent.message_id, sent.message_id));
+    let mut devices = e2e::known_devices(&alice.conn, bot.user_id).expect("known");
+    devices.sort();
+    assert_eq!(devices, vec![a.device_id.min(b.device_id), a.device_id.max(b.device_id)]);
+
+    // Both runtimes answer; the user sees both, marked as from the bot.
+    a.reply(alice.user_id(), "from a");
+    b.reply(alice.user_id(), "from b");
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let batch = alice.receive(WAIT, 2 - got.len()).expect("receive");
+        assert!(!batch.is_empty(), "replies arrive");
+        got.extend(batch);
+    }
+    let mut texts: Vec<&str> = got.iter().map(|m| m.text.as_str()).collect();
+    texts.sort();
+    assert_eq!(texts, ["from a", "from b"]);
+    assert!(got.iter().all(|m| m.sender.is_bot && m.chat_id == bot.user_id && m.sender.username == "echo_bot"));
+}

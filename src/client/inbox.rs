@@ -1,0 +1,388 @@
+//! Receiving: the device's Inbox stream read on a named thread into a bounded channel, and the
+//! loop that opens each envelope, commits, and only then acknowledges it.
+//!
+//! An envelope that cannot be opened (not authentic, a changed device key, an unknown prekey)
+//! is logged and acknowledged anyway, so one bad message never blocks the inbox. Envelopes the
+//! reader thread has read ahead but `receive` has not processed stay unacknowledged, so the
+//! platform delivers them again on the next stream.
+
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{at, bounded, never, Receiver, Sender as ChannelSender};
+use futures::executor::block_on_stream;
+use futures::stream::{AbortHandle, AbortRegistration, Abortable};
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::error::{rpc_text, ClientError, Result};
+use super::profile::Profile;
+use super::send::Entity;
+use crate::crypto::x3dh;
+use crate::e2e::{self, E2eError};
+use crate::wire::e2e::Content;
+use crate::wire::platform::{AckRequest, InboxEnvelope, InboxRequest, UploadPrekeysRequest};
+use crate::wire::Platform;
+
+/// Envelopes the reader thread may hold ahead of processing.
+const INBOX_QUEUE: usize = 64;
+/// Processed inbox seqs remembered to recognise redeliveries.
+const PROCESSED_MEMORY: u32 = 2048;
+/// Replenish one-time prekeys when the platform holds fewer than this.
+pub const REPLENISH_BELOW: u32 = e2e::ONE_TIME_PREKEY_TARGET / 2;
+
+/// Who sent a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sender {
+    pub user_id: u64,
+    pub username: String,
+    pub display_name: String,
+    pub is_bot: bool,
+}
+
+/// One decrypted message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReceivedMessage {
+    /// The dialog: the peer's user id.
+    pub chat_id: u64,
+    pub sender: Sender,
+    pub message_id: u64,
+    pub date: i64,
+    pub text: String,
+    pub entities: Vec<Entity>,
+    pub reply_to_message_id: Option<u64>,
+}
+
+enum InboxEvent {
+    Envelope(InboxEnvelope),
+    /// The stream failed or ended; the reader thread has stopped.
+    Closed(String),
+}
+
+/// The running Inbox stream of a profile. Dropping it cancels the call and joins the thread.
+pub(super) struct InboxReader {
+    events: Option<Receiver<InboxEvent>>,
+    abort: AbortHandle,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl InboxReader {
+    fn start(platform: &Platform) -> Result<InboxReader> {
+        let receiver = platform
+            .client
+            .inbox(&InboxRequest::new(), platform.opt_with_timeout(None))
+            .map_err(|status| ClientError::Rpc { call: "Inbox", status })?;
+        let (abort, registration) = AbortHandle::new_pair();
+        let (tx, rx) = bounded(INBOX_QUEUE);
+        // The thread keeps a clone so the channel outlives any profile reconnect.
+        let platform = platform.clone();
+        let thread = thread::Builder::new()
+            .name("inbox-reader".to_string())
+            .spawn(move || {
+                let _platform = platform;
+                read_stream(receiver, registration, tx)
+            })
+            .map_err(|source| ClientError::Io { what: "starting the inbox reader thread".to_string(), source })?;
+        Ok(InboxReader { events: Some(rx), abort, thread: Some(thread) })
+    }
+
+    fn events(&self) -> &Receiver<InboxEvent> {
+        self.events.as_ref().expect("events is only taken in drop")
+    }
+}
+
+impl Drop for InboxReader {
+    fn drop(&mut self) {
+        // Order matters: a reader blocked on a full channel wakes when the receiver goes away,
+        // one blocked on the stream when the abort fires.
+        drop(self.events.take());
+        self.abort.abort();
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                log::error!("the inbox reader thread panicked");
+            }
+        }
+    }
+}
+
+fn read_stream(
+    mut receiver: grpcio::ClientSStreamReceiver<InboxEnvelope>,
+    registration: AbortRegistration,
+    tx: ChannelSender<InboxEvent>,
+) {
+    let mut blocking = block_on_stream(Abortable::new(&mut receiver, registration));
+    let closed = loop {
+        match blocking.next() {
+            Some(Ok(envelope)) => {
+                if tx.send(InboxEvent::Envelope(envelope)).is_err() {
+                    break None; // The profile stopped listening.
+                }
+            }
+            Some(Err(e)) => break Some(rpc_text(&e)),
+            None if blocking.is_aborted() => break None,
+            None => break Some("the server ended the stream".to_string()),
+        }
+    };
+    if let Some(why) = closed {
+        let _ = tx.send(InboxEvent::Closed(why));
+    }
+    drop(blocking);
+    // Tell the server we are gone so it stops delivering to this stream.
+    receiver.cancel();
+}
+
+/// Why `receive_loop` should stop waiting.
+enum Wake {
+    Event(InboxEvent),
+    Deadline,
+    Stop,
+}
+
+impl Profile {
+    /// Receives up to `max_count` messages, waiting at most `timeout` in all. Returns early once
+    /// `max_count` arrived. Fails only if the inbox stream cannot be opened or breaks before
+    /// any message arrived (later calls reconnect).
+    pub fn receive(&self, timeout: Duration, max_count: usize) -> Result<Vec<ReceivedMessage>> {
+        let mut out = Vec::new();
+        self.receive_loop(Some(Instant::now() + timeout), max_count, None, &mut |m| out.push(m.clone()))?;
+        Ok(out)
+    }
+
+    /// Like `receive`, but hands each message to `on_message` as soon as it is committed and
+    /// acknowledged (for printing while waiting). Returns how many arrived.
+    pub fn receive_with(
+        &self,
+        timeout: Duration,
+        max_count: usize,
+        mut on_message: impl FnMut(&ReceivedMessage),
+    ) -> Result<usize> {
+        self.receive_loop(Some(Instant::now() + timeout), max_count, None, &mut on_message)
+    }
+
+    /// Receives until `stop` gets a message or is disconnected (its sender dropped), handing
+    /// each message to `on_message`. Fails like `receive`.
+    pub fn receive_until(&self, stop: &Receiver<()>, mut on_message: impl FnMut(&ReceivedMessage)) -> Result<usize> {
+        self.receive_loop(None, usize::MAX, Some(stop), &mut on_message)
+    }
+
+    fn receive_loop(
+        &self,
+        deadline: Option<Instant>,
+        max_count: usize,
+        stop: Option<&Receiver<()>>,
+        on_message: &mut dyn FnMut(&ReceivedMessage),
+    ) -> Result<usize> {
+        if self.inbox.borrow().is_none() {
+            let reader = InboxReader::start(&self.platform)?;
+            *self.inbox.borrow_mut() = Some(reader);
+        }
+        let never_stop = never();
+        let stop = stop.unwrap_or(&never_stop);
+        let timer = deadline.map(at).unwrap_or_else(never);
+        let mut count = 0;
+        let mut prekey_messages = 0;
+        let mut failure = None;
+        while count < max_count {
+            let wake = {
+                let inbox = self.inbox.borrow();
+                let events = inbox.as_ref().expect("started above; cleared only before break").events();
+                crossbeam_channel::select! {
+                    recv(events) -> ev => match ev {
+                        Ok(ev) => Wake::Event(ev),
+                        Err(_) => Wake::Event(InboxEvent::Closed("the inbox reader stopped".to_string())),
+                    },
+                    recv(stop) -> _ => Wake::Stop,
+                    recv(timer) -> _ => Wake::Deadline,
+                }
+            };
+            match wake {
+                Wake::Event(InboxEvent::Envelope(envelope)) => {
+                    let processed = self.process_envelope(&envelope).inspect_err(|_| {
+                        // Not acknowledged: reconnect next time so the platform sends it again.
+                        *self.inbox.borrow_mut() = None;
+                    })?;
+                    if let Some((message, was_prekey)) = processed {
+                        count += 1;
+                        prekey_messages += usize::from(was_prekey);
+                        on_message(&message);
+                    }
+                }
+                Wake::Event(InboxEvent::Closed(why)) => {
+                    *self.inbox.borrow_mut() = None;
+                    failure = Some(why);
+                    break;
+                }
+                Wake::Deadline | Wake::Stop => break,
+            }
+        }
+        if prekey_messages > 0 {
+            if let Err(e) = self.replenish_prekeys() {
+                log::warn!("could not replenish one-time prekeys of @{}: {e}", self.username());
+            }
+        }
+        match failure {
+            Some(why) if count == 0 => Err(ClientError::InboxClosed(why)),
+            Some(why) => {
+                log::warn!("inbox stream of @{} closed after {count} messages: {why}", self.username());
+                Ok(count)
+            }
+            None => Ok(count),
+        }
+    }
+
+    /// Opens one envelope in one transaction, then acknowledges it. `None` for a redelivery
+    /// or an envelope that could not be opened (logged).
+    fn process_envelope(&self, envelope: &InboxEnvelope) -> Result<Option<(ReceivedMessage, bool)>> {
+        let was_prekey = matches!(x3dh::peek_prekey_header(&envelope.ciphertext), Ok(Some(_)));
+        let outcome = self.write(|c| {
+            if already_processed(c, envelope.seq)? {
+                return Ok(None);
+            }
+            mark_processed(c, envelope.seq)?;
+            match e2e::open_envelope(c, envelope) {
+                Ok(content) => Ok(Some(Ok(content))),
+                // A database failure is ours, not the message's: do not acknowledge.
+                Err(E2eError::Db(e)) => Err(ClientError::Db(e)),
+                Err(e) => Ok(Some(Err(e))),
+            }
+        })?;
+        self.ack(envelope.seq);
+        match outcome {
+            None => {
+                log::debug!("inbox envelope {} was already processed", envelope.seq);
+                Ok(None)
+            }
+            Some(Err(e)) => {
+                log::error!(
+                    "could not open message {} from @{} (user {} device {}): {e}",
+                    envelope.message_id,
+                    envelope.sender_username,
+                    envelope.sender_user_id,
+                    envelope.sender_device_id
+                );
+                Ok(None)
+            }
+            Some(Ok(content)) => Ok(Some((received_message(envelope, &content), was_prekey))),
+        }
+    }
+
+    /// Acknowledges one envelope. A failure only means a redelivery, which is recognised.
+    fn ack(&self, seq: u64) {
+        let mut req = AckRequest::new();
+        req.seqs.push(seq);
+        if let Err(e) = self.platform.client.ack(&req, self.platform.opt()) {
+            log::warn!("could not acknowledge inbox envelope {seq}: {}", rpc_text(&e));
+        }
+    }
+
+    /// Asks the platform how many one-time prekeys it still holds for this device and uploads
+    /// new ones when fewer than `REPLENISH_BELOW` remain. Returns the count on the platform.
+    pub fn replenish_prekeys(&self) -> Result<u32> {
+        let remaining = self.upload_prekeys(UploadPrekeysRequest::new())?;
+        if remaining >= REPLENISH_BELOW {
+            return Ok(remaining);
+        }
+        let fresh = self.write(|c| {
+            e2e::replenish_one_time_prekeys(c, remaining).map_err(|e| match e {
+                E2eError::Db(e) => ClientError::Db(e),
+                source => ClientError::E2e { context: "generating one-time prekeys".to_string(), source },
+            })
+        })?;
+        let count = fresh.len();
+        let mut req = UploadPrekeysRequest::new();
+        req.one_time_prekeys = fresh;
+        let now = self.upload_prekeys(req)?;
+        log::info!("uploaded {count} one-time prekeys for @{}; the platform holds {now}", self.username());
+        Ok(now)
+    }
+
+    fn upload_prekeys(&self, req: UploadPrekeysRequest) -> Result<u32> {
+        self.platform
+            .client
+            .upload_prekeys(&req, self.platform.opt())
+            .map(|r| r.one_time_prekeys_remaining)
+            .map_err(|status| ClientError::Rpc { call: "UploadPrekeys", status })
+    }
+}
+
+fn received_message(envelope: &InboxEnvelope, content: &Content) -> ReceivedMessage {
+    let (text, entities) = if content.has_text() {
+        let t = content.text();
+        (t.text.clone(), t.entities.iter().map(Entity::from_wire).collect())
+    } else {
+        (String::new(), Vec::new())
+    };
+    ReceivedMessage {
+        chat_id: envelope.sender_user_id,
+        sender: Sender {
+            user_id: envelope.sender_user_id,
+            username: envelope.sender_username.clone(),
+            display_name: envelope.sender_display_name.clone(),
+            is_bot: envelope.sender_is_bot,
+        },
+        message_id: envelope.message_id,
+        date: envelope.date,
+        text,
+        entities,
+        reply_to_message_id: (content.reply_to_message_id != 0).then_some(content.reply_to_message_id),
+    }
+}
+
+fn already_processed(conn: &Connection, seq: u64) -> Result<bool> {
+    Ok(conn
+        .query_row("SELECT 1 FROM client_processed WHERE seq = ?1", params![seq as i64], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+fn mark_processed(conn: &Connection, seq: u64) -> Result<()> {
+    conn.execute("INSERT OR IGNORE INTO client_processed (seq) VALUES (?1)", params![seq as i64])?;
+    conn.execute(
+        "DELETE FROM client_processed WHERE seq NOT IN
+             (SELECT seq FROM client_processed ORDER BY seq DESC LIMIT ?1)",
+        params![PROCESSED_MEMORY],
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn processed_memory_is_bounded_and_remembers_the_newest() {
+        let conn = Connection::open_in_memory().expect("db");
+        conn.execute_batch("CREATE TABLE client_processed (seq INTEGER PRIMARY KEY);").expect("table");
+        for seq in 1..=(PROCESSED_MEMORY as u64 + 10) {
+            mark_processed(&conn, seq).expect("mark");
+        }
+        assert!(!already_processed(&conn, 10).expect("query"));
+        assert!(already_processed(&conn, 11).expect("query"));
+        assert!(already_processed(&conn, PROCESSED_MEMORY as u64 + 10).expect("query"));
+        let n: u32 = conn.query_row("SELECT COUNT(*) FROM client_processed", [], |r| r.get(0)).expect("count");
+        assert_eq!(n, PROCESSED_MEMORY);
+    }
+
+    #[test]
+    fn message_fields_come_from_envelope_and_content() {
+        let mut env = InboxEnvelope::new();
+        env.sender_user_id = 9;
+        env.sender_username = "somebot".into();
+        env.sender_is_bot = true;
+        env.message_id = 3;
+        env.date = 1_700_000_000;
+        let mut content = Content::new();
+        let mut t = crate::wire::e2e::Text::new();
+        t.text = "hi".into();
+        t.entities.push(Entity::new("bold", 0, 2).to_wire());
+        content.set_text(t);
+        content.reply_to_message_id = 2;
+        let m = received_message(&env, &content);
+        assert_eq!(m.chat_id, 9);
+        assert!(m.sender.is_bot);
+        assert_eq!(m.text, "hi");
+        assert_eq!(m.entities, vec![Entity::new("bold", 0, 2)]);
+        assert_eq!(m.reply_to_message_id, Some(2));
+        content.reply_to_message_id = 0;
+        assert_eq!(received_message(&env, &content).reply_to_message_id, None);
+    }
+}

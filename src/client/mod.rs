@@ -1,0 +1,37 @@
+//! The user-device client library: a profile directory with the user's keys and sessions,
+//! sending to and receiving from bots and other users. Used by `e2e-chat` and by the
+//! end-to-end tests.
+//!
+//! - `profile`: the profile directory and database, registration, opening.
+//! - `send`: looking peers up, sessions with their devices, sealing and sending.
+//! - `inbox`: the Inbox stream, opening envelopes, acknowledging, prekey replenishment.
+//! - `cli`, `interactive`: the `e2e-chat` program.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use bot_gateway::client::Profile;
+//! # fn main() -> Result<(), bot_gateway::client::ClientError> {
+//! let dir = std::path::Path::new("/tmp/alice");
+//! let alice = Profile::register("http://127.0.0.1:50051", dir, "alice", "Alice")?;
+//! let sent = alice.send_text("@somebot", "/start")?;
+//! for m in alice.receive(Duration::from_secs(5), 10)? {
+//!     println!("{} in chat {}: {}", m.sender.username, m.chat_id, m.text);
+//! }
+//! # let _ = sent; Ok(()) }
+//! ```
+
+mod cli;
+mod error;
+mod inbox;
+mod interactive;
+mod profile;
+mod send;
+
+#[cfg(test)]
+mod dialog_tests;
+
+pub use cli::run_cli;
+pub use error::{ClientError, Result};
+pub use inbox::{ReceivedMessage, Sender, REPLENISH_BELOW};
+pub use profile::{Profile, BUSY_TIMEOUT, DB_FILE};
+pub use send::{Entity, SentMessage, MAX_SEND_ATTEMPTS};

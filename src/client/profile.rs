@@ -1,0 +1,328 @@
+//! The profile directory of one user device: a SQLite database with the e2e tables (keys,
+//! prekeys, sessions) plus the account (server URL, identity key seed, user and device ids,
+//! device secret, username). Registration and opening live here; sending is in `send.rs`,
+//! receiving in `inbox.rs`.
+//!
+//! # Concurrency
+//! A `listen` process and a `send` process may use one profile at the same time. Every
+//! read-modify-write of sessions and prekeys runs inside one `BEGIN IMMEDIATE` transaction
+//! (`Profile::write`), the database is in WAL mode, and waits for the lock up to
+//! `BUSY_TIMEOUT`. Network calls are never made while holding the write lock.
+//!
+//! # Files
+//! The directory is created 0700 and the database 0600 (SQLite gives its -wal/-shm files the
+//! database file's mode). The database is not encrypted: it is a person's test client, and the
+//! directory permissions are its protection.
+
+use std::cell::RefCell;
+use std::fs::{self, DirBuilder, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+
+use super::error::{ClientError, E2eContext, Result};
+use super::inbox::InboxReader;
+use crate::crypto::{self, IdentityKeyPair};
+use crate::e2e;
+use crate::wire::platform::RegisterUserRequest;
+use crate::wire::{Credential, Platform};
+
+/// The database file inside the profile directory.
+pub const DB_FILE: &str = "profile.db";
+/// How long a profile waits for another process holding its write lock.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A registered user device: its database and a connection to the platform.
+pub struct Profile {
+    // Dropped first: stops the inbox reader thread before the platform channel goes away.
+    // A RefCell so that `receive` can take `&self`, like sending (Profile is !Sync anyway).
+    pub(super) inbox: RefCell<Option<InboxReader>>,
+    pub(super) conn: Connection,
+    pub(super) platform: Platform,
+    dir: PathBuf,
+    server_url: String,
+    identity: IdentityKeyPair,
+    user_id: u64,
+    device_id: u32,
+    username: String,
+    display_name: String,
+}
+
+/// The account row of the profile database.
+struct Account {
+    server_url: String,
+    identity_seed: Vec<u8>,
+    user_id: u64,
+    device_id: u32,
+    device_secret: Vec<u8>,
+    username: String,
+    display_name: String,
+}
+
+impl Profile {
+    /// Creates a profile in `dir` (created if missing) and registers a new user with the
+    /// platform at `server_url`. An empty `display_name` means the username.
+    pub fn register(server_url: &str, dir: impl AsRef<Path>, username: &str, display_name: &str) -> Result<Profile> {
+        crypto::init();
+        let dir = dir.as_ref();
+        let username = username.trim_start_matches('@');
+        let display_name = if display_name.is_empty() { username } else { display_name };
+        create_private_dir(dir)?;
+        let conn = open_db(dir)?;
+        if let Some(account) = load_account(&conn)? {
+            return Err(ClientError::AlreadyRegistered { dir: dir.to_path_buf(), username: account.username });
+        }
+
+        let identity = IdentityKeyPair::generate();
+        let device_keys = write_txn(&conn, |c| {
+            e2e::create_device_keys(c, &identity).context(|| format!("creating device keys in {}", dir.display()))
+        })?;
+        let platform = Platform::connect(server_url, Credential::Anonymous).map_err(ClientError::Invalid)?;
+        let mut req = RegisterUserRequest::new();
+        req.username = username.to_string();
+        req.display_name = display_name.to_string();
+        req.identity_key = identity.public_key().to_vec();
+        req.device = protobuf::MessageField::some(device_keys);
+        let resp = platform.client.register_user(&req, platform.opt()).map_err(|status| {
+            if rpc_code(&status) == Some(grpcio::RpcStatusCode::ALREADY_EXISTS) {
+                ClientError::UsernameTaken(username.to_string())
+            } else {
+                ClientError::Rpc { call: "RegisterUser", status }
+            }
+        })?;
+
+        let account = Account {
+            server_url: server_url.to_string(),
+            identity_seed: identity.seed().to_vec(),
+            user_id: resp.user_id,
+            device_id: resp.device_id,
+            device_secret: resp.device_secret.clone(),
+            username: username.to_string(),
+            display_name: display_name.to_string(),
+        };
+        write_txn(&conn, |c| {
+            e2e::save_registration(c, e2e::Registration { user_id: resp.user_id, device_id: resp.device_id })
+                .context(|| "saving the registration".to_string())?;
+            save_account(c, &account)
+        })?;
+        log::info!("registered @{username} as user {} device {}", resp.user_id, resp.device_id);
+        Profile::from_account(dir, conn, account)
+    }
+
+    /// Opens a registered profile.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Profile> {
+        crypto::init();
+        let dir = dir.as_ref();
+        if !dir.join(DB_FILE).exists() {
+            return Err(ClientError::NotRegistered(dir.to_path_buf()));
+        }
+        let conn = open_db(dir)?;
+        let account = load_account(&conn)?.ok_or_else(|| ClientError::NotRegistered(dir.to_path_buf()))?;
+        Profile::from_account(dir, conn, account)
+    }
+
+    fn from_account(dir: &Path, conn: Connection, account: Account) -> Result<Profile> {
+        let seed: [u8; 32] = account
+            .identity_seed
+            .as_slice()
+            .try_into()
+            .map_err(|_| ClientError::Invalid(format!("profile {}: stored identity key is damaged", dir.display())))?;
+        let credential = Credential::Device {
+            user_id: account.user_id,
+            device_id: account.device_id,
+            secret_hex: crypto::hex_encode(&account.device_secret),
+        };
+        let platform = Platform::connect(&account.server_url, credential).map_err(ClientError::Invalid)?;
+        Ok(Profile {
+            inbox: RefCell::new(None),
+            conn,
+            platform,
+            dir: dir.to_path_buf(),
+            server_url: account.server_url,
+            identity: IdentityKeyPair::from_seed(&seed),
+            user_id: account.user_id,
+            device_id: account.device_id,
+            username: account.username,
+            display_name: account.display_name,
+        })
+    }
+
+    /// Talks to another server address from now on (not stored in the profile).
+    pub fn set_server_url(&mut self, server_url: &str) -> Result<()> {
+        let credential = self.platform.credential().clone();
+        self.platform = Platform::connect(server_url, credential).map_err(ClientError::Invalid)?;
+        *self.inbox.get_mut() = None;
+        self.server_url = server_url.to_string();
+        Ok(())
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn server_url(&self) -> &str {
+        &self.server_url
+    }
+    pub fn user_id(&self) -> u64 {
+        self.user_id
+    }
+    pub fn device_id(&self) -> u32 {
+        self.device_id
+    }
+    pub fn username(&self) -> &str {
+        &self.username
+    }
+    pub fn display_name(&self) -> &str {
+        &self.display_name
+    }
+    /// The account's Ed25519 identity public key.
+    pub fn identity_key(&self) -> [u8; 32] {
+        self.identity.public_key()
+    }
+    /// The connected platform client (for calls this library does not wrap).
+    pub fn platform(&self) -> &Platform {
+        &self.platform
+    }
+
+    /// Runs `f` inside one `BEGIN IMMEDIATE` transaction; commits on Ok, rolls back on Err.
+    pub(super) fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        write_txn(&self.conn, f)
+    }
+}
+
+fn write_txn<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    let tx = Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
+    let value = f(&tx)?;
+    tx.commit()?;
+    Ok(value)
+}
+
+/// The status code of a failed call, if it was a status from the server.
+pub(super) fn rpc_code(e: &grpcio::Error) -> Option<grpcio::RpcStatusCode> {
+    match e {
+        grpcio::Error::RpcFailure(s) => Some(s.code()),
+        _ => None,
+    }
+}
+
+fn create_private_dir(dir: &Path) -> Result<()> {
+    let io = |source| ClientError::Io { what: format!("creating profile directory {}", dir.display()), source };
+    DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io)?;
+    // An existing directory may be wider; the keys inside must not be.
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io)
+}
+
+/// Opens (creating 0600 if needed) the profile database and its tables.
+fn open_db(dir: &Path) -> Result<Connection> {
+    let path = dir.join(DB_FILE);
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|source| ClientError::Io { what: format!("opening {}", path.display()), source })?;
+    let conn = Connection::open(&path)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        log::warn!("profile database {} is in journal mode {mode}, not WAL", path.display());
+    }
+    let tx = Transaction::new_unchecked(&conn, TransactionBehavior::Immediate)?;
+    e2e::migrate(&tx)?;
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS client_account (
+             id INTEGER PRIMARY KEY CHECK (id = 1),
+             server_url TEXT NOT NULL,
+             identity_seed BLOB NOT NULL,
+             user_id INTEGER NOT NULL,
+             device_id INTEGER NOT NULL,
+             device_secret BLOB NOT NULL,
+             username TEXT NOT NULL,
+             display_name TEXT NOT NULL
+         );
+         -- Inbox seqs already opened, so a redelivery after a crash between commit and ack
+         -- is acknowledged silently. The newest PROCESSED_MEMORY are kept.
+         CREATE TABLE IF NOT EXISTS client_processed (seq INTEGER PRIMARY KEY);",
+    )?;
+    tx.commit()?;
+    Ok(conn)
+}
+
+fn load_account(conn: &Connection) -> Result<Option<Account>> {
+    Ok(conn
+        .query_row(
+            "SELECT server_url, identity_seed, user_id, device_id, device_secret, username, display_name
+             FROM client_account WHERE id = 1",
+            [],
+            |r| {
+                Ok(Account {
+                    server_url: r.get(0)?,
+                    identity_seed: r.get(1)?,
+                    user_id: r.get::<_, i64>(2)? as u64,
+                    device_id: r.get(3)?,
+                    device_secret: r.get(4)?,
+                    username: r.get(5)?,
+                    display_name: r.get(6)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
+fn save_account(conn: &Connection, a: &Account) -> Result<()> {
+    conn.execute(
+        "INSERT INTO client_account
+             (id, server_url, identity_seed, user_id, device_id, device_secret, username, display_name)
+         VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![a.server_url, a.identity_seed, a.user_id as i64, a.device_id, a.device_secret, a.username, a.display_name],
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_without_profile_names_the_directory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = Profile::open(dir.path()).err().expect("no profile yet");
+        assert!(matches!(err, ClientError::NotRegistered(_)));
+        assert!(err.to_string().contains(&dir.path().display().to_string()));
+    }
+
+    #[test]
+    fn database_is_private_and_concurrent_writers_wait() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sub = dir.path().join("p");
+        create_private_dir(&sub).expect("dir");
+        let a = open_db(&sub).expect("open a");
+        let b = open_db(&sub).expect("open b");
+        let mode = |p: &Path| fs::metadata(p).expect("metadata").permissions().mode() & 0o777;
+        assert_eq!(mode(&sub), 0o700);
+        assert_eq!(mode(&sub.join(DB_FILE)), 0o600);
+        // One holds the write lock; the other waits for it instead of failing.
+        let t = std::thread::Builder::new()
+            .name("test-writer".into())
+            .spawn(move || {
+                write_txn(&b, |c| {
+                    c.execute("INSERT INTO client_processed (seq) VALUES (2)", [])?;
+                    Ok(())
+                })
+            })
+            .expect("spawn");
+        write_txn(&a, |c| {
+            c.execute("INSERT INTO client_processed (seq) VALUES (1)", [])?;
+            std::thread::sleep(Duration::from_millis(200));
+            Ok(())
+        })
+        .expect("first writer");
+        t.join().expect("join").expect("second writer");
+        let n: i64 = a.query_row("SELECT COUNT(*) FROM client_processed", [], |r| r.get(0)).expect("count");
+        assert_eq!(n, 2);
+        if sub.join(format!("{DB_FILE}-wal")).exists() {
+            assert_eq!(mode(&sub.join(format!("{DB_FILE}-wal"))), 0o600);
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! Sending a message from a profile: look the peer up, make sure there is a session with each
+//! of its devices (fetching prekey bundles for the ones without), seal, and hand the
+//! ciphertexts to the platform; when the platform says our device list is stale, update it and
+//! send again under the same client message id.
+//!
+//! The client's send is not durable (a crashed `send` is simply re-run by the person), so a
+//! retry may encrypt again; the gateway's outbox, which must not, does this differently.
+
+use rusqlite::Connection;
+
+use super::error::{ClientError, E2eContext, Result};
+use super::profile::{rpc_code, Profile};
+use crate::crypto;
+use crate::e2e;
+use crate::wire::e2e::{Content, Entity as WireEntity, Text};
+use crate::wire::platform::{
+    send_result, DeviceCiphertext, GetPrekeyBundlesRequest, LookupUserRequest, OutgoingMessage, PrekeyBundle,
+    Profile as PeerProfile, SendMessagesRequest, SendResult,
+};
+
+/// Rounds of "stale device list, update, resend" before giving up.
+pub const MAX_SEND_ATTEMPTS: usize = 5;
+
+/// What the platform assigned to a sent message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SentMessage {
+    /// The peer's user id (the dialog).
+    pub chat_id: u64,
+    pub message_id: u64,
+    pub date: i64,
+}
+
+/// A formatting entity; offset and length in UTF-16 code units.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Entity {
+    /// Bot API entity type: "bold", "italic", "code", "pre", "text_link", ...
+    pub kind: String,
+    pub offset: u32,
+    pub length: u32,
+    pub url: Option<String>,
+    pub language: Option<String>,
+}
+
+impl Entity {
+    pub fn new(kind: &str, offset: u32, length: u32) -> Entity {
+        Entity { kind: kind.to_string(), offset, length, url: None, language: None }
+    }
+
+    pub(super) fn to_wire(&self) -> WireEntity {
+        let mut e = WireEntity::new();
+        e.type_ = self.kind.clone();
+        e.offset = self.offset;
+        e.length = self.length;
+        e.url = self.url.clone().unwrap_or_default();
+        e.language = self.language.clone().unwrap_or_default();
+        e
+    }
+
+    pub(super) fn from_wire(e: &WireEntity) -> Entity {
+        let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        Entity {
+            kind: e.type_.clone(),
+            offset: e.offset,
+            length: e.length,
+            url: non_empty(&e.url),
+            language: non_empty(&e.language),
+        }
+    }
+}
+
+impl Profile {
+    /// Finds a user by username (case-insensitive, leading `@` optional).
+    pub fn lookup(&self, username: &str) -> Result<PeerProfile> {
+        let name = username.trim_start_matches('@');
+        if name.is_empty() {
+            return Err(ClientError::Invalid("no username given".to_string()));
+        }
+        let mut req = LookupUserRequest::new();
+        req.username = name.to_string();
+        match self.platform.client.lookup_user(&req, self.platform.opt()) {
+            Ok(p) if p.user_id != 0 => Ok(p),
+            Ok(_) => Err(ClientError::NoSuchUser(name.to_string())),
+            Err(e) if rpc_code(&e) == Some(grpcio::RpcStatusCode::NOT_FOUND) => {
+                Err(ClientError::NoSuchUser(name.to_string()))
+            }
+            Err(status) => Err(ClientError::Rpc { call: "LookupUser", status }),
+        }
+    }
+
+    /// Sends a plain text message to `peer` (a username, `@` optional).
+    pub fn send_text(&self, peer: &str, text: &str) -> Result<SentMessage> {
+        self.send_message(peer, text, &[], None)
+    }
+
+    /// Sends a text message with formatting entities and optionally as a reply.
+    pub fn send_message(
+        &self,
+        peer: &str,
+        text: &str,
+        entities: &[Entity],
+        reply_to_message_id: Option<u64>,
+    ) -> Result<SentMessage> {
+        let peer = self.lookup(peer)?;
+        let mut t = Text::new();
+        t.text = text.to_string();
+        t.entities = entities.iter().map(Entity::to_wire).collect();
+        let mut content = Content::new();
+        content.set_text(t);
+        content.reply_to_message_id = reply_to_message_id.unwrap_or(0);
+        self.send_content(&peer, &content)
+    }
+
+    /// Seals `content` for every device of `peer` and sends it, updating the device list when
+    /// the platform reports it stale.
+    pub fn send_content(&self, peer: &PeerProfile, content: &Content) -> Result<SentMessage> {
+        let name = peer.username.as_str();
+        if peer.user_id == self.user_id() {
+            return Err(ClientError::Invalid("cannot send a message to yourself".to_string()));
+        }
+        let client_message_id = crypto::hex_encode(&crypto::random_bytes::<16>());
+        let mut ciphertexts = self.seal_for_all(peer, content)?;
+        for attempt in 1..=MAX_SEND_ATTEMPTS {
+            let result = self.send_once(peer, &client_message_id, &ciphertexts)?;
+            match result.status.enum_value() {
+                Ok(send_result::Status::OK) => {
+                    return Ok(SentMessage { chat_id: peer.user_id, message_id: result.message_id, date: result.date });
+                }
+                Ok(send_result::Status::STALE_DEVICES) => {
+                    log::info!(
+                        "device list of @{name} is stale (attempt {attempt}): missing {:?}, removed {:?}",
+                        result.missing_devices,
+                        result.removed_devices
+                    );
+                    let (missing, removed) = (&result.missing_devices, &result.removed_devices);
+                    ciphertexts.retain(|c| !missing.contains(&c.device_id) && !removed.contains(&c.device_id));
+                    if !removed.is_empty() {
+                        self.write(|c| {
+                            e2e::remove_devices(c, peer.user_id, removed)
+                                .context(|| format!("forgetting removed devices of @{name}"))
+                        })?;
+                    }
+                    ciphertexts.extend(self.seal_for_missing(peer, content, missing)?);
+                }
+                Ok(send_result::Status::UNKNOWN_RECIPIENT) => return Err(ClientError::NoSuchUser(name.to_string())),
+                Ok(send_result::Status::REJECTED) | Err(_) => {
+                    let reason = if result.error.is_empty() { "no reason given".to_string() } else { result.error.clone() };
+                    return Err(ClientError::Rejected { to: name.to_string(), reason });
+                }
+            }
+        }
+        Err(ClientError::Invalid(format!(
+            "sending to @{name}: the device list kept changing after {MAX_SEND_ATTEMPTS} attempts"
+        )))
+    }
+
+    fn send_once(&self, peer: &PeerProfile, client_message_id: &str, ciphertexts: &[DeviceCiphertext]) -> Result<SendResult> {
+        let mut msg = OutgoingMessage::new();
+        msg.client_message_id = client_message_id.to_string();
+        msg.recipient_user_id = peer.user_id;
+        msg.ciphertexts = ciphertexts.to_vec();
+        let mut req = SendMessagesRequest::new();
+        req.messages.push(msg);
+        let resp = self
+            .platform
+            .client
+            .send_messages(&req, self.platform.opt())
+            .map_err(|status| ClientError::Rpc { call: "SendMessages", status })?;
+        resp.results
+            .into_iter()
+            .find(|r| r.client_message_id == client_message_id)
+            .ok_or_else(|| ClientError::Invalid(format!("the platform answered a send to @{} without a result", peer.username)))
+    }
+
+    /// Ciphertexts for every device we hold a session with; when there is none, fetches the
+    /// bundles of all the peer's devices first.
+    fn seal_for_all(&self, peer: &PeerProfile, content: &Content) -> Result<Vec<DeviceCiphertext>> {
+        let name = peer.username.as_str();
+        let have = e2e::devices_with_session(&self.conn, peer.user_id).context(|| format!("sessions with @{name}"))?;
+        if !have.is_empty() {
+            return self.write(|c| seal(c, peer, content));
+        }
+        let bundles = self.fetch_bundles(peer, &[])?;
+        if bundles.is_empty() {
+            return Err(ClientError::Invalid(format!("@{name} has no devices to send to")));
+        }
+        self.write(|c| {
+            add_sessions(c, peer, &bundles)?;
+            seal(c, peer, content)
+        })
+    }
+
+    /// Ciphertexts for the devices the platform said were missing, fetching bundles for those
+    /// without a session. A device that has meanwhile gone is skipped (the next round says so).
+    fn seal_for_missing(&self, peer: &PeerProfile, content: &Content, missing: &[u32]) -> Result<Vec<DeviceCiphertext>> {
+        if missing.is_empty() {
+            return Ok(Vec::new());
+        }
+        let name = peer.username.as_str();
+        let have = e2e::devices_with_session(&self.conn, peer.user_id).context(|| format!("sessions with @{name}"))?;
+        let need: Vec<u32> = missing.iter().copied().filter(|d| !have.contains(d)).collect();
+        let bundles = if need.is_empty() { Vec::new() } else { self.fetch_bundles(peer, &need)? };
+        self.write(|c| {
+            if !bundles.is_empty() {
+                add_sessions(c, peer, &bundles)?;
+            }
+            let have = e2e::devices_with_session(c, peer.user_id).context(|| format!("sessions with @{name}"))?;
+            let ready: Vec<u32> = missing.iter().copied().filter(|d| have.contains(d)).collect();
+            e2e::seal_for(c, peer.user_id, &ready, content).context(|| format!("encrypting for @{name}"))
+        })
+    }
+
+    /// Prekey bundles of `peer`'s devices (`device_ids` empty: all of them).
+    fn fetch_bundles(&self, peer: &PeerProfile, device_ids: &[u32]) -> Result<Vec<PrekeyBundle>> {
+        let name = peer.username.as_str();
+        let mut req = GetPrekeyBundlesRequest::new();
+        req.user_id = peer.user_id;
+        req.device_ids = device_ids.to_vec();
+        let resp = match self.platform.client.get_prekey_bundles(&req, self.platform.opt()) {
+            Ok(r) => r,
+            Err(e) if rpc_code(&e) == Some(grpcio::RpcStatusCode::NOT_FOUND) => {
+                return Err(ClientError::NoSuchUser(name.to_string()))
+            }
+            Err(status) => return Err(ClientError::Rpc { call: "GetPrekeyBundles", status }),
+        };
+        // The bundles are checked against the identity we looked up; a different one here
+        // means the account changed under us.
+        if let Some(p) = resp.profile.as_ref() {
+            if !p.identity_key.is_empty() && p.identity_key != peer.identity_key {
+                return Err(ClientError::Invalid(format!("the identity key of @{name} changed while sending")));
+            }
+        }
+        Ok(resp.bundles)
+    }
+}
+
+fn add_sessions(conn: &Connection, peer: &PeerProfile, bundles: &[PrekeyBundle]) -> Result<()> {
+    let what = if peer.is_bot { "bot" } else { "user" };
+    e2e::add_sessions(conn, peer, bundles).context(|| format!("starting sessions with {what} @{}", peer.username))
+}
+
+fn seal(conn: &Connection, peer: &PeerProfile, content: &Content) -> Result<Vec<DeviceCiphertext>> {
+    e2e::seal(conn, peer.user_id, content).context(|| format!("encrypting for @{}", peer.username))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entities_round_trip_through_the_wire_shape() {
+        let e = Entity { kind: "text_link".into(), offset: 2, length: 3, url: Some("https://x.test".into()), language: None };
+        let w = e.to_wire();
+        assert_eq!(w.type_, "text_link");
+        assert_eq!(w.language, "");
+        assert_eq!(Entity::from_wire(&w), e);
+        assert_eq!(Entity::from_wire(&Entity::new("bold", 0, 1).to_wire()), Entity::new("bold", 0, 1));
+    }
+}

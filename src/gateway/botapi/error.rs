@@ -1,0 +1,49 @@
+//! The Bot API error: an HTTP status equal to `error_code` and a description saying what was wrong.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: u16,
+    pub description: String,
+    /// For 429: seconds to wait, sent as `parameters.retry_after`.
+    pub retry_after: Option<u32>,
+}
+
+impl ApiError {
+    pub fn new(status: u16, description: impl Into<String>) -> Self {
+        ApiError { status, description: description.into(), retry_after: None }
+    }
+    /// 400 "Bad Request: <what>".
+    pub fn bad_request(what: impl fmt::Display) -> Self {
+        ApiError::new(400, format!("Bad Request: {what}"))
+    }
+    /// 401 "Unauthorized".
+    pub fn unauthorized() -> Self {
+        ApiError::new(401, "Unauthorized")
+    }
+    /// 404 "Not Found: <what>".
+    pub fn not_found(what: impl fmt::Display) -> Self {
+        ApiError::new(404, format!("Not Found: {what}"))
+    }
+    /// 409 "Conflict: <what>".
+    pub fn conflict(what: impl fmt::Display) -> Self {
+        ApiError::new(409, format!("Conflict: {what}"))
+    }
+    /// 500 "Internal Server Error: <what>".
+    pub fn internal(what: impl fmt::Display) -> Self {
+        ApiError::new(500, format!("Internal Server Error: {what}"))
+    }
+    /// 502/504-style failures talking to the platform.
+    pub fn platform(status: u16, what: impl fmt::Display) -> Self {
+        ApiError::new(status, format!("Bad Gateway: {what}"))
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.status, self.description)
+    }
+}
+
+impl std::error::Error for ApiError {}

@@ -1,0 +1,383 @@
+//! Bot API methods: the name → handler table, and the parameter rules of each method. A
+//! handler reads [`Params`] through the typed getters, validates, and calls the bot's
+//! [`BotApi`]; the result becomes the `result` of the success envelope. Method names are
+//! case-insensitive (as in the reference Bot API).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::format::{self, ParseMode};
+use super::params::Params;
+use super::types::{self, utf16_len};
+use super::{ApiError, BotApi, GetUpdates, SendMessage};
+
+/// Longest message text, in UTF-16 code units.
+pub const MAX_TEXT_UTF16: usize = 4096;
+/// Longest long poll (SPEC "Limits").
+pub const MAX_POLL_TIMEOUT_SECS: i64 = 50;
+/// getUpdates `limit` range; the default is the maximum.
+pub const MAX_UPDATES_LIMIT: i64 = 100;
+
+/// The methods this boundary serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    GetMe,
+    GetUpdates,
+    SendMessage,
+    DeleteWebhook,
+}
+
+impl Method {
+    pub const ALL: &'static [Method] = &[Method::GetMe, Method::GetUpdates, Method::SendMessage, Method::DeleteWebhook];
+
+    /// The canonical name, e.g. `sendMessage`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::GetMe => "getMe",
+            Method::GetUpdates => "getUpdates",
+            Method::SendMessage => "sendMessage",
+            Method::DeleteWebhook => "deleteWebhook",
+        }
+    }
+
+    /// Looks a method up by name, ignoring ASCII case.
+    pub fn from_name(name: &str) -> Option<Method> {
+        Method::ALL.iter().copied().find(|m| m.name().eq_ignore_ascii_case(name))
+    }
+}
+
+/// What every call checks before its body is read: the credential (401 once revoked) and the
+/// method name (404 when unknown).
+pub fn preflight(bot: &dyn BotApi, name: &str) -> Result<Method, ApiError> {
+    if bot.is_revoked() {
+        return Err(ApiError::unauthorized());
+    }
+    Method::from_name(name).ok_or_else(|| ApiError::not_found(format!("method {name} not found")))
+}
+
+/// Runs `method` with `params`; the value is the envelope's `result`.
+pub fn call(bot: &dyn BotApi, method: Method, params: &Params) -> Result<Value, ApiError> {
+    match method {
+        Method::GetMe => Ok(bot.get_me()),
+        Method::GetUpdates => Ok(Value::Array(bot.get_updates(get_updates_request(params)?)?)),
+        Method::SendMessage => bot.send_message(send_message_request(params)?),
+        Method::DeleteWebhook => {
+            bot.delete_webhook(params.flag("drop_pending_updates")?)?;
+            Ok(Value::Bool(true))
+        }
+    }
+}
+
+/// [`preflight`] then [`call`].
+pub fn dispatch(bot: &dyn BotApi, name: &str, params: &Params) -> Result<Value, ApiError> {
+    let method = preflight(bot, name)?;
+    call(bot, method, params)
+}
+
+/// getUpdates parameters.
+///
+/// - `offset`: absent or 0 is "no offset" (PTB and telegraf start with 0, SDK-COMPAT §4);
+///   other values, negative included, are passed on for the runtime to judge.
+/// - `limit`: default 100; outside 1..=100 is a 400 (telegraf's `limit:1` stays valid).
+/// - `timeout`: default 0; negative is a 400; above 50 is clamped to 50 rather than refused,
+///   so a client asking for a longer poll still works and PTB's read timeout (`timeout` + 5 s)
+///   is never exceeded.
+/// - `allowed_updates`: `Some` only when given (the runtime stores it; `[]` = default set).
+pub fn get_updates_request(params: &Params) -> Result<GetUpdates, ApiError> {
+    let offset = params.optional_i64("offset")?.filter(|&o| o != 0);
+    let limit = params.optional_i64("limit")?.unwrap_or(MAX_UPDATES_LIMIT);
+    if !(1..=MAX_UPDATES_LIMIT).contains(&limit) {
+        return Err(ApiError::bad_request(format!("limit must be between 1 and {MAX_UPDATES_LIMIT}, got {limit}")));
+    }
+    let timeout = params.optional_i64("timeout")?.unwrap_or(0);
+    if timeout < 0 {
+        return Err(ApiError::bad_request(format!("timeout must not be negative, got {timeout}")));
+    }
+    let timeout = timeout.min(MAX_POLL_TIMEOUT_SECS);
+    Ok(GetUpdates {
+        offset,
+        limit: limit as u32,
+        timeout: Duration::from_secs(timeout as u64),
+        allowed_updates: params.optional_string_list("allowed_updates")?,
+    })
+}
+
+/// sendMessage parameters. `reply_markup`, `link_preview_options`, `disable_notification`,
+/// `protect_content` and `message_thread_id` are accepted and ignored for now.
+pub fn send_message_request(params: &Params) -> Result<SendMessage, ApiError> {
+    let chat_id = chat_id(params)?;
+    let raw_text = params.optional_str("text")?.unwrap_or_default();
+    // The Bot API refuses text that is empty after trimming; the text is sent untrimmed so
+    // entity offsets keep their meaning.
+    if raw_text.trim().is_empty() {
+        return Err(ApiError::bad_request("message text is empty"));
+    }
+    let parse_mode = params.optional_str("parse_mode")?.filter(|m| !m.trim().is_empty());
+    let entities_given = params.contains("entities");
+    let (text, entities) = match parse_mode {
+        Some(_) if entities_given => {
+            return Err(ApiError::bad_request("parse_mode and entities can't be used together"));
+        }
+        Some(mode) => {
+            let mode = ParseMode::from_name(&mode)
+                .ok_or_else(|| ApiError::bad_request(format!("unsupported parse_mode {mode:?}")))?;
+            format::parse(&raw_text, mode)?
+        }
+        None => {
+            let entities = match params.get("entities") {
+                None => Vec::new(),
+                Some(Value::String(s)) => {
+                    let v: Value = serde_json::from_str(s)
+                        .map_err(|_| ApiError::bad_request("entities must be a JSON array of MessageEntity"))?;
+                    types::entities_from_json(&v)?
+                }
+                Some(v) => types::entities_from_json(v)?,
+            };
+            (raw_text, entities)
+        }
+    };
+    if text.trim().is_empty() {
+        return Err(ApiError::bad_request("message text is empty"));
+    }
+    if utf16_len(&text) > MAX_TEXT_UTF16 {
+        return Err(ApiError::bad_request("message is too long"));
+    }
+    types::validate_entities(&text, &entities)?;
+
+    let mut reply_to_message_id = params.optional_i64("reply_to_message_id")?;
+    let mut allow_sending_without_reply = params.flag("allow_sending_without_reply")?;
+    if let Some(rp) = params.optional_nested("reply_parameters")? {
+        reply_to_message_id = Some(rp.required_i64("message_id")?);
+        allow_sending_without_reply |= rp.flag("allow_sending_without_reply")?;
+        if let Some(other) = rp.get("chat_id") {
+            if super::params::as_i64(other) != Some(chat_id) {
+                return Err(ApiError::bad_request("replies to messages in another chat are not supported"));
+            }
+        }
+    }
+    // The legacy `reply_to_message_id=0` means "not a reply".
+    let reply_to_message_id = reply_to_message_id.filter(|&id| id != 0);
+    Ok(SendMessage { chat_id, text, entities, reply_to_message_id, allow_sending_without_reply })
+}
+
+/// `chat_id`: an integer (or its decimal text). A `@username` is not resolvable by the gateway,
+/// so it is answered like an unknown chat.
+fn chat_id(params: &Params) -> Result<i64, ApiError> {
+    match params.get("chat_id") {
+        Some(Value::String(s)) if s.starts_with('@') => Err(ApiError::bad_request("chat not found")),
+        _ => params.required_i64("chat_id"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// Records the last typed request; answers with canned values.
+    #[derive(Default)]
+    struct Fake {
+        revoked: bool,
+        last_updates: Mutex<Option<GetUpdates>>,
+        last_send: Mutex<Option<SendMessage>>,
+        dropped: Mutex<Option<bool>>,
+    }
+
+    impl BotApi for Fake {
+        fn get_me(&self) -> Value {
+            json!({"id": 1, "is_bot": true, "first_name": "B", "username": "b_bot"})
+        }
+        fn get_updates(&self, req: GetUpdates) -> Result<Vec<Value>, ApiError> {
+            *self.last_updates.lock().expect("lock") = Some(req);
+            Ok(vec![json!({"update_id": 1, "message": {}})])
+        }
+        fn send_message(&self, req: SendMessage) -> Result<Value, ApiError> {
+            let text = req.text.clone();
+            *self.last_send.lock().expect("lock") = Some(req);
+            Ok(json!({"message_id": 9, "text": text}))
+        }
+        fn delete_webhook(&self, drop: bool) -> Result<(), ApiError> {
+            *self.dropped.lock().expect("lock") = Some(drop);
+            Ok(())
+        }
+        fn is_revoked(&self) -> bool {
+            self.revoked
+        }
+    }
+
+    fn p(v: Value) -> Params {
+        let mut p = Params::new();
+        for (k, v) in v.as_object().expect("object").clone() {
+            p.insert_json(&k, v);
+        }
+        p
+    }
+
+    fn form(pairs: &[(&str, &str)]) -> Params {
+        let mut p = Params::new();
+        for (k, v) in pairs {
+            p.insert_text(k, v.to_string());
+        }
+        p
+    }
+
+    fn bad(r: Result<impl std::fmt::Debug, ApiError>) -> String {
+        let e = r.expect_err("expected an error");
+        assert_eq!(e.status, 400, "{e}");
+        e.description
+    }
+
+    #[test]
+    fn names_are_case_insensitive_and_unknown_is_404() {
+        let bot = Fake::default();
+        assert_eq!(dispatch(&bot, "GETME", &Params::new()).expect("getMe")["username"], "b_bot");
+        assert_eq!(preflight(&bot, "sendmessage").expect("known"), Method::SendMessage);
+        let e = dispatch(&bot, "sendPigeon", &Params::new()).expect_err("unknown");
+        assert_eq!((e.status, e.description.as_str()), (404, "Not Found: method sendPigeon not found"));
+    }
+
+    #[test]
+    fn revoked_bot_answers_401_first() {
+        let bot = Fake { revoked: true, ..Fake::default() };
+        for name in ["getMe", "nope"] {
+            let e = dispatch(&bot, name, &Params::new()).expect_err("revoked");
+            assert_eq!((e.status, e.description.as_str()), (401, "Unauthorized"));
+        }
+    }
+
+    #[test]
+    fn get_updates_defaults_and_offset_zero() {
+        let r = get_updates_request(&Params::new()).expect("defaults");
+        assert_eq!(r, GetUpdates { offset: None, limit: 100, timeout: Duration::ZERO, allowed_updates: None });
+        let r = get_updates_request(&form(&[("offset", "0"), ("timeout", "10")])).expect("PTB first poll");
+        assert_eq!((r.offset, r.timeout), (None, Duration::from_secs(10)));
+        let r = get_updates_request(&p(json!({"offset": 17, "limit": 1, "allowed_updates": []}))).expect("telegraf");
+        assert_eq!((r.offset, r.limit, r.allowed_updates), (Some(17), 1, Some(vec![])));
+        let r = get_updates_request(&form(&[("allowed_updates", r#"["callback_query","message"]"#)])).expect("aiogram");
+        assert_eq!(r.allowed_updates, Some(vec!["callback_query".to_string(), "message".to_string()]));
+    }
+
+    #[test]
+    fn get_updates_limits() {
+        assert_eq!(get_updates_request(&p(json!({"timeout": 120}))).expect("clamped").timeout, Duration::from_secs(50));
+        assert!(bad(get_updates_request(&p(json!({"timeout": -1})))).contains("timeout must not be negative"));
+        assert!(bad(get_updates_request(&p(json!({"limit": 0})))).contains("limit must be between 1 and 100"));
+        assert!(bad(get_updates_request(&p(json!({"limit": 101})))).contains("limit must be between 1 and 100"));
+        assert_eq!(bad(get_updates_request(&p(json!({"offset": "x"})))), "Bad Request: offset must be an integer");
+        assert!(bad(get_updates_request(&p(json!({"allowed_updates": "message"})))).contains("allowed_updates"));
+        let bot = Fake::default();
+        let v = dispatch(&bot, "getUpdates", &p(json!({"timeout": 1}))).expect("call");
+        assert!(v.is_array());
+        assert_eq!(bot.last_updates.lock().expect("lock").as_ref().map(|r| r.timeout), Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn send_message_basic_form() {
+        let r = send_message_request(&form(&[
+            ("chat_id", "42"),
+            ("text", "hello"),
+            ("entities", r#"[{"length": 5, "offset": 0, "type": "bold"}]"#),
+            ("disable_notification", "true"),
+            ("reply_parameters", r#"{"message_id": 5}"#),
+            ("reply_markup", r#"{"inline_keyboard": []}"#),
+        ]))
+        .expect("PTB shape");
+        assert_eq!(r.chat_id, 42);
+        assert_eq!(r.text, "hello");
+        assert_eq!(r.entities, vec![types::entity("bold", 0, 5)]);
+        assert_eq!(r.reply_to_message_id, Some(5));
+        assert!(!r.allow_sending_without_reply);
+    }
+
+    #[test]
+    fn send_message_text_rules() {
+        assert_eq!(bad(send_message_request(&p(json!({"chat_id": 1})))), "Bad Request: message text is empty");
+        assert_eq!(
+            bad(send_message_request(&p(json!({"chat_id": 1, "text": " \n "})))),
+            "Bad Request: message text is empty"
+        );
+        let long = "a".repeat(4096);
+        send_message_request(&p(json!({"chat_id": 1, "text": long}))).expect("4096 units fit");
+        // 2049 emoji = 4098 UTF-16 units although only 2049 chars.
+        let emoji = "😀".repeat(2049);
+        assert_eq!(
+            bad(send_message_request(&p(json!({"chat_id": 1, "text": emoji})))),
+            "Bad Request: message is too long"
+        );
+        // Form text that looks like JSON stays the raw text.
+        let r = send_message_request(&form(&[("chat_id", "1"), ("text", "[1, 2]")])).expect("raw");
+        assert_eq!(r.text, "[1, 2]");
+        let r = send_message_request(&p(json!({"chat_id": 1, "text": 42}))).expect("scalar text");
+        assert_eq!(r.text, "42");
+    }
+
+    #[test]
+    fn send_message_chat_id_rules() {
+        assert_eq!(bad(send_message_request(&p(json!({"text": "x"})))), "Bad Request: chat_id is required");
+        assert_eq!(
+            bad(send_message_request(&p(json!({"chat_id": "@chan", "text": "x"})))),
+            "Bad Request: chat not found"
+        );
+        assert_eq!(
+            bad(send_message_request(&p(json!({"chat_id": "abc", "text": "x"})))),
+            "Bad Request: chat_id must be an integer"
+        );
+        assert_eq!(send_message_request(&p(json!({"chat_id": "-100", "text": "x"}))).expect("string id").chat_id, -100);
+    }
+
+    #[test]
+    fn send_message_entities_and_parse_mode() {
+        let e = bad(send_message_request(&p(json!({
+            "chat_id": 1, "text": "hi", "parse_mode": "HTML", "entities": [{"type": "bold", "offset": 0, "length": 2}]
+        }))));
+        assert_eq!(e, "Bad Request: parse_mode and entities can't be used together");
+        let e = bad(send_message_request(&p(json!({
+            "chat_id": 1, "text": "hi", "entities": [{"type": "bold", "offset": 1, "length": 2}]
+        }))));
+        assert!(e.contains("can't parse entities"), "{e}");
+        assert!(bad(send_message_request(&p(json!({"chat_id": 1, "text": "hi", "parse_mode": "Fancy"}))))
+            .contains("unsupported parse_mode"));
+        // An empty parse_mode is the same as none.
+        let r = send_message_request(&p(json!({"chat_id": 1, "text": "hi", "parse_mode": ""}))).expect("empty mode");
+        assert!(r.entities.is_empty());
+    }
+
+    #[test]
+    fn send_message_reply_forms() {
+        let r = send_message_request(&p(
+            json!({"chat_id": 1, "text": "x", "reply_to_message_id": 7, "allow_sending_without_reply": true}),
+        ))
+        .expect("legacy");
+        assert_eq!((r.reply_to_message_id, r.allow_sending_without_reply), (Some(7), true));
+        let r = send_message_request(&p(json!({
+            "chat_id": 1, "text": "x", "reply_parameters": {"message_id": 8, "allow_sending_without_reply": true}
+        })))
+        .expect("reply_parameters");
+        assert_eq!((r.reply_to_message_id, r.allow_sending_without_reply), (Some(8), true));
+        let r = send_message_request(&p(json!({"chat_id": 1, "text": "x", "reply_to_message_id": 0}))).expect("zero");
+        assert_eq!(r.reply_to_message_id, None);
+        assert_eq!(
+            bad(send_message_request(&p(json!({"chat_id": 1, "text": "x", "reply_parameters": {}})))),
+            "Bad Request: reply_parameters.message_id is required"
+        );
+        assert!(bad(send_message_request(&p(json!({
+            "chat_id": 1, "text": "x", "reply_parameters": {"message_id": 8, "chat_id": 2}
+        }))))
+        .contains("another chat"));
+    }
+
+    #[test]
+    fn delete_webhook_flag() {
+        let bot = Fake::default();
+        assert_eq!(dispatch(&bot, "deleteWebhook", &Params::new()).expect("empty"), json!(true));
+        assert_eq!(*bot.dropped.lock().expect("lock"), Some(false));
+        dispatch(&bot, "deletewebhook", &form(&[("drop_pending_updates", "true")])).expect("drop");
+        assert_eq!(*bot.dropped.lock().expect("lock"), Some(true));
+        let e = dispatch(&bot, "deleteWebhook", &form(&[("drop_pending_updates", "maybe")])).expect_err("bad bool");
+        assert_eq!(e.description, "Bad Request: drop_pending_updates must be a boolean");
+    }
+}

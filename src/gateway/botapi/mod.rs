@@ -1,0 +1,26 @@
+//! The Bot HTTP API boundary: listeners, request decoding, methods and JSON types.
+//!
+//! Flow of one call: `server` routes `/bot<token>/<method>` and authenticates the token
+//! (`token`, then `Backend::bot`), `methods::preflight` checks revocation and the method name,
+//! `request` (+ `multipart`) decodes the body into `params::Params`, `methods::call` validates
+//! the parameters and calls the runtime through `BotApi`, and `response` writes the envelope.
+//! `types` builds the Bot API JSON objects the runtime returns; `format` turns `parse_mode`
+//! markup into entities.
+
+pub mod backend;
+pub mod error;
+pub mod format;
+pub mod methods;
+pub mod multipart;
+pub mod params;
+pub mod request;
+pub mod response;
+pub mod server;
+pub mod token;
+pub mod types;
+
+pub use backend::{Backend, BotApi, GetUpdates, SendMessage};
+pub use error::ApiError;
+pub use params::{Params, UploadedFile};
+pub use server::{Listener, ListenerKind, DEFAULT_COMPAT_WORKERS, DEFAULT_EXTENSIONS_WORKERS};
+pub use token::{parse_token, ParsedToken};

@@ -1,0 +1,120 @@
+//! The Bot API response envelope (SDK-COMPAT §0.5, §5.1): success is HTTP 200
+//! `{"ok":true,"result":...}`; an error is HTTP N with `{"ok":false,"error_code":N,
+//! "description":"..."}` and `parameters.retry_after` when set. Always `application/json`,
+//! never `ok:false` with a 2xx status, never `null` for an absent field.
+
+use std::io::Cursor;
+
+use serde_json::{json, Map, Value};
+
+use super::ApiError;
+
+/// A response ready for tiny_http.
+pub type HttpResponse = tiny_http::Response<Cursor<Vec<u8>>>;
+
+/// `{"ok":true,"result":result}`.
+pub fn success_body(result: Value) -> Value {
+    json!({"ok": true, "result": result})
+}
+
+/// `{"ok":false,"error_code":N,"description":"..."}` (+ `parameters`), and the HTTP status to
+/// send it with. A status outside 400..=599 or an empty description is a bug upstream; it is
+/// answered as a 500 rather than confusing the SDKs (PTB raises KeyError on `ok:false` + 200).
+pub fn error_body(err: &ApiError) -> (u16, Value) {
+    let (status, description) = if (400..=599).contains(&err.status) && !err.description.trim().is_empty() {
+        (err.status, err.description.clone())
+    } else {
+        log::error!("invalid ApiError (status {}, description {:?}); answering 500", err.status, err.description);
+        (500, format!("Internal Server Error: invalid error {}", err.status))
+    };
+    let mut o = Map::new();
+    o.insert("ok".into(), json!(false));
+    o.insert("error_code".into(), json!(status));
+    o.insert("description".into(), json!(description));
+    if let Some(secs) = err.retry_after {
+        o.insert("parameters".into(), json!({"retry_after": secs}));
+    }
+    (status, Value::Object(o))
+}
+
+/// HTTP 200 with the success envelope.
+pub fn success(result: Value) -> HttpResponse {
+    json_response(200, &success_body(result))
+}
+
+/// The error envelope with its status.
+pub fn error(err: &ApiError) -> HttpResponse {
+    let (status, body) = error_body(err);
+    json_response(status, &body)
+}
+
+/// Any JSON body with `Content-Type: application/json` (exactly; no charset parameter).
+pub fn json_response(status: u16, body: &Value) -> HttpResponse {
+    let bytes = serde_json::to_vec(body).expect("serialising a serde_json::Value cannot fail");
+    tiny_http::Response::from_data(bytes)
+        .with_status_code(status)
+        .with_header(header("Content-Type", "application/json"))
+}
+
+/// A response header from static ASCII parts.
+pub fn header(name: &str, value: &str) -> tiny_http::Header {
+    tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("static ASCII header")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::*;
+
+    fn body_of(r: HttpResponse) -> (u16, String, Value) {
+        let status = r.status_code().0;
+        let ct = r
+            .headers()
+            .iter()
+            .find(|h| h.field.equiv("Content-Type"))
+            .map(|h| h.value.as_str().to_string())
+            .expect("content type");
+        let mut s = String::new();
+        r.into_reader().read_to_string(&mut s).expect("read");
+        (status, ct, serde_json::from_str(&s).expect("json"))
+    }
+
+    #[test]
+    fn success_envelope() {
+        let (status, ct, v) = body_of(success(json!([1, 2])));
+        assert_eq!((status, ct.as_str()), (200, "application/json"));
+        assert_eq!(v, json!({"ok": true, "result": [1, 2]}));
+        let (_, _, v) = body_of(success(json!(true)));
+        assert_eq!(v, json!({"ok": true, "result": true}));
+    }
+
+    #[test]
+    fn error_envelope() {
+        let (status, ct, v) = body_of(error(&ApiError::bad_request("chat_id is required")));
+        assert_eq!((status, ct.as_str()), (400, "application/json"));
+        assert_eq!(v, json!({"ok": false, "error_code": 400, "description": "Bad Request: chat_id is required"}));
+        assert!(v.get("parameters").is_none());
+    }
+
+    #[test]
+    fn retry_after_parameter() {
+        let mut e = ApiError::new(429, "Too Many Requests: retry after 3");
+        e.retry_after = Some(3);
+        let (status, _, v) = body_of(error(&e));
+        assert_eq!(status, 429);
+        assert_eq!(v["error_code"], 429);
+        assert_eq!(v["parameters"], json!({"retry_after": 3}));
+    }
+
+    #[test]
+    fn invalid_errors_become_500() {
+        for e in [ApiError::new(200, "oops"), ApiError::new(400, " ")] {
+            let (status, _, v) = body_of(error(&e));
+            assert_eq!(status, 500);
+            assert_eq!(v["error_code"], 500);
+            assert_eq!(v["ok"], false);
+            assert!(!v["description"].as_str().expect("description").is_empty());
+        }
+    }
+}
