@@ -1,0 +1,226 @@
+//! The inbox of one bot device: `inbox-stream:<bot>` holds the platform's server stream and
+//! hands envelopes over a bounded channel to `inbox:<bot>`, which decrypts a batch, stores
+//! "advanced sessions + updates + cursor" in ONE transaction, and only after that commit
+//! acknowledges the envelopes to the platform. A crash at any point loses nothing and
+//! duplicates nothing: unacknowledged envelopes come again and the stored cursor and the memory
+//! of processed events skip them.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+use futures::executor::block_on_stream;
+use rusqlite::Connection;
+
+use super::botapi::types::{self, UserView};
+use super::runtime::{history_view, unix_now, BotShared};
+use super::store::{chats, meta_get, meta_set, queue, Result as StoreResult, StoreError};
+use crate::crypto;
+use crate::e2e;
+use crate::wire::platform::{AckRequest, InboxEnvelope, InboxRequest, UploadPrekeysRequest, VerifyCredentialRequest};
+
+/// Envelopes buffered between the stream and the decrypting thread; when full the stream
+/// thread blocks, and gRPC flow control pushes back on the platform.
+const CHANNEL_CAPACITY: usize = 1024;
+/// Envelopes imported in one transaction at most.
+const BATCH: usize = 256;
+const RECONNECT_START: Duration = Duration::from_millis(500);
+const RECONNECT_MAX: Duration = Duration::from_secs(30);
+/// After this many prekey messages, ask the platform how many one-time prekeys remain.
+const PREKEY_CHECK_EVERY: u32 = 20;
+const CURSOR_KEY: &str = "inbox_cursor";
+
+pub fn is_unauthenticated(e: &grpcio::Error) -> bool {
+    matches!(e, grpcio::Error::RpcFailure(s)
+        if s.code() == grpcio::RpcStatusCode::UNAUTHENTICATED || s.code() == grpcio::RpcStatusCode::PERMISSION_DENIED)
+}
+
+/// Starts both inbox threads of a bot. They run for the life of the process.
+pub fn spawn(shared: Arc<BotShared>) -> std::io::Result<()> {
+    let (tx, rx) = bounded(CHANNEL_CAPACITY);
+    let s = shared.clone();
+    thread::Builder::new()
+        .name(format!("inbox-stream:{}", shared.username))
+        .spawn(move || stream_loop(s, tx))?;
+    thread::Builder::new()
+        .name(format!("inbox:{}", shared.username))
+        .spawn(move || import_loop(shared, rx))?;
+    Ok(())
+}
+
+fn stream_loop(shared: Arc<BotShared>, tx: Sender<InboxEnvelope>) {
+    let mut delay = RECONNECT_START;
+    // Used only to wait between reconnects; nothing ever sends on it.
+    let (_never_tx, never_rx) = bounded::<()>(0);
+    while !shared.is_revoked() {
+        match stream_once(&shared, &tx) {
+            Ok(()) => delay = RECONNECT_START,
+            Err(e) if is_unauthenticated(&e) => {
+                shared.revoke(&e.to_string());
+                return;
+            }
+            Err(e) => {
+                shared.status.connected.store(false, Ordering::SeqCst);
+                shared.status.set_error(format!("platform connection: {e}"));
+                log::warn!("bot @{}: inbox stream: {e}; reconnecting in {delay:?}", shared.username);
+            }
+        }
+        let _ = never_rx.recv_timeout(delay);
+        delay = (delay * 2).min(RECONNECT_MAX);
+    }
+}
+
+/// One stream session: check the credential, then forward envelopes until the stream ends.
+fn stream_once(shared: &BotShared, tx: &Sender<InboxEnvelope>) -> Result<(), grpcio::Error> {
+    let p = &shared.platform;
+    p.client.verify_credential(&VerifyCredentialRequest::new(), p.opt())?;
+    let receiver = p.client.inbox(&InboxRequest::new(), p.opt_with_timeout(None))?;
+    shared.status.connected.store(true, Ordering::SeqCst);
+    log::info!("bot @{}: connected to the platform inbox", shared.username);
+    for item in block_on_stream(receiver) {
+        let envelope = item?;
+        if tx.send(envelope).is_err() {
+            return Ok(());
+        }
+    }
+    shared.status.connected.store(false, Ordering::SeqCst);
+    Err(grpcio::Error::RemoteStopped)
+}
+
+fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>) {
+    let mut prekey_messages = 0u32;
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < BATCH {
+            match rx.try_recv() {
+                Ok(e) => batch.push(e),
+                Err(_) => break,
+            }
+        }
+        prekey_messages += batch
+            .iter()
+            .filter(|e| matches!(crypto::x3dh::peek_prekey_header(&e.ciphertext), Ok(Some(_))))
+            .count() as u32;
+        let seqs: Vec<u64> = batch.iter().map(|e| e.seq).collect();
+        let name = shared.username.clone();
+        let me = shared.me();
+        let result = shared.store.write(move |c| {
+            let mut outcomes = Vec::with_capacity(batch.len());
+            for env in &batch {
+                outcomes.push(import_one(c, env, &me, &name));
+            }
+            Ok(outcomes)
+        });
+        match result {
+            Ok(outcomes) => {
+                for o in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+                    shared.status.set_error(format!("inbox: {o}"));
+                }
+            }
+            Err(e) => {
+                // Nothing was committed: do not acknowledge, the platform sends them again.
+                log::error!("bot @{}: cannot store inbox batch: {e}", shared.username);
+                shared.status.set_error(format!("inbox: {e}"));
+                continue;
+            }
+        }
+        let mut ack = AckRequest::new();
+        ack.seqs = seqs;
+        if let Err(e) = shared.platform.client.ack(&ack, shared.platform.opt()) {
+            // Harmless: unacknowledged envelopes come again and are skipped by the cursor.
+            log::warn!("bot @{}: inbox ack failed: {e}", shared.username);
+        }
+        if prekey_messages >= PREKEY_CHECK_EVERY {
+            prekey_messages = 0;
+            if let Err(e) = replenish_prekeys(&shared) {
+                log::warn!("bot @{}: one-time prekey top-up failed: {e}", shared.username);
+            }
+        }
+    }
+}
+
+/// Imports one envelope inside its own savepoint: a failure (undecryptable, malformed) rolls
+/// back only this envelope, which is then acknowledged and dropped with a warning.
+fn import_one(c: &Connection, env: &InboxEnvelope, me: &UserView, bot_name: &str) -> Result<(), String> {
+    c.execute_batch("SAVEPOINT envelope").map_err(|e| e.to_string())?;
+    let r = import_inner(c, env, me);
+    let end = match &r {
+        Ok(()) => "RELEASE envelope",
+        Err(_) => "ROLLBACK TO envelope; RELEASE envelope",
+    };
+    c.execute_batch(end).map_err(|e| e.to_string())?;
+    r.map_err(|e| {
+        let msg = format!(
+            "dropped message {} from user {} device {}: {e}",
+            env.message_id, env.sender_user_id, env.sender_device_id
+        );
+        log::warn!("bot @{bot_name}: {msg}");
+        msg
+    })
+}
+
+fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult<()> {
+    let bot_id = me.id as u64;
+    let cursor: u64 = meta_get(c, CURSOR_KEY)?.and_then(|v| v.parse().ok()).unwrap_or(0);
+    let source = format!("{}:{}", env.sender_user_id, env.client_message_id);
+    if env.seq <= cursor || queue::already_processed(c, &source)? {
+        log::debug!("skipping repeated envelope seq {}", env.seq);
+        return Ok(());
+    }
+    let content = e2e::open_envelope(c, env)?;
+    meta_set(c, CURSOR_KEY, &env.seq.to_string())?;
+    queue::remember_processed(c, &source)?;
+    if env.sender_is_bot || env.sender_user_id == bot_id {
+        // Bots do not receive messages from bots.
+        return Ok(());
+    }
+    let chat = chats::PrivateChat {
+        user_id: env.sender_user_id,
+        username: env.sender_username.clone(),
+        first_name: if env.sender_display_name.is_empty() {
+            env.sender_username.clone()
+        } else {
+            env.sender_display_name.clone()
+        },
+    };
+    chats::upsert_private_chat(c, &chat, unix_now())?;
+    let entry = chats::HistoryEntry {
+        chat_id: env.sender_user_id as i64,
+        message_id: env.message_id as i64,
+        from_bot: false,
+        sender_id: env.sender_user_id as i64,
+        date: env.date,
+        content,
+    };
+    chats::record(c, &entry)?;
+    let kinds = queue::effective_kinds(queue::stored_allowed_updates(c)?.as_deref());
+    if kinds.iter().any(|k| k == "message") {
+        let message = types::message_json(&history_view(c, me, &chat, &entry, true)?);
+        queue::enqueue(c, "message", &message)?;
+    }
+    Ok(())
+}
+
+
+/// Tops the platform's stock of this device's one-time prekeys back up.
+pub fn replenish_prekeys(shared: &BotShared) -> Result<(), String> {
+    let p = &shared.platform;
+    let remaining = p
+        .client
+        .upload_prekeys(&UploadPrekeysRequest::new(), p.opt())
+        .map_err(|e| e.to_string())?
+        .one_time_prekeys_remaining;
+    let fresh = shared
+        .store
+        .write(move |c| Ok(e2e::replenish_one_time_prekeys(c, remaining)?))
+        .map_err(|e: StoreError| e.to_string())?;
+    if fresh.is_empty() {
+        return Ok(());
+    }
+    let mut req = UploadPrekeysRequest::new();
+    req.one_time_prekeys = fresh;
+    p.client.upload_prekeys(&req, p.opt()).map_err(|e| e.to_string())?;
+    Ok(())
+}

@@ -1,0 +1,140 @@
+//! The gateway runtime: a device of each configured bot on the platform, serving the Bot API.
+//!
+//! Start-up (`serve`): config → state_dir lock → per bot: encrypted store, registration,
+//! inbox and outbox threads → the two HTTP listeners → wait for SIGINT/SIGTERM.
+
+pub mod botapi;
+pub mod config;
+pub mod inbox;
+pub mod outbox;
+pub mod registration;
+pub mod runtime;
+pub mod state_dir;
+pub mod store;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail};
+use serde_json::{json, Value};
+
+use botapi::backend::{Backend, BotApi};
+use botapi::server::{Listener, ListenerKind};
+use runtime::{BotRuntime, BotShared};
+
+/// HTTP worker threads of the Bot API listener: a long poll holds one for up to 50 s.
+const COMPAT_WORKERS: usize = 16;
+const EXTENSION_WORKERS: usize = 4;
+
+/// All configured bots, as the listeners see them.
+pub struct Gateway {
+    bots: HashMap<u64, Arc<BotShared>>,
+}
+
+impl Backend for Gateway {
+    fn bot(&self, token: &str) -> Option<Arc<dyn BotApi>> {
+        let parsed = botapi::token::parse_token(token)?;
+        let shared = self.bots.get(&parsed.numeric_id)?;
+        if !shared.token_matches(token) {
+            return None;
+        }
+        Some(Arc::new(BotRuntime { shared: shared.clone() }))
+    }
+
+    fn health(&self) -> Value {
+        let mut bots: Vec<&Arc<BotShared>> = self.bots.values().collect();
+        bots.sort_by_key(|b| b.compat_user_id);
+        let list: Vec<Value> = bots.iter().map(|b| b.health()).collect();
+        let healthy = list.iter().all(|b| b["connected"] == true);
+        json!({
+            "ok": true,
+            "status": if healthy { "ok" } else { "degraded" },
+            "compatibility_profile_id": config::COMPATIBILITY_PROFILE_ID,
+            "bots": list,
+        })
+    }
+}
+
+/// Entry point of the `bot-gateway` program.
+pub fn run_cli(args: Vec<String>) -> anyhow::Result<()> {
+    match args.as_slice() {
+        [cmd, path] if cmd == "serve" => serve(Path::new(path)),
+        [flag] if flag == "--help" || flag == "-h" => {
+            println!("usage: bot-gateway serve <config.json>\n\nRuns the gateway in the foreground. RUST_LOG controls logging (default info).");
+            Ok(())
+        }
+        _ => bail!("usage: bot-gateway serve <config.json>"),
+    }
+}
+
+fn serve(config_path: &Path) -> anyhow::Result<()> {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    // Everything we create in state_dir (databases, WAL files, the lock) is 0600.
+    // SAFETY: umask only changes this process's file-creation mask.
+    unsafe { libc::umask(0o077) };
+    crate::crypto::init();
+    let signals = block_termination_signals();
+
+    let config = config::load(config_path).map_err(|e| anyhow!(e))?;
+    let state = state_dir::StateDir::open(&config.state_dir).map_err(|e| anyhow!(e))?;
+
+    let mut bots = HashMap::new();
+    for bot in &config.bots {
+        let name = &bot.username;
+        let store = store::Store::open(&state.bot_database(bot.compat_user_id), &bot.recovery_secret, &bot.bot_id_hex, name)
+            .map_err(|e| anyhow!("bot @{name}: {e}"))?;
+        let platform = registration::register_or_resume(&config.bot_platform_endpoint, bot, &store).map_err(|e| anyhow!(e))?;
+        let shared = Arc::new(BotShared::new(bot, store, platform));
+        if let Err(e) = inbox::replenish_prekeys(&shared) {
+            log::warn!("bot @{name}: one-time prekey top-up failed: {e}");
+        }
+        inbox::spawn(shared.clone())?;
+        outbox::spawn(shared.clone())?;
+        bots.insert(bot.compat_user_id, shared);
+    }
+    let gateway: Arc<dyn Backend> = Arc::new(Gateway { bots });
+
+    let compat = Listener::start("compat-http", &config.compat_listen_addr.to_string(), gateway.clone(), ListenerKind::Compat, COMPAT_WORKERS)
+        .map_err(|e| anyhow!("cannot listen on compat_listen_addr {}: {e}", config.compat_listen_addr))?;
+    let ext = Listener::start(
+        "ext-http",
+        &config.extensions_listen_addr.to_string(),
+        gateway.clone(),
+        ListenerKind::Extensions,
+        EXTENSION_WORKERS,
+    )
+    .map_err(|e| anyhow!("cannot listen on extensions_listen_addr {}: {e}", config.extensions_listen_addr))?;
+    log::info!("Bot API on http://{}, extensions on http://{}", compat.local_addr(), ext.local_addr());
+    println!("compat listening on {}", compat.local_addr());
+    println!("extensions listening on {}", ext.local_addr());
+
+    let sig = wait_for_signal(&signals);
+    log::info!("signal {sig} received, stopping");
+    compat.shutdown();
+    ext.shutdown();
+    // The bot threads hold no uncommitted state: every step they take is a transaction.
+    drop(state);
+    Ok(())
+}
+
+/// Blocks SIGINT and SIGTERM in this thread before any other thread starts, so every thread
+/// inherits the mask and the main thread can take them with `sigwait` (no handler, no polling).
+fn block_termination_signals() -> libc::sigset_t {
+    // SAFETY: plain libc signal-set manipulation on a local, zero-initialised sigset_t.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+fn wait_for_signal(set: &libc::sigset_t) -> i32 {
+    let mut sig: libc::c_int = 0;
+    // SAFETY: `set` was initialised by block_termination_signals; sigwait writes `sig`.
+    unsafe { libc::sigwait(set, &mut sig) };
+    sig
+}

@@ -1,0 +1,81 @@
+//! Becoming (or resuming as) a device of the bot on the platform at start-up.
+//!
+//! A fresh `state_dir` registers a new device: the device certificate and a registration
+//! proof are signed by the bot identity key derived from the recovery secret, so the platform
+//! refuses a token, recovery secret and state that do not belong to one bot.
+
+use std::time::Duration;
+
+use super::config::BotConfig;
+use super::runtime::unix_now;
+use super::store::Store;
+use crate::crypto;
+use crate::e2e::{self, Registration};
+use crate::wire::platform::{RegisterBotDeviceRequest, VerifyCredentialRequest};
+use crate::wire::{Credential, Platform};
+
+/// How long start-up waits for the platform before giving up (the process then exits).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connects, registers this runtime as a device if the state is new, checks the credential,
+/// and returns the platform client authenticated as that device.
+pub fn register_or_resume(endpoint: &str, bot: &BotConfig, store: &Store) -> Result<Platform, String> {
+    let at = format!("bot @{}", bot.username);
+    let mut platform = Platform::connect(endpoint, Credential::Bot { token: bot.token.clone(), device_id: None })?;
+    if !platform.wait_connected(CONNECT_TIMEOUT) {
+        return Err(format!("cannot reach bot_platform_endpoint {endpoint} (no connection within {CONNECT_TIMEOUT:?})"));
+    }
+    let existing = store.read(|c| Ok(e2e::registration(c)?)).map_err(|e| format!("{at}: {e}"))?;
+    let reg = match existing {
+        Some(reg) if reg.user_id != bot.compat_user_id => {
+            return Err(format!(
+                "{at}: state_dir holds a device of bot {}, not of {}; use this bot's own state_dir",
+                reg.user_id, bot.compat_user_id
+            ))
+        }
+        Some(reg) => reg,
+        None => register(&platform, bot, store).map_err(|e| format!("{at}: {e}"))?,
+    };
+    platform.set_credential(Credential::Bot { token: bot.token.clone(), device_id: Some(reg.device_id) });
+    platform.client.verify_credential(&VerifyCredentialRequest::new(), platform.opt()).map_err(|e| {
+        format!("{at}: the platform refused the credential of device {}: {}", reg.device_id, rpc_message(&e))
+    })?;
+    log::info!("{at}: running as device {} of bot {}", reg.device_id, reg.user_id);
+    Ok(platform)
+}
+
+fn register(platform: &Platform, bot: &BotConfig, store: &Store) -> Result<Registration, String> {
+    let identity = bot.identity();
+    let seed = identity.seed();
+    let keys = store
+        .write(move |c| Ok(e2e::create_device_keys(c, &crypto::IdentityKeyPair::from_seed(&seed))?))
+        .map_err(|e| e.to_string())?;
+    let timestamp = unix_now();
+    let statement = crypto::identity::bot_registration_statement(bot.compat_user_id, &keys.device_key, timestamp);
+    let mut req = RegisterBotDeviceRequest::new();
+    req.proof = identity.sign(&statement).to_vec();
+    req.timestamp = timestamp;
+    req.device = protobuf::MessageField::some(keys);
+    let resp = platform
+        .client
+        .register_bot_device(&req, platform.opt())
+        .map_err(|e| format!("the platform refused to register this gateway as a device: {}", rpc_message(&e)))?;
+    if resp.bot_user_id != bot.compat_user_id {
+        return Err(format!(
+            "the token belongs to bot {}, but compat_user_id is {}",
+            resp.bot_user_id, bot.compat_user_id
+        ));
+    }
+    let reg = Registration { user_id: resp.bot_user_id, device_id: resp.device_id };
+    store.write(move |c| Ok(e2e::save_registration(c, reg)?)).map_err(|e| e.to_string())?;
+    log::info!("bot @{}: registered new device {}", bot.username, reg.device_id);
+    Ok(reg)
+}
+
+/// The status message of a failed call, without grpcio's wrapping.
+pub fn rpc_message(e: &grpcio::Error) -> String {
+    match e {
+        grpcio::Error::RpcFailure(s) => format!("{:?}: {}", s.code(), s.message()),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,224 @@
+//! One bot's durable state: an SQLCipher database in `state_dir`, written only by the store
+//! writer thread and read through a small pool of read-only connections.
+//!
+//! The database key is derived from the bot's identity recovery secret, so decrypted updates,
+//! keys and sessions never lie on disk in clear, and a `state_dir` of another bot cannot be
+//! opened at all.
+
+mod schema;
+mod writer;
+
+pub mod chats;
+pub mod outbox;
+pub mod queue;
+
+use std::fmt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags};
+
+pub use writer::Writer;
+
+use crate::crypto;
+
+#[derive(Debug)]
+pub enum StoreError {
+    Db(rusqlite::Error),
+    E2e(crate::e2e::E2eError),
+    /// The writer thread is gone (shutting down).
+    Closed,
+    /// A domain rule refused the write; the message says which.
+    Refused(String),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Db(e) => write!(f, "state database: {e}"),
+            StoreError::E2e(e) => write!(f, "{e}"),
+            StoreError::Closed => write!(f, "state store is shutting down"),
+            StoreError::Refused(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Db(e)
+    }
+}
+
+impl From<crate::e2e::E2eError> for StoreError {
+    fn from(e: crate::e2e::E2eError) -> Self {
+        StoreError::E2e(e)
+    }
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// Wakes long polls (and the webhook later) after commits, and arbitrates the single waiting
+/// `getUpdates` per bot.
+#[derive(Default)]
+pub struct Notifier {
+    state: Mutex<NotifyState>,
+    cv: Condvar,
+}
+
+#[derive(Default, Clone, Copy)]
+struct NotifyState {
+    commits: u64,
+    poll_generation: u64,
+}
+
+impl Notifier {
+    pub fn committed(&self) {
+        let mut s = self.state.lock().expect("notifier lock");
+        s.commits += 1;
+        self.cv.notify_all();
+    }
+
+    /// Starts a poll: any older waiting poll is told to give up. Returns this poll's ticket.
+    pub fn begin_poll(&self) -> u64 {
+        let mut s = self.state.lock().expect("notifier lock");
+        s.poll_generation += 1;
+        self.cv.notify_all();
+        s.poll_generation
+    }
+
+    pub fn commits(&self) -> u64 {
+        self.state.lock().expect("notifier lock").commits
+    }
+
+    /// Waits until a commit after `seen_commits`, until `deadline`, or until a newer poll
+    /// replaced `ticket`. Returns false when the poll was replaced.
+    pub fn wait(&self, ticket: u64, seen_commits: u64, deadline: Instant) -> bool {
+        let mut s = self.state.lock().expect("notifier lock");
+        loop {
+            if s.poll_generation != ticket {
+                return false;
+            }
+            if s.commits != seen_commits {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return true;
+            }
+            s = self.cv.wait_timeout(s, deadline - now).expect("notifier lock").0;
+        }
+    }
+
+    /// True while `ticket` is the newest poll.
+    pub fn is_current(&self, ticket: u64) -> bool {
+        self.state.lock().expect("notifier lock").poll_generation == ticket
+    }
+}
+
+/// A handle on one bot's database: the writer, readers and the notifier. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<StoreInner>,
+}
+
+struct StoreInner {
+    path: PathBuf,
+    key: [u8; 32],
+    writer: Writer,
+    readers: Mutex<Vec<Connection>>,
+    notifier: Arc<Notifier>,
+}
+
+/// The SQLCipher key of a bot's database.
+pub fn database_key(recovery_secret: &[u8; 32]) -> [u8; 32] {
+    crypto::kdf::derive_key(recovery_secret, "bot-gateway/state-db-key/v1")
+}
+
+fn open_connection(path: &Path, key: &[u8; 32], flags: OpenFlags) -> Result<Connection> {
+    let conn = Connection::open_with_flags(path, flags)?;
+    // SQLCipher raw key: no passphrase derivation, the key already is 256 random-looking bits.
+    conn.execute_batch(&format!("PRAGMA key = \"x'{}'\";", crypto::hex_encode(key)))?;
+    conn.busy_timeout(Duration::from_secs(30))?;
+    // Reading the schema is the first access that needs the key: a wrong key fails here.
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))?;
+    Ok(conn)
+}
+
+impl Store {
+    /// Opens (creating if needed) the database, migrates it, checks that it belongs to
+    /// `bot_id_hex`, and starts the writer thread `store-writer:<name>`.
+    pub fn open(path: &Path, recovery_secret: &[u8; 32], bot_id_hex: &str, name: &str) -> std::result::Result<Store, String> {
+        let key = database_key(recovery_secret);
+        let conn = open_connection(path, &key, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)
+            .map_err(|e| {
+                format!(
+                    "cannot open state database {}: {e} (a state_dir of another bot, or a wrong identity_recovery_secret_hex?)",
+                    path.display()
+                )
+            })?;
+        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+        schema::migrate(&conn).map_err(|e| format!("cannot migrate state database {}: {e}", path.display()))?;
+        match schema::meta_get(&conn, "bot_id_hex").map_err(|e| e.to_string())? {
+            None => {
+                schema::meta_set(&conn, "bot_id_hex", bot_id_hex).map_err(|e| e.to_string())?;
+                let runtime_id = crypto::hex_encode(&crypto::random_bytes::<16>());
+                schema::meta_set(&conn, "bot_runtime_id", &runtime_id).map_err(|e| e.to_string())?;
+            }
+            Some(existing) if existing == bot_id_hex => {}
+            Some(existing) => {
+                return Err(format!(
+                    "state database {} belongs to bot {existing}, not to {bot_id_hex}; use the state_dir of this bot",
+                    path.display()
+                ))
+            }
+        }
+        let notifier = Arc::new(Notifier::default());
+        let writer = Writer::start(conn, name, notifier.clone()).map_err(|e| format!("cannot start store writer: {e}"))?;
+        Ok(Store {
+            inner: Arc::new(StoreInner { path: path.to_path_buf(), key, writer, readers: Mutex::new(Vec::new()), notifier }),
+        })
+    }
+
+    /// Runs `f` in the writer thread inside a transaction and waits for the commit.
+    pub fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        self.inner.writer.write(f)
+    }
+
+    /// Runs `f` on a read-only connection (never blocks the writer; sees committed data).
+    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.inner.readers.lock().expect("reader pool lock").pop();
+        let conn = match conn {
+            Some(c) => c,
+            None => open_connection(&self.inner.path, &self.inner.key, OpenFlags::SQLITE_OPEN_READ_ONLY)?,
+        };
+        let out = f(&conn);
+        let mut pool = self.inner.readers.lock().expect("reader pool lock");
+        // A handful of readers covers the HTTP workers; extra ones are closed.
+        if pool.len() < 8 {
+            pool.push(conn);
+        }
+        out
+    }
+
+    pub fn notifier(&self) -> &Arc<Notifier> {
+        &self.inner.notifier
+    }
+
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        self.read(|c| Ok(schema::meta_get(c, key)?))
+    }
+
+    pub fn set_meta(&self, key: &'static str, value: String) -> Result<()> {
+        self.write(move |c| Ok(schema::meta_set(c, key, &value)?))
+    }
+}
+
+pub use schema::{meta_get, meta_set};

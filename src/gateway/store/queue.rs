@@ -1,0 +1,185 @@
+//! The durable update queue, the `allowed_updates` filter, and the memory of processed
+//! transport events. Polling and the webhook share this one ordered queue.
+//!
+//! Every query here uses the `update_id` primary key or `LIMIT`, so the cost of serving and
+//! acknowledging does not grow with the queue length.
+
+use rusqlite::{params, Connection};
+use serde_json::Value;
+
+use super::{schema, Result};
+
+/// Update kinds a bot may receive.
+pub const ALL_KINDS: &[&str] = &[
+    "message",
+    "channel_post",
+    "callback_query",
+    "inline_query",
+    "chosen_inline_result",
+    "message_reaction",
+    "my_chat_member",
+    "chat_member",
+    "chat_join_request",
+];
+
+/// Every update type of the Bot API. `allowed_updates` may name any of them (aiogram sends the
+/// types its handlers cover, such as `edited_message`); only `ALL_KINDS` are ever produced, and a
+/// name outside this list is refused with 400.
+pub const BOT_API_KINDS: &[&str] = &[
+    "message", "edited_message", "channel_post", "edited_channel_post", "business_connection",
+    "business_message", "edited_business_message", "deleted_business_messages", "message_reaction",
+    "message_reaction_count", "inline_query", "chosen_inline_result", "callback_query", "shipping_query",
+    "pre_checkout_query", "purchased_paid_media", "poll", "poll_answer", "my_chat_member", "chat_member",
+    "chat_join_request", "chat_boost", "removed_chat_boost",
+];
+
+/// The default set: everything except `message_reaction`, which must be asked for.
+pub fn default_kinds() -> Vec<String> {
+    ALL_KINDS.iter().filter(|k| **k != "message_reaction").map(|k| k.to_string()).collect()
+}
+
+/// How many processed transport events are remembered to suppress repeats.
+pub const PROCESSED_MEMORY: i64 = 2048;
+
+const ALLOWED_UPDATES_KEY: &str = "allowed_updates";
+
+/// Appends an update; returns its `update_id`.
+pub fn enqueue(conn: &Connection, kind: &str, payload: &Value) -> Result<i64> {
+    conn.execute("INSERT INTO updates (kind, payload) VALUES (?1, ?2)", params![kind, payload.to_string()])?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// Up to `limit` updates with `update_id >= offset` whose kind is in `kinds`, in queue order,
+/// as complete Update objects.
+pub fn fetch(conn: &Connection, offset: Option<i64>, limit: u32, kinds: &[String]) -> Result<Vec<Value>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT update_id, kind, payload FROM updates WHERE update_id >= ?1 ORDER BY update_id LIMIT ?2",
+    )?;
+    let mut out = Vec::new();
+    let mut from = offset.unwrap_or(0);
+    // Filtered-out kinds are skipped in pages, so a long run of them costs pages, not a scan.
+    loop {
+        let rows: Vec<(i64, String, String)> = stmt
+            .query_map(params![from, limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let exhausted = rows.len() < limit as usize;
+        for (id, kind, payload) in &rows {
+            from = id + 1;
+            if !kinds.iter().any(|k| k == kind) {
+                continue;
+            }
+            let payload: Value = serde_json::from_str(payload).map_err(|e| {
+                super::StoreError::Refused(format!("stored update {id} is not valid JSON: {e}"))
+            })?;
+            out.push(crate::gateway::botapi::types::update_json(*id, kind, payload));
+            if out.len() == limit as usize {
+                return Ok(out);
+            }
+        }
+        if exhausted {
+            return Ok(out);
+        }
+    }
+}
+
+/// True if any update below `offset` is still queued (so an acknowledgement has work to do).
+pub fn has_below(conn: &Connection, offset: i64) -> Result<bool> {
+    let mut stmt = conn.prepare_cached("SELECT 1 FROM updates WHERE update_id < ?1 LIMIT 1")?;
+    Ok(stmt.exists(params![offset])?)
+}
+
+/// Acknowledges (deletes) every update below `offset`.
+pub fn ack_below(conn: &Connection, offset: i64) -> Result<usize> {
+    Ok(conn.execute("DELETE FROM updates WHERE update_id < ?1", params![offset])?)
+}
+
+pub fn depth(conn: &Connection) -> Result<i64> {
+    Ok(conn.query_row("SELECT count(*) FROM updates", [], |r| r.get(0))?)
+}
+
+/// Drops every pending update (deleteWebhook with drop_pending_updates).
+pub fn clear(conn: &Connection) -> Result<usize> {
+    Ok(conn.execute("DELETE FROM updates", [])?)
+}
+
+/// The stored explicit filter, if one was ever given.
+pub fn stored_allowed_updates(conn: &Connection) -> Result<Option<Vec<String>>> {
+    Ok(match schema::meta_get(conn, ALLOWED_UPDATES_KEY)? {
+        None => None,
+        Some(text) => Some(serde_json::from_str(&text).unwrap_or_default()),
+    })
+}
+
+pub fn store_allowed_updates(conn: &Connection, kinds: &[String]) -> Result<()> {
+    schema::meta_set(conn, ALLOWED_UPDATES_KEY, &Value::from(kinds.to_vec()).to_string())?;
+    Ok(())
+}
+
+/// The kinds in force: the stored filter, or the default set when none (or `[]`) was given.
+pub fn effective_kinds(stored: Option<&[String]>) -> Vec<String> {
+    match stored {
+        Some(k) if !k.is_empty() => k.to_vec(),
+        _ => default_kinds(),
+    }
+}
+
+/// True if this transport event was already imported.
+pub fn already_processed(conn: &Connection, source: &str) -> Result<bool> {
+    let mut stmt = conn.prepare_cached("SELECT 1 FROM processed WHERE source = ?1")?;
+    Ok(stmt.exists(params![source])?)
+}
+
+/// Remembers a processed transport event, forgetting the oldest beyond `PROCESSED_MEMORY`.
+pub fn remember_processed(conn: &Connection, source: &str) -> Result<()> {
+    conn.execute(
+        "INSERT OR IGNORE INTO processed (source, n) VALUES (?1, COALESCE((SELECT max(n) FROM processed), 0) + 1)",
+        params![source],
+    )?;
+    conn.execute(
+        "DELETE FROM processed WHERE n <= (SELECT max(n) FROM processed) - ?1",
+        params![PROCESSED_MEMORY],
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db() -> Connection {
+        let c = Connection::open_in_memory().expect("memory db");
+        schema::migrate(&c).expect("migrate");
+        c
+    }
+
+    #[test]
+    fn fetch_filters_orders_and_acks() {
+        let c = db();
+        for i in 0..5 {
+            let kind = if i == 2 { "message_reaction" } else { "message" };
+            enqueue(&c, kind, &serde_json::json!({ "n": i })).expect("enqueue");
+        }
+        let kinds = effective_kinds(None);
+        let got = fetch(&c, None, 100, &kinds).expect("fetch");
+        assert_eq!(got.len(), 4, "message_reaction is not in the default set");
+        assert_eq!(got[0]["update_id"], 1);
+        assert_eq!(got[2]["message"]["n"], 3);
+        let got = fetch(&c, Some(3), 1, &kinds).expect("fetch");
+        assert_eq!(got[0]["update_id"], 4, "the filtered kind is skipped");
+        ack_below(&c, 4).expect("ack");
+        assert_eq!(depth(&c).expect("depth"), 2);
+        assert!(!has_below(&c, 4).expect("has_below"));
+    }
+
+    #[test]
+    fn processed_memory_is_bounded() {
+        let c = db();
+        for i in 0..(PROCESSED_MEMORY + 10) {
+            remember_processed(&c, &format!("e{i}")).expect("remember");
+        }
+        assert!(!already_processed(&c, "e0").expect("lookup"), "oldest forgotten");
+        assert!(already_processed(&c, &format!("e{}", PROCESSED_MEMORY + 9)).expect("lookup"));
+        let n: i64 = c.query_row("SELECT count(*) FROM processed", [], |r| r.get(0)).expect("count");
+        assert_eq!(n, PROCESSED_MEMORY);
+    }
+}

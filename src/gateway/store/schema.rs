@@ -1,0 +1,71 @@
+//! The gateway tables of a bot database (the e2e tables come from `crate::e2e::migrate`).
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+-- The durable update queue shared by getUpdates and the webhook. AUTOINCREMENT: an update_id
+-- is never reused, even after the newest rows were acknowledged and deleted.
+CREATE TABLE IF NOT EXISTS updates (
+    update_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind      TEXT NOT NULL,
+    payload   TEXT NOT NULL
+);
+-- The last 2048 transport events imported (see queue::remember_processed).
+CREATE TABLE IF NOT EXISTS processed (
+    source TEXT PRIMARY KEY,
+    n      INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS processed_n ON processed (n);
+-- Private chats that produced an update: the only ones sendMessage may address.
+CREATE TABLE IF NOT EXISTS private_chats (
+    user_id    INTEGER PRIMARY KEY,
+    username   TEXT NOT NULL,
+    first_name TEXT NOT NULL,
+    last_seen  INTEGER NOT NULL
+);
+-- Messages the bot knows (received and sent), for replies and later edit/delete.
+CREATE TABLE IF NOT EXISTS history (
+    chat_id    INTEGER NOT NULL,
+    message_id INTEGER NOT NULL,
+    from_bot   INTEGER NOT NULL,
+    sender_id  INTEGER NOT NULL,
+    date       INTEGER NOT NULL,
+    content    BLOB NOT NULL,
+    PRIMARY KEY (chat_id, message_id)
+);
+-- Outgoing messages until the platform acknowledged them. `sealed` holds the per-device
+-- ciphertexts committed before the first send; a retry resends exactly those bytes.
+CREATE TABLE IF NOT EXISTS outbox (
+    id                INTEGER PRIMARY KEY AUTOINCREMENT,
+    client_message_id TEXT NOT NULL UNIQUE,
+    chat_id           INTEGER NOT NULL,
+    content           BLOB NOT NULL,
+    sealed            BLOB,
+    attempts          INTEGER NOT NULL DEFAULT 0,
+    last_error        TEXT,
+    created_at        INTEGER NOT NULL
+);
+";
+
+pub fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")?;
+    conn.execute_batch(SCHEMA)?;
+    crate::e2e::migrate(conn)?;
+    Ok(())
+}
+
+pub fn meta_get(conn: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
+    conn.query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| r.get(0)).optional()
+}
+
+pub fn meta_set(conn: &Connection, key: &str, value: &str) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        params![key, value],
+    )?;
+    Ok(())
+}

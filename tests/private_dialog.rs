@@ -1,0 +1,115 @@
+//! End to end: an encrypted private message reaches bot code through the gateway, and the
+//! bot's reply reaches the user. Real platform server, real gateway, real crypto, over gRPC
+//! and HTTP on loopback.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use support::World;
+
+#[test]
+fn hello_reaches_the_bot_and_the_reply_reaches_the_user() {
+    let world = World::start("echo_bot");
+    let alice = world.user("alice");
+    let sent = alice.send_text(&format!("@{}", world.bot_username()), "hello").expect("send hello");
+
+    let updates = world.gateway.poll_until(0, 1);
+    let msg = &updates[0]["message"];
+    assert_eq!(msg["text"], "hello");
+    assert_eq!(msg["chat"]["type"], "private");
+    assert_eq!(msg["chat"]["id"].as_u64(), Some(alice.user_id()));
+    assert_eq!(msg["from"]["username"], "alice");
+    assert_eq!(msg["from"]["is_bot"], false);
+    assert_eq!(msg["message_id"].as_i64(), Some(sent.message_id as i64));
+    assert!(msg["date"].as_i64().unwrap_or(0) > 0);
+
+    let chat_id = msg["chat"]["id"].clone();
+    let (status, body) = world.gateway.call("sendMessage", json!({ "chat_id": chat_id, "text": "hi alice" }));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["ok"], true);
+    assert_eq!(body["result"]["text"], "hi alice");
+    assert_eq!(body["result"]["from"]["is_bot"], true);
+    let reply_id = body["result"]["message_id"].as_i64().expect("message_id");
+
+    let got = alice.receive(Duration::from_secs(30), 1).expect("receive");
+    assert_eq!(got.len(), 1, "the reply arrived");
+    assert_eq!(got[0].text, "hi alice");
+    assert_eq!(got[0].message_id as i64, reply_id);
+    assert!(got[0].sender.is_bot);
+
+    // Acknowledge, then nothing comes back.
+    let next = updates[0]["update_id"].as_i64().expect("update_id") + 1;
+    let (status, body) = world.gateway.call("getUpdates", json!({ "offset": next, "timeout": 0 }));
+    assert_eq!(status, 200);
+    assert_eq!(body["result"], json!([]));
+}
+
+#[test]
+fn pending_updates_survive_a_restart_and_acknowledged_ones_do_not_return() {
+    let mut world = World::start("restart_bot");
+    let bob = world.user("bob");
+    let bot = format!("@{}", world.bot_username());
+    for text in ["one", "two", "three"] {
+        bob.send_text(&bot, text).expect("send");
+    }
+    let updates = world.gateway.poll_until(0, 3);
+    let texts: Vec<&str> = updates.iter().map(|u| u["message"]["text"].as_str().unwrap_or("")).collect();
+    assert_eq!(texts, ["one", "two", "three"]);
+    // Acknowledge "one" only.
+    let second = updates[1]["update_id"].as_i64().expect("id");
+    let (status, _) = world.gateway.call("getUpdates", json!({ "offset": second, "timeout": 0 }));
+    assert_eq!(status, 200);
+
+    world.restart_gateway();
+
+    let (status, body) = world.gateway.call("getUpdates", json!({ "timeout": 0 }));
+    assert_eq!(status, 200);
+    let texts: Vec<&str> = body["result"].as_array().expect("array").iter().map(|u| u["message"]["text"].as_str().unwrap_or("")).collect();
+    assert_eq!(texts, ["two", "three"], "pending updates kept, the acknowledged one gone");
+
+    // Messages sent while the gateway is down arrive after it is back.
+    world.gateway.proc.kill();
+    bob.send_text(&bot, "while down").expect("send while the gateway is down");
+    let path = world.gateway.config_path.clone();
+    world.gateway = support::Gateway::start(&path);
+    let updates = world.gateway.poll_until(second, 3);
+    assert_eq!(updates[2]["message"]["text"], "while down");
+    assert!(updates[2]["update_id"].as_i64() > updates[1]["update_id"].as_i64());
+}
+
+#[test]
+fn platform_data_dir_holds_no_plaintext() {
+    let world = World::start("secret_bot");
+    let carol = world.user("carol");
+    let bot = format!("@{}", world.bot_username());
+    let marker = "plaintext-marker-7f3a9c";
+    carol.send_text(&bot, marker).expect("send");
+    let updates = world.gateway.poll_until(0, 1);
+    assert_eq!(updates[0]["message"]["text"], marker);
+    let chat_id = updates[0]["message"]["chat"]["id"].clone();
+    let reply_marker = "reply-marker-91bd02";
+    let (status, _) = world.gateway.call("sendMessage", json!({ "chat_id": chat_id, "text": reply_marker }));
+    assert_eq!(status, 200);
+    carol.receive(Duration::from_secs(30), 1).expect("receive reply");
+
+    let mut scanned = 0;
+    for dir in [world.platform.data_dir.clone(), world.dir.path().join("state")] {
+        for entry in std::fs::read_dir(&dir).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.is_file() {
+                let bytes = std::fs::read(&path).expect("read file");
+                scanned += 1;
+                for m in [marker, reply_marker] {
+                    assert!(
+                        !bytes.windows(m.len()).any(|w| w == m.as_bytes()),
+                        "{} contains plaintext {m:?}",
+                        path.display()
+                    );
+                }
+            }
+        }
+    }
+    assert!(scanned >= 2, "scanned the platform database and the gateway state");
+}

@@ -1,0 +1,271 @@
+//! Shared harness of the end-to-end tests: the real `platform-server` and `bot-gateway`
+//! binaries on ephemeral loopback ports with temporary directories, and users driven through
+//! the client library. Every child process is killed when its handle drops.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// A program of this package, found next to (or above) the running test or example binary,
+/// so the harness serves both `tests/` and `examples/bench.rs`.
+pub fn bin_path(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let mut dir = exe.parent();
+    while let Some(d) = dir {
+        let candidate = d.join(name);
+        if candidate.is_file() {
+            return candidate;
+        }
+        dir = d.parent();
+    }
+    panic!("{name} not found above {}; build it with cargo build --release --bins", exe.display());
+}
+
+pub fn platform_bin() -> PathBuf {
+    bin_path("platform-server")
+}
+
+pub fn gateway_bin() -> PathBuf {
+    bin_path("bot-gateway")
+}
+
+/// A child process that is killed on drop, with its stderr kept for failure messages.
+pub struct Proc {
+    pub child: Child,
+    pub stderr: Arc<Mutex<String>>,
+    pub name: String,
+}
+
+impl Proc {
+    fn spawn(name: &str, mut cmd: Command) -> (Proc, BufReader<std::process::ChildStdout>) {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut err = child.stderr.take().expect("piped stderr");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = stderr.clone();
+        std::thread::Builder::new()
+            .name(format!("{name}-stderr"))
+            .spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = err.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    sink.lock().expect("stderr lock").push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            })
+            .expect("stderr thread");
+        (Proc { child, stderr, name: name.to_string() }, stdout)
+    }
+
+    pub fn stderr_text(&self) -> String {
+        self.stderr.lock().expect("stderr lock").clone()
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Waits for the process to exit by itself (bounded); returns its exit status.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// A platform server with its data directory.
+pub struct PlatformServer {
+    pub proc: Proc,
+    pub url: String,
+    pub data_dir: PathBuf,
+}
+
+impl PlatformServer {
+    pub fn start(data_dir: &Path) -> PlatformServer {
+        let mut cmd = Command::new(platform_bin());
+        cmd.args(["--listen", "127.0.0.1:0", "--data-dir"]).arg(data_dir);
+        let (proc, mut out) = Proc::spawn("platform-server", cmd);
+        let mut line = String::new();
+        out.read_line(&mut line).expect("read listening line");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}; stderr: {}", proc.stderr_text()))
+            .to_string();
+        PlatformServer { proc, url: format!("http://{addr}"), data_dir: data_dir.to_path_buf() }
+    }
+
+    /// Creates a bot and returns the `create-bot` JSON.
+    pub fn create_bot(&self, username: &str, name: &str) -> Value {
+        let out = Command::new(platform_bin())
+            .args(["create-bot", "--data-dir"])
+            .arg(&self.data_dir)
+            .args(["--username", username, "--name", name])
+            .output()
+            .expect("run create-bot");
+        assert!(out.status.success(), "create-bot failed: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("create-bot prints JSON")
+    }
+}
+
+/// A gateway config for one bot, with fresh loopback ports.
+pub fn gateway_config(platform_url: &str, state_dir: &Path, bot: &Value) -> Value {
+    json!({
+        "compatibility_profile_id": "compat-v1-core-preview-4",
+        "bot_platform_endpoint": platform_url,
+        "compat_listen_addr": format!("127.0.0.1:{}", free_port()),
+        "extensions_listen_addr": format!("127.0.0.1:{}", free_port()),
+        "state_dir": state_dir,
+        "bots": [{
+            "bot_id_hex": bot["bot_id_hex"],
+            "token": bot["token"],
+            "identity_recovery_secret_hex": bot["identity_recovery_secret_hex"],
+            "compat_user_id": bot["compat_user_id"],
+            "username": bot["username"],
+            "first_name": bot["first_name"],
+        }]
+    })
+}
+
+pub fn write_config(path: &Path, config: &Value) {
+    std::fs::write(path, serde_json::to_vec_pretty(config).expect("json")).expect("write config");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod config");
+}
+
+/// A running gateway.
+pub struct Gateway {
+    pub proc: Proc,
+    pub base: String,
+    pub ext_base: String,
+    pub token: String,
+    pub config_path: PathBuf,
+}
+
+impl Gateway {
+    /// Starts `bot-gateway serve` and waits until `/healthz` says the bot is connected.
+    pub fn start(config_path: &Path) -> Gateway {
+        let config: Value = serde_json::from_slice(&std::fs::read(config_path).expect("read config")).expect("json");
+        let mut cmd = Command::new(gateway_bin());
+        cmd.arg("serve").arg(config_path).env("RUST_LOG", "info");
+        let (proc, _out) = Proc::spawn("bot-gateway", cmd);
+        let gw = Gateway {
+            proc,
+            base: format!("http://{}", config["compat_listen_addr"].as_str().expect("addr")),
+            ext_base: format!("http://{}", config["extensions_listen_addr"].as_str().expect("addr")),
+            token: config["bots"][0]["token"].as_str().expect("token").to_string(),
+            config_path: config_path.to_path_buf(),
+        };
+        gw.wait_connected();
+        gw
+    }
+
+    pub fn wait_connected(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(resp) = ureq::get(&format!("{}/healthz", self.base)).timeout(Duration::from_secs(2)).call() {
+                let v: Value = resp.into_json().expect("healthz json");
+                if v["bots"][0]["connected"] == true {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "gateway not connected in time; stderr:\n{}", self.proc.stderr_text());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Calls a Bot API method with a JSON body; returns (HTTP status, body).
+    pub fn call(&self, method: &str, params: Value) -> (u16, Value) {
+        call_url(&format!("{}/bot{}/{}", self.base, self.token, method), params)
+    }
+
+    pub fn health(&self) -> Value {
+        ureq::get(&format!("{}/healthz", self.base)).call().expect("healthz").into_json().expect("json")
+    }
+
+    /// Polls until at least `n` updates are queued beyond `offset` (bounded); returns them.
+    pub fn poll_until(&self, offset: i64, n: usize) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (status, body) = self.call("getUpdates", json!({ "offset": offset, "timeout": 5 }));
+            assert_eq!(status, 200, "getUpdates failed: {body}");
+            let updates = body["result"].as_array().expect("result array").clone();
+            if updates.len() >= n {
+                return updates;
+            }
+            assert!(Instant::now() < deadline, "only {} of {n} updates arrived; gateway stderr:\n{}", updates.len(), self.proc.stderr_text());
+        }
+    }
+}
+
+pub fn call_url(url: &str, params: Value) -> (u16, Value) {
+    let result = ureq::post(url).timeout(Duration::from_secs(70)).send_json(params);
+    match result {
+        Ok(resp) => (resp.status(), resp.into_json().expect("json body")),
+        Err(ureq::Error::Status(code, resp)) => (code, resp.into_json().unwrap_or(Value::Null)),
+        Err(e) => panic!("request to {url} failed: {e}"),
+    }
+}
+
+/// One complete world: platform, one bot, its gateway, in a temporary directory.
+pub struct World {
+    pub dir: tempfile::TempDir,
+    pub platform: PlatformServer,
+    pub bot: Value,
+    pub gateway: Gateway,
+}
+
+impl World {
+    pub fn start(bot_username: &str) -> World {
+        bot_gateway::crypto::init();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let platform = PlatformServer::start(&dir.path().join("platform"));
+        let bot = platform.create_bot(bot_username, "Test Bot");
+        let config_path = dir.path().join("gateway.json");
+        write_config(&config_path, &gateway_config(&platform.url, &dir.path().join("state"), &bot));
+        let gateway = Gateway::start(&config_path);
+        World { dir, platform, bot, gateway }
+    }
+
+    pub fn bot_username(&self) -> String {
+        self.bot["username"].as_str().expect("username").to_string()
+    }
+
+    /// Registers a user with a fresh profile directory.
+    pub fn user(&self, username: &str) -> bot_gateway::client::Profile {
+        let dir = self.dir.path().join(format!("user-{username}"));
+        bot_gateway::client::Profile::register(&self.platform.url, &dir, username, &format!("User {username}"))
+            .unwrap_or_else(|e| panic!("register {username}: {e}"))
+    }
+
+    pub fn restart_gateway(&mut self) {
+        self.gateway.proc.kill();
+        let path = self.gateway.config_path.clone();
+        self.gateway = Gateway::start(&path);
+    }
+}
