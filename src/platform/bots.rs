@@ -55,17 +55,63 @@ pub fn provision_bot(
     rules::validate_display_name(display_name)?;
     rules::parse_capabilities(capabilities)?;
     crypto::init();
-    let recovery_secret = crypto::random_bytes::<32>();
-    let identity = IdentityKeyPair::from_recovery_secret(&recovery_secret);
+    let secrets = BotSecrets::generate();
+    provision_bot_with(store, username, display_name, capabilities, owner_id, &secrets)
+}
+
+/// The two secrets of a new bot, chosen before the account exists so that a creation can be
+/// retried after a crash with the same result (see `provision_bot_with`).
+pub struct BotSecrets {
+    /// Derives the identity key; becomes `identity_recovery_secret_hex`.
+    pub recovery_secret: [u8; 32],
+    /// The token's secret part; the platform stores its digest only.
+    pub token_secret: [u8; 32],
+}
+
+impl BotSecrets {
+    pub fn generate() -> BotSecrets {
+        BotSecrets { recovery_secret: crypto::random_bytes(), token_secret: crypto::random_bytes() }
+    }
+}
+
+impl std::fmt::Debug for BotSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BotSecrets(..)")
+    }
+}
+
+/// `provision_bot` with the secrets chosen by the caller. Idempotent: a repeat with the same
+/// username, owner and secrets returns the same credentials instead of "username taken".
+pub fn provision_bot_with(
+    store: &Store,
+    username: &str,
+    display_name: &str,
+    capabilities: &str,
+    owner_id: Option<u64>,
+    secrets: &BotSecrets,
+) -> Result<BotCredentials> {
+    let identity = IdentityKeyPair::from_recovery_secret(&secrets.recovery_secret);
     let public_key = identity.public_key();
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-    let (id, token) = store.create_bot(username, display_name, capabilities, &public_key, owner_id, now)?;
-    log::info!("created bot {id} (@{username})");
+    let (id, token, existed) = store.create_bot_with_token(
+        username,
+        display_name,
+        capabilities,
+        &public_key,
+        owner_id,
+        &secrets.token_secret,
+        now,
+    )?;
+    if existed {
+        log::info!("bot {id} (@{username}) was already created by an earlier attempt");
+    } else {
+        log::info!("created bot {id} (@{username})");
+    }
     Ok(BotCredentials {
         token,
         bot_id_hex: crypto::hex_encode(&public_key),
-        identity_recovery_secret_hex: crypto::hex_encode(&recovery_secret),
+        identity_recovery_secret_hex: crypto::hex_encode(&secrets.recovery_secret),
         compat_user_id: id,
         username: username.to_string(),
         first_name: display_name.to_string(),
@@ -93,5 +139,25 @@ mod tests {
         );
         let v: serde_json::Value = serde_json::from_str(&line).expect("valid JSON");
         assert_eq!(v["compat_user_id"], 12);
+    }
+
+    #[test]
+    fn a_repeated_provision_with_the_same_secrets_returns_the_same_bot() {
+        crypto::init();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path()).expect("store");
+        let secrets = BotSecrets::generate();
+        let first = provision_bot_with(&store, "again_bot", "Again", "dm", Some(7), &secrets).expect("created");
+        let second = provision_bot_with(&store, "again_bot", "Again", "dm", Some(7), &secrets).expect("repeat");
+        assert_eq!(first, second);
+        // Another owner or other secrets are a different request: the username is taken.
+        let err = provision_bot_with(&store, "again_bot", "Again", "dm", Some(8), &secrets).expect_err("taken");
+        assert_eq!(err.code(), grpcio::RpcStatusCode::ALREADY_EXISTS);
+        let err = provision_bot_with(&store, "AGAIN_bot", "Again", "dm", Some(7), &BotSecrets::generate())
+            .expect_err("taken");
+        assert_eq!(err.code(), grpcio::RpcStatusCode::ALREADY_EXISTS);
+        let parsed = rules::parse_bot_token(&first.token).expect("token");
+        assert_eq!(parsed.bot_id, first.compat_user_id);
+        assert_eq!(parsed.secret, secrets.token_secret);
     }
 }

@@ -12,17 +12,22 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Context};
 
 use super::bots::provision_bot;
-use super::server::RunningServer;
+use super::manager::ManagerConfig;
+use super::rules;
+use super::server::{RunningServer, ServerOptions};
 use super::store::Store;
 
 const USAGE: &str = "\
 platform-server: the reference platform server of Bot Gateway
 
 Usage:
-  platform-server --listen ADDR --data-dir DIR
+  platform-server --listen ADDR --data-dir DIR [--manager-username NAME]
       Serve gRPC on ADDR (host:port; port 0 picks a free port). Once bound, prints one line
       `listening on HOST:PORT` to stdout; logs go to stderr (RUST_LOG, default info).
       DIR is created (mode 0700) if missing. Runs until SIGINT or SIGTERM.
+      The built-in management bot answers as @NAME (default BotManager; found ignoring case):
+      users create and manage bots in a dialog with it (/help, /newbot, /mybots, /token,
+      /disable, /cancel). Its state is DIR/manager.db.
 
   platform-server create-bot --data-dir DIR --username USERNAME --name NAME [--capabilities CAPS]
       Creates a bot account in DIR's database (also while a server runs on DIR) and prints one
@@ -85,13 +90,20 @@ fn required(flags: &HashMap<String, String>, name: &str) -> anyhow::Result<Strin
 }
 
 fn serve(args: &[String]) -> anyhow::Result<()> {
-    let flags = parse_flags(args, &["listen", "data-dir"])?;
+    let flags = parse_flags(args, &["listen", "data-dir", "manager-username"])?;
     let listen = required(&flags, "listen")?;
     let data_dir = PathBuf::from(required(&flags, "data-dir")?);
+    let mut manager = ManagerConfig::default();
+    if let Some(name) = flags.get("manager-username") {
+        let name = rules::strip_at(name);
+        rules::validate_username(name).map_err(|e| anyhow!("--manager-username: {}", e.message()))?;
+        manager.username = name.to_string();
+    }
+    let options = ServerOptions { manager: Some(manager) };
     // Block the stop signals before gRPC starts its threads, so they inherit the mask and the
     // main thread alone receives them in `sigwait`.
     let signals = stop_signals::block();
-    let server = RunningServer::start(&listen, &data_dir).map_err(|e| anyhow!("cannot start: {e}"))?;
+    let server = RunningServer::start_with(&listen, &data_dir, &options).map_err(|e| anyhow!("cannot start: {e}"))?;
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on {}", server.address()).context("writing the listening line to stdout")?;
@@ -177,6 +189,10 @@ mod tests {
         let err = run_cli(args(&["--listen", "127.0.0.1:0", "--frobnicate", "1"])).expect_err("unknown option");
         assert!(err.to_string().contains("--frobnicate"), "{err}");
         assert!(run_cli(args(&["create-bot", "--username", "x"])).is_err());
+        let err =
+            run_cli(args(&["--listen", "127.0.0.1:0", "--data-dir", "/nonexistent", "--manager-username", "a-b"]))
+                .expect_err("bad manager username");
+        assert!(err.to_string().contains("--manager-username"), "{err}");
         assert!(run_cli(args(&["--help"])).is_ok());
     }
 

@@ -8,6 +8,9 @@
 //! stream sink. The feeder sleeps on a condition variable that `InboxHub::notify` signals after
 //! each committed send, and wakes when the stream is closed. No polling.
 //!
+//! In-process readers (the management bot) subscribe with `InboxHub::subscribe_local` and are
+//! woken by the same `notify`, through a `LocalInbox`.
+//!
 //! Not this module's concern: authentication (done before `start`) and acknowledgement (Ack
 //! deletes rows; a stream never resends what it already sent, a new stream resends everything
 //! still unacknowledged).
@@ -15,6 +18,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
 
 use futures::channel::mpsc;
 use grpcio::{RpcStatus, RpcStatusCode, ServerStreamingSink, WriteFlags};
@@ -96,15 +100,99 @@ impl StreamSignal {
         }
     }
 
+    /// Like `wait_dirty`, but gives up at `deadline` (`Ok(false)`).
+    fn wait_dirty_until(&self, deadline: Instant) -> std::result::Result<bool, CloseReason> {
+        let mut st = self.lock();
+        loop {
+            if let Some(reason) = st.closed {
+                return Err(reason);
+            }
+            if st.dirty {
+                st.dirty = false;
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            st = self.cv.wait_timeout(st, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+
     fn final_reason(&self) -> Option<CloseReason> {
         self.lock().closed
     }
 }
 
-/// The live Inbox streams, one per device.
+/// The live Inbox streams, one per device, and the in-process readers.
 #[derive(Default)]
 pub struct InboxHub {
     streams: Mutex<HashMap<DeviceAddr, Arc<StreamSignal>>>,
+    /// In-process readers (kept apart so that a gRPC stream never replaces one).
+    local: Mutex<HashMap<DeviceAddr, Arc<StreamSignal>>>,
+}
+
+/// How `LocalInbox::wait` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalWake {
+    /// Entries may have been committed for the device (or this is the first wait).
+    Notified,
+    /// The timeout passed without a notification.
+    TimedOut,
+    /// The reader was closed (server shutdown, or replaced by a newer subscription).
+    Closed,
+}
+
+/// An in-process reader's wake-up handle for one device's inbox. Unsubscribes on drop.
+pub struct LocalInbox {
+    hub: Arc<InboxHub>,
+    addr: DeviceAddr,
+    signal: Arc<StreamSignal>,
+}
+
+impl LocalInbox {
+    /// Blocks until the device's inbox may have new entries, the reader is closed, or
+    /// `timeout` (when given) passes. The first call returns `Notified` at once.
+    pub fn wait(&self, timeout: Option<Duration>) -> LocalWake {
+        let result = match timeout {
+            None => self.signal.wait_dirty().map(|()| true),
+            Some(t) => self.signal.wait_dirty_until(Instant::now() + t),
+        };
+        match result {
+            Ok(true) => LocalWake::Notified,
+            Ok(false) => LocalWake::TimedOut,
+            Err(_) => LocalWake::Closed,
+        }
+    }
+
+    /// Whether the reader has been closed (checked between units of work).
+    pub fn is_closed(&self) -> bool {
+        self.signal.final_reason().is_some()
+    }
+
+    /// A handle that closes this reader from another thread.
+    pub fn closer(&self) -> LocalInboxCloser {
+        LocalInboxCloser(self.signal.clone())
+    }
+}
+
+impl Drop for LocalInbox {
+    fn drop(&mut self) {
+        let mut local = self.hub.lock_local();
+        if local.get(&self.addr).is_some_and(|s| Arc::ptr_eq(s, &self.signal)) {
+            local.remove(&self.addr);
+        }
+    }
+}
+
+/// Closes a `LocalInbox` (its `wait` returns `Closed`).
+#[derive(Clone)]
+pub struct LocalInboxCloser(Arc<StreamSignal>);
+
+impl LocalInboxCloser {
+    pub fn close(&self) {
+        self.0.close(CloseReason::Shutdown);
+    }
 }
 
 impl InboxHub {
@@ -116,14 +204,38 @@ impl InboxHub {
         self.streams.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Tells the streams of these devices that entries were committed for them.
+    fn lock_local(&self) -> MutexGuard<'_, HashMap<DeviceAddr, Arc<StreamSignal>>> {
+        self.local.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Tells the streams and local readers of these devices that entries were committed for them.
     pub fn notify<'a>(&self, devices: impl IntoIterator<Item = &'a DeviceAddr>) {
-        let streams = self.lock();
+        let devices: Vec<&DeviceAddr> = devices.into_iter().collect();
+        {
+            let streams = self.lock();
+            for addr in &devices {
+                if let Some(signal) = streams.get(*addr) {
+                    signal.mark_dirty();
+                }
+            }
+        }
+        let local = self.lock_local();
         for addr in devices {
-            if let Some(signal) = streams.get(addr) {
+            if let Some(signal) = local.get(addr) {
                 signal.mark_dirty();
             }
         }
+    }
+
+    /// Subscribes an in-process reader of `addr`'s inbox, closing an earlier one of the same
+    /// device. It starts notified, so its owner reads what is already waiting.
+    pub fn subscribe_local(self: &Arc<Self>, addr: DeviceAddr) -> LocalInbox {
+        let signal = Arc::new(StreamSignal::default());
+        signal.lock().dirty = true;
+        if let Some(old) = self.lock_local().insert(addr, signal.clone()) {
+            old.close(CloseReason::Replaced);
+        }
+        LocalInbox { hub: self.clone(), addr, signal }
     }
 
     /// How many streams are open.
@@ -131,9 +243,12 @@ impl InboxHub {
         self.lock().len()
     }
 
-    /// Ends every stream (server shutdown).
+    /// Ends every stream and closes every local reader (server shutdown).
     pub fn close_all(&self) {
         for signal in self.lock().drain().map(|(_, s)| s) {
+            signal.close(CloseReason::Shutdown);
+        }
+        for signal in self.lock_local().drain().map(|(_, s)| s) {
             signal.close(CloseReason::Shutdown);
         }
     }
@@ -328,6 +443,35 @@ mod tests {
         hub.close_all();
         assert_eq!(second.final_reason(), Some(CloseReason::Shutdown));
         assert_eq!(hub.open_streams(), 0);
+    }
+
+    #[test]
+    fn local_readers_are_notified_timed_out_and_closed() {
+        let hub = Arc::new(InboxHub::new());
+        let addr = DeviceAddr { user_id: 5, device_id: 1 };
+        let local = hub.subscribe_local(addr);
+        assert_eq!(local.wait(Some(Duration::from_millis(1))), LocalWake::Notified, "starts notified");
+        assert_eq!(local.wait(Some(Duration::from_millis(20))), LocalWake::TimedOut);
+        hub.notify(&[DeviceAddr { user_id: 5, device_id: 2 }]);
+        assert_eq!(local.wait(Some(Duration::from_millis(20))), LocalWake::TimedOut, "another device");
+        hub.notify(&[addr]);
+        assert_eq!(local.wait(None), LocalWake::Notified);
+        assert_eq!(hub.open_streams(), 0, "a local reader is not a stream");
+        let closer = local.closer();
+        let waiter = std::thread::Builder::new()
+            .name("test-local-waiter".into())
+            .spawn(move || {
+                let wake = local.wait(None);
+                (wake, local.is_closed())
+            })
+            .expect("spawn");
+        std::thread::sleep(Duration::from_millis(20));
+        closer.close();
+        assert_eq!(waiter.join().expect("join"), (LocalWake::Closed, true));
+        assert!(hub.lock_local().is_empty(), "dropping the reader unsubscribes it");
+        let again = hub.subscribe_local(addr);
+        hub.close_all();
+        assert_eq!(again.wait(None), LocalWake::Closed);
     }
 
     #[test]

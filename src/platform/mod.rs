@@ -10,20 +10,24 @@
 //! - `store`: the SQLite database `platform.db`.
 //! - `bots`: provisioning a bot (recovery secret, identity key, token).
 //! - `rules`: usernames, display names, capabilities, token format.
+//! - `manager`: the built-in management bot (`@BotManager`), an in-process E2E endpoint; the
+//!   only dialogs whose plaintext the platform sees, kept in its own `manager.db`.
 
 mod auth;
 mod bots;
 mod cli;
 mod error;
 mod inbox;
+pub mod manager;
 pub mod rules;
 mod server;
 mod service;
 pub mod store;
 
-pub use bots::{provision_bot, BotCredentials};
+pub use bots::{provision_bot, provision_bot_with, BotCredentials, BotSecrets};
 pub use cli::run_cli;
 pub use error::{PlatformError, Result};
-pub use server::RunningServer;
+pub use manager::{ManagerBot, ManagerConfig};
+pub use server::{RunningServer, ServerOptions};
 pub use service::PlatformService;
 pub use store::Store;

@@ -1,5 +1,6 @@
-//! A running platform server: the gRPC environment, the bound port, the service state, and an
-//! orderly stop. Used by the CLI and by tests that start a server in-process.
+//! A running platform server: the gRPC environment, the bound port, the service state, the
+//! management bot, and an orderly stop. Used by the CLI and by tests that start a server
+//! in-process.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use grpcio::{ChannelBuilder, EnvBuilder, ServerBuilder, ServerCredentials};
 
 use super::error::{PlatformError, Result};
 use super::inbox::InboxHub;
+use super::manager::{ManagerBot, ManagerConfig};
 use super::service::PlatformService;
 use super::store::Store;
 use crate::wire::platform_grpc::create_platform;
@@ -18,10 +20,25 @@ const MAX_MESSAGE_LEN: i32 = 64 << 20;
 /// Idempotency records older than this are forgotten at start-up.
 const SENT_RECORD_RETENTION_SECS: i64 = 30 * 24 * 3600;
 
+/// What a server runs besides the gRPC service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerOptions {
+    /// The built-in management bot; `None` runs without it.
+    pub manager: Option<ManagerConfig>,
+}
+
+impl Default for ServerOptions {
+    /// With the management bot as `@BotManager`.
+    fn default() -> Self {
+        ServerOptions { manager: Some(ManagerConfig::default()) }
+    }
+}
+
 /// A started server; stops on `shutdown` or drop.
 pub struct RunningServer {
     // Field order: the server must stop before the state it serves goes away.
     server: Option<grpcio::Server>,
+    manager: Option<ManagerBot>,
     host: String,
     port: u16,
     hub: Arc<InboxHub>,
@@ -41,8 +58,13 @@ fn split_listen(listen: &str) -> Result<(String, u16)> {
 
 impl RunningServer {
     /// Opens the store in `data_dir` (created 0700 if missing), binds `listen` (port 0 picks a
-    /// free port) and starts serving.
+    /// free port) and starts serving, with the management bot as `@BotManager`.
     pub fn start(listen: &str, data_dir: &Path) -> Result<RunningServer> {
+        RunningServer::start_with(listen, data_dir, &ServerOptions::default())
+    }
+
+    /// `start` with explicit options.
+    pub fn start_with(listen: &str, data_dir: &Path, options: &ServerOptions) -> Result<RunningServer> {
         crate::crypto::init();
         let (host, _) = split_listen(listen)?;
         let store = Arc::new(Store::open(data_dir)?);
@@ -54,6 +76,10 @@ impl RunningServer {
             log::info!("forgot {pruned} sent-message records older than 30 days");
         }
         let hub = Arc::new(InboxHub::new());
+        let manager = match &options.manager {
+            Some(config) => Some(ManagerBot::start(data_dir, store.clone(), hub.clone(), config)?),
+            None => None,
+        };
         let service = PlatformService::new(store.clone(), hub.clone());
 
         let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8);
@@ -80,7 +106,7 @@ impl RunningServer {
             .map_err(|e| PlatformError::InvalidArgument(format!("cannot listen on {listen}: {e}")))?;
         server.start();
         log::info!("platform server on {host}:{port}, data in {}", store.path().display());
-        Ok(RunningServer { server: Some(server), host, port, hub, store })
+        Ok(RunningServer { server: Some(server), manager, host, port, hub, store })
     }
 
     /// The bound port (the real one when 0 was asked for).
@@ -103,7 +129,13 @@ impl RunningServer {
         &self.store
     }
 
-    /// Ends every Inbox stream, then stops accepting and cancels what is left.
+    /// The management bot, when it runs.
+    pub fn manager(&self) -> Option<&ManagerBot> {
+        self.manager.as_ref()
+    }
+
+    /// Ends every Inbox stream and the management bot, then stops accepting and cancels what
+    /// is left.
     pub fn shutdown(mut self) {
         self.stop();
     }
@@ -111,6 +143,9 @@ impl RunningServer {
     fn stop(&mut self) {
         if let Some(mut server) = self.server.take() {
             self.hub.close_all();
+            if let Some(manager) = self.manager.take() {
+                manager.stop();
+            }
             let done = server.shutdown();
             server.cancel_all_calls();
             if let Err(e) = futures::executor::block_on(done) {
@@ -150,5 +185,28 @@ mod tests {
         assert!(std::net::TcpListener::bind(("127.0.0.1", server.port())).is_err());
         server.shutdown();
         assert!(dir.path().join("d").join(super::super::store::DB_FILE).exists());
+        assert!(dir.path().join("d").join(super::super::manager::DB_FILE).exists());
+    }
+
+    #[test]
+    fn a_taken_manager_username_fails_the_start_and_none_runs_without() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let data = dir.path().join("d");
+        let store = Store::open(&data).expect("store");
+        store.create_bot("taken_name", "Someone", "default", &[1; 32], None, 1).expect("bot");
+        drop(store);
+        let options =
+            ServerOptions { manager: Some(ManagerConfig { username: "Taken_Name".into(), display_name: "M".into() }) };
+        let err = RunningServer::start_with("127.0.0.1:0", &data, &options).err().expect("refused");
+        assert!(err.message().contains("@Taken_Name is taken"), "{err}");
+        let server = RunningServer::start_with("127.0.0.1:0", &data, &ServerOptions { manager: None }).expect("start");
+        assert!(server.manager().is_none());
+        server.shutdown();
+
+        // One data directory, one management bot: a second server on it is refused.
+        let first = RunningServer::start("127.0.0.1:0", &data).expect("start");
+        let err = RunningServer::start("127.0.0.1:0", &data).err().expect("second server refused");
+        assert!(err.message().contains("in use by another platform-server"), "{err}");
+        first.shutdown();
     }
 }

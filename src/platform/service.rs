@@ -96,7 +96,7 @@ fn one_time_prekeys(keys: &[pb::OneTimePrekey]) -> Result<Vec<(u32, [u8; 32])>> 
 
 /// Checks a device's keys: lengths, the certificate by the account identity key (a failure
 /// becomes `bad_certificate`), and the signed prekey's signature.
-fn verified_device(
+pub(super) fn verified_device(
     identity_key: &[u8],
     keys: &pb::DeviceKeys,
     bad_certificate: impl FnOnce() -> PlatformError,
@@ -112,13 +112,35 @@ fn verified_device(
     Ok(NewDevice { device_key, certificate, signed_prekey, one_time_prekeys })
 }
 
-fn profile(a: Account) -> pb::Profile {
+/// The public profile of an account (what LookupUser answers).
+pub(super) fn profile(a: Account) -> pb::Profile {
     pb::Profile {
         user_id: a.id,
         username: a.username,
         display_name: a.display_name,
         is_bot: a.is_bot,
         identity_key: a.identity_key,
+        ..Default::default()
+    }
+}
+
+/// A stored prekey bundle as sent on the wire.
+pub(super) fn bundle_to_wire(b: store::Bundle) -> pb::PrekeyBundle {
+    pb::PrekeyBundle {
+        device_id: b.device_id,
+        device_key: b.device_key,
+        device_certificate: b.certificate,
+        signed_prekey: Some(pb::SignedPrekey {
+            id: b.signed_prekey.id,
+            public_key: b.signed_prekey.public_key.to_vec(),
+            signature: b.signed_prekey.signature.to_vec(),
+            ..Default::default()
+        })
+        .into(),
+        one_time_prekey: b
+            .one_time_prekey
+            .map(|(id, key)| pb::OneTimePrekey { id, public_key: key.to_vec(), ..Default::default() })
+            .into(),
         ..Default::default()
     }
 }
@@ -223,26 +245,7 @@ impl PlatformService {
         let bundles = self.store.take_prekey_bundles(req.user_id, &req.device_ids)?;
         Ok(pb::GetPrekeyBundlesResponse {
             profile: Some(profile(account)).into(),
-            bundles: bundles
-                .into_iter()
-                .map(|b| pb::PrekeyBundle {
-                    device_id: b.device_id,
-                    device_key: b.device_key,
-                    device_certificate: b.certificate,
-                    signed_prekey: Some(pb::SignedPrekey {
-                        id: b.signed_prekey.id,
-                        public_key: b.signed_prekey.public_key.to_vec(),
-                        signature: b.signed_prekey.signature.to_vec(),
-                        ..Default::default()
-                    })
-                    .into(),
-                    one_time_prekey: b
-                        .one_time_prekey
-                        .map(|(id, key)| pb::OneTimePrekey { id, public_key: key.to_vec(), ..Default::default() })
-                        .into(),
-                    ..Default::default()
-                })
-                .collect(),
+            bundles: bundles.into_iter().map(bundle_to_wire).collect(),
             ..Default::default()
         })
     }

@@ -87,7 +87,15 @@ CREATE TABLE IF NOT EXISTS inbox (
 );
 CREATE INDEX IF NOT EXISTS inbox_by_device ON inbox (account_id, device_id, seq);
 CREATE INDEX IF NOT EXISTS sent_by_date ON sent_messages (date);
+-- Server-wide facts, e.g. 'manager_account_id': which account is the built-in management bot.
+CREATE TABLE IF NOT EXISTS server_meta (
+    key    TEXT PRIMARY KEY,
+    value  INTEGER NOT NULL
+) WITHOUT ROWID;
 ";
+
+/// `server_meta` key of the management bot's account id.
+const META_MANAGER_ACCOUNT: &str = "manager_account_id";
 
 // ── Types ──
 
@@ -321,14 +329,46 @@ impl Store {
         owner_id: Option<u64>,
         now: i64,
     ) -> Result<(u64, String)> {
+        let secret = crate::crypto::random_bytes::<32>();
+        let (id, token, _) =
+            self.create_bot_with_token(username, display_name, capabilities, identity_key, owner_id, &secret, now)?;
+        Ok((id, token))
+    }
+
+    /// Like `create_bot`, with the token secret chosen by the caller, and idempotent: when a bot
+    /// with this username, identity key, owner and token already exists (a retry after a crash),
+    /// returns it with `true` instead of failing. Returns (bot id, token, existed before).
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_bot_with_token(
+        &self,
+        username: &str,
+        display_name: &str,
+        capabilities: &str,
+        identity_key: &[u8; 32],
+        owner_id: Option<u64>,
+        token_secret: &[u8; 32],
+        now: i64,
+    ) -> Result<(u64, String, bool)> {
         rules::validate_username(username)?;
         rules::validate_display_name(display_name)?;
         let capabilities = rules::parse_capabilities(capabilities)?;
-        let secret = crate::crypto::random_bytes::<32>();
-        let digest = rules::token_digest(&secret);
+        let digest = rules::token_digest(token_secret);
+        let token = |id: u64| format!("{id}:{}", crate::crypto::hex_encode(token_secret));
         let mut conn = self.lock();
         let tx =
             conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_error("starting create-bot"))?;
+        let same: Option<u64> = tx
+            .query_row(
+                "SELECT id FROM accounts WHERE username = ?1 AND is_bot = 1 AND identity_key = ?2
+                     AND owner_id IS ?3 AND token_digest = ?4",
+                params![username, &identity_key[..], owner_id, &digest[..]],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_error("checking for an earlier create-bot"))?;
+        if let Some(id) = same {
+            return Ok((id, token(id), true));
+        }
         ensure_username_free(&tx, username)?;
         let id = fresh_account_id(&tx)?;
         tx.execute(
@@ -339,13 +379,18 @@ impl Store {
         )
         .map_err(db_error("inserting a bot account"))?;
         tx.commit().map_err(db_error("committing create-bot"))?;
-        Ok((id, format!("{id}:{}", crate::crypto::hex_encode(&secret))))
+        Ok((id, token(id), false))
     }
 
     /// Replaces a bot's token; the previous one stops working at once. Returns the new token.
     pub fn rotate_bot_token(&self, bot_id: u64) -> Result<String> {
-        let secret = crate::crypto::random_bytes::<32>();
-        let digest = rules::token_digest(&secret);
+        self.rotate_bot_token_to(bot_id, &crate::crypto::random_bytes::<32>())
+    }
+
+    /// Replaces a bot's token with one of the caller's secret (idempotent: a retry with the
+    /// same secret changes nothing more). Returns the new token.
+    pub fn rotate_bot_token_to(&self, bot_id: u64, secret: &[u8; 32]) -> Result<String> {
+        let digest = rules::token_digest(secret);
         let changed = self
             .lock()
             .execute("UPDATE accounts SET token_digest = ?2 WHERE id = ?1 AND is_bot = 1", params![bot_id, &digest[..]])
@@ -353,7 +398,112 @@ impl Store {
         if changed == 0 {
             return Err(PlatformError::NotFound(format!("no bot with id {bot_id}")));
         }
-        Ok(format!("{bot_id}:{}", crate::crypto::hex_encode(&secret)))
+        Ok(format!("{bot_id}:{}", crate::crypto::hex_encode(secret)))
+    }
+
+    /// Creates or updates the account of the built-in management bot and returns its id.
+    ///
+    /// The account is a bot without a token (nobody can authenticate as it over gRPC; it runs
+    /// in-process) and without an owner. Its id is remembered in `server_meta`, so a later start
+    /// with another `username` renames it, and a new `identity_key` (its state file was lost)
+    /// replaces the key and deactivates its old devices, whose keys can no longer be proven.
+    pub fn ensure_manager_account(
+        &self,
+        username: &str,
+        display_name: &str,
+        identity_key: &[u8; 32],
+        now: i64,
+    ) -> Result<u64> {
+        rules::validate_username(username)?;
+        rules::validate_display_name(display_name)?;
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_error("starting the management bot's account setup"))?;
+        let known: Option<u64> = tx
+            .query_row("SELECT value FROM server_meta WHERE key = ?1", params![META_MANAGER_ACCOUNT], |r| r.get(0))
+            .optional()
+            .map_err(db_error("reading the management bot's account id"))?;
+        let existing: Option<(String, Vec<u8>)> = match known {
+            None => None,
+            Some(id) => tx
+                .query_row("SELECT username, identity_key FROM accounts WHERE id = ?1", params![id], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .optional()
+                .map_err(db_error("reading the management bot's account"))?,
+        };
+        let id = match (known, existing) {
+            (Some(id), Some((old_username, old_key))) => {
+                if old_username != username {
+                    let taken: bool = tx
+                        .query_row(
+                            "SELECT EXISTS (SELECT 1 FROM accounts WHERE username = ?1 AND id != ?2)",
+                            params![username, id],
+                            |r| r.get(0),
+                        )
+                        .map_err(db_error("checking a username"))?;
+                    if taken {
+                        return Err(PlatformError::AlreadyExists(format!(
+                            "username @{username} is taken by another account; choose another management bot username"
+                        )));
+                    }
+                    log::info!("management bot renamed from @{old_username} to @{username}");
+                }
+                if old_key.as_slice() != identity_key.as_slice() {
+                    log::warn!(
+                        "management bot {id} has a new identity key (its state file was replaced); \
+                         its old devices are deactivated"
+                    );
+                    tx.execute("UPDATE devices SET active = 0 WHERE account_id = ?1", params![id])
+                        .map_err(db_error("deactivating the management bot's old devices"))?;
+                    tx.execute("DELETE FROM one_time_prekeys WHERE account_id = ?1", params![id])
+                        .map_err(db_error("dropping the management bot's old prekeys"))?;
+                    // Sealed for devices whose keys are gone: nobody can ever open them.
+                    tx.execute("DELETE FROM inbox WHERE account_id = ?1", params![id])
+                        .map_err(db_error("dropping the management bot's old inbox"))?;
+                }
+                tx.execute(
+                    "UPDATE accounts SET username = ?2, display_name = ?3, identity_key = ?4 WHERE id = ?1",
+                    params![id, username, display_name, &identity_key[..]],
+                )
+                .map_err(db_error("updating the management bot's account"))?;
+                id
+            }
+            _ => {
+                ensure_username_free(&tx, username).map_err(|_| {
+                    PlatformError::AlreadyExists(format!(
+                        "username @{username} is taken by another account; choose another management bot username"
+                    ))
+                })?;
+                let id = fresh_account_id(&tx)?;
+                tx.execute(
+                    "INSERT INTO accounts (id, username, display_name, is_bot, identity_key, token_digest,
+                                           status, capabilities, owner_id, created_at)
+                     VALUES (?1, ?2, ?3, 1, ?4, NULL, 'active', 'dm', NULL, ?5)",
+                    params![id, username, display_name, &identity_key[..], now],
+                )
+                .map_err(db_error("inserting the management bot's account"))?;
+                tx.execute(
+                    "INSERT INTO server_meta (key, value) VALUES (?1, ?2)
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    params![META_MANAGER_ACCOUNT, id],
+                )
+                .map_err(db_error("recording the management bot's account id"))?;
+                log::info!("created the management bot account {id} (@{username})");
+                id
+            }
+        };
+        tx.commit().map_err(db_error("committing the management bot's account setup"))?;
+        Ok(id)
+    }
+
+    /// The account id of the built-in management bot, once it has been set up.
+    pub fn manager_account_id(&self) -> Result<Option<u64>> {
+        self.lock()
+            .query_row("SELECT value FROM server_meta WHERE key = ?1", params![META_MANAGER_ACCOUNT], |r| r.get(0))
+            .optional()
+            .map_err(db_error("reading the management bot's account id"))
     }
 
     /// Enables or disables a bot. Disabling also revokes its token (a later enable needs a
@@ -536,6 +686,16 @@ impl Store {
         })
         .optional()
         .map_err(db_error("reading a device"))
+    }
+
+    /// Ids of the account's active devices, in order.
+    pub fn active_device_ids(&self, user_id: u64) -> Result<Vec<u32>> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached("SELECT device_id FROM devices WHERE account_id = ?1 AND active = 1 ORDER BY device_id")
+            .map_err(db_error("reading active devices"))?;
+        let rows = stmt.query_map(params![user_id], |r| r.get(0)).map_err(db_error("reading active devices"))?;
+        rows.collect::<rusqlite::Result<Vec<u32>>>().map_err(db_error("reading active devices"))
     }
 
     // ── Prekeys ──
@@ -1143,6 +1303,37 @@ mod tests {
         let left = read_inbox(&reader, bob, 0, 10).expect("read");
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].client_message_id, "b");
+    }
+
+    #[test]
+    fn the_manager_account_is_created_renamed_and_rekeyed() {
+        let (_d, store) = store();
+        assert_eq!(store.manager_account_id().expect("read"), None);
+        let id = store.ensure_manager_account("BotManager", "Bot Manager", &[1; 32], 1).expect("create");
+        assert_eq!(store.manager_account_id().expect("read"), Some(id));
+        let a = store.account_by_username("@botmanager").expect("read").expect("exists");
+        assert!(a.is_bot);
+        assert_eq!((a.owner_id, a.status), (None, AccountStatus::Active));
+        let cred = store.bot_credential(id).expect("read").expect("a bot");
+        assert_eq!(cred.token_digest, None, "nobody can authenticate as the management bot");
+        assert_eq!(store.ensure_manager_account("BotManager", "Bot Manager", &[1; 32], 2).expect("again"), id);
+
+        store.register_bot_device(id, &device(1, 3), 1).expect("device");
+        let alice = user(&store, "alice", 0);
+        store.send_messages(alice, &[msg("m", id, &[1])], 1).expect("send");
+        assert_eq!(store.ensure_manager_account("Helper", "Helper", &[1; 32], 3).expect("rename"), id);
+        assert!(store.account_by_username("BotManager").expect("read").is_none());
+        assert_eq!(store.active_device_ids(id).expect("devices"), vec![1]);
+
+        // A new identity key: the old devices, prekeys and undecryptable inbox entries go.
+        assert_eq!(store.ensure_manager_account("Helper", "Helper", &[2; 32], 4).expect("rekey"), id);
+        assert!(store.active_device_ids(id).expect("devices").is_empty());
+        let reader = store.open_reader().expect("reader");
+        assert!(read_inbox(&reader, DeviceAddr { user_id: id, device_id: 1 }, 0, 10).expect("read").is_empty());
+        assert_eq!(store.one_time_prekey_count(DeviceAddr { user_id: id, device_id: 1 }).expect("count"), 0);
+
+        let err = store.ensure_manager_account("alice", "x", &[2; 32], 5).expect_err("a user's name");
+        assert!(matches!(err, PlatformError::AlreadyExists(_)), "{err}");
     }
 
     #[test]

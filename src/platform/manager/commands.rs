@@ -1,0 +1,797 @@
+//! The management bot's conversation, free of transport and storage: one incoming text, the
+//! sender and their scenario state in; replies, the new scenario state and at most one platform
+//! effect out (`handle`). Once the caller has applied the effect, `complete` turns its outcome
+//! into the remaining replies.
+//!
+//! A message whose first word is a known command (`/cmd` or `/cmd@name`, any case) is that
+//! command, also in the middle of `/newbot`: `/newbot` starts over, `/cancel` ends the
+//! scenario, and `/help`, `/mybots`, `/token`, `/disable` act and then repeat the pending
+//! question. Any other text answers the pending question, or gets a hint when there is none.
+//! Messages are trimmed; a username answer may start with `@`.
+//!
+//! Reads the platform needs for a decision (is a username taken, which bots does a user own)
+//! go through the `Directory` trait, so the logic is testable with an in-memory directory.
+//! Secrets never pass through here except inside an `EffectOutcome` being rendered.
+//!
+//! # Reply formats (other programs parse these)
+//! - `/start`, `/help`: `HELP`, which lists every command as `/command - what it does`.
+//! - `/newbot`: the questions `ASK_USERNAME`, `ASK_DISPLAY_NAME`, `ASK_CAPABILITIES` in order.
+//!   A refused answer gets one reply `Invalid <what>: <reason>.` + blank line + the same question.
+//! - The final `/newbot` reply (`created_reply`) has, each on its own line,
+//!   `Token: <numeric_id>:<64 hex>`, `Bot ID: <64 hex>`, `Recovery secret: <64 hex>`,
+//!   `Numeric id: <n>`, `Username: @<username>`, `Display name: <name>`,
+//!   `Capabilities: <caps>`, then the `bots[]` JSON entry and a full gateway config.
+//! - `/token @name` (owner): `New token for @<username>:` then a line `Token: <token>`.
+//! - `/disable @name` (owner): `@<username> is disabled. ...`.
+//! - `/mybots`: `Your bots:` then one line per bot
+//!   `@<username>: "<display name>", id <n>, capabilities <caps>, <active|disabled>`,
+//!   or `NO_BOTS`.
+
+use super::super::bots::BotCredentials;
+use super::super::error::{PlatformError, Result};
+use super::super::rules;
+
+/// The gateway profile the config snippet names (keep equal to the gateway's
+/// `config::COMPATIBILITY_PROFILE_ID`).
+pub const COMPATIBILITY_PROFILE_ID: &str = "compat-v1-core-preview-4";
+
+pub const HELP: &str = "\
+I create and manage bots for the Bot Gateway.
+
+/newbot - create a new bot
+/mybots - list your bots and their status
+/token @username - revoke the bot's token and issue a new one
+/disable @username - disable the bot and revoke all its credentials
+/cancel - stop creating a bot
+/help - show this help";
+
+pub const ASK_USERNAME: &str = "\
+Choose a username for your bot: 3 to 32 characters, Latin letters, digits and _ only. \
+It must not be taken by anyone (ignoring case).";
+
+pub const ASK_DISPLAY_NAME: &str = "Now send the bot's display name (up to 128 characters).";
+
+pub const ASK_CAPABILITIES: &str = "\
+Last step: the bot's capabilities. Send `default` (private messages), or a comma-separated \
+list drawn from dm, groups, channels (groups and channels let the bot work there).";
+
+pub const NO_BOTS: &str = "You have no bots yet. Send /newbot to create one.";
+pub const NOTHING_TO_CANCEL: &str = "There is nothing to cancel. Send /help for the list of commands.";
+pub const CANCELLED: &str = "Cancelled: no bot was created. Send /newbot to start again.";
+pub const NOT_UNDERSTOOD: &str = "I did not understand that. Send /help for the list of commands.";
+pub const TEXT_ONLY: &str = "I understand text commands only. Send /help for the list of commands.";
+
+/// Where a user is in the `/newbot` scenario (persisted per user by the caller).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Scenario {
+    #[default]
+    Idle,
+    /// Asked for the username.
+    NewBotUsername,
+    /// Username accepted; asked for the display name.
+    NewBotDisplayName { username: String },
+    /// Display name accepted; asked for the capabilities.
+    NewBotCapabilities { username: String, display_name: String },
+}
+
+impl Scenario {
+    /// The question this step waits for an answer to.
+    pub fn question(&self) -> Option<&'static str> {
+        match self {
+            Scenario::Idle => None,
+            Scenario::NewBotUsername => Some(ASK_USERNAME),
+            Scenario::NewBotDisplayName { .. } => Some(ASK_DISPLAY_NAME),
+            Scenario::NewBotCapabilities { .. } => Some(ASK_CAPABILITIES),
+        }
+    }
+}
+
+/// A bot as the commands see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BotInfo {
+    pub id: u64,
+    pub username: String,
+    pub display_name: String,
+    pub capabilities: String,
+    pub active: bool,
+    pub owner_id: Option<u64>,
+}
+
+/// What the logic reads from the platform.
+pub trait Directory {
+    /// Whether any account (user or bot) has this username, ignoring case.
+    fn username_taken(&self, username: &str) -> Result<bool>;
+    /// The bot with this username (ignoring case); `None` for no account or a user.
+    fn bot_named(&self, username: &str) -> Result<Option<BotInfo>>;
+    /// Bots created by `owner_id`, by username.
+    fn bots_owned_by(&self, owner_id: u64) -> Result<Vec<BotInfo>>;
+}
+
+/// A change to the platform the caller applies (idempotently) before `complete`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    CreateBot { username: String, display_name: String, capabilities: String },
+    RotateToken { bot_id: u64, username: String },
+    DisableBot { bot_id: u64, username: String },
+}
+
+/// What applying an effect gave.
+#[derive(Debug)]
+pub enum EffectOutcome {
+    Created {
+        credentials: BotCredentials,
+        capabilities: String,
+    },
+    Rotated {
+        token: String,
+    },
+    Disabled,
+    /// The platform refused (e.g. the username was taken in the meantime).
+    Failed(PlatformError),
+}
+
+/// The answer to one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// Sent in order, before the effect's replies.
+    pub replies: Vec<String>,
+    /// The user's scenario after this message.
+    pub scenario: Scenario,
+    pub effect: Option<Effect>,
+}
+
+impl Decision {
+    fn reply(text: impl Into<String>, scenario: Scenario) -> Decision {
+        Decision { replies: vec![text.into()], scenario, effect: None }
+    }
+}
+
+/// The commands; a message whose first word is one of these is a command even mid-scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Command {
+    Help,
+    NewBot,
+    MyBots,
+    Token,
+    Disable,
+    Cancel,
+}
+
+/// Splits `/cmd[@botname] args` into a known command and its argument text.
+fn parse_command(text: &str) -> Option<(Command, &str)> {
+    let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+    let word = word.strip_prefix('/')?;
+    // `/help@BotManager` is how some clients address a command to one bot.
+    let name = word.split_once('@').map_or(word, |(n, _)| n).to_ascii_lowercase();
+    let command = match name.as_str() {
+        "start" | "help" => Command::Help,
+        "newbot" => Command::NewBot,
+        "mybots" => Command::MyBots,
+        "token" => Command::Token,
+        "disable" => Command::Disable,
+        "cancel" => Command::Cancel,
+        _ => return None,
+    };
+    Some((command, rest.trim()))
+}
+
+/// Decides the answer to `text` from `user_id`, whose scenario is `scenario`.
+/// An error means the directory could not be read: nothing happened, retry later.
+pub fn handle(text: &str, user_id: u64, scenario: &Scenario, dir: &dyn Directory) -> Result<Decision> {
+    let text = text.trim();
+    if let Some((command, args)) = parse_command(text) {
+        return command_decision(command, args, user_id, scenario, dir);
+    }
+    match scenario {
+        Scenario::Idle if text.starts_with('/') => {
+            let word = text.split_whitespace().next().unwrap_or(text);
+            Ok(Decision::reply(format!("Unknown command {word}. Send /help for the list of commands."), Scenario::Idle))
+        }
+        Scenario::Idle => Ok(Decision::reply(NOT_UNDERSTOOD, Scenario::Idle)),
+        Scenario::NewBotUsername => answer_username(text, dir),
+        Scenario::NewBotDisplayName { username } => Ok(answer_display_name(text, username)),
+        Scenario::NewBotCapabilities { username, display_name } => {
+            Ok(answer_capabilities(text, username, display_name))
+        }
+    }
+}
+
+/// The answer to a message without text (a future content kind): a hint, the scenario kept.
+pub fn handle_non_text(scenario: &Scenario) -> Decision {
+    let mut replies = vec![TEXT_ONLY.to_string()];
+    replies.extend(scenario.question().map(str::to_string));
+    Decision { replies, scenario: scenario.clone(), effect: None }
+}
+
+fn command_decision(
+    command: Command,
+    args: &str,
+    user_id: u64,
+    scenario: &Scenario,
+    dir: &dyn Directory,
+) -> Result<Decision> {
+    match command {
+        Command::Help => Ok(with_reminder(vec![HELP.to_string()], scenario)),
+        Command::NewBot => Ok(Decision::reply(
+            format!("Let's create a new bot. Send /cancel to stop at any time.\n\n{ASK_USERNAME}"),
+            Scenario::NewBotUsername,
+        )),
+        Command::Cancel => Ok(match scenario {
+            Scenario::Idle => Decision::reply(NOTHING_TO_CANCEL, Scenario::Idle),
+            _ => Decision::reply(CANCELLED, Scenario::Idle),
+        }),
+        Command::MyBots => {
+            let bots = dir.bots_owned_by(user_id)?;
+            Ok(with_reminder(vec![my_bots_reply(&bots)], scenario))
+        }
+        Command::Token | Command::Disable => {
+            let verb = if command == Command::Token { "token" } else { "disable" };
+            let Some(name) = bot_argument(args) else {
+                return Ok(with_reminder(vec![format!("Usage: /{verb} @username")], scenario));
+            };
+            let owned = dir.bot_named(name)?.filter(|b| b.owner_id == Some(user_id));
+            let Some(bot) = owned else {
+                return Ok(with_reminder(
+                    vec![format!("You have no bot @{name}. Send /mybots to see your bots.")],
+                    scenario,
+                ));
+            };
+            let refusal = match (command, bot.active) {
+                (Command::Token, false) => {
+                    Some(format!("@{} is disabled; a disabled bot cannot get a new token.", bot.username))
+                }
+                (Command::Disable, false) => Some(format!("@{} is already disabled.", bot.username)),
+                _ => None,
+            };
+            if let Some(text) = refusal {
+                return Ok(with_reminder(vec![text], scenario));
+            }
+            let effect = if command == Command::Token {
+                Effect::RotateToken { bot_id: bot.id, username: bot.username }
+            } else {
+                Effect::DisableBot { bot_id: bot.id, username: bot.username }
+            };
+            // The reminder of an unfinished scenario follows the effect's reply (`complete`).
+            Ok(Decision { replies: Vec::new(), scenario: scenario.clone(), effect: Some(effect) })
+        }
+    }
+}
+
+/// `@name` or `name` as the only argument; `None` when missing or more than one word.
+fn bot_argument(args: &str) -> Option<&str> {
+    let mut words = args.split_whitespace();
+    let name = rules::strip_at(words.next()?);
+    if name.is_empty() || words.next().is_some() {
+        return None;
+    }
+    Some(name)
+}
+
+/// `replies`, then the pending question again when a scenario is unfinished.
+fn with_reminder(mut replies: Vec<String>, scenario: &Scenario) -> Decision {
+    if let Some(question) = scenario.question() {
+        replies.push(format!("We are still creating a bot (send /cancel to stop). {question}"));
+    }
+    Decision { replies, scenario: scenario.clone(), effect: None }
+}
+
+fn answer_username(text: &str, dir: &dyn Directory) -> Result<Decision> {
+    let username = rules::strip_at(text);
+    if let Err(e) = rules::validate_username(username) {
+        return Ok(invalid("username", e.message(), Scenario::NewBotUsername));
+    }
+    if dir.username_taken(username)? {
+        return Ok(invalid("username", &format!("@{username} is already taken"), Scenario::NewBotUsername));
+    }
+    Ok(Decision::reply(
+        format!("Good, @{username} is free.\n\n{ASK_DISPLAY_NAME}"),
+        Scenario::NewBotDisplayName { username: username.to_string() },
+    ))
+}
+
+fn answer_display_name(text: &str, username: &str) -> Decision {
+    let display_name = text.trim();
+    if let Err(e) = rules::validate_display_name(display_name) {
+        return invalid("display name", e.message(), Scenario::NewBotDisplayName { username: username.to_string() });
+    }
+    Decision::reply(
+        format!("Display name: {display_name}\n\n{ASK_CAPABILITIES}"),
+        Scenario::NewBotCapabilities { username: username.to_string(), display_name: display_name.to_string() },
+    )
+}
+
+fn answer_capabilities(text: &str, username: &str, display_name: &str) -> Decision {
+    match rules::parse_capabilities(text) {
+        Err(e) => invalid(
+            "capabilities",
+            e.message(),
+            Scenario::NewBotCapabilities { username: username.to_string(), display_name: display_name.to_string() },
+        ),
+        Ok(capabilities) => Decision {
+            replies: Vec::new(),
+            scenario: Scenario::Idle,
+            effect: Some(Effect::CreateBot {
+                username: username.to_string(),
+                display_name: display_name.to_string(),
+                capabilities,
+            }),
+        },
+    }
+}
+
+/// `Invalid <what>: <reason>.` and the same question again, staying at the step.
+fn invalid(what: &str, reason: &str, step: Scenario) -> Decision {
+    let question = step.question().expect("an invalid answer belongs to a scenario step");
+    let reason = reason.trim_end_matches('.');
+    Decision::reply(format!("Invalid {what}: {reason}.\n\n{question}"), step)
+}
+
+/// The replies after an effect was applied, and the user's scenario from then on. `scenario` is
+/// the user's scenario as `handle` left it.
+pub fn complete(effect: &Effect, outcome: EffectOutcome, scenario: Scenario) -> (Vec<String>, Scenario) {
+    let text = match (effect, outcome) {
+        (_, EffectOutcome::Created { credentials, capabilities }) => created_reply(&credentials, &capabilities),
+        (_, EffectOutcome::Rotated { token }) => rotated_reply(effect_username(effect), &token),
+        (_, EffectOutcome::Disabled) => format!(
+            "@{} is disabled. Its token and all its credentials are revoked; no gateway can act as this bot any more.",
+            effect_username(effect)
+        ),
+        (Effect::CreateBot { username, .. }, EffectOutcome::Failed(PlatformError::AlreadyExists(_))) => {
+            // Taken between the question and now: ask again.
+            let decision = invalid("username", &format!("@{username} is already taken"), Scenario::NewBotUsername);
+            return (decision.replies, decision.scenario);
+        }
+        (Effect::CreateBot { .. }, EffectOutcome::Failed(e)) => {
+            format!("Sorry, the bot could not be created: {}. Send /newbot to try again.", e.message())
+        }
+        (_, EffectOutcome::Failed(e)) => {
+            format!("Sorry, @{} could not be changed: {}.", effect_username(effect), e.message())
+        }
+    };
+    let decision = with_reminder(vec![text], &scenario);
+    (decision.replies, decision.scenario)
+}
+
+fn effect_username(effect: &Effect) -> &str {
+    match effect {
+        Effect::CreateBot { username, .. }
+        | Effect::RotateToken { username, .. }
+        | Effect::DisableBot { username, .. } => username,
+    }
+}
+
+/// `/mybots`: one line per bot.
+pub fn my_bots_reply(bots: &[BotInfo]) -> String {
+    if bots.is_empty() {
+        return NO_BOTS.to_string();
+    }
+    let mut text = String::from("Your bots:");
+    for b in bots {
+        let status = if b.active { "active" } else { "disabled" };
+        text.push_str(&format!(
+            "\n@{}: \"{}\", id {}, capabilities {}, {status}",
+            b.username, b.display_name, b.id, b.capabilities
+        ));
+    }
+    text
+}
+
+fn rotated_reply(username: &str, token: &str) -> String {
+    format!(
+        "New token for @{username}:\nToken: {token}\n\n\
+         The previous token no longer works. Put the new one in the gateway config (bots[].token) \
+         and restart the gateway; pending updates stay in its state_dir. \
+         The Bot ID and the recovery secret are unchanged."
+    )
+}
+
+fn json(s: &str) -> String {
+    serde_json::to_string(s).expect("a string always serialises")
+}
+
+/// The `bots[]` entry of the gateway config, fields in the spec's order, indented by `indent`.
+pub fn bot_config_entry(c: &BotCredentials, indent: &str) -> String {
+    let fields = [
+        ("bot_id_hex", json(&c.bot_id_hex)),
+        ("token", json(&c.token)),
+        ("identity_recovery_secret_hex", json(&c.identity_recovery_secret_hex)),
+        ("compat_user_id", c.compat_user_id.to_string()),
+        ("username", json(&c.username)),
+        ("first_name", json(&c.first_name)),
+    ];
+    let body: Vec<String> = fields.iter().map(|(k, v)| format!("{indent}  \"{k}\": {v}")).collect();
+    format!("{{\n{}\n{indent}}}", body.join(",\n"))
+}
+
+/// A whole gateway config around one bot; the `<...>` values are placeholders to replace.
+pub fn gateway_config(c: &BotCredentials) -> String {
+    format!(
+        "{{\n  \"compatibility_profile_id\": {},\n  \
+         \"bot_platform_endpoint\": \"<PLATFORM_URL, e.g. http://127.0.0.1:50051>\",\n  \
+         \"compat_listen_addr\": \"<HOST:PORT, e.g. 127.0.0.1:8081>\",\n  \
+         \"extensions_listen_addr\": \"<HOST:PORT, e.g. 127.0.0.1:8082>\",\n  \
+         \"state_dir\": \"<STATE_DIR, e.g. /var/lib/bot-gateway>\",\n  \
+         \"bots\": [\n    {}\n  ]\n}}",
+        json(COMPATIBILITY_PROFILE_ID),
+        bot_config_entry(c, "    ")
+    )
+}
+
+/// The final `/newbot` reply (format in the module doc).
+pub fn created_reply(c: &BotCredentials, capabilities: &str) -> String {
+    format!(
+        "Done! Your bot @{username} is created.\n\n\
+         Token: {token}\n\
+         Bot ID: {bot_id}\n\
+         Recovery secret: {secret}\n\
+         Numeric id: {id}\n\
+         Username: @{username}\n\
+         Display name: {name}\n\
+         Capabilities: {capabilities}\n\n\
+         Keep the token and the recovery secret safe: they are shown only now and the platform \
+         keeps neither (only a digest of the token). /token @{username} issues a new token; the \
+         recovery secret cannot be reissued.\n\n\
+         Gateway config entry (bots[]):\n{entry}\n\n\
+         Full gateway config (replace the <...> placeholders; keep the file mode 0600):\n{config}",
+        username = c.username,
+        token = c.token,
+        bot_id = c.bot_id_hex,
+        secret = c.identity_recovery_secret_hex,
+        id = c.compat_user_id,
+        name = c.first_name,
+        entry = bot_config_entry(c, ""),
+        config = gateway_config(c),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+
+    const ME: u64 = 1000;
+    const OTHER: u64 = 2000;
+
+    /// An in-memory directory: taken usernames and bots.
+    #[derive(Default)]
+    struct Dir {
+        users: Vec<String>,
+        bots: RefCell<Vec<BotInfo>>,
+    }
+
+    impl Dir {
+        fn with_bots() -> Dir {
+            let bot = |id, name: &str, owner, active| BotInfo {
+                id,
+                username: name.into(),
+                display_name: format!("{name} display"),
+                capabilities: "default".into(),
+                active,
+                owner_id: Some(owner),
+            };
+            Dir {
+                users: vec!["Alice".into()],
+                bots: RefCell::new(vec![
+                    bot(11, "alpha_bot", ME, true),
+                    bot(12, "beta_bot", ME, false),
+                    bot(13, "theirs_bot", OTHER, true),
+                ]),
+            }
+        }
+    }
+
+    impl Directory for Dir {
+        fn username_taken(&self, username: &str) -> Result<bool> {
+            let eq = |n: &String| n.eq_ignore_ascii_case(username);
+            Ok(self.users.iter().any(eq) || self.bots.borrow().iter().any(|b| eq(&b.username)))
+        }
+        fn bot_named(&self, username: &str) -> Result<Option<BotInfo>> {
+            Ok(self.bots.borrow().iter().find(|b| b.username.eq_ignore_ascii_case(username)).cloned())
+        }
+        fn bots_owned_by(&self, owner_id: u64) -> Result<Vec<BotInfo>> {
+            Ok(self.bots.borrow().iter().filter(|b| b.owner_id == Some(owner_id)).cloned().collect())
+        }
+    }
+
+    /// A directory whose reads fail (storage down).
+    struct Broken;
+
+    impl Directory for Broken {
+        fn username_taken(&self, _: &str) -> Result<bool> {
+            Err(PlatformError::Internal("down".into()))
+        }
+        fn bot_named(&self, _: &str) -> Result<Option<BotInfo>> {
+            Err(PlatformError::Internal("down".into()))
+        }
+        fn bots_owned_by(&self, _: u64) -> Result<Vec<BotInfo>> {
+            Err(PlatformError::Internal("down".into()))
+        }
+    }
+
+    fn run(dir: &Dir, scenario: &Scenario, text: &str) -> Decision {
+        handle(text, ME, scenario, dir).expect("directory works")
+    }
+
+    fn only_reply(d: &Decision) -> &str {
+        assert_eq!(d.replies.len(), 1, "{:?}", d.replies);
+        &d.replies[0]
+    }
+
+    fn credentials() -> BotCredentials {
+        BotCredentials {
+            token: format!("4503599627370495:{}", "ab".repeat(32)),
+            bot_id_hex: "cd".repeat(32),
+            identity_recovery_secret_hex: "ef".repeat(32),
+            compat_user_id: 4503599627370495,
+            username: "new_bot".into(),
+            first_name: "New \"quoted\" Bot 🤖".into(),
+        }
+    }
+
+    #[test]
+    fn start_and_help_list_every_command() {
+        let dir = Dir::default();
+        for text in ["/start", "/help", "  /HELP  ", "/help@BotManager"] {
+            let d = run(&dir, &Scenario::Idle, text);
+            assert_eq!(only_reply(&d), HELP);
+            assert_eq!((d.scenario.clone(), d.effect.clone()), (Scenario::Idle, None));
+        }
+        for command in ["/newbot", "/mybots", "/token @username", "/disable @username", "/cancel", "/help"] {
+            assert!(HELP.contains(command), "help lists {command}");
+        }
+        // Mid-scenario the help keeps the scenario and repeats the question.
+        let d = run(&dir, &Scenario::NewBotUsername, "/help");
+        assert_eq!(d.replies.len(), 2);
+        assert!(d.replies[1].contains(ASK_USERNAME));
+        assert_eq!(d.scenario, Scenario::NewBotUsername);
+    }
+
+    #[test]
+    fn newbot_happy_path_asks_three_questions_then_creates() {
+        let dir = Dir::with_bots();
+        let d = run(&dir, &Scenario::Idle, "/newbot");
+        assert!(only_reply(&d).ends_with(ASK_USERNAME));
+        assert_eq!(d.scenario, Scenario::NewBotUsername);
+
+        let d = run(&dir, &d.scenario, "@My_New_Bot");
+        assert!(only_reply(&d).ends_with(ASK_DISPLAY_NAME), "{:?}", d.replies);
+        assert_eq!(d.scenario, Scenario::NewBotDisplayName { username: "My_New_Bot".into() });
+
+        let d = run(&dir, &d.scenario, "  My Bot 🤖 ");
+        assert!(only_reply(&d).ends_with(ASK_CAPABILITIES));
+        assert_eq!(
+            d.scenario,
+            Scenario::NewBotCapabilities { username: "My_New_Bot".into(), display_name: "My Bot 🤖".into() }
+        );
+
+        let d = run(&dir, &d.scenario, "channels, dm");
+        assert!(d.replies.is_empty());
+        assert_eq!(d.scenario, Scenario::Idle);
+        assert_eq!(
+            d.effect,
+            Some(Effect::CreateBot {
+                username: "My_New_Bot".into(),
+                display_name: "My Bot 🤖".into(),
+                capabilities: "dm,channels".into()
+            })
+        );
+        let d =
+            run(&dir, &Scenario::NewBotCapabilities { username: "x_bot".into(), display_name: "X".into() }, "DEFAULT");
+        assert!(matches!(d.effect, Some(Effect::CreateBot { ref capabilities, .. }) if capabilities == "default"));
+    }
+
+    #[test]
+    fn every_invalid_username_is_explained_and_asked_again() {
+        let dir = Dir::with_bots();
+        let cases = [
+            ("bad-name", "Latin letters, digits and '_'"),
+            ("has space", "Latin letters"),
+            ("ümlaut_bot", "Latin letters"),
+            ("ab", "3 to 32 characters, got 2"),
+            (&"x".repeat(33), "3 to 32 characters, got 33"),
+            ("ALPHA_BOT", "@ALPHA_BOT is already taken"),
+            ("alice", "@alice is already taken"),
+            ("", "3 to 32 characters, got 0"),
+        ];
+        for (answer, reason) in cases {
+            let d = run(&dir, &Scenario::NewBotUsername, answer);
+            let reply = only_reply(&d);
+            assert!(reply.starts_with("Invalid username: "), "{answer:?}: {reply}");
+            assert!(reply.contains(reason), "{answer:?}: {reply}");
+            assert!(reply.ends_with(ASK_USERNAME), "{answer:?}: {reply}");
+            assert_eq!(d.scenario, Scenario::NewBotUsername, "{answer:?} stays at the step");
+            assert_eq!(d.effect, None);
+        }
+    }
+
+    #[test]
+    fn every_invalid_display_name_is_explained_and_asked_again() {
+        let dir = Dir::default();
+        let step = Scenario::NewBotDisplayName { username: "some_bot".into() };
+        let cases = [
+            ("   ".to_string(), "must not be empty"),
+            ("a".repeat(129), "at most 128 characters, got 129"),
+            ("🤖".repeat(129), "at most 128 characters, got 129"),
+            ("line\u{7}bell".to_string(), "control characters"),
+        ];
+        for (answer, reason) in cases {
+            let d = run(&dir, &step, &answer);
+            let reply = only_reply(&d);
+            assert!(reply.starts_with("Invalid display name: "), "{reply}");
+            assert!(reply.contains(reason), "{reply}");
+            assert!(reply.ends_with(ASK_DISPLAY_NAME), "{reply}");
+            assert_eq!(d.scenario, step);
+        }
+        // Exactly 128 characters of 4-byte emoji is fine: characters, not bytes, are counted.
+        let d = run(&dir, &step, &"🤖".repeat(128));
+        assert!(
+            matches!(d.scenario, Scenario::NewBotCapabilities { ref display_name, .. } if display_name.chars().count() == 128)
+        );
+        // A name may start with '/' as long as it is not a command.
+        let d = run(&dir, &step, "/slash bot");
+        assert!(
+            matches!(d.scenario, Scenario::NewBotCapabilities { ref display_name, .. } if display_name == "/slash bot")
+        );
+    }
+
+    #[test]
+    fn every_invalid_capability_list_is_explained_and_asked_again() {
+        let dir = Dir::default();
+        let step = Scenario::NewBotCapabilities { username: "some_bot".into(), display_name: "Some".into() };
+        for answer in ["all", "dm,voice", "", "dm,,groups", "default,dm", "dm groups"] {
+            let d = run(&dir, &step, answer);
+            let reply = only_reply(&d);
+            assert!(reply.starts_with("Invalid capabilities: "), "{answer:?}: {reply}");
+            assert!(reply.contains("unknown capability"), "{answer:?}: {reply}");
+            assert!(reply.ends_with(ASK_CAPABILITIES), "{answer:?}: {reply}");
+            assert_eq!(d.scenario, step);
+            assert_eq!(d.effect, None);
+        }
+    }
+
+    #[test]
+    fn cancel_resets_a_scenario_and_newbot_restarts_it() {
+        let dir = Dir::default();
+        let mid = Scenario::NewBotCapabilities { username: "some_bot".into(), display_name: "Some".into() };
+        let d = run(&dir, &mid, "/cancel");
+        assert_eq!(only_reply(&d), CANCELLED);
+        assert_eq!(d.scenario, Scenario::Idle);
+        let d = run(&dir, &Scenario::Idle, "/cancel");
+        assert_eq!(only_reply(&d), NOTHING_TO_CANCEL);
+        let d = run(&dir, &mid, "/newbot");
+        assert_eq!(d.scenario, Scenario::NewBotUsername);
+    }
+
+    #[test]
+    fn anything_else_gets_a_hint() {
+        let dir = Dir::default();
+        let d = run(&dir, &Scenario::Idle, "hello");
+        assert_eq!(only_reply(&d), NOT_UNDERSTOOD);
+        let d = run(&dir, &Scenario::Idle, "/frobnicate now");
+        assert_eq!(only_reply(&d), "Unknown command /frobnicate. Send /help for the list of commands.");
+        let d = handle_non_text(&Scenario::Idle);
+        assert_eq!(d.replies, vec![TEXT_ONLY.to_string()]);
+        let d = handle_non_text(&Scenario::NewBotUsername);
+        assert_eq!(d.replies, vec![TEXT_ONLY.to_string(), ASK_USERNAME.to_string()]);
+        assert_eq!(d.scenario, Scenario::NewBotUsername);
+    }
+
+    #[test]
+    fn mybots_lists_only_own_bots() {
+        let dir = Dir::with_bots();
+        let d = run(&dir, &Scenario::Idle, "/mybots");
+        assert_eq!(
+            only_reply(&d),
+            "Your bots:\n@alpha_bot: \"alpha_bot display\", id 11, capabilities default, active\n\
+             @beta_bot: \"beta_bot display\", id 12, capabilities default, disabled"
+        );
+        let d = handle("/mybots", 999, &Scenario::Idle, &dir).expect("works");
+        assert_eq!(only_reply(&d), NO_BOTS);
+    }
+
+    #[test]
+    fn token_and_disable_are_for_the_owner_only() {
+        let dir = Dir::with_bots();
+        let d = run(&dir, &Scenario::Idle, "/token @ALPHA_bot");
+        assert!(d.replies.is_empty());
+        assert_eq!(d.effect, Some(Effect::RotateToken { bot_id: 11, username: "alpha_bot".into() }));
+        let d = run(&dir, &Scenario::Idle, "/disable alpha_bot");
+        assert_eq!(d.effect, Some(Effect::DisableBot { bot_id: 11, username: "alpha_bot".into() }));
+
+        for text in ["/token @theirs_bot", "/disable @theirs_bot", "/token @nobody_bot", "/token @Alice"] {
+            let d = run(&dir, &Scenario::Idle, text);
+            assert_eq!(d.effect, None, "{text}");
+            assert!(only_reply(&d).starts_with("You have no bot @"), "{text}: {:?}", d.replies);
+        }
+        let d = run(&dir, &Scenario::Idle, "/token @beta_bot");
+        assert_eq!(
+            (only_reply(&d), d.effect.clone()),
+            ("@beta_bot is disabled; a disabled bot cannot get a new token.", None)
+        );
+        let d = run(&dir, &Scenario::Idle, "/disable @beta_bot");
+        assert_eq!((only_reply(&d), d.effect.clone()), ("@beta_bot is already disabled.", None));
+        for text in ["/token", "/token @", "/disable a_bot b_bot"] {
+            let d = run(&dir, &Scenario::Idle, text);
+            assert!(only_reply(&d).starts_with("Usage: /"), "{text}");
+        }
+        // Mid-scenario: the effect happens, the scenario stays.
+        let d = run(&dir, &Scenario::NewBotUsername, "/token @alpha_bot");
+        assert_eq!(d.scenario, Scenario::NewBotUsername);
+        assert!(d.effect.is_some());
+    }
+
+    #[test]
+    fn directory_failures_are_errors_not_replies() {
+        assert!(handle("/mybots", ME, &Scenario::Idle, &Broken).is_err());
+        assert!(handle("some_bot", ME, &Scenario::NewBotUsername, &Broken).is_err());
+        assert!(handle("/token @x_bot", ME, &Scenario::Idle, &Broken).is_err());
+        // Decisions that need no reads still work.
+        assert!(handle("/help", ME, &Scenario::Idle, &Broken).is_ok());
+    }
+
+    #[test]
+    fn created_reply_has_parseable_lines_and_valid_json() {
+        let c = credentials();
+        let effect = Effect::CreateBot {
+            username: c.username.clone(),
+            display_name: c.first_name.clone(),
+            capabilities: "dm".into(),
+        };
+        let (replies, scenario) = complete(
+            &effect,
+            EffectOutcome::Created { credentials: c.clone(), capabilities: "dm".into() },
+            Scenario::Idle,
+        );
+        assert_eq!(scenario, Scenario::Idle);
+        assert_eq!(replies.len(), 1);
+        let text = &replies[0];
+        let line = |prefix: &str| {
+            text.lines().find_map(|l| l.strip_prefix(prefix)).unwrap_or_else(|| panic!("no line {prefix}"))
+        };
+        assert_eq!(line("Token: "), c.token);
+        assert_eq!(line("Bot ID: "), c.bot_id_hex);
+        assert_eq!(line("Recovery secret: "), c.identity_recovery_secret_hex);
+        assert_eq!(line("Numeric id: "), c.compat_user_id.to_string());
+        assert_eq!(line("Capabilities: "), "dm");
+
+        let entry: serde_json::Value = serde_json::from_str(&bot_config_entry(&c, "")).expect("entry is JSON");
+        assert_eq!(entry["token"], c.token.as_str());
+        assert_eq!(entry["bot_id_hex"], c.bot_id_hex.as_str());
+        assert_eq!(entry["identity_recovery_secret_hex"], c.identity_recovery_secret_hex.as_str());
+        assert_eq!(entry["compat_user_id"], c.compat_user_id);
+        assert_eq!(entry["username"], "new_bot");
+        assert_eq!(entry["first_name"], c.first_name.as_str());
+        let config: serde_json::Value = serde_json::from_str(&gateway_config(&c)).expect("config is JSON");
+        assert_eq!(config["compatibility_profile_id"], COMPATIBILITY_PROFILE_ID);
+        assert_eq!(config["bots"][0], entry);
+        assert!(config["state_dir"].as_str().expect("string").starts_with('<'), "a placeholder");
+        assert!(text.contains(&gateway_config(&c)));
+    }
+
+    #[test]
+    fn completions_of_rotate_disable_and_failures() {
+        let rotate = Effect::RotateToken { bot_id: 11, username: "alpha_bot".into() };
+        let token = format!("11:{}", "01".repeat(32));
+        let (replies, scenario) = complete(&rotate, EffectOutcome::Rotated { token: token.clone() }, Scenario::Idle);
+        assert_eq!(scenario, Scenario::Idle);
+        assert!(replies[0].starts_with("New token for @alpha_bot:\n"));
+        assert!(replies[0].lines().any(|l| l == format!("Token: {token}")));
+
+        let disable = Effect::DisableBot { bot_id: 11, username: "alpha_bot".into() };
+        let (replies, _) = complete(&disable, EffectOutcome::Disabled, Scenario::NewBotUsername);
+        assert!(replies[0].starts_with("@alpha_bot is disabled."));
+        assert!(replies[1].contains(ASK_USERNAME), "reminder of the unfinished scenario");
+
+        let create =
+            Effect::CreateBot { username: "late_bot".into(), display_name: "L".into(), capabilities: "dm".into() };
+        let taken = EffectOutcome::Failed(PlatformError::AlreadyExists("username @late_bot is already taken".into()));
+        let (replies, scenario) = complete(&create, taken, Scenario::Idle);
+        assert_eq!(scenario, Scenario::NewBotUsername, "a username taken meanwhile is asked again");
+        assert!(replies[0].starts_with("Invalid username: @late_bot is already taken."));
+        let (replies, scenario) =
+            complete(&create, EffectOutcome::Failed(PlatformError::InvalidArgument("nope".into())), Scenario::Idle);
+        assert_eq!(scenario, Scenario::Idle);
+        assert!(replies[0].contains("could not be created: nope"));
+    }
+}

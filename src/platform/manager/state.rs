@@ -1,0 +1,469 @@
+//! The management bot's own database, `manager.db` in the platform data directory: its identity
+//! key seed, its device state (the shared `e2e` tables: device keys, prekeys, ratchet sessions),
+//! the inbox cursor, each user's scenario, effects between their two transactions, and the
+//! outbox of sealed replies.
+//!
+//! Unlike `platform.db`, this file holds plaintext of the management bot's own dialogs: the
+//! scenario answers (usernames, display names), and for the moments between committing and
+//! sending, reply plaintexts and the secrets of a bot being created. `secure_delete` zeroes
+//! deleted rows in the file and the rollback journal is truncated at each commit, so none of
+//! that stays readable in the files once sent (blocks the file system freed are beyond reach);
+//! the file is 0600 in the 0700 data directory.
+//!
+//! Plain row access on the caller's connection; the caller groups calls into transactions.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::commands::{Effect, Scenario};
+use crate::e2e;
+
+/// File name of the management bot's database inside the data directory.
+pub const DB_FILE: &str = "manager.db";
+/// How long opening waits for another process that holds the database (a second server).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS manager_identity (
+    id    INTEGER PRIMARY KEY CHECK (id = 1),
+    seed  BLOB NOT NULL                          -- Ed25519 seed of the account identity key
+);
+CREATE TABLE IF NOT EXISTS manager_cursor (
+    id        INTEGER PRIMARY KEY CHECK (id = 1),
+    last_seq  INTEGER NOT NULL                   -- highest inbox seq processed (platform order)
+);
+CREATE TABLE IF NOT EXISTS manager_scenarios (
+    user_id       INTEGER PRIMARY KEY,
+    step          TEXT NOT NULL,                 -- 'username' | 'display_name' | 'capabilities'
+    username      TEXT,
+    display_name  TEXT
+);
+-- An effect decided in one transaction and applied to the platform before the next one.
+CREATE TABLE IF NOT EXISTS manager_effects (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id         INTEGER NOT NULL,
+    kind            TEXT NOT NULL,               -- 'create' | 'rotate' | 'disable'
+    bot_id          INTEGER,
+    username        TEXT NOT NULL,
+    display_name    TEXT,
+    capabilities    TEXT,
+    recovery_secret BLOB,                        -- create: chosen before the account exists
+    token_secret    BLOB                         -- create, rotate
+);
+-- Sealed replies, sent in id order; `content` is kept to seal for devices that appear later.
+CREATE TABLE IF NOT EXISTS manager_outbox (
+    id                 INTEGER PRIMARY KEY AUTOINCREMENT,
+    client_message_id  TEXT NOT NULL UNIQUE,
+    recipient_id       INTEGER NOT NULL,
+    content            BLOB NOT NULL,
+    stale_rounds       INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS manager_outbox_ciphertexts (
+    outbox_id   INTEGER NOT NULL,
+    device_id   INTEGER NOT NULL,
+    ciphertext  BLOB NOT NULL,
+    PRIMARY KEY (outbox_id, device_id)
+) WITHOUT ROWID;
+";
+
+/// Opens (creating if needed) `manager.db` in `data_dir` and holds it exclusively, so a second
+/// server on the same directory fails instead of sharing ratchet state.
+pub fn open(data_dir: &Path) -> rusqlite::Result<Connection> {
+    let path = data_dir.join(DB_FILE);
+    let conn = Connection::open(&path)?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Err(e) = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)) {
+            log::warn!("cannot restrict {} to 0600: {e}", path.display());
+        }
+    }
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
+    conn.pragma_update(None, "secure_delete", "ON")?;
+    // In EXCLUSIVE mode a DELETE-mode journal is kept with its old page images (which may hold
+    // a secret just zeroed in the database); TRUNCATE empties it at every commit.
+    let mode: String = conn.query_row("PRAGMA journal_mode = TRUNCATE", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("truncate") {
+        log::warn!("manager database did not switch to journal_mode TRUNCATE (it is {mode})");
+    }
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    // In EXCLUSIVE locking mode the first exclusive lock is kept for the connection's life:
+    // take it now, so a second server fails here rather than at its first write.
+    conn.execute_batch("BEGIN EXCLUSIVE; COMMIT;")?;
+    conn.execute_batch(SCHEMA)?;
+    e2e::migrate(&conn)?;
+    Ok(conn)
+}
+
+// ── Identity ──
+
+pub fn identity_seed(conn: &Connection) -> rusqlite::Result<Option<[u8; 32]>> {
+    let seed: Option<Vec<u8>> =
+        conn.query_row("SELECT seed FROM manager_identity WHERE id = 1", [], |r| r.get(0)).optional()?;
+    Ok(seed.and_then(|s| s.try_into().ok()))
+}
+
+pub fn save_identity_seed(conn: &Connection, seed: &[u8; 32]) -> rusqlite::Result<()> {
+    conn.execute("INSERT INTO manager_identity (id, seed) VALUES (1, ?1)", params![&seed[..]])?;
+    Ok(())
+}
+
+// ── Cursor ──
+
+pub fn last_seq(conn: &Connection) -> rusqlite::Result<u64> {
+    Ok(conn
+        .query_row("SELECT last_seq FROM manager_cursor WHERE id = 1", [], |r| r.get::<_, i64>(0))
+        .optional()?
+        .map_or(0, |v| v as u64))
+}
+
+pub fn set_last_seq(conn: &Connection, seq: u64) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO manager_cursor (id, last_seq) VALUES (1, ?1)
+         ON CONFLICT (id) DO UPDATE SET last_seq = excluded.last_seq",
+        params![seq as i64],
+    )?;
+    Ok(())
+}
+
+/// Forgets everything tied to one platform account (its inbox seqs, users, pending work):
+/// used when the platform database was replaced under a kept `manager.db`.
+pub fn reset_dialog_state(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "DELETE FROM manager_cursor; DELETE FROM manager_scenarios; DELETE FROM manager_effects;
+         DELETE FROM manager_outbox; DELETE FROM manager_outbox_ciphertexts;",
+    )
+}
+
+// ── Scenarios ──
+
+pub fn scenario(conn: &Connection, user_id: u64) -> rusqlite::Result<Scenario> {
+    let row: Option<(String, Option<String>, Option<String>)> = conn
+        .query_row(
+            "SELECT step, username, display_name FROM manager_scenarios WHERE user_id = ?1",
+            params![user_id as i64],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?;
+    Ok(match row {
+        None => Scenario::Idle,
+        Some((step, username, display_name)) => match (step.as_str(), username, display_name) {
+            ("username", _, _) => Scenario::NewBotUsername,
+            ("display_name", Some(username), _) => Scenario::NewBotDisplayName { username },
+            ("capabilities", Some(username), Some(display_name)) => {
+                Scenario::NewBotCapabilities { username, display_name }
+            }
+            (other, _, _) => {
+                log::warn!("management bot: unreadable scenario step {other:?} of user {user_id}; starting over");
+                Scenario::Idle
+            }
+        },
+    })
+}
+
+pub fn set_scenario(conn: &Connection, user_id: u64, scenario: &Scenario) -> rusqlite::Result<()> {
+    let (step, username, display_name) = match scenario {
+        Scenario::Idle => {
+            conn.execute("DELETE FROM manager_scenarios WHERE user_id = ?1", params![user_id as i64])?;
+            return Ok(());
+        }
+        Scenario::NewBotUsername => ("username", None, None),
+        Scenario::NewBotDisplayName { username } => ("display_name", Some(username.as_str()), None),
+        Scenario::NewBotCapabilities { username, display_name } => {
+            ("capabilities", Some(username.as_str()), Some(display_name.as_str()))
+        }
+    };
+    conn.execute(
+        "INSERT INTO manager_scenarios (user_id, step, username, display_name) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (user_id) DO UPDATE SET step = excluded.step, username = excluded.username,
+                                             display_name = excluded.display_name",
+        params![user_id as i64, step, username, display_name],
+    )?;
+    Ok(())
+}
+
+// ── Effects between their two transactions ──
+
+/// An effect with the secrets chosen for it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PendingEffect {
+    pub id: i64,
+    pub user_id: u64,
+    pub effect: Effect,
+    pub recovery_secret: Option<[u8; 32]>,
+    pub token_secret: Option<[u8; 32]>,
+}
+
+impl std::fmt::Debug for PendingEffect {
+    // Never print the secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingEffect")
+            .field("id", &self.id)
+            .field("user_id", &self.user_id)
+            .field("effect", &self.effect)
+            .finish_non_exhaustive()
+    }
+}
+
+pub fn insert_effect(
+    conn: &Connection,
+    user_id: u64,
+    effect: &Effect,
+    recovery_secret: Option<&[u8; 32]>,
+    token_secret: Option<&[u8; 32]>,
+) -> rusqlite::Result<i64> {
+    let (kind, bot_id, username, display_name, capabilities) = match effect {
+        Effect::CreateBot { username, display_name, capabilities } => {
+            ("create", None, username, Some(display_name), Some(capabilities))
+        }
+        Effect::RotateToken { bot_id, username } => ("rotate", Some(*bot_id as i64), username, None, None),
+        Effect::DisableBot { bot_id, username } => ("disable", Some(*bot_id as i64), username, None, None),
+    };
+    conn.execute(
+        "INSERT INTO manager_effects (user_id, kind, bot_id, username, display_name, capabilities,
+                                      recovery_secret, token_secret)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            user_id as i64,
+            kind,
+            bot_id,
+            username,
+            display_name,
+            capabilities,
+            recovery_secret.map(|s| s.to_vec()),
+            token_secret.map(|s| s.to_vec())
+        ],
+    )?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// The oldest pending effect.
+pub fn first_effect(conn: &Connection) -> rusqlite::Result<Option<PendingEffect>> {
+    type Row =
+        (i64, i64, String, Option<i64>, String, Option<String>, Option<String>, Option<Vec<u8>>, Option<Vec<u8>>);
+    let row: Option<Row> = conn
+        .query_row(
+            "SELECT id, user_id, kind, bot_id, username, display_name, capabilities, recovery_secret, token_secret
+             FROM manager_effects ORDER BY id LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?)),
+        )
+        .optional()?;
+    let Some((id, user_id, kind, bot_id, username, display_name, capabilities, recovery, token)) = row else {
+        return Ok(None);
+    };
+    let secret = |s: Option<Vec<u8>>| s.and_then(|v| <[u8; 32]>::try_from(v).ok());
+    let effect = match (kind.as_str(), bot_id, display_name, capabilities) {
+        ("create", _, Some(display_name), Some(capabilities)) => {
+            Effect::CreateBot { username, display_name, capabilities }
+        }
+        ("rotate", Some(bot_id), _, _) => Effect::RotateToken { bot_id: bot_id as u64, username },
+        ("disable", Some(bot_id), _, _) => Effect::DisableBot { bot_id: bot_id as u64, username },
+        _ => {
+            log::error!("management bot: pending effect {id} ({kind}) is unreadable; dropping it");
+            delete_effect(conn, id)?;
+            return first_effect(conn);
+        }
+    };
+    Ok(Some(PendingEffect {
+        id,
+        user_id: user_id as u64,
+        effect,
+        recovery_secret: secret(recovery),
+        token_secret: secret(token),
+    }))
+}
+
+pub fn delete_effect(conn: &Connection, id: i64) -> rusqlite::Result<()> {
+    conn.execute("DELETE FROM manager_effects WHERE id = ?1", params![id])?;
+    Ok(())
+}
+
+// ── Outbox ──
+
+/// One reply waiting to be accepted by the platform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxRow {
+    pub id: i64,
+    pub client_message_id: String,
+    pub recipient_id: u64,
+    /// The encoded `e2e::Content`.
+    pub content: Vec<u8>,
+    pub stale_rounds: u32,
+    /// (device id, ciphertext), by device id.
+    pub ciphertexts: Vec<(u32, Vec<u8>)>,
+}
+
+pub fn insert_outbox(
+    conn: &Connection,
+    client_message_id: &str,
+    recipient_id: u64,
+    content: &[u8],
+    ciphertexts: &[(u32, Vec<u8>)],
+) -> rusqlite::Result<i64> {
+    conn.execute(
+        "INSERT INTO manager_outbox (client_message_id, recipient_id, content) VALUES (?1, ?2, ?3)",
+        params![client_message_id, recipient_id as i64, content],
+    )?;
+    let id = conn.last_insert_rowid();
+    put_ciphertexts(conn, id, ciphertexts)?;
+    Ok(id)
+}
+
+pub fn put_ciphertexts(conn: &Connection, outbox_id: i64, ciphertexts: &[(u32, Vec<u8>)]) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT OR REPLACE INTO manager_outbox_ciphertexts (outbox_id, device_id, ciphertext) VALUES (?1, ?2, ?3)",
+    )?;
+    for (device_id, ciphertext) in ciphertexts {
+        stmt.execute(params![outbox_id, device_id, ciphertext])?;
+    }
+    Ok(())
+}
+
+pub fn remove_ciphertexts(conn: &Connection, outbox_id: i64, device_ids: &[u32]) -> rusqlite::Result<()> {
+    let mut stmt =
+        conn.prepare_cached("DELETE FROM manager_outbox_ciphertexts WHERE outbox_id = ?1 AND device_id = ?2")?;
+    for device_id in device_ids {
+        stmt.execute(params![outbox_id, device_id])?;
+    }
+    Ok(())
+}
+
+pub fn bump_stale_rounds(conn: &Connection, outbox_id: i64) -> rusqlite::Result<()> {
+    conn.execute("UPDATE manager_outbox SET stale_rounds = stale_rounds + 1 WHERE id = ?1", params![outbox_id])?;
+    Ok(())
+}
+
+/// The oldest unsent reply with its ciphertexts.
+pub fn outbox_head(conn: &Connection) -> rusqlite::Result<Option<OutboxRow>> {
+    let row = conn
+        .query_row(
+            "SELECT id, client_message_id, recipient_id, content, stale_rounds FROM manager_outbox ORDER BY id LIMIT 1",
+            [],
+            |r| {
+                Ok(OutboxRow {
+                    id: r.get(0)?,
+                    client_message_id: r.get(1)?,
+                    recipient_id: r.get::<_, i64>(2)? as u64,
+                    content: r.get(3)?,
+                    stale_rounds: r.get(4)?,
+                    ciphertexts: Vec::new(),
+                })
+            },
+        )
+        .optional()?;
+    let Some(mut row) = row else { return Ok(None) };
+    let mut stmt = conn.prepare_cached(
+        "SELECT device_id, ciphertext FROM manager_outbox_ciphertexts WHERE outbox_id = ?1 ORDER BY device_id",
+    )?;
+    let cts = stmt.query_map(params![row.id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    row.ciphertexts = cts.collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(Some(row))
+}
+
+pub fn delete_outbox(conn: &Connection, outbox_id: i64) -> rusqlite::Result<()> {
+    conn.execute("DELETE FROM manager_outbox_ciphertexts WHERE outbox_id = ?1", params![outbox_id])?;
+    conn.execute("DELETE FROM manager_outbox WHERE id = ?1", params![outbox_id])?;
+    Ok(())
+}
+
+#[cfg(test)]
+pub fn outbox_len(conn: &Connection) -> rusqlite::Result<u64> {
+    conn.query_row("SELECT COUNT(*) FROM manager_outbox", [], |r| r.get::<_, i64>(0)).map(|n| n as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let conn = open(dir.path()).expect("open");
+        (dir, conn)
+    }
+
+    #[test]
+    fn scenarios_round_trip_and_idle_deletes() {
+        let (_d, conn) = db();
+        assert_eq!(scenario(&conn, 7).expect("read"), Scenario::Idle);
+        for s in [
+            Scenario::NewBotUsername,
+            Scenario::NewBotDisplayName { username: "a_bot".into() },
+            Scenario::NewBotCapabilities { username: "a_bot".into(), display_name: "A 🤖".into() },
+        ] {
+            set_scenario(&conn, 7, &s).expect("write");
+            assert_eq!(scenario(&conn, 7).expect("read"), s);
+        }
+        assert_eq!(scenario(&conn, 8).expect("read"), Scenario::Idle, "per user");
+        set_scenario(&conn, 7, &Scenario::Idle).expect("write");
+        let rows: i64 = conn.query_row("SELECT COUNT(*) FROM manager_scenarios", [], |r| r.get(0)).expect("count");
+        assert_eq!(rows, 0);
+    }
+
+    #[test]
+    fn effects_keep_their_secrets_and_order() {
+        let (_d, conn) = db();
+        assert!(first_effect(&conn).expect("read").is_none());
+        let create =
+            Effect::CreateBot { username: "c_bot".into(), display_name: "C".into(), capabilities: "dm".into() };
+        let rotate = Effect::RotateToken { bot_id: 42, username: "r_bot".into() };
+        let first = insert_effect(&conn, 5, &create, Some(&[1; 32]), Some(&[2; 32])).expect("insert");
+        insert_effect(&conn, 6, &rotate, None, Some(&[3; 32])).expect("insert");
+        let p = first_effect(&conn).expect("read").expect("one");
+        assert_eq!((p.id, p.user_id, &p.effect), (first, 5, &create));
+        assert_eq!((p.recovery_secret, p.token_secret), (Some([1; 32]), Some([2; 32])));
+        assert!(!format!("{p:?}").contains("[1, 1"), "Debug hides secrets");
+        delete_effect(&conn, first).expect("delete");
+        let p = first_effect(&conn).expect("read").expect("second");
+        assert_eq!((p.effect, p.recovery_secret, p.token_secret), (rotate, None, Some([3; 32])));
+    }
+
+    #[test]
+    fn outbox_is_ordered_and_ciphertexts_change() {
+        let (_d, conn) = db();
+        assert!(outbox_head(&conn).expect("read").is_none());
+        let a = insert_outbox(&conn, "m-a", 9, b"content a", &[(2, vec![2]), (1, vec![1])]).expect("insert");
+        insert_outbox(&conn, "m-b", 9, b"content b", &[]).expect("insert");
+        assert!(insert_outbox(&conn, "m-a", 9, b"dup", &[]).is_err(), "client message ids are unique");
+        let head = outbox_head(&conn).expect("read").expect("row");
+        assert_eq!(head.id, a);
+        assert_eq!(head.ciphertexts, vec![(1, vec![1]), (2, vec![2])]);
+        remove_ciphertexts(&conn, a, &[1]).expect("remove");
+        put_ciphertexts(&conn, a, &[(3, vec![3])]).expect("add");
+        bump_stale_rounds(&conn, a).expect("bump");
+        let head = outbox_head(&conn).expect("read").expect("row");
+        assert_eq!(head.ciphertexts, vec![(2, vec![2]), (3, vec![3])]);
+        assert_eq!(head.stale_rounds, 1);
+        delete_outbox(&conn, a).expect("delete");
+        assert_eq!(outbox_head(&conn).expect("read").expect("row").client_message_id, "m-b");
+        assert_eq!(outbox_len(&conn).expect("len"), 1);
+    }
+
+    #[test]
+    fn cursor_identity_and_exclusive_open() {
+        let (dir, conn) = db();
+        assert_eq!(last_seq(&conn).expect("read"), 0);
+        set_last_seq(&conn, 17).expect("write");
+        assert_eq!(last_seq(&conn).expect("read"), 17);
+        assert_eq!(identity_seed(&conn).expect("read"), None);
+        save_identity_seed(&conn, &[4; 32]).expect("write");
+        assert_eq!(identity_seed(&conn).expect("read"), Some([4; 32]));
+        // A second opener (another server on the same directory) is refused.
+        let started = std::time::Instant::now();
+        assert!(open(dir.path()).is_err(), "held exclusively");
+        assert!(started.elapsed() < Duration::from_secs(30));
+        drop(conn);
+        let again = open(dir.path()).expect("free again");
+        assert_eq!(last_seq(&again).expect("read"), 17);
+        reset_dialog_state(&again).expect("reset");
+        assert_eq!(last_seq(&again).expect("read"), 0);
+        assert_eq!(identity_seed(&again).expect("read"), Some([4; 32]), "identity survives a reset");
+        let mode = {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(dir.path().join(DB_FILE)).expect("file").permissions().mode()
+        };
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}
