@@ -1,3 +1,7 @@
-fn main() -> anyhow::Result<()> {
-    bot_gateway::gateway::run_cli(std::env::args().skip(1).collect())
+fn main() {
+    if let Err(e) = bot_gateway::gateway::run_cli(std::env::args().skip(1).collect()) {
+        // One line naming what failed; no backtrace even when RUST_BACKTRACE is set.
+        eprintln!("bot-gateway: {e:#}");
+        std::process::exit(1);
+    }
 }

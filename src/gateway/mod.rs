@@ -1,7 +1,7 @@
 //! The gateway runtime: a device of each configured bot on the platform, serving the Bot API.
 //!
 //! Start-up (`serve`): config → state_dir lock → per bot: encrypted store, registration,
-//! inbox and outbox threads → the two HTTP listeners → wait for SIGINT/SIGTERM.
+//! inbox, outbox and webhook threads → the two HTTP listeners → wait for SIGINT/SIGTERM.
 
 pub mod botapi;
 pub mod config;
@@ -11,6 +11,7 @@ pub mod registration;
 pub mod runtime;
 pub mod state_dir;
 pub mod store;
+pub mod webhook;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -69,7 +70,10 @@ pub fn run_cli(args: Vec<String>) -> anyhow::Result<()> {
 }
 
 fn serve(config_path: &Path) -> anyhow::Result<()> {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        // ureq logs every webhook URL at debug/info level, and a URL may carry a secret path.
+        .filter_module("ureq", log::LevelFilter::Warn)
+        .init();
     // Everything we create in state_dir (databases, WAL files, the lock) is 0600.
     // SAFETY: umask only changes this process's file-creation mask.
     unsafe { libc::umask(0o077) };
@@ -84,13 +88,20 @@ fn serve(config_path: &Path) -> anyhow::Result<()> {
         let name = &bot.username;
         let store = store::Store::open(&state.bot_database(bot.compat_user_id), &bot.recovery_secret, &bot.bot_id_hex, name)
             .map_err(|e| anyhow!("bot @{name}: {e}"))?;
-        let platform = registration::register_or_resume(&config.bot_platform_endpoint, bot, &store).map_err(|e| anyhow!(e))?;
+        let platform = match registration::register_or_resume(&config.bot_platform_endpoint, bot, &store) {
+            Ok(p) => p,
+            Err(e) => {
+                store.discard_new();
+                bail!(e);
+            }
+        };
         let shared = Arc::new(BotShared::new(bot, store, platform));
         if let Err(e) = inbox::replenish_prekeys(&shared) {
             log::warn!("bot @{name}: one-time prekey top-up failed: {e}");
         }
         inbox::spawn(shared.clone())?;
         outbox::spawn(shared.clone())?;
+        webhook::spawn(shared.clone())?;
         bots.insert(bot.compat_user_id, shared);
     }
     let gateway: Arc<dyn Backend> = Arc::new(Gateway { bots });

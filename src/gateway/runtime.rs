@@ -1,6 +1,10 @@
 //! One bot's runtime: its state store, its platform connection and status, and the Bot API
-//! methods (the `BotApi` trait the HTTP layer calls). The inbox and outbox threads share the
-//! same `BotShared`.
+//! methods (the `BotApi` trait the HTTP layer calls). The inbox, outbox and webhook threads
+//! share the same `BotShared`.
+//!
+//! Delivery mode (SPEC "Delivery mode of one bot runtime"): polling unless a webhook URL is
+//! stored (store::webhook). Every mode change is one writer job, together with what goes with
+//! it (dropping the queue, replacing `allowed_updates`), and then wakes the webhook thread.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,12 +13,14 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use serde_json::{json, Value};
 
-use super::botapi::backend::{BotApi, GetUpdates, SendMessage};
+use super::botapi::backend::{BotApi, GetUpdates, SendMessage, SetWebhook};
 use super::botapi::types::{self, ChatView, MessageView, UserView};
 use super::botapi::ApiError;
 use super::config::BotConfig;
 use super::outbox::OutboxHandle;
-use super::store::{chats, outbox, queue, Result as StoreResult, Store};
+use super::store::webhook::{self as webhook_store, WebhookConfig};
+use super::store::{chats, outbox, queue, Result as StoreResult, Store, StoreError};
+use super::webhook::WebhookHandle;
 use crate::crypto;
 use crate::wire::e2e::{Content, Text};
 use crate::wire::Platform;
@@ -33,6 +39,7 @@ pub struct BotShared {
     pub platform: Platform,
     pub status: Status,
     pub outbox: OutboxHandle,
+    pub webhook: WebhookHandle,
 }
 
 /// What `/healthz` reports, kept true by the threads that know.
@@ -60,6 +67,7 @@ impl BotShared {
             platform,
             status: Status::default(),
             outbox: OutboxHandle::new(),
+            webhook: WebhookHandle::new(),
         }
     }
 
@@ -86,6 +94,7 @@ impl BotShared {
         self.status.set_error(format!("credential revoked: {why}"));
         self.status.connected.store(false, Ordering::SeqCst);
         self.outbox.wake();
+        self.webhook.wake();
     }
 
     pub fn is_revoked(&self) -> bool {
@@ -94,16 +103,16 @@ impl BotShared {
 
     /// Health of this bot for `/healthz`.
     pub fn health(&self) -> Value {
-        let (queue_depth, outbox_depth) = self
+        let (queue_depth, outbox_depth, webhook) = self
             .store
-            .read(|c| Ok((queue::depth(c)?, outbox::depth(c)?)))
-            .unwrap_or((-1, -1));
+            .read(|c| Ok((queue::depth(c)?, outbox::depth(c)?, webhook_store::is_set(c)?)))
+            .unwrap_or((-1, -1, false));
         let mut h = json!({
             "username": self.username,
             "compat_user_id": self.compat_user_id,
             "connected": self.status.connected.load(Ordering::SeqCst),
             "revoked": self.is_revoked(),
-            "mode": "polling",
+            "mode": if webhook { "webhook" } else { "polling" },
             "queue_depth": queue_depth,
             "outbox_depth": outbox_depth,
         });
@@ -193,9 +202,32 @@ pub struct BotRuntime {
     pub shared: Arc<BotShared>,
 }
 
-fn store_error(e: super::store::StoreError) -> ApiError {
+fn store_error(e: StoreError) -> ApiError {
     log::error!("state store: {e}");
     ApiError::internal(e)
+}
+
+const WEBHOOK_ACTIVE: &str =
+    "can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first";
+
+fn webhook_conflict() -> ApiError {
+    ApiError::conflict(WEBHOOK_ACTIVE)
+}
+
+/// Refuses a polling write (acknowledgement, filter change) once a webhook is set.
+fn polling_only(c: &Connection) -> StoreResult<()> {
+    if webhook_store::is_set(c)? {
+        return Err(StoreError::Refused(WEBHOOK_ACTIVE.to_string()));
+    }
+    Ok(())
+}
+
+/// A refused polling write is the 409 of webhook mode; anything else is a store failure.
+fn mode_error(e: StoreError) -> ApiError {
+    match e {
+        StoreError::Refused(m) if m == WEBHOOK_ACTIVE => webhook_conflict(),
+        other => store_error(other),
+    }
 }
 
 impl BotApi for BotRuntime {
@@ -205,25 +237,33 @@ impl BotApi for BotRuntime {
 
     fn get_updates(&self, req: GetUpdates) -> Result<Vec<Value>, ApiError> {
         let s = &self.shared;
-        let notifier = s.store.notifier().clone();
-        // A newer poll supersedes an older one (SDK-COMPAT §4: answer the older with 409).
-        let ticket = notifier.begin_poll();
+        // In webhook mode nothing is touched: no acknowledgement, no filter change, and a
+        // waiting poll is not disturbed.
+        if s.store.read(|c| webhook_store::is_set(c)).map_err(store_error)? {
+            return Err(webhook_conflict());
+        }
         if let Some(offset) = req.offset {
             if offset < 0 {
                 return Err(ApiError::bad_request("offset must not be negative"));
             }
         }
+        if let Some(list) = &req.allowed_updates {
+            queue::validate_kinds(list).map_err(ApiError::bad_request)?;
+        }
+        let notifier = s.store.notifier().clone();
+        // A newer poll supersedes an older one (SDK-COMPAT §4: answer the older with 409).
+        let ticket = notifier.begin_poll();
         let kinds = match req.allowed_updates {
             Some(list) => {
-                for k in &list {
-                    if !queue::BOT_API_KINDS.contains(&k.as_str()) {
-                        return Err(ApiError::bad_request(format!("unknown update type {k:?} in allowed_updates")));
-                    }
-                }
                 let stored = s.store.read(|c| queue::stored_allowed_updates(c)).map_err(store_error)?;
                 if stored.as_ref() != Some(&list) {
                     let l = list.clone();
-                    s.store.write(move |c| queue::store_allowed_updates(c, &l)).map_err(store_error)?;
+                    s.store
+                        .write(move |c| {
+                            polling_only(c)?;
+                            queue::store_allowed_updates(c, &l)
+                        })
+                        .map_err(mode_error)?;
                 }
                 queue::effective_kinds(Some(&list))
             }
@@ -234,13 +274,27 @@ impl BotApi for BotRuntime {
         };
         if let Some(offset) = req.offset {
             if s.store.read(|c| queue::has_below(c, offset)).map_err(store_error)? {
-                s.store.write(move |c| queue::ack_below(c, offset)).map_err(store_error)?;
+                // The mode is checked again inside the job: a setWebhook that committed since
+                // the check above wins, and this poll acknowledges nothing.
+                s.store
+                    .write(move |c| {
+                        polling_only(c)?;
+                        queue::ack_below(c, offset)
+                    })
+                    .map_err(mode_error)?;
             }
         }
         let deadline = Instant::now() + req.timeout;
         loop {
             let seen = notifier.commits();
-            let updates = s.store.read(|c| queue::fetch(c, req.offset, req.limit, &kinds)).map_err(store_error)?;
+            let (webhook, updates) = s
+                .store
+                .read(|c| Ok((webhook_store::is_set(c)?, queue::fetch(c, req.offset, req.limit, &kinds)?)))
+                .map_err(store_error)?;
+            if webhook {
+                // setWebhook while this poll waited.
+                return Err(webhook_conflict());
+            }
             if !updates.is_empty() || Instant::now() >= deadline {
                 return Ok(updates);
             }
@@ -294,11 +348,84 @@ impl BotApi for BotRuntime {
     }
 
     fn delete_webhook(&self, drop_pending_updates: bool) -> Result<(), ApiError> {
-        // Polling is the only mode until webhooks exist; dropping still works.
-        if drop_pending_updates {
-            self.shared.store.write(|c| queue::clear(c)).map_err(store_error)?;
-        }
+        let s = &self.shared;
+        // One job: the mode change and the drop commit together or not at all.
+        s.store
+            .write(move |c| {
+                webhook_store::delete(c)?;
+                if drop_pending_updates {
+                    queue::clear(c)?;
+                }
+                Ok(())
+            })
+            .map_err(store_error)?;
+        s.webhook.wake();
         Ok(())
+    }
+
+    fn set_webhook(&self, req: SetWebhook) -> Result<(), ApiError> {
+        if req.url.is_empty() {
+            // As in the Bot API: an empty url removes the webhook.
+            return self.delete_webhook(req.drop_pending_updates);
+        }
+        if let Some(list) = &req.allowed_updates {
+            queue::validate_kinds(list).map_err(ApiError::bad_request)?;
+        }
+        let s = &self.shared;
+        let cfg = WebhookConfig { url: req.url, secret_token: req.secret_token };
+        let (allowed, drop) = (req.allowed_updates, req.drop_pending_updates);
+        s.store
+            .write(move |c| {
+                webhook_store::set(c, &cfg)?;
+                if let Some(list) = &allowed {
+                    queue::store_allowed_updates(c, list)?;
+                }
+                if drop {
+                    queue::clear(c)?;
+                }
+                Ok(())
+            })
+            .map_err(store_error)?;
+        log::info!(
+            "bot @{}: webhook set (max_connections {} asked, 1 used){}",
+            s.username,
+            req.max_connections,
+            if drop { ", pending updates dropped" } else { "" }
+        );
+        s.webhook.wake();
+        Ok(())
+    }
+
+    fn get_webhook_info(&self) -> Result<Value, ApiError> {
+        let (cfg, pending, error, allowed) = self
+            .shared
+            .store
+            .read(|c| {
+                Ok((
+                    webhook_store::config(c)?,
+                    queue::depth(c)?,
+                    webhook_store::last_error(c)?,
+                    queue::stored_allowed_updates(c)?,
+                ))
+            })
+            .map_err(store_error)?;
+        let mut info = json!({
+            "url": cfg.as_ref().map(|w| w.url.clone()).unwrap_or_default(),
+            "has_custom_certificate": false,
+            "pending_update_count": pending,
+        });
+        if let Some(e) = error {
+            info["last_error_date"] = json!(e.date);
+            info["last_error_message"] = json!(e.message);
+        }
+        if cfg.is_some() {
+            // Delivery is sequential whatever was asked (SPEC "Limits").
+            info["max_connections"] = json!(1);
+        }
+        if let Some(list) = allowed.filter(|l| !l.is_empty()) {
+            info["allowed_updates"] = json!(list);
+        }
+        Ok(info)
     }
 
     fn is_revoked(&self) -> bool {

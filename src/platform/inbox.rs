@@ -44,6 +44,8 @@ enum CloseReason {
     Shutdown,
     /// The feeder could not read the inbox.
     StorageFailed,
+    /// The account's credential was revoked (token rotated or bot disabled).
+    Revoked,
 }
 
 #[derive(Default)]
@@ -253,6 +255,16 @@ impl InboxHub {
         }
     }
 
+    /// Ends every stream of `user_id`'s devices with UNAUTHENTICATED, so a running gateway
+    /// learns at once that its bot's credential was revoked.
+    pub fn revoke_account(&self, user_id: u64) {
+        let revoked: Vec<Arc<StreamSignal>> =
+            self.lock().iter().filter(|(a, _)| a.user_id == user_id).map(|(_, s)| s.clone()).collect();
+        for signal in revoked {
+            signal.close(CloseReason::Revoked);
+        }
+    }
+
     /// Registers a new stream of `addr`, ending the previous one.
     fn register(&self, addr: DeviceAddr) -> Arc<StreamSignal> {
         let signal = Arc::new(StreamSignal::default());
@@ -317,6 +329,10 @@ pub fn start(
                     Some(CloseReason::Shutdown) => {
                         Some(RpcStatus::with_message(RpcStatusCode::UNAVAILABLE, "platform server is stopping".into()))
                     }
+                    Some(CloseReason::Revoked) => Some(RpcStatus::with_message(
+                        RpcStatusCode::UNAUTHENTICATED,
+                        "bot token revoked or unknown".into(),
+                    )),
                     Some(CloseReason::StorageFailed) => {
                         Some(RpcStatus::with_message(RpcStatusCode::INTERNAL, "cannot read the inbox".into()))
                     }

@@ -269,3 +269,37 @@ impl World {
         self.gateway = Gateway::start(&path);
     }
 }
+
+/// Sends `text` to the management bot and returns its reply (bounded wait).
+pub fn ask_manager(user: &bot_gateway::client::Profile, text: &str) -> String {
+    user.send_text("@BotManager", text).unwrap_or_else(|e| panic!("send {text:?} to @BotManager: {e}"));
+    let got = user.receive(Duration::from_secs(30), 1).expect("receive from @BotManager");
+    assert_eq!(got.len(), 1, "@BotManager answered {text:?}");
+    assert!(got[0].sender.is_bot, "the reply comes from a bot");
+    got[0].text.clone()
+}
+
+/// The value of the line `<key>: <value>` in a management bot reply.
+pub fn reply_line(reply: &str, key: &str) -> String {
+    reply
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+        .unwrap_or_else(|| panic!("no {key:?} line in {reply:?}"))
+        .to_string()
+}
+
+/// Creates a bot through the `/newbot` dialog; returns credentials shaped like `create-bot`'s.
+pub fn create_bot_via_manager(owner: &bot_gateway::client::Profile, username: &str, name: &str) -> Value {
+    ask_manager(owner, "/newbot");
+    ask_manager(owner, username);
+    ask_manager(owner, name);
+    let done = ask_manager(owner, "default");
+    json!({
+        "token": reply_line(&done, "Token"),
+        "bot_id_hex": reply_line(&done, "Bot ID"),
+        "identity_recovery_secret_hex": reply_line(&done, "Recovery secret"),
+        "compat_user_id": reply_line(&done, "Numeric id").parse::<u64>().expect("numeric id"),
+        "username": username,
+        "first_name": name,
+    })
+}

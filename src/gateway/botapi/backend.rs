@@ -27,8 +27,17 @@ pub trait BotApi: Send + Sync {
     fn get_updates(&self, req: GetUpdates) -> Result<Vec<Value>, ApiError>;
     /// `sendMessage`: returns the sent Message object.
     fn send_message(&self, req: SendMessage) -> Result<Value, ApiError>;
-    /// `deleteWebhook`.
+    /// `deleteWebhook`: back to polling; the queue is kept in order, or cleared with
+    /// `drop_pending_updates` atomically with the mode change.
     fn delete_webhook(&self, drop_pending_updates: bool) -> Result<(), ApiError>;
+    /// `setWebhook` with an already validated request (an empty `url` deletes the webhook).
+    fn set_webhook(&self, _req: SetWebhook) -> Result<(), ApiError> {
+        Err(ApiError::not_found("method setWebhook not found"))
+    }
+    /// `getWebhookInfo` result (a WebhookInfo object).
+    fn get_webhook_info(&self) -> Result<Value, ApiError> {
+        Err(ApiError::not_found("method getWebhookInfo not found"))
+    }
     /// True once the platform has revoked this bot's credential: every call then answers 401.
     fn is_revoked(&self) -> bool;
 }
@@ -53,4 +62,31 @@ pub struct SendMessage {
     pub entities: Vec<Entity>,
     pub reply_to_message_id: Option<i64>,
     pub allow_sending_without_reply: bool,
+}
+
+/// A validated `setWebhook` call.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SetWebhook {
+    /// `https://…`, or `http://` to localhost or a loopback address; empty = delete the webhook.
+    pub url: String,
+    /// 1-256 characters of `A-Z a-z 0-9 _ -`, sent in `X-Compat-Bot-Api-Secret-Token`.
+    pub secret_token: Option<String>,
+    /// `Some` when given (stored durably like getUpdates' filter; `[]` means the default set).
+    pub allowed_updates: Option<Vec<String>>,
+    /// 1..=100 as asked; delivery uses one connection whatever the value.
+    pub max_connections: u32,
+    pub drop_pending_updates: bool,
+}
+
+impl std::fmt::Debug for SetWebhook {
+    // The secret token and the URL path (telegraf puts a token-derived secret there) stay out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SetWebhook")
+            .field("url_set", &!self.url.is_empty())
+            .field("secret_token", &self.secret_token.as_ref().map(|_| "<set>"))
+            .field("allowed_updates", &self.allowed_updates)
+            .field("max_connections", &self.max_connections)
+            .field("drop_pending_updates", &self.drop_pending_updates)
+            .finish()
+    }
 }

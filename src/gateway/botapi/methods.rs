@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::backend::SetWebhook;
 use super::format::{self, ParseMode};
 use super::params::Params;
 use super::types::{self, utf16_len};
@@ -26,10 +27,19 @@ pub enum Method {
     GetUpdates,
     SendMessage,
     DeleteWebhook,
+    SetWebhook,
+    GetWebhookInfo,
 }
 
 impl Method {
-    pub const ALL: &'static [Method] = &[Method::GetMe, Method::GetUpdates, Method::SendMessage, Method::DeleteWebhook];
+    pub const ALL: &'static [Method] = &[
+        Method::GetMe,
+        Method::GetUpdates,
+        Method::SendMessage,
+        Method::DeleteWebhook,
+        Method::SetWebhook,
+        Method::GetWebhookInfo,
+    ];
 
     /// The canonical name, e.g. `sendMessage`.
     pub fn name(self) -> &'static str {
@@ -38,6 +48,8 @@ impl Method {
             Method::GetUpdates => "getUpdates",
             Method::SendMessage => "sendMessage",
             Method::DeleteWebhook => "deleteWebhook",
+            Method::SetWebhook => "setWebhook",
+            Method::GetWebhookInfo => "getWebhookInfo",
         }
     }
 
@@ -66,6 +78,11 @@ pub fn call(bot: &dyn BotApi, method: Method, params: &Params) -> Result<Value, 
             bot.delete_webhook(params.flag("drop_pending_updates")?)?;
             Ok(Value::Bool(true))
         }
+        Method::SetWebhook => {
+            bot.set_webhook(set_webhook_request(params)?)?;
+            Ok(Value::Bool(true))
+        }
+        Method::GetWebhookInfo => bot.get_webhook_info(),
     }
 }
 
@@ -161,6 +178,90 @@ pub fn send_message_request(params: &Params) -> Result<SendMessage, ApiError> {
     Ok(SendMessage { chat_id, text, entities, reply_to_message_id, allow_sending_without_reply })
 }
 
+/// Longest `secret_token` of the Bot API.
+pub const MAX_SECRET_TOKEN_LEN: usize = 256;
+/// `max_connections` range of the Bot API; delivery uses one connection whatever the value.
+pub const MAX_WEBHOOK_CONNECTIONS: i64 = 100;
+
+/// setWebhook parameters.
+///
+/// - `url`: required; empty deletes the webhook (as in the Bot API). Otherwise [`check_webhook_url`].
+/// - `certificate` (a file or a value) and a non-empty `ip_address`: 400 "not supported".
+/// - `max_connections`: 1..=100 (PTB always sends 40), default 1.
+/// - `secret_token`: 1-256 characters of `A-Z a-z 0-9 _ -`.
+/// - `allowed_updates`: `Some` only when given; the runtime checks the names and stores it.
+/// - `drop_pending_updates`: boolean.
+pub fn set_webhook_request(params: &Params) -> Result<SetWebhook, ApiError> {
+    if params.contains("certificate") || params.file("certificate").is_some() {
+        return Err(ApiError::bad_request(
+            "certificate is not supported: the gateway delivers to https URLs with a publicly trusted certificate, \
+             or to plain http on localhost",
+        ));
+    }
+    if params.optional_str("ip_address")?.is_some_and(|ip| !ip.trim().is_empty()) {
+        return Err(ApiError::bad_request("ip_address is not supported: the webhook URL is resolved normally"));
+    }
+    let url = params
+        .optional_str("url")?
+        .ok_or_else(|| ApiError::bad_request("url is required (an empty url or deleteWebhook removes the webhook)"))?;
+    let url = url.trim().to_string();
+    if !url.is_empty() {
+        check_webhook_url(&url)?;
+    }
+    let max_connections = params.optional_i64("max_connections")?.unwrap_or(1);
+    if !(1..=MAX_WEBHOOK_CONNECTIONS).contains(&max_connections) {
+        return Err(ApiError::bad_request(format!(
+            "max_connections must be between 1 and {MAX_WEBHOOK_CONNECTIONS}, got {max_connections}"
+        )));
+    }
+    let secret_token = params.optional_str("secret_token")?;
+    if let Some(secret) = &secret_token {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+        if secret.is_empty() || secret.len() > MAX_SECRET_TOKEN_LEN || !secret.chars().all(allowed) {
+            // Never echo the secret itself.
+            return Err(ApiError::bad_request(format!(
+                "secret_token must be 1-{MAX_SECRET_TOKEN_LEN} characters of A-Z, a-z, 0-9, _ and -"
+            )));
+        }
+    }
+    Ok(SetWebhook {
+        url,
+        secret_token,
+        allowed_updates: params.optional_string_list("allowed_updates")?,
+        max_connections: max_connections as u32,
+        drop_pending_updates: params.flag("drop_pending_updates")?,
+    })
+}
+
+/// The webhook URL rule (SPEC "Webhook delivery" 3): `https://` with a host, or plain `http://`
+/// to `localhost` or a loopback address (127.0.0.0/8, ::1). Anything else is a 400 saying why.
+pub fn check_webhook_url(raw: &str) -> Result<(), ApiError> {
+    let bad = |why: String| ApiError::bad_request(format!("bad webhook: {why}"));
+    let url = url::Url::parse(raw).map_err(|e| bad(format!("the url is not a valid absolute URL ({e})")))?;
+    let host = url.host().ok_or_else(|| bad("the url has no host".to_string()))?;
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" => {
+            let loopback = match host {
+                url::Host::Domain(d) => d.eq_ignore_ascii_case("localhost"),
+                url::Host::Ipv4(ip) => ip.is_loopback(),
+                url::Host::Ipv6(ip) => ip.is_loopback(),
+            };
+            if loopback {
+                Ok(())
+            } else {
+                Err(bad(format!(
+                    "an HTTPS URL must be provided for webhook; plain http is accepted only for localhost and \
+                     loopback addresses (127.0.0.0/8, ::1), not for {host}"
+                )))
+            }
+        }
+        other => Err(bad(format!(
+            "unsupported URL scheme {other:?}; an HTTPS URL must be provided for webhook (plain http only for localhost)"
+        ))),
+    }
+}
+
 /// `chat_id`: an integer (or its decimal text). A `@username` is not resolvable by the gateway,
 /// so it is answered like an unknown chat.
 fn chat_id(params: &Params) -> Result<i64, ApiError> {
@@ -185,6 +286,7 @@ mod tests {
         last_updates: Mutex<Option<GetUpdates>>,
         last_send: Mutex<Option<SendMessage>>,
         dropped: Mutex<Option<bool>>,
+        webhook: Mutex<Option<SetWebhook>>,
     }
 
     impl BotApi for Fake {
@@ -203,6 +305,14 @@ mod tests {
         fn delete_webhook(&self, drop: bool) -> Result<(), ApiError> {
             *self.dropped.lock().expect("lock") = Some(drop);
             Ok(())
+        }
+        fn set_webhook(&self, req: SetWebhook) -> Result<(), ApiError> {
+            *self.webhook.lock().expect("lock") = Some(req);
+            Ok(())
+        }
+        fn get_webhook_info(&self) -> Result<Value, ApiError> {
+            let url = self.webhook.lock().expect("lock").as_ref().map(|w| w.url.clone()).unwrap_or_default();
+            Ok(json!({"url": url, "has_custom_certificate": false, "pending_update_count": 0}))
         }
         fn is_revoked(&self) -> bool {
             self.revoked
@@ -379,5 +489,106 @@ mod tests {
         assert_eq!(*bot.dropped.lock().expect("lock"), Some(true));
         let e = dispatch(&bot, "deleteWebhook", &form(&[("drop_pending_updates", "maybe")])).expect_err("bad bool");
         assert_eq!(e.description, "Bad Request: drop_pending_updates must be a boolean");
+    }
+
+    #[test]
+    fn webhook_url_rules() {
+        for ok in [
+            "https://example.com/hook",
+            "https://example.com:8443/a/b?x=1",
+            "http://localhost:8080/hook",
+            "http://LOCALHOST/",
+            "http://127.0.0.1:9000/x",
+            "http://127.0.0.2/",
+            "http://127.255.255.254/",
+            "http://[::1]:8443/",
+        ] {
+            check_webhook_url(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for (bad_url, why) in [
+            ("http://example.com/hook", "HTTPS URL must be provided"),
+            ("http://128.0.0.1/", "HTTPS URL must be provided"),
+            ("http://10.0.0.1/", "HTTPS URL must be provided"),
+            ("http://[::2]/", "HTTPS URL must be provided"),
+            ("http://localhost.example.com/", "HTTPS URL must be provided"),
+            ("ftp://example.com/", "unsupported URL scheme"),
+            ("ftp://127.0.0.1/", "unsupported URL scheme"),
+            ("example.com/hook", "not a valid absolute URL"),
+            ("https://", "not a valid absolute URL"),
+        ] {
+            let e = check_webhook_url(bad_url).expect_err(bad_url);
+            assert_eq!(e.status, 400);
+            assert!(e.description.starts_with("Bad Request: bad webhook: "), "{}", e.description);
+            assert!(e.description.contains(why), "{bad_url}: {}", e.description);
+        }
+    }
+
+    #[test]
+    fn set_webhook_parameters() {
+        // PTB's shape: form, max_connections=40, allowed_updates as JSON text.
+        let r = set_webhook_request(&form(&[
+            ("url", "http://127.0.0.1:8443/hook"),
+            ("max_connections", "40"),
+            ("allowed_updates", r#"["message","callback_query"]"#),
+            ("secret_token", "Abc_123-xyz"),
+            ("drop_pending_updates", "true"),
+        ]))
+        .expect("PTB");
+        assert_eq!(r.url, "http://127.0.0.1:8443/hook");
+        assert_eq!(r.max_connections, 40);
+        assert_eq!(r.secret_token.as_deref(), Some("Abc_123-xyz"));
+        assert_eq!(r.allowed_updates, Some(vec!["message".to_string(), "callback_query".to_string()]));
+        assert!(r.drop_pending_updates);
+        let r = set_webhook_request(&p(json!({"url": "https://example.com/"}))).expect("minimal");
+        assert_eq!((r.max_connections, r.secret_token.clone(), r.allowed_updates.clone()), (1, None, None));
+        assert!(!r.drop_pending_updates);
+        let r = set_webhook_request(&p(json!({"url": ""}))).expect("empty url deletes");
+        assert!(r.url.is_empty());
+        for mc in [1, 100] {
+            set_webhook_request(&p(json!({"url": "https://e.com/", "max_connections": mc}))).expect("in range");
+        }
+    }
+
+    #[test]
+    fn set_webhook_refusals() {
+        let url = "https://example.com/hook";
+        assert!(bad(set_webhook_request(&Params::new())).contains("url is required"));
+        for mc in [0, 101, -1] {
+            let e = bad(set_webhook_request(&p(json!({"url": url, "max_connections": mc}))));
+            assert!(e.contains("max_connections must be between 1 and 100"), "{e}");
+        }
+        for secret in ["", "has space", "ünïcode", "semi;colon"] {
+            let e = bad(set_webhook_request(&p(json!({"url": url, "secret_token": secret}))));
+            assert!(e.contains("secret_token must be 1-256 characters"), "{e}");
+            if !secret.is_empty() {
+                assert!(!e.contains(secret), "the secret is echoed: {e}");
+            }
+        }
+        let long = "a".repeat(257);
+        assert!(bad(set_webhook_request(&p(json!({"url": url, "secret_token": long})))).contains("secret_token"));
+        set_webhook_request(&p(json!({"url": url, "secret_token": "a".repeat(256)}))).expect("256 fits");
+        let e = bad(set_webhook_request(&p(json!({"url": url, "ip_address": "1.2.3.4"}))));
+        assert!(e.contains("ip_address is not supported"), "{e}");
+        let e = bad(set_webhook_request(&p(json!({"url": url, "certificate": "x"}))));
+        assert!(e.contains("certificate is not supported"), "{e}");
+        let mut with_file = p(json!({"url": url}));
+        with_file.insert_file(
+            "certificate",
+            crate::gateway::botapi::UploadedFile { filename: "c.pem".into(), content_type: None, bytes: b"x".to_vec() },
+        );
+        assert!(bad(set_webhook_request(&with_file)).contains("certificate is not supported"));
+        assert!(bad(set_webhook_request(&p(json!({"url": "http://example.com/"})))).contains("bad webhook"));
+        assert!(
+            bad(set_webhook_request(&p(json!({"url": url, "allowed_updates": "message"})))).contains("allowed_updates")
+        );
+    }
+
+    #[test]
+    fn webhook_methods_dispatch() {
+        let bot = Fake::default();
+        let r = dispatch(&bot, "setwebhook", &p(json!({"url": "http://localhost/x", "max_connections": 40})));
+        assert_eq!(r.expect("setWebhook"), json!(true));
+        assert_eq!(bot.webhook.lock().expect("lock").as_ref().map(|w| w.max_connections), Some(40));
+        assert_eq!(dispatch(&bot, "getWebhookInfo", &Params::new()).expect("info")["url"], "http://localhost/x");
     }
 }

@@ -11,6 +11,7 @@ mod writer;
 pub mod chats;
 pub mod outbox;
 pub mod queue;
+pub mod webhook;
 
 use std::fmt;
 use std::os::unix::fs::PermissionsExt;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::{bounded, Receiver, Sender};
 use rusqlite::{Connection, OpenFlags};
 
 pub use writer::Writer;
@@ -61,12 +63,14 @@ impl From<crate::e2e::E2eError> for StoreError {
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-/// Wakes long polls (and the webhook later) after commits, and arbitrates the single waiting
-/// `getUpdates` per bot.
+/// Wakes long polls after commits (condition variable) and the webhook thread (a subscribed
+/// channel), and arbitrates the single waiting `getUpdates` per bot.
 #[derive(Default)]
 pub struct Notifier {
     state: Mutex<NotifyState>,
     cv: Condvar,
+    /// Commit signals for threads that wait on a channel (so they can also select on others).
+    subscribers: Mutex<Vec<Sender<()>>>,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -80,6 +84,19 @@ impl Notifier {
         let mut s = self.state.lock().expect("notifier lock");
         s.commits += 1;
         self.cv.notify_all();
+        drop(s);
+        for tx in self.subscribers.lock().expect("notifier subscribers lock").iter() {
+            // Capacity 1: one pending signal already means "look again"; never blocks.
+            let _ = tx.try_send(());
+        }
+    }
+
+    /// A channel that receives a signal after commits. Signals coalesce: after draining it,
+    /// read the state, then wait on it; a commit in between leaves a signal, so none is missed.
+    pub fn subscribe(&self) -> Receiver<()> {
+        let (tx, rx) = bounded(1);
+        self.subscribers.lock().expect("notifier subscribers lock").push(tx);
+        rx
     }
 
     /// Starts a poll: any older waiting poll is told to give up. Returns this poll's ticket.
@@ -127,6 +144,8 @@ pub struct Store {
 
 struct StoreInner {
     path: PathBuf,
+    /// True when this open created the database file.
+    created: bool,
     key: [u8; 32],
     writer: Writer,
     readers: Mutex<Vec<Connection>>,
@@ -153,6 +172,7 @@ impl Store {
     /// `bot_id_hex`, and starts the writer thread `store-writer:<name>`.
     pub fn open(path: &Path, recovery_secret: &[u8; 32], bot_id_hex: &str, name: &str) -> std::result::Result<Store, String> {
         let key = database_key(recovery_secret);
+        let created = !path.exists();
         let conn = open_connection(path, &key, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)
             .map_err(|e| {
                 format!(
@@ -179,7 +199,7 @@ impl Store {
         let notifier = Arc::new(Notifier::default());
         let writer = Writer::start(conn, name, notifier.clone()).map_err(|e| format!("cannot start store writer: {e}"))?;
         Ok(Store {
-            inner: Arc::new(StoreInner { path: path.to_path_buf(), key, writer, readers: Mutex::new(Vec::new()), notifier }),
+            inner: Arc::new(StoreInner { path: path.to_path_buf(), created, key, writer, readers: Mutex::new(Vec::new()), notifier }),
         })
     }
 
@@ -208,6 +228,27 @@ impl Store {
         out
     }
 
+    /// True when this open created the database (a new state for this bot).
+    pub fn created(&self) -> bool {
+        self.inner.created
+    }
+
+    /// Deletes a database this open created, with its WAL files. Used when start-up fails
+    /// before the new state was ever used, so a corrected config starts clean instead of
+    /// meeting a database keyed for the wrong secret.
+    pub fn discard_new(self) {
+        if !self.inner.created {
+            return;
+        }
+        let path = self.inner.path.clone();
+        drop(self);
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = path.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+
     pub fn notifier(&self) -> &Arc<Notifier> {
         &self.inner.notifier
     }
@@ -221,4 +262,33 @@ impl Store {
     }
 }
 
-pub use schema::{meta_get, meta_set};
+pub use schema::{meta_delete, meta_get, meta_set};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subscribers_get_one_coalesced_signal_per_burst_of_commits() {
+        let n = Notifier::default();
+        let rx = n.subscribe();
+        assert!(rx.try_recv().is_err(), "no commit yet");
+        n.committed();
+        n.committed();
+        assert!(rx.try_recv().is_ok(), "a commit leaves a signal");
+        assert!(rx.try_recv().is_err(), "signals coalesce; committed() never blocks");
+        n.committed();
+        assert!(rx.recv_timeout(Duration::from_secs(5)).is_ok(), "a later commit signals again");
+    }
+
+    #[test]
+    fn writer_commits_wake_subscribers() {
+        crate::crypto::init();
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&tmp.path().join("s.db"), &[3u8; 32], &"cd".repeat(32), "t").expect("open");
+        let rx = store.notifier().subscribe();
+        store.set_meta("k", "v".into()).expect("write");
+        assert!(rx.recv_timeout(Duration::from_secs(5)).is_ok(), "the commit signalled");
+        assert_eq!(store.meta("k").expect("read"), Some("v".to_string()));
+    }
+}

@@ -2,7 +2,10 @@
 //! transport events. Polling and the webhook share this one ordered queue.
 //!
 //! Every query here uses the `update_id` primary key or `LIMIT`, so the cost of serving and
-//! acknowledging does not grow with the queue length.
+//! acknowledging does not grow with the queue length; the number of pending updates is a
+//! counter that triggers keep in the same transaction as every insert and delete (schema.rs),
+//! so `getWebhookInfo` and `/healthz` never count rows. The tests below check both with
+//! 100,000 queued updates.
 
 use rusqlite::{params, Connection};
 use serde_json::Value;
@@ -32,6 +35,14 @@ pub const BOT_API_KINDS: &[&str] = &[
     "pre_checkout_query", "purchased_paid_media", "poll", "poll_answer", "my_chat_member", "chat_member",
     "chat_join_request", "chat_boost", "removed_chat_boost",
 ];
+
+/// Checks an `allowed_updates` list: every name must be an update type of the Bot API.
+pub fn validate_kinds(list: &[String]) -> std::result::Result<(), String> {
+    match list.iter().find(|k| !BOT_API_KINDS.contains(&k.as_str())) {
+        Some(k) => Err(format!("unknown update type {k:?} in allowed_updates")),
+        None => Ok(()),
+    }
+}
 
 /// The default set: everything except `message_reaction`, which must be asked for.
 pub fn default_kinds() -> Vec<String> {
@@ -93,8 +104,22 @@ pub fn ack_below(conn: &Connection, offset: i64) -> Result<usize> {
     Ok(conn.execute("DELETE FROM updates WHERE update_id < ?1", params![offset])?)
 }
 
+/// The first pending update whose kind is in `kinds` (the webhook's head), as a complete Update
+/// object with its `update_id`.
+pub fn head(conn: &Connection, kinds: &[String]) -> Result<Option<(i64, Value)>> {
+    Ok(fetch(conn, None, 1, kinds)?.into_iter().next().map(|u| (u["update_id"].as_i64().unwrap_or(0), u)))
+}
+
+/// Acknowledges the update `update_id` and every update before it (those were filtered out when
+/// it became the head, exactly as a getUpdates `offset` past them acknowledges them).
+pub fn ack_through(conn: &Connection, update_id: i64) -> Result<usize> {
+    ack_below(conn, update_id + 1)
+}
+
+/// Number of pending updates (the maintained counter; O(1)).
 pub fn depth(conn: &Connection) -> Result<i64> {
-    Ok(conn.query_row("SELECT count(*) FROM updates", [], |r| r.get(0))?)
+    let mut stmt = conn.prepare_cached("SELECT pending FROM queue_stats WHERE id = 1")?;
+    Ok(stmt.query_row([], |r| r.get(0))?)
 }
 
 /// Drops every pending update (deleteWebhook with drop_pending_updates).
@@ -181,5 +206,136 @@ mod tests {
         assert!(already_processed(&c, &format!("e{}", PROCESSED_MEMORY + 9)).expect("lookup"));
         let n: i64 = c.query_row("SELECT count(*) FROM processed", [], |r| r.get(0)).expect("count");
         assert_eq!(n, PROCESSED_MEMORY);
+    }
+
+    #[test]
+    fn pending_counter_follows_every_insert_and_delete() {
+        let c = db();
+        assert_eq!(depth(&c).expect("depth"), 0);
+        for i in 0..10 {
+            enqueue(&c, "message", &serde_json::json!({ "n": i })).expect("enqueue");
+        }
+        assert_eq!(depth(&c).expect("depth"), 10);
+        assert_eq!(ack_through(&c, 3).expect("ack"), 3);
+        assert_eq!(depth(&c).expect("depth"), 7);
+        let (id, u) = head(&c, &effective_kinds(None)).expect("head").expect("some");
+        assert_eq!((id, u["message"]["n"].as_i64()), (4, Some(3)));
+        clear(&c).expect("clear");
+        assert_eq!(depth(&c).expect("depth"), 0);
+        let n: i64 = c.query_row("SELECT count(*) FROM updates", [], |r| r.get(0)).expect("count");
+        assert_eq!(n, 0);
+        // A database created before the counter existed gets it initialised from its rows.
+        let old = Connection::open_in_memory().expect("memory db");
+        old.execute_batch(
+            "CREATE TABLE updates (update_id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, payload TEXT NOT NULL);
+             INSERT INTO updates (kind, payload) VALUES ('message', '{}'), ('message', '{}');",
+        )
+        .expect("old schema");
+        schema::migrate(&old).expect("migrate");
+        assert_eq!(depth(&old).expect("depth"), 2);
+        enqueue(&old, "message", &serde_json::json!({})).expect("enqueue");
+        assert_eq!(depth(&old).expect("depth"), 3);
+    }
+
+    #[test]
+    fn head_skips_filtered_kinds_and_ack_through_removes_them() {
+        let c = db();
+        enqueue(&c, "message_reaction", &serde_json::json!({})).expect("enqueue");
+        enqueue(&c, "message", &serde_json::json!({ "n": 1 })).expect("enqueue");
+        let (id, _) = head(&c, &effective_kinds(None)).expect("head").expect("some");
+        assert_eq!(id, 2, "message_reaction is not in the default set");
+        ack_through(&c, id).expect("ack");
+        assert_eq!(depth(&c).expect("depth"), 0);
+        assert!(head(&c, &effective_kinds(None)).expect("head").is_none());
+    }
+
+    #[test]
+    fn validate_kinds_accepts_bot_api_names_only() {
+        validate_kinds(&["message".into(), "edited_message".into(), "poll_answer".into()]).expect("Bot API names");
+        validate_kinds(&[]).expect("empty list");
+        let e = validate_kinds(&["message".into(), "bogus".into()]).expect_err("unknown");
+        assert!(e.contains("\"bogus\""), "{e}");
+    }
+
+    fn plan(c: &Connection, sql: &str) -> String {
+        let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).expect("explain");
+        let rows: Vec<String> = stmt
+            .query_map([], |r| r.get::<_, String>(3))
+            .expect("plan")
+            .collect::<rusqlite::Result<_>>()
+            .expect("rows");
+        rows.join("; ")
+    }
+
+    /// The queries of getUpdates and of the webhook seek by the primary key; none scans.
+    #[test]
+    fn queue_queries_use_the_primary_key() {
+        let c = db();
+        for sql in [
+            "SELECT update_id, kind, payload FROM updates WHERE update_id >= 1 ORDER BY update_id LIMIT 1",
+            "DELETE FROM updates WHERE update_id < 5",
+            "SELECT 1 FROM updates WHERE update_id < 5 LIMIT 1",
+        ] {
+            let p = plan(&c, sql);
+            assert!(p.contains("USING INTEGER PRIMARY KEY"), "{sql}: {p}");
+            assert!(!p.contains("SCAN"), "{sql}: {p}");
+        }
+        let p = plan(&c, "SELECT pending FROM queue_stats WHERE id = 1");
+        assert!(!p.contains("SCAN updates"), "{p}");
+    }
+
+    /// Serving the head, acknowledging it and counting the queue cost the same with 100,000
+    /// pending updates as with 10 (measured through the real encrypted store and its writer).
+    #[test]
+    fn cost_does_not_grow_with_100k_pending_updates() {
+        use std::time::{Duration, Instant};
+
+        crate::crypto::init();
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let payload = serde_json::json!({
+            "message_id": 1, "date": 1_700_000_000,
+            "chat": {"id": 42, "type": "private", "first_name": "Alice", "username": "alice"},
+            "from": {"id": 42, "is_bot": false, "first_name": "Alice", "username": "alice"},
+            "text": "x".repeat(300),
+        });
+        let kinds = effective_kinds(None);
+        // Average time of (read head + count) and of (ack head in a writer job), over `rounds`.
+        let measure = |n: usize, name: &str| -> (Duration, Duration) {
+            let store =
+                super::super::Store::open(&tmp.path().join(format!("{name}.db")), &[7u8; 32], &"ab".repeat(32), name)
+                    .expect("open store");
+            let p = payload.clone();
+            store
+                .write(move |c| {
+                    for _ in 0..n {
+                        enqueue(c, "message", &p)?;
+                    }
+                    Ok(())
+                })
+                .expect("fill");
+            assert_eq!(store.read(|c| depth(c)).expect("depth"), n as i64);
+            let rounds = 5;
+            let (mut read, mut write) = (Duration::ZERO, Duration::ZERO);
+            for _ in 0..rounds {
+                let t = Instant::now();
+                let (id, _) = store.read(|c| head(c, &kinds)).expect("head").expect("non-empty");
+                let count = store.read(|c| depth(c)).expect("depth");
+                read += t.elapsed();
+                assert!(count > 0);
+                let t = Instant::now();
+                store.write(move |c| ack_through(c, id)).expect("ack");
+                write += t.elapsed();
+            }
+            assert_eq!(store.read(|c| depth(c)).expect("depth"), (n - rounds) as i64);
+            (read / rounds as u32, write / rounds as u32)
+        };
+        let (small_read, small_write) = measure(10, "small");
+        let (big_read, big_write) = measure(100_000, "big");
+        eprintln!(
+            "head+count: 10 -> {small_read:?}, 100k -> {big_read:?}; ack: 10 -> {small_write:?}, 100k -> {big_write:?}"
+        );
+        // Generous bounds: a scan of 100k rows (~40 MB) would take tens of milliseconds.
+        assert!(big_read <= small_read * 20 + Duration::from_millis(5), "{big_read:?} vs {small_read:?}");
+        assert!(big_write <= small_write * 20 + Duration::from_millis(20), "{big_write:?} vs {small_write:?}");
     }
 }

@@ -14,6 +14,21 @@ CREATE TABLE IF NOT EXISTS updates (
     kind      TEXT NOT NULL,
     payload   TEXT NOT NULL
 );
+-- The number of rows in `updates`, kept by the triggers below in the same transaction as every
+-- insert and delete, so pending_update_count never scans the queue (see queue::pending_count).
+CREATE TABLE IF NOT EXISTS queue_stats (
+    id      INTEGER PRIMARY KEY CHECK (id = 1),
+    pending INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO queue_stats (id, pending) SELECT 1, count(*) FROM updates;
+CREATE TRIGGER IF NOT EXISTS updates_counted_insert AFTER INSERT ON updates
+BEGIN
+    UPDATE queue_stats SET pending = pending + 1 WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS updates_counted_delete AFTER DELETE ON updates
+BEGIN
+    UPDATE queue_stats SET pending = pending - 1 WHERE id = 1;
+END;
 -- The last 2048 transport events imported (see queue::remember_processed).
 CREATE TABLE IF NOT EXISTS processed (
     source TEXT PRIMARY KEY,
@@ -60,6 +75,11 @@ pub fn migrate(conn: &Connection) -> rusqlite::Result<()> {
 
 pub fn meta_get(conn: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
     conn.query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| r.get(0)).optional()
+}
+
+pub fn meta_delete(conn: &Connection, key: &str) -> rusqlite::Result<()> {
+    conn.execute("DELETE FROM meta WHERE key = ?1", params![key])?;
+    Ok(())
 }
 
 pub fn meta_set(conn: &Connection, key: &str, value: &str) -> rusqlite::Result<()> {

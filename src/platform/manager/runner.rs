@@ -302,7 +302,7 @@ impl Runner {
     /// Applies every recorded effect and queues its replies, oldest first.
     fn finish_effects(&mut self) -> RunResult<()> {
         while let Some(pending) = state::first_effect(&self.db)? {
-            let outcome = apply_effect(&self.store, &pending)?;
+            let outcome = apply_effect(&self.store, &self.hub, &pending)?;
             let tx = self.db.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let scenario = state::scenario(&tx, pending.user_id)?;
             let (replies, scenario) = commands::complete(&pending.effect, outcome, scenario);
@@ -379,7 +379,7 @@ impl Runner {
 
 /// Applies an effect to the platform. `Err` only when storage failed (retried later); a refusal
 /// (say the username was taken meanwhile) is an outcome the user is told about.
-fn apply_effect(store: &Store, pending: &PendingEffect) -> RunResult<EffectOutcome> {
+fn apply_effect(store: &Store, hub: &InboxHub, pending: &PendingEffect) -> RunResult<EffectOutcome> {
     let missing_secret = || Ok(EffectOutcome::Failed(PlatformError::Internal("the request was damaged".into())));
     let result = match &pending.effect {
         Effect::CreateBot { username, display_name, capabilities } => {
@@ -394,11 +394,13 @@ fn apply_effect(store: &Store, pending: &PendingEffect) -> RunResult<EffectOutco
             let Some(secret) = pending.token_secret else { return missing_secret() };
             store.rotate_bot_token_to(*bot_id, &secret).map(|token| {
                 log::info!("management bot: rotated the token of bot {bot_id} (@{username})");
+                hub.revoke_account(*bot_id);
                 EffectOutcome::Rotated { token }
             })
         }
         Effect::DisableBot { bot_id, username } => store.set_bot_status(*bot_id, AccountStatus::Disabled).map(|()| {
             log::info!("management bot: disabled bot {bot_id} (@{username})");
+            hub.revoke_account(*bot_id);
             EffectOutcome::Disabled
         }),
     };

@@ -1,0 +1,439 @@
+//! Webhook delivery of one bot: the thread `webhook:<bot>` posts the head of the durable queue
+//! (shared with `getUpdates`) to the configured URL, one update at a time and in queue order,
+//! and `webhook-reply:<bot>` executes the Bot API calls that receivers put in their answers.
+//!
+//! One attempt: read the webhook configuration, the filter and the head update (one read) →
+//! re-verify the bot's credential with the platform (`VerifyCredential`; a revoked or disabled
+//! bot sends nothing more, and its queue is kept) → `POST` the Update as `application/json`,
+//! with the secret in `X-Compat-Bot-Api-Secret-Token` only → a 2xx answer acknowledges the head
+//! in a writer job; anything else (non-2xx, timeout, network error) leaves it at the head,
+//! records `last_error_date`/`last_error_message` durably and retries after a bounded
+//! exponential delay (1 s doubling up to 60 s, docs/decisions.md).
+//!
+//! Waiting never polls: with no webhook the thread waits on its control channel (woken by
+//! `setWebhook`, `deleteWebhook` and revocation); with an empty queue also on the store's commit
+//! signal; during a backoff on the control channel with a timeout, so a new configuration
+//! interrupts the wait.
+
+use std::io::{self, Read};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, select, Receiver, RecvTimeoutError, Sender};
+use serde_json::Value;
+
+use super::botapi::{methods, request, Params};
+use super::inbox::is_unauthenticated;
+use super::runtime::{unix_now, BotRuntime, BotShared};
+use super::store::webhook::{self as config, LastError, WebhookConfig};
+use super::store::{queue, Result as StoreResult};
+use crate::wire::platform::VerifyCredentialRequest;
+
+/// The header carrying `secret_token` (SPEC "Webhook delivery" 2).
+pub const SECRET_HEADER: &str = "X-Compat-Bot-Api-Secret-Token";
+/// First retry delay after a failed attempt; it doubles up to [`BACKOFF_MAX`].
+pub const BACKOFF_START: Duration = Duration::from_secs(1);
+pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// Overrides [`BACKOFF_START`] in milliseconds; meant for tests, which must not wait long.
+pub const BACKOFF_START_ENV: &str = "BOT_GATEWAY_WEBHOOK_RETRY_START_MS";
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Webhook replies waiting for `webhook-reply:<bot>`; when full, delivery waits.
+const REPLY_QUEUE: usize = 64;
+
+/// The control side of the webhook thread, held in `BotShared`.
+pub struct WebhookHandle {
+    control_tx: Sender<()>,
+    control_rx: Receiver<()>,
+}
+
+impl Default for WebhookHandle {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WebhookHandle {
+    pub fn new() -> WebhookHandle {
+        // One pending wake-up is enough: the thread re-reads everything when it wakes.
+        let (control_tx, control_rx) = bounded(1);
+        WebhookHandle { control_tx, control_rx }
+    }
+
+    /// Tells the thread that the configuration or the credential changed: it stops waiting
+    /// (idle or backoff) and looks again.
+    pub fn wake(&self) {
+        let _ = self.control_tx.try_send(());
+    }
+}
+
+/// A Bot API call found in a receiver's answer.
+struct Reply {
+    update_id: i64,
+    method: String,
+    params: Params,
+}
+
+/// Starts `webhook:<bot>` and `webhook-reply:<bot>`. They run for the life of the process;
+/// every step is a committed transaction, so stopping anywhere is safe.
+pub fn spawn(shared: Arc<BotShared>) -> io::Result<()> {
+    let commits = shared.store.notifier().subscribe();
+    let (reply_tx, reply_rx) = bounded(REPLY_QUEUE);
+    let agent = agent().map_err(|e| io::Error::other(format!("webhook HTTP client: {e}")))?;
+    let start = backoff_start();
+    let s = shared.clone();
+    thread::Builder::new().name(format!("webhook-reply:{}", shared.username)).spawn(move || reply_loop(s, reply_rx))?;
+    thread::Builder::new()
+        .name(format!("webhook:{}", shared.username))
+        .spawn(move || run(shared, agent, commits, reply_tx, start))?;
+    Ok(())
+}
+
+/// One HTTP agent per bot: one connection (kept alive), no redirects (a 3xx is not a 2xx),
+/// native TLS with the system's trust store.
+fn agent() -> Result<ureq::Agent, native_tls::Error> {
+    Ok(ureq::AgentBuilder::new()
+        .tls_connector(Arc::new(native_tls::TlsConnector::new()?))
+        .timeout_connect(CONNECT_TIMEOUT)
+        .timeout_read(READ_TIMEOUT)
+        .timeout_write(WRITE_TIMEOUT)
+        .redirects(0)
+        .max_idle_connections_per_host(1)
+        .user_agent(concat!("bot-gateway/", env!("CARGO_PKG_VERSION")))
+        .build())
+}
+
+fn backoff_start() -> Duration {
+    match std::env::var(BACKOFF_START_ENV).ok().and_then(|v| v.parse::<u64>().ok()) {
+        Some(ms) => Duration::from_millis(ms).clamp(Duration::from_millis(10), BACKOFF_MAX),
+        None => BACKOFF_START,
+    }
+}
+
+/// What one look at the queue led to.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    NoWebhook,
+    Empty,
+    Delivered,
+    Failed,
+    Revoked,
+}
+
+fn run(shared: Arc<BotShared>, agent: ureq::Agent, commits: Receiver<()>, replies: Sender<Reply>, start: Duration) {
+    let control = shared.webhook.control_rx.clone();
+    let mut backoff = start;
+    loop {
+        if shared.is_revoked() {
+            // Nothing more is sent; the queue stays for a restart with a valid credential.
+            if control.recv().is_err() {
+                return;
+            }
+            continue;
+        }
+        // Signals of commits we are about to read anyway (see Notifier::subscribe).
+        while commits.try_recv().is_ok() {}
+        match attempt(&shared, &agent, &replies) {
+            Outcome::Delivered => backoff = start,
+            Outcome::Revoked => {}
+            Outcome::NoWebhook => {
+                backoff = start;
+                if control.recv().is_err() {
+                    return;
+                }
+            }
+            Outcome::Empty => {
+                backoff = start;
+                select! {
+                    recv(commits) -> r => if r.is_err() { return },
+                    recv(control) -> r => if r.is_err() { return },
+                }
+            }
+            Outcome::Failed => {
+                match control.recv_timeout(backoff) {
+                    // setWebhook/deleteWebhook: try the new configuration at once.
+                    Ok(()) => backoff = start,
+                    Err(RecvTimeoutError::Timeout) => backoff = (backoff * 2).min(BACKOFF_MAX),
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            }
+        }
+    }
+}
+
+/// One delivery attempt of the head update, if there is a webhook and an update.
+fn attempt(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Reply>) -> Outcome {
+    let name = &shared.username;
+    let head = shared.store.read(|c| -> StoreResult<Option<(WebhookConfig, Option<(i64, Value)>)>> {
+        let Some(cfg) = config::config(c)? else {
+            return Ok(None);
+        };
+        let kinds = queue::effective_kinds(queue::stored_allowed_updates(c)?.as_deref());
+        Ok(Some((cfg, queue::head(c, &kinds)?)))
+    });
+    let (cfg, (update_id, update)) = match head {
+        Ok(None) => return Outcome::NoWebhook,
+        Ok(Some((_, None))) => return Outcome::Empty,
+        Ok(Some((cfg, Some(head)))) => (cfg, head),
+        Err(e) => {
+            log::error!("bot @{name}: webhook: cannot read the queue: {e}");
+            shared.status.set_error(format!("webhook: {e}"));
+            return Outcome::Failed;
+        }
+    };
+
+    // SPEC "Bot credential": re-verified before every attempt.
+    let p = &shared.platform;
+    if let Err(e) = p.client.verify_credential(&VerifyCredentialRequest::new(), p.opt()) {
+        if is_unauthenticated(&e) {
+            shared.revoke(&e.to_string());
+            return Outcome::Revoked;
+        }
+        log::warn!("bot @{name}: webhook: cannot verify the credential with the platform, not delivering: {e}");
+        shared.status.set_error(format!("webhook: cannot verify the credential with the platform: {e}"));
+        return Outcome::Failed;
+    }
+    if shared.is_revoked() {
+        return Outcome::Revoked;
+    }
+
+    let mut rq = agent.post(&cfg.url).set("Content-Type", "application/json");
+    if let Some(secret) = &cfg.secret_token {
+        rq = rq.set(SECRET_HEADER, secret);
+    }
+    let body = update.to_string();
+    match rq.send_bytes(body.as_bytes()) {
+        Ok(resp) if (200..300).contains(&resp.status()) => {
+            let reply = read_reply(resp, update_id, name);
+            if let Err(e) = shared.store.write(move |c| queue::ack_through(c, update_id)) {
+                // Delivered but not acknowledged: it is delivered again (receivers are
+                // idempotent by update_id, SPEC "Webhook delivery" 5).
+                log::error!("bot @{name}: webhook: cannot acknowledge update {update_id}: {e}");
+                return Outcome::Failed;
+            }
+            log::debug!("bot @{name}: webhook delivered update {update_id}");
+            if let Some(reply) = reply {
+                // Blocks only while REPLY_QUEUE replies are waiting.
+                if replies.send(reply).is_err() {
+                    log::error!("bot @{name}: webhook reply thread is gone");
+                }
+            }
+            Outcome::Delivered
+        }
+        Ok(resp) => failed(
+            shared,
+            update_id,
+            format!("Wrong response from the webhook: {} {}", resp.status(), resp.status_text()),
+        ),
+        Err(e) => failed(shared, update_id, describe(&e)),
+    }
+}
+
+/// Records a failed attempt durably and logs it.
+fn failed(shared: &BotShared, update_id: i64, message: String) -> Outcome {
+    log::warn!("bot @{}: webhook delivery of update {update_id} failed: {message}", shared.username);
+    let error = LastError { date: unix_now(), message };
+    if let Err(e) = shared.store.write(move |c| config::record_error(c, &error)) {
+        log::error!("bot @{}: webhook: cannot record the delivery error: {e}", shared.username);
+    }
+    Outcome::Failed
+}
+
+/// The message of `last_error_message` for a failed request. Built from the error kinds, not
+/// from ureq's text, which contains the URL (it may hold a secret path).
+fn describe(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Status(code, resp) => format!("Wrong response from the webhook: {code} {}", resp.status_text()),
+        ureq::Error::Transport(t) => {
+            let mut io_kind = None;
+            let mut source = std::error::Error::source(t);
+            while let Some(s) = source {
+                if let Some(ioe) = s.downcast_ref::<io::Error>() {
+                    io_kind = Some(ioe.kind());
+                    break;
+                }
+                source = s.source();
+            }
+            use ureq::ErrorKind as K;
+            match (t.kind(), io_kind) {
+                (_, Some(io::ErrorKind::ConnectionRefused)) => "Connection refused".to_string(),
+                (_, Some(io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock)) => "Timeout".to_string(),
+                (_, Some(io::ErrorKind::ConnectionReset)) => "Connection reset by peer".to_string(),
+                (_, Some(io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionAborted)) => {
+                    "Connection closed by the webhook before the response".to_string()
+                }
+                (K::Dns, _) => "Failed to resolve host".to_string(),
+                (K::ConnectionFailed, None) => "Connection failed (TLS handshake or certificate error)".to_string(),
+                (K::ConnectionFailed, Some(k)) => format!("Connection failed: {k}"),
+                (K::BadStatus | K::BadHeader, _) => "Invalid HTTP response from the webhook".to_string(),
+                (K::InvalidUrl | K::UnknownScheme, _) => "Invalid webhook URL".to_string(),
+                (kind, Some(k)) => format!("{kind}: {k}"),
+                (kind, None) => kind.to_string(),
+            }
+        }
+    }
+}
+
+/// Reads a 2xx answer and extracts a Bot API call from it, if it has one (`"method"` in a JSON,
+/// form or multipart body). Anything else in the body is ignored.
+fn read_reply(resp: ureq::Response, update_id: i64, bot: &str) -> Option<Reply> {
+    let content_type = resp.header("Content-Type").map(str::to_string);
+    let limit = request::MAX_BODY_BYTES;
+    let mut body = Vec::new();
+    if let Err(e) = resp.into_reader().take(limit as u64 + 1).read_to_end(&mut body) {
+        log::debug!("bot @{bot}: webhook answer to update {update_id} unreadable: {e}");
+        return None;
+    }
+    parse_reply(content_type.as_deref(), &body, update_id, bot)
+}
+
+fn parse_reply(content_type: Option<&str>, body: &[u8], update_id: i64, bot: &str) -> Option<Reply> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    let mut params = match request::decode(None, content_type, Some(body.len()), &mut &body[..]) {
+        Ok(p) => p,
+        Err(e) => {
+            log::debug!("bot @{bot}: webhook answer to update {update_id} is not a method call: {}", e.description);
+            return None;
+        }
+    };
+    let method = params.optional_str("method").ok().flatten()?;
+    // `method` names the call; it is not one of its parameters.
+    params.insert_json("method", Value::Null);
+    Some(Reply { update_id, method, params })
+}
+
+/// Executes webhook replies through the same method dispatch as the HTTP layer, so their
+/// parameters are decoded and validated by one mechanism. Errors are logged, never retried.
+fn reply_loop(shared: Arc<BotShared>, replies: Receiver<Reply>) {
+    let bot = BotRuntime { shared: shared.clone() };
+    while let Ok(Reply { update_id, method, params }) = replies.recv() {
+        match methods::dispatch(&bot, &method, &params) {
+            Ok(_) => log::debug!("bot @{}: webhook reply {method} to update {update_id} done", shared.username),
+            Err(e) => log::warn!(
+                "bot @{}: webhook reply {method} to update {update_id} failed: {}",
+                shared.username,
+                e.description
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_in_json_form_and_multipart() {
+        let r = parse_reply(
+            Some("application/json"),
+            br#"{"method":"sendChatAction","chat_id":42,"action":"typing"}"#,
+            7,
+            "b",
+        )
+        .expect("telegraf JSON reply");
+        assert_eq!((r.update_id, r.method.as_str()), (7, "sendChatAction"));
+        assert_eq!(r.params.required_i64("chat_id").expect("chat_id"), 42);
+        assert!(!r.params.contains("method"), "method is not passed on as a parameter");
+
+        let r = parse_reply(
+            Some("application/x-www-form-urlencoded"),
+            b"method=sendMessage&chat_id=5&text=hi+there",
+            1,
+            "b",
+        )
+        .expect("form reply");
+        assert_eq!(r.method, "sendMessage");
+        assert_eq!(r.params.required_str("text").expect("text"), "hi there");
+
+        let body = "--webhookBoundaryX\r\nContent-Disposition: form-data; name=\"method\"\r\n\r\nsendMessage\r\n\
+                    --webhookBoundaryX\r\nContent-Disposition: form-data; name=\"chat_id\"\r\n\r\n9\r\n\
+                    --webhookBoundaryX\r\nContent-Disposition: form-data; name=\"text\"\r\n\r\nmulti\r\n--webhookBoundaryX--\r\n";
+        let r = parse_reply(Some("multipart/form-data; boundary=webhookBoundaryX"), body.as_bytes(), 1, "b")
+            .expect("aiogram multipart reply");
+        assert_eq!((r.method.as_str(), r.params.required_i64("chat_id").expect("id")), ("sendMessage", 9));
+    }
+
+    #[test]
+    fn answers_without_a_method_are_not_replies() {
+        for (ct, body) in [
+            (Some("application/json"), &b""[..]),
+            (Some("application/json; charset=\"utf-8\""), b"  "),
+            (Some("application/json"), b"{}"),
+            (None, b"{\"ok\":true}"),
+            (Some("text/html"), b"<html>ok</html>"),
+            (Some("application/json"), b"not json"),
+            (Some("application/json"), b"[1,2]"),
+        ] {
+            assert!(parse_reply(ct, body, 1, "b").is_none(), "{ct:?} {:?}", String::from_utf8_lossy(body));
+        }
+    }
+
+    /// A local receiver (tiny_http) that answers each request with the next scripted status.
+    fn receiver(statuses: Vec<u16>) -> (String, thread::JoinHandle<Vec<(String, Option<String>, Option<String>)>>) {
+        let server = tiny_http::Server::http("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/hook", server.server_addr().to_ip().expect("ip"));
+        let handle = thread::Builder::new()
+            .name("test-receiver".into())
+            .spawn(move || {
+                let mut seen = Vec::new();
+                for status in statuses {
+                    let mut rq = server.recv().expect("request");
+                    let header =
+                        |n: &'static str| rq.headers().iter().find(|h| h.field.equiv(n)).map(|h| h.value.to_string());
+                    let (ct, secret) = (header("Content-Type"), header(SECRET_HEADER));
+                    let mut body = String::new();
+                    rq.as_reader().read_to_string(&mut body).expect("body");
+                    seen.push((body, ct, secret));
+                    rq.respond(tiny_http::Response::empty(status)).expect("respond");
+                }
+                seen
+            })
+            .expect("spawn receiver");
+        (url, handle)
+    }
+
+    #[test]
+    fn error_messages_say_what_happened() {
+        let agent = agent().expect("agent");
+        let (url, handle) = receiver(vec![500, 404, 200]);
+        let send = || agent.post(&url).set("Content-Type", "application/json").send_bytes(b"{}");
+        let e = send().expect_err("500");
+        assert_eq!(describe(&e), "Wrong response from the webhook: 500 Internal Server Error");
+        let e = send().expect_err("404");
+        assert_eq!(describe(&e), "Wrong response from the webhook: 404 Not Found");
+        assert_eq!(send().expect("200").status(), 200);
+        let seen = handle.join().expect("receiver");
+        assert_eq!(seen[0].1.as_deref(), Some("application/json"), "Content-Type exactly application/json");
+
+        // A port nobody listens on.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = closed.local_addr().expect("addr").port();
+        drop(closed);
+        let e = agent.post(&format!("http://127.0.0.1:{port}/x")).send_bytes(b"{}").expect_err("refused");
+        assert_eq!(describe(&e), "Connection refused");
+
+        // A receiver that accepts and never answers.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let slow = ureq::AgentBuilder::new().timeout_read(Duration::from_millis(300)).build();
+        let e = slow
+            .post(&format!("http://{}/x", silent.local_addr().expect("addr")))
+            .send_bytes(b"{}")
+            .expect_err("timeout");
+        assert_eq!(describe(&e), "Timeout");
+    }
+
+    #[test]
+    fn backoff_start_from_env_is_clamped() {
+        // Only this test touches the variable.
+        std::env::set_var(BACKOFF_START_ENV, "250");
+        assert_eq!(backoff_start(), Duration::from_millis(250));
+        std::env::set_var(BACKOFF_START_ENV, "999999999");
+        assert_eq!(backoff_start(), BACKOFF_MAX);
+        std::env::remove_var(BACKOFF_START_ENV);
+        assert_eq!(backoff_start(), BACKOFF_START);
+    }
+}
