@@ -1,0 +1,515 @@
+#!/usr/bin/env python3
+"""Runs the real-SDK echo bots against a live bot-gateway, one fresh world per SDK.
+
+For each SDK (python-telegram-bot, aiogram, telegraf) this starts, in a temporary directory:
+platform-server on an ephemeral loopback port, a bot created with `platform-server create-bot`,
+bot-gateway with a 0600 config on free loopback ports, a user registered with e2e-chat, and the
+SDK's echo bot pointed at the gateway. The user sends "hello <sdk>" and "/start"; the test passes
+when the user receives "echo: hello <sdk>" and the bot's greeting.
+
+Standard library only; runs with the system python3. Binaries come from $BIN_DIR (default
+$CARGO_TARGET_DIR/release, CARGO_TARGET_DIR defaulting to ~/.cache/bot-gateway/target); the SDKs
+from tests/sdk/.venv and tests/sdk/node/node_modules (scripts/sdk-setup.sh installs both).
+
+Usage: run_sdk_tests.py [-v] [SDK ...]      (SDK: ptb, aiogram, telegraf; default all)
+Prints PASS/FAIL per SDK (with the tail of every process's stderr on failure), then exactly
+"N passed, M failed"; exits 0 only if every selected SDK passed. Every process it starts is
+stopped before it moves on, also on failure, Ctrl-C or SIGTERM.
+"""
+
+import argparse
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+SDK_DIR = Path(__file__).resolve().parent
+VENV_PYTHON = SDK_DIR / ".venv" / "bin" / "python"
+
+# Each SDK bot: how to start it, its platform username, and the exact /start reply.
+SDKS = {
+    "ptb": {
+        "argv": [str(VENV_PYTHON), str(SDK_DIR / "python" / "ptb_echo.py")],
+        "username": "ptb_echo_bot",
+        "name": "PTB Echo",
+        "greeting": "Hello! I am the ptb echo bot. Send me any text and I will echo it.",
+    },
+    "aiogram": {
+        "argv": [str(VENV_PYTHON), str(SDK_DIR / "python" / "aiogram_echo.py")],
+        "username": "aiogram_echo_bot",
+        "name": "aiogram Echo",
+        "greeting": "Hello! I am the aiogram echo bot. Send me any text and I will echo it.",
+    },
+    "telegraf": {
+        "argv": ["node", str(SDK_DIR / "node" / "telegraf_echo.js")],
+        "username": "telegraf_echo_bot",
+        "name": "telegraf Echo",
+        "greeting": "Hello! I am the telegraf echo bot. Send me any text and I will echo it.",
+    },
+}
+
+PROFILE_ID = "compat-v1-core-preview-4"
+STARTUP_TIMEOUT = 60.0  # platform-server "listening on", gateway healthz "connected"
+COMMAND_TIMEOUT = 60.0  # one create-bot / register / send invocation
+REPLY_TIMEOUT = 60.0  # all expected replies received by the user
+STOP_GRACE = 5.0  # SIGTERM -> SIGKILL
+TAIL_LINES = 40
+
+VERBOSE = False
+T0 = time.monotonic()
+
+
+class StepFailed(Exception):
+    """A step of one SDK scenario failed; the message says which and what was observed."""
+
+
+def log(msg):
+    if VERBOSE:
+        print(f"  .. {time.monotonic() - T0:6.1f}s {msg}", flush=True)
+
+
+def default_bin_dir():
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "bot-gateway", "target"
+    )
+    return Path(os.environ.get("BIN_DIR") or os.path.join(target, "release"))
+
+
+def free_loopback_ports(n):
+    """Ports the kernel hands out for 127.0.0.1:0, held open together so they are distinct."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def child_env(extra=None):
+    env = dict(os.environ)
+    env.setdefault("RUST_LOG", "info")
+    # anyhow would append a long backtrace to a fatal error and push the message out of the tail.
+    env.setdefault("RUST_LIB_BACKTRACE", "0")
+    env.update(extra or {})
+    return env
+
+
+def tail(path, n=TAIL_LINES):
+    """The last n lines, preceded by any earlier panic / fatal-error line (and the two lines
+    after it) that a long backtrace would otherwise push out of view."""
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError as e:
+        return [f"<cannot read {path}: {e}>"]
+    start = max(0, len(lines) - n)
+    early = []
+    for i, line in enumerate(lines[:start]):
+        if "panicked at" in line or line.startswith("Error: "):
+            early += lines[i : min(i + 3, start)] + ["..."]
+    return early + lines[start:]
+
+
+class World:
+    """One temporary directory and every process started in it; close() stops them all."""
+
+    def __init__(self, sdk, keep):
+        self.sdk = sdk
+        self.keep = keep
+        self.dir = Path(tempfile.mkdtemp(prefix=f"sdk-{sdk}-"))
+        self.procs = []  # (name, Popen, stderr file object)
+        self.stderr_files = []  # every stderr we captured, in start order
+        self.threads = []
+
+    def stderr_path(self, name):
+        path = self.dir / f"{name}.stderr"
+        self.stderr_files.append((name, path))
+        return path
+
+    def spawn(self, name, argv, env=None, pipe_stdout=False):
+        """Starts a long-running process in its own session (so a terminal Ctrl-C reaches only
+        us, and we stop it in order) with stderr (and stdout unless piped) captured to a file."""
+        err = open(self.stderr_path(name), "wb")
+        log(f"start {name}: {' '.join(argv)}")
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if pipe_stdout else err,
+                stderr=err,
+                env=child_env(env),
+                cwd=self.dir,
+                start_new_session=True,
+            )
+        except OSError as e:
+            err.close()
+            raise StepFailed(f"cannot start {name} ({argv[0]}): {e}") from e
+        self.procs.append((name, proc, err))
+        return proc
+
+    def run(self, name, argv, timeout=COMMAND_TIMEOUT, env=None, check=True, watch=()):
+        """Runs a short command to completion and returns (stdout, exit status); stderr goes to
+        a file. With check, a non-zero status is a failure. While it runs, the long-running
+        processes named in watch must stay alive (fail fast instead of waiting out timeout)."""
+        log(f"run {name}: {' '.join(argv)}")
+        with open(self.stderr_path(name), "wb") as err:
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    env=child_env(env),
+                    cwd=self.dir,
+                    start_new_session=True,
+                )
+            except OSError as e:
+                raise StepFailed(f"cannot start {name} ({argv[0]}): {e}") from e
+            self.procs.append((name, proc, None))
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    # Retrying communicate() after a timeout loses no output (subprocess docs).
+                    out, _ = proc.communicate(timeout=0.5 if watch else timeout)
+                    break
+                except subprocess.TimeoutExpired:
+                    try:
+                        self.check_alive(*watch)
+                    except StepFailed as e:
+                        stop(proc)
+                        raise StepFailed(f"{e} (while {name} was running)") from None
+                    if time.monotonic() > deadline:
+                        stop(proc)
+                        out, _ = proc.communicate()
+                        raise StepFailed(
+                            f"{name} did not finish within {timeout:.0f} s;"
+                            f" stdout: {out.decode(errors='replace')[-2000:]!r}"
+                        )
+        text = out.decode("utf-8", "replace")
+        if check and proc.returncode != 0:
+            raise StepFailed(f"{name} exited with status {proc.returncode}; stdout: {text[-2000:]!r}")
+        return text, proc.returncode
+
+    def check_alive(self, *names):
+        for name, proc, _ in self.procs:
+            if name in names and proc.poll() is not None:
+                raise StepFailed(f"{name} exited early with status {proc.returncode}")
+
+    def close(self, remove=True):
+        for name, proc, err in reversed(self.procs):
+            if proc.poll() is None:
+                began = time.monotonic()
+                killed = stop(proc)
+                log(f"stopped {name} in {time.monotonic() - began:.1f} s" + (" (SIGKILL)" if killed else ""))
+            if err is not None:
+                err.close()
+        for t in self.threads:
+            t.join(timeout=STOP_GRACE)
+        if remove:
+            self.remove()
+
+    def remove(self):
+        if not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def report(self):
+        for name, path in self.stderr_files:
+            lines = tail(path)
+            if not lines:
+                print(f"  --- {name} stderr: empty ---")
+                continue
+            print(f"  --- {name} stderr (last {len(lines)} lines) ---")
+            for line in lines:
+                print(f"  | {line}")
+        if self.keep:
+            print(f"  (kept {self.dir})")
+
+
+def stop(proc):
+    """SIGTERM to the process group we created, SIGKILL after STOP_GRACE; reaps the process.
+    Returns whether SIGKILL was needed."""
+    if proc.poll() is not None:
+        return False
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=STOP_GRACE)
+        return False
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        return True
+
+
+def start_platform(world, bin_dir):
+    """platform-server on 127.0.0.1:0; returns its http:// endpoint from the "listening on" line."""
+    data = world.dir / "platform"
+    data.mkdir(mode=0o700)
+    proc = world.spawn(
+        "platform-server",
+        [str(bin_dir / "platform-server"), "--listen", "127.0.0.1:0", "--data-dir", str(data)],
+        pipe_stdout=True,
+    )
+    first = queue.Queue(maxsize=1)
+
+    def pump():
+        # Keep draining stdout after the first line so the server never blocks on a full pipe.
+        with open(world.dir / "platform-server.stdout", "wb") as out:
+            for raw in proc.stdout:
+                out.write(raw)
+                out.flush()
+                line = raw.decode("utf-8", "replace").strip()
+                if line.startswith("listening on ") and first.empty():
+                    first.put(line)
+
+    t = threading.Thread(target=pump, name="platform-stdout", daemon=True)
+    t.start()
+    world.threads.append(t)
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while True:
+        try:
+            line = first.get(timeout=0.2)
+            break
+        except queue.Empty:
+            world.check_alive("platform-server")
+            if time.monotonic() > deadline:
+                raise StepFailed(f"platform-server printed no 'listening on' line within {STARTUP_TIMEOUT:.0f} s")
+    addr = line[len("listening on ") :].strip()
+    log(f"platform-server {line}")
+    return f"http://{addr}", data
+
+
+def create_bot(world, bin_dir, data, spec):
+    out, _ = world.run(
+        "create-bot",
+        [str(bin_dir / "platform-server"), "create-bot", "--data-dir", str(data),
+         "--username", spec["username"], "--name", spec["name"]],
+    )
+    bot = parse_json_line(out, "create-bot")
+    want = {"token", "bot_id_hex", "identity_recovery_secret_hex", "compat_user_id", "username", "first_name"}
+    missing = sorted(want - bot.keys())
+    if missing:
+        raise StepFailed(f"create-bot output lacks {missing}; keys: {sorted(bot.keys())}")
+    return {k: bot[k] for k in sorted(want)}
+
+
+def parse_json_line(out, what):
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError as e:
+                raise StepFailed(f"{what} printed invalid JSON ({e}): {line[:500]!r}")
+    raise StepFailed(f"{what} printed no JSON line; stdout: {out[-2000:]!r}")
+
+
+def write_config(world, platform_url, bot):
+    compat_port, ext_port = free_loopback_ports(2)
+    config = {
+        "compatibility_profile_id": PROFILE_ID,
+        "bot_platform_endpoint": platform_url,
+        "compat_listen_addr": f"127.0.0.1:{compat_port}",
+        "extensions_listen_addr": f"127.0.0.1:{ext_port}",
+        "state_dir": str(world.dir / "gateway-state"),  # the gateway creates it 0700
+        "bots": [bot],
+    }
+    path = world.dir / "gateway.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(config, f, indent=2)
+    return path, f"http://127.0.0.1:{compat_port}"
+
+
+def wait_healthz(world, base):
+    """Polls GET <base>/healthz until a bot reports "connected": true (bounded)."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        world.check_alive("bot-gateway", "platform-server")
+        try:
+            with urllib.request.urlopen(f"{base}/healthz", timeout=5) as resp:
+                body = resp.read().decode("utf-8", "replace")
+                last = f"HTTP {resp.status}: {body[:500]}"
+                if resp.status == 200:
+                    health = json.loads(body)
+                    bots = health.get("bots") if isinstance(health, dict) else None
+                    if isinstance(bots, list) and bots and all(
+                        isinstance(b, dict) and b.get("connected") is True for b in bots
+                    ):
+                        log(f"healthz: {body[:300]}")
+                        return
+        except urllib.error.HTTPError as e:
+            last = f"HTTP {e.code}: {e.read()[:500]!r}"
+        except (OSError, ValueError) as e:
+            last = f"{type(e).__name__}: {e}"
+        time.sleep(0.25)
+    raise StepFailed(f"gateway /healthz not connected within {STARTUP_TIMEOUT:.0f} s; last: {last}")
+
+
+def collect_replies(world, e2e, profile, bot_username, expected):
+    """Runs `e2e-chat listen` until every expected text arrived from the bot (bounded)."""
+    missing = list(expected)
+    status = None
+    received = []
+    deadline = time.monotonic() + REPLY_TIMEOUT
+    round_no = 0
+    while missing:
+        left = int(deadline - time.monotonic())
+        if left <= 0:
+            break
+        world.check_alive("bot-gateway", "platform-server", "sdk-bot")
+        round_no += 1
+        # The exit status after a timeout is not part of the CLI contract; judge by the output.
+        out, status = world.run(
+            f"e2e-chat-listen-{round_no}",
+            [e2e, "--profile", profile, "listen", "--timeout", str(left), "--count", str(len(missing))],
+            timeout=left + 30,
+            check=False,
+            watch=("platform-server", "bot-gateway", "sdk-bot"),
+        )
+        if status != 0:
+            log(f"e2e-chat listen exited with status {status}")
+        for line in out.splitlines():
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                raise StepFailed(f"e2e-chat listen printed a non-JSON line: {line[:500]!r}")
+            received.append(msg)
+            log(f"received: {line[:300]}")
+            sender = msg.get("from") or {}
+            text = msg.get("text")
+            if text in missing:
+                if sender.get("is_bot") is not True or sender.get("username") != bot_username:
+                    raise StepFailed(
+                        f"reply {text!r} came with from={sender!r}; expected is_bot=true, username={bot_username!r}"
+                    )
+                missing.remove(text)
+    if missing:
+        got = [m.get("text") for m in received]
+        raise StepFailed(
+            f"within {REPLY_TIMEOUT:.0f} s the user did not receive {missing!r}; received texts: {got!r}"
+            f" (last e2e-chat listen exit status {status})"
+        )
+    unexpected = [m.get("text") for m in received if m.get("text") not in expected]
+    if unexpected:
+        raise StepFailed(f"the user received unexpected messages {unexpected!r} (e.g. /start echoed as text)")
+
+
+def run_sdk(sdk, bin_dir, keep):
+    spec = SDKS[sdk]
+    world = World(sdk, keep)
+    started = time.monotonic()
+    try:
+        platform_url, data = start_platform(world, bin_dir)
+        bot = create_bot(world, bin_dir, data, spec)
+        config, api_base = write_config(world, platform_url, bot)
+        world.spawn("bot-gateway", [str(bin_dir / "bot-gateway"), "serve", str(config)])
+        wait_healthz(world, api_base)
+
+        e2e = str(bin_dir / "e2e-chat")
+        profile = str(world.dir / "alice")
+        world.run(
+            "e2e-chat-register",
+            [e2e, "--server", platform_url, "--profile", profile, "register", f"alice_{sdk}", "--name", "Alice"],
+            watch=("platform-server", "bot-gateway"),
+        )
+        world.spawn(
+            "sdk-bot",
+            spec["argv"],
+            env={"BOT_TOKEN": bot["token"], "BOT_API_BASE": api_base},
+        )
+        hello = f"hello {sdk}"
+        for i, text in enumerate((hello, "/start"), 1):
+            out, _ = world.run(
+                f"e2e-chat-send-{i}",
+                [e2e, "--profile", profile, "send", f"@{bot['username']}", text],
+                watch=("platform-server", "bot-gateway"),
+            )
+            sent = parse_json_line(out, f"e2e-chat send {text!r}")
+            log(f"sent {text!r}: {json.dumps(sent)}")
+        collect_replies(world, e2e, profile, bot["username"], [f"echo: {hello}", spec["greeting"]])
+    except StepFailed as e:
+        print(f"FAIL {sdk}: {e}", flush=True)
+        world.close(remove=False)
+        world.report()
+        world.remove()
+        return False
+    except BaseException:
+        # Ctrl-C, SIGTERM or a bug in this script: still stop everything we started.
+        world.close()
+        raise
+    world.close()
+    print(f"PASS {sdk} ({time.monotonic() - started:.1f} s)", flush=True)
+    return True
+
+
+def preflight(bin_dir, sdks):
+    problems = []
+    for name in ("platform-server", "bot-gateway", "e2e-chat"):
+        if not os.access(bin_dir / name, os.X_OK):
+            problems.append(f"missing binary {bin_dir / name} (cargo build --release --bins, or set BIN_DIR)")
+    if any(s in ("ptb", "aiogram") for s in sdks) and not VENV_PYTHON.exists():
+        problems.append(f"missing {VENV_PYTHON} (run scripts/sdk-setup.sh)")
+    if "telegraf" in sdks:
+        if not (SDK_DIR / "node" / "node_modules" / "telegraf").is_dir():
+            problems.append("missing tests/sdk/node/node_modules/telegraf (run scripts/sdk-setup.sh)")
+        if shutil.which("node") is None:
+            problems.append("node not found on PATH (run scripts/setup.sh)")
+    return problems
+
+
+def main():
+    global VERBOSE
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sdks", nargs="*", metavar="SDK", help=f"which SDKs to test ({', '.join(SDKS)}); default all")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print each step")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directories")
+    args = parser.parse_args()
+    VERBOSE = args.verbose
+    sdks = args.sdks or list(SDKS)
+    unknown = [s for s in sdks if s not in SDKS]
+    if unknown:
+        parser.error(f"unknown SDK {', '.join(unknown)}; choose from {', '.join(SDKS)}")
+
+    # SIGTERM (e.g. from CI) unwinds like Ctrl-C, so every started process gets stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+    bin_dir = default_bin_dir()
+    problems = preflight(bin_dir, sdks)
+    if problems:
+        for sdk in sdks:
+            print(f"FAIL {sdk}: " + "; ".join(problems), flush=True)
+        print(f"0 passed, {len(sdks)} failed")
+        return 1
+
+    passed = sum(1 for sdk in sdks if run_sdk(sdk, bin_dir, args.keep))
+    failed = len(sdks) - passed
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
