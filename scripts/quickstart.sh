@@ -117,26 +117,29 @@ server_pid=$!
 show_log_on_failure "$QS/platform.log"
 wait_until "$STARTUP_SECONDS" "$server_pid" "platform server" grep -q '^listening on ' "$QS/platform.out"
 
-# --- bot ----------------------------------------------------------------------------------------
+# --- chat user ----------------------------------------------------------------------------------
+# alice.json (the register output) marks a completed registration.
+if [ ! -s "$QS/$USER_NAME.json" ]; then
+    rm -rf "${QS:?}/$USER_NAME"
+    say "registering chat user $USER_NAME (profile: $QS/$USER_NAME)"
+    if ! "$bin/e2e-chat" --server "http://$PLATFORM_ADDR" --profile "$QS/$USER_NAME" register "$USER_NAME" \
+        --name "Alice" >"$QS/$USER_NAME.json.tmp" 2>"$QS/register.log"; then
+        tail -n 30 "$QS/register.log" >&2
+        die "registering chat user $USER_NAME failed"
+    fi
+    mv "$QS/$USER_NAME.json.tmp" "$QS/$USER_NAME.json"
+fi
+# --- bot, created in a dialog with @BotManager -------------------------------------------------
 if [ -f "$QS/bot.json" ]; then
     existing=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["username"])' "$QS/bot.json")
     if [ "$existing" != "$BOT_USERNAME" ]; then
         say "reusing the existing bot @$existing from $QS/bot.json (BOT_USERNAME=$BOT_USERNAME ignored; rm -rf $QS to start over)"
     fi
 else
-    say "creating bot @$BOT_USERNAME"
-    if ! "$bin/platform-server" create-bot --data-dir "$QS/platform" --username "$BOT_USERNAME" \
-        --name "Quickstart Bot" >"$QS/bot.json.tmp" 2>"$QS/create-bot.log"; then
-        tail -n 30 "$QS/create-bot.log" >&2
-        die "creating bot @$BOT_USERNAME failed"
-    fi
-    python3 - "$QS/bot.json.tmp" <<'EOF'
-import json, sys
-bot = json.load(open(sys.argv[1]))
-need = {"token", "bot_id_hex", "identity_recovery_secret_hex", "compat_user_id", "username", "first_name"}
-if need - bot.keys():
-    sys.exit(f"quickstart: create-bot output lacks {sorted(need - bot.keys())}")
-EOF
+    say "creating bot @$BOT_USERNAME by talking to @BotManager as $USER_NAME (dialog below)"
+    python3 scripts/newbot.py --e2e-chat "$bin/e2e-chat" --profile "$QS/$USER_NAME" \
+        --username "$BOT_USERNAME" --name "Quickstart Bot" --out "$QS/bot.json.tmp" \
+        || die "creating bot @$BOT_USERNAME failed"
     mv "$QS/bot.json.tmp" "$QS/bot.json"
 fi
 chmod 600 "$QS/bot.json"
@@ -183,18 +186,6 @@ EOF
 }
 wait_until "$STARTUP_SECONDS" "$gateway_pid" "gateway" healthz_connected
 
-# --- chat user ----------------------------------------------------------------------------------
-# alice.json (the register output) marks a completed registration.
-if [ ! -s "$QS/$USER_NAME.json" ]; then
-    rm -rf "${QS:?}/$USER_NAME"
-    say "registering chat user $USER_NAME (profile: $QS/$USER_NAME)"
-    if ! "$bin/e2e-chat" --server "http://$PLATFORM_ADDR" --profile "$QS/$USER_NAME" register "$USER_NAME" \
-        --name "Alice" >"$QS/$USER_NAME.json.tmp" 2>"$QS/register.log"; then
-        tail -n 30 "$QS/register.log" >&2
-        die "registering chat user $USER_NAME failed"
-    fi
-    mv "$QS/$USER_NAME.json.tmp" "$QS/$USER_NAME.json"
-fi
 trap cleanup EXIT
 
 base="http://$COMPAT_ADDR"
