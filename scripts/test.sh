@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The single test command (README, .ci/run): Rust unit + integration tests, then the real-SDK
-# echo bots (python-telegram-bot, aiogram, telegraf) against live platform-server + bot-gateway.
+# echo bots (python-telegram-bot, aiogram, telegraf), polling and webhook, against a live
+# platform-server + bot-gateway.
 # Everything builds in release only, into a target dir outside the checkout so a fresh clone
 # (CI) reuses a warm build.
 set -euo pipefail
@@ -12,4 +13,6 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/bot-gateway/target}"
 cargo test --release
 cargo build --release --bins
 bash scripts/sdk-setup.sh
-BIN_DIR="${BIN_DIR:-$CARGO_TARGET_DIR/release}" python3 tests/sdk/run_sdk_tests.py
+export BIN_DIR="${BIN_DIR:-$CARGO_TARGET_DIR/release}"
+python3 tests/sdk/run_sdk_tests.py
+python3 tests/sdk/run_webhook_tests.py

@@ -147,3 +147,22 @@ fn start_up_refuses_bad_config_unreachable_platform_and_unusable_state() {
     assert!(run_gateway_expect_failure(&second_path).contains("in use by another bot-gateway instance"));
     drop(first);
 }
+
+#[test]
+fn sigterm_ends_a_waiting_long_poll_and_exits_promptly() {
+    let mut world = World::start("stopping_bot");
+    let url = format!("{}/bot{}/getUpdates", world.gateway.base, world.gateway.token);
+    let poll = std::thread::spawn(move || {
+        let started = Instant::now();
+        let r = call_url(&url, json!({ "timeout": 40 }));
+        (r, started.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(world.gateway.proc.child.id() as i32, libc::SIGTERM) };
+    let status = world.gateway.proc.wait_exit(Duration::from_secs(10)).expect("the gateway exits within 10 s");
+    assert!(status.success(), "graceful stop exits 0: {status:?}");
+    let ((code, body), took) = poll.join().expect("poll thread");
+    assert_eq!(code, 200, "the waiting poll is answered, not dropped: {body}");
+    assert!(took < Duration::from_secs(10), "answered at shutdown, not at its 40 s timeout");
+}

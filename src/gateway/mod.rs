@@ -104,14 +104,14 @@ fn serve(config_path: &Path) -> anyhow::Result<()> {
         webhook::spawn(shared.clone())?;
         bots.insert(bot.compat_user_id, shared);
     }
-    let gateway: Arc<dyn Backend> = Arc::new(Gateway { bots });
+    let gateway = Arc::new(Gateway { bots });
 
-    let compat = Listener::start("compat-http", &config.compat_listen_addr.to_string(), gateway.clone(), ListenerKind::Compat, COMPAT_WORKERS)
+    let compat = Listener::start("compat-http", &config.compat_listen_addr.to_string(), gateway.clone() as Arc<dyn Backend>, ListenerKind::Compat, COMPAT_WORKERS)
         .map_err(|e| anyhow!("cannot listen on compat_listen_addr {}: {e}", config.compat_listen_addr))?;
     let ext = Listener::start(
         "ext-http",
         &config.extensions_listen_addr.to_string(),
-        gateway.clone(),
+        gateway.clone() as Arc<dyn Backend>,
         ListenerKind::Extensions,
         EXTENSION_WORKERS,
     )
@@ -122,6 +122,9 @@ fn serve(config_path: &Path) -> anyhow::Result<()> {
 
     let sig = wait_for_signal(&signals);
     log::info!("signal {sig} received, stopping");
+    for bot in gateway.bots.values() {
+        bot.store.notifier().stop();
+    }
     compat.shutdown();
     ext.shutdown();
     // The bot threads hold no uncommitted state: every step they take is a transaction.

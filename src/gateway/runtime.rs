@@ -239,7 +239,7 @@ impl BotApi for BotRuntime {
         let s = &self.shared;
         // In webhook mode nothing is touched: no acknowledgement, no filter change, and a
         // waiting poll is not disturbed.
-        if s.store.read(|c| webhook_store::is_set(c)).map_err(store_error)? {
+        if s.store.read(webhook_store::is_set).map_err(store_error)? {
             return Err(webhook_conflict());
         }
         if let Some(offset) = req.offset {
@@ -255,7 +255,7 @@ impl BotApi for BotRuntime {
         let ticket = notifier.begin_poll();
         let kinds = match req.allowed_updates {
             Some(list) => {
-                let stored = s.store.read(|c| queue::stored_allowed_updates(c)).map_err(store_error)?;
+                let stored = s.store.read(queue::stored_allowed_updates).map_err(store_error)?;
                 if stored.as_ref() != Some(&list) {
                     let l = list.clone();
                     s.store
@@ -268,7 +268,7 @@ impl BotApi for BotRuntime {
                 queue::effective_kinds(Some(&list))
             }
             None => {
-                let stored = s.store.read(|c| queue::stored_allowed_updates(c)).map_err(store_error)?;
+                let stored = s.store.read(queue::stored_allowed_updates).map_err(store_error)?;
                 queue::effective_kinds(stored.as_deref())
             }
         };
@@ -295,7 +295,7 @@ impl BotApi for BotRuntime {
                 // setWebhook while this poll waited.
                 return Err(webhook_conflict());
             }
-            if !updates.is_empty() || Instant::now() >= deadline {
+            if !updates.is_empty() || Instant::now() >= deadline || notifier.is_stopping() {
                 return Ok(updates);
             }
             if !notifier.wait(ticket, seen, deadline) {

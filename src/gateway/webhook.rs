@@ -112,6 +112,9 @@ fn backoff_start() -> Duration {
     }
 }
 
+/// The webhook in force and, if any, the head update (its id and the Update object).
+type Head = Option<(WebhookConfig, Option<(i64, Value)>)>;
+
 /// What one look at the queue led to.
 #[derive(Debug, PartialEq, Eq)]
 enum Outcome {
@@ -166,7 +169,7 @@ fn run(shared: Arc<BotShared>, agent: ureq::Agent, commits: Receiver<()>, replie
 /// One delivery attempt of the head update, if there is a webhook and an update.
 fn attempt(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Reply>) -> Outcome {
     let name = &shared.username;
-    let head = shared.store.read(|c| -> StoreResult<Option<(WebhookConfig, Option<(i64, Value)>)>> {
+    let head = shared.store.read(|c| -> StoreResult<Head> {
         let Some(cfg) = config::config(c)? else {
             return Ok(None);
         };
@@ -248,13 +251,21 @@ fn describe(e: &ureq::Error) -> String {
         ureq::Error::Status(code, resp) => format!("Wrong response from the webhook: {code} {}", resp.status_text()),
         ureq::Error::Transport(t) => {
             let mut io_kind = None;
+            let mut tls = None;
             let mut source = std::error::Error::source(t);
             while let Some(s) = source {
                 if let Some(ioe) = s.downcast_ref::<io::Error>() {
                     io_kind = Some(ioe.kind());
                     break;
                 }
+                if let Some(e) = s.downcast_ref::<native_tls::Error>() {
+                    // The TLS library's text names the problem (certificate, protocol), not the URL.
+                    tls = Some(e.to_string());
+                }
                 source = s.source();
+            }
+            if let (Some(tls), None) = (&tls, io_kind) {
+                return format!("SSL error: {tls}");
             }
             use ureq::ErrorKind as K;
             match (t.kind(), io_kind) {
@@ -372,8 +383,11 @@ mod tests {
         }
     }
 
+    /// Body, Content-Type and secret header of one received request.
+    type Seen = (String, Option<String>, Option<String>);
+
     /// A local receiver (tiny_http) that answers each request with the next scripted status.
-    fn receiver(statuses: Vec<u16>) -> (String, thread::JoinHandle<Vec<(String, Option<String>, Option<String>)>>) {
+    fn receiver(statuses: Vec<u16>) -> (String, thread::JoinHandle<Vec<Seen>>) {
         let server = tiny_http::Server::http("127.0.0.1:0").expect("bind");
         let url = format!("http://{}/hook", server.server_addr().to_ip().expect("ip"));
         let handle = thread::Builder::new()
@@ -400,7 +414,7 @@ mod tests {
     fn error_messages_say_what_happened() {
         let agent = agent().expect("agent");
         let (url, handle) = receiver(vec![500, 404, 200]);
-        let send = || agent.post(&url).set("Content-Type", "application/json").send_bytes(b"{}");
+        let send = || agent.post(&url).set("Content-Type", "application/json").send_bytes(b"{}").map_err(Box::new);
         let e = send().expect_err("500");
         assert_eq!(describe(&e), "Wrong response from the webhook: 500 Internal Server Error");
         let e = send().expect_err("404");
@@ -424,6 +438,20 @@ mod tests {
             .send_bytes(b"{}")
             .expect_err("timeout");
         assert_eq!(describe(&e), "Timeout");
+
+        // https to a server that speaks plain HTTP: the TLS handshake fails.
+        let plain = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = plain.local_addr().expect("addr");
+        let server = thread::spawn(move || {
+            use std::io::Write;
+            let (mut conn, _) = plain.accept().expect("accept");
+            let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        });
+        let e = agent.post(&format!("https://{addr}/x")).send_bytes(b"{}").expect_err("not TLS");
+        let msg = describe(&e);
+        assert!(msg.starts_with("SSL error: "), "{msg}");
+        assert!(!msg.contains(&addr.to_string()), "{msg}");
+        server.join().expect("plain server");
     }
 
     #[test]

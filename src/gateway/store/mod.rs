@@ -77,6 +77,8 @@ pub struct Notifier {
 struct NotifyState {
     commits: u64,
     poll_generation: u64,
+    /// Set at shutdown: waiting polls return what they have at once.
+    stopping: bool,
 }
 
 impl Notifier {
@@ -107,6 +109,17 @@ impl Notifier {
         s.poll_generation
     }
 
+    /// Ends every wait at once (graceful shutdown must not wait out a 50 s long poll).
+    pub fn stop(&self) {
+        let mut s = self.state.lock().expect("notifier lock");
+        s.stopping = true;
+        self.cv.notify_all();
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.state.lock().expect("notifier lock").stopping
+    }
+
     pub fn commits(&self) -> u64 {
         self.state.lock().expect("notifier lock").commits
     }
@@ -119,7 +132,7 @@ impl Notifier {
             if s.poll_generation != ticket {
                 return false;
             }
-            if s.commits != seen_commits {
+            if s.commits != seen_commits || s.stopping {
                 return true;
             }
             let now = Instant::now();

@@ -20,7 +20,9 @@ CREATE TABLE IF NOT EXISTS queue_stats (
     id      INTEGER PRIMARY KEY CHECK (id = 1),
     pending INTEGER NOT NULL
 );
-INSERT OR IGNORE INTO queue_stats (id, pending) SELECT 1, count(*) FROM updates;
+-- Counted once, when the counter is created (the constant NOT EXISTS skips the scan later).
+INSERT OR IGNORE INTO queue_stats (id, pending)
+    SELECT 1, count(*) FROM updates WHERE NOT EXISTS (SELECT 1 FROM queue_stats);
 CREATE TRIGGER IF NOT EXISTS updates_counted_insert AFTER INSERT ON updates
 BEGIN
     UPDATE queue_stats SET pending = pending + 1 WHERE id = 1;

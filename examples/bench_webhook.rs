@@ -1,0 +1,108 @@
+//! Webhook delivery throughput (not a test): updates per second that the gateway posts to a
+//! local receiver, from a queue that is already full.
+//!
+//! Users send BENCH_WEBHOOK messages (default 1000) while the bot is in polling mode and nobody
+//! polls, so they pile up in the durable queue; then a local receiver (tiny_http on 127.0.0.1,
+//! answering 200 with an empty body) is registered with `setWebhook`, and the time until it
+//! has received every update is measured. Each delivery includes the credential check with the
+//! platform, the POST, and the acknowledgement commit, exactly as in production.
+//!
+//! Run by `scripts/bench` (every `examples/bench_*`); prints one table row:
+//! `| webhook delivery | <N> updates | <X> updates/s |`.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::World;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn main() {
+    let n = env_usize("BENCH_WEBHOOK", 1000).max(1);
+    let senders = env_usize("BENCH_USERS", 4).clamp(1, n);
+    let world = World::start("bench_webhook_bot");
+    let gw = &world.gateway;
+    let bot = format!("@{}", world.bot_username());
+
+    // Fill the queue: several users at once, the bot in polling mode and not polling.
+    let profiles: Vec<_> = (0..senders).map(|i| world.user(&format!("whsender{i}"))).collect();
+    let threads: Vec<_> = profiles
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let bot = bot.clone();
+            let count = n / senders + usize::from(i < n % senders);
+            std::thread::Builder::new()
+                .name(format!("bench-sender-{i}"))
+                .spawn(move || {
+                    for k in 0..count {
+                        p.send_text(&bot, &format!("w{i}-{k}")).expect("send");
+                    }
+                })
+                .expect("spawn sender")
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("sender");
+    }
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while gw.health()["bots"][0]["queue_depth"].as_u64().unwrap_or(0) < n as u64 {
+        assert!(Instant::now() < deadline, "the queue never reached {n}; stderr:\n{}", gw.proc.stderr_text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // The receiver counts deliveries and wakes the main thread when all arrived.
+    let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind receiver"));
+    let url = format!("http://{}/bench", server.server_addr().to_ip().expect("ip"));
+    let received = Arc::new((Mutex::new(0usize), Condvar::new()));
+    let (srv, count) = (server.clone(), received.clone());
+    let receiver = std::thread::Builder::new()
+        .name("bench-receiver".into())
+        .spawn(move || {
+            while let Ok(mut rq) = srv.recv() {
+                let mut body = Vec::new();
+                let _ = rq.as_reader().read_to_end(&mut body);
+                let _ = rq.respond(tiny_http::Response::empty(200));
+                let (lock, cv) = &*count;
+                let mut c = lock.lock().expect("count lock");
+                *c += 1;
+                cv.notify_all();
+                if *c >= n {
+                    return;
+                }
+            }
+        })
+        .expect("spawn receiver");
+
+    let start = Instant::now();
+    let (status, body) = gw.call("setWebhook", json!({ "url": url }));
+    assert_eq!(status, 200, "setWebhook: {body}");
+    let (lock, cv) = &*received;
+    let mut c = lock.lock().expect("count lock");
+    while *c < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(!left.is_zero(), "only {} of {n} updates delivered; stderr:\n{}", *c, gw.proc.stderr_text());
+        c = cv.wait_timeout(c, left).expect("count lock").0;
+    }
+    drop(c);
+    let elapsed = start.elapsed();
+    receiver.join().expect("receiver");
+    // The last acknowledgement commits just after the receiver answered.
+    loop {
+        let info: Value = gw.call("getWebhookInfo", json!({})).1;
+        if info["result"]["pending_update_count"] == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the queue did not drain: {info}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let rate = n as f64 / elapsed.as_secs_f64();
+    println!("| webhook delivery | {n} updates | {rate:.0} updates/s |");
+}
