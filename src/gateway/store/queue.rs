@@ -12,18 +12,8 @@ use serde_json::Value;
 
 use super::{schema, Result};
 
-/// Update kinds a bot may receive.
-pub const ALL_KINDS: &[&str] = &[
-    "message",
-    "channel_post",
-    "callback_query",
-    "inline_query",
-    "chosen_inline_result",
-    "message_reaction",
-    "my_chat_member",
-    "chat_member",
-    "chat_join_request",
-];
+/// Update kinds a bot may receive (the one list lives with the Bot API types).
+pub use crate::gateway::botapi::types::UPDATE_KINDS as ALL_KINDS;
 
 /// Every update type of the Bot API. `allowed_updates` may name any of them (aiogram sends the
 /// types its handlers cover, such as `edited_message`); only `ALL_KINDS` are ever produced, and a

@@ -31,9 +31,8 @@ use super::super::bots::BotCredentials;
 use super::super::error::{PlatformError, Result};
 use super::super::rules;
 
-/// The gateway profile the config snippet names (keep equal to the gateway's
-/// `config::COMPATIBILITY_PROFILE_ID`).
-pub const COMPATIBILITY_PROFILE_ID: &str = "compat-v1-core-preview-4";
+/// The profile the gateway implements; the snippet in the final reply names it.
+pub use crate::gateway::config::COMPATIBILITY_PROFILE_ID;
 
 pub const HELP: &str = "\
 I create and manage bots for the Bot Gateway.
