@@ -89,21 +89,11 @@ impl StreamSignal {
 
     /// Blocks until there may be new entries (`Ok`) or the stream is closed (`Err`).
     fn wait_dirty(&self) -> std::result::Result<(), CloseReason> {
-        let mut st = self.lock();
-        loop {
-            if let Some(reason) = st.closed {
-                return Err(reason);
-            }
-            if st.dirty {
-                st.dirty = false;
-                return Ok(());
-            }
-            st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
-        }
+        self.wait_dirty_until(None).map(|_| ())
     }
 
-    /// Like `wait_dirty`, but gives up at `deadline` (`Ok(false)`).
-    fn wait_dirty_until(&self, deadline: Instant) -> std::result::Result<bool, CloseReason> {
+    /// Like `wait_dirty`, but gives up at `deadline` (`Ok(false)`); `None` waits for ever.
+    fn wait_dirty_until(&self, deadline: Option<Instant>) -> std::result::Result<bool, CloseReason> {
         let mut st = self.lock();
         loop {
             if let Some(reason) = st.closed {
@@ -113,11 +103,16 @@ impl StreamSignal {
                 st.dirty = false;
                 return Ok(true);
             }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(false);
-            }
-            st = self.cv.wait_timeout(st, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+            st = match deadline {
+                None => self.cv.wait(st).unwrap_or_else(|p| p.into_inner()),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Ok(false);
+                    }
+                    self.cv.wait_timeout(st, deadline - now).unwrap_or_else(|p| p.into_inner()).0
+                }
+            };
         }
     }
 
@@ -156,11 +151,7 @@ impl LocalInbox {
     /// Blocks until the device's inbox may have new entries, the reader is closed, or
     /// `timeout` (when given) passes. The first call returns `Notified` at once.
     pub fn wait(&self, timeout: Option<Duration>) -> LocalWake {
-        let result = match timeout {
-            None => self.signal.wait_dirty().map(|()| true),
-            Some(t) => self.signal.wait_dirty_until(Instant::now() + t),
-        };
-        match result {
+        match self.signal.wait_dirty_until(timeout.map(|t| Instant::now() + t)) {
             Ok(true) => LocalWake::Notified,
             Ok(false) => LocalWake::TimedOut,
             Err(_) => LocalWake::Closed,

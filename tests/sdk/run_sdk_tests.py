@@ -481,9 +481,10 @@ def preflight(bin_dir, sdks):
     return problems
 
 
-def main():
+def run_main(run_one, description, label=""):
+    """The command line shared by the SDK runners: pick SDKs, preflight, run, print the tally."""
     global VERBOSE
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("sdks", nargs="*", metavar="SDK", help=f"which SDKs to test ({', '.join(SDKS)}); default all")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each step")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories")
@@ -501,14 +502,18 @@ def main():
     problems = preflight(bin_dir, sdks)
     if problems:
         for sdk in sdks:
-            print(f"FAIL {sdk}: " + "; ".join(problems), flush=True)
+            print(f"FAIL {label}{sdk}: " + "; ".join(problems), flush=True)
         print(f"0 passed, {len(sdks)} failed")
         return 1
 
-    passed = sum(1 for sdk in sdks if run_sdk(sdk, bin_dir, args.keep))
+    passed = sum(1 for sdk in sdks if run_one(sdk, bin_dir, args.keep))
     failed = len(sdks) - passed
     print(f"{passed} passed, {failed} failed")
     return 0 if failed == 0 else 1
+
+
+def main():
+    return run_main(run_sdk, __doc__.split("\n\n")[0])
 
 
 if __name__ == "__main__":

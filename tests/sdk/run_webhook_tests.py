@@ -21,10 +21,8 @@ Usage: run_webhook_tests.py [-v] [--keep] [SDK ...]   (SDK: ptb, aiogram, telegr
 Prints PASS/FAIL per SDK, then exactly "N passed, M failed"; exits 0 only if all passed.
 """
 
-import argparse
 import json
 import secrets
-import signal
 import sys
 import time
 import urllib.error
@@ -185,29 +183,7 @@ def run_sdk(sdk, bin_dir, keep):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("sdks", nargs="*", metavar="SDK", help=f"which SDKs to test ({', '.join(SDKS)}); default all")
-    parser.add_argument("-v", "--verbose", action="store_true", help="print each step")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary directories")
-    args = parser.parse_args()
-    base.VERBOSE = args.verbose
-    sdks = args.sdks or list(SDKS)
-    unknown = [s for s in sdks if s not in SDKS]
-    if unknown:
-        parser.error(f"unknown SDK {', '.join(unknown)}; choose from {', '.join(SDKS)}")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-
-    bin_dir = base.default_bin_dir()
-    problems = base.preflight(bin_dir, sdks)
-    if problems:
-        for sdk in sdks:
-            print(f"FAIL webhook {sdk}: " + "; ".join(problems), flush=True)
-        print(f"0 passed, {len(sdks)} failed")
-        return 1
-    passed = sum(1 for sdk in sdks if run_sdk(sdk, bin_dir, args.keep))
-    failed = len(sdks) - passed
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return base.run_main(run_sdk, __doc__.split("\n\n")[0], label="webhook ")
 
 
 if __name__ == "__main__":
