@@ -13,4 +13,5 @@ pub mod crypto;
 pub mod e2e;
 pub mod gateway;
 pub mod platform;
+pub mod signals;
 pub mod wire;

@@ -166,3 +166,37 @@ fn sigterm_ends_a_waiting_long_poll_and_exits_promptly() {
     assert_eq!(code, 200, "the waiting poll is answered, not dropped: {body}");
     assert!(took < Duration::from_secs(10), "answered at shutdown, not at its 40 s timeout");
 }
+
+/// A supervisor may close our stdout (or never read it): the listening lines must not take the
+/// gateway down. This once killed the gateway whenever a test dropped its stdout pipe early.
+#[test]
+fn a_closed_stdout_does_not_stop_the_gateway() {
+    bot_gateway::crypto::init();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let platform = PlatformServer::start(&dir.path().join("platform"));
+    let bot = platform.create_bot("stdout_bot", "Stdout");
+    let config_path = dir.path().join("gateway.json");
+    let config = gateway_config(&platform.url, &dir.path().join("state"), &bot);
+    write_config(&config_path, &config);
+    let mut child = Command::new(support::gateway_bin())
+        .arg("serve")
+        .arg(&config_path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn gateway");
+    drop(child.stdout.take()); // the read end is gone before the gateway prints anything
+    let health = format!("http://{}/healthz", config["compat_listen_addr"].as_str().expect("addr"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut answered = 0;
+    while answered < 5 {
+        assert!(Instant::now() < deadline, "the gateway did not keep serving");
+        assert!(child.try_wait().expect("try_wait").is_none(), "the gateway exited after stdout closed");
+        if ureq::get(&health).timeout(Duration::from_secs(2)).call().is_ok() {
+            answered += 1;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

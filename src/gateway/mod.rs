@@ -78,7 +78,7 @@ fn serve(config_path: &Path) -> anyhow::Result<()> {
     // SAFETY: umask only changes this process's file-creation mask.
     unsafe { libc::umask(0o077) };
     crate::crypto::init();
-    let signals = block_termination_signals();
+    let signals = crate::signals::block();
 
     let config = config::load(config_path).map_err(|e| anyhow!(e))?;
     let state = state_dir::StateDir::open(&config.state_dir).map_err(|e| anyhow!(e))?;
@@ -117,10 +117,9 @@ fn serve(config_path: &Path) -> anyhow::Result<()> {
     )
     .map_err(|e| anyhow!("cannot listen on extensions_listen_addr {}: {e}", config.extensions_listen_addr))?;
     log::info!("Bot API on http://{}, extensions on http://{}", compat.local_addr(), ext.local_addr());
-    println!("compat listening on {}", compat.local_addr());
-    println!("extensions listening on {}", ext.local_addr());
+    announce_listeners(compat.local_addr(), ext.local_addr());
 
-    let sig = wait_for_signal(&signals);
+    let sig = crate::signals::wait(&signals);
     log::info!("signal {sig} received, stopping");
     for bot in gateway.bots.values() {
         bot.store.notifier().stop();
@@ -132,23 +131,11 @@ fn serve(config_path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Blocks SIGINT and SIGTERM in this thread before any other thread starts, so every thread
-/// inherits the mask and the main thread can take them with `sigwait` (no handler, no polling).
-fn block_termination_signals() -> libc::sigset_t {
-    // SAFETY: plain libc signal-set manipulation on a local, zero-initialised sigset_t.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
-}
-
-fn wait_for_signal(set: &libc::sigset_t) -> i32 {
-    let mut sig: libc::c_int = 0;
-    // SAFETY: `set` was initialised by block_termination_signals; sigwait writes `sig`.
-    unsafe { libc::sigwait(set, &mut sig) };
-    sig
+/// Prints the bound addresses for whoever started us. stdout may already be closed (a
+/// supervisor that only wanted the first line, launchd with no stdout): that must not stop a
+/// running gateway, so write errors are ignored instead of panicking as `println!` would.
+fn announce_listeners(compat: std::net::SocketAddr, ext: std::net::SocketAddr) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "compat listening on {compat}").and_then(|_| writeln!(out, "extensions listening on {ext}")).and_then(|_| out.flush());
 }

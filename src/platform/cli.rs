@@ -102,14 +102,14 @@ fn serve(args: &[String]) -> anyhow::Result<()> {
     let options = ServerOptions { manager: Some(manager) };
     // Block the stop signals before gRPC starts its threads, so they inherit the mask and the
     // main thread alone receives them in `sigwait`.
-    let signals = stop_signals::block();
+    let signals = crate::signals::block();
     let server = RunningServer::start_with(&listen, &data_dir, &options).map_err(|e| anyhow!("cannot start: {e}"))?;
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on {}", server.address()).context("writing the listening line to stdout")?;
         out.flush().context("flushing stdout")?;
     }
-    let signal = stop_signals::wait(&signals);
+    let signal = crate::signals::wait(&signals);
     log::info!("received {signal}, stopping");
     server.shutdown();
     Ok(())
@@ -128,40 +128,6 @@ fn create_bot(args: &[String]) -> anyhow::Result<()> {
     writeln!(out, "{}", created.to_json_line()).context("writing the bot credentials to stdout")?;
     out.flush().context("flushing stdout")?;
     Ok(())
-}
-
-/// SIGINT/SIGTERM handling without an async runtime or handler: block, then `sigwait`.
-mod stop_signals {
-    pub struct Blocked(libc::sigset_t);
-
-    /// Blocks SIGINT and SIGTERM in the calling thread (and threads it starts later).
-    pub fn block() -> Blocked {
-        // SAFETY: plain libc calls on a zero-initialised, then sigemptyset-initialised set.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGINT);
-            libc::sigaddset(&mut set, libc::SIGTERM);
-            let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-            if rc != 0 {
-                log::warn!("cannot block SIGINT/SIGTERM (error {rc}); they will kill the process abruptly");
-            }
-            Blocked(set)
-        }
-    }
-
-    /// Waits for one of the blocked signals; returns its name.
-    pub fn wait(blocked: &Blocked) -> &'static str {
-        loop {
-            let mut sig: libc::c_int = 0;
-            // SAFETY: `blocked.0` is an initialised set; `sig` is a valid out pointer.
-            let rc = unsafe { libc::sigwait(&blocked.0, &mut sig) };
-            if rc == 0 {
-                return if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
-            }
-            log::warn!("sigwait failed with error {rc}; waiting again");
-        }
-    }
 }
 
 #[cfg(test)]

@@ -67,6 +67,17 @@ impl Proc {
         (Proc { child, stderr, name: name.to_string() }, stdout)
     }
 
+    /// Keeps reading the child's stdout so the pipe stays open for as long as the child runs.
+    pub fn drain_stdout(&self, mut out: BufReader<std::process::ChildStdout>) {
+        std::thread::Builder::new()
+            .name(format!("{}-stdout", self.name))
+            .spawn(move || {
+                let mut sink = Vec::new();
+                let _ = out.read_to_end(&mut sink);
+            })
+            .expect("stdout thread");
+    }
+
     pub fn stderr_text(&self) -> String {
         self.stderr.lock().expect("stderr lock").clone()
     }
@@ -118,6 +129,7 @@ impl PlatformServer {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}; stderr: {}", proc.stderr_text()))
             .to_string();
+        proc.drain_stdout(out);
         PlatformServer { proc, url: format!("http://{addr}"), data_dir: data_dir.to_path_buf() }
     }
 
@@ -173,7 +185,8 @@ impl Gateway {
         let config: Value = serde_json::from_slice(&std::fs::read(config_path).expect("read config")).expect("json");
         let mut cmd = Command::new(gateway_bin());
         cmd.arg("serve").arg(config_path).env("RUST_LOG", "info");
-        let (proc, _out) = Proc::spawn("bot-gateway", cmd);
+        let (proc, out) = Proc::spawn("bot-gateway", cmd);
+        proc.drain_stdout(out);
         let gw = Gateway {
             proc,
             base: format!("http://{}", config["compat_listen_addr"].as_str().expect("addr")),
