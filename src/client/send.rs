@@ -131,15 +131,7 @@ impl Profile {
                         result.missing_devices,
                         result.removed_devices
                     );
-                    let (missing, removed) = (&result.missing_devices, &result.removed_devices);
-                    ciphertexts.retain(|c| !missing.contains(&c.device_id) && !removed.contains(&c.device_id));
-                    if !removed.is_empty() {
-                        self.write(|c| {
-                            e2e::remove_devices(c, peer.user_id, removed)
-                                .context(|| format!("forgetting removed devices of @{name}"))
-                        })?;
-                    }
-                    ciphertexts.extend(self.seal_for_missing(peer, content, missing)?);
+                    self.reseal_after_stale(peer, content, &mut ciphertexts, &result.missing_devices, &result.removed_devices)?;
                 }
                 Ok(send_result::Status::UNKNOWN_RECIPIENT) => return Err(ClientError::NoSuchUser(name.to_string())),
                 Ok(send_result::Status::REJECTED) | Err(_) => {
@@ -189,24 +181,27 @@ impl Profile {
         })
     }
 
-    /// Ciphertexts for the devices the platform said were missing, fetching bundles for those
-    /// without a session. A device that has meanwhile gone is skipped (the next round says so).
-    fn seal_for_missing(&self, peer: &PeerProfile, content: &Content, missing: &[u32]) -> Result<Vec<DeviceCiphertext>> {
-        if missing.is_empty() {
-            return Ok(Vec::new());
-        }
+    /// Starts sessions with the missing devices that have none (fetching their bundles), then
+    /// mends `ciphertexts` the one way every sender does (`e2e::reseal_after_stale`).
+    fn reseal_after_stale(
+        &self,
+        peer: &PeerProfile,
+        content: &Content,
+        ciphertexts: &mut Vec<DeviceCiphertext>,
+        missing: &[u32],
+        removed: &[u32],
+    ) -> Result<()> {
         let name = peer.username.as_str();
-        let have = e2e::devices_with_session(&self.conn, peer.user_id).context(|| format!("sessions with @{name}"))?;
-        let need: Vec<u32> = missing.iter().copied().filter(|d| !have.contains(d)).collect();
+        let need = e2e::devices_without_session(&self.conn, peer.user_id, missing).context(|| format!("sessions with @{name}"))?;
         let bundles = if need.is_empty() { Vec::new() } else { self.fetch_bundles(peer, &need)? };
         self.write(|c| {
             if !bundles.is_empty() {
                 add_sessions(c, peer, &bundles)?;
             }
-            let have = e2e::devices_with_session(c, peer.user_id).context(|| format!("sessions with @{name}"))?;
-            let ready: Vec<u32> = missing.iter().copied().filter(|d| have.contains(d)).collect();
-            e2e::seal_for(c, peer.user_id, &ready, content).context(|| format!("encrypting for @{name}"))
-        })
+            e2e::reseal_after_stale(c, peer.user_id, ciphertexts, missing, removed, content)
+                .context(|| format!("updating the devices of @{name}"))
+        })?;
+        Ok(())
     }
 
     /// Prekey bundles of `peer`'s devices (`device_ids` empty: all of them).

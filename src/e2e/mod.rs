@@ -435,6 +435,36 @@ pub fn remove_devices(conn: &Connection, peer_user: u64, device_ids: &[u32]) -> 
     Ok(())
 }
 
+/// The devices among `device_ids` we hold no session with: the ones whose prekey bundles a
+/// sender must fetch (and pass to `add_sessions`) before `reseal_after_stale`.
+pub fn devices_without_session(conn: &Connection, peer_user: u64, device_ids: &[u32]) -> Result<Vec<u32>> {
+    let have = store::devices_with_session(conn, peer_user)?;
+    Ok(device_ids.iter().copied().filter(|d| !have.contains(d)).collect())
+}
+
+/// The one way every sender (gateway outbox, user client, management bot) mends a message the
+/// platform refused with STALE_DEVICES, keeping the ciphertexts it already committed for the
+/// devices that did not change: forgets the `removed` devices, drops their ciphertexts, and
+/// adds ciphertexts for the `missing` devices we now hold a session with. A missing device
+/// still without a session (its bundle was not served or did not verify) is left out; the
+/// platform names it again on the next send, and the sender's round limit ends that.
+/// Returns the missing devices left out.
+pub fn reseal_after_stale(
+    conn: &Connection,
+    peer_user: u64,
+    ciphertexts: &mut Vec<DeviceCiphertext>,
+    missing: &[u32],
+    removed: &[u32],
+    content: &Content,
+) -> Result<Vec<u32>> {
+    remove_devices(conn, peer_user, removed)?;
+    ciphertexts.retain(|ct| !removed.contains(&ct.device_id) && !missing.contains(&ct.device_id));
+    let left_out = devices_without_session(conn, peer_user, missing)?;
+    let ready: Vec<u32> = missing.iter().copied().filter(|d| !left_out.contains(d)).collect();
+    ciphertexts.extend(seal_for(conn, peer_user, &ready, content)?);
+    Ok(left_out)
+}
+
 /// Encrypts `content` once for every known device of `peer_user`, storing advanced sessions.
 /// Commit this transaction before sending the ciphertexts: if the state were rolled back after a
 /// send, the next `seal` would use the same message keys for a different plaintext.
@@ -730,6 +760,44 @@ mod tests {
             seal_for(&alice.conn, 2, &[1], &text_content("x")),
             Err(E2eError::NoSession { user_id: 2, device_id: 1 })
         ));
+    }
+
+    #[test]
+    fn a_stale_answer_keeps_good_ciphertexts_and_reseals_for_missing_devices_only() {
+        let alice = Device::new(1, 1);
+        let bob1 = Device::new(2, 1);
+        let bob2 = Device::new(2, 2);
+        let bob3 = Device::new(2, 3);
+        let certified = |d: &Device| {
+            let mut b = d.bundle(Some(0));
+            b.device_certificate =
+                identity::sign_device_certificate(&bob1.account, &key32(&b.device_key, "k").expect("32")).to_vec();
+            b
+        };
+        add_sessions(&alice.conn, &bob1.profile(), &[bob1.bundle(Some(0))]).expect("session with bob1");
+        let content = text_content("mended");
+        let mut sealed = seal(&alice.conn, 2, &content).expect("seal");
+        let kept = sealed[0].ciphertext.clone();
+        assert_eq!(sealed.len(), 1);
+
+        // The platform says: devices 2 and 3 are missing. Only device 2's bundle was fetched.
+        assert_eq!(devices_without_session(&alice.conn, 2, &[2, 3]).expect("without"), vec![2, 3]);
+        add_sessions(&alice.conn, &bob1.profile(), &[certified(&bob2)]).expect("session with bob2");
+        let left_out = reseal_after_stale(&alice.conn, 2, &mut sealed, &[2, 3], &[], &content).expect("reseal");
+        assert_eq!(left_out, vec![3]);
+        let devices: Vec<u32> = sealed.iter().map(|c| c.device_id).collect();
+        assert_eq!(devices, vec![1, 2]);
+        assert_eq!(sealed[0].ciphertext, kept, "the committed ciphertext of an unchanged device is kept");
+        assert_eq!(open_text(&bob2, &alice.envelope(sealed[1].ciphertext.clone())), "mended");
+
+        // Then: device 1 was removed and device 3 is back with a bundle.
+        add_sessions(&alice.conn, &bob1.profile(), &[certified(&bob3)]).expect("session with bob3");
+        let left_out = reseal_after_stale(&alice.conn, 2, &mut sealed, &[3], &[1], &content).expect("reseal");
+        assert!(left_out.is_empty());
+        let devices: Vec<u32> = sealed.iter().map(|c| c.device_id).collect();
+        assert_eq!(devices, vec![2, 3]);
+        assert_eq!(known_devices(&alice.conn, 2).expect("known"), vec![2, 3], "device 1 is forgotten");
+        assert_eq!(open_text(&bob3, &alice.envelope(sealed[1].ciphertext.clone())), "mended");
     }
 
     #[test]

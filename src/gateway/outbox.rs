@@ -276,8 +276,8 @@ fn add_sessions(shared: &BotShared, peer: u64, devices: Vec<u32>) -> Result<(), 
     Ok(())
 }
 
-/// The platform said the device list was stale: forget removed devices, start sessions with
-/// the missing ones, and extend the committed message with ciphertexts for them only.
+/// The platform said the device list was stale: start sessions with the missing devices, then
+/// mend the committed message the one way every sender does (`e2e::reseal_after_stale`).
 fn refresh_devices(
     shared: &BotShared,
     entry: &outbox::OutboxEntry,
@@ -286,14 +286,14 @@ fn refresh_devices(
     removed: &[u32],
 ) -> Result<(), SendError> {
     let peer = entry.chat_id as u64;
-    if !missing.is_empty() {
-        add_sessions(shared, peer, missing.to_vec())?;
+    let wanted = missing.to_vec();
+    let need = shared.store.read(move |c| Ok(e2e::devices_without_session(c, peer, &wanted)?))?;
+    if !need.is_empty() {
+        add_sessions(shared, peer, need)?;
     }
     let (id, content, missing, removed) = (entry.id, entry.content.clone(), missing.to_vec(), removed.to_vec());
     shared.store.write(move |c| {
-        e2e::remove_devices(c, peer, &removed)?;
-        sealed.ciphertexts.retain(|ct| !removed.contains(&ct.device_id) && !missing.contains(&ct.device_id));
-        sealed.ciphertexts.extend(e2e::seal_for(c, peer, &missing, &content)?);
+        e2e::reseal_after_stale(c, peer, &mut sealed.ciphertexts, &missing, &removed, &content)?;
         outbox::set_sealed(c, id, &sealed)?;
         outbox::note_failure(c, id, "recipient device list changed")
     })?;

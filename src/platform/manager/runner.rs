@@ -487,9 +487,9 @@ fn start_sessions(tx: &Connection, store: &Store, user_id: u64, device_ids: &[u3
     }
 }
 
-/// After STALE_DEVICES: drops ciphertexts of removed devices and adds ones for missing devices,
-/// sealed from the stored content with new sessions (never re-encrypting for a device that
-/// already has a committed ciphertext).
+/// After STALE_DEVICES: starts sessions with the missing devices that have none, then mends the
+/// queued reply the one way every sender does (`e2e::reseal_after_stale`): the committed
+/// ciphertexts of unchanged devices are kept, never encrypted again.
 fn reseal_for_devices(
     tx: &Connection,
     store: &Store,
@@ -499,19 +499,6 @@ fn reseal_for_devices(
 ) -> RunResult<()> {
     let user_id = row.recipient_id;
     log::info!("management bot: device list of user {user_id} changed: missing {missing:?}, removed {removed:?}");
-    if !removed.is_empty() {
-        e2e::remove_devices(tx, user_id, removed)?;
-        state::remove_ciphertexts(tx, row.id, removed)?;
-    }
-    let need: Vec<u32> = missing.iter().copied().filter(|d| !row.ciphertexts.iter().any(|(id, _)| id == d)).collect();
-    if need.is_empty() {
-        return Ok(());
-    }
-    let with_session = e2e::devices_with_session(tx, user_id)?;
-    let without: Vec<u32> = need.iter().copied().filter(|d| !with_session.contains(d)).collect();
-    start_sessions(tx, store, user_id, &without)?;
-    let with_session = e2e::devices_with_session(tx, user_id)?;
-    let sealable: Vec<u32> = need.into_iter().filter(|d| with_session.contains(d)).collect();
     let content = match Content::parse_from_bytes(&row.content) {
         Ok(c) => c,
         Err(e) => {
@@ -519,8 +506,20 @@ fn reseal_for_devices(
             return Ok(());
         }
     };
-    let sealed = e2e::seal_for(tx, user_id, &sealable, &content)?;
-    state::put_ciphertexts(tx, row.id, &pairs(sealed))?;
+    start_sessions(tx, store, user_id, &e2e::devices_without_session(tx, user_id, missing)?)?;
+    let mut ciphertexts: Vec<DeviceCiphertext> = row
+        .ciphertexts
+        .iter()
+        .map(|(device_id, ciphertext)| {
+            let mut c = DeviceCiphertext::new();
+            c.device_id = *device_id;
+            c.ciphertext = ciphertext.clone();
+            c
+        })
+        .collect();
+    e2e::reseal_after_stale(tx, user_id, &mut ciphertexts, missing, removed, &content)?;
+    state::remove_ciphertexts(tx, row.id, removed)?;
+    state::put_ciphertexts(tx, row.id, &pairs(ciphertexts))?;
     Ok(())
 }
 
