@@ -397,6 +397,15 @@ fn get_updates_is_409_while_a_webhook_is_set_and_touches_nothing() {
         json!({"ok": false, "error_code": 409,
                "description": "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"})
     );
+    // Any input at all: the mode is decided before the parameters or the body are read.
+    for bad in [json!({"limit": 0}), json!({"timeout": -1}), json!({"offset": "abc"}), json!({"allowed_updates": "message"})] {
+        let (status, body) = gw.call("getUpdates", bad.clone());
+        assert_eq!(status, 409, "{bad} in webhook mode: {body}");
+    }
+    let raw = ureq::post(&format!("{}/bot{}/getUpdates", gw.base, gw.token))
+        .set("Content-Type", "text/plain")
+        .send_string("not a Bot API body");
+    assert!(matches!(raw, Err(ureq::Error::Status(409, _))), "an unreadable body in webhook mode is 409 too");
     let info = webhook_info(gw);
     assert_eq!(info["pending_update_count"], 2, "no acknowledgement by offset: {info}");
     assert!(info.get("allowed_updates").is_none(), "no filter change: {info}");
@@ -544,6 +553,32 @@ fn allowed_updates_persist_across_a_restart() {
     ok(gw, "getUpdates", json!({"allowed_updates": ["message", "message_reaction"], "timeout": 0}));
     world.restart_gateway();
     assert_eq!(webhook_info(&world.gateway)["allowed_updates"], json!(["message", "message_reaction"]));
+}
+
+/// A new filter applies to updates created after it; what is already queued is still
+/// delivered (the audit found queued messages stranded by a later `allowed_updates`).
+#[test]
+fn a_new_filter_does_not_strand_queued_updates() {
+    let world = start_world("wh_strand_bot");
+    let gw = &world.gateway;
+    let heidi = world.user("heidi_w");
+    let bot = format!("@{}", world.bot_username());
+    for t in ["before 1", "before 2"] {
+        heidi.send_text(&bot, t).expect("send");
+    }
+    wait_info(gw, "queued", |i| i["pending_update_count"] == 2);
+    let receiver = Receiver::start(&[], 200);
+    ok(gw, "setWebhook", json!({"url": receiver.url, "allowed_updates": ["callback_query"]}));
+    assert_eq!(texts(&receiver.wait_delivered(2)), ["before 1", "before 2"]);
+    wait_info(gw, "acknowledged", |i| i["pending_update_count"] == 0);
+    heidi.send_text(&bot, "after").expect("send");
+    // The bot's inbox is one ordered stream: once a later sender's chat is known, "after" was
+    // imported too.
+    let ivan = world.user("ivan_w");
+    ivan.send_text(&bot, "later").expect("send");
+    wait_chat_known(gw, ivan.user_id());
+    assert_eq!(webhook_info(gw)["pending_update_count"], 0);
+    assert_eq!(receiver.requests().len(), 2, "a message created under the new filter is not queued");
 }
 
 #[test]

@@ -195,8 +195,7 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResu
         content,
     };
     chats::record(c, &entry)?;
-    let kinds = queue::effective_kinds(queue::stored_allowed_updates(c)?.as_deref());
-    if kinds.iter().any(|k| k == "message") {
+    if queue::admits(c, "message")? {
         let message = types::message_json(&history_view(c, me, &chat, &entry, true)?);
         queue::enqueue(c, "message", &message)?;
     }

@@ -235,13 +235,19 @@ impl BotApi for BotRuntime {
         types::user_json(&self.shared.me())
     }
 
+    fn check_polling(&self) -> Result<(), ApiError> {
+        if self.shared.store.read(webhook_store::is_set).map_err(store_error)? {
+            return Err(webhook_conflict());
+        }
+        Ok(())
+    }
+
     fn get_updates(&self, req: GetUpdates) -> Result<Vec<Value>, ApiError> {
         let s = &self.shared;
         // In webhook mode nothing is touched: no acknowledgement, no filter change, and a
-        // waiting poll is not disturbed.
-        if s.store.read(webhook_store::is_set).map_err(store_error)? {
-            return Err(webhook_conflict());
-        }
+        // waiting poll is not disturbed. (Checked again here: a webhook may have been set
+        // since the preflight.)
+        self.check_polling()?;
         if let Some(offset) = req.offset {
             if offset < 0 {
                 return Err(ApiError::bad_request("offset must not be negative"));
@@ -253,25 +259,18 @@ impl BotApi for BotRuntime {
         let notifier = s.store.notifier().clone();
         // A newer poll supersedes an older one (SDK-COMPAT §4: answer the older with 409).
         let ticket = notifier.begin_poll();
-        let kinds = match req.allowed_updates {
-            Some(list) => {
-                let stored = s.store.read(queue::stored_allowed_updates).map_err(store_error)?;
-                if stored.as_ref() != Some(&list) {
-                    let l = list.clone();
-                    s.store
-                        .write(move |c| {
-                            polling_only(c)?;
-                            queue::store_allowed_updates(c, &l)
-                        })
-                        .map_err(mode_error)?;
-                }
-                queue::effective_kinds(Some(&list))
+        // A new filter applies to updates created from now on (queue::admits).
+        if let Some(list) = req.allowed_updates {
+            let stored = s.store.read(queue::stored_allowed_updates).map_err(store_error)?;
+            if stored.as_ref() != Some(&list) {
+                s.store
+                    .write(move |c| {
+                        polling_only(c)?;
+                        queue::store_allowed_updates(c, &list)
+                    })
+                    .map_err(mode_error)?;
             }
-            None => {
-                let stored = s.store.read(queue::stored_allowed_updates).map_err(store_error)?;
-                queue::effective_kinds(stored.as_deref())
-            }
-        };
+        }
         if let Some(offset) = req.offset {
             if s.store.read(|c| queue::has_below(c, offset)).map_err(store_error)? {
                 // The mode is checked again inside the job: a setWebhook that committed since
@@ -289,7 +288,7 @@ impl BotApi for BotRuntime {
             let seen = notifier.commits();
             let (webhook, updates) = s
                 .store
-                .read(|c| Ok((webhook_store::is_set(c)?, queue::fetch(c, req.offset, req.limit, &kinds)?)))
+                .read(|c| Ok((webhook_store::is_set(c)?, queue::fetch(c, req.offset, req.limit)?)))
                 .map_err(store_error)?;
             if webhook {
                 // setWebhook while this poll waited.

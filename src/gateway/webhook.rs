@@ -173,8 +173,7 @@ fn attempt(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Reply>) -> 
         let Some(cfg) = config::config(c)? else {
             return Ok(None);
         };
-        let kinds = queue::effective_kinds(queue::stored_allowed_updates(c)?.as_deref());
-        Ok(Some((cfg, queue::head(c, &kinds)?)))
+        Ok(Some((cfg, queue::head(c)?)))
     });
     let (cfg, (update_id, update)) = match head {
         Ok(None) => return Outcome::NoWebhook,

@@ -40,6 +40,11 @@ pub trait BotApi: Send + Sync {
     }
     /// True once the platform has revoked this bot's credential: every call then answers 401.
     fn is_revoked(&self) -> bool;
+    /// `Err` (409) while a webhook is set: getUpdates is refused before its parameters are even
+    /// read, whatever they are (SPEC: in webhook mode getUpdates with any input is 409).
+    fn check_polling(&self) -> Result<(), ApiError> {
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -59,13 +59,17 @@ impl Method {
     }
 }
 
-/// What every call checks before its body is read: the credential (401 once revoked) and the
-/// method name (404 when unknown).
+/// What every call checks before its body is read: the credential (401 once revoked), the
+/// method name (404 when unknown), and for getUpdates the delivery mode (409 with a webhook).
 pub fn preflight(bot: &dyn BotApi, name: &str) -> Result<Method, ApiError> {
     if bot.is_revoked() {
         return Err(ApiError::unauthorized());
     }
-    Method::from_name(name).ok_or_else(|| ApiError::not_found(format!("method {name} not found")))
+    let method = Method::from_name(name).ok_or_else(|| ApiError::not_found(format!("method {name} not found")))?;
+    if method == Method::GetUpdates {
+        bot.check_polling()?;
+    }
+    Ok(method)
 }
 
 /// Runs `method` with `params`; the value is the envelope's `result`.

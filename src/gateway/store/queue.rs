@@ -1,5 +1,6 @@
 //! The durable update queue, the `allowed_updates` filter, and the memory of processed
-//! transport events. Polling and the webhook share this one ordered queue.
+//! transport events. Polling and the webhook share this one ordered queue. The filter decides
+//! what enters the queue; whatever is queued is delivered until acknowledged.
 //!
 //! Every query here uses the `update_id` primary key or `LIMIT`, so the cost of serving and
 //! acknowledging does not grow with the queue length; the number of pending updates is a
@@ -59,35 +60,24 @@ pub fn enqueue(conn: &Connection, kind: &str, payload: &Value) -> Result<i64> {
     Ok(conn.last_insert_rowid())
 }
 
-/// Up to `limit` updates with `update_id >= offset` whose kind is in `kinds`, in queue order,
-/// as complete Update objects.
-pub fn fetch(conn: &Connection, offset: Option<i64>, limit: u32, kinds: &[String]) -> Result<Vec<Value>> {
+/// Up to `limit` updates with `update_id >= offset`, in queue order, as complete Update
+/// objects. Everything queued is served: `allowed_updates` decides what is queued when an
+/// update is created (see `admits`), and a later change of the filter does not strand or drop
+/// updates already waiting (as in the Bot API, and SPEC "Delivery semantics": repeated until
+/// acknowledged).
+pub fn fetch(conn: &Connection, offset: Option<i64>, limit: u32) -> Result<Vec<Value>> {
     let mut stmt = conn.prepare_cached(FETCH_SQL)?;
-    let mut out = Vec::new();
-    let mut from = offset.unwrap_or(0);
-    // Filtered-out kinds are skipped in pages, so a long run of them costs pages, not a scan.
-    loop {
-        let rows: Vec<(i64, String, String)> = stmt
-            .query_map(params![from, limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        let exhausted = rows.len() < limit as usize;
-        for (id, kind, payload) in &rows {
-            from = id + 1;
-            if !kinds.iter().any(|k| k == kind) {
-                continue;
-            }
-            let payload: Value = serde_json::from_str(payload).map_err(|e| {
+    let rows: Vec<(i64, String, String)> = stmt
+        .query_map(params![offset.unwrap_or(0), limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    rows.into_iter()
+        .map(|(id, kind, payload)| {
+            let payload: Value = serde_json::from_str(&payload).map_err(|e| {
                 super::StoreError::Refused(format!("stored update {id} is not valid JSON: {e}"))
             })?;
-            out.push(crate::gateway::botapi::types::update_json(*id, kind, payload));
-            if out.len() == limit as usize {
-                return Ok(out);
-            }
-        }
-        if exhausted {
-            return Ok(out);
-        }
-    }
+            Ok(crate::gateway::botapi::types::update_json(id, &kind, payload))
+        })
+        .collect()
 }
 
 /// True if any update below `offset` is still queued (so an acknowledgement has work to do).
@@ -101,14 +91,14 @@ pub fn ack_below(conn: &Connection, offset: i64) -> Result<usize> {
     Ok(conn.prepare_cached(ACK_BELOW_SQL)?.execute(params![offset])?)
 }
 
-/// The first pending update whose kind is in `kinds` (the webhook's head), as a complete Update
-/// object with its `update_id`.
-pub fn head(conn: &Connection, kinds: &[String]) -> Result<Option<(i64, Value)>> {
-    Ok(fetch(conn, None, 1, kinds)?.into_iter().next().map(|u| (u["update_id"].as_i64().unwrap_or(0), u)))
+/// The first pending update (the webhook's head), as a complete Update object with its
+/// `update_id`.
+pub fn head(conn: &Connection) -> Result<Option<(i64, Value)>> {
+    Ok(fetch(conn, None, 1)?.into_iter().next().map(|u| (u["update_id"].as_i64().unwrap_or(0), u)))
 }
 
-/// Acknowledges the update `update_id` and every update before it (those were filtered out when
-/// it became the head, exactly as a getUpdates `offset` past them acknowledges them).
+/// Acknowledges the update `update_id` and every update before it (as a getUpdates `offset`
+/// past it would).
 pub fn ack_through(conn: &Connection, update_id: i64) -> Result<usize> {
     ack_below(conn, update_id + 1)
 }
@@ -124,9 +114,22 @@ pub fn clear(conn: &Connection) -> Result<usize> {
     Ok(conn.execute("DELETE FROM updates", [])?)
 }
 
-/// The stored explicit filter, if one was ever given.
+/// The stored explicit filter, if one was ever given. Only this module writes it; a value that
+/// does not read back is refused rather than silently widened to the default set.
 pub fn stored_allowed_updates(conn: &Connection) -> Result<Option<Vec<String>>> {
-    Ok(schema::meta_get(conn, ALLOWED_UPDATES_KEY)?.map(|text| serde_json::from_str(&text).unwrap_or_default()))
+    match schema::meta_get(conn, ALLOWED_UPDATES_KEY)? {
+        None => Ok(None),
+        Some(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| super::StoreError::Refused(format!("the stored allowed_updates is unreadable: {e}"))),
+    }
+}
+
+/// Whether a new update of `kind` goes into the queue under the stored filter. The filter is
+/// applied here, when an update is created, and nowhere else.
+pub fn admits(conn: &Connection, kind: &str) -> Result<bool> {
+    let kinds = effective_kinds(stored_allowed_updates(conn)?.as_deref());
+    Ok(kinds.iter().any(|k| k == kind))
 }
 
 pub fn store_allowed_updates(conn: &Connection, kinds: &[String]) -> Result<()> {
@@ -172,22 +175,39 @@ mod tests {
     }
 
     #[test]
-    fn fetch_filters_orders_and_acks() {
+    fn fetch_orders_pages_and_acks() {
         let c = db();
         for i in 0..5 {
-            let kind = if i == 2 { "message_reaction" } else { "message" };
-            enqueue(&c, kind, &serde_json::json!({ "n": i })).expect("enqueue");
+            enqueue(&c, "message", &serde_json::json!({ "n": i })).expect("enqueue");
         }
-        let kinds = effective_kinds(None);
-        let got = fetch(&c, None, 100, &kinds).expect("fetch");
-        assert_eq!(got.len(), 4, "message_reaction is not in the default set");
+        let got = fetch(&c, None, 100).expect("fetch");
+        assert_eq!(got.len(), 5);
         assert_eq!(got[0]["update_id"], 1);
-        assert_eq!(got[2]["message"]["n"], 3);
-        let got = fetch(&c, Some(3), 1, &kinds).expect("fetch");
-        assert_eq!(got[0]["update_id"], 4, "the filtered kind is skipped");
+        assert_eq!(got[3]["message"]["n"], 3);
+        let got = fetch(&c, Some(3), 1).expect("fetch");
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0]["update_id"], 3);
         ack_below(&c, 4).expect("ack");
         assert_eq!(depth(&c).expect("depth"), 2);
         assert!(!has_below(&c, 4).expect("has_below"));
+    }
+
+    /// The filter applies when an update is created; changing it later neither hides nor drops
+    /// what is already queued.
+    #[test]
+    fn the_filter_decides_what_is_queued_not_what_queued_updates_are_served() {
+        let c = db();
+        assert!(admits(&c, "message").expect("default set"));
+        assert!(!admits(&c, "message_reaction").expect("not in the default set"));
+        enqueue(&c, "message", &serde_json::json!({ "n": 1 })).expect("enqueue");
+        store_allowed_updates(&c, &["callback_query".to_string()]).expect("store");
+        assert!(!admits(&c, "message").expect("filtered from now on"));
+        let (id, u) = head(&c).expect("head").expect("the queued message is still served");
+        assert_eq!((id, u["message"]["n"].as_i64()), (1, Some(1)));
+        store_allowed_updates(&c, &[]).expect("store");
+        assert!(admits(&c, "message").expect("[] is the default set"));
+        schema::meta_set(&c, ALLOWED_UPDATES_KEY, "not json").expect("corrupt");
+        assert!(admits(&c, "message").is_err(), "an unreadable filter is an error, not the default set");
     }
 
     #[test]
@@ -212,7 +232,7 @@ mod tests {
         assert_eq!(depth(&c).expect("depth"), 10);
         assert_eq!(ack_through(&c, 3).expect("ack"), 3);
         assert_eq!(depth(&c).expect("depth"), 7);
-        let (id, u) = head(&c, &effective_kinds(None)).expect("head").expect("some");
+        let (id, u) = head(&c).expect("head").expect("some");
         assert_eq!((id, u["message"]["n"].as_i64()), (4, Some(3)));
         clear(&c).expect("clear");
         assert_eq!(depth(&c).expect("depth"), 0);
@@ -233,18 +253,6 @@ mod tests {
         old.execute_batch("UPDATE queue_stats SET pending = 42").expect("mark");
         schema::migrate(&old).expect("migrate again");
         assert_eq!(depth(&old).expect("depth"), 42);
-    }
-
-    #[test]
-    fn head_skips_filtered_kinds_and_ack_through_removes_them() {
-        let c = db();
-        enqueue(&c, "message_reaction", &serde_json::json!({})).expect("enqueue");
-        enqueue(&c, "message", &serde_json::json!({ "n": 1 })).expect("enqueue");
-        let (id, _) = head(&c, &effective_kinds(None)).expect("head").expect("some");
-        assert_eq!(id, 2, "message_reaction is not in the default set");
-        ack_through(&c, id).expect("ack");
-        assert_eq!(depth(&c).expect("depth"), 0);
-        assert!(head(&c, &effective_kinds(None)).expect("head").is_none());
     }
 
     #[test]
@@ -299,7 +307,7 @@ mod tests {
             }
             c.execute_batch("COMMIT").expect("commit");
             assert_eq!(depth(&c).expect("depth"), n);
-            let page = fetch(&c, Some(1), 5, &effective_kinds(None)).expect("fetch");
+            let page = fetch(&c, Some(1), 5).expect("fetch");
             assert_eq!(page.iter().map(|u| u["update_id"].as_i64().expect("id")).collect::<Vec<_>>(), vec![1, 2, 3, 4, 5]);
 
             let mut cost = [0; 3];
