@@ -581,6 +581,74 @@ fn a_new_filter_does_not_strand_queued_updates() {
     assert_eq!(receiver.requests().len(), 2, "a message created under the new filter is not queued");
 }
 
+/// A receiver that takes the request and holds it until told to hang up without answering.
+struct Hanging {
+    url: String,
+    hang_up: std::sync::mpsc::Sender<()>,
+    got_request: std::sync::mpsc::Receiver<()>,
+    thread: JoinHandle<()>,
+}
+
+impl Hanging {
+    fn start() -> Hanging {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/old", listener.local_addr().expect("addr"));
+        let (hang_up, told) = std::sync::mpsc::channel();
+        let (request, got_request) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            use std::io::Read;
+            let (mut conn, _) = listener.accept().expect("the gateway connects");
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let _ = request.send(());
+            let _ = told.recv_timeout(WAIT); // then drop the connection: no answer at all
+        });
+        Hanging { url, hang_up, got_request, thread }
+    }
+
+    /// Waits (bounded) until the gateway's request is in flight here.
+    fn wait_request(&self) {
+        self.got_request.recv_timeout(WAIT).expect("the gateway posts to the hanging receiver");
+    }
+
+    fn hang_up(self) {
+        let _ = self.hang_up.send(());
+        self.thread.join().expect("hanging receiver");
+    }
+}
+
+/// An attempt still in flight to the old URL when the configuration changes must not leave
+/// its failure on the new configuration (or in polling mode); its update goes to the new URL.
+#[test]
+fn a_failure_of_the_replaced_url_is_not_reported_for_the_new_one() {
+    let world = start_world("wh_replace_bot");
+    let gw = &world.gateway;
+    let old = Hanging::start();
+    ok(gw, "setWebhook", json!({ "url": old.url }));
+    let judy = world.user("judy_w");
+    let bot = format!("@{}", world.bot_username());
+    judy.send_text(&bot, "in flight").expect("send");
+    old.wait_request();
+    let new = Receiver::start(&[], 200);
+    ok(gw, "setWebhook", json!({ "url": new.url }));
+    old.hang_up();
+    assert_eq!(texts(&new.wait_delivered(1)), ["in flight"]);
+    let info = wait_info(gw, "acknowledged", |i| i["pending_update_count"] == 0);
+    assert!(info.get("last_error_message").is_none(), "the old URL's failure is not the new one's: {info}");
+
+    // The same with deleteWebhook: the failure does not show up in polling mode.
+    let old = Hanging::start();
+    ok(gw, "setWebhook", json!({ "url": old.url }));
+    judy.send_text(&bot, "in flight again").expect("send");
+    old.wait_request();
+    ok(gw, "deleteWebhook", json!({}));
+    old.hang_up();
+    let updates = gw.poll_until(0, 1);
+    assert_eq!(updates[0]["message"]["text"], "in flight again");
+    let info = webhook_info(gw);
+    assert!(info.get("last_error_message").is_none(), "{info}");
+}
+
 #[test]
 fn a_revoked_credential_stops_delivery_and_keeps_the_queue() {
     let world = start_world("wh_revoked_bot");

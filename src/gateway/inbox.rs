@@ -104,27 +104,11 @@ fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>) {
             .filter(|e| matches!(crypto::x3dh::peek_prekey_header(&e.ciphertext), Ok(Some(_))))
             .count() as u32;
         let seqs: Vec<u64> = batch.iter().map(|e| e.seq).collect();
-        let name = shared.username.clone();
-        let me = shared.me();
-        let result = shared.store.write(move |c| {
-            let mut outcomes = Vec::with_capacity(batch.len());
-            for env in &batch {
-                outcomes.push(import_one(c, env, &me, &name));
-            }
-            Ok(outcomes)
-        });
-        match result {
-            Ok(outcomes) => {
-                for o in outcomes.iter().filter_map(|o| o.as_ref().err()) {
-                    shared.status.set_error(format!("inbox: {o}"));
-                }
-            }
-            Err(e) => {
-                // Nothing was committed: do not acknowledge, the platform sends them again.
-                log::error!("bot @{}: cannot store inbox batch: {e}", shared.username);
-                shared.status.set_error(format!("inbox: {e}"));
-                continue;
-            }
+        let Some(outcomes) = import_batch(&shared, batch) else {
+            return; // the store is closing: the process is stopping
+        };
+        for o in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+            shared.status.set_error(format!("inbox: {o}"));
         }
         let mut ack = AckRequest::new();
         ack.seqs = seqs;
@@ -141,24 +125,70 @@ fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>) {
     }
 }
 
-/// Imports one envelope inside its own savepoint: a failure (undecryptable, malformed) rolls
-/// back only this envelope, which is then acknowledged and dropped with a warning.
-fn import_one(c: &Connection, env: &InboxEnvelope, me: &UserView, bot_name: &str) -> Result<(), String> {
-    c.execute_batch("SAVEPOINT envelope").map_err(|e| e.to_string())?;
+/// Imports a batch in one writer job. When the storage itself fails (disk full, I/O error),
+/// nothing was committed and nothing may be acknowledged: the same batch is tried again with a
+/// growing delay, and meanwhile the bounded channel holds the stream back. `None` when the store
+/// is closing.
+fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>) -> Option<Vec<Result<(), String>>> {
+    let mut delay = RECONNECT_START;
+    let (_never_tx, never_rx) = bounded::<()>(0);
+    loop {
+        let (envelopes, name, me) = (batch.clone(), shared.username.clone(), shared.me());
+        let result = shared.store.write(move |c| {
+            let mut outcomes = Vec::with_capacity(envelopes.len());
+            for env in &envelopes {
+                outcomes.push(import_one(c, env, &me, &name)?);
+            }
+            Ok(outcomes)
+        });
+        match result {
+            Ok(outcomes) => return Some(outcomes),
+            Err(StoreError::Closed) => return None,
+            Err(e) => {
+                log::error!("bot @{}: cannot store an inbox batch ({e}); retrying in {delay:?}", shared.username);
+                shared.status.set_error(format!("inbox: {e}"));
+                let _ = never_rx.recv_timeout(delay);
+                delay = (delay * 2).min(RECONNECT_MAX);
+            }
+        }
+    }
+}
+
+/// Imports one envelope inside its own savepoint. A failure of the envelope (undecryptable,
+/// malformed, refused) rolls back only this envelope, which is then acknowledged and dropped
+/// with a warning (`Ok(Err(..))`); a failure of the storage fails the whole batch (`Err`).
+fn import_one(c: &Connection, env: &InboxEnvelope, me: &UserView, bot_name: &str) -> StoreResult<Result<(), String>> {
+    c.execute_batch("SAVEPOINT envelope")?;
     let r = import_inner(c, env, me);
     let end = match &r {
         Ok(()) => "RELEASE envelope",
         Err(_) => "ROLLBACK TO envelope; RELEASE envelope",
     };
-    c.execute_batch(end).map_err(|e| e.to_string())?;
-    r.map_err(|e| {
-        let msg = format!(
-            "dropped message {} from user {} device {}: {e}",
-            env.message_id, env.sender_user_id, env.sender_device_id
-        );
-        log::warn!("bot @{bot_name}: {msg}");
-        msg
-    })
+    c.execute_batch(end)?;
+    match r {
+        Ok(()) => Ok(Ok(())),
+        Err(e) if is_storage_failure(&e) => Err(e),
+        Err(e) => {
+            let msg = format!(
+                "dropped message {} from user {} device {}: {e}",
+                env.message_id, env.sender_user_id, env.sender_device_id
+            );
+            log::warn!("bot @{bot_name}: {msg}");
+            Ok(Err(msg))
+        }
+    }
+}
+
+/// True when an import failed because of the database, not because of the envelope. A
+/// constraint violation is the envelope's doing (its data broke a rule); anything else SQLite
+/// reports (I/O error, full disk, busy, read-only) would fail for any envelope.
+fn is_storage_failure(e: &StoreError) -> bool {
+    let db = match e {
+        StoreError::Db(db) | StoreError::E2e(e2e::E2eError::Db(db)) => db,
+        StoreError::Closed => return true,
+        _ => return false,
+    };
+    !matches!(db, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
 }
 
 fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult<()> {
@@ -222,4 +252,27 @@ pub fn replenish_prekeys(shared: &BotShared) -> Result<(), String> {
     req.one_time_prekeys = fresh;
     p.client.upload_prekeys(&req, p.opt()).map_err(|e| e.to_string())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sqlite(code: std::os::raw::c_int) -> rusqlite::Error {
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None)
+    }
+
+    /// Which failures keep a batch unacknowledged (retried) and which drop one envelope.
+    #[test]
+    fn storage_failures_are_told_from_envelope_failures() {
+        for code in [rusqlite::ffi::SQLITE_FULL, rusqlite::ffi::SQLITE_IOERR, rusqlite::ffi::SQLITE_READONLY] {
+            assert!(is_storage_failure(&StoreError::Db(sqlite(code))), "code {code}");
+            assert!(is_storage_failure(&StoreError::E2e(e2e::E2eError::Db(sqlite(code)))), "code {code}");
+        }
+        assert!(is_storage_failure(&StoreError::Closed));
+        assert!(!is_storage_failure(&StoreError::Db(sqlite(rusqlite::ffi::SQLITE_CONSTRAINT))));
+        assert!(!is_storage_failure(&StoreError::E2e(e2e::E2eError::BadContent)));
+        assert!(!is_storage_failure(&StoreError::E2e(e2e::E2eError::NoSession { user_id: 1, device_id: 1 })));
+        assert!(!is_storage_failure(&StoreError::Refused("malformed".into())));
+    }
 }

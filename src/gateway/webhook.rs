@@ -226,19 +226,31 @@ fn attempt(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Reply>) -> 
         }
         Ok(resp) => failed(
             shared,
+            cfg,
             update_id,
             format!("Wrong response from the webhook: {} {}", resp.status(), resp.status_text()),
         ),
-        Err(e) => failed(shared, update_id, describe(&e)),
+        Err(e) => failed(shared, cfg, update_id, describe(&e)),
     }
 }
 
-/// Records a failed attempt durably and logs it.
-fn failed(shared: &BotShared, update_id: i64, message: String) -> Outcome {
+/// Records a failed attempt durably and logs it. The error belongs to the configuration that
+/// was tried: if `setWebhook` or `deleteWebhook` replaced it while the request was in flight
+/// (it may take up to READ_TIMEOUT), the new configuration does not inherit the old error.
+fn failed(shared: &BotShared, tried: WebhookConfig, update_id: i64, message: String) -> Outcome {
     log::warn!("bot @{}: webhook delivery of update {update_id} failed: {message}", shared.username);
     let error = LastError { date: unix_now(), message };
-    if let Err(e) = shared.store.write(move |c| config::record_error(c, &error)) {
-        log::error!("bot @{}: webhook: cannot record the delivery error: {e}", shared.username);
+    let recorded = shared.store.write(move |c| {
+        if config::config(c)?.as_ref() != Some(&tried) {
+            return Ok(false);
+        }
+        config::record_error(c, &error)?;
+        Ok(true)
+    });
+    match recorded {
+        Ok(true) => {}
+        Ok(false) => log::info!("bot @{}: webhook: the configuration changed during that attempt", shared.username),
+        Err(e) => log::error!("bot @{}: webhook: cannot record the delivery error: {e}", shared.username),
     }
     Outcome::Failed
 }

@@ -11,8 +11,8 @@ loopback URL with a secret_token. The test then checks, in order:
 2. the bot checks X-Compat-Bot-Api-Secret-Token: a POST without it, or with only the standard
    X-Telegram-Bot-Api-Secret-Token header, is refused with a 4xx;
 3. the user sends "hello <sdk>" and "/start" and receives "echo: hello <sdk>" and the greeting
-   (aiogram's echo travels back in a multipart webhook reply, telegraf's sendChatAction in a
-   JSON one);
+   (aiogram's echo travels back in a multipart webhook reply; telegraf's sendChatAction reply
+   reaches the gateway too, but that method does not exist yet and only its log line shows it);
 4. the queue drains: pending_update_count reaches 0.
 
 It reuses the process and world helpers of run_sdk_tests.py. Standard library only.

@@ -208,6 +208,11 @@ pub fn set_webhook_request(params: &Params) -> Result<SetWebhook, ApiError> {
     let url = params
         .optional_str("url")?
         .ok_or_else(|| ApiError::bad_request("url is required (an empty url or deleteWebhook removes the webhook)"))?;
+    // Only an empty url removes the webhook; blanks around a URL are trimmed, but a url of
+    // blanks alone is a mistake, not a request to delete.
+    if !url.is_empty() && url.trim().is_empty() {
+        return Err(ApiError::bad_request("url is blank (send an empty url, or call deleteWebhook, to remove the webhook)"));
+    }
     let url = url.trim().to_string();
     if !url.is_empty() {
         check_webhook_url(&url)?;
@@ -557,6 +562,9 @@ mod tests {
     fn set_webhook_refusals() {
         let url = "https://example.com/hook";
         assert!(bad(set_webhook_request(&Params::new())).contains("url is required"));
+        assert!(bad(set_webhook_request(&p(json!({"url": "   "})))).contains("url is blank"));
+        let r = set_webhook_request(&p(json!({"url": " https://example.com/ "}))).expect("trimmed");
+        assert_eq!(r.url, "https://example.com/");
         for mc in [0, 101, -1] {
             let e = bad(set_webhook_request(&p(json!({"url": url, "max_connections": mc}))));
             assert!(e.contains("max_connections must be between 1 and 100"), "{e}");
