@@ -72,8 +72,10 @@ def main():
         "token": token,
         "identity_recovery_secret_hex": secret,
         "compat_user_id": int(numeric),
-        "username": a.username.lstrip("@"),
-        "first_name": a.name,
+        # As the platform stores them: one leading '@' removed, the display name trimmed (the
+        # gateway checks both against the platform at start).
+        "username": a.username[1:] if a.username.startswith("@") else a.username,
+        "first_name": a.name.strip(),
     }
     fd = os.open(a.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:

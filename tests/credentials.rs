@@ -128,7 +128,18 @@ fn disabling_stops_a_running_gateway() {
     assert!(refused.contains("You have no bot @doomed_bot"), "{refused}");
     assert_eq!(gw.call("getMe", json!({})).0, 200, "a non-owner cannot disable it");
 
+    // A long poll waiting when the bot is disabled is answered 401 then, not at its timeout.
+    let url = format!("{}/bot{}/getUpdates", gw.base, gw.token);
+    let offset = updates[0]["update_id"].as_i64().expect("id") + 1;
+    let poll = std::thread::spawn(move || {
+        let started = Instant::now();
+        (support::call_url(&url, json!({ "offset": offset, "timeout": 40 })), started.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(500));
     ask_manager(&s.owner, "/disable @doomed_bot");
+    let ((status, body), took) = poll.join().expect("poll");
+    assert_eq!(status, 401, "{body}");
+    assert!(took < Duration::from_secs(30), "the waiting poll ended at the revocation, not at its 40 s timeout");
     wait_until("the gateway to answer 401", || gw.call("getMe", json!({})).0 == 401);
     let (status, _) = gw.call("sendMessage", json!({ "chat_id": chat, "text": "after disable" }));
     assert_eq!(status, 401);
@@ -189,6 +200,16 @@ fn registration_is_refused_for_each_kind_of_mismatch() {
     let err = s.refused(&gateway_config(&s.platform.url, &state, &wrong_id), "wrong_id");
     assert!(err.contains("does not match the token"), "{err}");
 
+    // A username or first_name that is not the platform's (getMe would serve it).
+    let mut wrong_name = a.clone();
+    wrong_name["username"] = json!("bot_a_typo");
+    let err = s.refused(&gateway_config(&s.platform.url, &state, &wrong_name), "wrong_username");
+    assert!(err.contains("username \"bot_a_typo\" does not match the platform"), "{err}");
+    let mut wrong_first = a.clone();
+    wrong_first["first_name"] = json!("Not A");
+    let err = s.refused(&gateway_config(&s.platform.url, &state, &wrong_first), "wrong_first_name");
+    assert!(err.contains("first_name \"Not A\" does not match"), "{err}");
+
     // A state database of another bot under this bot's name cannot be opened.
     drop(s.start_gateway(&a, "state"));
     let a_db = state.join(format!("bot-{}.db", a["compat_user_id"]));
@@ -201,5 +222,5 @@ fn registration_is_refused_for_each_kind_of_mismatch() {
     let reply = ask_manager(&s.owner, "/token @bot_a");
     assert!(reply.contains("Token: "));
     let err = s.refused(&gateway_config(&s.platform.url, &s.dir.path().join("fresh"), &a), "revoked");
-    assert!(err.contains("refused"), "{err}");
+    assert!(err.contains("refused to register"), "{err}");
 }

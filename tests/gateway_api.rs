@@ -30,6 +30,11 @@ fn tokens_that_are_malformed_or_not_this_bots_get_401() {
         assert_eq!(body["ok"], false);
         assert_eq!(body["error_code"], 401);
     }
+    // The secret is compared as the platform compares it, by its bytes: hex case is not part
+    // of the token.
+    let upper = format!("{id}:{}", secret.to_uppercase());
+    let (status, body) = call_url(&format!("{}/bot{upper}/getMe", world.gateway.base), json!({}));
+    assert_eq!(status, 200, "the same token in upper-case hex: {body}");
     let (status, body) = world.gateway.call("getMe", json!({}));
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"]["is_bot"], true);

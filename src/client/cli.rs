@@ -171,10 +171,10 @@ fn send(global: &Global, args: &[String]) -> anyhow::Result<()> {
     let Some((peer, words)) = args.split_first() else {
         bail!("send: @PEER missing");
     };
-    if words.is_empty() {
-        bail!("send: no text given");
-    }
     let text = words.join(" ");
+    if text.trim().is_empty() {
+        bail!("send: no text given (an empty message is not sent)");
+    }
     let profile = open_profile(global)?;
     let sent = profile.send_text(peer, &text)?;
     print_line(&ordered(&[

@@ -11,7 +11,7 @@ use super::runtime::unix_now;
 use super::store::Store;
 use crate::crypto;
 use crate::e2e::{self, Registration};
-use crate::wire::platform::{RegisterBotDeviceRequest, VerifyCredentialRequest};
+use crate::wire::platform::{LookupUserRequest, RegisterBotDeviceRequest, VerifyCredentialRequest};
 use crate::wire::{Credential, Platform};
 
 /// How long start-up waits for the platform before giving up (the process then exits).
@@ -25,6 +25,8 @@ pub fn register_or_resume(endpoint: &str, bot: &BotConfig, store: &Store) -> Res
     if !platform.wait_connected(CONNECT_TIMEOUT) {
         return Err(format!("cannot reach bot_platform_endpoint {endpoint} (no connection within {CONNECT_TIMEOUT:?})"));
     }
+    // Before registering anything: a refused config must not leave a device behind.
+    check_profile(&platform, bot).map_err(|e| format!("{at}: {e}"))?;
     let existing = store.read(|c| Ok(e2e::registration(c)?)).map_err(|e| format!("{at}: {e}"))?;
     let reg = match existing {
         Some(reg) if reg.user_id != bot.compat_user_id => {
@@ -42,6 +44,31 @@ pub fn register_or_resume(endpoint: &str, bot: &BotConfig, store: &Store) -> Res
     })?;
     log::info!("{at}: running as device {} of bot {}", reg.device_id, reg.user_id);
     Ok(platform)
+}
+
+/// `getMe` answers from the config, and SDKs route `/command@username` by it: a `username` or
+/// `first_name` that is not the platform's (a typo, a stale copy) is refused at start rather
+/// than served.
+fn check_profile(platform: &Platform, bot: &BotConfig) -> Result<(), String> {
+    let mut req = LookupUserRequest::new();
+    req.user_id = bot.compat_user_id;
+    let profile = platform
+        .client
+        .lookup_user(&req, platform.opt())
+        .map_err(|e| format!("cannot look up the bot's own profile: {}", rpc_message(&e)))?;
+    if profile.username != bot.username {
+        return Err(format!(
+            "username {:?} does not match the platform, which knows bot {} as @{}",
+            bot.username, bot.compat_user_id, profile.username
+        ));
+    }
+    if profile.display_name != bot.first_name {
+        return Err(format!(
+            "first_name {:?} does not match the bot's display name on the platform, {:?}",
+            bot.first_name, profile.display_name
+        ));
+    }
+    Ok(())
 }
 
 fn register(platform: &Platform, bot: &BotConfig, store: &Store) -> Result<Registration, String> {

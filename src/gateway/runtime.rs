@@ -14,6 +14,7 @@ use rusqlite::Connection;
 use serde_json::{json, Value};
 
 use super::botapi::backend::{BotApi, GetUpdates, SendMessage, SetWebhook};
+use super::botapi::token::parse_token;
 use super::botapi::types::{self, ChatView, MessageView, UserView};
 use super::botapi::ApiError;
 use super::config::BotConfig;
@@ -81,9 +82,15 @@ impl BotShared {
         }
     }
 
-    /// True if `token` is exactly this bot's configured token (constant-time).
+    /// True if `token` is this bot's configured token (constant-time on the secret). Compared
+    /// as the platform compares it: the numeric id, and the secret's bytes, so the hex case of
+    /// the config and of the SDK need not agree.
     pub fn token_matches(&self, token: &str) -> bool {
-        crypto::constant_time_eq(token.as_bytes(), self.token.as_bytes())
+        let secret = |t: &str| parse_token(t).filter(|p| p.numeric_id == self.compat_user_id).and_then(|p| crypto::hex_decode_32(&p.secret));
+        match (secret(token), secret(&self.token)) {
+            (Some(given), Some(ours)) => crypto::constant_time_eq(&given, &ours),
+            _ => false,
+        }
     }
 
     /// Marks the credential revoked: every API call answers 401 and nothing more is sent.
@@ -95,6 +102,8 @@ impl BotShared {
         self.status.connected.store(false, Ordering::SeqCst);
         self.outbox.wake();
         self.webhook.wake();
+        // Not a commit, but a waiting long poll must look again and answer 401 now.
+        self.store.notifier().committed();
     }
 
     pub fn is_revoked(&self) -> bool {

@@ -60,6 +60,16 @@ pub fn parse_capabilities(text: &str) -> Result<String> {
     let mut present = [false; 3];
     for part in text.split(',') {
         let part = part.trim();
+        if part.is_empty() {
+            return Err(PlatformError::InvalidArgument(
+                "empty capability in the list: use `default` or a comma-separated list of dm, groups, channels".into(),
+            ));
+        }
+        if part.eq_ignore_ascii_case("default") {
+            return Err(PlatformError::InvalidArgument(
+                "`default` stands alone: send just `default`, or a comma-separated list of dm, groups, channels".into(),
+            ));
+        }
         match KNOWN.iter().position(|k| k.eq_ignore_ascii_case(part)) {
             Some(i) => present[i] = true,
             None => {
@@ -140,6 +150,10 @@ mod tests {
         assert_eq!(parse_capabilities(" groups , groups ").expect("valid"), "groups");
         assert!(parse_capabilities("dm,voice").is_err());
         assert!(parse_capabilities("").is_err());
+        let msg = |t: &str| parse_capabilities(t).expect_err(t).to_string();
+        assert!(msg("default,dm").contains("`default` stands alone"), "{}", msg("default,dm"));
+        assert!(msg("dm,,groups").contains("empty capability"), "{}", msg("dm,,groups"));
+        assert!(msg("dm,voice").contains("unknown capability \"voice\""), "{}", msg("dm,voice"));
     }
 
     #[test]

@@ -96,6 +96,28 @@ pub fn dispatch(bot: &dyn BotApi, name: &str, params: &Params) -> Result<Value, 
     call(bot, method, params)
 }
 
+/// `reply_markup` must be a JSON object. Buttons are not delivered yet (inline keyboards come
+/// with callback queries): a keyboard is refused with 400 rather than sent without its buttons,
+/// which the bot would never notice. `remove_keyboard` and `force_reply` have nothing to remove
+/// or force in an end-to-end dialog without keyboards, and are accepted.
+fn check_reply_markup(params: &Params) -> Result<(), ApiError> {
+    let Some(markup) = params.optional_object("reply_markup")? else {
+        return Ok(());
+    };
+    for kind in ["inline_keyboard", "keyboard"] {
+        let rows = match markup.get(kind) {
+            None => continue,
+            Some(Value::Array(rows)) => rows,
+            Some(_) => return Err(ApiError::bad_request(format!("reply_markup.{kind} must be an array of button rows"))),
+        };
+        // An empty keyboard loses nothing; a button would be lost.
+        if rows.iter().any(|row| row.as_array().is_none_or(|buttons| !buttons.is_empty())) {
+            return Err(ApiError::bad_request(format!("reply_markup with {kind} buttons is not supported by this gateway yet")));
+        }
+    }
+    Ok(())
+}
+
 /// getUpdates parameters.
 ///
 /// - `offset`: absent or 0 is "no offset" (PTB and telegraf start with 0, SDK-COMPAT §4);
@@ -124,10 +146,12 @@ pub fn get_updates_request(params: &Params) -> Result<GetUpdates, ApiError> {
     })
 }
 
-/// sendMessage parameters. `reply_markup`, `link_preview_options`, `disable_notification`,
+/// sendMessage parameters. `reply_markup` is checked (see `check_reply_markup`);
+/// `link_preview_options`, `disable_notification`,
 /// `protect_content` and `message_thread_id` are accepted and ignored for now.
 pub fn send_message_request(params: &Params) -> Result<SendMessage, ApiError> {
     let chat_id = chat_id(params)?;
+    check_reply_markup(params)?;
     let raw_text = params.optional_str("text")?.unwrap_or_default();
     // The Bot API refuses text that is empty after trimming; the text is sent untrimmed so
     // entity offsets keep their meaning.
@@ -410,6 +434,18 @@ mod tests {
         assert_eq!(r.entities, vec![types::entity("bold", 0, 5)]);
         assert_eq!(r.reply_to_message_id, Some(5));
         assert!(!r.allow_sending_without_reply);
+    }
+
+    #[test]
+    fn reply_markup_is_checked_and_buttons_are_refused_not_dropped() {
+        let with = |m: &str| send_message_request(&form(&[("chat_id", "1"), ("text", "t"), ("reply_markup", m)]));
+        assert!(bad(with("not json")).contains("reply_markup must be a JSON object"));
+        let e = bad(with(r#"{"inline_keyboard": [[{"text": "b", "callback_data": "cb1"}]]}"#));
+        assert!(e.contains("inline_keyboard buttons is not supported"), "{e}");
+        assert!(bad(with(r#"{"keyboard": [[{"text": "b"}]]}"#)).contains("keyboard buttons is not supported"));
+        assert!(bad(with(r#"{"inline_keyboard": 5}"#)).contains("must be an array"));
+        with(r#"{"inline_keyboard": [[]]}"#).expect("no buttons, nothing lost");
+        with(r#"{"remove_keyboard": true}"#).expect("nothing to remove");
     }
 
     #[test]

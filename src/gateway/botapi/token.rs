@@ -15,8 +15,8 @@ pub const SECRET_HEX_LEN: usize = 64;
 pub struct ParsedToken {
     /// The bot's user id (`getMe().id`), stable across token rotation.
     pub numeric_id: u64,
-    /// The 64 hex characters after `:`, exactly as given (either case; not normalised, so the
-    /// backend's exact comparison still decides).
+    /// The 64 hex characters after `:`, exactly as given (either case; the backend compares
+    /// the decoded bytes, as the platform does).
     pub secret: String,
 }
 
@@ -55,21 +55,25 @@ pub fn redact_token(token: &str) -> String {
     }
 }
 
-/// A request path safe to log: the token segment of `/bot<token>/...` and
-/// `/file/bot<token>/...` is redacted, and the query string (which may carry message text) is
-/// dropped.
+/// A request path safe to log. The query string (which may carry message text) is dropped, and
+/// every path segment that could hold a token is redacted, wherever it stands: not only the
+/// `/bot<token>/` of a well-formed call but also a misrouted `/<token>/getMe` (an SDK base URL
+/// without `/bot`), `//bot<token>`, `/Bot<token>` or `/prefix/bot<token>`. A segment is
+/// treated as a token when, after an optional `bot` prefix, it contains `:` or is 32
+/// characters or longer (a percent-encoded token is longer still).
 pub fn redact_path(path: &str) -> String {
     let path = path.split('?').next().unwrap_or("");
-    for prefix in ["/bot", "/file/bot"] {
-        if let Some(rest) = path.strip_prefix(prefix) {
-            let (token, tail) = match rest.find('/') {
-                Some(i) => rest.split_at(i),
-                None => (rest, ""),
-            };
-            return format!("{prefix}{}{tail}", redact_token(token));
-        }
+    path.split('/').map(redact_segment).collect::<Vec<_>>().join("/")
+}
+
+fn redact_segment(segment: &str) -> String {
+    let split = if segment.len() >= 3 && segment.is_char_boundary(3) && segment[..3].eq_ignore_ascii_case("bot") { 3 } else { 0 };
+    let (prefix, rest) = segment.split_at(split);
+    if rest.contains(':') || rest.len() >= 32 {
+        format!("{prefix}{}", redact_token(rest))
+    } else {
+        segment.to_string()
     }
-    path.to_string()
 }
 
 #[cfg(test)]
@@ -132,5 +136,14 @@ mod tests {
         assert_eq!(redact_path(&format!("/bot{HEX}/getMe")), "/bot<redacted>/getMe");
         assert_eq!(redact_path("/botabc:def"), "/bot<redacted>");
         assert_eq!(redact_path("/healthz?x=1"), "/healthz");
+        // Misrouted requests: the token is redacted wherever it stands.
+        assert_eq!(redact_path(&format!("/123:{HEX}/getMe")), "/123:<redacted>/getMe");
+        assert_eq!(redact_path(&format!("//bot123:{HEX}/getMe")), "//bot123:<redacted>/getMe");
+        assert_eq!(redact_path(&format!("/Bot123:{HEX}/getMe")), "/Bot123:<redacted>/getMe");
+        assert_eq!(redact_path(&format!("/api/bot123:{HEX}/getMe")), "/api/bot123:<redacted>/getMe");
+        assert_eq!(redact_path(&format!("/bot123%3A{HEX}/getMe")), "/bot<redacted>/getMe");
+        assert_eq!(redact_path(&format!("/{HEX}")), "/<redacted>");
+        assert_eq!(redact_path("/bot/getMe"), "/bot/getMe");
+        assert_eq!(redact_path("/é/ü"), "/é/ü");
     }
 }

@@ -638,11 +638,18 @@ mod tests {
     fn every_invalid_capability_list_is_explained_and_asked_again() {
         let dir = Dir::default();
         let step = Scenario::NewBotCapabilities { username: "some_bot".into(), display_name: "Some".into() };
-        for answer in ["all", "dm,voice", "", "dm,,groups", "default,dm", "dm groups"] {
+        for (answer, reason) in [
+            ("all", "unknown capability \"all\""),
+            ("dm,voice", "unknown capability \"voice\""),
+            ("", "empty capability"),
+            ("dm,,groups", "empty capability"),
+            ("default,dm", "`default` stands alone"),
+            ("dm groups", "unknown capability \"dm groups\""),
+        ] {
             let d = run(&dir, &step, answer);
             let reply = only_reply(&d);
             assert!(reply.starts_with("Invalid capabilities: "), "{answer:?}: {reply}");
-            assert!(reply.contains("unknown capability"), "{answer:?}: {reply}");
+            assert!(reply.contains(reason), "{answer:?}: {reply}");
             assert!(reply.ends_with(ASK_CAPABILITIES), "{answer:?}: {reply}");
             assert_eq!(d.scenario, step);
             assert_eq!(d.effect, None);
