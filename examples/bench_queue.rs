@@ -15,7 +15,6 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use bot_gateway::gateway::state_dir::StateDir;
@@ -100,41 +99,14 @@ fn poll_latency(world: &World) -> (f64, f64) {
 
 /// Deliveries per second to a local receiver, over the first DELIVERIES updates.
 fn webhook_rate(world: &World) -> f64 {
-    let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind receiver"));
-    let url = format!("http://{}/bench", server.server_addr().to_ip().expect("ip"));
-    let received = Arc::new((Mutex::new(0usize), Condvar::new()));
-    let (srv, count) = (server.clone(), received.clone());
-    let receiver = std::thread::Builder::new()
-        .name("bench-receiver".into())
-        .spawn(move || {
-            // Ends when `unblock` is called after the measurement.
-            while let Ok(mut rq) = srv.recv() {
-                let mut body = Vec::new();
-                let _ = rq.as_reader().read_to_end(&mut body);
-                let _ = rq.respond(tiny_http::Response::empty(200));
-                let (lock, cv) = &*count;
-                *lock.lock().expect("count lock") += 1;
-                cv.notify_all();
-            }
-        })
-        .expect("spawn receiver");
-
+    let receiver = support::CountingReceiver::start();
     let deadline = Instant::now() + Duration::from_secs(300);
     let start = Instant::now();
-    let (status, body) = world.gateway.call("setWebhook", json!({ "url": url }));
+    let (status, body) = world.gateway.call("setWebhook", json!({ "url": receiver.url }));
     assert_eq!(status, 200, "setWebhook: {body}");
-    let (lock, cv) = &*received;
-    let mut c = lock.lock().expect("count lock");
-    while *c < DELIVERIES {
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(!left.is_zero(), "only {} of {DELIVERIES} updates delivered", *c);
-        c = cv.wait_timeout(c, left).expect("count lock").0;
-    }
-    drop(c);
+    receiver.wait_for(DELIVERIES, deadline, String::new);
     let elapsed = start.elapsed();
     let (status, body): (u16, Value) = world.gateway.call("deleteWebhook", json!({}));
     assert_eq!(status, 200, "deleteWebhook: {body}");
-    server.unblock();
-    receiver.join().expect("receiver");
     DELIVERIES as f64 / elapsed.as_secs_f64()
 }

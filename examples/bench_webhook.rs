@@ -13,7 +13,6 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -57,42 +56,12 @@ fn main() {
         std::thread::sleep(Duration::from_millis(100));
     }
 
-    // The receiver counts deliveries and wakes the main thread when all arrived.
-    let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind receiver"));
-    let url = format!("http://{}/bench", server.server_addr().to_ip().expect("ip"));
-    let received = Arc::new((Mutex::new(0usize), Condvar::new()));
-    let (srv, count) = (server.clone(), received.clone());
-    let receiver = std::thread::Builder::new()
-        .name("bench-receiver".into())
-        .spawn(move || {
-            while let Ok(mut rq) = srv.recv() {
-                let mut body = Vec::new();
-                let _ = rq.as_reader().read_to_end(&mut body);
-                let _ = rq.respond(tiny_http::Response::empty(200));
-                let (lock, cv) = &*count;
-                let mut c = lock.lock().expect("count lock");
-                *c += 1;
-                cv.notify_all();
-                if *c >= n {
-                    return;
-                }
-            }
-        })
-        .expect("spawn receiver");
-
+    let receiver = support::CountingReceiver::start();
     let start = Instant::now();
-    let (status, body) = gw.call("setWebhook", json!({ "url": url }));
+    let (status, body) = gw.call("setWebhook", json!({ "url": receiver.url }));
     assert_eq!(status, 200, "setWebhook: {body}");
-    let (lock, cv) = &*received;
-    let mut c = lock.lock().expect("count lock");
-    while *c < n {
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(!left.is_zero(), "only {} of {n} updates delivered; stderr:\n{}", *c, gw.proc.stderr_text());
-        c = cv.wait_timeout(c, left).expect("count lock").0;
-    }
-    drop(c);
+    receiver.wait_for(n, deadline, || format!("stderr:\n{}", gw.proc.stderr_text()));
     let elapsed = start.elapsed();
-    receiver.join().expect("receiver");
     // The last acknowledgement commits just after the receiver answered.
     loop {
         let info: Value = gw.call("getWebhookInfo", json!({})).1;

@@ -316,3 +316,56 @@ pub fn create_bot_via_manager(owner: &bot_gateway::client::Profile, username: &s
         "first_name": name,
     })
 }
+
+/// A webhook receiver for benchmarks: tiny_http on 127.0.0.1:0 that answers every request 200
+/// with an empty body and counts them. Stops when dropped.
+pub struct CountingReceiver {
+    pub url: String,
+    server: Arc<tiny_http::Server>,
+    count: Arc<(Mutex<usize>, std::sync::Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl CountingReceiver {
+    pub fn start() -> CountingReceiver {
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind receiver"));
+        let url = format!("http://{}/bench", server.server_addr().to_ip().expect("ip"));
+        let count = Arc::new((Mutex::new(0usize), std::sync::Condvar::new()));
+        let (srv, counter) = (server.clone(), count.clone());
+        let thread = std::thread::Builder::new()
+            .name("bench-receiver".into())
+            .spawn(move || {
+                // Ends when `unblock` is called on drop.
+                while let Ok(mut rq) = srv.recv() {
+                    let mut body = Vec::new();
+                    let _ = rq.as_reader().read_to_end(&mut body);
+                    let _ = rq.respond(tiny_http::Response::empty(200));
+                    let (lock, cv) = &*counter;
+                    *lock.lock().expect("count lock") += 1;
+                    cv.notify_all();
+                }
+            })
+            .expect("spawn receiver");
+        CountingReceiver { url, server, count, thread: Some(thread) }
+    }
+
+    /// Waits until `n` requests arrived; panics at `deadline` with `context`.
+    pub fn wait_for(&self, n: usize, deadline: Instant, context: impl Fn() -> String) {
+        let (lock, cv) = &*self.count;
+        let mut c = lock.lock().expect("count lock");
+        while *c < n {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "only {} of {n} requests arrived; {}", *c, context());
+            c = cv.wait_timeout(c, left).expect("count lock").0;
+        }
+    }
+}
+
+impl Drop for CountingReceiver {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
