@@ -418,11 +418,33 @@ def collect_replies(world, e2e, profile, bot_username, expected):
         raise StepFailed(f"the user received unexpected messages {unexpected!r} (e.g. /start echoed as text)")
 
 
+def run_in_world(label, world, steps):
+    """Runs `steps()` in `world` and prints "PASS <label> (<seconds>)" or "FAIL <label>: why".
+    Everything started is stopped either way; a failure's directory is reported, then removed
+    (unless --keep)."""
+    started = time.monotonic()
+    try:
+        steps()
+    except StepFailed as e:
+        print(f"FAIL {label}: {e}", flush=True)
+        world.close(remove=False)
+        world.report()
+        world.remove()
+        return False
+    except BaseException:
+        # Ctrl-C, SIGTERM or a bug in this script: still stop everything we started.
+        world.close()
+        raise
+    world.close()
+    print(f"PASS {label} ({time.monotonic() - started:.1f} s)", flush=True)
+    return True
+
+
 def run_sdk(sdk, bin_dir, keep):
     spec = SDKS[sdk]
     world = World(sdk, keep)
-    started = time.monotonic()
-    try:
+
+    def steps():
         platform_url, data = start_platform(world, bin_dir)
         bot = create_bot(world, bin_dir, data, spec)
         config, api_base = write_config(world, platform_url, bot)
@@ -451,19 +473,8 @@ def run_sdk(sdk, bin_dir, keep):
             sent = parse_json_line(out, f"e2e-chat send {text!r}")
             log(f"sent {text!r}: {json.dumps(sent)}")
         collect_replies(world, e2e, profile, bot["username"], [f"echo: {hello}", spec["greeting"]])
-    except StepFailed as e:
-        print(f"FAIL {sdk}: {e}", flush=True)
-        world.close(remove=False)
-        world.report()
-        world.remove()
-        return False
-    except BaseException:
-        # Ctrl-C, SIGTERM or a bug in this script: still stop everything we started.
-        world.close()
-        raise
-    world.close()
-    print(f"PASS {sdk} ({time.monotonic() - started:.1f} s)", flush=True)
-    return True
+
+    return run_in_world(sdk, world, steps)
 
 
 def preflight(bin_dir, sdks):

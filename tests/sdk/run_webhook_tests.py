@@ -117,8 +117,8 @@ def post_without_compat_secret(url, headers):
 def run_sdk(sdk, bin_dir, keep):
     spec = SDKS[sdk]
     world = base.World(f"webhook-{sdk}", keep)
-    started = time.monotonic()
-    try:
+
+    def steps():
         platform_url, data = base.start_platform(world, bin_dir)
         bot = base.create_bot(world, bin_dir, data, spec)
         config, api_base = base.write_config(world, platform_url, bot)
@@ -168,18 +168,8 @@ def run_sdk(sdk, bin_dir, keep):
         )
         if "last_error_message" in info:
             log(f"note: last webhook error {info['last_error_message']!r}")
-    except StepFailed as e:
-        print(f"FAIL webhook {sdk}: {e}", flush=True)
-        world.close(remove=False)
-        world.report()
-        world.remove()
-        return False
-    except BaseException:
-        world.close()
-        raise
-    world.close()
-    print(f"PASS webhook {sdk} ({time.monotonic() - started:.1f} s)", flush=True)
-    return True
+
+    return base.run_in_world(f"webhook {sdk}", world, steps)
 
 
 def main():
