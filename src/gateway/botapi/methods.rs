@@ -170,14 +170,17 @@ pub fn send_message_request(params: &Params) -> Result<SendMessage, ApiError> {
             format::parse(&raw_text, mode)?
         }
         None => {
+            // The text is final: a long one is refused before any entity is read, and the
+            // entities are counted against it before any is built.
+            let units = checked_text_len(&raw_text)?;
             let entities = match params.get("entities") {
                 None => Vec::new(),
                 Some(Value::String(s)) => {
                     let v: Value = serde_json::from_str(s)
                         .map_err(|_| ApiError::bad_request("entities must be a JSON array of MessageEntity"))?;
-                    types::entities_from_json(&v)?
+                    types::entities_from_json(&v, units)?
                 }
-                Some(v) => types::entities_from_json(v)?,
+                Some(v) => types::entities_from_json(v, units)?,
             };
             (raw_text, entities)
         }
@@ -185,9 +188,9 @@ pub fn send_message_request(params: &Params) -> Result<SendMessage, ApiError> {
     if text.trim().is_empty() {
         return Err(ApiError::bad_request("message text is empty"));
     }
-    if utf16_len(&text) > MAX_TEXT_UTF16 {
-        return Err(ApiError::bad_request("message is too long"));
-    }
+    // Markup is measured after parsing, as in the Bot API (raw text was measured above).
+    let units = checked_text_len(&text)?;
+    types::check_entity_count(entities.len(), units)?;
     types::validate_entities(&text, &entities)?;
 
     let mut reply_to_message_id = params.optional_i64("reply_to_message_id")?;
@@ -293,6 +296,16 @@ pub fn check_webhook_url(raw: &str) -> Result<(), ApiError> {
             "unsupported URL scheme {other:?}; an HTTPS URL must be provided for webhook (plain http only for localhost)"
         ))),
     }
+}
+
+/// The length of a message text in UTF-16 units; 400 "message is too long" above
+/// [`MAX_TEXT_UTF16`].
+fn checked_text_len(text: &str) -> Result<usize, ApiError> {
+    let units = utf16_len(text);
+    if units > MAX_TEXT_UTF16 {
+        return Err(ApiError::bad_request("message is too long"));
+    }
+    Ok(units)
 }
 
 /// `chat_id`: an integer (or its decimal text). A `@username` is not resolvable by the gateway,
@@ -499,6 +512,45 @@ mod tests {
         // An empty parse_mode is the same as none.
         let r = send_message_request(&p(json!({"chat_id": 1, "text": "hi", "parse_mode": ""}))).expect("empty mode");
         assert!(r.entities.is_empty());
+    }
+
+    #[test]
+    fn send_message_bounds_entities_before_reading_them() {
+        let entity = json!({"type": "bold", "offset": 0, "length": 1});
+        // The probe's call: 100,000 entities, as a JSON array and as form text.
+        let many = Value::Array(vec![entity.clone(); 100_000]);
+        let e = bad(send_message_request(&p(json!({"chat_id": 1, "text": "x".repeat(4096), "entities": many}))));
+        assert_eq!(e, "Bad Request: too many entities: 100000 given, at most 1000 are accepted per message");
+        let e = bad(send_message_request(&form(&[("chat_id", "1"), ("text", "hi"), ("entities", &many.to_string())])));
+        assert!(e.starts_with("Bad Request: too many entities: 100000 given"), "{e}");
+        let e = bad(send_message_request(&p(json!({"chat_id": 1, "text": "hi", "entities": many.to_string()}))));
+        assert!(e.starts_with("Bad Request: too many entities: 100000 given"), "{e}");
+        // A raw text that is too long is refused before its entities are read.
+        let e = bad(send_message_request(&p(json!({"chat_id": 1, "text": "x".repeat(4097), "entities": [1]}))));
+        assert_eq!(e, "Bad Request: message is too long");
+        // Markup is bounded by the same rule, after parsing.
+        let html = "<b>a</b>".repeat(types::MAX_ENTITIES + 1);
+        let e = bad(send_message_request(&p(json!({"chat_id": 1, "text": html, "parse_mode": "HTML"}))));
+        assert!(e.starts_with("Bad Request: too many entities: 1001 given"), "{e}");
+        let html = "<b>a</b>".repeat(types::MAX_ENTITIES);
+        send_message_request(&p(json!({"chat_id": 1, "text": html, "parse_mode": "HTML"}))).expect("at the cap");
+    }
+
+    #[test]
+    fn send_message_refuses_unsafe_raw_links() {
+        let e = bad(send_message_request(&p(json!({
+            "chat_id": 1, "text": "hi there",
+            "entities": [
+                {"type": "bold", "offset": 0, "length": 2},
+                {"type": "text_link", "offset": 3, "length": 5, "url": "javascript:alert(document.cookie)"}
+            ]
+        }))));
+        assert!(e.starts_with("Bad Request: can't parse entities: entity 1 (text_link) has an unsupported URL"), "{e}");
+        let r = send_message_request(&p(json!({
+            "chat_id": 1, "text": "hi", "entities": [{"type": "text_link", "offset": 0, "length": 2, "url": "example.com"}]
+        })))
+        .expect("http link");
+        assert_eq!(r.entities[0].url, "http://example.com/");
     }
 
     #[test]

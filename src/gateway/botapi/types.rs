@@ -8,6 +8,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::format::checked_link;
 use super::ApiError;
 use crate::wire::e2e::Entity;
 
@@ -200,10 +201,41 @@ pub fn entities_to_json(entities: &[Entity]) -> Value {
     )
 }
 
-/// Reads a MessageEntity array (as given in `entities` / `caption_entities`). Checks the JSON
-/// shape only; call [`validate_entities`] against the text afterwards. Unknown keys are ignored.
-pub fn entities_from_json(value: &Value) -> Result<Vec<Entity>, ApiError> {
+/// Most entities one message may carry, whatever its length. Telegram renders at most 100 and
+/// silently ignores the rest; the gateway carries ten times that and refuses more, so the work
+/// and memory of one call stay bounded (docs/decisions.md).
+pub const MAX_ENTITIES: usize = 1000;
+
+/// Refuses more entities than a text of `text_utf16` units can carry: [`MAX_ENTITIES`], and for
+/// a short text one entity of each type per unit (every entity covers at least one unit, and a
+/// unit inside two entities of one type is redundant: same-type entities may neither overlap nor
+/// nest). Called as soon as the count is known, before any per-entity work.
+pub fn check_entity_count(count: usize, text_utf16: usize) -> Result<(), ApiError> {
+    if count > MAX_ENTITIES {
+        return Err(ApiError::bad_request(format!(
+            "too many entities: {count} given, at most {MAX_ENTITIES} are accepted per message"
+        )));
+    }
+    let per_text = text_utf16.saturating_mul(ENTITY_TYPES.len());
+    if count > per_text {
+        return Err(ApiError::bad_request(format!(
+            "too many entities: {count} given for a text of {text_utf16} UTF-16 code units, which can carry at most \
+             {per_text} (one entity of each of the {} types per unit)",
+            ENTITY_TYPES.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Reads a MessageEntity array (as given in `entities` / `caption_entities`) for a text of
+/// `text_utf16` units: the count first ([`check_entity_count`]), then the JSON shape of each.
+/// A `text_link` URL must pass the gateway's one link rule (`format::checked_link`, also applied
+/// to markup) and is kept normalised; `url` is kept only on `text_link` and `language` only on
+/// `pre`, so nothing else reaches the recipient. Call [`validate_entities`] against the text
+/// afterwards. Unknown keys are ignored.
+pub fn entities_from_json(value: &Value, text_utf16: usize) -> Result<Vec<Entity>, ApiError> {
     let items = value.as_array().ok_or_else(|| ApiError::bad_request("entities must be an array of MessageEntity"))?;
+    check_entity_count(items.len(), text_utf16)?;
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let obj = item.as_object().ok_or_else(|| entity_error(i, "is not an object"))?;
@@ -218,10 +250,23 @@ pub fn entities_from_json(value: &Value) -> Result<Vec<Entity>, ApiError> {
         e.offset = offset;
         e.length = length;
         if let Some(url) = obj.get("url") {
-            e.url = url.as_str().ok_or_else(|| entity_error(i, "has a non-string \"url\""))?.to_string();
+            let url = url.as_str().ok_or_else(|| entity_error(i, "has a non-string \"url\""))?;
+            // A blank url is left to `validate_entities` ("has no url").
+            if kind == "text_link" && !url.trim().is_empty() {
+                e.url = checked_link(url).ok_or_else(|| {
+                    entity_error(
+                        i,
+                        "(text_link) has an unsupported URL: only http(s) links with a host and tg:, ton: and \
+                         tonsite: links are accepted",
+                    )
+                })?;
+            }
         }
         if let Some(lang) = obj.get("language") {
-            e.language = lang.as_str().ok_or_else(|| entity_error(i, "has a non-string \"language\""))?.to_string();
+            let lang = lang.as_str().ok_or_else(|| entity_error(i, "has a non-string \"language\""))?;
+            if kind == "pre" {
+                e.language = lang.to_string();
+            }
         }
         out.push(e);
     }
@@ -437,15 +482,17 @@ mod tests {
             {"type": "pre", "offset": 11, "length": 3, "language": "rust", "unknown_key": true},
             {"type": "code", "offset": 15, "length": 1, "url": "ignored"}
         ]);
-        let parsed = entities_from_json(&src).expect("parses");
-        assert_eq!(parsed[1].url, "https://example.com");
+        let parsed = entities_from_json(&src, 16).expect("parses");
+        // The link is normalised as markup links are; url and language stay on their types only.
+        assert_eq!(parsed[1].url, "https://example.com/");
         assert_eq!(parsed[2].language, "rust");
+        assert_eq!(parsed[3].url, "");
         let back = entities_to_json(&parsed);
         assert_eq!(
             back,
             json!([
                 {"type": "bold", "offset": 0, "length": 5},
-                {"type": "text_link", "offset": 6, "length": 4, "url": "https://example.com"},
+                {"type": "text_link", "offset": 6, "length": 4, "url": "https://example.com/"},
                 {"type": "pre", "offset": 11, "length": 3, "language": "rust"},
                 {"type": "code", "offset": 15, "length": 1}
             ])
@@ -463,10 +510,70 @@ mod tests {
             json!([{"type": "bold", "offset": 0.5, "length": 1}]),
             json!([{"type": "text_link", "offset": 0, "length": 1, "url": 5}]),
         ] {
-            let err = entities_from_json(&bad).expect_err(&bad.to_string());
+            let err = entities_from_json(&bad, 16).expect_err(&bad.to_string());
             assert_eq!(err.status, 400);
             assert!(err.description.starts_with("Bad Request: "), "{}", err.description);
         }
+    }
+
+    #[test]
+    fn entity_count_is_refused_before_any_entity_is_read() {
+        // 100,000 items that are not even entities: the count is refused first, so none is read.
+        let many = Value::Array(vec![json!(1); 100_000]);
+        let err = entities_from_json(&many, 4096).expect_err("too many");
+        assert_eq!(err.status, 400);
+        assert_eq!(
+            err.description,
+            "Bad Request: too many entities: 100000 given, at most 1000 are accepted per message"
+        );
+        let bold = |n: usize| Value::Array(vec![json!({"type": "bold", "offset": 0, "length": 1}); n]);
+        assert_eq!(entities_from_json(&bold(MAX_ENTITIES), 4096).expect("at the cap").len(), MAX_ENTITIES);
+        assert!(entities_from_json(&bold(MAX_ENTITIES + 1), 4096).is_err());
+        // A short text carries at most one entity of each type per UTF-16 unit.
+        let per_two_units = 2 * ENTITY_TYPES.len();
+        entities_from_json(&bold(per_two_units), 2).expect("within the text's bound");
+        let err = entities_from_json(&bold(per_two_units + 1), 2).expect_err("beyond the text's bound");
+        assert!(err.description.contains("for a text of 2 UTF-16 code units"), "{}", err.description);
+        assert!(check_entity_count(1, 0).is_err(), "an empty text carries no entity");
+        check_entity_count(0, 0).expect("no entities");
+    }
+
+    #[test]
+    fn raw_text_links_follow_the_markup_link_rule() {
+        let raw = |url: &str| {
+            entities_from_json(&json!([{"type": "text_link", "offset": 0, "length": 1, "url": url}]), 1)
+                .map(|es| es[0].url.clone())
+        };
+        for unsafe_url in [
+            "javascript:alert(1)",
+            "JavaScript:alert(1)",
+            " javascript:alert(1)",
+            "data:text/html,<script>alert(1)</script>",
+            "vbscript:msgbox",
+            "file:///etc/passwd",
+            "mailto:a@b.c",
+            "http://",
+            "java\tscript:x",
+        ] {
+            let err = raw(unsafe_url).expect_err(unsafe_url);
+            assert_eq!(err.status, 400);
+            assert!(
+                err.description.starts_with("Bad Request: can't parse entities: entity 0 (text_link) has an unsupported URL"),
+                "{unsafe_url}: {}",
+                err.description
+            );
+        }
+        // One rule: a raw text_link is accepted exactly when the same link survives HTML, with
+        // the same normalised URL.
+        for url in ["javascript:alert(1)", "https://example.com", "example.com/a?b=1", "tg://resolve?domain=x", "ftp://x.y"] {
+            let html = crate::gateway::botapi::format::parse(
+                &format!("<a href=\"{url}\">x</a>"),
+                crate::gateway::botapi::format::ParseMode::Html,
+            )
+            .expect("html parses");
+            assert_eq!(raw(url).ok(), html.1.first().map(|e| e.url.clone()), "{url}");
+        }
+        assert_eq!(raw("example.com/a").expect("no scheme means http"), "http://example.com/a");
     }
 
     #[test]
