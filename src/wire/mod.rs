@@ -16,5 +16,6 @@ pub mod e2e {
 include!(concat!(env!("OUT_DIR"), "/services.rs"));
 
 pub mod connect;
+pub mod grpc_debug;
 
 pub use connect::{Credential, Platform};

@@ -45,7 +45,7 @@ pub struct Proc {
 }
 
 impl Proc {
-    fn spawn(name: &str, mut cmd: Command) -> (Proc, BufReader<std::process::ChildStdout>) {
+    pub fn spawn(name: &str, mut cmd: Command) -> (Proc, BufReader<std::process::ChildStdout>) {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
         let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {name}: {e}"));
         let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
