@@ -5,13 +5,14 @@
 //! - `platform-server` (module `platform`): the reference platform server.
 //! - `e2e-chat` (module `client`): a terminal client for a human user; drives the tests too.
 //!
-//! Shared layers: `wire` (generated gRPC/protobuf code), `crypto` (every libsodium call),
+//! Shared layers: `http` (the hardened HTTP/1.1 server under the Bot API), `wire` (generated gRPC/protobuf code), `crypto` (every libsodium call),
 //! `e2e` (device keys, sessions and envelopes over SQLite, used by the gateway and the client).
 
 pub mod client;
 pub mod crypto;
 pub mod e2e;
 pub mod gateway;
+pub mod http;
 pub mod platform;
 pub mod signals;
 pub mod wire;

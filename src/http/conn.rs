@@ -1,0 +1,282 @@
+//! One connection from its first byte to its close: buffered reads with deadlines, the
+//! keep-alive loop (head → handler → response), and closing without losing the response.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use super::body::Body;
+use super::head::{self, Framing};
+use super::server::{Handler, Request};
+use super::slots::{Phase, Slots};
+use super::{HttpError, Limits, Response};
+
+/// How long a closing connection keeps reading (and discarding) what the client still sends,
+/// so that closing does not reset the connection before the client has read our response.
+const LINGER: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 256 * 1024;
+/// An idle or stalled connection is evicted for a new one only after this long without
+/// progress, so a client in the middle of sending is not cut off for a newcomer.
+pub const MIN_STALL_TO_EVICT: Duration = Duration::from_millis(200);
+
+/// A socket with a read buffer that survives from one request to the next (pipelining).
+pub struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Conn {
+    pub fn new(stream: TcpStream, buf: Vec<u8>) -> Conn {
+        Conn { stream, buf, start: 0, end: 0 }
+    }
+
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.buf
+    }
+
+    fn buffered(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Reads more bytes into the buffer, waiting at most `timeout`. Ok(0) at end of stream or
+    /// when the buffer is full.
+    fn fill(&mut self, timeout: Duration) -> io::Result<usize> {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.end == self.buf.len() {
+            return Ok(0);
+        }
+        self.stream.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
+        let n = retry_interrupted(|| self.stream.read(&mut self.buf[self.end..]))?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// Reads body bytes: buffered ones first, else straight from the socket.
+    pub fn read_some(&mut self, out: &mut [u8], timeout: Duration) -> io::Result<usize> {
+        if self.start < self.end {
+            let n = out.len().min(self.end - self.start);
+            out[..n].copy_from_slice(&self.buf[self.start..self.start + n]);
+            self.consume(n);
+            return Ok(n);
+        }
+        self.stream.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
+        retry_interrupted(|| self.stream.read(out))
+    }
+
+    /// One line ending in LF (an optional CR before it is dropped), at most `max` bytes without
+    /// its end. None at end of stream; `InvalidData` when longer.
+    pub fn read_line(&mut self, max: usize, timeout: Duration) -> io::Result<Option<Vec<u8>>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(i) = self.buffered().iter().position(|&b| b == b'\n') {
+                let line = self.buffered()[..i].strip_suffix(b"\r").unwrap_or(&self.buffered()[..i]).to_vec();
+                self.consume(i + 1);
+                if line.len() > max {
+                    return Err(io::ErrorKind::InvalidData.into());
+                }
+                return Ok(Some(line));
+            }
+            if self.buffered().len() > max + 1 {
+                return Err(io::ErrorKind::InvalidData.into());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            if self.fill(left)? == 0 {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Writes an interim response (100 Continue).
+    pub fn write_interim(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+}
+
+fn retry_interrupted(mut f: impl FnMut() -> io::Result<usize>) -> io::Result<usize> {
+    loop {
+        match f() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+}
+
+/// What a worker needs to serve connections.
+pub struct Worker<'a> {
+    pub label: &'a str,
+    pub slot: usize,
+    pub slots: &'a Slots,
+    pub limits: &'a Limits,
+    pub handler: &'a dyn Handler,
+}
+
+/// Serves requests on `conn` until either side closes it.
+pub fn serve(conn: &mut Conn, w: &Worker<'_>) {
+    let _ = conn.stream.set_write_timeout(Some(w.limits.write_timeout));
+    loop {
+        match serve_one(conn, w) {
+            Next::KeepAlive => continue,
+            Next::Close => return,
+            Next::Linger => return linger(conn, w),
+        }
+    }
+}
+
+enum Next {
+    KeepAlive,
+    /// Close now: nothing unread is pending, or the client is gone.
+    Close,
+    /// Close after draining what the client may still send (unread body, refused head).
+    Linger,
+}
+
+fn serve_one(conn: &mut Conn, w: &Worker<'_>) -> Next {
+    // Idle until the first byte of the next request.
+    if !w.slots.enter(w.slot, Phase::Idle) {
+        return Next::Close;
+    }
+    if conn.buffered().is_empty() && !matches!(conn.fill(w.limits.idle_timeout), Ok(n) if n > 0) {
+        return Next::Close;
+    }
+    w.slots.enter(w.slot, Phase::Head);
+    let head = match read_head(conn, w) {
+        Ok(Some(head)) => head,
+        Ok(None) => return Next::Close,
+        Err(e) => {
+            log::debug!("{}: refused a request head: {e}", w.label);
+            return respond(conn, w, &w.handler.error(&e), true, true).lingering_if(true);
+        }
+    };
+    if let Framing::Length(n) = head.framing {
+        if n > w.limits.max_body_bytes {
+            let e = HttpError::new(413, "Content Too Large: the request body exceeds the limit");
+            return respond(conn, w, &w.handler.error(&e), true, true).lingering_if(true);
+        }
+    }
+    w.slots.enter(w.slot, Phase::Busy);
+    let is_head = head.method == "HEAD";
+    let client_close = head.close;
+    let body = Body::new(
+        conn,
+        w.slots,
+        w.slot,
+        head.framing,
+        head.expect_continue,
+        w.limits.body_stall,
+        w.limits.max_body_bytes,
+    );
+    let mut rq = Request { head, body };
+    let response = match catch_unwind(AssertUnwindSafe(|| w.handler.handle(&mut rq))) {
+        Ok(r) => r,
+        Err(_) => {
+            log::error!("{}: the request handler panicked", w.label);
+            w.handler.error(&HttpError::new(500, "Internal Server Error: the request handler failed"))
+        }
+    };
+    let body_done = rq.body.is_done();
+    drop(rq);
+    respond(conn, w, &response, client_close || response.wants_close() || !body_done, !is_head)
+        .lingering_if(!body_done)
+}
+
+impl Next {
+    fn lingering_if(self, unread: bool) -> Next {
+        match self {
+            Next::Close if unread => Next::Linger,
+            other => other,
+        }
+    }
+}
+
+/// Reads a complete head within the deadline and the size limits. Ok(None) when the client
+/// closed before finishing it.
+fn read_head(conn: &mut Conn, w: &Worker<'_>) -> Result<Option<head::Head>, HttpError> {
+    let deadline = Instant::now() + w.limits.head_deadline;
+    loop {
+        let buffered = conn.buffered();
+        if let Some(end) = head::find_end(buffered) {
+            let parsed = head::parse(&buffered[..end], w.limits.max_request_line, w.limits.max_headers);
+            conn.consume(end);
+            return parsed.map(Some);
+        }
+        // The request line alone (after any empty lines) may not pass its own limit.
+        let text = buffered.iter().position(|&b| b != b'\r' && b != b'\n').map_or(&buffered[..0], |i| &buffered[i..]);
+        let first_line = text.iter().position(|&b| b == b'\n').unwrap_or(text.len());
+        if first_line > w.limits.max_request_line + 1 {
+            return Err(HttpError::new(414, "URI Too Long: the request line is longer than the limit"));
+        }
+        if buffered.len() >= w.limits.max_head_bytes {
+            return Err(HttpError::new(431, "Request Header Fields Too Large: the header block is too large"));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(HttpError::new(408, "Request Timeout: the request head did not arrive in time"));
+        }
+        match conn.fill(left) {
+            Ok(0) => return Ok(None),
+            Ok(_) => w.slots.touch(w.slot),
+            Err(e) if is_timeout(&e) => {
+                return Err(HttpError::new(408, "Request Timeout: the request head did not arrive in time"))
+            }
+            Err(_) => return Ok(None),
+        }
+    }
+}
+
+/// Writes `response`; what comes next depends on `close` and on whether the write worked.
+fn respond(conn: &mut Conn, w: &Worker<'_>, response: &Response, close: bool, with_body: bool) -> Next {
+    w.slots.enter(w.slot, Phase::Busy);
+    if let Err(e) = response.write_to(&mut conn.stream, close, with_body) {
+        log::debug!("{}: client went away before the response: {e}", w.label);
+        return Next::Close;
+    }
+    if close {
+        Next::Close
+    } else {
+        Next::KeepAlive
+    }
+}
+
+/// Half-closes, then reads and discards for a short while, so the client reads the response
+/// before the connection goes away. Evictable (idle) meanwhile.
+fn linger(conn: &mut Conn, w: &Worker<'_>) {
+    let _ = conn.stream.flush();
+    if conn.stream.shutdown(Shutdown::Write).is_err() || !w.slots.enter(w.slot, Phase::Idle) {
+        return;
+    }
+    let deadline = Instant::now() + LINGER;
+    let mut sink = [0u8; 8192];
+    let mut drained = 0;
+    while drained < LINGER_BYTES {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        match conn.read_some(&mut sink, left) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => drained += n,
+        }
+    }
+}

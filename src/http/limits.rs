@@ -1,0 +1,47 @@
+//! Every bound the HTTP server enforces, in one place, with the defaults chosen for a Bot API
+//! listener (see docs/decisions.md, "The HTTP boundary").
+
+use std::time::Duration;
+
+/// Sizes, counts and deadlines of one listener.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Worker threads; each serves one connection at a time, so this is also the most
+    /// connections served at once. An idle or stalled connection is evicted when a new one
+    /// needs its worker (see `slots`).
+    pub workers: usize,
+    /// Longest request line (method, target, version). Longer: 414 (or 400 when it is not a
+    /// request line at all).
+    pub max_request_line: usize,
+    /// Largest header block, request line included. Larger: 431.
+    pub max_head_bytes: usize,
+    /// Most header fields. More: 431.
+    pub max_headers: usize,
+    /// Largest body the server will read at all; a larger `Content-Length` is 413 before any
+    /// byte of it is read. Handlers apply their own, usually smaller, limits.
+    pub max_body_bytes: u64,
+    /// From the first byte of a request to the end of its header block. Later: 408.
+    pub head_deadline: Duration,
+    /// Longest wait for the next byte of a body. Longer: 408.
+    pub body_stall: Duration,
+    /// Longest a keep-alive connection may sit idle between requests.
+    pub idle_timeout: Duration,
+    /// Longest wait for the client to take response bytes.
+    pub write_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            workers: 64,
+            max_request_line: 8 * 1024,
+            max_head_bytes: 32 * 1024,
+            max_headers: 100,
+            max_body_bytes: 64 * 1024 * 1024,
+            head_deadline: Duration::from_secs(10),
+            body_stall: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(30),
+        }
+    }
+}

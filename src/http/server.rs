@@ -1,0 +1,411 @@
+//! A listener: binds, accepts on one thread, hands each connection to a fixed pool of named
+//! workers, and stops and joins them all.
+//!
+//! Threads: `<name>-acc` accepts; `<name>-<i>` serve connections. Names must fit Linux's 15
+//! bytes, so `name` is at most 11 bytes.
+//!
+//! Hand-off: a zero-capacity channel, so a connection is only ever handed to a worker that is
+//! waiting for one. When none is, the accept thread evicts the connection that has waited
+//! longest on its client and hands the new one to the worker that frees; when nothing can be
+//! evicted within a short wait, the new connection is answered 503 and closed. Connections and
+//! threads are thus bounded by the worker count, whatever clients do.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, Receiver, SendTimeoutError, Sender, TrySendError};
+
+use super::body::Body;
+use super::conn::{self, Conn, Worker, MIN_STALL_TO_EVICT};
+use super::head::{Framing, Head, Version};
+use super::slots::Slots;
+use super::{HttpError, Limits, Response};
+
+/// How long a new connection may wait for a worker to be freed by eviction before it is 503.
+const HANDOFF_WAIT: Duration = Duration::from_millis(500);
+/// How often, while it waits, the accept thread looks again for a connection to evict.
+const HANDOFF_STEP: Duration = Duration::from_millis(50);
+/// After accept() fails (descriptors exhausted), wait this long, doubling, before trying again.
+const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
+/// A listener that refused a connection for lack of workers within this window is reported as
+/// not serving.
+const BUSY_WINDOW: Duration = Duration::from_secs(5);
+
+/// What a listener serves.
+pub trait Handler: Send + Sync {
+    /// Answers one request. It may read the body ([`Request::body`]) or leave it; an unread
+    /// body closes the connection after the response.
+    fn handle(&self, rq: &mut Request<'_>) -> Response;
+
+    /// The response for a request the server refused itself (bad head, limits, deadlines).
+    fn error(&self, err: &HttpError) -> Response {
+        Response::with_body(err.status, "text/plain; charset=utf-8", err.description.clone().into_bytes()).close()
+    }
+}
+
+/// One request as the handler sees it.
+pub struct Request<'c> {
+    pub(super) head: Head,
+    pub(super) body: Body<'c>,
+}
+
+impl Request<'_> {
+    pub fn method(&self) -> &str {
+        &self.head.method
+    }
+
+    /// The request target: path and query, as sent.
+    pub fn target(&self) -> &str {
+        &self.head.target
+    }
+
+    pub fn version(&self) -> Version {
+        self.head.version
+    }
+
+    /// The first header field named `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.header(name)
+    }
+
+    /// The declared body length: Some(0) without a body, None for a chunked one.
+    pub fn body_length(&self) -> Option<u64> {
+        match self.head.framing {
+            Framing::Empty => Some(0),
+            Framing::Length(n) => Some(n),
+            Framing::Chunked => None,
+        }
+    }
+
+    /// The body. Reading past its end returns 0; any failure is an error here and in
+    /// [`Request::body_error`].
+    pub fn body(&mut self) -> &mut dyn Read {
+        &mut self.body
+    }
+
+    /// Why reading the body failed (cut off, stalled, malformed, too large), with the status
+    /// to answer.
+    pub fn body_error(&self) -> Option<&HttpError> {
+        self.body.error()
+    }
+}
+
+/// Whether a listener is serving, as `/healthz` reports it.
+#[derive(Clone)]
+pub struct Health {
+    inner: Arc<HealthState>,
+}
+
+struct HealthState {
+    workers: usize,
+    workers_alive: AtomicUsize,
+    accepting: AtomicBool,
+    accept_failing: AtomicBool,
+    last_busy_refusal: Mutex<Option<Instant>>,
+    slots: Arc<Slots>,
+}
+
+/// A snapshot of [`Health`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthReport {
+    pub serving: bool,
+    /// Why not serving, when it is not.
+    pub problem: Option<&'static str>,
+    pub connections: usize,
+    pub workers: usize,
+}
+
+impl Health {
+    pub fn report(&self) -> HealthReport {
+        let s = &self.inner;
+        let busy = s.last_busy_refusal.lock().map(|t| t.is_some_and(|t| t.elapsed() < BUSY_WINDOW)).unwrap_or(false);
+        let problem = if !s.accepting.load(Ordering::SeqCst) {
+            Some("not accepting connections")
+        } else if s.accept_failing.load(Ordering::SeqCst) {
+            Some("accepting connections fails (file descriptors exhausted?)")
+        } else if s.workers_alive.load(Ordering::SeqCst) < s.workers {
+            Some("a worker thread has died")
+        } else if busy {
+            Some("all workers busy: connections were refused")
+        } else {
+            None
+        };
+        HealthReport { serving: problem.is_none(), problem, connections: s.slots.occupied(), workers: s.workers }
+    }
+}
+
+/// A running listener; [`Server::shutdown`] (or drop) stops and joins its threads.
+pub struct Server {
+    name: String,
+    local_addr: SocketAddr,
+    health: Health,
+    stopping: Arc<AtomicBool>,
+    wake: UnixStream,
+    slots: Arc<Slots>,
+    acceptor: Option<JoinHandle<()>>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Binds `addr` (port 0 picks a free port) and starts the accept thread and the workers.
+    pub fn start(name: &str, addr: &str, limits: Limits, handler: Arc<dyn Handler>) -> io::Result<Server> {
+        let listener = TcpListener::bind(addr)?;
+        Server::from_listener(name, listener, limits, handler)
+    }
+
+    /// Serves on an already bound listener.
+    pub fn from_listener(
+        name: &str,
+        listener: TcpListener,
+        limits: Limits,
+        handler: Arc<dyn Handler>,
+    ) -> io::Result<Server> {
+        assert!(name.len() <= 11, "thread names must fit 15 bytes: {name:?} is too long");
+        let workers = limits.workers.clamp(1, 999);
+        let local_addr = listener.local_addr()?;
+        listener.set_nonblocking(true)?;
+        let (wake, wake_rx) = UnixStream::pair()?;
+        wake_rx.set_nonblocking(true)?;
+        let slots = Arc::new(Slots::new(workers));
+        let health = Health {
+            inner: Arc::new(HealthState {
+                workers,
+                workers_alive: AtomicUsize::new(0),
+                accepting: AtomicBool::new(true),
+                accept_failing: AtomicBool::new(false),
+                last_busy_refusal: Mutex::new(None),
+                slots: Arc::clone(&slots),
+            }),
+        };
+        let stopping = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = bounded::<TcpStream>(0);
+        let mut server = Server {
+            name: name.to_string(),
+            local_addr,
+            health: health.clone(),
+            stopping: Arc::clone(&stopping),
+            wake,
+            slots: Arc::clone(&slots),
+            acceptor: None,
+            workers: Vec::new(),
+        };
+        let limits = Arc::new(limits);
+        for i in 0..workers {
+            let (rx, slots, limits, handler, health) =
+                (rx.clone(), Arc::clone(&slots), Arc::clone(&limits), Arc::clone(&handler), health.clone());
+            let label = format!("{name}-{i}");
+            let spawned = thread::Builder::new()
+                .name(label.clone())
+                .spawn(move || worker_loop(&label, i, &rx, &slots, &limits, &*handler, &health));
+            // On failure, dropping `server` stops the workers already started.
+            server.workers.push(spawned.map_err(|e| io::Error::new(e.kind(), format!("{name}: cannot start a worker: {e}")))?);
+        }
+        let acceptor = Acceptor { name: name.to_string(), listener, wake: wake_rx, tx, slots, health, stopping, handler };
+        server.acceptor = Some(
+            thread::Builder::new()
+                .name(format!("{name}-acc"))
+                .spawn(move || acceptor.run())
+                .map_err(|e| io::Error::new(e.kind(), format!("{name}: cannot start the accept thread: {e}")))?,
+        );
+        log::info!("{name}: listening on http://{local_addr} with {workers} workers");
+        Ok(server)
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn health(&self) -> Health {
+        self.health.clone()
+    }
+
+    /// Stops accepting, wakes every worker waiting on a client, lets busy ones finish their
+    /// request, and joins every thread.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let _ = (&self.wake).write(&[1]);
+        if let Some(acceptor) = self.acceptor.take() {
+            if acceptor.join().is_err() {
+                log::error!("{}: the accept thread panicked", self.name);
+            }
+        }
+        // The accept thread has dropped the hand-off sender: idle workers see it closed.
+        self.slots.stop();
+        for handle in self.workers.drain(..) {
+            if handle.join().is_err() {
+                log::error!("{}: a worker thread panicked", self.name);
+            }
+        }
+        log::info!("{}: stopped", self.name);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.acceptor.is_some() || !self.workers.is_empty() {
+            self.stop();
+        }
+    }
+}
+
+fn worker_loop(
+    label: &str,
+    slot: usize,
+    rx: &Receiver<TcpStream>,
+    slots: &Slots,
+    limits: &Limits,
+    handler: &dyn Handler,
+    health: &Health,
+) {
+    health.inner.workers_alive.fetch_add(1, Ordering::SeqCst);
+    // Counts the worker out however it ends, so /healthz sees a dead one.
+    struct Alive<'a>(&'a AtomicUsize);
+    impl Drop for Alive<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    let _alive = Alive(&health.inner.workers_alive);
+    let mut buffer = vec![0u8; limits.max_head_bytes];
+    let worker = Worker { label, slot, slots, limits, handler };
+    while let Ok(stream) = rx.recv() {
+        slots.occupy(slot, stream.try_clone().ok());
+        let mut conn = Conn::new(stream, std::mem::take(&mut buffer));
+        if catch_unwind(AssertUnwindSafe(|| conn::serve(&mut conn, &worker))).is_err() {
+            log::error!("{label}: serving a connection panicked; the worker goes on");
+        }
+        buffer = conn.into_buffer();
+        slots.release(slot);
+    }
+}
+
+struct Acceptor {
+    name: String,
+    listener: TcpListener,
+    wake: UnixStream,
+    tx: Sender<TcpStream>,
+    slots: Arc<Slots>,
+    health: Health,
+    stopping: Arc<AtomicBool>,
+    handler: Arc<dyn Handler>,
+}
+
+impl Acceptor {
+    fn run(self) {
+        let health = &self.health.inner;
+        // A descriptor held in reserve: when accept() fails for lack of descriptors, it is
+        // released to accept and close one waiting connection, so that client is refused at
+        // once instead of hanging in the backlog.
+        let mut reserve = std::fs::File::open("/dev/null").ok();
+        let mut backoff = None::<Duration>;
+        while !self.stopping.load(Ordering::SeqCst) {
+            if let Some(delay) = backoff {
+                self.wait(Some(delay));
+            } else {
+                self.wait(None);
+            }
+            if self.stopping.load(Ordering::SeqCst) {
+                break;
+            }
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    backoff = None;
+                    if health.accept_failing.swap(false, Ordering::SeqCst) {
+                        log::info!("{}: accepting connections again", self.name);
+                    }
+                    self.dispatch(stream);
+                }
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
+                Err(e) => {
+                    if !health.accept_failing.swap(true, Ordering::SeqCst) {
+                        log::error!("{}: accepting a connection failed: {e}; retrying with a backoff", self.name);
+                    }
+                    if reserve.take().is_some() {
+                        if let Ok((stream, _)) = self.listener.accept() {
+                            drop(stream);
+                        }
+                        reserve = std::fs::File::open("/dev/null").ok();
+                    }
+                    let next = backoff.map_or(ACCEPT_BACKOFF.0, |d| (d * 2).min(ACCEPT_BACKOFF.1));
+                    backoff = Some(next);
+                }
+            }
+        }
+        health.accepting.store(false, Ordering::SeqCst);
+    }
+
+    /// Blocks until the listener is readable, the server is stopping, or `timeout` passes.
+    fn wait(&self, timeout: Option<Duration>) {
+        let mut fds = [
+            libc::pollfd { fd: self.listener.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: self.wake.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        // During a backoff only the wake-up counts: the listener stays readable.
+        let (watch, ms) = match timeout {
+            Some(d) => (&mut fds[1..], i32::try_from(d.as_millis()).unwrap_or(i32::MAX)),
+            None => (&mut fds[..], -1),
+        };
+        // SAFETY: `watch` is a valid array of pollfd for the duration of the call.
+        unsafe { libc::poll(watch.as_mut_ptr(), watch.len() as libc::nfds_t, ms) };
+    }
+
+    fn dispatch(&self, stream: TcpStream) {
+        // Accepted sockets inherit O_NONBLOCK from the listener on macOS and the BSDs.
+        if stream.set_nonblocking(false).is_err() {
+            return;
+        }
+        let _ = stream.set_nodelay(true);
+        let mut stream = match self.tx.try_send(stream) {
+            Ok(()) => return,
+            Err(TrySendError::Disconnected(_)) => return,
+            Err(TrySendError::Full(stream)) => stream,
+        };
+        // No idle worker: cut off the stalest waiting connection and hand this one to the
+        // worker that frees. A connection may become evictable while we wait (its stall passes
+        // the minimum), so try again at each step until the hand-off deadline.
+        let deadline = Instant::now() + HANDOFF_WAIT;
+        loop {
+            self.slots.evict_stalest(MIN_STALL_TO_EVICT);
+            let step = deadline.saturating_duration_since(Instant::now()).min(HANDOFF_STEP);
+            stream = match self.tx.send_timeout(stream, step) {
+                Ok(()) | Err(SendTimeoutError::Disconnected(_)) => return,
+                Err(SendTimeoutError::Timeout(stream)) => stream,
+            };
+            if Instant::now() >= deadline {
+                return self.refuse_busy(stream);
+            }
+        }
+    }
+
+    /// 503 to a connection no worker can take; never blocks the accept thread for long.
+    fn refuse_busy(&self, mut stream: TcpStream) {
+        if let Ok(mut t) = self.health.inner.last_busy_refusal.lock() {
+            if t.is_none_or(|t| t.elapsed() >= BUSY_WINDOW) {
+                log::warn!("{}: all workers busy; refusing connections with 503", self.name);
+            }
+            *t = Some(Instant::now());
+        }
+        let response = self
+            .handler
+            .error(&HttpError::new(503, "Service Unavailable: too many connections, retry later"))
+            .with_header("Retry-After", "1");
+        let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+        let _ = response.write_to(&mut stream, true, true);
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,253 @@
+//! The server against raw, often hostile, clients on loopback.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::*;
+
+/// Echoes the body it read; `/slow` sleeps first; `/panic` panics; `/ignore` leaves the body.
+#[derive(Default)]
+struct Echo {
+    handled: AtomicUsize,
+}
+
+impl Handler for Echo {
+    fn handle(&self, rq: &mut Request<'_>) -> Response {
+        self.handled.fetch_add(1, Ordering::SeqCst);
+        match rq.target() {
+            "/slow" => std::thread::sleep(Duration::from_millis(1500)),
+            "/panic" => panic!("handler panic (expected by the test)"),
+            "/ignore" => return Response::with_body(200, "text/plain", b"ignored".to_vec()),
+            _ => {}
+        }
+        let mut body = Vec::new();
+        if rq.body().read_to_end(&mut body).is_err() {
+            let e = rq.body_error().cloned().unwrap_or_else(|| HttpError::new(400, "no body error recorded"));
+            self.handled.fetch_sub(1, Ordering::SeqCst);
+            return self.error(&e);
+        }
+        Response::with_body(200, "text/plain", [rq.target().as_bytes(), b" ", &body].concat())
+    }
+}
+
+struct Fixture {
+    server: Option<Server>,
+    handler: Arc<Echo>,
+}
+
+impl Fixture {
+    fn new(limits: Limits) -> Fixture {
+        let handler = Arc::new(Echo::default());
+        let server = Server::start("test", "127.0.0.1:0", limits, Arc::clone(&handler) as Arc<dyn Handler>).expect("start");
+        Fixture { server: Some(server), handler }
+    }
+
+    fn small() -> Fixture {
+        Fixture::new(Limits { workers: 2, ..Limits::default() })
+    }
+
+    fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(self.server.as_ref().expect("server").local_addr()).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+        s
+    }
+
+    /// Sends `raw`, half-closes, and reads everything until the server closes.
+    fn exchange(&self, raw: &[u8]) -> String {
+        let mut s = self.connect();
+        s.write_all(raw).expect("write");
+        let _ = s.shutdown(Shutdown::Write);
+        read_all(&mut s)
+    }
+
+    fn handled(&self) -> usize {
+        self.handler.handled.load(Ordering::SeqCst)
+    }
+
+    fn health(&self) -> HealthReport {
+        self.server.as_ref().expect("server").health().report()
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.shutdown();
+        }
+    }
+}
+
+fn read_all(s: &mut TcpStream) -> String {
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn status_of(response: &str) -> u16 {
+    response.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+#[test]
+fn keep_alive_and_pipelining() {
+    let f = Fixture::small();
+    let got = f.exchange(
+        b"POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcPOST /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n\
+          2\r\nxy\r\n1;ext\r\nz\r\n0\r\nTrailer: t\r\n\r\nGET /c HTTP/1.1\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(got.matches("HTTP/1.1 200 OK").count(), 3, "{got}");
+    assert!(got.contains("/a abc") && got.contains("/b xyz") && got.ends_with("/c "), "{got}");
+    assert!(got.contains("Connection: keep-alive") && got.contains("Connection: close"), "{got}");
+}
+
+#[test]
+fn huge_content_lengths_are_413_and_the_server_lives() {
+    let f = Fixture::small();
+    for len in ["4611686018427387904", "9223372036854775807", "9223372036854775808", "18446744073709551615", "42949672960"] {
+        let got = f.exchange(format!("POST /x HTTP/1.1\r\nContent-Length: {len}\r\n\r\n").as_bytes());
+        assert_eq!(status_of(&got), 413, "{len}: {got}");
+        assert!(got.contains("Connection: close"), "{got}");
+    }
+    assert_eq!(f.handled(), 0);
+    assert_eq!(status_of(&f.exchange(b"GET /ok HTTP/1.1\r\n\r\n")), 200);
+}
+
+#[test]
+fn a_cut_off_body_is_400_and_never_handled_as_complete() {
+    let f = Fixture::small();
+    let got = f.exchange(b"POST /x HTTP/1.1\r\nContent-Length: 100\r\n\r\nonly ten b");
+    assert_eq!(status_of(&got), 400, "{got}");
+    assert!(got.contains("ended before it was complete"), "{got}");
+    let got = f.exchange(b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nshort");
+    assert_eq!(status_of(&got), 400, "{got}");
+    assert_eq!(f.handled(), 0, "a cut-off body must not count as handled");
+}
+
+#[test]
+fn other_http_versions_get_505_and_the_connection_closes() {
+    let f = Fixture::small();
+    for raw in [&b"GET / HTTP/2.0\r\n\r\n"[..], b"GET / HTTP/3.0\r\n\r\n", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"] {
+        let got = f.exchange(raw);
+        assert_eq!(status_of(&got), 505, "{got}");
+    }
+    // Bare LF heads are served, not hung.
+    assert_eq!(status_of(&f.exchange(b"GET /lf HTTP/1.1\nHost: x\n\n")), 200);
+}
+
+#[test]
+fn limits_on_the_head() {
+    let f = Fixture::small();
+    let long_line = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(20_000));
+    assert_eq!(status_of(&f.exchange(long_line.as_bytes())), 414);
+    let big_header = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "b".repeat(40_000));
+    assert_eq!(status_of(&f.exchange(big_header.as_bytes())), 431);
+    assert_eq!(status_of(&f.exchange(b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n")), 501);
+    assert_eq!(status_of(&f.exchange(b"\x00\x01\x02 garbage\r\n\r\n")), 400);
+}
+
+#[test]
+fn an_unread_body_is_never_taken_for_the_next_request() {
+    let f = Fixture::small();
+    // The chunked body carries what would be a second request if the connection went on.
+    let got = f.exchange(
+        b"POST /ignore HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n\
+          2a\r\nGET /smuggled HTTP/1.1\r\nContent-Length: 0\r\n\r\n\r\n0\r\n\r\n",
+    );
+    assert_eq!(got.matches("HTTP/1.1").count(), 1, "{got}");
+    assert!(got.contains("Connection: close") && !got.contains("smuggled"), "{got}");
+    assert_eq!(f.handled(), 1);
+}
+
+#[test]
+fn expect_continue_is_answered_when_the_body_is_read() {
+    let f = Fixture::small();
+    let mut s = f.connect();
+    s.write_all(b"POST /e HTTP/1.1\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n").expect("write");
+    let mut interim = [0u8; 25];
+    s.read_exact(&mut interim).expect("100 Continue");
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    s.write_all(b"body").expect("body");
+    s.shutdown(Shutdown::Write).expect("half-close");
+    let got = read_all(&mut s);
+    assert!(got.starts_with("HTTP/1.1 200") && got.ends_with("/e body"), "{got}");
+}
+
+#[test]
+fn stalled_clients_are_evicted_for_new_ones() {
+    let f = Fixture::small();
+    // Two workers, both taken: one by a half-sent head, one by a body that never comes.
+    let mut head_staller = f.connect();
+    head_staller.write_all(b"POST /x HTTP/1.1\r\nHost:").expect("write");
+    let mut body_staller = f.connect();
+    body_staller.write_all(b"POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\n").expect("write");
+    std::thread::sleep(Duration::from_millis(400));
+    for _ in 0..3 {
+        let started = Instant::now();
+        assert_eq!(status_of(&f.exchange(b"GET /fresh HTTP/1.1\r\n\r\n")), 200);
+        assert!(started.elapsed() < Duration::from_secs(5), "served only after {:?}", started.elapsed());
+    }
+    assert_eq!(read_all(&mut head_staller), "", "an evicted head gets no answer");
+    assert!(f.health().serving);
+}
+
+#[test]
+fn a_stalled_head_gets_408_at_its_deadline() {
+    let f = Fixture::new(Limits { workers: 2, head_deadline: Duration::from_millis(300), ..Limits::default() });
+    let mut s = f.connect();
+    s.write_all(b"GET / HTTP/1.1\r\n").expect("write");
+    let got = read_all(&mut s);
+    assert_eq!(status_of(&got), 408, "{got}");
+}
+
+#[test]
+fn a_stalled_body_gets_408() {
+    let f = Fixture::new(Limits { workers: 2, body_stall: Duration::from_millis(300), ..Limits::default() });
+    let mut s = f.connect();
+    s.write_all(b"POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\n12").expect("write");
+    let got = read_all(&mut s);
+    assert_eq!(status_of(&got), 408, "{got}");
+    assert!(got.contains("stalled"), "{got}");
+}
+
+#[test]
+fn busy_workers_mean_503_and_an_honest_health() {
+    let f = Fixture::new(Limits { workers: 1, ..Limits::default() });
+    let slow = {
+        let mut s = f.connect();
+        s.write_all(b"GET /slow HTTP/1.1\r\nConnection: close\r\n\r\n").expect("write");
+        std::thread::spawn(move || read_all(&mut s))
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let got = f.exchange(b"GET /x HTTP/1.1\r\n\r\n");
+    assert_eq!(status_of(&got), 503, "{got}");
+    assert!(got.contains("Retry-After: 1"), "{got}");
+    let h = f.health();
+    assert!(!h.serving && h.problem.is_some_and(|p| p.contains("busy")), "{h:?}");
+    assert_eq!(status_of(&slow.join().expect("slow")), 200);
+}
+
+#[test]
+fn a_panicking_handler_is_500_and_the_worker_goes_on() {
+    let f = Fixture::new(Limits { workers: 1, ..Limits::default() });
+    for _ in 0..3 {
+        assert_eq!(status_of(&f.exchange(b"GET /panic HTTP/1.1\r\n\r\n")), 500);
+    }
+    assert_eq!(status_of(&f.exchange(b"GET /ok HTTP/1.1\r\n\r\n")), 200);
+    assert!(f.health().serving);
+}
+
+#[test]
+fn shutdown_wakes_idle_connections_and_joins() {
+    let f = Fixture::small();
+    let mut idle = f.connect();
+    idle.write_all(b"GET /a HTTP/1.1\r\n\r\n").expect("write");
+    let mut first = [0u8; 12];
+    idle.read_exact(&mut first).expect("first response");
+    let mut stalled = f.connect();
+    stalled.write_all(b"GET /b HTTP/1.1\r\n").expect("write");
+    let started = Instant::now();
+    drop(f);
+    assert!(started.elapsed() < Duration::from_secs(5), "shutdown took {:?}", started.elapsed());
+}
