@@ -2,7 +2,7 @@
 //! local receiver, from a queue that is already full.
 //!
 //! Users send BENCH_WEBHOOK messages (default 1000) while the bot is in polling mode and nobody
-//! polls, so they pile up in the durable queue; then a local receiver (tiny_http on 127.0.0.1,
+//! polls, so they pile up in the durable queue; then a local receiver (the gateway's HTTP server on 127.0.0.1,
 //! answering 200 with an empty body) is registered with `setWebhook`, and the time until it
 //! has received every update is measured. Each delivery includes the credential check with the
 //! platform, the POST, and the acknowledgement commit, exactly as in production.

@@ -1,5 +1,5 @@
 //! Webhook mode end to end: the real platform server and gateway, users driven through the
-//! client library, and a local receiver (tiny_http on 127.0.0.1:0) that records every request
+//! client library, and a local receiver (the gateway's HTTP server on 127.0.0.1:0) that records every request
 //! and answers with scripted statuses. Covers retries and ordering, a receiver that is down, a
 //! gateway restart during a retry, dropping the queue, the 409 of getUpdates, the URL rules,
 //! webhook replies, the durable `allowed_updates`, and a revoked credential.
@@ -10,10 +10,11 @@
 mod support;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::Read;
 use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use bot_gateway::http;
 
 use serde_json::{json, Value};
 use support::{Gateway, World};
@@ -51,13 +52,42 @@ struct ReceiverState {
     reply: Option<Value>,
 }
 
-/// A local webhook receiver.
+/// A local webhook receiver on the gateway's own HTTP server.
 struct Receiver {
     url: String,
     state: Arc<(Mutex<ReceiverState>, Condvar)>,
-    server: Arc<tiny_http::Server>,
-    stopping: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    server: Option<http::Server>,
+}
+
+/// Records each request and answers with the next scripted status.
+struct Recording(Arc<(Mutex<ReceiverState>, Condvar)>);
+
+impl http::Handler for Recording {
+    fn handle(&self, rq: &mut http::Request<'_>) -> http::Response {
+        let header = |n: &str| rq.header(n).map(str::to_string);
+        let (content_type, secret, telegram_secret) =
+            (header("Content-Type"), header(SECRET_HEADER), header("X-Telegram-Bot-Api-Secret-Token"));
+        let method = rq.method().to_string();
+        let mut body = String::new();
+        rq.body().read_to_string(&mut body).expect("read body");
+        let (lock, cv) = &*self.0;
+        let mut s = lock.lock().expect("receiver lock");
+        let status = s.script.pop_front().unwrap_or(s.default_status);
+        let reply = s.reply.clone().filter(|_| (200..300).contains(&status));
+        s.requests.push(Recorded {
+            method,
+            body: serde_json::from_str(&body).unwrap_or(Value::String(body)),
+            content_type,
+            secret,
+            telegram_secret,
+            status,
+        });
+        cv.notify_all();
+        match reply {
+            Some(v) => http::Response::with_body(status, "application/json", v.to_string().into_bytes()),
+            None => http::Response::new(status),
+        }
+    }
 }
 
 impl Receiver {
@@ -66,8 +96,6 @@ impl Receiver {
     }
 
     fn start_on(addr: &str, script: &[u16], default_status: u16) -> Receiver {
-        let server = Arc::new(tiny_http::Server::http(addr).expect("bind receiver"));
-        let url = format!("http://{}/hook", server.server_addr().to_ip().expect("ip"));
         let state = Arc::new((
             Mutex::new(ReceiverState {
                 script: script.iter().copied().collect(),
@@ -76,49 +104,11 @@ impl Receiver {
             }),
             Condvar::new(),
         ));
-        let stopping = Arc::new(AtomicBool::new(false));
-        let (srv, st, stop) = (server.clone(), state.clone(), stopping.clone());
-        let thread = std::thread::Builder::new()
-            .name("webhook-receiver".into())
-            .spawn(move || loop {
-                let mut rq = match srv.recv() {
-                    Ok(rq) => rq,
-                    Err(_) if stop.load(Ordering::SeqCst) => return,
-                    Err(e) => panic!("receiver: {e}"),
-                };
-                if stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                let header = |rq: &tiny_http::Request, n: &'static str| {
-                    rq.headers().iter().find(|h| h.field.equiv(n)).map(|h| h.value.to_string())
-                };
-                let mut body = String::new();
-                rq.as_reader().read_to_string(&mut body).expect("read body");
-                let (lock, cv) = &*st;
-                let mut s = lock.lock().expect("receiver lock");
-                let status = s.script.pop_front().unwrap_or(s.default_status);
-                let reply = s.reply.clone().filter(|_| (200..300).contains(&status));
-                s.requests.push(Recorded {
-                    method: rq.method().to_string(),
-                    body: serde_json::from_str(&body).unwrap_or(Value::String(body)),
-                    content_type: header(&rq, "Content-Type"),
-                    secret: header(&rq, SECRET_HEADER),
-                    telegram_secret: header(&rq, "X-Telegram-Bot-Api-Secret-Token"),
-                    status,
-                });
-                cv.notify_all();
-                drop(s);
-                let response = match reply {
-                    Some(v) => tiny_http::Response::from_string(v.to_string())
-                        .with_status_code(status)
-                        .with_header(tiny_http::Header::from_bytes("Content-Type", "application/json").expect("header"))
-                        .boxed(),
-                    None => tiny_http::Response::empty(status).boxed(),
-                };
-                let _ = rq.respond(response);
-            })
-            .expect("spawn receiver");
-        Receiver { url, state, server, stopping, thread: Some(thread) }
+        let limits = http::Limits { workers: 2, ..http::Limits::default() };
+        let server = http::Server::start("receiver", addr, limits, Arc::new(Recording(state.clone())))
+            .expect("bind receiver");
+        let url = format!("http://{}/hook", server.local_addr());
+        Receiver { url, state, server: Some(server) }
     }
 
     fn requests(&self) -> Vec<Recorded> {
@@ -159,10 +149,8 @@ impl Receiver {
 
 impl Drop for Receiver {
     fn drop(&mut self) {
-        self.stopping.store(true, Ordering::SeqCst);
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        if let Some(server) = self.server.take() {
+            server.shutdown();
         }
     }
 }
@@ -586,7 +574,7 @@ struct Hanging {
     url: String,
     hang_up: std::sync::mpsc::Sender<()>,
     got_request: std::sync::mpsc::Receiver<()>,
-    thread: JoinHandle<()>,
+    thread: std::thread::JoinHandle<()>,
 }
 
 impl Hanging {
@@ -596,7 +584,6 @@ impl Hanging {
         let (hang_up, told) = std::sync::mpsc::channel();
         let (request, got_request) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
-            use std::io::Read;
             let (mut conn, _) = listener.accept().expect("the gateway connects");
             let mut buf = [0u8; 4096];
             let _ = conn.read(&mut buf);

@@ -15,7 +15,7 @@ pub mod webhook;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::{anyhow, bail};
 use serde_json::{json, Value};
@@ -24,13 +24,11 @@ use botapi::backend::{Backend, BotApi};
 use botapi::server::{Listener, ListenerKind};
 use runtime::{BotRuntime, BotShared};
 
-/// HTTP worker threads of the Bot API listener: a long poll holds one for up to 50 s.
-const COMPAT_WORKERS: usize = 16;
-const EXTENSION_WORKERS: usize = 4;
-
 /// All configured bots, as the listeners see them.
 pub struct Gateway {
     bots: HashMap<u64, Arc<BotShared>>,
+    /// The Bot API listener's health, once it listens: both listeners' `/healthz` report it.
+    bot_api: OnceLock<crate::http::Health>,
 }
 
 impl Backend for Gateway {
@@ -48,10 +46,23 @@ impl Backend for Gateway {
         bots.sort_by_key(|b| b.compat_user_id);
         let list: Vec<Value> = bots.iter().map(|b| b.health()).collect();
         let healthy = list.iter().all(|b| b["connected"] == true);
+        let listener = self.bot_api.get().map(|h| h.report());
+        let serving = listener.as_ref().is_some_and(|r| r.serving);
+        let mut bot_api = json!({"serving": serving});
+        if let Some(r) = &listener {
+            bot_api["connections"] = json!(r.connections);
+            bot_api["workers"] = json!(r.workers);
+        }
+        match listener.as_ref().map(|r| r.problem) {
+            None => bot_api["problem"] = json!("not listening yet"),
+            Some(Some(p)) => bot_api["problem"] = json!(p),
+            Some(None) => {}
+        }
         json!({
-            "ok": true,
-            "status": if healthy { "ok" } else { "degraded" },
+            "ok": serving,
+            "status": if !serving { "unhealthy" } else if healthy { "ok" } else { "degraded" },
             "compatibility_profile_id": config::COMPATIBILITY_PROFILE_ID,
+            "bot_api": bot_api,
             "bots": list,
         })
     }
@@ -77,6 +88,7 @@ fn serve(config_path: &Path) -> anyhow::Result<()> {
     // Everything we create in state_dir (databases, WAL files, the lock) is 0600.
     // SAFETY: umask only changes this process's file-creation mask.
     unsafe { libc::umask(0o077) };
+    raise_descriptor_limit();
     crate::crypto::init();
     let signals = crate::signals::block();
 
@@ -104,16 +116,24 @@ fn serve(config_path: &Path) -> anyhow::Result<()> {
         webhook::spawn(shared.clone())?;
         bots.insert(bot.compat_user_id, shared);
     }
-    let gateway = Arc::new(Gateway { bots });
+    let bot_count = bots.len();
+    let gateway = Arc::new(Gateway { bots, bot_api: OnceLock::new() });
 
-    let compat = Listener::start("compat-http", &config.compat_listen_addr.to_string(), gateway.clone() as Arc<dyn Backend>, ListenerKind::Compat, COMPAT_WORKERS)
-        .map_err(|e| anyhow!("cannot listen on compat_listen_addr {}: {e}", config.compat_listen_addr))?;
+    let compat = Listener::start(
+        "compat-http",
+        &config.compat_listen_addr.to_string(),
+        gateway.clone() as Arc<dyn Backend>,
+        ListenerKind::Compat,
+        botapi::compat_limits(bot_count),
+    )
+    .map_err(|e| anyhow!("cannot listen on compat_listen_addr {}: {e}", config.compat_listen_addr))?;
+    let _ = gateway.bot_api.set(compat.health());
     let ext = Listener::start(
         "ext-http",
         &config.extensions_listen_addr.to_string(),
         gateway.clone() as Arc<dyn Backend>,
         ListenerKind::Extensions,
-        EXTENSION_WORKERS,
+        botapi::extensions_limits(),
     )
     .map_err(|e| anyhow!("cannot listen on extensions_listen_addr {}: {e}", config.extensions_listen_addr))?;
     log::info!("Bot API on http://{}, extensions on http://{}", compat.local_addr(), ext.local_addr());
@@ -129,6 +149,25 @@ fn serve(config_path: &Path) -> anyhow::Result<()> {
     // The bot threads hold no uncommitted state: every step they take is a transaction.
     drop(state);
     Ok(())
+}
+
+/// Raises the soft limit on open descriptors to the hard limit (systemd's default soft limit
+/// is 1024), so that bursts of connections run into the listeners' own bounds, not into
+/// EMFILE. The listeners survive EMFILE anyway; this only makes it rarer.
+fn raise_descriptor_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= lim.rlim_max {
+            return;
+        }
+        let wanted = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) != 0 {
+            // macOS refuses values above OPEN_MAX for an "unlimited" hard limit.
+            let capped = libc::rlimit { rlim_cur: lim.rlim_max.min(10_240), rlim_max: lim.rlim_max };
+            libc::setrlimit(libc::RLIMIT_NOFILE, &capped);
+        }
+    }
 }
 
 /// Prints the bound addresses for whoever started us. stdout may already be closed (a

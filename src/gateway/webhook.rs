@@ -397,24 +397,33 @@ mod tests {
     /// Body, Content-Type and secret header of one received request.
     type Seen = (String, Option<String>, Option<String>);
 
-    /// A local receiver (tiny_http) that answers each request with the next scripted status.
+    /// A local receiver that answers each request with the next scripted status; the handle
+    /// returns what it saw once every scripted status was used.
     fn receiver(statuses: Vec<u16>) -> (String, thread::JoinHandle<Vec<Seen>>) {
-        let server = tiny_http::Server::http("127.0.0.1:0").expect("bind");
-        let url = format!("http://{}/hook", server.server_addr().to_ip().expect("ip"));
+        struct Scripted {
+            statuses: std::sync::Mutex<std::collections::VecDeque<u16>>,
+            seen: crossbeam_channel::Sender<Seen>,
+        }
+        impl crate::http::Handler for Scripted {
+            fn handle(&self, rq: &mut crate::http::Request<'_>) -> crate::http::Response {
+                let (ct, secret) = (rq.header("Content-Type").map(str::to_string), rq.header(SECRET_HEADER).map(str::to_string));
+                let mut body = String::new();
+                rq.body().read_to_string(&mut body).expect("body");
+                let _ = self.seen.send((body, ct, secret));
+                crate::http::Response::new(self.statuses.lock().expect("lock").pop_front().unwrap_or(500))
+            }
+        }
+        let n = statuses.len();
+        let (tx, rx) = crossbeam_channel::bounded(n);
+        let handler = Scripted { statuses: std::sync::Mutex::new(statuses.into()), seen: tx };
+        let limits = crate::http::Limits { workers: 1, ..Default::default() };
+        let server = crate::http::Server::start("test-recv", "127.0.0.1:0", limits, Arc::new(handler)).expect("bind");
+        let url = format!("http://{}/hook", server.local_addr());
         let handle = thread::Builder::new()
             .name("test-receiver".into())
             .spawn(move || {
-                let mut seen = Vec::new();
-                for status in statuses {
-                    let mut rq = server.recv().expect("request");
-                    let header =
-                        |n: &'static str| rq.headers().iter().find(|h| h.field.equiv(n)).map(|h| h.value.to_string());
-                    let (ct, secret) = (header("Content-Type"), header(SECRET_HEADER));
-                    let mut body = String::new();
-                    rq.as_reader().read_to_string(&mut body).expect("body");
-                    seen.push((body, ct, secret));
-                    rq.respond(tiny_http::Response::empty(status)).expect("respond");
-                }
+                let seen = (0..n).map(|_| rx.recv_timeout(std::time::Duration::from_secs(30)).expect("request")).collect();
+                server.shutdown();
                 seen
             })
             .expect("spawn receiver");

@@ -1035,14 +1035,14 @@ mod tests {
     }
 
     #[test]
-    fn deeply_nested_links_cost_linear_time() {
-        // Each inner link used to copy the text it encloses as its URL: 60,000 nested
-        // MarkdownV2 links took 16 s of CPU, 40,000 nested HTML links 6 s.
-        let started = std::time::Instant::now();
+    fn deeply_nested_links_make_one_entity() {
+        // Each inner link used to copy the text it encloses as its URL, which is quadratic:
+        // 60,000 nested MarkdownV2 links took 16 s of CPU, 40,000 nested HTML links 6 s. Only
+        // the outermost link is an entity now, so nothing is copied per level. (No timing
+        // here: speed is for benchmarks; the single entity shows the copying is gone.)
         let (_, v2) = parse(&format!("{}{}", "[x".repeat(60_000), "]".repeat(60_000)), V2).expect("parses");
         let (_, html) = parse(&format!("{}{}", "<a>x".repeat(40_000), "</a>".repeat(40_000)), H).expect("parses");
         assert_eq!((v2.len(), html.len()), (1, 1), "only the outermost link is an entity");
-        assert!(started.elapsed() < std::time::Duration::from_secs(2), "took {:?}", started.elapsed());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The Bot HTTP API boundary: listeners, request decoding, methods and JSON types.
 //!
-//! Flow of one call: `server` routes `/bot<token>/<method>` and authenticates the token
+//! Flow of one call: the HTTP server (`crate::http`) reads the request, `server` routes `/bot<token>/<method>` and authenticates the token
 //! (`token`, then `Backend::bot`), `methods::preflight` checks revocation and the method name,
 //! `request` (+ `multipart`) decodes the body into `params::Params`, `methods::call` validates
 //! the parameters and calls the runtime through `BotApi`, and `response` writes the envelope.
@@ -22,5 +22,5 @@ pub mod types;
 pub use backend::{Backend, BotApi, GetUpdates, SendMessage};
 pub use error::ApiError;
 pub use params::{Params, UploadedFile};
-pub use server::{Listener, ListenerKind, DEFAULT_COMPAT_WORKERS, DEFAULT_EXTENSIONS_WORKERS};
+pub use server::{compat_limits, extensions_limits, Listener, ListenerKind};
 pub use token::{parse_token, ParsedToken};

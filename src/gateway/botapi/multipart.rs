@@ -22,6 +22,8 @@ const READ_CHUNK: usize = 64 * 1024;
 pub enum MultipartError {
     /// More than the byte limit was read.
     TooLarge,
+    /// The text parts together are larger than their limit.
+    TextTooLarge,
     /// The body does not follow the multipart syntax; says where.
     Malformed(String),
     /// Reading the body failed (client went away, broken chunked encoding).
@@ -51,8 +53,15 @@ pub fn boundary_from_content_type(content_type: &str) -> Option<String> {
 
 /// Parses a whole multipart body into `params`: text parts with [`Params::insert_text`], file
 /// parts with [`Params::insert_file`]. Reads `body` to its end (the epilogue is discarded) and
-/// fails with `TooLarge` once more than `limit` bytes were read.
-pub fn parse(body: &mut dyn Read, boundary: &str, limit: usize, params: &mut Params) -> Result<(), MultipartError> {
+/// fails with `TooLarge` once more than `limit` bytes were read, or more than `text_limit`
+/// bytes of text parts.
+pub fn parse(
+    body: &mut dyn Read,
+    boundary: &str,
+    limit: usize,
+    text_limit: usize,
+    params: &mut Params,
+) -> Result<(), MultipartError> {
     if boundary.is_empty() || boundary.len() > MAX_BOUNDARY_LEN {
         return Err(MultipartError::Malformed("the boundary is empty or too long".into()));
     }
@@ -66,6 +75,7 @@ pub fn parse(body: &mut dyn Read, boundary: &str, limit: usize, params: &mut Par
         return Err(MultipartError::Malformed("no opening boundary".into()));
     }
     let mut parts = 0usize;
+    let mut text_bytes = 0usize;
     loop {
         // After a delimiter: "--" closes the body, otherwise optional padding and CRLF.
         s.ensure(2)?;
@@ -105,6 +115,10 @@ pub fn parse(body: &mut dyn Read, boundary: &str, limit: usize, params: &mut Par
                 params.insert_file(&name, UploadedFile { filename, content_type: part.content_type, bytes: data });
             }
             None => {
+                text_bytes += data.len();
+                if text_bytes > text_limit {
+                    return Err(MultipartError::TextTooLarge);
+                }
                 let text = String::from_utf8(data)
                     .map_err(|_| MultipartError::Malformed(format!("field {name:?} is not valid UTF-8")))?;
                 params.insert_text(&name, text);
@@ -467,7 +481,7 @@ mod tests {
         let b = body();
         for step in [1, 2, 3, 7, 16, 17, 64, 1 << 20] {
             let mut p = Params::new();
-            parse(&mut Trickle { data: &b, step }, B, 1 << 20, &mut p).unwrap_or_else(|e| panic!("step {step}: {e:?}"));
+            parse(&mut Trickle { data: &b, step }, B, 1 << 20, 1 << 20, &mut p).unwrap_or_else(|e| panic!("step {step}: {e:?}"));
             check(&p);
         }
     }
@@ -476,10 +490,10 @@ mod tests {
     fn enforces_the_byte_limit() {
         let b = body();
         let mut p = Params::new();
-        let err = parse(&mut Trickle { data: &b, step: 5 }, B, b.len() - 1, &mut p).expect_err("over limit");
+        let err = parse(&mut Trickle { data: &b, step: 5 }, B, b.len() - 1, 1 << 20, &mut p).expect_err("over limit");
         assert!(matches!(err, MultipartError::TooLarge), "{err:?}");
         let mut p = Params::new();
-        parse(&mut Trickle { data: &b, step: 5 }, B, b.len(), &mut p).expect("exactly at the limit");
+        parse(&mut Trickle { data: &b, step: 5 }, B, b.len(), 1 << 20, &mut p).expect("exactly at the limit");
     }
 
     #[test]
@@ -505,7 +519,7 @@ mod tests {
         ];
         for (b, want) in cases {
             let mut p = Params::new();
-            match parse(&mut Trickle { data: &b, step: 3 }, B, 1 << 20, &mut p) {
+            match parse(&mut Trickle { data: &b, step: 3 }, B, 1 << 20, 1 << 20, &mut p) {
                 Err(MultipartError::Malformed(m)) => assert!(m.contains(want), "{m:?} lacks {want:?}"),
                 other => panic!("expected Malformed({want}), got {other:?}"),
             }

@@ -3,9 +3,11 @@
 //! (an object), `multipart/form-data` (with or without Content-Length), or an empty body with no
 //! Content-Type (PTB's parameterless calls). Body values override query values of the same name.
 //!
-//! The body is read through a bound of [`MAX_BODY_BYTES`]: a larger Content-Length is refused
-//! before reading, and a chunked body is cut off once it passes the bound (413). A malformed body
-//! is a 400 saying what was wrong. This module does not know any method's parameters.
+//! The body is read through a bound: [`MAX_BODY_BYTES`] for multipart (uploads), and
+//! [`MAX_TEXT_BODY_BYTES`] for every other body and for the text parts of a multipart body. A
+//! larger Content-Length is refused before reading, and a chunked body is cut off once it
+//! passes the bound (413). A malformed body is a 400 saying what was wrong. This module does not
+//! know any method's parameters.
 
 use std::io::Read;
 
@@ -18,6 +20,9 @@ use super::ApiError;
 /// Largest accepted request body: a 50 MiB media file (SPEC "Limits") plus multipart overhead
 /// and the other parameters.
 pub const MAX_BODY_BYTES: usize = 52 * 1024 * 1024;
+/// Largest body that is not an upload, and largest total of a multipart body's text parts: a
+/// message of 4096 characters with its entities and a keyboard stays far below.
+pub const MAX_TEXT_BODY_BYTES: usize = 1024 * 1024;
 
 /// Decodes a request with the standard body limit. `query` is the part of the URL after `?`;
 /// `content_length` is `None` for a chunked body.
@@ -42,19 +47,26 @@ pub fn decode_with_limit(
     if let Some(q) = query.filter(|q| !q.is_empty()) {
         parse_urlencoded(q.as_bytes(), &mut params, "query string")?;
     }
-    if content_length.is_some_and(|n| n > limit) {
-        return Err(too_large(limit));
-    }
     let media_type =
         content_type.map(|ct| ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase()).filter(|m| !m.is_empty());
+    let is_upload = media_type.as_deref() == Some("multipart/form-data");
+    let text_limit = limit.min(MAX_TEXT_BODY_BYTES);
+    if content_length.is_some_and(|n| n > if is_upload { limit } else { text_limit }) {
+        return Err(too_large(if is_upload { limit } else { text_limit }));
+    }
+    let limit = if is_upload { limit } else { text_limit };
     match media_type.as_deref() {
         Some("multipart/form-data") => {
             let ct = content_type.unwrap_or_default();
             let boundary = multipart::boundary_from_content_type(ct).ok_or_else(|| {
                 ApiError::bad_request("can't parse multipart body: the Content-Type has no valid boundary")
             })?;
-            multipart::parse(body, &boundary, limit, &mut params).map_err(|e| match e {
+            multipart::parse(body, &boundary, limit, text_limit, &mut params).map_err(|e| match e {
                 MultipartError::TooLarge => too_large(limit),
+                MultipartError::TextTooLarge => ApiError::new(
+                    413,
+                    format!("Request Entity Too Large: the text parameters exceed the limit of {} MiB", text_limit >> 20),
+                ),
                 MultipartError::Malformed(m) => ApiError::bad_request(format!("can't parse multipart body: {m}")),
                 MultipartError::Io(e) => ApiError::bad_request(format!("can't read request body: {e}")),
             })?;
@@ -97,10 +109,8 @@ fn is_json(media_type: &str) -> bool {
 }
 
 fn too_large(limit: usize) -> ApiError {
-    ApiError::new(
-        413,
-        format!("Request Entity Too Large: the request body exceeds the limit of {} MiB", limit / (1024 * 1024)),
-    )
+    let size = if limit >= 1024 * 1024 { format!("{} MiB", limit / (1024 * 1024)) } else { format!("{limit} bytes") };
+    ApiError::new(413, format!("Request Entity Too Large: the request body exceeds the limit of {size}"))
 }
 
 /// Reads the whole body, failing with 413 past `limit` bytes.
@@ -327,6 +337,23 @@ mod tests {
             let e = decode_with_limit(None, Some(ct), None, &mut Cursor::new(big.clone()), 1024).expect_err(ct);
             assert_eq!(e.status, 413, "{ct}");
         }
+    }
+
+    #[test]
+    fn text_bodies_have_a_smaller_limit_than_uploads() {
+        let big = vec![b' '; MAX_TEXT_BODY_BYTES + 1];
+        let e = decode(None, Some("application/json"), Some(big.len()), &mut Cursor::new(big.clone())).expect_err("413");
+        assert_eq!((e.status, e.description.as_str()), (413, "Request Entity Too Large: the request body exceeds the limit of 1 MiB"));
+        let e = decode(None, Some("application/json"), None, &mut Cursor::new(big)).expect_err("chunked 413");
+        assert_eq!(e.status, 413);
+        // A multipart body may be larger, but not its text parts.
+        let mut body = b"--b\r\nContent-Disposition: form-data; name=\"text\"\r\n\r\n".to_vec();
+        body.extend(std::iter::repeat_n(b'a', MAX_TEXT_BODY_BYTES + 1));
+        body.extend_from_slice(b"\r\n--b--\r\n");
+        let e = decode(None, Some("multipart/form-data; boundary=b"), Some(body.len()), &mut Cursor::new(body))
+            .expect_err("text part 413");
+        assert_eq!(e.status, 413);
+        assert!(e.description.contains("text parameters"), "{}", e.description);
     }
 
     #[test]

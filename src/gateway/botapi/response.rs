@@ -3,14 +3,10 @@
 //! "description":"..."}` and `parameters.retry_after` when set. Always `application/json`,
 //! never `ok:false` with a 2xx status, never `null` for an absent field.
 
-use std::io::Cursor;
-
 use serde_json::{json, Map, Value};
 
 use super::ApiError;
-
-/// A response ready for tiny_http.
-pub type HttpResponse = tiny_http::Response<Cursor<Vec<u8>>>;
+pub use crate::http::Response as HttpResponse;
 
 /// `{"ok":true,"result":result}`.
 pub fn success_body(result: Value) -> Value {
@@ -51,33 +47,16 @@ pub fn error(err: &ApiError) -> HttpResponse {
 /// Any JSON body with `Content-Type: application/json` (exactly; no charset parameter).
 pub fn json_response(status: u16, body: &Value) -> HttpResponse {
     let bytes = serde_json::to_vec(body).expect("serialising a serde_json::Value cannot fail");
-    tiny_http::Response::from_data(bytes)
-        .with_status_code(status)
-        .with_header(header("Content-Type", "application/json"))
-}
-
-/// A response header from static ASCII parts.
-pub fn header(name: &str, value: &str) -> tiny_http::Header {
-    tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("static ASCII header")
+    HttpResponse::with_body(status, "application/json", bytes)
 }
 
 #[cfg(test)]
 mod tests {
-    use std::io::Read;
-
     use super::*;
 
     fn body_of(r: HttpResponse) -> (u16, String, Value) {
-        let status = r.status_code().0;
-        let ct = r
-            .headers()
-            .iter()
-            .find(|h| h.field.equiv("Content-Type"))
-            .map(|h| h.value.as_str().to_string())
-            .expect("content type");
-        let mut s = String::new();
-        r.into_reader().read_to_string(&mut s).expect("read");
-        (status, ct, serde_json::from_str(&s).expect("json"))
+        let ct = r.header("Content-Type").expect("content type").to_string();
+        (r.status(), ct, serde_json::from_slice(r.body_bytes()).expect("json"))
     }
 
     #[test]

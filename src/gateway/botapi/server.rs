@@ -1,15 +1,14 @@
-//! The HTTP listeners (tiny_http): routing, authentication by the token in the path, body
-//! decoding and the response envelope, on a pool of named worker threads.
+//! The Bot API's routes on the HTTP server (`crate::http`): authentication by the token in
+//! the path, body decoding and the response envelope.
 //!
 //! Compat listener (8081): `/bot<token>/<method>` (GET or POST), `/file/bot<token>/<path>`,
 //! `/healthz`. Extensions listener (8082): `/healthz` only for now. Everything else is a 404 in
-//! the JSON error envelope.
+//! the JSON error envelope, and so is every refusal of the HTTP layer itself (400, 408, 413,
+//! 414, 431, 501, 503, 505): SDKs parse the envelope whatever the status.
 //!
-//! Threads: each listener has `workers` threads named `<name>-<i>` that share one tiny_http
-//! server and block in `recv()`. A getUpdates long poll holds its worker for up to 50 s, so the
-//! compat listener needs more workers than there are bots polling at once
-//! ([`DEFAULT_COMPAT_WORKERS`]). tiny_http reads requests on its own connection threads and keeps
-//! HTTP/1.1 connections alive between requests.
+//! Threads and bounds are the HTTP server's: `<name>-acc` accepts, `<name>-<i>` serve one
+//! connection each. A getUpdates long poll holds its worker for up to 50 s, so the compat
+//! listener needs more workers than there are bots polling at once ([`compat_limits`]).
 //!
 //! Logging: a request is logged at debug level as method, path with the token secret redacted
 //! (`/bot123:<redacted>/getMe`) and without the query string (it may carry message text), status
@@ -17,23 +16,29 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::{self, JoinHandle};
 use std::time::Instant;
 
 use super::methods;
 use super::request::{self, percent_decode_path};
-use super::response::{self, header, HttpResponse};
+use super::response::{self, HttpResponse};
 use super::token::{parse_token, redact_path};
 use super::{ApiError, Backend, BotApi};
+use crate::http::{self, HttpError, Limits};
 
-/// Workers of the compat listener: enough for several concurrent 50 s long polls plus ordinary
-/// calls from the same bots.
-pub const DEFAULT_COMPAT_WORKERS: usize = 16;
 /// Workers of the extensions listener (health checks only so far).
-pub const DEFAULT_EXTENSIONS_WORKERS: usize = 4;
+pub const EXTENSIONS_WORKERS: usize = 4;
+
+/// Limits of the compat listener for `bots` configured bots: a long poll per bot may hold a
+/// worker for 50 s, and each SDK keeps a few connections alive besides.
+pub fn compat_limits(bots: usize) -> Limits {
+    Limits { workers: 32 + 4 * bots, ..Limits::default() }
+}
+
+/// Limits of the extensions listener.
+pub fn extensions_limits() -> Limits {
+    Limits { workers: EXTENSIONS_WORKERS, max_body_bytes: 64 * 1024, ..Limits::default() }
+}
 
 /// Which routes a listener serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,188 +49,133 @@ pub enum ListenerKind {
     Extensions,
 }
 
-/// A running listener. [`Listener::shutdown`] (or dropping it) stops accepting, wakes every
-/// idle worker and joins them; a worker busy with a request finishes it first (a long poll ends
-/// when its timeout passes or the runtime wakes it).
+/// A running listener. [`Listener::shutdown`] (or dropping it) stops accepting, wakes idle
+/// connections and joins every thread; a worker busy with a request finishes it first (a long
+/// poll ends when its timeout passes or the runtime wakes it).
 pub struct Listener {
-    name: String,
-    local_addr: SocketAddr,
-    server: Arc<tiny_http::Server>,
-    stopping: Arc<AtomicBool>,
-    workers: Vec<JoinHandle<()>>,
+    server: http::Server,
 }
 
 impl Listener {
-    /// Binds `addr` (port 0 picks a free port; see [`Listener::local_addr`]) and starts
-    /// `workers` threads named `<name>-0`, `<name>-1`, ... (at least one).
+    /// Binds `addr` (port 0 picks a free port; see [`Listener::local_addr`]). `name` names the
+    /// threads and must be at most 11 bytes.
     pub fn start(
         name: &str,
         addr: &str,
         backend: Arc<dyn Backend>,
         kind: ListenerKind,
-        workers: usize,
+        limits: Limits,
     ) -> io::Result<Listener> {
-        let server = tiny_http::Server::http(addr)
-            .map_err(|e| io::Error::other(format!("{name}: cannot listen on {addr}: {e}")))?;
-        let local_addr = server
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| io::Error::other(format!("{name}: {addr} is not an IP address")))?;
-        let mut listener = Listener {
-            name: name.to_string(),
-            local_addr,
-            server: Arc::new(server),
-            stopping: Arc::new(AtomicBool::new(false)),
-            workers: Vec::new(),
-        };
-        for i in 0..workers.max(1) {
-            let server = Arc::clone(&listener.server);
-            let stopping = Arc::clone(&listener.stopping);
-            let backend = Arc::clone(&backend);
-            let label = name.to_string();
-            let spawned = thread::Builder::new()
-                .name(format!("{name}-{i}"))
-                .spawn(move || worker_loop(&label, &server, &stopping, &*backend, kind));
-            match spawned {
-                Ok(handle) => listener.workers.push(handle),
-                // Dropping `listener` stops the workers already started.
-                Err(e) => return Err(io::Error::new(e.kind(), format!("{name}: cannot start worker {i}: {e}"))),
-            }
-        }
-        log::info!("{name}: listening on http://{local_addr} with {} workers", listener.workers.len());
-        Ok(listener)
+        let routes = Arc::new(Routes { name: name.to_string(), backend, kind });
+        let server = http::Server::start(name, addr, limits, routes)
+            .map_err(|e| io::Error::new(e.kind(), format!("{name}: cannot listen on {addr}: {e}")))?;
+        Ok(Listener { server })
     }
 
     /// The bound address (the real port when started with port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.server.local_addr()
     }
 
-    /// Stops the listener and joins its workers.
-    pub fn shutdown(mut self) {
-        self.stop();
+    /// Whether this listener is serving.
+    pub fn health(&self) -> http::Health {
+        self.server.health()
     }
 
-    fn stop(&mut self) {
-        if self.workers.is_empty() {
-            return;
-        }
-        self.stopping.store(true, Ordering::SeqCst);
-        // Each unblock() wakes exactly one thread blocked in recv().
-        for _ in 0..self.workers.len() {
-            self.server.unblock();
-        }
-        for handle in self.workers.drain(..) {
-            if handle.join().is_err() {
-                log::error!("{}: a worker thread panicked", self.name);
-            }
-        }
-        log::info!("{}: stopped", self.name);
-        // The tiny_http accept thread ends when the last Arc<Server> (ours) is dropped.
+    /// Stops the listener and joins its threads.
+    pub fn shutdown(self) {
+        self.server.shutdown();
     }
 }
 
-impl Drop for Listener {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn worker_loop(
-    name: &str,
-    server: &tiny_http::Server,
-    stopping: &AtomicBool,
-    backend: &dyn Backend,
+struct Routes {
+    name: String,
+    backend: Arc<dyn Backend>,
     kind: ListenerKind,
-) {
-    loop {
-        match server.recv() {
-            Ok(rq) => handle(name, rq, backend, kind),
-            Err(_) if stopping.load(Ordering::SeqCst) => return,
-            // tiny_http reports an accept failure once and stops accepting; keep serving what is
-            // queued and wait for shutdown rather than spinning.
-            Err(e) => log::error!("{name}: accepting connections failed: {e}"),
-        }
-    }
 }
 
-fn handle(name: &str, mut rq: tiny_http::Request, backend: &dyn Backend, kind: ListenerKind) {
-    let started = Instant::now();
-    let method = rq.method().clone();
-    let logged_path = redact_path(rq.url());
-    let response = match catch_unwind(AssertUnwindSafe(|| route(&mut rq, backend, kind))) {
-        Ok(r) => r,
-        Err(_) => {
-            log::error!("{name}: handler panicked on {method} {logged_path}");
-            response::error(&ApiError::internal("the request handler failed"))
-                .with_header(header("Connection", "close"))
-        }
-    };
-    let status = response.status_code().0;
-    if let Err(e) = rq.respond(response) {
-        log::debug!("{name}: {method} {logged_path}: client went away before the response: {e}");
+impl http::Handler for Routes {
+    fn handle(&self, rq: &mut http::Request<'_>) -> HttpResponse {
+        let started = Instant::now();
+        let response = route(rq, &*self.backend, self.kind);
+        log::debug!(
+            "{}: {} {} -> {} ({} ms)",
+            self.name,
+            rq.method(),
+            redact_path(rq.target()),
+            response.status(),
+            started.elapsed().as_millis()
+        );
+        response
     }
-    log::debug!("{name}: {method} {logged_path} -> {status} ({} ms)", started.elapsed().as_millis());
+
+    fn error(&self, err: &HttpError) -> HttpResponse {
+        log::debug!("{}: refused a request: {err}", self.name);
+        response::error(&ApiError::new(err.status, err.description.clone()))
+    }
 }
 
 /// Routes one request to its response.
-fn route(rq: &mut tiny_http::Request, backend: &dyn Backend, kind: ListenerKind) -> HttpResponse {
-    let url = rq.url().to_string();
-    let (path, query) = match url.split_once('?') {
+fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) -> HttpResponse {
+    let target = rq.target().to_string();
+    let (path, query) = match target.split_once('?') {
         Some((p, q)) => (p, Some(q)),
-        None => (url.as_str(), None),
+        None => (target.as_str(), None),
     };
-    let verb = rq.method().clone();
-    let is_get = matches!(verb, tiny_http::Method::Get | tiny_http::Method::Head);
-    let has_body = rq.body_length().map_or_else(|| has_header(rq, "Transfer-Encoding"), |n| n > 0);
-    // Any answer that leaves a body unread asks the client to close the connection, so unread
-    // bytes are never taken for the next request.
-    let unread = |r: HttpResponse| if has_body { r.with_header(header("Connection", "close")) } else { r };
+    let verb = rq.method().to_string();
+    let is_get = verb == "GET" || verb == "HEAD";
 
     if path == "/healthz" {
         if !is_get {
-            return unread(response::error(&method_not_allowed("GET")));
+            return response::error(&method_not_allowed("GET"));
         }
-        return unread(response::json_response(200, &backend.health()));
+        let health = backend.health();
+        // A supervisor reads the status: 503 while the Bot API is not being served.
+        let status = if health["ok"] == true { 200 } else { 503 };
+        return response::json_response(status, &health);
     }
     if kind == ListenerKind::Extensions {
-        return unread(response::error(&ApiError::not_found("no such endpoint")));
+        return response::error(&ApiError::not_found("no such endpoint"));
     }
     if let Some(rest) = path.strip_prefix("/file/bot") {
         let (token, _file_path) = split_token(rest);
         if !is_get {
-            return unread(response::error(&method_not_allowed("GET")));
+            return response::error(&method_not_allowed("GET"));
         }
-        return unread(match authenticate(backend, token) {
+        return match authenticate(backend, token) {
             Ok(_) => response::error(&ApiError::not_found("file downloads are not available yet")),
             Err(e) => response::error(&e),
-        });
+        };
     }
     let Some(rest) = path.strip_prefix("/bot") else {
-        return unread(response::error(&ApiError::not_found("no such endpoint")));
+        return response::error(&ApiError::not_found("no such endpoint"));
     };
-    if !matches!(verb, tiny_http::Method::Get | tiny_http::Method::Post) {
-        return unread(response::error(&method_not_allowed("GET or POST")));
+    if verb != "GET" && verb != "POST" {
+        return response::error(&method_not_allowed("GET or POST"));
     }
     let (token, tail) = split_token(rest);
     let bot = match authenticate(backend, token) {
         Ok(bot) => bot,
-        Err(e) => return unread(response::error(&e)),
+        Err(e) => return response::error(&e),
     };
     // PTB with a base URL ending in "/" sends `/bot<token>//getMe` (SDK-COMPAT §1).
     let method_name = match percent_decode_path(tail.trim_matches('/')) {
         Some(m) if !m.is_empty() => m,
-        _ => return unread(response::error(&ApiError::not_found("method name is missing"))),
+        _ => return response::error(&ApiError::not_found("method name is missing")),
     };
     let method = match methods::preflight(&*bot, &method_name) {
         Ok(m) => m,
-        Err(e) => return unread(response::error(&e)),
+        Err(e) => return response::error(&e),
     };
-    let content_type = header_value(rq, "Content-Type");
-    let content_length = rq.body_length();
-    let params = match request::decode(query, content_type.as_deref(), content_length, rq.as_reader()) {
+    let content_type = rq.header("Content-Type").map(str::to_string);
+    let content_length = rq.body_length().map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    let params = match request::decode(query, content_type.as_deref(), content_length, rq.body()) {
         Ok(p) => p,
-        Err(e) => return unread(response::error(&e)),
+        // The HTTP layer knows best why a body could not be read (cut off, stalled, too large).
+        Err(e) => {
+            let e = rq.body_error().map_or(e, |b| ApiError::new(b.status, b.description.clone()));
+            return response::error(&e);
+        }
     };
     match methods::call(&*bot, method, &params) {
         Ok(result) => response::success(result),
@@ -252,14 +202,6 @@ fn authenticate(backend: &dyn Backend, raw: &str) -> Result<Arc<dyn BotApi>, Api
 
 fn method_not_allowed(allowed: &str) -> ApiError {
     ApiError::new(405, format!("Method Not Allowed: use {allowed}"))
-}
-
-fn header_value(rq: &tiny_http::Request, name: &'static str) -> Option<String> {
-    rq.headers().iter().find(|h| h.field.equiv(name)).map(|h| h.value.as_str().to_string())
-}
-
-fn has_header(rq: &tiny_http::Request, name: &'static str) -> bool {
-    rq.headers().iter().any(|h| h.field.equiv(name))
 }
 
 #[cfg(test)]
@@ -330,7 +272,7 @@ mod tests {
         fn new(kind: ListenerKind) -> Harness {
             let bot = Arc::new(FakeBot::default());
             let backend = Arc::new(FakeBackend { bot: Arc::clone(&bot) });
-            let listener = Listener::start("test-http", "127.0.0.1:0", backend, kind, 2).expect("start");
+            let listener = Listener::start("test-http", "127.0.0.1:0", backend, kind, Limits { workers: 2, ..Limits::default() }).expect("start");
             let base = format!("http://{}", listener.local_addr());
             Harness { listener: Some(listener), bot, base, agent: ureq::AgentBuilder::new().build() }
         }
