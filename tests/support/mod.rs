@@ -182,9 +182,15 @@ pub struct Gateway {
 impl Gateway {
     /// Starts `bot-gateway serve` and waits until `/healthz` says the bot is connected.
     pub fn start(config_path: &Path) -> Gateway {
+        Gateway::start_with(config_path, |_| {})
+    }
+
+    /// [`Gateway::start`] with a last say on the command (environment, limits).
+    pub fn start_with(config_path: &Path, configure: impl FnOnce(&mut Command)) -> Gateway {
         let config: Value = serde_json::from_slice(&std::fs::read(config_path).expect("read config")).expect("json");
         let mut cmd = Command::new(gateway_bin());
         cmd.arg("serve").arg(config_path).env("RUST_LOG", "info");
+        configure(&mut cmd);
         let (proc, out) = Proc::spawn("bot-gateway", cmd);
         proc.drain_stdout(out);
         let gw = Gateway {
@@ -217,8 +223,12 @@ impl Gateway {
         call_url(&format!("{}/bot{}/{}", self.base, self.token, method), params)
     }
 
+    /// `/healthz` of the Bot API listener, whatever its status (503 while not serving).
     pub fn health(&self) -> Value {
-        ureq::get(&format!("{}/healthz", self.base)).call().expect("healthz").into_json().expect("json")
+        match ureq::get(&format!("{}/healthz", self.base)).call() {
+            Ok(r) | Err(ureq::Error::Status(_, r)) => r.into_json().expect("healthz json"),
+            Err(e) => panic!("healthz: {e}"),
+        }
     }
 
     /// Polls until at least `n` updates are queued beyond `offset` (bounded); returns them.
@@ -245,6 +255,12 @@ pub fn call_url(url: &str, params: Value) -> (u16, Value) {
     }
 }
 
+/// Threads and open descriptors of a running process (Linux /proc).
+pub fn threads_and_fds(pid: u32) -> (usize, usize) {
+    let count = |dir: String| std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
+    (count(format!("/proc/{pid}/task")), count(format!("/proc/{pid}/fd")))
+}
+
 /// One complete world: platform, one bot, its gateway, in a temporary directory.
 pub struct World {
     pub dir: tempfile::TempDir,
@@ -255,13 +271,18 @@ pub struct World {
 
 impl World {
     pub fn start(bot_username: &str) -> World {
+        World::start_with(bot_username, |_| {})
+    }
+
+    /// [`World::start`] with a last say on the gateway's command.
+    pub fn start_with(bot_username: &str, configure: impl FnOnce(&mut Command)) -> World {
         bot_gateway::crypto::init();
         let dir = tempfile::tempdir().expect("tempdir");
         let platform = PlatformServer::start(&dir.path().join("platform"));
         let bot = platform.create_bot(bot_username, "Test Bot");
         let config_path = dir.path().join("gateway.json");
         write_config(&config_path, &gateway_config(&platform.url, &dir.path().join("state"), &bot));
-        let gateway = Gateway::start(&config_path);
+        let gateway = Gateway::start_with(&config_path, configure);
         World { dir, platform, bot, gateway }
     }
 
@@ -317,36 +338,35 @@ pub fn create_bot_via_manager(owner: &bot_gateway::client::Profile, username: &s
     })
 }
 
-/// A webhook receiver for benchmarks: tiny_http on 127.0.0.1:0 that answers every request 200
-/// with an empty body and counts them. Stops when dropped.
+/// A webhook receiver for benchmarks: the gateway's HTTP server on 127.0.0.1:0, answering
+/// every request 200 with an empty body and counting them. Stops when dropped.
 pub struct CountingReceiver {
     pub url: String,
-    server: Arc<tiny_http::Server>,
+    server: Option<bot_gateway::http::Server>,
     count: Arc<(Mutex<usize>, std::sync::Condvar)>,
-    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Counting(Arc<(Mutex<usize>, std::sync::Condvar)>);
+
+impl bot_gateway::http::Handler for Counting {
+    fn handle(&self, rq: &mut bot_gateway::http::Request<'_>) -> bot_gateway::http::Response {
+        let _ = std::io::copy(rq.body(), &mut std::io::sink());
+        let (lock, cv) = &*self.0;
+        *lock.lock().expect("count lock") += 1;
+        cv.notify_all();
+        bot_gateway::http::Response::new(200)
+    }
 }
 
 impl CountingReceiver {
     pub fn start() -> CountingReceiver {
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind receiver"));
-        let url = format!("http://{}/bench", server.server_addr().to_ip().expect("ip"));
         let count = Arc::new((Mutex::new(0usize), std::sync::Condvar::new()));
-        let (srv, counter) = (server.clone(), count.clone());
-        let thread = std::thread::Builder::new()
-            .name("bench-receiver".into())
-            .spawn(move || {
-                // Ends when `unblock` is called on drop.
-                while let Ok(mut rq) = srv.recv() {
-                    let mut body = Vec::new();
-                    let _ = rq.as_reader().read_to_end(&mut body);
-                    let _ = rq.respond(tiny_http::Response::empty(200));
-                    let (lock, cv) = &*counter;
-                    *lock.lock().expect("count lock") += 1;
-                    cv.notify_all();
-                }
-            })
-            .expect("spawn receiver");
-        CountingReceiver { url, server, count, thread: Some(thread) }
+        let limits = bot_gateway::http::Limits { workers: 4, ..Default::default() };
+        let server =
+            bot_gateway::http::Server::start("bench-recv", "127.0.0.1:0", limits, Arc::new(Counting(count.clone())))
+                .expect("bind receiver");
+        let url = format!("http://{}/bench", server.local_addr());
+        CountingReceiver { url, server: Some(server), count }
     }
 
     /// Waits until `n` requests arrived; panics at `deadline` with `context`.
@@ -363,9 +383,8 @@ impl CountingReceiver {
 
 impl Drop for CountingReceiver {
     fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        if let Some(server) = self.server.take() {
+            server.shutdown();
         }
     }
 }
