@@ -176,7 +176,8 @@ fn expect_continue_is_answered_when_the_body_is_read() {
 
 #[test]
 fn stalled_clients_are_evicted_for_new_ones() {
-    let f = Fixture::small();
+    let limits = Limits { head_deadline: Duration::from_secs(2), body_stall: Duration::from_secs(2), ..Limits::default() };
+    let f = Fixture::new(Limits { workers: 2, ..limits });
     // Two workers, both taken: one by a half-sent head, one by a body that never comes.
     let mut head_staller = f.connect();
     head_staller.write_all(b"POST /x HTTP/1.1\r\nHost:").expect("write");
@@ -188,7 +189,11 @@ fn stalled_clients_are_evicted_for_new_ones() {
         assert_eq!(status_of(&f.exchange(b"GET /fresh HTTP/1.1\r\n\r\n")), 200);
         assert!(started.elapsed() < Duration::from_secs(5), "served only after {:?}", started.elapsed());
     }
-    assert_eq!(read_all(&mut head_staller), "", "an evicted head gets no answer");
+    // Whichever was cut off got no answer; one that was not (the fresh requests may have
+    // needed only one worker) ran into its deadline.
+    let outcomes = [read_all(&mut head_staller), read_all(&mut body_staller)];
+    assert!(outcomes.iter().any(String::is_empty), "{outcomes:?}");
+    assert!(outcomes.iter().all(|o| o.is_empty() || status_of(o) == 408), "{outcomes:?}");
     assert!(f.health().serving);
 }
 
