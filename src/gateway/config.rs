@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::botapi::token::parse_token;
+use crate::wire::token;
 use crate::crypto::{self, IdentityKeyPair};
 
 /// The profile this gateway implements.
@@ -133,7 +133,7 @@ fn parse_bot(value: &Value) -> Result<BotConfig, String> {
         return Err(format!("{at}: bot_id_hex must be 64 hex characters"));
     }
     let token = string(obj, "token")?;
-    let parsed = parse_token(&token).ok_or_else(|| {
+    let parsed = token::parse(&token).ok_or_else(|| {
         format!("{at}: token is not in the <numeric_id>:<64 hex> format (tokens of the old format must be reissued with /token)")
     })?;
     let secret_hex = string(obj, "identity_recovery_secret_hex")?;

@@ -33,7 +33,7 @@ pub struct Gateway {
 
 impl Backend for Gateway {
     fn bot(&self, token: &str) -> Option<Arc<dyn BotApi>> {
-        let parsed = botapi::token::parse_token(token)?;
+        let parsed = crate::wire::token::parse(token)?;
         let shared = self.bots.get(&parsed.numeric_id)?;
         if !shared.token_matches(token) {
             return None;

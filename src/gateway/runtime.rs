@@ -14,7 +14,7 @@ use rusqlite::Connection;
 use serde_json::{json, Value};
 
 use super::botapi::backend::{BotApi, GetUpdates, SendMessage, SetWebhook};
-use super::botapi::token::parse_token;
+use crate::wire::token;
 use super::botapi::types::{self, ChatView, MessageView, UserView};
 use super::botapi::ApiError;
 use super::config::BotConfig;
@@ -86,7 +86,7 @@ impl BotShared {
     /// as the platform compares it: the numeric id, and the secret's bytes, so the hex case of
     /// the config and of the SDK need not agree.
     pub fn token_matches(&self, token: &str) -> bool {
-        let secret = |t: &str| parse_token(t).filter(|p| p.numeric_id == self.compat_user_id).and_then(|p| crypto::hex_decode_32(&p.secret));
+        let secret = |t: &str| token::parse(t).filter(|p| p.numeric_id == self.compat_user_id).map(|p| p.secret);
         match (secret(token), secret(&self.token)) {
             (Some(given), Some(ours)) => crypto::constant_time_eq(&given, &ours),
             _ => false,

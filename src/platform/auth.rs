@@ -6,7 +6,8 @@
 use grpcio::Metadata;
 
 use super::error::{PlatformError, Result};
-use super::rules::{self, ParsedToken};
+use super::rules;
+use crate::wire::token::BotToken;
 use super::store::{AccountStatus, DeviceAddr, Store};
 use crate::wire::connect::{AUTHORIZATION, DEVICE_ID};
 
@@ -14,7 +15,7 @@ use crate::wire::connect::{AUTHORIZATION, DEVICE_ID};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Presented {
     None,
-    Bot { token: ParsedToken, device_id: Option<u32> },
+    Bot { token: BotToken, device_id: Option<u32> },
     Device { addr: DeviceAddr, secret: [u8; 32] },
 }
 
@@ -124,7 +125,7 @@ pub fn authenticate(store: &Store, presented: &Presented, need: Need) -> Result<
             Ok(Caller { user_id: addr.user_id, device_id: Some(addr.device_id), is_bot: false })
         }
         Presented::Bot { token, device_id } => {
-            let bot_id = token.bot_id;
+            let bot_id = token.numeric_id;
             let credential =
                 store.bot_credential(bot_id)?.ok_or_else(|| unauthenticated("bot token revoked or unknown"))?;
             let digest = rules::token_digest(&token.secret);

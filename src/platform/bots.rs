@@ -157,7 +157,7 @@ mod tests {
             .expect_err("taken");
         assert_eq!(err.code(), grpcio::RpcStatusCode::ALREADY_EXISTS);
         let parsed = rules::parse_bot_token(&first.token).expect("token");
-        assert_eq!(parsed.bot_id, first.compat_user_id);
+        assert_eq!(parsed.numeric_id, first.compat_user_id);
         assert_eq!(parsed.secret, secrets.token_secret);
     }
 }

@@ -2,6 +2,7 @@
 //! the bot token format and the numeric id range. Pure functions, no storage.
 
 use super::error::{PlatformError, Result};
+use crate::wire::token::BotToken;
 
 /// Numeric ids (users and bots share one space) lie in `1..ID_LIMIT` (52 bits, safe in doubles).
 pub const ID_LIMIT: u64 = 1 << 52;
@@ -83,30 +84,12 @@ pub fn parse_capabilities(text: &str) -> Result<String> {
     Ok(list.join(","))
 }
 
-/// A bot token split into its parts: `<numeric_id>:<64 hex>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParsedToken {
-    pub bot_id: u64,
-    pub secret: [u8; 32],
-}
-
-/// Parses a bot token; the error never repeats the secret.
-pub fn parse_bot_token(token: &str) -> Result<ParsedToken> {
-    let malformed =
-        || PlatformError::Unauthenticated("malformed bot token: expected <numeric_id>:<64 hex characters>".into());
-    let (id, secret) = token.split_once(':').ok_or_else(malformed)?;
-    if id.is_empty() || id.len() > 16 || !id.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(malformed());
-    }
-    let bot_id: u64 = id.parse().map_err(|_| malformed())?;
-    if bot_id == 0 || bot_id >= ID_LIMIT {
-        return Err(malformed());
-    }
-    if secret.len() != 64 {
-        return Err(malformed());
-    }
-    let secret = crate::crypto::hex_decode_32(secret).ok_or_else(malformed)?;
-    Ok(ParsedToken { bot_id, secret })
+/// Parses a bot token with the one parser the gateway uses too; the error never repeats the
+/// secret.
+pub fn parse_bot_token(token: &str) -> Result<BotToken> {
+    crate::wire::token::parse(token).ok_or_else(|| {
+        PlatformError::Unauthenticated("malformed bot token: expected <numeric_id>:<64 hex characters>".into())
+    })
 }
 
 /// What the server stores for a token secret: its digest, never the secret.
@@ -160,13 +143,14 @@ mod tests {
     fn tokens() {
         let secret = "ab".repeat(32);
         let t = parse_bot_token(&format!("123:{secret}")).expect("valid token");
-        assert_eq!(t.bot_id, 123);
+        assert_eq!(t.numeric_id, 123);
         assert_eq!(t.secret, [0xab; 32]);
         for bad in [
             String::new(),
             "123".to_string(),
             format!(":{secret}"),
             format!("0:{secret}"),
+            format!("0123:{secret}"),
             format!("-1:{secret}"),
             format!("{}:{secret}", ID_LIMIT),
             format!("123:{secret}0"),

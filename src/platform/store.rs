@@ -1154,7 +1154,7 @@ mod tests {
         let (id, token) = store.create_bot("echo_bot", "Echo", "dm,groups", &[3; 32], None, 1).expect("create");
         assert!((1..rules::ID_LIMIT).contains(&id));
         let parsed = rules::parse_bot_token(&token).expect("well-formed token");
-        assert_eq!(parsed.bot_id, id);
+        assert_eq!(parsed.numeric_id, id);
         let cred = store.bot_credential(id).expect("read").expect("exists");
         assert_eq!(cred.status, AccountStatus::Active);
         assert_eq!(cred.token_digest, Some(rules::token_digest(&parsed.secret)));

@@ -1,7 +1,8 @@
 //! Wire code generated from `proto/` by `build.rs`: protobuf messages and grpcio stubs.
 //!
 //! `platform` is the gRPC contract with the platform server; `e2e` holds shapes that only ever
-//! travel inside end-to-end encryption or lie in our encrypted state.
+//! travel inside end-to-end encryption or lie in our encrypted state. `token` is the one
+//! bot-token parser of both sides.
 
 #[allow(clippy::all, unused_mut, unused_imports, unused_results, unknown_lints, non_camel_case_types, non_upper_case_globals, non_snake_case, missing_docs)]
 pub mod platform {
@@ -17,5 +18,6 @@ include!(concat!(env!("OUT_DIR"), "/services.rs"));
 
 pub mod connect;
 pub mod grpc_debug;
+pub mod token;
 
 pub use connect::{Credential, Platform};

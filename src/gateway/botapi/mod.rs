@@ -23,4 +23,3 @@ pub use backend::{Backend, BotApi, GetUpdates, SendMessage};
 pub use error::ApiError;
 pub use params::{Params, UploadedFile};
 pub use server::{compat_limits, extensions_limits, Listener, ListenerKind};
-pub use token::{parse_token, ParsedToken};

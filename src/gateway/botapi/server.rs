@@ -22,7 +22,7 @@ use std::time::Instant;
 use super::methods;
 use super::request::{self, percent_decode_path};
 use super::response::{self, HttpResponse};
-use super::token::{parse_token, redact_path};
+use super::token::redact_path;
 use super::{ApiError, Backend, BotApi};
 use crate::http::{self, HttpError, Limits};
 
@@ -194,7 +194,7 @@ fn split_token(rest: &str) -> (&str, &str) {
 /// 401 unless `raw` is a well-formed token of a configured bot.
 fn authenticate(backend: &dyn Backend, raw: &str) -> Result<Arc<dyn BotApi>, ApiError> {
     let token = percent_decode_path(raw).ok_or_else(ApiError::unauthorized)?;
-    if parse_token(&token).is_none() {
+    if crate::wire::token::parse(&token).is_none() {
         return Err(ApiError::unauthorized());
     }
     backend.bot(&token).ok_or_else(ApiError::unauthorized)

@@ -1,48 +1,5 @@
-//! Bot token syntax: `<numeric_id>:<secret>` (SPEC "Bot credentials"), and redaction of tokens
-//! in anything that may be logged. This module only checks the shape; whether a well-formed
-//! token belongs to a configured bot is the `Backend`'s constant-time comparison.
-
-use std::fmt;
-
-/// Largest numeric id: ids are positive and fit in 52 bits (SPEC "Limits").
-pub const MAX_NUMERIC_ID: u64 = (1 << 52) - 1;
-
-/// Length of the secret part: 64 hex characters (256 bits).
-pub const SECRET_HEX_LEN: usize = 64;
-
-/// A token split into its parts. `Debug` never prints the secret.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ParsedToken {
-    /// The bot's user id (`getMe().id`), stable across token rotation.
-    pub numeric_id: u64,
-    /// The 64 hex characters after `:`, exactly as given (either case; the backend compares
-    /// the decoded bytes, as the platform does).
-    pub secret: String,
-}
-
-impl fmt::Debug for ParsedToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ParsedToken").field("numeric_id", &self.numeric_id).field("secret", &"<redacted>").finish()
-    }
-}
-
-/// Parses `<numeric_id>:<secret>`. The numeric id is 1..=2^52-1 written in decimal without sign
-/// or leading zeros; the secret is exactly 64 hex digits (upper or lower case accepted). Anything
-/// else, including tokens issued before the numeric-id format, is `None` (answered 401).
-pub fn parse_token(token: &str) -> Option<ParsedToken> {
-    let (id, secret) = token.split_once(':')?;
-    if id.is_empty() || id.len() > 16 || !id.bytes().all(|b| b.is_ascii_digit()) || id.starts_with('0') {
-        return None;
-    }
-    let numeric_id: u64 = id.parse().ok()?;
-    if numeric_id == 0 || numeric_id > MAX_NUMERIC_ID {
-        return None;
-    }
-    if secret.len() != SECRET_HEX_LEN || !secret.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    Some(ParsedToken { numeric_id, secret: secret.to_string() })
-}
+//! Redaction of tokens in anything that may be logged. The token syntax itself is the one
+//! shared parser, `crate::wire::token`.
 
 /// A token as it may appear in logs: `123:<redacted>` when the part before `:` is digits,
 /// `<redacted>` otherwise (a malformed token may still be somebody's secret).
@@ -107,52 +64,6 @@ mod tests {
     use super::*;
 
     const HEX: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-
-    #[test]
-    fn accepts_well_formed_tokens() {
-        let t = parse_token(&format!("123456:{HEX}")).expect("valid");
-        assert_eq!(t.numeric_id, 123456);
-        assert_eq!(t.secret, HEX);
-        let max = parse_token(&format!("{MAX_NUMERIC_ID}:{HEX}")).expect("2^52-1 is valid");
-        assert_eq!(max.numeric_id, MAX_NUMERIC_ID);
-        // Upper-case hex is accepted and kept as given.
-        let upper = parse_token(&format!("1:{}", HEX.to_uppercase())).expect("upper hex");
-        assert_eq!(upper.secret, HEX.to_uppercase());
-    }
-
-    #[test]
-    fn rejects_malformed_tokens() {
-        let bad = [
-            format!("0:{HEX}"),
-            format!("{}:{HEX}", 1u64 << 52),
-            format!("00123:{HEX}"),
-            format!("+123:{HEX}"),
-            format!("-123:{HEX}"),
-            format!(":{HEX}"),
-            format!("123:{HEX}x"),
-            format!("123:{HEX}0"),
-            format!("123:{}", &HEX[1..]),
-            format!("123:{HEX} "),
-            format!(" 123:{HEX}"),
-            format!("123:{}g", &HEX[1..]),
-            format!("123:{HEX}:{HEX}"),
-            format!("99999999999999999999999:{HEX}"),
-            HEX.to_string(),                  // old format: no numeric id
-            "123456:ABC-def_ghi".to_string(), // test-style token
-            String::new(),
-        ];
-        for t in &bad {
-            assert!(parse_token(t).is_none(), "accepted {t:?}");
-        }
-    }
-
-    #[test]
-    fn debug_never_shows_the_secret() {
-        let t = parse_token(&format!("42:{HEX}")).expect("valid");
-        let shown = format!("{t:?}");
-        assert!(!shown.contains(HEX), "{shown}");
-        assert!(shown.contains("42"), "{shown}");
-    }
 
     #[test]
     fn redacts_paths() {

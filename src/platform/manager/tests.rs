@@ -130,8 +130,8 @@ fn users_create_and_manage_bots_through_the_encrypted_dialog() {
     let bot_id_hex = line(&created, "Bot ID: ").to_string();
     let recovery_hex = line(&created, "Recovery secret: ").to_string();
     let parsed = rules::parse_bot_token(&token).expect("token format <numeric_id>:<64 hex>");
-    assert!((1..rules::ID_LIMIT).contains(&parsed.bot_id));
-    assert_eq!(line(&created, "Numeric id: "), parsed.bot_id.to_string());
+    assert!((1..rules::ID_LIMIT).contains(&parsed.numeric_id));
+    assert_eq!(line(&created, "Numeric id: "), parsed.numeric_id.to_string());
     assert_eq!(line(&created, "Capabilities: "), "dm,groups");
     assert_eq!(bot_id_hex.len(), 64);
     let recovery = crypto::hex_decode_32(&recovery_hex).expect("64 hex recovery secret");
@@ -142,16 +142,16 @@ fn users_create_and_manage_bots_through_the_encrypted_dialog() {
     assert_eq!(entry["token"], token.as_str());
     assert_eq!(entry["bot_id_hex"], bot_id_hex.as_str());
     assert_eq!(entry["identity_recovery_secret_hex"], recovery_hex.as_str());
-    assert_eq!(entry["compat_user_id"], parsed.bot_id);
+    assert_eq!(entry["compat_user_id"], parsed.numeric_id);
     assert_eq!(entry["username"], "Echo_Bot_1");
     assert_eq!(entry["first_name"], display_name.as_str());
 
     // The platform has the bot, owned by alice, with the identity public key only.
-    let account = server.store().account_by_id(parsed.bot_id).expect("read").expect("bot exists");
+    let account = server.store().account_by_id(parsed.numeric_id).expect("read").expect("bot exists");
     assert!(account.is_bot);
     assert_eq!(account.owner_id, Some(alice.user_id()));
     assert_eq!(crypto::hex_encode(&account.identity_key), bot_id_hex);
-    assert_eq!(verify(&server, &token), Ok(parsed.bot_id), "the new token works");
+    assert_eq!(verify(&server, &token), Ok(parsed.numeric_id), "the new token works");
     let platform_db = data.join(crate::platform::store::DB_FILE);
     let manager_db = data.join(state::DB_FILE);
     assert!(!file_contains(&platform_db, &recovery), "no recovery secret in platform.db");
@@ -166,30 +166,30 @@ fn users_create_and_manage_bots_through_the_encrypted_dialog() {
     assert!(!file_contains(&manager_db, recovery_hex.as_bytes()), "the reply's plaintext is zeroed once sent");
     assert_eq!(
         listing,
-        format!("Your bots:\n@Echo_Bot_1: \"{display_name}\", id {}, capabilities dm,groups, active", parsed.bot_id)
+        format!("Your bots:\n@Echo_Bot_1: \"{display_name}\", id {}, capabilities dm,groups, active", parsed.numeric_id)
     );
     assert_eq!(ask_one(&bob, "/mybots"), commands::NO_BOTS);
 
     // ── /token: only the owner; the old token is refused at once, the numeric id stays. ──
     let refused = ask_one(&bob, "/token @echo_bot_1");
     assert!(refused.starts_with("You have no bot @echo_bot_1"), "{refused}");
-    assert_eq!(verify(&server, &token), Ok(parsed.bot_id), "bob's attempt changed nothing");
+    assert_eq!(verify(&server, &token), Ok(parsed.numeric_id), "bob's attempt changed nothing");
     let rotated = ask_one(&alice, "/token @ECHO_BOT_1");
     assert!(rotated.starts_with("New token for @Echo_Bot_1:"), "{rotated}");
     let new_token = line(&rotated, "Token: ").to_string();
     assert_ne!(new_token, token);
-    assert_eq!(rules::parse_bot_token(&new_token).expect("format").bot_id, parsed.bot_id, "same numeric id");
+    assert_eq!(rules::parse_bot_token(&new_token).expect("format").numeric_id, parsed.numeric_id, "same numeric id");
     assert_eq!(verify(&server, &token), Err(RpcStatusCode::UNAUTHENTICATED), "old token refused");
-    assert_eq!(verify(&server, &new_token), Ok(parsed.bot_id));
+    assert_eq!(verify(&server, &new_token), Ok(parsed.numeric_id));
 
     // ── /disable: only the owner; every credential is revoked. ──
     let refused = ask_one(&bob, "/disable @Echo_Bot_1");
     assert!(refused.starts_with("You have no bot @Echo_Bot_1"), "{refused}");
-    assert_eq!(verify(&server, &new_token), Ok(parsed.bot_id));
+    assert_eq!(verify(&server, &new_token), Ok(parsed.numeric_id));
     let disabled = ask_one(&alice, "/disable @Echo_Bot_1");
     assert!(disabled.starts_with("@Echo_Bot_1 is disabled."), "{disabled}");
     assert_eq!(verify(&server, &new_token), Err(RpcStatusCode::UNAUTHENTICATED));
-    let account = server.store().account_by_id(parsed.bot_id).expect("read").expect("bot exists");
+    let account = server.store().account_by_id(parsed.numeric_id).expect("read").expect("bot exists");
     assert_eq!(account.status, AccountStatus::Disabled);
     assert!(ask_one(&alice, "/mybots").ends_with(", disabled"));
     assert!(ask_one(&alice, "/token @Echo_Bot_1").contains("is disabled"));
