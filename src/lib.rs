@@ -9,6 +9,7 @@
 //! `e2e` (device keys, sessions and envelopes over SQLite, used by the gateway and the client).
 
 pub mod client;
+pub mod clock;
 pub mod crypto;
 pub mod e2e;
 pub mod gateway;

@@ -199,12 +199,7 @@ fn non_empty(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
 }
 
-pub fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
+pub use crate::clock::unix_now;
 
 /// The Bot API of one bot: a cheap handle the HTTP layer holds per request.
 pub struct BotRuntime {

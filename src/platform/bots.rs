@@ -92,8 +92,7 @@ pub fn provision_bot_with(
 ) -> Result<BotCredentials> {
     let identity = IdentityKeyPair::from_recovery_secret(&secrets.recovery_secret);
     let public_key = identity.public_key();
-    let now =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    let now = crate::clock::unix_now();
     let (id, token, existed) = store.create_bot_with_token(
         username,
         display_name,

@@ -68,9 +68,7 @@ impl RunningServer {
         crate::crypto::init();
         let (host, _) = split_listen(listen)?;
         let store = Arc::new(Store::open(data_dir)?);
-        let cutoff =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
-                - SENT_RECORD_RETENTION_SECS;
+        let cutoff = crate::clock::unix_now() - SENT_RECORD_RETENTION_SECS;
         let pruned = store.prune_sent_records(cutoff)?;
         if pruned > 0 {
             log::info!("forgot {pruned} sent-message records older than 30 days");

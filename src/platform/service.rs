@@ -6,7 +6,6 @@
 //! feeder thread (see `inbox`).
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use grpcio::{RpcContext, ServerStreamingSink, UnarySink};
 
@@ -15,6 +14,7 @@ use super::error::{PlatformError, Result};
 use super::inbox::{self, InboxHub};
 use super::rules;
 use super::store::{self, Account, NewDevice, Outgoing, SendOutcome, SignedPrekey, Store};
+use crate::clock::unix_now;
 use crate::crypto::identity;
 use crate::wire::platform::{self as pb, send_result::Status as SendStatus};
 
@@ -32,10 +32,6 @@ pub const ACKS_PER_REQUEST_MAX: usize = 10_000;
 pub struct PlatformService {
     store: Arc<Store>,
     hub: Arc<InboxHub>,
-}
-
-fn now_unix() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
 fn invalid(msg: impl Into<String>) -> PlatformError {
@@ -178,7 +174,7 @@ impl PlatformService {
             &identity_key,
             &device,
             &crate::crypto::digest(&secret),
-            now_unix(),
+            unix_now(),
         )?;
         log::info!("registered user {} (@{})", addr.user_id, req.username);
         Ok(pb::RegisterUserResponse {
@@ -195,7 +191,7 @@ impl PlatformService {
         req: pb::RegisterBotDeviceRequest,
     ) -> Result<pb::RegisterBotDeviceResponse> {
         let bot_id = caller.user_id;
-        let now = now_unix();
+        let now = unix_now();
         let skew = req.timestamp.saturating_sub(now).saturating_abs();
         if skew > REGISTRATION_WINDOW_SECS {
             return Err(PlatformError::PermissionDenied(format!(
@@ -290,7 +286,7 @@ impl PlatformService {
                 ciphertexts: m.ciphertexts.into_iter().map(|c| (c.device_id, c.ciphertext)).collect(),
             })
             .collect();
-        let batch = self.store.send_messages(sender, &messages, now_unix())?;
+        let batch = self.store.send_messages(sender, &messages, unix_now())?;
         // Wake the streams only after the commit, so they find the entries.
         self.hub.notify(&batch.delivered_to);
         log::debug!(
@@ -581,7 +577,7 @@ mod tests {
         assert_eq!(crate::crypto::hex_encode(&bot_identity.public_key()), creds.bot_id_hex);
         let mut bot = connect(&server, Credential::Bot { token: creds.token.clone(), device_id: None });
         let (bot_keys, bot_secrets) = device_keys(&bot_identity, 3);
-        let now = now_unix();
+        let now = unix_now();
         let proof = |signer: &IdentityKeyPair, ts: i64| pb::RegisterBotDeviceRequest {
             device: Some(bot_keys.clone()).into(),
             timestamp: ts,
@@ -751,7 +747,7 @@ mod tests {
         );
         let (keys, _secrets) = device_keys(&bot_identity, 0);
         let mut bot = connect(&server, Credential::Bot { token: creds.token.clone(), device_id: None });
-        let ts = now_unix();
+        let ts = unix_now();
         let req = pb::RegisterBotDeviceRequest {
             proof: bot_identity
                 .sign(&identity::bot_registration_statement(creds.compat_user_id, &keys.device_key, ts))

@@ -20,7 +20,7 @@
 //! so replies reach the user in the order of their messages.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use protobuf::Message;
 use rusqlite::{Connection, TransactionBehavior};
@@ -33,6 +33,7 @@ use super::super::store::{self, Account, AccountStatus, DeviceAddr, InboxEntry, 
 use super::commands::{self, BotInfo, Directory, Effect, EffectOutcome};
 use super::state::{self, PendingEffect};
 use super::ManagerConfig;
+use crate::clock::unix_now;
 use crate::crypto::{self, IdentityKeyPair};
 use crate::e2e::{self, E2eError, Registration};
 use crate::wire::e2e::{Content, Text};
@@ -89,10 +90,6 @@ impl From<rusqlite::Error> for RunError {
 
 type RunResult<T> = std::result::Result<T, RunError>;
 
-fn now_unix() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
-}
-
 /// The management bot's device and what it works with. Owned by the `manager-bot` thread.
 pub(super) struct Runner {
     /// `manager.db`, held exclusively.
@@ -138,7 +135,7 @@ impl Runner {
             tx.commit()?;
             (identity, keys)
         };
-        let now = now_unix();
+        let now = unix_now();
         let user_id =
             store.ensure_manager_account(&config.username, &config.display_name, &identity.public_key(), now)?;
 
@@ -324,7 +321,7 @@ impl Runner {
                 recipient_id: row.recipient_id,
                 ciphertexts: row.ciphertexts.clone(),
             };
-            let batch = self.store.send_messages(self.me, std::slice::from_ref(&outgoing), now_unix())?;
+            let batch = self.store.send_messages(self.me, std::slice::from_ref(&outgoing), unix_now())?;
             // The same wake-up the gRPC send path gives the recipients' Inbox streams.
             self.hub.notify(&batch.delivered_to);
             let user_id = row.recipient_id;
