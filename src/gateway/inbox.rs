@@ -14,9 +14,10 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use futures::executor::block_on_stream;
 use rusqlite::Connection;
 
-use super::botapi::types::{self, UserView};
-use super::runtime::{history_view, unix_now, BotShared};
+use super::botapi::types::UserView;
+use super::runtime::{unix_now, BotShared};
 use super::store::{chats, meta_get, meta_set, queue, Result as StoreResult, StoreError};
+use super::updates;
 use crate::crypto;
 use crate::e2e;
 use crate::wire::platform::{AckRequest, InboxEnvelope, InboxRequest, UploadPrekeysRequest, VerifyCredentialRequest};
@@ -225,11 +226,7 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResu
         content,
     };
     chats::record(c, &entry)?;
-    if queue::admits(c, "message")? {
-        let message = types::message_json(&history_view(c, me, &chat, &entry, true)?);
-        queue::enqueue(c, "message", &message)?;
-    }
-    Ok(())
+    updates::enqueue_message(c, me, &chat, &entry)
 }
 
 

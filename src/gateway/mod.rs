@@ -11,6 +11,7 @@ pub mod registration;
 pub mod runtime;
 pub mod state_dir;
 pub mod store;
+pub mod updates;
 pub mod webhook;
 
 use std::collections::HashMap;

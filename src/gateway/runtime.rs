@@ -15,12 +15,13 @@ use serde_json::{json, Value};
 
 use super::botapi::backend::{BotApi, GetUpdates, SendMessage, SetWebhook};
 use crate::wire::token;
-use super::botapi::types::{self, ChatView, MessageView, UserView};
+use super::botapi::types::{self, MessageView, UserView};
 use super::botapi::ApiError;
 use super::config::BotConfig;
 use super::outbox::OutboxHandle;
 use super::store::webhook::{self as webhook_store, WebhookConfig};
 use super::store::{chats, outbox, queue, Result as StoreResult, Store, StoreError};
+use super::updates;
 use super::webhook::WebhookHandle;
 use crate::crypto;
 use crate::wire::e2e::{Content, Text};
@@ -134,69 +135,8 @@ impl BotShared {
     /// Builds the Bot API message for a private-chat history entry.
     pub fn message_view(&self, chat: &chats::PrivateChat, entry: &chats::HistoryEntry) -> Result<MessageView, ApiError> {
         let me = self.me();
-        self.store.read(|c| history_view(c, &me, chat, entry, true)).map_err(store_error)
+        self.store.read(|c| updates::history_view(c, &me, chat, entry, true)).map_err(store_error)
     }
-}
-
-/// The Bot API message of a private-chat history entry; the reply snapshot is nested one
-/// level only (`nest`).
-pub fn history_view(
-    c: &Connection,
-    me: &UserView,
-    chat: &chats::PrivateChat,
-    entry: &chats::HistoryEntry,
-    nest: bool,
-) -> StoreResult<MessageView> {
-    let from = if entry.from_bot {
-        me.clone()
-    } else {
-        UserView {
-            id: chat.user_id as i64,
-            is_bot: false,
-            first_name: chat.first_name.clone(),
-            username: non_empty(&chat.username),
-        }
-    };
-    let (text, entities) = match &entry.content.body {
-        Some(crate::wire::e2e::content::Body::Text(t)) => {
-            // PTB and telegraf route commands by a bot_command entity (SDK-COMPAT §8.9).
-            let entities = if t.entities.is_empty() && !entry.from_bot {
-                types::command_entities(&t.text)
-            } else {
-                t.entities.clone()
-            };
-            (Some(t.text.clone()), entities)
-        }
-        _ => (None, Vec::new()),
-    };
-    let reply_to_message = match (nest, entry.content.reply_to_message_id) {
-        (true, id) if id != 0 => chats::lookup(c, entry.chat_id, id as i64)?
-            .map(|r| history_view(c, me, chat, &r, false))
-            .transpose()?
-            .map(Box::new),
-        _ => None,
-    };
-    Ok(MessageView {
-        message_id: entry.message_id,
-        date: entry.date,
-        chat: private_chat_view(chat),
-        from: Some(from),
-        text,
-        entities,
-        reply_to_message,
-    })
-}
-
-pub fn private_chat_view(chat: &chats::PrivateChat) -> ChatView {
-    ChatView::Private {
-        id: chat.user_id as i64,
-        first_name: chat.first_name.clone(),
-        username: non_empty(&chat.username),
-    }
-}
-
-fn non_empty(s: &str) -> Option<String> {
-    (!s.is_empty()).then(|| s.to_string())
 }
 
 pub use crate::clock::unix_now;
@@ -258,12 +198,12 @@ impl BotApi for BotRuntime {
             }
         }
         if let Some(list) = &req.allowed_updates {
-            queue::validate_kinds(list).map_err(ApiError::bad_request)?;
+            updates::validate_kinds(list).map_err(ApiError::bad_request)?;
         }
         let notifier = s.store.notifier().clone();
         // A newer poll supersedes an older one (SDK-COMPAT §4: answer the older with 409).
         let ticket = notifier.begin_poll();
-        // A new filter applies to updates created from now on (queue::admits).
+        // A new filter applies to updates created from now on (updates::admits).
         if let Some(list) = req.allowed_updates {
             let stored = s.store.read(queue::stored_allowed_updates).map_err(store_error)?;
             if stored.as_ref() != Some(&list) {
@@ -292,7 +232,7 @@ impl BotApi for BotRuntime {
             let seen = notifier.commits();
             let (webhook, updates) = s
                 .store
-                .read(|c| Ok((webhook_store::is_set(c)?, queue::fetch(c, req.offset, req.limit)?)))
+                .read(|c| Ok((webhook_store::is_set(c)?, updates::fetch(c, req.offset, req.limit)?)))
                 .map_err(store_error)?;
             if webhook {
                 // setWebhook while this poll waited.
@@ -372,7 +312,7 @@ impl BotApi for BotRuntime {
             return self.delete_webhook(req.drop_pending_updates);
         }
         if let Some(list) = &req.allowed_updates {
-            queue::validate_kinds(list).map_err(ApiError::bad_request)?;
+            updates::validate_kinds(list).map_err(ApiError::bad_request)?;
         }
         let s = &self.shared;
         let cfg = WebhookConfig { url: req.url, secret_token: req.secret_token };

@@ -28,6 +28,7 @@ use super::inbox::is_unauthenticated;
 use super::runtime::{unix_now, BotRuntime, BotShared};
 use super::store::webhook::{self as config, LastError, WebhookConfig};
 use super::store::{queue, Result as StoreResult};
+use super::updates;
 use crate::wire::platform::VerifyCredentialRequest;
 
 /// The header carrying `secret_token` (SPEC "Webhook delivery" 2).
@@ -173,7 +174,7 @@ fn attempt(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Reply>) -> 
         let Some(cfg) = config::config(c)? else {
             return Ok(None);
         };
-        Ok(Some((cfg, queue::head(c)?)))
+        Ok(Some((cfg, updates::head(c)?)))
     });
     let (cfg, (update_id, update)) = match head {
         Ok(None) => return Outcome::NoWebhook,

@@ -277,6 +277,14 @@ impl Store {
 
 pub use schema::{meta_delete, meta_get, meta_set};
 
+/// A database in memory with the current schema, for unit tests of the layers above.
+#[cfg(test)]
+pub fn memory_db() -> Connection {
+    let c = Connection::open_in_memory().expect("memory db");
+    schema::migrate(&c).expect("migrate");
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

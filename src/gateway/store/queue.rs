@@ -1,6 +1,7 @@
-//! The durable update queue, the `allowed_updates` filter, and the memory of processed
-//! transport events. Polling and the webhook share this one ordered queue. The filter decides
-//! what enters the queue; whatever is queued is delivered until acknowledged.
+//! The durable update queue, the stored `allowed_updates` list, and the memory of processed
+//! transport events. Polling and the webhook share this one ordered queue. An update is an
+//! opaque payload under its kind: what the kinds are, which ones the filter admits, and how a
+//! payload becomes an Update object is `gateway::updates`, not this module's concern.
 //!
 //! Every query here uses the `update_id` primary key or `LIMIT`, so the cost of serving and
 //! acknowledging does not grow with the queue length; the number of pending updates is a
@@ -12,33 +13,6 @@ use rusqlite::{params, Connection};
 use serde_json::Value;
 
 use super::{schema, Result};
-
-/// Update kinds a bot may receive (the one list lives with the Bot API types).
-pub use crate::gateway::botapi::types::UPDATE_KINDS as ALL_KINDS;
-
-/// Every update type of the Bot API. `allowed_updates` may name any of them (aiogram sends the
-/// types its handlers cover, such as `edited_message`); only `ALL_KINDS` are ever produced, and a
-/// name outside this list is refused with 400.
-pub const BOT_API_KINDS: &[&str] = &[
-    "message", "edited_message", "channel_post", "edited_channel_post", "business_connection",
-    "business_message", "edited_business_message", "deleted_business_messages", "message_reaction",
-    "message_reaction_count", "inline_query", "chosen_inline_result", "callback_query", "shipping_query",
-    "pre_checkout_query", "purchased_paid_media", "poll", "poll_answer", "my_chat_member", "chat_member",
-    "chat_join_request", "chat_boost", "removed_chat_boost",
-];
-
-/// Checks an `allowed_updates` list: every name must be an update type of the Bot API.
-pub fn validate_kinds(list: &[String]) -> std::result::Result<(), String> {
-    match list.iter().find(|k| !BOT_API_KINDS.contains(&k.as_str())) {
-        Some(k) => Err(format!("unknown update type {k:?} in allowed_updates")),
-        None => Ok(()),
-    }
-}
-
-/// The default set: everything except `message_reaction`, which must be asked for.
-pub fn default_kinds() -> Vec<String> {
-    ALL_KINDS.iter().filter(|k| **k != "message_reaction").map(|k| k.to_string()).collect()
-}
 
 /// How many processed transport events are remembered to suppress repeats.
 pub const PROCESSED_MEMORY: i64 = 2048;
@@ -60,22 +34,29 @@ pub fn enqueue(conn: &Connection, kind: &str, payload: &Value) -> Result<i64> {
     Ok(conn.last_insert_rowid())
 }
 
-/// Up to `limit` updates with `update_id >= offset`, in queue order, as complete Update
-/// objects. Everything queued is served: `allowed_updates` decides what is queued when an
-/// update is created (see `admits`), and a later change of the filter does not strand or drop
-/// updates already waiting (as in the Bot API, and SPEC "Delivery semantics": repeated until
-/// acknowledged).
-pub fn fetch(conn: &Connection, offset: Option<i64>, limit: u32) -> Result<Vec<Value>> {
+/// One queued update as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Queued {
+    pub update_id: i64,
+    pub kind: String,
+    pub payload: Value,
+}
+
+/// Up to `limit` updates with `update_id >= offset`, in queue order. Everything queued is
+/// served: the filter decides what is queued when an update is created, and a later change of
+/// it does not strand or drop updates already waiting (as in the Bot API, and SPEC "Delivery
+/// semantics": repeated until acknowledged).
+pub fn fetch(conn: &Connection, offset: Option<i64>, limit: u32) -> Result<Vec<Queued>> {
     let mut stmt = conn.prepare_cached(FETCH_SQL)?;
     let rows: Vec<(i64, String, String)> = stmt
         .query_map(params![offset.unwrap_or(0), limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
         .collect::<rusqlite::Result<_>>()?;
     rows.into_iter()
-        .map(|(id, kind, payload)| {
+        .map(|(update_id, kind, payload)| {
             let payload: Value = serde_json::from_str(&payload).map_err(|e| {
-                super::StoreError::Refused(format!("stored update {id} is not valid JSON: {e}"))
+                super::StoreError::Refused(format!("stored update {update_id} is not valid JSON: {e}"))
             })?;
-            Ok(crate::gateway::botapi::types::update_json(id, &kind, payload))
+            Ok(Queued { update_id, kind, payload })
         })
         .collect()
 }
@@ -91,10 +72,9 @@ pub fn ack_below(conn: &Connection, offset: i64) -> Result<usize> {
     Ok(conn.prepare_cached(ACK_BELOW_SQL)?.execute(params![offset])?)
 }
 
-/// The first pending update (the webhook's head), as a complete Update object with its
-/// `update_id`.
-pub fn head(conn: &Connection) -> Result<Option<(i64, Value)>> {
-    Ok(fetch(conn, None, 1)?.into_iter().next().map(|u| (u["update_id"].as_i64().unwrap_or(0), u)))
+/// The first pending update (the webhook's head).
+pub fn head(conn: &Connection) -> Result<Option<Queued>> {
+    Ok(fetch(conn, None, 1)?.into_iter().next())
 }
 
 /// Acknowledges the update `update_id` and every update before it (as a getUpdates `offset`
@@ -125,24 +105,9 @@ pub fn stored_allowed_updates(conn: &Connection) -> Result<Option<Vec<String>>> 
     }
 }
 
-/// Whether a new update of `kind` goes into the queue under the stored filter. The filter is
-/// applied here, when an update is created, and nowhere else.
-pub fn admits(conn: &Connection, kind: &str) -> Result<bool> {
-    let kinds = effective_kinds(stored_allowed_updates(conn)?.as_deref());
-    Ok(kinds.iter().any(|k| k == kind))
-}
-
 pub fn store_allowed_updates(conn: &Connection, kinds: &[String]) -> Result<()> {
     schema::meta_set(conn, ALLOWED_UPDATES_KEY, &Value::from(kinds.to_vec()).to_string())?;
     Ok(())
-}
-
-/// The kinds in force: the stored filter, or the default set when none (or `[]`) was given.
-pub fn effective_kinds(stored: Option<&[String]>) -> Vec<String> {
-    match stored {
-        Some(k) if !k.is_empty() => k.to_vec(),
-        _ => default_kinds(),
-    }
 }
 
 /// True if this transport event was already imported.
@@ -182,32 +147,24 @@ mod tests {
         }
         let got = fetch(&c, None, 100).expect("fetch");
         assert_eq!(got.len(), 5);
-        assert_eq!(got[0]["update_id"], 1);
-        assert_eq!(got[3]["message"]["n"], 3);
+        assert_eq!((got[0].update_id, got[0].kind.as_str()), (1, "message"));
+        assert_eq!(got[3].payload["n"], 3);
         let got = fetch(&c, Some(3), 1).expect("fetch");
         assert_eq!(got.len(), 1);
-        assert_eq!(got[0]["update_id"], 3);
+        assert_eq!(got[0].update_id, 3);
         ack_below(&c, 4).expect("ack");
         assert_eq!(depth(&c).expect("depth"), 2);
         assert!(!has_below(&c, 4).expect("has_below"));
     }
 
-    /// The filter applies when an update is created; changing it later neither hides nor drops
-    /// what is already queued.
     #[test]
-    fn the_filter_decides_what_is_queued_not_what_queued_updates_are_served() {
+    fn the_stored_filter_reads_back_or_is_an_error() {
         let c = db();
-        assert!(admits(&c, "message").expect("default set"));
-        assert!(!admits(&c, "message_reaction").expect("not in the default set"));
-        enqueue(&c, "message", &serde_json::json!({ "n": 1 })).expect("enqueue");
+        assert_eq!(stored_allowed_updates(&c).expect("none yet"), None);
         store_allowed_updates(&c, &["callback_query".to_string()]).expect("store");
-        assert!(!admits(&c, "message").expect("filtered from now on"));
-        let (id, u) = head(&c).expect("head").expect("the queued message is still served");
-        assert_eq!((id, u["message"]["n"].as_i64()), (1, Some(1)));
-        store_allowed_updates(&c, &[]).expect("store");
-        assert!(admits(&c, "message").expect("[] is the default set"));
+        assert_eq!(stored_allowed_updates(&c).expect("read"), Some(vec!["callback_query".to_string()]));
         schema::meta_set(&c, ALLOWED_UPDATES_KEY, "not json").expect("corrupt");
-        assert!(admits(&c, "message").is_err(), "an unreadable filter is an error, not the default set");
+        assert!(stored_allowed_updates(&c).is_err(), "an unreadable filter is an error, not the default set");
     }
 
     #[test]
@@ -232,8 +189,8 @@ mod tests {
         assert_eq!(depth(&c).expect("depth"), 10);
         assert_eq!(ack_through(&c, 3).expect("ack"), 3);
         assert_eq!(depth(&c).expect("depth"), 7);
-        let (id, u) = head(&c).expect("head").expect("some");
-        assert_eq!((id, u["message"]["n"].as_i64()), (4, Some(3)));
+        let u = head(&c).expect("head").expect("some");
+        assert_eq!((u.update_id, u.payload["n"].as_i64()), (4, Some(3)));
         clear(&c).expect("clear");
         assert_eq!(depth(&c).expect("depth"), 0);
         let n: i64 = c.query_row("SELECT count(*) FROM updates", [], |r| r.get(0)).expect("count");
@@ -253,14 +210,6 @@ mod tests {
         old.execute_batch("UPDATE queue_stats SET pending = 42").expect("mark");
         schema::migrate(&old).expect("migrate again");
         assert_eq!(depth(&old).expect("depth"), 42);
-    }
-
-    #[test]
-    fn validate_kinds_accepts_bot_api_names_only() {
-        validate_kinds(&["message".into(), "edited_message".into(), "poll_answer".into()]).expect("Bot API names");
-        validate_kinds(&[]).expect("empty list");
-        let e = validate_kinds(&["message".into(), "bogus".into()]).expect_err("unknown");
-        assert!(e.contains("\"bogus\""), "{e}");
     }
 
     fn plan(c: &Connection, sql: &str) -> String {
@@ -308,7 +257,7 @@ mod tests {
             c.execute_batch("COMMIT").expect("commit");
             assert_eq!(depth(&c).expect("depth"), n);
             let page = fetch(&c, Some(1), 5).expect("fetch");
-            assert_eq!(page.iter().map(|u| u["update_id"].as_i64().expect("id")).collect::<Vec<_>>(), vec![1, 2, 3, 4, 5]);
+            assert_eq!(page.iter().map(|u| u.update_id).collect::<Vec<_>>(), vec![1, 2, 3, 4, 5]);
 
             let mut cost = [0; 3];
             for (i, sql) in [FETCH_SQL, ACK_BELOW_SQL, DEPTH_SQL].into_iter().enumerate() {

@@ -1,0 +1,181 @@
+//! Events into Bot API Update objects: what kinds exist, which ones the bot asked for, and how
+//! a stored event becomes the JSON an SDK parses.
+//!
+//! This is the room between the store, which keeps each update as an opaque payload under its
+//! kind and never looks inside, and the Bot API methods that serve updates. The inbox uses it
+//! when an update is created (the filter applies then, and the reply snapshot is taken then);
+//! getUpdates and the webhook use it when one is served; sendMessage for its result. The
+//! next kinds (`callback_query`, `edited_message`, `message_reaction`, `chat_member`, ...) are
+//! built here too.
+
+use rusqlite::Connection;
+use serde_json::Value;
+
+use super::botapi::text::entities::command_entities;
+use super::botapi::types::{self, ChatView, MessageView, UserView, UPDATE_KINDS};
+use super::store::{chats, queue, Result as StoreResult};
+use crate::wire::e2e::content::Body;
+
+/// Every update type of the Bot API. `allowed_updates` may name any of them (aiogram sends the
+/// types its handlers cover, such as `edited_message`); only [`UPDATE_KINDS`] are ever
+/// produced, and a name outside this list is refused with 400.
+pub const BOT_API_KINDS: &[&str] = &[
+    "message", "edited_message", "channel_post", "edited_channel_post", "business_connection",
+    "business_message", "edited_business_message", "deleted_business_messages", "message_reaction",
+    "message_reaction_count", "inline_query", "chosen_inline_result", "callback_query", "shipping_query",
+    "pre_checkout_query", "purchased_paid_media", "poll", "poll_answer", "my_chat_member", "chat_member",
+    "chat_join_request", "chat_boost", "removed_chat_boost",
+];
+
+/// Checks an `allowed_updates` list: every name must be an update type of the Bot API.
+pub fn validate_kinds(list: &[String]) -> Result<(), String> {
+    match list.iter().find(|k| !BOT_API_KINDS.contains(&k.as_str())) {
+        Some(k) => Err(format!("unknown update type {k:?} in allowed_updates")),
+        None => Ok(()),
+    }
+}
+
+/// The default set: everything except `message_reaction`, which must be asked for.
+pub fn default_kinds() -> Vec<String> {
+    UPDATE_KINDS.iter().filter(|k| **k != "message_reaction").map(|k| k.to_string()).collect()
+}
+
+/// The kinds in force: the stored filter, or the default set when none (or `[]`) was given.
+pub fn effective_kinds(stored: Option<&[String]>) -> Vec<String> {
+    match stored {
+        Some(k) if !k.is_empty() => k.to_vec(),
+        _ => default_kinds(),
+    }
+}
+
+/// Whether a new update of `kind` goes into the queue under the stored filter. The filter is
+/// applied here, when an update is created, and nowhere else: whatever is queued is served
+/// until acknowledged.
+pub fn admits(conn: &Connection, kind: &str) -> StoreResult<bool> {
+    let kinds = effective_kinds(queue::stored_allowed_updates(conn)?.as_deref());
+    Ok(kinds.iter().any(|k| k == kind))
+}
+
+/// Up to `limit` queued updates from `offset` on, as Update objects.
+pub fn fetch(conn: &Connection, offset: Option<i64>, limit: u32) -> StoreResult<Vec<Value>> {
+    Ok(queue::fetch(conn, offset, limit)?.into_iter().map(|u| types::update_json(u.update_id, &u.kind, u.payload)).collect())
+}
+
+/// The first queued update (the webhook's head) with its id.
+pub fn head(conn: &Connection) -> StoreResult<Option<(i64, Value)>> {
+    Ok(queue::fetch(conn, None, 1)?.into_iter().next().map(|u| (u.update_id, types::update_json(u.update_id, &u.kind, u.payload))))
+}
+
+/// Queues a `message` update for a received private message, if the filter admits it.
+pub fn enqueue_message(
+    c: &Connection,
+    me: &UserView,
+    chat: &chats::PrivateChat,
+    entry: &chats::HistoryEntry,
+) -> StoreResult<()> {
+    if admits(c, "message")? {
+        let message = types::message_json(&history_view(c, me, chat, entry, true)?);
+        queue::enqueue(c, "message", &message)?;
+    }
+    Ok(())
+}
+
+/// The Bot API message of a private-chat history entry; the reply snapshot is nested one
+/// level only (`nest`).
+pub fn history_view(
+    c: &Connection,
+    me: &UserView,
+    chat: &chats::PrivateChat,
+    entry: &chats::HistoryEntry,
+    nest: bool,
+) -> StoreResult<MessageView> {
+    let from = if entry.from_bot {
+        me.clone()
+    } else {
+        UserView {
+            id: chat.user_id as i64,
+            is_bot: false,
+            first_name: chat.first_name.clone(),
+            username: non_empty(&chat.username),
+        }
+    };
+    let (text, entities) = match &entry.content.body {
+        Some(Body::Text(t)) => {
+            // PTB and telegraf route commands by a bot_command entity (SDK-COMPAT §8.9).
+            let entities = if t.entities.is_empty() && !entry.from_bot {
+                command_entities(&t.text)
+            } else {
+                t.entities.clone()
+            };
+            (Some(t.text.clone()), entities)
+        }
+        _ => (None, Vec::new()),
+    };
+    let reply_to_message = match (nest, entry.content.reply_to_message_id) {
+        (true, id) if id != 0 => chats::lookup(c, entry.chat_id, id as i64)?
+            .map(|r| history_view(c, me, chat, &r, false))
+            .transpose()?
+            .map(Box::new),
+        _ => None,
+    };
+    Ok(MessageView {
+        message_id: entry.message_id,
+        date: entry.date,
+        chat: private_chat_view(chat),
+        from: Some(from),
+        text,
+        entities,
+        reply_to_message,
+    })
+}
+
+pub fn private_chat_view(chat: &chats::PrivateChat) -> ChatView {
+    ChatView::Private { id: chat.user_id as i64, first_name: chat.first_name.clone(), username: non_empty(&chat.username) }
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::gateway::store::memory_db;
+
+    /// The filter applies when an update is created; changing it later neither hides nor drops
+    /// what is already queued.
+    #[test]
+    fn the_filter_decides_what_is_queued_not_what_queued_updates_are_served() {
+        let c = memory_db();
+        assert!(admits(&c, "message").expect("default set"));
+        assert!(!admits(&c, "message_reaction").expect("not in the default set"));
+        queue::enqueue(&c, "message", &json!({ "n": 1 })).expect("enqueue");
+        queue::store_allowed_updates(&c, &["callback_query".to_string()]).expect("store");
+        assert!(!admits(&c, "message").expect("filtered from now on"));
+        let (id, u) = head(&c).expect("head").expect("the queued message is still served");
+        assert_eq!((id, u), (1, json!({"update_id": 1, "message": {"n": 1}})));
+        queue::store_allowed_updates(&c, &[]).expect("store");
+        assert!(admits(&c, "message").expect("[] is the default set"));
+    }
+
+    #[test]
+    fn served_updates_are_update_objects_in_queue_order() {
+        let c = memory_db();
+        for i in 0..3 {
+            queue::enqueue(&c, "message", &json!({ "n": i })).expect("enqueue");
+        }
+        let got = fetch(&c, Some(2), 100).expect("fetch");
+        assert_eq!(got, vec![json!({"update_id": 2, "message": {"n": 1}}), json!({"update_id": 3, "message": {"n": 2}})]);
+    }
+
+    #[test]
+    fn validate_kinds_accepts_bot_api_names_only() {
+        validate_kinds(&["message".into(), "edited_message".into(), "poll_answer".into()]).expect("Bot API names");
+        validate_kinds(&[]).expect("empty list");
+        let e = validate_kinds(&["message".into(), "bogus".into()]).expect_err("unknown");
+        assert!(e.contains("\"bogus\""), "{e}");
+        assert!(default_kinds().iter().all(|k| BOT_API_KINDS.contains(&k.as_str())));
+    }
+}
