@@ -8,9 +8,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::backend::SetWebhook;
-use super::format::{self, ParseMode};
 use super::params::Params;
-use super::types::{self, utf16_len};
+use super::text::entities::{check_entity_count, entities_from_json, utf16_len, validate_entities};
+use super::text::{self, ParseMode};
 use super::{ApiError, BotApi, GetUpdates, SendMessage};
 
 /// Longest message text, in UTF-16 code units.
@@ -167,7 +167,7 @@ pub fn send_message_request(params: &Params) -> Result<SendMessage, ApiError> {
         Some(mode) => {
             let mode = ParseMode::from_name(&mode)
                 .ok_or_else(|| ApiError::bad_request(format!("unsupported parse_mode {mode:?}")))?;
-            format::parse(&raw_text, mode)?
+            text::parse(&raw_text, mode)?
         }
         None => {
             // The text is final: a long one is refused before any entity is read, and the
@@ -178,9 +178,9 @@ pub fn send_message_request(params: &Params) -> Result<SendMessage, ApiError> {
                 Some(Value::String(s)) => {
                     let v: Value = serde_json::from_str(s)
                         .map_err(|_| ApiError::bad_request("entities must be a JSON array of MessageEntity"))?;
-                    types::entities_from_json(&v, units)?
+                    entities_from_json(&v, units)?
                 }
-                Some(v) => types::entities_from_json(v, units)?,
+                Some(v) => entities_from_json(v, units)?,
             };
             (raw_text, entities)
         }
@@ -190,8 +190,8 @@ pub fn send_message_request(params: &Params) -> Result<SendMessage, ApiError> {
     }
     // Markup is measured after parsing, as in the Bot API (raw text was measured above).
     let units = checked_text_len(&text)?;
-    types::check_entity_count(entities.len(), units)?;
-    types::validate_entities(&text, &entities)?;
+    check_entity_count(entities.len(), units)?;
+    validate_entities(&text, &entities)?;
 
     let mut reply_to_message_id = params.optional_i64("reply_to_message_id")?;
     let mut allow_sending_without_reply = params.flag("allow_sending_without_reply")?;
@@ -324,6 +324,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::gateway::botapi::text::entities::{entity, MAX_ENTITIES};
 
     /// Records the last typed request; answers with canned values.
     #[derive(Default)]
@@ -444,7 +445,7 @@ mod tests {
         .expect("PTB shape");
         assert_eq!(r.chat_id, 42);
         assert_eq!(r.text, "hello");
-        assert_eq!(r.entities, vec![types::entity("bold", 0, 5)]);
+        assert_eq!(r.entities, vec![entity("bold", 0, 5)]);
         assert_eq!(r.reply_to_message_id, Some(5));
         assert!(!r.allow_sending_without_reply);
     }
@@ -529,10 +530,10 @@ mod tests {
         let e = bad(send_message_request(&p(json!({"chat_id": 1, "text": "x".repeat(4097), "entities": [1]}))));
         assert_eq!(e, "Bad Request: message is too long");
         // Markup is bounded by the same rule, after parsing.
-        let html = "<b>a</b>".repeat(types::MAX_ENTITIES + 1);
+        let html = "<b>a</b>".repeat(MAX_ENTITIES + 1);
         let e = bad(send_message_request(&p(json!({"chat_id": 1, "text": html, "parse_mode": "HTML"}))));
         assert!(e.starts_with("Bad Request: too many entities: 1001 given"), "{e}");
-        let html = "<b>a</b>".repeat(types::MAX_ENTITIES);
+        let html = "<b>a</b>".repeat(MAX_ENTITIES);
         send_message_request(&p(json!({"chat_id": 1, "text": html, "parse_mode": "HTML"}))).expect("at the cap");
     }
 

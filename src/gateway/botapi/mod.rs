@@ -4,18 +4,19 @@
 //! (`token`, then `Backend::bot`), `methods::preflight` checks revocation and the method name,
 //! `request` (+ `multipart`) decodes the body into `params::Params`, `methods::call` validates
 //! the parameters and calls the runtime through `BotApi`, and `response` writes the envelope.
-//! `types` builds the Bot API JSON objects the runtime returns; `format` turns `parse_mode`
-//! markup into entities.
+//! `types` builds the Bot API JSON objects the runtime returns; `text` turns `parse_mode`
+//! markup into entities (one file per markup language) and holds the entity rules
+//! (`text::entities`).
 
 pub mod backend;
 pub mod error;
-pub mod format;
 pub mod methods;
 pub mod multipart;
 pub mod params;
 pub mod request;
 pub mod response;
 pub mod server;
+pub(crate) mod text;
 pub mod token;
 pub mod types;
 
