@@ -4,7 +4,9 @@
 //!
 //! - `cli`: the `platform-server` program (serve, create-bot).
 //! - `server`: `RunningServer`, a started gRPC server (also for in-process tests).
-//! - `service`: the `Platform` gRPC service: request checks, then one store call.
+//! - `service`: the `Platform` gRPC service: request checks, then one store call; one file per
+//!   area (accounts, devices, messaging) behind one unary-call path.
+//! - `convert`: wire ↔ store conversions and key checks, shared by `service` and `manager`.
 //! - `auth`: the caller's credential from call metadata.
 //! - `inbox`: the Inbox stream (a feeder thread per stream, woken on commit).
 //! - `store`: the SQLite database `platform.db`.
@@ -16,6 +18,7 @@
 mod auth;
 mod bots;
 mod cli;
+mod convert;
 mod error;
 mod inbox;
 pub mod manager;

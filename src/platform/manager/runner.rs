@@ -28,7 +28,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::super::bots::{self, BotSecrets};
 use super::super::error::PlatformError;
 use super::super::inbox::{InboxHub, LocalInbox, LocalWake};
-use super::super::service;
+use super::super::convert;
 use super::super::store::{self, Account, AccountStatus, DeviceAddr, InboxEntry, Outgoing, SendOutcome, Store};
 use super::commands::{self, BotInfo, Directory, Effect, EffectOutcome};
 use super::state::{self, PendingEffect};
@@ -150,7 +150,7 @@ impl Runner {
         let me = match current {
             Some(addr) => addr,
             None => {
-                let device = service::verified_device(&identity.public_key(), &device_keys, || {
+                let device = convert::verified_device(&identity.public_key(), &device_keys, || {
                     PlatformError::Internal("the management bot's own device certificate does not verify".into())
                 })?;
                 let device_id = store.register_bot_device(user_id, &device, now)?;
@@ -459,11 +459,11 @@ fn start_sessions(tx: &Connection, store: &Store, user_id: u64, device_ids: &[u3
     }
     let Some(account) = store.account_by_id(user_id)? else { return Ok(()) };
     let bundles: Vec<PrekeyBundle> =
-        store.take_prekey_bundles(user_id, device_ids)?.into_iter().map(service::bundle_to_wire).collect();
+        store.take_prekey_bundles(user_id, device_ids)?.into_iter().map(convert::bundle_to_wire).collect();
     if bundles.is_empty() {
         return Ok(());
     }
-    let profile = service::profile(account);
+    let profile = convert::profile(account);
     match e2e::add_sessions(tx, &profile, &bundles) {
         Ok(()) => Ok(()),
         Err(E2eError::Db(e)) => Err(e.into()),

@@ -1,0 +1,83 @@
+//! A device's keys: RegisterBotDevice (one more device of an existing bot account, proven by
+//! the bot identity key), GetPrekeyBundles, UploadPrekeys.
+
+use super::super::auth::Caller;
+use super::super::convert::{
+    bundle_to_wire, invalid, key32, one_time_prekeys, profile, verified_device, verified_signed_prekey,
+};
+use super::super::error::{PlatformError, Result};
+use super::super::store::{DeviceAddr, Store};
+use crate::clock::unix_now;
+use crate::crypto::identity;
+use crate::wire::platform as pb;
+
+/// How far a bot registration timestamp may be from the server clock, in seconds.
+pub const REGISTRATION_WINDOW_SECS: i64 = 300;
+
+pub(super) fn register_bot_device(
+    store: &Store,
+    caller: Caller,
+    req: pb::RegisterBotDeviceRequest,
+) -> Result<pb::RegisterBotDeviceResponse> {
+    let bot_id = caller.user_id;
+    let now = unix_now();
+    let skew = req.timestamp.saturating_sub(now).saturating_abs();
+    if skew > REGISTRATION_WINDOW_SECS {
+        return Err(PlatformError::PermissionDenied(format!(
+            "registration timestamp is {skew} s away from the server clock (at most {REGISTRATION_WINDOW_SECS} s allowed)"
+        )));
+    }
+    let credential = store
+        .bot_credential(bot_id)?
+        .ok_or_else(|| PlatformError::Unauthenticated("bot token revoked or unknown".into()))?;
+    let keys = req.device.as_ref().ok_or_else(|| invalid("device is required"))?;
+    let statement = identity::bot_registration_statement(bot_id, &keys.device_key, req.timestamp);
+    if !identity::verify_signature(&credential.identity_key, &statement, &req.proof) {
+        return Err(PlatformError::PermissionDenied(format!(
+            "identity proof does not match this bot ({bot_id}): the recovery secret belongs to another bot"
+        )));
+    }
+    let device = verified_device(&credential.identity_key, keys, || {
+        PlatformError::PermissionDenied(format!(
+            "identity proof does not match this bot ({bot_id}): the device certificate is not signed by its identity key"
+        ))
+    })?;
+    let device_id = store.register_bot_device(bot_id, &device, now)?;
+    log::info!("registered device {device_id} of bot {bot_id}");
+    Ok(pb::RegisterBotDeviceResponse { bot_user_id: bot_id, device_id, ..Default::default() })
+}
+
+pub(super) fn get_prekey_bundles(
+    store: &Store,
+    req: pb::GetPrekeyBundlesRequest,
+) -> Result<pb::GetPrekeyBundlesResponse> {
+    let account = store
+        .account_by_id(req.user_id)?
+        .ok_or_else(|| PlatformError::NotFound(format!("no user with id {}", req.user_id)))?;
+    let bundles = store.take_prekey_bundles(req.user_id, &req.device_ids)?;
+    Ok(pb::GetPrekeyBundlesResponse {
+        profile: Some(profile(account)).into(),
+        bundles: bundles.into_iter().map(bundle_to_wire).collect(),
+        ..Default::default()
+    })
+}
+
+pub(super) fn upload_prekeys(
+    store: &Store,
+    addr: DeviceAddr,
+    req: pb::UploadPrekeysRequest,
+) -> Result<pb::UploadPrekeysResponse> {
+    let keys = one_time_prekeys(&req.one_time_prekeys)?;
+    let signed_prekey = match req.signed_prekey.as_ref() {
+        None => None,
+        Some(spk) => {
+            let device = store.device(addr)?.ok_or_else(|| {
+                PlatformError::NotFound(format!("no device {} of user {}", addr.device_id, addr.user_id))
+            })?;
+            let device_key = key32(&device.device_key, "stored device key")?;
+            Some(verified_signed_prekey(&device_key, spk)?)
+        }
+    };
+    let remaining = store.upload_prekeys(addr, &keys, signed_prekey.as_ref())?;
+    Ok(pb::UploadPrekeysResponse { one_time_prekeys_remaining: remaining, ..Default::default() })
+}

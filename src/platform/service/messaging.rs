@@ -1,0 +1,84 @@
+//! Messaging: SendMessages (idempotent by client message id, one ciphertext per recipient
+//! device) and Ack. The Inbox stream is `super::super::inbox`.
+
+use super::super::convert::invalid;
+use super::super::error::Result;
+use super::super::inbox::InboxHub;
+use super::super::store::{DeviceAddr, Outgoing, SendOutcome, Store};
+use crate::clock::unix_now;
+use crate::wire::platform::{self as pb, send_result::Status as SendStatus};
+
+/// Most messages in one SendMessages request.
+pub const MESSAGES_PER_REQUEST_MAX: usize = 1000;
+/// Most seqs in one Ack request.
+pub const ACKS_PER_REQUEST_MAX: usize = 10_000;
+
+pub(super) fn send_messages(
+    store: &Store,
+    hub: &InboxHub,
+    sender: DeviceAddr,
+    req: pb::SendMessagesRequest,
+) -> Result<pb::SendMessagesResponse> {
+    if req.messages.len() > MESSAGES_PER_REQUEST_MAX {
+        return Err(invalid(format!(
+            "{} messages in one request; the limit is {MESSAGES_PER_REQUEST_MAX}",
+            req.messages.len()
+        )));
+    }
+    let messages: Vec<Outgoing> = req
+        .messages
+        .into_iter()
+        .map(|m| Outgoing {
+            client_message_id: m.client_message_id,
+            recipient_id: m.recipient_user_id,
+            ciphertexts: m.ciphertexts.into_iter().map(|c| (c.device_id, c.ciphertext)).collect(),
+        })
+        .collect();
+    let batch = store.send_messages(sender, &messages, unix_now())?;
+    // Wake the streams only after the commit, so they find the entries.
+    hub.notify(&batch.delivered_to);
+    log::debug!(
+        "device {} of user {} sent {} messages to {} devices",
+        sender.device_id,
+        sender.user_id,
+        messages.len(),
+        batch.delivered_to.len()
+    );
+    let results = messages
+        .iter()
+        .zip(batch.outcomes)
+        .map(|(m, outcome)| {
+            let mut r = pb::SendResult { client_message_id: m.client_message_id.clone(), ..Default::default() };
+            match outcome {
+                SendOutcome::Ok { message_id, date, .. } => {
+                    r.status = SendStatus::OK.into();
+                    r.message_id = message_id;
+                    r.date = date;
+                }
+                SendOutcome::StaleDevices { missing, removed } => {
+                    r.status = SendStatus::STALE_DEVICES.into();
+                    r.missing_devices = missing;
+                    r.removed_devices = removed;
+                }
+                SendOutcome::UnknownRecipient => {
+                    r.status = SendStatus::UNKNOWN_RECIPIENT.into();
+                    r.error = format!("no user with id {}", m.recipient_id);
+                }
+                SendOutcome::Rejected(error) => {
+                    r.status = SendStatus::REJECTED.into();
+                    r.error = error;
+                }
+            }
+            r
+        })
+        .collect();
+    Ok(pb::SendMessagesResponse { results, ..Default::default() })
+}
+
+pub(super) fn ack(store: &Store, addr: DeviceAddr, req: pb::AckRequest) -> Result<pb::AckResponse> {
+    if req.seqs.len() > ACKS_PER_REQUEST_MAX {
+        return Err(invalid(format!("{} seqs in one Ack; the limit is {ACKS_PER_REQUEST_MAX}", req.seqs.len())));
+    }
+    store.ack(addr, &req.seqs)?;
+    Ok(pb::AckResponse::default())
+}

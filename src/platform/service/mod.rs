@@ -1,0 +1,208 @@
+//! The gRPC `Platform` service: decodes and checks each request (lengths, signatures, proofs),
+//! authenticates the caller, runs one quick store transaction and answers.
+//!
+//! Handlers run on gRPC completion-queue threads; each does at most one short SQLite
+//! transaction and never waits for anything else. The Inbox stream's waiting happens on its own
+//! feeder thread (see `inbox`).
+//!
+//! This file holds the service state, the trait impl that only routes, and `unary`, the one
+//! path of every unary call: check the caller ([`Access`]), run the handler, answer. The
+//! handlers (request → result, no gRPC plumbing) are grouped by what they act on, the way the
+//! store is:
+//!
+//! - `accounts`: accounts and credentials: RegisterUser (an account with its first device),
+//!   LookupUser, VerifyCredential.
+//! - `devices`: a device's keys: RegisterBotDevice (one more device of an existing bot
+//!   account), GetPrekeyBundles, UploadPrekeys.
+//! - `messaging`: SendMessages and Ack. The Inbox stream between them is `super::inbox` (a
+//!   feeder thread per stream); only its caller check is here.
+//!
+//! Files, groups and inline mode will each add a file here. The key checks and wire shapes that
+//! the management bot shares are in `super::convert`.
+
+mod accounts;
+mod devices;
+mod messaging;
+
+use std::sync::Arc;
+
+use grpcio::{RpcContext, ServerStreamingSink, UnarySink};
+
+use super::auth::{self, Caller, Need};
+use super::error::{PlatformError, Result};
+use super::inbox::{self, InboxHub};
+use super::store::{DeviceAddr, Store};
+use crate::wire::platform as pb;
+
+/// The service state; clones share it.
+#[derive(Clone)]
+pub struct PlatformService {
+    store: Arc<Store>,
+    hub: Arc<InboxHub>,
+}
+
+impl PlatformService {
+    pub fn new(store: Arc<Store>, hub: Arc<InboxHub>) -> PlatformService {
+        PlatformService { store, hub }
+    }
+
+    /// One unary call: checks the caller as `access` says, runs `handler` with what the check
+    /// yields, and answers (see `reply`).
+    fn unary<A: Access, T: Send + 'static>(
+        &self,
+        ctx: &RpcContext<'_>,
+        sink: UnarySink<T>,
+        method: &'static str,
+        access: A,
+        handler: impl FnOnce(A::Caller) -> Result<T>,
+    ) {
+        let result = access.check(&self.store, ctx).and_then(handler);
+        reply(ctx, sink, method, result);
+    }
+}
+
+/// Who may make a call, and what its handler is told about the caller.
+trait Access {
+    type Caller;
+    fn check(self, store: &Store, ctx: &RpcContext<'_>) -> Result<Self::Caller>;
+}
+
+/// No credential is read or checked (RegisterUser, LookupUser).
+struct Anyone;
+
+impl Access for Anyone {
+    type Caller = ();
+    fn check(self, _store: &Store, _ctx: &RpcContext<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The credential in the call metadata, checked against the store for this need.
+impl Access for Need {
+    type Caller = Caller;
+    fn check(self, store: &Store, ctx: &RpcContext<'_>) -> Result<Caller> {
+        let presented = auth::presented(ctx.request_headers())?;
+        auth::authenticate(store, &presented, self)
+    }
+}
+
+/// `Need::Device`, and the handler gets the caller's device.
+struct ActiveDevice;
+
+impl Access for ActiveDevice {
+    type Caller = DeviceAddr;
+    fn check(self, store: &Store, ctx: &RpcContext<'_>) -> Result<DeviceAddr> {
+        let caller = Need::Device.check(store, ctx)?;
+        caller.device().ok_or_else(|| PlatformError::Unauthenticated("this call needs a device".into()))
+    }
+}
+
+/// Answers a unary call on the completion queue.
+fn reply<T: Send + 'static>(ctx: &RpcContext<'_>, sink: UnarySink<T>, method: &'static str, result: Result<T>) {
+    match result {
+        Ok(resp) => ctx.spawn(async move {
+            if let Err(e) = sink.success(resp).await {
+                log::debug!("{method}: reply not delivered: {e}");
+            }
+        }),
+        Err(err) => {
+            match &err {
+                PlatformError::Internal(_) => log::error!("{method}: {err}"),
+                _ => log::debug!("{method}: {err}"),
+            }
+            let status = err.to_status();
+            ctx.spawn(async move {
+                if let Err(e) = sink.fail(status).await {
+                    log::debug!("{method}: error reply not delivered: {e}");
+                }
+            })
+        }
+    }
+}
+
+impl crate::wire::platform_grpc::Platform for PlatformService {
+    // ── accounts ──
+
+    fn register_user(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::RegisterUserRequest,
+        sink: UnarySink<pb::RegisterUserResponse>,
+    ) {
+        self.unary(&ctx, sink, "RegisterUser", Anyone, |()| accounts::register_user(&self.store, req));
+    }
+
+    fn lookup_user(&mut self, ctx: RpcContext, req: pb::LookupUserRequest, sink: UnarySink<pb::Profile>) {
+        self.unary(&ctx, sink, "LookupUser", Anyone, |()| accounts::lookup_user(&self.store, req));
+    }
+
+    fn verify_credential(
+        &mut self,
+        ctx: RpcContext,
+        _req: pb::VerifyCredentialRequest,
+        sink: UnarySink<pb::VerifyCredentialResponse>,
+    ) {
+        self.unary(&ctx, sink, "VerifyCredential", Need::Any, accounts::verify_credential);
+    }
+
+    // ── devices ──
+
+    fn register_bot_device(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::RegisterBotDeviceRequest,
+        sink: UnarySink<pb::RegisterBotDeviceResponse>,
+    ) {
+        self.unary(&ctx, sink, "RegisterBotDevice", Need::BotToken, |caller| {
+            devices::register_bot_device(&self.store, caller, req)
+        });
+    }
+
+    fn get_prekey_bundles(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::GetPrekeyBundlesRequest,
+        sink: UnarySink<pb::GetPrekeyBundlesResponse>,
+    ) {
+        self.unary(&ctx, sink, "GetPrekeyBundles", ActiveDevice, |_| devices::get_prekey_bundles(&self.store, req));
+    }
+
+    fn upload_prekeys(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::UploadPrekeysRequest,
+        sink: UnarySink<pb::UploadPrekeysResponse>,
+    ) {
+        self.unary(&ctx, sink, "UploadPrekeys", ActiveDevice, |addr| devices::upload_prekeys(&self.store, addr, req));
+    }
+
+    // ── messaging ──
+
+    fn send_messages(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::SendMessagesRequest,
+        sink: UnarySink<pb::SendMessagesResponse>,
+    ) {
+        self.unary(&ctx, sink, "SendMessages", ActiveDevice, |addr| {
+            messaging::send_messages(&self.store, &self.hub, addr, req)
+        });
+    }
+
+    fn inbox(&mut self, ctx: RpcContext, _req: pb::InboxRequest, sink: ServerStreamingSink<pb::InboxEnvelope>) {
+        match ActiveDevice.check(&self.store, &ctx) {
+            Ok(addr) => inbox::start(&self.hub, &self.store, &ctx, addr, sink),
+            Err(err) => {
+                log::debug!("Inbox: {err}");
+                let status = err.to_status();
+                ctx.spawn(async move {
+                    let _ = sink.fail(status).await;
+                });
+            }
+        }
+    }
+
+    fn ack(&mut self, ctx: RpcContext, req: pb::AckRequest, sink: UnarySink<pb::AckResponse>) {
+        self.unary(&ctx, sink, "Ack", ActiveDevice, |addr| messaging::ack(&self.store, addr, req));
+    }
+}
