@@ -137,6 +137,41 @@ fn one_time_prekeys_are_replenished() {
     assert_eq!(bob.replenish_prekeys().expect("check"), e2e::ONE_TIME_PREKEY_TARGET);
 }
 
+/// The id of the signed prekey the platform serves for `user_id`'s first device.
+fn served_signed_prekey(asking: &Profile, user_id: u64) -> u32 {
+    let mut req = crate::wire::platform::GetPrekeyBundlesRequest::new();
+    req.user_id = user_id;
+    let platform = asking.platform();
+    let resp = platform.client.get_prekey_bundles(&req, platform.opt()).expect("bundles");
+    resp.bundles[0].signed_prekey.id
+}
+
+#[test]
+fn receiving_rotates_a_due_signed_prekey_and_messages_from_the_old_bundle_still_open() {
+    let world = World::start();
+    let alice = world.user("alice");
+    let bob = world.user("bob");
+    let carol = world.user("carol");
+    // Bob's signed prekey is older than the schedule allows.
+    let age = e2e::SignedPrekeySchedule::DEFAULT.max_age.as_secs() as i64 + 3600;
+    bob.conn.execute("UPDATE e2e_signed_prekeys SET created_at = created_at - ?1", [age]).expect("age the key");
+    // Alice's first message is built from the bundle served before the rotation.
+    assert_eq!(served_signed_prekey(&alice, bob.user_id()), 1);
+    alice.send_text("bob", "from the old bundle").expect("alice sends");
+
+    // Starting to receive rotates first, then opens alice's message with the kept old key.
+    let got = bob.receive(WAIT, 1).expect("bob receives");
+    assert_eq!(got[0].text, "from the old bundle");
+    assert_eq!(served_signed_prekey(&carol, bob.user_id()), 2, "the new key is published");
+    carol.send_text("bob", "from the new bundle").expect("carol sends");
+    assert_eq!(bob.receive(WAIT, 1).expect("bob receives")[0].text, "from the new bundle");
+
+    // Not due again: the next start publishes the same key.
+    assert_eq!(bob.keep_signed_prekey().expect("upkeep"), 2);
+    bob.send_text("alice", "both sessions work").expect("bob answers");
+    assert_eq!(alice.receive(WAIT, 1).expect("alice receives")[0].text, "both sessions work");
+}
+
 /// One gateway-like device of a bot: its own e2e database and a bot-token connection.
 struct BotDevice {
     conn: Connection,

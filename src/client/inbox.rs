@@ -14,7 +14,7 @@ use futures::executor::block_on_stream;
 use futures::stream::{AbortHandle, AbortRegistration, Abortable};
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::error::{rpc_text, ClientError, Result};
+use super::error::{rpc_text, ClientError, E2eContext, Result};
 use super::profile::Profile;
 use super::send::Entity;
 use crate::crypto::x3dh;
@@ -172,6 +172,9 @@ impl Profile {
         on_message: &mut dyn FnMut(&ReceivedMessage),
     ) -> Result<usize> {
         if self.inbox.borrow().is_none() {
+            if let Err(e) = self.keep_signed_prekey() {
+                log::warn!("could not rotate or publish the signed prekey of @{}: {e}", self.username());
+            }
             let reader = InboxReader::start(&self.platform)?;
             *self.inbox.borrow_mut() = Some(reader);
         }
@@ -293,6 +296,32 @@ impl Profile {
         let now = self.upload_prekeys(req)?;
         log::info!("uploaded {count} one-time prekeys for @{}; the platform holds {now}", self.username());
         Ok(now)
+    }
+
+    /// Replaces the signed prekey when it is due (`e2e::SignedPrekeySchedule::DEFAULT`) and
+    /// publishes the newest one, due or not: a crash between a rotation's commit and its upload
+    /// leaves nothing else to tell. Runs whenever receiving starts (docs/decisions.md,
+    /// "Transport and state"). Returns the id the platform now serves.
+    pub fn keep_signed_prekey(&self) -> Result<u32> {
+        let schedule = e2e::SignedPrekeySchedule::DEFAULT;
+        let what = || "rotating the signed prekey".to_string();
+        let fresh = if e2e::signed_prekey_due(&self.conn, &schedule).context(what)? {
+            self.write(|c| e2e::rotate_signed_prekey_if_due(c, &schedule).context(what))?
+        } else {
+            None
+        };
+        let key = match fresh {
+            Some(key) => {
+                log::info!("new signed prekey {} for @{}", key.id, self.username());
+                key
+            }
+            None => e2e::current_signed_prekey(&self.conn).context(what)?,
+        };
+        let id = key.id;
+        let mut req = UploadPrekeysRequest::new();
+        req.signed_prekey = protobuf::MessageField::some(key);
+        self.upload_prekeys(req)?;
+        Ok(id)
     }
 
     fn upload_prekeys(&self, req: UploadPrekeysRequest) -> Result<u32> {

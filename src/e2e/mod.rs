@@ -27,11 +27,12 @@ mod store;
 
 pub use store::migrate;
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use protobuf::{Message, MessageField};
 use rusqlite::Connection;
 
+use crate::clock::unix_now;
 use crate::crypto::identity;
 use crate::crypto::x3dh::{self, PrekeyHeader};
 use crate::crypto::{self, CryptoError, IdentityKeyPair, OneTimePrekeyPair, Session, SignedPrekeyPair};
@@ -118,8 +119,7 @@ pub struct Registration {
 pub fn create_device_keys(conn: &Connection, account: &IdentityKeyPair) -> Result<DeviceKeys> {
     if store::own_device(conn)?.is_some() {
         let device = device_key(conn)?;
-        let signed = store::latest_signed_prekey(conn)?.ok_or(E2eError::NotInitialized)?;
-        let signed = SignedPrekeyPair::from_bytes(&signed)?;
+        let signed = latest_signed_prekey(conn)?;
         let one_time = store::all_one_time_prekeys(conn)?
             .iter()
             .map(|b| OneTimePrekeyPair::from_bytes(b))
@@ -194,15 +194,82 @@ pub fn registration(conn: &Connection) -> Result<Option<Registration>> {
     Ok(store::registration(conn)?.map(|(user_id, device_id)| Registration { user_id, device_id }))
 }
 
-/// Generates a new signed prekey, stores it (older ones stay, so messages started from a bundle
-/// served before the rotation still open) and returns the public half to upload.
-pub fn rotate_signed_prekey(conn: &Connection) -> Result<wire::SignedPrekey> {
+/// When a device replaces its signed prekey, and how long it keeps the replaced ones
+/// (docs/decisions.md, "Transport and state").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SignedPrekeySchedule {
+    /// The newest signed prekey is replaced once it is this old.
+    pub max_age: Duration,
+    /// A replaced signed prekey's secret is kept at least this long after its replacement was
+    /// created, so a first message built from a bundle served before the rotation still opens.
+    pub grace: Duration,
+}
+
+impl SignedPrekeySchedule {
+    /// Rotate weekly; keep a replaced key 30 days.
+    pub const DEFAULT: SignedPrekeySchedule =
+        SignedPrekeySchedule { max_age: Duration::from_secs(7 * 86_400), grace: Duration::from_secs(30 * 86_400) };
+}
+
+/// True when the newest signed prekey is at least `schedule.max_age` old.
+pub fn signed_prekey_due(conn: &Connection, schedule: &SignedPrekeySchedule) -> Result<bool> {
+    signed_prekey_due_at(conn, schedule, unix_now())
+}
+
+fn signed_prekey_due_at(conn: &Connection, schedule: &SignedPrekeySchedule, now: i64) -> Result<bool> {
+    let created = store::latest_signed_prekey_created_at(conn)?.ok_or(E2eError::NotInitialized)?;
+    Ok(now.saturating_sub(created) >= secs(schedule.max_age))
+}
+
+/// When the signed prekey is due (`signed_prekey_due`): generates and stores a new one, deletes
+/// the replaced ones whose grace period is over, and returns the new public half, which the
+/// caller publishes with `UploadPrekeys` after committing. `None` when not due.
+pub fn rotate_signed_prekey_if_due(
+    conn: &Connection,
+    schedule: &SignedPrekeySchedule,
+) -> Result<Option<wire::SignedPrekey>> {
+    rotate_signed_prekey_if_due_at(conn, schedule, unix_now())
+}
+
+fn rotate_signed_prekey_if_due_at(
+    conn: &Connection,
+    schedule: &SignedPrekeySchedule,
+    now: i64,
+) -> Result<Option<wire::SignedPrekey>> {
+    if !signed_prekey_due_at(conn, schedule, now)? {
+        return Ok(None);
+    }
+    let fresh = rotate_signed_prekey(conn, now)?;
+    let pruned = store::prune_signed_prekeys(conn, now.saturating_sub(secs(schedule.grace)))?;
+    if pruned > 0 {
+        log::info!("dropped {pruned} signed prekey secrets replaced more than {:?} ago", schedule.grace);
+    }
+    Ok(Some(fresh))
+}
+
+/// Generates a new signed prekey created at `now` and stores it (older ones stay, so messages
+/// started from a bundle served before the rotation still open); returns the public half.
+fn rotate_signed_prekey(conn: &Connection, now: i64) -> Result<wire::SignedPrekey> {
     let own = store::own_device(conn)?.ok_or(E2eError::NotInitialized)?;
     let device = device_key(conn)?;
     let signed = SignedPrekeyPair::generate(own.next_signed_prekey_id, &device);
-    store::insert_signed_prekey(conn, signed.id, &signed.to_bytes(), unix_now())?;
+    store::insert_signed_prekey(conn, signed.id, &signed.to_bytes(), now)?;
     store::set_next_signed_prekey_id(conn, own.next_signed_prekey_id.wrapping_add(1))?;
     Ok(signed_prekey_message(&signed))
+}
+
+/// The public half of the newest signed prekey: the one the platform should serve.
+pub fn current_signed_prekey(conn: &Connection) -> Result<wire::SignedPrekey> {
+    Ok(signed_prekey_message(&latest_signed_prekey(conn)?))
+}
+
+fn latest_signed_prekey(conn: &Connection) -> Result<SignedPrekeyPair> {
+    let bytes = store::latest_signed_prekey(conn)?.ok_or(E2eError::NotInitialized)?;
+    Ok(SignedPrekeyPair::from_bytes(&bytes)?)
+}
+
+fn secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
 /// Generates one-time prekeys to bring the stock back to `ONE_TIME_PREKEY_TARGET` given
@@ -496,10 +563,6 @@ pub fn seal_for(conn: &Connection, peer_user: u64, device_ids: &[u32], content: 
         store::put_sessions(conn, peer_user, device_id, &session, previous.as_deref())?;
     }
     Ok(sealed)
-}
-
-fn unix_now() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -816,7 +879,7 @@ mod tests {
         assert_eq!(ids, vec![ONE_TIME_PREKEY_TARGET + 1, ONE_TIME_PREKEY_TARGET + 2, ONE_TIME_PREKEY_TARGET + 3]);
         assert_eq!(local_one_time_prekey_count(&d.conn).expect("count"), ONE_TIME_PREKEY_TARGET + 3);
 
-        let rotated = rotate_signed_prekey(&d.conn).expect("rotate");
+        let rotated = rotate_signed_prekey(&d.conn, unix_now()).expect("rotate");
         assert_eq!(rotated.id, 2);
         assert!(store::signed_prekey(&d.conn, 1).expect("old kept").is_some());
 
@@ -824,5 +887,72 @@ mod tests {
         migrate(&empty).expect("migrate");
         assert!(matches!(device_key(&empty), Err(E2eError::NotInitialized)));
         assert_eq!(registration(&empty).expect("reg"), None);
+    }
+
+    /// The created_at of the newest signed prekey, the time the schedule measures from.
+    fn newest_created(d: &Device) -> i64 {
+        store::latest_signed_prekey_created_at(&d.conn).expect("read").expect("a signed prekey")
+    }
+
+    #[test]
+    fn signed_prekey_rotates_once_older_than_the_threshold_and_not_before() {
+        let d = Device::new(5, 1);
+        let schedule = SignedPrekeySchedule { max_age: Duration::from_secs(600), grace: Duration::from_secs(3600) };
+        let t0 = newest_created(&d);
+        for now in [t0, t0 + 599] {
+            assert!(!signed_prekey_due_at(&d.conn, &schedule, now).expect("due"));
+            assert_eq!(rotate_signed_prekey_if_due_at(&d.conn, &schedule, now).expect("not due"), None, "at t0+{}", now - t0);
+        }
+        assert_eq!(current_signed_prekey(&d.conn).expect("current"), d.keys.signed_prekey.clone().unwrap());
+
+        assert!(signed_prekey_due_at(&d.conn, &schedule, t0 + 600).expect("due"));
+        let fresh = rotate_signed_prekey_if_due_at(&d.conn, &schedule, t0 + 600).expect("rotate").expect("due");
+        assert_eq!(fresh.id, 2);
+        assert_ne!(fresh.public_key, d.keys.signed_prekey.public_key);
+        assert_eq!(current_signed_prekey(&d.conn).expect("current"), fresh);
+        assert_eq!(newest_created(&d), t0 + 600);
+        assert!(store::signed_prekey(&d.conn, 1).expect("read").is_some(), "the replaced key is kept");
+        // The new key starts a new period.
+        assert_eq!(rotate_signed_prekey_if_due_at(&d.conn, &schedule, t0 + 1199).expect("not due"), None);
+        // The default schedule: weekly.
+        assert!(!signed_prekey_due_at(&d.conn, &SignedPrekeySchedule::DEFAULT, t0 + 600 + 7 * 86_400 - 1).expect("due"));
+        assert!(signed_prekey_due_at(&d.conn, &SignedPrekeySchedule::DEFAULT, t0 + 600 + 7 * 86_400).expect("due"));
+    }
+
+    #[test]
+    fn a_replaced_signed_prekey_opens_first_messages_until_its_grace_period_ends() {
+        let alice = Device::new(1, 1);
+        let carol = Device::new(3, 1);
+        let dave = Device::new(4, 1);
+        let bob = Device::new(2, 1);
+        let schedule = SignedPrekeySchedule::DEFAULT;
+        let day = 86_400;
+        let t0 = newest_created(&bob);
+        // Alice and carol fetch bob's bundle (signed prekey 1) before the rotation.
+        add_sessions(&alice.conn, &bob.profile(), &[bob.bundle(Some(0))]).expect("alice starts");
+        add_sessions(&carol.conn, &bob.profile(), &[bob.bundle(Some(1))]).expect("carol starts");
+
+        let second = rotate_signed_prekey_if_due_at(&bob.conn, &schedule, t0 + 8 * day).expect("rotate").expect("due");
+        // Alice sends after the rotation: her message names signed prekey 1, which bob kept.
+        assert_eq!(open_text(&bob, &alice.send(&bob, "from an old bundle")), "from an old bundle");
+        // Dave fetches the new bundle.
+        let mut fresh_bundle = bob.bundle(Some(2));
+        fresh_bundle.signed_prekey = MessageField::some(second.clone());
+        add_sessions(&dave.conn, &bob.profile(), &[fresh_bundle]).expect("dave starts");
+
+        // A rotation 29 days after signed prekey 1 was replaced keeps it; one 36 days after
+        // drops it, but not signed prekey 2, replaced 7 days before.
+        let third = rotate_signed_prekey_if_due_at(&bob.conn, &schedule, t0 + 37 * day).expect("rotate").expect("due");
+        assert_eq!(third.id, 3);
+        assert!(store::signed_prekey(&bob.conn, 1).expect("read").is_some(), "within its grace period");
+        let fourth = rotate_signed_prekey_if_due_at(&bob.conn, &schedule, t0 + 44 * day).expect("rotate").expect("due");
+        assert_eq!(fourth.id, 4);
+        assert!(store::signed_prekey(&bob.conn, 1).expect("read").is_none(), "past its grace period");
+        assert!(store::signed_prekey(&bob.conn, 2).expect("read").is_some(), "within its grace period");
+        match open_envelope(&bob.conn, &carol.send(&bob, "too late")) {
+            Err(E2eError::Crypto(CryptoError::UnknownPrekey(1))) => {}
+            other => panic!("expected UnknownPrekey(1), got {other:?}"),
+        }
+        assert_eq!(open_text(&bob, &dave.send(&bob, "from the second bundle")), "from the second bundle");
     }
 }

@@ -129,6 +129,23 @@ pub(crate) fn latest_signed_prekey(conn: &Connection) -> rusqlite::Result<Option
     conn.query_row("SELECT keypair FROM e2e_signed_prekeys ORDER BY id DESC LIMIT 1", [], |r| r.get(0))
         .optional()
 }
+/// When the newest signed prekey was created (unix seconds).
+pub(crate) fn latest_signed_prekey_created_at(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+    conn.query_row("SELECT created_at FROM e2e_signed_prekeys ORDER BY id DESC LIMIT 1", [], |r| r.get(0))
+        .optional()
+}
+
+/// Deletes the signed prekeys that a newer one replaced at or before `replaced_by`: every key
+/// older than the newest key created by then. That key itself stays (it was replaced later,
+/// or is the current one).
+pub(crate) fn prune_signed_prekeys(conn: &Connection, replaced_by: i64) -> rusqlite::Result<usize> {
+    conn.execute(
+        "DELETE FROM e2e_signed_prekeys WHERE id <
+             (SELECT max(id) FROM e2e_signed_prekeys WHERE created_at <= ?1)",
+        params![replaced_by],
+    )
+}
+
 
 pub(crate) fn insert_one_time_prekey(conn: &Connection, id: u32, keypair: &[u8]) -> rusqlite::Result<()> {
     conn.execute(

@@ -8,9 +8,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use futures::executor::block_on_stream;
 use rusqlite::Connection;
 
@@ -31,6 +31,9 @@ const RECONNECT_START: Duration = Duration::from_millis(500);
 const RECONNECT_MAX: Duration = Duration::from_secs(30);
 /// After this many prekey messages, ask the platform how many one-time prekeys remain.
 const PREKEY_CHECK_EVERY: u32 = 20;
+/// How often `inbox:<bot>` asks whether the signed prekey is due; it wakes for this when no
+/// envelope arrives.
+const SIGNED_PREKEY_CHECK_EVERY: Duration = Duration::from_secs(3600);
 const CURSOR_KEY: &str = "inbox_cursor";
 
 pub fn is_unauthenticated(e: &grpcio::Error) -> bool {
@@ -38,8 +41,9 @@ pub fn is_unauthenticated(e: &grpcio::Error) -> bool {
         if s.code() == grpcio::RpcStatusCode::UNAUTHENTICATED || s.code() == grpcio::RpcStatusCode::PERMISSION_DENIED)
 }
 
-/// Starts both inbox threads of a bot. They run for the life of the process.
-pub fn spawn(shared: Arc<BotShared>) -> std::io::Result<()> {
+/// Starts both inbox threads of a bot. They run for the life of the process; `inbox:<bot>`
+/// also keeps the signed prekey up (`upkeep`, from the start-up check).
+pub fn spawn(shared: Arc<BotShared>, upkeep: SignedPrekeyUpkeep) -> std::io::Result<()> {
     let (tx, rx) = bounded(CHANNEL_CAPACITY);
     let s = shared.clone();
     thread::Builder::new()
@@ -47,7 +51,7 @@ pub fn spawn(shared: Arc<BotShared>) -> std::io::Result<()> {
         .spawn(move || stream_loop(s, tx))?;
     thread::Builder::new()
         .name(format!("inbox:{}", shared.username))
-        .spawn(move || import_loop(shared, rx))?;
+        .spawn(move || import_loop(shared, rx, upkeep))?;
     Ok(())
 }
 
@@ -90,9 +94,17 @@ fn stream_once(shared: &BotShared, tx: &Sender<InboxEnvelope>) -> Result<(), grp
     Err(grpcio::Error::RemoteStopped)
 }
 
-fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>) {
+fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upkeep: SignedPrekeyUpkeep) {
     let mut prekey_messages = 0u32;
-    while let Ok(first) = rx.recv() {
+    loop {
+        let first = match rx.recv_timeout(upkeep.next_check.saturating_duration_since(Instant::now())) {
+            Ok(envelope) => envelope,
+            Err(RecvTimeoutError::Timeout) => {
+                upkeep.check(&shared);
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
         let mut batch = vec![first];
         while batch.len() < BATCH {
             match rx.try_recv() {
@@ -122,6 +134,10 @@ fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>) {
             if let Err(e) = replenish_prekeys(&shared) {
                 log::warn!("bot @{}: one-time prekey top-up failed: {e}", shared.username);
             }
+        }
+        // A busy inbox never times out above.
+        if Instant::now() >= upkeep.next_check {
+            upkeep.check(&shared);
         }
     }
 }
@@ -247,6 +263,66 @@ pub fn replenish_prekeys(shared: &BotShared) -> Result<(), String> {
     }
     let mut req = UploadPrekeysRequest::new();
     req.one_time_prekeys = fresh;
+    p.client.upload_prekeys(&req, p.opt()).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// The signed prekey of one bot device, rotated on `e2e::SignedPrekeySchedule::DEFAULT`
+/// (docs/decisions.md, "Transport and state"): checked at start-up, then every
+/// `SIGNED_PREKEY_CHECK_EVERY` by `inbox:<bot>`. A new key is committed before it is
+/// published, so the platform never serves a key this device does not hold; a publish that
+/// failed is repeated at the next check.
+pub struct SignedPrekeyUpkeep {
+    next_check: Instant,
+    /// The newest key may not be what the platform serves: publish it at the next check.
+    unpublished: bool,
+}
+
+impl SignedPrekeyUpkeep {
+    /// The start-up check. It publishes the newest signed prekey even when none is due: a
+    /// crash between a rotation's commit and its upload leaves nothing else to tell.
+    pub fn at_start(shared: &BotShared) -> SignedPrekeyUpkeep {
+        let mut upkeep = SignedPrekeyUpkeep { next_check: Instant::now(), unpublished: true };
+        upkeep.check(shared);
+        upkeep
+    }
+
+    fn check(&mut self, shared: &BotShared) {
+        self.next_check = Instant::now() + SIGNED_PREKEY_CHECK_EVERY;
+        if shared.is_revoked() {
+            return;
+        }
+        match rotate_signed_prekey(shared, self.unpublished) {
+            Ok(()) => self.unpublished = false,
+            Err(e) => {
+                self.unpublished = true;
+                log::warn!("bot @{}: signed prekey upkeep failed (tried again in {SIGNED_PREKEY_CHECK_EVERY:?}): {e}", shared.username);
+            }
+        }
+    }
+}
+
+/// Replaces the signed prekey when it is due and publishes the new one; with `publish`, the
+/// current one is published when none is due.
+fn rotate_signed_prekey(shared: &BotShared, publish: bool) -> Result<(), String> {
+    let schedule = e2e::SignedPrekeySchedule::DEFAULT;
+    let due = shared.store.read(|c| Ok(e2e::signed_prekey_due(c, &schedule)?)).map_err(|e| e.to_string())?;
+    let key = if due {
+        shared.store.write(move |c| Ok(e2e::rotate_signed_prekey_if_due(c, &schedule)?)).map_err(|e| e.to_string())?
+    } else {
+        None
+    };
+    let key = match key {
+        Some(fresh) => {
+            log::info!("bot @{}: new signed prekey {}", shared.username, fresh.id);
+            fresh
+        }
+        None if publish => shared.store.read(|c| Ok(e2e::current_signed_prekey(c)?)).map_err(|e| e.to_string())?,
+        None => return Ok(()),
+    };
+    let mut req = UploadPrekeysRequest::new();
+    req.signed_prekey = protobuf::MessageField::some(key);
+    let p = &shared.platform;
     p.client.upload_prekeys(&req, p.opt()).map_err(|e| e.to_string())?;
     Ok(())
 }

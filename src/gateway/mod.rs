@@ -112,7 +112,8 @@ fn serve(config_path: &Path) -> anyhow::Result<()> {
         if let Err(e) = inbox::replenish_prekeys(&shared) {
             log::warn!("bot @{name}: one-time prekey top-up failed: {e}");
         }
-        inbox::spawn(shared.clone())?;
+        let upkeep = inbox::SignedPrekeyUpkeep::at_start(&shared);
+        inbox::spawn(shared.clone(), upkeep)?;
         outbox::spawn(shared.clone())?;
         webhook::spawn(shared.clone())?;
         bots.insert(bot.compat_user_id, shared);
