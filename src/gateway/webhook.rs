@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use super::botapi::{methods, request, Params};
 use super::inbox::is_unauthenticated;
-use super::runtime::{unix_now, BotRuntime, BotShared};
+use super::runtime::{unix_now, BotShared};
 use super::store::webhook::{self as config, LastError, WebhookConfig};
 use super::store::{queue, Result as StoreResult};
 use super::updates;
@@ -332,9 +332,8 @@ fn parse_reply(content_type: Option<&str>, body: &[u8], update_id: i64, bot: &st
 /// Executes webhook replies through the same method dispatch as the HTTP layer, so their
 /// parameters are decoded and validated by one mechanism. Errors are logged, never retried.
 fn reply_loop(shared: Arc<BotShared>, replies: Receiver<Reply>) {
-    let bot = BotRuntime { shared: shared.clone() };
     while let Ok(Reply { update_id, method, params }) = replies.recv() {
-        match methods::dispatch(&bot, &method, &params) {
+        match methods::dispatch(&*shared, &method, &params) {
             Ok(_) => log::debug!("bot @{}: webhook reply {method} to update {update_id} done", shared.username),
             Err(e) => log::warn!(
                 "bot @{}: webhook reply {method} to update {update_id} failed: {}",

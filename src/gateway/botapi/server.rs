@@ -19,7 +19,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::methods;
 use super::request::{self, percent_decode_path};
 use super::response::{self, HttpResponse};
 use super::token::redact_path;
@@ -163,7 +162,7 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
         Some(m) if !m.is_empty() => m,
         _ => return response::error(&ApiError::not_found("method name is missing")),
     };
-    let method = match methods::preflight(&*bot, &method_name) {
+    let method = match bot.preflight(&method_name) {
         Ok(m) => m,
         Err(e) => return response::error(&e),
     };
@@ -177,7 +176,7 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
             return response::error(&e);
         }
     };
-    match methods::call(&*bot, method, &params) {
+    match bot.call(method, &params) {
         Ok(result) => response::success(result),
         Err(e) => response::error(&e),
     }
@@ -212,7 +211,8 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::gateway::botapi::{GetUpdates, SendMessage};
+    use crate::gateway::botapi::methods::{self, GetUpdates, SendMessage};
+    use crate::gateway::botapi::Params;
 
     const SECRET: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
@@ -226,25 +226,28 @@ mod tests {
         polls: Mutex<Vec<GetUpdates>>,
     }
 
+    /// The methods the routes are tested with, parsed by the real parameter rules and
+    /// recorded instead of run.
     impl BotApi for FakeBot {
-        fn get_me(&self) -> Value {
-            json!({"id": 123456, "is_bot": true, "first_name": "Test", "username": "test_bot"})
+        fn preflight(&self, name: &str) -> Result<&'static methods::Method, ApiError> {
+            methods::find(name).ok_or_else(|| ApiError::not_found(format!("method {name} not found")))
         }
-        fn get_updates(&self, req: GetUpdates) -> Result<Vec<Value>, ApiError> {
-            self.polls.lock().expect("lock").push(req);
-            Ok(vec![])
-        }
-        fn send_message(&self, req: SendMessage) -> Result<Value, ApiError> {
-            let v =
-                json!({"message_id": 1, "date": 1, "chat": {"id": req.chat_id, "type": "private"}, "text": req.text});
-            self.sent.lock().expect("lock").push(req);
-            Ok(v)
-        }
-        fn delete_webhook(&self, _drop: bool) -> Result<(), ApiError> {
-            Ok(())
-        }
-        fn is_revoked(&self) -> bool {
-            false
+        fn call(&self, method: &'static methods::Method, params: &Params) -> Result<Value, ApiError> {
+            match method.name {
+                "getMe" => Ok(json!({"id": 123456, "is_bot": true, "first_name": "Test", "username": "test_bot"})),
+                "getUpdates" => {
+                    self.polls.lock().expect("lock").push(methods::get_updates_request(params)?);
+                    Ok(json!([]))
+                }
+                "sendMessage" => {
+                    let req = methods::send_message_request(params)?;
+                    let v = json!({"message_id": 1, "date": 1, "chat": {"id": req.chat_id, "type": "private"}, "text": req.text});
+                    self.sent.lock().expect("lock").push(req);
+                    Ok(v)
+                }
+                "deleteWebhook" => Ok(json!(true)),
+                other => Err(ApiError::not_found(format!("method {other} not found"))),
+            }
         }
     }
 

@@ -1,0 +1,184 @@
+//! The Bot API methods: one table from name to handler, and the checks every call makes
+//! before its body is read. Each method is one function in its family's file, which reads its
+//! parameters and does its work; the table row names it.
+//!
+//! Adding a method takes two edits: its function in the family file (`me`, `updates`,
+//! `messages`; later `callbacks`, `inline`, `reactions`, `media`, `chats`), and its row in
+//! [`METHODS`]. Method names are case-insensitive, as in the reference Bot API.
+
+mod me;
+mod messages;
+mod updates;
+
+use serde_json::Value;
+
+pub use messages::{send_message_request, SendMessage, MAX_TEXT_UTF16};
+pub use updates::{check_webhook_url, get_updates_request, set_webhook_request, GetUpdates, SetWebhook};
+
+use super::{ApiError, BotApi, Params};
+use crate::gateway::runtime::BotShared;
+use crate::gateway::store::webhook as webhook_store;
+use crate::gateway::store::StoreError;
+
+/// One Bot API method.
+pub struct Method {
+    /// The canonical name, e.g. `sendMessage`.
+    pub name: &'static str,
+    /// Reads the parameters, does the work, returns the envelope's `result`.
+    run: fn(&BotShared, &Params) -> Result<Value, ApiError>,
+    /// Refused with 409 while a webhook is set, before the body is read (getUpdates).
+    polling_only: bool,
+}
+
+impl std::fmt::Debug for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl PartialEq for Method {
+    fn eq(&self, other: &Method) -> bool {
+        self.name == other.name
+    }
+}
+
+const fn method(name: &'static str, run: fn(&BotShared, &Params) -> Result<Value, ApiError>) -> Method {
+    Method { name, run, polling_only: false }
+}
+
+/// Every method the gateway serves.
+pub static METHODS: &[Method] = &[
+    method("getMe", me::get_me),
+    Method { polling_only: true, ..method("getUpdates", updates::get_updates) },
+    method("setWebhook", updates::set_webhook),
+    method("deleteWebhook", updates::delete_webhook),
+    method("getWebhookInfo", updates::get_webhook_info),
+    method("sendMessage", messages::send_message),
+];
+
+/// Looks a method up by name, ignoring ASCII case.
+pub fn find(name: &str) -> Option<&'static Method> {
+    METHODS.iter().find(|m| m.name.eq_ignore_ascii_case(name))
+}
+
+/// [`BotApi::preflight`] then [`BotApi::call`]: how webhook replies run a method.
+pub fn dispatch(bot: &dyn BotApi, name: &str, params: &Params) -> Result<Value, ApiError> {
+    let method = bot.preflight(name)?;
+    bot.call(method, params)
+}
+
+impl BotApi for BotShared {
+    fn preflight(&self, name: &str) -> Result<&'static Method, ApiError> {
+        if self.is_revoked() {
+            return Err(ApiError::unauthorized());
+        }
+        let method = find(name).ok_or_else(|| ApiError::not_found(format!("method {name} not found")))?;
+        if method.polling_only {
+            check_polling(self)?;
+        }
+        Ok(method)
+    }
+
+    fn call(&self, method: &'static Method, params: &Params) -> Result<Value, ApiError> {
+        (method.run)(self, params)
+    }
+}
+
+/// 409 while a webhook is set: getUpdates is refused before its parameters are even read,
+/// whatever they are (SPEC: in webhook mode getUpdates with any input is 409).
+fn check_polling(bot: &BotShared) -> Result<(), ApiError> {
+    if bot.store.read(webhook_store::is_set).map_err(store_error)? {
+        return Err(updates::webhook_conflict());
+    }
+    Ok(())
+}
+
+/// A failure of the bot's own database: logged, and 500 to the caller.
+fn store_error(e: StoreError) -> ApiError {
+    log::error!("state store: {e}");
+    ApiError::internal(e)
+}
+
+#[cfg(test)]
+pub(super) mod testing {
+    //! A real bot over a temporary store, with a platform address nothing listens on: enough
+    //! for every method that does not send.
+
+    use std::sync::Arc;
+
+    use serde_json::Value;
+
+    use crate::gateway::botapi::Params;
+    use crate::gateway::config::BotConfig;
+    use crate::gateway::runtime::BotShared;
+    use crate::gateway::store::Store;
+    use crate::wire::{Credential, Platform};
+
+    pub fn bot() -> (tempfile::TempDir, Arc<BotShared>) {
+        crate::crypto::init();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let token = format!("1:{}", "ab".repeat(32));
+        let store = Store::open(&dir.path().join("bot.db"), &[7u8; 32], &"cd".repeat(32), "b_bot").expect("store");
+        let platform =
+            Platform::connect("http://127.0.0.1:9", Credential::Bot { token: token.clone(), device_id: None }).expect("platform");
+        let config = BotConfig {
+            bot_id_hex: "cd".repeat(32),
+            token,
+            recovery_secret: [7u8; 32],
+            compat_user_id: 1,
+            username: "b_bot".into(),
+            first_name: "B".into(),
+        };
+        (dir, Arc::new(BotShared::new(&config, store, platform)))
+    }
+
+    pub fn p(v: Value) -> Params {
+        let mut p = Params::new();
+        for (k, v) in v.as_object().expect("object").clone() {
+            p.insert_json(&k, v);
+        }
+        p
+    }
+
+    pub fn form(pairs: &[(&str, &str)]) -> Params {
+        let mut p = Params::new();
+        for (k, v) in pairs {
+            p.insert_text(k, v.to_string());
+        }
+        p
+    }
+
+    pub fn bad(r: Result<impl std::fmt::Debug, crate::gateway::botapi::ApiError>) -> String {
+        let e = r.expect_err("expected an error");
+        assert_eq!(e.status, 400, "{e}");
+        e.description
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::testing::bot;
+    use super::*;
+
+    #[test]
+    fn names_are_case_insensitive_and_unknown_is_404() {
+        let (_dir, bot) = bot();
+        let bot = &*bot;
+        assert_eq!(dispatch(bot, "GETME", &Params::new()).expect("getMe")["username"], "b_bot");
+        assert_eq!(bot.preflight("sendmessage").expect("known").name, "sendMessage");
+        let e = dispatch(bot, "sendPigeon", &Params::new()).expect_err("unknown");
+        assert_eq!((e.status, e.description.as_str()), (404, "Not Found: method sendPigeon not found"));
+    }
+
+    #[test]
+    fn revoked_bot_answers_401_first() {
+        let (_dir, bot) = bot();
+        bot.status.revoked.store(true, Ordering::SeqCst);
+        for name in ["getMe", "nope"] {
+            let e = dispatch(&*bot, name, &Params::new()).expect_err("revoked");
+            assert_eq!((e.status, e.description.as_str()), (401, "Unauthorized"));
+        }
+    }
+}
