@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 
 use botapi::backend::{Backend, BotApi};
 use botapi::server::{Listener, ListenerKind};
-use runtime::{BotRuntime, BotShared};
+use runtime::BotShared;
 
 /// All configured bots, as the listeners see them.
 pub struct Gateway {
@@ -39,7 +39,7 @@ impl Backend for Gateway {
         if !shared.token_matches(token) {
             return None;
         }
-        Some(Arc::new(BotRuntime { shared: shared.clone() }))
+        Some(shared.clone() as Arc<dyn BotApi>)
     }
 
     fn health(&self) -> Value {
