@@ -177,6 +177,7 @@ fn serve_one(conn: &mut Conn, w: &Worker<'_>) -> Next {
     }
     w.slots.enter(w.slot, Phase::Busy);
     let is_head = head.method == "HEAD";
+    w.slots.served(w.slot);
     let client_close = head.close;
     let body = Body::new(
         conn,
@@ -221,11 +222,22 @@ fn read_head(conn: &mut Conn, w: &Worker<'_>) -> Result<Option<head::Head>, Http
             conn.consume(end);
             return parsed.map(Some);
         }
-        // The request line alone (after any empty lines) may not pass its own limit.
+        // The request line alone (after any empty lines) may not pass its own limit, and is
+        // judged as soon as it is complete: a client that is not speaking HTTP (an SSH
+        // banner, binary noise) is refused at once instead of at the head deadline.
         let text = buffered.iter().position(|&b| b != b'\r' && b != b'\n').map_or(&buffered[..0], |i| &buffered[i..]);
-        let first_line = text.iter().position(|&b| b == b'\n').unwrap_or(text.len());
-        if first_line > w.limits.max_request_line + 1 {
+        let first_line = text.iter().position(|&b| b == b'\n');
+        let line_len = first_line.unwrap_or(text.len());
+        if line_len > w.limits.max_request_line + 1 {
             return Err(HttpError::new(414, "URI Too Long: the request line is longer than the limit"));
+        }
+        let sofar = &text[..line_len];
+        let line = sofar.strip_suffix(b"\r").unwrap_or(sofar);
+        if line.iter().any(|&b| b < b' ' || b == 0x7f) {
+            return Err(HttpError::new(400, "Bad Request: malformed request line"));
+        }
+        if first_line.is_some() {
+            head::check_request_line(line)?;
         }
         if buffered.len() >= w.limits.max_head_bytes {
             return Err(HttpError::new(431, "Request Header Fields Too Large: the header block is too large"));

@@ -115,6 +115,11 @@ pub fn parse(raw: &[u8], max_request_line: usize, max_headers: usize) -> Result<
     Ok(head)
 }
 
+/// Refuses a request line that can never be valid, before the rest of the head arrives.
+pub fn check_request_line(line: &[u8]) -> Result<(), HttpError> {
+    parse_request_line(line).map(|_| ())
+}
+
 fn parse_request_line(line: &[u8]) -> Result<(String, String, Version), HttpError> {
     let bad = || HttpError::new(400, "Bad Request: malformed request line");
     let text = std::str::from_utf8(line).map_err(|_| bad())?;

@@ -28,6 +28,9 @@ struct Slot {
     phase: Phase,
     /// When the client last made progress (or the phase began).
     since: Instant,
+    /// Requests answered on this connection: a kept-alive connection of a client that has
+    /// been served is cut off only after those that never completed a request.
+    served: u32,
     socket: Option<TcpStream>,
 }
 
@@ -42,7 +45,7 @@ struct Inner {
 
 impl Slots {
     pub fn new(n: usize) -> Slots {
-        let slots = (0..n).map(|_| Slot { phase: Phase::Free, since: Instant::now(), socket: None }).collect();
+        let slots = (0..n).map(|_| Slot { phase: Phase::Free, since: Instant::now(), served: 0, socket: None }).collect();
         Slots { inner: Mutex::new(Inner { slots, stopping: false }) }
     }
 
@@ -54,13 +57,13 @@ impl Slots {
     /// Worker `i` took a connection (`socket` is a duplicate of it).
     pub fn occupy(&self, i: usize, socket: Option<TcpStream>) {
         let mut g = self.lock();
-        g.slots[i] = Slot { phase: Phase::Busy, since: Instant::now(), socket };
+        g.slots[i] = Slot { phase: Phase::Busy, since: Instant::now(), served: 0, socket };
     }
 
     /// Worker `i` is done with its connection.
     pub fn release(&self, i: usize) {
         let mut g = self.lock();
-        g.slots[i] = Slot { phase: Phase::Free, since: Instant::now(), socket: None };
+        g.slots[i] = Slot { phase: Phase::Free, since: Instant::now(), served: 0, socket: None };
     }
 
     /// Enters `phase`. False once the server is stopping and `phase` waits on the client: the
@@ -81,13 +84,22 @@ impl Slots {
         self.lock().slots[i].since = Instant::now();
     }
 
+    /// Worker `i` answered a request on its connection.
+    pub fn served(&self, i: usize) {
+        let mut g = self.lock();
+        g.slots[i].served = g.slots[i].served.saturating_add(1);
+    }
+
     /// Connections being served.
     pub fn occupied(&self) -> usize {
         self.lock().slots.iter().filter(|s| s.phase != Phase::Free).count()
     }
 
     /// Cuts off the connection that has waited longest on its client: any idle one, or one
-    /// whose head or body has not progressed for `min_stall`. True if one was cut.
+    /// whose head or body has not progressed for `min_stall`. Connections that never
+    /// completed a request (an empty connection, a stalled head or body) go first, and only
+    /// then kept-alive connections of clients that were served, so a crowd of stalled clients
+    /// does not push out a bot's pooled connection. True if one was cut.
     pub fn evict_stalest(&self, min_stall: Duration) -> bool {
         let mut g = self.lock();
         let now = Instant::now();
@@ -100,7 +112,7 @@ impl Slots {
                 Phase::Head | Phase::Body => now.duration_since(s.since) >= min_stall,
                 Phase::Free | Phase::Busy => false,
             })
-            .min_by_key(|s| s.since);
+            .min_by_key(|s| (s.served > 0, s.since));
         match victim {
             Some(s) => {
                 if let Some(socket) = s.socket.take() {

@@ -256,3 +256,38 @@ fn shutdown_wakes_idle_connections_and_joins() {
     drop(f);
     assert!(started.elapsed() < Duration::from_secs(5), "shutdown took {:?}", started.elapsed());
 }
+
+#[test]
+fn clients_that_do_not_speak_http_are_refused_at_once() {
+    let f = Fixture::new(Limits { workers: 2, head_deadline: Duration::from_secs(30), ..Limits::default() });
+    for raw in [&b"SSH-2.0-OpenSSH_9.6\r\n"[..], &[0u8; 1024], b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"] {
+        let mut s = f.connect();
+        s.write_all(raw).expect("write");
+        let started = Instant::now();
+        let got = read_all(&mut s);
+        assert_eq!(status_of(&got), 400, "{raw:?}: {got}");
+        assert!(started.elapsed() < Duration::from_secs(10), "refused only after {:?}", started.elapsed());
+    }
+}
+
+#[test]
+fn served_clients_keep_their_connection_while_stalled_ones_are_cut() {
+    let f = Fixture::small();
+    // A client that was served keeps its connection alive (idle), the other worker is taken
+    // by a connection that never sends a byte.
+    let mut pooled = f.connect();
+    pooled.write_all(b"GET /first HTTP/1.1\r\n\r\n").expect("write");
+    let mut buf = [0u8; 12];
+    pooled.read_exact(&mut buf).expect("first response");
+    let _empty = f.connect();
+    std::thread::sleep(Duration::from_millis(400));
+    // A newcomer needs a worker: the empty connection goes, not the pooled one.
+    assert_eq!(status_of(&f.exchange(b"GET /new HTTP/1.1\r\n\r\n")), 200);
+    let mut rest = Vec::new();
+    pooled.set_read_timeout(Some(Duration::from_millis(300))).expect("timeout");
+    let _ = pooled.read_to_end(&mut rest); // the rest of the first response, then it waits
+    pooled.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    pooled.write_all(b"GET /second HTTP/1.1\r\nConnection: close\r\n\r\n").expect("the pooled connection is open");
+    let got = read_all(&mut pooled);
+    assert!(got.contains("/second"), "{got}");
+}
