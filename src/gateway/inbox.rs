@@ -202,7 +202,8 @@ fn import_one(c: &Connection, env: &InboxEnvelope, me: &UserView, bot_name: &str
 fn is_storage_failure(e: &StoreError) -> bool {
     let db = match e {
         StoreError::Db(db) | StoreError::E2e(e2e::E2eError::Db(db)) => db,
-        StoreError::Closed => return true,
+        // A failed commit stored nothing: retry the batch, as for any database failure.
+        StoreError::Closed | StoreError::CommitFailed(_) => return true,
         _ => return false,
     };
     !matches!(db, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
@@ -346,6 +347,7 @@ mod tests {
         assert!(!is_storage_failure(&StoreError::Db(sqlite(rusqlite::ffi::SQLITE_CONSTRAINT))));
         assert!(!is_storage_failure(&StoreError::E2e(e2e::E2eError::BadContent)));
         assert!(!is_storage_failure(&StoreError::E2e(e2e::E2eError::NoSession { user_id: 1, device_id: 1 })));
-        assert!(!is_storage_failure(&StoreError::Refused("malformed".into())));
+        assert!(!is_storage_failure(&StoreError::Corrupt("malformed".into())));
+        assert!(is_storage_failure(&StoreError::CommitFailed("disk I/O error".into())), "a failed commit stored nothing");
     }
 }

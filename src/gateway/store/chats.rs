@@ -48,7 +48,7 @@ pub struct HistoryEntry {
 }
 
 pub fn record(conn: &Connection, e: &HistoryEntry) -> Result<()> {
-    let bytes = e.content.write_to_bytes().map_err(|err| super::StoreError::Refused(format!("encode content: {err}")))?;
+    let bytes = e.content.write_to_bytes().map_err(|err| super::StoreError::Corrupt(format!("encode content: {err}")))?;
     conn.execute(
         "INSERT OR REPLACE INTO history (chat_id, message_id, from_bot, sender_id, date, content)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -79,7 +79,7 @@ pub fn lookup(conn: &Connection, chat_id: i64, message_id: i64) -> Result<Option
             sender_id,
             date,
             content: Content::parse_from_bytes(&bytes)
-                .map_err(|err| super::StoreError::Refused(format!("stored message {chat_id}/{message_id}: {err}")))?,
+                .map_err(|err| super::StoreError::Corrupt(format!("stored message {chat_id}/{message_id}: {err}")))?,
         }),
     })
 }

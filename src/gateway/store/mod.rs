@@ -32,8 +32,13 @@ pub enum StoreError {
     E2e(crate::e2e::E2eError),
     /// The writer thread is gone (shutting down).
     Closed,
-    /// A domain rule refused the write; the message says which.
-    Refused(String),
+    /// Stored data does not read back, or a value cannot be encoded for storing; says what.
+    Corrupt(String),
+    /// The transaction that held the job could not commit (full disk, I/O error): nothing of
+    /// it is stored, and the caller must not act as if it were.
+    CommitFailed(String),
+    /// A polling write (acknowledgement, filter change) refused because a webhook is set.
+    WebhookActive,
 }
 
 impl fmt::Display for StoreError {
@@ -42,7 +47,9 @@ impl fmt::Display for StoreError {
             StoreError::Db(e) => write!(f, "state database: {e}"),
             StoreError::E2e(e) => write!(f, "{e}"),
             StoreError::Closed => write!(f, "state store is shutting down"),
-            StoreError::Refused(m) => write!(f, "{m}"),
+            StoreError::Corrupt(m) => write!(f, "corrupt state: {m}"),
+            StoreError::CommitFailed(m) => write!(f, "state database commit failed: {m}"),
+            StoreError::WebhookActive => write!(f, "a webhook is set"),
         }
     }
 }

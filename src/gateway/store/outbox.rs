@@ -20,7 +20,7 @@ pub struct OutboxEntry {
 }
 
 pub fn insert(conn: &Connection, client_message_id: &str, chat_id: i64, content: &Content, now: i64) -> Result<i64> {
-    let bytes = content.write_to_bytes().map_err(|e| StoreError::Refused(format!("encode content: {e}")))?;
+    let bytes = content.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode content: {e}")))?;
     conn.execute(
         "INSERT INTO outbox (client_message_id, chat_id, content, created_at) VALUES (?1, ?2, ?3, ?4)",
         params![client_message_id, chat_id, bytes, now],
@@ -34,10 +34,10 @@ fn row_to_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, String, i64, Ve
 
 fn decode(raw: (i64, String, i64, Vec<u8>, Option<Vec<u8>>, i64)) -> Result<OutboxEntry> {
     let (id, client_message_id, chat_id, content, sealed, attempts) = raw;
-    let content = Content::parse_from_bytes(&content).map_err(|e| StoreError::Refused(format!("outbox {id} content: {e}")))?;
+    let content = Content::parse_from_bytes(&content).map_err(|e| StoreError::Corrupt(format!("outbox {id} content: {e}")))?;
     let sealed = match sealed {
         None => None,
-        Some(b) => Some(OutgoingMessage::parse_from_bytes(&b).map_err(|e| StoreError::Refused(format!("outbox {id} sealed: {e}")))?),
+        Some(b) => Some(OutgoingMessage::parse_from_bytes(&b).map_err(|e| StoreError::Corrupt(format!("outbox {id} sealed: {e}")))?),
     };
     Ok(OutboxEntry { id, client_message_id, chat_id, content, sealed, attempts })
 }
@@ -63,7 +63,7 @@ pub fn get(conn: &Connection, id: i64) -> Result<Option<OutboxEntry>> {
 }
 
 pub fn set_sealed(conn: &Connection, id: i64, sealed: &OutgoingMessage) -> Result<()> {
-    let bytes = sealed.write_to_bytes().map_err(|e| StoreError::Refused(format!("encode sealed: {e}")))?;
+    let bytes = sealed.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode sealed: {e}")))?;
     conn.execute("UPDATE outbox SET sealed = ?2 WHERE id = ?1", params![id, bytes])?;
     Ok(())
 }

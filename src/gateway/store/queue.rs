@@ -54,7 +54,7 @@ pub fn fetch(conn: &Connection, offset: Option<i64>, limit: u32) -> Result<Vec<Q
     rows.into_iter()
         .map(|(update_id, kind, payload)| {
             let payload: Value = serde_json::from_str(&payload).map_err(|e| {
-                super::StoreError::Refused(format!("stored update {update_id} is not valid JSON: {e}"))
+                super::StoreError::Corrupt(format!("stored update {update_id} is not valid JSON: {e}"))
             })?;
             Ok(Queued { update_id, kind, payload })
         })
@@ -101,7 +101,7 @@ pub fn stored_allowed_updates(conn: &Connection) -> Result<Option<Vec<String>>> 
         None => Ok(None),
         Some(text) => serde_json::from_str(&text)
             .map(Some)
-            .map_err(|e| super::StoreError::Refused(format!("the stored allowed_updates is unreadable: {e}"))),
+            .map_err(|e| super::StoreError::Corrupt(format!("the stored allowed_updates is unreadable: {e}"))),
     }
 }
 

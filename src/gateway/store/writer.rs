@@ -83,7 +83,7 @@ fn run(conn: Connection, jobs: Receiver<Job>, notifier: Arc<Notifier>) {
             }
             conn.execute_batch("COMMIT")
         })();
-        let outcome_for = |e: &rusqlite::Error| StoreError::Refused(format!("state database commit failed: {e}"));
+        let outcome_for = |e: &rusqlite::Error| StoreError::CommitFailed(e.to_string());
         match &commit {
             Ok(()) => notifier.committed(),
             Err(e) => {

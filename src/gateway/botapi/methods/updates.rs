@@ -143,7 +143,7 @@ pub(super) fn webhook_conflict() -> ApiError {
 /// Refuses a polling write (acknowledgement, filter change) once a webhook is set.
 fn polling_only(c: &Connection) -> StoreResult<()> {
     if webhook_store::is_set(c)? {
-        return Err(StoreError::Refused(WEBHOOK_ACTIVE.to_string()));
+        return Err(StoreError::WebhookActive);
     }
     Ok(())
 }
@@ -151,7 +151,7 @@ fn polling_only(c: &Connection) -> StoreResult<()> {
 /// A refused polling write is the 409 of webhook mode; anything else is a store failure.
 fn mode_error(e: StoreError) -> ApiError {
     match e {
-        StoreError::Refused(m) if m == WEBHOOK_ACTIVE => webhook_conflict(),
+        StoreError::WebhookActive => webhook_conflict(),
         other => store_error(other),
     }
 }
