@@ -6,7 +6,8 @@
 //! - `e2e-chat` (module `client`): a terminal client for a human user; drives the tests too.
 //!
 //! Shared layers: `http` (the hardened HTTP/1.1 server under the Bot API), `wire` (generated gRPC/protobuf code), `crypto` (every libsodium call),
-//! `e2e` (device keys, sessions and envelopes over SQLite, used by the gateway and the client).
+//! `e2e` (device keys, sessions and envelopes over SQLite, used by the gateway and the client),
+//! `migrations` (the numbered schema versions of every SQLite database).
 
 pub mod client;
 pub mod clock;
@@ -14,6 +15,7 @@ pub mod crypto;
 pub mod e2e;
 pub mod gateway;
 pub mod http;
+pub mod migrations;
 pub mod platform;
 pub mod signals;
 pub mod wire;

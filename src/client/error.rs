@@ -12,6 +12,8 @@ pub enum ClientError {
     Io { what: String, source: std::io::Error },
     /// The profile database.
     Db(rusqlite::Error),
+    /// The profile database could not be brought to this release's schema (or is from a newer one).
+    Schema(crate::migrations::MigrationError),
     /// End-to-end state or crypto (a session, a certificate, a prekey).
     E2e { context: String, source: E2eError },
     /// A platform call failed.
@@ -37,6 +39,7 @@ impl fmt::Display for ClientError {
         match self {
             ClientError::Io { what, source } => write!(f, "{what}: {source}"),
             ClientError::Db(e) => write!(f, "profile database: {e}"),
+            ClientError::Schema(e) => write!(f, "profile database: {e}"),
             ClientError::E2e { context, source } => write!(f, "{context}: {source}"),
             ClientError::Rpc { call, status } => write!(f, "platform call {call} failed: {}", rpc_text(status)),
             ClientError::NoSuchUser(name) => write!(f, "no user @{name} on the platform"),
@@ -73,6 +76,12 @@ pub(crate) fn rpc_text(e: &grpcio::Error) -> String {
 }
 
 impl std::error::Error for ClientError {}
+
+impl From<crate::migrations::MigrationError> for ClientError {
+    fn from(e: crate::migrations::MigrationError) -> Self {
+        ClientError::Schema(e)
+    }
+}
 
 impl From<rusqlite::Error> for ClientError {
     fn from(e: rusqlite::Error) -> Self {

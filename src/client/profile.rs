@@ -26,6 +26,7 @@ use super::error::{ClientError, E2eContext, Result};
 use super::inbox::InboxReader;
 use crate::crypto::{self, IdentityKeyPair};
 use crate::e2e;
+use crate::migrations::{self, Step};
 use crate::wire::platform::RegisterUserRequest;
 use crate::wire::{Credential, Platform};
 
@@ -213,7 +214,7 @@ fn create_private_dir(dir: &Path) -> Result<()> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io)
 }
 
-/// Opens (creating 0600 if needed) the profile database and its tables.
+/// Opens (creating 0600 if needed) the profile database, migrated to the newest schema version.
 fn open_db(dir: &Path) -> Result<Connection> {
     let path = dir.join(DB_FILE);
     OpenOptions::new()
@@ -228,10 +229,16 @@ fn open_db(dir: &Path) -> Result<Connection> {
     if !mode.eq_ignore_ascii_case("wal") {
         log::warn!("profile database {} is in journal mode {mode}, not WAL", path.display());
     }
-    let tx = Transaction::new_unchecked(&conn, TransactionBehavior::Immediate)?;
-    e2e::migrate(&tx)?;
-    tx.execute_batch(
-        "CREATE TABLE IF NOT EXISTS client_account (
+    migrations::migrate(&conn, STEPS)?;
+    Ok(conn)
+}
+
+/// Every version of a profile database, in order (`crate::migrations`); version 1 is frozen.
+pub(crate) const STEPS: &[Step] = &[Step { version: 1, sql: &[e2e::TABLES_V1, CLIENT_V1] }];
+
+/// The client tables as the release before schema versions created them at every open.
+const CLIENT_V1: &str = "
+         CREATE TABLE IF NOT EXISTS client_account (
              id INTEGER PRIMARY KEY CHECK (id = 1),
              server_url TEXT NOT NULL,
              identity_seed BLOB NOT NULL,
@@ -243,11 +250,7 @@ fn open_db(dir: &Path) -> Result<Connection> {
          );
          -- Inbox seqs already opened, so a redelivery after a crash between commit and ack
          -- is acknowledged silently. The newest PROCESSED_MEMORY are kept.
-         CREATE TABLE IF NOT EXISTS client_processed (seq INTEGER PRIMARY KEY);",
-    )?;
-    tx.commit()?;
-    Ok(conn)
-}
+         CREATE TABLE IF NOT EXISTS client_processed (seq INTEGER PRIMARY KEY);";
 
 fn load_account(conn: &Connection) -> Result<Option<Account>> {
     Ok(conn

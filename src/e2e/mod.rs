@@ -25,7 +25,7 @@
 
 mod store;
 
-pub use store::migrate;
+pub use store::TABLES_V1;
 
 use std::time::Duration;
 
@@ -585,7 +585,7 @@ mod tests {
         fn new(user_id: u64, device_id: u32) -> Device {
             crypto::init();
             let conn = Connection::open_in_memory().expect("in-memory db");
-            migrate(&conn).expect("migrate");
+            conn.execute_batch(TABLES_V1).expect("tables");
             let account = IdentityKeyPair::generate();
             let keys = create_device_keys(&conn, &account).expect("device keys");
             save_registration(&conn, Registration { user_id, device_id }).expect("registration");
@@ -884,7 +884,7 @@ mod tests {
         assert!(store::signed_prekey(&d.conn, 1).expect("old kept").is_some());
 
         let empty = Connection::open_in_memory().expect("db");
-        migrate(&empty).expect("migrate");
+        empty.execute_batch(TABLES_V1).expect("tables");
         assert!(matches!(device_key(&empty), Err(E2eError::NotInitialized)));
         assert_eq!(registration(&empty).expect("reg"), None);
     }

@@ -7,10 +7,11 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-/// Creates the e2e tables if missing.
-pub fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS e2e_own_device (
+/// The e2e tables as the release before schema versions created them: part of step 1 of every
+/// database that holds device state (`crate::migrations`). Frozen, and idempotent, so that step 1
+/// adopts an unversioned database; a change to these tables is a new step of each such database.
+pub const TABLES_V1: &str = "
+         CREATE TABLE IF NOT EXISTS e2e_own_device (
              id INTEGER PRIMARY KEY CHECK (id = 1),
              device_key_seed BLOB NOT NULL,
              next_signed_prekey_id INTEGER NOT NULL,
@@ -44,9 +45,7 @@ pub fn migrate(conn: &Connection) -> rusqlite::Result<()> {
              session BLOB NOT NULL,
              previous BLOB,
              PRIMARY KEY (user_id, device_id)
-         );",
-    )
-}
+         );";
 
 // ── Own device ──
 
@@ -129,6 +128,7 @@ pub(crate) fn latest_signed_prekey(conn: &Connection) -> rusqlite::Result<Option
     conn.query_row("SELECT keypair FROM e2e_signed_prekeys ORDER BY id DESC LIMIT 1", [], |r| r.get(0))
         .optional()
 }
+
 /// When the newest signed prekey was created (unix seconds).
 pub(crate) fn latest_signed_prekey_created_at(conn: &Connection) -> rusqlite::Result<Option<i64>> {
     conn.query_row("SELECT created_at FROM e2e_signed_prekeys ORDER BY id DESC LIMIT 1", [], |r| r.get(0))
@@ -145,7 +145,6 @@ pub(crate) fn prune_signed_prekeys(conn: &Connection, replaced_by: i64) -> rusql
         params![replaced_by],
     )
 }
-
 
 pub(crate) fn insert_one_time_prekey(conn: &Connection, id: u32, keypair: &[u8]) -> rusqlite::Result<()> {
     conn.execute(
@@ -266,10 +265,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn migrate_is_idempotent_and_sessions_round_trip() {
+    fn tables_are_idempotent_and_sessions_round_trip() {
         let conn = Connection::open_in_memory().expect("in-memory db");
-        migrate(&conn).expect("first migrate");
-        migrate(&conn).expect("second migrate");
+        conn.execute_batch(TABLES_V1).expect("create");
+        conn.execute_batch(TABLES_V1).expect("again: step 1 adopts an unversioned database this way");
         upsert_peer_device(&conn, 7, 1, b"key").expect("device");
         put_sessions(&conn, 7, 1, b"s1", None).expect("session");
         put_sessions(&conn, 7, 1, b"s2", Some(b"s1")).expect("replace");
@@ -283,7 +282,7 @@ mod tests {
     #[test]
     fn prune_keeps_newest_one_time_prekeys() {
         let conn = Connection::open_in_memory().expect("in-memory db");
-        migrate(&conn).expect("migrate");
+        conn.execute_batch(TABLES_V1).expect("tables");
         for id in 1..=10 {
             insert_one_time_prekey(&conn, id, &[id as u8]).expect("insert");
         }

@@ -19,15 +19,17 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::error::{db_error, PlatformError, Result};
 use super::rules;
+use crate::migrations::{self, Step};
 
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "platform.db";
 /// How long a statement waits for another writer (e.g. `create-bot` next to a running server).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
-/// Bumped when the schema changes incompatibly.
-const SCHEMA_VERSION: i64 = 1;
+/// Every version of `platform.db`, in order (`crate::migrations`). The release before this list
+/// already marked its files version 1; version 1 is frozen.
+pub(crate) const STEPS: &[Step] = &[Step { version: 1, sql: &[SCHEMA_V1] }];
 
-const SCHEMA: &str = "
+const SCHEMA_V1: &str = "
 CREATE TABLE IF NOT EXISTS accounts (
     id            INTEGER PRIMARY KEY,            -- numeric user/bot id in 1..2^52
     username      TEXT NOT NULL UNIQUE COLLATE NOCASE,
@@ -284,17 +286,8 @@ impl Store {
             }
         }
         configure(&conn).map_err(db_error("configuring the platform database"))?;
-        conn.execute_batch(SCHEMA).map_err(db_error("creating the platform schema"))?;
-        let version: i64 =
-            conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(db_error("reading the schema version"))?;
-        if version == 0 {
-            conn.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(db_error("writing the schema version"))?;
-        } else if version != SCHEMA_VERSION {
-            return Err(PlatformError::Internal(format!(
-                "platform database {} has schema version {version}, this server knows {SCHEMA_VERSION}",
-                path.display()
-            )));
-        }
+        // The error names the file and, for a file from a newer release, both versions.
+        migrations::migrate(&conn, STEPS).map_err(|e| PlatformError::Internal(e.to_string()))?;
         Ok(Store { path, conn: Mutex::new(conn) })
     }
 

@@ -188,7 +188,8 @@ fn open_connection(path: &Path, key: &[u8; 32], flags: OpenFlags) -> Result<Conn
 }
 
 impl Store {
-    /// Opens (creating if needed) the database, migrates it, checks that it belongs to
+    /// Opens (creating if needed) the database, migrates it to the newest schema version
+    /// (refusing a file from a newer release), checks that it belongs to
     /// `bot_id_hex`, and starts the writer thread `store-writer:<name>`.
     pub fn open(path: &Path, recovery_secret: &[u8; 32], bot_id_hex: &str, name: &str) -> std::result::Result<Store, String> {
         let key = database_key(recovery_secret);
@@ -201,7 +202,9 @@ impl Store {
                 )
             })?;
         let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-        schema::migrate(&conn).map_err(|e| format!("cannot migrate state database {}: {e}", path.display()))?;
+        schema::configure(&conn).map_err(|e| format!("cannot configure state database {}: {e}", path.display()))?;
+        // The error names the file and, for a file from a newer release, both versions.
+        schema::migrate(&conn).map_err(|e| e.to_string())?;
         match schema::meta_get(&conn, "bot_id_hex").map_err(|e| e.to_string())? {
             None => {
                 schema::meta_set(&conn, "bot_id_hex", bot_id_hex).map_err(|e| e.to_string())?;

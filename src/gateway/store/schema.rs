@@ -1,8 +1,16 @@
-//! The gateway tables of a bot database (the e2e tables come from `crate::e2e::migrate`).
+//! The schema of a bot database and its numbered migrations (`crate::migrations`): the gateway
+//! tables below and the e2e tables (`crate::e2e::TABLES_V1`).
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-const SCHEMA: &str = "
+use crate::migrations::{self, MigrationError, Migrated, Step};
+
+/// Every version of a bot database, in order. A later issue that adds a table appends a step
+/// here (version 2, …); version 1 is frozen (see `crate::migrations`).
+pub(crate) const STEPS: &[Step] = &[Step { version: 1, sql: &[GATEWAY_V1, crate::e2e::TABLES_V1] }];
+
+/// The gateway tables as the release before schema versions created them at every open.
+const GATEWAY_V1: &str = "
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -68,11 +76,14 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 ";
 
-pub fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")?;
-    conn.execute_batch(SCHEMA)?;
-    crate::e2e::migrate(conn)?;
-    Ok(())
+/// Journal settings of the writable connection (outside any transaction, so before [`migrate`]).
+pub fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")
+}
+
+/// Brings a bot database to the newest schema version, or refuses one from a newer release.
+pub fn migrate(conn: &Connection) -> Result<Migrated, MigrationError> {
+    migrations::migrate(conn, STEPS)
 }
 
 pub fn meta_get(conn: &Connection, key: &str) -> rusqlite::Result<Option<String>> {

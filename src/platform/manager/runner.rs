@@ -36,6 +36,7 @@ use super::ManagerConfig;
 use crate::clock::unix_now;
 use crate::crypto::{self, IdentityKeyPair};
 use crate::e2e::{self, E2eError, Registration};
+use crate::migrations::MigrationError;
 use crate::wire::e2e::{Content, Text};
 use crate::wire::platform::{DeviceCiphertext, InboxEnvelope, PrekeyBundle};
 
@@ -53,6 +54,8 @@ pub enum RunError {
     Platform(PlatformError),
     E2e(E2eError),
     Db(rusqlite::Error),
+    /// `manager.db` could not be brought to this release's schema (or is from a newer one).
+    Schema(MigrationError),
 }
 
 impl std::fmt::Display for RunError {
@@ -61,6 +64,7 @@ impl std::fmt::Display for RunError {
             RunError::Platform(e) => write!(f, "platform: {e}"),
             RunError::E2e(e) => write!(f, "end-to-end state: {e}"),
             RunError::Db(e) => write!(f, "manager database: {e}"),
+            RunError::Schema(e) => write!(f, "manager database: {e}"),
         }
     }
 }
@@ -112,13 +116,14 @@ impl Runner {
     ) -> RunResult<Runner> {
         crypto::init();
         let mut db = state::open(data_dir).map_err(|e| match e {
-            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DatabaseBusy => {
+            state::OpenError::Db(rusqlite::Error::SqliteFailure(f, _)) if f.code == rusqlite::ErrorCode::DatabaseBusy => {
                 RunError::Platform(PlatformError::Internal(format!(
                     "{} is in use by another platform-server on the same data directory",
                     data_dir.join(state::DB_FILE).display()
                 )))
             }
-            other => other.into(),
+            state::OpenError::Db(e) => RunError::Db(e),
+            state::OpenError::Schema(e) => RunError::Schema(e),
         })?;
         let (identity, device_keys) = {
             let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;

@@ -19,13 +19,18 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::commands::{Effect, Scenario};
 use crate::e2e;
+use crate::migrations::{self, MigrationError, Step};
 
 /// File name of the management bot's database inside the data directory.
 pub const DB_FILE: &str = "manager.db";
 /// How long opening waits for another process that holds the database (a second server).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-const SCHEMA: &str = "
+/// Every version of `manager.db`, in order (`crate::migrations`); version 1 is frozen.
+pub(crate) const STEPS: &[Step] = &[Step { version: 1, sql: &[MANAGER_V1, e2e::TABLES_V1] }];
+
+/// The manager tables as the release before schema versions created them at every open.
+const MANAGER_V1: &str = "
 CREATE TABLE IF NOT EXISTS manager_identity (
     id    INTEGER PRIMARY KEY CHECK (id = 1),
     seed  BLOB NOT NULL                          -- Ed25519 seed of the account identity key
@@ -68,9 +73,25 @@ CREATE TABLE IF NOT EXISTS manager_outbox_ciphertexts (
 ) WITHOUT ROWID;
 ";
 
-/// Opens (creating if needed) `manager.db` in `data_dir` and holds it exclusively, so a second
-/// server on the same directory fails instead of sharing ratchet state.
-pub fn open(data_dir: &Path) -> rusqlite::Result<Connection> {
+/// Why `manager.db` did not open.
+#[derive(Debug)]
+pub enum OpenError {
+    /// SQLite refused (e.g. `DatabaseBusy`: another server holds the file).
+    Db(rusqlite::Error),
+    /// The file could not be brought to this release's schema, or is from a newer release.
+    Schema(MigrationError),
+}
+
+impl From<rusqlite::Error> for OpenError {
+    fn from(e: rusqlite::Error) -> Self {
+        OpenError::Db(e)
+    }
+}
+
+/// Opens (creating if needed) `manager.db` in `data_dir`, holds it exclusively, so a second
+/// server on the same directory fails instead of sharing ratchet state, and migrates it to the
+/// newest schema version.
+pub fn open(data_dir: &Path) -> Result<Connection, OpenError> {
     let path = data_dir.join(DB_FILE);
     let conn = Connection::open(&path)?;
     {
@@ -92,8 +113,7 @@ pub fn open(data_dir: &Path) -> rusqlite::Result<Connection> {
     // In EXCLUSIVE locking mode the first exclusive lock is kept for the connection's life:
     // take it now, so a second server fails here rather than at its first write.
     conn.execute_batch("BEGIN EXCLUSIVE; COMMIT;")?;
-    conn.execute_batch(SCHEMA)?;
-    e2e::migrate(&conn)?;
+    migrations::migrate(&conn, STEPS).map_err(OpenError::Schema)?;
     Ok(conn)
 }
 
