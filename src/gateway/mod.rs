@@ -3,6 +3,7 @@
 //! Start-up (`serve`): config → state_dir lock → per bot: encrypted store, registration,
 //! inbox, outbox and webhook threads → the two HTTP listeners → wait for SIGINT/SIGTERM.
 
+pub mod api;
 pub mod botapi;
 pub mod config;
 pub mod inbox;
@@ -21,8 +22,7 @@ use std::sync::{Arc, OnceLock};
 use anyhow::{anyhow, bail};
 use serde_json::{json, Value};
 
-use botapi::backend::{Backend, BotApi};
-use botapi::server::{Listener, ListenerKind};
+use api::{Backend, BotApi, Listener, ListenerKind};
 use runtime::BotShared;
 
 /// All configured bots, as the listeners see them.
@@ -115,7 +115,7 @@ fn serve(config_path: &Path) -> anyhow::Result<()> {
         let upkeep = inbox::SignedPrekeyUpkeep::at_start(&shared);
         inbox::spawn(shared.clone(), upkeep)?;
         outbox::spawn(shared.clone())?;
-        webhook::spawn(shared.clone())?;
+        webhook::spawn(shared.clone(), api::replies::spawn(shared.clone())?)?;
         bots.insert(bot.compat_user_id, shared);
     }
     let bot_count = bots.len();
@@ -126,7 +126,7 @@ fn serve(config_path: &Path) -> anyhow::Result<()> {
         &config.compat_listen_addr.to_string(),
         gateway.clone() as Arc<dyn Backend>,
         ListenerKind::Compat,
-        botapi::compat_limits(bot_count),
+        api::compat_limits(bot_count),
     )
     .map_err(|e| anyhow!("cannot listen on compat_listen_addr {}: {e}", config.compat_listen_addr))?;
     let _ = gateway.bot_api.set(compat.health());
@@ -135,7 +135,7 @@ fn serve(config_path: &Path) -> anyhow::Result<()> {
         &config.extensions_listen_addr.to_string(),
         gateway.clone() as Arc<dyn Backend>,
         ListenerKind::Extensions,
-        botapi::extensions_limits(),
+        api::extensions_limits(),
     )
     .map_err(|e| anyhow!("cannot listen on extensions_listen_addr {}: {e}", config.extensions_listen_addr))?;
     log::info!("Bot API on http://{}, extensions on http://{}", compat.local_addr(), ext.local_addr());

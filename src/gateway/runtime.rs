@@ -1,5 +1,5 @@
 //! One bot's shared state: its store, its platform connection and status, and the wake-up
-//! handles of its threads. The HTTP workers (through the Bot API methods, `botapi::methods`)
+//! handles of its threads. The HTTP workers (through the Bot API methods, `api::methods`)
 //! and the inbox, outbox and webhook threads share the same `BotShared`.
 
 use std::sync::atomic::{AtomicBool, Ordering};

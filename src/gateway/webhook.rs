@@ -1,6 +1,7 @@
 //! Webhook delivery of one bot: the thread `webhook:<bot>` posts the head of the durable queue
 //! (shared with `getUpdates`) to the configured URL, one update at a time and in queue order,
-//! and `webhook-reply:<bot>` executes the Bot API calls that receivers put in their answers.
+//! and hands answers to `webhook-reply:<bot>` (`api::replies`), which executes the Bot API
+//! calls that receivers put in them.
 //!
 //! One attempt: read the webhook configuration, the filter and the head update (one read) →
 //! re-verify the bot's credential with the platform (`VerifyCredential`; a revoked or disabled
@@ -23,7 +24,6 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, select, Receiver, RecvTimeoutError, Sender};
 use serde_json::Value;
 
-use super::botapi::{methods, request, Params};
 use super::inbox::is_unauthenticated;
 use super::runtime::{unix_now, BotShared};
 use super::store::webhook::{self as config, LastError, WebhookConfig};
@@ -70,25 +70,31 @@ impl WebhookHandle {
     }
 }
 
-/// A Bot API call found in a receiver's answer.
-struct Reply {
-    update_id: i64,
-    method: String,
-    params: Params,
+/// A receiver's 2xx answer that may carry a Bot API call, for `webhook-reply:<bot>`
+/// (`api::replies`), which decodes and runs it as the HTTP listener would.
+pub struct Answer {
+    pub update_id: i64,
+    pub content_type: Option<String>,
+    pub body: Vec<u8>,
 }
 
-/// Starts `webhook:<bot>` and `webhook-reply:<bot>`. They run for the life of the process;
-/// every step is a committed transaction, so stopping anywhere is safe.
-pub fn spawn(shared: Arc<BotShared>) -> io::Result<()> {
+/// Largest answer read for a reply: a method call with an upload, like a request.
+pub const MAX_ANSWER_BYTES: usize = 52 * 1024 * 1024;
+
+/// The bounded queue from `webhook:<bot>` to the reply runner; when full, delivery waits.
+pub fn answers() -> (Sender<Answer>, Receiver<Answer>) {
+    bounded(REPLY_QUEUE)
+}
+
+/// Starts `webhook:<bot>`, which hands 2xx answers with a body to `replies`. It runs for the
+/// life of the process; every step is a committed transaction, so stopping anywhere is safe.
+pub fn spawn(shared: Arc<BotShared>, replies: Sender<Answer>) -> io::Result<()> {
     let commits = shared.store.notifier().subscribe();
-    let (reply_tx, reply_rx) = bounded(REPLY_QUEUE);
     let agent = agent().map_err(|e| io::Error::other(format!("webhook HTTP client: {e}")))?;
     let start = backoff_start();
-    let s = shared.clone();
-    thread::Builder::new().name(format!("webhook-reply:{}", shared.username)).spawn(move || reply_loop(s, reply_rx))?;
     thread::Builder::new()
         .name(format!("webhook:{}", shared.username))
-        .spawn(move || run(shared, agent, commits, reply_tx, start))?;
+        .spawn(move || run(shared, agent, commits, replies, start))?;
     Ok(())
 }
 
@@ -126,7 +132,7 @@ enum Outcome {
     Revoked,
 }
 
-fn run(shared: Arc<BotShared>, agent: ureq::Agent, commits: Receiver<()>, replies: Sender<Reply>, start: Duration) {
+fn run(shared: Arc<BotShared>, agent: ureq::Agent, commits: Receiver<()>, replies: Sender<Answer>, start: Duration) {
     let control = shared.webhook.control_rx.clone();
     let mut backoff = start;
     loop {
@@ -168,7 +174,7 @@ fn run(shared: Arc<BotShared>, agent: ureq::Agent, commits: Receiver<()>, replie
 }
 
 /// One delivery attempt of the head update, if there is a webhook and an update.
-fn attempt(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Reply>) -> Outcome {
+fn attempt(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Answer>) -> Outcome {
     let name = &shared.username;
     let head = shared.store.read(|c| -> StoreResult<Head> {
         let Some(cfg) = config::config(c)? else {
@@ -299,100 +305,20 @@ fn describe(e: &ureq::Error) -> String {
     }
 }
 
-/// Reads a 2xx answer and extracts a Bot API call from it, if it has one (`"method"` in a JSON,
-/// form or multipart body). Anything else in the body is ignored.
-fn read_reply(resp: ureq::Response, update_id: i64, bot: &str) -> Option<Reply> {
+/// Reads a 2xx answer; `None` when it is empty or unreadable (nothing to run).
+fn read_reply(resp: ureq::Response, update_id: i64, bot: &str) -> Option<Answer> {
     let content_type = resp.header("Content-Type").map(str::to_string);
-    let limit = request::MAX_BODY_BYTES;
     let mut body = Vec::new();
-    if let Err(e) = resp.into_reader().take(limit as u64 + 1).read_to_end(&mut body) {
+    if let Err(e) = resp.into_reader().take(MAX_ANSWER_BYTES as u64 + 1).read_to_end(&mut body) {
         log::debug!("bot @{bot}: webhook answer to update {update_id} unreadable: {e}");
         return None;
     }
-    parse_reply(content_type.as_deref(), &body, update_id, bot)
-}
-
-fn parse_reply(content_type: Option<&str>, body: &[u8], update_id: i64, bot: &str) -> Option<Reply> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return None;
-    }
-    let mut params = match request::decode(None, content_type, Some(body.len()), &mut &body[..]) {
-        Ok(p) => p,
-        Err(e) => {
-            log::debug!("bot @{bot}: webhook answer to update {update_id} is not a method call: {}", e.description);
-            return None;
-        }
-    };
-    let method = params.optional_str("method").ok().flatten()?;
-    // `method` names the call; it is not one of its parameters.
-    params.insert_json("method", Value::Null);
-    Some(Reply { update_id, method, params })
-}
-
-/// Executes webhook replies through the same method dispatch as the HTTP layer, so their
-/// parameters are decoded and validated by one mechanism. Errors are logged, never retried.
-fn reply_loop(shared: Arc<BotShared>, replies: Receiver<Reply>) {
-    while let Ok(Reply { update_id, method, params }) = replies.recv() {
-        match methods::dispatch(&*shared, &method, &params) {
-            Ok(_) => log::debug!("bot @{}: webhook reply {method} to update {update_id} done", shared.username),
-            Err(e) => log::warn!(
-                "bot @{}: webhook reply {method} to update {update_id} failed: {}",
-                shared.username,
-                e.description
-            ),
-        }
-    }
+    (!body.iter().all(u8::is_ascii_whitespace)).then_some(Answer { update_id, content_type, body })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn replies_in_json_form_and_multipart() {
-        let r = parse_reply(
-            Some("application/json"),
-            br#"{"method":"sendChatAction","chat_id":42,"action":"typing"}"#,
-            7,
-            "b",
-        )
-        .expect("telegraf JSON reply");
-        assert_eq!((r.update_id, r.method.as_str()), (7, "sendChatAction"));
-        assert_eq!(r.params.required_i64("chat_id").expect("chat_id"), 42);
-        assert!(!r.params.contains("method"), "method is not passed on as a parameter");
-
-        let r = parse_reply(
-            Some("application/x-www-form-urlencoded"),
-            b"method=sendMessage&chat_id=5&text=hi+there",
-            1,
-            "b",
-        )
-        .expect("form reply");
-        assert_eq!(r.method, "sendMessage");
-        assert_eq!(r.params.required_str("text").expect("text"), "hi there");
-
-        let body = "--webhookBoundaryX\r\nContent-Disposition: form-data; name=\"method\"\r\n\r\nsendMessage\r\n\
-                    --webhookBoundaryX\r\nContent-Disposition: form-data; name=\"chat_id\"\r\n\r\n9\r\n\
-                    --webhookBoundaryX\r\nContent-Disposition: form-data; name=\"text\"\r\n\r\nmulti\r\n--webhookBoundaryX--\r\n";
-        let r = parse_reply(Some("multipart/form-data; boundary=webhookBoundaryX"), body.as_bytes(), 1, "b")
-            .expect("aiogram multipart reply");
-        assert_eq!((r.method.as_str(), r.params.required_i64("chat_id").expect("id")), ("sendMessage", 9));
-    }
-
-    #[test]
-    fn answers_without_a_method_are_not_replies() {
-        for (ct, body) in [
-            (Some("application/json"), &b""[..]),
-            (Some("application/json; charset=\"utf-8\""), b"  "),
-            (Some("application/json"), b"{}"),
-            (None, b"{\"ok\":true}"),
-            (Some("text/html"), b"<html>ok</html>"),
-            (Some("application/json"), b"not json"),
-            (Some("application/json"), b"[1,2]"),
-        ] {
-            assert!(parse_reply(ct, body, 1, "b").is_none(), "{ct:?} {:?}", String::from_utf8_lossy(body));
-        }
-    }
 
     /// Body, Content-Type and secret header of one received request.
     type Seen = (String, Option<String>, Option<String>);

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::ApiError;
+use crate::gateway::botapi::ApiError;
 pub use crate::http::Response as HttpResponse;
 
 /// `{"ok":true,"result":result}`.

@@ -22,7 +22,8 @@ use std::time::Instant;
 use super::request::{self, percent_decode_path};
 use super::response::{self, HttpResponse};
 use super::token::redact_path;
-use super::{ApiError, Backend, BotApi};
+use super::{Backend, BotApi};
+use crate::gateway::botapi::ApiError;
 use crate::http::{self, HttpError, Limits};
 
 /// Workers of the extensions listener (health checks only so far).
@@ -211,7 +212,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::gateway::botapi::methods::{self, GetUpdates, SendMessage};
+    use crate::gateway::api::methods::{self, GetUpdates, SendMessage};
     use crate::gateway::botapi::Params;
 
     const SECRET: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::methods::Method;
-use super::{ApiError, Params};
+use crate::gateway::botapi::{ApiError, Params};
 
 /// The whole gateway as seen from the listeners.
 pub trait Backend: Send + Sync {

@@ -8,7 +8,7 @@
 
 use std::io::{self, Read};
 
-use super::params::{Params, UploadedFile};
+use crate::gateway::botapi::params::{Params, UploadedFile};
 
 /// Most parts accepted in one body (a media group of 10 with thumbnails stays far below).
 pub const MAX_PARTS: usize = 1000;

@@ -15,7 +15,8 @@ use serde_json::Value;
 pub use messages::{send_message_request, SendMessage, MAX_TEXT_UTF16};
 pub use updates::{check_webhook_url, get_updates_request, set_webhook_request, GetUpdates, SetWebhook};
 
-use super::{ApiError, BotApi, Params};
+use super::BotApi;
+use crate::gateway::botapi::{ApiError, Params};
 use crate::gateway::runtime::BotShared;
 use crate::gateway::store::webhook as webhook_store;
 use crate::gateway::store::StoreError;

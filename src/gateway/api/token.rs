@@ -112,7 +112,7 @@ mod tests {
     #[test]
     fn route_words_stay_readable() {
         assert_eq!(redact_path(&format!("/bot123:{HEX}/sendMessage")), "/bot123:<redacted>/sendMessage");
-        for method in crate::gateway::botapi::methods::METHODS {
+        for method in crate::gateway::api::methods::METHODS {
             let path = format!("/bot/{}", method.name);
             assert_eq!(redact_path(&path), path);
         }

@@ -14,8 +14,7 @@ use std::io::Read;
 use serde_json::Value;
 
 use super::multipart::{self, MultipartError};
-use super::params::Params;
-use super::ApiError;
+use crate::gateway::botapi::{ApiError, Params};
 
 /// Largest accepted request body: a 50 MiB media file (SPEC "Limits") plus multipart overhead
 /// and the other parameters.
