@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod clock;
+pub mod compat;
 pub mod crypto;
 pub mod e2e;
 pub mod gateway;

@@ -13,8 +13,7 @@ use serde_json::{Map, Value};
 use crate::wire::token;
 use crate::crypto::{self, IdentityKeyPair};
 
-/// The profile this gateway implements.
-pub const COMPATIBILITY_PROFILE_ID: &str = "compat-v1-core-preview-4";
+pub use crate::compat::COMPATIBILITY_PROFILE_ID;
 
 pub struct Config {
     pub bot_platform_endpoint: String,

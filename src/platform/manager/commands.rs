@@ -32,7 +32,7 @@ use super::super::error::{PlatformError, Result};
 use super::super::rules;
 
 /// The profile the gateway implements; the snippet in the final reply names it.
-pub use crate::gateway::config::COMPATIBILITY_PROFILE_ID;
+pub use crate::compat::COMPATIBILITY_PROFILE_ID;
 
 pub const HELP: &str = "\
 I create and manage bots for the Bot Gateway.
