@@ -10,6 +10,7 @@ pub mod inbox;
 pub mod outbox;
 pub mod registration;
 pub mod runtime;
+pub mod start_error;
 pub mod state_dir;
 pub mod store;
 pub mod updates;
@@ -19,7 +20,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use anyhow::{anyhow, bail};
 use serde_json::{json, Value};
 
 use api::{Backend, BotApi, Listener, ListenerKind};
@@ -69,19 +69,21 @@ impl Backend for Gateway {
     }
 }
 
+pub use start_error::StartError;
+
 /// Entry point of the `bot-gateway` program.
-pub fn run_cli(args: Vec<String>) -> anyhow::Result<()> {
+pub fn run_cli(args: Vec<String>) -> Result<(), StartError> {
     match args.as_slice() {
         [cmd, path] if cmd == "serve" => serve(Path::new(path)),
         [flag] if flag == "--help" || flag == "-h" => {
             println!("usage: bot-gateway serve <config.json>\n\nRuns the gateway in the foreground. RUST_LOG controls logging (default info).");
             Ok(())
         }
-        _ => bail!("usage: bot-gateway serve <config.json>"),
+        _ => Err(StartError::Usage),
     }
 }
 
-fn serve(config_path: &Path) -> anyhow::Result<()> {
+fn serve(config_path: &Path) -> Result<(), StartError> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         // ureq logs every webhook URL at debug/info level, and a URL may carry a secret path.
         .filter_module("ureq", log::LevelFilter::Warn)
@@ -93,19 +95,19 @@ fn serve(config_path: &Path) -> anyhow::Result<()> {
     crate::crypto::init();
     let signals = crate::signals::block();
 
-    let config = config::load(config_path).map_err(|e| anyhow!(e))?;
-    let state = state_dir::StateDir::open(&config.state_dir).map_err(|e| anyhow!(e))?;
+    let config = config::load(config_path).map_err(StartError::Config)?;
+    let state = state_dir::StateDir::open(&config.state_dir).map_err(StartError::StateDir)?;
 
     let mut bots = HashMap::new();
     for bot in &config.bots {
         let name = &bot.username;
         let store = store::Store::open(&state.bot_database(bot.compat_user_id), &bot.recovery_secret, &bot.bot_id_hex, name)
-            .map_err(|e| anyhow!("bot @{name}: {e}"))?;
+            .map_err(|why| StartError::Store { bot: name.clone(), why })?;
         let platform = match registration::register_or_resume(&config.bot_platform_endpoint, bot, &store) {
             Ok(p) => p,
-            Err(e) => {
+            Err(why) => {
                 store.discard_new();
-                bail!(e);
+                return Err(StartError::Registration { bot: name.clone(), why });
             }
         };
         let shared = Arc::new(BotShared::new(bot, store, platform));
@@ -113,9 +115,11 @@ fn serve(config_path: &Path) -> anyhow::Result<()> {
             log::warn!("bot @{name}: one-time prekey top-up failed: {e}");
         }
         let upkeep = inbox::SignedPrekeyUpkeep::at_start(&shared);
-        inbox::spawn(shared.clone(), upkeep)?;
-        outbox::spawn(shared.clone())?;
-        webhook::spawn(shared.clone(), api::replies::spawn(shared.clone())?)?;
+        let thread_error = |why| StartError::Thread { bot: name.clone(), why };
+        inbox::spawn(shared.clone(), upkeep).map_err(thread_error)?;
+        outbox::spawn(shared.clone()).map_err(thread_error)?;
+        let replies = api::replies::spawn(shared.clone()).map_err(thread_error)?;
+        webhook::spawn(shared.clone(), replies).map_err(thread_error)?;
         bots.insert(bot.compat_user_id, shared);
     }
     let bot_count = bots.len();
@@ -128,7 +132,7 @@ fn serve(config_path: &Path) -> anyhow::Result<()> {
         ListenerKind::Compat,
         api::compat_limits(bot_count),
     )
-    .map_err(|e| anyhow!("cannot listen on compat_listen_addr {}: {e}", config.compat_listen_addr))?;
+    .map_err(|why| StartError::Listen { field: "compat_listen_addr", addr: config.compat_listen_addr, why })?;
     let _ = gateway.bot_api.set(compat.health());
     let ext = Listener::start(
         "ext-http",
@@ -137,7 +141,7 @@ fn serve(config_path: &Path) -> anyhow::Result<()> {
         ListenerKind::Extensions,
         api::extensions_limits(),
     )
-    .map_err(|e| anyhow!("cannot listen on extensions_listen_addr {}: {e}", config.extensions_listen_addr))?;
+    .map_err(|why| StartError::Listen { field: "extensions_listen_addr", addr: config.extensions_listen_addr, why })?;
     log::info!("Bot API on http://{}, extensions on http://{}", compat.local_addr(), ext.local_addr());
     announce_listeners(compat.local_addr(), ext.local_addr());
 

@@ -1,0 +1,39 @@
+//! Why the gateway could not start, as a type: which step failed, for which bot or listener,
+//! and a description that names the file, field or directory and the fix. `main` prints it on
+//! one line and exits non-zero.
+
+use std::fmt;
+use std::net::SocketAddr;
+
+#[derive(Debug)]
+pub enum StartError {
+    /// The command line was not `serve <config.json>`.
+    Usage,
+    /// The config file: unreadable, not JSON, a wrong or missing field, a wrong mode.
+    Config(String),
+    /// The state directory: mode, owner, or the lock held by another gateway.
+    StateDir(String),
+    /// One bot's state database: a wrong recovery secret, a newer schema, I/O.
+    Store { bot: String, why: String },
+    /// Registering or resuming one bot's device on the platform (unreachable, refused).
+    Registration { bot: String, why: String },
+    /// A listener could not bind its address.
+    Listen { field: &'static str, addr: SocketAddr, why: std::io::Error },
+    /// A thread of a bot could not be started.
+    Thread { bot: String, why: std::io::Error },
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::Usage => write!(f, "usage: bot-gateway serve <config.json>"),
+            StartError::Config(why) | StartError::StateDir(why) => write!(f, "{why}"),
+            StartError::Store { bot, why } => write!(f, "bot @{bot}: {why}"),
+            StartError::Registration { why, .. } => write!(f, "{why}"),
+            StartError::Listen { field, addr, why } => write!(f, "cannot listen on {field} {addr}: {why}"),
+            StartError::Thread { bot, why } => write!(f, "bot @{bot}: cannot start a thread: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
