@@ -1,0 +1,290 @@
+//! Receiving: opening an inbox envelope with the current or previous session of the sender
+//! device, or a session started from its X3DH prekey header.
+
+use protobuf::Message;
+use rusqlite::Connection;
+
+use super::device::device_key;
+use super::{store, E2eError, Result};
+use crate::crypto::x3dh::{self, PrekeyHeader};
+use crate::crypto::{CryptoError, OneTimePrekeyPair, Session, SignedPrekeyPair};
+use crate::wire::e2e::Content;
+use crate::wire::platform::InboxEnvelope;
+
+/// Which stored session slot a message was opened with.
+enum Slot {
+    Current,
+    Previous,
+    /// A session just accepted from a prekey header; `one_time_prekey` is deleted on success.
+    New { one_time_prekey: Option<u32> },
+}
+
+/// Decrypts one inbox envelope: finds or starts (X3DH responder) the session with the sender
+/// device, decrypts, stores the advanced session, deletes a used one-time prekey.
+///
+/// On any error before decryption succeeds nothing is written. `BadContent` comes after the
+/// writes: the message was authentic and its key is spent, so committing is right.
+pub fn open_envelope(conn: &Connection, envelope: &InboxEnvelope) -> Result<Content> {
+    let (user_id, device_id) = (envelope.sender_user_id, envelope.sender_device_id);
+    let (current, previous) = load_sessions(conn, user_id, device_id)?;
+    let header = x3dh::peek_prekey_header(&envelope.ciphertext)?;
+
+    let (slot, session, plaintext) = match header {
+        Some(header) => open_prekey_message(conn, envelope, &header, current.as_ref(), previous.as_ref())?,
+        None => open_normal_message(envelope, current.as_ref(), previous.as_ref())?,
+    };
+
+    // Store: the peer device (first use), the advanced session, then drop the used prekey.
+    let peer_key = session.peer_device_key();
+    if store::peer_device_key(conn, user_id, device_id)?.is_none() {
+        store::upsert_peer_device(conn, user_id, device_id, &peer_key)?;
+    }
+    let session_bytes = session.to_bytes();
+    match slot {
+        Slot::Current => {
+            let prev = previous.as_ref().map(Session::to_bytes);
+            store::put_sessions(conn, user_id, device_id, &session_bytes, prev.as_deref())?;
+        }
+        Slot::Previous => {
+            // The previous session is the live one after all: promote it.
+            let demoted = current.as_ref().map(Session::to_bytes);
+            store::put_sessions(conn, user_id, device_id, &session_bytes, demoted.as_deref())?;
+        }
+        Slot::New { one_time_prekey } => {
+            let demoted = current.as_ref().map(Session::to_bytes);
+            store::put_sessions(conn, user_id, device_id, &session_bytes, demoted.as_deref())?;
+            if let Some(id) = one_time_prekey {
+                store::delete_one_time_prekey(conn, id)?;
+            }
+        }
+    }
+
+    Content::parse_from_bytes(&plaintext).map_err(|_| E2eError::BadContent)
+}
+
+fn load_sessions(conn: &Connection, user_id: u64, device_id: u32) -> Result<(Option<Session>, Option<Session>)> {
+    match store::sessions(conn, user_id, device_id)? {
+        None => Ok((None, None)),
+        Some((current, previous)) => {
+            let current = Session::from_bytes(&current)?;
+            let previous = match previous {
+                Some(p) => Some(Session::from_bytes(&p)?),
+                None => None,
+            };
+            Ok((Some(current), previous))
+        }
+    }
+}
+
+/// A message carrying an X3DH header: either a repeat for a session we already accepted from
+/// that header, or the start of a new session.
+fn open_prekey_message(
+    conn: &Connection,
+    envelope: &InboxEnvelope,
+    header: &PrekeyHeader,
+    current: Option<&Session>,
+    previous: Option<&Session>,
+) -> Result<(Slot, Session, Vec<u8>)> {
+    let (user_id, device_id) = (envelope.sender_user_id, envelope.sender_device_id);
+    for (slot, existing) in [(Slot::Current, current), (Slot::Previous, previous)] {
+        if let Some(existing) = existing.filter(|s| s.was_accepted_from(header)) {
+            let mut session = existing.clone();
+            let plaintext = session.decrypt(&envelope.ciphertext)?;
+            return Ok((slot, session, plaintext));
+        }
+    }
+
+    if let Some(recorded) = store::peer_device_key(conn, user_id, device_id)? {
+        if recorded.as_slice() != header.initiator_device_key.as_slice() {
+            log::warn!("user {user_id} device {device_id} started a session with a key other than the recorded one");
+            return Err(E2eError::DeviceKeyChanged { user_id, device_id });
+        }
+    }
+    let signed = store::signed_prekey(conn, header.signed_prekey_id)?
+        .ok_or(CryptoError::UnknownPrekey(header.signed_prekey_id))?;
+    let signed = SignedPrekeyPair::from_bytes(&signed)?;
+    let one_time = match header.one_time_prekey_id {
+        Some(id) => {
+            let bytes = store::one_time_prekey(conn, id)?.ok_or(CryptoError::UnknownPrekey(id))?;
+            Some(OneTimePrekeyPair::from_bytes(&bytes)?)
+        }
+        None => None,
+    };
+    let own = device_key(conn)?;
+    let mut session = x3dh::accept_session(&own, &signed, one_time.as_ref(), header)?;
+    let plaintext = session.decrypt(&envelope.ciphertext)?;
+    Ok((Slot::New { one_time_prekey: header.one_time_prekey_id }, session, plaintext))
+}
+
+/// A message without a header: the current session, else the previous one.
+fn open_normal_message(
+    envelope: &InboxEnvelope,
+    current: Option<&Session>,
+    previous: Option<&Session>,
+) -> Result<(Slot, Session, Vec<u8>)> {
+    let Some(current) = current else {
+        return Err(E2eError::NoSession { user_id: envelope.sender_user_id, device_id: envelope.sender_device_id });
+    };
+    let mut session = current.clone();
+    let first_error = match session.decrypt(&envelope.ciphertext) {
+        Ok(plaintext) => return Ok((Slot::Current, session, plaintext)),
+        Err(e) => e,
+    };
+    if let Some(previous) = previous {
+        let mut session = previous.clone();
+        if let Ok(plaintext) = session.decrypt(&envelope.ciphertext) {
+            return Ok((Slot::Previous, session, plaintext));
+        }
+    }
+    Err(first_error.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use super::super::testing::{open_text, text_content, Device};
+    use super::super::seal::{add_sessions, key32, known_devices, seal};
+    use super::super::{local_one_time_prekey_count, ONE_TIME_PREKEY_TARGET};
+    use crate::crypto::identity;
+
+    #[test]
+    fn first_message_via_prekey_then_replies_both_ways() {
+        let alice = Device::new(1, 1);
+        let bob = Device::new(2, 1);
+        let used = bob.keys.one_time_prekeys[3].id;
+        add_sessions(&alice.conn, &bob.profile(), &[bob.bundle(Some(3))]).expect("add session");
+        assert_eq!(known_devices(&alice.conn, 2).expect("known"), vec![1]);
+
+        let first = alice.send(&bob, "hello bob");
+        assert!(x3dh::peek_prekey_header(&first.ciphertext).expect("peek").is_some());
+        assert!(store::one_time_prekey(&bob.conn, used).expect("read").is_some());
+        assert_eq!(open_text(&bob, &first), "hello bob");
+        // The one-time prekey is consumed, and alice's device is recorded.
+        assert!(store::one_time_prekey(&bob.conn, used).expect("read").is_none());
+        assert_eq!(local_one_time_prekey_count(&bob.conn).expect("count"), ONE_TIME_PREKEY_TARGET - 1);
+        assert_eq!(known_devices(&bob.conn, 1).expect("known"), vec![1]);
+
+        // A second message before bob answers still carries the header and reuses the session.
+        let second = alice.send(&bob, "still there?");
+        assert!(x3dh::peek_prekey_header(&second.ciphertext).expect("peek").is_some());
+        assert_eq!(open_text(&bob, &second), "still there?");
+
+        let reply = bob.send(&alice, "hi alice");
+        assert_eq!(open_text(&alice, &reply), "hi alice");
+        let third = alice.send(&bob, "third");
+        assert!(x3dh::peek_prekey_header(&third.ciphertext).expect("peek").is_none());
+        assert_eq!(open_text(&bob, &third), "third");
+
+        // Out of order within a chain.
+        let r1 = bob.send(&alice, "r1");
+        let r2 = bob.send(&alice, "r2");
+        assert_eq!(open_text(&alice, &r2), "r2");
+        assert_eq!(open_text(&alice, &r1), "r1");
+
+        // A replay is refused and leaves the session usable.
+        assert!(open_envelope(&bob.conn, &third).is_err());
+        assert!(open_envelope(&bob.conn, &first).is_err());
+        let fourth = alice.send(&bob, "fourth");
+        assert_eq!(open_text(&bob, &fourth), "fourth");
+    }
+
+    #[test]
+    fn content_fields_survive() {
+        let alice = Device::new(1, 1);
+        let bob = Device::new(2, 7);
+        add_sessions(&alice.conn, &bob.profile(), &[bob.bundle(None)]).expect("add session");
+        let mut content = text_content("bold move");
+        content.mut_text().entities.push({
+            let mut e = crate::wire::e2e::Entity::new();
+            e.type_ = "bold".into();
+            e.offset = 0;
+            e.length = 4;
+            e
+        });
+        content.reply_to_message_id = 42;
+        let sealed = seal(&alice.conn, 2, &content).expect("seal");
+        let opened = open_envelope(&bob.conn, &alice.envelope(sealed[0].ciphertext.clone())).expect("open");
+        assert_eq!(opened, content);
+    }
+
+    #[test]
+    fn changed_device_key_is_refused() {
+        let alice = Device::new(1, 1);
+        let bob = Device::new(2, 1);
+        add_sessions(&alice.conn, &bob.profile(), &[bob.bundle(Some(0))]).expect("add session");
+        assert_eq!(open_text(&bob, &alice.send(&bob, "hi")), "hi");
+
+        // Another device claims to be alice's device 1 with a different key.
+        let mallory = Device::new(1, 1);
+        add_sessions(&mallory.conn, &bob.profile(), &[bob.bundle(Some(1))]).expect("add session");
+        let forged = mallory.send(&bob, "it is me, alice");
+        match open_envelope(&bob.conn, &forged) {
+            Err(E2eError::DeviceKeyChanged { user_id: 1, device_id: 1 }) => {}
+            other => panic!("expected DeviceKeyChanged, got {other:?}"),
+        }
+        // Nothing was consumed or replaced: the prekey is still there and alice still works.
+        assert!(store::one_time_prekey(&bob.conn, bob.keys.one_time_prekeys[1].id).expect("read").is_some());
+        assert_eq!(open_text(&bob, &alice.send(&bob, "still me")), "still me");
+
+        // A bundle presenting a changed key for a recorded device is refused as well.
+        let mut swapped = bob.bundle(Some(2));
+        let impostor = Device::new(2, 1);
+        swapped.device_key = impostor.keys.device_key.clone();
+        swapped.device_certificate =
+            identity::sign_device_certificate(&bob.account, &key32(&swapped.device_key, "k").expect("32")).to_vec();
+        match add_sessions(&alice.conn, &bob.profile(), &[swapped]) {
+            Err(E2eError::DeviceKeyChanged { user_id: 2, device_id: 1 }) => {}
+            other => panic!("expected DeviceKeyChanged, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_prekey_no_session_and_bad_content() {
+        let alice = Device::new(1, 1);
+        let bob = Device::new(2, 1);
+        let carol = Device::new(3, 1);
+        add_sessions(&alice.conn, &bob.profile(), &[bob.bundle(Some(0))]).expect("add session");
+        assert_eq!(open_text(&bob, &alice.send(&bob, "hi")), "hi");
+        // Carol got the same (already used) one-time prekey: bob no longer holds it.
+        add_sessions(&carol.conn, &bob.profile(), &[bob.bundle(Some(0))]).expect("add session");
+        match open_envelope(&bob.conn, &carol.send(&bob, "me too")) {
+            Err(E2eError::Crypto(CryptoError::UnknownPrekey(id))) => assert_eq!(id, bob.keys.one_time_prekeys[0].id),
+            other => panic!("expected UnknownPrekey, got {other:?}"),
+        }
+        // A message without header from a device bob has no session with.
+        let reply = bob.send(&alice, "answer");
+        let mut misrouted = reply.clone();
+        misrouted.sender_user_id = 3;
+        assert!(matches!(
+            open_envelope(&carol.conn, &misrouted),
+            Err(E2eError::NoSession { user_id: 3, device_id: 1 })
+        ));
+        // A plaintext that is not a Content.
+        let sealed = {
+            let (cur, prev) = store::sessions(&alice.conn, 2, 1).expect("read").expect("session");
+            let mut s = Session::from_bytes(&cur).expect("decode");
+            let ct = s.encrypt(&[0xff, 0xff, 0xff]);
+            store::put_sessions(&alice.conn, 2, 1, &s.to_bytes(), prev.as_deref()).expect("store");
+            ct
+        };
+        assert!(matches!(open_envelope(&bob.conn, &alice.envelope(sealed)), Err(E2eError::BadContent)));
+    }
+
+    #[test]
+    fn simultaneous_session_start_converges() {
+        let alice = Device::new(1, 1);
+        let bob = Device::new(2, 1);
+        add_sessions(&alice.conn, &bob.profile(), &[bob.bundle(Some(0))]).expect("alice starts");
+        add_sessions(&bob.conn, &alice.profile(), &[alice.bundle(Some(0))]).expect("bob starts");
+        let a1 = alice.send(&bob, "a1");
+        let b1 = bob.send(&alice, "b1");
+        assert_eq!(open_text(&bob, &a1), "a1");
+        assert_eq!(open_text(&alice, &b1), "b1");
+        for round in 0..3 {
+            let a = alice.send(&bob, &format!("a{round}"));
+            assert_eq!(open_text(&bob, &a), format!("a{round}"));
+            let b = bob.send(&alice, &format!("b{round}"));
+            assert_eq!(open_text(&alice, &b), format!("b{round}"));
+        }
+    }
+}
