@@ -1,0 +1,379 @@
+//! The platform server's storage: one SQLite database `platform.db` in the data directory.
+//!
+//! It owns accounts (users and bots share one id space), devices and their public keys,
+//! one-time prekeys, per-dialog message counters, the idempotency records of sent messages and
+//! the per-device inboxes. It stores public keys, digests of secrets and ciphertext only:
+//! never a token secret, a recovery secret, a device secret or plaintext.
+//!
+//! The server holds one writing connection behind a mutex; inbox feeders read through their own
+//! connections (WAL mode). Other processes (`platform-server create-bot`) may write at the same
+//! time; `busy_timeout` serialises them. Signature checks are not this layer's concern: callers
+//! hand in keys they have verified.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+
+use super::error::{db_error, PlatformError, Result};
+use crate::migrations::{self, Step};
+
+mod accounts;
+mod devices;
+mod messages;
+
+pub use messages::read_inbox;
+
+/// File name of the database inside the data directory.
+pub const DB_FILE: &str = "platform.db";
+/// How long a statement waits for another writer (e.g. `create-bot` next to a running server).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Every version of `platform.db`, in order (`crate::migrations`). The release before this list
+/// already marked its files version 1; version 1 is frozen.
+pub(crate) const STEPS: &[Step] = &[Step { version: 1, sql: &[SCHEMA_V1] }];
+
+const SCHEMA_V1: &str = "
+CREATE TABLE IF NOT EXISTS accounts (
+    id            INTEGER PRIMARY KEY,            -- numeric user/bot id in 1..2^52
+    username      TEXT NOT NULL UNIQUE COLLATE NOCASE,
+    display_name  TEXT NOT NULL,
+    is_bot        INTEGER NOT NULL,
+    identity_key  BLOB NOT NULL,                  -- Ed25519 public key (for a bot: the Bot ID)
+    token_digest  BLOB,                           -- bots: digest of the token secret
+    status        TEXT NOT NULL DEFAULT 'active', -- 'active' | 'disabled'
+    capabilities  TEXT,                           -- bots: 'default' or e.g. 'dm,groups'
+    owner_id      INTEGER,                        -- bots: the user who created it, if any
+    created_at    INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS devices (
+    account_id     INTEGER NOT NULL,
+    device_id      INTEGER NOT NULL,
+    device_key     BLOB NOT NULL,
+    certificate    BLOB NOT NULL,
+    spk_id         INTEGER NOT NULL,
+    spk_public     BLOB NOT NULL,
+    spk_signature  BLOB NOT NULL,
+    active         INTEGER NOT NULL DEFAULT 1,
+    secret_digest  BLOB,                          -- user devices: digest of the device secret
+    created_at     INTEGER NOT NULL,
+    PRIMARY KEY (account_id, device_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS one_time_prekeys (
+    account_id  INTEGER NOT NULL,
+    device_id   INTEGER NOT NULL,
+    prekey_id   INTEGER NOT NULL,
+    public_key  BLOB NOT NULL,
+    PRIMARY KEY (account_id, device_id, prekey_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS dialogs (
+    low              INTEGER NOT NULL,             -- the smaller account id of the pair
+    high             INTEGER NOT NULL,
+    last_message_id  INTEGER NOT NULL,
+    PRIMARY KEY (low, high)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sent_messages (
+    sender_id          INTEGER NOT NULL,
+    sender_device      INTEGER NOT NULL,
+    client_message_id  TEXT NOT NULL,
+    message_id         INTEGER NOT NULL,
+    date               INTEGER NOT NULL,
+    PRIMARY KEY (sender_id, sender_device, client_message_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS inbox (
+    seq                INTEGER PRIMARY KEY AUTOINCREMENT, -- never reused, so increasing per device
+    account_id         INTEGER NOT NULL,
+    device_id          INTEGER NOT NULL,
+    sender_id          INTEGER NOT NULL,
+    sender_device      INTEGER NOT NULL,
+    message_id         INTEGER NOT NULL,
+    date               INTEGER NOT NULL,
+    client_message_id  TEXT NOT NULL,
+    ciphertext         BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS inbox_by_device ON inbox (account_id, device_id, seq);
+CREATE INDEX IF NOT EXISTS sent_by_date ON sent_messages (date);
+-- Server-wide facts, e.g. 'manager_account_id': which account is the built-in management bot.
+CREATE TABLE IF NOT EXISTS server_meta (
+    key    TEXT PRIMARY KEY,
+    value  INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
+/// `server_meta` key of the management bot's account id.
+
+// ── Types ──
+
+/// One device of one account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceAddr {
+    pub user_id: u64,
+    pub device_id: u32,
+}
+
+/// Whether a bot may authenticate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccountStatus {
+    Active,
+    Disabled,
+}
+
+impl AccountStatus {
+    fn parse(s: &str) -> AccountStatus {
+        if s == "active" {
+            AccountStatus::Active
+        } else {
+            AccountStatus::Disabled
+        }
+    }
+}
+
+/// A user or bot account as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub id: u64,
+    pub username: String,
+    pub display_name: String,
+    pub is_bot: bool,
+    pub identity_key: Vec<u8>,
+    pub status: AccountStatus,
+    /// Bots only.
+    pub capabilities: Option<String>,
+    /// Bots only: the creating user, if created through the management bot.
+    pub owner_id: Option<u64>,
+}
+
+/// What authenticating a bot needs.
+#[derive(Debug, Clone)]
+pub struct BotCredential {
+    /// `None` once revoked (a disabled bot has no valid token).
+    pub token_digest: Option<[u8; 32]>,
+    pub status: AccountStatus,
+    pub identity_key: Vec<u8>,
+}
+
+/// A device as stored (what authentication and bundles need).
+#[derive(Debug, Clone)]
+pub struct DeviceRecord {
+    pub addr: DeviceAddr,
+    pub device_key: Vec<u8>,
+    pub active: bool,
+    pub secret_digest: Option<[u8; 32]>,
+}
+
+/// A signed prekey whose signature the caller has checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedPrekey {
+    pub id: u32,
+    pub public_key: [u8; 32],
+    pub signature: [u8; 64],
+}
+
+/// A device's verified public keys at registration.
+#[derive(Debug, Clone)]
+pub struct NewDevice {
+    pub device_key: [u8; 32],
+    pub certificate: [u8; 64],
+    pub signed_prekey: SignedPrekey,
+    pub one_time_prekeys: Vec<(u32, [u8; 32])>,
+}
+
+/// One device's bundle; the one-time prekey has been removed from storage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bundle {
+    pub device_id: u32,
+    pub device_key: Vec<u8>,
+    pub certificate: Vec<u8>,
+    pub signed_prekey: SignedPrekey,
+    pub one_time_prekey: Option<(u32, [u8; 32])>,
+}
+
+/// One message to send: a ciphertext per recipient device.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub client_message_id: String,
+    pub recipient_id: u64,
+    pub ciphertexts: Vec<(u32, Vec<u8>)>,
+}
+
+/// The outcome for one message of a send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// Stored (or stored before: `repeat`), with its per-dialog id and date.
+    Ok {
+        message_id: u64,
+        date: i64,
+        repeat: bool,
+    },
+    /// The ciphertext set does not match the recipient's active devices; nothing stored.
+    StaleDevices {
+        missing: Vec<u32>,
+        removed: Vec<u32>,
+    },
+    UnknownRecipient,
+    Rejected(String),
+}
+
+/// The outcomes of one send request, and the devices whose inbox received entries.
+#[derive(Debug, Default)]
+pub struct SendBatch {
+    pub outcomes: Vec<SendOutcome>,
+    pub delivered_to: BTreeSet<DeviceAddr>,
+}
+
+/// One stored inbox entry, with the sender's profile joined in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxEntry {
+    pub seq: u64,
+    pub sender: DeviceAddr,
+    pub sender_username: String,
+    pub sender_display_name: String,
+    pub sender_is_bot: bool,
+    pub message_id: u64,
+    pub date: i64,
+    pub ciphertext: Vec<u8>,
+    pub client_message_id: String,
+}
+
+/// Longest accepted client message id, in bytes.
+pub const CLIENT_MESSAGE_ID_MAX: usize = 256;
+/// Largest accepted ciphertext for one device, in bytes.
+pub const CIPHERTEXT_MAX: usize = 16 << 20;
+/// Most one-time prekeys a device may hold.
+pub const ONE_TIME_PREKEYS_MAX: u32 = 10_000;
+
+// ── Opening ──
+
+/// The platform database.
+pub struct Store {
+    path: PathBuf,
+    /// The one writing connection of this process.
+    conn: Mutex<Connection>,
+}
+
+/// Creates the data directory (0700) if missing.
+pub fn ensure_data_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    // WAL lets inbox feeders read while a send commits; FULL makes every commit durable.
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        log::warn!("platform database did not switch to WAL (journal_mode is {mode})");
+    }
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+impl Store {
+    /// Opens (creating if needed) `platform.db` in `data_dir`, creating the directory (0700).
+    pub fn open(data_dir: &Path) -> Result<Store> {
+        ensure_data_dir(data_dir).map_err(|e| {
+            PlatformError::Internal(format!("cannot create data directory {}: {e}", data_dir.display()))
+        })?;
+        let path = data_dir.join(DB_FILE);
+        let conn = Connection::open(&path)
+            .map_err(|e| PlatformError::Internal(format!("cannot open platform database {}: {e}", path.display())))?;
+        // SQLite gives the -wal and -shm files the database file's mode.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            if let Err(e) = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)) {
+                log::warn!("cannot restrict {} to 0600: {e}", path.display());
+            }
+        }
+        configure(&conn).map_err(db_error("configuring the platform database"))?;
+        // The error names the file and, for a file from a newer release, both versions.
+        migrations::migrate(&conn, STEPS).map_err(|e| PlatformError::Internal(e.to_string()))?;
+        Ok(Store { path, conn: Mutex::new(conn) })
+    }
+
+    /// Path of the database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A separate connection for reading (inbox feeders), so reads never wait for the writer mutex.
+    pub fn open_reader(&self) -> Result<Connection> {
+        let conn = Connection::open(&self.path).map_err(db_error("opening a reader connection"))?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(db_error("configuring a reader connection"))?;
+        Ok(conn)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves at worst an open transaction, which rusqlite
+        // rolls back on drop, so the connection stays usable.
+        self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `f` in one IMMEDIATE transaction of the writing connection and commits when it
+    /// returns `Ok`; an `Err` rolls back. `what` names the work in errors ("starting {what}",
+    /// "committing {what}").
+    fn write_tx<T>(&self, what: &str, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_error(&format!("starting {what}")))?;
+        let value = f(&tx)?;
+        tx.commit().map_err(db_error(&format!("committing {what}")))?;
+        Ok(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(super) fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(&dir.path().join("data")).expect("open store");
+        (dir, store)
+    }
+
+    pub(super) fn device(seed: u8, otks: u32) -> NewDevice {
+        NewDevice {
+            device_key: [seed; 32],
+            certificate: [seed; 64],
+            signed_prekey: SignedPrekey { id: 1, public_key: [seed ^ 1; 32], signature: [seed ^ 2; 64] },
+            one_time_prekeys: (1..=otks).map(|i| (i, [i as u8; 32])).collect(),
+        }
+    }
+
+    pub(super) fn user(store: &Store, name: &str, otks: u32) -> DeviceAddr {
+        store.register_user(name, "User", &[7; 32], &device(name.len() as u8, otks), &[9; 32], 100).expect("register")
+    }
+
+    pub(super) fn msg(id: &str, to: u64, devices: &[u32]) -> Outgoing {
+        Outgoing {
+            client_message_id: id.into(),
+            recipient_id: to,
+            ciphertexts: devices.iter().map(|d| (*d, vec![1, 2, *d as u8])).collect(),
+        }
+    }
+
+    #[test]
+    fn data_dir_and_file_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, store) = store();
+        let mode = std::fs::metadata(dir.path().join("data")).expect("dir").permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let mode = std::fs::metadata(store.path()).expect("db").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_second_store_sees_writes_of_the_first() {
+        // create-bot runs in another process next to the server: two connections, one file.
+        let (d, store) = store();
+        let other = Store::open(&d.path().join("data")).expect("second open");
+        let (id, _) = other.create_bot("side_bot", "Side", "default", &[3; 32], None, 1).expect("create");
+        assert!(store.bot_credential(id).expect("read").is_some());
+    }
+}
