@@ -1,22 +1,27 @@
-//! The outbox thread (`outbox:<bot>`): seals each outgoing message for every device of the
-//! recipient, commits the ciphertexts, then sends, retrying with backoff until the platform
+//! The outbox thread (`outbox:<bot>`): takes pending messages in batches, seals each for every
+//! device of its recipient and commits all the ciphertexts in one transaction, then sends the
+//! batch and records all the answers in one more, retrying with backoff until the platform
 //! acknowledges. A retry resends the committed ciphertexts under the same client message id,
 //! so the platform stores exactly one message and no message key is ever used twice.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
+use rusqlite::Connection;
 
 use super::botapi::ApiError;
 use super::runtime::{unix_now, BotShared};
-use super::store::{chats, outbox, StoreError};
+use super::store::{chats, outbox, Store, StoreError};
 use crate::crypto;
 use crate::e2e;
 use crate::wire::e2e::Content;
-use crate::wire::platform::{send_result::Status as SendStatus, GetPrekeyBundlesRequest, OutgoingMessage, SendMessagesRequest};
+use crate::wire::platform::{
+    send_result::Status as SendStatus, GetPrekeyBundlesRequest, GetPrekeyBundlesResponse, OutgoingMessage,
+    SendMessagesRequest, SendResult,
+};
 
 /// Messages sent in one SendMessages call (one gRPC round trip for many messages).
 const SEND_BATCH: usize = 128;
@@ -163,19 +168,17 @@ fn run(shared: Arc<BotShared>) {
 }
 
 /// Sends one batch of pending messages. Ok(false) when the outbox is empty.
+///
+/// Two writer jobs per batch, whatever its size: one seals every message not sealed yet and
+/// commits the ciphertexts before the send (`seal_batch`), one records every answer
+/// (`record_results`). Prekey bundles are fetched before each job, never inside one.
 fn send_pending(shared: &BotShared) -> Result<bool, SendError> {
     let entries = shared.store.read(|c| outbox::pending(c, SEND_BATCH))?;
     if entries.is_empty() {
         return Ok(false);
     }
-    let mut batch = Vec::with_capacity(entries.len());
-    for entry in entries {
-        let sealed = match &entry.sealed {
-            Some(m) => m.clone(),
-            None => seal(shared, &entry)?,
-        };
-        batch.push((entry, sealed));
-    }
+    let fetched = bundles_of_new_recipients(shared, &entries)?;
+    let batch = seal_batch(&shared.store, entries, fetched, &shared.username)?;
     let mut req = SendMessagesRequest::new();
     req.messages = batch.iter().map(|(_, m)| m.clone()).collect();
     let resp = match shared.platform.client.send_messages(&req, shared.platform.opt()) {
@@ -199,104 +202,393 @@ fn send_pending(shared: &BotShared) -> Result<bool, SendError> {
         }
     };
     shared.status.connected.store(true, std::sync::atomic::Ordering::SeqCst);
-    for ((entry, sealed), result) in batch.into_iter().zip(resp.results.iter()) {
-        match result.status.enum_value_or_default() {
-            SendStatus::OK => {
-                let sent = Sent { message_id: result.message_id as i64, date: result.date };
-                let history = chats::HistoryEntry {
-                    chat_id: entry.chat_id,
-                    message_id: sent.message_id,
-                    from_bot: true,
-                    sender_id: shared.compat_user_id as i64,
-                    date: sent.date,
-                    content: entry.content.clone(),
-                };
-                let id = entry.id;
-                shared.store.write(move |c| {
-                    outbox::remove(c, id)?;
-                    chats::record(c, &history)
-                })?;
-                shared.outbox.finish(entry.id, Ok(sent));
-            }
-            SendStatus::STALE_DEVICES => {
-                if entry.attempts >= MAX_DEVICE_REFRESHES {
-                    give_up(shared, entry.id, ApiError::platform(502, "the recipient's device list keeps changing"))?;
-                } else {
-                    refresh_devices(shared, &entry, sealed, &result.missing_devices, &result.removed_devices)?;
+    let answered: Vec<Answered> =
+        batch.into_iter().zip(resp.results).map(|((entry, sealed), result)| Answered { entry, sealed, result }).collect();
+    let fetched = bundles_of_missing_devices(shared, &answered)?;
+    let outcomes = record_results(&shared.store, shared.compat_user_id, answered, fetched, &shared.username)?;
+    let mut failure = None;
+    for (id, outcome) in outcomes {
+        match outcome {
+            Outcome::Finished(result) => {
+                if let Err(error) = &result {
+                    log::warn!("bot @{}: outbox message {id} dropped: {}", shared.username, error.description);
                 }
+                shared.outbox.finish(id, result);
             }
-            SendStatus::UNKNOWN_RECIPIENT => {
-                give_up(shared, entry.id, ApiError::bad_request("chat not found"))?;
-            }
-            SendStatus::REJECTED => {
-                give_up(shared, entry.id, ApiError::bad_request(format!("the platform rejected the message: {}", result.error)))?;
+            Outcome::Resealed => {}
+            Outcome::Failed(e) => {
+                failure.get_or_insert(e);
             }
         }
     }
-    Ok(true)
+    match failure {
+        // The others are recorded; this one is sent again with its committed bytes.
+        Some(e) => Err(e.into()),
+        None => Ok(true),
+    }
 }
 
-fn give_up(shared: &BotShared, id: i64, error: ApiError) -> Result<(), SendError> {
-    log::warn!("bot @{}: outbox message {id} dropped: {}", shared.username, error.description);
-    shared.store.write(move |c| outbox::remove(c, id))?;
-    shared.outbox.finish(id, Err(error));
+/// One message of a batch with the platform's answer to it.
+struct Answered {
+    entry: outbox::OutboxEntry,
+    sealed: OutgoingMessage,
+    result: SendResult,
+}
+
+/// What recording an answer did to its message.
+#[derive(Debug)]
+enum Outcome {
+    /// Left the outbox: acknowledged (the platform's id) or given up (why).
+    Finished(Result<Sent, ApiError>),
+    /// Mended after STALE_DEVICES and committed; sent again in the next batch.
+    Resealed,
+    /// Recording failed and was rolled back: the message stays as it was and is sent again.
+    Failed(StoreError),
+}
+
+/// ONE writer job: starts sessions from the bundles `fetched` for recipients we knew no device
+/// of, seals every entry that is not sealed yet, and commits all the ciphertexts before anything
+/// is sent. An entry sealed before (a retry, a restart) keeps exactly its committed bytes; when
+/// every entry is, no job runs at all.
+fn seal_batch(
+    store: &Store,
+    entries: Vec<outbox::OutboxEntry>,
+    fetched: Vec<GetPrekeyBundlesResponse>,
+    bot: &str,
+) -> Result<Vec<(outbox::OutboxEntry, OutgoingMessage)>, StoreError> {
+    if let Some(all) = entries.iter().map(|e| e.sealed.clone()).collect::<Option<Vec<_>>>() {
+        return Ok(entries.into_iter().zip(all).collect());
+    }
+    let bot = bot.to_string();
+    store.write(move |c| {
+        start_sessions(c, &fetched, &bot)?;
+        let mut batch = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let sealed = match &entry.sealed {
+                Some(m) => m.clone(),
+                None => {
+                    let peer = entry.chat_id as u64;
+                    let mut m = OutgoingMessage::new();
+                    m.client_message_id = entry.client_message_id.clone();
+                    m.recipient_user_id = peer;
+                    m.ciphertexts = e2e::seal(c, peer, &entry.content)?;
+                    outbox::set_sealed(c, entry.id, &m)?;
+                    m
+                }
+            };
+            batch.push((entry, sealed));
+        }
+        Ok(batch)
+    })
+}
+
+/// ONE writer job for the platform's answers to a batch: an acknowledged message leaves the
+/// outbox and enters the history, a refused one leaves the outbox, and a stale one is mended
+/// the one way every sender does (`e2e::reseal_after_stale`, after starting sessions from the
+/// bundles `fetched` for its missing devices) and committed before it is sent again. Each
+/// answer has its own savepoint: one that cannot be recorded stays as it was and the others
+/// are recorded.
+fn record_results(
+    store: &Store,
+    bot_user_id: u64,
+    answered: Vec<Answered>,
+    fetched: Vec<GetPrekeyBundlesResponse>,
+    bot: &str,
+) -> Result<Vec<(i64, Outcome)>, StoreError> {
+    let bot = bot.to_string();
+    store.write(move |c| {
+        start_sessions(c, &fetched, &bot)?;
+        let mut outcomes = Vec::with_capacity(answered.len());
+        for a in answered {
+            c.execute_batch("SAVEPOINT answer")?;
+            let outcome = record_answer(c, bot_user_id, &a.entry, a.sealed, &a.result);
+            c.execute_batch(match &outcome {
+                Ok(_) => "RELEASE answer",
+                Err(_) => "ROLLBACK TO answer; RELEASE answer",
+            })?;
+            outcomes.push((a.entry.id, outcome.unwrap_or_else(Outcome::Failed)));
+        }
+        Ok(outcomes)
+    })
+}
+
+fn record_answer(
+    c: &Connection,
+    bot_user_id: u64,
+    entry: &outbox::OutboxEntry,
+    mut sealed: OutgoingMessage,
+    result: &SendResult,
+) -> Result<Outcome, StoreError> {
+    let give_up = |error: ApiError| -> Result<Outcome, StoreError> {
+        outbox::remove(c, entry.id)?;
+        Ok(Outcome::Finished(Err(error)))
+    };
+    match result.status.enum_value_or_default() {
+        SendStatus::OK => {
+            let sent = Sent { message_id: result.message_id as i64, date: result.date };
+            outbox::remove(c, entry.id)?;
+            chats::record(
+                c,
+                &chats::HistoryEntry {
+                    chat_id: entry.chat_id,
+                    message_id: sent.message_id,
+                    from_bot: true,
+                    sender_id: bot_user_id as i64,
+                    date: sent.date,
+                    content: entry.content.clone(),
+                },
+            )?;
+            Ok(Outcome::Finished(Ok(sent)))
+        }
+        SendStatus::STALE_DEVICES if entry.attempts >= MAX_DEVICE_REFRESHES => {
+            give_up(ApiError::platform(502, "the recipient's device list keeps changing"))
+        }
+        SendStatus::STALE_DEVICES => {
+            let peer = entry.chat_id as u64;
+            let (missing, removed) = (&result.missing_devices, &result.removed_devices);
+            e2e::reseal_after_stale(c, peer, &mut sealed.ciphertexts, missing, removed, &entry.content)?;
+            outbox::set_sealed(c, entry.id, &sealed)?;
+            outbox::note_failure(c, entry.id, "recipient device list changed")?;
+            Ok(Outcome::Resealed)
+        }
+        SendStatus::UNKNOWN_RECIPIENT => give_up(ApiError::bad_request("chat not found")),
+        SendStatus::REJECTED => {
+            give_up(ApiError::bad_request(format!("the platform rejected the message: {}", result.error)))
+        }
+    }
+}
+
+/// Starts sessions from fetched bundles inside a writer job. Bundles that are refused (a
+/// certificate that does not verify, a changed device key) start nothing and write nothing:
+/// that recipient's devices stay without a session, the platform names them as missing, and
+/// `MAX_DEVICE_REFRESHES` ends the message. Only a failing database fails the job.
+fn start_sessions(c: &Connection, fetched: &[GetPrekeyBundlesResponse], bot: &str) -> Result<(), StoreError> {
+    for resp in fetched {
+        match e2e::add_sessions(c, &resp.profile, &resp.bundles) {
+            Ok(()) => {}
+            Err(e2e::E2eError::Db(e)) => return Err(e.into()),
+            Err(e) => log::warn!("bot @{bot}: prekey bundles of user {} refused: {e}", resp.profile.user_id),
+        }
+    }
     Ok(())
 }
 
-/// Encrypts a message for every known device of the recipient and commits the result before
-/// anything is sent.
-fn seal(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<OutgoingMessage, SendError> {
-    let peer = entry.chat_id as u64;
-    let known = shared.store.read(move |c| Ok(e2e::known_devices(c, peer)?))?;
-    if known.is_empty() {
-        add_sessions(shared, peer, Vec::new())?;
+/// Bundles of every recipient of an unsealed entry we know no device of, fetched once each.
+fn bundles_of_new_recipients(
+    shared: &BotShared,
+    entries: &[outbox::OutboxEntry],
+) -> Result<Vec<GetPrekeyBundlesResponse>, SendError> {
+    let peers: BTreeSet<u64> = entries.iter().filter(|e| e.sealed.is_none()).map(|e| e.chat_id as u64).collect();
+    if peers.is_empty() {
+        return Ok(Vec::new());
     }
-    let (id, cmid, content) = (entry.id, entry.client_message_id.clone(), entry.content.clone());
-    Ok(shared.store.write(move |c| {
-        let mut m = OutgoingMessage::new();
-        m.client_message_id = cmid;
-        m.recipient_user_id = peer;
-        m.ciphertexts = e2e::seal(c, peer, &content)?;
-        outbox::set_sealed(c, id, &m)?;
-        Ok(m)
-    })?)
+    let unknown = shared.store.read(|c| {
+        let mut unknown = Vec::new();
+        for peer in peers {
+            if e2e::known_devices(c, peer)?.is_empty() {
+                unknown.push(peer);
+            }
+        }
+        Ok(unknown)
+    })?;
+    unknown.into_iter().map(|peer| fetch_bundles(shared, peer, Vec::new())).collect()
 }
 
-/// Fetches bundles for `devices` of `peer` (all devices when empty) and starts sessions.
-fn add_sessions(shared: &BotShared, peer: u64, devices: Vec<u32>) -> Result<(), SendError> {
+/// Bundles of the devices that STALE_DEVICES answers named as missing and we hold no session
+/// with, fetched once per recipient.
+fn bundles_of_missing_devices(shared: &BotShared, answered: &[Answered]) -> Result<Vec<GetPrekeyBundlesResponse>, SendError> {
+    let mut wanted: BTreeMap<u64, BTreeSet<u32>> = BTreeMap::new();
+    for a in answered {
+        if a.result.status.enum_value_or_default() == SendStatus::STALE_DEVICES && a.entry.attempts < MAX_DEVICE_REFRESHES {
+            wanted.entry(a.entry.chat_id as u64).or_default().extend(&a.result.missing_devices);
+        }
+    }
+    wanted.retain(|_, devices| !devices.is_empty());
+    if wanted.is_empty() {
+        return Ok(Vec::new());
+    }
+    let need = shared.store.read(|c| {
+        let mut need = Vec::new();
+        for (peer, devices) in wanted {
+            let devices: Vec<u32> = devices.into_iter().collect();
+            let without = e2e::devices_without_session(c, peer, &devices)?;
+            if !without.is_empty() {
+                need.push((peer, without));
+            }
+        }
+        Ok(need)
+    })?;
+    need.into_iter().map(|(peer, devices)| fetch_bundles(shared, peer, devices)).collect()
+}
+
+/// Prekey bundles for `devices` of `peer` (all devices when empty).
+fn fetch_bundles(shared: &BotShared, peer: u64, devices: Vec<u32>) -> Result<GetPrekeyBundlesResponse, SendError> {
     let mut req = GetPrekeyBundlesRequest::new();
     req.user_id = peer;
     req.device_ids = devices;
-    let resp = shared
+    shared
         .platform
         .client
         .get_prekey_bundles(&req, shared.platform.opt())
-        .map_err(|e| SendError::Platform(format!("prekey bundles of user {peer}: {e}")))?;
-    shared.store.write(move |c| Ok(e2e::add_sessions(c, &resp.profile, &resp.bundles)?))?;
-    Ok(())
+        .map_err(|e| SendError::Platform(format!("prekey bundles of user {peer}: {e}")))
 }
 
-/// The platform said the device list was stale: start sessions with the missing devices, then
-/// mend the committed message the one way every sender does (`e2e::reseal_after_stale`).
-fn refresh_devices(
-    shared: &BotShared,
-    entry: &outbox::OutboxEntry,
-    mut sealed: OutgoingMessage,
-    missing: &[u32],
-    removed: &[u32],
-) -> Result<(), SendError> {
-    let peer = entry.chat_id as u64;
-    let wanted = missing.to_vec();
-    let need = shared.store.read(move |c| Ok(e2e::devices_without_session(c, peer, &wanted)?))?;
-    if !need.is_empty() {
-        add_sessions(shared, peer, need)?;
+#[cfg(test)]
+mod tests {
+    //! The outbox's writer jobs against real stores, counted by the bot store's commits
+    //! (`Notifier::commits`, one per writer commit): a batch costs one commit to seal and one to
+    //! record the answers, whatever its size.
+
+    use std::path::Path;
+
+    use protobuf::MessageField;
+
+    use super::*;
+    use crate::crypto::IdentityKeyPair;
+    use crate::wire::e2e::Text;
+    use crate::wire::platform::{DeviceKeys, InboxEnvelope, PrekeyBundle, Profile};
+
+    const BOT: u64 = 10;
+    const PEER: u64 = 20;
+
+    /// A registered device (device 1 of `user_id`) with a store of its own.
+    fn device(dir: &Path, name: &str, user_id: u64) -> (Store, IdentityKeyPair, DeviceKeys) {
+        let store = Store::open(&dir.join(format!("{name}.db")), &[user_id as u8; 32], &"ab".repeat(32), name).expect("open");
+        let account = IdentityKeyPair::generate();
+        let seed = account.seed();
+        let keys = store
+            .write(move |c| {
+                let keys = e2e::create_device_keys(c, &IdentityKeyPair::from_seed(&seed))?;
+                e2e::save_registration(c, e2e::Registration { user_id, device_id: 1 })?;
+                Ok(keys)
+            })
+            .expect("device keys");
+        (store, account, keys)
     }
-    let (id, content, missing, removed) = (entry.id, entry.content.clone(), missing.to_vec(), removed.to_vec());
-    shared.store.write(move |c| {
-        e2e::reseal_after_stale(c, peer, &mut sealed.ciphertexts, &missing, &removed, &content)?;
-        outbox::set_sealed(c, id, &sealed)?;
-        outbox::note_failure(c, id, "recipient device list changed")
-    })?;
-    Ok(())
-}
 
+    /// What GetPrekeyBundles would answer for that device.
+    fn bundles(user_id: u64, account: &IdentityKeyPair, keys: &DeviceKeys) -> GetPrekeyBundlesResponse {
+        let mut profile = Profile::new();
+        profile.user_id = user_id;
+        profile.identity_key = account.public_key().to_vec();
+        let mut b = PrekeyBundle::new();
+        b.device_id = 1;
+        b.device_key = keys.device_key.clone();
+        b.device_certificate = keys.device_certificate.clone();
+        b.signed_prekey = keys.signed_prekey.clone();
+        b.one_time_prekey = MessageField::some(keys.one_time_prekeys[0].clone());
+        let mut resp = GetPrekeyBundlesResponse::new();
+        resp.profile = MessageField::some(profile);
+        resp.bundles = vec![b];
+        resp
+    }
+
+    fn text(t: String) -> Content {
+        let mut body = Text::new();
+        body.text = t;
+        let mut c = Content::new();
+        c.set_text(body);
+        c
+    }
+
+    #[test]
+    fn a_batch_is_sealed_in_one_commit_and_its_answers_are_recorded_in_one_commit() {
+        crypto::init();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (bot, _, _) = device(dir.path(), "bot", BOT);
+        let (peer, peer_account, peer_keys) = device(dir.path(), "peer", PEER);
+        bot.write(|c| {
+            for n in 0..SEND_BATCH {
+                outbox::insert(c, &format!("cmid-{n}"), PEER as i64, &text(format!("m{n}")), 0)?;
+            }
+            Ok(())
+        })
+        .expect("insert");
+        let entries = bot.read(|c| outbox::pending(c, SEND_BATCH)).expect("pending");
+        assert_eq!(entries.len(), SEND_BATCH);
+
+        let commits = bot.notifier().commits();
+        let batch = seal_batch(&bot, entries, vec![bundles(PEER, &peer_account, &peer_keys)], "bot").expect("seal");
+        assert_eq!(bot.notifier().commits(), commits + 1, "one commit seals the whole batch");
+        // Committed before anything is sent: what a retry or a restart sends.
+        let stored = bot.read(|c| outbox::pending(c, SEND_BATCH)).expect("pending");
+        for ((entry, sealed), again) in batch.iter().zip(&stored) {
+            assert_eq!(again.sealed.as_ref(), Some(sealed));
+            assert_eq!(sealed.client_message_id, entry.client_message_id);
+            assert_eq!((sealed.recipient_user_id, sealed.ciphertexts.len()), (PEER, 1));
+        }
+        // A retry resends exactly those bytes and writes nothing.
+        let retry = seal_batch(&bot, stored, Vec::new(), "bot").expect("retry");
+        assert_eq!(bot.notifier().commits(), commits + 1, "nothing is sealed twice");
+        assert!(retry.iter().zip(&batch).all(|((_, again), (_, first))| again == first));
+        // The recipient opens them all, in order; the first one starts the session.
+        let envelopes: Vec<InboxEnvelope> = batch
+            .iter()
+            .map(|(_, m)| {
+                let mut e = InboxEnvelope::new();
+                e.sender_user_id = BOT;
+                e.sender_device_id = 1;
+                e.ciphertext = m.ciphertexts[0].ciphertext.clone();
+                e
+            })
+            .collect();
+        let texts = peer
+            .write(move |c| {
+                let mut texts = Vec::new();
+                for e in &envelopes {
+                    texts.push(e2e::open_envelope(c, e)?.text().text.clone());
+                }
+                Ok(texts)
+            })
+            .expect("open");
+        assert_eq!(texts, (0..SEND_BATCH).map(|n| format!("m{n}")).collect::<Vec<_>>());
+
+        // The answers: one refused, one stale (its recipient's only device was removed), the
+        // rest acknowledged.
+        let answered: Vec<Answered> = batch
+            .into_iter()
+            .enumerate()
+            .map(|(n, (entry, sealed))| {
+                let mut result = SendResult::new();
+                result.client_message_id = entry.client_message_id.clone();
+                match n {
+                    0 => {
+                        result.status = SendStatus::REJECTED.into();
+                        result.error = "too long".into();
+                    }
+                    1 => {
+                        result.status = SendStatus::STALE_DEVICES.into();
+                        result.removed_devices = vec![1];
+                    }
+                    _ => {
+                        result.message_id = 1000 + n as u64;
+                        result.date = 77;
+                    }
+                }
+                Answered { entry, sealed, result }
+            })
+            .collect();
+        let ids: Vec<i64> = answered.iter().map(|a| a.entry.id).collect();
+        let outcomes = record_results(&bot, BOT, answered, Vec::new(), "bot").expect("record");
+        assert_eq!(bot.notifier().commits(), commits + 2, "one commit records every answer");
+
+        assert_eq!(outcomes.iter().map(|(id, _)| *id).collect::<Vec<_>>(), ids);
+        assert!(matches!(&outcomes[0].1, Outcome::Finished(Err(e)) if e.status == 400 && e.description.contains("too long")));
+        assert!(matches!(outcomes[1].1, Outcome::Resealed));
+        for (n, (_, outcome)) in outcomes.iter().enumerate().skip(2) {
+            assert!(
+                matches!(outcome, Outcome::Finished(Ok(Sent { message_id, date: 77 })) if *message_id == 1000 + n as i64),
+                "answer {n}: {outcome:?}"
+            );
+        }
+        let (left, history) = bot
+            .read(|c| Ok((outbox::pending(c, SEND_BATCH)?, chats::lookup(c, PEER as i64, 1000 + 5)?)))
+            .expect("read");
+        assert_eq!(left.len(), 1, "only the stale message stays, to be sent again");
+        assert_eq!((left[0].id, left[0].attempts), (ids[1], 1));
+        assert!(left[0].sealed.as_ref().expect("sealed").ciphertexts.is_empty(), "the removed device's ciphertext is dropped");
+        let history = history.expect("acknowledged messages enter the history");
+        assert!(history.from_bot);
+        assert_eq!((history.sender_id, history.date, history.content.text().text.as_str()), (BOT as i64, 77, "m5"));
+    }
+}
