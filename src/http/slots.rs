@@ -31,6 +31,8 @@ struct Slot {
     /// Requests answered on this connection: a kept-alive connection of a client that has
     /// been served is cut off only after those that never completed a request.
     served: u32,
+    /// Cut off and not yet given up by its worker: that worker is about to be free.
+    evicted: bool,
     socket: Option<TcpStream>,
 }
 
@@ -45,7 +47,7 @@ struct Inner {
 
 impl Slots {
     pub fn new(n: usize) -> Slots {
-        let slots = (0..n).map(|_| Slot { phase: Phase::Free, since: Instant::now(), served: 0, socket: None }).collect();
+        let slots = (0..n).map(|_| Slot { phase: Phase::Free, since: Instant::now(), served: 0, evicted: false, socket: None }).collect();
         Slots { inner: Mutex::new(Inner { slots, stopping: false }) }
     }
 
@@ -57,13 +59,13 @@ impl Slots {
     /// Worker `i` took a connection (`socket` is a duplicate of it).
     pub fn occupy(&self, i: usize, socket: Option<TcpStream>) {
         let mut g = self.lock();
-        g.slots[i] = Slot { phase: Phase::Busy, since: Instant::now(), served: 0, socket };
+        g.slots[i] = Slot { phase: Phase::Busy, since: Instant::now(), served: 0, evicted: false, socket };
     }
 
     /// Worker `i` is done with its connection.
     pub fn release(&self, i: usize) {
         let mut g = self.lock();
-        g.slots[i] = Slot { phase: Phase::Free, since: Instant::now(), served: 0, socket: None };
+        g.slots[i] = Slot { phase: Phase::Free, since: Instant::now(), served: 0, evicted: false, socket: None };
     }
 
     /// Enters `phase`. False once the server is stopping and `phase` waits on the client: the
@@ -100,8 +102,14 @@ impl Slots {
     /// completed a request (an empty connection, a stalled head or body) go first, and only
     /// then kept-alive connections of clients that were served, so a crowd of stalled clients
     /// does not push out a bot's pooled connection. True if one was cut.
+    /// While a connection cut off earlier has not been given up by its worker yet, nothing
+    /// more is cut: that worker is about to take the new connection (a slow machine must not
+    /// turn one newcomer into several evictions).
     pub fn evict_stalest(&self, min_stall: Duration) -> bool {
         let mut g = self.lock();
+        if g.slots.iter().any(|s| s.evicted) {
+            return true;
+        }
         let now = Instant::now();
         let victim = g
             .slots
@@ -118,6 +126,7 @@ impl Slots {
                 if let Some(socket) = s.socket.take() {
                     let _ = socket.shutdown(Shutdown::Both);
                 }
+                s.evicted = true;
                 true
             }
             None => false,
@@ -134,5 +143,42 @@ impl Slots {
                 let _ = socket.shutdown(Shutdown::Both);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    fn socket_pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let c = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        (c, l.accept().expect("accept").0)
+    }
+
+    #[test]
+    fn one_eviction_at_a_time_and_never_served_connections_first() {
+        let slots = Slots::new(3);
+        let pairs: Vec<_> = (0..3).map(|_| socket_pair()).collect();
+        for (i, (_, server)) in pairs.iter().enumerate() {
+            slots.occupy(i, server.try_clone().ok());
+            slots.enter(i, Phase::Idle);
+        }
+        // Slot 0 served a request long ago; slots 1 and 2 never completed one.
+        slots.served(0);
+        assert!(slots.evict_stalest(Duration::ZERO));
+        let cut = |i: usize| slots.lock().slots[i].evicted;
+        assert_eq!((cut(0), cut(1), cut(2)), (false, true, false), "the oldest never-served one goes first");
+        // Until its worker gives it up, asking again cuts nothing more.
+        assert!(slots.evict_stalest(Duration::ZERO));
+        assert_eq!((cut(0), cut(2)), (false, false));
+        slots.release(1);
+        assert!(slots.evict_stalest(Duration::ZERO));
+        assert_eq!((cut(0), cut(2)), (false, true));
+        slots.release(2);
+        assert!(slots.evict_stalest(Duration::ZERO));
+        assert!(cut(0), "a served client's connection is cut when nothing else can be");
     }
 }
