@@ -7,10 +7,9 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{bounded, select, Receiver, Sender};
 use futures::executor::block_on_stream;
 use rusqlite::Connection;
 
@@ -41,25 +40,18 @@ pub fn is_unauthenticated(e: &grpcio::Error) -> bool {
         if s.code() == grpcio::RpcStatusCode::UNAUTHENTICATED || s.code() == grpcio::RpcStatusCode::PERMISSION_DENIED)
 }
 
-/// Starts both inbox threads of a bot. They run for the life of the process; `inbox:<bot>`
-/// also keeps the signed prekey up (`upkeep`, from the start-up check).
-pub fn spawn(shared: Arc<BotShared>, upkeep: SignedPrekeyUpkeep) -> std::io::Result<()> {
-    let (tx, rx) = bounded(CHANNEL_CAPACITY);
-    let s = shared.clone();
-    thread::Builder::new()
-        .name(format!("inbox-stream:{}", shared.username))
-        .spawn(move || stream_loop(s, tx))?;
-    thread::Builder::new()
-        .name(format!("inbox:{}", shared.username))
-        .spawn(move || import_loop(shared, rx, upkeep))?;
-    Ok(())
+/// The bounded channel from `inbox-stream` to `inbox` (the threads are started by
+/// `gateway::threads`).
+pub fn channel() -> (Sender<InboxEnvelope>, Receiver<InboxEnvelope>) {
+    bounded(CHANNEL_CAPACITY)
 }
 
-fn stream_loop(shared: Arc<BotShared>, tx: Sender<InboxEnvelope>) {
+/// `ins/<n>`: holds the platform's Inbox stream and reconnects with backoff, until the
+/// credential is revoked or the bot stops. (A stream blocked on the network is not
+/// interrupted: at shutdown this thread is left to the process exit.)
+pub fn stream_loop(shared: Arc<BotShared>, tx: Sender<InboxEnvelope>) {
     let mut delay = RECONNECT_START;
-    // Used only to wait between reconnects; nothing ever sends on it.
-    let (_never_tx, never_rx) = bounded::<()>(0);
-    while !shared.is_revoked() {
+    while !shared.is_revoked() && !shared.is_stopping() {
         match stream_once(&shared, &tx) {
             Ok(()) => delay = RECONNECT_START,
             Err(e) if is_unauthenticated(&e) => {
@@ -72,7 +64,8 @@ fn stream_loop(shared: Arc<BotShared>, tx: Sender<InboxEnvelope>) {
                 log::warn!("bot @{}: inbox stream: {e}; reconnecting in {delay:?}", shared.username);
             }
         }
-        let _ = never_rx.recv_timeout(delay);
+        // Wakes at once when the bot stops.
+        let _ = shared.stop_signal().recv_timeout(delay);
         delay = (delay * 2).min(RECONNECT_MAX);
     }
 }
@@ -94,16 +87,21 @@ fn stream_once(shared: &BotShared, tx: &Sender<InboxEnvelope>) -> Result<(), grp
     Err(grpcio::Error::RemoteStopped)
 }
 
-fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upkeep: SignedPrekeyUpkeep) {
+/// `in/<n>`: decrypts and commits batches of envelopes, then acknowledges them; keeps the
+/// signed prekey up. Ends when the bot stops or the stream thread is gone.
+pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upkeep: SignedPrekeyUpkeep) {
     let mut prekey_messages = 0u32;
     loop {
-        let first = match rx.recv_timeout(upkeep.next_check.saturating_duration_since(Instant::now())) {
-            Ok(envelope) => envelope,
-            Err(RecvTimeoutError::Timeout) => {
+        let first = select! {
+            recv(rx) -> r => match r {
+                Ok(envelope) => envelope,
+                Err(_) => return,
+            },
+            recv(shared.stop_signal()) -> _ => return,
+            default(upkeep.next_check.saturating_duration_since(Instant::now())) => {
                 upkeep.check(&shared);
                 continue;
             }
-            Err(RecvTimeoutError::Disconnected) => return,
         };
         let mut batch = vec![first];
         while batch.len() < BATCH {
@@ -148,8 +146,10 @@ fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upkeep: 
 /// is closing.
 fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>) -> Option<Vec<Result<(), String>>> {
     let mut delay = RECONNECT_START;
-    let (_never_tx, never_rx) = bounded::<()>(0);
     loop {
+        if shared.is_stopping() {
+            return None;
+        }
         let (envelopes, name, me) = (batch.clone(), shared.username.clone(), shared.me());
         let result = shared.store.write(move |c| {
             let mut outcomes = Vec::with_capacity(envelopes.len());
@@ -164,7 +164,7 @@ fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>) -> Option<Vec<Res
             Err(e) => {
                 log::error!("bot @{}: cannot store an inbox batch ({e}); retrying in {delay:?}", shared.username);
                 shared.status.set_error(format!("inbox: {e}"));
-                let _ = never_rx.recv_timeout(delay);
+                let _ = shared.stop_signal().recv_timeout(delay);
                 delay = (delay * 2).min(RECONNECT_MAX);
             }
         }

@@ -13,6 +13,7 @@ pub mod runtime;
 pub mod start_error;
 pub mod state_dir;
 pub mod store;
+pub mod threads;
 pub mod updates;
 pub mod webhook;
 
@@ -47,6 +48,8 @@ impl Backend for Gateway {
         bots.sort_by_key(|b| b.compat_user_id);
         let list: Vec<Value> = bots.iter().map(|b| b.health()).collect();
         let healthy = list.iter().all(|b| b["connected"] == true);
+        // A bot with a dead thread is half-alive: say so, and let a supervisor restart us.
+        let broken = list.iter().any(|b| b.get("failed_threads").is_some());
         let listener = self.bot_api.get().map(|h| h.report());
         let serving = listener.as_ref().is_some_and(|r| r.serving);
         let mut bot_api = json!({"serving": serving});
@@ -60,8 +63,8 @@ impl Backend for Gateway {
             Some(None) => {}
         }
         json!({
-            "ok": serving,
-            "status": if !serving { "unhealthy" } else if healthy { "ok" } else { "degraded" },
+            "ok": serving && !broken,
+            "status": if !serving || broken { "unhealthy" } else if healthy { "ok" } else { "degraded" },
             "compatibility_profile_id": config::COMPATIBILITY_PROFILE_ID,
             "bot_api": bot_api,
             "bots": list,
@@ -70,6 +73,10 @@ impl Backend for Gateway {
 }
 
 pub use start_error::StartError;
+
+/// How long the bots' threads get to stop at shutdown (a webhook request in flight may take
+/// its 30 s read timeout; it is not waited for beyond this).
+const SHUTDOWN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Entry point of the `bot-gateway` program.
 pub fn run_cli(args: Vec<String>) -> Result<(), StartError> {
@@ -99,9 +106,13 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
     let state = state_dir::StateDir::open(&config.state_dir).map_err(StartError::StateDir)?;
 
     let mut bots = HashMap::new();
-    for bot in &config.bots {
+    let mut running = Vec::new();
+    for (i, bot) in config.bots.iter().enumerate() {
         let name = &bot.username;
-        let store = store::Store::open(&state.bot_database(bot.compat_user_id), &bot.recovery_secret, &bot.bot_id_hex, name)
+        let index = i + 1;
+        log::info!("bot #{index} is @{name}: its threads are wr/{index}, ins/{index}, in/{index}, out/{index}, wh/{index}, whr/{index}");
+        let db = state.bot_database(bot.compat_user_id);
+        let store = store::Store::open(&db, &bot.recovery_secret, &bot.bot_id_hex, &threads::thread_name("wr", index))
             .map_err(|why| StartError::Store { bot: name.clone(), why })?;
         let platform = match registration::register_or_resume(&config.bot_platform_endpoint, bot, &store) {
             Ok(p) => p,
@@ -115,11 +126,9 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
             log::warn!("bot @{name}: one-time prekey top-up failed: {e}");
         }
         let upkeep = inbox::SignedPrekeyUpkeep::at_start(&shared);
-        let thread_error = |why| StartError::Thread { bot: name.clone(), why };
-        inbox::spawn(shared.clone(), upkeep).map_err(thread_error)?;
-        outbox::spawn(shared.clone()).map_err(thread_error)?;
-        let replies = api::replies::spawn(shared.clone()).map_err(thread_error)?;
-        webhook::spawn(shared.clone(), replies).map_err(thread_error)?;
+        let threads = threads::BotThreads::start(&shared, index, upkeep)
+            .map_err(|why| StartError::Thread { bot: name.clone(), why })?;
+        running.push(threads);
         bots.insert(bot.compat_user_id, shared);
     }
     let bot_count = bots.len();
@@ -147,13 +156,21 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
 
     let sig = crate::signals::wait(&signals);
     log::info!("signal {sig} received, stopping");
+    // Long polls end first, so the listeners can join their workers; then the bots' threads
+    // stop (every step they take is a transaction, so stopping anywhere is safe) and are
+    // joined; the last handle on each store closes it, which joins its writer.
     for bot in gateway.bots.values() {
         bot.store.notifier().stop();
     }
     compat.shutdown();
     ext.shutdown();
-    // The bot threads hold no uncommitted state: every step they take is a transaction.
+    let deadline = std::time::Instant::now() + SHUTDOWN_DEADLINE;
+    for threads in running {
+        threads.stop(deadline);
+    }
+    drop(gateway);
     drop(state);
+    log::info!("stopped");
     Ok(())
 }
 

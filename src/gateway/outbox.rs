@@ -6,7 +6,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
@@ -106,13 +105,6 @@ impl OutboxHandle {
     }
 }
 
-/// Starts `outbox:<bot>`. It runs for the life of the process; every step it takes is a
-/// committed transaction, so stopping it anywhere is safe.
-pub fn spawn(shared: Arc<BotShared>) -> std::io::Result<thread::JoinHandle<()>> {
-    thread::Builder::new()
-        .name(format!("outbox:{}", shared.username))
-        .spawn(move || run(shared))
-}
 
 #[derive(Debug)]
 enum SendError {
@@ -135,10 +127,15 @@ impl From<StoreError> for SendError {
     }
 }
 
-fn run(shared: Arc<BotShared>) {
+/// `out/<n>`: seals, commits and sends pending messages in batches, retrying with backoff.
+/// Ends when the bot stops (`BotShared::stop` wakes it).
+pub fn run(shared: Arc<BotShared>) {
     let wake = shared.outbox.wake_rx.clone();
     let mut backoff = BACKOFF_START;
     loop {
+        if shared.is_stopping() {
+            return;
+        }
         if shared.is_revoked() {
             // Nothing more is sent once the credential is revoked; waiters learn it at once.
             shared.outbox.fail_all(ApiError::unauthorized());

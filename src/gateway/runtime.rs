@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
+use crossbeam_channel::{bounded, Receiver, Sender};
 use serde_json::{json, Value};
 
 use super::botapi::types::{MessageView, UserView};
@@ -30,6 +31,14 @@ pub struct BotShared {
     pub status: Status,
     pub outbox: OutboxHandle,
     pub webhook: WebhookHandle,
+    stop: Stop,
+}
+
+/// The bot's stop signal: a channel nobody ever sends on, closed by [`BotShared::stop`], so
+/// every thread waiting on it (alone or in a `select!`) wakes at once.
+struct Stop {
+    tx: Mutex<Option<Sender<()>>>,
+    rx: Receiver<()>,
 }
 
 /// What `/healthz` reports, kept true by the threads that know.
@@ -38,6 +47,8 @@ pub struct Status {
     pub connected: AtomicBool,
     pub revoked: AtomicBool,
     pub last_error: Mutex<Option<String>>,
+    /// Threads of this bot that panicked (their short names): the bot is unhealthy.
+    pub failed_threads: Mutex<Vec<String>>,
 }
 
 impl Status {
@@ -58,7 +69,37 @@ impl BotShared {
             status: Status::default(),
             outbox: OutboxHandle::new(),
             webhook: WebhookHandle::new(),
+            stop: {
+                let (tx, rx) = bounded(0);
+                Stop { tx: Mutex::new(Some(tx)), rx }
+            },
         }
+    }
+
+    /// Tells every thread of this bot to stop: closes the stop channel and wakes the waits that
+    /// do not watch it (the outbox's and the webhook's wake-ups, long polls).
+    pub fn stop(&self) {
+        self.stop.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        self.outbox.wake();
+        self.webhook.wake();
+        self.store.notifier().stop();
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stop.tx.lock().unwrap_or_else(|e| e.into_inner()).is_none()
+    }
+
+    /// Disconnected once the bot is stopping: wait on it (with a timeout, or in a `select!`)
+    /// instead of sleeping, so that stopping is never held up.
+    pub fn stop_signal(&self) -> &Receiver<()> {
+        &self.stop.rx
+    }
+
+    /// A thread of this bot panicked: logged, and `/healthz` reports the bot unhealthy.
+    pub fn thread_failed(&self, thread: &str) {
+        log::error!("bot @{}: thread {thread} panicked; the bot is unhealthy (see /healthz)", self.username);
+        self.status.failed_threads.lock().unwrap_or_else(|e| e.into_inner()).push(thread.to_string());
+        self.status.set_error(format!("thread {thread} failed"));
     }
 
     /// The bot as a Bot API User.
@@ -116,6 +157,10 @@ impl BotShared {
         });
         if let Some(e) = self.status.last_error.lock().expect("status lock").clone() {
             h["last_error"] = Value::String(e);
+        }
+        let failed = self.status.failed_threads.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if !failed.is_empty() {
+            h["failed_threads"] = json!(failed);
         }
         h
     }

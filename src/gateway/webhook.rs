@@ -18,7 +18,6 @@
 
 use std::io::{self, Read};
 use std::sync::Arc;
-use std::thread;
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, select, Receiver, RecvTimeoutError, Sender};
@@ -86,16 +85,14 @@ pub fn answers() -> (Sender<Answer>, Receiver<Answer>) {
     bounded(REPLY_QUEUE)
 }
 
-/// Starts `webhook:<bot>`, which hands 2xx answers with a body to `replies`. It runs for the
-/// life of the process; every step is a committed transaction, so stopping anywhere is safe.
-pub fn spawn(shared: Arc<BotShared>, replies: Sender<Answer>) -> io::Result<()> {
+/// `wh/<n>`, ready to start: delivers the queue in webhook mode and hands 2xx answers with a
+/// body to `replies`. Ends when the bot stops (`BotShared::stop` wakes it); every step is a
+/// committed transaction, so stopping anywhere is safe.
+pub fn worker(shared: Arc<BotShared>, replies: Sender<Answer>) -> io::Result<impl FnOnce() + Send + 'static> {
     let commits = shared.store.notifier().subscribe();
     let agent = agent().map_err(|e| io::Error::other(format!("webhook HTTP client: {e}")))?;
     let start = backoff_start();
-    thread::Builder::new()
-        .name(format!("webhook:{}", shared.username))
-        .spawn(move || run(shared, agent, commits, replies, start))?;
-    Ok(())
+    Ok(move || run(shared, agent, commits, replies, start))
 }
 
 /// One HTTP agent per bot: one connection (kept alive), no redirects (a 3xx is not a 2xx),
@@ -136,6 +133,9 @@ fn run(shared: Arc<BotShared>, agent: ureq::Agent, commits: Receiver<()>, replie
     let control = shared.webhook.control_rx.clone();
     let mut backoff = start;
     loop {
+        if shared.is_stopping() {
+            return;
+        }
         if shared.is_revoked() {
             // Nothing more is sent; the queue stays for a restart with a valid credential.
             if control.recv().is_err() {
@@ -318,6 +318,8 @@ fn read_reply(resp: ureq::Response, update_id: i64, bot: &str) -> Option<Answer>
 
 #[cfg(test)]
 mod tests {
+    use std::thread;
+
     use super::*;
 
     /// Body, Content-Type and secret header of one received request.

@@ -3,17 +3,15 @@
 //! as the HTTP listener. Anything else in an answer is ignored; a failing call is logged and
 //! not retried, as in the Bot API.
 
-use std::io;
 use std::sync::Arc;
-use std::thread;
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::Receiver;
 use serde_json::Value;
 
 use super::{methods, request};
 use crate::gateway::botapi::Params;
 use crate::gateway::runtime::BotShared;
-use crate::gateway::webhook::{self, Answer};
+use crate::gateway::webhook::Answer;
 
 /// A Bot API call found in a receiver's answer.
 struct Reply {
@@ -22,18 +20,13 @@ struct Reply {
     params: Params,
 }
 
-/// Starts `webhook-reply:<bot>`; the sender goes to `webhook::spawn`. The thread ends when the
-/// webhook thread drops it.
-pub fn spawn(shared: Arc<BotShared>) -> io::Result<Sender<Answer>> {
-    let (tx, rx) = webhook::answers();
-    thread::Builder::new().name(format!("webhook-reply:{}", shared.username)).spawn(move || {
-        while let Ok(answer) = rx.recv() {
-            if let Some(reply) = parse_reply(answer.content_type.as_deref(), &answer.body, answer.update_id, &shared.username) {
-                run(&shared, reply);
-            }
+/// `whr/<n>`: runs the calls in the answers `wh/<n>` hands over; ends when that thread is gone.
+pub fn run_loop(shared: Arc<BotShared>, answers: Receiver<Answer>) {
+    while let Ok(answer) = answers.recv() {
+        if let Some(reply) = parse_reply(answer.content_type.as_deref(), &answer.body, answer.update_id, &shared.username) {
+            run(&shared, reply);
         }
-    })?;
-    Ok(tx)
+    }
 }
 
 fn parse_reply(content_type: Option<&str>, body: &[u8], update_id: i64, bot: &str) -> Option<Reply> {

@@ -190,7 +190,7 @@ fn open_connection(path: &Path, key: &[u8; 32], flags: OpenFlags) -> Result<Conn
 impl Store {
     /// Opens (creating if needed) the database, migrates it to the newest schema version
     /// (refusing a file from a newer release), checks that it belongs to
-    /// `bot_id_hex`, and starts the writer thread `store-writer:<name>`.
+    /// `bot_id_hex`, and starts the writer thread named `name` (`wr/<n>` in the gateway).
     pub fn open(path: &Path, recovery_secret: &[u8; 32], bot_id_hex: &str, name: &str) -> std::result::Result<Store, String> {
         let key = database_key(recovery_secret);
         let created = !path.exists();

@@ -24,17 +24,31 @@ const MAX_BATCH: usize = 256;
 type Reply = Box<dyn FnOnce(Result<()>) + Send>;
 type Job = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
 
+/// The writer thread's handle: jobs go in through `jobs`; dropping the writer closes the
+/// queue, lets the thread finish the batch it holds, and joins it.
 pub struct Writer {
-    jobs: Sender<Job>,
+    jobs: Option<Sender<Job>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.jobs.take();
+        // (Never join from the writer thread itself, should a job hold the last handle.)
+        if let Some(t) = self.thread.take().filter(|t| t.thread().id() != thread::current().id()) {
+            if t.join().is_err() {
+                log::error!("the store writer thread panicked");
+            }
+        }
+    }
 }
 
 impl Writer {
-    pub fn start(conn: Connection, name: &str, notifier: Arc<Notifier>) -> std::io::Result<Writer> {
+    /// Starts the writer thread, named `thread_name` (15 bytes at most).
+    pub fn start(conn: Connection, thread_name: &str, notifier: Arc<Notifier>) -> std::io::Result<Writer> {
         let (tx, rx) = bounded::<Job>(QUEUE_CAPACITY);
-        thread::Builder::new()
-            .name(format!("store-writer:{name}"))
-            .spawn(move || run(conn, rx, notifier))?;
-        Ok(Writer { jobs: tx })
+        let thread = thread::Builder::new().name(thread_name.to_string()).spawn(move || run(conn, rx, notifier))?;
+        Ok(Writer { jobs: Some(tx), thread: Some(thread) })
     }
 
     pub fn write<T, F>(&self, f: F) -> Result<T>
@@ -54,7 +68,7 @@ impl Writer {
             });
             (ok, reply)
         });
-        self.jobs.send(job).map_err(|_| StoreError::Closed)?;
+        self.jobs.as_ref().ok_or(StoreError::Closed)?.send(job).map_err(|_| StoreError::Closed)?;
         reply_rx.recv().map_err(|_| StoreError::Closed)?
     }
 }

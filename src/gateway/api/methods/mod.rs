@@ -101,7 +101,7 @@ fn store_error(e: StoreError) -> ApiError {
 }
 
 #[cfg(test)]
-pub(super) mod testing {
+pub(crate) mod testing {
     //! A real bot over a temporary store, with a platform address nothing listens on: enough
     //! for every method that does not send.
 

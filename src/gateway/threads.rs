@@ -1,0 +1,133 @@
+//! Every thread of one bot: started, named, watched, stopped and joined here.
+//!
+//! Names fit the 15 bytes Linux keeps, and stay unambiguous with several bots: a short role and
+//! the bot's place in the config (1-based), e.g. `out/2`. The gateway logs at start which
+//! number is which bot.
+//!
+//! | name | role |
+//! |---|---|
+//! | `wr/<n>` | the store's writer (started by `Store::open`, joined when the store closes) |
+//! | `ins/<n>` | holds the platform's Inbox stream (`inbox::stream_loop`) |
+//! | `in/<n>` | decrypts, commits, acknowledges (`inbox::import_loop`) |
+//! | `out/<n>` | seals and sends the outbox (`outbox::run`) |
+//! | `wh/<n>` | webhook delivery (`webhook::worker`) |
+//! | `whr/<n>` | runs webhook replies (`api::replies::run_loop`) |
+//!
+//! A thread that panics is logged and recorded in the bot's status, so `/healthz` reports the
+//! bot unhealthy (503) instead of leaving it silently half-alive.
+
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::Instant;
+
+use crossbeam_channel::{unbounded, Receiver, Sender};
+
+use super::inbox::{self, SignedPrekeyUpkeep};
+use super::runtime::BotShared;
+use super::{api, outbox, webhook};
+
+/// The short thread name of `role` for the bot at `index`.
+pub fn thread_name(role: &str, index: usize) -> String {
+    format!("{role}/{index}")
+}
+
+/// The running threads of one bot.
+pub struct BotThreads {
+    shared: Arc<BotShared>,
+    index: usize,
+    running: Vec<(String, JoinHandle<()>)>,
+    /// Each thread says here that it ended (also by panicking); unbounded: one message per
+    /// thread, six at most.
+    ended_tx: Sender<String>,
+    ended_rx: Receiver<String>,
+}
+
+impl BotThreads {
+    /// Starts every thread of the bot at `index` (1-based, its place in the config).
+    pub fn start(shared: &Arc<BotShared>, index: usize, upkeep: SignedPrekeyUpkeep) -> io::Result<BotThreads> {
+        let (ended_tx, ended_rx) = unbounded();
+        let mut t = BotThreads { shared: shared.clone(), index, running: Vec::new(), ended_tx, ended_rx };
+        let (envelopes_tx, envelopes_rx) = inbox::channel();
+        t.spawn("ins", move |s| inbox::stream_loop(s, envelopes_tx))?;
+        t.spawn("in", move |s| inbox::import_loop(s, envelopes_rx, upkeep))?;
+        t.spawn("out", outbox::run)?;
+        let (answers_tx, answers_rx) = webhook::answers();
+        t.spawn("whr", move |s| api::replies::run_loop(s, answers_rx))?;
+        let deliver = webhook::worker(shared.clone(), answers_tx)?;
+        t.spawn("wh", move |_| deliver())?;
+        Ok(t)
+    }
+
+    fn spawn(&mut self, role: &str, body: impl FnOnce(Arc<BotShared>) + Send + 'static) -> io::Result<()> {
+        let name = thread_name(role, self.index);
+        let (shared, ended, label) = (self.shared.clone(), self.ended_tx.clone(), name.clone());
+        let handle = thread::Builder::new().name(name.clone()).spawn(move || {
+            let watched = shared.clone();
+            if catch_unwind(AssertUnwindSafe(|| body(shared))).is_err() {
+                watched.thread_failed(&label);
+            }
+            let _ = ended.send(label);
+        })?;
+        self.running.push((name, handle));
+        Ok(())
+    }
+
+    /// Stops every thread and joins those that end before `deadline`; one still blocked then
+    /// (a platform stream waiting on the network) is logged and left to the process exit.
+    pub fn stop(mut self, deadline: Instant) {
+        self.shared.stop();
+        let mut ended = Vec::new();
+        while ended.len() < self.running.len() {
+            match self.ended_rx.recv_deadline(deadline) {
+                Ok(name) => ended.push(name),
+                Err(_) => break,
+            }
+        }
+        for (name, handle) in self.running.drain(..) {
+            if ended.contains(&name) {
+                let _ = handle.join();
+            } else {
+                log::warn!("bot @{}: thread {name} did not stop in time; leaving it to the exit", self.shared.username);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_fit_fifteen_bytes() {
+        for role in ["wr", "ins", "in", "out", "wh", "whr"] {
+            assert!(thread_name(role, 9999).len() <= 15, "{role}");
+        }
+        assert_eq!(thread_name("out", 2), "out/2");
+    }
+}
+
+#[cfg(test)]
+mod panic_tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::gateway::api::methods::testing::bot;
+
+    #[test]
+    fn a_panicking_thread_marks_the_bot_unhealthy_and_stop_joins_the_rest() {
+        let (_dir, shared) = bot();
+        let (ended_tx, ended_rx) = unbounded();
+        let mut t = BotThreads { shared: shared.clone(), index: 3, running: Vec::new(), ended_tx, ended_rx };
+        t.spawn("boom", |_| panic!("a thread panic (expected by the test)")).expect("spawn");
+        t.spawn("out", outbox::run).expect("spawn");
+        let ended = t.ended_rx.recv_timeout(Duration::from_secs(10)).expect("the panicking thread ended");
+        assert_eq!(ended, "boom/3");
+        let health = shared.health();
+        assert_eq!(health["failed_threads"], serde_json::json!(["boom/3"]), "{health}");
+        // The outbox thread waits for work; stop wakes it and joins it well before the deadline.
+        t.stop(Instant::now() + Duration::from_secs(10));
+        assert!(shared.is_stopping());
+    }
+}
