@@ -1,5 +1,5 @@
-//! The inbox of one bot device: `inbox-stream:<bot>` holds the platform's server stream and
-//! hands envelopes over a bounded channel to `inbox:<bot>`, which decrypts a batch, stores
+//! The inbox of one bot device: `ins/<n>` holds the platform's server stream and
+//! hands envelopes over a bounded channel to `in/<n>`, which decrypts a batch, stores
 //! "advanced sessions + updates + cursor" in ONE transaction, and only after that commit
 //! acknowledges the envelopes to the platform. A crash at any point loses nothing and
 //! duplicates nothing: unacknowledged envelopes come again and the stored cursor and the memory
@@ -30,7 +30,7 @@ const RECONNECT_START: Duration = Duration::from_millis(500);
 const RECONNECT_MAX: Duration = Duration::from_secs(30);
 /// After this many prekey messages, ask the platform how many one-time prekeys remain.
 const PREKEY_CHECK_EVERY: u32 = 20;
-/// How often `inbox:<bot>` asks whether the signed prekey is due; it wakes for this when no
+/// How often `in/<n>` asks whether the signed prekey is due; it wakes for this when no
 /// envelope arrives.
 const SIGNED_PREKEY_CHECK_EVERY: Duration = Duration::from_secs(3600);
 const CURSOR_KEY: &str = "inbox_cursor";
@@ -40,7 +40,7 @@ pub fn is_unauthenticated(e: &grpcio::Error) -> bool {
         if s.code() == grpcio::RpcStatusCode::UNAUTHENTICATED || s.code() == grpcio::RpcStatusCode::PERMISSION_DENIED)
 }
 
-/// The bounded channel from `inbox-stream` to `inbox` (the threads are started by
+/// The bounded channel from `ins/<n>` to `in/<n>` (the threads are started by
 /// `gateway::threads`).
 pub fn channel() -> (Sender<InboxEnvelope>, Receiver<InboxEnvelope>) {
     bounded(CHANNEL_CAPACITY)
@@ -270,7 +270,7 @@ pub fn replenish_prekeys(shared: &BotShared) -> Result<(), String> {
 
 /// The signed prekey of one bot device, rotated on `e2e::SignedPrekeySchedule::DEFAULT`
 /// (docs/decisions.md, "Transport and state"): checked at start-up, then every
-/// `SIGNED_PREKEY_CHECK_EVERY` by `inbox:<bot>`. A new key is committed before it is
+/// `SIGNED_PREKEY_CHECK_EVERY` by `in/<n>`. A new key is committed before it is
 /// published, so the platform never serves a key this device does not hold; a publish that
 /// failed is repeated at the next check.
 pub struct SignedPrekeyUpkeep {

@@ -1,4 +1,4 @@
-//! The outbox thread (`outbox:<bot>`): takes pending messages in batches, seals each for every
+//! The outbox thread (`out/<n>`): takes pending messages in batches, seals each for every
 //! device of its recipient and commits all the ciphertexts in one transaction, then sends the
 //! batch and records all the answers in one more, retrying with backoff until the platform
 //! acknowledges. A retry resends the committed ciphertexts under the same client message id,

@@ -1,6 +1,6 @@
 //! Webhook delivery of one bot: the thread `webhook:<bot>` posts the head of the durable queue
 //! (shared with `getUpdates`) to the configured URL, one update at a time and in queue order,
-//! and hands answers to `webhook-reply:<bot>` (`api::replies`), which executes the Bot API
+//! and hands answers to `whr/<n>` (`api::replies`), which executes the Bot API
 //! calls that receivers put in them.
 //!
 //! One attempt: read the webhook configuration, the filter and the head update (one read) →
@@ -40,7 +40,7 @@ pub const BACKOFF_START_ENV: &str = "BOT_GATEWAY_WEBHOOK_RETRY_START_MS";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Webhook replies waiting for `webhook-reply:<bot>`; when full, delivery waits.
+/// Webhook replies waiting for `whr/<n>`; when full, delivery waits.
 const REPLY_QUEUE: usize = 64;
 
 /// The control side of the webhook thread, held in `BotShared`.
@@ -69,7 +69,7 @@ impl WebhookHandle {
     }
 }
 
-/// A receiver's 2xx answer that may carry a Bot API call, for `webhook-reply:<bot>`
+/// A receiver's 2xx answer that may carry a Bot API call, for `whr/<n>`
 /// (`api::replies`), which decodes and runs it as the HTTP listener would.
 pub struct Answer {
     pub update_id: i64,

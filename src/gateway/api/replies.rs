@@ -1,4 +1,4 @@
-//! `webhook-reply:<bot>`: runs the Bot API call that a webhook receiver put in its 2xx answer
+//! `whr/<n>`: runs the Bot API call that a webhook receiver put in its 2xx answer
 //! (`"method"` in a JSON, form or multipart body), through the same decoding and method table
 //! as the HTTP listener. Anything else in an answer is ignored; a failing call is logged and
 //! not retried, as in the Bot API.
