@@ -9,6 +9,7 @@
 //! `e2e` (device keys, sessions and envelopes over SQLite, used by the gateway and the client),
 //! `migrations` (the numbered schema versions of every SQLite database).
 
+pub mod backoff;
 pub mod client;
 pub mod clock;
 pub mod compat;

@@ -13,6 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, TryRecvError};
 
+use crate::backoff::Backoff;
 use super::cli::open_profile_at;
 use super::inbox::ReceivedMessage;
 use super::profile::Profile;
@@ -62,17 +63,17 @@ pub(super) fn chat(dir: &Path, server: Option<&str>, peer: &str) -> anyhow::Resu
 /// Prints incoming messages until `stop` is disconnected; reconnects a broken stream with a
 /// growing delay.
 fn read_loop(profile: Profile, stop: Receiver<()>) {
-    let mut delay = Duration::from_secs(1);
+    let mut backoff = Backoff::new(Duration::from_secs(1), MAX_RECONNECT_DELAY);
     loop {
         match profile.receive_until(&stop, print_message) {
-            Ok(_) => delay = Duration::from_secs(1),
+            Ok(_) => backoff.reset(),
             Err(e) => {
+                let delay = backoff.next_delay();
                 eprintln!("e2e-chat: {e}; retrying in {}s", delay.as_secs());
                 match stop.recv_timeout(delay) {
                     Err(RecvTimeoutError::Timeout) => {}
                     Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
                 }
-                delay = (delay * 2).min(MAX_RECONNECT_DELAY);
                 continue;
             }
         }

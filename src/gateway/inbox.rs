@@ -17,6 +17,7 @@ use super::botapi::types::UserView;
 use super::runtime::{unix_now, BotShared};
 use super::store::{chats, meta_get, meta_set, queue, Result as StoreResult, StoreError};
 use super::updates;
+use crate::backoff::Backoff;
 use crate::crypto;
 use crate::e2e;
 use crate::wire::platform::{AckRequest, InboxEnvelope, InboxRequest, UploadPrekeysRequest, VerifyCredentialRequest};
@@ -50,23 +51,27 @@ pub fn channel() -> (Sender<InboxEnvelope>, Receiver<InboxEnvelope>) {
 /// credential is revoked or the bot stops. (A stream blocked on the network is not
 /// interrupted: at shutdown this thread is left to the process exit.)
 pub fn stream_loop(shared: Arc<BotShared>, tx: Sender<InboxEnvelope>) {
-    let mut delay = RECONNECT_START;
+    let mut backoff = Backoff::new(RECONNECT_START, RECONNECT_MAX);
     while !shared.is_revoked() && !shared.is_stopping() {
-        match stream_once(&shared, &tx) {
-            Ok(()) => delay = RECONNECT_START,
+        let delay = match stream_once(&shared, &tx) {
+            Ok(()) => {
+                backoff.reset();
+                backoff.next_delay()
+            }
             Err(e) if is_unauthenticated(&e) => {
                 shared.revoke(&e.to_string());
                 return;
             }
             Err(e) => {
+                let delay = backoff.next_delay();
                 shared.status.connected.store(false, Ordering::SeqCst);
                 shared.status.set_error(format!("platform connection: {e}"));
                 log::warn!("bot @{}: inbox stream: {e}; reconnecting in {delay:?}", shared.username);
+                delay
             }
-        }
+        };
         // Wakes at once when the bot stops.
         let _ = shared.stop_signal().recv_timeout(delay);
-        delay = (delay * 2).min(RECONNECT_MAX);
     }
 }
 
@@ -145,7 +150,7 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
 /// growing delay, and meanwhile the bounded channel holds the stream back. `None` when the store
 /// is closing.
 fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>) -> Option<Vec<Result<(), String>>> {
-    let mut delay = RECONNECT_START;
+    let mut backoff = Backoff::new(RECONNECT_START, RECONNECT_MAX);
     loop {
         if shared.is_stopping() {
             return None;
@@ -162,10 +167,10 @@ fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>) -> Option<Vec<Res
             Ok(outcomes) => return Some(outcomes),
             Err(StoreError::Closed) => return None,
             Err(e) => {
+                let delay = backoff.next_delay();
                 log::error!("bot @{}: cannot store an inbox batch ({e}); retrying in {delay:?}", shared.username);
                 shared.status.set_error(format!("inbox: {e}"));
                 let _ = shared.stop_signal().recv_timeout(delay);
-                delay = (delay * 2).min(RECONNECT_MAX);
             }
         }
     }

@@ -14,6 +14,7 @@ use rusqlite::Connection;
 use super::botapi::ApiError;
 use super::runtime::{unix_now, BotShared};
 use super::store::{chats, outbox, Store, StoreError};
+use crate::backoff::Backoff;
 use crate::crypto;
 use crate::e2e;
 use crate::wire::e2e::Content;
@@ -131,7 +132,7 @@ impl From<StoreError> for SendError {
 /// Ends when the bot stops (`BotShared::stop` wakes it).
 pub fn run(shared: Arc<BotShared>) {
     let wake = shared.outbox.wake_rx.clone();
-    let mut backoff = BACKOFF_START;
+    let mut backoff = Backoff::new(BACKOFF_START, BACKOFF_MAX);
     loop {
         if shared.is_stopping() {
             return;
@@ -145,19 +146,19 @@ pub fn run(shared: Arc<BotShared>) {
             continue;
         }
         match send_pending(&shared) {
-            Ok(true) => backoff = BACKOFF_START,
+            Ok(true) => backoff.reset(),
             Ok(false) => {
-                backoff = BACKOFF_START;
+                backoff.reset();
                 if wake.recv().is_err() {
                     return;
                 }
             }
             Err(e) => {
-                log::warn!("bot @{}: outbox send failed, retrying in {backoff:?}: {e}", shared.username);
+                let delay = backoff.next_delay();
+                log::warn!("bot @{}: outbox send failed, retrying in {delay:?}: {e}", shared.username);
                 shared.status.set_error(format!("outbox: {e}"));
-                match wake.recv_timeout(backoff) {
-                    Err(RecvTimeoutError::Disconnected) => return,
-                    _ => backoff = (backoff * 2).min(BACKOFF_MAX),
+                if let Err(RecvTimeoutError::Disconnected) = wake.recv_timeout(delay) {
+                    return;
                 }
             }
         }

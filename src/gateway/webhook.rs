@@ -28,6 +28,7 @@ use super::runtime::{unix_now, BotShared};
 use super::store::webhook::{self as config, LastError, WebhookConfig};
 use super::store::{queue, Result as StoreResult};
 use super::updates;
+use crate::backoff::Backoff;
 use crate::wire::platform::VerifyCredentialRequest;
 
 /// The header carrying `secret_token` (SPEC "Webhook delivery" 2).
@@ -131,7 +132,7 @@ enum Outcome {
 
 fn run(shared: Arc<BotShared>, agent: ureq::Agent, commits: Receiver<()>, replies: Sender<Answer>, start: Duration) {
     let control = shared.webhook.control_rx.clone();
-    let mut backoff = start;
+    let mut backoff = Backoff::new(start, BACKOFF_MAX);
     loop {
         if shared.is_stopping() {
             return;
@@ -146,26 +147,26 @@ fn run(shared: Arc<BotShared>, agent: ureq::Agent, commits: Receiver<()>, replie
         // Signals of commits we are about to read anyway (see Notifier::subscribe).
         while commits.try_recv().is_ok() {}
         match attempt(&shared, &agent, &replies) {
-            Outcome::Delivered => backoff = start,
+            Outcome::Delivered => backoff.reset(),
             Outcome::Revoked => {}
             Outcome::NoWebhook => {
-                backoff = start;
+                backoff.reset();
                 if control.recv().is_err() {
                     return;
                 }
             }
             Outcome::Empty => {
-                backoff = start;
+                backoff.reset();
                 select! {
                     recv(commits) -> r => if r.is_err() { return },
                     recv(control) -> r => if r.is_err() { return },
                 }
             }
             Outcome::Failed => {
-                match control.recv_timeout(backoff) {
+                match control.recv_timeout(backoff.next_delay()) {
                     // setWebhook/deleteWebhook: try the new configuration at once.
-                    Ok(()) => backoff = start,
-                    Err(RecvTimeoutError::Timeout) => backoff = (backoff * 2).min(BACKOFF_MAX),
+                    Ok(()) => backoff.reset(),
+                    Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
             }

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, SendTimeoutError, Sender, TrySendError};
 
+use crate::backoff::Backoff;
+
 use super::body::Body;
 use super::conn::{self, Conn, Worker, MIN_STALL_TO_EVICT};
 use super::head::{Framing, Head, Version};
@@ -308,19 +310,17 @@ impl Acceptor {
         // released to accept and close one waiting connection, so that client is refused at
         // once instead of hanging in the backlog.
         let mut reserve = std::fs::File::open("/dev/null").ok();
-        let mut backoff = None::<Duration>;
+        let mut backoff = Backoff::new(ACCEPT_BACKOFF.0, ACCEPT_BACKOFF.1);
+        let mut failing = false;
         while !self.stopping.load(Ordering::SeqCst) {
-            if let Some(delay) = backoff {
-                self.wait(Some(delay));
-            } else {
-                self.wait(None);
-            }
+            self.wait(failing.then(|| backoff.next_delay()));
             if self.stopping.load(Ordering::SeqCst) {
                 break;
             }
             match self.listener.accept() {
                 Ok((stream, _)) => {
-                    backoff = None;
+                    failing = false;
+                    backoff.reset();
                     if health.accept_failing.swap(false, Ordering::SeqCst) {
                         log::info!("{}: accepting connections again", self.name);
                     }
@@ -338,8 +338,7 @@ impl Acceptor {
                         }
                         reserve = std::fs::File::open("/dev/null").ok();
                     }
-                    let next = backoff.map_or(ACCEPT_BACKOFF.0, |d| (d * 2).min(ACCEPT_BACKOFF.1));
-                    backoff = Some(next);
+                    failing = true;
                 }
             }
         }

@@ -33,6 +33,7 @@ use super::super::store::{self, Account, AccountStatus, DeviceAddr, InboxEntry, 
 use super::commands::{self, BotInfo, Directory, Effect, EffectOutcome};
 use super::state::{self, PendingEffect};
 use super::ManagerConfig;
+use crate::backoff::Backoff;
 use crate::clock::unix_now;
 use crate::crypto::{self, IdentityKeyPair};
 use crate::e2e::{self, E2eError, Registration};
@@ -184,16 +185,15 @@ impl Runner {
     /// The thread's loop: a step whenever the inbox is notified, retries with backoff after a
     /// failure, until `inbox` is closed.
     pub(super) fn run(mut self, inbox: LocalInbox) {
-        let mut delay: Option<Duration> = None;
+        let mut backoff = Backoff::new(BACKOFF_FIRST, BACKOFF_MAX);
         loop {
             let timeout = match self.step(&inbox) {
                 Ok(()) => {
-                    delay = None;
+                    backoff.reset();
                     None
                 }
                 Err(e) => {
-                    let next = delay.map_or(BACKOFF_FIRST, |d| (d * 2).min(BACKOFF_MAX));
-                    delay = Some(next);
+                    let next = backoff.next_delay();
                     log::warn!("management bot: {e}; retrying in {next:?}");
                     Some(next)
                 }
