@@ -41,7 +41,7 @@ impl fmt::Display for ClientError {
             ClientError::Db(e) => write!(f, "profile database: {e}"),
             ClientError::Schema(e) => write!(f, "profile database: {e}"),
             ClientError::E2e { context, source } => write!(f, "{context}: {source}"),
-            ClientError::Rpc { call, status } => write!(f, "platform call {call} failed: {}", rpc_text(status)),
+            ClientError::Rpc { call, status } => write!(f, "platform call {call} failed: {}", crate::wire::rpc::text(status)),
             ClientError::NoSuchUser(name) => write!(f, "no user @{name} on the platform"),
             ClientError::UsernameTaken(name) => write!(f, "username @{name} is already taken"),
             ClientError::NotRegistered(dir) => {
@@ -55,24 +55,6 @@ impl fmt::Display for ClientError {
             ClientError::Invalid(what) => write!(f, "{what}"),
         }
     }
-}
-
-/// gRPC errors as one short line ("UNAVAILABLE: failed to connect").
-pub(crate) fn rpc_text(e: &grpcio::Error) -> String {
-    match e {
-        grpcio::Error::RpcFailure(s) => {
-            // The code prints as "14-UNAVAILABLE"; the name alone reads better.
-            let code = format!("{:?}", s.code());
-            let code = code.split_once('-').map(|(_, name)| name.to_string()).unwrap_or(code);
-            if s.message().is_empty() {
-                code
-            } else {
-                format!("{code}: {}", s.message())
-            }
-        }
-        other => other.to_string(),
-    }
-    .replace('\n', " ")
 }
 
 impl std::error::Error for ClientError {}

@@ -14,7 +14,8 @@ use futures::executor::block_on_stream;
 use futures::stream::{AbortHandle, AbortRegistration, Abortable};
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::error::{rpc_text, ClientError, E2eContext, Result};
+use super::error::{ClientError, E2eContext, Result};
+use crate::wire::rpc::text as rpc_text;
 use super::profile::Profile;
 use super::send::Entity;
 use crate::crypto::x3dh;

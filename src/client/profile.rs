@@ -87,7 +87,7 @@ impl Profile {
         req.identity_key = identity.public_key().to_vec();
         req.device = protobuf::MessageField::some(device_keys);
         let resp = platform.client.register_user(&req, platform.opt()).map_err(|status| {
-            if rpc_code(&status) == Some(grpcio::RpcStatusCode::ALREADY_EXISTS) {
+            if crate::wire::rpc::code(&status) == Some(grpcio::RpcStatusCode::ALREADY_EXISTS) {
                 ClientError::UsernameTaken(username.to_string())
             } else {
                 ClientError::Rpc { call: "RegisterUser", status }
@@ -199,13 +199,6 @@ fn write_txn<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> 
     Ok(value)
 }
 
-/// The status code of a failed call, if it was a status from the server.
-pub(super) fn rpc_code(e: &grpcio::Error) -> Option<grpcio::RpcStatusCode> {
-    match e {
-        grpcio::Error::RpcFailure(s) => Some(s.code()),
-        _ => None,
-    }
-}
 
 fn create_private_dir(dir: &Path) -> Result<()> {
     let io = |source| ClientError::Io { what: format!("creating profile directory {}", dir.display()), source };

@@ -9,7 +9,8 @@
 use rusqlite::Connection;
 
 use super::error::{ClientError, E2eContext, Result};
-use super::profile::{rpc_code, Profile};
+use super::profile::Profile;
+use crate::wire::rpc::code as rpc_code;
 use crate::crypto;
 use crate::e2e;
 use crate::wire::e2e::{Content, Entity as WireEntity, Text};

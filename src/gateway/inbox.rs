@@ -18,6 +18,7 @@ use super::runtime::{unix_now, BotShared};
 use super::store::{chats, meta_get, meta_set, queue, Result as StoreResult, StoreError};
 use super::updates;
 use crate::backoff::Backoff;
+use crate::wire::rpc::is_unauthenticated;
 use crate::crypto;
 use crate::e2e;
 use crate::wire::platform::{AckRequest, InboxEnvelope, InboxRequest, UploadPrekeysRequest, VerifyCredentialRequest};
@@ -35,11 +36,6 @@ const PREKEY_CHECK_EVERY: u32 = 20;
 /// envelope arrives.
 const SIGNED_PREKEY_CHECK_EVERY: Duration = Duration::from_secs(3600);
 const CURSOR_KEY: &str = "inbox_cursor";
-
-pub fn is_unauthenticated(e: &grpcio::Error) -> bool {
-    matches!(e, grpcio::Error::RpcFailure(s)
-        if s.code() == grpcio::RpcStatusCode::UNAUTHENTICATED || s.code() == grpcio::RpcStatusCode::PERMISSION_DENIED)
-}
 
 /// The bounded channel from `ins/<n>` to `in/<n>` (the threads are started by
 /// `gateway::threads`).

@@ -182,7 +182,7 @@ fn send_pending(shared: &BotShared) -> Result<bool, SendError> {
     let resp = match shared.platform.client.send_messages(&req, shared.platform.opt()) {
         Ok(r) => r,
         Err(e) => {
-            if super::inbox::is_unauthenticated(&e) {
+            if crate::wire::rpc::is_unauthenticated(&e) {
                 shared.revoke(&e.to_string());
                 return Ok(true);
             }

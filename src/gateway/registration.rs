@@ -12,7 +12,7 @@ use super::store::Store;
 use crate::crypto;
 use crate::e2e::{self, Registration};
 use crate::wire::platform::{LookupUserRequest, RegisterBotDeviceRequest, VerifyCredentialRequest};
-use crate::wire::{Credential, Platform};
+use crate::wire::{rpc, Credential, Platform};
 
 /// How long start-up waits for the platform before giving up (the process then exits).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,7 +40,7 @@ pub fn register_or_resume(endpoint: &str, bot: &BotConfig, store: &Store) -> Res
     };
     platform.set_credential(Credential::Bot { token: bot.token.clone(), device_id: Some(reg.device_id) });
     platform.client.verify_credential(&VerifyCredentialRequest::new(), platform.opt()).map_err(|e| {
-        format!("{at}: the platform refused the credential of device {}: {}", reg.device_id, rpc_message(&e))
+        format!("{at}: the platform refused the credential of device {}: {}", reg.device_id, rpc::text(&e))
     })?;
     log::info!("{at}: running as device {} of bot {}", reg.device_id, reg.user_id);
     Ok(platform)
@@ -55,7 +55,7 @@ fn check_profile(platform: &Platform, bot: &BotConfig) -> Result<(), String> {
     let profile = platform
         .client
         .lookup_user(&req, platform.opt())
-        .map_err(|e| format!("cannot look up the bot's own profile: {}", rpc_message(&e)))?;
+        .map_err(|e| format!("cannot look up the bot's own profile: {}", rpc::text(&e)))?;
     if profile.username != bot.username {
         return Err(format!(
             "username {:?} does not match the platform, which knows bot {} as @{}",
@@ -86,7 +86,7 @@ fn register(platform: &Platform, bot: &BotConfig, store: &Store) -> Result<Regis
     let resp = platform
         .client
         .register_bot_device(&req, platform.opt())
-        .map_err(|e| format!("the platform refused to register this gateway as a device: {}", rpc_message(&e)))?;
+        .map_err(|e| format!("the platform refused to register this gateway as a device: {}", rpc::text(&e)))?;
     if resp.bot_user_id != bot.compat_user_id {
         return Err(format!(
             "the token belongs to bot {}, but compat_user_id is {}",
@@ -99,10 +99,3 @@ fn register(platform: &Platform, bot: &BotConfig, store: &Store) -> Result<Regis
     Ok(reg)
 }
 
-/// The status message of a failed call, without grpcio's wrapping.
-pub fn rpc_message(e: &grpcio::Error) -> String {
-    match e {
-        grpcio::Error::RpcFailure(s) => format!("{:?}: {}", s.code(), s.message()),
-        other => other.to_string(),
-    }
-}

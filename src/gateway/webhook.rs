@@ -23,12 +23,12 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, select, Receiver, RecvTimeoutError, Sender};
 use serde_json::Value;
 
-use super::inbox::is_unauthenticated;
 use super::runtime::{unix_now, BotShared};
 use super::store::webhook::{self as config, LastError, WebhookConfig};
 use super::store::{queue, Result as StoreResult};
 use super::updates;
 use crate::backoff::Backoff;
+use crate::wire::rpc::is_unauthenticated;
 use crate::wire::platform::VerifyCredentialRequest;
 
 /// The header carrying `secret_token` (SPEC "Webhook delivery" 2).

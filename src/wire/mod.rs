@@ -18,6 +18,7 @@ include!(concat!(env!("OUT_DIR"), "/services.rs"));
 
 pub mod connect;
 pub mod grpc_debug;
+pub mod rpc;
 pub mod token;
 
 pub use connect::{Credential, Platform};
