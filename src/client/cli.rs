@@ -3,16 +3,15 @@
 //! output; change it only together with them.
 
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
 
-use super::inbox::ReceivedMessage;
+use super::message::{Entity, ReceivedMessage};
 use super::interactive;
 use super::profile::Profile;
-use super::send::Entity;
 
 const USAGE: &str = "\
 e2e-chat: a terminal client for people on the platform (end-to-end encrypted dialogs with bots)
@@ -127,17 +126,7 @@ fn default_profile_dir() -> PathBuf {
 }
 
 fn open_profile(global: &Global) -> anyhow::Result<Profile> {
-    open_profile_at(&global.profile, global.server.as_deref())
-}
-
-pub(super) fn open_profile_at(dir: &Path, server: Option<&str>) -> anyhow::Result<Profile> {
-    let mut profile = Profile::open(dir)?;
-    if let Some(url) = server {
-        if url != profile.server_url() {
-            profile.set_server_url(url)?;
-        }
-    }
-    Ok(profile)
+    Ok(Profile::open_at(&global.profile, global.server.as_deref())?)
 }
 
 fn register(global: &Global, args: &[String]) -> anyhow::Result<()> {
@@ -288,7 +277,7 @@ fn print_line(line: &str) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::inbox::Sender;
+    use crate::client::message::Sender;
 
     #[test]
     fn message_line_has_the_contract_fields_in_order() {

@@ -14,17 +14,16 @@ use anyhow::Context;
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, TryRecvError};
 
 use crate::backoff::Backoff;
-use super::cli::open_profile_at;
-use super::inbox::ReceivedMessage;
+use super::message::ReceivedMessage;
 use super::profile::Profile;
 
 /// Longest wait before reconnecting a broken inbox stream.
 const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(30);
 
 pub(super) fn chat(dir: &Path, server: Option<&str>, peer: &str) -> anyhow::Result<()> {
-    let sender = open_profile_at(dir, server)?;
+    let sender = Profile::open_at(dir, server)?;
     let peer_profile = sender.lookup(peer)?;
-    let reader = open_profile_at(dir, server)?;
+    let reader = Profile::open_at(dir, server)?;
     let (stop_tx, stop_rx) = bounded::<()>(1);
     let thread = thread::Builder::new()
         .name("chat-reader".to_string())

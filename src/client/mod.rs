@@ -24,7 +24,9 @@ mod cli;
 mod error;
 mod inbox;
 mod interactive;
+mod message;
 mod profile;
+mod reader;
 mod send;
 
 #[cfg(test)]
@@ -32,6 +34,7 @@ mod dialog_tests;
 
 pub use cli::run_cli;
 pub use error::{ClientError, Result};
-pub use inbox::{ReceivedMessage, Sender, REPLENISH_BELOW};
+pub use inbox::REPLENISH_BELOW;
+pub use message::{Entity, ReceivedMessage, SentMessage, Sender};
 pub use profile::{Profile, BUSY_TIMEOUT, DB_FILE};
-pub use send::{Entity, SentMessage, MAX_SEND_ATTEMPTS};
+pub use send::MAX_SEND_ATTEMPTS;

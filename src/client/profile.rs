@@ -23,7 +23,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::error::{ClientError, E2eContext, Result};
-use super::inbox::InboxReader;
+use super::reader::InboxReader;
 use crate::crypto::{self, IdentityKeyPair};
 use crate::e2e;
 use crate::migrations::{self, Step};
@@ -110,6 +110,17 @@ impl Profile {
         })?;
         log::info!("registered @{username} as user {} device {}", resp.user_id, resp.device_id);
         Profile::from_account(dir, conn, account)
+    }
+
+    /// Opens the profile in `dir` and, when `server` is given and differs, points it there.
+    pub fn open_at(dir: &Path, server: Option<&str>) -> Result<Profile> {
+        let mut profile = Profile::open(dir)?;
+        if let Some(url) = server {
+            if url != profile.server_url() {
+                profile.set_server_url(url)?;
+            }
+        }
+        Ok(profile)
     }
 
     /// Opens a registered profile.

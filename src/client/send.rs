@@ -9,11 +9,12 @@
 use rusqlite::Connection;
 
 use super::error::{ClientError, E2eContext, Result};
+use super::message::{Entity, SentMessage};
 use super::profile::Profile;
 use crate::wire::rpc::code as rpc_code;
 use crate::crypto;
 use crate::e2e;
-use crate::wire::e2e::{Content, Entity as WireEntity, Text};
+use crate::wire::e2e::{Content, Text};
 use crate::wire::platform::{
     send_result, DeviceCiphertext, GetPrekeyBundlesRequest, LookupUserRequest, OutgoingMessage, PrekeyBundle,
     Profile as PeerProfile, SendMessagesRequest, SendResult,
@@ -21,53 +22,6 @@ use crate::wire::platform::{
 
 /// Rounds of "stale device list, update, resend" before giving up.
 pub const MAX_SEND_ATTEMPTS: usize = 5;
-
-/// What the platform assigned to a sent message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SentMessage {
-    /// The peer's user id (the dialog).
-    pub chat_id: u64,
-    pub message_id: u64,
-    pub date: i64,
-}
-
-/// A formatting entity; offset and length in UTF-16 code units.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Entity {
-    /// Bot API entity type: "bold", "italic", "code", "pre", "text_link", ...
-    pub kind: String,
-    pub offset: u32,
-    pub length: u32,
-    pub url: Option<String>,
-    pub language: Option<String>,
-}
-
-impl Entity {
-    pub fn new(kind: &str, offset: u32, length: u32) -> Entity {
-        Entity { kind: kind.to_string(), offset, length, url: None, language: None }
-    }
-
-    pub(super) fn to_wire(&self) -> WireEntity {
-        let mut e = WireEntity::new();
-        e.type_ = self.kind.clone();
-        e.offset = self.offset;
-        e.length = self.length;
-        e.url = self.url.clone().unwrap_or_default();
-        e.language = self.language.clone().unwrap_or_default();
-        e
-    }
-
-    pub(super) fn from_wire(e: &WireEntity) -> Entity {
-        let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_string());
-        Entity {
-            kind: e.type_.clone(),
-            offset: e.offset,
-            length: e.length,
-            url: non_empty(&e.url),
-            language: non_empty(&e.language),
-        }
-    }
-}
 
 impl Profile {
     /// Finds a user by username (case-insensitive, leading `@` optional).

@@ -4,15 +4,15 @@
 //! acknowledges. A retry resends the committed ciphertexts under the same client message id,
 //! so the platform stores exactly one message and no message key is ever used twice.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::RecvTimeoutError;
 use rusqlite::Connection;
 
 use super::botapi::ApiError;
-use super::runtime::{unix_now, BotShared};
+use super::runtime::{unix_now, BotShared, Sent};
 use super::store::{chats, outbox, Store, StoreError};
 use crate::backoff::Backoff;
 use crate::crypto;
@@ -30,82 +30,30 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// A message whose recipient's device list keeps changing is given up after this many rounds.
 const MAX_DEVICE_REFRESHES: i64 = 8;
 
-/// What the platform assigned to a sent message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sent {
-    pub message_id: i64,
-    pub date: i64,
-}
-
-type Waiter = Sender<Result<Sent, ApiError>>;
-
-/// The HTTP side of the outbox: record a message durably, wake the thread, wait for the result.
-pub struct OutboxHandle {
-    wake_tx: Sender<()>,
-    wake_rx: Receiver<()>,
-    waiters: Mutex<HashMap<i64, Waiter>>,
-}
-
-impl Default for OutboxHandle {
-    fn default() -> Self {
-        Self::new()
+/// Records `content` for `chat_id` in the outbox and waits up to `wait` for the platform's
+/// acknowledgement (the HTTP side of the outbox). On timeout the message stays queued and is
+/// still delivered.
+pub fn submit(shared: &BotShared, chat_id: i64, content: Content, wait: Duration) -> Result<Sent, ApiError> {
+    if shared.is_revoked() {
+        return Err(ApiError::unauthorized());
     }
-}
-
-impl OutboxHandle {
-    pub fn new() -> OutboxHandle {
-        // One pending wake-up is enough: the thread always drains everything pending.
-        let (wake_tx, wake_rx) = bounded(1);
-        OutboxHandle { wake_tx, wake_rx, waiters: Mutex::new(HashMap::new()) }
-    }
-
-    pub fn wake(&self) {
-        let _ = self.wake_tx.try_send(());
-    }
-
-    /// Records `content` for `chat_id` in the outbox and waits up to `wait` for the platform's
-    /// acknowledgement. On timeout the message stays queued and is still delivered.
-    pub fn submit(&self, shared: &BotShared, chat_id: i64, content: Content, wait: Duration) -> Result<Sent, ApiError> {
-        if shared.is_revoked() {
-            return Err(ApiError::unauthorized());
-        }
-        let client_message_id = crypto::hex_encode(&crypto::random_bytes::<16>());
-        let (tx, rx) = bounded(1);
-        // Register the waiter before the row exists for the thread, under the same lock the
-        // thread uses to finish, so a fast acknowledgement cannot be missed.
-        let mut waiters = self.waiters.lock().expect("outbox waiters lock");
-        let id = shared
+    let client_message_id = crypto::hex_encode(&crypto::random_bytes::<16>());
+    // Register the waiter before the row exists for the thread, under the same lock the
+    // thread uses to finish, so a fast acknowledgement cannot be missed.
+    let waiting = shared.outbox.register(|| {
+        shared
             .store
             .write(move |c| outbox::insert(c, &client_message_id, chat_id, &content, unix_now()))
-            .map_err(|e| ApiError::internal(format!("cannot record the message in the outbox: {e}")))?;
-        waiters.insert(id, tx);
-        drop(waiters);
-        self.wake();
-        match rx.recv_timeout(wait) {
-            Ok(r) => r,
-            Err(_) => {
-                self.waiters.lock().expect("outbox waiters lock").remove(&id);
-                Err(ApiError::new(
-                    504,
-                    "Gateway Timeout: the platform has not acknowledged the message yet; it stays in the outbox and will be sent",
-                ))
-            }
-        }
-    }
-
-    fn finish(&self, id: i64, result: Result<Sent, ApiError>) {
-        if let Some(tx) = self.waiters.lock().expect("outbox waiters lock").remove(&id) {
-            let _ = tx.send(result);
-        }
-    }
-
-    fn fail_all(&self, error: ApiError) {
-        for (_, tx) in self.waiters.lock().expect("outbox waiters lock").drain() {
-            let _ = tx.send(Err(error.clone()));
-        }
-    }
+            .map_err(|e| ApiError::internal(format!("cannot record the message in the outbox: {e}")))
+    })?;
+    shared.outbox.wake.wake();
+    waiting.wait(wait).unwrap_or_else(|| {
+        Err(ApiError::new(
+            504,
+            "Gateway Timeout: the platform has not acknowledged the message yet; it stays in the outbox and will be sent",
+        ))
+    })
 }
-
 
 #[derive(Debug)]
 enum SendError {
@@ -131,7 +79,7 @@ impl From<StoreError> for SendError {
 /// `out/<n>`: seals, commits and sends pending messages in batches, retrying with backoff.
 /// Ends when the bot stops (`BotShared::stop` wakes it).
 pub fn run(shared: Arc<BotShared>) {
-    let wake = shared.outbox.wake_rx.clone();
+    let wake = shared.outbox.wake.receiver().clone();
     let mut backoff = Backoff::new(BACKOFF_START, BACKOFF_MAX);
     loop {
         if shared.is_stopping() {

@@ -2,8 +2,10 @@
 //! handles of its threads. The HTTP workers (through the Bot API methods, `api::methods`)
 //! and the inbox, outbox and webhook threads share the same `BotShared`.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 use serde_json::{json, Value};
@@ -11,11 +13,9 @@ use serde_json::{json, Value};
 use super::botapi::types::{MessageView, UserView};
 use super::botapi::ApiError;
 use super::config::BotConfig;
-use super::outbox::OutboxHandle;
 use super::store::webhook as webhook_store;
 use super::store::{chats, outbox, queue, Store, StoreError};
 use super::updates;
-use super::webhook::WebhookHandle;
 use crate::crypto;
 use crate::wire::token;
 use crate::wire::Platform;
@@ -29,9 +29,94 @@ pub struct BotShared {
     pub store: Store,
     pub platform: Platform,
     pub status: Status,
-    pub outbox: OutboxHandle,
-    pub webhook: WebhookHandle,
+    /// The outbox thread's wake-up and the HTTP workers waiting for their messages.
+    pub outbox: Outbox,
+    /// Wakes the webhook thread (setWebhook, deleteWebhook, revocation, stop).
+    pub webhook: Wake,
     stop: Stop,
+}
+
+/// A wake-up for a thread that re-reads everything when it wakes: one pending wake-up is
+/// enough, so waking never blocks.
+pub struct Wake {
+    tx: Sender<()>,
+    rx: Receiver<()>,
+}
+
+impl Wake {
+    fn new() -> Wake {
+        let (tx, rx) = bounded(1);
+        Wake { tx, rx }
+    }
+
+    pub fn wake(&self) {
+        let _ = self.tx.try_send(());
+    }
+
+    /// What the woken thread waits on.
+    pub fn receiver(&self) -> &Receiver<()> {
+        &self.rx
+    }
+}
+
+/// What the platform assigned to a sent message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    pub message_id: i64,
+    pub date: i64,
+}
+
+type SendOutcome = Result<Sent, ApiError>;
+
+/// The outbox's shared state: its wake-up, and the callers waiting for the platform's answer
+/// to their message, by outbox row id (`outbox::submit` registers, the outbox thread finishes).
+pub struct Outbox {
+    pub wake: Wake,
+    waiters: Mutex<HashMap<i64, Sender<SendOutcome>>>,
+}
+
+/// A caller's wait for its message.
+pub struct Waiting(Receiver<SendOutcome>);
+
+impl Waiting {
+    /// The answer, or `None` after `timeout` (the message stays in the outbox).
+    pub fn wait(self, timeout: Duration) -> Option<SendOutcome> {
+        self.0.recv_timeout(timeout).ok()
+    }
+}
+
+impl Outbox {
+    fn new() -> Outbox {
+        Outbox { wake: Wake::new(), waiters: Mutex::new(HashMap::new()) }
+    }
+
+    fn waiters(&self) -> MutexGuard<'_, HashMap<i64, Sender<SendOutcome>>> {
+        self.waiters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `record` (which stores the message and returns its row id) under the waiters' lock
+    /// and registers a wait for that row, so a fast answer cannot be missed.
+    pub fn register(&self, record: impl FnOnce() -> Result<i64, ApiError>) -> Result<Waiting, ApiError> {
+        let mut waiters = self.waiters();
+        let id = record()?;
+        let (tx, rx) = bounded(1);
+        waiters.insert(id, tx);
+        Ok(Waiting(rx))
+    }
+
+    /// The answer for row `id`, to its caller if it still waits.
+    pub fn finish(&self, id: i64, result: SendOutcome) {
+        if let Some(tx) = self.waiters().remove(&id) {
+            let _ = tx.send(result);
+        }
+    }
+
+    /// Answers every waiting caller with `error` (the credential was revoked).
+    pub fn fail_all(&self, error: ApiError) {
+        for (_, tx) in self.waiters().drain() {
+            let _ = tx.send(Err(error.clone()));
+        }
+    }
 }
 
 /// The bot's stop signal: a channel nobody ever sends on, closed by [`BotShared::stop`], so
@@ -67,8 +152,8 @@ impl BotShared {
             store,
             platform,
             status: Status::default(),
-            outbox: OutboxHandle::new(),
-            webhook: WebhookHandle::new(),
+            outbox: Outbox::new(),
+            webhook: Wake::new(),
             stop: {
                 let (tx, rx) = bounded(0);
                 Stop { tx: Mutex::new(Some(tx)), rx }
@@ -80,7 +165,7 @@ impl BotShared {
     /// do not watch it (the outbox's and the webhook's wake-ups, long polls).
     pub fn stop(&self) {
         self.stop.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
-        self.outbox.wake();
+        self.outbox.wake.wake();
         self.webhook.wake();
         self.store.notifier().stop();
     }
@@ -130,7 +215,7 @@ impl BotShared {
         }
         self.status.set_error(format!("credential revoked: {why}"));
         self.status.connected.store(false, Ordering::SeqCst);
-        self.outbox.wake();
+        self.outbox.wake.wake();
         self.webhook.wake();
         // Not a commit, but a waiting long poll must look again and answer 401 now.
         self.store.notifier().committed();

@@ -44,32 +44,6 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Webhook replies waiting for `whr/<n>`; when full, delivery waits.
 const REPLY_QUEUE: usize = 64;
 
-/// The control side of the webhook thread, held in `BotShared`.
-pub struct WebhookHandle {
-    control_tx: Sender<()>,
-    control_rx: Receiver<()>,
-}
-
-impl Default for WebhookHandle {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl WebhookHandle {
-    pub fn new() -> WebhookHandle {
-        // One pending wake-up is enough: the thread re-reads everything when it wakes.
-        let (control_tx, control_rx) = bounded(1);
-        WebhookHandle { control_tx, control_rx }
-    }
-
-    /// Tells the thread that the configuration or the credential changed: it stops waiting
-    /// (idle or backoff) and looks again.
-    pub fn wake(&self) {
-        let _ = self.control_tx.try_send(());
-    }
-}
-
 /// A receiver's 2xx answer that may carry a Bot API call, for `whr/<n>`
 /// (`api::replies`), which decodes and runs it as the HTTP listener would.
 pub struct Answer {
@@ -131,7 +105,7 @@ enum Outcome {
 }
 
 fn run(shared: Arc<BotShared>, agent: ureq::Agent, commits: Receiver<()>, replies: Sender<Answer>, start: Duration) {
-    let control = shared.webhook.control_rx.clone();
+    let control = shared.webhook.receiver().clone();
     let mut backoff = Backoff::new(start, BACKOFF_MAX);
     loop {
         if shared.is_stopping() {

@@ -10,6 +10,7 @@ use super::store_error;
 use crate::gateway::botapi::text::entities::{check_entity_count, entities_from_json, utf16_len, validate_entities};
 use crate::gateway::botapi::text::{self, ParseMode};
 use crate::gateway::botapi::{types, ApiError, Params};
+use crate::gateway::outbox;
 use crate::gateway::runtime::BotShared;
 use crate::gateway::store::chats;
 use crate::wire::e2e::{Content, Entity, Text};
@@ -163,7 +164,7 @@ pub(super) fn send_message(bot: &BotShared, params: &Params) -> Result<Value, Ap
     text.entities = req.entities;
     content.set_text(text);
     content.reply_to_message_id = reply_to;
-    let sent = bot.outbox.submit(bot, chat_id, content.clone(), SEND_WAIT)?;
+    let sent = outbox::submit(bot, chat_id, content.clone(), SEND_WAIT)?;
     let entry = chats::HistoryEntry {
         chat_id,
         message_id: sent.message_id,
