@@ -10,8 +10,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/bot-gateway/target}"
 
+# One build of one profile: `cargo test` also builds the three programs (the integration
+# tests need them) into $CARGO_TARGET_DIR/release, where the SDK runners find them.
 cargo test --release
-cargo build --release --bins
 bash scripts/sdk-setup.sh
 export BIN_DIR="${BIN_DIR:-$CARGO_TARGET_DIR/release}"
 python3 tests/sdk/run_sdk_tests.py

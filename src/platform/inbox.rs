@@ -2,7 +2,7 @@
 //! ones as they commit, until the client goes away or a newer stream of the same device
 //! replaces this one.
 //!
-//! Shape: per stream one named feeder thread (`inbox:<user>:<device>`) reads the device's inbox
+//! Shape: per stream one named feeder thread (`inbox#<n>`, logged with its device) reads the device's inbox
 //! through its own SQLite connection and pushes envelopes into a bounded futures channel; a
 //! future spawned on the gRPC completion queue (`ctx.spawn`) forwards the channel into the
 //! stream sink. The feeder sleeps on a condition variable that `InboxHub::notify` signals after
@@ -274,6 +274,9 @@ impl InboxHub {
     }
 }
 
+/// Numbers the feeder threads (`inbox#<n>`).
+static STREAMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// Serves one Inbox call of an authenticated device.
 pub fn start(
     hub: &Arc<InboxHub>,
@@ -287,9 +290,11 @@ pub fn start(
 
     let feeder = {
         let (store, signal) = (store.clone(), signal.clone());
-        std::thread::Builder::new()
-            .name(format!("inbox:{}:{}", addr.user_id, addr.device_id))
-            .spawn(move || feed(&store, addr, &signal, tx))
+        // `inbox:<user>:<device>` would be cut to 15 bytes by Linux (user ids have 16 digits):
+        // a stream number fits, and the log says whose stream it is.
+        let name = format!("inbox#{}", STREAMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        log::debug!("{name} feeds device {} of user {}", addr.device_id, addr.user_id);
+        std::thread::Builder::new().name(name).spawn(move || feed(&store, addr, &signal, tx))
     };
     if let Err(e) = feeder {
         log::error!("cannot start an inbox thread for device {} of user {}: {e}", addr.device_id, addr.user_id);
