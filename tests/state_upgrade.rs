@@ -189,9 +189,13 @@ fn the_bot_database_of_the_release_before_versions_keeps_its_queue_sessions_and_
     assert_eq!(registration, (fx.bot["compat_user_id"].as_i64().expect("id"), 1));
     assert_eq!(own_devices, 1);
 
-    // The webhook configuration, its filter and its last error; the inbox cursor.
-    let (config, allowed, last_error, cursor) = store
-        .read(|c| Ok((webhook::config(c)?, meta(c, "allowed_updates"), webhook::last_error(c)?, meta(c, "inbox_cursor"))))
+    // The webhook configuration, its filter and its last error; the inbox cursor and the
+    // memory of imported messages, moved by step 2 to the one inbound rule (e2e::inbound).
+    let (config, allowed, last_error, cursor, seen) = store
+        .read(|c| {
+            let seen: i64 = c.query_row("SELECT count(*) FROM e2e_inbound_seen", [], |r| r.get(0))?;
+            Ok((webhook::config(c)?, meta(c, "allowed_updates"), webhook::last_error(c)?, bot_gateway::e2e::inbound::cursor(c)?, seen))
+        })
         .expect("read");
     assert_eq!(
         config,
@@ -199,7 +203,8 @@ fn the_bot_database_of_the_release_before_versions_keeps_its_queue_sessions_and_
     );
     assert_eq!(allowed.as_deref(), Some(r#"["message","edited_message"]"#));
     assert_eq!(last_error.map(|e| e.message).as_deref(), Some("Connection refused"));
-    assert_eq!(cursor.as_deref(), Some("5"), "the inbox cursor, so nothing acknowledged is imported twice");
+    assert_eq!(cursor, 5, "the inbox cursor, so nothing acknowledged is imported twice");
+    assert_eq!(seen, 4, "the four imported messages are remembered");
 
     // A second open runs no step again: same version, same queue.
     drop(store);

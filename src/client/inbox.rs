@@ -9,7 +9,6 @@
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{at, never, Receiver};
-use rusqlite::{params, Connection, OptionalExtension};
 
 use super::error::{ClientError, E2eContext, Result};
 use crate::wire::rpc::text as rpc_text;
@@ -17,12 +16,10 @@ use super::profile::Profile;
 use super::message::{Entity, ReceivedMessage, Sender};
 use super::reader::{InboxEvent, InboxReader};
 use crate::crypto::x3dh;
-use crate::e2e::{self, E2eError};
+use crate::e2e::{self, inbound, E2eError};
 use crate::wire::e2e::Content;
 use crate::wire::platform::{AckRequest, InboxEnvelope, UploadPrekeysRequest};
 
-/// Processed inbox seqs remembered to recognise redeliveries.
-const PROCESSED_MEMORY: u32 = 2048;
 /// Replenish one-time prekeys when the platform holds fewer than this.
 pub const REPLENISH_BELOW: u32 = e2e::ONE_TIME_PREKEY_TARGET / 2;
 
@@ -134,10 +131,10 @@ impl Profile {
     fn process_envelope(&self, envelope: &InboxEnvelope) -> Result<Option<(ReceivedMessage, bool)>> {
         let was_prekey = matches!(x3dh::peek_prekey_header(&envelope.ciphertext), Ok(Some(_)));
         let outcome = self.write(|c| {
-            if already_processed(c, envelope.seq)? {
+            if inbound::is_repeat(c, envelope.seq, envelope.sender_user_id, &envelope.client_message_id)? {
                 return Ok(None);
             }
-            mark_processed(c, envelope.seq)?;
+            inbound::accept(c, envelope.seq, envelope.sender_user_id, &envelope.client_message_id)?;
             match e2e::open_envelope(c, envelope) {
                 Ok(content) => Ok(Some(Ok(content))),
                 // A database failure is ours, not the message's: do not acknowledge.
@@ -253,40 +250,9 @@ fn received_message(envelope: &InboxEnvelope, content: &Content) -> ReceivedMess
     }
 }
 
-fn already_processed(conn: &Connection, seq: u64) -> Result<bool> {
-    Ok(conn
-        .query_row("SELECT 1 FROM client_processed WHERE seq = ?1", params![seq as i64], |_| Ok(()))
-        .optional()?
-        .is_some())
-}
-
-fn mark_processed(conn: &Connection, seq: u64) -> Result<()> {
-    conn.execute("INSERT OR IGNORE INTO client_processed (seq) VALUES (?1)", params![seq as i64])?;
-    conn.execute(
-        "DELETE FROM client_processed WHERE seq NOT IN
-             (SELECT seq FROM client_processed ORDER BY seq DESC LIMIT ?1)",
-        params![PROCESSED_MEMORY],
-    )?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn processed_memory_is_bounded_and_remembers_the_newest() {
-        let conn = Connection::open_in_memory().expect("db");
-        conn.execute_batch("CREATE TABLE client_processed (seq INTEGER PRIMARY KEY);").expect("table");
-        for seq in 1..=(PROCESSED_MEMORY as u64 + 10) {
-            mark_processed(&conn, seq).expect("mark");
-        }
-        assert!(!already_processed(&conn, 10).expect("query"));
-        assert!(already_processed(&conn, 11).expect("query"));
-        assert!(already_processed(&conn, PROCESSED_MEMORY as u64 + 10).expect("query"));
-        let n: u32 = conn.query_row("SELECT COUNT(*) FROM client_processed", [], |r| r.get(0)).expect("count");
-        assert_eq!(n, PROCESSED_MEMORY);
-    }
 
     #[test]
     fn message_fields_come_from_envelope_and_content() {

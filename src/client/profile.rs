@@ -238,7 +238,18 @@ fn open_db(dir: &Path) -> Result<Connection> {
 }
 
 /// Every version of a profile database, in order (`crate::migrations`); version 1 is frozen.
-pub(crate) const STEPS: &[Step] = &[Step { version: 1, sql: &[e2e::TABLES_V1, CLIENT_V1] }];
+pub(crate) const STEPS: &[Step] = &[
+    Step { version: 1, sql: &[e2e::TABLES_V1, CLIENT_V1] },
+    Step { version: 2, sql: &[e2e::inbound::TABLES_V2, CLIENT_V2] },
+];
+
+/// Step 2: the processed seqs give way to the one inbound rule of `e2e::inbound`. Envelopes
+/// are processed in seq order, so the highest processed seq is the cursor.
+const CLIENT_V2: &str = "
+INSERT OR IGNORE INTO e2e_inbound_cursor (id, seq)
+    SELECT 1, max(seq) FROM client_processed WHERE EXISTS (SELECT 1 FROM client_processed);
+DROP TABLE client_processed;
+";
 
 /// The client tables as the release before schema versions created them at every open.
 const CLIENT_V1: &str = "
@@ -292,6 +303,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn step_2_turns_the_processed_seqs_into_the_inbound_cursor() {
+        let c = Connection::open_in_memory().expect("db");
+        migrations::migrate(&c, &STEPS[..1]).expect("version 1");
+        c.execute_batch("INSERT INTO client_processed (seq) VALUES (3), (9), (5)").expect("old rows");
+        migrations::migrate(&c, STEPS).expect("version 2");
+        assert_eq!(e2e::inbound::cursor(&c).expect("cursor"), 9);
+        assert!(e2e::inbound::is_repeat(&c, 9, 1, "x").expect("check"), "what was processed stays processed");
+    }
+
+    #[test]
     fn open_without_profile_names_the_directory() {
         let dir = tempfile::tempdir().expect("tempdir");
         let err = Profile::open(dir.path()).err().expect("no profile yet");
@@ -314,19 +335,19 @@ mod tests {
             .name("test-writer".into())
             .spawn(move || {
                 write_txn(&b, |c| {
-                    c.execute("INSERT INTO client_processed (seq) VALUES (2)", [])?;
+                    c.execute("INSERT INTO e2e_inbound_seen (source, n) VALUES ('b', 2)", [])?;
                     Ok(())
                 })
             })
             .expect("spawn");
         write_txn(&a, |c| {
-            c.execute("INSERT INTO client_processed (seq) VALUES (1)", [])?;
+            c.execute("INSERT INTO e2e_inbound_seen (source, n) VALUES ('a', 1)", [])?;
             std::thread::sleep(Duration::from_millis(200));
             Ok(())
         })
         .expect("first writer");
         t.join().expect("join").expect("second writer");
-        let n: i64 = a.query_row("SELECT COUNT(*) FROM client_processed", [], |r| r.get(0)).expect("count");
+        let n: i64 = a.query_row("SELECT COUNT(*) FROM e2e_inbound_seen", [], |r| r.get(0)).expect("count");
         assert_eq!(n, 2);
         if sub.join(format!("{DB_FILE}-wal")).exists() {
             assert_eq!(mode(&sub.join(format!("{DB_FILE}-wal"))), 0o600);

@@ -36,6 +36,7 @@
 //! (`e2e::seal`, `e2e::open_envelope`, ...).
 
 mod device;
+pub mod inbound;
 mod open;
 mod seal;
 mod store;

@@ -15,12 +15,12 @@ use rusqlite::Connection;
 
 use super::botapi::types::UserView;
 use super::runtime::{unix_now, BotShared};
-use super::store::{chats, meta_get, meta_set, queue, Result as StoreResult, StoreError};
+use super::store::{chats, Result as StoreResult, StoreError};
 use super::updates;
 use crate::backoff::Backoff;
 use crate::wire::rpc::is_unauthenticated;
 use crate::crypto;
-use crate::e2e;
+use crate::e2e::{self, inbound};
 use crate::wire::platform::{AckRequest, InboxEnvelope, InboxRequest, UploadPrekeysRequest, VerifyCredentialRequest};
 
 /// Envelopes buffered between the stream and the decrypting thread; when full the stream
@@ -35,7 +35,6 @@ const PREKEY_CHECK_EVERY: u32 = 20;
 /// How often `in/<n>` asks whether the signed prekey is due; it wakes for this when no
 /// envelope arrives.
 const SIGNED_PREKEY_CHECK_EVERY: Duration = Duration::from_secs(3600);
-const CURSOR_KEY: &str = "inbox_cursor";
 
 /// The bounded channel from `ins/<n>` to `in/<n>` (the threads are started by
 /// `gateway::threads`).
@@ -212,15 +211,12 @@ fn is_storage_failure(e: &StoreError) -> bool {
 
 fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult<()> {
     let bot_id = me.id as u64;
-    let cursor: u64 = meta_get(c, CURSOR_KEY)?.and_then(|v| v.parse().ok()).unwrap_or(0);
-    let source = format!("{}:{}", env.sender_user_id, env.client_message_id);
-    if env.seq <= cursor || queue::already_processed(c, &source)? {
+    if inbound::is_repeat(c, env.seq, env.sender_user_id, &env.client_message_id)? {
         log::debug!("skipping repeated envelope seq {}", env.seq);
         return Ok(());
     }
     let content = e2e::open_envelope(c, env)?;
-    meta_set(c, CURSOR_KEY, &env.seq.to_string())?;
-    queue::remember_processed(c, &source)?;
+    inbound::accept(c, env.seq, env.sender_user_id, &env.client_message_id)?;
     if env.sender_is_bot || env.sender_user_id == bot_id {
         // Bots do not receive messages from bots.
         return Ok(());

@@ -1,6 +1,5 @@
-//! The durable update queue, the stored `allowed_updates` list, and the memory of processed
-//! transport events. Polling and the webhook share this one ordered queue. An update is an
-//! opaque payload under its kind: what the kinds are, which ones the filter admits, and how a
+//! The durable update queue and the stored `allowed_updates` list. Polling and the webhook
+//! share this one ordered queue. An update is an opaque payload under its kind: what the kinds are, which ones the filter admits, and how a
 //! payload becomes an Update object is `gateway::updates`, not this module's concern.
 //!
 //! Every query here uses the `update_id` primary key or `LIMIT`, so the cost of serving and
@@ -13,9 +12,6 @@ use rusqlite::{params, Connection};
 use serde_json::Value;
 
 use super::{schema, Result};
-
-/// How many processed transport events are remembered to suppress repeats.
-pub const PROCESSED_MEMORY: i64 = 2048;
 
 const ALLOWED_UPDATES_KEY: &str = "allowed_updates";
 
@@ -110,25 +106,6 @@ pub fn store_allowed_updates(conn: &Connection, kinds: &[String]) -> Result<()> 
     Ok(())
 }
 
-/// True if this transport event was already imported.
-pub fn already_processed(conn: &Connection, source: &str) -> Result<bool> {
-    let mut stmt = conn.prepare_cached("SELECT 1 FROM processed WHERE source = ?1")?;
-    Ok(stmt.exists(params![source])?)
-}
-
-/// Remembers a processed transport event, forgetting the oldest beyond `PROCESSED_MEMORY`.
-pub fn remember_processed(conn: &Connection, source: &str) -> Result<()> {
-    conn.execute(
-        "INSERT OR IGNORE INTO processed (source, n) VALUES (?1, COALESCE((SELECT max(n) FROM processed), 0) + 1)",
-        params![source],
-    )?;
-    conn.execute(
-        "DELETE FROM processed WHERE n <= (SELECT max(n) FROM processed) - ?1",
-        params![PROCESSED_MEMORY],
-    )?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,18 +142,6 @@ mod tests {
         assert_eq!(stored_allowed_updates(&c).expect("read"), Some(vec!["callback_query".to_string()]));
         schema::meta_set(&c, ALLOWED_UPDATES_KEY, "not json").expect("corrupt");
         assert!(stored_allowed_updates(&c).is_err(), "an unreadable filter is an error, not the default set");
-    }
-
-    #[test]
-    fn processed_memory_is_bounded() {
-        let c = db();
-        for i in 0..(PROCESSED_MEMORY + 10) {
-            remember_processed(&c, &format!("e{i}")).expect("remember");
-        }
-        assert!(!already_processed(&c, "e0").expect("lookup"), "oldest forgotten");
-        assert!(already_processed(&c, &format!("e{}", PROCESSED_MEMORY + 9)).expect("lookup"));
-        let n: i64 = c.query_row("SELECT count(*) FROM processed", [], |r| r.get(0)).expect("count");
-        assert_eq!(n, PROCESSED_MEMORY);
     }
 
     #[test]

@@ -7,7 +7,20 @@ use crate::migrations::{self, MigrationError, Migrated, Step};
 
 /// Every version of a bot database, in order. A later issue that adds a table appends a step
 /// here (version 2, …); version 1 is frozen (see `crate::migrations`).
-pub(crate) const STEPS: &[Step] = &[Step { version: 1, sql: &[GATEWAY_V1, crate::e2e::TABLES_V1] }];
+pub(crate) const STEPS: &[Step] = &[
+    Step { version: 1, sql: &[GATEWAY_V1, crate::e2e::TABLES_V1] },
+    Step { version: 2, sql: &[crate::e2e::inbound::TABLES_V2, GATEWAY_V2] },
+];
+
+/// Step 2: the inbox cursor and the memory of imported messages move to the one inbound rule
+/// of `e2e::inbound`, with what they held.
+const GATEWAY_V2: &str = "
+INSERT OR IGNORE INTO e2e_inbound_cursor (id, seq)
+    SELECT 1, CAST(value AS INTEGER) FROM meta WHERE key = 'inbox_cursor';
+INSERT OR IGNORE INTO e2e_inbound_seen (source, n) SELECT source, n FROM processed;
+DELETE FROM meta WHERE key = 'inbox_cursor';
+DROP TABLE processed;
+";
 
 /// The gateway tables as the release before schema versions created them at every open.
 const GATEWAY_V1: &str = "
@@ -101,4 +114,25 @@ pub fn meta_set(conn: &Connection, key: &str, value: &str) -> rusqlite::Result<(
         params![key, value],
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_2_moves_the_inbox_cursor_and_the_processed_memory() {
+        let c = Connection::open_in_memory().expect("db");
+        migrations::migrate(&c, &STEPS[..1]).expect("version 1");
+        c.execute_batch(
+            "INSERT INTO meta (key, value) VALUES ('inbox_cursor', '12');
+             INSERT INTO processed (source, n) VALUES ('7:a', 1), ('7:b', 2);",
+        )
+        .expect("old state");
+        migrations::migrate(&c, STEPS).expect("version 2");
+        assert_eq!(crate::e2e::inbound::cursor(&c).expect("cursor"), 12);
+        assert!(crate::e2e::inbound::is_repeat(&c, 13, 7, "b").expect("check"), "remembered ids move too");
+        assert!(!crate::e2e::inbound::is_repeat(&c, 13, 7, "c").expect("check"));
+        assert_eq!(meta_get(&c, "inbox_cursor").expect("meta"), None);
+    }
 }

@@ -36,7 +36,7 @@ use super::ManagerConfig;
 use crate::backoff::Backoff;
 use crate::clock::unix_now;
 use crate::crypto::{self, IdentityKeyPair};
-use crate::e2e::{self, E2eError, Registration};
+use crate::e2e::{self, inbound, E2eError, Registration};
 use crate::migrations::MigrationError;
 use crate::wire::e2e::{Content, Text};
 use crate::wire::platform::{DeviceCiphertext, InboxEnvelope, PrekeyBundle};
@@ -234,7 +234,8 @@ impl Runner {
     /// Handles one inbox entry in one transaction, then acknowledges it.
     fn handle_entry(&mut self, entry: InboxEntry) -> RunResult<()> {
         let (seq, sender) = (entry.seq, entry.sender);
-        if seq <= state::last_seq(&self.db)? {
+        let cmid = entry.client_message_id.clone();
+        if inbound::is_repeat(&self.db, seq, sender.user_id, &cmid)? {
             // Handled before a crash or a failed acknowledgement.
             self.store.ack(self.me, &[seq])?;
             return Ok(());
@@ -242,7 +243,7 @@ impl Runner {
         if entry.sender_is_bot {
             // Answering bots could make two bots talk to each other forever.
             log::info!("management bot: ignoring message {seq} from bot {}", sender.user_id);
-            return self.skip(seq);
+            return self.skip(seq, sender.user_id, &cmid);
         }
         let envelope = InboxEnvelope {
             seq,
@@ -265,7 +266,7 @@ impl Runner {
                     sender.device_id,
                     sender.user_id
                 );
-                return self.skip(seq);
+                return self.skip(seq, sender.user_id, &cmid);
             }
         };
         let user_id = sender.user_id;
@@ -285,16 +286,16 @@ impl Runner {
             };
             state::insert_effect(&tx, user_id, effect, recovery.as_ref(), token.as_ref())?;
         }
-        state::set_last_seq(&tx, seq)?;
+        inbound::accept(&tx, seq, user_id, &cmid)?;
         tx.commit()?;
         self.store.ack(self.me, &[seq])?;
         log::debug!("management bot: handled message {seq} from user {user_id}");
         Ok(())
     }
 
-    /// Moves the cursor past an entry that gets no answer, and acknowledges it.
-    fn skip(&mut self, seq: u64) -> RunResult<()> {
-        state::set_last_seq(&self.db, seq)?;
+    /// Accepts an entry that gets no answer (so it is never taken again), and acknowledges it.
+    fn skip(&mut self, seq: u64, sender: u64, client_message_id: &str) -> RunResult<()> {
+        inbound::accept(&self.db, seq, sender, client_message_id)?;
         self.store.ack(self.me, &[seq])?;
         Ok(())
     }

@@ -27,7 +27,16 @@ pub const DB_FILE: &str = "manager.db";
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Every version of `manager.db`, in order (`crate::migrations`); version 1 is frozen.
-pub(crate) const STEPS: &[Step] = &[Step { version: 1, sql: &[MANAGER_V1, e2e::TABLES_V1] }];
+pub(crate) const STEPS: &[Step] = &[
+    Step { version: 1, sql: &[MANAGER_V1, e2e::TABLES_V1] },
+    Step { version: 2, sql: &[e2e::inbound::TABLES_V2, MANAGER_V2] },
+];
+
+/// Step 2: the manager's inbox cursor moves to the one inbound rule of `e2e::inbound`.
+const MANAGER_V2: &str = "
+INSERT OR IGNORE INTO e2e_inbound_cursor (id, seq) SELECT 1, last_seq FROM manager_cursor;
+DROP TABLE manager_cursor;
+";
 
 /// The manager tables as the release before schema versions created them at every open.
 const MANAGER_V1: &str = "
@@ -130,31 +139,14 @@ pub fn save_identity_seed(conn: &Connection, seed: &[u8; 32]) -> rusqlite::Resul
     Ok(())
 }
 
-// ── Cursor ──
-
-pub fn last_seq(conn: &Connection) -> rusqlite::Result<u64> {
-    Ok(conn
-        .query_row("SELECT last_seq FROM manager_cursor WHERE id = 1", [], |r| r.get::<_, i64>(0))
-        .optional()?
-        .map_or(0, |v| v as u64))
-}
-
-pub fn set_last_seq(conn: &Connection, seq: u64) -> rusqlite::Result<()> {
-    conn.execute(
-        "INSERT INTO manager_cursor (id, last_seq) VALUES (1, ?1)
-         ON CONFLICT (id) DO UPDATE SET last_seq = excluded.last_seq",
-        params![seq as i64],
-    )?;
-    Ok(())
-}
-
 /// Forgets everything tied to one platform account (its inbox seqs, users, pending work):
 /// used when the platform database was replaced under a kept `manager.db`.
 pub fn reset_dialog_state(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
-        "DELETE FROM manager_cursor; DELETE FROM manager_scenarios; DELETE FROM manager_effects;
+        "DELETE FROM manager_scenarios; DELETE FROM manager_effects;
          DELETE FROM manager_outbox; DELETE FROM manager_outbox_ciphertexts;",
-    )
+    )?;
+    e2e::inbound::reset(conn)
 }
 
 // ── Scenarios ──
@@ -398,6 +390,15 @@ pub fn outbox_len(conn: &Connection) -> rusqlite::Result<u64> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn step_2_moves_the_manager_cursor_to_the_inbound_rule() {
+        let c = Connection::open_in_memory().expect("db");
+        migrations::migrate(&c, &STEPS[..1]).expect("version 1");
+        c.execute("INSERT INTO manager_cursor (id, last_seq) VALUES (1, 42)", []).expect("old cursor");
+        migrations::migrate(&c, STEPS).expect("version 2");
+        assert_eq!(e2e::inbound::cursor(&c).expect("cursor"), 42);
+    }
+
     fn db() -> (tempfile::TempDir, Connection) {
         let dir = tempfile::tempdir().expect("temp dir");
         let conn = open(dir.path()).expect("open");
@@ -464,9 +465,10 @@ mod tests {
     #[test]
     fn cursor_identity_and_exclusive_open() {
         let (dir, conn) = db();
-        assert_eq!(last_seq(&conn).expect("read"), 0);
-        set_last_seq(&conn, 17).expect("write");
-        assert_eq!(last_seq(&conn).expect("read"), 17);
+        let cursor = |c: &Connection| e2e::inbound::cursor(c).expect("read");
+        assert_eq!(cursor(&conn), 0);
+        e2e::inbound::accept(&conn, 17, 5, "m").expect("write");
+        assert_eq!(cursor(&conn), 17);
         assert_eq!(identity_seed(&conn).expect("read"), None);
         save_identity_seed(&conn, &[4; 32]).expect("write");
         assert_eq!(identity_seed(&conn).expect("read"), Some([4; 32]));
@@ -476,9 +478,9 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(30));
         drop(conn);
         let again = open(dir.path()).expect("free again");
-        assert_eq!(last_seq(&again).expect("read"), 17);
+        assert_eq!(cursor(&again), 17);
         reset_dialog_state(&again).expect("reset");
-        assert_eq!(last_seq(&again).expect("read"), 0);
+        assert_eq!(cursor(&again), 0);
         assert_eq!(identity_seed(&again).expect("read"), Some([4; 32]), "identity survives a reset");
         let mode = {
             use std::os::unix::fs::PermissionsExt;
