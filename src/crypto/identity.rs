@@ -19,6 +19,8 @@ const BOT_IDENTITY_LABEL: &str = "bot-gateway/bot-identity/v1";
 const DEVICE_CERTIFICATE_LABEL: &[u8] = b"bot-gateway/device-certificate/v1\0";
 /// Prefix of a bot device registration statement.
 const BOT_REGISTRATION_LABEL: &[u8] = b"bot-gateway/bot-registration/v1\0";
+/// Domain separation of inline keyboard contexts (see `keyboard_context_statement`).
+const KEYBOARD_CONTEXT_LABEL: &[u8] = b"bot-gateway/keyboard-context/v1\0";
 
 /// An Ed25519 key pair: an account identity key or a device key.
 ///
@@ -125,6 +127,26 @@ pub fn bot_registration_statement(bot_user_id: u64, device_key: &[u8], timestamp
     s.extend_from_slice(device_key);
     s.extend_from_slice(&timestamp.to_be_bytes());
     s
+}
+
+/// What the bot identity key signs to bind an inline keyboard to its message: the label, then
+/// the encoded `e2e.KeyboardContext` exactly as it travels. Any runtime of the bot checks a
+/// press against it with the public identity key (the Bot ID).
+pub fn keyboard_context_statement(context: &[u8]) -> Vec<u8> {
+    let mut s = Vec::with_capacity(KEYBOARD_CONTEXT_LABEL.len() + context.len());
+    s.extend_from_slice(KEYBOARD_CONTEXT_LABEL);
+    s.extend_from_slice(context);
+    s
+}
+
+/// Signs an encoded keyboard context.
+pub fn sign_keyboard_context(identity: &IdentityKeyPair, context: &[u8]) -> [u8; 64] {
+    identity.sign(&keyboard_context_statement(context))
+}
+
+/// Whether `signature` is the bot identity's signature of the encoded keyboard context.
+pub fn verify_keyboard_context(bot_identity_key: &[u8], context: &[u8], signature: &[u8]) -> bool {
+    verify_signature(bot_identity_key, &keyboard_context_statement(context), signature)
 }
 
 #[cfg(test)]
