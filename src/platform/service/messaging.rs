@@ -1,10 +1,10 @@
 //! Messaging: SendMessages (idempotent by client message id, one ciphertext per recipient
-//! device) and Ack. The Inbox stream is `super::super::inbox`.
+//! device), ReserveMessageIds (ids taken before sealing) and Ack. The Inbox stream is `super::super::inbox`.
 
 use super::super::convert::invalid;
 use super::super::error::Result;
 use super::super::inbox::InboxHub;
-use super::super::store::{DeviceAddr, Outgoing, SendOutcome, Store};
+use super::super::store::{DeviceAddr, Outgoing, Reserved, SendOutcome, Store};
 use crate::clock::unix_now;
 use crate::wire::platform::{self as pb, send_result::Status as SendStatus};
 
@@ -73,6 +73,38 @@ pub(super) fn send_messages(
         })
         .collect();
     Ok(pb::SendMessagesResponse { results, ..Default::default() })
+}
+
+pub(super) fn reserve_message_ids(
+    store: &Store,
+    sender: DeviceAddr,
+    req: pb::ReserveMessageIdsRequest,
+) -> Result<pb::ReserveMessageIdsResponse> {
+    if req.reservations.len() > MESSAGES_PER_REQUEST_MAX {
+        return Err(invalid(format!(
+            "{} reservations in one request; the limit is {MESSAGES_PER_REQUEST_MAX}",
+            req.reservations.len()
+        )));
+    }
+    let wanted: Vec<(String, u64)> =
+        req.reservations.into_iter().map(|r| (r.client_message_id, r.recipient_user_id)).collect();
+    let reserved = store.reserve_message_ids(sender, &wanted, unix_now())?;
+    let ids = wanted
+        .into_iter()
+        .zip(reserved)
+        .map(|((client_message_id, _), r)| {
+            let mut id = pb::ReservedMessageId { client_message_id, ..Default::default() };
+            match r {
+                Reserved::Id { message_id, date } => {
+                    id.message_id = message_id;
+                    id.date = date;
+                }
+                Reserved::Refused(error) => id.error = error,
+            }
+            id
+        })
+        .collect();
+    Ok(pb::ReserveMessageIdsResponse { ids, ..Default::default() })
 }
 
 pub(super) fn ack(store: &Store, addr: DeviceAddr, req: pb::AckRequest) -> Result<pb::AckResponse> {

@@ -205,4 +205,15 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
     fn ack(&mut self, ctx: RpcContext, req: pb::AckRequest, sink: UnarySink<pb::AckResponse>) {
         self.unary(&ctx, sink, "Ack", ActiveDevice, |addr| messaging::ack(&self.store, addr, req));
     }
+
+    fn reserve_message_ids(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::ReserveMessageIdsRequest,
+        sink: UnarySink<pb::ReserveMessageIdsResponse>,
+    ) {
+        self.unary(&ctx, sink, "ReserveMessageIds", ActiveDevice, |addr| {
+            messaging::reserve_message_ids(&self.store, addr, req)
+        });
+    }
 }

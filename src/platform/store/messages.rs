@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{
-    AccountStatus, DeviceAddr, InboxEntry, Outgoing, SendBatch, SendOutcome, Store, CIPHERTEXT_MAX,
+    AccountStatus, DeviceAddr, InboxEntry, Outgoing, Reserved, SendBatch, SendOutcome, Store, CIPHERTEXT_MAX,
     CLIENT_MESSAGE_ID_MAX,
 };
 use crate::platform::error::{db_error, Result};
@@ -22,6 +22,15 @@ impl Store {
                 batch.outcomes.push(outcome);
             }
             Ok(batch)
+        })
+    }
+
+    /// Takes the next per-dialog id for each (client message id, recipient) before the message
+    /// exists, so that its content can name it. Idempotent per sender device and client
+    /// message id: a repeat, or a message already sent under that id, answers the same id.
+    pub fn reserve_message_ids(&self, sender: DeviceAddr, wanted: &[(String, u64)], now: i64) -> Result<Vec<Reserved>> {
+        self.write_tx("a reservation", |tx| {
+            wanted.iter().map(|(cmid, recipient)| reserve_one(tx, sender, cmid, *recipient, now)).collect()
         })
     }
 
@@ -44,11 +53,17 @@ impl Store {
         Ok(deleted)
     }
 
-    /// Forgets idempotency records older than `before` (unix seconds); returns how many.
+    /// Forgets idempotency records and reservations older than `before` (unix seconds); returns
+    /// how many.
     pub fn prune_sent_records(&self, before: i64) -> Result<usize> {
-        self.lock()
-            .execute("DELETE FROM sent_messages WHERE date < ?1", params![before])
-            .map_err(db_error("pruning sent-message records"))
+        let conn = self.lock();
+        let mut pruned = 0;
+        for table in ["sent_messages", "reserved_messages"] {
+            pruned += conn
+                .execute(&format!("DELETE FROM {table} WHERE date < ?1"), params![before])
+                .map_err(db_error("pruning sent-message records"))?;
+        }
+        Ok(pruned)
     }
 }
 
@@ -109,6 +124,15 @@ fn send_one(
     if let Some((message_id, date)) = previous {
         return Ok(SendOutcome::Ok { message_id, date, repeat: true });
     }
+    let reserved = reservation(tx, sender, &m.client_message_id)?;
+    if let Some((recipient, ..)) = reserved {
+        if recipient != m.recipient_id {
+            return Ok(SendOutcome::Rejected(format!(
+                "client_message_id {} was reserved for another recipient",
+                m.client_message_id
+            )));
+        }
+    }
 
     let recipient: Option<(bool, String)> = tx
         .prepare_cached("SELECT is_bot, status FROM accounts WHERE id = ?1")
@@ -159,19 +183,11 @@ fn send_one(
         return Ok(SendOutcome::Rejected(format!("user {} has no active devices", m.recipient_id)));
     }
 
-    let (low, high) = if sender.user_id <= m.recipient_id {
-        (sender.user_id, m.recipient_id)
-    } else {
-        (m.recipient_id, sender.user_id)
+    // A reserved message keeps the id and date its content was sealed with.
+    let (message_id, now) = match reserved {
+        Some((_, message_id, date)) => (message_id, date),
+        None => (next_message_id(tx, sender.user_id, m.recipient_id)?, now),
     };
-    let message_id: u64 = tx
-        .prepare_cached(
-            "INSERT INTO dialogs (low, high, last_message_id) VALUES (?1, ?2, 1)
-             ON CONFLICT (low, high) DO UPDATE SET last_message_id = last_message_id + 1
-             RETURNING last_message_id",
-        )
-        .and_then(|mut s| s.query_row(params![low, high], |r| r.get(0)))
-        .map_err(db_error("assigning a message id"))?;
     {
         let mut stmt = tx
             .prepare_cached(
@@ -204,10 +220,103 @@ fn send_one(
     Ok(SendOutcome::Ok { message_id, date: now, repeat: false })
 }
 
+/// The next id of the dialog between two accounts.
+fn next_message_id(tx: &Connection, a: u64, b: u64) -> Result<u64> {
+    let (low, high) = if a <= b { (a, b) } else { (b, a) };
+    tx.prepare_cached(
+        "INSERT INTO dialogs (low, high, last_message_id) VALUES (?1, ?2, 1)
+         ON CONFLICT (low, high) DO UPDATE SET last_message_id = last_message_id + 1
+         RETURNING last_message_id",
+    )
+    .and_then(|mut s| s.query_row(params![low, high], |r| r.get(0)))
+    .map_err(db_error("assigning a message id"))
+}
+
+/// A reservation of this sender device: (recipient, message id, date).
+fn reservation(tx: &Connection, sender: DeviceAddr, client_message_id: &str) -> Result<Option<(u64, u64, i64)>> {
+    tx.prepare_cached(
+        "SELECT recipient_id, message_id, date FROM reserved_messages
+         WHERE sender_id = ?1 AND sender_device = ?2 AND client_message_id = ?3",
+    )
+    .and_then(|mut s| {
+        s.query_row(params![sender.user_id, sender.device_id, client_message_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()
+    })
+    .map_err(db_error("looking up a reservation"))
+}
+
+fn reserve_one(tx: &Connection, sender: DeviceAddr, cmid: &str, recipient: u64, now: i64) -> Result<Reserved> {
+    if cmid.is_empty() || cmid.len() > CLIENT_MESSAGE_ID_MAX {
+        return Ok(Reserved::Refused(format!("client_message_id must be 1 to {CLIENT_MESSAGE_ID_MAX} bytes, got {}", cmid.len())));
+    }
+    let sent: Option<(u64, i64)> = tx
+        .prepare_cached(
+            "SELECT message_id, date FROM sent_messages WHERE sender_id = ?1 AND sender_device = ?2 AND client_message_id = ?3",
+        )
+        .and_then(|mut s| s.query_row(params![sender.user_id, sender.device_id, cmid], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+        .map_err(db_error("looking up a sent message"))?;
+    if let Some((message_id, date)) = sent {
+        return Ok(Reserved::Id { message_id, date });
+    }
+    if let Some((for_recipient, message_id, date)) = reservation(tx, sender, cmid)? {
+        return Ok(if for_recipient == recipient {
+            Reserved::Id { message_id, date }
+        } else {
+            Reserved::Refused(format!("client_message_id {cmid} was reserved for another recipient"))
+        });
+    }
+    let known: bool = tx
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM accounts WHERE id = ?1)")
+        .and_then(|mut s| s.query_row(params![recipient], |r| r.get(0)))
+        .map_err(db_error("looking up a recipient"))?;
+    if !known {
+        return Ok(Reserved::Refused(format!("no user with id {recipient}")));
+    }
+    let message_id = next_message_id(tx, sender.user_id, recipient)?;
+    tx.prepare_cached(
+        "INSERT INTO reserved_messages (sender_id, sender_device, client_message_id, recipient_id, message_id, date)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut s| s.execute(params![sender.user_id, sender.device_id, cmid, recipient, message_id, now]))
+    .map_err(db_error("recording a reservation"))?;
+    Ok(Reserved::Id { message_id, date: now })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::platform::store::tests::{device, msg, store, user};
+
+    /// A reserved id is what the message gets when it is sent, whenever that is; reserving
+    /// again answers the same id, and other messages take the ids after it.
+    #[test]
+    fn reserved_ids_are_kept_by_the_send_and_reservations_are_idempotent() {
+        let (_d, store) = store();
+        let alice = user(&store, "alice", 0);
+        let bob = user(&store, "bob", 0);
+        let carol = user(&store, "carol", 0);
+        let r = store.reserve_message_ids(alice, &[("k1".into(), bob.user_id), ("k2".into(), 999_999)], 40).expect("reserve");
+        assert_eq!(r[0], Reserved::Id { message_id: 1, date: 40 });
+        assert!(matches!(&r[1], Reserved::Refused(e) if e.contains("no user")), "{r:?}");
+        let again = store.reserve_message_ids(alice, &[("k1".into(), bob.user_id)], 45).expect("again");
+        assert_eq!(again, vec![Reserved::Id { message_id: 1, date: 40 }]);
+        let other = store.reserve_message_ids(alice, &[("k1".into(), carol.user_id)], 45).expect("other recipient");
+        assert!(matches!(&other[0], Reserved::Refused(e) if e.contains("another recipient")), "{other:?}");
+
+        let batch = store.send_messages(alice, &[msg("m", bob.user_id, &[1]), msg("k1", bob.user_id, &[1])], 50).expect("send");
+        assert_eq!(
+            batch.outcomes,
+            vec![
+                SendOutcome::Ok { message_id: 2, date: 50, repeat: false },
+                SendOutcome::Ok { message_id: 1, date: 40, repeat: false },
+            ]
+        );
+        let after = store.reserve_message_ids(alice, &[("k1".into(), bob.user_id)], 60).expect("after the send");
+        assert_eq!(after, vec![Reserved::Id { message_id: 1, date: 40 }]);
+        let wrong = store.send_messages(alice, &[msg("k1", carol.user_id, &[1])], 70).expect("send");
+        assert_eq!(wrong.outcomes, vec![SendOutcome::Ok { message_id: 1, date: 40, repeat: true }], "a repeat answers first");
+        assert_eq!(store.prune_sent_records(100).expect("prune"), 3, "two records and the used reservation");
+    }
 
     #[test]
     fn send_is_idempotent_and_ids_are_per_dialog() {

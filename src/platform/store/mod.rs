@@ -32,7 +32,26 @@ pub const DB_FILE: &str = "platform.db";
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Every version of `platform.db`, in order (`crate::migrations`). The release before this list
 /// already marked its files version 1; version 1 is frozen.
-pub(crate) const STEPS: &[Step] = &[Step { version: 1, sql: &[SCHEMA_V1] }];
+pub(crate) const STEPS: &[Step] = &[
+    Step { version: 1, sql: &[SCHEMA_V1] },
+    Step { version: 2, sql: &[RESERVATIONS_V2] },
+];
+
+/// Step 2: message ids reserved before sealing (`Store::reserve_message_ids`). A row lives
+/// until its message is sent (then `sent_messages` answers repeats) or it is pruned with the
+/// idempotency records.
+const RESERVATIONS_V2: &str = "
+CREATE TABLE reserved_messages (
+    sender_id          INTEGER NOT NULL,
+    sender_device      INTEGER NOT NULL,
+    client_message_id  TEXT NOT NULL,
+    recipient_id       INTEGER NOT NULL,
+    message_id         INTEGER NOT NULL,
+    date               INTEGER NOT NULL,
+    PRIMARY KEY (sender_id, sender_device, client_message_id)
+) WITHOUT ROWID;
+CREATE INDEX reserved_by_date ON reserved_messages (date);
+";
 
 const SCHEMA_V1: &str = "
 CREATE TABLE IF NOT EXISTS accounts (
@@ -213,6 +232,13 @@ pub enum SendOutcome {
     },
     UnknownRecipient,
     Rejected(String),
+}
+
+/// The outcome of reserving one message id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reserved {
+    Id { message_id: u64, date: i64 },
+    Refused(String),
 }
 
 /// The outcomes of one send request, and the devices whose inbox received entries.
