@@ -16,11 +16,13 @@ use rusqlite::Connection;
 use super::botapi::types::UserView;
 use super::runtime::{unix_now, BotShared};
 use super::store::{chats, Result as StoreResult, StoreError};
+use super::keyboard;
 use super::updates;
 use crate::backoff::Backoff;
 use crate::wire::rpc::is_unauthenticated;
 use crate::crypto;
 use crate::e2e::{self, inbound};
+use crate::wire::e2e::content::Body;
 use crate::wire::platform::{AckRequest, InboxEnvelope, InboxRequest, UploadPrekeysRequest, VerifyCredentialRequest};
 
 /// Envelopes buffered between the stream and the decrypting thread; when full the stream
@@ -151,10 +153,11 @@ fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>) -> Option<Vec<Res
             return None;
         }
         let (envelopes, name, me) = (batch.clone(), shared.username.clone(), shared.me());
+        let identity_key = shared.identity.public_key();
         let result = shared.store.write(move |c| {
             let mut outcomes = Vec::with_capacity(envelopes.len());
             for env in &envelopes {
-                outcomes.push(import_one(c, env, &me, &name)?);
+                outcomes.push(import_one(c, env, &me, &identity_key, &name)?);
             }
             Ok(outcomes)
         });
@@ -174,9 +177,15 @@ fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>) -> Option<Vec<Res
 /// Imports one envelope inside its own savepoint. A failure of the envelope (undecryptable,
 /// malformed, refused) rolls back only this envelope, which is then acknowledged and dropped
 /// with a warning (`Ok(Err(..))`); a failure of the storage fails the whole batch (`Err`).
-fn import_one(c: &Connection, env: &InboxEnvelope, me: &UserView, bot_name: &str) -> StoreResult<Result<(), String>> {
+fn import_one(
+    c: &Connection,
+    env: &InboxEnvelope,
+    me: &UserView,
+    identity_key: &[u8; 32],
+    bot_name: &str,
+) -> StoreResult<Result<(), String>> {
     c.execute_batch("SAVEPOINT envelope")?;
-    let r = import_inner(c, env, me);
+    let r = import_inner(c, env, me, identity_key);
     let end = match &r {
         Ok(()) => "RELEASE envelope",
         Err(_) => "ROLLBACK TO envelope; RELEASE envelope",
@@ -209,7 +218,7 @@ fn is_storage_failure(e: &StoreError) -> bool {
     !matches!(db, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
 }
 
-fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult<()> {
+fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key: &[u8; 32]) -> StoreResult<()> {
     let bot_id = me.id as u64;
     if inbound::is_repeat(c, env.seq, env.sender_user_id, &env.client_message_id)? {
         log::debug!("skipping repeated envelope seq {}", env.seq);
@@ -231,18 +240,48 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResu
         },
     };
     chats::upsert_private_chat(c, &chat, unix_now())?;
-    let entry = chats::HistoryEntry {
-        chat_id: env.sender_user_id as i64,
-        message_id: env.message_id as i64,
-        from_bot: false,
-        sender_id: env.sender_user_id as i64,
-        date: env.date,
-        content,
-    };
-    chats::record(c, &entry)?;
-    updates::enqueue_message(c, me, &chat, &entry)
+    match &content.body {
+        Some(Body::Text(_)) => {
+            let entry = chats::HistoryEntry {
+                chat_id: env.sender_user_id as i64,
+                message_id: env.message_id as i64,
+                from_bot: false,
+                sender_id: env.sender_user_id as i64,
+                date: env.date,
+                content,
+                edit_date: 0,
+            };
+            chats::record(c, &entry)?;
+            updates::enqueue_message(c, me, &chat, &entry)
+        }
+        Some(Body::Press(press)) => {
+            let context = keyboard::check_press(identity_key, bot_id, env.sender_user_id, press)
+                .map_err(|refused| StoreError::Refused(refused.to_string()))?;
+            updates::enqueue_callback_query(c, me, &chat, press, context, env.date)
+        }
+        Some(Body::Reaction(reaction)) => updates::enqueue_reaction(c, &chat, reaction, env.date),
+        // What else a user may send (their own edits, deletions, chat actions) has no update
+        // in this profile.
+        other => {
+            log::debug!("ignoring a {} from user {}", content_kind(other.as_ref()), env.sender_user_id);
+            Ok(())
+        }
+    }
 }
 
+/// A content kind's name for logs (never its text).
+fn content_kind(body: Option<&Body>) -> &'static str {
+    match body {
+        None => "content of an unknown kind",
+        Some(Body::Text(_)) => "message",
+        Some(Body::Edit(_)) => "edit",
+        Some(Body::Delete(_)) => "deletion",
+        Some(Body::Press(_)) => "button press",
+        Some(Body::CallbackAnswer(_)) => "callback answer",
+        Some(Body::Reaction(_)) => "reaction",
+        Some(Body::ChatAction(_)) => "chat action",
+    }
+}
 
 /// Tops the platform's stock of this device's one-time prekeys back up.
 pub fn replenish_prekeys(shared: &BotShared) -> Result<(), String> {

@@ -7,6 +7,7 @@ pub mod api;
 pub mod botapi;
 pub mod config;
 pub mod inbox;
+pub mod keyboard;
 pub mod outbox;
 pub mod registration;
 pub mod runtime;

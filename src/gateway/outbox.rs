@@ -17,10 +17,12 @@ use super::store::{chats, outbox, Store, StoreError};
 use crate::backoff::Backoff;
 use crate::crypto;
 use crate::e2e;
-use crate::wire::e2e::Content;
+use super::keyboard;
+use crate::crypto::IdentityKeyPair;
+use crate::wire::e2e::{content::Body, Content};
 use crate::wire::platform::{
-    send_result::Status as SendStatus, GetPrekeyBundlesRequest, GetPrekeyBundlesResponse, OutgoingMessage,
-    SendMessagesRequest, SendResult,
+    send_result::Status as SendStatus, GetPrekeyBundlesRequest, GetPrekeyBundlesResponse, MessageIdReservation,
+    OutgoingMessage, ReserveMessageIdsRequest, SendMessagesRequest, SendResult,
 };
 
 /// Messages sent in one SendMessages call (one gRPC round trip for many messages).
@@ -124,7 +126,13 @@ fn send_pending(shared: &BotShared) -> Result<bool, SendError> {
         return Ok(false);
     }
     let fetched = bundles_of_new_recipients(shared, &entries)?;
-    let batch = seal_batch(&shared.store, entries, fetched, &shared.username)?;
+    let (ids, refused) = reserve_ids(shared, &entries)?;
+    let entries = give_up_refused(shared, entries, refused)?;
+    if entries.is_empty() {
+        return Ok(true);
+    }
+    let signer = Signer { identity: &shared.identity, bot_user_id: shared.compat_user_id, ids };
+    let batch = seal_batch(&shared.store, entries, fetched, &signer, &shared.username)?;
     let mut req = SendMessagesRequest::new();
     req.messages = batch.iter().map(|(_, m)| m.clone()).collect();
     let resp = match shared.platform.client.send_messages(&req, shared.platform.opt()) {
@@ -174,6 +182,65 @@ fn send_pending(shared: &BotShared) -> Result<bool, SendError> {
     }
 }
 
+/// Message ids reserved for the entries whose keyboards must be signed before sealing, by
+/// client message id: (message id, date).
+type Reservations = BTreeMap<String, (u64, i64)>;
+
+/// What signs the keyboards of a batch (`keyboard::attach_context`) inside the seal job.
+struct Signer<'a> {
+    identity: &'a IdentityKeyPair,
+    bot_user_id: u64,
+    ids: Reservations,
+}
+
+/// Reserves the message ids of the unsealed entries whose keyboard needs its signed context
+/// (one ReserveMessageIds call per batch, none when no entry has buttons). A repeat after a
+/// failed seal answers the same ids.
+fn reserve_ids(shared: &BotShared, entries: &[outbox::OutboxEntry]) -> Result<(Reservations, Vec<(String, String)>), SendError> {
+    let mut req = ReserveMessageIdsRequest::new();
+    for e in entries.iter().filter(|e| e.sealed.is_none() && keyboard::needs_context(&e.content)) {
+        let mut r = MessageIdReservation::new();
+        r.client_message_id = e.client_message_id.clone();
+        r.recipient_user_id = e.chat_id as u64;
+        req.reservations.push(r);
+    }
+    if req.reservations.is_empty() {
+        return Ok((Reservations::new(), Vec::new()));
+    }
+    let resp = shared
+        .platform
+        .client
+        .reserve_message_ids(&req, shared.platform.opt())
+        .map_err(|e| SendError::Platform(format!("reserving message ids: {e}")))?;
+    let (ok, refused): (Vec<_>, Vec<_>) = resp.ids.into_iter().partition(|r| r.message_id != 0);
+    Ok((
+        ok.into_iter().map(|r| (r.client_message_id, (r.message_id, r.date))).collect(),
+        refused.into_iter().map(|r| (r.client_message_id, r.error)).collect(),
+    ))
+}
+
+/// Ends the entries whose reservation the platform refused (an unknown recipient), as a
+/// refused send would, and returns the others.
+fn give_up_refused(
+    shared: &BotShared,
+    entries: Vec<outbox::OutboxEntry>,
+    refused: Vec<(String, String)>,
+) -> Result<Vec<outbox::OutboxEntry>, SendError> {
+    if refused.is_empty() {
+        return Ok(entries);
+    }
+    let (gone, kept): (Vec<_>, Vec<_>) =
+        entries.into_iter().partition(|e| refused.iter().any(|(cmid, _)| *cmid == e.client_message_id));
+    let ids: Vec<i64> = gone.iter().map(|e| e.id).collect();
+    shared.store.write(move |c| ids.iter().try_for_each(|id| outbox::remove(c, *id)))?;
+    for e in gone {
+        let why = refused.iter().find(|(cmid, _)| *cmid == e.client_message_id).map(|(_, w)| w.as_str()).unwrap_or("");
+        log::warn!("bot @{}: outbox message {} dropped: the platform refused its id: {why}", shared.username, e.id);
+        shared.outbox.finish(e.id, Err(ApiError::bad_request(format!("the platform rejected the message: {why}"))));
+    }
+    Ok(kept)
+}
+
 /// One message of a batch with the platform's answer to it.
 struct Answered {
     entry: outbox::OutboxEntry,
@@ -200,20 +267,34 @@ fn seal_batch(
     store: &Store,
     entries: Vec<outbox::OutboxEntry>,
     fetched: Vec<GetPrekeyBundlesResponse>,
+    signer: &Signer<'_>,
     bot: &str,
 ) -> Result<Vec<(outbox::OutboxEntry, OutgoingMessage)>, StoreError> {
     if let Some(all) = entries.iter().map(|e| e.sealed.clone()).collect::<Option<Vec<_>>>() {
         return Ok(entries.into_iter().zip(all).collect());
     }
     let bot = bot.to_string();
+    let (identity, bot_user_id, ids) = (signer.identity.clone(), signer.bot_user_id, signer.ids.clone());
     store.write(move |c| {
         start_sessions(c, &fetched, &bot)?;
         let mut batch = Vec::with_capacity(entries.len());
-        for entry in entries {
+        for mut entry in entries {
             let sealed = match &entry.sealed {
                 Some(m) => m.clone(),
                 None => {
                     let peer = entry.chat_id as u64;
+                    if keyboard::needs_context(&entry.content) {
+                        // Signed once, with the reserved id; the signed content is what the
+                        // history keeps.
+                        let Some(&(message_id, date)) = ids.get(&entry.client_message_id) else {
+                            return Err(StoreError::Corrupt(format!(
+                                "outbox {}: no message id reserved for its keyboard",
+                                entry.id
+                            )));
+                        };
+                        keyboard::attach_context(&identity, bot_user_id, peer, message_id, date, &mut entry.content);
+                        outbox::set_content(c, entry.id, &entry.content)?;
+                    }
                     let mut m = OutgoingMessage::new();
                     m.client_message_id = entry.client_message_id.clone();
                     m.recipient_user_id = peer;
@@ -273,17 +354,7 @@ fn record_answer(
         SendStatus::OK => {
             let sent = Sent { message_id: result.message_id as i64, date: result.date };
             outbox::remove(c, entry.id)?;
-            chats::record(
-                c,
-                &chats::HistoryEntry {
-                    chat_id: entry.chat_id,
-                    message_id: sent.message_id,
-                    from_bot: true,
-                    sender_id: bot_user_id as i64,
-                    date: sent.date,
-                    content: entry.content.clone(),
-                },
-            )?;
+            record_in_history(c, bot_user_id, entry, &sent)?;
             Ok(Outcome::Finished(Ok(sent)))
         }
         SendStatus::STALE_DEVICES if entry.attempts >= MAX_DEVICE_REFRESHES => {
@@ -301,6 +372,31 @@ fn record_answer(
         SendStatus::REJECTED => {
             give_up(ApiError::bad_request(format!("the platform rejected the message: {}", result.error)))
         }
+    }
+}
+
+/// What an acknowledged content does to the history: a message enters it, an edit replaces
+/// the message it names, a deletion removes it; the other kinds (presses, answers, reactions,
+/// chat actions) take no place in it.
+fn record_in_history(c: &Connection, bot_user_id: u64, entry: &outbox::OutboxEntry, sent: &Sent) -> Result<(), StoreError> {
+    match &entry.content.body {
+        Some(Body::Text(_)) => chats::record(
+            c,
+            &chats::HistoryEntry {
+                chat_id: entry.chat_id,
+                message_id: sent.message_id,
+                from_bot: true,
+                sender_id: bot_user_id as i64,
+                date: sent.date,
+                content: entry.content.clone(),
+                edit_date: 0,
+            },
+        ),
+        Some(Body::Edit(edit)) => {
+            chats::apply_edit(c, entry.chat_id, edit.message_id as i64, &edit.content, edit.edit_date).map(|_| ())
+        }
+        Some(Body::Delete(d)) => chats::forget(c, entry.chat_id, d.message_id as i64),
+        _ => Ok(()),
     }
 }
 
@@ -454,7 +550,9 @@ mod tests {
         assert_eq!(entries.len(), SEND_BATCH);
 
         let commits = bot.notifier().commits();
-        let batch = seal_batch(&bot, entries, vec![bundles(PEER, &peer_account, &peer_keys)], "bot").expect("seal");
+        let identity = IdentityKeyPair::generate();
+        let signer = Signer { identity: &identity, bot_user_id: BOT, ids: Reservations::new() };
+        let batch = seal_batch(&bot, entries, vec![bundles(PEER, &peer_account, &peer_keys)], &signer, "bot").expect("seal");
         assert_eq!(bot.notifier().commits(), commits + 1, "one commit seals the whole batch");
         // Committed before anything is sent: what a retry or a restart sends.
         let stored = bot.read(|c| outbox::pending(c, SEND_BATCH)).expect("pending");
@@ -464,7 +562,7 @@ mod tests {
             assert_eq!((sealed.recipient_user_id, sealed.ciphertexts.len()), (PEER, 1));
         }
         // A retry resends exactly those bytes and writes nothing.
-        let retry = seal_batch(&bot, stored, Vec::new(), "bot").expect("retry");
+        let retry = seal_batch(&bot, stored, Vec::new(), &signer, "bot").expect("retry");
         assert_eq!(bot.notifier().commits(), commits + 1, "nothing is sealed twice");
         assert!(retry.iter().zip(&batch).all(|((_, again), (_, first))| again == first));
         // The recipient opens them all, in order; the first one starts the session.

@@ -26,6 +26,9 @@ pub struct BotShared {
     pub username: String,
     pub first_name: String,
     token: String,
+    /// The bot identity: signs inline keyboard contexts; its public key (the Bot ID) checks
+    /// presses.
+    pub identity: crate::crypto::IdentityKeyPair,
     pub store: Store,
     pub platform: Platform,
     pub status: Status,
@@ -149,6 +152,7 @@ impl BotShared {
             username: bot.username.clone(),
             first_name: bot.first_name.clone(),
             token: bot.token.clone(),
+            identity: bot.identity(),
             store,
             platform,
             status: Status::default(),

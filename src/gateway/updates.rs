@@ -12,9 +12,14 @@ use rusqlite::Connection;
 use serde_json::Value;
 
 use super::botapi::text::entities::command_entities;
-use super::botapi::types::{self, ChatView, MessageView, UserView, UPDATE_KINDS};
-use super::store::{chats, queue, Result as StoreResult};
+use super::botapi::types::{self, ButtonView, ChatView, ForwardOriginView, MessageView, ReactionView, UserView, UPDATE_KINDS};
+use super::store::{chats, queue, Result as StoreResult, StoreError};
 use crate::wire::e2e::content::Body;
+use crate::wire::e2e::reaction_type::Kind as ReactionKind;
+use crate::wire::e2e::{CallbackPress, Content, KeyboardContext, Reaction};
+
+/// Longest `press_id` accepted from a user's client (it becomes part of a callback query id).
+const PRESS_ID_MAX: usize = 64;
 
 /// Every update type of the Bot API. `allowed_updates` may name any of them (aiogram sends the
 /// types its handlers cover, such as `edited_message`); only [`UPDATE_KINDS`] are ever
@@ -89,16 +94,7 @@ pub fn history_view(
     entry: &chats::HistoryEntry,
     nest: bool,
 ) -> StoreResult<MessageView> {
-    let from = if entry.from_bot {
-        me.clone()
-    } else {
-        UserView {
-            id: chat.user_id as i64,
-            is_bot: false,
-            first_name: chat.first_name.clone(),
-            username: non_empty(&chat.username),
-        }
-    };
+    let from = if entry.from_bot { me.clone() } else { chat_user(chat) };
     let (text, entities) = match &entry.content.body {
         Some(Body::Text(t)) => {
             // PTB and telegraf route commands by a bot_command entity (SDK-COMPAT §8.9).
@@ -126,7 +122,128 @@ pub fn history_view(
         text,
         entities,
         reply_to_message,
+        edit_date: (entry.edit_date != 0).then_some(entry.edit_date),
+        forward_origin: forward_origin_view(&entry.content),
+        reply_markup: keyboard_view(&entry.content),
     })
+}
+
+/// The buttons of a message content.
+pub fn keyboard_view(content: &Content) -> Vec<Vec<ButtonView>> {
+    content
+        .keyboard
+        .rows
+        .iter()
+        .map(|row| {
+            row.buttons.iter().map(|b| ButtonView { text: b.text.clone(), callback_data: b.callback_data.clone() }).collect()
+        })
+        .filter(|row: &Vec<ButtonView>| !row.is_empty())
+        .collect()
+}
+
+fn forward_origin_view(content: &Content) -> Option<ForwardOriginView> {
+    let o = content.forward_origin.as_ref()?;
+    Some(ForwardOriginView {
+        sender_user: UserView {
+            id: o.sender_user_id as i64,
+            is_bot: o.sender_is_bot,
+            first_name: o.sender_first_name.clone(),
+            username: non_empty(&o.sender_username),
+        },
+        date: o.date,
+    })
+}
+
+/// The user of a private chat as a Bot API User.
+fn chat_user(chat: &chats::PrivateChat) -> UserView {
+    UserView {
+        id: chat.user_id as i64,
+        is_bot: false,
+        first_name: chat.first_name.clone(),
+        username: non_empty(&chat.username),
+    }
+}
+
+/// Queues a `callback_query` for a press whose context `keyboard::check_press` accepted. The
+/// pressed message is the one in the history (as last edited) or, on a runtime that never saw
+/// it, the signed context's, which then enters this runtime's history so that it can edit it.
+/// The press is remembered for answerCallbackQuery; a press seen before makes no second update.
+pub fn enqueue_callback_query(
+    c: &Connection,
+    me: &UserView,
+    chat: &chats::PrivateChat,
+    press: &CallbackPress,
+    context: KeyboardContext,
+    now: i64,
+) -> StoreResult<()> {
+    let press_id = press.press_id.as_str();
+    if press_id.is_empty() || press_id.len() > PRESS_ID_MAX || !press_id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(StoreError::Refused(format!("press id must be 1 to {PRESS_ID_MAX} letters and digits")));
+    }
+    let chat_id = chat.user_id as i64;
+    let message_id = context.message_id as i64;
+    let entry = match chats::lookup(c, chat_id, message_id)? {
+        Some(entry) => entry,
+        None => {
+            let entry = chats::HistoryEntry {
+                chat_id,
+                message_id,
+                from_bot: true,
+                sender_id: me.id,
+                date: context.date,
+                content: context.message.unwrap_or_default(),
+                edit_date: 0,
+            };
+            chats::record(c, &entry)?;
+            entry
+        }
+    };
+    let id = format!("{chat_id}_{press_id}");
+    let fresh = chats::remember_callback(
+        c,
+        &chats::Callback { id: id.clone(), chat_id, press_id: press_id.to_string(), answered: false },
+        now,
+    )?;
+    if !fresh || !admits(c, "callback_query")? {
+        return Ok(());
+    }
+    let message = history_view(c, me, chat, &entry, true)?;
+    let query = types::callback_query_json(&id, &chat_user(chat), &message, &chat_id.to_string(), &press.callback_data);
+    queue::enqueue(c, "callback_query", &query)?;
+    Ok(())
+}
+
+/// Records a user's reaction and queues a `message_reaction` update (only when the filter
+/// names it: it is not in the default set) with the previous reaction as `old_reaction`.
+pub fn enqueue_reaction(c: &Connection, chat: &chats::PrivateChat, reaction: &Reaction, date: i64) -> StoreResult<()> {
+    let (chat_id, message_id, user_id) = (chat.user_id as i64, reaction.message_id as i64, chat.user_id as i64);
+    let old = chats::reaction(c, chat_id, message_id, user_id)?;
+    chats::set_reaction(c, chat_id, message_id, user_id, reaction)?;
+    if !admits(c, "message_reaction")? {
+        return Ok(());
+    }
+    let update = types::message_reaction_json(
+        &private_chat_view(chat),
+        message_id,
+        &chat_user(chat),
+        date,
+        &reaction_views(&old),
+        &reaction_views(reaction),
+    );
+    queue::enqueue(c, "message_reaction", &update)?;
+    Ok(())
+}
+
+pub fn reaction_views(r: &Reaction) -> Vec<ReactionView> {
+    r.reactions
+        .iter()
+        .filter_map(|t| match &t.kind {
+            Some(ReactionKind::Emoji(e)) => Some(ReactionView::Emoji(e.clone())),
+            Some(ReactionKind::CustomEmojiId(id)) => Some(ReactionView::CustomEmoji(id.clone())),
+            Some(ReactionKind::Paid(_)) => Some(ReactionView::Paid),
+            None => None,
+        })
+        .collect()
 }
 
 pub fn private_chat_view(chat: &chats::PrivateChat) -> ChatView {

@@ -6,6 +6,7 @@
 //! the methods.
 
 pub mod error;
+pub mod markup;
 pub mod params;
 pub(crate) mod text;
 pub mod types;

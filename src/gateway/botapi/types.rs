@@ -79,6 +79,34 @@ pub struct MessageView {
     pub entities: Vec<Entity>,
     /// Serialised one level deep only (SPEC "Reply snapshots nest one level only").
     pub reply_to_message: Option<Box<MessageView>>,
+    /// When the bot last edited the message; `None` when never.
+    pub edit_date: Option<i64>,
+    /// Set on a forwarded message: who wrote the original, and when.
+    pub forward_origin: Option<ForwardOriginView>,
+    /// The inline keyboard: rows of callback buttons.
+    pub reply_markup: Vec<Vec<ButtonView>>,
+}
+
+/// A callback button (the only kind this profile supports).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ButtonView {
+    pub text: String,
+    pub callback_data: String,
+}
+
+/// MessageOriginUser: the original's sender and date.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForwardOriginView {
+    pub sender_user: UserView,
+    pub date: i64,
+}
+
+/// A Bot API ReactionType.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReactionView {
+    Emoji(String),
+    CustomEmoji(String),
+    Paid,
 }
 
 // ── JSON builders ──
@@ -133,13 +161,74 @@ fn message_json_at(msg: &MessageView, nest: bool) -> Value {
             o.insert("reply_to_message".into(), message_json_at(reply, false));
         }
     }
+    if let Some(origin) = &msg.forward_origin {
+        o.insert(
+            "forward_origin".into(),
+            json!({"type": "user", "date": origin.date, "sender_user": user_json(&origin.sender_user)}),
+        );
+    }
+    if let Some(edit_date) = msg.edit_date {
+        o.insert("edit_date".into(), json!(edit_date));
+    }
     if let Some(text) = &msg.text {
         o.insert("text".into(), json!(text));
         if !msg.entities.is_empty() {
             o.insert("entities".into(), entities_to_json(&msg.entities));
         }
     }
+    if !msg.reply_markup.is_empty() {
+        o.insert("reply_markup".into(), inline_keyboard_json(&msg.reply_markup));
+    }
     Value::Object(o)
+}
+
+/// InlineKeyboardMarkup JSON: `{"inline_keyboard": [[{"text", "callback_data"}]]}`.
+pub fn inline_keyboard_json(rows: &[Vec<ButtonView>]) -> Value {
+    let rows: Vec<Value> = rows
+        .iter()
+        .map(|row| row.iter().map(|b| json!({"text": b.text, "callback_data": b.callback_data})).collect())
+        .collect();
+    json!({ "inline_keyboard": rows })
+}
+
+/// CallbackQuery JSON: `id`, `from`, `message`, `chat_instance`, `data` (SDK-TYPES §1).
+pub fn callback_query_json(id: &str, from: &UserView, message: &MessageView, chat_instance: &str, data: &str) -> Value {
+    json!({
+        "id": id,
+        "from": user_json(from),
+        "message": message_json(message),
+        "chat_instance": chat_instance,
+        "data": data,
+    })
+}
+
+/// ReactionType JSON (`emoji`, `custom_emoji`, `paid`: the only types aiogram accepts).
+pub fn reaction_json(r: &ReactionView) -> Value {
+    match r {
+        ReactionView::Emoji(e) => json!({"type": "emoji", "emoji": e}),
+        ReactionView::CustomEmoji(id) => json!({"type": "custom_emoji", "custom_emoji_id": id}),
+        ReactionView::Paid => json!({"type": "paid"}),
+    }
+}
+
+/// MessageReactionUpdated JSON: `chat`, `message_id`, `user`, `date`, `old_reaction`,
+/// `new_reaction` (SDK-TYPES §1).
+pub fn message_reaction_json(
+    chat: &ChatView,
+    message_id: i64,
+    user: &UserView,
+    date: i64,
+    old: &[ReactionView],
+    new: &[ReactionView],
+) -> Value {
+    json!({
+        "chat": chat_json(chat),
+        "message_id": message_id,
+        "user": user_json(user),
+        "date": date,
+        "old_reaction": old.iter().map(reaction_json).collect::<Vec<_>>(),
+        "new_reaction": new.iter().map(reaction_json).collect::<Vec<_>>(),
+    })
 }
 
 /// `{"update_id": N, "<kind>": payload}`: exactly one payload key (SDK-COMPAT §6 "Update").
@@ -213,6 +302,9 @@ mod tests {
             text: text.map(str::to_string),
             entities: Vec::new(),
             reply_to_message: None,
+            edit_date: None,
+            forward_origin: None,
+            reply_markup: Vec::new(),
         }
     }
 
@@ -255,9 +347,37 @@ mod tests {
 
         let bare = message_json(&msg(3, None));
         assert_eq!(find_null(&bare, "$"), None);
-        for key in ["text", "entities", "reply_to_message"] {
+        for key in ["text", "entities", "reply_to_message", "edit_date", "forward_origin", "reply_markup"] {
             assert!(bare.get(key).is_none(), "{key} present in {bare}");
         }
+    }
+
+    #[test]
+    fn keyboards_origins_and_edits_have_the_sdk_shapes() {
+        let mut m = msg(4, Some("menu"));
+        m.edit_date = Some(1_700_000_100);
+        m.reply_markup = vec![vec![ButtonView { text: "A".into(), callback_data: "a".into() }]];
+        m.forward_origin = Some(ForwardOriginView { sender_user: alice(), date: 1_600_000_000 });
+        let v = message_json(&m);
+        assert_eq!(find_null(&v, "$"), None);
+        assert_eq!(v["edit_date"], 1_700_000_100);
+        assert_eq!(v["reply_markup"], json!({"inline_keyboard": [[{"text": "A", "callback_data": "a"}]]}));
+        assert_eq!(
+            v["forward_origin"],
+            json!({"type": "user", "date": 1_600_000_000, "sender_user": {"id": 42, "is_bot": false, "first_name": "Alice"}})
+        );
+        let q = callback_query_json("42_ab", &alice(), &m, "42", "a");
+        for key in ["id", "from", "message", "chat_instance", "data"] {
+            assert!(q.get(key).is_some(), "{key} missing in {q}");
+        }
+        let r = message_reaction_json(&chat(), 4, &alice(), 5, &[], &[ReactionView::Emoji("👍".into())]);
+        assert_eq!(r["old_reaction"], json!([]));
+        assert_eq!(r["new_reaction"], json!([{"type": "emoji", "emoji": "👍"}]));
+        assert_eq!(reaction_json(&ReactionView::Paid), json!({"type": "paid"}));
+        assert_eq!(
+            reaction_json(&ReactionView::CustomEmoji("5".into())),
+            json!({"type": "custom_emoji", "custom_emoji_id": "5"})
+        );
     }
 
     #[test]

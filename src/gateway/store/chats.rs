@@ -1,13 +1,18 @@
-//! Private chats that produced an update, and the message history the bot may refer to.
+//! Private chats that produced an update, the message history the bot may refer to (reply,
+//! edit, delete, forward, copy, react), the callback presses awaiting an answer, and the
+//! reactions in those chats.
 
 use protobuf::Message as _;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::Result;
-use crate::wire::e2e::Content;
+use crate::wire::e2e::{Content, Reaction};
 
-/// How many messages the history keeps per bot; older ones can no longer be replied to.
+/// How many messages the history keeps per bot (the spec's 2048 is a floor); older ones can no
+/// longer be replied to, edited, deleted, forwarded, copied or reacted to.
 pub const HISTORY_LIMIT: i64 = 10_000;
+/// How many callback presses are remembered for answerCallbackQuery.
+pub const CALLBACK_LIMIT: i64 = 10_000;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrivateChat {
@@ -45,14 +50,16 @@ pub struct HistoryEntry {
     pub sender_id: i64,
     pub date: i64,
     pub content: Content,
+    /// When the bot last edited it; 0 when never.
+    pub edit_date: i64,
 }
 
 pub fn record(conn: &Connection, e: &HistoryEntry) -> Result<()> {
     let bytes = e.content.write_to_bytes().map_err(|err| super::StoreError::Corrupt(format!("encode content: {err}")))?;
     conn.execute(
-        "INSERT OR REPLACE INTO history (chat_id, message_id, from_bot, sender_id, date, content)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![e.chat_id, e.message_id, e.from_bot, e.sender_id, e.date, bytes],
+        "INSERT OR REPLACE INTO history (chat_id, message_id, from_bot, sender_id, date, content, edit_date)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![e.chat_id, e.message_id, e.from_bot, e.sender_id, e.date, bytes, e.edit_date],
     )?;
     // Keep the newest HISTORY_LIMIT rows (rowid grows with insertion).
     conn.execute(
@@ -63,16 +70,16 @@ pub fn record(conn: &Connection, e: &HistoryEntry) -> Result<()> {
 }
 
 pub fn lookup(conn: &Connection, chat_id: i64, message_id: i64) -> Result<Option<HistoryEntry>> {
-    let row: Option<(bool, i64, i64, Vec<u8>)> = conn
+    let row: Option<(bool, i64, i64, Vec<u8>, i64)> = conn
         .query_row(
-            "SELECT from_bot, sender_id, date, content FROM history WHERE chat_id = ?1 AND message_id = ?2",
+            "SELECT from_bot, sender_id, date, content, edit_date FROM history WHERE chat_id = ?1 AND message_id = ?2",
             params![chat_id, message_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
         )
         .optional()?;
     Ok(match row {
         None => None,
-        Some((from_bot, sender_id, date, bytes)) => Some(HistoryEntry {
+        Some((from_bot, sender_id, date, bytes, edit_date)) => Some(HistoryEntry {
             chat_id,
             message_id,
             from_bot,
@@ -80,6 +87,92 @@ pub fn lookup(conn: &Connection, chat_id: i64, message_id: i64) -> Result<Option
             date,
             content: Content::parse_from_bytes(&bytes)
                 .map_err(|err| super::StoreError::Corrupt(format!("stored message {chat_id}/{message_id}: {err}")))?,
+            edit_date,
         }),
     })
+}
+
+/// Replaces a remembered message's content after an edit; false when it is not remembered.
+pub fn apply_edit(conn: &Connection, chat_id: i64, message_id: i64, content: &Content, edit_date: i64) -> Result<bool> {
+    let bytes = content.write_to_bytes().map_err(|err| super::StoreError::Corrupt(format!("encode content: {err}")))?;
+    let n = conn.execute(
+        "UPDATE history SET content = ?3, edit_date = ?4 WHERE chat_id = ?1 AND message_id = ?2",
+        params![chat_id, message_id, bytes, edit_date],
+    )?;
+    Ok(n > 0)
+}
+
+/// Forgets a deleted message (and the reactions to it).
+pub fn forget(conn: &Connection, chat_id: i64, message_id: i64) -> Result<()> {
+    conn.execute("DELETE FROM history WHERE chat_id = ?1 AND message_id = ?2", params![chat_id, message_id])?;
+    conn.execute("DELETE FROM reactions WHERE chat_id = ?1 AND message_id = ?2", params![chat_id, message_id])?;
+    Ok(())
+}
+
+/// A callback press awaiting (or given) an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Callback {
+    pub id: String,
+    pub chat_id: i64,
+    pub press_id: String,
+    pub answered: bool,
+}
+
+/// Remembers a press; false when it was known already (a repeat).
+pub fn remember_callback(conn: &Connection, cb: &Callback, now: i64) -> Result<bool> {
+    let n = conn.execute(
+        "INSERT OR IGNORE INTO callbacks (id, chat_id, press_id, answered, created_at) VALUES (?1, ?2, ?3, 0, ?4)",
+        params![cb.id, cb.chat_id, cb.press_id, now],
+    )?;
+    conn.execute(
+        "DELETE FROM callbacks WHERE rowid <= (SELECT max(rowid) FROM callbacks) - ?1",
+        params![CALLBACK_LIMIT],
+    )?;
+    Ok(n > 0)
+}
+
+pub fn callback(conn: &Connection, id: &str) -> Result<Option<Callback>> {
+    Ok(conn
+        .query_row("SELECT chat_id, press_id, answered FROM callbacks WHERE id = ?1", params![id], |r| {
+            Ok(Callback { id: id.to_string(), chat_id: r.get(0)?, press_id: r.get(1)?, answered: r.get(2)? })
+        })
+        .optional()?)
+}
+
+pub fn mark_answered(conn: &Connection, id: &str) -> Result<()> {
+    conn.execute("UPDATE callbacks SET answered = 1 WHERE id = ?1", params![id])?;
+    Ok(())
+}
+
+/// The current reaction of `user_id` to a message (empty when none).
+pub fn reaction(conn: &Connection, chat_id: i64, message_id: i64, user_id: i64) -> Result<Reaction> {
+    let bytes: Option<Vec<u8>> = conn
+        .query_row(
+            "SELECT reaction FROM reactions WHERE chat_id = ?1 AND message_id = ?2 AND user_id = ?3",
+            params![chat_id, message_id, user_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    match bytes {
+        None => Ok(Reaction::new()),
+        Some(b) => Reaction::parse_from_bytes(&b)
+            .map_err(|err| super::StoreError::Corrupt(format!("stored reaction {chat_id}/{message_id}: {err}"))),
+    }
+}
+
+/// Records `user_id`'s reaction to a message; an empty one removes it.
+pub fn set_reaction(conn: &Connection, chat_id: i64, message_id: i64, user_id: i64, reaction: &Reaction) -> Result<()> {
+    if reaction.reactions.is_empty() {
+        conn.execute(
+            "DELETE FROM reactions WHERE chat_id = ?1 AND message_id = ?2 AND user_id = ?3",
+            params![chat_id, message_id, user_id],
+        )?;
+        return Ok(());
+    }
+    let bytes = reaction.write_to_bytes().map_err(|err| super::StoreError::Corrupt(format!("encode reaction: {err}")))?;
+    conn.execute(
+        "INSERT OR REPLACE INTO reactions (chat_id, message_id, user_id, reaction) VALUES (?1, ?2, ?3, ?4)",
+        params![chat_id, message_id, user_id, bytes],
+    )?;
+    Ok(())
 }

@@ -39,6 +39,8 @@ pub enum StoreError {
     CommitFailed(String),
     /// A polling write (acknowledgement, filter change) refused because a webhook is set.
     WebhookActive,
+    /// An incoming event that breaks a rule (a forged button press): it is dropped, says why.
+    Refused(String),
 }
 
 impl fmt::Display for StoreError {
@@ -50,6 +52,7 @@ impl fmt::Display for StoreError {
             StoreError::Corrupt(m) => write!(f, "corrupt state: {m}"),
             StoreError::CommitFailed(m) => write!(f, "state database commit failed: {m}"),
             StoreError::WebhookActive => write!(f, "a webhook is set"),
+            StoreError::Refused(m) => write!(f, "{m}"),
         }
     }
 }

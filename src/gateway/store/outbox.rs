@@ -62,6 +62,13 @@ pub fn get(conn: &Connection, id: i64) -> Result<Option<OutboxEntry>> {
     raw.map(decode).transpose()
 }
 
+/// Replaces an unsealed entry's content (its keyboard got its signed context).
+pub fn set_content(conn: &Connection, id: i64, content: &Content) -> Result<()> {
+    let bytes = content.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode content: {e}")))?;
+    conn.execute("UPDATE outbox SET content = ?2 WHERE id = ?1 AND sealed IS NULL", params![id, bytes])?;
+    Ok(())
+}
+
 pub fn set_sealed(conn: &Connection, id: i64, sealed: &OutgoingMessage) -> Result<()> {
     let bytes = sealed.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode sealed: {e}")))?;
     conn.execute("UPDATE outbox SET sealed = ?2 WHERE id = ?1", params![id, bytes])?;

@@ -10,7 +10,33 @@ use crate::migrations::{self, MigrationError, Migrated, Step};
 pub(crate) const STEPS: &[Step] = &[
     Step { version: 1, sql: &[GATEWAY_V1, crate::e2e::TABLES_V1] },
     Step { version: 2, sql: &[crate::e2e::inbound::TABLES_V2, GATEWAY_V2] },
+    Step { version: 3, sql: &[GATEWAY_V3] },
 ];
+
+/// Step 3: interactive private dialogs — edits in the history, callback presses awaiting an
+/// answer, and reactions.
+const GATEWAY_V3: &str = "
+-- When the bot last edited the message (unix seconds); 0 when never.
+ALTER TABLE history ADD COLUMN edit_date INTEGER NOT NULL DEFAULT 0;
+-- Callback presses received (chats::remember_callback): answerCallbackQuery finds the user to
+-- answer here, and answers each press once. The newest CALLBACK_LIMIT are kept.
+CREATE TABLE callbacks (
+    id          TEXT PRIMARY KEY,
+    chat_id     INTEGER NOT NULL,
+    press_id    TEXT NOT NULL,
+    answered    INTEGER NOT NULL DEFAULT 0,
+    created_at  INTEGER NOT NULL
+);
+-- The current reactions (an encoded e2e.Reaction) of each party to a message of a private
+-- chat: a user's give the next message_reaction update its old_reaction.
+CREATE TABLE reactions (
+    chat_id     INTEGER NOT NULL,
+    message_id  INTEGER NOT NULL,
+    user_id     INTEGER NOT NULL,
+    reaction    BLOB NOT NULL,
+    PRIMARY KEY (chat_id, message_id, user_id)
+);
+";
 
 /// Step 2: the inbox cursor and the memory of imported messages move to the one inbound rule
 /// of `e2e::inbound`, with what they held.

@@ -1,26 +1,43 @@
-//! Sending messages: `sendMessage` (later `editMessageText`, `deleteMessage`,
-//! `forwardMessage`, `copyMessage`, `sendChatAction`). Text, formatting and reply rules are
-//! checked here; the message goes through the durable outbox, which seals and sends it.
+//! Sending messages: `sendMessage`, `forwardMessage`, `copyMessage` and `sendChatAction`, and
+//! the rules every sending method shares (the chat, the text and its formatting, the reply
+//! target). Each content goes through the durable outbox, which seals and sends it.
 
 use std::time::Duration;
 
-use serde_json::Value;
+use protobuf::MessageField;
+use serde_json::{json, Value};
 
 use super::store_error;
 use crate::gateway::botapi::text::entities::{check_entity_count, entities_from_json, utf16_len, validate_entities};
 use crate::gateway::botapi::text::{self, ParseMode};
-use crate::gateway::botapi::{types, ApiError, Params};
+use crate::gateway::botapi::{markup, types, ApiError, Params};
 use crate::gateway::outbox;
-use crate::gateway::runtime::BotShared;
+use crate::gateway::runtime::{BotShared, Sent};
 use crate::gateway::store::chats;
-use crate::wire::e2e::{Content, Entity, Text};
+use crate::wire::e2e::content::Body;
+use crate::wire::e2e::{ChatAction, Content, Entity, ForwardOrigin, InlineKeyboard, Text};
 
 /// Longest message text, in UTF-16 code units.
 pub const MAX_TEXT_UTF16: usize = 4096;
 
-/// How long `sendMessage` waits for the platform to acknowledge before answering 504. The
-/// message stays in the durable outbox and is still sent after that.
+/// How long a sending method waits for the platform to acknowledge before answering 504. The
+/// content stays in the durable outbox and is still sent after that.
 pub const SEND_WAIT: Duration = Duration::from_secs(25);
+
+/// The chat actions of the Bot API; the user's client shows each for about 5 seconds.
+pub const CHAT_ACTIONS: &[&str] = &[
+    "typing",
+    "upload_photo",
+    "record_video",
+    "upload_video",
+    "record_voice",
+    "upload_voice",
+    "upload_document",
+    "choose_sticker",
+    "find_location",
+    "record_video_note",
+    "upload_video_note",
+];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SendMessage {
@@ -30,14 +47,22 @@ pub struct SendMessage {
     pub entities: Vec<Entity>,
     pub reply_to_message_id: Option<i64>,
     pub allow_sending_without_reply: bool,
+    pub keyboard: Option<InlineKeyboard>,
 }
 
-/// sendMessage parameters. `reply_markup` is checked (see `check_reply_markup`);
-/// `link_preview_options`, `disable_notification`,
-/// `protect_content` and `message_thread_id` are accepted and ignored for now.
+/// sendMessage parameters. `link_preview_options`, `disable_notification`, `protect_content`
+/// and `message_thread_id` are accepted and ignored.
 pub fn send_message_request(params: &Params) -> Result<SendMessage, ApiError> {
-    let chat_id = chat_id(params)?;
-    check_reply_markup(params)?;
+    let chat_id = chat_id(params, "chat_id")?;
+    let keyboard = markup::inline_keyboard(params)?;
+    let (text, entities) = formatted_text(params)?;
+    let (reply_to_message_id, allow_sending_without_reply) = reply_request(params, chat_id)?;
+    Ok(SendMessage { chat_id, text, entities, reply_to_message_id, allow_sending_without_reply, keyboard })
+}
+
+/// `text` with `parse_mode` or `entities` (never both): the final text and its checked
+/// entities, boundaries in UTF-16 units.
+pub(super) fn formatted_text(params: &Params) -> Result<(String, Vec<Entity>), ApiError> {
     let raw_text = params.optional_str("text")?.unwrap_or_default();
     // The Bot API refuses text that is empty after trimming; the text is sent untrimmed so
     // entity offsets keep their meaning.
@@ -78,7 +103,12 @@ pub fn send_message_request(params: &Params) -> Result<SendMessage, ApiError> {
     let units = checked_text_len(&text)?;
     check_entity_count(entities.len(), units)?;
     validate_entities(&text, &entities)?;
+    Ok((text, entities))
+}
 
+/// The reply target: `reply_parameters` or the legacy `reply_to_message_id` with
+/// `allow_sending_without_reply`.
+fn reply_request(params: &Params, chat_id: i64) -> Result<(Option<i64>, bool), ApiError> {
     let mut reply_to_message_id = params.optional_i64("reply_to_message_id")?;
     let mut allow_sending_without_reply = params.flag("allow_sending_without_reply")?;
     if let Some(rp) = params.optional_nested("reply_parameters")? {
@@ -91,30 +121,7 @@ pub fn send_message_request(params: &Params) -> Result<SendMessage, ApiError> {
         }
     }
     // The legacy `reply_to_message_id=0` means "not a reply".
-    let reply_to_message_id = reply_to_message_id.filter(|&id| id != 0);
-    Ok(SendMessage { chat_id, text, entities, reply_to_message_id, allow_sending_without_reply })
-}
-
-/// `reply_markup` must be a JSON object. Buttons are not delivered yet (inline keyboards come
-/// with callback queries): a keyboard is refused with 400 rather than sent without its buttons,
-/// which the bot would never notice. `remove_keyboard` and `force_reply` have nothing to remove
-/// or force in an end-to-end dialog without keyboards, and are accepted.
-fn check_reply_markup(params: &Params) -> Result<(), ApiError> {
-    let Some(markup) = params.optional_object("reply_markup")? else {
-        return Ok(());
-    };
-    for kind in ["inline_keyboard", "keyboard"] {
-        let rows = match markup.get(kind) {
-            None => continue,
-            Some(Value::Array(rows)) => rows,
-            Some(_) => return Err(ApiError::bad_request(format!("reply_markup.{kind} must be an array of button rows"))),
-        };
-        // An empty keyboard loses nothing; a button would be lost.
-        if rows.iter().any(|row| row.as_array().is_none_or(|buttons| !buttons.is_empty())) {
-            return Err(ApiError::bad_request(format!("reply_markup with {kind} buttons is not supported by this gateway yet")));
-        }
-    }
-    Ok(())
+    Ok((reply_to_message_id.filter(|&id| id != 0), allow_sending_without_reply))
 }
 
 /// The length of a message text in UTF-16 units; 400 "message is too long" above
@@ -127,12 +134,59 @@ fn checked_text_len(text: &str) -> Result<usize, ApiError> {
     Ok(units)
 }
 
-/// `chat_id`: an integer (or its decimal text). A `@username` is not resolvable by the gateway,
-/// so it is answered like an unknown chat.
-fn chat_id(params: &Params) -> Result<i64, ApiError> {
-    match params.get("chat_id") {
+/// A chat id parameter: an integer (or its decimal text). A `@username` is not resolvable by
+/// the gateway, so it is answered like an unknown chat.
+pub(super) fn chat_id(params: &Params, name: &str) -> Result<i64, ApiError> {
+    match params.get(name) {
         Some(Value::String(s)) if s.starts_with('@') => Err(ApiError::bad_request("chat not found")),
-        _ => params.required_i64("chat_id"),
+        _ => params.required_i64(name),
+    }
+}
+
+/// A private chat that has produced an update: the only chats this profile can address.
+pub(super) fn known_chat(bot: &BotShared, chat_id: i64) -> Result<chats::PrivateChat, ApiError> {
+    if chat_id <= 0 {
+        return Err(ApiError::bad_request("unknown private chat"));
+    }
+    bot.store
+        .read(|c| chats::private_chat(c, chat_id as u64))
+        .map_err(store_error)?
+        .ok_or_else(|| ApiError::bad_request("unknown private chat"))
+}
+
+/// A message of the durable history, or `None`.
+pub(super) fn remembered(bot: &BotShared, chat_id: i64, message_id: i64) -> Result<Option<chats::HistoryEntry>, ApiError> {
+    bot.store.read(|c| chats::lookup(c, chat_id, message_id)).map_err(store_error)
+}
+
+/// The reply target as the content names it: 0 when none, or when it is unknown and
+/// `allow_sending_without_reply` lets the reply go.
+fn reply_target(bot: &BotShared, chat_id: i64, reply_to: Option<i64>, allow_without: bool) -> Result<u64, ApiError> {
+    let Some(mid) = reply_to else { return Ok(0) };
+    match remembered(bot, chat_id, mid)? {
+        Some(_) => Ok(mid as u64),
+        None if allow_without => Ok(0),
+        None => Err(ApiError::bad_request("message to be replied not found")),
+    }
+}
+
+/// Sends a new message and answers it as the Bot API Message the bot sent.
+fn send_new(bot: &BotShared, chat: &chats::PrivateChat, content: Content) -> Result<Value, ApiError> {
+    let chat_id = chat.user_id as i64;
+    let sent = outbox::submit(bot, chat_id, content.clone(), SEND_WAIT)?;
+    Ok(types::message_json(&bot.message_view(chat, &sent_entry(bot, chat_id, &sent, content))?))
+}
+
+/// The history entry of a message the bot just sent.
+fn sent_entry(bot: &BotShared, chat_id: i64, sent: &Sent, content: Content) -> chats::HistoryEntry {
+    chats::HistoryEntry {
+        chat_id,
+        message_id: sent.message_id,
+        from_bot: true,
+        sender_id: bot.compat_user_id as i64,
+        date: sent.date,
+        content,
+        edit_date: 0,
     }
 }
 
@@ -140,40 +194,91 @@ fn chat_id(params: &Params) -> Result<i64, ApiError> {
 /// in the history unless `allow_sending_without_reply`. Waits for the platform's message id.
 pub(super) fn send_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let req = send_message_request(params)?;
-    if req.chat_id <= 0 {
-        return Err(ApiError::bad_request("unknown private chat"));
-    }
-    let chat_id = req.chat_id;
-    let chat = bot
-        .store
-        .read(|c| chats::private_chat(c, chat_id as u64))
-        .map_err(store_error)?
-        .ok_or_else(|| ApiError::bad_request("unknown private chat"))?;
-    let mut reply_to = 0u64;
-    if let Some(mid) = req.reply_to_message_id {
-        let known = bot.store.read(|c| chats::lookup(c, chat_id, mid)).map_err(store_error)?;
-        match known {
-            Some(_) => reply_to = mid as u64,
-            None if req.allow_sending_without_reply => {}
-            None => return Err(ApiError::bad_request("message to be replied not found")),
-        }
-    }
+    let chat = known_chat(bot, req.chat_id)?;
     let mut content = Content::new();
-    let mut text = Text::new();
-    text.text = req.text;
-    text.entities = req.entities;
-    content.set_text(text);
-    content.reply_to_message_id = reply_to;
-    let sent = outbox::submit(bot, chat_id, content.clone(), SEND_WAIT)?;
-    let entry = chats::HistoryEntry {
-        chat_id,
-        message_id: sent.message_id,
-        from_bot: true,
-        sender_id: bot.compat_user_id as i64,
-        date: sent.date,
-        content,
+    content.set_text(Text { text: req.text, entities: req.entities, ..Default::default() });
+    content.reply_to_message_id = reply_target(bot, req.chat_id, req.reply_to_message_id, req.allow_sending_without_reply)?;
+    content.keyboard = MessageField::from_option(req.keyboard);
+    send_new(bot, &chat, content)
+}
+
+/// The message `from_chat_id`/`message_id` of the history, for forwarding or copying.
+fn source_message(bot: &BotShared, params: &Params) -> Result<(chats::PrivateChat, chats::HistoryEntry), ApiError> {
+    let from_chat_id = chat_id(params, "from_chat_id")?;
+    let message_id = params.required_i64("message_id")?;
+    let from_chat = known_chat(bot, from_chat_id)
+        .map_err(|_| ApiError::bad_request("from_chat_id is not a private chat of this bot that produced an update"))?;
+    let entry = remembered(bot, from_chat_id, message_id)?
+        .ok_or_else(|| ApiError::bad_request("message to forward not found in this gateway's history"))?;
+    if !matches!(entry.content.body, Some(Body::Text(_))) {
+        return Err(ApiError::bad_request("message can't be forwarded"));
+    }
+    Ok((from_chat, entry))
+}
+
+/// `forwardMessage`: the message's text to another (or the same) private chat, with
+/// `forward_origin` naming who wrote the original and when (a forwarded forward keeps the
+/// first origin). Buttons and the reply are not forwarded.
+pub(super) fn forward_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let chat = known_chat(bot, chat_id(params, "chat_id")?)?;
+    let (from_chat, entry) = source_message(bot, params)?;
+    let origin = match entry.content.forward_origin.as_ref() {
+        Some(o) => o.clone(),
+        None if entry.from_bot => ForwardOrigin {
+            sender_user_id: bot.compat_user_id,
+            sender_is_bot: true,
+            sender_first_name: bot.first_name.clone(),
+            sender_username: bot.username.clone(),
+            date: entry.date,
+            ..Default::default()
+        },
+        None => ForwardOrigin {
+            sender_user_id: from_chat.user_id,
+            sender_is_bot: false,
+            sender_first_name: from_chat.first_name.clone(),
+            sender_username: from_chat.username.clone(),
+            date: entry.date,
+            ..Default::default()
+        },
     };
-    Ok(types::message_json(&bot.message_view(&chat, &entry)?))
+    let mut content = Content::new();
+    content.set_text(entry.content.text().clone());
+    content.forward_origin = MessageField::some(origin);
+    send_new(bot, &chat, content)
+}
+
+/// `copyMessage`: the message's text without a forward mark, with the caller's own reply
+/// target and keyboard (the original's buttons are not copied). Answers `{"message_id": N}`.
+pub(super) fn copy_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let chat_id = chat_id(params, "chat_id")?;
+    known_chat(bot, chat_id)?;
+    let keyboard = markup::inline_keyboard(params)?;
+    let (reply_to, allow_without) = reply_request(params, chat_id)?;
+    let (_, entry) = source_message(bot, params)?;
+    let mut content = Content::new();
+    content.set_text(entry.content.text().clone());
+    content.reply_to_message_id = reply_target(bot, chat_id, reply_to, allow_without)?;
+    content.keyboard = MessageField::from_option(keyboard);
+    let sent = outbox::submit(bot, chat_id, content, SEND_WAIT)?;
+    Ok(json!({ "message_id": sent.message_id }))
+}
+
+/// `sendChatAction`: "… is typing" (or an upload action) in the user's client for about 5
+/// seconds. No message enters the history.
+pub(super) fn send_chat_action(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let chat_id = chat_id(params, "chat_id")?;
+    let action = params.required_str("action")?;
+    if !CHAT_ACTIONS.contains(&action.as_str()) {
+        return Err(ApiError::bad_request(format!(
+            "wrong parameter action in request: {action:?} is not a chat action ({})",
+            CHAT_ACTIONS.join(", ")
+        )));
+    }
+    known_chat(bot, chat_id)?;
+    let mut content = Content::new();
+    content.set_chat_action(ChatAction { action, ..Default::default() });
+    outbox::submit(bot, chat_id, content, SEND_WAIT)?;
+    Ok(Value::Bool(true))
 }
 
 #[cfg(test)]
@@ -203,14 +308,15 @@ mod tests {
     }
 
     #[test]
-    fn reply_markup_is_checked_and_buttons_are_refused_not_dropped() {
+    fn reply_markup_is_checked_and_callback_keyboards_are_read() {
         let with = |m: &str| send_message_request(&form(&[("chat_id", "1"), ("text", "t"), ("reply_markup", m)]));
         assert!(bad(with("not json")).contains("reply_markup must be a JSON object"));
-        let e = bad(with(r#"{"inline_keyboard": [[{"text": "b", "callback_data": "cb1"}]]}"#));
-        assert!(e.contains("inline_keyboard buttons is not supported"), "{e}");
-        assert!(bad(with(r#"{"keyboard": [[{"text": "b"}]]}"#)).contains("keyboard buttons is not supported"));
+        let k = with(r#"{"inline_keyboard": [[{"text": "b", "callback_data": "cb1"}]]}"#).expect("callback button");
+        assert_eq!(k.keyboard.expect("keyboard").rows[0].buttons[0].callback_data, "cb1");
+        assert!(bad(with(r#"{"inline_keyboard": [[{"text": "b", "url": "https://x.org"}]]}"#)).contains("url buttons"));
+        assert!(bad(with(r#"{"keyboard": [[{"text": "b"}]]}"#)).contains("reply keyboards"));
         assert!(bad(with(r#"{"inline_keyboard": 5}"#)).contains("must be an array"));
-        with(r#"{"inline_keyboard": [[]]}"#).expect("no buttons, nothing lost");
+        assert_eq!(with(r#"{"inline_keyboard": [[]]}"#).expect("no buttons").keyboard, None);
         with(r#"{"remove_keyboard": true}"#).expect("nothing to remove");
     }
 

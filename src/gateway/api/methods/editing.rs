@@ -1,0 +1,119 @@
+//! Changing what the bot sent: `editMessageText`, `editMessageReplyMarkup` and
+//! `deleteMessage`. Only messages this bot sent that are still in the runtime's durable history
+//! (`chats::HISTORY_LIMIT`) qualify; the user's client shows the edit (with `edit_date`) or
+//! removes the message. The history takes the change when the platform acknowledges it.
+
+use protobuf::MessageField;
+use serde_json::Value;
+
+use super::messages::{chat_id, formatted_text, known_chat, remembered, SEND_WAIT};
+use crate::gateway::botapi::{markup, types, ApiError, Params};
+use crate::gateway::keyboard;
+use crate::gateway::outbox;
+use crate::gateway::runtime::{unix_now, BotShared};
+use crate::gateway::store::chats;
+use crate::wire::e2e::content::Body;
+use crate::wire::e2e::{Content, Delete, Edit, InlineKeyboard, Text};
+
+/// What is done to the message, for the errors.
+#[derive(Clone, Copy)]
+enum Change {
+    Edit,
+    Delete,
+}
+
+impl Change {
+    fn verb(self) -> &'static str {
+        match self {
+            Change::Edit => "edit",
+            Change::Delete => "delete",
+        }
+    }
+    fn participle(self) -> &'static str {
+        match self {
+            Change::Edit => "edited",
+            Change::Delete => "deleted",
+        }
+    }
+}
+
+/// A message of this bot in the history.
+fn own_message(bot: &BotShared, params: &Params, change: Change) -> Result<(chats::PrivateChat, chats::HistoryEntry), ApiError> {
+    let (what, done) = (change.verb(), change.participle());
+    if params.contains("inline_message_id") {
+        return Err(ApiError::bad_request("inline messages (inline_message_id) are not supported by this gateway"));
+    }
+    let chat = known_chat(bot, chat_id(params, "chat_id")?)?;
+    let message_id = params.required_i64("message_id")?;
+    let entry = remembered(bot, chat.user_id as i64, message_id)?.ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "message to {what} not found: it is not in this runtime's history (too old, deleted, or never sent here)"
+        ))
+    })?;
+    if !entry.from_bot {
+        return Err(ApiError::bad_request(format!("message can't be {done}: it was not sent by this bot")));
+    }
+    if !matches!(entry.content.body, Some(Body::Text(_))) {
+        return Err(ApiError::bad_request(format!("message can't be {done}")));
+    }
+    Ok((chat, entry))
+}
+
+/// Sends the new state of `entry` as an edit (keyboard signed for the same message) and
+/// answers the edited Message.
+fn send_edit(bot: &BotShared, chat: &chats::PrivateChat, entry: chats::HistoryEntry, mut new: Content) -> Result<Value, ApiError> {
+    new.keyboard.mut_or_insert_default().context = MessageField::none();
+    if new.keyboard.rows.is_empty() {
+        new.keyboard = MessageField::none();
+    }
+    let unchanged = |c: &Content| {
+        let mut c = c.clone();
+        if let Some(k) = c.keyboard.as_mut() {
+            k.context = MessageField::none();
+        }
+        c
+    };
+    if unchanged(&entry.content) == new {
+        return Err(ApiError::bad_request(
+            "message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message",
+        ));
+    }
+    let chat_id = chat.user_id;
+    keyboard::attach_context(&bot.identity, bot.compat_user_id, chat_id, entry.message_id as u64, entry.date, &mut new);
+    let edit_date = unix_now();
+    let mut content = Content::new();
+    content.set_edit(Edit { message_id: entry.message_id as u64, content: MessageField::some(new.clone()), edit_date, ..Default::default() });
+    outbox::submit(bot, chat_id as i64, content, SEND_WAIT)?;
+    let edited = chats::HistoryEntry { content: new, edit_date, ..entry };
+    Ok(types::message_json(&bot.message_view(chat, &edited)?))
+}
+
+/// `editMessageText`: new text (with `parse_mode` or `entities`) and, as in the Bot API, the
+/// keyboard given in `reply_markup` (none given: the buttons go).
+pub(super) fn edit_message_text(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let keyboard = markup::inline_keyboard(params)?;
+    let (text, entities) = formatted_text(params)?;
+    let (chat, entry) = own_message(bot, params, Change::Edit)?;
+    let mut new = entry.content.clone();
+    new.set_text(Text { text, entities, ..Default::default() });
+    new.keyboard = MessageField::from_option(keyboard);
+    send_edit(bot, &chat, entry, new)
+}
+
+/// `editMessageReplyMarkup`: new buttons, or none.
+pub(super) fn edit_message_reply_markup(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let keyboard = markup::inline_keyboard(params)?;
+    let (chat, entry) = own_message(bot, params, Change::Edit)?;
+    let mut new = entry.content.clone();
+    new.keyboard = MessageField::some(keyboard.unwrap_or_else(InlineKeyboard::new));
+    send_edit(bot, &chat, entry, new)
+}
+
+/// `deleteMessage`: the user's client removes the message; the history forgets it.
+pub(super) fn delete_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let (chat, entry) = own_message(bot, params, Change::Delete)?;
+    let mut content = Content::new();
+    content.set_delete(Delete { message_id: entry.message_id as u64, ..Default::default() });
+    outbox::submit(bot, chat.user_id as i64, content, SEND_WAIT)?;
+    Ok(Value::Bool(true))
+}
