@@ -260,6 +260,7 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
             updates::enqueue_callback_query(c, me, &chat, press, context, env.date)
         }
         Some(Body::Reaction(reaction)) => updates::enqueue_reaction(c, &chat, reaction, env.date),
+        Some(Body::InlineQuery(q)) => updates::enqueue_inline_query(c, &chat, q, env.date),
         // What else a user may send (their own edits, deletions, chat actions) has no update
         // in this profile.
         other => {
@@ -280,6 +281,8 @@ fn content_kind(body: Option<&Body>) -> &'static str {
         Some(Body::CallbackAnswer(_)) => "callback answer",
         Some(Body::Reaction(_)) => "reaction",
         Some(Body::ChatAction(_)) => "chat action",
+        Some(Body::InlineQuery(_)) => "inline query",
+        Some(Body::InlineResults(_)) => "inline results",
     }
 }
 

@@ -298,6 +298,9 @@ fn seal_batch(
                     let mut m = OutgoingMessage::new();
                     m.client_message_id = entry.client_message_id.clone();
                     m.recipient_user_id = peer;
+                    if let Some(Body::InlineResults(r)) = &entry.content.body {
+                        m.inline_session_id = r.session_id;
+                    }
                     m.ciphertexts = e2e::seal(c, peer, &entry.content)?;
                     outbox::set_sealed(c, entry.id, &m)?;
                     m
@@ -369,6 +372,9 @@ fn record_answer(
             Ok(Outcome::Resealed)
         }
         SendStatus::UNKNOWN_RECIPIENT => give_up(ApiError::bad_request("chat not found")),
+        SendStatus::REJECTED if matches!(entry.content.body, Some(Body::InlineResults(_))) => {
+            give_up(ApiError::bad_request(format!("the platform refused the inline answer: {}", result.error)))
+        }
         SendStatus::REJECTED => {
             give_up(ApiError::bad_request(format!("the platform rejected the message: {}", result.error)))
         }

@@ -13,10 +13,10 @@ use serde_json::Value;
 
 use super::botapi::text::entities::command_entities;
 use super::botapi::types::{self, ButtonView, ChatView, ForwardOriginView, MessageView, ReactionView, UserView, UPDATE_KINDS};
-use super::store::{chats, queue, Result as StoreResult, StoreError};
+use super::store::{chats, inline, queue, Result as StoreResult, StoreError};
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::reaction_type::Kind as ReactionKind;
-use crate::wire::e2e::{CallbackPress, Content, KeyboardContext, Reaction};
+use crate::wire::e2e::{CallbackPress, Content, InlineQuery, KeyboardContext, Reaction};
 
 /// Longest `press_id` accepted from a user's client (it becomes part of a callback query id).
 const PRESS_ID_MAX: usize = 64;
@@ -71,7 +71,9 @@ pub fn head(conn: &Connection) -> StoreResult<Option<(i64, Value)>> {
     Ok(queue::fetch(conn, None, 1)?.into_iter().next().map(|u| (u.update_id, types::update_json(u.update_id, &u.kind, u.payload))))
 }
 
-/// Queues a `message` update for a received private message, if the filter admits it.
+/// Queues a `message` update for a received private message, if the filter admits it. A
+/// message the user sent by choosing one of this bot's inline results also makes a
+/// `chosen_inline_result` (once per session).
 pub fn enqueue_message(
     c: &Connection,
     me: &UserView,
@@ -82,6 +84,36 @@ pub fn enqueue_message(
         let message = types::message_json(&history_view(c, me, chat, entry, true)?);
         queue::enqueue(c, "message", &message)?;
     }
+    let content = &entry.content;
+    if let Some(choice) = content.inline_choice.as_ref().filter(|_| content.via_bot_user_id == me.id as u64) {
+        // The session must be one this runtime imported from this user: a choice cannot be
+        // made up for a query the bot never saw.
+        let Some(session) = inline::get(c, choice.session_id)?.filter(|s| s.user_id == chat.user_id) else {
+            return Ok(());
+        };
+        if inline::mark_chosen(c, choice.session_id)? && admits(c, "chosen_inline_result")? {
+            let chosen = types::chosen_inline_result_json(&choice.result_id, &chat_user(chat), &session.query);
+            queue::enqueue(c, "chosen_inline_result", &chosen)?;
+        }
+    }
+    Ok(())
+}
+
+/// Longest inline query, in characters (Bot API: up to 256).
+const INLINE_QUERY_MAX_CHARS: usize = 256;
+
+/// Queues an `inline_query` for a session not imported before (the inline cursor).
+pub fn enqueue_inline_query(c: &Connection, chat: &chats::PrivateChat, q: &InlineQuery, now: i64) -> StoreResult<()> {
+    if q.session_id == 0 || q.query.chars().count() > INLINE_QUERY_MAX_CHARS {
+        return Err(StoreError::Refused(format!(
+            "an inline query needs a session and at most {INLINE_QUERY_MAX_CHARS} characters"
+        )));
+    }
+    if !inline::import(c, q.session_id, chat.user_id, &q.query, now)? || !admits(c, "inline_query")? {
+        return Ok(());
+    }
+    let query = types::inline_query_json(&q.session_id.to_string(), &chat_user(chat), &q.query);
+    queue::enqueue(c, "inline_query", &query)?;
     Ok(())
 }
 
@@ -125,6 +157,7 @@ pub fn history_view(
         edit_date: (entry.edit_date != 0).then_some(entry.edit_date),
         forward_origin: forward_origin_view(&entry.content),
         reply_markup: keyboard_view(&entry.content),
+        via_bot: (entry.content.via_bot_user_id != 0 && entry.content.via_bot_user_id == me.id as u64).then(|| me.clone()),
     })
 }
 

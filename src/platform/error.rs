@@ -19,6 +19,9 @@ pub enum PlatformError {
     NotFound(String),
     /// A username is taken.
     AlreadyExists(String),
+    /// The request is valid but the state refuses it (an inline session already chosen or
+    /// expired).
+    FailedPrecondition(String),
     /// Storage failed; details are logged where it happened.
     Internal(String),
 }
@@ -35,6 +38,7 @@ impl PlatformError {
             PlatformError::InvalidArgument(_) => RpcStatusCode::INVALID_ARGUMENT,
             PlatformError::NotFound(_) => RpcStatusCode::NOT_FOUND,
             PlatformError::AlreadyExists(_) => RpcStatusCode::ALREADY_EXISTS,
+            PlatformError::FailedPrecondition(_) => RpcStatusCode::FAILED_PRECONDITION,
             PlatformError::Internal(_) => RpcStatusCode::INTERNAL,
         }
     }
@@ -46,6 +50,7 @@ impl PlatformError {
             | PlatformError::InvalidArgument(m)
             | PlatformError::NotFound(m)
             | PlatformError::AlreadyExists(m)
+            | PlatformError::FailedPrecondition(m)
             | PlatformError::Internal(m) => m,
         }
     }
@@ -64,6 +69,7 @@ impl fmt::Display for PlatformError {
             PlatformError::InvalidArgument(_) => "invalid argument",
             PlatformError::NotFound(_) => "not found",
             PlatformError::AlreadyExists(_) => "already exists",
+            PlatformError::FailedPrecondition(_) => "refused",
             PlatformError::Internal(_) => "internal error",
         };
         write!(f, "{kind}: {}", self.message())

@@ -85,6 +85,8 @@ pub struct MessageView {
     pub forward_origin: Option<ForwardOriginView>,
     /// The inline keyboard: rows of callback buttons.
     pub reply_markup: Vec<Vec<ButtonView>>,
+    /// The bot whose inline result the user sent.
+    pub via_bot: Option<UserView>,
 }
 
 /// A callback button (the only kind this profile supports).
@@ -167,6 +169,9 @@ fn message_json_at(msg: &MessageView, nest: bool) -> Value {
             json!({"type": "user", "date": origin.date, "sender_user": user_json(&origin.sender_user)}),
         );
     }
+    if let Some(via) = &msg.via_bot {
+        o.insert("via_bot".into(), user_json(via));
+    }
     if let Some(edit_date) = msg.edit_date {
         o.insert("edit_date".into(), json!(edit_date));
     }
@@ -200,6 +205,17 @@ pub fn callback_query_json(id: &str, from: &UserView, message: &MessageView, cha
         "chat_instance": chat_instance,
         "data": data,
     })
+}
+
+/// InlineQuery JSON: `id`, `from`, `query`, `offset` (always `""`: no pagination), and
+/// `chat_type` "sender" (the private dialog with the bot itself).
+pub fn inline_query_json(id: &str, from: &UserView, query: &str) -> Value {
+    json!({"id": id, "from": user_json(from), "query": query, "offset": "", "chat_type": "sender"})
+}
+
+/// ChosenInlineResult JSON: `result_id`, `from`, `query`.
+pub fn chosen_inline_result_json(result_id: &str, from: &UserView, query: &str) -> Value {
+    json!({"result_id": result_id, "from": user_json(from), "query": query})
 }
 
 /// ReactionType JSON (`emoji`, `custom_emoji`, `paid`: the only types aiogram accepts).
@@ -305,6 +321,7 @@ mod tests {
             edit_date: None,
             forward_origin: None,
             reply_markup: Vec::new(),
+            via_bot: None,
         }
     }
 

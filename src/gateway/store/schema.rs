@@ -36,6 +36,16 @@ CREATE TABLE reactions (
     reaction    BLOB NOT NULL,
     PRIMARY KEY (chat_id, message_id, user_id)
 );
+-- Inline sessions imported (store::inline): answerInlineQuery finds the user here, and a
+-- session seen before (or at or below the meta 'inline_pruned_below' id) makes no second
+-- update. The newest INLINE_LIMIT are kept.
+CREATE TABLE inline_queries (
+    session_id   INTEGER PRIMARY KEY,
+    user_id      INTEGER NOT NULL,
+    query        TEXT NOT NULL,
+    received_at  INTEGER NOT NULL,
+    chosen       INTEGER NOT NULL DEFAULT 0
+);
 ";
 
 /// Step 2: the inbox cursor and the memory of imported messages move to the one inbound rule

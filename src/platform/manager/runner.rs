@@ -326,6 +326,7 @@ impl Runner {
                 client_message_id: row.client_message_id.clone(),
                 recipient_id: row.recipient_id,
                 ciphertexts: row.ciphertexts.clone(),
+                inline_session_id: 0,
             };
             let batch = self.store.send_messages(self.me, std::slice::from_ref(&outgoing), unix_now())?;
             // The same wake-up the gRPC send path gives the recipients' Inbox streams.

@@ -319,6 +319,7 @@ fn messages_from_bots_get_no_answer_and_a_lost_state_file_gets_a_new_device() {
                 client_message_id: "b1".into(),
                 recipient_id: manager_id,
                 ciphertexts: vec![(manager_addr.device_id, vec![1, 2, 3])],
+                inline_session_id: 0,
             }],
             1,
         )

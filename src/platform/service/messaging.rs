@@ -32,6 +32,7 @@ pub(super) fn send_messages(
             client_message_id: m.client_message_id,
             recipient_id: m.recipient_user_id,
             ciphertexts: m.ciphertexts.into_iter().map(|c| (c.device_id, c.ciphertext)).collect(),
+            inline_session_id: m.inline_session_id,
         })
         .collect();
     let batch = store.send_messages(sender, &messages, unix_now())?;

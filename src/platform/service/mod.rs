@@ -22,6 +22,7 @@
 
 mod accounts;
 mod devices;
+mod inline;
 mod messaging;
 
 use std::sync::Arc;
@@ -204,6 +205,30 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
 
     fn ack(&mut self, ctx: RpcContext, req: pb::AckRequest, sink: UnarySink<pb::AckResponse>) {
         self.unary(&ctx, sink, "Ack", ActiveDevice, |addr| messaging::ack(&self.store, addr, req));
+    }
+
+    // ── inline sessions ──
+
+    fn start_inline_session(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::StartInlineSessionRequest,
+        sink: UnarySink<pb::StartInlineSessionResponse>,
+    ) {
+        self.unary(&ctx, sink, "StartInlineSession", ActiveDevice, |addr| {
+            inline::start_inline_session(&self.store, addr, req)
+        });
+    }
+
+    fn choose_inline_result(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::ChooseInlineResultRequest,
+        sink: UnarySink<pb::ChooseInlineResultResponse>,
+    ) {
+        self.unary(&ctx, sink, "ChooseInlineResult", ActiveDevice, |addr| {
+            inline::choose_inline_result(&self.store, addr, req)
+        });
     }
 
     fn reserve_message_ids(

@@ -124,6 +124,11 @@ fn send_one(
     if let Some((message_id, date)) = previous {
         return Ok(SendOutcome::Ok { message_id, date, repeat: true });
     }
+    if m.inline_session_id != 0 {
+        if let Some(refused) = super::inline::refuses_answer(tx, m.inline_session_id, sender.user_id, m.recipient_id, now)? {
+            return Ok(SendOutcome::Rejected(refused));
+        }
+    }
     let reserved = reservation(tx, sender, &m.client_message_id)?;
     if let Some((recipient, ..)) = reserved {
         if recipient != m.recipient_id {

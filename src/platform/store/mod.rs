@@ -22,7 +22,10 @@ use crate::migrations::{self, Step};
 
 mod accounts;
 mod devices;
+mod inline;
 mod messages;
+
+pub use inline::{InlineSession, INLINE_SESSION_TTL_SECS};
 
 pub use messages::read_inbox;
 
@@ -34,8 +37,22 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// already marked its files version 1; version 1 is frozen.
 pub(crate) const STEPS: &[Step] = &[
     Step { version: 1, sql: &[SCHEMA_V1] },
-    Step { version: 2, sql: &[RESERVATIONS_V2] },
+    Step { version: 2, sql: &[RESERVATIONS_V2, INLINE_V2] },
 ];
+
+/// Step 2 too: inline sessions (`Store::start_inline_session`). The query and the results
+/// never reach the platform in clear; it keeps who, which bot, until when, and the choice.
+const INLINE_V2: &str = "
+CREATE TABLE inline_sessions (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id        INTEGER NOT NULL,
+    bot_id         INTEGER NOT NULL,
+    created_at     INTEGER NOT NULL,
+    expires_at     INTEGER NOT NULL,
+    chosen_result  TEXT                           -- NULL while open
+);
+CREATE INDEX inline_sessions_by_creation ON inline_sessions (created_at);
+";
 
 /// Step 2: message ids reserved before sealing (`Store::reserve_message_ids`). A row lives
 /// until its message is sent (then `sent_messages` answers repeats) or it is pruned with the
@@ -214,6 +231,8 @@ pub struct Outgoing {
     pub client_message_id: String,
     pub recipient_id: u64,
     pub ciphertexts: Vec<(u32, Vec<u8>)>,
+    /// A bot's answer to this inline session of the recipient (0: an ordinary message).
+    pub inline_session_id: u64,
 }
 
 /// The outcome for one message of a send.
@@ -381,6 +400,7 @@ mod tests {
             client_message_id: id.into(),
             recipient_id: to,
             ciphertexts: devices.iter().map(|d| (*d, vec![1, 2, *d as u8])).collect(),
+            inline_session_id: 0,
         }
     }
 

@@ -8,6 +8,7 @@
 
 mod callbacks;
 mod editing;
+mod inline;
 mod me;
 mod messages;
 mod reactions;
@@ -66,6 +67,7 @@ pub static METHODS: &[Method] = &[
     method("deleteMessage", editing::delete_message),
     method("answerCallbackQuery", callbacks::answer_callback_query),
     method("setMessageReaction", reactions::set_message_reaction),
+    method("answerInlineQuery", inline::answer_inline_query),
 ];
 
 /// Methods of the Bot API this gateway does not serve yet: a call gets 400 saying so (and
@@ -89,7 +91,7 @@ pub const NOT_SUPPORTED_YET: &[&str] = &[
     "setMyShortDescription", "getMyShortDescription", "setChatMenuButton", "getChatMenuButton",
     "setMyDefaultAdministratorRights", "getMyDefaultAdministratorRights", "editMessageCaption",
     "editMessageMedia", "editMessageLiveLocation", "stopMessageLiveLocation", "editMessageChecklist",
-    "stopPoll", "deleteMessages", "answerInlineQuery", "answerWebAppQuery", "savePreparedInlineMessage",
+    "stopPoll", "deleteMessages", "answerWebAppQuery", "savePreparedInlineMessage",
     "sendSticker", "getStickerSet", "sendInvoice", "createInvoiceLink", "answerShippingQuery",
     "answerPreCheckoutQuery", "sendGame", "setGameScore", "getGameHighScores", "verifyUser", "verifyChat",
     "removeUserVerification", "removeChatVerification", "getStarTransactions", "refundStarPayment",
