@@ -23,8 +23,10 @@ use crate::migrations::{self, Step};
 mod accounts;
 mod devices;
 mod messages;
+mod profile;
 
 pub use messages::read_inbox;
+pub use profile::{CommandsKey, DescriptionField};
 
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "platform.db";
@@ -32,7 +34,11 @@ pub const DB_FILE: &str = "platform.db";
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Every version of `platform.db`, in order (`crate::migrations`). The release before this list
 /// already marked its files version 1; version 1 is frozen.
-pub(crate) const STEPS: &[Step] = &[Step { version: 1, sql: &[SCHEMA_V1] }];
+pub(crate) const STEPS: &[Step] = &[
+    Step { version: 1, sql: &[SCHEMA_V1] },
+    // Bots' public profiles: command lists and descriptions (`profile`).
+    Step { version: 2, sql: &[profile::SCHEMA_PROFILE] },
+];
 
 const SCHEMA_V1: &str = "
 CREATE TABLE IF NOT EXISTS accounts (
