@@ -3,11 +3,12 @@
 //! parameters and does its work; the table row names it.
 //!
 //! Adding a method takes two edits: its function in the family file (`me`, `updates`,
-//! `messages`; later `callbacks`, `inline`, `reactions`, `media`, `chats`), and its row in
+//! `messages`, `profile`; later `callbacks`, `inline`, `reactions`, `media`, `chats`), and its row in
 //! [`METHODS`]. Method names are case-insensitive, as in the reference Bot API.
 
 mod me;
 mod messages;
+mod profile;
 mod updates;
 
 use serde_json::Value;
@@ -55,6 +56,15 @@ pub static METHODS: &[Method] = &[
     method("deleteWebhook", updates::delete_webhook),
     method("getWebhookInfo", updates::get_webhook_info),
     method("sendMessage", messages::send_message),
+    method("setMyCommands", profile::set_my_commands),
+    method("getMyCommands", profile::get_my_commands),
+    method("deleteMyCommands", profile::delete_my_commands),
+    method("setMyDescription", profile::set_my_description),
+    method("getMyDescription", profile::get_my_description),
+    method("setMyShortDescription", profile::set_my_short_description),
+    method("getMyShortDescription", profile::get_my_short_description),
+    method("getMyName", profile::get_my_name),
+    method("setMyName", profile::set_my_name),
 ];
 
 /// Looks a method up by name, ignoring ASCII case.
