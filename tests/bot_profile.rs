@@ -11,7 +11,9 @@ use support::World;
 
 use bot_gateway::client::{BotCommand, Profile};
 use bot_gateway::wire::bot_profile::scope;
-use bot_gateway::wire::platform::{bot_command_scope::Kind, GetBotCommandsRequest};
+use bot_gateway::wire::platform::{
+    bot_command_scope::Kind, BotCommand as PbCommand, GetBotCommandsRequest, SetBotCommandsRequest,
+};
 
 fn ok(world: &World, method: &str, params: Value) -> Value {
     let (status, body) = world.gateway.call(method, params.clone());
@@ -107,6 +109,12 @@ fn commands_reach_users_by_scope_and_language_and_can_be_deleted() {
     req.scope = Some(scope(Kind::CHAT, alice.user_id())).into();
     let err = bob.platform().client.get_bot_commands(&req, bob.platform().opt()).expect_err("not bob's chat");
     assert_eq!(bot_gateway::wire::rpc::code(&err), Some(grpcio::RpcStatusCode::PERMISSION_DENIED), "{err}");
+    // Nor change a bot's profile: the setters are for the bot's own devices.
+    let mut set = SetBotCommandsRequest::new();
+    set.commands.push(PbCommand { command: "pwned".into(), description: "x".into(), ..Default::default() });
+    let err = bob.platform().client.set_bot_commands(&set, bob.platform().opt()).expect_err("a user is not the bot");
+    assert_eq!(bot_gateway::wire::rpc::code(&err), Some(grpcio::RpcStatusCode::PERMISSION_DENIED), "{err}");
+    assert_eq!(seen(&bob.bot_commands(&bot, None).expect("bob")), pairs(&private), "unchanged");
 
     // Deleting a list lets the next broader one apply.
     assert_eq!(ok(&world, "deleteMyCommands", json!({"scope": alice_chat})), json!(true));
