@@ -10,7 +10,7 @@
 //! time; `busy_timeout` serialises them. Signature checks are not this layer's concern: callers
 //! hand in keys they have verified.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -24,6 +24,7 @@ mod accounts;
 mod devices;
 mod messages;
 
+pub use devices::device_removed_message;
 pub use messages::read_inbox;
 
 /// File name of the database inside the data directory.
@@ -32,7 +33,16 @@ pub const DB_FILE: &str = "platform.db";
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Every version of `platform.db`, in order (`crate::migrations`). The release before this list
 /// already marked its files version 1; version 1 is frozen.
-pub(crate) const STEPS: &[Step] = &[Step { version: 1, sql: &[SCHEMA_V1] }];
+pub(crate) const STEPS: &[Step] =
+    &[Step { version: 1, sql: &[SCHEMA_V1] }, Step { version: 2, sql: &[DEVICES_SEEN_AND_REMOVED] }];
+
+/// Devices of a bot: when each was last seen (an authenticated call or an Inbox stream,
+/// written at most once a minute per device), and when the owner removed it through
+/// `@BotManager /removedevice` (a removed device is never reactivated).
+const DEVICES_SEEN_AND_REMOVED: &str = "
+ALTER TABLE devices ADD COLUMN last_seen INTEGER;
+ALTER TABLE devices ADD COLUMN removed_at INTEGER;
+";
 
 const SCHEMA_V1: &str = "
 CREATE TABLE IF NOT EXISTS accounts (
@@ -160,7 +170,32 @@ pub struct DeviceRecord {
     pub device_key: Vec<u8>,
     pub active: bool,
     pub secret_digest: Option<[u8; 32]>,
+    /// Removed by the owner (`/removedevice`): refused for good, never reactivated.
+    pub removed: bool,
 }
+
+/// One device of an account as listed (`/devices`, ListDevices); times are unix seconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    pub device_id: u32,
+    pub registered_at: i64,
+    /// `None` until the device first authenticated a call after this column existed.
+    pub last_seen: Option<i64>,
+    pub active: bool,
+    pub removed_at: Option<i64>,
+}
+
+/// What removing a device did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
+    /// Deactivated now; this many undelivered inbox entries were dropped.
+    Removed { dropped: usize },
+    /// It had been removed before (a retried removal changes nothing).
+    AlreadyRemoved,
+}
+
+/// How often at most `last_seen` is written for one device, in seconds.
+pub const LAST_SEEN_EVERY_SECS: i64 = 60;
 
 /// A signed prekey whose signature the caller has checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -250,6 +285,8 @@ pub struct Store {
     path: PathBuf,
     /// The one writing connection of this process.
     conn: Mutex<Connection>,
+    /// When this process last wrote each device's `last_seen` (the write throttle).
+    seen_written: Mutex<HashMap<DeviceAddr, i64>>,
 }
 
 /// Creates the data directory (0700) if missing.
@@ -292,7 +329,7 @@ impl Store {
         configure(&conn).map_err(db_error("configuring the platform database"))?;
         // The error names the file and, for a file from a newer release, both versions.
         migrations::migrate(&conn, STEPS).map_err(|e| PlatformError::Internal(e.to_string()))?;
-        Ok(Store { path, conn: Mutex::new(conn) })
+        Ok(Store { path, conn: Mutex::new(conn), seen_written: Mutex::new(HashMap::new()) })
     }
 
     /// Path of the database file.
