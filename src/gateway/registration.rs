@@ -67,7 +67,8 @@ fn report_other_devices(platform: &Platform, at: &str, own: u32) {
         }
     };
     let active = devices.iter().filter(|d| d.active).count();
-    let live: Vec<u32> = devices.iter().filter(|d| d.active && d.connected && d.device_id != own).map(|d| d.device_id).collect();
+    let live: Vec<u32> =
+        devices.iter().filter(|d| d.active && d.connected && d.device_id != own).map(|d| d.device_id).collect();
     if live.is_empty() {
         log::info!("{at}: no other live device of the bot ({active} active in all, this one included)");
     } else {
