@@ -1,5 +1,5 @@
 //! The `e2e-chat` command line: option parsing, the one-JSON-object-per-line output of
-//! `register`, `send` and `listen`, and the error line on stderr. Scripts depend on this
+//! `register`, `send`, `press`, `react` and `listen`, and the error line on stderr. Scripts depend on this
 //! output; change it only together with them.
 
 use std::io::{self, Write};
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
 
-use super::message::{Entity, ReceivedMessage};
+use super::message::{Entity, Incoming, Keyboard, ReactionType, ReceivedMessage, Sender};
 use super::interactive;
 use super::profile::Profile;
 
@@ -28,11 +28,23 @@ Global options (before the command):
 Commands:
   register USERNAME [--name NAME]
         create the profile and a user; prints {\"user_id\":N,\"username\":\"U\",\"device_id\":D}
-  send @PEER TEXT...
-        send the words of TEXT joined by spaces; prints {\"chat_id\":N,\"message_id\":M,\"date\":T}
+  send @PEER [--reply-to MESSAGE_ID] TEXT...
+        send the words of TEXT joined by spaces (options go before the text), optionally as
+        a reply; prints {\"chat_id\":N,\"message_id\":M,\"date\":T}
+  press @BOT MESSAGE_ID CALLBACK_DATA [--timeout SECONDS]
+        press the button with CALLBACK_DATA under a received message and wait (default 30 s)
+        for the bot's answer; prints {\"event\":\"callback_answer\",\"chat_id\":N,
+        \"press_id\":P,\"text\":T,\"show_alert\":B}. What else arrives meanwhile is
+        processed but not printed. No answer in time: exit status 1
+  react @PEER MESSAGE_ID [EMOJI]
+        set your reaction to a message (no EMOJI: remove it);
+        prints {\"chat_id\":N,\"message_id\":M} of the reaction's envelope
   listen [--timeout SECONDS] [--count N]
-        print each received message as one JSON object per line; stop after SECONDS
-        (default 30) or after N messages
+        print what arrives as one JSON object per line; stop after SECONDS (default 30) or
+        after N objects. A message: chat_id, message_id, date, from, text, and when present
+        entities, reply_to_message_id, keyboard ([[{\"text\",\"callback_data\"}]]),
+        forward_origin. Anything else has an \"event\" field: edited, deleted, reaction,
+        chat_action, callback_answer
   chat @PEER
         interactive dialog: incoming messages print as `[@sender] text`, each line you type
         is sent; /quit or end of input leaves
@@ -86,7 +98,8 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         bail!("no command given (see e2e-chat --help)");
     };
     let rest = &args[i + 1..];
-    if rest.iter().any(|a| a == "-h" || a == "--help") && command != "send" {
+    // A text, button data or emoji may be "--help" itself.
+    if rest.iter().any(|a| a == "-h" || a == "--help") && !["send", "press", "react"].contains(&command.as_str()) {
         print!("{USAGE}");
         return Ok(());
     }
@@ -95,6 +108,8 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         "register" => register(&global, rest),
         "send" => send(&global, rest),
         "listen" => listen(&global, rest),
+        "press" => press(&global, rest),
+        "react" => react(&global, rest),
         "chat" => chat(&global, rest),
         "help" => {
             print!("{USAGE}");
@@ -157,20 +172,105 @@ fn register(global: &Global, args: &[String]) -> anyhow::Result<()> {
 }
 
 fn send(global: &Global, args: &[String]) -> anyhow::Result<()> {
-    let Some((peer, words)) = args.split_first() else {
+    let mut peer = None;
+    let mut reply_to = None;
+    let mut i = 0;
+    // Options before the text only: from the first word of the text on, everything is text.
+    while i < args.len() {
+        if let Some(v) = option_value(args, &mut i, "--reply-to")? {
+            reply_to = Some(message_id_arg("send: --reply-to", &v)?);
+        } else if peer.is_none() {
+            peer = Some(args[i].as_str());
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    let Some(peer) = peer else {
         bail!("send: @PEER missing");
     };
-    let text = words.join(" ");
+    let text = args[i..].join(" ");
     if text.trim().is_empty() {
         bail!("send: no text given (an empty message is not sent)");
     }
     let profile = open_profile(global)?;
-    let sent = profile.send_text(peer, &text)?;
+    let sent = profile.send_message(peer, &text, &[], reply_to)?;
     print_line(&ordered(&[
         ("chat_id", json!(sent.chat_id)),
         ("message_id", json!(sent.message_id)),
         ("date", json!(sent.date)),
     ]))
+}
+
+fn press(global: &Global, args: &[String]) -> anyhow::Result<()> {
+    let mut timeout = DEFAULT_LISTEN_TIMEOUT;
+    let mut positional = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        if let Some(v) = option_value(args, &mut i, "--timeout")? {
+            timeout = seconds_arg("press", &v)?;
+        } else {
+            positional.push(args[i].as_str());
+        }
+        i += 1;
+    }
+    let [bot, message_id, data] = positional[..] else {
+        bail!("press: expected @BOT MESSAGE_ID CALLBACK_DATA");
+    };
+    let message_id = message_id_arg("press: MESSAGE_ID", message_id)?;
+    let profile = open_profile(global)?;
+    let pressed = profile.press(bot, message_id, data)?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            bail!(
+                "press: no answer from {bot} to press {} within {} s (other arrivals were processed, not printed)",
+                pressed.press_id,
+                timeout.as_secs_f64()
+            );
+        }
+        let mut answer = None;
+        profile.receive_events_with(left, 1, |e| {
+            if let Incoming::CallbackAnswer { chat_id, press_id, .. } = e {
+                if *chat_id == pressed.sent.chat_id && *press_id == pressed.press_id {
+                    answer = Some(e.clone());
+                }
+            }
+        })?;
+        if let Some(answer) = answer {
+            return print_line(&incoming_json(&answer));
+        }
+    }
+}
+
+fn react(global: &Global, args: &[String]) -> anyhow::Result<()> {
+    let (peer, message_id, emoji) = match args {
+        [peer, id] => (peer, id, ""),
+        [peer, id, emoji] => (peer, id, emoji.as_str()),
+        _ => bail!("react: expected @PEER MESSAGE_ID [EMOJI]"),
+    };
+    let message_id = message_id_arg("react: MESSAGE_ID", message_id)?;
+    let profile = open_profile(global)?;
+    let sent = profile.react(peer, message_id, emoji)?;
+    print_line(&ordered(&[("chat_id", json!(sent.chat_id)), ("message_id", json!(sent.message_id))]))
+}
+
+/// A per-dialog message id (a positive whole number).
+fn message_id_arg(what: &str, v: &str) -> anyhow::Result<u64> {
+    match v.parse::<u64>() {
+        Ok(id) if id > 0 => Ok(id),
+        _ => bail!("{what} {v:?} is not a message id (a positive whole number)"),
+    }
+}
+
+/// A `--timeout` value: zero or more seconds.
+fn seconds_arg(command: &str, v: &str) -> anyhow::Result<Duration> {
+    let secs: f64 = v.parse().map_err(|_| anyhow!("{command}: --timeout {v:?} is not a number of seconds"))?;
+    if !(secs.is_finite() && secs >= 0.0) {
+        bail!("{command}: --timeout must be zero or more seconds");
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 fn listen(global: &Global, args: &[String]) -> anyhow::Result<()> {
@@ -179,11 +279,7 @@ fn listen(global: &Global, args: &[String]) -> anyhow::Result<()> {
     let mut i = 0;
     while i < args.len() {
         if let Some(v) = option_value(args, &mut i, "--timeout")? {
-            let secs: f64 = v.parse().map_err(|_| anyhow!("listen: --timeout {v:?} is not a number of seconds"))?;
-            if !(secs.is_finite() && secs >= 0.0) {
-                bail!("listen: --timeout must be zero or more seconds");
-            }
-            timeout = Duration::from_secs_f64(secs);
+            timeout = seconds_arg("listen", &v)?;
         } else if let Some(v) = option_value(args, &mut i, "--count")? {
             count = v.parse().map_err(|_| anyhow!("listen: --count {v:?} is not a whole number"))?;
         } else {
@@ -199,10 +295,10 @@ fn listen(global: &Global, args: &[String]) -> anyhow::Result<()> {
         if left.is_zero() {
             break;
         }
-        // One message per call, so a failed write stops us before more are acknowledged.
+        // One event per call, so a failed write stops us before more are acknowledged.
         let mut write_error = None;
-        received += profile.receive_with(left, 1, |m| {
-            if let Err(e) = print_line(&message_json(m)) {
+        received += profile.receive_events_with(left, 1, |e| {
+            if let Err(e) = print_line(&incoming_json(e)) {
                 write_error = Some(e);
             }
         })?;
@@ -223,12 +319,7 @@ fn chat(global: &Global, args: &[String]) -> anyhow::Result<()> {
 
 /// The `listen` line of one message.
 pub(super) fn message_json(m: &ReceivedMessage) -> String {
-    let from = ordered(&[
-        ("user_id", json!(m.sender.user_id)),
-        ("username", json!(m.sender.username)),
-        ("display_name", json!(m.sender.display_name)),
-        ("is_bot", json!(m.sender.is_bot)),
-    ]);
+    let from = sender_json(&m.sender);
     let mut fields = vec![
         ("chat_id", json!(m.chat_id).to_string()),
         ("message_id", json!(m.message_id).to_string()),
@@ -242,7 +333,97 @@ pub(super) fn message_json(m: &ReceivedMessage) -> String {
     if let Some(r) = m.reply_to_message_id {
         fields.push(("reply_to_message_id", json!(r).to_string()));
     }
+    if !m.keyboard.is_empty() {
+        fields.push(("keyboard", keyboard_json(&m.keyboard)));
+    }
+    if let Some(o) = &m.forward_origin {
+        let origin = ordered(&[
+            ("sender_user_id", json!(o.sender_user_id)),
+            ("sender_username", json!(o.sender_username)),
+            ("sender_first_name", json!(o.sender_first_name)),
+            ("sender_is_bot", json!(o.sender_is_bot)),
+            ("date", json!(o.date)),
+        ]);
+        fields.push(("forward_origin", origin));
+    }
     ordered_raw(&fields)
+}
+
+/// The `listen` line of anything that arrives: a message as `message_json` (no "event"
+/// field, the shape scripts already parse), everything else with an "event" field first.
+pub(super) fn incoming_json(e: &Incoming) -> String {
+    let event = |name: &str| ("event", json!(name).to_string());
+    let num = |v: u64| json!(v).to_string();
+    let fields = match e {
+        Incoming::Message(m) => return message_json(m),
+        Incoming::Edited { chat_id, message_id, edit_date, text, entities, keyboard } => vec![
+            event("edited"),
+            ("chat_id", num(*chat_id)),
+            ("message_id", num(*message_id)),
+            ("edit_date", json!(edit_date).to_string()),
+            ("text", json!(text).to_string()),
+            ("entities", Value::Array(entities.iter().map(entity_json).collect()).to_string()),
+            // Always present: an empty keyboard says the buttons are gone.
+            ("keyboard", keyboard_json(keyboard)),
+        ],
+        Incoming::Deleted { chat_id, message_id } => {
+            vec![event("deleted"), ("chat_id", num(*chat_id)), ("message_id", num(*message_id))]
+        }
+        Incoming::Reaction { chat_id, message_id, from, reactions } => vec![
+            event("reaction"),
+            ("chat_id", num(*chat_id)),
+            ("message_id", num(*message_id)),
+            ("from", sender_json(from)),
+            ("reactions", Value::Array(reactions.iter().map(reaction_json).collect()).to_string()),
+        ],
+        Incoming::ChatAction { chat_id, from, action } => vec![
+            event("chat_action"),
+            ("chat_id", num(*chat_id)),
+            ("from", sender_json(from)),
+            ("action", json!(action).to_string()),
+        ],
+        Incoming::CallbackAnswer { chat_id, press_id, text, show_alert } => vec![
+            event("callback_answer"),
+            ("chat_id", num(*chat_id)),
+            ("press_id", json!(press_id).to_string()),
+            ("text", json!(text).to_string()),
+            ("show_alert", json!(show_alert).to_string()),
+        ],
+    };
+    ordered_raw(&fields)
+}
+
+fn sender_json(s: &Sender) -> String {
+    ordered(&[
+        ("user_id", json!(s.user_id)),
+        ("username", json!(s.username)),
+        ("display_name", json!(s.display_name)),
+        ("is_bot", json!(s.is_bot)),
+    ])
+}
+
+/// Rows of `{"text", "callback_data"}` objects.
+fn keyboard_json(k: &Keyboard) -> String {
+    let rows: Vec<String> = k
+        .iter()
+        .map(|row| {
+            let buttons: Vec<String> = row
+                .iter()
+                .map(|b| ordered(&[("text", json!(b.text)), ("callback_data", json!(b.callback_data))]))
+                .collect();
+            format!("[{}]", buttons.join(","))
+        })
+        .collect();
+    format!("[{}]", rows.join(","))
+}
+
+/// A reaction as the Bot API's ReactionType object.
+fn reaction_json(r: &ReactionType) -> Value {
+    match r {
+        ReactionType::Emoji(e) => json!({"type": "emoji", "emoji": e}),
+        ReactionType::CustomEmoji(id) => json!({"type": "custom_emoji", "custom_emoji_id": id}),
+        ReactionType::Paid => json!({"type": "paid"}),
+    }
 }
 
 fn entity_json(e: &Entity) -> Value {
@@ -277,7 +458,6 @@ fn print_line(line: &str) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::message::Sender;
 
     #[test]
     fn message_line_has_the_contract_fields_in_order() {
@@ -289,6 +469,8 @@ mod tests {
             text: "héllo\nworld".into(),
             entities: vec![],
             reply_to_message_id: None,
+            keyboard: vec![],
+            forward_origin: None,
         };
         let line = message_json(&m);
         assert_eq!(
