@@ -74,7 +74,7 @@ struct Global {
     profile: PathBuf,
 }
 
-fn run(args: &[String]) -> anyhow::Result<()> {
+pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
     let mut server = None;
     let mut profile = None;
     let mut i = 0;
@@ -172,6 +172,18 @@ fn register(global: &Global, args: &[String]) -> anyhow::Result<()> {
 }
 
 fn send(global: &Global, args: &[String]) -> anyhow::Result<()> {
+    let (peer, reply_to, text) = send_args(args)?;
+    let profile = open_profile(global)?;
+    let sent = profile.send_message(peer, &text, &[], reply_to)?;
+    print_line(&ordered(&[
+        ("chat_id", json!(sent.chat_id)),
+        ("message_id", json!(sent.message_id)),
+        ("date", json!(sent.date)),
+    ]))
+}
+
+/// `send`'s @PEER, `--reply-to` and text.
+fn send_args(args: &[String]) -> anyhow::Result<(&str, Option<u64>, String)> {
     let mut peer = None;
     let mut reply_to = None;
     let mut i = 0;
@@ -193,13 +205,7 @@ fn send(global: &Global, args: &[String]) -> anyhow::Result<()> {
     if text.trim().is_empty() {
         bail!("send: no text given (an empty message is not sent)");
     }
-    let profile = open_profile(global)?;
-    let sent = profile.send_message(peer, &text, &[], reply_to)?;
-    print_line(&ordered(&[
-        ("chat_id", json!(sent.chat_id)),
-        ("message_id", json!(sent.message_id)),
-        ("date", json!(sent.date)),
-    ]))
+    Ok((peer, reply_to, text))
 }
 
 fn press(global: &Global, args: &[String]) -> anyhow::Result<()> {
@@ -458,6 +464,7 @@ fn print_line(line: &str) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::message::{Button, ForwardOrigin};
 
     #[test]
     fn message_line_has_the_contract_fields_in_order() {
@@ -485,6 +492,92 @@ mod tests {
         assert!(v["entities"][0].get("language").is_none());
         assert_eq!(v["reply_to_message_id"], 11);
         assert_eq!(v["from"]["is_bot"], true);
+    }
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn message_line_shows_keyboard_and_forward_origin() {
+        let m = ReceivedMessage {
+            chat_id: 5,
+            sender: Sender { user_id: 5, username: "b".into(), display_name: "B".into(), is_bot: true },
+            message_id: 3,
+            date: 1,
+            text: "t".into(),
+            entities: vec![],
+            reply_to_message_id: None,
+            keyboard: vec![
+                vec![Button { text: "Yes".into(), callback_data: "y".into() }, Button { text: "No".into(), callback_data: "n".into() }],
+                vec![Button { text: "Later".into(), callback_data: "l".into() }],
+            ],
+            forward_origin: Some(ForwardOrigin {
+                sender_user_id: 9,
+                sender_username: "carol".into(),
+                sender_first_name: "Carol".into(),
+                sender_is_bot: false,
+                date: 2,
+            }),
+        };
+        let line = incoming_json(&Incoming::Message(m));
+        assert!(line.contains(r#""keyboard":[[{"text":"Yes","callback_data":"y"},{"text":"No","callback_data":"n"}],[{"text":"Later","callback_data":"l"}]]"#), "{line}");
+        let v: Value = serde_json::from_str(&line).expect("valid JSON");
+        assert!(v.get("event").is_none(), "messages keep the shape scripts parse");
+        assert_eq!(v["forward_origin"], json!({"sender_user_id": 9, "sender_username": "carol", "sender_first_name": "Carol", "sender_is_bot": false, "date": 2}));
+    }
+
+    #[test]
+    fn other_events_carry_an_event_field() {
+        let bot = Sender { user_id: 5, username: "b".into(), display_name: "B".into(), is_bot: true };
+        let parse = |e: Incoming| -> Value { serde_json::from_str(&incoming_json(&e)).expect("valid JSON") };
+        let v = parse(Incoming::Edited { chat_id: 5, message_id: 3, edit_date: 7, text: "new".into(), entities: vec![], keyboard: vec![] });
+        assert_eq!(v, json!({"event": "edited", "chat_id": 5, "message_id": 3, "edit_date": 7, "text": "new", "entities": [], "keyboard": []}));
+        assert_eq!(parse(Incoming::Deleted { chat_id: 5, message_id: 3 }), json!({"event": "deleted", "chat_id": 5, "message_id": 3}));
+        let v = parse(Incoming::Reaction {
+            chat_id: 5,
+            message_id: 3,
+            from: bot.clone(),
+            reactions: vec![ReactionType::Emoji("👍".into()), ReactionType::CustomEmoji("c1".into()), ReactionType::Paid],
+        });
+        assert_eq!(v["event"], "reaction");
+        assert_eq!(v["from"]["username"], "b");
+        assert_eq!(v["reactions"], json!([{"type": "emoji", "emoji": "👍"}, {"type": "custom_emoji", "custom_emoji_id": "c1"}, {"type": "paid"}]));
+        let v = parse(Incoming::ChatAction { chat_id: 5, from: bot, action: "typing".into() });
+        assert_eq!((v["event"].as_str(), v["action"].as_str(), v["from"]["is_bot"].as_bool()), (Some("chat_action"), Some("typing"), Some(true)));
+        let line = incoming_json(&Incoming::CallbackAnswer { chat_id: 5, press_id: "ab".into(), text: "ok".into(), show_alert: false });
+        assert_eq!(line, r#"{"event":"callback_answer","chat_id":5,"press_id":"ab","text":"ok","show_alert":false}"#);
+    }
+
+    #[test]
+    fn send_takes_reply_to_before_the_text_only() {
+        let args = strings(&["@bot", "--reply-to", "4", "hi", "--reply-to", "5"]);
+        let (peer, reply_to, text) = send_args(&args).expect("ok");
+        assert_eq!((peer, reply_to, text.as_str()), ("@bot", Some(4), "hi --reply-to 5"));
+        let args = strings(&["--reply-to=9", "@bot", "yes"]);
+        let (peer, reply_to, text) = send_args(&args).expect("ok");
+        assert_eq!((peer, reply_to, text.as_str()), ("@bot", Some(9), "yes"));
+        assert_eq!(send_args(&strings(&["@bot", "plain"])).expect("ok").1, None);
+        let err = send_args(&strings(&["@bot", "--reply-to", "x", "hi"])).expect_err("not a number");
+        assert!(err.to_string().contains("not a message id"), "{err}");
+        assert!(send_args(&strings(&["@bot", "--reply-to", "0", "hi"])).is_err(), "ids start at 1");
+        assert!(send_args(&strings(&["@bot", "--reply-to", "3"])).expect_err("no text").to_string().contains("no text"));
+    }
+
+    #[test]
+    fn press_and_react_check_their_arguments_before_opening_the_profile() {
+        let run_in = |args: &[&str]| {
+            let mut all = strings(&["--profile", "/nonexistent/e2e"]);
+            all.extend(strings(args));
+            format!("{:#}", run(&all).expect_err("refused"))
+        };
+        assert!(run_in(&["press", "@bot", "3"]).contains("expected @BOT MESSAGE_ID CALLBACK_DATA"));
+        assert!(run_in(&["press", "@bot", "x", "data"]).contains("not a message id"));
+        assert!(run_in(&["press", "@bot", "3", "d", "--timeout", "-1"]).contains("zero or more seconds"));
+        assert!(run_in(&["react", "@bot"]).contains("expected @PEER MESSAGE_ID [EMOJI]"));
+        assert!(run_in(&["react", "@bot", "1", "a", "b"]).contains("expected @PEER MESSAGE_ID [EMOJI]"));
+        assert!(run_in(&["react", "@bot", "-3"]).contains("not a message id"));
+        assert!(run_in(&["react", "@bot", "3", "👍"]).contains("no registered profile"));
     }
 
     #[test]

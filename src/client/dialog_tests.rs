@@ -545,3 +545,50 @@ fn reactions_chat_actions_and_forwards_decode_and_reactions_are_sent() {
     let (_, content) = d.bot.receive_content();
     assert!(content.has_reaction() && content.reaction().reactions.is_empty(), "an empty reaction removes it");
 }
+
+/// A bot's CallbackAnswer to `press_id`.
+fn answer_content(press_id: &str, text: &str) -> Content {
+    let mut answer = CallbackAnswer::new();
+    answer.press_id = press_id.to_string();
+    answer.text = text.to_string();
+    let mut content = Content::new();
+    content.set_callback_answer(answer);
+    content
+}
+
+#[test]
+fn the_press_command_ends_with_the_answer_to_its_own_press_only() {
+    let d = BotDialog::start();
+    let (content, _) = d.keyboard_message("go?", &["go"]);
+    let m = d.bot.send(d.alice.user_id(), &content);
+    assert!(matches!(d.next_event(), Incoming::Message(ref g) if g.message_id == m));
+    let BotDialog { world, alice, bot, .. } = d;
+    let (alice_id, dir) = (alice.user_id(), alice.dir().display().to_string());
+    drop(alice); // the command opens the profile itself
+    let press = |timeout: &str| {
+        let args = ["--profile", &dir, "press", "@keys_bot", &m.to_string(), "go", "--timeout", timeout];
+        cli::run(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    };
+
+    // The bot answers each press twice: first under another press id, then (the first time
+    // only) under the right one. Other events arriving meanwhile do not end the wait.
+    let bot = std::thread::Builder::new()
+        .name("test-bot".into())
+        .spawn(move || {
+            for round in 0..2 {
+                let (_, content) = bot.receive_content();
+                let press_id = content.press().press_id.clone();
+                bot.send(alice_id, &answer_content("not-this-press", "wrong"));
+                if round == 0 {
+                    bot.send(alice_id, &text_content("meanwhile"));
+                    bot.send(alice_id, &answer_content(&press_id, "right"));
+                }
+            }
+        })
+        .expect("spawn");
+    press("20").expect("the command ends with the answer to its press");
+    let err = press("2").expect_err("only an answer to another press came");
+    assert!(format!("{err:#}").contains("no answer from @keys_bot to press"), "{err:#}");
+    bot.join().expect("bot thread");
+    drop(world);
+}
