@@ -310,9 +310,20 @@ mod tests {
         let c = Connection::open_in_memory().expect("db");
         migrations::migrate(&c, &STEPS[..1]).expect("version 1");
         c.execute_batch("INSERT INTO client_processed (seq) VALUES (3), (9), (5)").expect("old rows");
-        migrations::migrate(&c, STEPS).expect("version 2");
+        migrations::migrate(&c, &STEPS[..2]).expect("version 2");
         assert_eq!(e2e::inbound::cursor(&c).expect("cursor"), 9);
         assert!(e2e::inbound::is_repeat(&c, 9, 1, "x").expect("check"), "what was processed stays processed");
+    }
+
+    #[test]
+    fn step_3_gives_a_version_2_profile_an_empty_message_history() {
+        let c = Connection::open_in_memory().expect("db");
+        migrations::migrate(&c, &STEPS[..2]).expect("version 2");
+        migrations::migrate(&c, STEPS).expect("version 3");
+        assert_eq!(history::load(&c, 1, 1).expect("load"), None);
+        let content = crate::wire::e2e::Content::new();
+        history::remember(&c, 1, 1, 0, &content).expect("remember");
+        assert_eq!(history::load(&c, 1, 1).expect("load"), Some(content));
     }
 
     #[test]
