@@ -3,10 +3,13 @@
 //! end-to-end tests.
 //!
 //! - `profile`: the profile directory and database, registration, opening.
-//! - `send`: looking peers up, sessions with their devices, sealing and sending.
+//! - `send`: looking peers up, sessions with their devices, sealing and sending (text,
+//!   button presses, reactions).
 //! - `bot_profile`: a bot's commands and descriptions as a user sees them
 //!   (`Profile::bot_menu`, `Profile::bot_commands`).
-//! - `inbox`: the Inbox stream, opening envelopes, acknowledging, prekey replenishment.
+//! - `inbox`: the Inbox stream, opening envelopes into `Incoming` events, acknowledging,
+//!   prekey replenishment.
+//! - `history`: the received messages remembered per dialog (edits applied), for presses.
 //! - `cli`, `interactive`: the `e2e-chat` program.
 //!
 //! ```no_run
@@ -25,6 +28,7 @@
 mod bot_profile;
 mod cli;
 mod error;
+mod history;
 mod inbox;
 mod interactive;
 mod message;
@@ -39,6 +43,7 @@ pub use bot_profile::{BotCommand, BotMenu};
 pub use cli::run_cli;
 pub use error::{ClientError, Result};
 pub use inbox::REPLENISH_BELOW;
-pub use message::{Entity, ReceivedMessage, SentMessage, Sender};
+pub use history::MAX_REMEMBERED;
+pub use message::{Button, Entity, ForwardOrigin, Incoming, Keyboard, ReactionType, ReceivedMessage, SentMessage, SentPress, Sender};
 pub use profile::{Profile, BUSY_TIMEOUT, DB_FILE};
 pub use send::MAX_SEND_ATTEMPTS;
