@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
 
+use super::display;
 use super::message::{Entity, ReceivedMessage};
 use super::interactive;
 use super::profile::Profile;
@@ -35,7 +36,9 @@ Commands:
         (default 30) or after N messages
   chat @PEER
         interactive dialog: incoming messages print as `[@sender] text`, each line you type
-        is sent; /quit or end of input leaves
+        is sent and shown as `[you] text (#id)`; /quit, Ctrl-D or end of input leaves.
+        On a terminal: line editing, history (Up/Down), Ctrl-C clears the line. Control
+        characters in what arrives are shown escaped (\\e, \\x07, \\u{9b}), never obeyed
 
 Errors go to stderr as one line and make the exit status non-zero.
 Set RUST_LOG=info (or debug) for more detail on stderr.
@@ -221,8 +224,13 @@ fn chat(global: &Global, args: &[String]) -> anyhow::Result<()> {
     }
 }
 
-/// The `listen` line of one message.
+/// The `listen` line of one message. serde_json escapes C0 controls; `json_for_terminal` adds
+/// DEL, C1 and bidi controls, so the line is as safe on a terminal as in a pipe.
 pub(super) fn message_json(m: &ReceivedMessage) -> String {
+    display::json_for_terminal(&message_json_raw(m))
+}
+
+fn message_json_raw(m: &ReceivedMessage) -> String {
     let from = ordered(&[
         ("user_id", json!(m.sender.user_id)),
         ("username", json!(m.sender.username)),

@@ -5,7 +5,8 @@
 //! - `profile`: the profile directory and database, registration, opening.
 //! - `send`: looking peers up, sessions with their devices, sealing and sending.
 //! - `inbox`: the Inbox stream, opening envelopes, acknowledging, prekey replenishment.
-//! - `cli`, `interactive`: the `e2e-chat` program.
+//! - `cli`, `interactive`: the `e2e-chat` program; `display`: what it shows a person, made safe
+//!   for a terminal.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -21,6 +22,7 @@
 //! ```
 
 mod cli;
+pub mod display;
 mod error;
 mod inbox;
 mod interactive;
@@ -34,7 +36,7 @@ mod dialog_tests;
 
 pub use cli::run_cli;
 pub use error::{ClientError, Result};
-pub use inbox::REPLENISH_BELOW;
+pub use inbox::{StreamEnd, REPLENISH_BELOW};
 pub use message::{Entity, ReceivedMessage, SentMessage, Sender};
 pub use profile::{Profile, BUSY_TIMEOUT, DB_FILE};
 pub use send::MAX_SEND_ATTEMPTS;
