@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use super::bot_profile::BotMenu;
 use super::message::{Entity, Incoming, Keyboard, ReactionType, ReceivedMessage, Sender};
+use super::display;
 use super::interactive;
 use super::profile::Profile;
 
@@ -53,7 +54,9 @@ Commands:
         texts in that two-letter language where it has them
   chat @PEER
         interactive dialog: incoming messages print as `[@sender] text`, each line you type
-        is sent; /quit or end of input leaves
+        is sent and shown as `[you] text (#id)`; /quit, Ctrl-D or end of input leaves.
+        On a terminal: line editing, history (Up/Down), Ctrl-C clears the line. Control
+        characters in what arrives are shown escaped (\\e, \\x07, \\u{9b}), never obeyed
 
 Errors go to stderr as one line and make the exit status non-zero.
 Set RUST_LOG=info (or debug) for more detail on stderr.
@@ -370,8 +373,13 @@ fn chat(global: &Global, args: &[String]) -> anyhow::Result<()> {
     }
 }
 
-/// The `listen` line of one message.
+/// The `listen` line of one message. serde_json escapes C0 controls; `json_for_terminal` adds
+/// DEL, C1 and bidi controls, so the line is as safe on a terminal as in a pipe.
 pub(super) fn message_json(m: &ReceivedMessage) -> String {
+    display::json_for_terminal(&message_json_raw(m))
+}
+
+fn message_json_raw(m: &ReceivedMessage) -> String {
     let from = sender_json(&m.sender);
     let mut fields = vec![
         ("chat_id", json!(m.chat_id).to_string()),
@@ -502,9 +510,10 @@ fn ordered_raw(fields: &[(&str, String)]) -> String {
     format!("{{{}}}", body.join(","))
 }
 
+/// Prints one JSON line, with DEL, C1 and bidi controls escaped too (`display::json_for_terminal`).
 fn print_line(line: &str) -> anyhow::Result<()> {
     let mut out = io::stdout().lock();
-    writeln!(out, "{line}").context("writing to stdout")?;
+    writeln!(out, "{}", display::json_for_terminal(line)).context("writing to stdout")?;
     out.flush().context("writing to stdout")
 }
 

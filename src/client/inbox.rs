@@ -29,7 +29,16 @@ use crate::wire::platform::{AckRequest, InboxEnvelope, UploadPrekeysRequest};
 pub const REPLENISH_BELOW: u32 = e2e::ONE_TIME_PREKEY_TARGET / 2;
 
 
-/// Why `receive_loop` should stop waiting.
+/// How `receive_until` ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// `stop` fired.
+    Stopped,
+    /// The Inbox stream failed or the server ended it; why, in one line.
+    Closed(String),
+}
+
+/// Why `receive_session` should stop waiting.
 enum Wake {
     Event(InboxEvent),
     Deadline,
@@ -59,9 +68,12 @@ impl Profile {
     }
 
     /// Receives until `stop` gets a message or is disconnected (its sender dropped), handing
-    /// each message to `on_message`. Fails like `receive`.
-    pub fn receive_until(&self, stop: &Receiver<()>, mut on_message: impl FnMut(&ReceivedMessage)) -> Result<usize> {
-        self.receive_loop(None, usize::MAX, Some(stop), &mut messages_only(&mut on_message))
+    /// each message to `on_message`. Returns `Stopped`, or `Closed` with the reason when the
+    /// stream broke (also before any message: the caller reports and reconnects); fails only if
+    /// the stream cannot be opened or an envelope cannot be committed.
+    pub fn receive_until(&self, stop: &Receiver<()>, mut on_message: impl FnMut(&ReceivedMessage)) -> Result<StreamEnd> {
+        let (_, closed) = self.receive_session(None, usize::MAX, Some(stop), &mut messages_only(&mut on_message))?;
+        Ok(closed.map_or(StreamEnd::Stopped, StreamEnd::Closed))
     }
 
     /// Receives up to `max_count` events of any kind, waiting at most `timeout` in all.
@@ -85,12 +97,14 @@ impl Profile {
         })
     }
 
-    /// Receives events of any kind until `stop` gets a message or is disconnected.
-    pub fn receive_events_until(&self, stop: &Receiver<()>, mut on_event: impl FnMut(&Incoming)) -> Result<usize> {
-        self.receive_loop(None, usize::MAX, Some(stop), &mut |e| {
+    /// Receives events of any kind until `stop` gets a message or is disconnected; ends like
+    /// `receive_until`.
+    pub fn receive_events_until(&self, stop: &Receiver<()>, mut on_event: impl FnMut(&Incoming)) -> Result<StreamEnd> {
+        let (_, closed) = self.receive_session(None, usize::MAX, Some(stop), &mut |e| {
             on_event(e);
             true
-        })
+        })?;
+        Ok(closed.map_or(StreamEnd::Stopped, StreamEnd::Closed))
     }
 
     fn receive_loop(
@@ -101,6 +115,26 @@ impl Profile {
         // Takes each event; says whether it counts towards `max_count`.
         on_event: &mut dyn FnMut(&Incoming) -> bool,
     ) -> Result<usize> {
+        match self.receive_session(deadline, max_count, stop, on_event)? {
+            (0, Some(why)) => Err(ClientError::InboxClosed(why)),
+            (count, Some(why)) => {
+                log::warn!("inbox stream of @{} closed after {count} messages: {why}", self.username());
+                Ok(count)
+            }
+            (count, None) => Ok(count),
+        }
+    }
+
+    /// One session on the Inbox stream: how many messages arrived, and why the stream closed
+    /// if it did (rather than the deadline, the count or `stop` ending the wait).
+    fn receive_session(
+        &self,
+        deadline: Option<Instant>,
+        max_count: usize,
+        stop: Option<&Receiver<()>>,
+        // Takes each event; says whether it counts towards `max_count`.
+        on_event: &mut dyn FnMut(&Incoming) -> bool,
+    ) -> Result<(usize, Option<String>)> {
         if self.inbox.borrow().is_none() {
             if let Err(e) = self.keep_signed_prekey() {
                 log::warn!("could not rotate or publish the signed prekey of @{}: {e}", self.username());
@@ -151,14 +185,7 @@ impl Profile {
                 log::warn!("could not replenish one-time prekeys of @{}: {e}", self.username());
             }
         }
-        match failure {
-            Some(why) if count == 0 => Err(ClientError::InboxClosed(why)),
-            Some(why) => {
-                log::warn!("inbox stream of @{} closed after {count} messages: {why}", self.username());
-                Ok(count)
-            }
-            None => Ok(count),
-        }
+        Ok((count, failure))
     }
 
     /// Opens one envelope and applies it to the remembered messages in one transaction, then

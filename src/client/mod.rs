@@ -10,7 +10,8 @@
 //! - `inbox`: the Inbox stream, opening envelopes into `Incoming` events, acknowledging,
 //!   prekey replenishment.
 //! - `history`: the received messages remembered per dialog (edits applied), for presses.
-//! - `cli`, `interactive`: the `e2e-chat` program.
+//! - `cli`, `interactive`: the `e2e-chat` program; `display`: what it shows a person, made safe
+//!   for a terminal.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -27,6 +28,7 @@
 
 mod bot_profile;
 mod cli;
+pub mod display;
 mod error;
 mod history;
 mod inbox;
@@ -42,7 +44,7 @@ mod dialog_tests;
 pub use bot_profile::{BotCommand, BotMenu};
 pub use cli::run_cli;
 pub use error::{ClientError, Result};
-pub use inbox::REPLENISH_BELOW;
+pub use inbox::{StreamEnd, REPLENISH_BELOW};
 pub use history::MAX_REMEMBERED;
 pub use message::{Button, Entity, ForwardOrigin, Incoming, Keyboard, ReactionType, ReceivedMessage, SentMessage, SentPress, Sender};
 pub use profile::{Profile, BUSY_TIMEOUT, DB_FILE};
