@@ -123,3 +123,181 @@ fn keyboards_edits_deletions_forwards_copies_and_actions_are_served() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Waits (bounded) for the first event `pick` accepts; the others are processed and dropped.
+fn wait_for<T>(user: &bot_gateway::client::Profile, what: &str, mut pick: impl FnMut(&Incoming) -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        assert!(!left.is_zero(), "{what} did not arrive");
+        let mut found = None;
+        user.receive_events_with(left, 1, |e| {
+            if found.is_none() {
+                found = pick(e);
+            }
+        })
+        .expect("receive");
+        if let Some(v) = found {
+            return v;
+        }
+    }
+}
+
+/// Updates of `kind` queued beyond `offset`, polled until `n` are there (bounded).
+fn updates_of(world: &World, offset: i64, kind: &str, n: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, body) = world.gateway.call("getUpdates", json!({"offset": offset, "timeout": 1}));
+        let got: Vec<Value> = body["result"].as_array().expect("array").iter().filter(|u| u.get(kind).is_some()).cloned().collect();
+        if got.len() >= n {
+            return got;
+        }
+        assert!(std::time::Instant::now() < deadline, "{n} {kind} updates did not arrive: {body}");
+    }
+}
+
+use bot_gateway::client::{Button, Incoming, ReactionType};
+
+#[test]
+fn a_person_sees_buttons_edits_deletions_forwards_actions_reactions_and_answers() {
+    let world = World::start("ui_bot");
+    let alice = world.user("alice");
+    let bot = format!("@{}", world.bot_username());
+    let (chat, hello) = with_chat(&world, &alice);
+    let hello_id = hello["message_id"].as_i64().expect("id");
+    let after_hello = world.gateway.poll_until(0, 1)[0]["update_id"].as_i64().expect("id") + 1;
+
+    let kb = json!({"inline_keyboard": [[{"text": "Yes", "callback_data": "yes"}, {"text": "No", "callback_data": "no"}]]});
+    let menu = ok(&world, "sendMessage", json!({"chat_id": chat, "text": "Sure?", "reply_markup": kb, "reply_parameters": {"message_id": hello_id}}));
+    let menu_id = menu["message_id"].as_u64().expect("id");
+    let got = wait_for(&alice, "the menu", |e| match e {
+        Incoming::Message(m) if m.message_id == menu_id => Some(m.clone()),
+        _ => None,
+    });
+    assert_eq!(got.text, "Sure?");
+    assert_eq!(got.reply_to_message_id, Some(hello_id as u64));
+    assert_eq!(got.keyboard, vec![vec![Button { text: "Yes".into(), callback_data: "yes".into() }, Button { text: "No".into(), callback_data: "no".into() }]]);
+
+    // The press becomes a callback_query with the message and the data.
+    let pressed = alice.press(&bot, menu_id, "no").expect("press");
+    let q = &updates_of(&world, after_hello, "callback_query", 1)[0]["callback_query"];
+    assert_eq!(q["data"], "no");
+    assert_eq!(q["from"]["id"].as_u64(), Some(chat));
+    assert_eq!(q["message"]["message_id"].as_u64(), Some(menu_id));
+    assert_eq!(q["message"]["text"], "Sure?");
+    assert_eq!(q["message"]["reply_markup"], kb);
+    assert_eq!(q["chat_instance"], chat.to_string());
+    let qid = q["id"].as_str().expect("id").to_string();
+    assert!(qid.ends_with(&pressed.press_id), "{qid}");
+    assert_eq!(ok(&world, "answerCallbackQuery", json!({"callback_query_id": qid, "text": "Noted", "show_alert": true})), json!(true));
+    assert_eq!(ok(&world, "answerCallbackQuery", json!({"callback_query_id": qid, "text": "again"})), json!(true), "a known callback closes twice");
+    let answer = wait_for(&alice, "the callback answer", |e| match e {
+        Incoming::CallbackAnswer { press_id, text, show_alert, .. } if *press_id == pressed.press_id => Some((text.clone(), *show_alert)),
+        _ => None,
+    });
+    assert_eq!(answer, ("Noted".to_string(), true));
+
+    // The edit shows in the user's client, with the new keyboard; then the deletion.
+    ok(&world, "editMessageText", json!({"chat_id": chat, "message_id": menu_id, "text": "Thanks", "reply_markup": {"inline_keyboard": [[{"text": "Undo", "callback_data": "undo"}]]}}));
+    let (text, keyboard, edit_date) = wait_for(&alice, "the edit", |e| match e {
+        Incoming::Edited { message_id, text, keyboard, edit_date, .. } if *message_id == menu_id => Some((text.clone(), keyboard.clone(), *edit_date)),
+        _ => None,
+    });
+    assert_eq!((text.as_str(), keyboard[0][0].callback_data.as_str()), ("Thanks", "undo"));
+    assert!(edit_date > 0);
+    // The edited keyboard is signed for the same message: pressing it works.
+    alice.press(&bot, menu_id, "undo").expect("press the edited button");
+    let q = &updates_of(&world, after_hello, "callback_query", 2)[1]["callback_query"];
+    assert_eq!((q["data"].as_str(), q["message"]["text"].as_str()), (Some("undo"), Some("Thanks")));
+    ok(&world, "deleteMessage", json!({"chat_id": chat, "message_id": menu_id}));
+    wait_for(&alice, "the deletion", |e| matches!(e, Incoming::Deleted { message_id, .. } if *message_id == menu_id).then_some(()));
+    assert!(alice.press(&bot, menu_id, "undo").is_err(), "a deleted message has no buttons to press");
+
+    // A forward carries its origin; a chat action shows; the bot's reaction shows.
+    let fwd = ok(&world, "forwardMessage", json!({"chat_id": chat, "from_chat_id": chat, "message_id": hello_id}));
+    let origin = wait_for(&alice, "the forward", |e| match e {
+        Incoming::Message(m) if m.message_id as i64 == fwd["message_id"].as_i64().unwrap_or(0) => m.forward_origin.clone(),
+        _ => None,
+    });
+    assert_eq!((origin.sender_user_id, origin.sender_username.as_str()), (chat, "alice"));
+    ok(&world, "sendChatAction", json!({"chat_id": chat, "action": "typing"}));
+    wait_for(&alice, "typing", |e| matches!(e, Incoming::ChatAction { action, .. } if action == "typing").then_some(()));
+    ok(&world, "setMessageReaction", json!({"chat_id": chat, "message_id": hello_id, "reaction": [{"type": "emoji", "emoji": "🔥"}]}));
+    let reactions = wait_for(&alice, "the bot's reaction", |e| match e {
+        Incoming::Reaction { message_id, reactions, .. } if *message_id as i64 == hello_id => Some(reactions.clone()),
+        _ => None,
+    });
+    assert_eq!(reactions, vec![ReactionType::Emoji("🔥".into())]);
+
+    // A user's reaction is an update only when message_reaction is asked for explicitly.
+    alice.react(&bot, hello_id as u64, "👍").expect("react");
+    let marker = alice.send_text(&bot, "after the first reaction").expect("send");
+    let updates = world.gateway.poll_until(after_hello, 3);
+    assert!(updates.iter().all(|u| u.get("message_reaction").is_none()), "not in the default set: {updates:?}");
+    assert!(updates.iter().any(|u| u["message"]["message_id"].as_u64() == Some(marker.message_id)));
+    let last = updates.last().expect("some")["update_id"].as_i64().expect("id") + 1;
+    ok(&world, "getUpdates", json!({"offset": last, "timeout": 0, "allowed_updates": ["message", "message_reaction"]}));
+    alice.react(&bot, hello_id as u64, "").expect("remove the reaction");
+    let r = &updates_of(&world, last, "message_reaction", 1)[0]["message_reaction"];
+    assert_eq!(r["message_id"], hello_id);
+    assert_eq!(r["user"]["id"].as_u64(), Some(chat));
+    assert_eq!(r["old_reaction"], json!([{"type": "emoji", "emoji": "👍"}]));
+    assert_eq!(r["new_reaction"], json!([]));
+}
+
+#[test]
+fn a_forged_press_never_becomes_an_update() {
+    use bot_gateway::wire::e2e::{CallbackPress, Content};
+    let world = World::start("forge_bot");
+    let mallory = world.user("mallory");
+    let bot = format!("@{}", world.bot_username());
+    let (chat, _) = with_chat(&world, &mallory);
+    let after = world.gateway.poll_until(0, 1)[0]["update_id"].as_i64().expect("id") + 1;
+    let menu = ok(&world, "sendMessage", json!({"chat_id": chat, "text": "Pick", "reply_markup": {"inline_keyboard": [[{"text": "A", "callback_data": "a"}]]}}));
+    let menu_id = menu["message_id"].as_u64().expect("id");
+    wait_for(&mallory, "the menu", |e| match e {
+        Incoming::Message(m) if m.message_id == menu_id => Some(()),
+        _ => None,
+    });
+    let peer = mallory.lookup(&bot).expect("lookup");
+    // The signed context as it arrived, through an honest press of another button data, of
+    // another message id, and with its bytes changed.
+    let honest = mallory.press(&bot, menu_id, "a").expect("honest press");
+    let signed = {
+        let q = &updates_of(&world, after, "callback_query", 1)[0]["callback_query"];
+        assert!(q["id"].as_str().unwrap_or("").ends_with(&honest.press_id));
+        let menu = mallory.remembered(peer.user_id, menu_id).expect("read").expect("remembered");
+        menu.keyboard.context.clone().into_option().expect("signed context")
+    };
+    let mut forged = Vec::new();
+    let mut other_data = CallbackPress::new();
+    other_data.press_id = "f1".into();
+    other_data.message_id = menu_id;
+    other_data.callback_data = "admin".into();
+    other_data.context = protobuf::MessageField::some(signed.clone());
+    forged.push(other_data.clone());
+    let mut other_message = other_data.clone();
+    other_message.press_id = "f2".into();
+    other_message.callback_data = "a".into();
+    other_message.message_id = menu_id + 1;
+    forged.push(other_message);
+    let mut altered = other_data.clone();
+    altered.press_id = "f3".into();
+    altered.callback_data = "a".into();
+    let ctx = altered.context.as_mut().expect("context");
+    let last = ctx.context.len() - 1;
+    ctx.context[last] ^= 0x01;
+    forged.push(altered);
+    for press in forged {
+        let mut content = Content::new();
+        content.set_press(press);
+        mallory.send_content(&peer, &content).expect("send the forged press");
+    }
+    let marker = mallory.send_text(&bot, "end of forgeries").expect("marker");
+    let updates = world.gateway.poll_until(after, 2);
+    let marker_at = updates.iter().position(|u| u["message"]["message_id"].as_u64() == Some(marker.message_id));
+    assert!(marker_at.is_some(), "{updates:?}");
+    let presses: Vec<&Value> = updates.iter().filter(|u| u.get("callback_query").is_some()).collect();
+    assert_eq!(presses.len(), 1, "only the honest press became an update: {updates:?}");
+    assert!(world.gateway.proc.stderr_text().contains("callback press refused"), "the refusals are logged");
+}

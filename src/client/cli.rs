@@ -41,6 +41,13 @@ Commands:
   react @PEER MESSAGE_ID [EMOJI]
         set your reaction to a message (no EMOJI: remove it);
         prints {\"chat_id\":N,\"message_id\":M} of the reaction's envelope
+  inline @BOT [--timeout SECONDS] QUERY...
+        type \"@BOT QUERY\" (inline mode): open a session and wait (default 30 s) for the
+        bot's results; prints {\"event\":\"inline_results\",\"chat_id\":N,\"session_id\":S,
+        \"results\":[{\"id\",\"title\",\"description\",\"text\"}]}. No results in time: exit 1
+  choose @BOT SESSION_ID RESULT_ID
+        pick a result of an inline session: its text is sent to the bot's dialog via the bot;
+        prints {\"chat_id\":N,\"message_id\":M,\"date\":T} (the same again for a repeated choice)
   listen [--timeout SECONDS] [--count N]
         print what arrives as one JSON object per line; stop after SECONDS (default 30) or
         after N objects. A message: chat_id, message_id, date, from, text, and when present
@@ -120,6 +127,8 @@ pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
         "commands" => commands(&global, rest),
         "press" => press(&global, rest),
         "react" => react(&global, rest),
+        "inline" => inline(&global, rest),
+        "choose" => choose(&global, rest),
         "chat" => chat(&global, rest),
         "help" => {
             print!("{USAGE}");
@@ -272,6 +281,59 @@ fn react(global: &Global, args: &[String]) -> anyhow::Result<()> {
     print_line(&ordered(&[("chat_id", json!(sent.chat_id)), ("message_id", json!(sent.message_id))]))
 }
 
+fn inline(global: &Global, args: &[String]) -> anyhow::Result<()> {
+    let mut timeout = DEFAULT_LISTEN_TIMEOUT;
+    let mut bot = None;
+    let mut i = 0;
+    // Options before the query only, as for `send`.
+    while i < args.len() {
+        if let Some(v) = option_value(args, &mut i, "--timeout")? {
+            timeout = seconds_arg("inline", &v)?;
+        } else if bot.is_none() {
+            bot = Some(args[i].as_str());
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    let Some(bot) = bot else {
+        bail!("inline: @BOT missing");
+    };
+    let query = args[i..].join(" ");
+    let profile = open_profile(global)?;
+    let session_id = profile.inline_query(bot, &query)?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            bail!("inline: no results from {bot} for session {session_id} within {} s", timeout.as_secs_f64());
+        }
+        let mut results = None;
+        profile.receive_events_with(left, 1, |e| {
+            if matches!(e, Incoming::InlineResults { session_id: s, .. } if *s == session_id) {
+                results = Some(e.clone());
+            }
+        })?;
+        if let Some(results) = results {
+            return print_line(&incoming_json(&results));
+        }
+    }
+}
+
+fn choose(global: &Global, args: &[String]) -> anyhow::Result<()> {
+    let [bot, session, result] = args else {
+        bail!("choose: expected @BOT SESSION_ID RESULT_ID");
+    };
+    let session_id = message_id_arg("choose: SESSION_ID", session)?;
+    let profile = open_profile(global)?;
+    let sent = profile.choose_inline(bot, session_id, result)?;
+    print_line(&ordered(&[
+        ("chat_id", json!(sent.chat_id)),
+        ("message_id", json!(sent.message_id)),
+        ("date", json!(sent.date)),
+    ]))
+}
+
 /// A per-dialog message id (a positive whole number).
 fn message_id_arg(what: &str, v: &str) -> anyhow::Result<u64> {
     match v.parse::<u64>() {
@@ -407,6 +469,9 @@ fn message_json_raw(m: &ReceivedMessage) -> String {
         ]);
         fields.push(("forward_origin", origin));
     }
+    if let Some(bot) = m.via_bot_user_id {
+        fields.push(("via_bot_user_id", json!(bot).to_string()));
+    }
     ordered_raw(&fields)
 }
 
@@ -449,6 +514,27 @@ pub(super) fn incoming_json(e: &Incoming) -> String {
             ("press_id", json!(press_id).to_string()),
             ("text", json!(text).to_string()),
             ("show_alert", json!(show_alert).to_string()),
+        ],
+        Incoming::InlineResults { chat_id, session_id, results } => vec![
+            event("inline_results"),
+            ("chat_id", num(*chat_id)),
+            ("session_id", num(*session_id)),
+            (
+                "results",
+                Value::Array(
+                    results
+                        .iter()
+                        .map(|r| {
+                            let mut v = json!({"id": r.id, "title": r.title, "description": r.description, "text": r.text});
+                            if !r.entities.is_empty() {
+                                v["entities"] = Value::Array(r.entities.iter().map(entity_json).collect());
+                            }
+                            v
+                        })
+                        .collect(),
+                )
+                .to_string(),
+            ),
         ],
     };
     ordered_raw(&fields)
@@ -534,6 +620,7 @@ mod tests {
             reply_to_message_id: None,
             keyboard: vec![],
             forward_origin: None,
+            via_bot_user_id: None,
         };
         let line = message_json(&m);
         assert_eq!(
@@ -575,6 +662,7 @@ mod tests {
                 sender_is_bot: false,
                 date: 2,
             }),
+            via_bot_user_id: None,
         };
         let line = incoming_json(&Incoming::Message(m));
         assert!(line.contains(r#""keyboard":[[{"text":"Yes","callback_data":"y"},{"text":"No","callback_data":"n"}],[{"text":"Later","callback_data":"l"}]]"#), "{line}");

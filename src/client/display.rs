@@ -203,6 +203,9 @@ mod tests {
             text: text.into(),
             entities: vec![],
             reply_to_message_id: None,
+            keyboard: vec![],
+            forward_origin: None,
+            via_bot_user_id: None,
         }
     }
 

@@ -43,6 +43,14 @@ pub(super) fn remember(c: &Connection, peer: u64, message_id: u64, date: i64, co
     Ok(())
 }
 
+impl super::profile::Profile {
+    /// A message received from `peer_user_id` as this profile remembers it (edits applied),
+    /// if it does.
+    pub fn remembered(&self, peer_user_id: u64, message_id: u64) -> Result<Option<Content>> {
+        load(&self.conn, peer_user_id, message_id)
+    }
+}
+
 /// The message as it is now, if remembered.
 pub(super) fn load(c: &Connection, peer: u64, message_id: u64) -> Result<Option<Content>> {
     let bytes: Option<Vec<u8>> = c

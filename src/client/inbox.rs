@@ -17,6 +17,7 @@ use super::error::{ClientError, E2eContext, Result};
 use crate::wire::rpc::text as rpc_text;
 use super::profile::Profile;
 use super::history;
+use super::inline;
 use super::message::{keyboard_from_wire, Entity, ForwardOrigin, Incoming, ReactionType, ReceivedMessage, Sender};
 use super::reader::{InboxEvent, InboxReader};
 use crate::crypto::x3dh;
@@ -348,7 +349,12 @@ fn incoming(c: &Connection, envelope: &InboxEnvelope, content: Content) -> Resul
             show_alert: a.show_alert,
         },
         // Presses go to bots; an empty body is a kind from a newer release.
-        Some(Body::Press(_)) | Some(Body::InlineQuery(_)) | Some(Body::InlineResults(_)) | None => return Ok(None),
+        Some(Body::InlineResults(r)) => match inline::remember_results(c, peer, r)? {
+            Some(results) => Incoming::InlineResults { chat_id: peer, session_id: r.session_id, results },
+            None => return Ok(None),
+        },
+        // Presses and inline queries go to bots; an empty body is a kind from a newer release.
+        Some(Body::Press(_)) | Some(Body::InlineQuery(_)) | None => return Ok(None),
     };
     Ok(Some(event))
 }
@@ -383,6 +389,7 @@ fn received_message(envelope: &InboxEnvelope, content: &Content) -> ReceivedMess
         reply_to_message_id: (content.reply_to_message_id != 0).then_some(content.reply_to_message_id),
         keyboard: keyboard_from_wire(content.keyboard.as_ref()),
         forward_origin: content.forward_origin.as_ref().map(ForwardOrigin::from_wire),
+        via_bot_user_id: (content.via_bot_user_id != 0).then_some(content.via_bot_user_id),
     }
 }
 

@@ -78,6 +78,19 @@ pub struct ReceivedMessage {
     pub keyboard: Keyboard,
     /// Set on a forwarded message: who wrote the original, and when.
     pub forward_origin: Option<ForwardOrigin>,
+    /// Set on a message sent by choosing a bot's inline result: that bot's user id.
+    pub via_bot_user_id: Option<u64>,
+}
+
+/// One article of a bot's inline results.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InlineResult {
+    pub id: String,
+    pub title: String,
+    pub description: String,
+    /// The message text a choice sends.
+    pub text: String,
+    pub entities: Vec<Entity>,
 }
 
 /// Rows of callback buttons.
@@ -125,6 +138,8 @@ pub enum Incoming {
     ChatAction { chat_id: u64, from: Sender, action: String },
     /// A bot's answer to one of our presses.
     CallbackAnswer { chat_id: u64, press_id: String, text: String, show_alert: bool },
+    /// A bot's (latest) results for one of our inline sessions.
+    InlineResults { chat_id: u64, session_id: u64, results: Vec<InlineResult> },
 }
 
 impl Incoming {
@@ -136,7 +151,8 @@ impl Incoming {
             | Incoming::Deleted { chat_id, .. }
             | Incoming::Reaction { chat_id, .. }
             | Incoming::ChatAction { chat_id, .. }
-            | Incoming::CallbackAnswer { chat_id, .. } => *chat_id,
+            | Incoming::CallbackAnswer { chat_id, .. }
+            | Incoming::InlineResults { chat_id, .. } => *chat_id,
         }
     }
 }

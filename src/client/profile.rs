@@ -243,7 +243,7 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 1, sql: &[e2e::TABLES_V1, CLIENT_V1] },
     Step { version: 2, sql: &[e2e::inbound::TABLES_V2, CLIENT_V2] },
     // The received messages a press, an edit or a deletion refers to (`history`).
-    Step { version: 3, sql: &[history::HISTORY_V3] },
+    Step { version: 3, sql: &[history::HISTORY_V3, super::inline::INLINE_V3] },
 ];
 
 /// Step 2: the processed seqs give way to the one inbound rule of `e2e::inbound`. Envelopes
