@@ -301,3 +301,100 @@ fn a_forged_press_never_becomes_an_update() {
     assert_eq!(presses.len(), 1, "only the honest press became an update: {updates:?}");
     assert!(world.gateway.proc.stderr_text().contains("callback press refused"), "the refusals are logged");
 }
+
+#[test]
+fn a_press_on_runtime_a_message_is_handled_by_runtime_b() {
+    let world = World::start("twin_ui_bot");
+    let alice = world.user("alice");
+    let bot = format!("@{}", world.bot_username());
+    // Runtime B: the same bot, its own state_dir, so its own device.
+    let config_b = world.dir.path().join("gateway-b.json");
+    support::write_config(&config_b, &support::gateway_config(&world.platform.url, &world.dir.path().join("state-b"), &world.bot));
+    let b = support::Gateway::start(&config_b);
+    // Alice's hello goes to both devices; A sends the menu.
+    let (chat, _) = with_chat(&world, &alice);
+    let b_updates = b.poll_until(0, 1);
+    assert_eq!(b_updates[0]["message"]["text"], "hello", "both runtimes receive the user's messages");
+    let after_b = b_updates[0]["update_id"].as_i64().expect("id") + 1;
+    let menu = ok(&world, "sendMessage", json!({"chat_id": chat, "text": "Menu of A", "reply_markup": {"inline_keyboard": [[{"text": "Go", "callback_data": "go"}]]}}));
+    let menu_id = menu["message_id"].as_u64().expect("id");
+    wait_for(&alice, "A's menu", |e| matches!(e, Incoming::Message(m) if m.message_id == menu_id).then_some(()));
+
+    // The press reaches B, which never saw the message: it builds it from the signed context.
+    let pressed = alice.press(&bot, menu_id, "go").expect("press");
+    let (status, body) = b.call("getUpdates", json!({"offset": after_b, "timeout": 20}));
+    assert_eq!(status, 200, "{body}");
+    let q = body["result"].as_array().expect("array").iter().find_map(|u| u.get("callback_query")).expect("B got the press").clone();
+    assert_eq!((q["data"].as_str(), q["message"]["text"].as_str()), (Some("go"), Some("Menu of A")));
+    assert_eq!(q["message"]["message_id"].as_u64(), Some(menu_id));
+    assert_eq!(q["message"]["from"]["is_bot"], true);
+    // B answers and edits A's message: the context taught B the message.
+    let (status, body) = b.call("answerCallbackQuery", json!({"callback_query_id": q["id"], "text": "B here"}));
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = b.call("editMessageText", json!({"chat_id": chat, "message_id": menu_id, "text": "Edited by B"}));
+    assert_eq!(status, 200, "{body}");
+    let answer = wait_for(&alice, "B's answer", |e| match e {
+        Incoming::CallbackAnswer { press_id, text, .. } if *press_id == pressed.press_id => Some(text.clone()),
+        _ => None,
+    });
+    assert_eq!(answer, "B here");
+    let edited = wait_for(&alice, "B's edit", |e| match e {
+        Incoming::Edited { message_id, text, .. } if *message_id == menu_id => Some(text.clone()),
+        _ => None,
+    });
+    assert_eq!(edited, "Edited by B");
+}
+
+#[test]
+fn callbacks_and_inline_sessions_survive_a_restart_without_duplicates() {
+    let mut world = World::start("inline_bot");
+    let alice = world.user("alice");
+    let bot = format!("@{}", world.bot_username());
+    let (chat, _) = with_chat(&world, &alice);
+    let after = world.gateway.poll_until(0, 1)[0]["update_id"].as_i64().expect("id") + 1;
+    let menu = ok(&world, "sendMessage", json!({"chat_id": chat, "text": "m", "reply_markup": {"inline_keyboard": [[{"text": "x", "callback_data": "x"}]]}}));
+    let menu_id = menu["message_id"].as_u64().expect("id");
+    wait_for(&alice, "the menu", |e| matches!(e, Incoming::Message(m) if m.message_id == menu_id).then_some(()));
+    let pressed = alice.press(&bot, menu_id, "x").expect("press");
+    let session_id = alice.inline_query(&bot, "cats").expect("inline query");
+    let before: Vec<Value> = updates_of(&world, after, "inline_query", 1);
+    let q = &before[0]["inline_query"];
+    assert_eq!((q["query"].as_str(), q["offset"].as_str()), (Some("cats"), Some("")));
+    assert_eq!(q["id"], session_id.to_string());
+
+    world.restart_gateway();
+
+    // The same updates, once each; nothing imported twice.
+    let (_, body) = world.gateway.call("getUpdates", json!({"offset": after, "timeout": 0}));
+    let kinds: Vec<String> = body["result"].as_array().expect("array").iter()
+        .map(|u| u.as_object().expect("object").keys().find(|k| *k != "update_id").expect("kind").clone())
+        .collect();
+    assert_eq!(kinds, ["callback_query", "inline_query"], "{body}");
+    let cq = body["result"][0]["callback_query"]["id"].clone();
+    assert_eq!(ok(&world, "answerCallbackQuery", json!({"callback_query_id": cq, "text": "after restart"})), json!(true));
+    wait_for(&alice, "the answer", |e| matches!(e, Incoming::CallbackAnswer { press_id, .. } if *press_id == pressed.press_id).then_some(()));
+
+    // Answer, answer again (replaces), choose, then answering is refused.
+    let article = |id: &str, text: &str| json!({"type": "article", "id": id, "title": id, "input_message_content": {"message_text": text, "parse_mode": "HTML"}});
+    ok(&world, "answerInlineQuery", json!({"inline_query_id": session_id.to_string(), "results": [article("a", "first")]}));
+    wait_for(&alice, "the first results", |e| matches!(e, Incoming::InlineResults { session_id: s, .. } if *s == session_id).then_some(()));
+    ok(&world, "answerInlineQuery", json!({"inline_query_id": session_id.to_string(), "results": [article("b", "<b>bold</b> choice"), article("c", "other")], "cache_time": 0, "is_personal": true}));
+    let results = wait_for(&alice, "the second results", |e| match e {
+        Incoming::InlineResults { session_id: s, results, .. } if *s == session_id => Some(results.clone()),
+        _ => None,
+    });
+    assert_eq!(results.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["b", "c"], "a later answer replaces the list");
+    let sent = alice.choose_inline(&bot, session_id, "b").expect("choose");
+    let again = alice.choose_inline(&bot, session_id, "b").expect("choose again");
+    assert_eq!(again, sent, "choosing the same result again sends nothing more");
+    let last = body["result"].as_array().expect("array").last().expect("one")["update_id"].as_i64().expect("id") + 1;
+    let got = world.gateway.poll_until(last, 2);
+    let message = got.iter().find_map(|u| u.get("message")).expect("the chosen text arrives as a message");
+    assert_eq!(message["text"], "bold choice");
+    assert_eq!(message["entities"], json!([{"type": "bold", "offset": 0, "length": 4}]));
+    assert_eq!(message["via_bot"]["username"], world.bot_username());
+    let chosen = got.iter().find_map(|u| u.get("chosen_inline_result")).expect("chosen_inline_result");
+    assert_eq!((chosen["result_id"].as_str(), chosen["query"].as_str()), (Some("b"), Some("cats")));
+    assert_eq!(got.len(), 2, "one message and one chosen_inline_result: {got:?}");
+    refused(&world, "answerInlineQuery", json!({"inline_query_id": session_id.to_string(), "results": [article("z", "late")]}), 400, "already chosen");
+}
