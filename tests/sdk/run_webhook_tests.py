@@ -11,11 +11,12 @@ loopback URL with a secret_token. The test then checks, in order:
 2. the bot checks X-Compat-Bot-Api-Secret-Token: a POST without it, or with only the standard
    X-Telegram-Bot-Api-Secret-Token header, is refused with a 4xx;
 3. the user sends "hello <sdk>" and "/start" and receives "echo: hello <sdk>" and the greeting
-   (aiogram's echo travels back in a multipart webhook reply; telegraf's sendChatAction reply
-   reaches the gateway too, but that method does not exist yet and only its log line shows it);
+   (aiogram's echo travels back in a multipart webhook reply, telegraf's sendChatAction in a
+   JSON webhook reply; the chat action reaches the user as an event, not a reply);
 4. the queue drains: pending_update_count reaches 0.
 
-It reuses the process and world helpers of run_sdk_tests.py. Standard library only.
+It reuses the process and world helpers of run_sdk_tests.py and runs the SDKs in parallel.
+Standard library only.
 
 Usage: run_webhook_tests.py [-v] [--keep] [SDK ...]   (SDK: ptb, aiogram, telegraf; default all)
 Prints PASS/FAIL per SDK, then exactly "N passed, M failed"; exits 0 only if all passed.
@@ -173,7 +174,7 @@ def run_sdk(sdk, bin_dir, keep):
 
 
 def main():
-    return base.run_main(run_sdk, __doc__.split("\n\n")[0], label="webhook ")
+    return base.run_main(run_sdk, __doc__.split("\n\n")[0], label="webhook ", jobs=len(SDKS))
 
 
 if __name__ == "__main__":
