@@ -23,7 +23,6 @@ Prints PASS/FAIL per SDK and mode, then exactly "N passed, M failed"; exits 0 on
 """
 
 import json
-import secrets
 import sys
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from pathlib import Path
 sys.dont_write_bytecode = True
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_sdk_tests as base  # noqa: E402  (the shared world and process helpers)
-import run_webhook_tests as webhook  # noqa: E402  (getWebhookInfo and /healthz helpers)
+import run_webhook_tests as webhook  # noqa: E402  (starting a webhook bot)
 from run_sdk_tests import StepFailed, from_bot, log  # noqa: E402
 
 SDK_DIR = base.SDK_DIR
@@ -218,33 +217,12 @@ def run_mode(sdk, mode, bin_dir, keep):
     world = base.World(f"dialog-{mode}-{sdk}", keep)
 
     def steps():
-        platform_url, data = base.start_platform(world, bin_dir)
-        bot = base.create_bot(world, bin_dir, data, spec)
-        config, api_base = base.write_config(world, platform_url, bot)
-        world.spawn("bot-gateway", [str(bin_dir / "bot-gateway"), "serve", str(config)])
-        base.wait_healthz(world, api_base)
-
-        e2e = str(bin_dir / "e2e-chat")
-        profile = str(world.dir / "alice")
         username = f"alice_{mode[0]}_{sdk}"
-        world.run(
-            "e2e-chat-register",
-            [e2e, "--server", platform_url, "--profile", profile, "register", username, "--name", "Alice"],
-            watch=("platform-server", "bot-gateway"),
-        )
-        env = {"BOT_TOKEN": bot["token"], "BOT_API_BASE": api_base}
+        bot, api_base, e2e, profile = base.start_bot_world(world, bin_dir, spec, username)
         if mode == "webhook":
-            (port,) = base.free_loopback_ports(1)
-            hook_url = f"http://127.0.0.1:{port}{spec['path']}"
-            env.update(WEBHOOK_PORT=str(port), WEBHOOK_SECRET=secrets.token_urlsafe(24))
-        world.spawn("sdk-bot", spec["argv"], env=env)
-        if mode == "webhook":
-            webhook.wait_webhook_info(
-                world, api_base, bot["token"], f"the bot did not register {hook_url}", lambda i: i.get("url") == hook_url
-            )
-            reported = webhook.health(api_base)["bots"][0].get("mode")
-            if reported != "webhook":
-                raise StepFailed(f"/healthz reports mode {reported!r}, expected 'webhook'")
+            webhook.start_webhook_bot(world, spec, bot, api_base)
+        else:
+            world.spawn("sdk-bot", spec["argv"], env={"BOT_TOKEN": bot["token"], "BOT_API_BASE": api_base})
         spec["scenario"](User(world, e2e, profile, username, bot["username"]))
 
     return base.run_in_world(f"{sdk} {mode}", world, steps)

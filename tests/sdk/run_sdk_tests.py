@@ -236,16 +236,18 @@ class World:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def report(self):
+        """The tail of every captured stderr, as lines to print."""
+        out = []
         for name, path in self.stderr_files:
             lines = tail(path)
             if not lines:
-                print(f"  --- {name} stderr: empty ---")
+                out.append(f"  --- {name} stderr: empty ---")
                 continue
-            print(f"  --- {name} stderr (last {len(lines)} lines) ---")
-            for line in lines:
-                print(f"  | {line}")
+            out.append(f"  --- {name} stderr (last {len(lines)} lines) ---")
+            out += [f"  | {line}" for line in lines]
         if self.keep:
-            print(f"  (kept {self.dir})")
+            out.append(f"  (kept {self.dir})")
+        return out
 
 
 def stop(proc):
@@ -450,6 +452,25 @@ def collect_replies(world, e2e, profile, bot_username, expected):
         raise StepFailed(f"the user received unexpected messages {unexpected!r} (e.g. /start echoed as text)")
 
 
+def start_bot_world(world, bin_dir, spec, username):
+    """The world every scenario starts from: platform-server, the bot of `spec` (created with
+    create-bot), bot-gateway connected to it, and a user `username` registered with e2e-chat.
+    Returns (bot, api_base, e2e, profile)."""
+    platform_url, data = start_platform(world, bin_dir)
+    bot = create_bot(world, bin_dir, data, spec)
+    config, api_base = write_config(world, platform_url, bot)
+    world.spawn("bot-gateway", [str(bin_dir / "bot-gateway"), "serve", str(config)])
+    wait_healthz(world, api_base)
+    e2e = str(bin_dir / "e2e-chat")
+    profile = str(world.dir / "alice")
+    world.run(
+        "e2e-chat-register",
+        [e2e, "--server", platform_url, "--profile", profile, "register", username, "--name", "Alice"],
+        watch=("platform-server", "bot-gateway"),
+    )
+    return bot, api_base, e2e, profile
+
+
 def run_in_world(label, world, steps):
     """Runs `steps()` in `world` and prints "PASS <label> (<seconds>)" or "FAIL <label>: why".
     Everything started is stopped either way; a failure's directory is reported, then removed
@@ -458,9 +479,9 @@ def run_in_world(label, world, steps):
     try:
         steps()
     except StepFailed as e:
-        print(f"FAIL {label}: {e}", flush=True)
         world.close(remove=False)
-        world.report()
+        # One print, so the report of a world run in parallel is not interleaved with others.
+        print("\n".join([f"FAIL {label}: {e}"] + world.report()), flush=True)
         world.remove()
         return False
     except BaseException:
@@ -477,19 +498,7 @@ def run_sdk(sdk, bin_dir, keep):
     world = World(sdk, keep)
 
     def steps():
-        platform_url, data = start_platform(world, bin_dir)
-        bot = create_bot(world, bin_dir, data, spec)
-        config, api_base = write_config(world, platform_url, bot)
-        world.spawn("bot-gateway", [str(bin_dir / "bot-gateway"), "serve", str(config)])
-        wait_healthz(world, api_base)
-
-        e2e = str(bin_dir / "e2e-chat")
-        profile = str(world.dir / "alice")
-        world.run(
-            "e2e-chat-register",
-            [e2e, "--server", platform_url, "--profile", profile, "register", f"alice_{sdk}", "--name", "Alice"],
-            watch=("platform-server", "bot-gateway"),
-        )
+        bot, api_base, e2e, profile = start_bot_world(world, bin_dir, spec, f"alice_{sdk}")
         world.spawn(
             "sdk-bot",
             spec["argv"],
