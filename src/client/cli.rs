@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
 
+use super::bot_profile::BotMenu;
 use super::message::{Entity, ReceivedMessage};
 use super::interactive;
 use super::profile::Profile;
@@ -33,6 +34,11 @@ Commands:
   listen [--timeout SECONDS] [--count N]
         print each received message as one JSON object per line; stop after SECONDS
         (default 30) or after N messages
+  commands @BOT [--lang XX]
+        what the bot offers in your private chat with it: first one line
+        {\"bot\":\"B\",\"description\":\"...\",\"short_description\":\"...\"}, then one line
+        {\"command\":\"start\",\"description\":\"...\"} per command; --lang picks the bot's
+        texts in that two-letter language where it has them
   chat @PEER
         interactive dialog: incoming messages print as `[@sender] text`, each line you type
         is sent; /quit or end of input leaves
@@ -95,6 +101,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         "register" => register(&global, rest),
         "send" => send(&global, rest),
         "listen" => listen(&global, rest),
+        "commands" => commands(&global, rest),
         "chat" => chat(&global, rest),
         "help" => {
             print!("{USAGE}");
@@ -213,6 +220,46 @@ fn listen(global: &Global, args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn commands(global: &Global, args: &[String]) -> anyhow::Result<()> {
+    let mut bot = None;
+    let mut lang = None;
+    let mut i = 0;
+    while i < args.len() {
+        if let Some(v) = option_value(args, &mut i, "--lang")? {
+            lang = Some(v);
+        } else if args[i].starts_with('-') {
+            bail!("commands: unknown option {}", args[i]);
+        } else if bot.is_none() {
+            bot = Some(args[i].clone());
+        } else {
+            bail!("commands: expected exactly one @BOT");
+        }
+        i += 1;
+    }
+    let bot = bot.ok_or_else(|| anyhow!("commands: @BOT missing"))?;
+    let profile = open_profile(global)?;
+    let menu = profile.bot_menu(&bot, lang.as_deref())?;
+    for line in menu_lines(&menu) {
+        print_line(&line)?;
+    }
+    Ok(())
+}
+
+/// The `commands` output: the bot line, then a line per command.
+fn menu_lines(menu: &BotMenu) -> Vec<String> {
+    let mut lines = vec![ordered(&[
+        ("bot", json!(menu.bot)),
+        ("description", json!(menu.description)),
+        ("short_description", json!(menu.short_description)),
+    ])];
+    lines.extend(
+        menu.commands
+            .iter()
+            .map(|c| ordered(&[("command", json!(c.command)), ("description", json!(c.description))])),
+    );
+    lines
+}
+
 fn chat(global: &Global, args: &[String]) -> anyhow::Result<()> {
     match args {
         [peer] => interactive::chat(&global.profile, global.server.as_deref(), peer),
@@ -303,6 +350,24 @@ mod tests {
         assert!(v["entities"][0].get("language").is_none());
         assert_eq!(v["reply_to_message_id"], 11);
         assert_eq!(v["from"]["is_bot"], true);
+    }
+
+    #[test]
+    fn commands_lines_start_with_the_bot_then_one_per_command() {
+        let menu = BotMenu {
+            bot: "echo_bot".into(),
+            commands: vec![super::super::bot_profile::BotCommand { command: "start".into(), description: "Go \"now\"".into() }],
+            description: "An echo".into(),
+            short_description: String::new(),
+        };
+        assert_eq!(
+            menu_lines(&menu),
+            vec![
+                r#"{"bot":"echo_bot","description":"An echo","short_description":""}"#.to_string(),
+                r#"{"command":"start","description":"Go \"now\""}"#.to_string(),
+            ]
+        );
+        assert!(run(&["commands".to_string()]).is_err(), "@BOT missing");
     }
 
     #[test]

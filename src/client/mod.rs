@@ -4,6 +4,8 @@
 //!
 //! - `profile`: the profile directory and database, registration, opening.
 //! - `send`: looking peers up, sessions with their devices, sealing and sending.
+//! - `bot_profile`: a bot's commands and descriptions as a user sees them
+//!   (`Profile::bot_menu`, `Profile::bot_commands`).
 //! - `inbox`: the Inbox stream, opening envelopes, acknowledging, prekey replenishment.
 //! - `cli`, `interactive`: the `e2e-chat` program.
 //!
@@ -20,6 +22,7 @@
 //! # let _ = sent; Ok(()) }
 //! ```
 
+mod bot_profile;
 mod cli;
 mod error;
 mod inbox;
@@ -32,6 +35,7 @@ mod send;
 #[cfg(test)]
 mod dialog_tests;
 
+pub use bot_profile::{BotCommand, BotMenu};
 pub use cli::run_cli;
 pub use error::{ClientError, Result};
 pub use inbox::REPLENISH_BELOW;

@@ -280,7 +280,14 @@ fn served_clients_keep_their_connection_while_stalled_ones_are_cut() {
     let mut buf = [0u8; 12];
     pooled.read_exact(&mut buf).expect("first response");
     let _empty = f.connect();
-    std::thread::sleep(Duration::from_millis(400));
+    // Both workers hold their connection, and the empty one has stalled long enough to be
+    // cut (waited for, not guessed: a loaded machine hands connections over late).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while f.health().connections < 2 {
+        assert!(Instant::now() < deadline, "the empty connection never reached a worker");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(crate::http::conn::MIN_STALL_TO_EVICT + Duration::from_millis(200));
     // A newcomer needs a worker: the empty connection goes, not the pooled one.
     assert_eq!(status_of(&f.exchange(b"GET /new HTTP/1.1\r\n\r\n")), 200);
     let mut rest = Vec::new();

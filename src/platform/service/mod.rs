@@ -17,6 +17,8 @@
 //! - `messaging`: SendMessages and Ack. The Inbox stream between them is `super::inbox` (a
 //!   feeder thread per stream); only its caller check is here.
 //!
+//! - `profile`: a bot's public profile: Set/GetBotCommands, Set/GetBotDescription.
+//!
 //! Files, groups and inline mode will each add a file here. The key checks and wire shapes that
 //! the management bot shares are in `super::convert`.
 
@@ -24,6 +26,7 @@ mod accounts;
 mod devices;
 mod inline;
 mod messaging;
+mod profile;
 
 use std::sync::Arc;
 
@@ -239,6 +242,52 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
     ) {
         self.unary(&ctx, sink, "ReserveMessageIds", ActiveDevice, |addr| {
             messaging::reserve_message_ids(&self.store, addr, req)
+        });
+    }
+
+    // ── bot profile ──
+
+    fn set_bot_commands(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::SetBotCommandsRequest,
+        sink: UnarySink<pb::SetBotCommandsResponse>,
+    ) {
+        self.unary(&ctx, sink, "SetBotCommands", Need::Device, |caller| {
+            profile::set_bot_commands(&self.store, caller, req)
+        });
+    }
+
+    fn get_bot_commands(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::GetBotCommandsRequest,
+        sink: UnarySink<pb::GetBotCommandsResponse>,
+    ) {
+        self.unary(&ctx, sink, "GetBotCommands", Need::Device, |caller| {
+            profile::get_bot_commands(&self.store, caller, req)
+        });
+    }
+
+    fn set_bot_description(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::SetBotDescriptionRequest,
+        sink: UnarySink<pb::SetBotDescriptionResponse>,
+    ) {
+        self.unary(&ctx, sink, "SetBotDescription", Need::Device, |caller| {
+            profile::set_bot_description(&self.store, caller, req)
+        });
+    }
+
+    fn get_bot_description(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::GetBotDescriptionRequest,
+        sink: UnarySink<pb::BotDescription>,
+    ) {
+        self.unary(&ctx, sink, "GetBotDescription", Need::Device, |caller| {
+            profile::get_bot_description(&self.store, caller, req)
         });
     }
 }

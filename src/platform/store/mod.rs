@@ -24,10 +24,12 @@ mod accounts;
 mod devices;
 mod inline;
 mod messages;
+mod profile;
 
 pub use inline::{InlineSession, INLINE_SESSION_TTL_SECS};
 
 pub use messages::read_inbox;
+pub use profile::{CommandsKey, DescriptionField};
 
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "platform.db";
@@ -38,6 +40,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) const STEPS: &[Step] = &[
     Step { version: 1, sql: &[SCHEMA_V1] },
     Step { version: 2, sql: &[RESERVATIONS_V2, INLINE_V2] },
+    // Bots' public profiles: command lists and descriptions (`profile`).
+    Step { version: 3, sql: &[profile::SCHEMA_PROFILE] },
 ];
 
 /// Step 2 too: inline sessions (`Store::start_inline_session`). The query and the results

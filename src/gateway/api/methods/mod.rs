@@ -3,7 +3,7 @@
 //! parameters and does its work; the table row names it.
 //!
 //! Adding a method takes two edits: its function in the family file (`me`, `updates`,
-//! `messages`; later `callbacks`, `inline`, `reactions`, `media`, `chats`), and its row in
+//! `messages`, `profile`; later `callbacks`, `inline`, `reactions`, `media`, `chats`), and its row in
 //! [`METHODS`]. Method names are case-insensitive, as in the reference Bot API.
 
 mod callbacks;
@@ -11,6 +11,7 @@ mod editing;
 mod inline;
 mod me;
 mod messages;
+mod profile;
 mod reactions;
 mod updates;
 
@@ -68,6 +69,15 @@ pub static METHODS: &[Method] = &[
     method("answerCallbackQuery", callbacks::answer_callback_query),
     method("setMessageReaction", reactions::set_message_reaction),
     method("answerInlineQuery", inline::answer_inline_query),
+    method("setMyCommands", profile::set_my_commands),
+    method("getMyCommands", profile::get_my_commands),
+    method("deleteMyCommands", profile::delete_my_commands),
+    method("setMyDescription", profile::set_my_description),
+    method("getMyDescription", profile::get_my_description),
+    method("setMyShortDescription", profile::set_my_short_description),
+    method("getMyShortDescription", profile::get_my_short_description),
+    method("getMyName", profile::get_my_name),
+    method("setMyName", profile::set_my_name),
 ];
 
 /// Methods of the Bot API this gateway does not serve yet: a call gets 400 saying so (and
@@ -86,9 +96,8 @@ pub const NOT_SUPPORTED_YET: &[&str] = &[
     "deleteChatStickerSet", "getForumTopicIconStickers", "createForumTopic", "editForumTopic", "closeForumTopic",
     "reopenForumTopic", "deleteForumTopic", "unpinAllForumTopicMessages", "editGeneralForumTopic",
     "closeGeneralForumTopic", "reopenGeneralForumTopic", "hideGeneralForumTopic", "unhideGeneralForumTopic",
-    "unpinAllGeneralForumTopicMessages", "getUserChatBoosts", "getBusinessConnection", "getMyCommands",
-    "setMyCommands", "deleteMyCommands", "setMyName", "getMyName", "setMyDescription", "getMyDescription",
-    "setMyShortDescription", "getMyShortDescription", "setChatMenuButton", "getChatMenuButton",
+    "unpinAllGeneralForumTopicMessages", "getUserChatBoosts", "getBusinessConnection",
+    "setChatMenuButton", "getChatMenuButton",
     "setMyDefaultAdministratorRights", "getMyDefaultAdministratorRights", "editMessageCaption",
     "editMessageMedia", "editMessageLiveLocation", "stopMessageLiveLocation", "editMessageChecklist",
     "stopPoll", "deleteMessages", "answerWebAppQuery", "savePreparedInlineMessage",
