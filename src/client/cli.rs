@@ -1,5 +1,5 @@
 //! The `e2e-chat` command line: option parsing, the one-JSON-object-per-line output of
-//! `register`, `send` and `listen`, and the error line on stderr. Scripts depend on this
+//! `register`, `send`, `press`, `react` and `listen`, and the error line on stderr. Scripts depend on this
 //! output; change it only together with them.
 
 use std::io::{self, Write};
@@ -10,7 +10,8 @@ use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
 
 use super::bot_profile::BotMenu;
-use super::message::{Entity, ReceivedMessage};
+use super::message::{Entity, Incoming, Keyboard, ReactionType, ReceivedMessage, Sender};
+use super::display;
 use super::interactive;
 use super::profile::Profile;
 
@@ -29,11 +30,23 @@ Global options (before the command):
 Commands:
   register USERNAME [--name NAME]
         create the profile and a user; prints {\"user_id\":N,\"username\":\"U\",\"device_id\":D}
-  send @PEER TEXT...
-        send the words of TEXT joined by spaces; prints {\"chat_id\":N,\"message_id\":M,\"date\":T}
+  send @PEER [--reply-to MESSAGE_ID] TEXT...
+        send the words of TEXT joined by spaces (options go before the text), optionally as
+        a reply; prints {\"chat_id\":N,\"message_id\":M,\"date\":T}
+  press @BOT MESSAGE_ID CALLBACK_DATA [--timeout SECONDS]
+        press the button with CALLBACK_DATA under a received message and wait (default 30 s)
+        for the bot's answer; prints {\"event\":\"callback_answer\",\"chat_id\":N,
+        \"press_id\":P,\"text\":T,\"show_alert\":B}. What else arrives meanwhile is
+        processed but not printed. No answer in time: exit status 1
+  react @PEER MESSAGE_ID [EMOJI]
+        set your reaction to a message (no EMOJI: remove it);
+        prints {\"chat_id\":N,\"message_id\":M} of the reaction's envelope
   listen [--timeout SECONDS] [--count N]
-        print each received message as one JSON object per line; stop after SECONDS
-        (default 30) or after N messages
+        print what arrives as one JSON object per line; stop after SECONDS (default 30) or
+        after N objects. A message: chat_id, message_id, date, from, text, and when present
+        entities, reply_to_message_id, keyboard ([[{\"text\",\"callback_data\"}]]),
+        forward_origin. Anything else has an \"event\" field: edited, deleted, reaction,
+        chat_action, callback_answer
   commands @BOT [--lang XX]
         what the bot offers in your private chat with it: first one line
         {\"bot\":\"B\",\"description\":\"...\",\"short_description\":\"...\"}, then one line
@@ -41,7 +54,9 @@ Commands:
         texts in that two-letter language where it has them
   chat @PEER
         interactive dialog: incoming messages print as `[@sender] text`, each line you type
-        is sent; /quit or end of input leaves
+        is sent and shown as `[you] text (#id)`; /quit, Ctrl-D or end of input leaves.
+        On a terminal: line editing, history (Up/Down), Ctrl-C clears the line. Control
+        characters in what arrives are shown escaped (\\e, \\x07, \\u{9b}), never obeyed
 
 Errors go to stderr as one line and make the exit status non-zero.
 Set RUST_LOG=info (or debug) for more detail on stderr.
@@ -68,7 +83,7 @@ struct Global {
     profile: PathBuf,
 }
 
-fn run(args: &[String]) -> anyhow::Result<()> {
+pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
     let mut server = None;
     let mut profile = None;
     let mut i = 0;
@@ -92,7 +107,8 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         bail!("no command given (see e2e-chat --help)");
     };
     let rest = &args[i + 1..];
-    if rest.iter().any(|a| a == "-h" || a == "--help") && command != "send" {
+    // A text, button data or emoji may be "--help" itself.
+    if rest.iter().any(|a| a == "-h" || a == "--help") && !["send", "press", "react"].contains(&command.as_str()) {
         print!("{USAGE}");
         return Ok(());
     }
@@ -102,6 +118,8 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         "send" => send(&global, rest),
         "listen" => listen(&global, rest),
         "commands" => commands(&global, rest),
+        "press" => press(&global, rest),
+        "react" => react(&global, rest),
         "chat" => chat(&global, rest),
         "help" => {
             print!("{USAGE}");
@@ -164,20 +182,111 @@ fn register(global: &Global, args: &[String]) -> anyhow::Result<()> {
 }
 
 fn send(global: &Global, args: &[String]) -> anyhow::Result<()> {
-    let Some((peer, words)) = args.split_first() else {
-        bail!("send: @PEER missing");
-    };
-    let text = words.join(" ");
-    if text.trim().is_empty() {
-        bail!("send: no text given (an empty message is not sent)");
-    }
+    let (peer, reply_to, text) = send_args(args)?;
     let profile = open_profile(global)?;
-    let sent = profile.send_text(peer, &text)?;
+    let sent = profile.send_message(peer, &text, &[], reply_to)?;
     print_line(&ordered(&[
         ("chat_id", json!(sent.chat_id)),
         ("message_id", json!(sent.message_id)),
         ("date", json!(sent.date)),
     ]))
+}
+
+/// `send`'s @PEER, `--reply-to` and text.
+fn send_args(args: &[String]) -> anyhow::Result<(&str, Option<u64>, String)> {
+    let mut peer = None;
+    let mut reply_to = None;
+    let mut i = 0;
+    // Options before the text only: from the first word of the text on, everything is text.
+    while i < args.len() {
+        if let Some(v) = option_value(args, &mut i, "--reply-to")? {
+            reply_to = Some(message_id_arg("send: --reply-to", &v)?);
+        } else if peer.is_none() {
+            peer = Some(args[i].as_str());
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    let Some(peer) = peer else {
+        bail!("send: @PEER missing");
+    };
+    let text = args[i..].join(" ");
+    if text.trim().is_empty() {
+        bail!("send: no text given (an empty message is not sent)");
+    }
+    Ok((peer, reply_to, text))
+}
+
+fn press(global: &Global, args: &[String]) -> anyhow::Result<()> {
+    let mut timeout = DEFAULT_LISTEN_TIMEOUT;
+    let mut positional = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        if let Some(v) = option_value(args, &mut i, "--timeout")? {
+            timeout = seconds_arg("press", &v)?;
+        } else {
+            positional.push(args[i].as_str());
+        }
+        i += 1;
+    }
+    let [bot, message_id, data] = positional[..] else {
+        bail!("press: expected @BOT MESSAGE_ID CALLBACK_DATA");
+    };
+    let message_id = message_id_arg("press: MESSAGE_ID", message_id)?;
+    let profile = open_profile(global)?;
+    let pressed = profile.press(bot, message_id, data)?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            bail!(
+                "press: no answer from {bot} to press {} within {} s (other arrivals were processed, not printed)",
+                pressed.press_id,
+                timeout.as_secs_f64()
+            );
+        }
+        let mut answer = None;
+        profile.receive_events_with(left, 1, |e| {
+            if let Incoming::CallbackAnswer { chat_id, press_id, .. } = e {
+                if *chat_id == pressed.sent.chat_id && *press_id == pressed.press_id {
+                    answer = Some(e.clone());
+                }
+            }
+        })?;
+        if let Some(answer) = answer {
+            return print_line(&incoming_json(&answer));
+        }
+    }
+}
+
+fn react(global: &Global, args: &[String]) -> anyhow::Result<()> {
+    let (peer, message_id, emoji) = match args {
+        [peer, id] => (peer, id, ""),
+        [peer, id, emoji] => (peer, id, emoji.as_str()),
+        _ => bail!("react: expected @PEER MESSAGE_ID [EMOJI]"),
+    };
+    let message_id = message_id_arg("react: MESSAGE_ID", message_id)?;
+    let profile = open_profile(global)?;
+    let sent = profile.react(peer, message_id, emoji)?;
+    print_line(&ordered(&[("chat_id", json!(sent.chat_id)), ("message_id", json!(sent.message_id))]))
+}
+
+/// A per-dialog message id (a positive whole number).
+fn message_id_arg(what: &str, v: &str) -> anyhow::Result<u64> {
+    match v.parse::<u64>() {
+        Ok(id) if id > 0 => Ok(id),
+        _ => bail!("{what} {v:?} is not a message id (a positive whole number)"),
+    }
+}
+
+/// A `--timeout` value: zero or more seconds.
+fn seconds_arg(command: &str, v: &str) -> anyhow::Result<Duration> {
+    let secs: f64 = v.parse().map_err(|_| anyhow!("{command}: --timeout {v:?} is not a number of seconds"))?;
+    if !(secs.is_finite() && secs >= 0.0) {
+        bail!("{command}: --timeout must be zero or more seconds");
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 fn listen(global: &Global, args: &[String]) -> anyhow::Result<()> {
@@ -186,11 +295,7 @@ fn listen(global: &Global, args: &[String]) -> anyhow::Result<()> {
     let mut i = 0;
     while i < args.len() {
         if let Some(v) = option_value(args, &mut i, "--timeout")? {
-            let secs: f64 = v.parse().map_err(|_| anyhow!("listen: --timeout {v:?} is not a number of seconds"))?;
-            if !(secs.is_finite() && secs >= 0.0) {
-                bail!("listen: --timeout must be zero or more seconds");
-            }
-            timeout = Duration::from_secs_f64(secs);
+            timeout = seconds_arg("listen", &v)?;
         } else if let Some(v) = option_value(args, &mut i, "--count")? {
             count = v.parse().map_err(|_| anyhow!("listen: --count {v:?} is not a whole number"))?;
         } else {
@@ -206,10 +311,10 @@ fn listen(global: &Global, args: &[String]) -> anyhow::Result<()> {
         if left.is_zero() {
             break;
         }
-        // One message per call, so a failed write stops us before more are acknowledged.
+        // One event per call, so a failed write stops us before more are acknowledged.
         let mut write_error = None;
-        received += profile.receive_with(left, 1, |m| {
-            if let Err(e) = print_line(&message_json(m)) {
+        received += profile.receive_events_with(left, 1, |e| {
+            if let Err(e) = print_line(&incoming_json(e)) {
                 write_error = Some(e);
             }
         })?;
@@ -268,14 +373,14 @@ fn chat(global: &Global, args: &[String]) -> anyhow::Result<()> {
     }
 }
 
-/// The `listen` line of one message.
+/// The `listen` line of one message. serde_json escapes C0 controls; `json_for_terminal` adds
+/// DEL, C1 and bidi controls, so the line is as safe on a terminal as in a pipe.
 pub(super) fn message_json(m: &ReceivedMessage) -> String {
-    let from = ordered(&[
-        ("user_id", json!(m.sender.user_id)),
-        ("username", json!(m.sender.username)),
-        ("display_name", json!(m.sender.display_name)),
-        ("is_bot", json!(m.sender.is_bot)),
-    ]);
+    display::json_for_terminal(&message_json_raw(m))
+}
+
+fn message_json_raw(m: &ReceivedMessage) -> String {
+    let from = sender_json(&m.sender);
     let mut fields = vec![
         ("chat_id", json!(m.chat_id).to_string()),
         ("message_id", json!(m.message_id).to_string()),
@@ -289,7 +394,97 @@ pub(super) fn message_json(m: &ReceivedMessage) -> String {
     if let Some(r) = m.reply_to_message_id {
         fields.push(("reply_to_message_id", json!(r).to_string()));
     }
+    if !m.keyboard.is_empty() {
+        fields.push(("keyboard", keyboard_json(&m.keyboard)));
+    }
+    if let Some(o) = &m.forward_origin {
+        let origin = ordered(&[
+            ("sender_user_id", json!(o.sender_user_id)),
+            ("sender_username", json!(o.sender_username)),
+            ("sender_first_name", json!(o.sender_first_name)),
+            ("sender_is_bot", json!(o.sender_is_bot)),
+            ("date", json!(o.date)),
+        ]);
+        fields.push(("forward_origin", origin));
+    }
     ordered_raw(&fields)
+}
+
+/// The `listen` line of anything that arrives: a message as `message_json` (no "event"
+/// field, the shape scripts already parse), everything else with an "event" field first.
+pub(super) fn incoming_json(e: &Incoming) -> String {
+    let event = |name: &str| ("event", json!(name).to_string());
+    let num = |v: u64| json!(v).to_string();
+    let fields = match e {
+        Incoming::Message(m) => return message_json(m),
+        Incoming::Edited { chat_id, message_id, edit_date, text, entities, keyboard } => vec![
+            event("edited"),
+            ("chat_id", num(*chat_id)),
+            ("message_id", num(*message_id)),
+            ("edit_date", json!(edit_date).to_string()),
+            ("text", json!(text).to_string()),
+            ("entities", Value::Array(entities.iter().map(entity_json).collect()).to_string()),
+            // Always present: an empty keyboard says the buttons are gone.
+            ("keyboard", keyboard_json(keyboard)),
+        ],
+        Incoming::Deleted { chat_id, message_id } => {
+            vec![event("deleted"), ("chat_id", num(*chat_id)), ("message_id", num(*message_id))]
+        }
+        Incoming::Reaction { chat_id, message_id, from, reactions } => vec![
+            event("reaction"),
+            ("chat_id", num(*chat_id)),
+            ("message_id", num(*message_id)),
+            ("from", sender_json(from)),
+            ("reactions", Value::Array(reactions.iter().map(reaction_json).collect()).to_string()),
+        ],
+        Incoming::ChatAction { chat_id, from, action } => vec![
+            event("chat_action"),
+            ("chat_id", num(*chat_id)),
+            ("from", sender_json(from)),
+            ("action", json!(action).to_string()),
+        ],
+        Incoming::CallbackAnswer { chat_id, press_id, text, show_alert } => vec![
+            event("callback_answer"),
+            ("chat_id", num(*chat_id)),
+            ("press_id", json!(press_id).to_string()),
+            ("text", json!(text).to_string()),
+            ("show_alert", json!(show_alert).to_string()),
+        ],
+    };
+    ordered_raw(&fields)
+}
+
+fn sender_json(s: &Sender) -> String {
+    ordered(&[
+        ("user_id", json!(s.user_id)),
+        ("username", json!(s.username)),
+        ("display_name", json!(s.display_name)),
+        ("is_bot", json!(s.is_bot)),
+    ])
+}
+
+/// Rows of `{"text", "callback_data"}` objects.
+fn keyboard_json(k: &Keyboard) -> String {
+    let rows: Vec<String> = k
+        .iter()
+        .map(|row| {
+            let buttons: Vec<String> = row
+                .iter()
+                .map(|b| ordered(&[("text", json!(b.text)), ("callback_data", json!(b.callback_data))]))
+                .collect();
+            format!("[{}]", buttons.join(","))
+        })
+        .collect();
+    format!("[{}]", rows.join(","))
+}
+
+/// A reaction as the Bot API's ReactionType object.
+fn reaction_json(r: &ReactionType) -> Value {
+    match r {
+        ReactionType::Emoji(e) => json!({"type": "emoji", "emoji": e}),
+        ReactionType::CustomEmoji(id) => json!({"type": "custom_emoji", "custom_emoji_id": id}),
+        ReactionType::Paid => json!({"type": "paid"}),
+    }
 }
 
 fn entity_json(e: &Entity) -> Value {
@@ -315,16 +510,17 @@ fn ordered_raw(fields: &[(&str, String)]) -> String {
     format!("{{{}}}", body.join(","))
 }
 
+/// Prints one JSON line, with DEL, C1 and bidi controls escaped too (`display::json_for_terminal`).
 fn print_line(line: &str) -> anyhow::Result<()> {
     let mut out = io::stdout().lock();
-    writeln!(out, "{line}").context("writing to stdout")?;
+    writeln!(out, "{}", display::json_for_terminal(line)).context("writing to stdout")?;
     out.flush().context("writing to stdout")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::message::Sender;
+    use crate::client::message::{Button, ForwardOrigin};
 
     #[test]
     fn message_line_has_the_contract_fields_in_order() {
@@ -336,6 +532,8 @@ mod tests {
             text: "héllo\nworld".into(),
             entities: vec![],
             reply_to_message_id: None,
+            keyboard: vec![],
+            forward_origin: None,
         };
         let line = message_json(&m);
         assert_eq!(
@@ -350,6 +548,92 @@ mod tests {
         assert!(v["entities"][0].get("language").is_none());
         assert_eq!(v["reply_to_message_id"], 11);
         assert_eq!(v["from"]["is_bot"], true);
+    }
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn message_line_shows_keyboard_and_forward_origin() {
+        let m = ReceivedMessage {
+            chat_id: 5,
+            sender: Sender { user_id: 5, username: "b".into(), display_name: "B".into(), is_bot: true },
+            message_id: 3,
+            date: 1,
+            text: "t".into(),
+            entities: vec![],
+            reply_to_message_id: None,
+            keyboard: vec![
+                vec![Button { text: "Yes".into(), callback_data: "y".into() }, Button { text: "No".into(), callback_data: "n".into() }],
+                vec![Button { text: "Later".into(), callback_data: "l".into() }],
+            ],
+            forward_origin: Some(ForwardOrigin {
+                sender_user_id: 9,
+                sender_username: "carol".into(),
+                sender_first_name: "Carol".into(),
+                sender_is_bot: false,
+                date: 2,
+            }),
+        };
+        let line = incoming_json(&Incoming::Message(m));
+        assert!(line.contains(r#""keyboard":[[{"text":"Yes","callback_data":"y"},{"text":"No","callback_data":"n"}],[{"text":"Later","callback_data":"l"}]]"#), "{line}");
+        let v: Value = serde_json::from_str(&line).expect("valid JSON");
+        assert!(v.get("event").is_none(), "messages keep the shape scripts parse");
+        assert_eq!(v["forward_origin"], json!({"sender_user_id": 9, "sender_username": "carol", "sender_first_name": "Carol", "sender_is_bot": false, "date": 2}));
+    }
+
+    #[test]
+    fn other_events_carry_an_event_field() {
+        let bot = Sender { user_id: 5, username: "b".into(), display_name: "B".into(), is_bot: true };
+        let parse = |e: Incoming| -> Value { serde_json::from_str(&incoming_json(&e)).expect("valid JSON") };
+        let v = parse(Incoming::Edited { chat_id: 5, message_id: 3, edit_date: 7, text: "new".into(), entities: vec![], keyboard: vec![] });
+        assert_eq!(v, json!({"event": "edited", "chat_id": 5, "message_id": 3, "edit_date": 7, "text": "new", "entities": [], "keyboard": []}));
+        assert_eq!(parse(Incoming::Deleted { chat_id: 5, message_id: 3 }), json!({"event": "deleted", "chat_id": 5, "message_id": 3}));
+        let v = parse(Incoming::Reaction {
+            chat_id: 5,
+            message_id: 3,
+            from: bot.clone(),
+            reactions: vec![ReactionType::Emoji("👍".into()), ReactionType::CustomEmoji("c1".into()), ReactionType::Paid],
+        });
+        assert_eq!(v["event"], "reaction");
+        assert_eq!(v["from"]["username"], "b");
+        assert_eq!(v["reactions"], json!([{"type": "emoji", "emoji": "👍"}, {"type": "custom_emoji", "custom_emoji_id": "c1"}, {"type": "paid"}]));
+        let v = parse(Incoming::ChatAction { chat_id: 5, from: bot, action: "typing".into() });
+        assert_eq!((v["event"].as_str(), v["action"].as_str(), v["from"]["is_bot"].as_bool()), (Some("chat_action"), Some("typing"), Some(true)));
+        let line = incoming_json(&Incoming::CallbackAnswer { chat_id: 5, press_id: "ab".into(), text: "ok".into(), show_alert: false });
+        assert_eq!(line, r#"{"event":"callback_answer","chat_id":5,"press_id":"ab","text":"ok","show_alert":false}"#);
+    }
+
+    #[test]
+    fn send_takes_reply_to_before_the_text_only() {
+        let args = strings(&["@bot", "--reply-to", "4", "hi", "--reply-to", "5"]);
+        let (peer, reply_to, text) = send_args(&args).expect("ok");
+        assert_eq!((peer, reply_to, text.as_str()), ("@bot", Some(4), "hi --reply-to 5"));
+        let args = strings(&["--reply-to=9", "@bot", "yes"]);
+        let (peer, reply_to, text) = send_args(&args).expect("ok");
+        assert_eq!((peer, reply_to, text.as_str()), ("@bot", Some(9), "yes"));
+        assert_eq!(send_args(&strings(&["@bot", "plain"])).expect("ok").1, None);
+        let err = send_args(&strings(&["@bot", "--reply-to", "x", "hi"])).expect_err("not a number");
+        assert!(err.to_string().contains("not a message id"), "{err}");
+        assert!(send_args(&strings(&["@bot", "--reply-to", "0", "hi"])).is_err(), "ids start at 1");
+        assert!(send_args(&strings(&["@bot", "--reply-to", "3"])).expect_err("no text").to_string().contains("no text"));
+    }
+
+    #[test]
+    fn press_and_react_check_their_arguments_before_opening_the_profile() {
+        let run_in = |args: &[&str]| {
+            let mut all = strings(&["--profile", "/nonexistent/e2e"]);
+            all.extend(strings(args));
+            format!("{:#}", run(&all).expect_err("refused"))
+        };
+        assert!(run_in(&["press", "@bot", "3"]).contains("expected @BOT MESSAGE_ID CALLBACK_DATA"));
+        assert!(run_in(&["press", "@bot", "x", "data"]).contains("not a message id"));
+        assert!(run_in(&["press", "@bot", "3", "d", "--timeout", "-1"]).contains("zero or more seconds"));
+        assert!(run_in(&["react", "@bot"]).contains("expected @PEER MESSAGE_ID [EMOJI]"));
+        assert!(run_in(&["react", "@bot", "1", "a", "b"]).contains("expected @PEER MESSAGE_ID [EMOJI]"));
+        assert!(run_in(&["react", "@bot", "-3"]).contains("not a message id"));
+        assert!(run_in(&["react", "@bot", "3", "👍"]).contains("no registered profile"));
     }
 
     #[test]

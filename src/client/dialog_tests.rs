@@ -1,6 +1,8 @@
 //! Client against the real platform server, started in-process on an ephemeral loopback port
 //! with a temporary data directory: two people chatting, redelivery after a dropped profile,
-//! and a bot whose device list grows while a user talks to it.
+//! a bot whose device list grows while a user talks to it, and the interactive contents a bot
+//! sends (keyboards with a signed context, edits, deletions, answers, reactions, chat actions,
+//! forwards) — the bot side built here directly, as a gateway would.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -11,7 +13,12 @@ use super::*;
 use crate::crypto::{self, identity, IdentityKeyPair};
 use crate::e2e;
 use crate::platform::{provision_bot, BotCredentials, RunningServer};
-use crate::wire::e2e::{Content, Text};
+use super::history;
+use crate::wire::e2e::{
+    CallbackAnswer, ChatAction, Content, Delete, Edit, InlineButton, InlineKeyboard, KeyboardContext, KeyboardRow,
+    Reaction, SignedKeyboardContext, Text,
+};
+use protobuf::Message as _;
 use crate::wire::platform::{
     AckRequest, DeviceCiphertext, InboxEnvelope, InboxRequest, OutgoingMessage, RegisterBotDeviceRequest,
     SendMessagesRequest,
@@ -203,7 +210,7 @@ impl BotDevice {
     }
 
     /// Reads one envelope from the inbox, opens it and acknowledges it.
-    fn receive_text(&self) -> (InboxEnvelope, String) {
+    fn receive_content(&self) -> (InboxEnvelope, Content) {
         let mut stream =
             self.platform.client.inbox(&InboxRequest::new(), self.platform.opt_with_timeout(Some(WAIT))).expect("inbox");
         let envelope = block_on_stream(&mut stream).next().expect("an envelope").expect("stream ok");
@@ -212,25 +219,39 @@ impl BotDevice {
         let mut ack = AckRequest::new();
         ack.seqs.push(envelope.seq);
         self.platform.client.ack(&ack, self.platform.opt()).expect("ack");
-        let text = content.text().text.clone();
-        (envelope, text)
+        (envelope, content)
     }
 
-    fn reply(&self, to: u64, text: &str) {
-        let mut t = Text::new();
-        t.text = text.to_string();
-        let mut content = Content::new();
-        content.set_text(t);
-        let ciphertexts: Vec<DeviceCiphertext> = e2e::seal(&self.conn, to, &content).expect("seal");
+    fn receive_text(&self) -> (InboxEnvelope, String) {
+        let (envelope, content) = self.receive_content();
+        (envelope, content.text().text.clone())
+    }
+
+    /// Sends any content to user `to`; returns the message id the platform gave it.
+    fn send(&self, to: u64, content: &Content) -> u64 {
+        let ciphertexts: Vec<DeviceCiphertext> = e2e::seal(&self.conn, to, content).expect("seal");
         let mut msg = OutgoingMessage::new();
-        msg.client_message_id = format!("reply-{}-{text}", self.device_id);
+        msg.client_message_id = crypto::hex_encode(&crypto::random_bytes::<16>());
         msg.recipient_user_id = to;
         msg.ciphertexts = ciphertexts;
         let mut req = SendMessagesRequest::new();
         req.messages.push(msg);
         let resp = self.platform.client.send_messages(&req, self.platform.opt()).expect("send");
-        assert_eq!(resp.results[0].status.value(), 0, "bot reply accepted: {}", resp.results[0].error);
+        assert_eq!(resp.results[0].status.value(), 0, "bot message accepted: {}", resp.results[0].error);
+        resp.results[0].message_id
     }
+
+    fn reply(&self, to: u64, text: &str) {
+        self.send(to, &text_content(text));
+    }
+}
+
+fn text_content(text: &str) -> Content {
+    let mut t = Text::new();
+    t.text = text.to_string();
+    let mut content = Content::new();
+    content.set_text(t);
+    content
 }
 
 #[test]
@@ -275,4 +296,299 @@ fn bot_devices_are_verified_and_a_stale_device_list_is_updated() {
     texts.sort();
     assert_eq!(texts, ["from a", "from b"]);
     assert!(got.iter().all(|m| m.sender.is_bot && m.chat_id == bot.user_id && m.sender.username == "echo_bot"));
+}
+
+/// A bot with one device, a user who said /start to it (so the bot has a session), and the
+/// bot's identity key pair (to sign keyboard contexts).
+struct BotDialog {
+    world: World,
+    alice: Profile,
+    bot: BotDevice,
+    bot_user_id: u64,
+    identity: IdentityKeyPair,
+}
+
+impl BotDialog {
+    fn start() -> BotDialog {
+        let world = World::start();
+        let creds = provision_bot(world.server.store(), "keys_bot", "Keys", "default", None).expect("bot");
+        let alice = world.user("alice");
+        let bot = BotDevice::register(&world.server.endpoint(), &creds);
+        alice.send_text("@keys_bot", "/start").expect("alice starts");
+        bot.receive_text();
+        let secret = crypto::hex_decode_32(&creds.identity_recovery_secret_hex).expect("hex secret");
+        BotDialog {
+            bot_user_id: alice.lookup("@keys_bot").expect("lookup").user_id,
+            world,
+            alice,
+            bot,
+            identity: IdentityKeyPair::from_recovery_secret(&secret),
+        }
+    }
+
+    /// `text` with one row of buttons (text = data upper-cased) and a signed context; returns
+    /// the content and the signed context's exact bytes.
+    fn keyboard_message(&self, text: &str, data: &[&str]) -> (Content, SignedKeyboardContext) {
+        let mut content = text_content(text);
+        let mut row = KeyboardRow::new();
+        for d in data {
+            let mut b = InlineButton::new();
+            b.text = d.to_uppercase();
+            b.callback_data = d.to_string();
+            row.buttons.push(b);
+        }
+        let mut keyboard = InlineKeyboard::new();
+        keyboard.rows.push(row);
+        content.keyboard = protobuf::MessageField::some(keyboard.clone());
+        // The client never interprets the context; any encoded KeyboardContext will do.
+        let mut context = KeyboardContext::new();
+        context.bot_user_id = self.bot_user_id;
+        context.chat_id = self.alice.user_id();
+        context.date = 1_700_000_000;
+        context.message = protobuf::MessageField::some(content.clone());
+        let bytes = context.write_to_bytes().expect("encode");
+        let mut signed = SignedKeyboardContext::new();
+        signed.signature = identity::sign_keyboard_context(&self.identity, &bytes).to_vec();
+        signed.context = bytes;
+        keyboard.context = protobuf::MessageField::some(signed.clone());
+        content.keyboard = protobuf::MessageField::some(keyboard);
+        (content, signed)
+    }
+
+    /// The next event alice receives.
+    fn next_event(&self) -> Incoming {
+        let got = self.alice.receive_events(WAIT, 1).expect("alice receives");
+        assert_eq!(got.len(), 1, "an event arrives within {WAIT:?}");
+        got.into_iter().next().expect("one")
+    }
+}
+
+#[test]
+fn a_press_carries_the_keyboard_context_back_exactly_and_the_answer_comes_as_an_event() {
+    let d = BotDialog::start();
+    let (content, signed) = d.keyboard_message("pick one", &["a", "b"]);
+    let m = d.bot.send(d.alice.user_id(), &content);
+    let Incoming::Message(got) = d.next_event() else { panic!("a message") };
+    assert_eq!((got.message_id, got.text.as_str()), (m, "pick one"));
+    assert_eq!(
+        got.keyboard,
+        vec![vec![
+            Button { text: "A".into(), callback_data: "a".into() },
+            Button { text: "B".into(), callback_data: "b".into() }
+        ]]
+    );
+
+    let pressed = d.alice.press("@keys_bot", m, "b").expect("press");
+    assert_eq!(pressed.press_id.len(), 32, "16 random bytes in hex");
+    assert_eq!(pressed.sent.chat_id, d.bot_user_id);
+    let (_, content) = d.bot.receive_content();
+    assert!(content.has_press(), "the bot receives a press");
+    let press = content.press();
+    assert_eq!((press.press_id.as_str(), press.message_id, press.callback_data.as_str()), (pressed.press_id.as_str(), m, "b"));
+    assert_eq!(press.context.context, signed.context, "the signed bytes travel unchanged");
+    assert_eq!(press.context.signature, signed.signature);
+    assert!(identity::verify_keyboard_context(&d.identity.public_key(), &press.context.context, &press.context.signature));
+
+    // The bot answers; alice sees it as its own event, naming the press.
+    let mut answer = CallbackAnswer::new();
+    answer.press_id = pressed.press_id.clone();
+    answer.text = "you chose B".into();
+    answer.show_alert = true;
+    let mut content = Content::new();
+    content.set_callback_answer(answer);
+    d.bot.send(d.alice.user_id(), &content);
+    assert_eq!(
+        d.next_event(),
+        Incoming::CallbackAnswer {
+            chat_id: d.bot_user_id,
+            press_id: pressed.press_id.clone(),
+            text: "you chose B".into(),
+            show_alert: true
+        }
+    );
+
+    // Presses that cannot be right are refused before anything is sent.
+    let err = d.alice.press("@keys_bot", m + 100, "a").expect_err("unknown message");
+    assert!(err.to_string().contains(&format!("no message {} from @keys_bot", m + 100)), "{err}");
+    let err = d.alice.press("@keys_bot", m, "zzz").expect_err("no such button");
+    assert!(err.to_string().contains("has no button with that callback data"), "{err}");
+    let plain = d.bot.send(d.alice.user_id(), &text_content("no buttons here"));
+    assert!(matches!(d.next_event(), Incoming::Message(ref p) if p.message_id == plain && p.keyboard.is_empty()));
+    let err = d.alice.press("@keys_bot", plain, "a").expect_err("no keyboard");
+    assert!(err.to_string().contains("has no buttons"), "{err}");
+    drop(d.world);
+}
+
+#[test]
+fn edits_and_deletions_update_what_the_profile_remembers() {
+    let d = BotDialog::start();
+    let (content, _) = d.keyboard_message("pick", &["a"]);
+    let mut content = content;
+    content.reply_to_message_id = 1;
+    let m = d.bot.send(d.alice.user_id(), &content);
+    assert!(matches!(d.next_event(), Incoming::Message(ref g) if g.message_id == m));
+
+    // A new keyboard by edit: the old button is gone, the new one can be pressed.
+    let (new, new_signed) = d.keyboard_message("pick again", &["c"]);
+    let mut edit = Edit::new();
+    edit.message_id = m;
+    edit.content = protobuf::MessageField::some(new);
+    edit.edit_date = 1_700_000_123;
+    let mut content = Content::new();
+    content.set_edit(edit.clone());
+    d.bot.send(d.alice.user_id(), &content);
+    assert_eq!(
+        d.next_event(),
+        Incoming::Edited {
+            chat_id: d.bot_user_id,
+            message_id: m,
+            edit_date: 1_700_000_123,
+            text: "pick again".into(),
+            entities: vec![],
+            keyboard: vec![vec![Button { text: "C".into(), callback_data: "c".into() }]],
+        }
+    );
+    let stored = history::load(&d.alice.conn, d.bot_user_id, m).expect("load").expect("remembered");
+    assert_eq!(stored.text().text, "pick again");
+    assert_eq!(stored.reply_to_message_id, 1, "the reply survives the edit");
+    assert!(d.alice.press("@keys_bot", m, "a").is_err(), "the old button is gone");
+    d.alice.press("@keys_bot", m, "c").expect("the new button");
+    assert_eq!(d.bot.receive_content().1.press().context.context, new_signed.context, "the new context");
+
+    // An edit without keyboard removes the buttons.
+    edit.content = protobuf::MessageField::some(text_content("done"));
+    let mut content = Content::new();
+    content.set_edit(edit);
+    d.bot.send(d.alice.user_id(), &content);
+    assert!(matches!(d.next_event(), Incoming::Edited { ref keyboard, ref text, .. } if keyboard.is_empty() && text == "done"));
+    let err = d.alice.press("@keys_bot", m, "c").expect_err("no buttons left");
+    assert!(err.to_string().contains("has no buttons"), "{err}");
+
+    // A deletion forgets the message.
+    let mut delete = Delete::new();
+    delete.message_id = m;
+    let mut content = Content::new();
+    content.set_delete(delete);
+    d.bot.send(d.alice.user_id(), &content);
+    assert_eq!(d.next_event(), Incoming::Deleted { chat_id: d.bot_user_id, message_id: m });
+    assert!(history::load(&d.alice.conn, d.bot_user_id, m).expect("load").is_none());
+    let err = d.alice.press("@keys_bot", m, "c").expect_err("deleted");
+    assert!(err.to_string().contains("no message"), "{err}");
+}
+
+#[test]
+fn reactions_chat_actions_and_forwards_decode_and_reactions_are_sent() {
+    let d = BotDialog::start();
+    let hello = d.alice.send_text("@keys_bot", "hello").expect("send");
+    d.bot.receive_content();
+
+    let mut reaction = Reaction::new();
+    reaction.message_id = hello.message_id;
+    let mut thumbs = crate::wire::e2e::ReactionType::new();
+    thumbs.set_emoji("👍".into());
+    reaction.reactions.push(thumbs);
+    let mut content = Content::new();
+    content.set_reaction(reaction);
+    d.bot.send(d.alice.user_id(), &content);
+    let Incoming::Reaction { chat_id, message_id, from, reactions } = d.next_event() else { panic!("a reaction") };
+    assert_eq!((chat_id, message_id), (d.bot_user_id, hello.message_id));
+    assert!(from.is_bot && from.username == "keys_bot");
+    assert_eq!(reactions, vec![ReactionType::Emoji("👍".into())]);
+
+    let mut action = ChatAction::new();
+    action.action = "typing".into();
+    let mut content = Content::new();
+    content.set_chat_action(action);
+    d.bot.send(d.alice.user_id(), &content);
+    assert!(matches!(d.next_event(), Incoming::ChatAction { ref action, chat_id, .. } if action == "typing" && chat_id == d.bot_user_id));
+
+    // A forwarded message carries its origin.
+    let mut content = text_content("fwd");
+    let mut origin = crate::wire::e2e::ForwardOrigin::new();
+    origin.sender_user_id = 77;
+    origin.sender_username = "carol".into();
+    origin.sender_first_name = "Carol".into();
+    origin.date = 1_600_000_000;
+    content.forward_origin = protobuf::MessageField::some(origin);
+    d.bot.send(d.alice.user_id(), &content);
+    let Incoming::Message(m) = d.next_event() else { panic!("a message") };
+    assert_eq!(
+        m.forward_origin,
+        Some(ForwardOrigin {
+            sender_user_id: 77,
+            sender_username: "carol".into(),
+            sender_first_name: "Carol".into(),
+            sender_is_bot: false,
+            date: 1_600_000_000
+        })
+    );
+
+    // The message-only API skips events: a chat action, then a text, gives just the text.
+    let mut action = ChatAction::new();
+    action.action = "typing".into();
+    let mut content = Content::new();
+    content.set_chat_action(action);
+    d.bot.send(d.alice.user_id(), &content);
+    d.bot.reply(d.alice.user_id(), "after typing");
+    let got = d.alice.receive(WAIT, 1).expect("receive");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].text, "after typing");
+
+    // Alice reacts, then takes the reaction back.
+    let sent = d.alice.react("@keys_bot", m.message_id, "🔥").expect("react");
+    assert_eq!(sent.chat_id, d.bot_user_id);
+    let (_, content) = d.bot.receive_content();
+    assert_eq!(content.reaction().message_id, m.message_id);
+    assert_eq!(content.reaction().reactions.len(), 1);
+    assert_eq!(content.reaction().reactions[0].emoji(), "🔥");
+    d.alice.react("keys_bot", m.message_id, "").expect("remove");
+    let (_, content) = d.bot.receive_content();
+    assert!(content.has_reaction() && content.reaction().reactions.is_empty(), "an empty reaction removes it");
+}
+
+/// A bot's CallbackAnswer to `press_id`.
+fn answer_content(press_id: &str, text: &str) -> Content {
+    let mut answer = CallbackAnswer::new();
+    answer.press_id = press_id.to_string();
+    answer.text = text.to_string();
+    let mut content = Content::new();
+    content.set_callback_answer(answer);
+    content
+}
+
+#[test]
+fn the_press_command_ends_with_the_answer_to_its_own_press_only() {
+    let d = BotDialog::start();
+    let (content, _) = d.keyboard_message("go?", &["go"]);
+    let m = d.bot.send(d.alice.user_id(), &content);
+    assert!(matches!(d.next_event(), Incoming::Message(ref g) if g.message_id == m));
+    let BotDialog { world, alice, bot, .. } = d;
+    let (alice_id, dir) = (alice.user_id(), alice.dir().display().to_string());
+    drop(alice); // the command opens the profile itself
+    let press = |timeout: &str| {
+        let args = ["--profile", &dir, "press", "@keys_bot", &m.to_string(), "go", "--timeout", timeout];
+        cli::run(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    };
+
+    // The bot answers each press twice: first under another press id, then (the first time
+    // only) under the right one. Other events arriving meanwhile do not end the wait.
+    let bot = std::thread::Builder::new()
+        .name("test-bot".into())
+        .spawn(move || {
+            for round in 0..2 {
+                let (_, content) = bot.receive_content();
+                let press_id = content.press().press_id.clone();
+                bot.send(alice_id, &answer_content("not-this-press", "wrong"));
+                if round == 0 {
+                    bot.send(alice_id, &text_content("meanwhile"));
+                    bot.send(alice_id, &answer_content(&press_id, "right"));
+                }
+            }
+        })
+        .expect("spawn");
+    press("20").expect("the command ends with the answer to its press");
+    let err = press("2").expect_err("only an answer to another press came");
+    assert!(format!("{err:#}").contains("no answer from @keys_bot to press"), "{err:#}");
+    bot.join().expect("bot thread");
+    drop(world);
 }

@@ -1,5 +1,7 @@
 //! Receiving: the device's Inbox stream read on a named thread into a bounded channel, and the
-//! loop that opens each envelope, commits, and only then acknowledges it.
+//! loop that opens each envelope, decodes it into an `Incoming` event (applying messages,
+//! edits and deletions to the remembered messages in the same transaction), commits, and only
+//! then acknowledges it.
 //!
 //! An envelope that cannot be opened (not authentic, a changed device key, an unknown prekey)
 //! is logged and acknowledged anyway, so one bad message never blocks the inbox. Envelopes the
@@ -9,14 +11,17 @@
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{at, never, Receiver};
+use rusqlite::Connection;
 
 use super::error::{ClientError, E2eContext, Result};
 use crate::wire::rpc::text as rpc_text;
 use super::profile::Profile;
-use super::message::{Entity, ReceivedMessage, Sender};
+use super::history;
+use super::message::{keyboard_from_wire, Entity, ForwardOrigin, Incoming, ReactionType, ReceivedMessage, Sender};
 use super::reader::{InboxEvent, InboxReader};
 use crate::crypto::x3dh;
 use crate::e2e::{self, inbound, E2eError};
+use crate::wire::e2e::content::Body;
 use crate::wire::e2e::Content;
 use crate::wire::platform::{AckRequest, InboxEnvelope, UploadPrekeysRequest};
 
@@ -24,7 +29,16 @@ use crate::wire::platform::{AckRequest, InboxEnvelope, UploadPrekeysRequest};
 pub const REPLENISH_BELOW: u32 = e2e::ONE_TIME_PREKEY_TARGET / 2;
 
 
-/// Why `receive_loop` should stop waiting.
+/// How `receive_until` ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// `stop` fired.
+    Stopped,
+    /// The Inbox stream failed or the server ended it; why, in one line.
+    Closed(String),
+}
+
+/// Why `receive_session` should stop waiting.
 enum Wake {
     Event(InboxEvent),
     Deadline,
@@ -34,10 +48,11 @@ enum Wake {
 impl Profile {
     /// Receives up to `max_count` messages, waiting at most `timeout` in all. Returns early once
     /// `max_count` arrived. Fails only if the inbox stream cannot be opened or breaks before
-    /// any message arrived (later calls reconnect).
+    /// any message arrived (later calls reconnect). Other events (edits, reactions, ...) are
+    /// processed and acknowledged but not returned; `receive_events` returns them.
     pub fn receive(&self, timeout: Duration, max_count: usize) -> Result<Vec<ReceivedMessage>> {
         let mut out = Vec::new();
-        self.receive_loop(Some(Instant::now() + timeout), max_count, None, &mut |m| out.push(m.clone()))?;
+        self.receive_with(timeout, max_count, |m| out.push(m.clone()))?;
         Ok(out)
     }
 
@@ -49,13 +64,47 @@ impl Profile {
         max_count: usize,
         mut on_message: impl FnMut(&ReceivedMessage),
     ) -> Result<usize> {
-        self.receive_loop(Some(Instant::now() + timeout), max_count, None, &mut on_message)
+        self.receive_loop(Some(Instant::now() + timeout), max_count, None, &mut messages_only(&mut on_message))
     }
 
     /// Receives until `stop` gets a message or is disconnected (its sender dropped), handing
-    /// each message to `on_message`. Fails like `receive`.
-    pub fn receive_until(&self, stop: &Receiver<()>, mut on_message: impl FnMut(&ReceivedMessage)) -> Result<usize> {
-        self.receive_loop(None, usize::MAX, Some(stop), &mut on_message)
+    /// each message to `on_message`. Returns `Stopped`, or `Closed` with the reason when the
+    /// stream broke (also before any message: the caller reports and reconnects); fails only if
+    /// the stream cannot be opened or an envelope cannot be committed.
+    pub fn receive_until(&self, stop: &Receiver<()>, mut on_message: impl FnMut(&ReceivedMessage)) -> Result<StreamEnd> {
+        let (_, closed) = self.receive_session(None, usize::MAX, Some(stop), &mut messages_only(&mut on_message))?;
+        Ok(closed.map_or(StreamEnd::Stopped, StreamEnd::Closed))
+    }
+
+    /// Receives up to `max_count` events of any kind, waiting at most `timeout` in all.
+    pub fn receive_events(&self, timeout: Duration, max_count: usize) -> Result<Vec<Incoming>> {
+        let mut out = Vec::new();
+        self.receive_events_with(timeout, max_count, |e| out.push(e.clone()))?;
+        Ok(out)
+    }
+
+    /// Like `receive_events`, handing each event to `on_event` as soon as it is committed and
+    /// acknowledged. Returns how many arrived.
+    pub fn receive_events_with(
+        &self,
+        timeout: Duration,
+        max_count: usize,
+        mut on_event: impl FnMut(&Incoming),
+    ) -> Result<usize> {
+        self.receive_loop(Some(Instant::now() + timeout), max_count, None, &mut |e| {
+            on_event(e);
+            true
+        })
+    }
+
+    /// Receives events of any kind until `stop` gets a message or is disconnected; ends like
+    /// `receive_until`.
+    pub fn receive_events_until(&self, stop: &Receiver<()>, mut on_event: impl FnMut(&Incoming)) -> Result<StreamEnd> {
+        let (_, closed) = self.receive_session(None, usize::MAX, Some(stop), &mut |e| {
+            on_event(e);
+            true
+        })?;
+        Ok(closed.map_or(StreamEnd::Stopped, StreamEnd::Closed))
     }
 
     fn receive_loop(
@@ -63,8 +112,29 @@ impl Profile {
         deadline: Option<Instant>,
         max_count: usize,
         stop: Option<&Receiver<()>>,
-        on_message: &mut dyn FnMut(&ReceivedMessage),
+        // Takes each event; says whether it counts towards `max_count`.
+        on_event: &mut dyn FnMut(&Incoming) -> bool,
     ) -> Result<usize> {
+        match self.receive_session(deadline, max_count, stop, on_event)? {
+            (0, Some(why)) => Err(ClientError::InboxClosed(why)),
+            (count, Some(why)) => {
+                log::warn!("inbox stream of @{} closed after {count} messages: {why}", self.username());
+                Ok(count)
+            }
+            (count, None) => Ok(count),
+        }
+    }
+
+    /// One session on the Inbox stream: how many messages arrived, and why the stream closed
+    /// if it did (rather than the deadline, the count or `stop` ending the wait).
+    fn receive_session(
+        &self,
+        deadline: Option<Instant>,
+        max_count: usize,
+        stop: Option<&Receiver<()>>,
+        // Takes each event; says whether it counts towards `max_count`.
+        on_event: &mut dyn FnMut(&Incoming) -> bool,
+    ) -> Result<(usize, Option<String>)> {
         if self.inbox.borrow().is_none() {
             if let Err(e) = self.keep_signed_prekey() {
                 log::warn!("could not rotate or publish the signed prekey of @{}: {e}", self.username());
@@ -97,10 +167,9 @@ impl Profile {
                         // Not acknowledged: reconnect next time so the platform sends it again.
                         *self.inbox.borrow_mut() = None;
                     })?;
-                    if let Some((message, was_prekey)) = processed {
-                        count += 1;
+                    if let Some((event, was_prekey)) = processed {
                         prekey_messages += usize::from(was_prekey);
-                        on_message(&message);
+                        count += usize::from(on_event(&event));
                     }
                 }
                 Wake::Event(InboxEvent::Closed(why)) => {
@@ -116,19 +185,13 @@ impl Profile {
                 log::warn!("could not replenish one-time prekeys of @{}: {e}", self.username());
             }
         }
-        match failure {
-            Some(why) if count == 0 => Err(ClientError::InboxClosed(why)),
-            Some(why) => {
-                log::warn!("inbox stream of @{} closed after {count} messages: {why}", self.username());
-                Ok(count)
-            }
-            None => Ok(count),
-        }
+        Ok((count, failure))
     }
 
-    /// Opens one envelope in one transaction, then acknowledges it. `None` for a redelivery
-    /// or an envelope that could not be opened (logged).
-    fn process_envelope(&self, envelope: &InboxEnvelope) -> Result<Option<(ReceivedMessage, bool)>> {
+    /// Opens one envelope and applies it to the remembered messages in one transaction, then
+    /// acknowledges it. `None` for a redelivery, an envelope that could not be opened (logged)
+    /// or a content that is nothing for a user device (an empty or unknown kind, a press).
+    fn process_envelope(&self, envelope: &InboxEnvelope) -> Result<Option<(Incoming, bool)>> {
         let was_prekey = matches!(x3dh::peek_prekey_header(&envelope.ciphertext), Ok(Some(_)));
         let outcome = self.write(|c| {
             if inbound::is_repeat(c, envelope.seq, envelope.sender_user_id, &envelope.client_message_id)? {
@@ -136,7 +199,7 @@ impl Profile {
             }
             inbound::accept(c, envelope.seq, envelope.sender_user_id, &envelope.client_message_id)?;
             match e2e::open_envelope(c, envelope) {
-                Ok(content) => Ok(Some(Ok(content))),
+                Ok(content) => Ok(Some(Ok(incoming(c, envelope, content)?))),
                 // A database failure is ours, not the message's: do not acknowledge.
                 Err(E2eError::Db(e)) => Err(ClientError::Db(e)),
                 Err(e) => Ok(Some(Err(e))),
@@ -158,7 +221,15 @@ impl Profile {
                 );
                 Ok(None)
             }
-            Some(Ok(content)) => Ok(Some((received_message(envelope, &content), was_prekey))),
+            Some(Ok(None)) => {
+                log::debug!(
+                    "message {} from user {} carries nothing for a user device; skipped",
+                    envelope.message_id,
+                    envelope.sender_user_id
+                );
+                Ok(None)
+            }
+            Some(Ok(Some(event))) => Ok(Some((event, was_prekey))),
         }
     }
 
@@ -227,26 +298,91 @@ impl Profile {
     }
 }
 
-fn received_message(envelope: &InboxEnvelope, content: &Content) -> ReceivedMessage {
-    let (text, entities) = if content.has_text() {
+/// Hands only messages to `on_message`; they alone count.
+fn messages_only(on_message: &mut dyn FnMut(&ReceivedMessage)) -> impl FnMut(&Incoming) -> bool + '_ {
+    move |e| match e {
+        Incoming::Message(m) => {
+            on_message(m);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// What an opened content is for the user, applied to the remembered messages (inside the
+/// transaction that opened it). `None` for nothing a user device shows.
+fn incoming(c: &Connection, envelope: &InboxEnvelope, content: Content) -> Result<Option<Incoming>> {
+    let peer = envelope.sender_user_id;
+    let event = match content.body.as_ref() {
+        Some(Body::Text(_)) => {
+            history::remember(c, peer, envelope.message_id, envelope.date, &content)?;
+            Incoming::Message(received_message(envelope, &content))
+        }
+        Some(Body::Edit(edit)) => {
+            let now = history::apply_edit(c, peer, envelope.date, edit)?;
+            let (text, entities) = text_of(&now);
+            Incoming::Edited {
+                chat_id: peer,
+                message_id: edit.message_id,
+                edit_date: if edit.edit_date != 0 { edit.edit_date } else { envelope.date },
+                text,
+                entities,
+                keyboard: keyboard_from_wire(now.keyboard.as_ref()),
+            }
+        }
+        Some(Body::Delete(delete)) => {
+            history::forget(c, peer, delete.message_id)?;
+            Incoming::Deleted { chat_id: peer, message_id: delete.message_id }
+        }
+        Some(Body::Reaction(r)) => Incoming::Reaction {
+            chat_id: peer,
+            message_id: r.message_id,
+            from: sender(envelope),
+            reactions: r.reactions.iter().filter_map(ReactionType::from_wire).collect(),
+        },
+        Some(Body::ChatAction(a)) => Incoming::ChatAction { chat_id: peer, from: sender(envelope), action: a.action.clone() },
+        Some(Body::CallbackAnswer(a)) => Incoming::CallbackAnswer {
+            chat_id: peer,
+            press_id: a.press_id.clone(),
+            text: a.text.clone(),
+            show_alert: a.show_alert,
+        },
+        // Presses go to bots; an empty body is a kind from a newer release.
+        Some(Body::Press(_)) | Some(Body::InlineQuery(_)) | Some(Body::InlineResults(_)) | None => return Ok(None),
+    };
+    Ok(Some(event))
+}
+
+fn text_of(content: &Content) -> (String, Vec<Entity>) {
+    if content.has_text() {
         let t = content.text();
         (t.text.clone(), t.entities.iter().map(Entity::from_wire).collect())
     } else {
         (String::new(), Vec::new())
-    };
+    }
+}
+
+fn sender(envelope: &InboxEnvelope) -> Sender {
+    Sender {
+        user_id: envelope.sender_user_id,
+        username: envelope.sender_username.clone(),
+        display_name: envelope.sender_display_name.clone(),
+        is_bot: envelope.sender_is_bot,
+    }
+}
+
+fn received_message(envelope: &InboxEnvelope, content: &Content) -> ReceivedMessage {
+    let (text, entities) = text_of(content);
     ReceivedMessage {
         chat_id: envelope.sender_user_id,
-        sender: Sender {
-            user_id: envelope.sender_user_id,
-            username: envelope.sender_username.clone(),
-            display_name: envelope.sender_display_name.clone(),
-            is_bot: envelope.sender_is_bot,
-        },
+        sender: sender(envelope),
         message_id: envelope.message_id,
         date: envelope.date,
         text,
         entities,
         reply_to_message_id: (content.reply_to_message_id != 0).then_some(content.reply_to_message_id),
+        keyboard: keyboard_from_wire(content.keyboard.as_ref()),
+        forward_origin: content.forward_origin.as_ref().map(ForwardOrigin::from_wire),
     }
 }
 

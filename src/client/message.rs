@@ -1,7 +1,11 @@
 //! What a profile sends and receives, as the client's callers see it: a sent message's ids, a
-//! received message, its sender, and formatting entities (with their wire form).
+//! received message with its sender, entities (with their wire form), keyboard and forward
+//! origin, and the other events of a dialog (`Incoming`).
 
-use crate::wire::e2e::Entity as WireEntity;
+use crate::wire::e2e::reaction_type::Kind as WireReactionKind;
+use crate::wire::e2e::{
+    Entity as WireEntity, ForwardOrigin as WireForwardOrigin, InlineKeyboard, ReactionType as WireReactionType,
+};
 
 /// What the platform assigned to a sent message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,4 +74,125 @@ pub struct ReceivedMessage {
     pub text: String,
     pub entities: Vec<Entity>,
     pub reply_to_message_id: Option<u64>,
+    /// Buttons under the message, row by row; empty when it has none.
+    pub keyboard: Keyboard,
+    /// Set on a forwarded message: who wrote the original, and when.
+    pub forward_origin: Option<ForwardOrigin>,
+}
+
+/// Rows of callback buttons.
+pub type Keyboard = Vec<Vec<Button>>;
+
+/// A callback button of a bot's message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Button {
+    pub text: String,
+    pub callback_data: String,
+}
+
+/// The author of a forwarded message's original.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForwardOrigin {
+    pub sender_user_id: u64,
+    pub sender_username: String,
+    pub sender_first_name: String,
+    pub sender_is_bot: bool,
+    /// When the original was sent (unix seconds).
+    pub date: i64,
+}
+
+/// One reaction as the Bot API names its kinds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReactionType {
+    Emoji(String),
+    CustomEmoji(String),
+    Paid,
+}
+
+/// Everything that can arrive in a dialog: a message, or something done to one (or to the
+/// dialog) that takes no place in its history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Incoming {
+    Message(ReceivedMessage),
+    /// The peer changed one of its messages; text, entities and keyboard are the whole new ones
+    /// (an empty keyboard: the buttons are gone).
+    Edited { chat_id: u64, message_id: u64, edit_date: i64, text: String, entities: Vec<Entity>, keyboard: Keyboard },
+    /// The peer removed one of its messages.
+    Deleted { chat_id: u64, message_id: u64 },
+    /// The peer's reactions to a message now (empty: removed).
+    Reaction { chat_id: u64, message_id: u64, from: Sender, reactions: Vec<ReactionType> },
+    /// "… is typing" and the like.
+    ChatAction { chat_id: u64, from: Sender, action: String },
+    /// A bot's answer to one of our presses.
+    CallbackAnswer { chat_id: u64, press_id: String, text: String, show_alert: bool },
+}
+
+impl Incoming {
+    /// The dialog this happened in.
+    pub fn chat_id(&self) -> u64 {
+        match self {
+            Incoming::Message(m) => m.chat_id,
+            Incoming::Edited { chat_id, .. }
+            | Incoming::Deleted { chat_id, .. }
+            | Incoming::Reaction { chat_id, .. }
+            | Incoming::ChatAction { chat_id, .. }
+            | Incoming::CallbackAnswer { chat_id, .. } => *chat_id,
+        }
+    }
+}
+
+/// What a press sent: its id (the answer names it) and the envelope's ids.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SentPress {
+    pub press_id: String,
+    pub sent: SentMessage,
+}
+
+/// The buttons of a wire keyboard (absent: none).
+pub(crate) fn keyboard_from_wire(k: Option<&InlineKeyboard>) -> Keyboard {
+    k.map(|k| {
+        k.rows
+            .iter()
+            .map(|row| {
+                row.buttons
+                    .iter()
+                    .map(|b| Button { text: b.text.clone(), callback_data: b.callback_data.clone() })
+                    .collect()
+            })
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+impl ForwardOrigin {
+    pub(crate) fn from_wire(o: &WireForwardOrigin) -> ForwardOrigin {
+        ForwardOrigin {
+            sender_user_id: o.sender_user_id,
+            sender_username: o.sender_username.clone(),
+            sender_first_name: o.sender_first_name.clone(),
+            sender_is_bot: o.sender_is_bot,
+            date: o.date,
+        }
+    }
+}
+
+impl ReactionType {
+    /// `None` for a kind this release does not know.
+    pub(crate) fn from_wire(r: &WireReactionType) -> Option<ReactionType> {
+        match r.kind.as_ref()? {
+            WireReactionKind::Emoji(e) => Some(ReactionType::Emoji(e.clone())),
+            WireReactionKind::CustomEmojiId(id) => Some(ReactionType::CustomEmoji(id.clone())),
+            WireReactionKind::Paid(_) => Some(ReactionType::Paid),
+        }
+    }
+
+    pub(crate) fn to_wire(&self) -> WireReactionType {
+        let mut r = WireReactionType::new();
+        match self {
+            ReactionType::Emoji(e) => r.set_emoji(e.clone()),
+            ReactionType::CustomEmoji(id) => r.set_custom_emoji_id(id.clone()),
+            ReactionType::Paid => r.set_paid(true),
+        }
+        r
+    }
 }

@@ -3,11 +3,15 @@
 //! end-to-end tests.
 //!
 //! - `profile`: the profile directory and database, registration, opening.
-//! - `send`: looking peers up, sessions with their devices, sealing and sending.
+//! - `send`: looking peers up, sessions with their devices, sealing and sending (text,
+//!   button presses, reactions).
 //! - `bot_profile`: a bot's commands and descriptions as a user sees them
 //!   (`Profile::bot_menu`, `Profile::bot_commands`).
-//! - `inbox`: the Inbox stream, opening envelopes, acknowledging, prekey replenishment.
-//! - `cli`, `interactive`: the `e2e-chat` program.
+//! - `inbox`: the Inbox stream, opening envelopes into `Incoming` events, acknowledging,
+//!   prekey replenishment.
+//! - `history`: the received messages remembered per dialog (edits applied), for presses.
+//! - `cli`, `interactive`: the `e2e-chat` program; `display`: what it shows a person, made safe
+//!   for a terminal.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -24,7 +28,9 @@
 
 mod bot_profile;
 mod cli;
+pub mod display;
 mod error;
+mod history;
 mod inbox;
 mod interactive;
 mod message;
@@ -38,7 +44,8 @@ mod dialog_tests;
 pub use bot_profile::{BotCommand, BotMenu};
 pub use cli::run_cli;
 pub use error::{ClientError, Result};
-pub use inbox::REPLENISH_BELOW;
-pub use message::{Entity, ReceivedMessage, SentMessage, Sender};
+pub use inbox::{StreamEnd, REPLENISH_BELOW};
+pub use history::MAX_REMEMBERED;
+pub use message::{Button, Entity, ForwardOrigin, Incoming, Keyboard, ReactionType, ReceivedMessage, SentMessage, SentPress, Sender};
 pub use profile::{Profile, BUSY_TIMEOUT, DB_FILE};
 pub use send::MAX_SEND_ATTEMPTS;

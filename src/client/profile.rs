@@ -1,7 +1,7 @@
 //! The profile directory of one user device: a SQLite database with the e2e tables (keys,
 //! prekeys, sessions) plus the account (server URL, identity key seed, user and device ids,
-//! device secret, username). Registration and opening live here; sending is in `send.rs`,
-//! receiving in `inbox.rs`.
+//! device secret, username) and the received messages (`history.rs`). Registration and
+//! opening live here; sending is in `send.rs`, receiving in `inbox.rs`.
 //!
 //! # Concurrency
 //! A `listen` process and a `send` process may use one profile at the same time. Every
@@ -23,6 +23,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::error::{ClientError, E2eContext, Result};
+use super::history;
 use super::reader::InboxReader;
 use crate::crypto::{self, IdentityKeyPair};
 use crate::e2e;
@@ -241,6 +242,8 @@ fn open_db(dir: &Path) -> Result<Connection> {
 pub(crate) const STEPS: &[Step] = &[
     Step { version: 1, sql: &[e2e::TABLES_V1, CLIENT_V1] },
     Step { version: 2, sql: &[e2e::inbound::TABLES_V2, CLIENT_V2] },
+    // The received messages a press, an edit or a deletion refers to (`history`).
+    Step { version: 3, sql: &[history::HISTORY_V3] },
 ];
 
 /// Step 2: the processed seqs give way to the one inbound rule of `e2e::inbound`. Envelopes
@@ -307,9 +310,20 @@ mod tests {
         let c = Connection::open_in_memory().expect("db");
         migrations::migrate(&c, &STEPS[..1]).expect("version 1");
         c.execute_batch("INSERT INTO client_processed (seq) VALUES (3), (9), (5)").expect("old rows");
-        migrations::migrate(&c, STEPS).expect("version 2");
+        migrations::migrate(&c, &STEPS[..2]).expect("version 2");
         assert_eq!(e2e::inbound::cursor(&c).expect("cursor"), 9);
         assert!(e2e::inbound::is_repeat(&c, 9, 1, "x").expect("check"), "what was processed stays processed");
+    }
+
+    #[test]
+    fn step_3_gives_a_version_2_profile_an_empty_message_history() {
+        let c = Connection::open_in_memory().expect("db");
+        migrations::migrate(&c, &STEPS[..2]).expect("version 2");
+        migrations::migrate(&c, STEPS).expect("version 3");
+        assert_eq!(history::load(&c, 1, 1).expect("load"), None);
+        let content = crate::wire::e2e::Content::new();
+        history::remember(&c, 1, 1, 0, &content).expect("remember");
+        assert_eq!(history::load(&c, 1, 1).expect("load"), Some(content));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Sending a message from a profile: look the peer up, make sure there is a session with each
+//! Sending from a profile (a text, a button press, a reaction): look the peer up, make sure there is a session with each
 //! of its devices (fetching prekey bundles for the ones without), seal, and hand the
 //! ciphertexts to the platform; when the platform says our device list is stale, update it and
 //! send again under the same client message id.
@@ -9,12 +9,13 @@
 use rusqlite::Connection;
 
 use super::error::{ClientError, E2eContext, Result};
-use super::message::{Entity, SentMessage};
+use super::history;
+use super::message::{Entity, ReactionType, SentMessage, SentPress};
 use super::profile::Profile;
 use crate::wire::rpc::code as rpc_code;
 use crate::crypto;
 use crate::e2e;
-use crate::wire::e2e::{Content, Text};
+use crate::wire::e2e::{CallbackPress, Content, Reaction, Text};
 use crate::wire::platform::{
     send_result, DeviceCiphertext, GetPrekeyBundlesRequest, LookupUserRequest, OutgoingMessage, PrekeyBundle,
     Profile as PeerProfile, SendMessagesRequest, SendResult,
@@ -62,6 +63,58 @@ impl Profile {
         let mut content = Content::new();
         content.set_text(t);
         content.reply_to_message_id = reply_to_message_id.unwrap_or(0);
+        self.send_content(&peer, &content)
+    }
+
+    /// Presses the callback button with `callback_data` under message `message_id` of `peer`'s
+    /// dialog, sending back the keyboard's signed context exactly as it arrived. Refused when
+    /// the message is not remembered (never received, deleted, or older than the newest
+    /// `MAX_REMEMBERED`) or has no such button. The bot's answer arrives later as an
+    /// `Incoming::CallbackAnswer` with the returned press id.
+    pub fn press(&self, peer: &str, message_id: u64, callback_data: &str) -> Result<SentPress> {
+        let peer = self.lookup(peer)?;
+        let name = peer.username.as_str();
+        let message = history::load(&self.conn, peer.user_id, message_id)?
+            .ok_or_else(|| ClientError::Invalid(format!("no message {message_id} from @{name} is known to this profile")))?;
+        let keyboard = message
+            .keyboard
+            .as_ref()
+            .ok_or_else(|| ClientError::Invalid(format!("message {message_id} from @{name} has no buttons")))?;
+        if !keyboard.rows.iter().flat_map(|r| &r.buttons).any(|b| b.callback_data == callback_data) {
+            return Err(ClientError::Invalid(format!(
+                "message {message_id} from @{name} has no button with that callback data"
+            )));
+        }
+        if keyboard.context.is_none() {
+            // The bot will refuse it; sending still lets the person see the bot's answer.
+            log::warn!("the keyboard of message {message_id} from @{name} came without a signed context");
+        }
+        let press_id = crypto::hex_encode(&crypto::random_bytes::<16>());
+        let mut press = CallbackPress::new();
+        press.press_id = press_id.clone();
+        press.message_id = message_id;
+        press.callback_data = callback_data.to_string();
+        press.context = keyboard.context.clone();
+        let mut content = Content::new();
+        content.set_press(press);
+        let sent = self.send_content(&peer, &content)?;
+        Ok(SentPress { press_id, sent })
+    }
+
+    /// Sets our reaction to message `message_id` of `peer`'s dialog to `emoji`, replacing the
+    /// previous one; an empty `emoji` removes it.
+    pub fn react(&self, peer: &str, message_id: u64, emoji: &str) -> Result<SentMessage> {
+        if message_id == 0 {
+            return Err(ClientError::Invalid("a reaction needs a message id".to_string()));
+        }
+        let peer = self.lookup(peer)?;
+        let mut reaction = Reaction::new();
+        reaction.message_id = message_id;
+        if !emoji.is_empty() {
+            reaction.reactions.push(ReactionType::Emoji(emoji.to_string()).to_wire());
+        }
+        let mut content = Content::new();
+        content.set_reaction(reaction);
         self.send_content(&peer, &content)
     }
 

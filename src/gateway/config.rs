@@ -170,9 +170,19 @@ fn only_fields(obj: &Map<String, Value>, _at: &str, allowed: &[&str]) -> Result<
 fn string(obj: &Map<String, Value>, key: &str) -> Result<String, String> {
     match obj.get(key) {
         None => Err(format!("missing field {key}")),
+        // first_name is free text (a display name may well read "<Bot>"); the platform checks it.
+        Some(Value::String(s)) if key != "first_name" && is_placeholder(s) => Err(format!(
+            "{key} is still the placeholder {s:?} from the example config: replace it with the real value"
+        )),
         Some(Value::String(s)) => Ok(s.clone()),
         Some(_) => Err(format!("{key} must be a string")),
     }
+}
+
+/// A value copied from an example without being filled in: `<TOKEN>`, `<STATE_DIR, e.g. ...>`,
+/// or a path or address with such a part in it (`/srv/<name>/state`).
+fn is_placeholder(value: &str) -> bool {
+    value.find('<').is_some_and(|open| value[open..].contains('>'))
 }
 
 fn socket_addr(obj: &Map<String, Value>, key: &str) -> Result<SocketAddr, String> {
@@ -219,6 +229,33 @@ mod tests {
         let c = parse(&config_json(bot_json([7; 32], 42))).expect("valid");
         assert_eq!(c.bots[0].compat_user_id, 42);
         assert_eq!(c.compat_listen_addr.port(), 8081);
+    }
+
+    #[test]
+    fn refuses_placeholders_naming_the_field() {
+        crypto::init();
+        let cases = [
+            ("bot_platform_endpoint", json!("<PLATFORM_URL, e.g. http://127.0.0.1:50051>")),
+            ("compat_listen_addr", json!("<HOST:PORT, e.g. 127.0.0.1:8081>")),
+            ("state_dir", json!("<STATE_DIR, e.g. /var/lib/bot-gateway>")),
+            ("state_dir", json!("/srv/<bot>/state")),
+        ];
+        for (field, value) in cases {
+            let mut c = config_json(bot_json([7; 32], 42));
+            c[field] = value;
+            let err = parse(&c).err().expect("refused");
+            assert!(err.starts_with(&format!("{field} is still the placeholder")), "{field}: {err}");
+        }
+        let mut b = bot_json([7; 32], 42);
+        b["token"] = json!("<TOKEN>");
+        let err = parse(&config_json(b)).err().expect("refused");
+        assert!(err.contains("token is still the placeholder \"<TOKEN>\""), "{err}");
+        // A display name is free text.
+        let mut b = bot_json([7; 32], 42);
+        b["first_name"] = json!("<Echo>");
+        assert!(parse(&config_json(b)).is_ok());
+        // The manager's example config is refused as it stands.
+        assert!(is_placeholder("<STATE_DIR, e.g. /var/lib/bot-gateway>") && !is_placeholder("/var/lib/a>b"));
     }
 
     #[test]

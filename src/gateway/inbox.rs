@@ -19,7 +19,7 @@ use super::store::{chats, Result as StoreResult, StoreError};
 use super::keyboard;
 use super::updates;
 use crate::backoff::Backoff;
-use crate::wire::rpc::is_unauthenticated;
+use crate::wire::rpc;
 use crate::crypto;
 use crate::e2e::{self, inbound};
 use crate::wire::e2e::content::Body;
@@ -45,7 +45,8 @@ pub fn channel() -> (Sender<InboxEnvelope>, Receiver<InboxEnvelope>) {
 }
 
 /// `ins/<n>`: holds the platform's Inbox stream and reconnects with backoff, until the
-/// credential is revoked or the bot stops. (A stream blocked on the network is not
+/// credential is revoked, this runtime's device is removed (`/removedevice`; retrying could
+/// never succeed), or the bot stops. (A stream blocked on the network is not
 /// interrupted: at shutdown this thread is left to the process exit.)
 pub fn stream_loop(shared: Arc<BotShared>, tx: Sender<InboxEnvelope>) {
     let mut backoff = Backoff::new(RECONNECT_START, RECONNECT_MAX);
@@ -55,7 +56,11 @@ pub fn stream_loop(shared: Arc<BotShared>, tx: Sender<InboxEnvelope>) {
                 backoff.reset();
                 backoff.next_delay()
             }
-            Err(e) if is_unauthenticated(&e) => {
+            Err(e) if rpc::is_device_removed(&e) => {
+                shared.device_removed();
+                return;
+            }
+            Err(e) if rpc::is_unauthenticated(&e) => {
                 shared.revoke(&e.to_string());
                 return;
             }

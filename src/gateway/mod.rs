@@ -1,7 +1,9 @@
 //! The gateway runtime: a device of each configured bot on the platform, serving the Bot API.
 //!
-//! Start-up (`serve`): config → state_dir lock → per bot: encrypted store, registration,
-//! inbox, outbox and webhook threads → the two HTTP listeners → wait for SIGINT/SIGTERM.
+//! Start-up (`serve`): config (placeholders refused) → state_dir lock → bind both listeners'
+//! addresses → per bot: encrypted store, registration, inbox, outbox and webhook threads →
+//! serve the two HTTP listeners → wait for SIGINT/SIGTERM. Everything that can fail locally is
+//! checked before the first registration, so a start that fails leaves no device behind.
 
 pub mod api;
 pub mod botapi;
@@ -50,7 +52,8 @@ impl Backend for Gateway {
         let list: Vec<Value> = bots.iter().map(|b| b.health()).collect();
         let healthy = list.iter().all(|b| b["connected"] == true);
         // A bot with a dead thread is half-alive: say so, and let a supervisor restart us.
-        let broken = list.iter().any(|b| b.get("failed_threads").is_some());
+        // So is a bot whose device was removed: it will never receive again.
+        let broken = list.iter().any(|b| b.get("failed_threads").is_some() || b.get("device_removed").is_some());
         let listener = self.bot_api.get().map(|h| h.report());
         let serving = listener.as_ref().is_some_and(|r| r.serving);
         let mut bot_api = json!({"serving": serving});
@@ -105,6 +108,13 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
 
     let config = config::load(config_path).map_err(StartError::Config)?;
     let state = state_dir::StateDir::open(&config.state_dir).map_err(StartError::StateDir)?;
+    // Bound now, served once the bots are up: a port in use must fail the start before any
+    // bot registers a device.
+    let bind = |field: &'static str, addr: std::net::SocketAddr| {
+        std::net::TcpListener::bind(addr).map_err(|why| StartError::Listen { field, addr, why })
+    };
+    let compat_socket = bind("compat_listen_addr", config.compat_listen_addr)?;
+    let ext_socket = bind("extensions_listen_addr", config.extensions_listen_addr)?;
 
     let mut bots = HashMap::new();
     let mut running = Vec::new();
@@ -135,18 +145,18 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
     let bot_count = bots.len();
     let gateway = Arc::new(Gateway { bots, bot_api: OnceLock::new() });
 
-    let compat = Listener::start(
+    let compat = Listener::on(
         "compat-http",
-        &config.compat_listen_addr.to_string(),
+        compat_socket,
         gateway.clone() as Arc<dyn Backend>,
         ListenerKind::Compat,
         api::compat_limits(bot_count),
     )
     .map_err(|why| StartError::Listen { field: "compat_listen_addr", addr: config.compat_listen_addr, why })?;
     let _ = gateway.bot_api.set(compat.health());
-    let ext = Listener::start(
+    let ext = Listener::on(
         "ext-http",
-        &config.extensions_listen_addr.to_string(),
+        ext_socket,
         gateway.clone() as Arc<dyn Backend>,
         ListenerKind::Extensions,
         api::extensions_limits(),

@@ -11,7 +11,7 @@ use super::runtime::unix_now;
 use super::store::Store;
 use crate::crypto;
 use crate::e2e::{self, Registration};
-use crate::wire::platform::{LookupUserRequest, RegisterBotDeviceRequest, VerifyCredentialRequest};
+use crate::wire::platform::{ListDevicesRequest, LookupUserRequest, RegisterBotDeviceRequest, VerifyCredentialRequest};
 use crate::wire::{rpc, Credential, Platform};
 
 /// How long start-up waits for the platform before giving up (the process then exits).
@@ -40,10 +40,47 @@ pub fn register_or_resume(endpoint: &str, bot: &BotConfig, store: &Store) -> Res
     };
     platform.set_credential(Credential::Bot { token: bot.token.clone(), device_id: Some(reg.device_id) });
     platform.client.verify_credential(&VerifyCredentialRequest::new(), platform.opt()).map_err(|e| {
-        format!("{at}: the platform refused the credential of device {}: {}", reg.device_id, rpc::text(&e))
+        if rpc::is_device_removed(&e) {
+            format!(
+                "{at}: this runtime's device {} was removed via @BotManager /removedevice; it receives nothing \
+                 more. Start it with a fresh state_dir to register a new device",
+                reg.device_id
+            )
+        } else {
+            format!("{at}: the platform refused the credential of device {}: {}", reg.device_id, rpc::text(&e))
+        }
     })?;
     log::info!("{at}: running as device {} of bot {}", reg.device_id, reg.user_id);
+    report_other_devices(&platform, &at, reg.device_id);
     Ok(platform)
+}
+
+/// Logs how many OTHER runtimes of the bot are live (hold an Inbox stream now), warning when
+/// there are any: each of them also receives and answers every message. Informational only:
+/// a platform that cannot list devices does not stop the start.
+fn report_other_devices(platform: &Platform, at: &str, own: u32) {
+    let devices = match platform.client.list_devices(&ListDevicesRequest::new(), platform.opt()) {
+        Ok(r) => r.devices,
+        Err(e) => {
+            log::warn!("{at}: cannot list the bot's devices: {}", rpc::text(&e));
+            return;
+        }
+    };
+    let active = devices.iter().filter(|d| d.active).count();
+    let live: Vec<u32> =
+        devices.iter().filter(|d| d.active && d.connected && d.device_id != own).map(|d| d.device_id).collect();
+    if live.is_empty() {
+        log::info!("{at}: no other live device of the bot ({active} active in all, this one included)");
+    } else {
+        let list: Vec<String> = live.iter().map(|d| d.to_string()).collect();
+        log::warn!(
+            "{at}: {} other live device(s) of the bot are connected now (device {}): two live runtimes both \
+             receive and answer every message. If that is not intended, stop the other runtime or remove its \
+             device via @BotManager /devices and /removedevice",
+            live.len(),
+            list.join(", ")
+        );
+    }
 }
 
 /// `getMe` answers from the config, and SDKs route `/command@username` by it: a `username` or

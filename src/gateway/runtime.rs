@@ -18,7 +18,7 @@ use super::store::{chats, outbox, queue, Store, StoreError};
 use super::updates;
 use crate::crypto;
 use crate::wire::token;
-use crate::wire::Platform;
+use crate::wire::{rpc, Credential, Platform};
 
 /// State shared by the HTTP workers and the bot's threads.
 pub struct BotShared {
@@ -133,7 +133,11 @@ struct Stop {
 #[derive(Default)]
 pub struct Status {
     pub connected: AtomicBool,
+    /// The platform refuses this runtime's credential (token revoked, bot disabled, or its
+    /// device removed): nothing more is sent or received.
     pub revoked: AtomicBool,
+    /// The refusal is because the bot's owner removed this runtime's device (`/removedevice`).
+    pub device_removed: AtomicBool,
     pub last_error: Mutex<Option<String>>,
     /// Threads of this bot that panicked (their short names): the bot is unhealthy.
     pub failed_threads: Mutex<Vec<String>>,
@@ -212,8 +216,14 @@ impl BotShared {
         }
     }
 
-    /// Marks the credential revoked: every API call answers 401 and nothing more is sent.
+    /// Marks the credential revoked: every API call answers 401 and nothing more is sent. A
+    /// refusal that says the device was removed (`rpc::DEVICE_REMOVED`, whichever thread met
+    /// it) is [`BotShared::device_removed`].
     pub fn revoke(&self, why: &str) {
+        if why.contains(rpc::DEVICE_REMOVED) {
+            self.device_removed();
+            return;
+        }
         if !self.status.revoked.swap(true, Ordering::SeqCst) {
             log::error!("bot @{}: the platform revoked the credential: {why}", self.username);
         }
@@ -227,6 +237,53 @@ impl BotShared {
 
     pub fn is_revoked(&self) -> bool {
         self.status.revoked.load(Ordering::SeqCst)
+    }
+
+    /// This runtime's device number on the platform (0 before registration).
+    pub fn device_id(&self) -> u32 {
+        match self.platform.credential() {
+            Credential::Bot { device_id, .. } => device_id.unwrap_or(0),
+            Credential::Device { device_id, .. } => *device_id,
+            Credential::Anonymous => 0,
+        }
+    }
+
+    /// The bot's owner removed this runtime's device: said once in the log, then the bot
+    /// behaves as revoked (every API call 401 with its own description, nothing sent, the
+    /// Inbox stream not retried) and `/healthz` is unhealthy with the reason.
+    pub fn device_removed(&self) {
+        let why = self.device_removed_reason();
+        self.status.device_removed.store(true, Ordering::SeqCst);
+        if !self.status.revoked.swap(true, Ordering::SeqCst) {
+            log::error!("bot @{}: {why}", self.username);
+        }
+        self.status.set_error(why);
+        self.status.connected.store(false, Ordering::SeqCst);
+        self.outbox.wake.wake();
+        self.webhook.wake();
+        self.store.notifier().committed();
+    }
+
+    pub fn is_device_removed(&self) -> bool {
+        self.status.device_removed.load(Ordering::SeqCst)
+    }
+
+    fn device_removed_reason(&self) -> String {
+        format!(
+            "this runtime's device {} was removed via @BotManager /removedevice; it receives nothing more. \
+             Start it with a fresh state_dir to register a new device",
+            self.device_id()
+        )
+    }
+
+    /// What a Bot API call gets once the platform refuses this runtime: 401, saying why when
+    /// the device was removed (a revoked token keeps the plain "Unauthorized").
+    pub fn refusal(&self) -> ApiError {
+        if self.is_device_removed() {
+            ApiError::new(401, format!("Unauthorized: {}", self.device_removed_reason()))
+        } else {
+            ApiError::unauthorized()
+        }
     }
 
     /// Health of this bot for `/healthz`.
@@ -246,6 +303,10 @@ impl BotShared {
         });
         if let Some(e) = self.status.last_error.lock().expect("status lock").clone() {
             h["last_error"] = Value::String(e);
+        }
+        if self.is_device_removed() {
+            h["device_removed"] = json!(true);
+            h["problem"] = json!(self.device_removed_reason());
         }
         let failed = self.status.failed_threads.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if !failed.is_empty() {

@@ -122,6 +122,7 @@ pub fn authenticate(store: &Store, presented: &Presented, need: Need) -> Result<
                     addr.device_id, addr.user_id
                 )));
             }
+            store.device_seen(*addr, crate::clock::unix_now(), false);
             Ok(Caller { user_id: addr.user_id, device_id: Some(addr.device_id), is_bot: false })
         }
         Presented::Bot { token, device_id } => {
@@ -150,12 +151,18 @@ pub fn authenticate(store: &Store, presented: &Presented, need: Need) -> Result<
                         None => {
                             return Err(unauthenticated(format!("device {device_id} does not belong to bot {bot_id}")))
                         }
+                        Some(d) if d.removed => {
+                            return Err(unauthenticated(super::store::device_removed_message(bot_id, *device_id)))
+                        }
                         Some(d) if !d.active => {
                             return Err(unauthenticated(format!(
                                 "device {device_id} of bot {bot_id} is no longer active"
                             )))
                         }
-                        Some(_) => Some(*device_id),
+                        Some(_) => {
+                            store.device_seen(addr, crate::clock::unix_now(), false);
+                            Some(*device_id)
+                        }
                     }
                 }
             };
@@ -217,15 +224,22 @@ mod tests {
         let err = authenticate(&store, &bot(&token, Some(2)), Need::Device).expect_err("not this bot's device");
         assert_eq!(err.message(), format!("device 2 does not belong to bot {id}"));
 
+        store.remove_device(DeviceAddr { user_id: id, device_id: 1 }, 5).expect("remove");
+        let err = authenticate(&store, &bot(&token, Some(1)), Need::Device).expect_err("removed device");
+        assert!(err.message().starts_with(crate::wire::rpc::DEVICE_REMOVED), "{err}");
+        assert!(err.message().contains("@BotManager"), "{err}");
+        assert!(authenticate(&store, &bot(&token, None), Need::Any).is_ok(), "the token itself stays valid");
+        store.register_bot_device(id, &device(4), 1).expect("device 2");
+
         let wrong = format!("{id}:{}", "00".repeat(32));
         let err = authenticate(&store, &bot(&wrong, None), Need::BotToken).expect_err("wrong secret");
         assert_eq!(err, PlatformError::Unauthenticated("bot token revoked or unknown".into()));
 
         let rotated = store.rotate_bot_token(id).expect("rotate");
-        assert!(authenticate(&store, &bot(&token, Some(1)), Need::Device).is_err(), "old token revoked");
-        assert!(authenticate(&store, &bot(&rotated, Some(1)), Need::Device).is_ok());
+        assert!(authenticate(&store, &bot(&token, Some(2)), Need::Device).is_err(), "old token revoked");
+        assert!(authenticate(&store, &bot(&rotated, Some(2)), Need::Device).is_ok());
         store.set_bot_status(id, AccountStatus::Disabled).expect("disable");
-        let err = authenticate(&store, &bot(&rotated, Some(1)), Need::Any).expect_err("disabled");
+        let err = authenticate(&store, &bot(&rotated, Some(2)), Need::Any).expect_err("disabled");
         assert_eq!(err.code(), grpcio::RpcStatusCode::UNAUTHENTICATED);
         assert!(authenticate(&store, &Presented::None, Need::Any).is_err());
     }

@@ -46,6 +46,8 @@ enum CloseReason {
     StorageFailed,
     /// The account's credential was revoked (token rotated or bot disabled).
     Revoked,
+    /// The bot's owner removed this device (`@BotManager /removedevice`).
+    DeviceRemoved,
 }
 
 #[derive(Default)]
@@ -256,6 +258,20 @@ impl InboxHub {
         }
     }
 
+    /// Ends the Inbox stream of a removed device with UNAUTHENTICATED and the device-removed
+    /// wording (`store::device_removed_message`), so its gateway learns why and stops.
+    pub fn remove_device(&self, addr: DeviceAddr) {
+        let signal = self.lock().get(&addr).cloned();
+        if let Some(signal) = signal {
+            signal.close(CloseReason::DeviceRemoved);
+        }
+    }
+
+    /// Whether `addr` holds an open Inbox stream now: what "connected" and "live" mean.
+    pub fn is_connected(&self, addr: DeviceAddr) -> bool {
+        self.lock().contains_key(&addr)
+    }
+
     /// Registers a new stream of `addr`, ending the previous one.
     fn register(&self, addr: DeviceAddr) -> Arc<StreamSignal> {
         let signal = Arc::new(StreamSignal::default());
@@ -307,7 +323,8 @@ pub fn start(
     }
     log::info!("inbox stream opened for device {} of user {}", addr.device_id, addr.user_id);
 
-    let hub = hub.clone();
+    store.device_seen(addr, crate::clock::unix_now(), true);
+    let (hub, store) = (hub.clone(), store.clone());
     ctx.spawn(async move {
         use futures::SinkExt;
         // Lets gRPC coalesce envelopes that are ready together into fewer writes.
@@ -329,6 +346,10 @@ pub fn start(
                         RpcStatusCode::UNAUTHENTICATED,
                         "bot token revoked or unknown".into(),
                     )),
+                    Some(CloseReason::DeviceRemoved) => Some(RpcStatus::with_message(
+                        RpcStatusCode::UNAUTHENTICATED,
+                        store::device_removed_message(addr.user_id, addr.device_id),
+                    )),
                     Some(CloseReason::StorageFailed) => {
                         Some(RpcStatus::with_message(RpcStatusCode::INTERNAL, "cannot read the inbox".into()))
                     }
@@ -347,6 +368,10 @@ pub fn start(
         };
         signal.close(CloseReason::ClientGone);
         hub.unregister(addr, &signal);
+        // Held until now: the last moment it was seen.
+        if reason != CloseReason::DeviceRemoved {
+            store.device_seen(addr, crate::clock::unix_now(), true);
+        }
         log::info!("inbox stream closed for device {} of user {} ({reason:?})", addr.device_id, addr.user_id);
     });
 }
@@ -452,8 +477,13 @@ mod tests {
         assert_eq!(second.final_reason(), None);
         hub.unregister(addr, &first);
         assert_eq!(hub.open_streams(), 1, "unregistering the old stream keeps the new one");
+        assert!(hub.is_connected(addr));
+        hub.remove_device(DeviceAddr { user_id: 1, device_id: 2 });
+        assert_eq!(second.final_reason(), None, "another device's removal leaves it open");
+        hub.remove_device(addr);
+        assert_eq!(second.final_reason(), Some(CloseReason::DeviceRemoved));
         hub.close_all();
-        assert_eq!(second.final_reason(), Some(CloseReason::Shutdown));
+        assert!(!hub.is_connected(addr));
         assert_eq!(hub.open_streams(), 0);
     }
 

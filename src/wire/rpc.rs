@@ -11,6 +11,22 @@ pub fn code(e: &grpcio::Error) -> Option<RpcStatusCode> {
     }
 }
 
+/// How every refusal of a removed device's credential begins (its code is UNAUTHENTICATED,
+/// like a revoked token's): the platform puts it first, the gateway looks for it. A revoked or
+/// rotated token says "bot token revoked or unknown" instead.
+pub const DEVICE_REMOVED: &str = "device removed:";
+
+/// The platform refused the call because this device was removed by the bot's owner
+/// (`@BotManager /removedevice`), as opposed to a revoked token or a disabled bot.
+pub fn is_device_removed(e: &grpcio::Error) -> bool {
+    match e {
+        grpcio::Error::RpcFailure(s) => {
+            s.code() == RpcStatusCode::UNAUTHENTICATED && s.message().starts_with(DEVICE_REMOVED)
+        }
+        _ => false,
+    }
+}
+
 /// The platform refused the credential (revoked or rotated token, disabled bot, removed
 /// device).
 pub fn is_unauthenticated(e: &grpcio::Error) -> bool {
@@ -50,5 +66,11 @@ mod tests {
         assert!(!is_unauthenticated(&down));
         assert_eq!((code(&down), text(&down)), (Some(RpcStatusCode::UNAVAILABLE), "UNAVAILABLE".to_string()));
         assert_eq!(code(&grpcio::Error::RemoteStopped), None);
+        assert!(!is_device_removed(&refused));
+        let removed = grpcio::Error::RpcFailure(RpcStatus::with_message(
+            RpcStatusCode::UNAUTHENTICATED,
+            format!("{DEVICE_REMOVED} device 3 of bot 7 was removed"),
+        ));
+        assert!(is_device_removed(&removed) && is_unauthenticated(&removed));
     }
 }

@@ -72,6 +72,19 @@ impl Listener {
         Ok(Listener { server })
     }
 
+    /// Serves on a listener bound earlier: the gateway binds both addresses before it
+    /// registers anything, so a port in use fails the start with no device left behind.
+    pub fn on(
+        name: &str,
+        listener: std::net::TcpListener,
+        backend: Arc<dyn Backend>,
+        kind: ListenerKind,
+        limits: Limits,
+    ) -> io::Result<Listener> {
+        let routes = Arc::new(Routes { name: name.to_string(), backend, kind });
+        Ok(Listener { server: http::Server::from_listener(name, listener, limits, routes)? })
+    }
+
     /// The bound address (the real port when started with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.server.local_addr()

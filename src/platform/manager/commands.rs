@@ -5,8 +5,8 @@
 //!
 //! A message whose first word is a known command (`/cmd` or `/cmd@name`, any case) is that
 //! command, also in the middle of `/newbot`: `/newbot` starts over, `/cancel` ends the
-//! scenario, and `/help`, `/mybots`, `/token`, `/disable` act and then repeat the pending
-//! question. Any other text answers the pending question, or gets a hint when there is none.
+//! scenario, and `/help`, `/mybots`, `/token`, `/disable`, `/devices`, `/removedevice` act
+//! and then repeat the pending question. Any other text answers the pending question, or gets a hint when there is none.
 //! Messages are trimmed; a username answer may start with `@`.
 //!
 //! Reads the platform needs for a decision (is a username taken, which bots does a user own)
@@ -26,6 +26,13 @@
 //! - `/mybots`: `Your bots:` then one line per bot
 //!   `@<username>: "<display name>", id <n>, capabilities <caps>, <active|disabled>`,
 //!   or `NO_BOTS`.
+//! - `/devices @name` (owner): `Devices of @<username>:` then one line per device
+//!   `#<n>: registered <time>, last seen <time|now|never>, <connected|not connected>,
+//!   <active|removed <time>>` (times `YYYY-MM-DD HH:MM:SS UTC`; "connected" = holds an Inbox
+//!   stream now, and then last seen is `now`), then a hint line; or
+//!   `@<username> has no devices yet. ...`.
+//! - `/removedevice @name N` (owner): `Device <n> of @<username> is removed. ...`, or
+//!   `Device <n> of @<username> was already removed.`
 
 use super::super::bots::BotCredentials;
 use super::super::error::{PlatformError, Result};
@@ -41,6 +48,8 @@ I create and manage bots for the Bot Gateway.
 /mybots - list your bots and their status
 /token @username - revoke the bot's token and issue a new one
 /disable @username - disable the bot and revoke all its credentials
+/devices @username - list the bot's devices (its gateway runtimes)
+/removedevice @username N - remove device N of the bot (a stale or unwanted runtime)
 /cancel - stop creating a bot
 /help - show this help";
 
@@ -96,6 +105,18 @@ pub struct BotInfo {
     pub owner_id: Option<u64>,
 }
 
+/// One device of a bot as `/devices` shows it; times are unix seconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceView {
+    pub device_id: u32,
+    pub registered_at: i64,
+    pub last_seen: Option<i64>,
+    /// Holds an open Inbox stream now: a live runtime.
+    pub connected: bool,
+    /// When the owner removed it; `None` while active.
+    pub removed_at: Option<i64>,
+}
+
 /// What the logic reads from the platform.
 pub trait Directory {
     /// Whether any account (user or bot) has this username, ignoring case.
@@ -104,6 +125,8 @@ pub trait Directory {
     fn bot_named(&self, username: &str) -> Result<Option<BotInfo>>;
     /// Bots created by `owner_id`, by username.
     fn bots_owned_by(&self, owner_id: u64) -> Result<Vec<BotInfo>>;
+    /// Every device of the bot (active and removed), by number.
+    fn bot_devices(&self, bot_id: u64) -> Result<Vec<DeviceView>>;
 }
 
 /// A change to the platform the caller applies (idempotently) before `complete`.
@@ -112,6 +135,7 @@ pub enum Effect {
     CreateBot { username: String, display_name: String, capabilities: String },
     RotateToken { bot_id: u64, username: String },
     DisableBot { bot_id: u64, username: String },
+    RemoveDevice { bot_id: u64, username: String, device_id: u32 },
 }
 
 /// What applying an effect gave.
@@ -125,6 +149,12 @@ pub enum EffectOutcome {
         token: String,
     },
     Disabled,
+    /// The device is removed; `dropped` undelivered messages for it were dropped, none when it
+    /// had been removed before (a retry after a crash).
+    DeviceRemoved {
+        dropped: usize,
+        already: bool,
+    },
     /// The platform refused (e.g. the username was taken in the meantime).
     Failed(PlatformError),
 }
@@ -153,6 +183,8 @@ enum Command {
     MyBots,
     Token,
     Disable,
+    Devices,
+    RemoveDevice,
     Cancel,
 }
 
@@ -168,6 +200,8 @@ fn parse_command(text: &str) -> Option<(Command, &str)> {
         "mybots" => Command::MyBots,
         "token" => Command::Token,
         "disable" => Command::Disable,
+        "devices" => Command::Devices,
+        "removedevice" => Command::RemoveDevice,
         "cancel" => Command::Cancel,
         _ => return None,
     };
@@ -223,17 +257,50 @@ fn command_decision(
             let bots = dir.bots_owned_by(user_id)?;
             Ok(with_reminder(vec![my_bots_reply(&bots)], scenario))
         }
+        Command::Devices => {
+            let Some(name) = bot_argument(args) else {
+                return Ok(with_reminder(vec!["Usage: /devices @username".to_string()], scenario));
+            };
+            let bot = match owned_bot(dir, name, user_id)? {
+                Ok(bot) => bot,
+                Err(refusal) => return Ok(with_reminder(vec![refusal], scenario)),
+            };
+            let devices = dir.bot_devices(bot.id)?;
+            Ok(with_reminder(vec![devices_reply(&bot.username, &devices)], scenario))
+        }
+        Command::RemoveDevice => {
+            let Some((name, device_id)) = remove_device_arguments(args) else {
+                return Ok(with_reminder(vec!["Usage: /removedevice @username <device number>".to_string()], scenario));
+            };
+            let bot = match owned_bot(dir, name, user_id)? {
+                Ok(bot) => bot,
+                Err(refusal) => return Ok(with_reminder(vec![refusal], scenario)),
+            };
+            let devices = dir.bot_devices(bot.id)?;
+            let refusal = match devices.iter().find(|d| d.device_id == device_id) {
+                None => Some(format!(
+                    "@{} has no device {device_id}. Send /devices @{} to see its devices.",
+                    bot.username, bot.username
+                )),
+                Some(d) if d.removed_at.is_some() => {
+                    Some(format!("Device {device_id} of @{} was already removed.", bot.username))
+                }
+                Some(_) => None,
+            };
+            if let Some(text) = refusal {
+                return Ok(with_reminder(vec![text], scenario));
+            }
+            let effect = Effect::RemoveDevice { bot_id: bot.id, username: bot.username, device_id };
+            Ok(Decision { replies: Vec::new(), scenario: scenario.clone(), effect: Some(effect) })
+        }
         Command::Token | Command::Disable => {
             let verb = if command == Command::Token { "token" } else { "disable" };
             let Some(name) = bot_argument(args) else {
                 return Ok(with_reminder(vec![format!("Usage: /{verb} @username")], scenario));
             };
-            let owned = dir.bot_named(name)?.filter(|b| b.owner_id == Some(user_id));
-            let Some(bot) = owned else {
-                return Ok(with_reminder(
-                    vec![format!("You have no bot @{name}. Send /mybots to see your bots.")],
-                    scenario,
-                ));
+            let bot = match owned_bot(dir, name, user_id)? {
+                Ok(bot) => bot,
+                Err(refusal) => return Ok(with_reminder(vec![refusal], scenario)),
             };
             let refusal = match (command, bot.active) {
                 (Command::Token, false) => {
@@ -254,6 +321,27 @@ fn command_decision(
             Ok(Decision { replies: Vec::new(), scenario: scenario.clone(), effect: Some(effect) })
         }
     }
+}
+
+/// The bot `name` if `user_id` owns it, else the reply that says they have no such bot (the
+/// same for someone else's bot and for no bot, so nobody learns whose bots exist).
+fn owned_bot(dir: &dyn Directory, name: &str, user_id: u64) -> Result<std::result::Result<BotInfo, String>> {
+    Ok(dir
+        .bot_named(name)?
+        .filter(|b| b.owner_id == Some(user_id))
+        .ok_or_else(|| format!("You have no bot @{name}. Send /mybots to see your bots.")))
+}
+
+/// `@name N` (or `name #N`): the bot and a device number; `None` when malformed.
+fn remove_device_arguments(args: &str) -> Option<(&str, u32)> {
+    let mut words = args.split_whitespace();
+    let name = rules::strip_at(words.next()?);
+    let number = words.next()?;
+    if name.is_empty() || words.next().is_some() {
+        return None;
+    }
+    let device_id = number.strip_prefix('#').unwrap_or(number).parse::<u32>().ok().filter(|n| *n > 0)?;
+    Some((name, device_id))
 }
 
 /// `@name` or `name` as the only argument; `None` when missing or more than one word.
@@ -331,7 +419,16 @@ pub fn complete(effect: &Effect, outcome: EffectOutcome, scenario: Scenario) -> 
     let text = match (effect, outcome) {
         (_, EffectOutcome::Created { credentials, capabilities }) => created_reply(&credentials, &capabilities),
         (_, EffectOutcome::Rotated { token }) => rotated_reply(effect_username(effect), &token),
-        (_, EffectOutcome::Disabled) => format!(
+        (Effect::RemoveDevice { device_id, .. }, EffectOutcome::DeviceRemoved { already: true, .. }) => {
+            format!("Device {device_id} of @{} was already removed.", effect_username(effect))
+        }
+        (Effect::RemoveDevice { device_id, .. }, EffectOutcome::DeviceRemoved { dropped, .. }) => format!(
+            "Device {device_id} of @{} is removed. Senders no longer encrypt for it, its {dropped} undelivered \
+             message(s) were dropped, and a gateway still running as it stops and logs why. \
+             To run the bot there again, start that gateway with a fresh state_dir: it registers a new device.",
+            effect_username(effect)
+        ),
+        (_, EffectOutcome::DeviceRemoved { .. }) | (_, EffectOutcome::Disabled) => format!(
             "@{} is disabled. Its token and all its credentials are revoked; no gateway can act as this bot any more.",
             effect_username(effect)
         ),
@@ -355,7 +452,8 @@ fn effect_username(effect: &Effect) -> &str {
     match effect {
         Effect::CreateBot { username, .. }
         | Effect::RotateToken { username, .. }
-        | Effect::DisableBot { username, .. } => username,
+        | Effect::DisableBot { username, .. }
+        | Effect::RemoveDevice { username, .. } => username,
     }
 }
 
@@ -373,6 +471,58 @@ pub fn my_bots_reply(bots: &[BotInfo]) -> String {
         ));
     }
     text
+}
+
+/// `/devices`: one line per device (format in the module doc).
+pub fn devices_reply(username: &str, devices: &[DeviceView]) -> String {
+    if devices.is_empty() {
+        return format!(
+            "@{username} has no devices yet. A gateway started with the bot's credentials and a fresh \
+             state_dir registers one."
+        );
+    }
+    let mut text = format!("Devices of @{username}:");
+    for d in devices {
+        let last_seen = match (d.connected, d.last_seen) {
+            (true, _) => "now".to_string(),
+            (false, Some(t)) => utc(t),
+            (false, None) => "never".to_string(),
+        };
+        let connected = if d.connected { "connected" } else { "not connected" };
+        let state = match d.removed_at {
+            None => "active".to_string(),
+            Some(t) => format!("removed {}", utc(t)),
+        };
+        text.push_str(&format!(
+            "\n#{}: registered {}, last seen {last_seen}, {connected}, {state}",
+            d.device_id,
+            utc(d.registered_at)
+        ));
+    }
+    let live = devices.iter().filter(|d| d.connected && d.removed_at.is_none()).count();
+    if live > 1 {
+        text.push_str(&format!(
+            "\n\n{live} devices are connected now: every one of them receives and answers each message."
+        ));
+    }
+    text.push_str(&format!("\n\nRemove a stale one with /removedevice @{username} <number>."));
+    text
+}
+
+/// Unix seconds as `YYYY-MM-DD HH:MM:SS UTC` (proleptic Gregorian, no time-zone database).
+pub fn utc(t: i64) -> String {
+    let (days, secs) = (t.div_euclid(86_400), t.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC", secs / 3600, secs % 3600 / 60, secs % 60)
 }
 
 fn rotated_reply(username: &str, token: &str) -> String {
@@ -491,6 +641,24 @@ mod tests {
         fn bots_owned_by(&self, owner_id: u64) -> Result<Vec<BotInfo>> {
             Ok(self.bots.borrow().iter().filter(|b| b.owner_id == Some(owner_id)).cloned().collect())
         }
+        fn bot_devices(&self, bot_id: u64) -> Result<Vec<DeviceView>> {
+            // alpha_bot (11): device 1 live, 2 idle since 2024-01-01, 3 removed.
+            if bot_id != 11 {
+                return Ok(Vec::new());
+            }
+            let d = |device_id, last_seen, connected, removed_at| DeviceView {
+                device_id,
+                registered_at: 1_700_000_000,
+                last_seen,
+                connected,
+                removed_at,
+            };
+            Ok(vec![
+                d(1, Some(1_704_067_200), true, None),
+                d(2, Some(1_704_067_200), false, None),
+                d(3, None, false, Some(1_704_153_599)),
+            ])
+        }
     }
 
     /// A directory whose reads fail (storage down).
@@ -504,6 +672,9 @@ mod tests {
             Err(PlatformError::Internal("down".into()))
         }
         fn bots_owned_by(&self, _: u64) -> Result<Vec<BotInfo>> {
+            Err(PlatformError::Internal("down".into()))
+        }
+        fn bot_devices(&self, _: u64) -> Result<Vec<DeviceView>> {
             Err(PlatformError::Internal("down".into()))
         }
     }
@@ -536,7 +707,16 @@ mod tests {
             assert_eq!(only_reply(&d), HELP);
             assert_eq!((d.scenario.clone(), d.effect.clone()), (Scenario::Idle, None));
         }
-        for command in ["/newbot", "/mybots", "/token @username", "/disable @username", "/cancel", "/help"] {
+        for command in [
+            "/newbot",
+            "/mybots",
+            "/token @username",
+            "/disable @username",
+            "/devices @username",
+            "/removedevice @username N",
+            "/cancel",
+            "/help",
+        ] {
             assert!(HELP.contains(command), "help lists {command}");
         }
         // Mid-scenario the help keeps the scenario and repeats the question.
@@ -728,10 +908,104 @@ mod tests {
     }
 
     #[test]
+    fn utc_times_are_calendar_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_704_067_200), "2024-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_709_210_096), "2024-02-29 12:34:56 UTC", "a leap day");
+        assert_eq!(utc(-1), "1969-12-31 23:59:59 UTC");
+    }
+
+    #[test]
+    fn devices_lists_every_device_for_the_owner_only() {
+        let dir = Dir::with_bots();
+        let d = run(&dir, &Scenario::Idle, "/devices @ALPHA_BOT");
+        assert_eq!(d.effect, None);
+        let reply = only_reply(&d);
+        let lines: Vec<&str> = reply.lines().collect();
+        assert_eq!(lines[0], "Devices of @alpha_bot:");
+        assert_eq!(
+            lines[1],
+            "#1: registered 2023-11-14 22:13:20 UTC, last seen now, connected, active"
+        );
+        assert_eq!(
+            lines[2],
+            "#2: registered 2023-11-14 22:13:20 UTC, last seen 2024-01-01 00:00:00 UTC, not connected, active"
+        );
+        assert_eq!(
+            lines[3],
+            "#3: registered 2023-11-14 22:13:20 UTC, last seen never, not connected, removed 2024-01-01 23:59:59 UTC"
+        );
+        assert!(reply.ends_with("Remove a stale one with /removedevice @alpha_bot <number>."), "{reply}");
+        assert!(!reply.contains("are connected now"), "one live device is no warning");
+
+        let d = run(&dir, &Scenario::Idle, "/devices beta_bot");
+        assert!(only_reply(&d).starts_with("@beta_bot has no devices yet."), "{:?}", d.replies);
+        for text in ["/devices @theirs_bot", "/devices @nobody_bot"] {
+            let d = run(&dir, &Scenario::Idle, text);
+            assert!(only_reply(&d).starts_with("You have no bot @"), "{text}: {:?}", d.replies);
+        }
+        for text in ["/devices", "/devices a_bot b_bot"] {
+            assert_eq!(only_reply(&run(&dir, &Scenario::Idle, text)), "Usage: /devices @username");
+        }
+        // Mid-scenario: listed, then the pending question again.
+        let d = run(&dir, &Scenario::NewBotUsername, "/devices @alpha_bot");
+        assert_eq!(d.replies.len(), 2);
+        assert_eq!(d.scenario, Scenario::NewBotUsername);
+
+        let two_live = [
+            DeviceView { device_id: 1, registered_at: 0, last_seen: None, connected: true, removed_at: None },
+            DeviceView { device_id: 2, registered_at: 0, last_seen: None, connected: true, removed_at: None },
+        ];
+        assert!(devices_reply("x_bot", &two_live).contains("2 devices are connected now"));
+    }
+
+    #[test]
+    fn removedevice_checks_owner_number_and_state() {
+        let dir = Dir::with_bots();
+        for text in ["/removedevice @alpha_bot 2", "/removedevice alpha_bot #2", "/REMOVEDEVICE@BotManager @alpha_bot 2"] {
+            let d = run(&dir, &Scenario::Idle, text);
+            assert!(d.replies.is_empty(), "{text}: {:?}", d.replies);
+            assert_eq!(
+                d.effect,
+                Some(Effect::RemoveDevice { bot_id: 11, username: "alpha_bot".into(), device_id: 2 }),
+                "{text}"
+            );
+        }
+        let d = run(&dir, &Scenario::Idle, "/removedevice @alpha_bot 3");
+        assert_eq!((only_reply(&d), d.effect.clone()), ("Device 3 of @alpha_bot was already removed.", None));
+        let d = run(&dir, &Scenario::Idle, "/removedevice @alpha_bot 9");
+        assert_eq!(
+            only_reply(&d),
+            "@alpha_bot has no device 9. Send /devices @alpha_bot to see its devices."
+        );
+        let d = run(&dir, &Scenario::Idle, "/removedevice @theirs_bot 1");
+        assert!(only_reply(&d).starts_with("You have no bot @theirs_bot"));
+        assert_eq!(d.effect, None);
+        for text in ["/removedevice", "/removedevice @alpha_bot", "/removedevice @alpha_bot two", "/removedevice @alpha_bot 0", "/removedevice @alpha_bot 1 2"] {
+            let d = run(&dir, &Scenario::Idle, text);
+            assert_eq!(only_reply(&d), "Usage: /removedevice @username <device number>", "{text}");
+            assert_eq!(d.effect, None);
+        }
+
+        let effect = Effect::RemoveDevice { bot_id: 11, username: "alpha_bot".into(), device_id: 2 };
+        let (replies, scenario) =
+            complete(&effect, EffectOutcome::DeviceRemoved { dropped: 4, already: false }, Scenario::Idle);
+        assert_eq!(scenario, Scenario::Idle);
+        assert!(replies[0].starts_with("Device 2 of @alpha_bot is removed."), "{}", replies[0]);
+        assert!(replies[0].contains("its 4 undelivered message(s) were dropped"), "{}", replies[0]);
+        let (replies, _) =
+            complete(&effect, EffectOutcome::DeviceRemoved { dropped: 0, already: true }, Scenario::NewBotUsername);
+        assert_eq!(replies[0], "Device 2 of @alpha_bot was already removed.");
+        assert!(replies[1].contains(ASK_USERNAME));
+    }
+
+    #[test]
     fn directory_failures_are_errors_not_replies() {
         assert!(handle("/mybots", ME, &Scenario::Idle, &Broken).is_err());
         assert!(handle("some_bot", ME, &Scenario::NewBotUsername, &Broken).is_err());
         assert!(handle("/token @x_bot", ME, &Scenario::Idle, &Broken).is_err());
+        assert!(handle("/devices @x_bot", ME, &Scenario::Idle, &Broken).is_err());
+        assert!(handle("/removedevice @x_bot 1", ME, &Scenario::Idle, &Broken).is_err());
         // Decisions that need no reads still work.
         assert!(handle("/help", ME, &Scenario::Idle, &Broken).is_ok());
     }

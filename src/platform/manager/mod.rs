@@ -1,5 +1,6 @@
 //! The built-in management bot (`@BotManager` by default): users create and manage their bots
-//! in an end-to-end encrypted dialog with it (`/newbot`, `/mybots`, `/token`, `/disable`).
+//! in an end-to-end encrypted dialog with it (`/newbot`, `/mybots`, `/token`, `/disable`,
+//! `/devices`, `/removedevice`).
 //!
 //! It is an ordinary end-to-end endpoint: a bot account with its own identity key, one device
 //! with prekeys and Double Ratchet sessions, an inbox it acknowledges, and replies that go

@@ -30,7 +30,7 @@ use super::super::error::PlatformError;
 use super::super::inbox::{InboxHub, LocalInbox, LocalWake};
 use super::super::convert;
 use super::super::store::{self, Account, AccountStatus, DeviceAddr, InboxEntry, Outgoing, SendOutcome, Store};
-use super::commands::{self, BotInfo, Directory, Effect, EffectOutcome};
+use super::commands::{self, BotInfo, DeviceView, Directory, Effect, EffectOutcome};
 use super::state::{self, PendingEffect};
 use super::ManagerConfig;
 use crate::backoff::Backoff;
@@ -272,7 +272,7 @@ impl Runner {
         let user_id = sender.user_id;
         let scenario = state::scenario(&tx, user_id)?;
         let decision = if content.has_text() {
-            commands::handle(&content.text().text, user_id, &scenario, &StoreDirectory(&self.store))?
+            commands::handle(&content.text().text, user_id, &scenario, &StoreDirectory(&self.store, &self.hub))?
         } else {
             commands::handle_non_text(&scenario)
         };
@@ -282,7 +282,7 @@ impl Runner {
             let (recovery, token) = match effect {
                 Effect::CreateBot { .. } => (Some(crypto::random_bytes::<32>()), Some(crypto::random_bytes::<32>())),
                 Effect::RotateToken { .. } => (None, Some(crypto::random_bytes::<32>())),
-                Effect::DisableBot { .. } => (None, None),
+                Effect::DisableBot { .. } | Effect::RemoveDevice { .. } => (None, None),
             };
             state::insert_effect(&tx, user_id, effect, recovery.as_ref(), token.as_ref())?;
         }
@@ -407,6 +407,23 @@ fn apply_effect(store: &Store, hub: &InboxHub, pending: &PendingEffect) -> RunRe
             hub.revoke_account(*bot_id);
             EffectOutcome::Disabled
         }),
+        Effect::RemoveDevice { bot_id, username, device_id } => {
+            let addr = DeviceAddr { user_id: *bot_id, device_id: *device_id };
+            store.remove_device(addr, unix_now()).map(|removal| {
+                // After the store refuses its credential, so a reconnect is refused too.
+                hub.remove_device(addr);
+                match removal {
+                    store::Removal::Removed { dropped } => {
+                        log::info!(
+                            "management bot: removed device {device_id} of bot {bot_id} (@{username}); \
+                             dropped {dropped} undelivered envelopes"
+                        );
+                        EffectOutcome::DeviceRemoved { dropped, already: false }
+                    }
+                    store::Removal::AlreadyRemoved => EffectOutcome::DeviceRemoved { dropped: 0, already: true },
+                }
+            })
+        }
     };
     match result {
         Ok(outcome) => Ok(outcome),
@@ -527,8 +544,8 @@ fn reseal_for_devices(
     Ok(())
 }
 
-/// The conversation logic's view of the platform store.
-struct StoreDirectory<'a>(&'a Store);
+/// The conversation logic's view of the platform store (and of who is connected now).
+struct StoreDirectory<'a>(&'a Store, &'a InboxHub);
 
 fn bot_info(a: Account) -> BotInfo {
     BotInfo {
@@ -552,5 +569,19 @@ impl Directory for StoreDirectory<'_> {
 
     fn bots_owned_by(&self, owner_id: u64) -> super::super::Result<Vec<BotInfo>> {
         Ok(self.0.bots_owned_by(owner_id)?.into_iter().map(bot_info).collect())
+    }
+
+    fn bot_devices(&self, bot_id: u64) -> super::super::Result<Vec<DeviceView>> {
+        let devices = self.0.account_devices(bot_id)?;
+        Ok(devices
+            .into_iter()
+            .map(|d| DeviceView {
+                device_id: d.device_id,
+                registered_at: d.registered_at,
+                last_seen: d.last_seen,
+                connected: self.1.is_connected(DeviceAddr { user_id: bot_id, device_id: d.device_id }),
+                removed_at: d.removed_at,
+            })
+            .collect())
     }
 }

@@ -30,7 +30,11 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) const STEPS: &[Step] = &[
     Step { version: 1, sql: &[MANAGER_V1, e2e::TABLES_V1] },
     Step { version: 2, sql: &[e2e::inbound::TABLES_V2, MANAGER_V2] },
+    Step { version: 3, sql: &[MANAGER_EFFECT_DEVICE] },
 ];
+
+/// Step 3: `/removedevice` records which device of the bot it removes.
+const MANAGER_EFFECT_DEVICE: &str = "ALTER TABLE manager_effects ADD COLUMN device_id INTEGER;";
 
 /// Step 2: the manager's inbox cursor moves to the one inbound rule of `e2e::inbound`.
 const MANAGER_V2: &str = "
@@ -226,17 +230,22 @@ pub fn insert_effect(
     recovery_secret: Option<&[u8; 32]>,
     token_secret: Option<&[u8; 32]>,
 ) -> rusqlite::Result<i64> {
+    let mut device_id = None;
     let (kind, bot_id, username, display_name, capabilities) = match effect {
         Effect::CreateBot { username, display_name, capabilities } => {
             ("create", None, username, Some(display_name), Some(capabilities))
         }
         Effect::RotateToken { bot_id, username } => ("rotate", Some(*bot_id as i64), username, None, None),
         Effect::DisableBot { bot_id, username } => ("disable", Some(*bot_id as i64), username, None, None),
+        Effect::RemoveDevice { bot_id, username, device_id: device } => {
+            device_id = Some(*device);
+            ("remove_device", Some(*bot_id as i64), username, None, None)
+        }
     };
     conn.execute(
         "INSERT INTO manager_effects (user_id, kind, bot_id, username, display_name, capabilities,
-                                      recovery_secret, token_secret)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                                      recovery_secret, token_secret, device_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         params![
             user_id as i64,
             kind,
@@ -245,7 +254,8 @@ pub fn insert_effect(
             display_name,
             capabilities,
             recovery_secret.map(|s| s.to_vec()),
-            token_secret.map(|s| s.to_vec())
+            token_secret.map(|s| s.to_vec()),
+            device_id
         ],
     )?;
     Ok(conn.last_insert_rowid())
@@ -253,17 +263,42 @@ pub fn insert_effect(
 
 /// The oldest pending effect.
 pub fn first_effect(conn: &Connection) -> rusqlite::Result<Option<PendingEffect>> {
-    type Row =
-        (i64, i64, String, Option<i64>, String, Option<String>, Option<String>, Option<Vec<u8>>, Option<Vec<u8>>);
+    type Row = (
+        i64,
+        i64,
+        String,
+        Option<i64>,
+        String,
+        Option<String>,
+        Option<String>,
+        Option<Vec<u8>>,
+        Option<Vec<u8>>,
+        Option<u32>,
+    );
     let row: Option<Row> = conn
         .query_row(
-            "SELECT id, user_id, kind, bot_id, username, display_name, capabilities, recovery_secret, token_secret
+            "SELECT id, user_id, kind, bot_id, username, display_name, capabilities, recovery_secret, token_secret,
+                    device_id
              FROM manager_effects ORDER BY id LIMIT 1",
             [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?)),
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                    r.get(9)?,
+                ))
+            },
         )
         .optional()?;
-    let Some((id, user_id, kind, bot_id, username, display_name, capabilities, recovery, token)) = row else {
+    let Some((id, user_id, kind, bot_id, username, display_name, capabilities, recovery, token, device_id)) = row
+    else {
         return Ok(None);
     };
     let secret = |s: Option<Vec<u8>>| s.and_then(|v| <[u8; 32]>::try_from(v).ok());
@@ -273,6 +308,9 @@ pub fn first_effect(conn: &Connection) -> rusqlite::Result<Option<PendingEffect>
         }
         ("rotate", Some(bot_id), _, _) => Effect::RotateToken { bot_id: bot_id as u64, username },
         ("disable", Some(bot_id), _, _) => Effect::DisableBot { bot_id: bot_id as u64, username },
+        ("remove_device", Some(bot_id), _, _) if device_id.is_some() => {
+            Effect::RemoveDevice { bot_id: bot_id as u64, username, device_id: device_id.unwrap_or_default() }
+        }
         _ => {
             log::error!("management bot: pending effect {id} ({kind}) is unreadable; dropping it");
             delete_effect(conn, id)?;
@@ -439,6 +477,10 @@ mod tests {
         delete_effect(&conn, first).expect("delete");
         let p = first_effect(&conn).expect("read").expect("second");
         assert_eq!((p.effect, p.recovery_secret, p.token_secret), (rotate, None, Some([3; 32])));
+        delete_effect(&conn, p.id).expect("delete");
+        let remove = Effect::RemoveDevice { bot_id: 42, username: "r_bot".into(), device_id: 3 };
+        insert_effect(&conn, 6, &remove, None, None).expect("insert");
+        assert_eq!(first_effect(&conn).expect("read").expect("third").effect, remove, "the device number is kept");
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! A device's keys: RegisterBotDevice (one more device of an existing bot account, proven by
-//! the bot identity key), GetPrekeyBundles, UploadPrekeys.
+//! the bot identity key), GetPrekeyBundles, UploadPrekeys; and ListDevices (a bot's devices,
+//! for a gateway to see the other runtimes of its bot).
 
 use super::super::auth::Caller;
 use super::super::convert::{
     bundle_to_wire, invalid, key32, one_time_prekeys, profile, verified_device, verified_signed_prekey,
 };
 use super::super::error::{PlatformError, Result};
+use super::super::inbox::InboxHub;
 use super::super::store::{DeviceAddr, Store};
 use crate::clock::unix_now;
 use crate::crypto::identity;
@@ -80,4 +82,25 @@ pub(super) fn upload_prekeys(
     };
     let remaining = store.upload_prekeys(addr, &keys, signed_prekey.as_ref())?;
     Ok(pb::UploadPrekeysResponse { one_time_prekeys_remaining: remaining, ..Default::default() })
+}
+
+/// The caller's bot's devices, each with whether it holds an Inbox stream now.
+pub(super) fn list_devices(store: &Store, hub: &InboxHub, caller: Caller) -> Result<pb::ListDevicesResponse> {
+    if !caller.is_bot {
+        return Err(PlatformError::PermissionDenied("ListDevices is for bot runtimes (a bot token)".into()));
+    }
+    let devices = store
+        .account_devices(caller.user_id)?
+        .into_iter()
+        .map(|d| pb::BotDevice {
+            device_id: d.device_id,
+            registered_at: d.registered_at,
+            last_seen: d.last_seen.unwrap_or(0),
+            connected: hub.is_connected(DeviceAddr { user_id: caller.user_id, device_id: d.device_id }),
+            active: d.active,
+            removed_at: d.removed_at.unwrap_or(0),
+            ..Default::default()
+        })
+        .collect();
+    Ok(pb::ListDevicesResponse { devices, ..Default::default() })
 }

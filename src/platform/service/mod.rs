@@ -13,7 +13,7 @@
 //! - `accounts`: accounts and credentials: RegisterUser (an account with its first device),
 //!   LookupUser, VerifyCredential.
 //! - `devices`: a device's keys: RegisterBotDevice (one more device of an existing bot
-//!   account), GetPrekeyBundles, UploadPrekeys.
+//!   account), GetPrekeyBundles, UploadPrekeys, ListDevices (a bot's devices).
 //! - `messaging`: SendMessages and Ack. The Inbox stream between them is `super::inbox` (a
 //!   feeder thread per stream); only its caller check is here.
 //!
@@ -178,6 +178,17 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         sink: UnarySink<pb::UploadPrekeysResponse>,
     ) {
         self.unary(&ctx, sink, "UploadPrekeys", ActiveDevice, |addr| devices::upload_prekeys(&self.store, addr, req));
+    }
+
+    fn list_devices(
+        &mut self,
+        ctx: RpcContext,
+        _req: pb::ListDevicesRequest,
+        sink: UnarySink<pb::ListDevicesResponse>,
+    ) {
+        self.unary(&ctx, sink, "ListDevices", Need::Device, |caller| {
+            devices::list_devices(&self.store, &self.hub, caller)
+        });
     }
 
     // ── messaging ──

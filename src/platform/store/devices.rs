@@ -2,24 +2,31 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{Bundle, DeviceAddr, DeviceRecord, NewDevice, SignedPrekey, Store, ONE_TIME_PREKEYS_MAX};
+use super::{
+    Bundle, DeviceAddr, DeviceInfo, DeviceRecord, NewDevice, Removal, SignedPrekey, Store, LAST_SEEN_EVERY_SECS,
+    ONE_TIME_PREKEYS_MAX,
+};
 use crate::platform::error::{db_error, PlatformError, Result};
 
 impl Store {
     /// Adds a device to a bot, or, when a device with the same device key exists, refreshes and
-    /// reactivates it (a retried registration gets the same id). Returns the device id.
+    /// reactivates it (a retried registration gets the same id). Returns the device id. A
+    /// device the owner removed is refused: removal is final, a fresh `state_dir` makes a new one.
     pub fn register_bot_device(&self, bot_id: u64, device: &NewDevice, now: i64) -> Result<u32> {
         self.write_tx("bot device registration", |tx| {
-            let existing: Option<u32> = tx
+            let existing: Option<(u32, Option<i64>)> = tx
                 .query_row(
-                    "SELECT device_id FROM devices WHERE account_id = ?1 AND device_key = ?2",
+                    "SELECT device_id, removed_at FROM devices WHERE account_id = ?1 AND device_key = ?2",
                     params![bot_id, &device.device_key[..]],
-                    |r| r.get(0),
+                    |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()
                 .map_err(db_error("looking up a bot device"))?;
             let device_id = match existing {
-                Some(device_id) => {
+                Some((device_id, Some(_))) => {
+                    return Err(PlatformError::Unauthenticated(device_removed_message(bot_id, device_id)));
+                }
+                Some((device_id, None)) => {
                     let addr = DeviceAddr { user_id: bot_id, device_id };
                     tx.execute(
                         "UPDATE devices SET certificate = ?3, spk_id = ?4, spk_public = ?5, spk_signature = ?6, active = 1
@@ -69,20 +76,112 @@ impl Store {
         }
         Ok(())
     }
+    /// Removes a device for good (the owner's `/removedevice`): inactive, so senders get it in
+    /// `removed_devices`; its undelivered inbox and one-time prekeys are dropped; its
+    /// credential is refused from now on. Idempotent. The caller ends its open Inbox stream.
+    pub fn remove_device(&self, addr: DeviceAddr, now: i64) -> Result<Removal> {
+        self.write_tx("a device removal", |tx| {
+            let removed_at: Option<Option<i64>> = tx
+                .query_row(
+                    "SELECT removed_at FROM devices WHERE account_id = ?1 AND device_id = ?2",
+                    params![addr.user_id, addr.device_id],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(db_error("reading a device"))?;
+            match removed_at {
+                None => {
+                    return Err(PlatformError::NotFound(format!(
+                        "no device {} of user {}",
+                        addr.device_id, addr.user_id
+                    )))
+                }
+                Some(Some(_)) => return Ok(Removal::AlreadyRemoved),
+                Some(None) => {}
+            }
+            tx.execute(
+                "UPDATE devices SET active = 0, removed_at = ?3 WHERE account_id = ?1 AND device_id = ?2",
+                params![addr.user_id, addr.device_id, now],
+            )
+            .map_err(db_error("removing a device"))?;
+            // Sealed for a device that will never read again.
+            let dropped = tx
+                .execute(
+                    "DELETE FROM inbox WHERE account_id = ?1 AND device_id = ?2",
+                    params![addr.user_id, addr.device_id],
+                )
+                .map_err(db_error("dropping a removed device's inbox"))?;
+            tx.execute(
+                "DELETE FROM one_time_prekeys WHERE account_id = ?1 AND device_id = ?2",
+                params![addr.user_id, addr.device_id],
+            )
+            .map_err(db_error("dropping a removed device's prekeys"))?;
+            Ok(Removal::Removed { dropped })
+        })
+    }
+
+    /// Every device of the account (active and not), by id.
+    pub fn account_devices(&self, user_id: u64) -> Result<Vec<DeviceInfo>> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT device_id, created_at, last_seen, active, removed_at FROM devices
+                 WHERE account_id = ?1 ORDER BY device_id",
+            )
+            .map_err(db_error("listing devices"))?;
+        let rows = stmt
+            .query_map(params![user_id], |r| {
+                Ok(DeviceInfo {
+                    device_id: r.get(0)?,
+                    registered_at: r.get(1)?,
+                    last_seen: r.get(2)?,
+                    active: r.get(3)?,
+                    removed_at: r.get(4)?,
+                })
+            })
+            .map_err(db_error("listing devices"))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_error("listing devices"))
+    }
+
+    /// Records that the device was seen at `now`: written at most once per
+    /// `LAST_SEEN_EVERY_SECS` per device unless `force` (a stream closing), so a busy device
+    /// does not write on every call. A failure is logged, never the caller's problem.
+    pub fn device_seen(&self, addr: DeviceAddr, now: i64, force: bool) {
+        {
+            let mut written = self.seen_written.lock().unwrap_or_else(|p| p.into_inner());
+            match written.get(&addr) {
+                Some(at) if !force && now.saturating_sub(*at) < LAST_SEEN_EVERY_SECS => return,
+                _ => {
+                    written.insert(addr, now);
+                }
+            }
+        }
+        let result = self.lock().execute(
+            "UPDATE devices SET last_seen = ?3 WHERE account_id = ?1 AND device_id = ?2",
+            params![addr.user_id, addr.device_id, now],
+        );
+        if let Err(e) = result {
+            log::warn!("cannot record when device {} of user {} was last seen: {e}", addr.device_id, addr.user_id);
+        }
+    }
+
     pub fn device(&self, addr: DeviceAddr) -> Result<Option<DeviceRecord>> {
         let conn = self.lock();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT device_key, active, secret_digest FROM devices WHERE account_id = ?1 AND device_id = ?2",
+                "SELECT device_key, active, secret_digest, removed_at FROM devices
+                 WHERE account_id = ?1 AND device_id = ?2",
             )
             .map_err(db_error("reading a device"))?;
         stmt.query_row(params![addr.user_id, addr.device_id], |r| {
             let digest: Option<Vec<u8>> = r.get(2)?;
+            let removed_at: Option<i64> = r.get(3)?;
             Ok(DeviceRecord {
                 addr,
                 device_key: r.get(0)?,
                 active: r.get(1)?,
                 secret_digest: digest.and_then(|d| d.try_into().ok()),
+                removed: removed_at.is_some(),
             })
         })
         .optional()
@@ -193,6 +292,15 @@ impl Store {
     }
 }
 
+/// The refusal of a removed bot device's credential: its wording starts with
+/// `wire::rpc::DEVICE_REMOVED`, which is how a gateway tells it from a revoked token.
+pub fn device_removed_message(bot_id: u64, device_id: u32) -> String {
+    format!(
+        "{} device {device_id} of bot {bot_id} was removed by the bot's owner via @BotManager /removedevice",
+        crate::wire::rpc::DEVICE_REMOVED
+    )
+}
+
 fn to_array<const N: usize>(bytes: Vec<u8>, what: &str) -> Result<[u8; N]> {
     let len = bytes.len();
     bytes.try_into().map_err(|_| {
@@ -254,6 +362,7 @@ fn count_one_time_prekeys(conn: &Connection, addr: DeviceAddr) -> Result<u32> {
 mod tests {
     use super::*;
     use crate::platform::store::tests::{device, store, user};
+    use crate::platform::store;
 
     #[test]
     fn bot_device_registration_is_idempotent_by_key() {
@@ -263,6 +372,40 @@ mod tests {
         assert_eq!(store.register_bot_device(id, &device(2, 2), 1).expect("second"), 2);
         assert_eq!(store.register_bot_device(id, &device(1, 2), 1).expect("retry"), 1);
         assert_eq!(store.one_time_prekey_count(DeviceAddr { user_id: id, device_id: 1 }).expect("count"), 2);
+    }
+
+    #[test]
+    fn removal_is_final_drops_the_inbox_and_is_listed() {
+        let (_d, store) = store();
+        let (id, _) = store.create_bot("gone_bot", "Gone", "default", &[3; 32], None, 1).expect("create");
+        store.register_bot_device(id, &device(1, 2), 10).expect("first");
+        store.register_bot_device(id, &device(2, 2), 20).expect("second");
+        let bob = user(&store, "bob", 2);
+        let two = DeviceAddr { user_id: id, device_id: 2 };
+        let sent = store.send_messages(bob, &[crate::platform::store::tests::msg("m1", id, &[1, 2])], 30).expect("send");
+        assert!(sent.delivered_to.contains(&two));
+
+        store.device_seen(two, 40, false);
+        store.device_seen(two, 41, false); // throttled: within a minute
+        assert_eq!(store.account_devices(id).expect("list")[1].last_seen, Some(40));
+        store.device_seen(two, 41, true);
+        assert_eq!(store.account_devices(id).expect("list")[1].last_seen, Some(41));
+
+        assert_eq!(store.remove_device(two, 50).expect("remove"), Removal::Removed { dropped: 1 });
+        assert_eq!(store.remove_device(two, 60).expect("again"), Removal::AlreadyRemoved);
+        assert!(store.remove_device(DeviceAddr { user_id: id, device_id: 9 }, 60).is_err());
+        assert!(store::read_inbox(&store.open_reader().expect("reader"), two, 0, 10).expect("read").is_empty());
+        assert_eq!(store.active_device_ids(id).expect("active"), vec![1]);
+        let listed = store.account_devices(id).expect("list");
+        assert_eq!(listed.len(), 2);
+        assert_eq!((listed[0].registered_at, listed[0].active, listed[0].removed_at), (10, true, None));
+        assert_eq!((listed[1].registered_at, listed[1].active, listed[1].removed_at), (20, false, Some(50)));
+        assert!(store.device(two).expect("read").expect("exists").removed);
+
+        // Registering the removed device's key again is refused: removal is final.
+        let err = store.register_bot_device(id, &device(2, 2), 70).expect_err("refused");
+        assert!(err.message().starts_with(crate::wire::rpc::DEVICE_REMOVED), "{err}");
+        assert_eq!(store.register_bot_device(id, &device(3, 2), 70).expect("a new key is a new device"), 3);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! time; `busy_timeout` serialises them. Signature checks are not this layer's concern: callers
 //! hand in keys they have verified.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -28,6 +28,7 @@ mod profile;
 
 pub use inline::{InlineSession, INLINE_SESSION_TTL_SECS};
 
+pub use devices::device_removed_message;
 pub use messages::read_inbox;
 pub use profile::{CommandsKey, DescriptionField};
 
@@ -42,7 +43,16 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 2, sql: &[RESERVATIONS_V2, INLINE_V2] },
     // Bots' public profiles: command lists and descriptions (`profile`).
     Step { version: 3, sql: &[profile::SCHEMA_PROFILE] },
+    Step { version: 4, sql: &[DEVICES_SEEN_AND_REMOVED] },
 ];
+
+/// Step 4: devices of a bot: when each was last seen (an authenticated call or an Inbox stream,
+/// written at most once a minute per device), and when the owner removed it through
+/// `@BotManager /removedevice` (a removed device is never reactivated).
+const DEVICES_SEEN_AND_REMOVED: &str = "
+ALTER TABLE devices ADD COLUMN last_seen INTEGER;
+ALTER TABLE devices ADD COLUMN removed_at INTEGER;
+";
 
 /// Step 2 too: inline sessions (`Store::start_inline_session`). The query and the results
 /// never reach the platform in clear; it keeps who, which bot, until when, and the choice.
@@ -200,7 +210,32 @@ pub struct DeviceRecord {
     pub device_key: Vec<u8>,
     pub active: bool,
     pub secret_digest: Option<[u8; 32]>,
+    /// Removed by the owner (`/removedevice`): refused for good, never reactivated.
+    pub removed: bool,
 }
+
+/// One device of an account as listed (`/devices`, ListDevices); times are unix seconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    pub device_id: u32,
+    pub registered_at: i64,
+    /// `None` until the device first authenticated a call after this column existed.
+    pub last_seen: Option<i64>,
+    pub active: bool,
+    pub removed_at: Option<i64>,
+}
+
+/// What removing a device did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
+    /// Deactivated now; this many undelivered inbox entries were dropped.
+    Removed { dropped: usize },
+    /// It had been removed before (a retried removal changes nothing).
+    AlreadyRemoved,
+}
+
+/// How often at most `last_seen` is written for one device, in seconds.
+pub const LAST_SEEN_EVERY_SECS: i64 = 60;
 
 /// A signed prekey whose signature the caller has checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -299,6 +334,8 @@ pub struct Store {
     path: PathBuf,
     /// The one writing connection of this process.
     conn: Mutex<Connection>,
+    /// When this process last wrote each device's `last_seen` (the write throttle).
+    seen_written: Mutex<HashMap<DeviceAddr, i64>>,
 }
 
 /// Creates the data directory (0700) if missing.
@@ -341,7 +378,7 @@ impl Store {
         configure(&conn).map_err(db_error("configuring the platform database"))?;
         // The error names the file and, for a file from a newer release, both versions.
         migrations::migrate(&conn, STEPS).map_err(|e| PlatformError::Internal(e.to_string()))?;
-        Ok(Store { path, conn: Mutex::new(conn) })
+        Ok(Store { path, conn: Mutex::new(conn), seen_written: Mutex::new(HashMap::new()) })
     }
 
     /// Path of the database file.

@@ -127,7 +127,8 @@ pub fn dispatch(bot: &dyn BotApi, name: &str, params: &Params) -> Result<Value, 
 impl BotApi for BotShared {
     fn preflight(&self, name: &str) -> Result<&'static Method, ApiError> {
         if self.is_revoked() {
-            return Err(ApiError::unauthorized());
+            // (devices branch) 401 with the reason when this runtime's device was removed.
+            return Err(self.refusal());
         }
         let method = find(name).ok_or_else(|| {
             if not_supported_yet(name) {

@@ -1,0 +1,176 @@
+//! The messages a profile received, remembered per dialog: for each (peer, message id) the
+//! latest `Content` as it arrived — edits applied, deletions removing it — so that a press can
+//! send back a keyboard's signed context exactly as the bot signed it.
+//!
+//! Every change runs inside the transaction that opened the envelope (`inbox.rs`), so the store
+//! and the ratchet state never disagree after a crash. Only the newest `MAX_REMEMBERED` messages
+//! of a profile are kept; a press on an older one is refused as unknown.
+
+use protobuf::Message as _;
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::error::{ClientError, Result};
+use crate::wire::e2e::{Content, Edit};
+
+/// How many received messages a profile remembers (the newest).
+pub const MAX_REMEMBERED: i64 = 10_000;
+
+/// Profile schema step 3: the remembered messages. Insertion order (the rowid) tells the newest.
+pub(super) const HISTORY_V3: &str = "
+CREATE TABLE client_messages (
+    peer_user_id INTEGER NOT NULL,
+    message_id INTEGER NOT NULL,
+    -- The message's date (unix seconds), as its envelope carried it.
+    date INTEGER NOT NULL,
+    -- The encoded e2e.Content as received, later edits applied.
+    content BLOB NOT NULL,
+    PRIMARY KEY (peer_user_id, message_id)
+);";
+
+/// Remembers a received message, replacing one with the same id, and forgets the oldest
+/// beyond `MAX_REMEMBERED`.
+pub(super) fn remember(c: &Connection, peer: u64, message_id: u64, date: i64, content: &Content) -> Result<()> {
+    let bytes = encode(content, peer, message_id)?;
+    c.execute(
+        "INSERT OR REPLACE INTO client_messages (peer_user_id, message_id, date, content) VALUES (?1, ?2, ?3, ?4)",
+        params![peer as i64, message_id as i64, date, bytes],
+    )?;
+    c.execute(
+        "DELETE FROM client_messages WHERE rowid <=
+             (SELECT rowid FROM client_messages ORDER BY rowid DESC LIMIT 1 OFFSET ?1)",
+        [MAX_REMEMBERED],
+    )?;
+    Ok(())
+}
+
+/// The message as it is now, if remembered.
+pub(super) fn load(c: &Connection, peer: u64, message_id: u64) -> Result<Option<Content>> {
+    let bytes: Option<Vec<u8>> = c
+        .query_row(
+            "SELECT content FROM client_messages WHERE peer_user_id = ?1 AND message_id = ?2",
+            params![peer as i64, message_id as i64],
+            |r| r.get(0),
+        )
+        .optional()?;
+    bytes
+        .map(|b| {
+            Content::parse_from_bytes(&b).map_err(|e| {
+                ClientError::Invalid(format!("remembered message {message_id} from user {peer} is damaged: {e}"))
+            })
+        })
+        .transpose()
+}
+
+/// Applies an edit by `peer` and returns the message as it is now: the edit's text and
+/// keyboard (absent: none), the remembered reply and forward fields. An edit of a message not
+/// remembered (older than the store, or received before this release) is remembered as it
+/// comes, so that its new buttons can be pressed.
+pub(super) fn apply_edit(c: &Connection, peer: u64, date: i64, edit: &Edit) -> Result<Content> {
+    let new = edit.content.get_or_default();
+    let now = match load(c, peer, edit.message_id)? {
+        Some(mut old) => {
+            if new.body.is_some() {
+                old.body = new.body.clone();
+            }
+            old.keyboard = new.keyboard.clone();
+            let bytes = encode(&old, peer, edit.message_id)?;
+            c.execute(
+                "UPDATE client_messages SET content = ?3 WHERE peer_user_id = ?1 AND message_id = ?2",
+                params![peer as i64, edit.message_id as i64, bytes],
+            )?;
+            old
+        }
+        None => {
+            remember(c, peer, edit.message_id, date, new)?;
+            new.clone()
+        }
+    };
+    Ok(now)
+}
+
+/// Forgets a message `peer` deleted (nothing to do when it is not remembered).
+pub(super) fn forget(c: &Connection, peer: u64, message_id: u64) -> Result<()> {
+    c.execute(
+        "DELETE FROM client_messages WHERE peer_user_id = ?1 AND message_id = ?2",
+        params![peer as i64, message_id as i64],
+    )?;
+    Ok(())
+}
+
+fn encode(content: &Content, peer: u64, message_id: u64) -> Result<Vec<u8>> {
+    content
+        .write_to_bytes()
+        .map_err(|e| ClientError::Invalid(format!("encoding message {message_id} from user {peer}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::e2e::{InlineButton, InlineKeyboard, KeyboardRow, Text};
+
+    fn db() -> Connection {
+        let c = Connection::open_in_memory().expect("db");
+        c.execute_batch(HISTORY_V3).expect("table");
+        c
+    }
+
+    fn text(s: &str) -> Content {
+        let mut t = Text::new();
+        t.text = s.to_string();
+        let mut content = Content::new();
+        content.set_text(t);
+        content
+    }
+
+    fn with_button(mut content: Content, data: &str) -> Content {
+        let mut b = InlineButton::new();
+        b.text = data.to_uppercase();
+        b.callback_data = data.to_string();
+        let mut row = KeyboardRow::new();
+        row.buttons.push(b);
+        let mut k = InlineKeyboard::new();
+        k.rows.push(row);
+        content.keyboard = protobuf::MessageField::some(k);
+        content
+    }
+
+    #[test]
+    fn edits_replace_text_and_keyboard_but_keep_the_reply() {
+        let c = db();
+        let mut original = with_button(text("pick"), "a");
+        original.reply_to_message_id = 4;
+        remember(&c, 7, 5, 100, &original).expect("remember");
+        let mut edit = Edit::new();
+        edit.message_id = 5;
+        edit.content = protobuf::MessageField::some(text("picked"));
+        let now = apply_edit(&c, 7, 101, &edit).expect("edit");
+        assert_eq!(now.text().text, "picked");
+        assert!(now.keyboard.is_none(), "no keyboard in the edit: the buttons are gone");
+        assert_eq!(now.reply_to_message_id, 4);
+        assert_eq!(load(&c, 7, 5).expect("load"), Some(now));
+        assert_eq!(load(&c, 8, 5).expect("load"), None, "another dialog's message 5 is another message");
+
+        // An edit of a message never seen is remembered as it comes.
+        edit.message_id = 9;
+        edit.content = protobuf::MessageField::some(with_button(text("new"), "b"));
+        apply_edit(&c, 7, 102, &edit).expect("edit unknown");
+        assert_eq!(load(&c, 7, 9).expect("load").expect("remembered").keyboard.rows[0].buttons[0].callback_data, "b");
+
+        forget(&c, 7, 5).expect("forget");
+        assert_eq!(load(&c, 7, 5).expect("load"), None);
+        forget(&c, 7, 5).expect("forgetting twice is fine");
+    }
+
+    #[test]
+    fn only_the_newest_are_kept() {
+        let c = db();
+        for id in 1..=(MAX_REMEMBERED as u64 + 3) {
+            remember(&c, 1, id, 0, &text("x")).expect("remember");
+        }
+        let n: i64 = c.query_row("SELECT COUNT(*) FROM client_messages", [], |r| r.get(0)).expect("count");
+        assert_eq!(n, MAX_REMEMBERED);
+        assert!(load(&c, 1, 3).expect("load").is_none(), "the oldest are gone");
+        assert!(load(&c, 1, 4).expect("load").is_some());
+        assert!(load(&c, 1, MAX_REMEMBERED as u64 + 3).expect("load").is_some());
+    }
+}
