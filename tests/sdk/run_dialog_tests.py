@@ -68,6 +68,9 @@ class User:
         return self.cli("react", f"@{self.bot}", str(message_id), emoji)
 
     def inline(self, query):
+        usage, _ = self.world.run("e2e-chat-help", [self.e2e, "--help"], check=False)
+        if "inline @" not in usage:
+            raise StepFailed("this e2e-chat has no `inline` command yet (the client's inline mode is not in this tree)")
         return self.cli("inline", f"@{self.bot}", query, "--timeout", str(INLINE_TIMEOUT), timeout=INLINE_TIMEOUT + 30)
 
     def choose(self, session_id, result_id):
