@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The single test command (README, .ci/run): Rust unit + integration tests, then the real-SDK
-# echo bots (python-telegram-bot, aiogram, telegraf), polling and webhook, against a live
-# platform-server + bot-gateway.
+# bots (python-telegram-bot, aiogram, telegraf): the echo bots and the interactive-dialog bots
+# (keyboard menu, inline mode, reactions/forward/copy), polling and webhook, against a live
+# platform-server + bot-gateway. Each runner runs its SDKs in parallel.
 # Everything builds in release only, into a target dir outside the checkout so a fresh clone
 # (CI) reuses a warm build.
 set -euo pipefail
@@ -17,3 +18,4 @@ bash scripts/sdk-setup.sh
 export BIN_DIR="${BIN_DIR:-$CARGO_TARGET_DIR/release}"
 python3 tests/sdk/run_sdk_tests.py
 python3 tests/sdk/run_webhook_tests.py
+python3 tests/sdk/run_dialog_tests.py

@@ -13,8 +13,9 @@ from tests/sdk/.venv and tests/sdk/node/node_modules (scripts/sdk-setup.sh insta
 
 Usage: run_sdk_tests.py [-v] [SDK ...]      (SDK: ptb, aiogram, telegraf; default all)
 Prints PASS/FAIL per SDK (with the tail of every process's stderr on failure), then exactly
-"N passed, M failed"; exits 0 only if every selected SDK passed. Every process it starts is
-stopped before it moves on, also on failure, Ctrl-C or SIGTERM.
+"N passed, M failed"; exits 0 only if every selected SDK passed. The SDKs run in parallel, each
+in its own world. Every process it starts is stopped when its world ends, also on failure, Ctrl-C
+or SIGTERM.
 """
 
 import argparse
@@ -67,6 +68,9 @@ TAIL_LINES = 40
 
 VERBOSE = False
 T0 = time.monotonic()
+# Every World not closed yet, so an interrupted parallel run can still stop all processes.
+OPEN_WORLDS = set()
+OPEN_WORLDS_LOCK = threading.Lock()
 
 
 class StepFailed(Exception):
@@ -134,6 +138,9 @@ class World:
         self.procs = []  # (name, Popen, stderr file object)
         self.stderr_files = []  # every stderr we captured, in start order
         self.threads = []
+        self.seq = 0  # numbers the short commands, so each keeps its own stderr file
+        with OPEN_WORLDS_LOCK:
+            OPEN_WORLDS.add(self)
 
     def stderr_path(self, name):
         path = self.dir / f"{name}.stderr"
@@ -210,6 +217,8 @@ class World:
                 raise StepFailed(f"{name} exited early with status {proc.returncode}")
 
     def close(self, remove=True):
+        with OPEN_WORLDS_LOCK:
+            OPEN_WORLDS.discard(self)
         for name, proc, err in reversed(self.procs):
             if proc.poll() is None:
                 began = time.monotonic()
@@ -227,16 +236,18 @@ class World:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def report(self):
+        """The tail of every captured stderr, as lines to print."""
+        out = []
         for name, path in self.stderr_files:
             lines = tail(path)
             if not lines:
-                print(f"  --- {name} stderr: empty ---")
+                out.append(f"  --- {name} stderr: empty ---")
                 continue
-            print(f"  --- {name} stderr (last {len(lines)} lines) ---")
-            for line in lines:
-                print(f"  | {line}")
+            out.append(f"  --- {name} stderr (last {len(lines)} lines) ---")
+            out += [f"  | {line}" for line in lines]
         if self.keep:
-            print(f"  (kept {self.dir})")
+            out.append(f"  (kept {self.dir})")
+        return out
 
 
 def stop(proc):
@@ -366,26 +377,28 @@ def wait_healthz(world, base):
     raise StepFailed(f"gateway /healthz not connected within {STARTUP_TIMEOUT:.0f} s; last: {last}")
 
 
-def collect_replies(world, e2e, profile, bot_username, expected):
-    """Runs `e2e-chat listen` until every expected text arrived from the bot (bounded)."""
-    missing = list(expected)
-    status = None
+def listen_until(world, e2e, profile, wants, timeout=REPLY_TIMEOUT, watch=("bot-gateway", "platform-server", "sdk-bot")):
+    """Runs `e2e-chat listen` rounds until, for each (description, predicate) in wants, some
+    received object satisfied the predicate (bounded by timeout). Returns (found, received):
+    the first match per description and every object received, in order. Raises StepFailed
+    naming what is still missing."""
+    found = {}
     received = []
-    deadline = time.monotonic() + REPLY_TIMEOUT
-    round_no = 0
-    while missing:
+    status = None
+    deadline = time.monotonic() + timeout
+    while len(found) < len(wants):
         left = int(deadline - time.monotonic())
         if left <= 0:
             break
-        world.check_alive("bot-gateway", "platform-server", "sdk-bot")
-        round_no += 1
+        world.check_alive(*watch)
+        world.seq += 1
         # The exit status after a timeout is not part of the CLI contract; judge by the output.
         out, status = world.run(
-            f"e2e-chat-listen-{round_no}",
-            [e2e, "--profile", profile, "listen", "--timeout", str(left), "--count", str(len(missing))],
+            f"e2e-chat-listen-{world.seq}",
+            [e2e, "--profile", profile, "listen", "--timeout", str(left), "--count", str(len(wants) - len(found))],
             timeout=left + 30,
             check=False,
-            watch=("platform-server", "bot-gateway", "sdk-bot"),
+            watch=watch,
         )
         if status != 0:
             log(f"e2e-chat listen exited with status {status}")
@@ -394,28 +407,68 @@ def collect_replies(world, e2e, profile, bot_username, expected):
             if not line:
                 continue
             try:
-                msg = json.loads(line)
+                obj = json.loads(line)
             except ValueError:
                 raise StepFailed(f"e2e-chat listen printed a non-JSON line: {line[:500]!r}")
-            received.append(msg)
+            received.append(obj)
             log(f"received: {line[:300]}")
-            sender = msg.get("from") or {}
-            text = msg.get("text")
-            if text in missing:
-                if sender.get("is_bot") is not True or sender.get("username") != bot_username:
-                    raise StepFailed(
-                        f"reply {text!r} came with from={sender!r}; expected is_bot=true, username={bot_username!r}"
-                    )
-                missing.remove(text)
+            for what, matches in wants:
+                if what not in found and matches(obj):
+                    found[what] = obj
+                    break
+    missing = [what for what, _ in wants if what not in found]
     if missing:
-        got = [m.get("text") for m in received]
         raise StepFailed(
-            f"within {REPLY_TIMEOUT:.0f} s the user did not receive {missing!r}; received texts: {got!r}"
-            f" (last e2e-chat listen exit status {status})"
+            f"within {timeout:.0f} s the user did not receive {'; '.join(missing)}; received: "
+            f"{json.dumps(received, ensure_ascii=False)[:3000]} (last e2e-chat listen exit status {status})"
         )
-    unexpected = [m.get("text") for m in received if m.get("text") not in expected]
+    return found, received
+
+
+def from_bot(obj, bot_username):
+    sender = obj.get("from") or {}
+    return sender.get("is_bot") is True and sender.get("username") == bot_username
+
+
+def collect_replies(world, e2e, profile, bot_username, expected):
+    """Runs `e2e-chat listen` until every expected text arrived from the bot (bounded). Events
+    (objects with an "event" field, e.g. a chat action) are not replies and are passed over."""
+
+    def reply(text):
+        def matches(obj):
+            if "event" in obj or obj.get("text") != text:
+                return False
+            if not from_bot(obj, bot_username):
+                raise StepFailed(
+                    f"reply {text!r} came with from={obj.get('from')!r}; expected is_bot=true, username={bot_username!r}"
+                )
+            return True
+
+        return (repr(text), matches)
+
+    _, received = listen_until(world, e2e, profile, [reply(t) for t in expected])
+    unexpected = [m.get("text") for m in received if "event" not in m and m.get("text") not in expected]
     if unexpected:
         raise StepFailed(f"the user received unexpected messages {unexpected!r} (e.g. /start echoed as text)")
+
+
+def start_bot_world(world, bin_dir, spec, username):
+    """The world every scenario starts from: platform-server, the bot of `spec` (created with
+    create-bot), bot-gateway connected to it, and a user `username` registered with e2e-chat.
+    Returns (bot, api_base, e2e, profile)."""
+    platform_url, data = start_platform(world, bin_dir)
+    bot = create_bot(world, bin_dir, data, spec)
+    config, api_base = write_config(world, platform_url, bot)
+    world.spawn("bot-gateway", [str(bin_dir / "bot-gateway"), "serve", str(config)])
+    wait_healthz(world, api_base)
+    e2e = str(bin_dir / "e2e-chat")
+    profile = str(world.dir / "alice")
+    world.run(
+        "e2e-chat-register",
+        [e2e, "--server", platform_url, "--profile", profile, "register", username, "--name", "Alice"],
+        watch=("platform-server", "bot-gateway"),
+    )
+    return bot, api_base, e2e, profile
 
 
 def run_in_world(label, world, steps):
@@ -426,9 +479,9 @@ def run_in_world(label, world, steps):
     try:
         steps()
     except StepFailed as e:
-        print(f"FAIL {label}: {e}", flush=True)
         world.close(remove=False)
-        world.report()
+        # One print, so the report of a world run in parallel is not interleaved with others.
+        print("\n".join([f"FAIL {label}: {e}"] + world.report()), flush=True)
         world.remove()
         return False
     except BaseException:
@@ -445,19 +498,7 @@ def run_sdk(sdk, bin_dir, keep):
     world = World(sdk, keep)
 
     def steps():
-        platform_url, data = start_platform(world, bin_dir)
-        bot = create_bot(world, bin_dir, data, spec)
-        config, api_base = write_config(world, platform_url, bot)
-        world.spawn("bot-gateway", [str(bin_dir / "bot-gateway"), "serve", str(config)])
-        wait_healthz(world, api_base)
-
-        e2e = str(bin_dir / "e2e-chat")
-        profile = str(world.dir / "alice")
-        world.run(
-            "e2e-chat-register",
-            [e2e, "--server", platform_url, "--profile", profile, "register", f"alice_{sdk}", "--name", "Alice"],
-            watch=("platform-server", "bot-gateway"),
-        )
+        bot, api_base, e2e, profile = start_bot_world(world, bin_dir, spec, f"alice_{sdk}")
         world.spawn(
             "sdk-bot",
             spec["argv"],
@@ -492,8 +533,50 @@ def preflight(bin_dir, sdks):
     return problems
 
 
-def run_main(run_one, description, label=""):
-    """The command line shared by the SDK runners: pick SDKs, preflight, run, print the tally."""
+def run_all(cases, jobs):
+    """Runs the cases (callables returning a bool or a list of bools), at most `jobs` at a time;
+    returns the flat list of results. Cases run in parallel must not share a bot or a world.
+    If this thread is interrupted (Ctrl-C, SIGTERM), every world still open is closed before
+    the exception goes on, so no process outlives the run."""
+    if jobs <= 1:
+        return [ok for case in cases for ok in as_list(case())]
+    results = [None] * len(cases)
+    slots = threading.BoundedSemaphore(jobs)
+
+    def worker(i, case):
+        try:
+            results[i] = as_list(case())
+        except BaseException as e:  # a bug in a scenario: report it as a failure, not a hang
+            print(f"FAIL case {i + 1}: {type(e).__name__}: {e}", flush=True)
+            results[i] = [False]
+        finally:
+            slots.release()
+
+    threads = []
+    try:
+        for i, case in enumerate(cases):
+            slots.acquire()
+            t = threading.Thread(target=worker, args=(i, case), name=f"case-{i + 1}", daemon=True)
+            t.start()
+            threads.append(t)
+        for t in threads:
+            t.join()
+    except BaseException:
+        with OPEN_WORLDS_LOCK:
+            worlds = list(OPEN_WORLDS)
+        for world in worlds:
+            world.close()
+        raise
+    return [ok for r in results for ok in r]
+
+
+def as_list(result):
+    return result if isinstance(result, list) else [result]
+
+
+def run_main(run_one, description, label="", jobs=1):
+    """The command line shared by the SDK runners: pick SDKs, preflight, run (up to `jobs` SDKs
+    at a time), print the tally."""
     global VERBOSE
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("sdks", nargs="*", metavar="SDK", help=f"which SDKs to test ({', '.join(SDKS)}); default all")
@@ -517,14 +600,15 @@ def run_main(run_one, description, label=""):
         print(f"0 passed, {len(sdks)} failed")
         return 1
 
-    passed = sum(1 for sdk in sdks if run_one(sdk, bin_dir, args.keep))
-    failed = len(sdks) - passed
+    results = run_all([lambda sdk=sdk: run_one(sdk, bin_dir, args.keep) for sdk in sdks], jobs)
+    passed = sum(1 for ok in results if ok)
+    failed = len(results) - passed
     print(f"{passed} passed, {failed} failed")
     return 0 if failed == 0 else 1
 
 
 def main():
-    return run_main(run_sdk, __doc__.split("\n\n")[0])
+    return run_main(run_sdk, __doc__.split("\n\n")[0], jobs=len(SDKS))
 
 
 if __name__ == "__main__":

@@ -11,11 +11,12 @@ loopback URL with a secret_token. The test then checks, in order:
 2. the bot checks X-Compat-Bot-Api-Secret-Token: a POST without it, or with only the standard
    X-Telegram-Bot-Api-Secret-Token header, is refused with a 4xx;
 3. the user sends "hello <sdk>" and "/start" and receives "echo: hello <sdk>" and the greeting
-   (aiogram's echo travels back in a multipart webhook reply; telegraf's sendChatAction reply
-   reaches the gateway too, but that method does not exist yet and only its log line shows it);
+   (aiogram's echo travels back in a multipart webhook reply, telegraf's sendChatAction in a
+   JSON webhook reply; the chat action reaches the user as an event, not a reply);
 4. the queue drains: pending_update_count reaches 0.
 
-It reuses the process and world helpers of run_sdk_tests.py. Standard library only.
+It reuses the process and world helpers of run_sdk_tests.py and runs the SDKs in parallel.
+Standard library only.
 
 Usage: run_webhook_tests.py [-v] [--keep] [SDK ...]   (SDK: ptb, aiogram, telegraf; default all)
 Prints PASS/FAIL per SDK, then exactly "N passed, M failed"; exits 0 only if all passed.
@@ -114,39 +115,34 @@ def post_without_compat_secret(url, headers):
         return e.code
 
 
+def start_webhook_bot(world, spec, bot, api_base):
+    """Starts the SDK bot in webhook mode (a free loopback port, a fresh secret) and waits until
+    it registered its URL and /healthz reports mode "webhook". Returns (getWebhookInfo result,
+    hook URL, secret)."""
+    (port,) = base.free_loopback_ports(1)
+    secret = secrets.token_urlsafe(24)  # A-Z a-z 0-9 _ - only, as setWebhook requires
+    hook_url = f"http://127.0.0.1:{port}{spec['path']}"
+    world.spawn(
+        "sdk-bot",
+        spec["argv"],
+        env={"BOT_TOKEN": bot["token"], "BOT_API_BASE": api_base, "WEBHOOK_PORT": str(port), "WEBHOOK_SECRET": secret},
+    )
+    info = wait_webhook_info(world, api_base, bot["token"], f"the bot did not register {hook_url}", lambda i: i.get("url") == hook_url)
+    mode = health(api_base)["bots"][0].get("mode")
+    if mode != "webhook":
+        raise StepFailed(f"/healthz reports mode {mode!r}, expected 'webhook'")
+    return info, hook_url, secret
+
+
 def run_sdk(sdk, bin_dir, keep):
     spec = SDKS[sdk]
     world = base.World(f"webhook-{sdk}", keep)
 
     def steps():
-        platform_url, data = base.start_platform(world, bin_dir)
-        bot = base.create_bot(world, bin_dir, data, spec)
-        config, api_base = base.write_config(world, platform_url, bot)
-        world.spawn("bot-gateway", [str(bin_dir / "bot-gateway"), "serve", str(config)])
-        base.wait_healthz(world, api_base)
-
-        e2e = str(bin_dir / "e2e-chat")
-        profile = str(world.dir / "alice")
-        world.run(
-            "e2e-chat-register",
-            [e2e, "--server", platform_url, "--profile", profile, "register", f"alice_wh_{sdk}", "--name", "Alice"],
-            watch=("platform-server", "bot-gateway"),
-        )
-        (port,) = base.free_loopback_ports(1)
-        secret = secrets.token_urlsafe(24)  # A-Z a-z 0-9 _ - only, as setWebhook requires
-        hook_url = f"http://127.0.0.1:{port}{spec['path']}"
-        world.spawn(
-            "sdk-bot",
-            spec["argv"],
-            env={"BOT_TOKEN": bot["token"], "BOT_API_BASE": api_base, "WEBHOOK_PORT": str(port), "WEBHOOK_SECRET": secret},
-        )
-
-        info = wait_webhook_info(world, api_base, bot["token"], f"the bot did not register {hook_url}", lambda i: i.get("url") == hook_url)
+        bot, api_base, e2e, profile = base.start_bot_world(world, bin_dir, spec, f"alice_wh_{sdk}")
+        info, hook_url, secret = start_webhook_bot(world, spec, bot, api_base)
         if info.get("max_connections") != 1 or info.get("has_custom_certificate") is not False:
             raise StepFailed(f"getWebhookInfo should report max_connections 1 and no certificate: {json.dumps(info)}")
-        mode = health(api_base)["bots"][0].get("mode")
-        if mode != "webhook":
-            raise StepFailed(f"/healthz reports mode {mode!r}, expected 'webhook'")
 
         for headers in ({}, {"X-Telegram-Bot-Api-Secret-Token": secret}):
             status = post_without_compat_secret(hook_url, headers)
@@ -173,7 +169,7 @@ def run_sdk(sdk, bin_dir, keep):
 
 
 def main():
-    return base.run_main(run_sdk, __doc__.split("\n\n")[0], label="webhook ")
+    return base.run_main(run_sdk, __doc__.split("\n\n")[0], label="webhook ", jobs=len(SDKS))
 
 
 if __name__ == "__main__":

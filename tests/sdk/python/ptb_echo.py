@@ -1,25 +1,16 @@
 """Echo bot written with python-telegram-bot 22.8, long polling against a bot-gateway.
 
-Environment:
-  BOT_TOKEN     the bot token
-  BOT_API_BASE  the gateway's Bot API listener, e.g. http://127.0.0.1:8081
+Environment: BOT_TOKEN, BOT_API_BASE (see compat_bot).
 
 Replies to a text message with "echo: <text>" and to /start with GREETING. /start only reaches
 the greeting through CommandHandler, which needs a bot_command entity at offset 0, so the
 command path of the gateway is exercised too.
 """
 
-import logging
-import os
-
 from telegram import Update
-from telegram.ext import (
-    ApplicationBuilder,
-    CommandHandler,
-    ContextTypes,
-    MessageHandler,
-    filters,
-)
+from telegram.ext import CommandHandler, ContextTypes, MessageHandler, filters
+
+from compat_bot import run_ptb
 
 GREETING = "Hello! I am the ptb echo bot. Send me any text and I will echo it."
 
@@ -33,28 +24,9 @@ async def echo(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await context.bot.send_message(chat_id=update.effective_chat.id, text=f"echo: {text}")
 
 
-def main() -> None:
-    logging.basicConfig(
-        level=os.environ.get("LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    # httpx logs every request URL at INFO, and the URL contains the bot token.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-
-    token = os.environ["BOT_TOKEN"]
-    base = os.environ["BOT_API_BASE"].rstrip("/")
-    app = (
-        ApplicationBuilder()
-        .token(token)
-        # PTB appends the token verbatim: "<base>/bot" + token + "/" + method (SDK-COMPAT §1).
-        .base_url(f"{base}/bot")
-        .base_file_url(f"{base}/file/bot")
-        .build()
-    )
-    app.add_handler(CommandHandler("start", start))
-    app.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, echo))
-    app.run_polling()
-
-
 if __name__ == "__main__":
-    main()
+    def add_handlers(app) -> None:
+        app.add_handler(CommandHandler("start", start))
+        app.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, echo))
+
+    run_ptb(add_handlers, "/ptb-echo")
