@@ -71,7 +71,7 @@ class User:
         usage, _ = self.world.run("e2e-chat-help", [self.e2e, "--help"], check=False)
         if "inline @" not in usage:
             raise StepFailed("this e2e-chat has no `inline` command yet (the client's inline mode is not in this tree)")
-        return self.cli("inline", f"@{self.bot}", query, "--timeout", str(INLINE_TIMEOUT), timeout=INLINE_TIMEOUT + 30)
+        return self.cli("inline", f"@{self.bot}", "--timeout", str(INLINE_TIMEOUT), query, timeout=INLINE_TIMEOUT + 30)
 
     def choose(self, session_id, result_id):
         return self.cli("choose", f"@{self.bot}", str(session_id), result_id)
