@@ -376,7 +376,11 @@ impl Acceptor {
         // the minimum), so try again at each step until the hand-off deadline.
         let deadline = Instant::now() + HANDOFF_WAIT;
         loop {
-            self.slots.evict_stalest(MIN_STALL_TO_EVICT);
+            // A worker that is free but not back in recv() yet (a loaded machine schedules it
+            // late) takes the connection in a moment: nobody is cut off for it.
+            if !self.slots.any_free() {
+                self.slots.evict_stalest(MIN_STALL_TO_EVICT);
+            }
             let step = deadline.saturating_duration_since(Instant::now()).min(HANDOFF_STEP);
             stream = match self.tx.send_timeout(stream, step) {
                 Ok(()) | Err(SendTimeoutError::Disconnected(_)) => return,

@@ -92,6 +92,11 @@ impl Slots {
         g.slots[i].served = g.slots[i].served.saturating_add(1);
     }
 
+    /// Whether a worker has no connection (it is about to wait for one, if not waiting yet).
+    pub fn any_free(&self) -> bool {
+        self.lock().slots.iter().any(|s| s.phase == Phase::Free)
+    }
+
     /// Connections being served.
     pub fn occupied(&self) -> usize {
         self.lock().slots.iter().filter(|s| s.phase != Phase::Free).count()

@@ -284,7 +284,7 @@ fn served_clients_keep_their_connection_while_stalled_ones_are_cut() {
     // cut (waited for, not guessed: a loaded machine hands connections over late).
     let deadline = Instant::now() + Duration::from_secs(20);
     while f.health().connections < 2 {
-        assert!(Instant::now() < deadline, "the empty connection never reached a worker");
+        assert!(Instant::now() < deadline, "the empty connection never reached a worker: {:?}", f.health());
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(crate::http::conn::MIN_STALL_TO_EVICT + Duration::from_millis(200));
