@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, select, Receiver, Sender};
-use futures::executor::block_on_stream;
+use futures::executor::block_on;
+use futures::future::{select, Either};
+use futures::StreamExt;
 use rusqlite::Connection;
 
 use super::botapi::types::UserView;
@@ -46,8 +48,7 @@ pub fn channel() -> (Sender<InboxEnvelope>, Receiver<InboxEnvelope>) {
 
 /// `ins/<n>`: holds the platform's Inbox stream and reconnects with backoff, until the
 /// credential is revoked, this runtime's device is removed (`/removedevice`; retrying could
-/// never succeed), or the bot stops. (A stream blocked on the network is not
-/// interrupted: at shutdown this thread is left to the process exit.)
+/// never succeed), or the bot stops (which also ends a stream waiting for its next envelope).
 pub fn stream_loop(shared: Arc<BotShared>, tx: Sender<InboxEnvelope>) {
     let mut backoff = Backoff::new(RECONNECT_START, RECONNECT_MAX);
     while !shared.is_revoked() && !shared.is_stopping() {
@@ -81,11 +82,17 @@ pub fn stream_loop(shared: Arc<BotShared>, tx: Sender<InboxEnvelope>) {
 fn stream_once(shared: &BotShared, tx: &Sender<InboxEnvelope>) -> Result<(), grpcio::Error> {
     let p = &shared.platform;
     p.client.verify_credential(&VerifyCredentialRequest::new(), p.opt())?;
-    let receiver = p.client.inbox(&InboxRequest::new(), p.opt_with_timeout(None))?;
+    let mut cancel = shared.stream_cancel();
+    let mut receiver = p.client.inbox(&InboxRequest::new(), p.opt_with_timeout(None))?;
     shared.status.connected.store(true, Ordering::SeqCst);
     log::info!("bot @{}: connected to the platform inbox", shared.username);
-    for item in block_on_stream(receiver) {
-        let envelope = item?;
+    loop {
+        // The next envelope, or the bot's stop: dropping the receiver then cancels the call.
+        let envelope = match block_on(select(receiver.next(), &mut cancel)) {
+            Either::Left((Some(item), _)) => item?,
+            Either::Left((None, _)) => break,
+            Either::Right(_) => return Ok(()),
+        };
         if tx.send(envelope).is_err() {
             return Ok(());
         }

@@ -37,6 +37,8 @@ pub struct BotShared {
     /// Wakes the webhook thread (setWebhook, deleteWebhook, revocation, stop).
     pub webhook: Wake,
     stop: Stop,
+    /// Ends the platform's Inbox stream that `ins/<n>` is blocked on, at stop.
+    stream_cancel: Mutex<Option<futures::channel::oneshot::Sender<()>>>,
 }
 
 /// A wake-up for a thread that re-reads everything when it wakes: one pending wake-up is
@@ -166,6 +168,7 @@ impl BotShared {
                 let (tx, rx) = bounded(0);
                 Stop { tx: Mutex::new(Some(tx)), rx }
             },
+            stream_cancel: Mutex::new(None),
         }
     }
 
@@ -173,9 +176,22 @@ impl BotShared {
     /// do not watch it (the outbox's and the webhook's wake-ups, long polls).
     pub fn stop(&self) {
         self.stop.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // Dropping the sender resolves the stream thread's receiver.
+        self.stream_cancel.lock().unwrap_or_else(|e| e.into_inner()).take();
         self.outbox.wake.wake();
         self.webhook.wake();
         self.store.notifier().stop();
+    }
+
+    /// What `ins/<n>` waits on beside its stream: it resolves when the bot stops (at once if
+    /// it has already), so a stream blocked on the network never delays shutdown.
+    pub fn stream_cancel(&self) -> futures::channel::oneshot::Receiver<()> {
+        let (tx, rx) = futures::channel::oneshot::channel();
+        *self.stream_cancel.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        if self.is_stopping() {
+            self.stream_cancel.lock().unwrap_or_else(|e| e.into_inner()).take();
+        }
+        rx
     }
 
     pub fn is_stopping(&self) -> bool {
