@@ -398,3 +398,38 @@ fn callbacks_and_inline_sessions_survive_a_restart_without_duplicates() {
     assert_eq!(got.len(), 2, "one message and one chosen_inline_result: {got:?}");
     refused(&world, "answerInlineQuery", json!({"inline_query_id": session_id.to_string(), "results": [article("z", "late")]}), 400, "already chosen");
 }
+
+#[test]
+fn forwards_and_copies_go_from_one_private_chat_to_another() {
+    let world = World::start("relay_bot");
+    let alice = world.user("alice");
+    let bob = world.user("bob");
+    let bot = format!("@{}", world.bot_username());
+    let from_alice = alice.send_text(&bot, "<not html> from alice").expect("alice");
+    bob.send_text(&bot, "hi from bob").expect("bob");
+    world.gateway.poll_until(0, 2);
+    let (a, b) = (alice.user_id(), bob.user_id());
+    let fwd = ok(&world, "forwardMessage", json!({"chat_id": b, "from_chat_id": a, "message_id": from_alice.message_id}));
+    assert_eq!((fwd["chat"]["id"].as_u64(), fwd["forward_origin"]["sender_user"]["id"].as_u64()), (Some(b), Some(a)));
+    let copy = ok(&world, "copyMessage", json!({"chat_id": b, "from_chat_id": a, "message_id": from_alice.message_id,
+        "reply_markup": {"inline_keyboard": [[{"text": "Thanks", "callback_data": "thanks"}]]}}));
+    let copy_id = copy["message_id"].as_u64().expect("id");
+    let forwarded = wait_for(&bob, "the forward", |e| match e {
+        Incoming::Message(m) if m.forward_origin.is_some() => Some(m.clone()),
+        _ => None,
+    });
+    assert_eq!(forwarded.text, "<not html> from alice");
+    let origin = forwarded.forward_origin.expect("origin");
+    assert_eq!((origin.sender_user_id, origin.sender_username.as_str(), origin.date), (a, "alice", from_alice.date));
+    let copied = wait_for(&bob, "the copy", |e| match e {
+        Incoming::Message(m) if m.message_id == copy_id => Some(m.clone()),
+        _ => None,
+    });
+    assert_eq!((copied.text.as_str(), copied.forward_origin.is_none()), ("<not html> from alice", true));
+    assert_eq!(copied.keyboard[0][0].callback_data, "thanks", "the copy carries the caller's keyboard");
+    // Bob can press the copy's button: its context was signed for bob's chat.
+    bob.press(&bot, copy_id, "thanks").expect("press");
+    let q = world.gateway.poll_until(0, 3).into_iter().find_map(|u| u.get("callback_query").cloned()).expect("press update");
+    assert_eq!((q["from"]["id"].as_u64(), q["message"]["message_id"].as_u64()), (Some(b), Some(copy_id)));
+    refused(&world, "forwardMessage", json!({"chat_id": 424_242, "from_chat_id": a, "message_id": from_alice.message_id}), 400, "unknown private chat");
+}
