@@ -37,7 +37,7 @@ const MAX_DEVICE_REFRESHES: i64 = 8;
 /// still delivered.
 pub fn submit(shared: &BotShared, chat_id: i64, content: Content, wait: Duration) -> Result<Sent, ApiError> {
     if shared.is_revoked() {
-        return Err(ApiError::unauthorized());
+        return Err(shared.refusal());
     }
     let client_message_id = crypto::hex_encode(&crypto::random_bytes::<16>());
     // Register the waiter before the row exists for the thread, under the same lock the
@@ -89,7 +89,7 @@ pub fn run(shared: Arc<BotShared>) {
         }
         if shared.is_revoked() {
             // Nothing more is sent once the credential is revoked; waiters learn it at once.
-            shared.outbox.fail_all(ApiError::unauthorized());
+            shared.outbox.fail_all(shared.refusal());
             if wake.recv().is_err() {
                 return;
             }

@@ -127,7 +127,7 @@ fn wire_scope(list: &CommandList) -> BotCommandScope {
 fn platform_error(bot: &BotShared, call: &str, e: grpcio::Error) -> ApiError {
     if rpc::is_unauthenticated(&e) {
         bot.revoke(&rpc::text(&e));
-        return ApiError::unauthorized();
+        return bot.refusal();
     }
     match (rpc::code(&e), &e) {
         (Some(grpcio::RpcStatusCode::NOT_FOUND), _) => ApiError::bad_request("chat not found"),

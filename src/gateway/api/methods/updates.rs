@@ -128,7 +128,7 @@ pub(super) fn get_updates(bot: &BotShared, params: &Params) -> Result<Value, Api
             ));
         }
         if bot.is_revoked() {
-            return Err(ApiError::unauthorized());
+            return Err(bot.refusal());
         }
     }
 }
