@@ -40,7 +40,7 @@ fn two_users(dir: &Path, url: &str) -> (PathBuf, Profile) {
     bot_gateway::crypto::init();
     let alice_dir = dir.join("alice");
     drop(Profile::register(url, &alice_dir, "alice", "Alice").expect("register alice"));
-    let bob = Profile::register(url, &dir.join("bob"), "bob", "Bob").expect("register bob");
+    let bob = Profile::register(url, dir.join("bob"), "bob", "Bob").expect("register bob");
     (alice_dir, bob)
 }
 

@@ -136,9 +136,7 @@ impl ChatEvent<'_> {
             ChatEvent::Pressed { message_id, number, text } => {
                 format!("you pressed [{number} {}] under #{message_id}", sanitize(text))
             }
-            ChatEvent::Reacted { message_id, emoji } if emoji.is_empty() => {
-                format!("you removed your reaction to #{message_id}")
-            }
+            ChatEvent::Reacted { message_id, emoji: "" } => format!("you removed your reaction to #{message_id}"),
             ChatEvent::Reacted { message_id, emoji } => format!("you reacted {} to #{message_id}", sanitize(emoji)),
             ChatEvent::InlineAsked { bot, session_id } => {
                 format!("inline query sent to @{} (session {session_id}); its results will show here", sanitize(bot))

@@ -69,7 +69,7 @@ pub(super) fn chat(dir: &Path, server: Option<&str>, peer: &str) -> anyhow::Resu
     screen.show(&ChatEvent::Help);
 
     let last_keyboard = LastKeyboard::default();
-    let mut dialog = Dialog { profile: sender, peer: peer_profile, language: language_from_env(), last_keyboard };
+    let dialog = Dialog { profile: sender, peer: peer_profile, language: language_from_env(), last_keyboard };
     if dialog.peer.is_bot {
         // What a chat view shows when a dialog with a bot opens: what it is and what it offers.
         dialog.show_menu(&mut screen);
@@ -123,7 +123,7 @@ struct Dialog {
 }
 
 impl Dialog {
-    fn run(&mut self, command: Command<'_>, screen: &mut Screen) {
+    fn run(&self, command: Command<'_>, screen: &mut Screen) {
         // Each call looks the peer up again, so a bot that added a device is reached.
         let peer = self.peer.username.clone();
         match command {
