@@ -1,5 +1,6 @@
 //! `e2e-chat chat` as a person sees it: the real binary talking to a real platform server,
-//! with a second user (driven through the client library) on the other end. Under a pseudo
+//! with a second user (driven through the client library) or a bot behind a real gateway
+//! (driven here through the Bot HTTP API) on the other end. Under a pseudo
 //! terminal it runs its line editor; with pipes it reads plain lines. Either way a message
 //! carrying `ESC [2J`, BEL, a C1 CSI or a bidi override reaches the screen escaped, never raw.
 
@@ -13,7 +14,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use bot_gateway::client::Profile;
-use support::{bin_path, free_port, Proc};
+use serde_json::{json, Value};
+use support::{bin_path, free_port, Gateway, Proc, World};
 
 /// What the other user sends: a screen clear, a bell, a C1 CSI, a bidi override, a second line.
 const HOSTILE: &str = "\u{1b}[2J\u{7}boom \u{9b}31m \u{202e}gnp.exe\nline2";
@@ -38,7 +40,7 @@ fn two_users(dir: &Path, url: &str) -> (PathBuf, Profile) {
     bot_gateway::crypto::init();
     let alice_dir = dir.join("alice");
     drop(Profile::register(url, &alice_dir, "alice", "Alice").expect("register alice"));
-    let bob = Profile::register(url, &dir.join("bob"), "bob", "Bob").expect("register bob");
+    let bob = Profile::register(url, dir.join("bob"), "bob", "Bob").expect("register bob");
     (alice_dir, bob)
 }
 
@@ -136,11 +138,12 @@ fn piped_chat_reads_plain_lines_escapes_controls_and_reports_the_connection() {
     bob_receives(&bob, "hello bob");
 
     bob.send_text("@alice", HOSTILE).expect("bob sends");
-    let shown = read_until(&out, "continuation", |l| l.ends_with("line2"));
+    let shown = read_until(&out, "continuation", |l| l.starts_with("  | line2"));
     let joined = shown.join("\n");
     no_raw_controls(&joined);
     assert!(shown.iter().any(|l| l == HOSTILE_SHOWN), "{shown:?}");
-    assert_eq!(shown.last().map(String::as_str), Some("  | line2"));
+    let last = shown.last().expect("line");
+    assert!(last.starts_with("  | line2 (#") && last.ends_with(')'), "the id follows the last line: {last:?}");
 
     // The platform goes away and comes back on the same port: one line each, on stderr.
     platform.kill();
@@ -152,7 +155,7 @@ fn piped_chat_reads_plain_lines_escapes_controls_and_reports_the_connection() {
 
     // Still working after the reconnection.
     bob.send_text("@alice", "after").expect("bob sends again");
-    read_until(&out, "message after reconnecting", |l| l == "[@bob] after");
+    read_until(&out, "message after reconnecting", |l| l.starts_with("[@bob] after (#"));
 
     drop(stdin); // end of input leaves
     let deadline = Instant::now() + WAIT;
@@ -161,6 +164,150 @@ fn piped_chat_reads_plain_lines_escapes_controls_and_reports_the_connection() {
             break s;
         }
         assert!(Instant::now() < deadline, "e2e-chat did not leave at end of input");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+}
+
+/// Calls a Bot API method as the bot and returns its result.
+fn bot_call(gateway: &Gateway, method: &str, params: Value) -> Value {
+    let (status, body) = gateway.call(method, params);
+    assert_eq!((status, &body["ok"]), (200, &json!(true)), "{method}: {body}");
+    body["result"].clone()
+}
+
+/// The bot's next update of `kind` after `offset` (bounded); moves `offset` past it.
+fn next_update(gateway: &Gateway, offset: &mut i64, kind: &str) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        for u in gateway.poll_until(*offset, 1) {
+            *offset = u["update_id"].as_i64().expect("update_id") + 1;
+            if u.get(kind).is_some() {
+                return u[kind].clone();
+            }
+        }
+        assert!(Instant::now() < deadline, "no {kind} update");
+    }
+}
+
+#[test]
+fn piped_chat_with_a_gateway_bot_shows_its_menu_buttons_typing_and_answers() {
+    let world = World::start("chatui_bot");
+    let gw = &world.gateway;
+    let commands = json!([{"command": "start", "description": "Begin"}, {"command": "pick", "description": "Choose\u{1b}[2J"}]);
+    bot_call(gw, "setMyCommands", json!({ "commands": commands }));
+    bot_call(gw, "setMyDescription", json!({"description": "I ask questions."}));
+    let alice_dir = world.user("alice").dir().to_path_buf();
+
+    let child = Command::new(bin_path("e2e-chat"))
+        .arg("--profile")
+        .arg(&alice_dir)
+        .args(["chat", "@chatui_bot"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn e2e-chat");
+    let mut chat = Killed(child);
+    let mut stdin = chat.0.stdin.take().expect("stdin");
+    let out = lines_of(chat.0.stdout.take().expect("stdout"), "chat-stdout");
+    let err = lines_of(chat.0.stderr.take().expect("stderr"), "chat-stderr");
+    read_until(&err, "banner", |l| l.starts_with("chatting with bot @chatui_bot (Test Bot) as @alice"));
+    read_until(&err, "help line", |l| l.starts_with("commands: /press [N] BUTTON"));
+
+    // The bot's description and command list, once at the start, escaped.
+    read_until(&out, "description", |l| l == "about @chatui_bot: I ask questions.");
+    read_until(&out, "command list", |l| l == "commands of @chatui_bot:");
+    let menu = read_until(&out, "last command", |l| l.starts_with("  /pick"));
+    assert_eq!(menu, ["  /start — Begin", "  /pick — Choose\\e[2J"]);
+
+    // A bot command typed is sent as text; "//" sends a literal one.
+    writeln!(stdin, "/start").expect("type");
+    read_until(&out, "own /start", |l| l.starts_with("[you] /start (#"));
+    let mut offset = 0;
+    let chat_id = next_update(gw, &mut offset, "message")["chat"]["id"].as_i64().expect("chat id");
+    writeln!(stdin, "//quit").expect("type");
+    read_until(&out, "own /quit", |l| l.starts_with("[you] /quit (#"));
+    assert_eq!(next_update(gw, &mut offset, "message")["text"], "/quit");
+
+    // "is typing", then a message with its buttons numbered under it.
+    bot_call(gw, "sendChatAction", json!({"chat_id": chat_id, "action": "typing"}));
+    read_until(&out, "typing line", |l| l == "@chatui_bot is typing…");
+    let keyboard = json!({"inline_keyboard": [[{"text": "Yes", "callback_data": "yes"}, {"text": "N\u{1b}[2Jo", "callback_data": "no"}]]});
+    let sent = bot_call(gw, "sendMessage", json!({"chat_id": chat_id, "text": "Sure?", "reply_markup": keyboard}));
+    let menu_id = sent["message_id"].as_u64().expect("message_id");
+    read_until(&out, "the question", |l| l == format!("[@chatui_bot] Sure? (#{menu_id})"));
+    let buttons = read_until(&out, "its buttons", |l| l.starts_with("  [1 "));
+    assert_eq!(buttons, ["  [1 Yes] [2 N\\e[2Jo]"]);
+
+    // /press N BUTTON by number: a callback_query for the bot; its answer shows.
+    writeln!(stdin, "/press {menu_id} 2").expect("type");
+    read_until(&out, "the press", |l| l == format!("you pressed [2 N\\e[2Jo] under #{menu_id}"));
+    let query = next_update(gw, &mut offset, "callback_query");
+    assert_eq!((query["data"].as_str(), query["message"]["message_id"].as_u64()), (Some("no"), Some(menu_id)));
+    bot_call(gw, "answerCallbackQuery", json!({"callback_query_id": query["id"], "text": "Noted"}));
+    read_until(&out, "the answer", |l| l == "@chatui_bot answered: Noted");
+
+    // /press BUTTON by callback data, on the last message with buttons; an alert stands out.
+    writeln!(stdin, "/press yes").expect("type");
+    read_until(&out, "the second press", |l| l == format!("you pressed [1 Yes] under #{menu_id}"));
+    let query = next_update(gw, &mut offset, "callback_query");
+    assert_eq!(query["data"], "yes");
+    bot_call(gw, "answerCallbackQuery", json!({"callback_query_id": query["id"], "text": "Really?", "show_alert": true}));
+    read_until(&out, "the alert", |l| l == "!!! alert from @chatui_bot: Really?");
+
+    // A button that is not there is refused locally, on stderr.
+    writeln!(stdin, "/press {menu_id} 9").expect("type");
+    read_until(&err, "refusal", |l| l.starts_with("/press: message #") && l.contains("has no button \"9\""));
+
+    // A reply, the bot's edit with new buttons, reactions both ways, the deletion.
+    writeln!(stdin, "/reply {menu_id} ok then").expect("type");
+    let replied = read_until(&out, "the reply", |l| l == format!("  ↪ reply to #{menu_id}"));
+    let own = &replied[replied.len() - 2];
+    assert!(own.starts_with("[you] ok then (#"), "{replied:?}");
+    let reply = next_update(gw, &mut offset, "message");
+    assert_eq!((reply["text"].as_str(), reply["reply_to_message"]["message_id"].as_u64()), (Some("ok then"), Some(menu_id)));
+    let undo = json!({"inline_keyboard": [[{"text": "Undo", "callback_data": "undo"}]]});
+    bot_call(gw, "editMessageText", json!({"chat_id": chat_id, "message_id": menu_id, "text": "Thanks", "reply_markup": undo}));
+    read_until(&out, "the edit", |l| l == format!("[@chatui_bot] #{menu_id} edited: Thanks"));
+    read_until(&out, "the new buttons", |l| l == "  [1 Undo]");
+    writeln!(stdin, "/react {menu_id} 👍").expect("type");
+    read_until(&out, "own reaction", |l| l == format!("you reacted 👍 to #{menu_id}"));
+    let reaction = json!([{"type": "emoji", "emoji": "🔥"}]);
+    bot_call(gw, "setMessageReaction", json!({"chat_id": chat_id, "message_id": reply["message_id"], "reaction": reaction}));
+    read_until(&out, "the bot's reaction", |l| l == format!("@chatui_bot reacted 🔥 to #{}", reply["message_id"]));
+    bot_call(gw, "deleteMessage", json!({"chat_id": chat_id, "message_id": menu_id}));
+    read_until(&out, "the deletion", |l| l == format!("[@chatui_bot] #{menu_id} deleted"));
+    writeln!(stdin, "/press 1").expect("type");
+    read_until(&err, "no buttons left", |l| l.starts_with("/press: no message with buttons"));
+
+    // Inline mode: the query, the results listed with their ids, a choice sent via the bot.
+    writeln!(stdin, "/inline cats").expect("type");
+    let asked = read_until(&out, "the inline query", |l| l.starts_with("inline query sent to @chatui_bot (session "));
+    let session: u64 = asked.last().expect("line")["inline query sent to @chatui_bot (session ".len()..]
+        .split(')')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("session id");
+    let query = next_update(gw, &mut offset, "inline_query");
+    assert_eq!((query["query"].as_str(), query["id"].as_str()), (Some("cats"), Some(session.to_string().as_str())));
+    let article = |id: &str, title: &str| json!({"type": "article", "id": id, "title": title, "description": "d", "input_message_content": {"message_text": format!("{title}!")}});
+    bot_call(gw, "answerInlineQuery", json!({"inline_query_id": query["id"], "results": [article("a1", "Tabby"), article("b2", "Sia\u{1b}mese")]}));
+    read_until(&out, "the results", |l| l == format!("@chatui_bot inline results of session {session} (/choose {session} RESULT_ID):"));
+    let listed = read_until(&out, "the second result", |l| l.starts_with("  2. "));
+    assert_eq!(listed, ["  1. a1: Tabby — d", "  2. b2: Sia\\emese — d"]);
+    writeln!(stdin, "/choose {session} a1").expect("type");
+    read_until(&out, "the choice", |l| l.starts_with(&format!("you chose result a1 of session {session}: sent as #")));
+    let chosen = next_update(gw, &mut offset, "message");
+    assert_eq!((chosen["text"].as_str(), chosen["via_bot"]["username"].as_str()), (Some("Tabby!"), Some("chatui_bot")));
+
+    writeln!(stdin, "/quit").expect("type");
+    let deadline = Instant::now() + WAIT;
+    let status = loop {
+        if let Some(s) = chat.0.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "e2e-chat did not leave on /quit");
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "{status}");

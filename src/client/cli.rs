@@ -60,10 +60,17 @@ Commands:
         {\"command\":\"start\",\"description\":\"...\"} per command; --lang picks the bot's
         texts in that two-letter language where it has them
   chat @PEER
-        interactive dialog: incoming messages print as `[@sender] text`, each line you type
-        is sent and shown as `[you] text (#id)`; /quit, Ctrl-D or end of input leaves.
-        On a terminal: line editing, history (Up/Down), Ctrl-C clears the line. Control
-        characters in what arrives are shown escaped (\\e, \\x07, \\u{9b}), never obeyed
+        interactive dialog: what arrives prints as `[@sender] text (#id)` with buttons
+        numbered under it (`  [1 Yes] [2 No]`), reply/forward/via, edits, deletions,
+        reactions, \"@bot is typing…\", answers to presses and inline results; each line
+        you type is sent and shown as `[you] text (#id)`. With a bot, its description and
+        commands show first. Commands: /press [ID] BUTTON (its number or callback data; no
+        ID: the last message with buttons), /reply ID TEXT, /react ID [EMOJI] (none:
+        remove), /inline QUERY, /choose SESSION RESULT_ID, /commands (the bot's commands
+        and these), /quit; //x sends /x, any other /x (like /start) goes to the peer.
+        /quit, Ctrl-D or end of input leaves. On a terminal: line editing, history
+        (Up/Down), Ctrl-C clears the line. Control characters in what arrives are shown
+        escaped (\\e, \\x07, \\u{9b}), never obeyed
 
 Errors go to stderr as one line and make the exit status non-zero.
 Set RUST_LOG=info (or debug) for more detail on stderr.

@@ -8,7 +8,8 @@
 //! every such character is shown escaped instead, and the rest (letters of any script, emoji)
 //! untouched.
 
-use super::message::ReceivedMessage;
+use super::bot_profile::BotMenu;
+use super::message::{Incoming, Keyboard, ReactionType, Sender};
 
 /// Renders network text for a terminal, on one line: C0 controls (newline included), DEL, C1
 /// controls (U+0080–U+009F) and the bidi embedding, override and isolate characters
@@ -61,20 +62,44 @@ pub fn json_for_terminal(json: &str) -> String {
 /// Where a message's second and later lines start, so a newline in a message can never forge
 /// a line that looks like another sender's (`[@BotManager] …`).
 pub const CONTINUATION: &str = "  | ";
+/// Where the lines under a message start (its reply/forward line, its keyboard rows, inline
+/// results, a bot's commands). A message body's own lines always start with `CONTINUATION`,
+/// so a body cannot draw one of these.
+const UNDER: &str = "  ";
+
+/// The chat mode's own commands, as the help line lists them.
+pub const HELP: &str = "commands: /press [N] BUTTON (a button by number or callback data; no N: the last message \
+with buttons) · /reply N TEXT · /react N [EMOJI] · /inline QUERY · /choose SESSION RESULT_ID · /commands · /quit; \
+//x sends /x, any other /x (like /start) goes to the peer as text";
 
 /// Something the chat mode shows. Every line it prints is one of these, rendered by `render`,
-/// so a new kind of thing to show (a keyboard under a message, "@bot is typing…", a bot's
-/// command list) is a new variant here and nothing else.
+/// so a new kind of thing to show is a new variant here and nothing else.
 #[derive(Debug)]
 pub enum ChatEvent<'a> {
     /// Who the dialog is with, at the start.
     Started { peer_username: &'a str, peer_display_name: &'a str, peer_is_bot: bool, own_username: &'a str },
-    /// A message from the peer (or anyone else writing to us).
-    Incoming(&'a ReceivedMessage),
-    /// A line we sent, with the platform's message id.
-    Sent { text: &'a str, message_id: u64 },
+    /// The chat mode's commands (`HELP`), at the start and after `/commands`.
+    Help,
+    /// A bot's description and command list, at the start of a dialog with a bot and on `/commands`.
+    Menu(&'a BotMenu),
+    /// Anything that arrived. `chat` is the username of the dialog's peer (`user<id>` when not
+    /// known), for the events that carry no sender; `via` the username of a message's
+    /// `via_bot_user_id`, resolved the same way.
+    Incoming { event: &'a Incoming, chat: &'a str, via: Option<&'a str> },
+    /// A line we sent, with the platform's message id (and the message it replies to).
+    Sent { text: &'a str, message_id: u64, reply_to: Option<u64> },
     /// A line we could not send.
     SendFailed { text: &'a str, reason: &'a str },
+    /// We pressed button `number` (from 1, as shown) under message `message_id`.
+    Pressed { message_id: u64, number: usize, text: &'a str },
+    /// We set (or, with an empty emoji, removed) our reaction to a message.
+    Reacted { message_id: u64, emoji: &'a str },
+    /// We sent an inline query; its results arrive as an `Incoming` event.
+    InlineAsked { bot: &'a str, session_id: u64 },
+    /// We chose an inline result; its text went into the dialog as our message.
+    Chose { session_id: u64, result_id: &'a str, message_id: u64 },
+    /// A chat-mode command that was mistyped, refused or failed.
+    Failed { command: &'a str, reason: &'a str },
     /// The inbox stream broke; the reader reconnects in the background.
     ConnectionLost { reason: &'a str },
     /// The reader is connected again after a `ConnectionLost`.
@@ -82,8 +107,8 @@ pub enum ChatEvent<'a> {
 }
 
 impl ChatEvent<'_> {
-    /// The event as terminal-safe text: one line, or several for a message with newlines
-    /// (its later lines start with `CONTINUATION`). No trailing newline.
+    /// The event as terminal-safe text: one line, or several (a message's later lines start
+    /// with `CONTINUATION`, what is shown under it with two spaces). No trailing newline.
     pub fn render(&self) -> String {
         match self {
             ChatEvent::Started { peer_username, peer_display_name, peer_is_bot, own_username } => {
@@ -95,22 +120,160 @@ impl ChatEvent<'_> {
                     sanitize(own_username)
                 )
             }
-            ChatEvent::Incoming(m) => {
-                let who = if m.sender.username.is_empty() {
-                    format!("user{}", m.sender.user_id)
-                } else {
-                    sanitize(&m.sender.username)
-                };
-                with_body(&format!("[@{who}] "), &m.text)
+            ChatEvent::Help => HELP.to_string(),
+            ChatEvent::Menu(menu) => render_menu(menu),
+            ChatEvent::Incoming { event, chat, via } => render_incoming(event, chat, *via),
+            ChatEvent::Sent { text, message_id, reply_to } => {
+                let mut out = format!("{} (#{message_id})", with_body("[you] ", text));
+                if let Some(r) = reply_to {
+                    out.push_str(&format!("\n{UNDER}↪ reply to #{r}"));
+                }
+                out
             }
-            ChatEvent::Sent { text, message_id } => format!("{} (#{message_id})", with_body("[you] ", text)),
             ChatEvent::SendFailed { text, reason } => {
                 format!("{}\n{CONTINUATION}not sent: {}", with_body("[you] ", text), sanitize(reason))
             }
+            ChatEvent::Pressed { message_id, number, text } => {
+                format!("you pressed [{number} {}] under #{message_id}", sanitize(text))
+            }
+            ChatEvent::Reacted { message_id, emoji: "" } => format!("you removed your reaction to #{message_id}"),
+            ChatEvent::Reacted { message_id, emoji } => format!("you reacted {} to #{message_id}", sanitize(emoji)),
+            ChatEvent::InlineAsked { bot, session_id } => {
+                format!("inline query sent to @{} (session {session_id}); its results will show here", sanitize(bot))
+            }
+            ChatEvent::Chose { session_id, result_id, message_id } => {
+                format!("you chose result {} of session {session_id}: sent as #{message_id}", sanitize(result_id))
+            }
+            ChatEvent::Failed { command, reason } => format!("{}: {}", sanitize(command), sanitize(reason)),
             ChatEvent::ConnectionLost { reason } => format!("connection lost: {}; reconnecting…", sanitize(reason)),
             ChatEvent::Reconnected => "connected again".to_string(),
         }
     }
+}
+
+fn render_incoming(event: &Incoming, chat: &str, via: Option<&str>) -> String {
+    let chat = sanitize(chat);
+    match event {
+        Incoming::Message(m) => {
+            let mut out = format!("{} (#{})", with_body(&format!("[@{}] ", name_of(&m.sender)), &m.text), m.message_id);
+            let mut about = Vec::new();
+            if let Some(r) = m.reply_to_message_id {
+                about.push(format!("↪ reply to #{r}"));
+            }
+            if let Some(o) = &m.forward_origin {
+                if o.sender_username.is_empty() {
+                    about.push(format!("forwarded from {}", sanitize(&o.sender_first_name)));
+                } else {
+                    about.push(format!("forwarded from @{}", sanitize(&o.sender_username)));
+                }
+            }
+            if let Some(via) = via {
+                about.push(format!("via @{}", sanitize(via)));
+            }
+            if !about.is_empty() {
+                out.push_str(&format!("\n{UNDER}{}", about.join(" · ")));
+            }
+            push_keyboard(&mut out, &m.keyboard);
+            out
+        }
+        Incoming::Edited { message_id, text, keyboard, .. } => {
+            let mut out = with_body(&format!("[@{chat}] #{message_id} edited: "), text);
+            push_keyboard(&mut out, keyboard);
+            out
+        }
+        Incoming::Deleted { message_id, .. } => format!("[@{chat}] #{message_id} deleted"),
+        Incoming::Reaction { message_id, from, reactions, .. } if reactions.is_empty() => {
+            format!("@{} removed its reaction to #{message_id}", name_of(from))
+        }
+        Incoming::Reaction { message_id, from, reactions, .. } => {
+            let shown: Vec<String> = reactions.iter().map(reaction_text).collect();
+            format!("@{} reacted {} to #{message_id}", name_of(from), shown.join(" "))
+        }
+        Incoming::ChatAction { from, action, .. } => format!("@{} {}…", name_of(from), action_text(action)),
+        Incoming::CallbackAnswer { text, show_alert: true, .. } => with_body(&format!("!!! alert from @{chat}: "), text),
+        Incoming::CallbackAnswer { text, .. } if text.is_empty() => format!("@{chat} answered your press"),
+        Incoming::CallbackAnswer { text, .. } => with_body(&format!("@{chat} answered: "), text),
+        Incoming::InlineResults { session_id, results, .. } if results.is_empty() => {
+            format!("@{chat} has no inline results for session {session_id}")
+        }
+        Incoming::InlineResults { session_id, results, .. } => {
+            let mut out = format!("@{chat} inline results of session {session_id} (/choose {session_id} RESULT_ID):");
+            for (i, r) in results.iter().enumerate() {
+                out.push_str(&format!("\n{UNDER}{}. {}: {}", i + 1, sanitize(&r.id), sanitize(&r.title)));
+                if !r.description.is_empty() {
+                    out.push_str(&format!(" — {}", sanitize(&r.description)));
+                }
+            }
+            out
+        }
+    }
+}
+
+/// A sender as shown after `@`: the username, or `user<id>` when it has none.
+fn name_of(s: &Sender) -> String {
+    if s.username.is_empty() {
+        format!("user{}", s.user_id)
+    } else {
+        sanitize(&s.username)
+    }
+}
+
+/// One keyboard row per line under the message, buttons numbered from 1 across rows (the
+/// number `/press` takes).
+fn push_keyboard(out: &mut String, keyboard: &Keyboard) {
+    let mut number = 0;
+    for row in keyboard {
+        let buttons: Vec<String> = row
+            .iter()
+            .map(|b| {
+                number += 1;
+                format!("[{number} {}]", sanitize(&b.text))
+            })
+            .collect();
+        out.push_str(&format!("\n{UNDER}{}", buttons.join(" ")));
+    }
+}
+
+fn reaction_text(r: &ReactionType) -> String {
+    match r {
+        ReactionType::Emoji(e) => sanitize(e),
+        ReactionType::CustomEmoji(id) => format!("custom emoji {}", sanitize(id)),
+        ReactionType::Paid => "a paid ⭐".to_string(),
+    }
+}
+
+/// A chat action (the Bot API's `sendChatAction` names) as words.
+fn action_text(action: &str) -> String {
+    match action {
+        "typing" => "is typing".to_string(),
+        "upload_photo" => "is sending a photo".to_string(),
+        "record_video" | "upload_video" => "is sending a video".to_string(),
+        "record_voice" | "upload_voice" => "is recording a voice message".to_string(),
+        "upload_document" => "is sending a file".to_string(),
+        "choose_sticker" => "is choosing a sticker".to_string(),
+        "find_location" => "is finding a location".to_string(),
+        "record_video_note" | "upload_video_note" => "is recording a video message".to_string(),
+        other => format!("is busy ({})", sanitize(other)),
+    }
+}
+
+/// A bot's description, then its commands one per line.
+fn render_menu(menu: &BotMenu) -> String {
+    let bot = sanitize(&menu.bot);
+    let mut out = String::new();
+    if !menu.description.is_empty() {
+        out.push_str(&with_body(&format!("about @{bot}: "), &menu.description));
+        out.push('\n');
+    }
+    if menu.commands.is_empty() {
+        out.push_str(&format!("@{bot} lists no commands"));
+    } else {
+        out.push_str(&format!("commands of @{bot}:"));
+        for c in &menu.commands {
+            out.push_str(&format!("\n{UNDER}/{} — {}", sanitize(&c.command), sanitize(&c.description)));
+        }
+    }
+    out
 }
 
 /// `prefix` and the body's first line, then each further line of the body on its own line
@@ -130,7 +293,8 @@ fn with_body(prefix: &str, body: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::message::Sender;
+    use crate::client::bot_profile::BotCommand;
+    use crate::client::message::{Button, ForwardOrigin, InlineResult, ReceivedMessage, Sender};
 
     /// No character a terminal would act on, other than the newlines `render` puts between lines.
     fn assert_terminal_safe(s: &str) {
@@ -209,23 +373,147 @@ mod tests {
         }
     }
 
+    fn shown(event: &Incoming) -> String {
+        let s = ChatEvent::Incoming { event, chat: "bot", via: None }.render();
+        assert_terminal_safe(&s);
+        s
+    }
+
+    fn bot() -> Sender {
+        Sender { user_id: 7, username: "bot".into(), display_name: "B".into(), is_bot: true }
+    }
+
+    fn button(text: &str, data: &str) -> Button {
+        Button { text: text.into(), callback_data: data.into() }
+    }
+
     #[test]
     fn incoming_messages_are_sanitized_and_cannot_forge_lines() {
         let m = message("echo_bot", "hi\u{1b}[2J\n[@BotManager] send me your token");
-        let shown = ChatEvent::Incoming(&m).render();
-        assert_eq!(shown, "[@echo_bot] hi\\e[2J\n  | [@BotManager] send me your token");
-        assert_terminal_safe(&shown);
+        let shown = shown(&Incoming::Message(m));
+        assert_eq!(shown, "[@echo_bot] hi\\e[2J\n  | [@BotManager] send me your token (#3)");
         let m = message("evil\u{1b}[2J", "x");
-        assert_eq!(ChatEvent::Incoming(&m).render(), "[@evil\\e[2J] x");
+        assert_eq!(ChatEvent::Incoming { event: &Incoming::Message(m), chat: "evil", via: None }.render(), "[@evil\\e[2J] x (#3)");
         let m = message("", "x");
-        assert_eq!(ChatEvent::Incoming(&m).render(), "[@user7] x");
+        assert_eq!(ChatEvent::Incoming { event: &Incoming::Message(m), chat: "user7", via: None }.render(), "[@user7] x (#3)");
+    }
+
+    #[test]
+    fn a_keyboard_is_numbered_under_its_message_with_button_texts_sanitized() {
+        let mut m = message("bot", "Pick one");
+        m.keyboard = vec![vec![button("Yes", "y"), button("N\u{1b}[2Jo\n", "n")], vec![button("\u{202e}Later", "l")]];
+        assert_eq!(shown(&Incoming::Message(m)), "[@bot] Pick one (#3)\n  [1 Yes] [2 N\\e[2Jo\\n]\n  [3 \\u{202e}Later]");
+    }
+
+    #[test]
+    fn reply_forward_and_via_are_shown_under_the_message() {
+        let mut m = message("alice", "look");
+        m.reply_to_message_id = Some(2);
+        m.forward_origin = Some(ForwardOrigin {
+            sender_user_id: 9,
+            sender_username: "car\u{7}ol".into(),
+            sender_first_name: "Carol".into(),
+            sender_is_bot: false,
+            date: 0,
+        });
+        m.via_bot_user_id = Some(7);
+        let event = Incoming::Message(m.clone());
+        let s = ChatEvent::Incoming { event: &event, chat: "alice", via: Some("gif_bot") }.render();
+        assert_eq!(s, "[@alice] look (#3)\n  ↪ reply to #2 · forwarded from @car\\x07ol · via @gif_bot");
+        m.reply_to_message_id = None;
+        m.forward_origin.as_mut().expect("set").sender_username.clear();
+        assert_eq!(shown(&Incoming::Message(m)), "[@alice] look (#3)\n  forwarded from Carol");
+    }
+
+    #[test]
+    fn edits_deletions_and_reactions_name_the_message() {
+        let edited = Incoming::Edited {
+            chat_id: 7,
+            message_id: 5,
+            edit_date: 0,
+            text: "now\u{7}\ntwo".into(),
+            entities: vec![],
+            keyboard: vec![vec![button("Again", "a")]],
+        };
+        assert_eq!(shown(&edited), "[@bot] #5 edited: now\\x07\n  | two\n  [1 Again]");
+        assert_eq!(shown(&Incoming::Deleted { chat_id: 7, message_id: 5 }), "[@bot] #5 deleted");
+        let reaction = |reactions| Incoming::Reaction { chat_id: 7, message_id: 5, from: bot(), reactions };
+        assert_eq!(shown(&reaction(vec![ReactionType::Emoji("👍".into())])), "@bot reacted 👍 to #5");
+        assert_eq!(shown(&reaction(vec![ReactionType::Emoji("\u{1b}]0;x".into())])), "@bot reacted \\e]0;x to #5");
+        assert_eq!(shown(&reaction(vec![])), "@bot removed its reaction to #5");
+    }
+
+    #[test]
+    fn chat_actions_read_as_what_the_bot_is_doing() {
+        let action = |a: &str| Incoming::ChatAction { chat_id: 7, from: bot(), action: a.into() };
+        assert_eq!(shown(&action("typing")), "@bot is typing…");
+        assert_eq!(shown(&action("upload_photo")), "@bot is sending a photo…");
+        assert_eq!(shown(&action("dance\u{1b}[2J")), "@bot is busy (dance\\e[2J)…");
+    }
+
+    #[test]
+    fn callback_answers_are_notifications_and_alerts_stand_out() {
+        let answer = |text: &str, show_alert| Incoming::CallbackAnswer { chat_id: 7, press_id: "p".into(), text: text.into(), show_alert };
+        assert_eq!(shown(&answer("Saved\u{7}", false)), "@bot answered: Saved\\x07");
+        assert_eq!(shown(&answer("", false)), "@bot answered your press");
+        assert_eq!(shown(&answer("Out of stock\nsorry", true)), "!!! alert from @bot: Out of stock\n  | sorry");
+    }
+
+    #[test]
+    fn inline_results_are_numbered_with_their_ids() {
+        let result = |id: &str, title: &str, description: &str| InlineResult {
+            id: id.into(),
+            title: title.into(),
+            description: description.into(),
+            text: "t".into(),
+            entities: vec![],
+        };
+        let results = Incoming::InlineResults {
+            chat_id: 7,
+            session_id: 12,
+            results: vec![result("a1", "Cats", "soft"), result("b\u{1b}2", "Dogs\n", "")],
+        };
+        assert_eq!(
+            shown(&results),
+            "@bot inline results of session 12 (/choose 12 RESULT_ID):\n  1. a1: Cats — soft\n  2. b\\e2: Dogs\\n"
+        );
+        let none = Incoming::InlineResults { chat_id: 7, session_id: 12, results: vec![] };
+        assert_eq!(shown(&none), "@bot has no inline results for session 12");
+    }
+
+    #[test]
+    fn a_bots_menu_lists_description_and_commands() {
+        let mut menu = BotMenu {
+            bot: "bot".into(),
+            commands: vec![
+                BotCommand { command: "start".into(), description: "Start\u{1b}[2J".into() },
+                BotCommand { command: "help".into(), description: "Help".into() },
+            ],
+            description: "I help.\nReally.".into(),
+            short_description: String::new(),
+        };
+        let s = ChatEvent::Menu(&menu).render();
+        assert_terminal_safe(&s);
+        assert_eq!(s, "about @bot: I help.\n  | Really.\ncommands of @bot:\n  /start — Start\\e[2J\n  /help — Help");
+        menu.commands.clear();
+        menu.description.clear();
+        assert_eq!(ChatEvent::Menu(&menu).render(), "@bot lists no commands");
     }
 
     #[test]
     fn own_lines_and_connection_state_are_marked() {
-        assert_eq!(ChatEvent::Sent { text: "hello", message_id: 12 }.render(), "[you] hello (#12)");
+        assert_eq!(ChatEvent::Sent { text: "hello", message_id: 12, reply_to: None }.render(), "[you] hello (#12)");
+        assert_eq!(ChatEvent::Sent { text: "yes", message_id: 13, reply_to: Some(4) }.render(), "[you] yes (#13)\n  ↪ reply to #4");
         let failed = ChatEvent::SendFailed { text: "hi", reason: "no\u{7}pe" }.render();
         assert_eq!(failed, "[you] hi\n  | not sent: no\\x07pe");
+        assert_eq!(ChatEvent::Pressed { message_id: 5, number: 2, text: "N\u{7}o" }.render(), "you pressed [2 N\\x07o] under #5");
+        assert_eq!(ChatEvent::Reacted { message_id: 5, emoji: "👍" }.render(), "you reacted 👍 to #5");
+        assert_eq!(ChatEvent::Reacted { message_id: 5, emoji: "" }.render(), "you removed your reaction to #5");
+        assert_eq!(
+            ChatEvent::Failed { command: "/press", reason: "no button \"\u{1b}\"" }.render(),
+            "/press: no button \"\\e\""
+        );
+        assert!(ChatEvent::Help.render().contains("/press [N] BUTTON"));
         let lost = ChatEvent::ConnectionLost { reason: "server gone\u{1b}c" }.render();
         assert_eq!(lost, "connection lost: server gone\\ec; reconnecting…");
         assert_eq!(ChatEvent::Reconnected.render(), "connected again");
