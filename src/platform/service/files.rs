@@ -9,7 +9,7 @@
 //! (gRPC flow control) instead of filling memory.
 //!
 //! An upload is staged in a private temporary file and stored under a new random reference
-//! only once it ended normally and within the limit; anything else deletes it
+//! only once it ended normally, its last chunk marked `last`, within the limit; anything else deletes it
 //! (`store::StagedUpload`).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -74,7 +74,7 @@ fn internal(what: &str) -> RpcStatus {
 
 /// What the call's future hands the upload thread.
 enum Piece {
-    Data(Vec<u8>),
+    Data { data: Vec<u8>, last: bool },
     /// The client closed its stream normally: the upload is complete.
     End,
 }
@@ -117,7 +117,7 @@ pub fn upload(
             match requests.next().await {
                 Some(Ok(chunk)) => {
                     // A closed channel: the thread refused the upload; its answer says why.
-                    if tx.send(Piece::Data(chunk.data)).await.is_err() {
+                    if tx.send(Piece::Data { data: chunk.data, last: chunk.last }).await.is_err() {
                         break;
                     }
                 }
@@ -148,9 +148,17 @@ pub fn upload(
 fn receive(store: &Store, addr: DeviceAddr, mut rx: mpsc::Receiver<Piece>) -> Result<pb::UploadFileResponse, RpcStatus> {
     let who = format!("device {} of user {}", addr.device_id, addr.user_id);
     let mut staged = store.begin_upload().map_err(|e| e.to_status())?;
+    let mut last_seen = false;
     loop {
         match futures::executor::block_on(rx.next()) {
-            Some(Piece::Data(data)) => {
+            Some(Piece::Data { data, last }) => {
+                if last_seen {
+                    return Err(RpcStatus::with_message(
+                        RpcStatusCode::INVALID_ARGUMENT,
+                        "a file chunk after the one marked last".into(),
+                    ));
+                }
+                last_seen = last;
                 if data.len() > CHUNK_MAX {
                     return Err(RpcStatus::with_message(
                         RpcStatusCode::INVALID_ARGUMENT,
@@ -166,8 +174,9 @@ fn receive(store: &Store, addr: DeviceAddr, mut rx: mpsc::Receiver<Piece>) -> Re
                 }
                 staged.write(&data).map_err(|e| e.to_status())?;
             }
-            Some(Piece::End) => break,
-            None => {
+            Some(Piece::End) if last_seen => break,
+            // Ended without its last chunk: cancelled (which gRPC may present as an end).
+            Some(Piece::End) | None => {
                 log::debug!("upload from {who} dropped: the stream broke off");
                 return Err(RpcStatus::with_message(RpcStatusCode::CANCELLED, "upload did not complete".into()));
             }
