@@ -123,7 +123,8 @@ fn five_mib_round_trip_through_the_platform_stores_ciphertext_only() {
     let got = download_verified(s.bob.platform(), &up.file_ref, &up.key, &up.digest, &s.tmp()).expect("download");
     assert_eq!(got.len, plaintext.len() as u64);
     let mut back = Vec::new();
-    { got.file }.read_to_end(&mut back).expect("read plaintext");
+    let written = got.write_plaintext(&mut back).expect("decrypt on the way out");
+    assert_eq!(written, plaintext.len() as u64);
     assert!(back == plaintext, "the downloaded plaintext is the uploaded one");
     assert!(files_under(&s.tmp()).is_empty(), "downloads leave no named temporary file");
 

@@ -17,7 +17,8 @@
 //! never holding the file in memory. [`Decryptor`] verifies every chunk, the FINAL tag and that
 //! nothing follows it. It writes plaintext as it goes, so a caller that must not release any
 //! plaintext before everything is verified decrypts into a private temporary file and hands it
-//! out only when [`Decryptor::decrypt`] returned `Ok` (`e2e::file::download_verified` does).
+//! out only when [`Decryptor::decrypt`] returned `Ok` (`e2e::file::download_verified` verifies
+//! into nothing first, then decrypts again on the way out, so no plaintext touches disk).
 //!
 //! Errors never carry key material or plaintext.
 

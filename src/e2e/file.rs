@@ -47,11 +47,23 @@ pub struct UploadedFile {
     pub stored_size: u64,
 }
 
-/// A verified plaintext: an unlinked private file, positioned at its start.
+/// A downloaded file whose ciphertext matched its digest and whose every chunk and final tag
+/// authenticated. It holds the CIPHERTEXT (an unlinked private file): the plaintext never
+/// touches disk, it is decrypted again on its way out (`write_plaintext`).
 #[derive(Debug)]
-pub struct PlaintextFile {
-    pub file: File,
+pub struct VerifiedFile {
+    ciphertext: File,
+    key: FileKey,
+    /// Plaintext bytes.
     pub len: u64,
+}
+
+impl VerifiedFile {
+    /// Decrypts into `out` (an HTTP response, the user's file), chunk by chunk.
+    pub fn write_plaintext(mut self, out: impl Write) -> Result<u64, FileError> {
+        self.ciphertext.seek(SeekFrom::Start(0)).map_err(FileError::Io)?;
+        Ok(Decryptor::new(&self.key).decrypt(BufReader::new(&mut self.ciphertext), out)?)
+    }
 }
 
 /// Why a file transfer failed. Never carries a key or plaintext.
@@ -171,17 +183,18 @@ pub fn upload_encrypted(platform: &Platform, input: impl Read) -> Result<Uploade
     }
 }
 
-/// Downloads `file_ref`, checks the ciphertext against `digest`, decrypts it with `key`
-/// verifying every chunk, and only then returns the plaintext, in an unlinked private file
-/// created in `tmp_dir`. Any failure (platform error, broken stream, wrong digest, a chunk
-/// that does not authenticate, a missing FINAL chunk) returns an error and no plaintext.
+/// Downloads `file_ref` into an unlinked private file in `tmp_dir`, checks the ciphertext
+/// against `digest`, and verifies every chunk and the FINAL tag with `key` (decrypting into
+/// nothing); only then is the file returned, to be decrypted on its way out. Any failure
+/// (platform error, broken stream, wrong digest, a chunk that does not authenticate, a missing
+/// FINAL chunk) returns an error, and no plaintext byte has been produced.
 pub fn download_verified(
     platform: &Platform,
     file_ref: &str,
     key: &FileKey,
     digest: &[u8; 32],
     tmp_dir: &Path,
-) -> Result<PlaintextFile, FileError> {
+) -> Result<VerifiedFile, FileError> {
     let req = pb::DownloadFileRequest { file_ref: file_ref.to_string(), ..Default::default() };
     let mut stream = platform.client.download_file(&req, platform.opt_with_timeout(Some(TRANSFER_TIMEOUT)))?;
 
@@ -204,10 +217,8 @@ pub fn download_verified(
     }
     ciphertext.seek(SeekFrom::Start(0)).map_err(FileError::Io)?;
 
-    let mut plaintext = unlinked_private_file(tmp_dir)?;
-    let len = Decryptor::new(key).decrypt(BufReader::new(&mut ciphertext), BufWriter::new(&mut plaintext))?;
-    plaintext.seek(SeekFrom::Start(0)).map_err(FileError::Io)?;
-    Ok(PlaintextFile { file: plaintext, len })
+    let len = Decryptor::new(key).decrypt(BufReader::new(&mut ciphertext), io::sink())?;
+    Ok(VerifiedFile { ciphertext, key: key.clone(), len })
 }
 
 /// A new private (0600) file in `dir` with no name left: it disappears when closed.
