@@ -57,10 +57,23 @@ struct Rpc {
     req: String,
     resp: String,
     server_streaming: bool,
+    client_streaming: bool,
+}
+
+impl Rpc {
+    /// grpcio's method type, its server sink and how a handler is added.
+    fn kind(&self) -> (&'static str, &'static str, &'static str) {
+        match (self.client_streaming, self.server_streaming) {
+            (false, false) => ("Unary", "UnarySink", "add_unary_handler"),
+            (false, true) => ("ServerStreaming", "ServerStreamingSink", "add_server_streaming_handler"),
+            (true, false) => ("ClientStreaming", "ClientStreamingSink", "add_client_streaming_handler"),
+            (true, true) => panic!("bidirectional streaming is not generated ({})", self.name),
+        }
+    }
 }
 
 /// Writes a `<package>_grpc` module per proto file that declares services: a `grpcio::Method`
-/// constant per RPC, a blocking client wrapper and a server trait with a `create_<service>` function.
+/// constant per RPC (unary, server streaming or client streaming), a client wrapper and a server trait with a `create_<service>` function.
 fn grpc_stubs(path: &Path, stem: &str) -> String {
     let text = fs::read_to_string(path).expect("read proto");
     let package = text
@@ -85,13 +98,18 @@ fn grpc_stubs(path: &Path, stem: &str) -> String {
                 Some(r) => (true, r.trim()),
                 None => (false, resp),
             };
-            assert!(!req.trim().starts_with("stream "), "client streaming is not generated");
+            let req = req.trim();
+            let (client_streaming, req) = match req.strip_prefix("stream ") {
+                Some(r) => (true, r.trim()),
+                None => (false, req),
+            };
             if let Some((_, rpcs)) = service.as_mut() {
                 rpcs.push(Rpc {
                     name: name.trim().to_string(),
-                    req: req.trim().to_string(),
+                    req: req.to_string(),
                     resp: resp.to_string(),
                     server_streaming,
+                    client_streaming,
                 });
             }
         } else if line == "}" {
@@ -109,7 +127,7 @@ fn grpc_stubs(path: &Path, stem: &str) -> String {
     for (svc, rpcs) in &all {
         let svc_upper = snake(svc).to_uppercase();
         for r in rpcs {
-            let ty = if r.server_streaming { "ServerStreaming" } else { "Unary" };
+            let (ty, _, _) = r.kind();
             writeln!(
                 out,
                 "    pub const METHOD_{svc_upper}_{m}: ::grpcio::Method<{req}, {resp}> = ::grpcio::Method {{ ty: ::grpcio::MethodType::{ty}, name: \"/{package}.{svc}/{name}\", req_mar: ::grpcio::Marshaller {{ ser: ::grpcio::pb_ser, de: ::grpcio::pb_de }}, resp_mar: ::grpcio::Marshaller {{ ser: ::grpcio::pb_ser, de: ::grpcio::pb_de }} }};",
@@ -127,7 +145,10 @@ fn grpc_stubs(path: &Path, stem: &str) -> String {
         for r in rpcs {
             let m = snake(&r.name);
             let c = format!("METHOD_{svc_upper}_{}", m.to_uppercase());
-            if r.server_streaming {
+            if r.client_streaming {
+                // The caller sends `(chunk, WriteFlags)` into the sender, closes it, then awaits the receiver.
+                writeln!(out, "        pub fn {m}(&self, opt: ::grpcio::CallOption) -> ::grpcio::Result<(::grpcio::ClientCStreamSender<{req}>, ::grpcio::ClientCStreamReceiver<{resp}>)> {{ self.client.client_streaming(&{c}, opt) }}", req = r.req, resp = r.resp).unwrap();
+            } else if r.server_streaming {
                 writeln!(out, "        pub fn {m}(&self, req: &{req}, opt: ::grpcio::CallOption) -> ::grpcio::Result<::grpcio::ClientSStreamReceiver<{resp}>> {{ self.client.server_streaming(&{c}, req, opt) }}", req = r.req, resp = r.resp).unwrap();
             } else {
                 writeln!(out, "        pub fn {m}(&self, req: &{req}, opt: ::grpcio::CallOption) -> ::grpcio::Result<{resp}> {{ self.client.unary_call(&{c}, req, opt) }}", req = r.req, resp = r.resp).unwrap();
@@ -137,8 +158,9 @@ fn grpc_stubs(path: &Path, stem: &str) -> String {
         // Server trait.
         writeln!(out, "    pub trait {svc} {{").unwrap();
         for r in rpcs {
-            let sink = if r.server_streaming { "ServerStreamingSink" } else { "UnarySink" };
-            writeln!(out, "        fn {m}(&mut self, ctx: ::grpcio::RpcContext, req: {req}, sink: ::grpcio::{sink}<{resp}>);", m = snake(&r.name), req = r.req, resp = r.resp).unwrap();
+            let (_, sink, _) = r.kind();
+            let req = if r.client_streaming { format!("::grpcio::RequestStream<{}>", r.req) } else { r.req.clone() };
+            writeln!(out, "        fn {m}(&mut self, ctx: ::grpcio::RpcContext, req: {req}, sink: ::grpcio::{sink}<{resp}>);", m = snake(&r.name), resp = r.resp).unwrap();
         }
         writeln!(out, "    }}").unwrap();
         writeln!(out, "    pub fn create_{s}<S: {svc} + Send + Clone + 'static>(s: S) -> ::grpcio::Service {{", s = snake(svc)).unwrap();
@@ -146,7 +168,7 @@ fn grpc_stubs(path: &Path, stem: &str) -> String {
         for r in rpcs {
             let m = snake(&r.name);
             let c = format!("METHOD_{svc_upper}_{}", m.to_uppercase());
-            let add = if r.server_streaming { "add_server_streaming_handler" } else { "add_unary_handler" };
+            let (_, _, add) = r.kind();
             writeln!(out, "        let mut instance = s.clone();\n        builder = builder.{add}(&{c}, move |ctx, req, resp| instance.{m}(ctx, req, resp));").unwrap();
         }
         writeln!(out, "        builder.build()\n    }}").unwrap();

@@ -3,8 +3,8 @@
 //!
 //! Everything here works on a `rusqlite::Connection` (the gateway passes the store writer's
 //! transaction, the client its profile database), so a decrypted message, the advanced session
-//! and the consumed one-time prekey are committed together by the caller. No network calls:
-//! callers fetch bundles through `wire` and hand them in.
+//! and the consumed one-time prekey are committed together by the caller. No network calls
+//! (but `file`): callers fetch bundles through `wire` and hand them in.
 //!
 //! # Trust
 //! A peer device's key is checked against its account identity when we start a session from a
@@ -24,6 +24,8 @@
 //! caller rolls back on error anyway.
 //!
 //! # Contents
+//! - `file`: encrypted files over the platform (`upload_encrypted`, `download_verified`); the
+//!   one module here that calls the platform itself, because a file is streamed, not handed in.
 //! - `device`: this device's keys (`create_device_keys`, `device_key`, the registration),
 //!   one-time prekey top-up (`replenish_one_time_prekeys`), and signed prekey rotation and its
 //!   schedule (`SignedPrekeySchedule`, `rotate_signed_prekey_if_due`).
@@ -36,6 +38,7 @@
 //! (`e2e::seal`, `e2e::open_envelope`, ...).
 
 mod device;
+pub mod file;
 pub mod inbound;
 mod open;
 mod seal;

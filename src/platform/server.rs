@@ -73,6 +73,10 @@ impl RunningServer {
         if pruned > 0 {
             log::info!("forgot {pruned} sent-message records older than 30 days");
         }
+        let swept = store.sweep_staged_uploads();
+        if swept > 0 {
+            log::info!("deleted {swept} incomplete file uploads left by an earlier run");
+        }
         let hub = Arc::new(InboxHub::new());
         let manager = match &options.manager {
             Some(config) => Some(ManagerBot::start(data_dir, store.clone(), hub.clone(), config)?),

@@ -18,19 +18,22 @@
 //!   feeder thread per stream); only its caller check is here.
 //!
 //! - `profile`: a bot's public profile: Set/GetBotCommands, Set/GetBotDescription.
+//! - `files`: UploadFile and DownloadFile, the encrypted file transport (a bounded thread per
+//!   transfer; only their caller check is here).
 //!
-//! Files, groups and inline mode will each add a file here. The key checks and wire shapes that
+//! Groups and inline mode will each add a file here. The key checks and wire shapes that
 //! the management bot shares are in `super::convert`.
 
 mod accounts;
 mod devices;
+mod files;
 mod inline;
 mod messaging;
 mod profile;
 
 use std::sync::Arc;
 
-use grpcio::{RpcContext, ServerStreamingSink, UnarySink};
+use grpcio::{ClientStreamingSink, RequestStream, RpcContext, ServerStreamingSink, UnarySink};
 
 use super::auth::{self, Caller, Need};
 use super::error::{PlatformError, Result};
@@ -43,11 +46,13 @@ use crate::wire::platform as pb;
 pub struct PlatformService {
     store: Arc<Store>,
     hub: Arc<InboxHub>,
+    /// The running file transfers (their threads are bounded).
+    transfers: Arc<files::Transfers>,
 }
 
 impl PlatformService {
     pub fn new(store: Arc<Store>, hub: Arc<InboxHub>) -> PlatformService {
-        PlatformService { store, hub }
+        PlatformService { store, hub, transfers: Arc::default() }
     }
 
     /// One unary call: checks the caller as `access` says, runs `handler` with what the check
@@ -99,6 +104,17 @@ impl Access for ActiveDevice {
         let caller = Need::Device.check(store, ctx)?;
         caller.device().ok_or_else(|| PlatformError::Unauthenticated("this call needs a device".into()))
     }
+}
+
+/// Ends a streaming call whose caller check failed with that error's status.
+fn fail_stream<F: std::future::Future<Output = ()> + Send + 'static>(
+    method: &'static str,
+    ctx: &RpcContext<'_>,
+    err: PlatformError,
+    fail: impl FnOnce(grpcio::RpcStatus) -> F,
+) {
+    log::debug!("{method}: {err}");
+    ctx.spawn(fail(err.to_status()));
 }
 
 /// Answers a unary call on the completion queue.
@@ -300,5 +316,36 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         self.unary(&ctx, sink, "GetBotDescription", Need::Device, |caller| {
             profile::get_bot_description(&self.store, caller, req)
         });
+    }
+
+    // ── files ──
+
+    fn upload_file(
+        &mut self,
+        ctx: RpcContext,
+        requests: RequestStream<pb::FileChunk>,
+        sink: ClientStreamingSink<pb::UploadFileResponse>,
+    ) {
+        match ActiveDevice.check(&self.store, &ctx) {
+            Ok(addr) => files::upload(&self.store, &self.transfers, &ctx, addr, requests, sink),
+            Err(err) => fail_stream("UploadFile", &ctx, err, |status| async move {
+                let _ = sink.fail(status).await;
+                drop(requests);
+            }),
+        }
+    }
+
+    fn download_file(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::DownloadFileRequest,
+        sink: ServerStreamingSink<pb::FileChunk>,
+    ) {
+        match ActiveDevice.check(&self.store, &ctx) {
+            Ok(addr) => files::download(&self.store, &self.transfers, &ctx, addr, req, sink),
+            Err(err) => fail_stream("DownloadFile", &ctx, err, |status| async move {
+                let _ = sink.fail(status).await;
+            }),
+        }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! It owns accounts (users and bots share one id space), devices and their public keys,
 //! one-time prekeys, per-dialog message counters, the idempotency records of sent messages and
-//! the per-device inboxes. It stores public keys, digests of secrets and ciphertext only:
+//! the per-device inboxes, and the file store (`files`: ciphertext files under `DIR/files`, a
+//! row each). It stores public keys, digests of secrets and ciphertext only:
 //! never a token secret, a recovery secret, a device secret or plaintext.
 //!
 //! The server holds one writing connection behind a mutex; inbox feeders read through their own
@@ -22,6 +23,7 @@ use crate::migrations::{self, Step};
 
 mod accounts;
 mod devices;
+mod files;
 mod inline;
 mod messages;
 mod profile;
@@ -29,6 +31,7 @@ mod profile;
 pub use inline::{InlineSession, INLINE_SESSION_TTL_SECS};
 
 pub use devices::device_removed_message;
+pub use files::{check_file_ref, StagedUpload};
 pub use messages::read_inbox;
 pub use profile::{CommandsKey, DescriptionField};
 
@@ -44,6 +47,8 @@ pub(crate) const STEPS: &[Step] = &[
     // Bots' public profiles: command lists and descriptions (`profile`).
     Step { version: 3, sql: &[profile::SCHEMA_PROFILE] },
     Step { version: 4, sql: &[DEVICES_SEEN_AND_REMOVED] },
+    // Encrypted files: one row per stored ciphertext (`files`).
+    Step { version: 5, sql: &[files::SCHEMA_FILES] },
 ];
 
 /// Step 4: devices of a bot: when each was last seen (an authenticated call or an Inbox stream,

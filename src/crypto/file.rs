@@ -1,0 +1,421 @@
+//! Per-file encryption for media: libsodium's `crypto_secretstream_xchacha20poly1305` with a
+//! random key per file, and the SHA-256 digest of the ciphertext.
+//!
+//! Format of an encrypted file (what the platform stores):
+//!
+//! ```text
+//! header (24 bytes) || chunk 1 || ... || chunk n
+//! chunk = secretstream(plaintext piece of CHUNK_LEN bytes) = CHUNK_LEN + 17 bytes
+//! ```
+//!
+//! Every piece but the last is exactly `CHUNK_LEN` bytes of plaintext; the last one (possibly
+//! short, empty only for an empty file) is tagged FINAL, so a stream cut at a chunk boundary is
+//! detected. The header is part of the ciphertext and of its digest, so the key and the
+//! digest are all a recipient needs (they travel inside the end-to-end message).
+//!
+//! Both directions stream: [`encrypt`] reads a `Read` and writes a `Write` one chunk at a time,
+//! never holding the file in memory. [`Decryptor`] verifies every chunk, the FINAL tag and that
+//! nothing follows it. It writes plaintext as it goes, so a caller that must not release any
+//! plaintext before everything is verified decrypts into a private temporary file and hands it
+//! out only when [`Decryptor::decrypt`] returned `Ok` (`e2e::file::download_verified` verifies
+//! into nothing first, then decrypts again on the way out, so no plaintext touches disk).
+//!
+//! Errors never carry key material or plaintext.
+
+use std::fmt;
+use std::io::{self, Read, Write};
+
+use sodiumoxide::crypto::hash::sha256;
+use sodiumoxide::crypto::secretstream::xchacha20poly1305 as ss;
+
+/// Plaintext bytes per chunk.
+pub const CHUNK_LEN: usize = 64 * 1024;
+/// Largest plaintext of one file (SPEC, Limits: one media file).
+pub const MAX_PLAINTEXT_LEN: u64 = 50 * 1024 * 1024;
+/// Bytes of the secretstream header that starts the ciphertext.
+pub const HEADER_LEN: usize = ss::HEADERBYTES;
+/// Bytes a chunk's ciphertext adds to its plaintext (tag byte + Poly1305 MAC).
+pub const CHUNK_OVERHEAD: usize = ss::ABYTES;
+/// Largest ciphertext of one file: what the platform accepts.
+pub const MAX_CIPHERTEXT_LEN: u64 = ciphertext_len(MAX_PLAINTEXT_LEN);
+
+/// The ciphertext length of a plaintext of `plaintext_len` bytes.
+pub const fn ciphertext_len(plaintext_len: u64) -> u64 {
+    let chunk = CHUNK_LEN as u64;
+    let chunks = if plaintext_len == 0 { 1 } else { plaintext_len.div_ceil(chunk) };
+    HEADER_LEN as u64 + plaintext_len + chunks * CHUNK_OVERHEAD as u64
+}
+
+/// A file's secret key (32 random bytes). Never logged: `Debug` hides it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct FileKey(pub [u8; 32]);
+
+impl FileKey {
+    /// A fresh random key.
+    pub fn generate() -> FileKey {
+        let ss::Key(bytes) = ss::gen_key();
+        FileKey(bytes)
+    }
+}
+
+impl fmt::Debug for FileKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FileKey(..)")
+    }
+}
+
+/// What encrypting a file produced, besides the ciphertext written out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncryptedFile {
+    pub key: FileKey,
+    /// SHA-256 of the whole ciphertext (header included).
+    pub digest: [u8; 32],
+    pub plaintext_len: u64,
+    pub ciphertext_len: u64,
+}
+
+/// Why encrypting or decrypting a file failed.
+#[derive(Debug)]
+pub enum FileCryptoError {
+    /// Reading the input or writing the output failed.
+    Io(io::Error),
+    /// The plaintext is over `MAX_PLAINTEXT_LEN`.
+    TooLarge,
+    /// A chunk did not authenticate (changed, reordered, wrong key) or the header is invalid.
+    NotAuthentic,
+    /// The stream ended before its FINAL chunk.
+    Truncated,
+    /// Bytes follow the FINAL chunk.
+    TrailingData,
+    /// The ciphertext's SHA-256 is not the expected one.
+    DigestMismatch,
+}
+
+impl fmt::Display for FileCryptoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FileCryptoError::Io(e) => write!(f, "file I/O failed: {e}"),
+            FileCryptoError::TooLarge => write!(f, "file is larger than {} MiB", MAX_PLAINTEXT_LEN >> 20),
+            FileCryptoError::NotAuthentic => write!(f, "encrypted file is not authentic (changed, reordered or wrong key)"),
+            FileCryptoError::Truncated => write!(f, "encrypted file is truncated (no final chunk)"),
+            FileCryptoError::TrailingData => write!(f, "encrypted file has data after its final chunk"),
+            FileCryptoError::DigestMismatch => write!(f, "encrypted file does not match its digest"),
+        }
+    }
+}
+
+impl std::error::Error for FileCryptoError {}
+
+impl From<io::Error> for FileCryptoError {
+    fn from(e: io::Error) -> Self {
+        FileCryptoError::Io(e)
+    }
+}
+
+pub type Result<T> = std::result::Result<T, FileCryptoError>;
+
+/// Streaming SHA-256 (libsodium's `crypto_hash_sha256` state).
+#[derive(Clone, Default)]
+pub struct Sha256(sha256::State);
+
+impl Sha256 {
+    pub fn new() -> Sha256 {
+        Sha256(sha256::State::new())
+    }
+
+    pub fn update(&mut self, data: &[u8]) {
+        self.0.update(data);
+    }
+
+    pub fn finalize(self) -> [u8; 32] {
+        let sha256::Digest(d) = self.0.finalize();
+        d
+    }
+}
+
+/// Reads until `buf` is full or the input ends; returns how many bytes were read.
+fn read_full(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match input.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// Writes ciphertext through and hashes it on the way.
+struct HashingWriter<W> {
+    inner: W,
+    hash: Sha256,
+    written: u64,
+}
+
+impl<W: Write> HashingWriter<W> {
+    fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.inner.write_all(bytes)?;
+        self.hash.update(bytes);
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+/// Encrypts `input` under a fresh random key into `output`, one chunk at a time, and returns
+/// the key, the ciphertext's digest and the lengths. Fails with `TooLarge` as soon as the
+/// input passes `MAX_PLAINTEXT_LEN` (the output then holds a partial ciphertext: discard it).
+pub fn encrypt(mut input: impl Read, output: impl Write) -> Result<EncryptedFile> {
+    encrypt_with_key(&mut input, output, FileKey::generate())
+}
+
+fn encrypt_with_key(input: &mut impl Read, output: impl Write, key: FileKey) -> Result<EncryptedFile> {
+    let (mut stream, ss::Header(header)) =
+        ss::Stream::init_push(&ss::Key(key.0)).map_err(|()| FileCryptoError::NotAuthentic)?;
+    let mut out = HashingWriter { inner: output, hash: Sha256::new(), written: 0 };
+    out.put(&header)?;
+
+    // Two buffers: a chunk is pushed only once the next read shows whether it is the last.
+    let mut current = vec![0u8; CHUNK_LEN];
+    let mut next = vec![0u8; CHUNK_LEN];
+    let mut current_len = read_full(input, &mut current)?;
+    let mut plaintext_len = current_len as u64;
+    let mut sealed = Vec::with_capacity(CHUNK_LEN + CHUNK_OVERHEAD);
+    loop {
+        if plaintext_len > MAX_PLAINTEXT_LEN {
+            return Err(FileCryptoError::TooLarge);
+        }
+        // A short read means the input ended; a full one needs a look at what follows.
+        let next_len = if current_len < CHUNK_LEN { 0 } else { read_full(input, &mut next)? };
+        let last = next_len == 0;
+        let tag = if last { ss::Tag::Final } else { ss::Tag::Message };
+        stream
+            .push_to_vec(&current[..current_len], None, tag, &mut sealed)
+            .map_err(|()| FileCryptoError::NotAuthentic)?;
+        out.put(&sealed)?;
+        if last {
+            break;
+        }
+        std::mem::swap(&mut current, &mut next);
+        current_len = next_len;
+        plaintext_len += next_len as u64;
+    }
+    out.inner.flush()?;
+    Ok(EncryptedFile { key, digest: out.hash.finalize(), plaintext_len, ciphertext_len: out.written })
+}
+
+/// Verifies and decrypts one encrypted file.
+pub struct Decryptor {
+    key: FileKey,
+}
+
+impl Decryptor {
+    pub fn new(key: &FileKey) -> Decryptor {
+        Decryptor { key: key.clone() }
+    }
+
+    /// Decrypts `input` into `output`, verifying every chunk, the FINAL tag and the end of the
+    /// input right after it; returns the plaintext length. On `Err`, `output` holds unverified
+    /// plaintext and must be discarded.
+    pub fn decrypt(&self, mut input: impl Read, mut output: impl Write) -> Result<u64> {
+        let mut header = [0u8; HEADER_LEN];
+        if read_full(&mut input, &mut header)? < HEADER_LEN {
+            return Err(FileCryptoError::Truncated);
+        }
+        let mut stream = ss::Stream::init_pull(&ss::Header(header), &ss::Key(self.key.0))
+            .map_err(|()| FileCryptoError::NotAuthentic)?;
+        let mut chunk = vec![0u8; CHUNK_LEN + CHUNK_OVERHEAD];
+        let mut plain = Vec::with_capacity(CHUNK_LEN);
+        let mut plaintext_len = 0u64;
+        loop {
+            let n = read_full(&mut input, &mut chunk)?;
+            if n == 0 {
+                return Err(FileCryptoError::Truncated);
+            }
+            let tag = stream.pull_to_vec(&chunk[..n], None, &mut plain).map_err(|()| FileCryptoError::NotAuthentic)?;
+            plaintext_len += plain.len() as u64;
+            if plaintext_len > MAX_PLAINTEXT_LEN {
+                return Err(FileCryptoError::TooLarge);
+            }
+            let is_final = tag == ss::Tag::Final;
+            // Only the last chunk may be short, and it must be the FINAL one.
+            if !is_final && (n < chunk.len() || tag != ss::Tag::Message) {
+                return Err(if tag == ss::Tag::Message { FileCryptoError::Truncated } else { FileCryptoError::NotAuthentic });
+            }
+            output.write_all(&plain)?;
+            if is_final {
+                break;
+            }
+        }
+        let mut probe = [0u8; 1];
+        if read_full(&mut input, &mut probe)? != 0 {
+            return Err(FileCryptoError::TrailingData);
+        }
+        output.flush()?;
+        Ok(plaintext_len)
+    }
+}
+
+/// Checks that `actual` (a digest computed while receiving) is `expected`.
+pub fn check_digest(actual: &[u8; 32], expected: &[u8; 32]) -> Result<()> {
+    if super::constant_time_eq(actual, expected) {
+        Ok(())
+    } else {
+        Err(FileCryptoError::DigestMismatch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plaintext(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 31 + i / 7) as u8).collect()
+    }
+
+    fn seal(data: &[u8]) -> (EncryptedFile, Vec<u8>) {
+        crate::crypto::init();
+        let mut ct = Vec::new();
+        let enc = encrypt(data, &mut ct).expect("encrypt");
+        (enc, ct)
+    }
+
+    fn open(enc: &EncryptedFile, ct: &[u8]) -> Result<Vec<u8>> {
+        let mut hash = Sha256::new();
+        hash.update(ct);
+        check_digest(&hash.finalize(), &enc.digest)?;
+        let mut out = Vec::new();
+        let n = Decryptor::new(&enc.key).decrypt(ct, &mut out)?;
+        assert_eq!(n as usize, out.len());
+        Ok(out)
+    }
+
+    #[test]
+    fn round_trips_every_boundary_size() {
+        for len in [0, 1, CHUNK_LEN - 1, CHUNK_LEN, CHUNK_LEN + 1, 2 * CHUNK_LEN, 3 * 1024 * 1024 + 5] {
+            let data = plaintext(len);
+            let (enc, ct) = seal(&data);
+            assert_eq!(enc.plaintext_len, len as u64);
+            assert_eq!(enc.ciphertext_len, ct.len() as u64);
+            assert_eq!(ciphertext_len(len as u64), ct.len() as u64, "length formula for {len}");
+            let mut h = Sha256::new();
+            h.update(&ct);
+            assert_eq!(h.finalize(), enc.digest, "digest of the ciphertext for {len}");
+            assert_eq!(open(&enc, &ct).expect("decrypt"), data, "round trip of {len} bytes");
+        }
+    }
+
+    #[test]
+    fn every_file_gets_its_own_key() {
+        let (a, ct_a) = seal(b"same");
+        let (b, ct_b) = seal(b"same");
+        assert_ne!(a.key, b.key);
+        assert_ne!(ct_a, ct_b);
+        assert_eq!(format!("{:?}", a.key), "FileKey(..)", "the key never reaches a log");
+    }
+
+    #[test]
+    fn sha256_matches_a_known_vector() {
+        crate::crypto::init();
+        let mut h = Sha256::new();
+        h.update(b"ab");
+        h.update(b"c");
+        assert_eq!(
+            crate::crypto::hex_encode(&h.finalize()),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn a_changed_byte_fails_in_header_body_and_final_chunk() {
+        let data = plaintext(2 * CHUNK_LEN + 10);
+        let (enc, ct) = seal(&data);
+        for at in [0, HEADER_LEN + 5, HEADER_LEN + CHUNK_LEN + CHUNK_OVERHEAD + 3, ct.len() - 1] {
+            let mut bad = ct.clone();
+            bad[at] ^= 0x40;
+            let mut out = Vec::new();
+            let err = Decryptor::new(&enc.key).decrypt(&bad[..], &mut out).expect_err("a changed byte must fail");
+            assert!(matches!(err, FileCryptoError::NotAuthentic), "byte {at}: {err}");
+            assert!(matches!(open(&enc, &bad), Err(FileCryptoError::DigestMismatch)), "the digest catches it first");
+        }
+    }
+
+    #[test]
+    fn a_wrong_key_fails() {
+        let (_, ct) = seal(&plaintext(100));
+        let err = Decryptor::new(&FileKey::generate()).decrypt(&ct[..], Vec::new()).expect_err("wrong key");
+        assert!(matches!(err, FileCryptoError::NotAuthentic));
+    }
+
+    #[test]
+    fn a_truncated_stream_fails() {
+        let data = plaintext(2 * CHUNK_LEN + 10);
+        let (enc, ct) = seal(&data);
+        let chunk = CHUNK_LEN + CHUNK_OVERHEAD;
+        // Cut at a chunk boundary (no FINAL chunk), inside a chunk, inside the header, and empty.
+        for cut in [HEADER_LEN + 2 * chunk, HEADER_LEN + chunk, HEADER_LEN + chunk + 100, ct.len() - 1, HEADER_LEN, 10, 0] {
+            let err = Decryptor::new(&enc.key).decrypt(&ct[..cut], Vec::new()).expect_err("truncated");
+            assert!(
+                matches!(err, FileCryptoError::Truncated | FileCryptoError::NotAuthentic),
+                "cut at {cut}: {err}"
+            );
+        }
+        // A whole-chunk cut is reported as what it is.
+        let err = Decryptor::new(&enc.key).decrypt(&ct[..HEADER_LEN + chunk], Vec::new()).expect_err("truncated");
+        assert!(matches!(err, FileCryptoError::Truncated), "{err}");
+    }
+
+    #[test]
+    fn reordered_chunks_fail() {
+        let data = plaintext(3 * CHUNK_LEN);
+        let (enc, ct) = seal(&data);
+        let chunk = CHUNK_LEN + CHUNK_OVERHEAD;
+        let mut swapped = ct[..HEADER_LEN].to_vec();
+        swapped.extend_from_slice(&ct[HEADER_LEN + chunk..HEADER_LEN + 2 * chunk]);
+        swapped.extend_from_slice(&ct[HEADER_LEN..HEADER_LEN + chunk]);
+        swapped.extend_from_slice(&ct[HEADER_LEN + 2 * chunk..]);
+        assert_eq!(swapped.len(), ct.len());
+        let err = Decryptor::new(&enc.key).decrypt(&swapped[..], Vec::new()).expect_err("reordered");
+        assert!(matches!(err, FileCryptoError::NotAuthentic), "{err}");
+        // A chunk repeated in place of another fails too.
+        let mut repeated = ct.clone();
+        repeated.copy_within(HEADER_LEN..HEADER_LEN + chunk, HEADER_LEN + chunk);
+        let err = Decryptor::new(&enc.key).decrypt(&repeated[..], Vec::new()).expect_err("repeated");
+        assert!(matches!(err, FileCryptoError::NotAuthentic), "{err}");
+    }
+
+    #[test]
+    fn trailing_bytes_after_final_fail() {
+        for len in [0, 10, CHUNK_LEN] {
+            let (enc, mut ct) = seal(&plaintext(len));
+            ct.push(0);
+            let err = Decryptor::new(&enc.key).decrypt(&ct[..], Vec::new()).expect_err("trailing");
+            // After a short FINAL chunk the extra byte is read as part of it, so it no longer
+            // authenticates; after a full one it is seen as what it is.
+            if len == CHUNK_LEN {
+                assert!(matches!(err, FileCryptoError::TrailingData), "{len}: {err}");
+            } else {
+                assert!(matches!(err, FileCryptoError::NotAuthentic), "{len}: {err}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_wrong_digest_fails() {
+        let (mut enc, ct) = seal(&plaintext(1000));
+        enc.digest[0] ^= 1;
+        assert!(matches!(open(&enc, &ct), Err(FileCryptoError::DigestMismatch)));
+    }
+
+    #[test]
+    fn plaintext_over_the_limit_is_refused() {
+        crate::crypto::init();
+        let input = io::repeat(7).take(MAX_PLAINTEXT_LEN + 1);
+        let err = encrypt(input, io::sink()).expect_err("over the limit");
+        assert!(matches!(err, FileCryptoError::TooLarge));
+        // Exactly the limit is accepted and has the advertised maximal ciphertext length.
+        let enc = encrypt(io::repeat(7).take(MAX_PLAINTEXT_LEN), io::sink()).expect("at the limit");
+        assert_eq!(enc.ciphertext_len, MAX_CIPHERTEXT_LEN);
+    }
+}

@@ -1,0 +1,235 @@
+//! The file store: encrypted media as uploaded by devices. The platform holds ciphertext only
+//! (the key travels inside end-to-end messages), in files under the data directory, and one
+//! row per file in `platform.db`: its reference, size, uploader and time.
+//!
+//! Layout: `DIR/files/<first two hex digits>/<file_ref>` (0600, directories 0700). An upload is
+//! written to `DIR/files/tmp/<random>.part` ([`StagedUpload`]) and only a complete one is
+//! renamed into place and recorded ([`Store::commit_upload`]); a refused or broken upload is
+//! deleted with its staging file, and staging files left by a crash are swept at start-up.
+//! A crash between the rename and the row leaves a file nobody can name; it is never served
+//! (downloads go through the row).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, OptionalExtension};
+
+use super::{DeviceAddr, Store};
+use crate::platform::error::{db_error, PlatformError, Result};
+
+/// The schema step that adds the file table (appended to `STEPS`).
+pub(super) const SCHEMA_FILES: &str = "
+CREATE TABLE files (
+    file_ref         TEXT PRIMARY KEY,            -- 64 hex: 32 random bytes
+    size             INTEGER NOT NULL,            -- ciphertext bytes
+    uploader_id      INTEGER NOT NULL,
+    uploader_device  INTEGER NOT NULL,
+    created_at       INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
+/// Directory of the file store inside the data directory.
+const FILES_DIR: &str = "files";
+/// Staging directory of uploads in progress, inside `FILES_DIR`.
+const STAGING_DIR: &str = "tmp";
+
+/// Checks that `file_ref` has the shape the platform issues (64 lower-case hex characters), so
+/// it can name a path safely.
+pub fn check_file_ref(file_ref: &str) -> Result<()> {
+    let ok = file_ref.len() == 64 && file_ref.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(PlatformError::InvalidArgument("file_ref must be 64 lower-case hex characters".into()))
+    }
+}
+
+fn private_dir(path: &Path) -> std::io::Result<()> {
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(path)
+}
+
+fn io_error(context: String) -> impl FnOnce(std::io::Error) -> PlatformError {
+    move |e| {
+        log::error!("platform file store: {context}: {e}");
+        PlatformError::Internal(format!("storage error while {context}"))
+    }
+}
+
+/// An upload being received: a private staging file, deleted on drop unless committed.
+pub struct StagedUpload {
+    path: PathBuf,
+    file: File,
+    len: u64,
+}
+
+impl StagedUpload {
+    /// Appends received ciphertext.
+    pub fn write(&mut self, data: &[u8]) -> Result<()> {
+        self.file.write_all(data).map_err(io_error("writing an upload".into()))?;
+        self.len += data.len() as u64;
+        Ok(())
+    }
+
+    /// Bytes received so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for StagedUpload {
+    fn drop(&mut self) {
+        // After a commit the path names nothing any more; otherwise this is the refused or
+        // broken upload, of which nothing must stay.
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+impl Store {
+    /// `DIR/files`.
+    pub fn files_dir(&self) -> PathBuf {
+        self.path.parent().unwrap_or_else(|| Path::new(".")).join(FILES_DIR)
+    }
+
+    fn stored_file_path(&self, file_ref: &str) -> PathBuf {
+        self.files_dir().join(&file_ref[..2]).join(file_ref)
+    }
+
+    /// Starts receiving an upload into a new private staging file.
+    pub fn begin_upload(&self) -> Result<StagedUpload> {
+        let staging = self.files_dir().join(STAGING_DIR);
+        private_dir(&staging).map_err(io_error(format!("creating {}", staging.display())))?;
+        let path = staging.join(format!("{}.part", crate::crypto::hex_encode(&crate::crypto::random_bytes::<16>())));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io_error(format!("creating {}", path.display())))?;
+        Ok(StagedUpload { path, file, len: 0 })
+    }
+
+    /// Makes a complete upload durable under a new random reference and records it; returns
+    /// the reference and the size.
+    pub fn commit_upload(&self, staged: StagedUpload, uploader: DeviceAddr, now: i64) -> Result<(String, u64)> {
+        staged.file.sync_all().map_err(io_error("syncing an upload".into()))?;
+        let file_ref = crate::crypto::hex_encode(&crate::crypto::random_bytes::<32>());
+        let target = self.stored_file_path(&file_ref);
+        let dir = target.parent().expect("a stored file has a directory");
+        private_dir(dir).map_err(io_error(format!("creating {}", dir.display())))?;
+        fs::rename(&staged.path, &target).map_err(io_error(format!("storing {}", target.display())))?;
+        let size = staged.len;
+        let recorded = self.write_tx("recording a file", |tx| {
+            tx.execute(
+                "INSERT INTO files (file_ref, size, uploader_id, uploader_device, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![file_ref, size, uploader.user_id, uploader.device_id, now],
+            )
+            .map_err(db_error("inserting a file row"))?;
+            Ok(())
+        });
+        if let Err(e) = recorded {
+            let _ = fs::remove_file(&target);
+            return Err(e);
+        }
+        Ok((file_ref, size))
+    }
+
+    /// Opens a stored file for reading; returns it and its recorded size. NOT_FOUND for a
+    /// reference that was never issued.
+    pub fn open_file(&self, file_ref: &str) -> Result<(File, u64)> {
+        check_file_ref(file_ref)?;
+        let size: Option<u64> = self
+            .lock()
+            .query_row("SELECT size FROM files WHERE file_ref = ?1", [file_ref], |r| r.get(0))
+            .optional()
+            .map_err(db_error("looking a file up"))?;
+        let size = size.ok_or_else(|| PlatformError::NotFound(format!("no file {file_ref}")))?;
+        let path = self.stored_file_path(file_ref);
+        let file = File::open(&path).map_err(io_error(format!("opening {}", path.display())))?;
+        Ok((file, size))
+    }
+
+    /// Deletes staging files a crash left behind (at start-up, before serving); returns how many.
+    pub fn sweep_staged_uploads(&self) -> usize {
+        let staging = self.files_dir().join(STAGING_DIR);
+        let Ok(entries) = fs::read_dir(&staging) else { return 0 };
+        entries.flatten().filter(|e| fs::remove_file(e.path()).is_ok()).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::store;
+    use super::*;
+    use std::io::Read;
+
+    const UPLOADER: DeviceAddr = DeviceAddr { user_id: 7, device_id: 1 };
+
+    fn files_in(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        if let Ok(entries) = fs::read_dir(dir) {
+            for e in entries.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    out.extend(files_in(&p));
+                } else {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_committed_upload_is_stored_privately_and_served() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_d, store) = store();
+        let mut up = store.begin_upload().expect("begin");
+        up.write(b"cipher").expect("write");
+        up.write(b"text").expect("write");
+        let (file_ref, size) = store.commit_upload(up, UPLOADER, 100).expect("commit");
+        check_file_ref(&file_ref).expect("issued refs have the checked shape");
+        assert_eq!(size, 10);
+        let path = store.files_dir().join(&file_ref[..2]).join(&file_ref);
+        assert_eq!(fs::metadata(&path).expect("stored").permissions().mode() & 0o777, 0o600);
+        assert_eq!(fs::metadata(path.parent().unwrap()).expect("dir").permissions().mode() & 0o777, 0o700);
+        let (mut f, size) = store.open_file(&file_ref).expect("open");
+        let mut back = Vec::new();
+        f.read_to_end(&mut back).expect("read");
+        assert_eq!((back.as_slice(), size), (&b"ciphertext"[..], 10));
+        assert_eq!(files_in(&store.files_dir().join(STAGING_DIR)), Vec::<PathBuf>::new(), "nothing staged is left");
+    }
+
+    #[test]
+    fn a_dropped_upload_leaves_nothing() {
+        let (_d, store) = store();
+        let mut up = store.begin_upload().expect("begin");
+        up.write(&[1; 1000]).expect("write");
+        drop(up);
+        assert!(files_in(&store.files_dir()).is_empty());
+    }
+
+    #[test]
+    fn unknown_and_malformed_refs_are_refused() {
+        let (_d, store) = store();
+        let unknown = "ab".repeat(32);
+        assert!(matches!(store.open_file(&unknown), Err(PlatformError::NotFound(_))));
+        for bad in ["../../platform.db", "AB".repeat(32).as_str(), "abc", ""] {
+            assert!(matches!(store.open_file(bad), Err(PlatformError::InvalidArgument(_))), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn staged_leftovers_are_swept() {
+        let (_d, store) = store();
+        let up = store.begin_upload().expect("begin");
+        std::mem::forget(up); // as if the process had died mid-upload
+        assert_eq!(store.sweep_staged_uploads(), 1);
+        assert!(files_in(&store.files_dir()).is_empty());
+    }
+}

@@ -1,0 +1,256 @@
+//! The encrypted file transport against a real `platform-server`: UploadFile and DownloadFile
+//! through `e2e::file`, the platform's limit, and that a damaged or missing file yields an
+//! error and no plaintext.
+
+mod support;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bot_gateway::crypto::file::{FileCryptoError, FileKey, MAX_CIPHERTEXT_LEN, MAX_PLAINTEXT_LEN};
+use bot_gateway::e2e::file::{download_verified, upload_encrypted, FileError};
+use bot_gateway::wire::platform as pb;
+use bot_gateway::wire::{rpc, Credential, Platform};
+use futures::SinkExt;
+use grpcio::{RpcStatusCode, WriteFlags};
+use support::PlatformServer;
+
+struct Setup {
+    dir: tempfile::TempDir,
+    platform: PlatformServer,
+    alice: bot_gateway::client::Profile,
+    bob: bot_gateway::client::Profile,
+}
+
+fn setup() -> Setup {
+    bot_gateway::crypto::init();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let platform = PlatformServer::start(&dir.path().join("platform"));
+    let register = |name: &str| {
+        bot_gateway::client::Profile::register(&platform.url, &dir.path().join(name), name, name)
+            .unwrap_or_else(|e| panic!("register {name}: {e}"))
+    };
+    let (alice, bob) = (register("alice"), register("bob"));
+    std::fs::create_dir(dir.path().join("tmp")).expect("tmp dir");
+    Setup { dir, platform, alice, bob }
+}
+
+impl Setup {
+    fn files_dir(&self) -> PathBuf {
+        self.platform.data_dir.join("files")
+    }
+
+    /// Where downloads put their temporary files.
+    fn tmp(&self) -> PathBuf {
+        self.dir.path().join("tmp")
+    }
+
+    fn stored_path(&self, file_ref: &str) -> PathBuf {
+        self.files_dir().join(&file_ref[..2]).join(file_ref)
+    }
+}
+
+/// Every regular file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(files_under(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Waits (bounded) until nothing is left under `dir`; the platform drops a refused or broken
+/// upload on its transfer thread, which may finish just after the call did.
+fn assert_nothing_stored(dir: &Path, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = files_under(dir);
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: the platform kept {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    let mut state = 0x2545_f491_u32;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state as u8
+        })
+        .collect()
+}
+
+fn rpc_code(err: &FileError) -> Option<RpcStatusCode> {
+    match err {
+        FileError::Rpc(e) => rpc::code(e),
+        _ => None,
+    }
+}
+
+#[test]
+fn five_mib_round_trip_through_the_platform_stores_ciphertext_only() {
+    let s = setup();
+    let plaintext = pattern(5 * 1024 * 1024 + 123);
+    let up = upload_encrypted(s.alice.platform(), &plaintext[..]).expect("upload");
+    assert_eq!(up.size, plaintext.len() as u64);
+    assert_eq!(up.file_ref.len(), 64, "a 32-byte random reference in hex");
+
+    // The platform holds the ciphertext, privately, and nothing of the plaintext.
+    let stored = std::fs::read(s.stored_path(&up.file_ref)).expect("stored file");
+    assert_eq!(stored.len() as u64, up.stored_size);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(s.stored_path(&up.file_ref)).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let window = &plaintext[1_000_000..1_000_064];
+    assert!(!stored.windows(window.len()).any(|w| w == window), "no plaintext on the platform's disk");
+
+    // Another device (any registered one) downloads and verifies it.
+    let got = download_verified(s.bob.platform(), &up.file_ref, &up.key, &up.digest, &s.tmp()).expect("download");
+    assert_eq!(got.len, plaintext.len() as u64);
+    let mut back = Vec::new();
+    let written = got.write_plaintext(&mut back).expect("decrypt on the way out");
+    assert_eq!(written, plaintext.len() as u64);
+    assert!(back == plaintext, "the downloaded plaintext is the uploaded one");
+    assert!(files_under(&s.tmp()).is_empty(), "downloads leave no named temporary file");
+
+    // Two uploads of the same bytes are two unrelated files.
+    let again = upload_encrypted(s.alice.platform(), &plaintext[..1000]).expect("second upload");
+    assert_ne!(again.file_ref, up.file_ref);
+    assert_ne!(again.key, up.key);
+}
+
+#[test]
+fn a_corrupted_stored_file_is_refused_and_yields_no_plaintext() {
+    let s = setup();
+    let plaintext = pattern(300 * 1024);
+    let up = upload_encrypted(s.alice.platform(), &plaintext[..]).expect("upload");
+    let path = s.stored_path(&up.file_ref);
+    let mut stored = std::fs::read(&path).expect("stored");
+    stored[200_000] ^= 0x01;
+    std::fs::write(&path, &stored).expect("corrupt the stored file");
+
+    let err = download_verified(s.bob.platform(), &up.file_ref, &up.key, &up.digest, &s.tmp())
+        .expect_err("a changed byte must be refused");
+    assert!(matches!(err, FileError::Crypto(FileCryptoError::DigestMismatch)), "{err}");
+    assert!(files_under(&s.tmp()).is_empty(), "no plaintext file was produced");
+
+    // Even a digest matching the damaged bytes does not get it through: the chunk fails.
+    let mut hash = bot_gateway::crypto::file::Sha256::new();
+    hash.update(&stored);
+    let err = download_verified(s.bob.platform(), &up.file_ref, &up.key, &hash.finalize(), &s.tmp())
+        .expect_err("a chunk that does not authenticate must be refused");
+    assert!(matches!(err, FileError::Crypto(FileCryptoError::NotAuthentic)), "{err}");
+
+    // A truncated stored file (its FINAL chunk gone) is refused too.
+    let cut = &stored[..stored.len() - 1000];
+    std::fs::write(&path, cut).expect("truncate");
+    let err = download_verified(s.bob.platform(), &up.file_ref, &up.key, &up.digest, &s.tmp()).expect_err("truncated");
+    assert!(
+        matches!(err, FileError::Crypto(FileCryptoError::DigestMismatch)) || rpc_code(&err) == Some(RpcStatusCode::DATA_LOSS),
+        "{err}"
+    );
+
+    // The wrong key fails with the right digest.
+    std::fs::write(&path, {
+        let mut fixed = stored.clone();
+        fixed[200_000] ^= 0x01;
+        fixed
+    })
+    .expect("restore");
+    let err = download_verified(s.bob.platform(), &up.file_ref, &FileKey::generate(), &up.digest, &s.tmp())
+        .expect_err("wrong key");
+    assert!(matches!(err, FileError::Crypto(FileCryptoError::NotAuthentic)), "{err}");
+    assert!(files_under(&s.tmp()).is_empty());
+    download_verified(s.bob.platform(), &up.file_ref, &up.key, &up.digest, &s.tmp()).expect("restored file verifies");
+}
+
+#[test]
+fn a_missing_or_malformed_ref_is_refused() {
+    let s = setup();
+    let key = FileKey::generate();
+    let err = download_verified(s.alice.platform(), &"0f".repeat(32), &key, &[0; 32], &s.tmp()).expect_err("missing");
+    assert_eq!(rpc_code(&err), Some(RpcStatusCode::NOT_FOUND), "{err}");
+    let err = download_verified(s.alice.platform(), "../platform.db", &key, &[0; 32], &s.tmp()).expect_err("malformed");
+    assert_eq!(rpc_code(&err), Some(RpcStatusCode::INVALID_ARGUMENT), "{err}");
+    assert!(files_under(&s.tmp()).is_empty());
+}
+
+#[test]
+fn transfers_need_a_registered_device() {
+    let s = setup();
+    let up = upload_encrypted(s.alice.platform(), &b"hello"[..]).expect("upload");
+    let anonymous = Platform::connect(&s.platform.url, Credential::Anonymous).expect("connect");
+    let err = upload_encrypted(&anonymous, &b"hello"[..]).expect_err("anonymous upload");
+    assert_eq!(rpc_code(&err), Some(RpcStatusCode::UNAUTHENTICATED), "{err}");
+    let err = download_verified(&anonymous, &up.file_ref, &up.key, &up.digest, &s.tmp()).expect_err("anonymous download");
+    assert_eq!(rpc_code(&err), Some(RpcStatusCode::UNAUTHENTICATED), "{err}");
+    assert_eq!(files_under(&s.files_dir()).len(), 1, "only the authorized upload is stored");
+}
+
+#[test]
+fn an_oversized_upload_is_refused_and_leaves_nothing() {
+    let s = setup();
+    let platform = s.alice.platform();
+
+    // Straight through gRPC, past the client's own check: one byte over the platform's limit.
+    let (mut sink, receiver) = platform.client.upload_file(platform.opt_with_timeout(Some(Duration::from_secs(120)))).expect("call");
+    let chunk = vec![0x5a; 256 * 1024];
+    let mut sent = 0u64;
+    while sent <= MAX_CIPHERTEXT_LEN {
+        let n = (MAX_CIPHERTEXT_LEN + 1 - sent).min(chunk.len() as u64) as usize;
+        let last = sent + n as u64 > MAX_CIPHERTEXT_LEN;
+        let msg = pb::FileChunk { data: chunk[..n].to_vec(), last, ..Default::default() };
+        if futures::executor::block_on(sink.send((msg, WriteFlags::default()))).is_err() {
+            break; // the platform has already answered
+        }
+        sent += n as u64;
+    }
+    let _ = futures::executor::block_on(sink.close());
+    let err = futures::executor::block_on(receiver).expect_err("over the limit");
+    assert_eq!(rpc::code(&err), Some(RpcStatusCode::RESOURCE_EXHAUSTED), "{}", rpc::text(&err));
+    assert_nothing_stored(&s.files_dir(), "an oversized upload");
+
+    // Through the helper: refused before the platform stores anything.
+    let err = upload_encrypted(platform, std::io::repeat(1).take(MAX_PLAINTEXT_LEN + 1)).expect_err("too large");
+    assert!(matches!(err, FileError::Crypto(FileCryptoError::TooLarge)), "{err}");
+    assert_nothing_stored(&s.files_dir(), "a plaintext over 50 MiB");
+
+    // A broken upload (the client goes away before closing its stream) leaves nothing either.
+    {
+        let (mut sink, receiver) = platform.client.upload_file(platform.opt()).expect("call");
+        let msg = pb::FileChunk { data: vec![1; 1000], ..Default::default() };
+        futures::executor::block_on(sink.send((msg, WriteFlags::default()))).expect("send");
+        drop(sink);
+        drop(receiver);
+    }
+    assert_nothing_stored(&s.files_dir(), "a broken upload");
+
+    // A stream closed without its chunk marked last is incomplete, however it ended.
+    let (mut sink, receiver) = platform.client.upload_file(platform.opt()).expect("call");
+    let msg = pb::FileChunk { data: vec![1; 1000], ..Default::default() };
+    futures::executor::block_on(sink.send((msg, WriteFlags::default()))).expect("send");
+    futures::executor::block_on(sink.close()).expect("close");
+    let err = futures::executor::block_on(receiver).expect_err("no last chunk");
+    assert_eq!(rpc::code(&err), Some(RpcStatusCode::CANCELLED), "{}", rpc::text(&err));
+    assert_nothing_stored(&s.files_dir(), "an upload without its last chunk");
+
+    // The limit is exactly what a 50 MiB plaintext needs: such a file goes through.
+    let up = upload_encrypted(platform, std::io::repeat(2).take(MAX_PLAINTEXT_LEN)).expect("a 50 MiB file");
+    assert_eq!(up.stored_size, MAX_CIPHERTEXT_LEN);
+    assert_eq!(files_under(&s.files_dir()), vec![s.stored_path(&up.file_ref)]);
+}
