@@ -353,8 +353,9 @@ fn incoming(c: &Connection, envelope: &InboxEnvelope, content: Content) -> Resul
             Some(results) => Incoming::InlineResults { chat_id: peer, session_id: r.session_id, results },
             None => return Ok(None),
         },
-        // Presses and inline queries go to bots; an empty body is a kind from a newer release.
-        Some(Body::Press(_)) | Some(Body::InlineQuery(_)) | None => return Ok(None),
+        // Media is not shown yet (the media issue); presses and inline queries go to bots; an
+        // empty body is a kind from a newer release.
+        Some(Body::Media(_)) | Some(Body::Press(_)) | Some(Body::InlineQuery(_)) | None => return Ok(None),
     };
     Ok(Some(event))
 }

@@ -295,6 +295,7 @@ fn content_kind(body: Option<&Body>) -> &'static str {
         Some(Body::ChatAction(_)) => "chat action",
         Some(Body::InlineQuery(_)) => "inline query",
         Some(Body::InlineResults(_)) => "inline results",
+        Some(Body::Media(_)) => "file",
     }
 }
 
