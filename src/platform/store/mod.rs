@@ -156,8 +156,6 @@ CREATE TABLE IF NOT EXISTS server_meta (
 ) WITHOUT ROWID;
 ";
 
-/// `server_meta` key of the management bot's account id.
-
 // ── Types ──
 
 /// One device of one account.
