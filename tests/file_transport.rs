@@ -150,7 +150,7 @@ fn a_corrupted_stored_file_is_refused_and_yields_no_plaintext() {
     assert!(files_under(&s.tmp()).is_empty(), "no plaintext file was produced");
 
     // Even a digest matching the damaged bytes does not get it through: the chunk fails.
-    let mut hash = bot_gateway::crypto::file::Sha256::new();
+    let mut hash = bot_gateway::crypto::file::CiphertextHash::new();
     hash.update(&stored);
     let err = download_verified(s.bob.platform(), &up.file_ref, &up.key, &hash.finalize(), &s.tmp())
         .expect_err("a chunk that does not authenticate must be refused");

@@ -8,7 +8,7 @@
 //! - `ratchet`: the Double Ratchet session (`Session`) and its envelope format.
 //! - `kdf`: HKDF-SHA256 composed from libsodium's HMAC-SHA256, and labelled key derivation.
 //! - `file`: per-file encryption of media (secretstream in 64 KiB chunks) and the ciphertext's
-//!   SHA-256 digest.
+//!   BLAKE2b-256 digest.
 //!
 //! This module knows nothing of storage, the network or the Bot API.
 

@@ -24,7 +24,7 @@ use std::time::Duration;
 use futures::{SinkExt, StreamExt};
 use grpcio::WriteFlags;
 
-use crate::crypto::file::{self as file_crypto, Decryptor, FileCryptoError, FileKey, Sha256, MAX_CIPHERTEXT_LEN};
+use crate::crypto::file::{self as file_crypto, Decryptor, FileCryptoError, FileKey, CiphertextHash, MAX_CIPHERTEXT_LEN};
 use crate::wire::connect::Platform;
 use crate::wire::platform as pb;
 
@@ -39,7 +39,7 @@ pub struct UploadedFile {
     /// The platform's reference of the ciphertext.
     pub file_ref: String,
     pub key: FileKey,
-    /// SHA-256 of the ciphertext.
+    /// BLAKE2b-256 of the ciphertext.
     pub digest: [u8; 32],
     /// Plaintext bytes.
     pub size: u64,
@@ -201,7 +201,7 @@ pub fn download_verified(
     let mut ciphertext = unlinked_private_file(tmp_dir)?;
     {
         let mut out = BufWriter::new(&mut ciphertext);
-        let mut hash = Sha256::new();
+        let mut hash = CiphertextHash::new();
         let mut received = 0u64;
         while let Some(chunk) = futures::executor::block_on(stream.next()) {
             let chunk = chunk?;
