@@ -198,27 +198,80 @@ pub fn download_verified(
     let req = pb::DownloadFileRequest { file_ref: file_ref.to_string(), ..Default::default() };
     let mut stream = platform.client.download_file(&req, platform.opt_with_timeout(Some(TRANSFER_TIMEOUT)))?;
 
-    let mut ciphertext = unlinked_private_file(tmp_dir)?;
-    {
-        let mut out = BufWriter::new(&mut ciphertext);
-        let mut hash = CiphertextHash::new();
-        let mut received = 0u64;
-        while let Some(chunk) = futures::executor::block_on(stream.next()) {
-            let chunk = chunk?;
-            received += chunk.data.len() as u64;
-            if received > MAX_CIPHERTEXT_LEN {
-                return Err(FileError::Crypto(FileCryptoError::TooLarge));
-            }
-            hash.update(&chunk.data);
-            out.write_all(&chunk.data).map_err(FileError::Io)?;
-        }
-        out.flush().map_err(FileError::Io)?;
-        file_crypto::check_digest(&hash.finalize(), digest)?;
+    let ciphertext = unlinked_private_file(tmp_dir)?;
+    // One pass over the stream: each chunk is kept (ciphertext), hashed, and verified by
+    // decrypting into nothing; the digest is checked at the end.
+    let mut tee = StreamTee {
+        stream: &mut stream,
+        file: BufWriter::new(ciphertext),
+        hash: CiphertextHash::new(),
+        pending: Vec::new(),
+        at: 0,
+        received: 0,
+        failed: None,
+    };
+    let verified = Decryptor::new(key).decrypt(&mut tee, io::sink());
+    if let Some(e) = tee.failed.take() {
+        return Err(e);
     }
-    ciphertext.seek(SeekFrom::Start(0)).map_err(FileError::Io)?;
-
-    let len = Decryptor::new(key).decrypt(BufReader::new(&mut ciphertext), io::sink())?;
+    let len = verified?;
+    // Bytes after the FINAL chunk that the decryptor did not read still count, and fail it.
+    io::copy(&mut tee, &mut io::sink()).map_err(FileError::Io)?;
+    if let Some(e) = tee.failed.take() {
+        return Err(e);
+    }
+    let StreamTee { file, hash, .. } = tee;
+    let ciphertext = file.into_inner().map_err(|e| FileError::Io(e.into_error()))?;
+    file_crypto::check_digest(&hash.finalize(), digest)?;
     Ok(VerifiedFile { ciphertext, key: key.clone(), len })
+}
+
+/// Reads the platform's download stream as bytes, keeping a copy of everything read in the
+/// temporary file and in the digest. A transport failure is kept in `failed` (and read as an
+/// I/O error), so the caller reports the platform's error rather than a decryption one.
+struct StreamTee<'a, S> {
+    stream: &'a mut S,
+    file: BufWriter<File>,
+    hash: CiphertextHash,
+    pending: Vec<u8>,
+    at: usize,
+    received: u64,
+    failed: Option<FileError>,
+}
+
+impl<S> Read for StreamTee<'_, S>
+where
+    S: futures::Stream<Item = grpcio::Result<pb::FileChunk>> + Unpin,
+{
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.at == self.pending.len() {
+            match futures::executor::block_on(self.stream.next()) {
+                None => return Ok(0),
+                Some(Err(e)) => {
+                    self.failed = Some(e.into());
+                    return Err(io::Error::other("the platform's download stream failed"));
+                }
+                Some(Ok(chunk)) => {
+                    self.received += chunk.data.len() as u64;
+                    if self.received > MAX_CIPHERTEXT_LEN {
+                        self.failed = Some(FileError::Crypto(FileCryptoError::TooLarge));
+                        return Err(io::Error::other("the download is larger than any file"));
+                    }
+                    self.hash.update(&chunk.data);
+                    if let Err(e) = self.file.write_all(&chunk.data) {
+                        self.failed = Some(FileError::Io(e));
+                        return Err(io::Error::other("cannot keep the download"));
+                    }
+                    self.pending = chunk.data;
+                    self.at = 0;
+                }
+            }
+        }
+        let n = buf.len().min(self.pending.len() - self.at);
+        buf[..n].copy_from_slice(&self.pending[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
 }
 
 /// A new private (0600) file in `dir` with no name left: it disappears when closed.
