@@ -865,7 +865,8 @@ mod tests {
         assert!(send_file_args(&strings(&["@bot", "a", "b"])).is_err(), "one file at a time");
         assert!(send_file_args(&strings(&["@bot", "a", "--bogus"])).expect_err("unknown").to_string().contains("--bogus"));
 
-        let (peer, id, out) = download_args(&strings(&["@bob", "7", "/tmp/o.png"])).expect("ok");
+        let args = strings(&["@bob", "7", "/tmp/o.png"]);
+        let (peer, id, out) = download_args(&args).expect("ok");
         assert_eq!((peer, id, out), ("@bob", 7, PathBuf::from("/tmp/o.png")));
         assert!(download_args(&strings(&["@bob", "0", "o"])).expect_err("ids start at 1").to_string().contains("not a message id"));
         assert!(download_args(&strings(&["@bob", "7"])).expect_err("no path").to_string().contains("OUT_PATH"));
