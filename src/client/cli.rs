@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
 
 use super::bot_profile::BotMenu;
-use super::message::{Entity, Incoming, Keyboard, ReactionType, ReceivedMessage, Sender};
+use super::message::{Entity, Incoming, Keyboard, MediaInfo, MediaKind, ReactionType, ReceivedMessage, Sender};
 use super::display;
 use super::interactive;
 use super::profile::Profile;
@@ -48,11 +48,22 @@ Commands:
   choose @BOT SESSION_ID RESULT_ID
         pick a result of an inline session: its text is sent to the bot's dialog via the bot;
         prints {\"chat_id\":N,\"message_id\":M,\"date\":T} (the same again for a repeated choice)
+  send-file @PEER PATH [--as photo|document|audio|video|voice] [--caption TEXT]
+        send a file (up to 50 MiB), encrypted while it streams to the platform; the kind is
+        guessed from the extension without --as (images: photo, .ogg/.oga: voice,
+        .mp3/.m4a: audio, .mp4: video, else document); prints {\"chat_id\":N,
+        \"message_id\":M,\"date\":T}
+  download @PEER MESSAGE_ID OUT_PATH
+        fetch the file of a received message, verify all of it, then write OUT_PATH
+        (through OUT_PATH.part, mode 0600; nothing is written when verification fails);
+        prints {\"path\":P,\"size\":N}
   listen [--timeout SECONDS] [--count N]
         print what arrives as one JSON object per line; stop after SECONDS (default 30) or
         after N objects. A message: chat_id, message_id, date, from, text, and when present
         entities, reply_to_message_id, keyboard ([[{\"text\",\"callback_data\"}]]),
-        forward_origin. Anything else has an \"event\" field: edited, deleted, reaction,
+        forward_origin; a file message has \"media\":{\"kind\",\"file_name\",
+        \"mime_type\",\"size\"} (+ width, height, duration when known) and \"caption\"
+        (+ caption_entities) instead of text. Anything else has an \"event\" field: edited, deleted, reaction,
         chat_action, callback_answer
   commands @BOT [--lang XX]
         what the bot offers in your private chat with it: first one line
@@ -122,7 +133,7 @@ pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
     };
     let rest = &args[i + 1..];
     // A text, button data or emoji may be "--help" itself.
-    if rest.iter().any(|a| a == "-h" || a == "--help") && !["send", "press", "react"].contains(&command.as_str()) {
+    if rest.iter().any(|a| a == "-h" || a == "--help") && !["send", "send-file", "press", "react"].contains(&command.as_str()) {
         print!("{USAGE}");
         return Ok(());
     }
@@ -136,6 +147,8 @@ pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
         "react" => react(&global, rest),
         "inline" => inline(&global, rest),
         "choose" => choose(&global, rest),
+        "send-file" => send_file(&global, rest),
+        "download" => download(&global, rest),
         "chat" => chat(&global, rest),
         "help" => {
             print!("{USAGE}");
@@ -341,6 +354,76 @@ fn choose(global: &Global, args: &[String]) -> anyhow::Result<()> {
     ]))
 }
 
+fn send_file(global: &Global, args: &[String]) -> anyhow::Result<()> {
+    let a = send_file_args(args)?;
+    let profile = open_profile(global)?;
+    let sent = profile
+        .send_file(&a.peer, &a.path, a.kind, &a.caption)
+        .with_context(|| format!("send-file {} to {}", a.path.display(), a.peer))?;
+    print_line(&ordered(&[
+        ("chat_id", json!(sent.chat_id)),
+        ("message_id", json!(sent.message_id)),
+        ("date", json!(sent.date)),
+    ]))
+}
+
+/// What `send-file` was asked to send.
+#[derive(Debug, PartialEq, Eq)]
+struct SendFileArgs {
+    peer: String,
+    path: PathBuf,
+    /// `None`: guessed from the file name.
+    kind: Option<MediaKind>,
+    caption: String,
+}
+
+/// `send-file @PEER PATH [--as KIND] [--caption TEXT]`, options anywhere.
+fn send_file_args(args: &[String]) -> anyhow::Result<SendFileArgs> {
+    let mut kind = None;
+    let mut caption = String::new();
+    let mut positional = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        if let Some(v) = option_value(args, &mut i, "--as")? {
+            let names: Vec<&str> = MediaKind::ALL.iter().map(|k| k.name()).collect();
+            kind = Some(
+                MediaKind::from_name(&v)
+                    .ok_or_else(|| anyhow!("send-file: --as {v:?} is not one of {}", names.join(", ")))?,
+            );
+        } else if let Some(v) = option_value(args, &mut i, "--caption")? {
+            caption = v;
+        } else if args[i].starts_with("--") {
+            bail!("send-file: unknown option {}", args[i]);
+        } else {
+            positional.push(args[i].as_str());
+        }
+        i += 1;
+    }
+    let [peer, path] = positional[..] else {
+        bail!("send-file: expected @PEER PATH [--as photo|document|audio|video|voice] [--caption TEXT]");
+    };
+    Ok(SendFileArgs { peer: peer.to_string(), path: PathBuf::from(path), kind, caption })
+}
+
+fn download(global: &Global, args: &[String]) -> anyhow::Result<()> {
+    let (peer, message_id, out) = download_args(args)?;
+    let profile = open_profile(global)?;
+    let size = profile.download(peer, message_id, &out)?;
+    print_line(&ordered(&[("path", json!(out.display().to_string())), ("size", json!(size))]))
+}
+
+/// `download @PEER MESSAGE_ID OUT_PATH`.
+fn download_args(args: &[String]) -> anyhow::Result<(&str, u64, PathBuf)> {
+    let [peer, id, out] = args else {
+        bail!("download: expected @PEER MESSAGE_ID OUT_PATH");
+    };
+    let message_id = message_id_arg("download: MESSAGE_ID", id)?;
+    if out.is_empty() {
+        bail!("download: OUT_PATH is empty");
+    }
+    Ok((peer.as_str(), message_id, PathBuf::from(out)))
+}
+
 /// A per-dialog message id (a positive whole number).
 fn message_id_arg(what: &str, v: &str) -> anyhow::Result<u64> {
     match v.parse::<u64>() {
@@ -455,10 +538,22 @@ fn message_json_raw(m: &ReceivedMessage) -> String {
         ("message_id", json!(m.message_id).to_string()),
         ("date", json!(m.date).to_string()),
         ("from", from),
-        ("text", json!(m.text).to_string()),
     ];
-    if !m.entities.is_empty() {
-        fields.push(("entities", Value::Array(m.entities.iter().map(entity_json).collect()).to_string()));
+    match &m.media {
+        // As the Bot API shows a file message: the file and a caption, no text.
+        Some(media) => {
+            fields.push(("media", media_json(media)));
+            fields.push(("caption", json!(media.caption).to_string()));
+            if !media.caption_entities.is_empty() {
+                fields.push(("caption_entities", Value::Array(media.caption_entities.iter().map(entity_json).collect()).to_string()));
+            }
+        }
+        None => {
+            fields.push(("text", json!(m.text).to_string()));
+            if !m.entities.is_empty() {
+                fields.push(("entities", Value::Array(m.entities.iter().map(entity_json).collect()).to_string()));
+            }
+        }
     }
     if let Some(r) = m.reply_to_message_id {
         fields.push(("reply_to_message_id", json!(r).to_string()));
@@ -547,6 +642,22 @@ pub(super) fn incoming_json(e: &Incoming) -> String {
     ordered_raw(&fields)
 }
 
+/// `{"kind","file_name","mime_type","size"}`, then width, height and duration where known.
+fn media_json(m: &MediaInfo) -> String {
+    let mut fields = vec![
+        ("kind", json!(m.kind.name())),
+        ("file_name", json!(m.file_name)),
+        ("mime_type", json!(m.mime_type)),
+        ("size", json!(m.size)),
+    ];
+    for (name, v) in [("width", m.width), ("height", m.height), ("duration", m.duration)] {
+        if v != 0 {
+            fields.push((name, json!(v)));
+        }
+    }
+    ordered(&fields)
+}
+
 fn sender_json(s: &Sender) -> String {
     ordered(&[
         ("user_id", json!(s.user_id)),
@@ -628,6 +739,7 @@ mod tests {
             keyboard: vec![],
             forward_origin: None,
             via_bot_user_id: None,
+            media: None,
         };
         let line = message_json(&m);
         assert_eq!(
@@ -670,6 +782,7 @@ mod tests {
                 date: 2,
             }),
             via_bot_user_id: None,
+            media: None,
         };
         let line = incoming_json(&Incoming::Message(m));
         assert!(line.contains(r#""keyboard":[[{"text":"Yes","callback_data":"y"},{"text":"No","callback_data":"n"}],[{"text":"Later","callback_data":"l"}]]"#), "{line}");
@@ -698,6 +811,72 @@ mod tests {
         assert_eq!((v["event"].as_str(), v["action"].as_str(), v["from"]["is_bot"].as_bool()), (Some("chat_action"), Some("typing"), Some(true)));
         let line = incoming_json(&Incoming::CallbackAnswer { chat_id: 5, press_id: "ab".into(), text: "ok".into(), show_alert: false });
         assert_eq!(line, r#"{"event":"callback_answer","chat_id":5,"press_id":"ab","text":"ok","show_alert":false}"#);
+    }
+
+    #[test]
+    fn a_file_message_line_has_media_and_caption_instead_of_text() {
+        let m = ReceivedMessage {
+            chat_id: 5,
+            sender: Sender { user_id: 5, username: "b".into(), display_name: "B".into(), is_bot: true },
+            message_id: 4,
+            date: 9,
+            text: String::new(),
+            entities: vec![],
+            reply_to_message_id: None,
+            keyboard: vec![],
+            forward_origin: None,
+            via_bot_user_id: None,
+            media: Some(MediaInfo {
+                kind: MediaKind::Photo,
+                file_name: "report.png".into(),
+                mime_type: "image/png".into(),
+                size: 12_345,
+                width: 640,
+                height: 480,
+                duration: 0,
+                caption: "Q3 \u{1b}".into(),
+                caption_entities: vec![Entity::new("bold", 0, 2)],
+            }),
+        };
+        let line = incoming_json(&Incoming::Message(m.clone()));
+        assert!(
+            line.starts_with(r#"{"chat_id":5,"message_id":4,"date":9,"from":{"user_id":5,"username":"b","display_name":"B","is_bot":true},"media":{"kind":"photo","file_name":"report.png","mime_type":"image/png","size":12345,"width":640,"height":480},"caption":"Q3 \u001b""#),
+            "{line}"
+        );
+        let v: Value = serde_json::from_str(&line).expect("valid JSON");
+        assert!(v.get("text").is_none(), "a file message has a caption, not a text");
+        assert!(v["media"].get("duration").is_none(), "unknown dimensions are left out");
+        assert_eq!(v["caption_entities"], json!([{"type": "bold", "offset": 0, "length": 2}]));
+        assert!(!line.contains("key") && !line.contains("file_ref"), "{line}");
+    }
+
+    #[test]
+    fn send_file_and_download_parse_their_arguments() {
+        let a = send_file_args(&strings(&["@bot", "r.png", "--as", "document", "--caption=hi there"])).expect("ok");
+        assert_eq!(
+            a,
+            SendFileArgs { peer: "@bot".into(), path: "r.png".into(), kind: Some(MediaKind::Document), caption: "hi there".into() }
+        );
+        let a = send_file_args(&strings(&["--caption", "--help", "@bot", "v.ogg"])).expect("a caption may look like an option");
+        assert_eq!((a.kind, a.caption.as_str()), (None, "--help"));
+        let err = send_file_args(&strings(&["@bot", "x", "--as", "gif"])).expect_err("unknown kind");
+        assert!(err.to_string().contains("photo, document, audio, video, voice"), "{err}");
+        assert!(send_file_args(&strings(&["@bot"])).expect_err("no path").to_string().contains("expected @PEER PATH"));
+        assert!(send_file_args(&strings(&["@bot", "a", "b"])).is_err(), "one file at a time");
+        assert!(send_file_args(&strings(&["@bot", "a", "--bogus"])).expect_err("unknown").to_string().contains("--bogus"));
+
+        let args = strings(&["@bob", "7", "/tmp/o.png"]);
+        let (peer, id, out) = download_args(&args).expect("ok");
+        assert_eq!((peer, id, out), ("@bob", 7, PathBuf::from("/tmp/o.png")));
+        assert!(download_args(&strings(&["@bob", "0", "o"])).expect_err("ids start at 1").to_string().contains("not a message id"));
+        assert!(download_args(&strings(&["@bob", "7"])).expect_err("no path").to_string().contains("OUT_PATH"));
+        let run_in = |args: &[&str]| {
+            let mut all = strings(&["--profile", "/nonexistent/e2e"]);
+            all.extend(strings(args));
+            format!("{:#}", run(&all).expect_err("refused"))
+        };
+        assert!(run_in(&["send-file", "@bot", "a", "--as", "x"]).contains("--as"));
+        assert!(run_in(&["download", "@bot", "1", "out"]).contains("no registered profile"));
     }
 
     #[test]

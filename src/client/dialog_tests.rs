@@ -592,3 +592,72 @@ fn the_press_command_ends_with_the_answer_to_its_own_press_only() {
     bot.join().expect("bot thread");
     drop(world);
 }
+
+#[test]
+fn a_file_goes_from_alice_to_bob_and_a_corrupted_one_is_never_written() {
+    let world = World::start();
+    let alice = world.user("alice");
+    let bob = world.user("bob");
+    let files = tempfile::tempdir().expect("dir");
+
+    // A PNG-looking file over several encryption chunks, with a marker the platform must never see.
+    let mut plaintext = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    plaintext.extend_from_slice(&320u32.to_be_bytes());
+    plaintext.extend_from_slice(&200u32.to_be_bytes());
+    for i in 0..200_000u32 {
+        plaintext.extend_from_slice(&i.to_le_bytes());
+    }
+    plaintext.extend_from_slice(b"PLAINTEXT-MARKER-7f3a");
+    let path = files.path().join("report.png");
+    std::fs::write(&path, &plaintext).expect("write");
+
+    let sent = alice.send_file("@bob", &path, None, "Q3 numbers").expect("alice sends the file");
+    assert_eq!(sent.chat_id, bob.user_id());
+    let got = bob.receive(WAIT, 1).expect("bob receives");
+    let m = &got[0];
+    assert_eq!(m.message_id, sent.message_id);
+    assert_eq!(m.text, "", "a file message has a caption, not a text");
+    let media = m.media.as_ref().expect("the file's metadata");
+    assert_eq!(
+        (media.kind, media.file_name.as_str(), media.mime_type.as_str(), media.size),
+        (MediaKind::Photo, "report.png", "image/png", plaintext.len() as u64)
+    );
+    assert_eq!((media.width, media.height, media.caption.as_str()), (320, 200, "Q3 numbers"));
+
+    // Bob downloads it whole; nothing else is left beside it.
+    let out = files.path().join("got.png");
+    assert_eq!(bob.download("alice", m.message_id, &out).expect("download"), plaintext.len() as u64);
+    assert_eq!(std::fs::read(&out).expect("read"), plaintext);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&out).expect("meta").permissions().mode() & 0o777, 0o600);
+    assert!(!files.path().join("got.png.part").exists());
+
+    // The platform holds ciphertext only.
+    let content = bob.remembered(alice.user_id(), m.message_id).expect("load").expect("remembered");
+    let file_ref = content.media().file_ref.clone();
+    let stored = world.dir.path().join("platform").join("files").join(&file_ref[..2]).join(&file_ref);
+    let mut ciphertext = std::fs::read(&stored).expect("stored ciphertext");
+    assert!(!ciphertext.windows(21).any(|w| w == b"PLAINTEXT-MARKER-7f3a"), "no plaintext on the platform");
+
+    // One flipped byte: the download fails, names the message, writes nothing.
+    let middle = ciphertext.len() / 2;
+    ciphertext[middle] ^= 0x01;
+    std::fs::write(&stored, &ciphertext).expect("corrupt");
+    let bad = files.path().join("bad.png");
+    let err = bob.download("alice", m.message_id, &bad).expect_err("corrupted ciphertext is refused");
+    assert!(err.to_string().contains(&format!("message {} from @alice", m.message_id)), "{err}");
+    assert!(!bad.exists() && !files.path().join("bad.png.part").exists(), "no plaintext was written");
+    let leftovers: Vec<_> = std::fs::read_dir(bob.dir()).expect("list").flatten().map(|e| e.file_name()).collect();
+    assert!(leftovers.iter().all(|n| !n.to_string_lossy().contains(".tmp")), "{leftovers:?}");
+
+    // Not a file message, an unknown one, a file too large: refused before anything is sent.
+    alice.send_text("bob", "plain").expect("send");
+    let text = bob.receive(WAIT, 1).expect("receive").remove(0);
+    assert!(bob.download("alice", text.message_id, &bad).expect_err("no file").to_string().contains("carries no file"));
+    assert!(bob.download("alice", 999, &bad).expect_err("unknown").to_string().contains("no message 999"));
+    let big = files.path().join("big.bin");
+    std::fs::File::create(&big).expect("create").set_len(MAX_FILE_SIZE + 1).expect("sparse file");
+    let err = alice.send_file("bob", &big, Some(MediaKind::Document), "").expect_err("over the limit");
+    assert!(err.to_string().contains("up to 50 MiB"), "{err}");
+    assert!(bob.receive(Duration::from_millis(300), 1).expect("receive").is_empty(), "nothing was sent");
+}

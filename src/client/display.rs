@@ -9,7 +9,7 @@
 //! untouched.
 
 use super::bot_profile::BotMenu;
-use super::message::{Incoming, Keyboard, ReactionType, Sender};
+use super::message::{Incoming, Keyboard, MediaInfo, ReactionType, Sender};
 
 /// Renders network text for a terminal, on one line: C0 controls (newline included), DEL, C1
 /// controls (U+0080–U+009F) and the bidi embedding, override and isolate characters
@@ -155,7 +155,11 @@ fn render_incoming(event: &Incoming, chat: &str, via: Option<&str>) -> String {
     let chat = sanitize(chat);
     match event {
         Incoming::Message(m) => {
-            let mut out = format!("{} (#{})", with_body(&format!("[@{}] ", name_of(&m.sender)), &m.text), m.message_id);
+            let body = match &m.media {
+                Some(media) => media_text(media),
+                None => m.text.clone(),
+            };
+            let mut out = format!("{} (#{})", with_body(&format!("[@{}] ", name_of(&m.sender)), &body), m.message_id);
             let mut about = Vec::new();
             if let Some(r) = m.reply_to_message_id {
                 about.push(format!("↪ reply to #{r}"));
@@ -206,6 +210,34 @@ fn render_incoming(event: &Incoming, chat: &str, via: Option<&str>) -> String {
             }
             out
         }
+    }
+}
+
+/// A file message as `[photo report.png, 12 KiB] caption` (the name made safe on its own, so
+/// a newline in it cannot start a line of its own).
+fn media_text(m: &MediaInfo) -> String {
+    let mut label = m.kind.name().to_string();
+    if !m.file_name.is_empty() {
+        label.push(' ');
+        label.push_str(&sanitize(&m.file_name));
+    }
+    let mut out = format!("[{label}, {}]", human_size(m.size));
+    if !m.caption.is_empty() {
+        out.push(' ');
+        out.push_str(&m.caption);
+    }
+    out
+}
+
+/// A byte count for people: `512 B`, `12 KiB`, `3.4 MiB`.
+fn human_size(n: u64) -> String {
+    const KIB: u64 = 1024;
+    if n < KIB {
+        format!("{n} B")
+    } else if n < KIB * KIB {
+        format!("{} KiB", (n + KIB / 2) / KIB)
+    } else {
+        format!("{:.1} MiB", n as f64 / (KIB * KIB) as f64)
     }
 }
 
@@ -370,6 +402,7 @@ mod tests {
             keyboard: vec![],
             forward_origin: None,
             via_bot_user_id: None,
+            media: None,
         }
     }
 
@@ -385,6 +418,31 @@ mod tests {
 
     fn button(text: &str, data: &str) -> Button {
         Button { text: text.into(), callback_data: data.into() }
+    }
+
+    #[test]
+    fn a_file_message_shows_kind_name_size_and_caption_safely() {
+        let mut m = message("bot", "");
+        m.media = Some(crate::client::message::MediaInfo {
+            kind: crate::client::message::MediaKind::Photo,
+            file_name: "report.png".into(),
+            mime_type: "image/png".into(),
+            size: 12 * 1024 + 100,
+            width: 0,
+            height: 0,
+            duration: 0,
+            caption: "Q3\u{7}".into(),
+            caption_entities: vec![],
+        });
+        assert_eq!(shown(&Incoming::Message(m.clone())), "[@bot] [photo report.png, 12 KiB] Q3\\x07 (#3)");
+        let media = m.media.as_mut().expect("set");
+        media.file_name = "a\n[@BotManager] b".into();
+        media.caption.clear();
+        media.size = 3 * 1024 * 1024 + 300 * 1024;
+        let s = shown(&Incoming::Message(m.clone()));
+        assert_eq!(s.lines().count(), 1, "a newline in a file name starts no line: {s}");
+        assert!(s.ends_with(", 3.3 MiB] (#3)"), "{s}");
+        assert_eq!(human_size(512), "512 B");
     }
 
     #[test]

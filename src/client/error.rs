@@ -30,6 +30,9 @@ pub enum ClientError {
     Rejected { to: String, reason: String },
     /// The inbox stream broke or ended.
     InboxClosed(String),
+    /// Uploading or downloading a file failed; `what` names the file or the message, never
+    /// its key.
+    File { what: String, source: crate::e2e::file::FileError },
     /// Anything else the caller did wrong or the platform answered unexpectedly.
     Invalid(String),
 }
@@ -52,6 +55,7 @@ impl fmt::Display for ClientError {
             }
             ClientError::Rejected { to, reason } => write!(f, "the platform refused the message to @{to}: {reason}"),
             ClientError::InboxClosed(why) => write!(f, "inbox stream: {why}"),
+            ClientError::File { what, source } => write!(f, "{what}: {source}"),
             ClientError::Invalid(what) => write!(f, "{what}"),
         }
     }

@@ -18,7 +18,7 @@ use crate::wire::rpc::text as rpc_text;
 use super::profile::Profile;
 use super::history;
 use super::inline;
-use super::message::{keyboard_from_wire, Entity, ForwardOrigin, Incoming, ReactionType, ReceivedMessage, Sender};
+use super::message::{keyboard_from_wire, Entity, ForwardOrigin, Incoming, MediaInfo, ReactionType, ReceivedMessage, Sender};
 use super::reader::{InboxEvent, InboxReader};
 use crate::crypto::x3dh;
 use crate::e2e::{self, inbound, E2eError};
@@ -315,7 +315,8 @@ fn messages_only(on_message: &mut dyn FnMut(&ReceivedMessage)) -> impl FnMut(&In
 fn incoming(c: &Connection, envelope: &InboxEnvelope, content: Content) -> Result<Option<Incoming>> {
     let peer = envelope.sender_user_id;
     let event = match content.body.as_ref() {
-        Some(Body::Text(_)) => {
+        // A file message is remembered whole (reference, key, digest) so `download` finds it.
+        Some(Body::Text(_)) | Some(Body::Media(_)) => {
             history::remember(c, peer, envelope.message_id, envelope.date, &content)?;
             Incoming::Message(received_message(envelope, &content))
         }
@@ -353,19 +354,22 @@ fn incoming(c: &Connection, envelope: &InboxEnvelope, content: Content) -> Resul
             Some(results) => Incoming::InlineResults { chat_id: peer, session_id: r.session_id, results },
             None => return Ok(None),
         },
-        // Media is not shown yet (the media issue); presses and inline queries go to bots; an
-        // empty body is a kind from a newer release.
-        Some(Body::Media(_)) | Some(Body::Press(_)) | Some(Body::InlineQuery(_)) | None => return Ok(None),
+        // Presses and inline queries go to bots; an empty body is a kind from a newer release.
+        Some(Body::Press(_)) | Some(Body::InlineQuery(_)) | None => return Ok(None),
     };
     Ok(Some(event))
 }
 
+/// The text of a text message, or the caption of a file message (what an edit shows).
 fn text_of(content: &Content) -> (String, Vec<Entity>) {
-    if content.has_text() {
-        let t = content.text();
-        (t.text.clone(), t.entities.iter().map(Entity::from_wire).collect())
-    } else {
-        (String::new(), Vec::new())
+    let text = match content.body.as_ref() {
+        Some(Body::Text(t)) => Some(t),
+        Some(Body::Media(m)) => m.caption.as_ref(),
+        _ => None,
+    };
+    match text {
+        Some(t) => (t.text.clone(), t.entities.iter().map(Entity::from_wire).collect()),
+        None => (String::new(), Vec::new()),
     }
 }
 
@@ -379,7 +383,9 @@ fn sender(envelope: &InboxEnvelope) -> Sender {
 }
 
 fn received_message(envelope: &InboxEnvelope, content: &Content) -> ReceivedMessage {
-    let (text, entities) = text_of(content);
+    // A file message's caption is in `media`, as the Bot API keeps `caption` apart from `text`.
+    let media = content.has_media().then(|| MediaInfo::from_wire(content.media()));
+    let (text, entities) = if media.is_some() { (String::new(), Vec::new()) } else { text_of(content) };
     ReceivedMessage {
         chat_id: envelope.sender_user_id,
         sender: sender(envelope),
@@ -391,6 +397,7 @@ fn received_message(envelope: &InboxEnvelope, content: &Content) -> ReceivedMess
         keyboard: keyboard_from_wire(content.keyboard.as_ref()),
         forward_origin: content.forward_origin.as_ref().map(ForwardOrigin::from_wire),
         via_bot_user_id: (content.via_bot_user_id != 0).then_some(content.via_bot_user_id),
+        media,
     }
 }
 

@@ -3,8 +3,9 @@
 //! origin, and the other events of a dialog (`Incoming`).
 
 use crate::wire::e2e::reaction_type::Kind as WireReactionKind;
+use crate::wire::e2e::media::Kind as WireMediaKind;
 use crate::wire::e2e::{
-    Entity as WireEntity, ForwardOrigin as WireForwardOrigin, InlineKeyboard, ReactionType as WireReactionType,
+    Entity as WireEntity, Media as WireMedia, ForwardOrigin as WireForwardOrigin, InlineKeyboard, ReactionType as WireReactionType,
 };
 
 /// What the platform assigned to a sent message.
@@ -80,6 +81,94 @@ pub struct ReceivedMessage {
     pub forward_origin: Option<ForwardOrigin>,
     /// Set on a message sent by choosing a bot's inline result: that bot's user id.
     pub via_bot_user_id: Option<u64>,
+    /// Set on a photo, document, audio, video or voice message (its `text` is then empty;
+    /// the caption is in here). `Profile::download` fetches the file.
+    pub media: Option<MediaInfo>,
+}
+
+/// The kinds of file a message can carry, named as the Bot API names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MediaKind {
+    Photo,
+    Document,
+    Audio,
+    Video,
+    Voice,
+}
+
+impl MediaKind {
+    pub const ALL: [MediaKind; 5] = [MediaKind::Photo, MediaKind::Document, MediaKind::Audio, MediaKind::Video, MediaKind::Voice];
+
+    /// "photo", "document", ... (the Bot API's field names, and `--as` values).
+    pub fn name(self) -> &'static str {
+        match self {
+            MediaKind::Photo => "photo",
+            MediaKind::Document => "document",
+            MediaKind::Audio => "audio",
+            MediaKind::Video => "video",
+            MediaKind::Voice => "voice",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<MediaKind> {
+        MediaKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    pub(crate) fn from_wire(k: WireMediaKind) -> MediaKind {
+        match k {
+            WireMediaKind::PHOTO => MediaKind::Photo,
+            WireMediaKind::DOCUMENT => MediaKind::Document,
+            WireMediaKind::AUDIO => MediaKind::Audio,
+            WireMediaKind::VIDEO => MediaKind::Video,
+            WireMediaKind::VOICE => MediaKind::Voice,
+        }
+    }
+
+    pub(crate) fn to_wire(self) -> WireMediaKind {
+        match self {
+            MediaKind::Photo => WireMediaKind::PHOTO,
+            MediaKind::Document => WireMediaKind::DOCUMENT,
+            MediaKind::Audio => WireMediaKind::AUDIO,
+            MediaKind::Video => WireMediaKind::VIDEO,
+            MediaKind::Voice => WireMediaKind::VOICE,
+        }
+    }
+}
+
+/// What a received file message says about its file (never its key or reference).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MediaInfo {
+    pub kind: MediaKind,
+    pub file_name: String,
+    pub mime_type: String,
+    /// Plaintext bytes.
+    pub size: u64,
+    /// 0 when unknown or not applicable.
+    pub width: u32,
+    pub height: u32,
+    /// Seconds; 0 when unknown or not applicable.
+    pub duration: u32,
+    pub caption: String,
+    pub caption_entities: Vec<Entity>,
+}
+
+impl MediaInfo {
+    pub(crate) fn from_wire(m: &WireMedia) -> MediaInfo {
+        // A kind from a newer release is shown as what every file is: a document.
+        let kind = m.kind.enum_value().map(MediaKind::from_wire).unwrap_or(MediaKind::Document);
+        let caption = m.caption.as_ref();
+        MediaInfo {
+            kind,
+            file_name: m.file_name.clone(),
+            mime_type: m.mime_type.clone(),
+            size: m.size,
+            width: m.width,
+            height: m.height,
+            duration: m.duration,
+            caption: caption.map(|c| c.text.clone()).unwrap_or_default(),
+            caption_entities: caption.map(|c| c.entities.iter().map(Entity::from_wire).collect()).unwrap_or_default(),
+        }
+    }
 }
 
 /// One article of a bot's inline results.

@@ -9,7 +9,10 @@
 //!   (`Profile::bot_menu`, `Profile::bot_commands`).
 //! - `inbox`: the Inbox stream, opening envelopes into `Incoming` events, acknowledging,
 //!   prekey replenishment.
-//! - `history`: the received messages remembered per dialog (edits applied), for presses.
+//! - `history`: the received messages remembered per dialog (edits applied), for presses
+//!   and downloads.
+//! - `media`: sending a file (encrypted while streamed to the platform) and downloading one
+//!   (verified whole before a byte is written).
 //! - `cli`, `interactive`: the `e2e-chat` program; `display`: what it shows a person, made safe
 //!   for a terminal.
 //!
@@ -34,6 +37,7 @@ mod history;
 mod inline;
 mod inbox;
 mod interactive;
+mod media;
 mod message;
 mod profile;
 mod reader;
@@ -47,6 +51,10 @@ pub use cli::run_cli;
 pub use error::{ClientError, Result};
 pub use inbox::{StreamEnd, REPLENISH_BELOW};
 pub use history::MAX_REMEMBERED;
-pub use message::{Button, Entity, ForwardOrigin, Incoming, InlineResult, Keyboard, ReactionType, ReceivedMessage, SentMessage, SentPress, Sender};
+pub use media::{guess_kind, guess_mime, MAX_FILE_SIZE};
+pub use message::{
+    Button, Entity, ForwardOrigin, Incoming, InlineResult, Keyboard, MediaInfo, MediaKind, ReactionType, ReceivedMessage, SentMessage,
+    SentPress, Sender,
+};
 pub use profile::{Profile, BUSY_TIMEOUT, DB_FILE};
 pub use send::MAX_SEND_ATTEMPTS;
