@@ -9,6 +9,7 @@ mod schema;
 mod writer;
 
 pub mod chats;
+pub mod files;
 pub mod inline;
 pub mod outbox;
 pub mod queue;
