@@ -210,13 +210,14 @@ fn source_message(bot: &BotShared, params: &Params) -> Result<(chats::PrivateCha
         .map_err(|_| ApiError::bad_request("from_chat_id is not a private chat of this bot that produced an update"))?;
     let entry = remembered(bot, from_chat_id, message_id)?
         .ok_or_else(|| ApiError::bad_request("message to forward not found in this gateway's history"))?;
-    if !matches!(entry.content.body, Some(Body::Text(_))) {
+    // A file travels again as the same reference and key: no re-upload.
+    if !matches!(entry.content.body, Some(Body::Text(_)) | Some(Body::Media(_))) {
         return Err(ApiError::bad_request("message can't be forwarded"));
     }
     Ok((from_chat, entry))
 }
 
-/// `forwardMessage`: the message's text to another (or the same) private chat, with
+/// `forwardMessage`: the message's text or file (with its caption) to another (or the same) private chat, with
 /// `forward_origin` naming who wrote the original and when (a forwarded forward keeps the
 /// first origin). Buttons and the reply are not forwarded.
 pub(super) fn forward_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
@@ -242,12 +243,12 @@ pub(super) fn forward_message(bot: &BotShared, params: &Params) -> Result<Value,
         },
     };
     let mut content = Content::new();
-    content.set_text(entry.content.text().clone());
+    content.body = entry.content.body.clone();
     content.forward_origin = MessageField::some(origin);
     send_new(bot, &chat, content)
 }
 
-/// `copyMessage`: the message's text without a forward mark, with the caller's own reply
+/// `copyMessage`: the message's text or file (with its caption) without a forward mark, with the caller's own reply
 /// target and keyboard (the original's buttons are not copied). Answers `{"message_id": N}`.
 pub(super) fn copy_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let chat_id = chat_id(params, "chat_id")?;
@@ -256,7 +257,7 @@ pub(super) fn copy_message(bot: &BotShared, params: &Params) -> Result<Value, Ap
     let (reply_to, allow_without) = reply_request(params, chat_id)?;
     let (_, entry) = source_message(bot, params)?;
     let mut content = Content::new();
-    content.set_text(entry.content.text().clone());
+    content.body = entry.content.body.clone();
     content.reply_to_message_id = reply_target(bot, chat_id, reply_to, allow_without)?;
     content.keyboard = MessageField::from_option(keyboard);
     let sent = outbox::submit(bot, chat_id, content, SEND_WAIT)?;
