@@ -277,6 +277,12 @@ impl Store {
         }
     }
 
+    /// The directory the database is in (the `state_dir`): where a download's private,
+    /// unlinked ciphertext file goes.
+    pub fn directory(&self) -> &Path {
+        self.inner.path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+    }
+
     pub fn notifier(&self) -> &Arc<Notifier> {
         &self.inner.notifier
     }
