@@ -13,7 +13,9 @@ use serde_json::Value;
 use super::messages::{self, CAPTION};
 use super::store_error;
 use crate::crypto::file::{FileCryptoError, FileKey, MAX_PLAINTEXT_LEN};
-use crate::e2e::file::{download_verified, upload_encrypted, FileError};
+use std::io::{BufReader, Seek, SeekFrom};
+
+use crate::e2e::file::{download_verified, upload_ciphertext, upload_encrypted, FileError};
 use crate::gateway::api::Download;
 use crate::gateway::botapi::types::{self, MediaKind};
 use crate::gateway::botapi::{markup, params::UploadedFile, ApiError, Params};
@@ -150,10 +152,19 @@ fn send_media(bot: &BotShared, params: &Params, kind: MediaKind) -> Result<Value
 
 /// Encrypts and uploads a file part; over 50 MiB is refused before anything is uploaded.
 fn upload(bot: &BotShared, file: &UploadedFile, kind: MediaKind) -> Result<Media, ApiError> {
-    if file.bytes.len() as u64 > MAX_PLAINTEXT_LEN {
-        return Err(too_large(file.bytes.len() as u64));
+    if file.len() > MAX_PLAINTEXT_LEN {
+        return Err(too_large(file.len()));
     }
-    let uploaded = upload_encrypted(&bot.platform, &file.bytes[..]).map_err(|e| transfer_error(bot, "upload", e))?;
+    let uploaded = match &file.spooled {
+        // Encrypted while the request was read: its ciphertext goes up as it is.
+        Some(spooled) => {
+            let mut ciphertext = &spooled.ciphertext;
+            ciphertext.seek(SeekFrom::Start(0)).map_err(|e| ApiError::internal(format!("uploaded file: {e}")))?;
+            upload_ciphertext(&bot.platform, BufReader::new(ciphertext), &spooled.encrypted)
+        }
+        None => upload_encrypted(&bot.platform, &file.bytes[..]),
+    }
+    .map_err(|e| transfer_error(bot, "upload", e))?;
     let mime_type = match file.content_type.as_deref().map(str::trim) {
         Some(t) if !t.is_empty() && !t.eq_ignore_ascii_case("application/octet-stream") => t.to_string(),
         _ => guess_mime(&file.filename, kind).to_string(),
@@ -287,7 +298,7 @@ mod tests {
     #[test]
     fn the_media_parameter_is_a_part_an_attachment_or_a_file_id_never_a_url() {
         let mut params = form(&[("photo", "attach://x1")]);
-        let part = UploadedFile { filename: "a.jpg".into(), content_type: None, bytes: b"jpeg".to_vec() };
+        let part = UploadedFile::in_memory("a.jpg", None, b"jpeg".to_vec());
         params.insert_file("x1", part.clone());
         assert_eq!(media_source(&params, "photo").expect("attach"), Source::Upload(&part));
         let mut direct = Params::new();

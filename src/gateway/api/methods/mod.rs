@@ -154,6 +154,10 @@ impl BotApi for BotShared {
         (method.run)(self, params)
     }
 
+    fn spool_dir(&self) -> Option<std::path::PathBuf> {
+        Some(self.store.directory().to_path_buf())
+    }
+
     fn download(&self, file_path: &str) -> Result<Download, ApiError> {
         if self.is_revoked() {
             return Err(self.refusal());
