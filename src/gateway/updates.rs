@@ -275,6 +275,10 @@ pub fn enqueue_callback_query(
                 content: context.message.unwrap_or_default(),
                 edit_date: 0,
             };
+            if let Some(Body::Media(media)) = &entry.content.body {
+                // Sent by another runtime of the bot: this one issues its own file_id.
+                files::issue(c, media, now)?;
+            }
             chats::record(c, &entry)?;
             entry
         }
