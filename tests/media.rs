@@ -284,12 +284,22 @@ fn every_kind_travels_both_ways_verified_and_never_in_clear_on_disk() {
 }
 
 #[test]
-fn a_file_over_50_mib_is_refused_before_it_is_uploaded() {
+fn a_50_mib_file_round_trips_and_a_larger_one_is_refused_before_it_is_uploaded() {
     let world = World::start("big_media_bot");
     let alice = world.user("bob");
     alice.send_text(&format!("@{}", world.bot_username()), "hi").expect("send");
     let updates = world.gateway.poll_until(0, 1);
     let chat_id = updates[0]["message"]["chat"]["id"].clone();
+
+    // Exactly 50 MiB goes up (encrypted while the body is read) and comes back byte for byte.
+    let max: Vec<u8> = (0..50 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    let (status, body) = multipart(&world, "sendDocument", &[("chat_id", chat_id.to_string())], &[("document", "max.bin", &max)]);
+    assert_eq!(status, 200, "{body}");
+    let id = body["result"]["document"]["file_id"].as_str().expect("file_id").to_string();
+    let (status, got) = download(&world, &id);
+    assert_eq!(status, 200);
+    assert!(got == max, "the 50 MiB file downloads back unchanged");
+    drop((max, got));
     let files_before = stored_files(&world.platform.data_dir.join("files"));
 
     let too_big = vec![b'x'; 50 * 1024 * 1024 + 1];
