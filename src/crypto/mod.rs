@@ -38,6 +38,11 @@ pub fn random_bytes<const N: usize>() -> [u8; N] {
     out
 }
 
+/// base64url (no padding) of `bytes`: for opaque identifiers that travel in URLs (file ids).
+pub fn base64url_encode(bytes: &[u8]) -> String {
+    sodiumoxide::base64::encode(bytes, sodiumoxide::base64::Variant::UrlSafeNoPadding)
+}
+
 /// A uniformly random integer in `0..upper` (upper > 0).
 pub fn random_below(upper: u64) -> u64 {
     assert!(upper > 0, "random_below needs a positive bound");

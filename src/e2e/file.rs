@@ -146,9 +146,37 @@ impl Write for ChunkSender<'_> {
 /// the reference, the key, the digest and the sizes. Over `crypto::file::MAX_PLAINTEXT_LEN`
 /// fails with `TooLarge` and the platform keeps nothing.
 pub fn upload_encrypted(platform: &Platform, input: impl Read) -> Result<UploadedFile, FileError> {
+    upload_with(platform, |sender| file_crypto::encrypt(input, sender))
+}
+
+/// Uploads a ciphertext encrypted earlier (`crypto::file::encrypt` into a private temporary
+/// file, e.g. while a request body was read), as `encrypted` describes it.
+pub fn upload_ciphertext(
+    platform: &Platform,
+    mut ciphertext: impl Read,
+    encrypted: &file_crypto::EncryptedFile,
+) -> Result<UploadedFile, FileError> {
+    upload_with(platform, |sender| {
+        let copied = io::copy(&mut ciphertext, sender)?;
+        if copied != encrypted.ciphertext_len {
+            return Err(FileCryptoError::Io(io::Error::other(format!(
+                "the ciphertext has {copied} bytes, {} were expected",
+                encrypted.ciphertext_len
+            ))));
+        }
+        Ok(encrypted.clone())
+    })
+}
+
+/// One UploadFile call fed by `write` (which returns what it wrote); the platform's answer is
+/// checked against the ciphertext's length.
+fn upload_with(
+    platform: &Platform,
+    write: impl FnOnce(&mut ChunkSender<'_>) -> Result<file_crypto::EncryptedFile, FileCryptoError>,
+) -> Result<UploadedFile, FileError> {
     let (mut sink, receiver) = platform.client.upload_file(platform.opt_with_timeout(Some(TRANSFER_TIMEOUT)))?;
     let mut sender = ChunkSender { sink: &mut sink, buf: Vec::with_capacity(UPLOAD_CHUNK), failed: false };
-    let encrypted = file_crypto::encrypt(input, &mut sender)
+    let encrypted = write(&mut sender)
         .and_then(|encrypted| sender.send_buffered(true).map(|()| encrypted).map_err(FileCryptoError::Io));
     match encrypted {
         Ok(encrypted) => {
@@ -275,7 +303,7 @@ where
 }
 
 /// A new private (0600) file in `dir` with no name left: it disappears when closed.
-fn unlinked_private_file(dir: &Path) -> Result<File, FileError> {
+pub fn unlinked_private_file(dir: &Path) -> Result<File, FileError> {
     let name = format!(".file-{}.tmp", crate::crypto::hex_encode(&crate::crypto::random_bytes::<16>()));
     let path = dir.join(name);
     let file = OpenOptions::new()

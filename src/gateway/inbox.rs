@@ -17,7 +17,7 @@ use rusqlite::Connection;
 
 use super::botapi::types::UserView;
 use super::runtime::{unix_now, BotShared};
-use super::store::{chats, Result as StoreResult, StoreError};
+use super::store::{chats, files, Result as StoreResult, StoreError};
 use super::keyboard;
 use super::updates;
 use crate::backoff::Backoff;
@@ -253,7 +253,11 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
     };
     chats::upsert_private_chat(c, &chat, unix_now())?;
     match &content.body {
-        Some(Body::Text(_)) => {
+        Some(Body::Text(_)) | Some(Body::Media(_)) => {
+            if let Some(Body::Media(media)) = &content.body {
+                // The bot refers to the file by the file_id issued here (getFile, send by id).
+                files::issue(c, media, unix_now())?;
+            }
             let entry = chats::HistoryEntry {
                 chat_id: env.sender_user_id as i64,
                 message_id: env.message_id as i64,

@@ -12,11 +12,14 @@ use rusqlite::Connection;
 use serde_json::Value;
 
 use super::botapi::text::entities::command_entities;
-use super::botapi::types::{self, ButtonView, ChatView, ForwardOriginView, MessageView, ReactionView, UserView, UPDATE_KINDS};
-use super::store::{chats, inline, queue, Result as StoreResult, StoreError};
+use super::botapi::types::{
+    self, ButtonView, ChatView, ForwardOriginView, MediaKind, MediaView, MessageView, ReactionView, UserView, UPDATE_KINDS,
+};
+use super::store::{chats, files, inline, queue, Result as StoreResult, StoreError};
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::reaction_type::Kind as ReactionKind;
-use crate::wire::e2e::{CallbackPress, Content, InlineQuery, KeyboardContext, Reaction};
+use crate::wire::e2e::media::Kind as E2eMediaKind;
+use crate::wire::e2e::{CallbackPress, Content, InlineQuery, KeyboardContext, Media, Reaction};
 
 /// Longest `press_id` accepted from a user's client (it becomes part of a callback query id).
 const PRESS_ID_MAX: usize = 64;
@@ -139,6 +142,20 @@ pub fn history_view(
         }
         _ => (None, Vec::new()),
     };
+    let (media, caption, caption_entities) = match &entry.content.body {
+        Some(Body::Media(m)) => {
+            let record = files::by_ref(c, &m.file_ref)?.ok_or_else(|| {
+                StoreError::Corrupt(format!("no file_id issued for the file of message {}/{}", entry.chat_id, entry.message_id))
+            })?;
+            let caption = m.caption.as_ref().filter(|t| !t.text.is_empty());
+            (
+                Some(media_view(m, &record)),
+                caption.map(|t| t.text.clone()),
+                caption.map(|t| t.entities.clone()).unwrap_or_default(),
+            )
+        }
+        _ => (None, None, Vec::new()),
+    };
     let reply_to_message = match (nest, entry.content.reply_to_message_id) {
         (true, id) if id != 0 => chats::lookup(c, entry.chat_id, id as i64)?
             .map(|r| history_view(c, me, chat, &r, false))
@@ -158,7 +175,38 @@ pub fn history_view(
         forward_origin: forward_origin_view(&entry.content),
         reply_markup: keyboard_view(&entry.content),
         via_bot: (entry.content.via_bot_user_id != 0 && entry.content.via_bot_user_id == me.id as u64).then(|| me.clone()),
+        media,
+        caption,
+        caption_entities,
     })
+}
+
+/// The Bot API kind of an end-to-end file.
+pub fn media_kind(m: &Media) -> MediaKind {
+    match m.kind.enum_value_or_default() {
+        E2eMediaKind::DOCUMENT => MediaKind::Document,
+        E2eMediaKind::PHOTO => MediaKind::Photo,
+        E2eMediaKind::AUDIO => MediaKind::Audio,
+        E2eMediaKind::VIDEO => MediaKind::Video,
+        E2eMediaKind::VOICE => MediaKind::Voice,
+    }
+}
+
+/// A message's file as the Bot API shows it, under the file_id this gateway issued.
+fn media_view(m: &Media, record: &files::FileRecord) -> MediaView {
+    MediaView {
+        kind: media_kind(m),
+        file_id: record.file_id.clone(),
+        file_unique_id: record.file_unique_id.clone(),
+        file_size: m.size,
+        width: m.width,
+        height: m.height,
+        duration: m.duration,
+        mime_type: non_empty(&m.mime_type),
+        file_name: non_empty(&m.file_name),
+        performer: non_empty(&m.performer),
+        title: non_empty(&m.title),
+    }
 }
 
 /// The buttons of a message content.
@@ -227,6 +275,10 @@ pub fn enqueue_callback_query(
                 content: context.message.unwrap_or_default(),
                 edit_date: 0,
             };
+            if let Some(Body::Media(media)) = &entry.content.body {
+                // Sent by another runtime of the bot: this one issues its own file_id.
+                files::issue(c, media, now)?;
+            }
             chats::record(c, &entry)?;
             entry
         }

@@ -36,7 +36,7 @@ use std::fmt;
 
 pub use head::{Framing, Head, Version};
 pub use limits::Limits;
-pub use response::Response;
+pub use response::{BodyWriter, Response};
 pub use server::{Handler, Health, HealthReport, Request, Server};
 
 /// A request the server refuses or cannot finish reading: the status to answer and a

@@ -1,7 +1,27 @@
-//! A complete response: status, header fields and a body held in memory (every answer of the
-//! Bot API is a small JSON document).
+//! A complete response: status, header fields and a body, either held in memory (every answer
+//! of the Bot API is a small JSON document) or streamed by a writer of a known length (a file
+//! download: 50 MiB is never held in memory).
 
+use std::fmt;
 use std::io::{self, Write};
+use std::sync::{Arc, Mutex};
+
+/// Writes a streamed body into the connection; it must write exactly the announced length.
+pub type BodyWriter = Box<dyn FnOnce(&mut dyn Write) -> io::Result<()> + Send>;
+
+/// A body produced while the response is written. Shared so that `Response` stays `Clone`; the
+/// writer runs once, at the first write.
+#[derive(Clone)]
+struct Streamed {
+    len: u64,
+    writer: Arc<Mutex<Option<BodyWriter>>>,
+}
+
+impl fmt::Debug for Streamed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Streamed").field("len", &self.len).finish()
+    }
+}
 
 /// A response to write. `Content-Length` and `Connection` are added when it is written.
 #[derive(Debug, Clone)]
@@ -9,13 +29,41 @@ pub struct Response {
     status: u16,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
+    streamed: Option<Streamed>,
     close: bool,
+}
+
+/// Counts what a streamed body wrote, to check it against its Content-Length.
+struct Counting<'a> {
+    inner: &'a mut dyn Write,
+    written: u64,
+}
+
+impl Write for Counting<'_> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(data)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 impl Response {
     /// An empty response with `status`.
     pub fn new(status: u16) -> Response {
-        Response { status, headers: Vec::new(), body: Vec::new(), close: false }
+        Response { status, headers: Vec::new(), body: Vec::new(), streamed: None, close: false }
+    }
+
+    /// A response whose body of `len` bytes is written by `writer` straight into the
+    /// connection. A writer that fails or writes another length closes the connection, so the
+    /// client sees a cut-off body, never a short one that looks complete.
+    pub fn streamed(status: u16, content_type: &str, len: u64, writer: BodyWriter) -> Response {
+        let mut r = Response::new(status).with_header("Content-Type", content_type);
+        r.streamed = Some(Streamed { len, writer: Arc::new(Mutex::new(Some(writer))) });
+        r
     }
 
     /// A response with a body of the given media type.
@@ -34,6 +82,7 @@ impl Response {
     /// Replaces the body.
     pub fn body(mut self, body: Vec<u8>) -> Response {
         self.body = body;
+        self.streamed = None;
         self
     }
 
@@ -59,14 +108,33 @@ impl Response {
         self.close
     }
 
+    /// Whether the body is streamed (it is not in [`Response::body_bytes`]).
+    pub fn is_streamed(&self) -> bool {
+        self.streamed.is_some()
+    }
+
     /// Writes the whole response as HTTP/1.1; `with_body` is false for HEAD.
     pub(crate) fn write_to(&self, out: &mut dyn Write, close: bool, with_body: bool) -> io::Result<()> {
         let mut head = format!("HTTP/1.1 {} {}\r\n", self.status, reason(self.status));
         for (n, v) in &self.headers {
             head.push_str(&format!("{n}: {v}\r\n"));
         }
-        head.push_str(&format!("Content-Length: {}\r\n", self.body.len()));
+        let len = self.streamed.as_ref().map_or(self.body.len() as u64, |s| s.len);
+        head.push_str(&format!("Content-Length: {len}\r\n"));
         head.push_str(if close { "Connection: close\r\n\r\n" } else { "Connection: keep-alive\r\n\r\n" });
+        if let Some(streamed) = &self.streamed {
+            out.write_all(head.as_bytes())?;
+            if with_body {
+                let writer = streamed.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let writer = writer.ok_or_else(|| io::Error::other("a streamed body can be written once"))?;
+                let mut counting = Counting { inner: out, written: 0 };
+                writer(&mut counting)?;
+                if counting.written != len {
+                    return Err(io::Error::other(format!("streamed body wrote {} of {len} bytes", counting.written)));
+                }
+            }
+            return out.flush();
+        }
         let mut bytes = head.into_bytes();
         if with_body {
             bytes.extend_from_slice(&self.body);
@@ -122,5 +190,19 @@ mod tests {
         r.write_to(&mut out, false, false).expect("write");
         let text = String::from_utf8(out).expect("ascii");
         assert!(text.ends_with("Content-Length: 2\r\nConnection: keep-alive\r\n\r\n"), "{text}");
+    }
+
+    #[test]
+    fn streamed_bodies_are_written_once_with_their_length_and_checked() {
+        let r = Response::streamed(200, "text/plain", 5, Box::new(|out: &mut dyn Write| out.write_all(b"hello")));
+        let mut out = Vec::new();
+        r.write_to(&mut out, false, true).expect("write");
+        let text = String::from_utf8(out).expect("ascii");
+        assert!(text.contains("Content-Length: 5\r\n") && text.ends_with("\r\n\r\nhello"), "{text}");
+        assert!(r.write_to(&mut Vec::new(), false, true).is_err(), "the writer ran already");
+        let short = Response::streamed(200, "text/plain", 9, Box::new(|out: &mut dyn Write| out.write_all(b"hello")));
+        assert!(short.write_to(&mut Vec::new(), false, true).is_err(), "a short body is an error");
+        let head_only = Response::streamed(200, "text/plain", 9, Box::new(|_: &mut dyn Write| panic!("HEAD writes no body")));
+        head_only.write_to(&mut Vec::new(), false, false).expect("HEAD");
     }
 }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::http::BodyWriter;
+
 use super::methods::Method;
 use crate::gateway::botapi::{ApiError, Params};
 
@@ -25,4 +27,23 @@ pub trait BotApi: Send + Sync {
     fn preflight(&self, name: &str) -> Result<&'static Method, ApiError>;
     /// Runs `method` with `params`; the value is the envelope's `result`.
     fn call(&self, method: &'static Method, params: &Params) -> Result<Value, ApiError>;
+    /// Where an uploaded file part is encrypted while the request is read (`state_dir`);
+    /// `None` keeps parts in memory.
+    fn spool_dir(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+    /// `GET /file/bot<token>/<file_path>` (`file_path` percent-decoded): the file, already
+    /// fetched and verified, ready to be decrypted into the response.
+    fn download(&self, file_path: &str) -> Result<Download, ApiError> {
+        let _ = file_path;
+        Err(ApiError::not_found("file downloads are not available"))
+    }
+}
+
+/// A verified file to serve: its plaintext is produced only while the response is written.
+pub struct Download {
+    pub content_type: String,
+    /// Plaintext bytes.
+    pub len: u64,
+    pub write: BodyWriter,
 }

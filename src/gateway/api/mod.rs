@@ -19,5 +19,5 @@ pub mod response;
 pub mod server;
 pub mod token;
 
-pub use backend::{Backend, BotApi};
+pub use backend::{Backend, BotApi, Download};
 pub use server::{compat_limits, extensions_limits, Listener, ListenerKind};

@@ -5,10 +5,18 @@
 //! small look-ahead. A part with a `filename` in its Content-Disposition is a file (kept aside by
 //! part name); any other part is a text parameter (its own Content-Type, e.g. aiogram's
 //! `text/plain; charset="utf-8"`, is ignored). Everything read counts against a byte limit.
+//!
+//! With a spool directory (a Bot API call: the bot's `state_dir`), a file part is never held
+//! in memory: it is encrypted under a fresh key (`crypto::file`) as it is read, into an unlinked
+//! private temporary file, and only its ciphertext ever reaches disk. Without one (webhook
+//! replies, which are small), a file part is kept in memory.
 
-use std::io::{self, Read};
+use std::io::{self, BufWriter, Read, Write};
+use std::path::Path;
+use std::sync::Arc;
 
-use crate::gateway::botapi::params::{Params, UploadedFile};
+use crate::crypto::file::{self as file_crypto, FileCryptoError};
+use crate::gateway::botapi::params::{Params, SpooledFile, UploadedFile};
 
 /// Most parts accepted in one body (a media group of 10 with thumbnails stays far below).
 pub const MAX_PARTS: usize = 1000;
@@ -24,6 +32,10 @@ pub enum MultipartError {
     TooLarge,
     /// The text parts together are larger than their limit.
     TextTooLarge,
+    /// A file part is over `crypto::file::MAX_PLAINTEXT_LEN` (50 MiB).
+    FileTooLarge,
+    /// A file part could not be encrypted into its temporary file (local I/O).
+    Spool(String),
     /// The body does not follow the multipart syntax; says where.
     Malformed(String),
     /// Reading the body failed (client went away, broken chunked encoding).
@@ -52,14 +64,15 @@ pub fn boundary_from_content_type(content_type: &str) -> Option<String> {
 }
 
 /// Parses a whole multipart body into `params`: text parts with [`Params::insert_text`], file
-/// parts with [`Params::insert_file`]. Reads `body` to its end (the epilogue is discarded) and
-/// fails with `TooLarge` once more than `limit` bytes were read, or more than `text_limit`
-/// bytes of text parts.
+/// parts with [`Params::insert_file`] (encrypted into `spool` when given). Reads `body` to its
+/// end (the epilogue is discarded) and fails with `TooLarge` once more than `limit` bytes were
+/// read, or more than `text_limit` bytes of text parts.
 pub fn parse(
     body: &mut dyn Read,
     boundary: &str,
     limit: usize,
     text_limit: usize,
+    spool: Option<&Path>,
     params: &mut Params,
 ) -> Result<(), MultipartError> {
     if boundary.is_empty() || boundary.len() > MAX_BOUNDARY_LEN {
@@ -68,7 +81,7 @@ pub fn parse(
     // Every delimiter, including the first, is CRLF "--" boundary; the stream starts with a
     // virtual CRLF so the opening delimiter at offset 0 is found the same way.
     let delimiter = format!("\r\n--{boundary}").into_bytes();
-    let mut s = Stream { inner: body, buf: b"\r\n".to_vec(), pos: 0, eof: false, total: 0, limit };
+    let mut s = Stream { inner: body, buf: b"\r\n".to_vec(), pos: 0, eof: false, total: 0, limit, failure: None };
 
     // Preamble: discard everything up to the first delimiter.
     if !s.skip_past(&delimiter)? {
@@ -102,6 +115,17 @@ pub fn parse(
         }
         let headers = s.read_headers()?;
         let part = PartHeaders::parse(&headers)?;
+        if let (Some(dir), Some(name), Some(filename)) = (spool, &part.name, &part.filename) {
+            let spooled = spool_part(&mut s, &delimiter, dir)?;
+            let file = UploadedFile {
+                filename: filename.clone(),
+                content_type: part.content_type,
+                bytes: Vec::new(),
+                spooled: Some(Arc::new(spooled)),
+            };
+            params.insert_file(name, file);
+            continue;
+        }
         let mut data = Vec::new();
         if !s.read_until(&delimiter, &mut data)? {
             return Err(MultipartError::Malformed("the body ends inside a part (no closing boundary)".into()));
@@ -112,7 +136,8 @@ pub fn parse(
         };
         match part.filename {
             Some(filename) => {
-                params.insert_file(&name, UploadedFile { filename, content_type: part.content_type, bytes: data });
+                let file = UploadedFile { filename, content_type: part.content_type, bytes: data, spooled: None };
+                params.insert_file(&name, file);
             }
             None => {
                 text_bytes += data.len();
@@ -122,6 +147,89 @@ pub fn parse(
                 let text = String::from_utf8(data)
                     .map_err(|_| MultipartError::Malformed(format!("field {name:?} is not valid UTF-8")))?;
                 params.insert_text(&name, text);
+            }
+        }
+    }
+}
+
+/// Encrypts one file part, up to its closing delimiter, into an unlinked private file in `dir`.
+fn spool_part(s: &mut Stream<'_>, delimiter: &[u8], dir: &Path) -> Result<SpooledFile, MultipartError> {
+    let ciphertext =
+        crate::e2e::file::unlinked_private_file(dir).map_err(|e| MultipartError::Spool(e.to_string()))?;
+    let mut part = PartReader { s, delimiter, done: false, ended_early: false };
+    let mut out = BufWriter::new(&ciphertext);
+    let encrypted = file_crypto::encrypt(&mut part, &mut out);
+    let flushed = out.flush();
+    drop(out);
+    let (ended_early, failure) = (part.ended_early, part.failure());
+    match encrypted {
+        Err(FileCryptoError::TooLarge) => Err(MultipartError::FileTooLarge),
+        // The body's own failure (too large, cut off) says more than the encryption's.
+        Err(_) if failure.is_some() => Err(failure.expect("checked")),
+        Err(e) => Err(MultipartError::Spool(e.to_string())),
+        Ok(_) if ended_early => {
+            Err(MultipartError::Malformed("the body ends inside a part (no closing boundary)".into()))
+        }
+        Ok(encrypted) => {
+            flushed.map_err(|e| MultipartError::Spool(e.to_string()))?;
+            Ok(SpooledFile { ciphertext, encrypted })
+        }
+    }
+}
+
+/// The bytes of the current part, up to (and consuming) the delimiter, as a `Read`.
+struct PartReader<'a, 'b> {
+    s: &'a mut Stream<'b>,
+    delimiter: &'a [u8],
+    done: bool,
+    /// The body ended before the delimiter.
+    ended_early: bool,
+}
+
+impl PartReader<'_, '_> {
+    /// What went wrong reading the body, if anything did (kept for a better error).
+    fn failure(&mut self) -> Option<MultipartError> {
+        self.s.failure.take()
+    }
+}
+
+impl Read for PartReader<'_, '_> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        loop {
+            if self.done || out.is_empty() {
+                return Ok(0);
+            }
+            let rest = self.s.rest();
+            if let Some(i) = find(rest, self.delimiter) {
+                if i == 0 {
+                    self.s.pos += self.delimiter.len();
+                    self.done = true;
+                    return Ok(0);
+                }
+                let n = i.min(out.len());
+                out[..n].copy_from_slice(&rest[..n]);
+                self.s.pos += n;
+                return Ok(n);
+            }
+            // Keep a tail that could be the start of a delimiter split across reads.
+            let keep = self.delimiter.len() - 1;
+            if rest.len() > keep {
+                let n = (rest.len() - keep).min(out.len());
+                out[..n].copy_from_slice(&rest[..n]);
+                self.s.pos += n;
+                return Ok(n);
+            }
+            match self.s.fill() {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.ended_early = true;
+                    self.done = true;
+                    return Ok(0);
+                }
+                Err(e) => {
+                    self.s.failure = Some(e);
+                    return Err(io::Error::other("the request body could not be read"));
+                }
             }
         }
     }
@@ -137,6 +245,8 @@ struct Stream<'a> {
     /// Bytes read from `inner` so far.
     total: usize,
     limit: usize,
+    /// Why reading failed while a file part was being encrypted.
+    failure: Option<MultipartError>,
 }
 
 impl Stream<'_> {
@@ -481,19 +591,51 @@ mod tests {
         let b = body();
         for step in [1, 2, 3, 7, 16, 17, 64, 1 << 20] {
             let mut p = Params::new();
-            parse(&mut Trickle { data: &b, step }, B, 1 << 20, 1 << 20, &mut p).unwrap_or_else(|e| panic!("step {step}: {e:?}"));
+            parse(&mut Trickle { data: &b, step }, B, 1 << 20, 1 << 20, None, &mut p).unwrap_or_else(|e| panic!("step {step}: {e:?}"));
             check(&p);
         }
+    }
+
+    /// With a spool directory, file parts are encrypted on arrival: the same bytes decrypt
+    /// back, nothing is in memory, no file name is left behind, text parts are unchanged.
+    #[test]
+    fn spooled_file_parts_are_encrypted_whatever_the_read_sizes() {
+        crate::crypto::init();
+        let b = body();
+        let dir = tempfile::tempdir().expect("dir");
+        for step in [1, 3, 17, 1 << 20] {
+            let mut p = Params::new();
+            parse(&mut Trickle { data: &b, step }, B, 1 << 20, 1 << 20, Some(dir.path()), &mut p)
+                .unwrap_or_else(|e| panic!("step {step}: {e:?}"));
+            assert_eq!(p.get("chat_id"), Some(&json!(42)));
+            let photo = p.file("photo").expect("photo part");
+            assert!(photo.bytes.is_empty(), "not in memory");
+            let spooled = photo.spooled.as_ref().expect("spooled");
+            let want = format!("\x00\x01\r\n--{}\r\n--\r\n\u{ff}", &B[..5]).into_bytes();
+            assert_eq!(photo.len(), want.len() as u64);
+            let mut file = &spooled.ciphertext;
+            std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0)).expect("seek");
+            let mut plain = Vec::new();
+            file_crypto::Decryptor::new(&spooled.encrypted.key).decrypt(file, &mut plain).expect("decrypts");
+            assert_eq!(plain, want);
+            assert_eq!(p.file("doc").expect("empty part").len(), 0);
+            assert_eq!(std::fs::read_dir(dir.path()).expect("list").count(), 0, "unlinked");
+        }
+        // A part cut off before its delimiter is malformed, not a shorter file.
+        let cut = format!("--{B}\r\nContent-Disposition: form-data; name=\"a\"; filename=\"f\"\r\n\r\nabc").into_bytes();
+        let err = parse(&mut Trickle { data: &cut, step: 2 }, B, 1 << 20, 1 << 20, Some(dir.path()), &mut Params::new())
+            .expect_err("cut off");
+        assert!(matches!(err, MultipartError::Malformed(_)), "{err:?}");
     }
 
     #[test]
     fn enforces_the_byte_limit() {
         let b = body();
         let mut p = Params::new();
-        let err = parse(&mut Trickle { data: &b, step: 5 }, B, b.len() - 1, 1 << 20, &mut p).expect_err("over limit");
+        let err = parse(&mut Trickle { data: &b, step: 5 }, B, b.len() - 1, 1 << 20, None, &mut p).expect_err("over limit");
         assert!(matches!(err, MultipartError::TooLarge), "{err:?}");
         let mut p = Params::new();
-        parse(&mut Trickle { data: &b, step: 5 }, B, b.len(), 1 << 20, &mut p).expect("exactly at the limit");
+        parse(&mut Trickle { data: &b, step: 5 }, B, b.len(), 1 << 20, None, &mut p).expect("exactly at the limit");
     }
 
     #[test]
@@ -519,7 +661,7 @@ mod tests {
         ];
         for (b, want) in cases {
             let mut p = Params::new();
-            match parse(&mut Trickle { data: &b, step: 3 }, B, 1 << 20, 1 << 20, &mut p) {
+            match parse(&mut Trickle { data: &b, step: 3 }, B, 1 << 20, 1 << 20, None, &mut p) {
                 Err(MultipartError::Malformed(m)) => assert!(m.contains(want), "{m:?} lacks {want:?}"),
                 other => panic!("expected Malformed({want}), got {other:?}"),
             }

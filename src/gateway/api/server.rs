@@ -151,12 +151,20 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
         return response::error(&ApiError::not_found("no such endpoint"));
     }
     if let Some(rest) = path.strip_prefix("/file/bot") {
-        let (token, _file_path) = split_token(rest);
+        let (token, file_path) = split_token(rest);
         if !is_get {
             return response::error(&method_not_allowed("GET"));
         }
-        return match authenticate(backend, token) {
-            Ok(_) => response::error(&ApiError::not_found("file downloads are not available yet")),
+        let bot = match authenticate(backend, token) {
+            Ok(bot) => bot,
+            Err(e) => return response::error(&e),
+        };
+        // SDKs send names with spaces and non-ASCII characters percent-encoded (SDK-COMPAT §8.8).
+        let Some(file_path) = percent_decode_path(file_path) else {
+            return response::error(&ApiError::not_found("file not found"));
+        };
+        return match bot.download(&file_path) {
+            Ok(d) => HttpResponse::streamed(200, &d.content_type, d.len, d.write),
             Err(e) => response::error(&e),
         };
     }
@@ -182,7 +190,8 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
     };
     let content_type = rq.header("Content-Type").map(str::to_string);
     let content_length = rq.body_length().map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    let params = match request::decode(query, content_type.as_deref(), content_length, rq.body()) {
+    let spool = bot.spool_dir();
+    let params = match request::decode_spooled(query, content_type.as_deref(), content_length, rq.body(), spool.as_deref()) {
         Ok(p) => p,
         // The HTTP layer knows best why a body could not be read (cut off, stalled, too large).
         Err(e) => {
@@ -364,7 +373,7 @@ mod tests {
         assert_error(
             h.get(&format!("/file/bot{}/photos/a.jpg", token())),
             404,
-            "Not Found: file downloads are not available yet",
+            "Not Found: file downloads are not available",
         );
         assert_error(h.get("/file/bot1:x/photos/a.jpg"), 401, "Unauthorized");
         assert_error(

@@ -11,12 +11,17 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::fs::File;
+use std::sync::Arc;
+
+use crate::crypto::file::EncryptedFile;
 
 use serde_json::{Map, Value};
 
 use super::ApiError;
 
-/// A file part of a multipart body.
+/// A file part of a multipart body: in memory (`bytes`), or, for a Bot API call, already
+/// encrypted into a private temporary file while the body was read (`spooled`; `bytes` empty).
 #[derive(Clone, PartialEq, Eq)]
 pub struct UploadedFile {
     /// The `filename` of the part's Content-Disposition (may be empty).
@@ -24,7 +29,40 @@ pub struct UploadedFile {
     /// The part's own Content-Type, if it had one (telegraf sends none).
     pub content_type: Option<String>,
     pub bytes: Vec<u8>,
+    pub spooled: Option<Arc<SpooledFile>>,
 }
+
+impl UploadedFile {
+    /// A part held in memory.
+    pub fn in_memory(filename: &str, content_type: Option<&str>, bytes: Vec<u8>) -> UploadedFile {
+        UploadedFile { filename: filename.to_string(), content_type: content_type.map(str::to_string), bytes, spooled: None }
+    }
+
+    /// Plaintext bytes.
+    pub fn len(&self) -> u64 {
+        self.spooled.as_ref().map_or(self.bytes.len() as u64, |s| s.encrypted.plaintext_len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file part encrypted on arrival (`crypto::file`): the ciphertext in an unlinked private
+/// file, and its key and digest. The plaintext never touched disk.
+pub struct SpooledFile {
+    pub ciphertext: File,
+    pub encrypted: EncryptedFile,
+}
+
+impl PartialEq for SpooledFile {
+    /// The same spooled part, not equal bytes.
+    fn eq(&self, other: &SpooledFile) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for SpooledFile {}
 
 impl fmt::Debug for UploadedFile {
     // File contents are user plaintext: never print them.
@@ -32,7 +70,8 @@ impl fmt::Debug for UploadedFile {
         f.debug_struct("UploadedFile")
             .field("filename", &self.filename)
             .field("content_type", &self.content_type)
-            .field("len", &self.bytes.len())
+            .field("len", &self.len())
+            .field("spooled", &self.spooled.is_some())
             .finish()
     }
 }
@@ -442,7 +481,7 @@ mod tests {
 
     #[test]
     fn uploaded_file_debug_hides_bytes() {
-        let f = UploadedFile { filename: "a.txt".into(), content_type: None, bytes: b"secret plaintext".to_vec() };
+        let f = UploadedFile::in_memory("a.txt", None, b"secret plaintext".to_vec());
         let s = format!("{f:?}");
         assert!(!s.contains("secret"), "{s}");
         assert!(s.contains("16"), "{s}");

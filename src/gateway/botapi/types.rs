@@ -87,6 +87,51 @@ pub struct MessageView {
     pub reply_markup: Vec<Vec<ButtonView>>,
     /// The bot whose inline result the user sent.
     pub via_bot: Option<UserView>,
+    /// The file of a media message (photo, document, audio, video, voice).
+    pub media: Option<MediaView>,
+    /// The media's caption and its entities (UTF-16 offsets); emitted only with `media`.
+    pub caption: Option<String>,
+    pub caption_entities: Vec<Entity>,
+}
+
+/// Which Bot API object a file is shown as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MediaKind {
+    Photo,
+    Document,
+    Audio,
+    Video,
+    Voice,
+}
+
+impl MediaKind {
+    /// The Message field (and the send method's parameter) of this kind.
+    pub fn field(self) -> &'static str {
+        match self {
+            MediaKind::Photo => "photo",
+            MediaKind::Document => "document",
+            MediaKind::Audio => "audio",
+            MediaKind::Video => "video",
+            MediaKind::Voice => "voice",
+        }
+    }
+}
+
+/// A file as a Bot API PhotoSize, Document, Audio, Video or Voice. Dimensions and durations
+/// the sender did not give are 0, since the SDKs require them (SDK-TYPES).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MediaView {
+    pub kind: MediaKind,
+    pub file_id: String,
+    pub file_unique_id: String,
+    pub file_size: u64,
+    pub width: u32,
+    pub height: u32,
+    pub duration: u32,
+    pub mime_type: Option<String>,
+    pub file_name: Option<String>,
+    pub performer: Option<String>,
+    pub title: Option<String>,
 }
 
 /// A callback button (the only kind this profile supports).
@@ -181,10 +226,55 @@ fn message_json_at(msg: &MessageView, nest: bool) -> Value {
             o.insert("entities".into(), entities_to_json(&msg.entities));
         }
     }
+    if let Some(media) = &msg.media {
+        o.insert(media.kind.field().into(), media_json(media));
+        if let Some(caption) = &msg.caption {
+            o.insert("caption".into(), json!(caption));
+            if !msg.caption_entities.is_empty() {
+                o.insert("caption_entities".into(), entities_to_json(&msg.caption_entities));
+            }
+        }
+    }
     if !msg.reply_markup.is_empty() {
         o.insert("reply_markup".into(), inline_keyboard_json(&msg.reply_markup));
     }
     Value::Object(o)
+}
+
+/// The value of a media message's `photo` (an array of one PhotoSize), `document`, `audio`,
+/// `video` or `voice` field, with every field the SDKs require.
+pub fn media_json(m: &MediaView) -> Value {
+    let mut o = Map::new();
+    o.insert("file_id".into(), json!(m.file_id));
+    o.insert("file_unique_id".into(), json!(m.file_unique_id));
+    if matches!(m.kind, MediaKind::Photo | MediaKind::Video) {
+        o.insert("width".into(), json!(m.width));
+        o.insert("height".into(), json!(m.height));
+    }
+    if matches!(m.kind, MediaKind::Audio | MediaKind::Video | MediaKind::Voice) {
+        o.insert("duration".into(), json!(m.duration));
+    }
+    if m.kind == MediaKind::Audio {
+        insert_opt_str(&mut o, "performer", m.performer.as_deref());
+        insert_opt_str(&mut o, "title", m.title.as_deref());
+    }
+    if m.kind != MediaKind::Photo {
+        if m.kind != MediaKind::Voice {
+            insert_opt_str(&mut o, "file_name", m.file_name.as_deref());
+        }
+        insert_opt_str(&mut o, "mime_type", m.mime_type.as_deref());
+    }
+    o.insert("file_size".into(), json!(m.file_size));
+    match m.kind {
+        MediaKind::Photo => Value::Array(vec![Value::Object(o)]),
+        _ => Value::Object(o),
+    }
+}
+
+/// File JSON (getFile): `file_id`, `file_unique_id`, `file_size`, and the relative
+/// `file_path` the download URL takes.
+pub fn file_json(file_id: &str, file_unique_id: &str, file_size: u64, file_path: &str) -> Value {
+    json!({"file_id": file_id, "file_unique_id": file_unique_id, "file_size": file_size, "file_path": file_path})
 }
 
 /// InlineKeyboardMarkup JSON: `{"inline_keyboard": [[{"text", "callback_data"}]]}`.
@@ -322,7 +412,48 @@ mod tests {
             forward_origin: None,
             reply_markup: Vec::new(),
             via_bot: None,
+            media: None,
+            caption: None,
+            caption_entities: Vec::new(),
         }
+    }
+
+    #[test]
+    fn media_json_has_every_required_field_per_kind() {
+        let view = |kind| MediaView {
+            kind,
+            file_id: "F".into(),
+            file_unique_id: "U".into(),
+            file_size: 9,
+            width: 0,
+            height: 0,
+            duration: 0,
+            mime_type: Some("image/jpeg".into()),
+            file_name: Some("a.jpg".into()),
+            performer: None,
+            title: Some("T".into()),
+        };
+        assert_eq!(
+            media_json(&view(MediaKind::Photo)),
+            json!([{"file_id": "F", "file_unique_id": "U", "width": 0, "height": 0, "file_size": 9}])
+        );
+        assert_eq!(
+            media_json(&view(MediaKind::Document)),
+            json!({"file_id": "F", "file_unique_id": "U", "file_name": "a.jpg", "mime_type": "image/jpeg", "file_size": 9})
+        );
+        let audio = media_json(&view(MediaKind::Audio));
+        assert_eq!((audio["duration"].clone(), audio["title"].clone()), (json!(0), json!("T")));
+        assert!(audio.get("performer").is_none(), "absent fields are omitted");
+        let video = media_json(&view(MediaKind::Video));
+        assert!(video["width"].is_number() && video["height"].is_number() && video["duration"].is_number());
+        let voice = media_json(&view(MediaKind::Voice));
+        assert!(voice["duration"].is_number() && voice.get("file_name").is_none());
+        let mut m = msg(1, None);
+        m.media = Some(view(MediaKind::Voice));
+        m.caption = Some("hi".into());
+        let j = message_json(&m);
+        assert_eq!((j["voice"]["file_id"].clone(), j["caption"].clone()), (json!("F"), json!("hi")));
+        assert!(j.get("text").is_none() && j.get("caption_entities").is_none());
     }
 
     #[test]

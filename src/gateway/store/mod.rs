@@ -9,6 +9,7 @@ mod schema;
 mod writer;
 
 pub mod chats;
+pub mod files;
 pub mod inline;
 pub mod outbox;
 pub mod queue;
@@ -274,6 +275,12 @@ impl Store {
             p.push(suffix);
             let _ = std::fs::remove_file(p);
         }
+    }
+
+    /// The directory the database is in (the `state_dir`): where a download's private,
+    /// unlinked ciphertext file goes.
+    pub fn directory(&self) -> &Path {
+        self.inner.path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
     }
 
     pub fn notifier(&self) -> &Arc<Notifier> {

@@ -11,7 +11,21 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 1, sql: &[GATEWAY_V1, crate::e2e::TABLES_V1] },
     Step { version: 2, sql: &[crate::e2e::inbound::TABLES_V2, GATEWAY_V2] },
     Step { version: 3, sql: &[GATEWAY_V3] },
+    Step { version: 4, sql: &[GATEWAY_MEDIA] },
 ];
+
+/// Step "media": the files this gateway issued a file_id for (store::files).
+const GATEWAY_MEDIA: &str = "
+-- One row per platform file (file_ref) received or sent: the opaque file_id handed to the bot
+-- and the encoded e2e.Media (reference, key, digest, size, type, name, kind, dimensions; no
+-- caption) needed to send it again or download it. Rows live as long as state_dir.
+CREATE TABLE files (
+    file_id     TEXT PRIMARY KEY,
+    file_ref    TEXT NOT NULL UNIQUE,
+    media       BLOB NOT NULL,
+    created_at  INTEGER NOT NULL
+);
+";
 
 /// Step 3: interactive private dialogs — edits in the history, callback presses awaiting an
 /// answer, and reactions.

@@ -60,20 +60,45 @@ pub fn send_message_request(params: &Params) -> Result<SendMessage, ApiError> {
     Ok(SendMessage { chat_id, text, entities, reply_to_message_id, allow_sending_without_reply, keyboard })
 }
 
+/// Which formatted text a method reads: a message's `text` or a media `caption`.
+pub(super) struct TextField {
+    text: &'static str,
+    entities: &'static str,
+    /// Longest text, in UTF-16 code units.
+    max_utf16: usize,
+    too_long: &'static str,
+}
+
+pub(super) const MESSAGE_TEXT: TextField =
+    TextField { text: "text", entities: "entities", max_utf16: MAX_TEXT_UTF16, too_long: "message is too long" };
+/// Longest media caption, in UTF-16 code units (Bot API: 0-1024 characters).
+pub const MAX_CAPTION_UTF16: usize = 1024;
+pub(super) const CAPTION: TextField = TextField {
+    text: "caption",
+    entities: "caption_entities",
+    max_utf16: MAX_CAPTION_UTF16,
+    too_long: "message caption is too long",
+};
+
 /// `text` with `parse_mode` or `entities` (never both): the final text and its checked
 /// entities, boundaries in UTF-16 units.
 pub(super) fn formatted_text(params: &Params) -> Result<(String, Vec<Entity>), ApiError> {
-    let raw_text = params.optional_str("text")?.unwrap_or_default();
+    formatted(params, &MESSAGE_TEXT)?.ok_or_else(|| ApiError::bad_request("message text is empty"))
+}
+
+/// `field` with `parse_mode` or its entities (never both); `None` when it is absent or empty.
+pub(super) fn formatted(params: &Params, field: &TextField) -> Result<Option<(String, Vec<Entity>)>, ApiError> {
+    let raw_text = params.optional_str(field.text)?.unwrap_or_default();
     // The Bot API refuses text that is empty after trimming; the text is sent untrimmed so
     // entity offsets keep their meaning.
     if raw_text.trim().is_empty() {
-        return Err(ApiError::bad_request("message text is empty"));
+        return Ok(None);
     }
     let parse_mode = params.optional_str("parse_mode")?.filter(|m| !m.trim().is_empty());
-    let entities_given = params.contains("entities");
+    let entities_given = params.contains(field.entities);
     let (text, entities) = match parse_mode {
         Some(_) if entities_given => {
-            return Err(ApiError::bad_request("parse_mode and entities can't be used together"));
+            return Err(ApiError::bad_request(format!("parse_mode and {} can't be used together", field.entities)));
         }
         Some(mode) => {
             let mode = ParseMode::from_name(&mode)
@@ -83,12 +108,13 @@ pub(super) fn formatted_text(params: &Params) -> Result<(String, Vec<Entity>), A
         None => {
             // The text is final: a long one is refused before any entity is read, and the
             // entities are counted against it before any is built.
-            let units = checked_text_len(&raw_text)?;
-            let entities = match params.get("entities") {
+            let units = checked_text_len(&raw_text, field)?;
+            let entities = match params.get(field.entities) {
                 None => Vec::new(),
                 Some(Value::String(s)) => {
-                    let v: Value = serde_json::from_str(s)
-                        .map_err(|_| ApiError::bad_request("entities must be a JSON array of MessageEntity"))?;
+                    let v: Value = serde_json::from_str(s).map_err(|_| {
+                        ApiError::bad_request(format!("{} must be a JSON array of MessageEntity", field.entities))
+                    })?;
                     entities_from_json(&v, units)?
                 }
                 Some(v) => entities_from_json(v, units)?,
@@ -97,18 +123,18 @@ pub(super) fn formatted_text(params: &Params) -> Result<(String, Vec<Entity>), A
         }
     };
     if text.trim().is_empty() {
-        return Err(ApiError::bad_request("message text is empty"));
+        return Ok(None);
     }
     // Markup is measured after parsing, as in the Bot API (raw text was measured above).
-    let units = checked_text_len(&text)?;
+    let units = checked_text_len(&text, field)?;
     check_entity_count(entities.len(), units)?;
     validate_entities(&text, &entities)?;
-    Ok((text, entities))
+    Ok(Some((text, entities)))
 }
 
 /// The reply target: `reply_parameters` or the legacy `reply_to_message_id` with
 /// `allow_sending_without_reply`.
-fn reply_request(params: &Params, chat_id: i64) -> Result<(Option<i64>, bool), ApiError> {
+pub(super) fn reply_request(params: &Params, chat_id: i64) -> Result<(Option<i64>, bool), ApiError> {
     let mut reply_to_message_id = params.optional_i64("reply_to_message_id")?;
     let mut allow_sending_without_reply = params.flag("allow_sending_without_reply")?;
     if let Some(rp) = params.optional_nested("reply_parameters")? {
@@ -124,12 +150,12 @@ fn reply_request(params: &Params, chat_id: i64) -> Result<(Option<i64>, bool), A
     Ok((reply_to_message_id.filter(|&id| id != 0), allow_sending_without_reply))
 }
 
-/// The length of a message text in UTF-16 units; 400 "message is too long" above
-/// [`MAX_TEXT_UTF16`].
-fn checked_text_len(text: &str) -> Result<usize, ApiError> {
+/// The length of a text in UTF-16 units; 400 (e.g. "message is too long") above the field's
+/// limit.
+fn checked_text_len(text: &str, field: &TextField) -> Result<usize, ApiError> {
     let units = utf16_len(text);
-    if units > MAX_TEXT_UTF16 {
-        return Err(ApiError::bad_request("message is too long"));
+    if units > field.max_utf16 {
+        return Err(ApiError::bad_request(field.too_long));
     }
     Ok(units)
 }
@@ -161,7 +187,7 @@ pub(super) fn remembered(bot: &BotShared, chat_id: i64, message_id: i64) -> Resu
 
 /// The reply target as the content names it: 0 when none, or when it is unknown and
 /// `allow_sending_without_reply` lets the reply go.
-fn reply_target(bot: &BotShared, chat_id: i64, reply_to: Option<i64>, allow_without: bool) -> Result<u64, ApiError> {
+pub(super) fn reply_target(bot: &BotShared, chat_id: i64, reply_to: Option<i64>, allow_without: bool) -> Result<u64, ApiError> {
     let Some(mid) = reply_to else { return Ok(0) };
     match remembered(bot, chat_id, mid)? {
         Some(_) => Ok(mid as u64),
@@ -171,7 +197,7 @@ fn reply_target(bot: &BotShared, chat_id: i64, reply_to: Option<i64>, allow_with
 }
 
 /// Sends a new message and answers it as the Bot API Message the bot sent.
-fn send_new(bot: &BotShared, chat: &chats::PrivateChat, content: Content) -> Result<Value, ApiError> {
+pub(super) fn send_new(bot: &BotShared, chat: &chats::PrivateChat, content: Content) -> Result<Value, ApiError> {
     let chat_id = chat.user_id as i64;
     let sent = outbox::submit(bot, chat_id, content.clone(), SEND_WAIT)?;
     Ok(types::message_json(&bot.message_view(chat, &sent_entry(bot, chat_id, &sent, content))?))
@@ -210,13 +236,14 @@ fn source_message(bot: &BotShared, params: &Params) -> Result<(chats::PrivateCha
         .map_err(|_| ApiError::bad_request("from_chat_id is not a private chat of this bot that produced an update"))?;
     let entry = remembered(bot, from_chat_id, message_id)?
         .ok_or_else(|| ApiError::bad_request("message to forward not found in this gateway's history"))?;
-    if !matches!(entry.content.body, Some(Body::Text(_))) {
+    // A file travels again as the same reference and key: no re-upload.
+    if !matches!(entry.content.body, Some(Body::Text(_)) | Some(Body::Media(_))) {
         return Err(ApiError::bad_request("message can't be forwarded"));
     }
     Ok((from_chat, entry))
 }
 
-/// `forwardMessage`: the message's text to another (or the same) private chat, with
+/// `forwardMessage`: the message's text or file (with its caption) to another (or the same) private chat, with
 /// `forward_origin` naming who wrote the original and when (a forwarded forward keeps the
 /// first origin). Buttons and the reply are not forwarded.
 pub(super) fn forward_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
@@ -242,12 +269,12 @@ pub(super) fn forward_message(bot: &BotShared, params: &Params) -> Result<Value,
         },
     };
     let mut content = Content::new();
-    content.set_text(entry.content.text().clone());
+    content.body = entry.content.body.clone();
     content.forward_origin = MessageField::some(origin);
     send_new(bot, &chat, content)
 }
 
-/// `copyMessage`: the message's text without a forward mark, with the caller's own reply
+/// `copyMessage`: the message's text or file (with its caption) without a forward mark, with the caller's own reply
 /// target and keyboard (the original's buttons are not copied). Answers `{"message_id": N}`.
 pub(super) fn copy_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let chat_id = chat_id(params, "chat_id")?;
@@ -256,7 +283,7 @@ pub(super) fn copy_message(bot: &BotShared, params: &Params) -> Result<Value, Ap
     let (reply_to, allow_without) = reply_request(params, chat_id)?;
     let (_, entry) = source_message(bot, params)?;
     let mut content = Content::new();
-    content.set_text(entry.content.text().clone());
+    content.body = entry.content.body.clone();
     content.reply_to_message_id = reply_target(bot, chat_id, reply_to, allow_without)?;
     content.keyboard = MessageField::from_option(keyboard);
     let sent = outbox::submit(bot, chat_id, content, SEND_WAIT)?;

@@ -10,6 +10,7 @@ mod callbacks;
 mod editing;
 mod inline;
 mod me;
+mod media;
 mod messages;
 mod profile;
 mod reactions;
@@ -20,7 +21,7 @@ use serde_json::Value;
 pub use messages::{send_message_request, SendMessage, MAX_TEXT_UTF16};
 pub use updates::{check_webhook_url, get_updates_request, set_webhook_request, GetUpdates, SetWebhook};
 
-use super::BotApi;
+use super::{BotApi, Download};
 use crate::gateway::botapi::{ApiError, Params};
 use crate::gateway::runtime::BotShared;
 use crate::gateway::store::webhook as webhook_store;
@@ -63,6 +64,12 @@ pub static METHODS: &[Method] = &[
     method("forwardMessage", messages::forward_message),
     method("copyMessage", messages::copy_message),
     method("sendChatAction", messages::send_chat_action),
+    method("sendPhoto", media::send_photo),
+    method("sendDocument", media::send_document),
+    method("sendAudio", media::send_audio),
+    method("sendVideo", media::send_video),
+    method("sendVoice", media::send_voice),
+    method("getFile", media::get_file),
     method("editMessageText", editing::edit_message_text),
     method("editMessageReplyMarkup", editing::edit_message_reply_markup),
     method("deleteMessage", editing::delete_message),
@@ -83,10 +90,10 @@ pub static METHODS: &[Method] = &[
 /// Methods of the Bot API this gateway does not serve yet: a call gets 400 saying so (and
 /// docs/methods.md lists them), not a 404 that reads like a typo.
 pub const NOT_SUPPORTED_YET: &[&str] = &[
-    "logOut", "close", "forwardMessages", "copyMessages", "sendPhoto", "sendAudio", "sendDocument", "sendVideo",
-    "sendAnimation", "sendVoice", "sendVideoNote", "sendPaidMedia", "sendMediaGroup", "sendLocation", "sendVenue",
+    "logOut", "close", "forwardMessages", "copyMessages", "sendAnimation", "sendVideoNote", "sendPaidMedia",
+    "sendMediaGroup", "sendLocation", "sendVenue",
     "sendContact", "sendPoll", "sendChecklist", "sendDice", "sendMessageDraft", "getUserProfilePhotos",
-    "getUserProfileAudios", "setUserEmojiStatus", "getFile", "banChatMember", "unbanChatMember",
+    "getUserProfileAudios", "setUserEmojiStatus", "banChatMember", "unbanChatMember",
     "restrictChatMember", "promoteChatMember", "setChatAdministratorCustomTitle", "banChatSenderChat",
     "unbanChatSenderChat", "setChatPermissions", "exportChatInviteLink", "createChatInviteLink",
     "editChatInviteLink", "createChatSubscriptionInviteLink", "editChatSubscriptionInviteLink",
@@ -145,6 +152,17 @@ impl BotApi for BotShared {
 
     fn call(&self, method: &'static Method, params: &Params) -> Result<Value, ApiError> {
         (method.run)(self, params)
+    }
+
+    fn spool_dir(&self) -> Option<std::path::PathBuf> {
+        Some(self.store.directory().to_path_buf())
+    }
+
+    fn download(&self, file_path: &str) -> Result<Download, ApiError> {
+        if self.is_revoked() {
+            return Err(self.refusal());
+        }
+        media::download(self, file_path)
     }
 }
 

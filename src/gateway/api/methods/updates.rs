@@ -491,7 +491,7 @@ mod tests {
         let mut with_file = p(json!({"url": url}));
         with_file.insert_file(
             "certificate",
-            crate::gateway::botapi::UploadedFile { filename: "c.pem".into(), content_type: None, bytes: b"x".to_vec() },
+            crate::gateway::botapi::UploadedFile::in_memory("c.pem", None, b"x".to_vec()),
         );
         assert!(bad(set_webhook_request(&with_file)).contains("certificate is not supported"));
         assert!(bad(set_webhook_request(&p(json!({"url": "http://example.com/"})))).contains("bad webhook"));

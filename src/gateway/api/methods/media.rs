@@ -1,0 +1,345 @@
+//! Files: `sendPhoto`, `sendDocument`, `sendAudio`, `sendVideo`, `sendVoice`, `getFile`, and
+//! the download behind `GET /file/bot<token>/<file_path>`.
+//!
+//! A file sent by upload is encrypted under a fresh key while it is uploaded to the platform
+//! (`e2e::file::upload_encrypted`); a file sent by `file_id` travels again as the same
+//! reference and key, with no upload. A download fetches the whole ciphertext into an unlinked
+//! private file in `state_dir`, verifies the digest, every chunk and the final tag, and only then
+//! decrypts into the response (`e2e::file::download_verified`): no plaintext ever touches disk.
+
+use protobuf::MessageField;
+use serde_json::Value;
+
+use super::messages::{self, CAPTION};
+use super::store_error;
+use crate::crypto::file::{FileCryptoError, FileKey, MAX_PLAINTEXT_LEN};
+use std::io::{BufReader, Seek, SeekFrom};
+
+use crate::e2e::file::{download_verified, upload_ciphertext, upload_encrypted, FileError};
+use crate::gateway::api::Download;
+use crate::gateway::botapi::types::{self, MediaKind};
+use crate::gateway::botapi::{markup, params::UploadedFile, ApiError, Params};
+use crate::gateway::runtime::{unix_now, BotShared};
+use crate::gateway::store::files::{self, FileRecord};
+use crate::gateway::updates::media_kind;
+use crate::wire::e2e::media::Kind as E2eKind;
+use crate::wire::e2e::{Content, Media, Text};
+
+pub(super) fn send_photo(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    send_media(bot, params, MediaKind::Photo)
+}
+
+pub(super) fn send_document(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    send_media(bot, params, MediaKind::Document)
+}
+
+pub(super) fn send_audio(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    send_media(bot, params, MediaKind::Audio)
+}
+
+pub(super) fn send_video(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    send_media(bot, params, MediaKind::Video)
+}
+
+pub(super) fn send_voice(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    send_media(bot, params, MediaKind::Voice)
+}
+
+/// What the media parameter names.
+#[derive(Debug, PartialEq)]
+enum Source<'a> {
+    /// A file part of the multipart body (named after the parameter, or `attach://<name>`).
+    Upload(&'a UploadedFile),
+    /// A file_id this gateway issued.
+    FileId(String),
+}
+
+/// Reads the media parameter `name`: an uploaded part, `attach://<part>`, or a file_id; URLs
+/// are refused (the gateway fetches nothing from the network on a bot's behalf).
+fn media_source<'a>(params: &'a Params, name: &str) -> Result<Source<'a>, ApiError> {
+    if let Some(file) = params.file(name) {
+        return Ok(Source::Upload(file));
+    }
+    let value = params.optional_str(name)?.ok_or_else(|| ApiError::bad_request(format!("{name} is required")))?;
+    let value = value.trim();
+    if let Some(part) = value.strip_prefix("attach://") {
+        return params
+            .file(part)
+            .map(Source::Upload)
+            .ok_or_else(|| ApiError::bad_request(format!("{name}: attach://{part} names no file part of the request")));
+    }
+    let lower = value.to_ascii_lowercase();
+    if lower.starts_with("http://") || lower.starts_with("https://") {
+        return Err(ApiError::bad_request(format!(
+            "{name}: external URLs are not supported; upload the file or send a file_id"
+        )));
+    }
+    if lower.starts_with("file://") {
+        return Err(ApiError::bad_request(format!("{name}: local file paths are not supported; upload the file")));
+    }
+    if value.is_empty() {
+        return Err(ApiError::bad_request(format!("{name} is required")));
+    }
+    Ok(Source::FileId(value.to_string()))
+}
+
+/// The answer to a file_id this gateway never issued.
+fn unknown_file_id() -> ApiError {
+    ApiError::bad_request("wrong file_id: this file_id is unknown to this gateway")
+}
+
+fn e2e_kind(kind: MediaKind) -> E2eKind {
+    match kind {
+        MediaKind::Photo => E2eKind::PHOTO,
+        MediaKind::Document => E2eKind::DOCUMENT,
+        MediaKind::Audio => E2eKind::AUDIO,
+        MediaKind::Video => E2eKind::VIDEO,
+        MediaKind::Voice => E2eKind::VOICE,
+    }
+}
+
+/// An optional non-negative integer parameter that fits a `u32` (0 when absent).
+fn dimension(params: &Params, name: &str) -> Result<u32, ApiError> {
+    match params.optional_i64(name)? {
+        None => Ok(0),
+        Some(v) => u32::try_from(v).map_err(|_| ApiError::bad_request(format!("{name} must be a non-negative integer"))),
+    }
+}
+
+/// The send methods: the file (uploaded now, or reused by file_id), its caption, reply target
+/// and keyboard, through the durable outbox; answers the sent Message with the media object.
+fn send_media(bot: &BotShared, params: &Params, kind: MediaKind) -> Result<Value, ApiError> {
+    let name = kind.field();
+    let chat_id = messages::chat_id(params, "chat_id")?;
+    let keyboard = markup::inline_keyboard(params)?;
+    let caption = messages::formatted(params, &CAPTION)?;
+    let (reply_to, allow_without) = messages::reply_request(params, chat_id)?;
+    let source = media_source(params, name)?;
+    let (width, height, duration) = (dimension(params, "width")?, dimension(params, "height")?, dimension(params, "duration")?);
+    let chat = messages::known_chat(bot, chat_id)?;
+    let reply_to_message_id = messages::reply_target(bot, chat_id, reply_to, allow_without)?;
+
+    let mut media = match source {
+        Source::FileId(id) => bot.store.read(|c| files::by_id(c, &id)).map_err(store_error)?.ok_or_else(unknown_file_id)?.media,
+        Source::Upload(file) => upload(bot, file, kind)?,
+    };
+    media.kind = e2e_kind(kind).into();
+    if width != 0 || height != 0 {
+        (media.width, media.height) = (width, height);
+    }
+    if duration != 0 {
+        media.duration = duration;
+    }
+    if kind == MediaKind::Audio {
+        if let Some(p) = params.optional_str("performer")? {
+            media.performer = p;
+        }
+        if let Some(t) = params.optional_str("title")? {
+            media.title = t;
+        }
+    }
+    media.caption = MessageField::from_option(caption.map(|(text, entities)| Text { text, entities, ..Default::default() }));
+    // The file_id exists before the answer is built, which names it.
+    let issued = media.clone();
+    bot.store.write(move |c| files::issue(c, &issued, unix_now())).map_err(store_error)?;
+
+    let mut content = Content::new();
+    content.set_media(media);
+    content.reply_to_message_id = reply_to_message_id;
+    content.keyboard = MessageField::from_option(keyboard);
+    messages::send_new(bot, &chat, content)
+}
+
+/// Encrypts and uploads a file part; over 50 MiB is refused before anything is uploaded.
+fn upload(bot: &BotShared, file: &UploadedFile, kind: MediaKind) -> Result<Media, ApiError> {
+    if file.len() > MAX_PLAINTEXT_LEN {
+        return Err(too_large(file.len()));
+    }
+    let uploaded = match &file.spooled {
+        // Encrypted while the request was read: its ciphertext goes up as it is.
+        Some(spooled) => {
+            let mut ciphertext = &spooled.ciphertext;
+            ciphertext.seek(SeekFrom::Start(0)).map_err(|e| ApiError::internal(format!("uploaded file: {e}")))?;
+            upload_ciphertext(&bot.platform, BufReader::new(ciphertext), &spooled.encrypted)
+        }
+        None => upload_encrypted(&bot.platform, &file.bytes[..]),
+    }
+    .map_err(|e| transfer_error(bot, "upload", e))?;
+    let mime_type = match file.content_type.as_deref().map(str::trim) {
+        Some(t) if !t.is_empty() && !t.eq_ignore_ascii_case("application/octet-stream") => t.to_string(),
+        _ => guess_mime(&file.filename, kind).to_string(),
+    };
+    Ok(Media {
+        file_ref: uploaded.file_ref,
+        key: uploaded.key.0.to_vec(),
+        digest: uploaded.digest.to_vec(),
+        size: uploaded.size,
+        mime_type,
+        file_name: file.filename.clone(),
+        ..Default::default()
+    })
+}
+
+fn too_large(len: u64) -> ApiError {
+    ApiError::new(
+        413,
+        format!("Request Entity Too Large: the file has {len} bytes; files of up to {MAX_PLAINTEXT_LEN} bytes (50 MiB) are accepted"),
+    )
+}
+
+/// What a failed transfer answers: 413 for a file over the limit, 502 for the platform or a
+/// file that does not verify, 500 for local trouble. Never a key or plaintext.
+fn transfer_error(bot: &BotShared, what: &str, e: FileError) -> ApiError {
+    log::warn!("bot @{}: file {what} failed: {e}", bot.username);
+    match e {
+        FileError::Crypto(FileCryptoError::TooLarge) => too_large(MAX_PLAINTEXT_LEN + 1),
+        FileError::Io(_) | FileError::Crypto(FileCryptoError::Io(_)) if what == "upload" => ApiError::internal(e),
+        _ => ApiError::platform(502, format!("file {what} failed: {e}")),
+    }
+}
+
+/// The MIME type of a part sent without a useful one (aiogram sends octet-stream, telegraf
+/// none), from its name, else the kind's usual type.
+fn guess_mime(filename: &str, kind: MediaKind) -> &'static str {
+    let ext = filename.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
+    match ext.as_str() {
+        "jpg" | "jpeg" => "image/jpeg",
+        "png" => "image/png",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "mp3" => "audio/mpeg",
+        "ogg" | "oga" | "opus" => "audio/ogg",
+        "m4a" => "audio/mp4",
+        "mp4" => "video/mp4",
+        "webm" => "video/webm",
+        "txt" => "text/plain",
+        "pdf" => "application/pdf",
+        "json" => "application/json",
+        _ => match kind {
+            MediaKind::Photo => "image/jpeg",
+            MediaKind::Audio => "audio/mpeg",
+            MediaKind::Video => "video/mp4",
+            MediaKind::Voice => "audio/ogg",
+            MediaKind::Document => "application/octet-stream",
+        },
+    }
+}
+
+/// `getFile`: the File object with the relative `file_path` the download URL takes.
+pub(super) fn get_file(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let file_id = params.required_str("file_id")?;
+    let record = bot.store.read(|c| files::by_id(c, file_id.trim())).map_err(store_error)?.ok_or_else(unknown_file_id)?;
+    Ok(types::file_json(&record.file_id, &record.file_unique_id, record.media.size, &file_path(&record)))
+}
+
+/// `<kind's folder>/<file_id>/<name>`: the file_id finds the file; the name, reduced to safe
+/// characters, is there for the SDKs' download helpers, which take it as the local file name.
+pub fn file_path(record: &FileRecord) -> String {
+    let kind = media_kind(&record.media);
+    let folder = match kind {
+        MediaKind::Photo => "photos",
+        MediaKind::Document => "documents",
+        MediaKind::Audio => "music",
+        MediaKind::Video => "videos",
+        MediaKind::Voice => "voice",
+    };
+    format!("{folder}/{}/{}", record.file_id, safe_name(&record.media.file_name, kind))
+}
+
+/// A file name of letters, digits, `.`, `-` and `_` only (others become `_`), no leading dot,
+/// at most 64 bytes; the kind's name when nothing is left.
+fn safe_name(name: &str, kind: MediaKind) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '_' })
+        .skip_while(|c| *c == '.')
+        .take(64)
+        .collect();
+    if cleaned.trim_matches(|c| c == '_' || c == '.').is_empty() {
+        kind.field().to_string()
+    } else {
+        cleaned
+    }
+}
+
+/// The download of `GET /file/bot<token>/<file_path>`: the file_id is the path's second
+/// segment. The ciphertext is fetched and verified before this returns; the plaintext is made
+/// only while the response is written.
+pub fn download(bot: &BotShared, file_path: &str) -> Result<Download, ApiError> {
+    let file_id = file_path.split('/').filter(|s| !s.is_empty()).nth(1).unwrap_or_default();
+    let record = match file_id {
+        "" => None,
+        id => bot.store.read(|c| files::by_id(c, id)).map_err(store_error)?,
+    };
+    let record = record.ok_or_else(|| ApiError::not_found("file not found: its file_id is unknown to this gateway"))?;
+    let m = &record.media;
+    let (Ok(key), Ok(digest)) = (<[u8; 32]>::try_from(m.key.as_slice()), <[u8; 32]>::try_from(m.digest.as_slice())) else {
+        return Err(ApiError::internal(format!("stored file {} is malformed", record.file_id)));
+    };
+    let key = FileKey(key);
+    let verified = download_verified(&bot.platform, &m.file_ref, &key, &digest, bot.store.directory())
+        .map_err(|e| transfer_error(bot, "download", e))?;
+    let content_type = if m.mime_type.is_empty() { "application/octet-stream".to_string() } else { m.mime_type.clone() };
+    Ok(Download {
+        content_type,
+        len: verified.len,
+        write: Box::new(move |out| verified.write_plaintext(out).map(|_| ()).map_err(std::io::Error::other)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::testing::{bad, bot, form, p};
+    use super::*;
+    use crate::gateway::botapi::params::UploadedFile;
+
+    #[test]
+    fn the_media_parameter_is_a_part_an_attachment_or_a_file_id_never_a_url() {
+        let mut params = form(&[("photo", "attach://x1")]);
+        let part = UploadedFile::in_memory("a.jpg", None, b"jpeg".to_vec());
+        params.insert_file("x1", part.clone());
+        assert_eq!(media_source(&params, "photo").expect("attach"), Source::Upload(&part));
+        let mut direct = Params::new();
+        direct.insert_file("voice", part.clone());
+        assert_eq!(media_source(&direct, "voice").expect("direct part"), Source::Upload(&part));
+        assert_eq!(media_source(&form(&[("document", "AbC-_1")]), "document").expect("id"), Source::FileId("AbC-_1".into()));
+        let e = bad(media_source(&form(&[("photo", "https://example.com/a.jpg")]), "photo"));
+        assert!(e.contains("external URLs are not supported"), "{e}");
+        assert!(bad(media_source(&form(&[("photo", "HTTP://x")]), "photo")).contains("external URLs"));
+        assert!(bad(media_source(&form(&[("photo", "attach://missing")]), "photo")).contains("names no file part"));
+        assert!(bad(media_source(&Params::new(), "audio")).contains("audio is required"));
+    }
+
+    #[test]
+    fn file_paths_are_relative_and_safe() {
+        let record = |name: &str, kind: E2eKind| FileRecord {
+            file_id: "ID".into(),
+            file_unique_id: "U".into(),
+            media: Media { file_name: name.into(), kind: kind.into(), ..Default::default() },
+        };
+        assert_eq!(file_path(&record("report 1.pdf", E2eKind::DOCUMENT)), "documents/ID/report_1.pdf");
+        assert_eq!(file_path(&record("../../etc/passwd", E2eKind::PHOTO)), "photos/ID/_.._etc_passwd");
+        assert_eq!(file_path(&record("", E2eKind::VOICE)), "voice/ID/voice");
+        assert_eq!(file_path(&record("..", E2eKind::AUDIO)), "music/ID/audio");
+        assert_eq!(file_path(&record("élan.mp4", E2eKind::VIDEO)), "videos/ID/_lan.mp4");
+    }
+
+    #[test]
+    fn unknown_file_ids_are_refused_before_any_transfer() {
+        let (_dir, bot) = bot();
+        let e = bad(get_file(&bot, &p(json!({"file_id": "nope"}))));
+        assert!(e.contains("file_id is unknown"), "{e}");
+        let e = download(&bot, "documents/nope/a.txt").err().expect("unknown");
+        assert_eq!(e.status, 404);
+        assert!(download(&bot, "").is_err());
+    }
+
+    #[test]
+    fn mime_types_come_from_the_part_or_the_name() {
+        assert_eq!(guess_mime("x.JPG", MediaKind::Document), "image/jpeg");
+        assert_eq!(guess_mime("voice", MediaKind::Voice), "audio/ogg");
+        assert_eq!(guess_mime("data.bin", MediaKind::Document), "application/octet-stream");
+    }
+}

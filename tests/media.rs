@@ -1,0 +1,310 @@
+//! End to end: files in private dialogs through the gateway. A user sends each kind of file
+//! (encrypted with `e2e::file::upload_encrypted`, carried in a `Media` content); the bot gets
+//! it as `photo`/`document`/`audio`/`video`/`voice`, downloads it through getFile and
+//! `/file/bot<token>/<file_path>`, sends files back by upload and by file_id, and nothing of
+//! the plaintext lands on the platform's disk or in `state_dir`. Real binaries on loopback.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use bot_gateway::client::Profile;
+use bot_gateway::e2e::file::{upload_encrypted, UploadedFile};
+use bot_gateway::wire::e2e::media::Kind;
+use bot_gateway::wire::e2e::{Content, Media, Text};
+use serde_json::{json, Value};
+use support::World;
+
+const KINDS: [(&str, Kind, &str, &str); 5] = [
+    ("photo", Kind::PHOTO, "image/jpeg", "cat.jpg"),
+    ("document", Kind::DOCUMENT, "application/pdf", "report 1.pdf"),
+    ("audio", Kind::AUDIO, "audio/mpeg", "song.mp3"),
+    ("video", Kind::VIDEO, "video/mp4", "clip.mp4"),
+    ("voice", Kind::VOICE, "audio/ogg", "note.ogg"),
+];
+
+/// A file body with a marker that must never be found in clear on disk.
+fn body_of(kind: &str, len: usize) -> Vec<u8> {
+    let marker = format!("PLAINTEXT-MARKER-{kind}-");
+    marker.bytes().cycle().take(len).collect()
+}
+
+/// What the user's client sends: the file uploaded encrypted, and its Media content.
+fn send_file(user: &Profile, bot: &str, kind: Kind, mime: &str, name: &str, bytes: &[u8], caption: &str) -> UploadedFile {
+    let up = upload_encrypted(user.platform(), bytes).expect("upload");
+    let media = Media {
+        kind: kind.into(),
+        file_ref: up.file_ref.clone(),
+        key: up.key.0.to_vec(),
+        digest: up.digest.to_vec(),
+        size: up.size,
+        mime_type: mime.into(),
+        file_name: name.into(),
+        width: if matches!(kind, Kind::PHOTO | Kind::VIDEO) { 640 } else { 0 },
+        height: if matches!(kind, Kind::PHOTO | Kind::VIDEO) { 480 } else { 0 },
+        duration: if matches!(kind, Kind::AUDIO | Kind::VIDEO | Kind::VOICE) { 7 } else { 0 },
+        caption: protobuf::MessageField::from_option(
+            (!caption.is_empty()).then(|| Text { text: caption.into(), ..Default::default() }),
+        ),
+        ..Default::default()
+    };
+    let mut content = Content::new();
+    content.set_media(media);
+    let peer = user.lookup(bot).expect("lookup bot");
+    user.send_content(&peer, &content).expect("send the file");
+    up
+}
+
+/// The media object of a message: `photo` is an array of one PhotoSize.
+fn media_of<'a>(msg: &'a Value, field: &str) -> &'a Value {
+    let m = &msg[field];
+    if field == "photo" {
+        assert_eq!(m.as_array().map(Vec::len), Some(1), "one PhotoSize: {msg}");
+        &m[0]
+    } else {
+        m
+    }
+}
+
+/// getFile, then the download URL; (status, body).
+fn download(world: &World, file_id: &str) -> (u16, Vec<u8>) {
+    let (status, body) = world.gateway.call("getFile", json!({ "file_id": file_id }));
+    assert_eq!(status, 200, "getFile: {body}");
+    let file = &body["result"];
+    assert_eq!(file["file_id"], file_id);
+    assert!(file["file_unique_id"].as_str().is_some_and(|s| !s.is_empty()));
+    let path = file["file_path"].as_str().expect("file_path");
+    assert!(!path.starts_with('/'), "a relative path: {path}");
+    get(&format!("{}/file/bot{}/{}", world.gateway.base, world.gateway.token, path))
+}
+
+fn get(url: &str) -> (u16, Vec<u8>) {
+    let resp = match ureq::get(url).timeout(Duration::from_secs(120)).call() {
+        Ok(r) | Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("GET {url}: {e}"),
+    };
+    let status = resp.status();
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut resp.into_reader(), &mut bytes).expect("read body");
+    (status, bytes)
+}
+
+/// A multipart/form-data call: text fields, and files as (part name, file name, bytes).
+fn multipart(world: &World, method: &str, fields: &[(&str, String)], files: &[(&str, &str, &[u8])]) -> (u16, Value) {
+    let boundary = "----mediaTestBoundary7MA4YWxk";
+    let mut body = Vec::new();
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n").as_bytes(),
+        );
+    }
+    for (name, filename, bytes) in files {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\n\
+                 Content-Type: application/octet-stream\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    let url = format!("{}/bot{}/{}", world.gateway.base, world.gateway.token, method);
+    let result = ureq::post(&url)
+        .timeout(Duration::from_secs(120))
+        .set("Content-Type", &format!("multipart/form-data; boundary={boundary}"))
+        .send_bytes(&body);
+    match result {
+        Ok(r) | Err(ureq::Error::Status(_, r)) => (r.status(), r.into_json().unwrap_or(Value::Null)),
+        Err(e) => panic!("{method}: {e}"),
+    }
+}
+
+/// How many regular files are under `dir`.
+fn stored_files(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries.flatten().map(|e| if e.path().is_dir() { stored_files(&e.path()) } else { 1 }).sum()
+}
+
+/// Every regular file under `dir` that contains `needle`.
+fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return found };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_containing(&path, needle));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            if bytes.windows(needle.len()).any(|w| w == needle) {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_kind_travels_both_ways_verified_and_never_in_clear_on_disk() {
+    let mut world = World::start("media_bot");
+    let alice = world.user("alice");
+    let bot = format!("@{}", world.bot_username());
+
+    // ── Receiving: each kind from the user, as the Bot API object with every required field.
+    let mut uploads = Vec::new();
+    for (i, (field, kind, mime, name)) in KINDS.iter().enumerate() {
+        let bytes = body_of(field, 100_000 + i * 70_001);
+        let caption = if i == 0 { "look at this" } else { "" };
+        uploads.push((send_file(&alice, &bot, *kind, mime, name, &bytes, caption), bytes));
+    }
+    let updates = world.gateway.poll_until(0, KINDS.len());
+    let mut file_ids = Vec::new();
+    for (i, (field, _, mime, name)) in KINDS.iter().enumerate() {
+        let msg = &updates[i]["message"];
+        assert!(msg.get("text").is_none(), "{msg}");
+        let m = media_of(msg, field);
+        let file_id = m["file_id"].as_str().expect("file_id").to_string();
+        assert!(m["file_unique_id"].as_str().is_some_and(|s| !s.is_empty()));
+        assert_eq!(m["file_size"].as_u64(), Some(uploads[i].1.len() as u64), "{m}");
+        assert!(!file_id.contains(&uploads[i].0.file_ref), "the file_id is not the platform's reference");
+        match *field {
+            "photo" => assert_eq!((m["width"].as_u64(), m["height"].as_u64()), (Some(640), Some(480))),
+            "video" => assert_eq!((m["width"].as_u64(), m["duration"].as_u64()), (Some(640), Some(7))),
+            "audio" | "voice" => assert_eq!(m["duration"].as_u64(), Some(7)),
+            _ => {}
+        }
+        if *field != "photo" {
+            assert_eq!(m["mime_type"], *mime);
+        }
+        if *field == "document" {
+            assert_eq!(m["file_name"], *name);
+        }
+        file_ids.push(file_id);
+    }
+    assert_eq!(updates[0]["message"]["caption"], "look at this");
+    let chat_id = updates[0]["message"]["chat"]["id"].clone();
+    let doc_message_id = updates[1]["message"]["message_id"].clone();
+
+    // getFile + download give back exactly the bytes.
+    for (i, id) in file_ids.iter().enumerate() {
+        let (status, got) = download(&world, id);
+        assert_eq!(status, 200);
+        assert!(got == uploads[i].1, "download of {} equals what was sent", KINDS[i].0);
+    }
+
+    // ── Sending: each kind by upload (the part named after the parameter, and attach://).
+    let mut sent_ids = Vec::new();
+    for (i, (field, ..)) in KINDS.iter().enumerate() {
+        let method = format!("send{}{}", field[..1].to_uppercase(), &field[1..]);
+        let bytes = body_of(&format!("bot-{field}"), 50_000 + i * 1000);
+        let mut fields = vec![("chat_id", chat_id.to_string()), ("caption", format!("<b>{field}</b>")), ("parse_mode", "HTML".into())];
+        let (status, body) = if i % 2 == 0 {
+            multipart(&world, &method, &fields, &[(field, "upload.bin", &bytes)])
+        } else {
+            fields.push((field, "attach://part7".into()));
+            multipart(&world, &method, &fields, &[("part7", "upload.bin", &bytes)])
+        };
+        assert_eq!(status, 200, "{method}: {body}");
+        let msg = &body["result"];
+        assert_eq!(msg["from"]["is_bot"], true);
+        assert_eq!(msg["caption"], *field);
+        assert_eq!(msg["caption_entities"][0]["type"], "bold");
+        let m = media_of(msg, field);
+        assert_eq!(m["file_size"].as_u64(), Some(bytes.len() as u64));
+        let id = m["file_id"].as_str().expect("file_id").to_string();
+        let (status, got) = download(&world, &id);
+        assert_eq!(status, 200);
+        assert!(got == bytes, "the bot's {field} downloads back");
+        sent_ids.push(id);
+    }
+
+    // By file_id: the same file again, no upload; forward and copy keep it too.
+    let (status, body) =
+        world.gateway.call("sendDocument", json!({ "chat_id": chat_id, "document": file_ids[1], "caption": "again" }));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["document"]["file_id"], file_ids[1].as_str(), "the same file, the same file_id");
+    let (status, body) =
+        world.gateway.call("forwardMessage", json!({ "chat_id": chat_id, "from_chat_id": chat_id, "message_id": doc_message_id }));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["document"]["file_id"], file_ids[1].as_str());
+    assert!(body["result"]["forward_origin"].is_object());
+    let (status, body) =
+        world.gateway.call("copyMessage", json!({ "chat_id": chat_id, "from_chat_id": chat_id, "message_id": doc_message_id }));
+    assert_eq!(status, 200, "{body}");
+
+    // Refusals: an external URL, an unknown file_id.
+    let (status, body) =
+        world.gateway.call("sendPhoto", json!({ "chat_id": chat_id, "photo": "https://example.com/cat.jpg" }));
+    assert_eq!(status, 400);
+    assert!(body["description"].as_str().unwrap_or("").contains("external URLs are not supported"), "{body}");
+    let (status, body) = world.gateway.call("getFile", json!({ "file_id": "AAAAAAAAAAAAAAAAAAAAAA" }));
+    assert_eq!(status, 400);
+    assert!(body["description"].as_str().unwrap_or("").contains("file_id is unknown"), "{body}");
+    let (status, body) = world.gateway.call("sendVoice", json!({ "chat_id": chat_id, "voice": "AAAAAAAAAAAAAAAAAAAAAA" }));
+    assert_eq!(status, 400, "{body}");
+    let (status, _) = get(&format!("{}/file/bot{}/documents/nope/x.pdf", world.gateway.base, world.gateway.token));
+    assert_eq!(status, 404);
+
+    // No plaintext of any file on the platform's disk or in state_dir.
+    let state_dir = world.dir.path().join("state");
+    for (field, ..) in KINDS {
+        for marker in [format!("PLAINTEXT-MARKER-{field}-"), format!("PLAINTEXT-MARKER-bot-{field}-")] {
+            let found = files_containing(&world.platform.data_dir, marker.as_bytes());
+            assert!(found.is_empty(), "plaintext on the platform: {found:?}");
+            let found = files_containing(&state_dir, marker.as_bytes());
+            assert!(found.is_empty(), "plaintext in state_dir: {found:?}");
+        }
+    }
+
+    // file_ids stay valid across a restart, for download and for sending.
+    world.restart_gateway();
+    world.gateway.wait_connected();
+    let (status, got) = download(&world, &file_ids[2]);
+    assert_eq!(status, 200);
+    assert!(got == uploads[2].1, "downloads after a restart");
+    let (status, body) = world.gateway.call("sendAudio", json!({ "chat_id": chat_id, "audio": sent_ids[2] }));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["audio"]["file_id"], sent_ids[2].as_str());
+
+    // One flipped byte of the stored ciphertext: an error, and no plaintext byte served.
+    let file_ref = &uploads[1].0.file_ref;
+    let stored = world.platform.data_dir.join("files").join(&file_ref[..2]).join(file_ref);
+    let mut bytes = std::fs::read(&stored).expect("stored ciphertext");
+    bytes[50_000] ^= 0x01;
+    std::fs::write(&stored, &bytes).expect("corrupt it");
+    let (status, body) = world.gateway.call("getFile", json!({ "file_id": file_ids[1] }));
+    assert_eq!(status, 200, "{body}");
+    let path = body["result"]["file_path"].as_str().expect("file_path").to_string();
+    let (status, got) = get(&format!("{}/file/bot{}/{}", world.gateway.base, world.gateway.token, path));
+    assert_eq!(status, 502, "{}", String::from_utf8_lossy(&got));
+    let err: Value = serde_json::from_slice(&got).expect("a JSON error");
+    assert_eq!(err["ok"], false);
+    assert!(!got.windows(17).any(|w| w == b"PLAINTEXT-MARKER-"), "no plaintext in the error");
+}
+
+#[test]
+fn a_50_mib_file_round_trips_and_a_larger_one_is_refused_before_it_is_uploaded() {
+    let world = World::start("big_media_bot");
+    let alice = world.user("bob");
+    alice.send_text(&format!("@{}", world.bot_username()), "hi").expect("send");
+    let updates = world.gateway.poll_until(0, 1);
+    let chat_id = updates[0]["message"]["chat"]["id"].clone();
+
+    // Exactly 50 MiB goes up (encrypted while the body is read) and comes back byte for byte.
+    let max: Vec<u8> = (0..50 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    let (status, body) = multipart(&world, "sendDocument", &[("chat_id", chat_id.to_string())], &[("document", "max.bin", &max)]);
+    assert_eq!(status, 200, "{body}");
+    let id = body["result"]["document"]["file_id"].as_str().expect("file_id").to_string();
+    let (status, got) = download(&world, &id);
+    assert_eq!(status, 200);
+    assert!(got == max, "the 50 MiB file downloads back unchanged");
+    drop((max, got));
+    let files_before = stored_files(&world.platform.data_dir.join("files"));
+
+    let too_big = vec![b'x'; 50 * 1024 * 1024 + 1];
+    let (status, body) = multipart(&world, "sendDocument", &[("chat_id", chat_id.to_string())], &[("document", "big.bin", &too_big)]);
+    assert_eq!(status, 413, "{body}");
+    assert!(body["description"].as_str().unwrap_or("").contains("50 MiB"), "{body}");
+    assert_eq!(stored_files(&world.platform.data_dir.join("files")), files_before, "nothing was stored");
+}
