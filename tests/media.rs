@@ -308,3 +308,39 @@ fn a_50_mib_file_round_trips_and_a_larger_one_is_refused_before_it_is_uploaded()
     assert!(body["description"].as_str().unwrap_or("").contains("50 MiB"), "{body}");
     assert_eq!(stored_files(&world.platform.data_dir.join("files")), files_before, "nothing was stored");
 }
+
+/// The person's side with the real client: `send_file` to the bot, and a file the bot sends
+/// by upload, received as an event and downloaded verified to the path the person chose.
+#[test]
+fn a_person_sends_and_downloads_files_with_the_client() {
+    let world = World::start("client_media_bot");
+    let alice = world.user("alice");
+    let bot = format!("@{}", world.bot_username());
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("notes.txt");
+    std::fs::write(&path, b"alice's notes, end to end").expect("write");
+    alice.send_file(&bot, &path, None, "my notes").expect("send-file");
+    let updates = world.gateway.poll_until(0, 1);
+    let doc = &updates[0]["message"]["document"];
+    assert_eq!((doc["file_name"].as_str(), doc["file_size"].as_u64()), (Some("notes.txt"), Some(25)));
+    assert_eq!(updates[0]["message"]["caption"], "my notes");
+    let (status, got) = download(&world, doc["file_id"].as_str().expect("file_id"));
+    assert_eq!((status, got.as_slice()), (200, &b"alice's notes, end to end"[..]));
+
+    let chat = updates[0]["message"]["chat"]["id"].clone();
+    let (status, body) = multipart(&world, "sendDocument", &[("chat_id", chat.to_string()), ("caption", "yours".into())], &[("document", "reply.bin", b"bot bytes \x00\x01\x02")]);
+    assert_eq!(status, 200, "{body}");
+    let message_id = body["result"]["message_id"].as_u64().expect("id");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let got = alice.receive(std::time::Duration::from_secs(5), 1).expect("receive");
+        if got.iter().any(|m| m.message_id == message_id && m.media.is_some()) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the bot's file did not arrive");
+    }
+    let out = dir.path().join("from-bot.bin");
+    let n = alice.download(&bot, message_id, &out).expect("download");
+    assert_eq!(n, 13);
+    assert_eq!(std::fs::read(&out).expect("read"), b"bot bytes \x00\x01\x02");
+}
