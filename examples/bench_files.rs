@@ -7,10 +7,15 @@
 //! - download: `e2e::file::download_verified` + `write_plaintext` to nothing (fetch, hash,
 //!   verify every chunk, decrypt again on the way out).
 //!
-//! Each row gives MiB/s, its share of the secretstream figure, and this process's peak RSS
-//! above what it was before the step (Linux `VmHWM` after a reset through
-//! `/proc/self/clear_refs`). The gateway's HTTP path (sendDocument, /file/bot…) is measured
-//! once the media methods exist. Size: BENCH_FILE_MIB (default 50).
+//! - gateway upload: `sendDocument` with a streamed multipart body (the gateway encrypts while it
+//!   reads, spools ciphertext, uploads it), until the Bot API answers;
+//! - gateway download: `getFile`, then `GET /file/bot…` read to the end (the gateway fetches and
+//!   verifies the whole ciphertext, then decrypts into the response).
+//!
+//! Each row gives MiB/s, its share of the secretstream figure, and the peak RSS above what it
+//! was before the step (Linux `VmHWM` after a reset through `/proc/<pid>/clear_refs`): this
+//! process's for the library rows, the gateway's for the gateway rows. Size: BENCH_FILE_MIB
+//! (default 50).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -45,8 +50,8 @@ impl Read for Pattern {
     }
 }
 
-fn status_kib(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+fn status_kib(pid: &str, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
         .find(|l| l.starts_with(field))
@@ -55,14 +60,24 @@ fn status_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Resets the peak RSS to the current RSS (Linux: writing 5 to clear_refs).
+/// Resets the peak RSS of this process to its current RSS (Linux: writing 5 to clear_refs).
 fn reset_peak() -> u64 {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
-    status_kib("VmRSS:")
+    status_kib("self", "VmRSS:")
 }
 
 fn peak_extra_mib(base_kib: u64) -> f64 {
-    status_kib("VmHWM:").saturating_sub(base_kib) as f64 / 1024.0
+    status_kib("self", "VmHWM:").saturating_sub(base_kib) as f64 / 1024.0
+}
+
+/// The same for another process of ours (the gateway).
+fn reset_peak_of(pid: u32) -> u64 {
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+    status_kib(&pid.to_string(), "VmRSS:")
+}
+
+fn peak_extra_of(pid: u32, base_kib: u64) -> f64 {
+    status_kib(&pid.to_string(), "VmHWM:").saturating_sub(base_kib) as f64 / 1024.0
 }
 
 fn main() {
@@ -106,6 +121,47 @@ fn main() {
     let verified = download_verified(alice.platform(), &up.file_ref, &up.key, &up.digest, &tmp).expect("download");
     let n = verified.write_plaintext(io::sink()).expect("decrypt");
     rows.push(("download: fetch + verify + decrypt out".to_string(), mib as f64 / start.elapsed().as_secs_f64(), Some(peak_extra_mib(base))));
+    assert_eq!(n, len);
+
+
+    // ── The gateway's file path: sendDocument by multipart upload, then /file/bot… ──
+    let world = support::World::start("bench_file_bot");
+    let bob = world.user("bob");
+    bob.send_text(&format!("@{}", world.bot_username()), "hi").expect("hello");
+    let chat = world.gateway.poll_until(0, 1)[0]["message"]["chat"]["id"].clone();
+    let pid = world.gateway.proc.child.id();
+    let boundary = "----benchBoundary5f1c";
+    let head = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"chat_id\"\r\n\r\n{chat}\r\n\
+         --{boundary}\r\nContent-Disposition: form-data; name=\"document\"; filename=\"bench.bin\"\r\n\
+         Content-Type: application/octet-stream\r\n\r\n"
+    );
+    let tail = format!("\r\n--{boundary}--\r\n");
+    let body = io::Cursor::new(head.into_bytes()).chain(Pattern::new(len, &block)).chain(io::Cursor::new(tail.into_bytes()));
+    let base = reset_peak_of(pid);
+    let start = Instant::now();
+    let resp = ureq::post(&format!("{}/bot{}/sendDocument", world.gateway.base, world.gateway.token))
+        .timeout(std::time::Duration::from_secs(600))
+        .set("Content-Type", &format!("multipart/form-data; boundary={boundary}"))
+        .send(body)
+        .expect("sendDocument");
+    let sent: serde_json::Value = resp.into_json().expect("json");
+    rows.push(("gateway upload: sendDocument (multipart)".to_string(), mib as f64 / start.elapsed().as_secs_f64(), Some(peak_extra_of(pid, base))));
+    let file_id = sent["result"]["document"]["file_id"].as_str().expect("file_id").to_string();
+    let file: serde_json::Value = ureq::post(&format!("{}/bot{}/getFile", world.gateway.base, world.gateway.token))
+        .send_json(serde_json::json!({"file_id": file_id}))
+        .expect("getFile")
+        .into_json()
+        .expect("json");
+    let path = file["result"]["file_path"].as_str().expect("file_path").to_string();
+    let base = reset_peak_of(pid);
+    let start = Instant::now();
+    let resp = ureq::get(&format!("{}/file/bot{}/{}", world.gateway.base, world.gateway.token, path))
+        .timeout(std::time::Duration::from_secs(600))
+        .call()
+        .expect("download");
+    let n = io::copy(&mut resp.into_reader(), &mut io::sink()).expect("read the file");
+    rows.push(("gateway download: /file/bot… (verified)".to_string(), mib as f64 / start.elapsed().as_secs_f64(), Some(peak_extra_of(pid, base))));
     assert_eq!(n, len);
 
     println!("\nfile benchmark, {mib} MiB (targets: each direction >= 30% of secretstream, < 32 MiB extra RSS)");
