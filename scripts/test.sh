@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The single test command (README, .ci/run): Rust unit + integration tests, then the real-SDK
 # bots (python-telegram-bot, aiogram, telegraf): the echo bots and the interactive-dialog bots
-# (keyboard menu, inline mode, reactions/forward/copy), polling and webhook, against a live
+# (keyboard menu, inline mode, reactions/forward/copy) and the file bots (download with each SDK's
+# helper, upload, send back by file_id), polling and webhook, against a live
 # platform-server + bot-gateway. Each runner runs its SDKs in parallel.
 # Everything builds in release only, into a target dir outside the checkout so a fresh clone
 # (CI) reuses a warm build.
@@ -19,3 +20,4 @@ export BIN_DIR="${BIN_DIR:-$CARGO_TARGET_DIR/release}"
 python3 tests/sdk/run_sdk_tests.py
 python3 tests/sdk/run_webhook_tests.py
 python3 tests/sdk/run_dialog_tests.py
+python3 tests/sdk/run_media_tests.py

@@ -76,6 +76,17 @@ class User:
     def choose(self, session_id, result_id):
         return self.cli("choose", f"@{self.bot}", str(session_id), result_id)
 
+    def send_file(self, path, kind=None, caption=None):
+        opts = (["--as", kind] if kind else []) + (["--caption", caption] if caption else [])
+        return self.cli("send-file", f"@{self.bot}", str(path), *opts)
+
+    def download(self, message_id, out_path):
+        """Downloads the file of a received message; returns the bytes written."""
+        result = self.cli("download", f"@{self.bot}", str(message_id), str(out_path))
+        data = Path(out_path).read_bytes()
+        check(result.get("size") == len(data), f"download should print the size it wrote ({len(data)})", result)
+        return data
+
     def expect(self, *wants):
         """Listens until each (description, predicate) matched; returns the matches by description."""
         found, _ = base.listen_until(self.world, self.e2e, self.profile, list(wants), watch=self.WATCH)
@@ -215,13 +226,17 @@ SDKS = {
 }
 
 
-def run_mode(sdk, mode, bin_dir, keep):
-    spec = SDKS[sdk]
-    world = base.World(f"dialog-{mode}-{sdk}", keep)
+def run_mode(sdk, mode, bin_dir, keep, sdks=SDKS, kind="dialog"):
+    """One scenario of sdks[sdk] in one mode, in a fresh world. A spec's optional "prepare"
+    (world) runs before the bot starts, e.g. to write files into the bot's working directory."""
+    spec = sdks[sdk]
+    world = base.World(f"{kind}-{mode}-{sdk}", keep)
 
     def steps():
         username = f"alice_{mode[0]}_{sdk}"
         bot, api_base, e2e, profile = base.start_bot_world(world, bin_dir, spec, username)
+        if "prepare" in spec:
+            spec["prepare"](world)
         if mode == "webhook":
             webhook.start_webhook_bot(world, spec, bot, api_base)
         else:
