@@ -344,3 +344,54 @@ fn a_person_sends_and_downloads_files_with_the_client() {
     assert_eq!(n, 13);
     assert_eq!(std::fs::read(&out).expect("read"), b"bot bytes \x00\x01\x02");
 }
+
+/// The platform dies while the gateway fetches a file: the download is an error and not one
+/// byte of plaintext is served. The kill is timed by the gateway's own temporary file (an
+/// unlinked descriptor appears in /proc while the ciphertext is being fetched).
+#[test]
+fn a_platform_killed_mid_download_serves_no_plaintext() {
+    let mut world = World::start("dying_platform_bot");
+    let alice = world.user("alice");
+    let bot = format!("@{}", world.bot_username());
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("big.bin");
+    let marker = b"plaintext-marker-mid-download-5e1a";
+    let mut bytes: Vec<u8> = (0..50 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    bytes[..marker.len()].copy_from_slice(marker);
+    std::fs::write(&path, &bytes).expect("write");
+    alice.send_file(&bot, &path, None, "").expect("send-file");
+    let updates = world.gateway.poll_until(0, 1);
+    let file_id = updates[0]["message"]["document"]["file_id"].as_str().expect("file_id").to_string();
+    let (status, body) = world.gateway.call("getFile", json!({ "file_id": file_id }));
+    assert_eq!(status, 200, "{body}");
+    let url = format!("{}/file/bot{}/{}", world.gateway.base, world.gateway.token, body["result"]["file_path"].as_str().expect("path"));
+
+    let gateway_pid = world.gateway.proc.child.id();
+    let fetching = std::thread::spawn(move || get(&url));
+    // Wait (bounded) for the gateway's unlinked temporary file: the fetch has begun.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut seen = false;
+    while !seen && std::time::Instant::now() < deadline {
+        seen = std::fs::read_dir(format!("/proc/{gateway_pid}/fd"))
+            .map(|d| {
+                d.flatten().any(|e| {
+                    std::fs::read_link(e.path()).is_ok_and(|t| {
+                        let t = t.to_string_lossy();
+                        t.contains(".file-") && t.ends_with("(deleted)")
+                    })
+                })
+            })
+            .unwrap_or(false);
+        if !seen {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    assert!(seen, "the gateway never started fetching the file");
+    world.platform.proc.kill();
+    let (status, got) = fetching.join().expect("the download thread");
+    assert!(status >= 500, "an error status, got {status}");
+    assert!(got.len() < 4096, "an error body, not a file ({} bytes)", got.len());
+    assert!(!got.windows(marker.len()).any(|w| w == marker), "no plaintext in the answer");
+    let v: Value = serde_json::from_slice(&got).expect("a JSON error");
+    assert_eq!(v["ok"], false);
+}
