@@ -209,9 +209,26 @@ fn a_person_sees_buttons_edits_deletions_forwards_actions_reactions_and_answers(
     alice.press(&bot, menu_id, "undo").expect("press the edited button");
     let q = &updates_of(&world, after_hello, "callback_query", 2)[1]["callback_query"];
     assert_eq!((q["data"].as_str(), q["message"]["text"].as_str()), (Some("undo"), Some("Thanks")));
+    let peer = alice.lookup(&bot).expect("lookup");
+    let signed = alice.remembered(peer.user_id, menu_id).expect("read").expect("remembered").keyboard.context.clone();
     ok(&world, "deleteMessage", json!({"chat_id": chat, "message_id": menu_id}));
     wait_for(&alice, "the deletion", |e| matches!(e, Incoming::Deleted { message_id, .. } if *message_id == menu_id).then_some(()));
     assert!(alice.press(&bot, menu_id, "undo").is_err(), "a deleted message has no buttons to press");
+    // A client that replays the deleted message's signed context gets no update, and the
+    // message does not come back.
+    let mut replay = bot_gateway::wire::e2e::CallbackPress::new();
+    replay.press_id = "replay1".into();
+    replay.message_id = menu_id;
+    replay.callback_data = "undo".into();
+    replay.context = signed;
+    let mut content = bot_gateway::wire::e2e::Content::new();
+    content.set_press(replay);
+    alice.send_content(&peer, &content).expect("replay");
+    let marker = alice.send_text(&bot, "after the replay").expect("marker");
+    let updates = world.gateway.poll_until(after_hello, 3);
+    assert!(updates.iter().any(|u| u["message"]["message_id"].as_u64() == Some(marker.message_id)), "{updates:?}");
+    assert_eq!(updates.iter().filter(|u| u.get("callback_query").is_some()).count(), 2, "no third press: {updates:?}");
+    refused(&world, "editMessageText", json!({"chat_id": chat, "message_id": menu_id, "text": "back?"}), 400, "message to edit not found");
 
     // A forward carries its origin; a chat action shows; the bot's reaction shows.
     let fwd = ok(&world, "forwardMessage", json!({"chat_id": chat, "from_chat_id": chat, "message_id": hello_id}));
@@ -232,7 +249,7 @@ fn a_person_sees_buttons_edits_deletions_forwards_actions_reactions_and_answers(
     // A user's reaction is an update only when message_reaction is asked for explicitly.
     alice.react(&bot, hello_id as u64, "👍").expect("react");
     let marker = alice.send_text(&bot, "after the first reaction").expect("send");
-    let updates = world.gateway.poll_until(after_hello, 3);
+    let updates = world.gateway.poll_until(after_hello, 4);
     assert!(updates.iter().all(|u| u.get("message_reaction").is_none()), "not in the default set: {updates:?}");
     assert!(updates.iter().any(|u| u["message"]["message_id"].as_u64() == Some(marker.message_id)));
     let last = updates.last().expect("some")["update_id"].as_i64().expect("id") + 1;

@@ -263,6 +263,9 @@ pub fn enqueue_callback_query(
     }
     let chat_id = chat.user_id as i64;
     let message_id = context.message_id as i64;
+    if chats::was_deleted(c, chat_id, message_id)? {
+        return Err(StoreError::Refused(format!("callback press refused: message {message_id} was deleted")));
+    }
     let entry = match chats::lookup(c, chat_id, message_id)? {
         Some(entry) => entry,
         None => {

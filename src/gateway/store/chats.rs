@@ -72,7 +72,8 @@ pub fn record(conn: &Connection, e: &HistoryEntry) -> Result<()> {
 pub fn lookup(conn: &Connection, chat_id: i64, message_id: i64) -> Result<Option<HistoryEntry>> {
     let row: Option<(bool, i64, i64, Vec<u8>, i64)> = conn
         .query_row(
-            "SELECT from_bot, sender_id, date, content, edit_date FROM history WHERE chat_id = ?1 AND message_id = ?2",
+            "SELECT from_bot, sender_id, date, content, edit_date FROM history
+             WHERE chat_id = ?1 AND message_id = ?2 AND deleted = 0",
             params![chat_id, message_id],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
         )
@@ -96,17 +97,33 @@ pub fn lookup(conn: &Connection, chat_id: i64, message_id: i64) -> Result<Option
 pub fn apply_edit(conn: &Connection, chat_id: i64, message_id: i64, content: &Content, edit_date: i64) -> Result<bool> {
     let bytes = content.write_to_bytes().map_err(|err| super::StoreError::Corrupt(format!("encode content: {err}")))?;
     let n = conn.execute(
-        "UPDATE history SET content = ?3, edit_date = ?4 WHERE chat_id = ?1 AND message_id = ?2",
+        "UPDATE history SET content = ?3, edit_date = ?4 WHERE chat_id = ?1 AND message_id = ?2 AND deleted = 0",
         params![chat_id, message_id, bytes, edit_date],
     )?;
     Ok(n > 0)
 }
 
-/// Forgets a deleted message (and the reactions to it).
+/// Forgets a deleted message's content (and the reactions to it), keeping the mark that it was
+/// deleted (see [`was_deleted`]).
 pub fn forget(conn: &Connection, chat_id: i64, message_id: i64) -> Result<()> {
-    conn.execute("DELETE FROM history WHERE chat_id = ?1 AND message_id = ?2", params![chat_id, message_id])?;
+    conn.execute(
+        "UPDATE history SET deleted = 1, content = x'' WHERE chat_id = ?1 AND message_id = ?2",
+        params![chat_id, message_id],
+    )?;
     conn.execute("DELETE FROM reactions WHERE chat_id = ?1 AND message_id = ?2", params![chat_id, message_id])?;
     Ok(())
+}
+
+/// Whether the bot deleted this message (while the history still remembers it).
+pub fn was_deleted(conn: &Connection, chat_id: i64, message_id: i64) -> Result<bool> {
+    Ok(conn
+        .query_row(
+            "SELECT deleted FROM history WHERE chat_id = ?1 AND message_id = ?2",
+            params![chat_id, message_id],
+            |r| r.get::<_, bool>(0),
+        )
+        .optional()?
+        .unwrap_or(false))
 }
 
 /// A callback press awaiting (or given) an answer.

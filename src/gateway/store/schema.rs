@@ -32,6 +32,9 @@ CREATE TABLE files (
 const GATEWAY_V3: &str = "
 -- When the bot last edited the message (unix seconds); 0 when never.
 ALTER TABLE history ADD COLUMN edit_date INTEGER NOT NULL DEFAULT 0;
+-- 1 once the bot deleted the message: it is gone for every method, and a press on it (a
+-- replayed context) is refused instead of bringing it back.
+ALTER TABLE history ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0;
 -- Callback presses received (chats::remember_callback): answerCallbackQuery finds the user to
 -- answer here, and answers each press once. The newest CALLBACK_LIMIT are kept.
 CREATE TABLE callbacks (
