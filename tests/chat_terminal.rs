@@ -9,7 +9,7 @@ mod support;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -108,6 +108,24 @@ impl Drop for Killed {
     }
 }
 
+/// `e2e-chat chat PEER` with piped stdin, stdout and stderr; the output arrives as lines.
+fn piped_chat(profile: &Path, peer: &str) -> (Killed, ChildStdin, crossbeam_channel::Receiver<String>, crossbeam_channel::Receiver<String>) {
+    let child = Command::new(bin_path("e2e-chat"))
+        .arg("--profile")
+        .arg(profile)
+        .args(["chat", peer])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn e2e-chat");
+    let mut chat = Killed(child);
+    let stdin = chat.0.stdin.take().expect("stdin");
+    let out = lines_of(chat.0.stdout.take().expect("stdout"), "chat-stdout");
+    let err = lines_of(chat.0.stderr.take().expect("stderr"), "chat-stderr");
+    (chat, stdin, out, err)
+}
+
 #[test]
 fn piped_chat_reads_plain_lines_escapes_controls_and_reports_the_connection() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -116,19 +134,7 @@ fn piped_chat_reads_plain_lines_escapes_controls_and_reports_the_connection() {
     let mut platform = start_platform(&dir.path().join("platform"), port);
     let (alice_dir, bob) = two_users(dir.path(), &url);
 
-    let child = Command::new(bin_path("e2e-chat"))
-        .arg("--profile")
-        .arg(&alice_dir)
-        .args(["chat", "@bob"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn e2e-chat");
-    let mut chat = Killed(child);
-    let mut stdin = chat.0.stdin.take().expect("stdin");
-    let out = lines_of(chat.0.stdout.take().expect("stdout"), "chat-stdout");
-    let err = lines_of(chat.0.stderr.take().expect("stderr"), "chat-stderr");
+    let (mut chat, mut stdin, out, err) = piped_chat(&alice_dir, "@bob");
     read_until(&err, "banner", |l| l.starts_with("chatting with @bob (Bob) as @alice"));
 
     writeln!(stdin, "hello bob").expect("type");
@@ -199,19 +205,7 @@ fn piped_chat_with_a_gateway_bot_shows_its_menu_buttons_typing_and_answers() {
     bot_call(gw, "setMyDescription", json!({"description": "I ask questions."}));
     let alice_dir = world.user("alice").dir().to_path_buf();
 
-    let child = Command::new(bin_path("e2e-chat"))
-        .arg("--profile")
-        .arg(&alice_dir)
-        .args(["chat", "@chatui_bot"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn e2e-chat");
-    let mut chat = Killed(child);
-    let mut stdin = chat.0.stdin.take().expect("stdin");
-    let out = lines_of(chat.0.stdout.take().expect("stdout"), "chat-stdout");
-    let err = lines_of(chat.0.stderr.take().expect("stderr"), "chat-stderr");
+    let (mut chat, mut stdin, out, err) = piped_chat(&alice_dir, "@chatui_bot");
     read_until(&err, "banner", |l| l.starts_with("chatting with bot @chatui_bot (Test Bot) as @alice"));
     read_until(&err, "help line", |l| l.starts_with("commands: /press [N] BUTTON"));
 
