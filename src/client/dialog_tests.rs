@@ -16,7 +16,7 @@ use crate::platform::{provision_bot, BotCredentials, RunningServer};
 use super::history;
 use crate::wire::e2e::{
     CallbackAnswer, ChatAction, Content, Delete, Edit, InlineButton, InlineKeyboard, KeyboardContext, KeyboardRow,
-    Reaction, SignedKeyboardContext, Text,
+    Reaction, SignedKeyboardContext,
 };
 use protobuf::Message as _;
 use crate::wire::platform::{
@@ -242,17 +242,10 @@ impl BotDevice {
     }
 
     fn reply(&self, to: u64, text: &str) {
-        self.send(to, &text_content(text));
+        self.send(to, &crate::e2e::text_content(text));
     }
 }
 
-fn text_content(text: &str) -> Content {
-    let mut t = Text::new();
-    t.text = text.to_string();
-    let mut content = Content::new();
-    content.set_text(t);
-    content
-}
 
 #[test]
 fn bot_devices_are_verified_and_a_stale_device_list_is_updated() {
@@ -329,7 +322,7 @@ impl BotDialog {
     /// `text` with one row of buttons (text = data upper-cased) and a signed context; returns
     /// the content and the signed context's exact bytes.
     fn keyboard_message(&self, text: &str, data: &[&str]) -> (Content, SignedKeyboardContext) {
-        let mut content = text_content(text);
+        let mut content = crate::e2e::text_content(text);
         let mut row = KeyboardRow::new();
         for d in data {
             let mut b = InlineButton::new();
@@ -412,7 +405,7 @@ fn a_press_carries_the_keyboard_context_back_exactly_and_the_answer_comes_as_an_
     assert!(err.to_string().contains(&format!("no message {} from @keys_bot", m + 100)), "{err}");
     let err = d.alice.press("@keys_bot", m, "zzz").expect_err("no such button");
     assert!(err.to_string().contains("has no button with that callback data"), "{err}");
-    let plain = d.bot.send(d.alice.user_id(), &text_content("no buttons here"));
+    let plain = d.bot.send(d.alice.user_id(), &crate::e2e::text_content("no buttons here"));
     assert!(matches!(d.next_event(), Incoming::Message(ref p) if p.message_id == plain && p.keyboard.is_empty()));
     let err = d.alice.press("@keys_bot", plain, "a").expect_err("no keyboard");
     assert!(err.to_string().contains("has no buttons"), "{err}");
@@ -456,7 +449,7 @@ fn edits_and_deletions_update_what_the_profile_remembers() {
     assert_eq!(d.bot.receive_content().1.press().context.context, new_signed.context, "the new context");
 
     // An edit without keyboard removes the buttons.
-    edit.content = protobuf::MessageField::some(text_content("done"));
+    edit.content = protobuf::MessageField::some(crate::e2e::text_content("done"));
     let mut content = Content::new();
     content.set_edit(edit);
     d.bot.send(d.alice.user_id(), &content);
@@ -503,7 +496,7 @@ fn reactions_chat_actions_and_forwards_decode_and_reactions_are_sent() {
     assert!(matches!(d.next_event(), Incoming::ChatAction { ref action, chat_id, .. } if action == "typing" && chat_id == d.bot_user_id));
 
     // A forwarded message carries its origin.
-    let mut content = text_content("fwd");
+    let mut content = crate::e2e::text_content("fwd");
     let mut origin = crate::wire::e2e::ForwardOrigin::new();
     origin.sender_user_id = 77;
     origin.sender_username = "carol".into();
@@ -580,7 +573,7 @@ fn the_press_command_ends_with_the_answer_to_its_own_press_only() {
                 let press_id = content.press().press_id.clone();
                 bot.send(alice_id, &answer_content("not-this-press", "wrong"));
                 if round == 0 {
-                    bot.send(alice_id, &text_content("meanwhile"));
+                    bot.send(alice_id, &crate::e2e::text_content("meanwhile"));
                     bot.send(alice_id, &answer_content(&press_id, "right"));
                 }
             }

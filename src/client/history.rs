@@ -114,7 +114,7 @@ fn encode(content: &Content, peer: u64, message_id: u64) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::e2e::{InlineButton, InlineKeyboard, KeyboardRow, Text};
+    use crate::wire::e2e::{InlineButton, InlineKeyboard, KeyboardRow};
 
     fn db() -> Connection {
         let c = Connection::open_in_memory().expect("db");
@@ -123,11 +123,7 @@ mod tests {
     }
 
     fn text(s: &str) -> Content {
-        let mut t = Text::new();
-        t.text = s.to_string();
-        let mut content = Content::new();
-        content.set_text(t);
-        content
+        crate::e2e::text_content(s)
     }
 
     fn with_button(mut content: Content, data: &str) -> Content {

@@ -56,6 +56,13 @@ pub use seal::{
 };
 pub use store::TABLES_V1;
 
+/// A plain text message as it travels end to end (no entities, no reply).
+pub fn text_content(text: &str) -> crate::wire::e2e::Content {
+    let mut content = crate::wire::e2e::Content::new();
+    content.set_text(crate::wire::e2e::Text { text: text.to_string(), ..Default::default() });
+    content
+}
+
 use crate::crypto;
 
 #[derive(Debug)]
@@ -128,7 +135,6 @@ mod testing {
 
     use super::*;
     use crate::crypto::IdentityKeyPair;
-    use crate::wire::e2e::{Content, Text};
     use crate::wire::platform::{DeviceKeys, InboxEnvelope, PrekeyBundle, Profile};
 
     pub(super) struct Device {
@@ -185,14 +191,6 @@ mod testing {
             e.ciphertext = ciphertext;
             e
         }
-    }
-
-    pub(super) fn text_content(text: &str) -> Content {
-        let mut t = Text::new();
-        t.text = text.to_string();
-        let mut c = Content::new();
-        c.set_text(t);
-        c
     }
 
     pub(super) fn open_text(d: &Device, e: &InboxEnvelope) -> String {

@@ -142,7 +142,8 @@ fn open_normal_message(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use super::super::testing::{open_text, text_content, Device};
+    use super::super::testing::{open_text, Device};
+    use super::super::text_content;
     use super::super::seal::{add_sessions, key32, known_devices, seal};
     use super::super::{local_one_time_prekey_count, ONE_TIME_PREKEY_TARGET};
     use crate::crypto::identity;

@@ -151,7 +151,8 @@ pub fn seal_for(conn: &Connection, peer_user: u64, device_ids: &[u32], content: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use super::super::testing::{open_text, text_content, Device};
+    use super::super::testing::{open_text, Device};
+    use super::super::text_content;
     use crate::crypto::IdentityKeyPair;
 
     #[test]

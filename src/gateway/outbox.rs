@@ -493,7 +493,6 @@ mod tests {
 
     use super::*;
     use crate::crypto::IdentityKeyPair;
-    use crate::wire::e2e::Text;
     use crate::wire::platform::{DeviceKeys, InboxEnvelope, PrekeyBundle, Profile};
 
     const BOT: u64 = 10;
@@ -532,11 +531,7 @@ mod tests {
     }
 
     fn text(t: String) -> Content {
-        let mut body = Text::new();
-        body.text = t;
-        let mut c = Content::new();
-        c.set_text(body);
-        c
+        e2e::text_content(&t)
     }
 
     #[test]

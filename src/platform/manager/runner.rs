@@ -38,7 +38,7 @@ use crate::clock::unix_now;
 use crate::crypto::{self, IdentityKeyPair};
 use crate::e2e::{self, inbound, E2eError, Registration};
 use crate::migrations::MigrationError;
-use crate::wire::e2e::{Content, Text};
+use crate::wire::e2e::Content;
 use crate::wire::platform::{DeviceCiphertext, InboxEnvelope, PrekeyBundle};
 
 /// Inbox entries read per query.
@@ -432,13 +432,6 @@ fn apply_effect(store: &Store, hub: &InboxHub, pending: &PendingEffect) -> RunRe
     }
 }
 
-fn text_content(text: &str) -> Content {
-    let mut t = Text::new();
-    t.text = text.to_string();
-    let mut content = Content::new();
-    content.set_text(t);
-    content
-}
 
 fn pairs(sealed: Vec<DeviceCiphertext>) -> Vec<(u32, Vec<u8>)> {
     sealed.into_iter().map(|c| (c.device_id, c.ciphertext)).collect()
@@ -452,7 +445,7 @@ fn queue_replies(tx: &Connection, store: &Store, user_id: u64, replies: &[String
     }
     sync_devices(tx, store, user_id)?;
     for text in replies {
-        let content = text_content(text);
+        let content = crate::e2e::text_content(text);
         let sealed = e2e::seal(tx, user_id, &content)?;
         let client_message_id = format!("manager-{}", crypto::hex_encode(&crypto::random_bytes::<16>()));
         let bytes = content.write_to_bytes().expect("encoding a message in memory cannot fail");
