@@ -8,8 +8,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use bot_gateway::crypto::file::{FileCryptoError, FileKey, MAX_CIPHERTEXT_LEN, MAX_PLAINTEXT_LEN};
-use bot_gateway::e2e::file::{download_verified, upload_encrypted, FileError};
+use bot_gateway::crypto::file::{
+    CiphertextHash, DigestAlgorithm, FileCryptoError, FileDigest, FileKey, MAX_CIPHERTEXT_LEN, MAX_PLAINTEXT_LEN,
+};
+use bot_gateway::e2e::file::{download_verified, upload_encrypted, FileError, FileSource};
 use bot_gateway::wire::platform as pb;
 use bot_gateway::wire::{rpc, Credential, Platform};
 use futures::SinkExt;
@@ -120,7 +122,7 @@ fn five_mib_round_trip_through_the_platform_stores_ciphertext_only() {
     assert!(!stored.windows(window.len()).any(|w| w == window), "no plaintext on the platform's disk");
 
     // Another device (any registered one) downloads and verifies it.
-    let got = download_verified(s.bob.platform(), &up.file_ref, &up.key, &up.digest, &s.tmp()).expect("download");
+    let got = download_verified(s.bob.platform(), &up.source(), &s.tmp()).expect("download");
     assert_eq!(got.len, plaintext.len() as u64);
     let mut back = Vec::new();
     let written = got.write_plaintext(&mut back).expect("decrypt on the way out");
@@ -144,23 +146,23 @@ fn a_corrupted_stored_file_is_refused_and_yields_no_plaintext() {
     stored[200_000] ^= 0x01;
     std::fs::write(&path, &stored).expect("corrupt the stored file");
 
-    let err = download_verified(s.bob.platform(), &up.file_ref, &up.key, &up.digest, &s.tmp())
+    let err = download_verified(s.bob.platform(), &up.source(), &s.tmp())
         .expect_err("a changed byte must be refused");
     // The chunk fails as it arrives (the digest would fail at the end).
     assert!(matches!(err, FileError::Crypto(FileCryptoError::NotAuthentic | FileCryptoError::DigestMismatch)), "{err}");
     assert!(files_under(&s.tmp()).is_empty(), "no plaintext file was produced");
 
     // Even a digest matching the damaged bytes does not get it through: the chunk fails.
-    let mut hash = bot_gateway::crypto::file::CiphertextHash::new();
+    let mut hash = CiphertextHash::new(up.digest.algorithm);
     hash.update(&stored);
-    let err = download_verified(s.bob.platform(), &up.file_ref, &up.key, &hash.finalize(), &s.tmp())
+    let err = download_verified(s.bob.platform(), &FileSource { digest: hash.finalize(), ..up.source() }, &s.tmp())
         .expect_err("a chunk that does not authenticate must be refused");
     assert!(matches!(err, FileError::Crypto(FileCryptoError::NotAuthentic)), "{err}");
 
     // A truncated stored file (its FINAL chunk gone) is refused too.
     let cut = &stored[..stored.len() - 1000];
     std::fs::write(&path, cut).expect("truncate");
-    let err = download_verified(s.bob.platform(), &up.file_ref, &up.key, &up.digest, &s.tmp()).expect_err("truncated");
+    let err = download_verified(s.bob.platform(), &up.source(), &s.tmp()).expect_err("truncated");
     // The short last chunk fails as it arrives (or the digest at the end, or the platform).
     assert!(
         matches!(
@@ -177,23 +179,63 @@ fn a_corrupted_stored_file_is_refused_and_yields_no_plaintext() {
         fixed
     })
     .expect("restore");
-    let err = download_verified(s.bob.platform(), &up.file_ref, &FileKey::generate(), &up.digest, &s.tmp())
+    let err = download_verified(s.bob.platform(), &FileSource { key: FileKey::generate(), ..up.source() }, &s.tmp())
         .expect_err("wrong key");
     assert!(matches!(err, FileError::Crypto(FileCryptoError::NotAuthentic)), "{err}");
     assert!(files_under(&s.tmp()).is_empty());
-    download_verified(s.bob.platform(), &up.file_ref, &up.key, &up.digest, &s.tmp()).expect("restored file verifies");
-    let err = download_verified(s.bob.platform(), &up.file_ref, &up.key, &[0u8; 32], &s.tmp())
+    download_verified(s.bob.platform(), &up.source(), &s.tmp()).expect("restored file verifies");
+    let other = FileDigest { bytes: [0u8; 32], ..up.digest };
+    let err = download_verified(s.bob.platform(), &FileSource { digest: other, ..up.source() }, &s.tmp())
         .expect_err("an intact file under another digest");
     assert!(matches!(err, FileError::Crypto(FileCryptoError::DigestMismatch)), "{err}");
+    // The right bytes named as another algorithm's digest do not pass either.
+    let renamed = FileDigest { algorithm: DigestAlgorithm::Blake2b256, ..up.digest };
+    let err = download_verified(s.bob.platform(), &FileSource { digest: renamed, ..up.source() }, &s.tmp())
+        .expect_err("the digest under another algorithm's name");
+    assert!(matches!(err, FileError::Crypto(FileCryptoError::DigestMismatch)), "{err}");
+}
+
+/// Files sent by versions before BLAKE3 carry a BLAKE2b-256 digest (their messages have no
+/// algorithm field): they still verify, and a wrong one still fails.
+#[test]
+fn a_file_of_an_earlier_version_with_a_blake2b_digest_still_verifies() {
+    let s = setup();
+    let plaintext = pattern(200 * 1024 + 7);
+    let up = upload_encrypted(s.alice.platform(), &plaintext[..]).expect("upload");
+    assert_eq!(up.digest.algorithm, DigestAlgorithm::Blake3, "new files get BLAKE3");
+    let mut blake2b = CiphertextHash::new(DigestAlgorithm::Blake2b256);
+    blake2b.update(&std::fs::read(s.stored_path(&up.file_ref)).expect("stored"));
+    let old = FileSource { digest: blake2b.finalize(), ..up.source() };
+    // What an earlier version's message decodes to: no algorithm field means BLAKE2b.
+    let mut media = up.to_media();
+    media.digest = old.digest.bytes.to_vec();
+    media.digest_algorithm = Default::default();
+    let decoded = FileSource::of(&media).expect("a known algorithm");
+    assert_eq!(decoded.digest, old.digest);
+    let got = download_verified(s.bob.platform(), &decoded, &s.tmp()).expect("an earlier version's file verifies");
+    let mut back = Vec::new();
+    got.write_plaintext(&mut back).expect("decrypt");
+    assert!(back == plaintext);
+    let mut wrong = decoded.clone();
+    wrong.digest.bytes[31] ^= 1;
+    let err = download_verified(s.bob.platform(), &wrong, &s.tmp()).expect_err("a wrong BLAKE2b digest");
+    assert!(matches!(err, FileError::Crypto(FileCryptoError::DigestMismatch)), "{err}");
+    // A digest algorithm from a newer version is not guessed at.
+    media.digest_algorithm = protobuf::EnumOrUnknown::from_i32(77);
+    assert!(FileSource::of(&media).is_none());
 }
 
 #[test]
 fn a_missing_or_malformed_ref_is_refused() {
     let s = setup();
-    let key = FileKey::generate();
-    let err = download_verified(s.alice.platform(), &"0f".repeat(32), &key, &[0; 32], &s.tmp()).expect_err("missing");
+    let source = |file_ref: &str| FileSource {
+        file_ref: file_ref.to_string(),
+        key: FileKey::generate(),
+        digest: FileDigest { algorithm: DigestAlgorithm::Blake3, bytes: [0; 32] },
+    };
+    let err = download_verified(s.alice.platform(), &source(&"0f".repeat(32)), &s.tmp()).expect_err("missing");
     assert_eq!(rpc_code(&err), Some(RpcStatusCode::NOT_FOUND), "{err}");
-    let err = download_verified(s.alice.platform(), "../platform.db", &key, &[0; 32], &s.tmp()).expect_err("malformed");
+    let err = download_verified(s.alice.platform(), &source("../platform.db"), &s.tmp()).expect_err("malformed");
     assert_eq!(rpc_code(&err), Some(RpcStatusCode::INVALID_ARGUMENT), "{err}");
     assert!(files_under(&s.tmp()).is_empty());
 }
@@ -205,7 +247,7 @@ fn transfers_need_a_registered_device() {
     let anonymous = Platform::connect(&s.platform.url, Credential::Anonymous).expect("connect");
     let err = upload_encrypted(&anonymous, &b"hello"[..]).expect_err("anonymous upload");
     assert_eq!(rpc_code(&err), Some(RpcStatusCode::UNAUTHENTICATED), "{err}");
-    let err = download_verified(&anonymous, &up.file_ref, &up.key, &up.digest, &s.tmp()).expect_err("anonymous download");
+    let err = download_verified(&anonymous, &up.source(), &s.tmp()).expect_err("anonymous download");
     assert_eq!(rpc_code(&err), Some(RpcStatusCode::UNAUTHENTICATED), "{err}");
     assert_eq!(files_under(&s.files_dir()).len(), 1, "only the authorized upload is stored");
 }

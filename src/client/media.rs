@@ -14,9 +14,9 @@ use super::error::{ClientError, Result};
 use super::history;
 use super::message::{MediaKind, SentMessage};
 use super::profile::Profile;
-use crate::crypto::file::{FileKey, MAX_PLAINTEXT_LEN};
-use crate::e2e::file::{download_verified, upload_encrypted};
-use crate::wire::e2e::{Content, Media, Text};
+use crate::crypto::file::MAX_PLAINTEXT_LEN;
+use crate::e2e::file::{download_verified, upload_encrypted, FileSource};
+use crate::wire::e2e::{Content, Text};
 
 /// The largest file a profile sends (plaintext bytes): the platform's limit, checked before
 /// anything is uploaded.
@@ -53,12 +53,8 @@ impl Profile {
 
         let uploaded = upload_encrypted(&self.platform, BufReader::new(file))
             .map_err(|source| ClientError::File { what: format!("uploading {shown}"), source })?;
-        let mut media = Media::new();
+        let mut media = uploaded.to_media();
         media.kind = kind.to_wire().into();
-        media.file_ref = uploaded.file_ref;
-        media.key = uploaded.key.0.to_vec();
-        media.digest = uploaded.digest.to_vec();
-        media.size = uploaded.size;
         media.mime_type = guess_mime(path).to_string();
         media.file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         media.width = width;
@@ -86,12 +82,12 @@ impl Profile {
         }
         let media = content.media();
         let what = || format!("the file of message {message_id} from @{name}");
-        let damaged = || ClientError::Invalid(format!("{} has a damaged key or digest", what()));
-        let key = FileKey(media.key.as_slice().try_into().map_err(|_| damaged())?);
-        let digest: [u8; 32] = media.digest.as_slice().try_into().map_err(|_| damaged())?;
+        let source = FileSource::of(media).ok_or_else(|| {
+            ClientError::Invalid(format!("{} has a damaged key or digest, or a digest this version does not know", what()))
+        })?;
 
         // The ciphertext waits in the private profile directory, unlinked; no plaintext yet.
-        let verified = download_verified(&self.platform, &media.file_ref, &key, &digest, self.dir())
+        let verified = download_verified(&self.platform, &source, self.dir())
             .map_err(|source| ClientError::File { what: format!("downloading {}", what()), source })?;
 
         let part = part_path(out);

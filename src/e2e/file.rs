@@ -1,18 +1,25 @@
 //! Encrypted files over the platform, for every sender and receiver of media (the gateway's
-//! media methods and `e2e-chat`): [`upload_encrypted`] encrypts while uploading, and
+//! media methods and `e2e-chat`): [`begin_upload`] encrypts while uploading and
+//! [`PendingUpload::commit`] has the platform store the file ([`upload_encrypted`] does both);
 //! [`download_verified`] releases plaintext only once everything has been verified.
 //!
 //! Here rather than in `client`, because the gateway needs it too and must not depend on the
 //! user client; it is the one part of `e2e` that talks to the platform itself, because a file
 //! is streamed, never held in memory, so the caller cannot hand bytes in and out the way it
-//! does for envelopes. The key and the digest returned by an upload are what the end-to-end
-//! message carries to the recipient.
+//! does for envelopes. The key, the digest and its algorithm returned by an upload are what
+//! the end-to-end message carries to the recipient ([`UploadedFile::to_media`],
+//! [`FileSource::of`]).
 //!
-//! A download goes through two private temporary files, both unlinked as soon as they are
-//! created (nothing is left behind, even after a crash): the ciphertext, hashed as it arrives
-//! and checked against the digest when complete, and then the plaintext, written while every
-//! chunk and the FINAL tag are verified. The caller gets the plaintext file only when all of
-//! this succeeded; on any failure both files are gone and no plaintext was released.
+//! Each transfer overlaps its steps on two threads, joined before the call returns (scoped):
+//! an upload encrypts on the caller's thread while `file-send#<n>` sends the chunks (gRPC takes
+//! one message of a call at a time); a download receives, keeps and hashes the ciphertext on
+//! `file-recv#<n>` while the caller verifies every chunk; serving it decrypts on `file-dec#<n>`
+//! while the caller writes. Bounded queues of 4 chunks sit between them.
+//!
+//! A download keeps the ciphertext in a private temporary file, unlinked as soon as it is
+//! created (nothing is left behind, even after a crash), verifies every chunk, the FINAL tag
+//! and the digest, and only then hands out a [`VerifiedFile`], which decrypts again on its way
+//! out: no plaintext touches disk, and none is released before everything was verified.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -24,7 +31,11 @@ use std::time::Duration;
 use futures::{SinkExt, StreamExt};
 use grpcio::WriteFlags;
 
-use crate::crypto::file::{self as file_crypto, Decryptor, FileCryptoError, FileKey, CiphertextHash, MAX_CIPHERTEXT_LEN};
+use crate::crypto::file::{
+    self as file_crypto, CiphertextHash, Decryptor, DigestAlgorithm, FileCryptoError, FileDigest, FileKey, MAX_CIPHERTEXT_LEN,
+};
+use crate::wire::e2e::media::DigestAlgorithm as WireDigestAlgorithm;
+use crate::wire::e2e::Media;
 use crate::wire::connect::Platform;
 use crate::wire::platform as pb;
 
@@ -39,12 +50,64 @@ pub struct UploadedFile {
     /// The platform's reference of the ciphertext.
     pub file_ref: String,
     pub key: FileKey,
-    /// BLAKE2b-256 of the ciphertext.
-    pub digest: [u8; 32],
+    /// Of the ciphertext.
+    pub digest: FileDigest,
     /// Plaintext bytes.
     pub size: u64,
     /// Ciphertext bytes stored on the platform.
     pub stored_size: u64,
+}
+
+impl UploadedFile {
+    /// A media message naming this file: reference, key, digest and its algorithm, size (the
+    /// caller adds kind, type, name and the rest).
+    pub fn to_media(&self) -> Media {
+        Media {
+            file_ref: self.file_ref.clone(),
+            key: self.key.0.to_vec(),
+            digest: self.digest.bytes.to_vec(),
+            digest_algorithm: wire_algorithm(self.digest.algorithm).into(),
+            size: self.size,
+            ..Default::default()
+        }
+    }
+
+    /// Where the file is and how to check it, as a recipient learns it from the message.
+    pub fn source(&self) -> FileSource {
+        FileSource { file_ref: self.file_ref.clone(), key: self.key.clone(), digest: self.digest }
+    }
+}
+
+fn wire_algorithm(algorithm: DigestAlgorithm) -> WireDigestAlgorithm {
+    match algorithm {
+        DigestAlgorithm::Blake2b256 => WireDigestAlgorithm::BLAKE2B_256,
+        DigestAlgorithm::Blake3 => WireDigestAlgorithm::BLAKE3,
+    }
+}
+
+/// Where a media message's file is and how to check it: what [`download_verified`] needs.
+#[derive(Debug, Clone)]
+pub struct FileSource {
+    pub file_ref: String,
+    pub key: FileKey,
+    pub digest: FileDigest,
+}
+
+impl FileSource {
+    /// The file of `media`; `None` when its key or digest is not 32 bytes or its digest
+    /// algorithm is one this version does not know (a newer sender's).
+    pub fn of(media: &Media) -> Option<FileSource> {
+        let algorithm = match media.digest_algorithm.enum_value() {
+            Ok(WireDigestAlgorithm::BLAKE2B_256) => DigestAlgorithm::Blake2b256,
+            Ok(WireDigestAlgorithm::BLAKE3) => DigestAlgorithm::Blake3,
+            Err(_) => return None,
+        };
+        Some(FileSource {
+            file_ref: media.file_ref.clone(),
+            key: FileKey(media.key.as_slice().try_into().ok()?),
+            digest: FileDigest { algorithm, bytes: media.digest.as_slice().try_into().ok()? },
+        })
+    }
 }
 
 /// A downloaded file whose ciphertext matched its digest and whose every chunk and final tag
@@ -59,10 +122,54 @@ pub struct VerifiedFile {
 }
 
 impl VerifiedFile {
-    /// Decrypts into `out` (an HTTP response, the user's file), chunk by chunk.
-    pub fn write_plaintext(mut self, out: impl Write) -> Result<u64, FileError> {
+    /// Decrypts into `out` (an HTTP response, the user's file), chunk by chunk: a scoped
+    /// thread decrypts while this one writes what it decrypted, so decrypting and writing
+    /// overlap. If `out` fails, the decryption stops.
+    pub fn write_plaintext(mut self, mut out: impl Write) -> Result<u64, FileError> {
         self.ciphertext.seek(SeekFrom::Start(0)).map_err(FileError::Io)?;
-        Ok(Decryptor::new(&self.key).decrypt(BufReader::new(&mut self.ciphertext), out)?)
+        let (pieces, decrypted) = crossbeam_channel::bounded::<Vec<u8>>(DECRYPT_QUEUE);
+        let number = TRANSFERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let VerifiedFile { ciphertext, key, .. } = self;
+        std::thread::scope(|scope| {
+            let decryptor = std::thread::Builder::new()
+                .name(format!("file-dec#{number}"))
+                .spawn_scoped(scope, move || {
+                    Decryptor::new(&key).decrypt(BufReader::new(ciphertext), QueueWriter { queue: pieces })
+                })
+                .map_err(FileError::Io)?;
+            let mut written = Ok(());
+            for piece in &decrypted {
+                written = out.write_all(&piece);
+                if written.is_err() {
+                    break;
+                }
+            }
+            // Hanging up makes the decryptor's next write fail: it stops.
+            drop(decrypted);
+            let len = decryptor.join().unwrap_or_else(|_| Err(FileCryptoError::Io(io::Error::other("the decryptor panicked"))));
+            written.and_then(|()| out.flush()).map_err(FileError::Io)?;
+            Ok(len?)
+        })
+    }
+}
+
+/// Decrypted pieces queued between the decrypting thread and the writing one.
+const DECRYPT_QUEUE: usize = 4;
+
+/// The decryptor's side of the queue: each write is one piece (the decryptor writes a chunk
+/// at a time).
+struct QueueWriter {
+    queue: crossbeam_channel::Sender<Vec<u8>>,
+}
+
+impl Write for QueueWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.queue.send(data.to_vec()).map_err(|_| io::Error::other("the plaintext's reader went away"))?;
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -102,197 +209,217 @@ impl From<grpcio::Error> for FileError {
     }
 }
 
-/// Feeds ciphertext into the UploadFile call in `UPLOAD_CHUNK` pieces.
-struct ChunkSender<'a> {
-    sink: &'a mut grpcio::ClientCStreamSender<pb::FileChunk>,
+/// Chunks queued between the thread that encrypts and the upload's sending thread, so the
+/// encryption of the next chunks overlaps the sending of earlier ones (gRPC takes one message
+/// at a time): at most this many times `UPLOAD_CHUNK` bytes in memory.
+const SEND_QUEUE: usize = 4;
+
+/// Numbers the helper threads of transfers (`file-send#<n>`, `file-recv#<n>`).
+static TRANSFERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Cuts ciphertext into `UPLOAD_CHUNK` pieces and queues them for the sending thread.
+struct ChunkSender {
+    queue: crossbeam_channel::Sender<Vec<u8>>,
     buf: Vec<u8>,
-    /// The call refused a chunk: the platform has answered (its status is the real error).
-    failed: bool,
 }
 
-impl ChunkSender<'_> {
-    /// Sends what is buffered; `last` marks the upload's final chunk (sent even when empty).
-    fn send_buffered(&mut self, last: bool) -> io::Result<()> {
-        if self.buf.is_empty() && !last {
-            return Ok(());
-        }
-        let data = std::mem::replace(&mut self.buf, Vec::with_capacity(UPLOAD_CHUNK));
-        let chunk = pb::FileChunk { data, last, ..Default::default() };
-        futures::executor::block_on(self.sink.send((chunk, WriteFlags::default()))).map_err(|e| {
-            self.failed = true;
-            io::Error::other(e)
-        })
-    }
-}
-
-impl Write for ChunkSender<'_> {
+impl Write for ChunkSender {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         let n = data.len().min(UPLOAD_CHUNK - self.buf.len());
         self.buf.extend_from_slice(&data[..n]);
         if self.buf.len() == UPLOAD_CHUNK {
-            self.send_buffered(false)?;
+            let full = std::mem::replace(&mut self.buf, Vec::with_capacity(UPLOAD_CHUNK));
+            // Closed: the sending thread stopped because the call failed (it says why).
+            self.queue.send(full).map_err(|_| io::Error::other("the upload call failed"))?;
         }
         Ok(n)
     }
 
-    /// Keeps the buffer: only `send_buffered(true)`, once the ciphertext is complete, may
-    /// send the final piece.
+    /// Keeps the buffer: the final piece is sent by `PendingUpload::commit`, marked last.
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
+}
+
+/// The sending thread: each queued piece as one chunk of the call, until the queue closes;
+/// stops at the first refusal (the platform has answered, and its status is the real error).
+fn send_queued(sink: &mut grpcio::ClientCStreamSender<pb::FileChunk>, queue: crossbeam_channel::Receiver<Vec<u8>>) -> grpcio::Result<()> {
+    for data in queue {
+        let chunk = pb::FileChunk { data, last: false, ..Default::default() };
+        futures::executor::block_on(sink.send((chunk, WriteFlags::default())))?;
+    }
+    Ok(())
 }
 
 /// Encrypts `input` under a fresh key while streaming the ciphertext to the platform; returns
 /// the reference, the key, the digest and the sizes. Over `crypto::file::MAX_PLAINTEXT_LEN`
 /// fails with `TooLarge` and the platform keeps nothing.
 pub fn upload_encrypted(platform: &Platform, input: impl Read) -> Result<UploadedFile, FileError> {
-    upload_with(platform, |sender| file_crypto::encrypt(input, sender))
+    begin_upload(platform, input)?.commit()
 }
 
-/// Uploads a ciphertext encrypted earlier (`crypto::file::encrypt` into a private temporary
-/// file, e.g. while a request body was read), as `encrypted` describes it.
-pub fn upload_ciphertext(
-    platform: &Platform,
-    mut ciphertext: impl Read,
-    encrypted: &file_crypto::EncryptedFile,
-) -> Result<UploadedFile, FileError> {
-    upload_with(platform, |sender| {
-        let copied = io::copy(&mut ciphertext, sender)?;
-        if copied != encrypted.ciphertext_len {
-            return Err(FileCryptoError::Io(io::Error::other(format!(
-                "the ciphertext has {copied} bytes, {} were expected",
-                encrypted.ciphertext_len
-            ))));
-        }
-        Ok(encrypted.clone())
-    })
+/// An upload sent to the platform as it was encrypted, all but its final piece: the platform
+/// stores it only once [`PendingUpload::commit`] sends that piece; dropped instead, the call
+/// is cancelled and the platform keeps nothing. The gateway streams a request's file part
+/// this way while it reads the body, so encrypting, sending and storing overlap, and commits
+/// it when a method uses the part.
+pub struct PendingUpload {
+    sink: grpcio::ClientCStreamSender<pb::FileChunk>,
+    receiver: grpcio::ClientCStreamReceiver<pb::UploadFileResponse>,
+    /// The final piece of ciphertext (fewer than `UPLOAD_CHUNK` bytes, maybe none).
+    rest: Vec<u8>,
+    pub encrypted: file_crypto::EncryptedFile,
 }
 
-/// One UploadFile call fed by `write` (which returns what it wrote); the platform's answer is
-/// checked against the ciphertext's length.
-fn upload_with(
-    platform: &Platform,
-    write: impl FnOnce(&mut ChunkSender<'_>) -> Result<file_crypto::EncryptedFile, FileCryptoError>,
-) -> Result<UploadedFile, FileError> {
+/// Encrypts `input` under a fresh key while streaming all of the ciphertext but its final
+/// piece to the platform. Over `MAX_PLAINTEXT_LEN` fails with `TooLarge` (the call is
+/// cancelled); a platform refusal fails with its status.
+pub fn begin_upload(platform: &Platform, input: impl Read) -> Result<PendingUpload, FileError> {
     let (mut sink, receiver) = platform.client.upload_file(platform.opt_with_timeout(Some(TRANSFER_TIMEOUT)))?;
-    let mut sender = ChunkSender { sink: &mut sink, buf: Vec::with_capacity(UPLOAD_CHUNK), failed: false };
-    let encrypted = write(&mut sender)
-        .and_then(|encrypted| sender.send_buffered(true).map(|()| encrypted).map_err(FileCryptoError::Io));
-    match encrypted {
-        Ok(encrypted) => {
-            futures::executor::block_on(sink.close())?;
-            let resp = futures::executor::block_on(receiver)?;
-            if resp.size != encrypted.ciphertext_len {
-                return Err(FileError::Crypto(FileCryptoError::Io(io::Error::other(format!(
-                    "the platform stored {} bytes of a {}-byte upload",
-                    resp.size, encrypted.ciphertext_len
-                )))));
-            }
-            Ok(UploadedFile {
-                file_ref: resp.file_ref,
-                key: encrypted.key,
-                digest: encrypted.digest,
-                size: encrypted.plaintext_len,
-                stored_size: encrypted.ciphertext_len,
-            })
-        }
-        Err(e) => {
-            let platform_answered = sender.failed;
-            if platform_answered {
-                // The call ended on the platform's side: its status says why.
-                if let Err(status) = futures::executor::block_on(receiver) {
-                    return Err(FileError::Rpc(status));
-                }
-            }
-            // Dropping the unclosed sink cancels the call, so the platform stores nothing.
+    let (queue, queued) = crossbeam_channel::bounded(SEND_QUEUE);
+    let mut chunks = ChunkSender { queue, buf: Vec::with_capacity(UPLOAD_CHUNK) };
+    let number = TRANSFERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    // This thread encrypts; a scoped one sends, and is joined before the scope ends.
+    let (encrypted, sent, rest) = std::thread::scope(|scope| {
+        let sender = std::thread::Builder::new()
+            .name(format!("file-send#{number}"))
+            .spawn_scoped(scope, || send_queued(&mut sink, queued))
+            .map_err(FileError::Io)?;
+        let encrypted = file_crypto::encrypt(input, &mut chunks);
+        let ChunkSender { queue, buf: rest } = chunks;
+        drop(queue); // the sending thread ends once it sent what is queued
+        let sent = sender.join().unwrap_or_else(|_| Err(grpcio::Error::RpcFinished(None)));
+        Ok::<_, FileError>((encrypted, sent, rest))
+    })?;
+    match (encrypted, sent) {
+        (Ok(encrypted), Ok(())) => Ok(PendingUpload { sink, receiver, rest, encrypted }),
+        // The call ended on the platform's side: its status says why.
+        (_, Err(e)) => Err(FileError::Rpc(futures::executor::block_on(receiver).err().unwrap_or(e))),
+        // Dropping the unclosed sink cancels the call, so the platform stores nothing.
+        (Err(e), Ok(())) => {
             drop(sink);
             Err(FileError::Crypto(e))
         }
     }
 }
 
-/// Downloads `file_ref` into an unlinked private file in `tmp_dir`, checks the ciphertext
-/// against `digest`, and verifies every chunk and the FINAL tag with `key` (decrypting into
-/// nothing); only then is the file returned, to be decrypted on its way out. Any failure
-/// (platform error, broken stream, wrong digest, a chunk that does not authenticate, a missing
-/// FINAL chunk) returns an error, and no plaintext byte has been produced.
-pub fn download_verified(
-    platform: &Platform,
-    file_ref: &str,
-    key: &FileKey,
-    digest: &[u8; 32],
-    tmp_dir: &Path,
-) -> Result<VerifiedFile, FileError> {
-    let req = pb::DownloadFileRequest { file_ref: file_ref.to_string(), ..Default::default() };
+impl PendingUpload {
+    /// Sends the final piece and waits for the platform to store the file; its answer is
+    /// checked against the ciphertext's length.
+    pub fn commit(self) -> Result<UploadedFile, FileError> {
+        let PendingUpload { mut sink, receiver, rest, encrypted } = self;
+        let chunk = pb::FileChunk { data: rest, last: true, ..Default::default() };
+        if let Err(e) = futures::executor::block_on(sink.send((chunk, WriteFlags::default()))) {
+            // Refused: the platform has answered, and its status is the real error.
+            return Err(FileError::Rpc(futures::executor::block_on(receiver).err().unwrap_or(e)));
+        }
+        futures::executor::block_on(sink.close())?;
+        let resp = futures::executor::block_on(receiver)?;
+        if resp.size != encrypted.ciphertext_len {
+            return Err(FileError::Crypto(FileCryptoError::Io(io::Error::other(format!(
+                "the platform stored {} bytes of a {}-byte upload",
+                resp.size, encrypted.ciphertext_len
+            )))));
+        }
+        Ok(UploadedFile {
+            file_ref: resp.file_ref,
+            key: encrypted.key,
+            digest: encrypted.digest,
+            size: encrypted.plaintext_len,
+            stored_size: encrypted.ciphertext_len,
+        })
+    }
+}
+
+/// Downloads the file of `source` into an unlinked private file in `tmp_dir`, checks the
+/// ciphertext against its digest, and verifies every chunk and the FINAL tag with its key
+/// (decrypting into nothing); only then is the file returned, to be decrypted on its way out.
+/// Any failure (platform error, broken stream, wrong digest, a chunk that does not
+/// authenticate, a missing FINAL chunk) returns an error, and no plaintext byte has been
+/// produced.
+pub fn download_verified(platform: &Platform, source: &FileSource, tmp_dir: &Path) -> Result<VerifiedFile, FileError> {
+    let FileSource { file_ref, key, digest } = source;
+    let req = pb::DownloadFileRequest { file_ref: file_ref.clone(), ..Default::default() };
     let mut stream = platform.client.download_file(&req, platform.opt_with_timeout(Some(TRANSFER_TIMEOUT)))?;
-
     let ciphertext = unlinked_private_file(tmp_dir)?;
-    // One pass over the stream: each chunk is kept (ciphertext), hashed, and verified by
-    // decrypting into nothing; the digest is checked at the end.
-    let mut tee = StreamTee {
-        stream: &mut stream,
-        file: BufWriter::new(ciphertext),
-        hash: CiphertextHash::new(),
-        pending: Vec::new(),
-        at: 0,
-        received: 0,
-        failed: None,
-    };
-    let verified = Decryptor::new(key).decrypt(&mut tee, io::sink());
-    if let Some(e) = tee.failed.take() {
-        return Err(e);
+
+    // One pass over the stream, on two threads: a scoped receiving thread keeps each chunk
+    // (ciphertext file) and hashes it, and hands it on; this one verifies every chunk by
+    // decrypting into nothing. The digest is checked at the end.
+    let (chunks, queued) = crossbeam_channel::bounded(RECEIVE_QUEUE);
+    let number = TRANSFERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    let (verified, received) = std::thread::scope(|scope| {
+        let receiver = std::thread::Builder::new()
+            .name(format!("file-recv#{number}"))
+            .spawn_scoped(scope, || receive(&mut stream, ciphertext, digest.algorithm, chunks))
+            .map_err(FileError::Io)?;
+        let mut queue = QueueReader { queue: queued, pending: Vec::new(), at: 0 };
+        let verified = Decryptor::new(key).decrypt(&mut queue, io::sink());
+        // Hanging up stops a receiver that is still at it (the verification failed, or bytes
+        // follow the FINAL chunk): it ends without a file.
+        drop(queue);
+        let received = receiver.join().unwrap_or(Err(None));
+        Ok::<_, FileError>((verified, received))
+    })?;
+    match received {
+        // The transport's failure says more than the truncation it caused.
+        Err(Some(e)) => Err(e),
+        Err(None) => Err(FileError::Crypto(verified.err().unwrap_or(FileCryptoError::TrailingData))),
+        Ok((ciphertext, actual)) => {
+            let len = verified?;
+            file_crypto::check_digest(&actual, digest)?;
+            Ok(VerifiedFile { ciphertext, key: key.clone(), len })
+        }
     }
-    let len = verified?;
-    // Bytes after the FINAL chunk that the decryptor did not read still count, and fail it.
-    io::copy(&mut tee, &mut io::sink()).map_err(FileError::Io)?;
-    if let Some(e) = tee.failed.take() {
-        return Err(e);
-    }
-    let StreamTee { file, hash, .. } = tee;
-    let ciphertext = file.into_inner().map_err(|e| FileError::Io(e.into_error()))?;
-    file_crypto::check_digest(&hash.finalize(), digest)?;
-    Ok(VerifiedFile { ciphertext, key: key.clone(), len })
 }
 
-/// Reads the platform's download stream as bytes, keeping a copy of everything read in the
-/// temporary file and in the digest. A transport failure is kept in `failed` (and read as an
-/// I/O error), so the caller reports the platform's error rather than a decryption one.
-struct StreamTee<'a, S> {
-    stream: &'a mut S,
-    file: BufWriter<File>,
-    hash: CiphertextHash,
-    pending: Vec<u8>,
-    at: usize,
-    received: u64,
-    failed: Option<FileError>,
-}
+/// Chunks queued between a download's receiving thread and the thread that verifies them.
+const RECEIVE_QUEUE: usize = 4;
 
-impl<S> Read for StreamTee<'_, S>
+/// The receiving thread of a download: the whole stream into `file` and the digest, each chunk
+/// then handed to the verifier. `Err(None)`: the verifier hung up first.
+fn receive<S>(
+    stream: &mut S,
+    file: File,
+    algorithm: DigestAlgorithm,
+    chunks: crossbeam_channel::Sender<Vec<u8>>,
+) -> Result<(File, FileDigest), Option<FileError>>
 where
     S: futures::Stream<Item = grpcio::Result<pb::FileChunk>> + Unpin,
 {
+    let mut file = BufWriter::new(file);
+    let mut hash = CiphertextHash::new(algorithm);
+    let mut received = 0u64;
+    while let Some(chunk) = futures::executor::block_on(stream.next()) {
+        let data = chunk.map_err(|e| Some(FileError::Rpc(e)))?.data;
+        received += data.len() as u64;
+        if received > MAX_CIPHERTEXT_LEN {
+            return Err(Some(FileError::Crypto(FileCryptoError::TooLarge)));
+        }
+        hash.update(&data);
+        file.write_all(&data).map_err(|e| Some(FileError::Io(e)))?;
+        chunks.send(data).map_err(|_| None)?;
+    }
+    let file = file.into_inner().map_err(|e| Some(FileError::Io(e.into_error())))?;
+    Ok((file, hash.finalize()))
+}
+
+/// The verifier's side of the queue, as bytes; the end of the queue is the end of the stream.
+struct QueueReader {
+    queue: crossbeam_channel::Receiver<Vec<u8>>,
+    pending: Vec<u8>,
+    at: usize,
+}
+
+impl Read for QueueReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         while self.at == self.pending.len() {
-            match futures::executor::block_on(self.stream.next()) {
-                None => return Ok(0),
-                Some(Err(e)) => {
-                    self.failed = Some(e.into());
-                    return Err(io::Error::other("the platform's download stream failed"));
-                }
-                Some(Ok(chunk)) => {
-                    self.received += chunk.data.len() as u64;
-                    if self.received > MAX_CIPHERTEXT_LEN {
-                        self.failed = Some(FileError::Crypto(FileCryptoError::TooLarge));
-                        return Err(io::Error::other("the download is larger than any file"));
-                    }
-                    self.hash.update(&chunk.data);
-                    if let Err(e) = self.file.write_all(&chunk.data) {
-                        self.failed = Some(FileError::Io(e));
-                        return Err(io::Error::other("cannot keep the download"));
-                    }
-                    self.pending = chunk.data;
+            match self.queue.recv() {
+                Ok(data) => {
+                    self.pending = data;
                     self.at = 0;
                 }
+                Err(_) => return Ok(0),
             }
         }
         let n = buf.len().min(self.pending.len() - self.at);

@@ -95,6 +95,8 @@ impl RunningServer {
             .http2_max_ping_strikes(0)
             .keepalive_time(Duration::from_secs(60))
             .keepalive_timeout(Duration::from_secs(20))
+            .stream_initial_window_size(crate::wire::FILE_WINDOW_BYTES)
+            .http2_max_frame_size(crate::wire::FILE_FRAME_BYTES)
             // gRPC sets SO_REUSEPORT by default, which would let a second server bind the same port.
             .reuse_port(false)
             .build_args();

@@ -59,7 +59,9 @@ impl Platform {
             .max_receive_message_len(64 << 20)
             .max_send_message_len(64 << 20)
             .keepalive_time(Duration::from_secs(30))
-            .keepalive_timeout(Duration::from_secs(10));
+            .keepalive_timeout(Duration::from_secs(10))
+            .stream_initial_window_size(super::FILE_WINDOW_BYTES)
+            .http2_max_frame_size(super::FILE_FRAME_BYTES);
         let channel = if tls {
             builder.set_credentials(ChannelCredentialsBuilder::new().build()).connect(&addr)
         } else {

@@ -23,3 +23,9 @@ pub mod rpc;
 pub mod token;
 
 pub use connect::{Credential, Platform};
+
+/// HTTP/2 stream window of both ends (gRPC's default is 64 KiB): a file transfer moves 256 KiB
+/// messages, which a small window splits into round trips between the processes.
+pub const FILE_WINDOW_BYTES: i32 = 1 << 20;
+/// Largest HTTP/2 frame either end accepts (default 16 KiB): fewer frames per file chunk.
+pub const FILE_FRAME_BYTES: i32 = 256 * 1024;

@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::http::BodyWriter;
 
 use super::methods::Method;
+use super::multipart::FileIntake;
 use crate::gateway::botapi::{ApiError, Params};
 
 /// The whole gateway as seen from the listeners.
@@ -27,9 +28,9 @@ pub trait BotApi: Send + Sync {
     fn preflight(&self, name: &str) -> Result<&'static Method, ApiError>;
     /// Runs `method` with `params`; the value is the envelope's `result`.
     fn call(&self, method: &'static Method, params: &Params) -> Result<Value, ApiError>;
-    /// Where an uploaded file part is encrypted while the request is read (`state_dir`);
-    /// `None` keeps parts in memory.
-    fn spool_dir(&self) -> Option<std::path::PathBuf> {
+    /// What takes an uploaded file part while the request is read (encrypts it and streams
+    /// it to the platform); `None` keeps parts in memory.
+    fn file_intake(&self) -> Option<&dyn FileIntake> {
         None
     }
     /// `GET /file/bot<token>/<file_path>` (`file_path` percent-decoded): the file, already

@@ -6,17 +6,25 @@
 //! part name); any other part is a text parameter (its own Content-Type, e.g. aiogram's
 //! `text/plain; charset="utf-8"`, is ignored). Everything read counts against a byte limit.
 //!
-//! With a spool directory (a Bot API call: the bot's `state_dir`), a file part is never held
-//! in memory: it is encrypted under a fresh key (`crypto::file`) as it is read, into an unlinked
-//! private temporary file, and only its ciphertext ever reaches disk. Without one (webhook
-//! replies, which are small), a file part is kept in memory.
+//! With a [`FileIntake`] (a Bot API call: the bot), a file part is never held in memory nor
+//! written to disk: the intake encrypts it under a fresh key (`crypto::file`) as it is read and
+//! streams the ciphertext to the platform, which stores it once a method uses the part
+//! (`StreamedFile`). Without one (webhook replies, which are small), a file part is kept in
+//! memory.
 
-use std::io::{self, BufWriter, Read, Write};
-use std::path::Path;
+use std::io::{self, Read};
 use std::sync::Arc;
 
-use crate::crypto::file::{self as file_crypto, FileCryptoError};
-use crate::gateway::botapi::params::{Params, SpooledFile, UploadedFile};
+use crate::crypto::file::FileCryptoError;
+use crate::e2e::file::FileError;
+use crate::gateway::botapi::params::{Params, StreamedFile, UploadedFile};
+
+/// Takes the file parts of a Bot API call as the body is read (the bot: it encrypts each one
+/// and streams it to the platform).
+pub trait FileIntake {
+    /// Consumes `part` (the part's bytes up to its closing delimiter) and returns the file.
+    fn take(&self, part: &mut dyn Read) -> Result<StreamedFile, FileError>;
+}
 
 /// Most parts accepted in one body (a media group of 10 with thumbnails stays far below).
 pub const MAX_PARTS: usize = 1000;
@@ -24,7 +32,8 @@ pub const MAX_PARTS: usize = 1000;
 pub const MAX_PART_HEADER_BYTES: usize = 16 * 1024;
 /// Longest boundary accepted (RFC 2046 allows 70; be lenient).
 const MAX_BOUNDARY_LEN: usize = 200;
-const READ_CHUNK: usize = 64 * 1024;
+/// Bytes asked of the body per read (a 50 MiB file part arrives in few system calls).
+const READ_CHUNK: usize = 256 * 1024;
 
 #[derive(Debug)]
 pub enum MultipartError {
@@ -34,8 +43,8 @@ pub enum MultipartError {
     TextTooLarge,
     /// A file part is over `crypto::file::MAX_PLAINTEXT_LEN` (50 MiB).
     FileTooLarge,
-    /// A file part could not be encrypted into its temporary file (local I/O).
-    Spool(String),
+    /// A file part could not be encrypted or streamed to the platform.
+    Upload(FileError),
     /// The body does not follow the multipart syntax; says where.
     Malformed(String),
     /// Reading the body failed (client went away, broken chunked encoding).
@@ -64,7 +73,7 @@ pub fn boundary_from_content_type(content_type: &str) -> Option<String> {
 }
 
 /// Parses a whole multipart body into `params`: text parts with [`Params::insert_text`], file
-/// parts with [`Params::insert_file`] (encrypted into `spool` when given). Reads `body` to its
+/// parts with [`Params::insert_file`] (handed to `intake` when given). Reads `body` to its
 /// end (the epilogue is discarded) and fails with `TooLarge` once more than `limit` bytes were
 /// read, or more than `text_limit` bytes of text parts.
 pub fn parse(
@@ -72,7 +81,7 @@ pub fn parse(
     boundary: &str,
     limit: usize,
     text_limit: usize,
-    spool: Option<&Path>,
+    intake: Option<&dyn FileIntake>,
     params: &mut Params,
 ) -> Result<(), MultipartError> {
     if boundary.is_empty() || boundary.len() > MAX_BOUNDARY_LEN {
@@ -81,7 +90,7 @@ pub fn parse(
     // Every delimiter, including the first, is CRLF "--" boundary; the stream starts with a
     // virtual CRLF so the opening delimiter at offset 0 is found the same way.
     let delimiter = format!("\r\n--{boundary}").into_bytes();
-    let mut s = Stream { inner: body, buf: b"\r\n".to_vec(), pos: 0, eof: false, total: 0, limit, failure: None };
+    let mut s = Stream { inner: body, buf: b"\r\n".to_vec(), pos: 0, end: 2, eof: false, total: 0, limit, failure: None };
 
     // Preamble: discard everything up to the first delimiter.
     if !s.skip_past(&delimiter)? {
@@ -115,13 +124,13 @@ pub fn parse(
         }
         let headers = s.read_headers()?;
         let part = PartHeaders::parse(&headers)?;
-        if let (Some(dir), Some(name), Some(filename)) = (spool, &part.name, &part.filename) {
-            let spooled = spool_part(&mut s, &delimiter, dir)?;
+        if let (Some(intake), Some(name), Some(filename)) = (intake, &part.name, &part.filename) {
+            let streamed = stream_part(&mut s, &delimiter, intake)?;
             let file = UploadedFile {
                 filename: filename.clone(),
                 content_type: part.content_type,
                 bytes: Vec::new(),
-                spooled: Some(Arc::new(spooled)),
+                streamed: Some(Arc::new(streamed)),
             };
             params.insert_file(name, file);
             continue;
@@ -136,7 +145,7 @@ pub fn parse(
         };
         match part.filename {
             Some(filename) => {
-                let file = UploadedFile { filename, content_type: part.content_type, bytes: data, spooled: None };
+                let file = UploadedFile { filename, content_type: part.content_type, bytes: data, streamed: None };
                 params.insert_file(&name, file);
             }
             None => {
@@ -152,28 +161,21 @@ pub fn parse(
     }
 }
 
-/// Encrypts one file part, up to its closing delimiter, into an unlinked private file in `dir`.
-fn spool_part(s: &mut Stream<'_>, delimiter: &[u8], dir: &Path) -> Result<SpooledFile, MultipartError> {
-    let ciphertext =
-        crate::e2e::file::unlinked_private_file(dir).map_err(|e| MultipartError::Spool(e.to_string()))?;
+/// Hands one file part, up to its closing delimiter, to `intake`. A part the body cuts off is
+/// malformed, not a shorter file (its pending upload is dropped, so the platform keeps nothing).
+fn stream_part(s: &mut Stream<'_>, delimiter: &[u8], intake: &dyn FileIntake) -> Result<StreamedFile, MultipartError> {
     let mut part = PartReader { s, delimiter, done: false, ended_early: false };
-    let mut out = BufWriter::new(&ciphertext);
-    let encrypted = file_crypto::encrypt(&mut part, &mut out);
-    let flushed = out.flush();
-    drop(out);
+    let taken = intake.take(&mut part);
     let (ended_early, failure) = (part.ended_early, part.failure());
-    match encrypted {
-        Err(FileCryptoError::TooLarge) => Err(MultipartError::FileTooLarge),
-        // The body's own failure (too large, cut off) says more than the encryption's.
+    match taken {
+        Err(FileError::Crypto(FileCryptoError::TooLarge)) => Err(MultipartError::FileTooLarge),
+        // The body's own failure (too large, cut off) says more than the upload's.
         Err(_) if failure.is_some() => Err(failure.expect("checked")),
-        Err(e) => Err(MultipartError::Spool(e.to_string())),
+        Err(e) => Err(MultipartError::Upload(e)),
         Ok(_) if ended_early => {
             Err(MultipartError::Malformed("the body ends inside a part (no closing boundary)".into()))
         }
-        Ok(encrypted) => {
-            flushed.map_err(|e| MultipartError::Spool(e.to_string()))?;
-            Ok(SpooledFile { ciphertext, encrypted })
-        }
+        Ok(streamed) => Ok(streamed),
     }
 }
 
@@ -238,9 +240,12 @@ impl Read for PartReader<'_, '_> {
 /// A byte stream with look-ahead over the request body.
 struct Stream<'a> {
     inner: &'a mut dyn Read,
+    /// Read bytes in `buf[..end]`; the rest is room for the next read (zeroed once, when the
+    /// buffer grows, not at every read of a 50 MiB body).
     buf: Vec<u8>,
     /// Start of the unconsumed bytes in `buf`.
     pos: usize,
+    end: usize,
     eof: bool,
     /// Bytes read from `inner` so far.
     total: usize,
@@ -251,7 +256,7 @@ struct Stream<'a> {
 
 impl Stream<'_> {
     fn rest(&self) -> &[u8] {
-        &self.buf[self.pos..]
+        &self.buf[self.pos..self.end]
     }
 
     /// Reads more bytes; false at the end of the body.
@@ -260,22 +265,21 @@ impl Stream<'_> {
             return Ok(false);
         }
         if self.pos > 0 {
-            self.buf.drain(..self.pos);
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.end -= self.pos;
             self.pos = 0;
         }
-        let old = self.buf.len();
-        self.buf.resize(old + READ_CHUNK, 0);
+        if self.buf.len() < self.end + READ_CHUNK {
+            self.buf.resize(self.end + READ_CHUNK, 0);
+        }
         let n = loop {
-            match self.inner.read(&mut self.buf[old..]) {
+            match self.inner.read(&mut self.buf[self.end..self.end + READ_CHUNK]) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    self.buf.truncate(old);
-                    return Err(MultipartError::Io(e));
-                }
+                Err(e) => return Err(MultipartError::Io(e)),
             }
         };
-        self.buf.truncate(old + n);
+        self.end += n;
         if n == 0 {
             self.eof = true;
             return Ok(false);
@@ -356,9 +360,9 @@ impl Stream<'_> {
 
     /// Reads and discards the epilogue, so the connection is left at the end of the body.
     fn drain_to_end(&mut self) -> Result<(), MultipartError> {
-        self.pos = self.buf.len();
+        self.pos = self.end;
         while self.fill()? {
-            self.pos = self.buf.len();
+            self.pos = self.end;
         }
         Ok(())
     }
@@ -380,23 +384,13 @@ impl Collect for Sink {
     fn collect(&mut self, _: &[u8]) {}
 }
 
-/// Position of the first occurrence of `needle` in `hay`.
+/// Position of the first occurrence of `needle` in `hay` (SIMD: a 50 MiB file part is
+/// scanned for its closing boundary as it streams through).
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    let n = needle.len();
-    if n == 0 || hay.len() < n {
+    if needle.is_empty() {
         return None;
     }
-    let last_start = hay.len() - n;
-    let mut i = 0;
-    while i <= last_start {
-        let off = hay[i..=last_start].iter().position(|&b| b == needle[0])?;
-        i += off;
-        if &hay[i..i + n] == needle {
-            return Some(i);
-        }
-        i += 1;
-    }
-    None
+    memchr::memmem::find(hay, needle)
 }
 
 /// What a part's headers say about it.
@@ -596,34 +590,55 @@ mod tests {
         }
     }
 
-    /// With a spool directory, file parts are encrypted on arrival: the same bytes decrypt
-    /// back, nothing is in memory, no file name is left behind, text parts are unchanged.
+    /// What a Bot API call's intake was handed, part by part (no platform in a unit test).
+    #[derive(Default)]
+    struct Recorder(std::sync::Mutex<Vec<Vec<u8>>>);
+
+    impl FileIntake for Recorder {
+        fn take(&self, part: &mut dyn Read) -> Result<StreamedFile, FileError> {
+            let mut bytes = Vec::new();
+            part.read_to_end(&mut bytes).map_err(FileError::Io)?;
+            let len = bytes.len() as u64;
+            self.0.lock().unwrap().push(bytes);
+            Ok(StreamedFile::stored(crate::e2e::file::UploadedFile {
+                file_ref: "ref".into(),
+                key: crate::crypto::file::FileKey([0; 32]),
+                digest: crate::crypto::file::FileDigest {
+                    algorithm: crate::crypto::file::DigestAlgorithm::Blake3,
+                    bytes: [0; 32],
+                },
+                size: len,
+                stored_size: len,
+            }))
+        }
+    }
+
+    /// With an intake, file parts go to it as they arrive, exactly their bytes, whatever the
+    /// read sizes; nothing is in memory and text parts are unchanged.
     #[test]
-    fn spooled_file_parts_are_encrypted_whatever_the_read_sizes() {
-        crate::crypto::init();
+    fn file_parts_stream_to_the_intake_whatever_the_read_sizes() {
         let b = body();
-        let dir = tempfile::tempdir().expect("dir");
         for step in [1, 3, 17, 1 << 20] {
+            let intake = Recorder::default();
             let mut p = Params::new();
-            parse(&mut Trickle { data: &b, step }, B, 1 << 20, 1 << 20, Some(dir.path()), &mut p)
+            parse(&mut Trickle { data: &b, step }, B, 1 << 20, 1 << 20, Some(&intake), &mut p)
                 .unwrap_or_else(|e| panic!("step {step}: {e:?}"));
             assert_eq!(p.get("chat_id"), Some(&json!(42)));
             let photo = p.file("photo").expect("photo part");
             assert!(photo.bytes.is_empty(), "not in memory");
-            let spooled = photo.spooled.as_ref().expect("spooled");
+            assert!(photo.streamed.is_some(), "streamed");
             let want = format!("\x00\x01\r\n--{}\r\n--\r\n\u{ff}", &B[..5]).into_bytes();
             assert_eq!(photo.len(), want.len() as u64);
-            let mut file = &spooled.ciphertext;
-            std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0)).expect("seek");
-            let mut plain = Vec::new();
-            file_crypto::Decryptor::new(&spooled.encrypted.key).decrypt(file, &mut plain).expect("decrypts");
-            assert_eq!(plain, want);
+            let taken = intake.0.lock().unwrap();
+            assert_eq!(taken.len(), 2, "both file parts");
+            assert_eq!(taken[0], want);
+            assert!(taken[1].is_empty());
             assert_eq!(p.file("doc").expect("empty part").len(), 0);
-            assert_eq!(std::fs::read_dir(dir.path()).expect("list").count(), 0, "unlinked");
         }
         // A part cut off before its delimiter is malformed, not a shorter file.
         let cut = format!("--{B}\r\nContent-Disposition: form-data; name=\"a\"; filename=\"f\"\r\n\r\nabc").into_bytes();
-        let err = parse(&mut Trickle { data: &cut, step: 2 }, B, 1 << 20, 1 << 20, Some(dir.path()), &mut Params::new())
+        let intake = Recorder::default();
+        let err = parse(&mut Trickle { data: &cut, step: 2 }, B, 1 << 20, 1 << 20, Some(&intake), &mut Params::new())
             .expect_err("cut off");
         assert!(matches!(err, MultipartError::Malformed(_)), "{err:?}");
     }

@@ -13,9 +13,8 @@ use std::io::Read;
 
 use serde_json::Value;
 
-use std::path::Path;
 
-use super::multipart::{self, MultipartError};
+use super::multipart::{self, FileIntake, MultipartError};
 use crate::gateway::botapi::{ApiError, Params};
 
 /// Largest accepted request body: a 50 MiB media file (SPEC "Limits") plus multipart overhead
@@ -36,16 +35,16 @@ pub fn decode(
     decode_with_limit(query, content_type, content_length, body, MAX_BODY_BYTES)
 }
 
-/// [`decode`] for a Bot API call: multipart file parts are encrypted into unlinked private
-/// files in `spool` (the bot's `state_dir`) as they are read, never held in memory.
-pub fn decode_spooled(
+/// [`decode`] for a Bot API call: multipart file parts go to `intake` (the bot encrypts them
+/// and streams them to the platform) as they are read, never held in memory.
+pub fn decode_streamed(
     query: Option<&str>,
     content_type: Option<&str>,
     content_length: Option<usize>,
     body: &mut dyn Read,
-    spool: Option<&Path>,
+    intake: Option<&dyn FileIntake>,
 ) -> Result<Params, ApiError> {
-    decode_inner(query, content_type, content_length, body, MAX_BODY_BYTES, spool)
+    decode_inner(query, content_type, content_length, body, MAX_BODY_BYTES, intake)
 }
 
 /// [`decode`] with an explicit body limit (tests use small ones).
@@ -65,7 +64,7 @@ fn decode_inner(
     content_length: Option<usize>,
     body: &mut dyn Read,
     limit: usize,
-    spool: Option<&Path>,
+    intake: Option<&dyn FileIntake>,
 ) -> Result<Params, ApiError> {
     let mut params = Params::new();
     if let Some(q) = query.filter(|q| !q.is_empty()) {
@@ -85,16 +84,10 @@ fn decode_inner(
             let boundary = multipart::boundary_from_content_type(ct).ok_or_else(|| {
                 ApiError::bad_request("can't parse multipart body: the Content-Type has no valid boundary")
             })?;
-            multipart::parse(body, &boundary, limit, text_limit, spool, &mut params).map_err(|e| match e {
+            multipart::parse(body, &boundary, limit, text_limit, intake, &mut params).map_err(|e| match e {
                 MultipartError::TooLarge => too_large(limit),
-                MultipartError::FileTooLarge => ApiError::new(
-                    413,
-                    format!(
-                        "Request Entity Too Large: files of up to {} MiB are accepted",
-                        crate::crypto::file::MAX_PLAINTEXT_LEN >> 20
-                    ),
-                ),
-                MultipartError::Spool(e) => ApiError::internal(format!("cannot keep the uploaded file: {e}")),
+                MultipartError::FileTooLarge => ApiError::file_too_large(),
+                MultipartError::Upload(e) => ApiError::file_transfer("upload", e),
                 MultipartError::TextTooLarge => ApiError::new(
                     413,
                     format!("Request Entity Too Large: the text parameters exceed the limit of {} MiB", text_limit >> 20),

@@ -190,8 +190,7 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
     };
     let content_type = rq.header("Content-Type").map(str::to_string);
     let content_length = rq.body_length().map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    let spool = bot.spool_dir();
-    let params = match request::decode_spooled(query, content_type.as_deref(), content_length, rq.body(), spool.as_deref()) {
+    let params = match request::decode_streamed(query, content_type.as_deref(), content_length, rq.body(), bot.file_intake()) {
         Ok(p) => p,
         // The HTTP layer knows best why a body could not be read (cut off, stalled, too large).
         Err(e) => {

@@ -2,6 +2,9 @@
 
 use std::fmt;
 
+use crate::crypto::file::{FileCryptoError, MAX_PLAINTEXT_LEN};
+use crate::e2e::file::FileError;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     pub status: u16,
@@ -37,6 +40,20 @@ impl ApiError {
     /// 502/504-style failures talking to the platform.
     pub fn platform(status: u16, what: impl fmt::Display) -> Self {
         ApiError::new(status, format!("Bad Gateway: {what}"))
+    }
+    /// 413 for a file over the limit of one media file.
+    pub fn file_too_large() -> Self {
+        ApiError::new(413, format!("Request Entity Too Large: files of up to {} MiB are accepted", MAX_PLAINTEXT_LEN >> 20))
+    }
+    /// A failed file `what` ("upload", "download"): 413 for a file over the limit, 500 for local
+    /// trouble with an upload, 502 for the platform or a file that does not verify. The error
+    /// never carries a key or plaintext.
+    pub fn file_transfer(what: &str, e: FileError) -> Self {
+        match e {
+            FileError::Crypto(FileCryptoError::TooLarge) => ApiError::file_too_large(),
+            FileError::Io(_) | FileError::Crypto(FileCryptoError::Io(_)) if what == "upload" => ApiError::internal(e),
+            _ => ApiError::platform(502, format!("file {what} failed: {e}")),
+        }
     }
 }
 

@@ -11,17 +11,16 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::File;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use crate::crypto::file::EncryptedFile;
+use crate::e2e::file::{FileError, PendingUpload, UploadedFile as StoredFile};
 
 use serde_json::{Map, Value};
 
 use super::ApiError;
 
 /// A file part of a multipart body: in memory (`bytes`), or, for a Bot API call, already
-/// encrypted into a private temporary file while the body was read (`spooled`; `bytes` empty).
+/// encrypted and streamed to the platform while the body was read (`streamed`; `bytes` empty).
 #[derive(Clone, PartialEq, Eq)]
 pub struct UploadedFile {
     /// The `filename` of the part's Content-Disposition (may be empty).
@@ -29,18 +28,18 @@ pub struct UploadedFile {
     /// The part's own Content-Type, if it had one (telegraf sends none).
     pub content_type: Option<String>,
     pub bytes: Vec<u8>,
-    pub spooled: Option<Arc<SpooledFile>>,
+    pub streamed: Option<Arc<StreamedFile>>,
 }
 
 impl UploadedFile {
     /// A part held in memory.
     pub fn in_memory(filename: &str, content_type: Option<&str>, bytes: Vec<u8>) -> UploadedFile {
-        UploadedFile { filename: filename.to_string(), content_type: content_type.map(str::to_string), bytes, spooled: None }
+        UploadedFile { filename: filename.to_string(), content_type: content_type.map(str::to_string), bytes, streamed: None }
     }
 
     /// Plaintext bytes.
     pub fn len(&self) -> u64 {
-        self.spooled.as_ref().map_or(self.bytes.len() as u64, |s| s.encrypted.plaintext_len)
+        self.streamed.as_ref().map_or(self.bytes.len() as u64, |s| s.plaintext_len)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -48,21 +47,68 @@ impl UploadedFile {
     }
 }
 
-/// A file part encrypted on arrival (`crypto::file`): the ciphertext in an unlinked private
-/// file, and its key and digest. The plaintext never touched disk.
-pub struct SpooledFile {
-    pub ciphertext: File,
-    pub encrypted: EncryptedFile,
+/// A file part encrypted (`crypto::file`) and sent to the platform as the body was read, all
+/// but its final piece: the platform stores it only when a method uses the part
+/// ([`StreamedFile::store`]); a part no method uses is cancelled when the request ends, and the
+/// platform keeps nothing. No plaintext touched disk or stayed in memory.
+pub struct StreamedFile {
+    /// Plaintext bytes.
+    pub plaintext_len: u64,
+    state: Mutex<Streamed>,
 }
 
-impl PartialEq for SpooledFile {
-    /// The same spooled part, not equal bytes.
-    fn eq(&self, other: &SpooledFile) -> bool {
+enum Streamed {
+    Pending(PendingUpload),
+    Stored(StoredFile),
+    /// Storing failed; later uses of the part get this description.
+    Failed(String),
+}
+
+impl StreamedFile {
+    pub fn pending(upload: PendingUpload) -> StreamedFile {
+        StreamedFile { plaintext_len: upload.encrypted.plaintext_len, state: Mutex::new(Streamed::Pending(upload)) }
+    }
+
+    /// A part already stored (tests of the parser, which have no platform).
+    pub fn stored(file: StoredFile) -> StreamedFile {
+        StreamedFile { plaintext_len: file.size, state: Mutex::new(Streamed::Stored(file)) }
+    }
+
+    /// Has the platform store the file (once: a part used twice is one file); returns it.
+    pub fn store(&self) -> Result<StoredFile, FileError> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match std::mem::replace(&mut *state, Streamed::Failed("the upload was interrupted".into())) {
+            Streamed::Pending(upload) => match upload.commit() {
+                Ok(file) => {
+                    *state = Streamed::Stored(file.clone());
+                    Ok(file)
+                }
+                Err(e) => {
+                    *state = Streamed::Failed(e.to_string());
+                    Err(e)
+                }
+            },
+            Streamed::Stored(file) => {
+                *state = Streamed::Stored(file.clone());
+                Ok(file)
+            }
+            Streamed::Failed(why) => {
+                let e = FileError::Io(std::io::Error::other(why.clone()));
+                *state = Streamed::Failed(why);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl PartialEq for StreamedFile {
+    /// The same streamed part, not equal bytes.
+    fn eq(&self, other: &StreamedFile) -> bool {
         std::ptr::eq(self, other)
     }
 }
 
-impl Eq for SpooledFile {}
+impl Eq for StreamedFile {}
 
 impl fmt::Debug for UploadedFile {
     // File contents are user plaintext: never print them.
@@ -71,7 +117,7 @@ impl fmt::Debug for UploadedFile {
             .field("filename", &self.filename)
             .field("content_type", &self.content_type)
             .field("len", &self.len())
-            .field("spooled", &self.spooled.is_some())
+            .field("streamed", &self.streamed.is_some())
             .finish()
     }
 }

@@ -30,8 +30,10 @@ pub fn issue(conn: &Connection, media: &Media, now: i64) -> Result<FileRecord> {
     if let Some(known) = by_ref(conn, &media.file_ref)? {
         return Ok(known);
     }
-    if media.file_ref.is_empty() || media.key.len() != 32 || media.digest.len() != 32 {
-        return Err(StoreError::Refused("a file needs a reference, a 32-byte key and a 32-byte digest".into()));
+    if media.file_ref.is_empty() || crate::e2e::file::FileSource::of(media).is_none() {
+        return Err(StoreError::Refused(
+            "a file needs a reference, a 32-byte key and a 32-byte digest in a known algorithm".into(),
+        ));
     }
     let mut stored = media.clone();
     stored.caption = Default::default();

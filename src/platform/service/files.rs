@@ -23,8 +23,11 @@ use crate::crypto::file::{CHUNK_OVERHEAD, HEADER_LEN, MAX_CIPHERTEXT_LEN};
 use crate::platform::store::{DeviceAddr, Store};
 use crate::wire::platform as pb;
 
-/// Largest `FileChunk` accepted or sent, in bytes.
+/// Largest `FileChunk` accepted, in bytes.
 pub const CHUNK_MAX: usize = 256 * 1024;
+/// Bytes per `FileChunk` sent by a download: gRPC moves one message of a call at a time, so
+/// fewer, larger messages move a file faster (clients accept up to 64 MiB per message).
+pub const DOWNLOAD_CHUNK: usize = 1024 * 1024;
 /// Transfers (uploads and downloads together) served at once; more are refused with
 /// RESOURCE_EXHAUSTED, so threads and open files stay bounded.
 pub const MAX_TRANSFERS: usize = 16;
@@ -254,14 +257,15 @@ pub fn download(
     });
 }
 
-/// The download thread: the stored ciphertext in chunks of `CHUNK_MAX`; a file whose length
-/// is not the recorded one ends the call with DATA_LOSS.
-fn send_file(mut file: std::fs::File, size: u64, mut tx: mpsc::Sender<Outgoing>) {
+/// The download thread: the stored ciphertext in chunks of `DOWNLOAD_CHUNK`; a file whose
+/// length is not the recorded one ends the call with DATA_LOSS.
+fn send_file(file: std::fs::File, size: u64, mut tx: mpsc::Sender<Outgoing>) {
     use std::io::Read;
+    let mut file = file;
     let mut sent = 0u64;
     loop {
-        let mut buf = vec![0u8; CHUNK_MAX];
-        let n = match read_up_to(&mut file, &mut buf) {
+        let mut buf = Vec::with_capacity(DOWNLOAD_CHUNK);
+        let n = match (&mut file).take(DOWNLOAD_CHUNK as u64).read_to_end(&mut buf) {
             Ok(n) => n,
             Err(e) => {
                 log::error!("platform file store: reading a stored file: {e}");
@@ -276,7 +280,6 @@ fn send_file(mut file: std::fs::File, size: u64, mut tx: mpsc::Sender<Outgoing>)
         if sent > size {
             break;
         }
-        buf.truncate(n);
         let chunk = pb::FileChunk { data: buf, ..Default::default() };
         if futures::executor::block_on(tx.send(Outgoing::Chunk(chunk))).is_err() {
             return; // the call ended
@@ -286,19 +289,6 @@ fn send_file(mut file: std::fs::File, size: u64, mut tx: mpsc::Sender<Outgoing>)
         log::error!("platform file store: a stored file has {sent} bytes, {size} recorded");
         let status = RpcStatus::with_message(RpcStatusCode::DATA_LOSS, "stored file is damaged".into());
         let _ = futures::executor::block_on(tx.send(Outgoing::Failed(status)));
-    }
-
-    fn read_up_to(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
-        let mut filled = 0;
-        while filled < buf.len() {
-            match file.read(&mut buf[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(filled)
     }
 }
 

@@ -1,22 +1,25 @@
 //! Files: `sendPhoto`, `sendDocument`, `sendAudio`, `sendVideo`, `sendVoice`, `getFile`, and
 //! the download behind `GET /file/bot<token>/<file_path>`.
 //!
-//! A file sent by upload is encrypted under a fresh key while it is uploaded to the platform
-//! (`e2e::file::upload_encrypted`); a file sent by `file_id` travels again as the same
+//! A file sent by upload is encrypted under a fresh key and streamed to the platform while the
+//! request body is read (`FileIntake`, `e2e::file::begin_upload`), and stored once the method
+//! uses it; a file sent by `file_id` travels again as the same
 //! reference and key, with no upload. A download fetches the whole ciphertext into an unlinked
 //! private file in `state_dir`, verifies the digest, every chunk and the final tag, and only then
 //! decrypts into the response (`e2e::file::download_verified`): no plaintext ever touches disk.
+
+use std::io::Read;
 
 use protobuf::MessageField;
 use serde_json::Value;
 
 use super::messages::{self, CAPTION};
 use super::store_error;
-use crate::crypto::file::{FileCryptoError, FileKey, MAX_PLAINTEXT_LEN};
-use std::io::{BufReader, Seek, SeekFrom};
-
-use crate::e2e::file::{download_verified, upload_ciphertext, upload_encrypted, FileError};
+use crate::crypto::file::{FileCryptoError, MAX_PLAINTEXT_LEN};
+use crate::e2e::file::{begin_upload, download_verified, upload_encrypted, FileError, FileSource};
+use crate::gateway::api::multipart::FileIntake;
 use crate::gateway::api::Download;
+use crate::gateway::botapi::params::StreamedFile;
 use crate::gateway::botapi::types::{self, MediaKind};
 use crate::gateway::botapi::{markup, params::UploadedFile, ApiError, Params};
 use crate::gateway::runtime::{unix_now, BotShared};
@@ -150,18 +153,26 @@ fn send_media(bot: &BotShared, params: &Params, kind: MediaKind) -> Result<Value
     messages::send_new(bot, &chat, content)
 }
 
+/// A file part of this bot's request: encrypted and streamed to the platform as it is read
+/// (the platform stores it when a method uses it: `upload`).
+impl FileIntake for BotShared {
+    fn take(&self, part: &mut dyn Read) -> Result<StreamedFile, FileError> {
+        begin_upload(&self.platform, part).map(StreamedFile::pending).inspect_err(|e| {
+            if !matches!(e, FileError::Crypto(FileCryptoError::TooLarge)) {
+                log::warn!("bot @{}: streaming an uploaded file to the platform failed: {e}", self.username);
+            }
+        })
+    }
+}
+
 /// Encrypts and uploads a file part; over 50 MiB is refused before anything is uploaded.
 fn upload(bot: &BotShared, file: &UploadedFile, kind: MediaKind) -> Result<Media, ApiError> {
     if file.len() > MAX_PLAINTEXT_LEN {
         return Err(too_large(file.len()));
     }
-    let uploaded = match &file.spooled {
-        // Encrypted while the request was read: its ciphertext goes up as it is.
-        Some(spooled) => {
-            let mut ciphertext = &spooled.ciphertext;
-            ciphertext.seek(SeekFrom::Start(0)).map_err(|e| ApiError::internal(format!("uploaded file: {e}")))?;
-            upload_ciphertext(&bot.platform, BufReader::new(ciphertext), &spooled.encrypted)
-        }
+    let uploaded = match &file.streamed {
+        // Encrypted and sent while the request was read: the platform only has to keep it.
+        Some(streamed) => streamed.store(),
         None => upload_encrypted(&bot.platform, &file.bytes[..]),
     }
     .map_err(|e| transfer_error(bot, "upload", e))?;
@@ -169,15 +180,7 @@ fn upload(bot: &BotShared, file: &UploadedFile, kind: MediaKind) -> Result<Media
         Some(t) if !t.is_empty() && !t.eq_ignore_ascii_case("application/octet-stream") => t.to_string(),
         _ => guess_mime(&file.filename, kind).to_string(),
     };
-    Ok(Media {
-        file_ref: uploaded.file_ref,
-        key: uploaded.key.0.to_vec(),
-        digest: uploaded.digest.to_vec(),
-        size: uploaded.size,
-        mime_type,
-        file_name: file.filename.clone(),
-        ..Default::default()
-    })
+    Ok(Media { mime_type, file_name: file.filename.clone(), ..uploaded.to_media() })
 }
 
 fn too_large(len: u64) -> ApiError {
@@ -187,15 +190,10 @@ fn too_large(len: u64) -> ApiError {
     )
 }
 
-/// What a failed transfer answers: 413 for a file over the limit, 502 for the platform or a
-/// file that does not verify, 500 for local trouble. Never a key or plaintext.
+/// What a failed transfer answers (`ApiError::file_transfer`), logged with the bot.
 fn transfer_error(bot: &BotShared, what: &str, e: FileError) -> ApiError {
     log::warn!("bot @{}: file {what} failed: {e}", bot.username);
-    match e {
-        FileError::Crypto(FileCryptoError::TooLarge) => too_large(MAX_PLAINTEXT_LEN + 1),
-        FileError::Io(_) | FileError::Crypto(FileCryptoError::Io(_)) if what == "upload" => ApiError::internal(e),
-        _ => ApiError::platform(502, format!("file {what} failed: {e}")),
-    }
+    ApiError::file_transfer(what, e)
 }
 
 /// The MIME type of a part sent without a useful one (aiogram sends octet-stream, telegraf
@@ -273,11 +271,10 @@ pub fn download(bot: &BotShared, file_path: &str) -> Result<Download, ApiError> 
     };
     let record = record.ok_or_else(|| ApiError::not_found("file not found: its file_id is unknown to this gateway"))?;
     let m = &record.media;
-    let (Ok(key), Ok(digest)) = (<[u8; 32]>::try_from(m.key.as_slice()), <[u8; 32]>::try_from(m.digest.as_slice())) else {
+    let Some(source) = FileSource::of(m) else {
         return Err(ApiError::internal(format!("stored file {} is malformed", record.file_id)));
     };
-    let key = FileKey(key);
-    let verified = download_verified(&bot.platform, &m.file_ref, &key, &digest, bot.store.directory())
+    let verified = download_verified(&bot.platform, &source, bot.store.directory())
         .map_err(|e| transfer_error(bot, "download", e))?;
     let content_type = if m.mime_type.is_empty() { "application/octet-stream".to_string() } else { m.mime_type.clone() };
     Ok(Download {

@@ -21,6 +21,7 @@ use serde_json::Value;
 pub use messages::{send_message_request, SendMessage, MAX_TEXT_UTF16};
 pub use updates::{check_webhook_url, get_updates_request, set_webhook_request, GetUpdates, SetWebhook};
 
+use super::multipart::FileIntake;
 use super::{BotApi, Download};
 use crate::gateway::botapi::{ApiError, Params};
 use crate::gateway::runtime::BotShared;
@@ -154,8 +155,8 @@ impl BotApi for BotShared {
         (method.run)(self, params)
     }
 
-    fn spool_dir(&self) -> Option<std::path::PathBuf> {
-        Some(self.store.directory().to_path_buf())
+    fn file_intake(&self) -> Option<&dyn FileIntake> {
+        Some(self)
     }
 
     fn download(&self, file_path: &str) -> Result<Download, ApiError> {
