@@ -18,6 +18,10 @@ pub trait Backend: Send + Sync {
     fn bot(&self, token: &str) -> Option<Arc<dyn BotApi>>;
     /// Body of `GET /healthz` on both listeners.
     fn health(&self) -> Value;
+    /// Body of `GET /metrics` on the extensions listener (Prometheus text format 0.0.4).
+    fn metrics(&self) -> String {
+        String::new()
+    }
 }
 
 /// One bot as seen from the listeners.
@@ -27,6 +31,11 @@ pub trait BotApi: Send + Sync {
     fn preflight(&self, name: &str) -> Result<&'static Method, ApiError>;
     /// Runs `method` with `params`; the value is the envelope's `result`.
     fn call(&self, method: &'static Method, params: &Params) -> Result<Value, ApiError>;
+    /// A request of this bot was answered (`method`: a canonical name from the method table,
+    /// or `other`), for `/metrics`.
+    fn answered(&self, method: &'static str, status: u16, took: std::time::Duration) {
+        let _ = (method, status, took);
+    }
     /// Where an uploaded file part is encrypted while the request is read (`state_dir`);
     /// `None` keeps parts in memory.
     fn spool_dir(&self) -> Option<std::path::PathBuf> {

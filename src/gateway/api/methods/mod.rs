@@ -154,6 +154,10 @@ impl BotApi for BotShared {
         (method.run)(self, params)
     }
 
+    fn answered(&self, method: &'static str, status: u16, took: std::time::Duration) {
+        self.metrics.request(method, status, took);
+    }
+
     fn spool_dir(&self) -> Option<std::path::PathBuf> {
         Some(self.store.directory().to_path_buf())
     }
