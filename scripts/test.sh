@@ -12,10 +12,13 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/bot-gateway/target}"
 
+# The pinned venv first: tests/operations.rs runs the real Prometheus parser
+# (prometheus_client) from it over /metrics, and must not skip that check here.
+bash scripts/sdk-setup.sh
+export BOTGW_REQUIRE_PROMETHEUS_PARSER=1
 # One build of one profile: `cargo test` also builds the three programs (the integration
 # tests need them) into $CARGO_TARGET_DIR/release, where the SDK runners find them.
 cargo test --release
-bash scripts/sdk-setup.sh
 export BIN_DIR="${BIN_DIR:-$CARGO_TARGET_DIR/release}"
 python3 tests/sdk/run_sdk_tests.py
 python3 tests/sdk/run_webhook_tests.py

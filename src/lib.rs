@@ -10,6 +10,7 @@
 //! `migrations` (the numbered schema versions of every SQLite database).
 
 pub mod backoff;
+pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod compat;

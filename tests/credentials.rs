@@ -222,5 +222,5 @@ fn registration_is_refused_for_each_kind_of_mismatch() {
     let reply = ask_manager(&s.owner, "/token @bot_a");
     assert!(reply.contains("Token: "));
     let err = s.refused(&gateway_config(&s.platform.url, &s.dir.path().join("fresh"), &a), "revoked");
-    assert!(err.contains("refused to register"), "{err}");
+    assert!(err.contains("no longer accepts bot @bot_a's token") && err.contains("bots[].token"), "{err}");
 }

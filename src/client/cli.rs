@@ -25,7 +25,8 @@ Global options (before the command):
   --server URL    platform server, e.g. http://127.0.0.1:50051 (needed for register;
                   stored in the profile, and overrides it for one run when given later)
   --profile DIR   profile directory (default: $E2E_CHAT_PROFILE, else ~/.e2e-chat)
-  -h, --help      this help
+  -h, --help      this help (COMMAND --help or help COMMAND: that command's part)
+  -V, --version   the version and the compatibility_profile_id
 
 Commands:
   register USERNAME [--name NAME]
@@ -83,9 +84,19 @@ Commands:
         (Up/Down), Ctrl-C clears the line. Control characters in what arrives are shown
         escaped (\\e, \\x07, \\u{9b}), never obeyed
 
-Errors go to stderr as one line and make the exit status non-zero.
+Errors go to stderr as one line and make the exit status non-zero: 2 for a usage error
+(an unknown command or option), 1 for any other failure.
 Set RUST_LOG=info (or debug) for more detail on stderr.
 ";
+
+/// The program's command-line conventions (`crate::cli`).
+pub const PROGRAM: crate::cli::Program = crate::cli::Program {
+    name: "e2e-chat",
+    help: USAGE,
+    commands: &[
+        "register", "send", "press", "react", "inline", "choose", "send-file", "download", "listen", "commands", "chat",
+    ],
+};
 
 /// Default `listen` duration.
 const DEFAULT_LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -98,7 +109,8 @@ pub fn run_cli(args: Vec<String>) -> anyhow::Result<()> {
         let _ = io::stdout().flush();
         let line = format!("{e:#}").replace('\n', " ");
         eprintln!("e2e-chat: {line}");
-        std::process::exit(1);
+        let usage = e.downcast_ref::<crate::cli::UsageError>().is_some();
+        std::process::exit(if usage { crate::cli::USAGE_EXIT } else { 1 });
     }
     Ok(())
 }
@@ -121,20 +133,37 @@ pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
         } else if arg == "-h" || arg == "--help" {
             print!("{USAGE}");
             return Ok(());
+        } else if arg == "-V" || arg == "--version" {
+            println!("{}", crate::cli::version_line("e2e-chat"));
+            return Ok(());
         } else if arg.starts_with('-') {
-            bail!("unknown option {arg} (see e2e-chat --help)");
+            return Err(PROGRAM.unknown_option("e2e-chat", arg, &["--server", "--profile", "--help", "--version"]).into());
         } else {
             break;
         }
         i += 1;
     }
     let Some(command) = args.get(i) else {
-        bail!("no command given (see e2e-chat --help)");
+        return Err(crate::cli::UsageError(format!(
+            "no command given; the commands are: {} (see e2e-chat --help)",
+            PROGRAM.commands.join(", ")
+        ))
+        .into());
     };
     let rest = &args[i + 1..];
-    // A text, button data or emoji may be "--help" itself.
-    if rest.iter().any(|a| a == "-h" || a == "--help") && !["send", "send-file", "press", "react"].contains(&command.as_str()) {
-        print!("{USAGE}");
+    // `help COMMAND`, `COMMAND --help` (first), and `--help` anywhere among the options of a
+    // command whose arguments cannot be free text (a text, button data or emoji may be
+    // "--help" itself).
+    if command == "help" || PROGRAM.commands.contains(&command.as_str()) && rest.first().is_some_and(|a| a == "-h" || a == "--help") {
+        let mut early = vec![command.clone()];
+        early.extend(rest.first().cloned());
+        if let crate::cli::Early::Print(text) = PROGRAM.early(&early)? {
+            print!("{text}");
+            return Ok(());
+        }
+    }
+    if rest.iter().any(|a| a == "-h" || a == "--help") && !["send", "send-file", "press", "react", "inline"].contains(&command.as_str()) {
+        print!("{}", PROGRAM.command_help(command).unwrap_or_else(|| USAGE.to_string()));
         return Ok(());
     }
     let global = Global { server, profile: profile.unwrap_or_else(default_profile_dir) };
@@ -154,7 +183,7 @@ pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
             print!("{USAGE}");
             Ok(())
         }
-        other => bail!("unknown command {other:?} (see e2e-chat --help)"),
+        other => Err(PROGRAM.unknown_command(other).into()),
     }
 }
 

@@ -15,12 +15,65 @@ use crate::crypto::{self, IdentityKeyPair};
 
 pub use crate::compat::COMPATIBILITY_PROFILE_ID;
 
+/// One field of the config file: its name, type and meaning. These tables are the one list
+/// of fields: the parser admits exactly them, and `bot-gateway --help` prints them.
+pub struct Field {
+    pub name: &'static str,
+    pub kind: &'static str,
+    pub meaning: &'static str,
+}
+
+/// The top-level fields. Every field is required; none has a default, so a typo or an
+/// omission is refused instead of silently running with something else.
+pub const FIELDS: &[Field] = &[
+    Field { name: "compatibility_profile_id", kind: "string", meaning: "the contract the gateway implements; must be exactly the value `bot-gateway --version` prints" },
+    Field { name: "bot_platform_endpoint", kind: "URL", meaning: "the platform server, http://HOST:PORT or https://HOST:PORT (as @BotManager's config snippet gives it); plain http only to loopback" },
+    Field { name: "compat_listen_addr", kind: "IP:PORT", meaning: "the Bot API listener (standard 127.0.0.1:8081); keep it on loopback, in a container 0.0.0.0:8081" },
+    Field { name: "extensions_listen_addr", kind: "IP:PORT", meaning: "the extensions listener: /healthz, /metrics (standard 127.0.0.1:8082)" },
+    Field { name: "state_dir", kind: "path", meaning: "the gateway's durable state (mode 0700, owned by the gateway's user; created if missing); one running gateway per state_dir" },
+    Field { name: "bots", kind: "array", meaning: "one object per bot, at least one; fields below" },
+];
+
+/// The fields of each `bots[]` entry, all required, as @BotManager's /newbot reply gives them.
+pub const BOT_FIELDS: &[Field] = &[
+    Field { name: "bot_id_hex", kind: "64 hex", meaning: "the Bot ID (public)" },
+    Field { name: "token", kind: "string", meaning: "the bot token, <numeric_id>:<64 hex> (secret; a new one from @BotManager /token @bot)" },
+    Field { name: "identity_recovery_secret_hex", kind: "64 hex", meaning: "the identity recovery secret (secret; must derive bot_id_hex)" },
+    Field { name: "compat_user_id", kind: "integer", meaning: "the numeric part of the token" },
+    Field { name: "username", kind: "string", meaning: "the bot's username on the platform, without @ (getMe serves it)" },
+    Field { name: "first_name", kind: "string", meaning: "the bot's display name on the platform (getMe serves it)" },
+];
+
+/// The config reference of `bot-gateway --help`: every field, its type, that it is required,
+/// and what it means.
+pub fn reference() -> String {
+    let mut text = String::from(
+        "Config file (JSON, mode 0600, exactly these fields, all required, no defaults;\n\
+         a value still holding a <...> placeholder is refused):\n",
+    );
+    let mut table = |prefix: &str, fields: &[Field]| {
+        for f in fields {
+            text.push_str(&format!("  {prefix}{} ({})\n      {}\n", f.name, f.kind, f.meaning));
+        }
+    };
+    table("", FIELDS);
+    table("bots[].", BOT_FIELDS);
+    text
+}
+
+fn names(fields: &[Field]) -> Vec<&'static str> {
+    fields.iter().map(|f| f.name).collect()
+}
+
 pub struct Config {
     pub bot_platform_endpoint: String,
     pub compat_listen_addr: SocketAddr,
     pub extensions_listen_addr: SocketAddr,
     pub state_dir: PathBuf,
     pub bots: Vec<BotConfig>,
+    /// What is allowed but unwise (plain http to another host, a listener off loopback outside
+    /// a container): `serve` logs each at warn, `check-config` prints them.
+    pub warnings: Vec<String>,
 }
 
 pub struct BotConfig {
@@ -52,6 +105,12 @@ impl BotConfig {
 
 /// Reads and validates the config file. Every error names the file, the field and the fix.
 pub fn load(path: &Path) -> Result<Config, String> {
+    check_mode(path)?;
+    read(path)
+}
+
+/// The file holds bot secrets: nobody but its owner may read it (0600).
+pub fn check_mode(path: &Path) -> Result<(), String> {
     let meta = std::fs::metadata(path).map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
@@ -61,43 +120,62 @@ pub fn load(path: &Path) -> Result<Config, String> {
             path.display()
         ));
     }
+    Ok(())
+}
+
+/// Reads and validates the file's content (not its mode: [`check_mode`]).
+pub fn read(path: &Path) -> Result<Config, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
     let value: Value =
         serde_json::from_str(&text).map_err(|e| format!("config {} is not valid JSON: {e}", path.display()))?;
     parse(&value).map_err(|e| format!("config {}: {e}", path.display()))
 }
 
+/// Whether the gateway runs in a container, where listeners bind all interfaces by design
+/// (SPEC: the host publishes the ports on loopback): our image sets
+/// `BOT_GATEWAY_IN_CONTAINER=1`; Docker creates `/.dockerenv`, Podman `/run/.containerenv`.
+pub fn in_container() -> bool {
+    std::env::var("BOT_GATEWAY_IN_CONTAINER").is_ok_and(|v| v == "1")
+        || Path::new("/.dockerenv").exists()
+        || Path::new("/run/.containerenv").exists()
+}
+
+/// The warning for a listener off loopback outside a container (SPEC "Authentication" 8):
+/// anyone who reaches the port can try tokens and read `/metrics`.
+fn listener_warning(field: &str, addr: SocketAddr, in_container: bool) -> Option<String> {
+    (!addr.ip().is_loopback() && !in_container).then(|| {
+        format!(
+            "{field} {addr} is not a loopback address and this is not a container: the listener is reachable \
+             from other hosts. Keep it on 127.0.0.1 and put an authenticated reverse proxy in front for remote \
+             access (in a container, set BOT_GATEWAY_IN_CONTAINER=1 to silence this)"
+        )
+    })
+}
+
 /// Validates a parsed config document.
 pub fn parse(value: &Value) -> Result<Config, String> {
     let obj = value.as_object().ok_or("the top level must be a JSON object")?;
-    only_fields(
-        obj,
-        "",
-        &[
-            "compatibility_profile_id",
-            "bot_platform_endpoint",
-            "compat_listen_addr",
-            "extensions_listen_addr",
-            "state_dir",
-            "bots",
-        ],
-    )?;
+    only_fields(obj, &names(FIELDS))?;
     let profile = string(obj, "compatibility_profile_id")?;
     if profile != COMPATIBILITY_PROFILE_ID {
         return Err(format!(
             "compatibility_profile_id is {profile:?}, but this gateway implements {COMPATIBILITY_PROFILE_ID:?}"
         ));
     }
+    let mut warnings = Vec::new();
     let endpoint = string(obj, "bot_platform_endpoint")?;
     let (tls, addr) = crate::wire::connect::parse_endpoint(&endpoint).map_err(|e| format!("bot_platform_endpoint: {e}"))?;
     if !tls && !is_loopback_host(&addr) {
-        log::warn!("bot_platform_endpoint {endpoint} is plain http:// to a non-loopback host; use https://");
+        warnings.push(format!("bot_platform_endpoint {endpoint} is plain http:// to a non-loopback host; use https://"));
     }
     let compat_listen_addr = socket_addr(obj, "compat_listen_addr")?;
     let extensions_listen_addr = socket_addr(obj, "extensions_listen_addr")?;
     if compat_listen_addr == extensions_listen_addr && compat_listen_addr.port() != 0 {
         return Err("compat_listen_addr and extensions_listen_addr must differ".into());
     }
+    let container = in_container();
+    warnings.extend(listener_warning("compat_listen_addr", compat_listen_addr, container));
+    warnings.extend(listener_warning("extensions_listen_addr", extensions_listen_addr, container));
     let state_dir = PathBuf::from(string(obj, "state_dir")?);
     if state_dir.as_os_str().is_empty() {
         return Err("state_dir is empty".into());
@@ -115,16 +193,12 @@ pub fn parse(value: &Value) -> Result<Config, String> {
         }
         bots.push(bot);
     }
-    Ok(Config { bot_platform_endpoint: endpoint, compat_listen_addr, extensions_listen_addr, state_dir, bots })
+    Ok(Config { bot_platform_endpoint: endpoint, compat_listen_addr, extensions_listen_addr, state_dir, bots, warnings })
 }
 
 fn parse_bot(value: &Value) -> Result<BotConfig, String> {
     let obj = value.as_object().ok_or("must be an object")?;
-    only_fields(
-        obj,
-        "",
-        &["bot_id_hex", "token", "identity_recovery_secret_hex", "compat_user_id", "username", "first_name"],
-    )?;
+    only_fields(obj, &names(BOT_FIELDS))?;
     let username = string(obj, "username")?;
     let at = format!("bot @{username}");
     let bot_id_hex = string(obj, "bot_id_hex")?.to_ascii_lowercase();
@@ -158,7 +232,7 @@ fn parse_bot(value: &Value) -> Result<BotConfig, String> {
     Ok(bot)
 }
 
-fn only_fields(obj: &Map<String, Value>, _at: &str, allowed: &[&str]) -> Result<(), String> {
+fn only_fields(obj: &Map<String, Value>, allowed: &[&str]) -> Result<(), String> {
     for k in obj.keys() {
         if !allowed.contains(&k.as_str()) {
             return Err(format!("unknown field {k:?} (allowed: {})", allowed.join(", ")));
@@ -172,7 +246,8 @@ fn string(obj: &Map<String, Value>, key: &str) -> Result<String, String> {
         None => Err(format!("missing field {key}")),
         // first_name is free text (a display name may well read "<Bot>"); the platform checks it.
         Some(Value::String(s)) if key != "first_name" && is_placeholder(s) => Err(format!(
-            "{key} is still the placeholder {s:?} from the example config: replace it with the real value"
+            "{key} is still the placeholder {s:?} from the example config: replace it with the real value{}",
+            if key == "state_dir" { " (a directory of your choice for this gateway's state, created 0700 if missing)" } else { "" }
         )),
         Some(Value::String(s)) => Ok(s.clone()),
         Some(_) => Err(format!("{key} must be a string")),
@@ -256,6 +331,19 @@ mod tests {
         assert!(parse(&config_json(b)).is_ok());
         // The manager's example config is refused as it stands.
         assert!(is_placeholder("<STATE_DIR, e.g. /var/lib/bot-gateway>") && !is_placeholder("/var/lib/a>b"));
+    }
+
+    #[test]
+    fn warns_of_listeners_off_loopback_outside_containers() {
+        let any: SocketAddr = "0.0.0.0:8081".parse().expect("addr");
+        let lo: SocketAddr = "127.0.0.1:8081".parse().expect("addr");
+        assert!(listener_warning("compat_listen_addr", any, false).expect("warned").contains("not a loopback address"));
+        assert_eq!(listener_warning("compat_listen_addr", any, true), None);
+        assert_eq!(listener_warning("compat_listen_addr", lo, false), None);
+        let text = reference();
+        for f in FIELDS.iter().chain(BOT_FIELDS) {
+            assert!(text.contains(f.name), "{} in the reference", f.name);
+        }
     }
 
     #[test]

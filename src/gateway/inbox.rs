@@ -17,7 +17,8 @@ use rusqlite::Connection;
 
 use super::botapi::types::UserView;
 use super::runtime::{unix_now, BotShared};
-use super::store::{chats, files, Result as StoreResult, StoreError};
+use super::metrics::BotMetrics;
+use super::store::{chats, files, queue, Result as StoreResult, StoreError};
 use super::keyboard;
 use super::updates;
 use crate::backoff::Backoff;
@@ -85,6 +86,7 @@ fn stream_once(shared: &BotShared, tx: &Sender<InboxEnvelope>) -> Result<(), grp
     let mut cancel = shared.stream_cancel();
     let mut receiver = p.client.inbox(&InboxRequest::new(), p.opt_with_timeout(None))?;
     shared.status.connected.store(true, Ordering::SeqCst);
+    BotMetrics::add(&shared.metrics.stream_connects, 1);
     log::info!("bot @{}: connected to the platform inbox", shared.username);
     loop {
         // The next envelope, or the bot's stop: dropping the receiver then cancels the call.
@@ -132,7 +134,10 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
         let Some(outcomes) = import_batch(&shared, batch) else {
             return; // the store is closing: the process is stopping
         };
+        let (outcomes, queued) = outcomes;
+        BotMetrics::add(&shared.metrics.updates_received, queued);
         for o in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+            BotMetrics::add(&shared.metrics.decrypt_failures, 1);
             shared.status.set_error(format!("inbox: {o}"));
         }
         let mut ack = AckRequest::new();
@@ -157,8 +162,8 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
 /// Imports a batch in one writer job. When the storage itself fails (disk full, I/O error),
 /// nothing was committed and nothing may be acknowledged: the same batch is tried again with a
 /// growing delay, and meanwhile the bounded channel holds the stream back. `None` when the store
-/// is closing.
-fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>) -> Option<Vec<Result<(), String>>> {
+/// is closing. With the outcomes, how many updates the batch queued (for `/metrics`).
+fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>) -> Option<(Vec<Result<(), String>>, u64)> {
     let mut backoff = Backoff::new(RECONNECT_START, RECONNECT_MAX);
     loop {
         if shared.is_stopping() {
@@ -167,11 +172,13 @@ fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>) -> Option<Vec<Res
         let (envelopes, name, me) = (batch.clone(), shared.username.clone(), shared.me());
         let identity_key = shared.identity.public_key();
         let result = shared.store.write(move |c| {
+            // The writer runs one job at a time, so the depth moves only by this batch here.
+            let before = queue::depth(c)?;
             let mut outcomes = Vec::with_capacity(envelopes.len());
             for env in &envelopes {
                 outcomes.push(import_one(c, env, &me, &identity_key, &name)?);
             }
-            Ok(outcomes)
+            Ok((outcomes, queue::depth(c)?.saturating_sub(before).max(0) as u64))
         });
         match result {
             Ok(outcomes) => return Some(outcomes),

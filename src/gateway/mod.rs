@@ -7,9 +7,11 @@
 
 pub mod api;
 pub mod botapi;
+pub mod check;
 pub mod config;
 pub mod inbox;
 pub mod keyboard;
+pub mod metrics;
 pub mod outbox;
 pub mod registration;
 pub mod runtime;
@@ -52,8 +54,9 @@ impl Backend for Gateway {
         let list: Vec<Value> = bots.iter().map(|b| b.health()).collect();
         let healthy = list.iter().all(|b| b["connected"] == true);
         // A bot with a dead thread is half-alive: say so, and let a supervisor restart us.
-        // So is a bot whose device was removed: it will never receive again.
-        let broken = list.iter().any(|b| b.get("failed_threads").is_some() || b.get("device_removed").is_some());
+        // So is a bot whose credential the platform refuses (token replaced, bot disabled,
+        // device removed): it will never receive again without the operator.
+        let broken = list.iter().any(|b| b.get("failed_threads").is_some() || b["revoked"] == true);
         let listener = self.bot_api.get().map(|h| h.report());
         let serving = listener.as_ref().is_some_and(|r| r.serving);
         let mut bot_api = json!({"serving": serving});
@@ -74,6 +77,13 @@ impl Backend for Gateway {
             "bots": list,
         })
     }
+
+    fn metrics(&self) -> String {
+        let mut bots: Vec<&Arc<BotShared>> = self.bots.values().collect();
+        bots.sort_by_key(|b| b.compat_user_id);
+        let samples: Vec<metrics::BotSample<'_>> = bots.iter().map(|b| b.metrics_sample()).collect();
+        metrics::render(&samples)
+    }
 }
 
 pub use start_error::StartError;
@@ -82,15 +92,80 @@ pub use start_error::StartError;
 /// its 30 s read timeout; it is not waited for beyond this).
 const SHUTDOWN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Entry point of the `bot-gateway` program.
+const HELP: &str = "\
+bot-gateway: runs Bot HTTP API bots (python-telegram-bot, aiogram, telegraf, ...) on the
+end-to-end encrypted platform, as a device of each bot
+
+Usage:
+  bot-gateway serve CONFIG
+      Runs the gateway in the foreground with the config file CONFIG (see below): the Bot API
+      on compat_listen_addr, /healthz and /metrics on extensions_listen_addr. Prints
+      `compat listening on ADDR` and `extensions listening on ADDR` once serving; logs go to
+      stderr (RUST_LOG: error, warn, info (default), debug). SIGTERM or SIGINT stops it
+      gracefully. Exit status 1 when it cannot start (the message names what and the fix).
+
+  bot-gateway check-config CONFIG [--connect]
+      Checks CONFIG without starting anything: its fields, its mode (0600), state_dir
+      (owner, mode 0700, writable) and the listen addresses. With --connect it also reaches
+      bot_platform_endpoint and checks each bot's token, username and first_name there
+      (registers nothing). Prints each problem and its fix; exit status 0 when all is well,
+      1 when not.
+
+  bot-gateway help [COMMAND]
+      This help, or one command's part of it (also: COMMAND --help).
+
+  bot-gateway --version
+      The version and the compatibility_profile_id it implements.
+
+Exit status: 0 success, help, version; 1 a failure (start-up, check-config problems);
+2 a usage error.
+";
+
+/// The program's command-line conventions (`crate::cli`).
+pub const PROGRAM: crate::cli::Program =
+    crate::cli::Program { name: "bot-gateway", help: HELP, commands: &["serve", "check-config", "help"] };
+
+/// Entry point of the `bot-gateway` program. Help and version print and return; usage errors
+/// are [`StartError::Usage`] (exit status 2).
 pub fn run_cli(args: Vec<String>) -> Result<(), StartError> {
-    match args.as_slice() {
-        [cmd, path] if cmd == "serve" => serve(Path::new(path)),
-        [flag] if flag == "--help" || flag == "-h" => {
-            println!("usage: bot-gateway serve <config.json>\n\nRuns the gateway in the foreground. RUST_LOG controls logging (default info).");
-            Ok(())
+    use crate::cli::{Early, UsageError};
+    let usage = |e: UsageError| StartError::Usage(e.0);
+    if let Early::Print(text) = PROGRAM.early(&args).map_err(usage)? {
+        let text = if text == HELP { format!("{HELP}\n{}", config::reference()) } else { text };
+        crate::cli::print(&text);
+        return Ok(());
+    }
+    let needs_config = |cmd: &str| UsageError(format!("{cmd} needs the config file: bot-gateway {cmd} CONFIG (see bot-gateway {cmd} --help)"));
+    match args.first().map(String::as_str) {
+        Some("serve") => match &args[1..] {
+            [path] if !path.starts_with('-') => serve(Path::new(path)),
+            [] => Err(usage(needs_config("serve"))),
+            [flag] => Err(usage(PROGRAM.unknown_option("serve", flag, &[]))),
+            [_, extra, ..] => Err(usage(UsageError(format!("serve takes one config file; unexpected {extra:?}")))),
+        },
+        Some("check-config") => {
+            let mut path = None;
+            let mut connect = false;
+            for a in &args[1..] {
+                match a.as_str() {
+                    "--connect" => connect = true,
+                    flag if flag.starts_with('-') => return Err(usage(PROGRAM.unknown_option("check-config", flag, &["--connect"]))),
+                    p if path.is_none() => path = Some(p),
+                    extra => return Err(usage(UsageError(format!("check-config takes one config file; unexpected {extra:?}")))),
+                }
+            }
+            let path = path.ok_or_else(|| usage(needs_config("check-config")))?;
+            if check::run(Path::new(path), connect) {
+                Ok(())
+            } else {
+                Err(StartError::CheckFailed)
+            }
         }
-        _ => Err(StartError::Usage),
+        Some(flag) if flag.starts_with('-') => Err(usage(UsageError(format!(
+            "unknown option {flag}; the options are --help and --version (see bot-gateway --help)"
+        )))),
+        Some(cmd) => Err(usage(PROGRAM.unknown_command(cmd))),
+        None => Err(usage(UsageError("no command given; the commands are: serve, check-config, help (see bot-gateway --help)".into()))),
     }
 }
 
@@ -107,6 +182,9 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
     let signals = crate::signals::block();
 
     let config = config::load(config_path).map_err(StartError::Config)?;
+    for warning in &config.warnings {
+        log::warn!("{warning}");
+    }
     let state = state_dir::StateDir::open(&config.state_dir).map_err(StartError::StateDir)?;
     // Bound now, served once the bots are up: a port in use must fail the start before any
     // bot registers a device.

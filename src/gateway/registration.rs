@@ -21,12 +21,8 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// and returns the platform client authenticated as that device.
 pub fn register_or_resume(endpoint: &str, bot: &BotConfig, store: &Store) -> Result<Platform, String> {
     let at = format!("bot @{}", bot.username);
-    let mut platform = Platform::connect(endpoint, Credential::Bot { token: bot.token.clone(), device_id: None })?;
-    if !platform.wait_connected(CONNECT_TIMEOUT) {
-        return Err(format!("cannot reach bot_platform_endpoint {endpoint} (no connection within {CONNECT_TIMEOUT:?})"));
-    }
     // Before registering anything: a refused config must not leave a device behind.
-    check_profile(&platform, bot).map_err(|e| format!("{at}: {e}"))?;
+    let mut platform = connect_checked(endpoint, bot)?;
     let existing = store.read(|c| Ok(e2e::registration(c)?)).map_err(|e| format!("{at}: {e}"))?;
     let reg = match existing {
         Some(reg) if reg.user_id != bot.compat_user_id => {
@@ -39,20 +35,41 @@ pub fn register_or_resume(endpoint: &str, bot: &BotConfig, store: &Store) -> Res
         None => register(&platform, bot, store).map_err(|e| format!("{at}: {e}"))?,
     };
     platform.set_credential(Credential::Bot { token: bot.token.clone(), device_id: Some(reg.device_id) });
-    platform.client.verify_credential(&VerifyCredentialRequest::new(), platform.opt()).map_err(|e| {
-        if rpc::is_device_removed(&e) {
-            format!(
-                "{at}: this runtime's device {} was removed via @BotManager /removedevice; it receives nothing \
-                 more. Start it with a fresh state_dir to register a new device",
-                reg.device_id
-            )
-        } else {
-            format!("{at}: the platform refused the credential of device {}: {}", reg.device_id, rpc::text(&e))
-        }
-    })?;
+    platform
+        .client
+        .verify_credential(&VerifyCredentialRequest::new(), platform.opt())
+        .map_err(|e| refused(&e, bot, reg.device_id))?;
     log::info!("{at}: running as device {} of bot {}", reg.device_id, reg.user_id);
     report_other_devices(&platform, &at, reg.device_id);
     Ok(platform)
+}
+
+/// Connects to the platform and checks, without registering anything, that the token is the
+/// bot's current one and its username and first_name are the platform's: what start-up does
+/// first, and all that `check-config --connect` does.
+pub fn connect_checked(endpoint: &str, bot: &BotConfig) -> Result<Platform, String> {
+    let at = format!("bot @{}", bot.username);
+    let platform = Platform::connect(endpoint, Credential::Bot { token: bot.token.clone(), device_id: None })?;
+    if !platform.wait_connected(CONNECT_TIMEOUT) {
+        return Err(format!(
+            "cannot reach bot_platform_endpoint {endpoint} (no connection within {CONNECT_TIMEOUT:?}): is the \
+             platform server running there, and is the address the one @BotManager's config snippet gave?"
+        ));
+    }
+    platform.client.verify_credential(&VerifyCredentialRequest::new(), platform.opt()).map_err(|e| refused(&e, bot, 0))?;
+    check_profile(&platform, bot).map_err(|e| format!("{at}: {e}"))?;
+    Ok(platform)
+}
+
+/// A failed credential check as a start-up error: the refusal's meaning and what to do.
+fn refused(e: &grpcio::Error, bot: &BotConfig, device_id: u32) -> String {
+    let at = format!("bot @{}", bot.username);
+    if rpc::is_unauthenticated(e) {
+        let refusal = rpc::Refusal::of(&rpc::text(e));
+        format!("{at}: {}", super::runtime::refusal_advice(refusal, &bot.username, device_id))
+    } else {
+        format!("{at}: cannot check the credential with the platform: {}", rpc::text(e))
+    }
 }
 
 /// Logs how many OTHER runtimes of the bot are live (hold an Inbox stream now), warning when

@@ -32,6 +32,8 @@ pub struct BotShared {
     pub store: Store,
     pub platform: Platform,
     pub status: Status,
+    /// Counters for `/metrics`, kept where the events happen.
+    pub metrics: super::metrics::BotMetrics,
     /// The outbox thread's wake-up and the HTTP workers waiting for their messages.
     pub outbox: Outbox,
     /// Wakes the webhook thread (setWebhook, deleteWebhook, revocation, stop).
@@ -140,6 +142,8 @@ pub struct Status {
     pub revoked: AtomicBool,
     /// The refusal is because the bot's owner removed this runtime's device (`/removedevice`).
     pub device_removed: AtomicBool,
+    /// Why the platform refused the credential, once it did.
+    pub refusal: Mutex<Option<rpc::Refusal>>,
     pub last_error: Mutex<Option<String>>,
     /// Threads of this bot that panicked (their short names): the bot is unhealthy.
     pub failed_threads: Mutex<Vec<String>>,
@@ -162,6 +166,7 @@ impl BotShared {
             store,
             platform,
             status: Status::default(),
+            metrics: Default::default(),
             outbox: Outbox::new(),
             webhook: Wake::new(),
             stop: {
@@ -236,14 +241,17 @@ impl BotShared {
     /// refusal that says the device was removed (`rpc::DEVICE_REMOVED`, whichever thread met
     /// it) is [`BotShared::device_removed`].
     pub fn revoke(&self, why: &str) {
-        if why.contains(rpc::DEVICE_REMOVED) {
+        let refusal = rpc::Refusal::of(why);
+        if refusal == rpc::Refusal::DeviceRemoved {
             self.device_removed();
             return;
         }
+        *self.status.refusal.lock().unwrap_or_else(|e| e.into_inner()) = Some(refusal);
+        let advice = refusal_advice(refusal, &self.username, self.device_id());
         if !self.status.revoked.swap(true, Ordering::SeqCst) {
-            log::error!("bot @{}: the platform revoked the credential: {why}", self.username);
+            log::error!("bot @{}: {advice}", self.username);
         }
-        self.status.set_error(format!("credential revoked: {why}"));
+        self.status.set_error(advice);
         self.status.connected.store(false, Ordering::SeqCst);
         self.outbox.wake.wake();
         self.webhook.wake();
@@ -270,6 +278,7 @@ impl BotShared {
     pub fn device_removed(&self) {
         let why = self.device_removed_reason();
         self.status.device_removed.store(true, Ordering::SeqCst);
+        *self.status.refusal.lock().unwrap_or_else(|e| e.into_inner()) = Some(rpc::Refusal::DeviceRemoved);
         if !self.status.revoked.swap(true, Ordering::SeqCst) {
             log::error!("bot @{}: {why}", self.username);
         }
@@ -285,11 +294,7 @@ impl BotShared {
     }
 
     fn device_removed_reason(&self) -> String {
-        format!(
-            "this runtime's device {} was removed via @BotManager /removedevice; it receives nothing more. \
-             Start it with a fresh state_dir to register a new device",
-            self.device_id()
-        )
+        refusal_advice(rpc::Refusal::DeviceRemoved, &self.username, self.device_id())
     }
 
     /// What a Bot API call gets once the platform refuses this runtime: 401, saying why when
@@ -302,12 +307,31 @@ impl BotShared {
         }
     }
 
-    /// Health of this bot for `/healthz`.
-    pub fn health(&self) -> Value {
-        let (queue_depth, outbox_depth, webhook) = self
-            .store
+    /// The queue's and the outbox's depth and whether a webhook is set (-1, -1, false when
+    /// the store cannot be read): what `/healthz` and `/metrics` report.
+    pub fn depths(&self) -> (i64, i64, bool) {
+        self.store
             .read(|c| Ok((queue::depth(c)?, outbox::depth(c)?, webhook_store::is_set(c)?)))
-            .unwrap_or((-1, -1, false));
+            .unwrap_or((-1, -1, false))
+    }
+
+    /// This bot's sample for `/metrics`.
+    pub fn metrics_sample(&self) -> super::metrics::BotSample<'_> {
+        let (queue_depth, outbox_depth, _) = self.depths();
+        super::metrics::BotSample {
+            bot: format!("@{}", self.username),
+            metrics: &self.metrics,
+            queue_depth,
+            outbox_depth,
+            connected: self.status.connected.load(Ordering::SeqCst),
+            credential_refused: self.is_revoked(),
+            failed_threads: self.status.failed_threads.lock().unwrap_or_else(|e| e.into_inner()).len(),
+        }
+    }
+
+    /// Health of this bot for `/healthz` (shape in docs/operations.md).
+    pub fn health(&self) -> Value {
+        let (queue_depth, outbox_depth, webhook) = self.depths();
         let mut h = json!({
             "username": self.username,
             "compat_user_id": self.compat_user_id,
@@ -322,7 +346,10 @@ impl BotShared {
         }
         if self.is_device_removed() {
             h["device_removed"] = json!(true);
-            h["problem"] = json!(self.device_removed_reason());
+        }
+        if let Some(refusal) = *self.status.refusal.lock().unwrap_or_else(|e| e.into_inner()) {
+            h["credential"] = json!(refusal.name());
+            h["problem"] = json!(refusal_advice(refusal, &self.username, self.device_id()));
         }
         let failed = self.status.failed_threads.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if !failed.is_empty() {
@@ -335,6 +362,27 @@ impl BotShared {
     pub fn message_view(&self, chat: &chats::PrivateChat, entry: &chats::HistoryEntry) -> Result<MessageView, ApiError> {
         let me = self.me();
         self.store.read(|c| updates::history_view(c, &me, chat, entry, true)).map_err(store_error)
+    }
+}
+
+/// What the platform's refusal of a bot's credential means and what to do, for the log,
+/// `/healthz`, start-up errors and `check-config`.
+pub fn refusal_advice(refusal: rpc::Refusal, username: &str, device_id: u32) -> String {
+    match refusal {
+        rpc::Refusal::TokenReplaced => format!(
+            "the platform no longer accepts bot @{username}'s token: it was replaced (@BotManager /token @{username}) \
+             or revoked. Put the current token (from /token @{username}) in bots[].token of the config and restart \
+             the gateway; pending updates stay in state_dir"
+        ),
+        rpc::Refusal::BotDisabled => format!(
+            "bot @{username} was disabled by its owner (@BotManager /disable @{username}): the platform refuses it for \
+             good and a disabled bot cannot get a new token. Remove it from the config (or create a new bot with \
+             /newbot) and restart the gateway"
+        ),
+        rpc::Refusal::DeviceRemoved => format!(
+            "this runtime's device {device_id} was removed via @BotManager /removedevice; it receives nothing more. \
+             Start it with a fresh state_dir to register a new device"
+        ),
     }
 }
 

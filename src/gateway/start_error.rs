@@ -7,8 +7,10 @@ use std::net::SocketAddr;
 
 #[derive(Debug)]
 pub enum StartError {
-    /// The command line was not `serve <config.json>`.
-    Usage,
+    /// The command line does not say what to do (exit status 2): why, and what exists.
+    Usage(String),
+    /// `check-config` found problems (it printed them; exit status 1).
+    CheckFailed,
     /// The config file: unreadable, not JSON, a wrong or missing field, a wrong mode.
     Config(String),
     /// The state directory: mode, owner, or the lock held by another gateway.
@@ -26,7 +28,8 @@ pub enum StartError {
 impl fmt::Display for StartError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StartError::Usage => write!(f, "usage: bot-gateway serve <config.json>"),
+            StartError::Usage(why) => write!(f, "{why}"),
+            StartError::CheckFailed => write!(f, "the config has problems (see above)"),
             StartError::Config(why) | StartError::StateDir(why) => write!(f, "{why}"),
             StartError::Store { bot, why } => write!(f, "bot @{bot}: {why}"),
             StartError::Registration { why, .. } => write!(f, "{why}"),

@@ -25,18 +25,7 @@ impl StateDir {
                 .create(path)
                 .map_err(|e| format!("cannot create state_dir {}: {e}", path.display()))?;
         }
-        let meta = fs::metadata(path).map_err(|e| format!("cannot use state_dir {}: {e}", path.display()))?;
-        if !meta.is_dir() {
-            return Err(format!("state_dir {} is not a directory", path.display()));
-        }
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(format!(
-                "state_dir {} is accessible by group or others (mode {mode:o}); run chmod 700 {}",
-                path.display(),
-                path.display()
-            ));
-        }
+        check_existing(path)?;
         let lock_path = path.join("gateway.lock");
         let mut lock = OpenOptions::new()
             .read(true)
@@ -75,6 +64,84 @@ impl StateDir {
     }
 }
 
+/// The rules for an existing state_dir, shared by `serve` and `check-config`: a directory,
+/// owned by the user the gateway runs as, mode 0700 (nobody else may read the bot's state),
+/// and writable (a read-only mount fails here, not at the first commit).
+pub fn check_existing(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let shown = path.display();
+    let meta = fs::metadata(path).map_err(|e| format!("cannot use state_dir {shown}: {e}"))?;
+    if !meta.is_dir() {
+        return Err(format!("state_dir {shown} is not a directory"));
+    }
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(format!(
+            "state_dir {shown} is owned by uid {}, but the gateway runs as uid {me}: run chown {me} {shown} \
+             (in a container, give the mounted directory to the image's user)",
+            meta.uid()
+        ));
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "state_dir {shown} is accessible by group or others (mode {mode:o}); run chmod 700 {shown}"
+        ));
+    }
+    if !accessible(path, libc::W_OK | libc::X_OK) {
+        return Err(format!(
+            "state_dir {shown} is not writable ({}); the gateway must write its state there",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// What `check-config` says of a state_dir without creating or locking anything: `Ok` with a
+/// note and whether a running gateway holds it now, or the problem and its fix.
+pub fn check(path: &Path) -> Result<(String, bool), String> {
+    if !path.exists() {
+        let parent = path.ancestors().skip(1).find(|p| p.exists()).unwrap_or(Path::new("/"));
+        if !accessible(parent, libc::W_OK | libc::X_OK) {
+            return Err(format!(
+                "state_dir {} does not exist and cannot be created: {} is not writable; create it: \
+                 mkdir -m 700 {}",
+                path.display(),
+                parent.display(),
+                path.display()
+            ));
+        }
+        return Ok((format!("state_dir {} does not exist yet; serve creates it (mode 0700)", path.display()), false));
+    }
+    check_existing(path)?;
+    let lock_path = path.join("gateway.lock");
+    let Ok(lock) = File::open(&lock_path) else {
+        return Ok((format!("state_dir {} is usable", path.display()), false));
+    };
+    // SAFETY: flock on a descriptor we own; dropping the file releases a lock we took.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let holder = fs::read_to_string(&lock_path).unwrap_or_default();
+        return Ok((
+            format!(
+                "state_dir {} is usable, and in use now by a running bot-gateway (pid {}): a second instance \
+                 would be refused",
+                path.display(),
+                holder.trim()
+            ),
+            true,
+        ));
+    }
+    Ok((format!("state_dir {} is usable", path.display()), false))
+}
+
+fn accessible(path: &Path, how: libc::c_int) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
+    // SAFETY: a NUL-terminated path we own; access only reads it.
+    unsafe { libc::access(c.as_ptr(), how) == 0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,5 +160,16 @@ mod tests {
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod");
         let err = StateDir::open(&dir).err().expect("open dir refused");
         assert!(err.contains("chmod 700"), "{err}");
+        assert!(check(&dir).expect_err("check-config says the same").contains("chmod 700"));
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).expect("chmod");
+        assert!(check(&dir).expect("usable").0.ends_with("is usable"));
+        let held = StateDir::open(&dir).expect("open");
+        let (note, in_use) = check(&dir).expect("usable");
+        assert!(in_use && note.contains("in use now by a running bot-gateway"), "{note}");
+        drop(held);
+        assert!(check(&tmp.path().join("new/state")).expect("creatable").0.contains("does not exist yet"));
+        let file = tmp.path().join("file");
+        fs::write(&file, b"").expect("file");
+        assert!(check(&file).expect_err("not a dir").contains("not a directory"));
     }
 }

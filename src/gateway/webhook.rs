@@ -23,6 +23,7 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, select, Receiver, RecvTimeoutError, Sender};
 use serde_json::Value;
 
+use super::metrics::BotMetrics;
 use super::runtime::{unix_now, BotShared};
 use super::store::webhook::{self as config, LastError, WebhookConfig};
 use super::store::{queue, Result as StoreResult};
@@ -188,14 +189,18 @@ fn attempt(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Answer>) ->
         rq = rq.set(SECRET_HEADER, secret);
     }
     let body = update.to_string();
+    BotMetrics::add(&shared.metrics.webhook_attempts, 1);
     match rq.send_bytes(body.as_bytes()) {
         Ok(resp) if (200..300).contains(&resp.status()) => {
             let reply = read_reply(resp, update_id, name);
-            if let Err(e) = shared.store.write(move |c| queue::ack_through(c, update_id)) {
-                // Delivered but not acknowledged: it is delivered again (receivers are
-                // idempotent by update_id, SPEC "Webhook delivery" 5).
-                log::error!("bot @{name}: webhook: cannot acknowledge update {update_id}: {e}");
-                return Outcome::Failed;
+            match shared.store.write(move |c| queue::ack_through(c, update_id)) {
+                Ok(n) => BotMetrics::add(&shared.metrics.updates_delivered, n as u64),
+                Err(e) => {
+                    // Delivered but not acknowledged: it is delivered again (receivers are
+                    // idempotent by update_id, SPEC "Webhook delivery" 5).
+                    log::error!("bot @{name}: webhook: cannot acknowledge update {update_id}: {e}");
+                    return Outcome::Failed;
+                }
             }
             log::debug!("bot @{name}: webhook delivered update {update_id}");
             if let Some(reply) = reply {
@@ -220,6 +225,7 @@ fn attempt(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Answer>) ->
 /// was tried: if `setWebhook` or `deleteWebhook` replaced it while the request was in flight
 /// (it may take up to READ_TIMEOUT), the new configuration does not inherit the old error.
 fn failed(shared: &BotShared, tried: WebhookConfig, update_id: i64, message: String) -> Outcome {
+    BotMetrics::add(&shared.metrics.webhook_failures, 1);
     log::warn!("bot @{}: webhook delivery of update {update_id} failed: {message}", shared.username);
     let error = LastError { date: unix_now(), message };
     let recorded = shared.store.write(move |c| {

@@ -128,14 +128,16 @@ pub fn authenticate(store: &Store, presented: &Presented, need: Need) -> Result<
         Presented::Bot { token, device_id } => {
             let bot_id = token.numeric_id;
             let credential =
-                store.bot_credential(bot_id)?.ok_or_else(|| unauthenticated("bot token revoked or unknown"))?;
+                store.bot_credential(bot_id)?.ok_or_else(|| unauthenticated(crate::wire::rpc::TOKEN_REVOKED))?;
+            // Before the token: disabling drops the token's digest, and the bot's gateway must
+            // learn that it was disabled (for good), not that its token was replaced.
+            if credential.status != AccountStatus::Active {
+                return Err(unauthenticated(crate::wire::rpc::bot_disabled_message(bot_id)));
+            }
             let digest = rules::token_digest(&token.secret);
             let valid = credential.token_digest.is_some_and(|stored| crate::crypto::constant_time_eq(&stored, &digest));
             if !valid {
-                return Err(unauthenticated("bot token revoked or unknown"));
-            }
-            if credential.status != AccountStatus::Active {
-                return Err(unauthenticated(format!("bot {bot_id} is disabled")));
+                return Err(unauthenticated(crate::wire::rpc::TOKEN_REVOKED));
             }
             let device_id = match (need, device_id) {
                 (Need::BotToken, _) => None,

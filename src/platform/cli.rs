@@ -9,7 +9,9 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, Context};
+
+use crate::cli::UsageError;
 
 use super::bots::provision_bot;
 use super::manager::ManagerConfig;
@@ -21,13 +23,16 @@ const USAGE: &str = "\
 platform-server: the reference platform server of Bot Gateway
 
 Usage:
-  platform-server --listen ADDR --data-dir DIR [--manager-username NAME]
+  platform-server [serve] --listen ADDR --data-dir DIR [--manager-username NAME] [--advertise-url URL]
       Serve gRPC on ADDR (host:port; port 0 picks a free port). Once bound, prints one line
       `listening on HOST:PORT` to stdout; logs go to stderr (RUST_LOG, default info).
       DIR is created (mode 0700) if missing. Runs until SIGINT or SIGTERM.
       The built-in management bot answers as @NAME (default BotManager; found ignoring case):
       users create and manage bots in a dialog with it (/help, /newbot, /mybots, /token,
       /disable, /cancel). Its state is DIR/manager.db.
+      URL is this server's address as gateways reach it (e.g. https://platform.example:443),
+      written into the gateway config @BotManager hands out; default http://ADDR with the
+      bound port (needed when ADDR is 0.0.0.0 or behind a proxy).
 
   platform-server create-bot --data-dir DIR --username USERNAME --name NAME [--capabilities CAPS]
       Creates a bot account in DIR's database (also while a server runs on DIR) and prints one
@@ -36,20 +41,37 @@ Usage:
       NAME: 1 to 128 characters. CAPS: default, or a comma list of dm, groups, channels.
       The secrets are shown only this once.
 
-  platform-server --help
+  platform-server help [COMMAND]
+      This help, or one command's part of it (also: COMMAND --help).
+
+  platform-server --version
+      The version and the compatibility_profile_id.
+
+Exit status: 0 success, help, version; 1 a failure; 2 a usage error.
 ";
+
+/// The program's command-line conventions (`crate::cli`).
+pub const PROGRAM: crate::cli::Program =
+    crate::cli::Program { name: "platform-server", help: USAGE, commands: &["serve", "create-bot", "help"] };
 
 /// Entry point of the `platform-server` program (`args` without the program name).
 pub fn run_cli(args: Vec<String>) -> anyhow::Result<()> {
-    if args.iter().any(|a| a == "--help" || a == "-h") || args.first().is_some_and(|a| a == "help") {
-        print!("{USAGE}");
+    if let crate::cli::Early::Print(text) = PROGRAM.early(&args)? {
+        crate::cli::print(&text);
+        return Ok(());
+    }
+    // `--help` anywhere among serve's options (`--listen X --help`) is the whole help.
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        crate::cli::print(USAGE);
         return Ok(());
     }
     init_logging();
     match args.first().map(String::as_str) {
         Some("create-bot") => create_bot(&args[1..]),
         Some("serve") => serve(&args[1..]),
-        _ => serve(&args),
+        Some(opt) if opt.starts_with("--") => serve(&args),
+        Some(cmd) => Err(PROGRAM.unknown_command(cmd).into()),
+        None => Err(UsageError("no command or option given (see platform-server --help)".into()).into()),
     }
 }
 
@@ -65,32 +87,40 @@ fn parse_flags(args: &[String], allowed: &[&str]) -> anyhow::Result<HashMap<Stri
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let Some(body) = arg.strip_prefix("--") else {
-            bail!("unexpected argument {arg:?} (see --help)");
+            return Err(UsageError(format!("unexpected argument {arg:?} (see platform-server --help)")).into());
         };
         let (name, inline_value) = match body.split_once('=') {
             Some((n, v)) => (n.to_string(), Some(v.to_string())),
             None => (body.to_string(), None),
         };
         if !allowed.contains(&name.as_str()) {
-            bail!("unknown option --{name} (see --help)");
+            let known: Vec<String> = allowed.iter().map(|a| format!("--{a}")).collect();
+            return Err(UsageError(format!(
+                "unknown option --{name}; the options here are: {} (see platform-server --help)",
+                known.join(", ")
+            ))
+            .into());
         }
         let value = match inline_value {
             Some(v) => v,
-            None => it.next().cloned().ok_or_else(|| anyhow!("--{name} needs a value (see --help)"))?,
+            None => it
+                .next()
+                .cloned()
+                .ok_or_else(|| UsageError(format!("--{name} needs a value (see platform-server --help)")))?,
         };
         if flags.insert(name.clone(), value).is_some() {
-            bail!("--{name} given twice");
+            return Err(UsageError(format!("--{name} given twice")).into());
         }
     }
     Ok(flags)
 }
 
 fn required(flags: &HashMap<String, String>, name: &str) -> anyhow::Result<String> {
-    flags.get(name).cloned().ok_or_else(|| anyhow!("--{name} is required (see --help)"))
+    flags.get(name).cloned().ok_or_else(|| UsageError(format!("--{name} is required (see platform-server --help)")).into())
 }
 
 fn serve(args: &[String]) -> anyhow::Result<()> {
-    let flags = parse_flags(args, &["listen", "data-dir", "manager-username"])?;
+    let flags = parse_flags(args, &["listen", "data-dir", "manager-username", "advertise-url"])?;
     let listen = required(&flags, "listen")?;
     let data_dir = PathBuf::from(required(&flags, "data-dir")?);
     let mut manager = ManagerConfig::default();
@@ -99,7 +129,10 @@ fn serve(args: &[String]) -> anyhow::Result<()> {
         rules::validate_username(name).map_err(|e| anyhow!("--manager-username: {}", e.message()))?;
         manager.username = name.to_string();
     }
-    let options = ServerOptions { manager: Some(manager) };
+    if let Some(url) = flags.get("advertise-url") {
+        crate::wire::connect::parse_endpoint(url).map_err(|e| UsageError(format!("--advertise-url: {e}")))?;
+    }
+    let options = ServerOptions { manager: Some(manager), advertise_url: flags.get("advertise-url").cloned() };
     // Block the stop signals before gRPC starts its threads, so they inherit the mask and the
     // main thread alone receives them in `sigwait`.
     let signals = crate::signals::block();

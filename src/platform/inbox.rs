@@ -44,8 +44,10 @@ enum CloseReason {
     Shutdown,
     /// The feeder could not read the inbox.
     StorageFailed,
-    /// The account's credential was revoked (token rotated or bot disabled).
+    /// The account's token was replaced (`/token`).
     Revoked,
+    /// The bot was disabled (`/disable`).
+    Disabled,
     /// The bot's owner removed this device (`@BotManager /removedevice`).
     DeviceRemoved,
 }
@@ -251,10 +253,19 @@ impl InboxHub {
     /// Ends every stream of `user_id`'s devices with UNAUTHENTICATED, so a running gateway
     /// learns at once that its bot's credential was revoked.
     pub fn revoke_account(&self, user_id: u64) {
-        let revoked: Vec<Arc<StreamSignal>> =
+        self.close_account(user_id, CloseReason::Revoked);
+    }
+
+    /// [`InboxHub::revoke_account`] of a disabled bot: the streams end saying so.
+    pub fn disable_account(&self, user_id: u64) {
+        self.close_account(user_id, CloseReason::Disabled);
+    }
+
+    fn close_account(&self, user_id: u64, reason: CloseReason) {
+        let closed: Vec<Arc<StreamSignal>> =
             self.lock().iter().filter(|(a, _)| a.user_id == user_id).map(|(_, s)| s.clone()).collect();
-        for signal in revoked {
-            signal.close(CloseReason::Revoked);
+        for signal in closed {
+            signal.close(reason);
         }
     }
 
@@ -344,7 +355,11 @@ pub fn start(
                     }
                     Some(CloseReason::Revoked) => Some(RpcStatus::with_message(
                         RpcStatusCode::UNAUTHENTICATED,
-                        "bot token revoked or unknown".into(),
+                        crate::wire::rpc::TOKEN_REVOKED.into(),
+                    )),
+                    Some(CloseReason::Disabled) => Some(RpcStatus::with_message(
+                        RpcStatusCode::UNAUTHENTICATED,
+                        crate::wire::rpc::bot_disabled_message(addr.user_id),
                     )),
                     Some(CloseReason::DeviceRemoved) => Some(RpcStatus::with_message(
                         RpcStatusCode::UNAUTHENTICATED,

@@ -25,12 +25,15 @@ const SENT_RECORD_RETENTION_SECS: i64 = 30 * 24 * 3600;
 pub struct ServerOptions {
     /// The built-in management bot; `None` runs without it.
     pub manager: Option<ManagerConfig>,
+    /// This server's address as gateways reach it, for the config @BotManager hands out;
+    /// `None`: `http://` and the bound address, when that is a specific host.
+    pub advertise_url: Option<String>,
 }
 
 impl Default for ServerOptions {
     /// With the management bot as `@BotManager`.
     fn default() -> Self {
-        ServerOptions { manager: Some(ManagerConfig::default()) }
+        ServerOptions { manager: Some(ManagerConfig::default()), advertise_url: None }
     }
 }
 
@@ -56,6 +59,24 @@ fn split_listen(listen: &str) -> Result<(String, u16)> {
     Ok((host.to_string(), port))
 }
 
+/// The endpoint a gateway should use: the advertised URL when given, else `http://HOST:PORT`
+/// as bound; `None` (a placeholder in the config snippet, and a warning) when the server
+/// listens on every interface and so cannot know which of its names users reach it by.
+fn advertised_endpoint(advertise_url: Option<&str>, host: &str, port: u16) -> Option<String> {
+    if let Some(url) = advertise_url {
+        return Some(url.trim_end_matches('/').to_string());
+    }
+    let bare = host.trim_matches(['[', ']']);
+    if bare.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified()) {
+        log::warn!(
+            "listening on {host}:{port} (every interface): @BotManager's config snippet leaves bot_platform_endpoint \
+             as a placeholder; give --advertise-url with the address gateways reach this server by"
+        );
+        return None;
+    }
+    Some(format!("http://{host}:{port}"))
+}
+
 impl RunningServer {
     /// Opens the store in `data_dir` (created 0700 if missing), binds `listen` (port 0 picks a
     /// free port) and starts serving, with the management bot as `@BotManager`.
@@ -78,10 +99,6 @@ impl RunningServer {
             log::info!("deleted {swept} incomplete file uploads left by an earlier run");
         }
         let hub = Arc::new(InboxHub::new());
-        let manager = match &options.manager {
-            Some(config) => Some(ManagerBot::start(data_dir, store.clone(), hub.clone(), config)?),
-            None => None,
-        };
         let service = PlatformService::new(store.clone(), hub.clone());
 
         let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8);
@@ -108,6 +125,12 @@ impl RunningServer {
         let port = server
             .add_listening_port(listen, ServerCredentials::insecure())
             .map_err(|e| PlatformError::InvalidArgument(format!("cannot listen on {listen}: {e}")))?;
+        // Bound but not serving yet: the management bot learns the address users reached.
+        let endpoint = advertised_endpoint(options.advertise_url.as_deref(), &host, port);
+        let manager = match &options.manager {
+            Some(config) => Some(ManagerBot::start(data_dir, store.clone(), hub.clone(), config, endpoint)?),
+            None => None,
+        };
         server.start();
         log::info!("platform server on {host}:{port}, data in {}", store.path().display());
         Ok(RunningServer { server: Some(server), manager, host, port, hub, store })
@@ -200,10 +223,10 @@ mod tests {
         store.create_bot("taken_name", "Someone", "default", &[1; 32], None, 1).expect("bot");
         drop(store);
         let options =
-            ServerOptions { manager: Some(ManagerConfig { username: "Taken_Name".into(), display_name: "M".into() }) };
+            ServerOptions { manager: Some(ManagerConfig { username: "Taken_Name".into(), display_name: "M".into() }), advertise_url: None };
         let err = RunningServer::start_with("127.0.0.1:0", &data, &options).err().expect("refused");
         assert!(err.message().contains("@Taken_Name is taken"), "{err}");
-        let server = RunningServer::start_with("127.0.0.1:0", &data, &ServerOptions { manager: None }).expect("start");
+        let server = RunningServer::start_with("127.0.0.1:0", &data, &ServerOptions { manager: None, advertise_url: None }).expect("start");
         assert!(server.manager().is_none());
         server.shutdown();
 

@@ -16,6 +16,51 @@ pub fn code(e: &grpcio::Error) -> Option<RpcStatusCode> {
 /// rotated token says "bot token revoked or unknown" instead.
 pub const DEVICE_REMOVED: &str = "device removed:";
 
+/// How every refusal of a disabled bot's token begins (`@BotManager /disable`).
+pub const BOT_DISABLED: &str = "bot disabled:";
+
+/// The refusal of a token that is not the bot's current one: replaced by `/token`, or never
+/// issued.
+pub const TOKEN_REVOKED: &str = "bot token revoked or unknown";
+
+/// The platform's refusal of a disabled bot's credential.
+pub fn bot_disabled_message(bot_id: u64) -> String {
+    format!("{BOT_DISABLED} bot {bot_id} was disabled by its owner via @BotManager /disable")
+}
+
+/// Why the platform refuses a bot's credential, as its message says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// `/removedevice` removed this runtime's device; the token still works elsewhere.
+    DeviceRemoved,
+    /// `/disable`: the bot is disabled for good (it cannot get a new token).
+    BotDisabled,
+    /// The token is not the current one: `/token` replaced it (or it was never issued).
+    TokenReplaced,
+}
+
+impl Refusal {
+    /// Classifies a refusal's message (a `grpcio::Error`'s text or the status message).
+    pub fn of(message: &str) -> Refusal {
+        if message.contains(DEVICE_REMOVED) {
+            Refusal::DeviceRemoved
+        } else if message.contains(BOT_DISABLED) {
+            Refusal::BotDisabled
+        } else {
+            Refusal::TokenReplaced
+        }
+    }
+
+    /// The name `/healthz` reports (`credential`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Refusal::DeviceRemoved => "device_removed",
+            Refusal::BotDisabled => "bot_disabled",
+            Refusal::TokenReplaced => "token_replaced",
+        }
+    }
+}
+
 /// The platform refused the call because this device was removed by the bot's owner
 /// (`@BotManager /removedevice`), as opposed to a revoked token or a disabled bot.
 pub fn is_device_removed(e: &grpcio::Error) -> bool {
@@ -72,5 +117,8 @@ mod tests {
             format!("{DEVICE_REMOVED} device 3 of bot 7 was removed"),
         ));
         assert!(is_device_removed(&removed) && is_unauthenticated(&removed));
+        assert_eq!(Refusal::of(&removed.to_string()), Refusal::DeviceRemoved);
+        assert_eq!(Refusal::of(&bot_disabled_message(7)), Refusal::BotDisabled);
+        assert_eq!(Refusal::of(TOKEN_REVOKED), Refusal::TokenReplaced);
     }
 }

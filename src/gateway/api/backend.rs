@@ -19,6 +19,10 @@ pub trait Backend: Send + Sync {
     fn bot(&self, token: &str) -> Option<Arc<dyn BotApi>>;
     /// Body of `GET /healthz` on both listeners.
     fn health(&self) -> Value;
+    /// Body of `GET /metrics` on the extensions listener (Prometheus text format 0.0.4).
+    fn metrics(&self) -> String {
+        String::new()
+    }
 }
 
 /// One bot as seen from the listeners.
@@ -28,6 +32,11 @@ pub trait BotApi: Send + Sync {
     fn preflight(&self, name: &str) -> Result<&'static Method, ApiError>;
     /// Runs `method` with `params`; the value is the envelope's `result`.
     fn call(&self, method: &'static Method, params: &Params) -> Result<Value, ApiError>;
+    /// A request of this bot was answered (`method`: a canonical name from the method table,
+    /// or `other`), for `/metrics`.
+    fn answered(&self, method: &'static str, status: u16, took: std::time::Duration) {
+        let _ = (method, status, took);
+    }
     /// What takes an uploaded file part while the request is read (encrypts it and streams
     /// it to the platform); `None` keeps parts in memory.
     fn file_intake(&self) -> Option<&dyn FileIntake> {

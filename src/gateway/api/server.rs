@@ -2,7 +2,7 @@
 //! the path, body decoding and the response envelope.
 //!
 //! Compat listener (8081): `/bot<token>/<method>` (GET or POST), `/file/bot<token>/<path>`,
-//! `/healthz`. Extensions listener (8082): `/healthz` only for now. Everything else is a 404 in
+//! `/healthz`. Extensions listener (8082): `/healthz` and `/metrics`. Everything else is a 404 in
 //! the JSON error envelope, and so is every refusal of the HTTP layer itself (400, 408, 413,
 //! 414, 431, 501, 503, 505): SDKs parse the envelope whatever the status.
 //!
@@ -12,7 +12,8 @@
 //!
 //! Logging: a request is logged at debug level as method, path with the token secret redacted
 //! (`/bot123:<redacted>/getMe`) and without the query string (it may carry message text), status
-//! and duration. Bodies and secrets are never logged.
+//! and duration. A request refused for its token is logged at info, the same way (at most one
+//! line a second, with a count of those left out). Bodies and secrets are never logged.
 
 use std::io;
 use std::net::SocketAddr;
@@ -143,11 +144,17 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
             return response::error(&method_not_allowed("GET"));
         }
         let health = backend.health();
-        // A supervisor reads the status: 503 while the Bot API is not being served.
+        // A supervisor reads the status: 503 while a bot or the Bot API is not healthy.
         let status = if health["ok"] == true { 200 } else { 503 };
         return response::json_response(status, &health);
     }
     if kind == ListenerKind::Extensions {
+        if path == "/metrics" {
+            if !is_get {
+                return response::error(&method_not_allowed("GET"));
+            }
+            return HttpResponse::with_body(200, crate::gateway::metrics::CONTENT_TYPE, backend.metrics().into_bytes());
+        }
         return response::error(&ApiError::not_found("no such endpoint"));
     }
     if let Some(rest) = path.strip_prefix("/file/bot") {
@@ -157,7 +164,7 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
         }
         let bot = match authenticate(backend, token) {
             Ok(bot) => bot,
-            Err(e) => return response::error(&e),
+            Err(e) => return refused(rq, &e),
         };
         // SDKs send names with spaces and non-ASCII characters percent-encoded (SDK-COMPAT §8.8).
         let Some(file_path) = percent_decode_path(file_path) else {
@@ -177,14 +184,23 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
     let (token, tail) = split_token(rest);
     let bot = match authenticate(backend, token) {
         Ok(bot) => bot,
-        Err(e) => return response::error(&e),
+        Err(e) => return refused(rq, &e),
     };
     // PTB with a base URL ending in "/" sends `/bot<token>//getMe` (SDK-COMPAT §1).
     let method_name = match percent_decode_path(tail.trim_matches('/')) {
         Some(m) if !m.is_empty() => m,
         _ => return response::error(&ApiError::not_found("method name is missing")),
     };
-    let method = match bot.preflight(&method_name) {
+    let started = Instant::now();
+    let response = call_method(rq, &*bot, &method_name, query);
+    let counted = crate::gateway::api::methods::find(&method_name).map_or("other", |m| m.name);
+    bot.answered(counted, response.status(), started.elapsed());
+    response
+}
+
+/// Runs a Bot API method of an authenticated bot: preflight, body, call.
+fn call_method(rq: &mut http::Request<'_>, bot: &dyn BotApi, method_name: &str, query: Option<&str>) -> HttpResponse {
+    let method = match bot.preflight(method_name) {
         Ok(m) => m,
         Err(e) => return response::error(&e),
     };
@@ -210,6 +226,28 @@ fn split_token(rest: &str) -> (&str, &str) {
         Some(i) => rest.split_at(i),
         None => (rest, ""),
     }
+}
+
+/// The 401 of a request whose token is not a configured bot's current one, logged at info
+/// with the path redacted (an operator sees a bot running with a stale token), at most once a
+/// second so a flood of wrong tokens cannot flood the log.
+fn refused(rq: &http::Request<'_>, e: &ApiError) -> HttpResponse {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST_LOGGED: AtomicU64 = AtomicU64::new(0);
+    static LEFT_OUT: AtomicU64 = AtomicU64::new(0);
+    let now = crate::clock::unix_now().max(0) as u64;
+    if LAST_LOGGED.swap(now, Ordering::Relaxed) != now {
+        let left_out = LEFT_OUT.swap(0, Ordering::Relaxed);
+        let more = if left_out > 0 { format!(" ({left_out} more refused since the last such line)") } else { String::new() };
+        log::info!(
+            "refused {} {}: the token is not a configured bot's current token (401){more}",
+            rq.method(),
+            redact_path(rq.target())
+        );
+    } else {
+        LEFT_OUT.fetch_add(1, Ordering::Relaxed);
+    }
+    response::error(e)
 }
 
 /// 401 unless `raw` is a well-formed token of a configured bot.

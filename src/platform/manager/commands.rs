@@ -144,6 +144,8 @@ pub enum EffectOutcome {
     Created {
         credentials: BotCredentials,
         capabilities: String,
+        /// The platform endpoint gateways reach (`None`: a placeholder in the config).
+        endpoint: Option<String>,
     },
     Rotated {
         token: String,
@@ -417,7 +419,9 @@ fn invalid(what: &str, reason: &str, step: Scenario) -> Decision {
 /// the user's scenario as `handle` left it.
 pub fn complete(effect: &Effect, outcome: EffectOutcome, scenario: Scenario) -> (Vec<String>, Scenario) {
     let text = match (effect, outcome) {
-        (_, EffectOutcome::Created { credentials, capabilities }) => created_reply(&credentials, &capabilities),
+        (_, EffectOutcome::Created { credentials, capabilities, endpoint }) => {
+            created_reply(&credentials, &capabilities, endpoint.as_deref())
+        }
         (_, EffectOutcome::Rotated { token }) => rotated_reply(effect_username(effect), &token),
         (Effect::RemoveDevice { device_id, .. }, EffectOutcome::DeviceRemoved { already: true, .. }) => {
             format!("Device {device_id} of @{} was already removed.", effect_username(effect))
@@ -552,14 +556,18 @@ pub fn bot_config_entry(c: &BotCredentials, indent: &str) -> String {
     format!("{{\n{}\n{indent}}}", body.join(",\n"))
 }
 
-/// A whole gateway config around one bot; the `<...>` values are placeholders to replace.
-pub fn gateway_config(c: &BotCredentials) -> String {
+/// A whole gateway config around one bot, ready to run once `state_dir` (the one choice left
+/// to the user, a `<...>` placeholder the gateway refuses) is filled in: the platform endpoint
+/// this server is reached at (a placeholder only when it cannot know it, see
+/// `server::advertised_endpoint`) and the standard loopback listeners.
+pub fn gateway_config(c: &BotCredentials, endpoint: Option<&str>) -> String {
+    let endpoint = endpoint.map_or_else(|| json("<PLATFORM_URL: this server's address, e.g. http://HOST:PORT>"), json);
     format!(
         "{{\n  \"compatibility_profile_id\": {},\n  \
-         \"bot_platform_endpoint\": \"<PLATFORM_URL, e.g. http://127.0.0.1:50051>\",\n  \
-         \"compat_listen_addr\": \"<HOST:PORT, e.g. 127.0.0.1:8081>\",\n  \
-         \"extensions_listen_addr\": \"<HOST:PORT, e.g. 127.0.0.1:8082>\",\n  \
-         \"state_dir\": \"<STATE_DIR, e.g. /var/lib/bot-gateway>\",\n  \
+         \"bot_platform_endpoint\": {endpoint},\n  \
+         \"compat_listen_addr\": \"127.0.0.1:8081\",\n  \
+         \"extensions_listen_addr\": \"127.0.0.1:8082\",\n  \
+         \"state_dir\": \"<STATE_DIR: a directory for this gateway's state, e.g. /var/lib/bot-gateway>\",\n  \
          \"bots\": [\n    {}\n  ]\n}}",
         json(COMPATIBILITY_PROFILE_ID),
         bot_config_entry(c, "    ")
@@ -567,7 +575,7 @@ pub fn gateway_config(c: &BotCredentials) -> String {
 }
 
 /// The final `/newbot` reply (format in the module doc).
-pub fn created_reply(c: &BotCredentials, capabilities: &str) -> String {
+pub fn created_reply(c: &BotCredentials, capabilities: &str, endpoint: Option<&str>) -> String {
     format!(
         "Done! Your bot @{username} is created.\n\n\
          Token: {token}\n\
@@ -581,7 +589,7 @@ pub fn created_reply(c: &BotCredentials, capabilities: &str) -> String {
          keeps neither (only a digest of the token). /token @{username} issues a new token; the \
          recovery secret cannot be reissued.\n\n\
          Gateway config entry (bots[]):\n{entry}\n\n\
-         Full gateway config (replace the <...> placeholders; keep the file mode 0600):\n{config}",
+         Full gateway config (fill in state_dir; save it with mode 0600, then: bot-gateway serve FILE):\n{config}",
         username = c.username,
         token = c.token,
         bot_id = c.bot_id_hex,
@@ -589,7 +597,7 @@ pub fn created_reply(c: &BotCredentials, capabilities: &str) -> String {
         id = c.compat_user_id,
         name = c.first_name,
         entry = bot_config_entry(c, ""),
-        config = gateway_config(c),
+        config = gateway_config(c, endpoint),
     )
 }
 
@@ -1020,7 +1028,11 @@ mod tests {
         };
         let (replies, scenario) = complete(
             &effect,
-            EffectOutcome::Created { credentials: c.clone(), capabilities: "dm".into() },
+            EffectOutcome::Created {
+                credentials: c.clone(),
+                capabilities: "dm".into(),
+                endpoint: Some("http://127.0.0.1:40123".into()),
+            },
             Scenario::Idle,
         );
         assert_eq!(scenario, Scenario::Idle);
@@ -1042,11 +1054,19 @@ mod tests {
         assert_eq!(entry["compat_user_id"], c.compat_user_id);
         assert_eq!(entry["username"], "new_bot");
         assert_eq!(entry["first_name"], c.first_name.as_str());
-        let config: serde_json::Value = serde_json::from_str(&gateway_config(&c)).expect("config is JSON");
+        let snippet = gateway_config(&c, Some("http://127.0.0.1:40123"));
+        let config: serde_json::Value = serde_json::from_str(&snippet).expect("config is JSON");
         assert_eq!(config["compatibility_profile_id"], COMPATIBILITY_PROFILE_ID);
         assert_eq!(config["bots"][0], entry);
+        assert_eq!(config["bot_platform_endpoint"], "http://127.0.0.1:40123", "the endpoint the user reached");
+        assert_eq!((config["compat_listen_addr"].as_str(), config["extensions_listen_addr"].as_str()), (Some("127.0.0.1:8081"), Some("127.0.0.1:8082")));
+        // The one choice left to the user is state_dir, a placeholder the gateway refuses.
+        let placeholders: Vec<&str> = snippet.lines().filter(|l| l.contains("\"<")).collect();
+        assert_eq!(placeholders.len(), 1, "{placeholders:?}");
         assert!(config["state_dir"].as_str().expect("string").starts_with('<'), "a placeholder");
-        assert!(text.contains(&gateway_config(&c)));
+        assert!(text.contains(&snippet));
+        let unknown: serde_json::Value = serde_json::from_str(&gateway_config(&c, None)).expect("config is JSON");
+        assert!(unknown["bot_platform_endpoint"].as_str().expect("string").starts_with('<'));
     }
 
     #[test]

@@ -77,8 +77,9 @@ impl ManagerBot {
         store: Arc<Store>,
         hub: Arc<InboxHub>,
         config: &ManagerConfig,
+        endpoint: Option<String>,
     ) -> Result<ManagerBot> {
-        let runner = Runner::set_up(data_dir, store, hub.clone(), config).map_err(run_error)?;
+        let runner = Runner::set_up(data_dir, store, hub.clone(), config, endpoint).map_err(run_error)?;
         let device = runner.device();
         let inbox = hub.subscribe_local(device);
         let closer = inbox.closer();

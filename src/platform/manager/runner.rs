@@ -104,6 +104,9 @@ pub(super) struct Runner {
     /// Reads the device's inbox from `platform.db`.
     reader: Connection,
     me: DeviceAddr,
+    /// The platform endpoint written into the gateway config of a new bot (`None`: a
+    /// placeholder).
+    endpoint: Option<String>,
 }
 
 impl Runner {
@@ -114,6 +117,7 @@ impl Runner {
         store: Arc<Store>,
         hub: Arc<InboxHub>,
         config: &ManagerConfig,
+        endpoint: Option<String>,
     ) -> RunResult<Runner> {
         crypto::init();
         let mut db = state::open(data_dir).map_err(|e| match e {
@@ -173,7 +177,7 @@ impl Runner {
             }
         };
         let reader = store.open_reader()?;
-        let mut runner = Runner { db, store, hub, reader, me };
+        let mut runner = Runner { db, store, hub, reader, me, endpoint };
         runner.top_up_prekeys()?;
         Ok(runner)
     }
@@ -305,7 +309,7 @@ impl Runner {
     /// Applies every recorded effect and queues its replies, oldest first.
     fn finish_effects(&mut self) -> RunResult<()> {
         while let Some(pending) = state::first_effect(&self.db)? {
-            let outcome = apply_effect(&self.store, &self.hub, &pending)?;
+            let outcome = apply_effect(&self.store, &self.hub, self.endpoint.as_deref(), &pending)?;
             let tx = self.db.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let scenario = state::scenario(&tx, pending.user_id)?;
             let (replies, scenario) = commands::complete(&pending.effect, outcome, scenario);
@@ -383,7 +387,7 @@ impl Runner {
 
 /// Applies an effect to the platform. `Err` only when storage failed (retried later); a refusal
 /// (say the username was taken meanwhile) is an outcome the user is told about.
-fn apply_effect(store: &Store, hub: &InboxHub, pending: &PendingEffect) -> RunResult<EffectOutcome> {
+fn apply_effect(store: &Store, hub: &InboxHub, endpoint: Option<&str>, pending: &PendingEffect) -> RunResult<EffectOutcome> {
     let missing_secret = || Ok(EffectOutcome::Failed(PlatformError::Internal("the request was damaged".into())));
     let result = match &pending.effect {
         Effect::CreateBot { username, display_name, capabilities } => {
@@ -392,7 +396,11 @@ fn apply_effect(store: &Store, hub: &InboxHub, pending: &PendingEffect) -> RunRe
             };
             let secrets = BotSecrets { recovery_secret, token_secret };
             bots::provision_bot_with(store, username, display_name, capabilities, Some(pending.user_id), &secrets)
-                .map(|credentials| EffectOutcome::Created { credentials, capabilities: capabilities.clone() })
+                .map(|credentials| EffectOutcome::Created {
+                    credentials,
+                    capabilities: capabilities.clone(),
+                    endpoint: endpoint.map(str::to_string),
+                })
         }
         Effect::RotateToken { bot_id, username } => {
             let Some(secret) = pending.token_secret else { return missing_secret() };
@@ -404,7 +412,7 @@ fn apply_effect(store: &Store, hub: &InboxHub, pending: &PendingEffect) -> RunRe
         }
         Effect::DisableBot { bot_id, username } => store.set_bot_status(*bot_id, AccountStatus::Disabled).map(|()| {
             log::info!("management bot: disabled bot {bot_id} (@{username})");
-            hub.revoke_account(*bot_id);
+            hub.disable_account(*bot_id);
             EffectOutcome::Disabled
         }),
         Effect::RemoveDevice { bot_id, username, device_id } => {

@@ -254,6 +254,7 @@ fn a_scenario_survives_a_restart_and_an_interrupted_effect_completes_once() {
         &data,
         &ServerOptions {
             manager: Some(ManagerConfig { username: "BotManager".into(), display_name: "Manager".into() }),
+            advertise_url: None,
         },
     )
     .expect("restart");
@@ -269,7 +270,7 @@ fn a_scenario_survives_a_restart_and_an_interrupted_effect_completes_once() {
 
     // ── Another username on the next start renames the same account. ──
     let options =
-        ServerOptions { manager: Some(ManagerConfig { username: "Helper_Bot".into(), display_name: "Helper".into() }) };
+        ServerOptions { manager: Some(ManagerConfig { username: "Helper_Bot".into(), display_name: "Helper".into() }), advertise_url: None };
     let server = RunningServer::start_with("127.0.0.1:0", &data, &options).expect("restart renamed");
     assert_eq!(server.manager().expect("runs").user_id(), manager_id);
     alice.set_server_url(&server.endpoint()).expect("reconnect");

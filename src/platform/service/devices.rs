@@ -31,7 +31,7 @@ pub(super) fn register_bot_device(
     }
     let credential = store
         .bot_credential(bot_id)?
-        .ok_or_else(|| PlatformError::Unauthenticated("bot token revoked or unknown".into()))?;
+        .ok_or_else(|| PlatformError::Unauthenticated(crate::wire::rpc::TOKEN_REVOKED.into()))?;
     let keys = req.device.as_ref().ok_or_else(|| invalid("device is required"))?;
     let statement = identity::bot_registration_statement(bot_id, &keys.device_key, req.timestamp);
     if !identity::verify_signature(&credential.identity_key, &statement, &req.proof) {

@@ -155,6 +155,10 @@ impl BotApi for BotShared {
         (method.run)(self, params)
     }
 
+    fn answered(&self, method: &'static str, status: u16, took: std::time::Duration) {
+        self.metrics.request(method, status, took);
+    }
+
     fn file_intake(&self) -> Option<&dyn FileIntake> {
         Some(self)
     }

@@ -100,12 +100,14 @@ pub(super) fn get_updates(bot: &BotShared, params: &Params) -> Result<Value, Api
         if bot.store.read(|c| queue::has_below(c, offset)).map_err(store_error)? {
             // The mode is checked again inside the job: a setWebhook that committed since the
             // check above wins, and this poll acknowledges nothing.
-            bot.store
+            let acknowledged = bot
+                .store
                 .write(move |c| {
                     polling_only(c)?;
                     queue::ack_below(c, offset)
                 })
                 .map_err(mode_error)?;
+            crate::gateway::metrics::BotMetrics::add(&bot.metrics.updates_delivered, acknowledged as u64);
         }
     }
     let deadline = Instant::now() + req.timeout;

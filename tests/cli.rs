@@ -1,0 +1,168 @@
+//! The command-line conventions of the three programs (`--version`, `--help`, `help COMMAND`,
+//! `COMMAND --help`, usage errors with exit status 2 that say what exists) and
+//! `bot-gateway check-config`.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::json;
+use support::{bin_path, gateway_config, write_config, PlatformServer};
+
+fn run(program: &str, args: &[&str]) -> Output {
+    Command::new(bin_path(program)).args(args).env("RUST_LOG", "warn").output().expect("run")
+}
+
+fn text(out: &Output) -> (i32, String, String) {
+    (
+        out.status.code().expect("exited"),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// Checks one program's conventions; `commands` are (command, a phrase of its help).
+fn conventions(program: &str, commands: &[(&str, &str)]) {
+    let (code, out, _) = text(&run(program, &["--version"]));
+    assert_eq!(code, 0);
+    assert_eq!(out, format!("{program} {} (compatibility_profile_id compat-v1-core-preview-4)\n", env!("CARGO_PKG_VERSION")));
+    let (code, full, _) = text(&run(program, &["--help"]));
+    assert_eq!(code, 0);
+    assert_eq!(text(&run(program, &["-h"])).1, full);
+    for (cmd, phrase) in commands {
+        assert!(full.contains(phrase), "{program} --help mentions {phrase:?}");
+        for args in [vec!["help", cmd], vec![cmd, "--help"]] {
+            let (code, part, err) = text(&run(program, &args));
+            assert_eq!(code, 0, "{program} {args:?}: {err}");
+            assert!(part.contains(phrase) && part.len() < full.len(), "{program} {args:?}: {part}");
+        }
+    }
+    let (code, _, err) = text(&run(program, &["frobnicate"]));
+    assert_eq!(code, 2, "{program} frobnicate: {err}");
+    assert!(err.contains("unknown command \"frobnicate\"") && err.contains(commands[0].0), "{err}");
+    let (code, _, err) = text(&run(program, &["--frobnicate"]));
+    assert_eq!(code, 2, "{program} --frobnicate: {err}");
+    assert!(err.contains("--frobnicate") && err.contains("--"), "{err}");
+}
+
+#[test]
+fn every_program_follows_the_conventions() {
+    conventions("bot-gateway", &[("serve", "bot-gateway serve CONFIG"), ("check-config", "--connect")]);
+    conventions(
+        "platform-server",
+        &[("create-bot", "--username USERNAME"), ("serve", "--advertise-url URL")],
+    );
+    conventions("e2e-chat", &[("register", "register USERNAME"), ("send", "--reply-to"), ("listen", "--count N")]);
+
+    // The gateway's help is a config reference: every field.
+    let (_, help, _) = text(&run("bot-gateway", &["--help"]));
+    for field in [
+        "compatibility_profile_id",
+        "bot_platform_endpoint",
+        "compat_listen_addr",
+        "extensions_listen_addr",
+        "state_dir",
+        "bots[].bot_id_hex",
+        "bots[].token",
+        "bots[].identity_recovery_secret_hex",
+        "bots[].compat_user_id",
+        "bots[].username",
+        "bots[].first_name",
+    ] {
+        assert!(help.contains(field), "the reference names {field}");
+    }
+    // `serve --help` is help, not a config path (it once said "cannot read config --help").
+    let (code, out, err) = text(&run("bot-gateway", &["serve", "--help"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("bot-gateway serve CONFIG") && !err.contains("cannot read config"), "{out}{err}");
+    let (code, _, err) = text(&run("bot-gateway", &["serve"]));
+    assert_eq!(code, 2);
+    assert!(err.contains("serve needs the config file"), "{err}");
+    let (code, _, err) = text(&run("bot-gateway", &["check-config", "x.json", "--bogus"]));
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown option --bogus for check-config") && err.contains("--connect"), "{err}");
+    // A failure that is not a usage error is 1.
+    let (code, _, err) = text(&run("bot-gateway", &["serve", "/nonexistent/config.json"]));
+    assert_eq!(code, 1, "{err}");
+    // A text may be "--help" itself: it is sent, not taken for help (here: no profile, so 1).
+    let (code, _, _) = text(&run("e2e-chat", &["--profile", "/nonexistent/p", "send", "@bot", "--help"]));
+    assert_eq!(code, 1);
+}
+
+fn check(config: &Path, connect: bool) -> (i32, String) {
+    let mut args = vec!["check-config", config.to_str().expect("utf-8")];
+    if connect {
+        args.push("--connect");
+    }
+    let (code, out, err) = text(&run("bot-gateway", &args));
+    assert!(err.is_empty() || !err.contains("panicked"), "{err}");
+    (code, out)
+}
+
+#[test]
+fn check_config_reports_each_problem_and_its_fix() {
+    bot_gateway::crypto::init();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let platform = PlatformServer::start(&dir.path().join("platform"));
+    let bot = platform.create_bot("checked_bot", "Checked");
+    let state = dir.path().join("state");
+    let path = dir.path().join("gateway.json");
+    let good = gateway_config(&platform.url, &state, &bot);
+    write_config(&path, &good);
+
+    // Fine, with and without the platform; nothing was created or registered.
+    let (code, out) = check(&path, true);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("ok: bot @checked_bot:") && out.contains("accepts the token"), "{out}");
+    assert!(out.contains("does not exist yet") && out.lines().last().expect("line").contains("is ready"), "{out}");
+    assert!(!state.exists(), "check-config creates nothing");
+    let (code, out) = check(&path, false);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("add --connect"), "{out}");
+
+    // Two problems at once: the config's mode and state_dir's mode; each with its fix.
+    std::fs::create_dir(&state).expect("mkdir");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let (code, out) = check(&path, false);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(&format!("problem: config {} is readable by group or others", path.display())), "{out}");
+    assert!(out.contains("chmod 600") && out.contains("chmod 700"), "{out}");
+    assert!(out.contains("2 problem(s)"), "{out}");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+
+    // A placeholder left in: refused naming the field.
+    let mut placeholder = good.clone();
+    placeholder["state_dir"] = json!("<STATE_DIR: a directory for this gateway's state, e.g. /var/lib/bot-gateway>");
+    write_config(&path, &placeholder);
+    let (code, out) = check(&path, false);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("state_dir is still the placeholder"), "{out}");
+
+    // A listen port in use.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let mut busy = good.clone();
+    busy["compat_listen_addr"] = json!(taken.local_addr().expect("addr").to_string());
+    write_config(&path, &busy);
+    let (code, out) = check(&path, false);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("problem: compat_listen_addr") && out.contains("cannot be bound"), "{out}");
+
+    // --connect with a token that is not the bot's current one: says what to do.
+    let mut stale = good.clone();
+    let id = bot["compat_user_id"].as_u64().expect("id");
+    stale["bots"][0]["token"] = json!(format!("{id}:{}", "ab".repeat(32)));
+    write_config(&path, &stale);
+    let (code, out) = check(&path, true);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("no longer accepts bot @checked_bot's token") && out.contains("/token @checked_bot"), "{out}");
+    // A username the platform does not know the bot by.
+    let mut renamed = good.clone();
+    renamed["bots"][0]["username"] = json!("checked_bot_typo");
+    write_config(&path, &renamed);
+    let (code, out) = check(&path, true);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("does not match the platform"), "{out}");
+}
