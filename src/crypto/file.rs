@@ -280,7 +280,15 @@ impl Decryptor {
     /// Decrypts `input` into `output`, verifying every chunk, the FINAL tag and the end of the
     /// input right after it; returns the plaintext length. On `Err`, `output` holds unverified
     /// plaintext and must be discarded.
-    pub fn decrypt(&self, mut input: impl Read, mut output: impl Write) -> Result<u64> {
+    pub fn decrypt(&self, input: impl Read, mut output: impl Write) -> Result<u64> {
+        let len = self.decrypt_chunks(input, |plain| output.write_all(&plain))?;
+        output.flush()?;
+        Ok(len)
+    }
+
+    /// [`Decryptor::decrypt`] handing each chunk's plaintext to `each` as it is verified (a
+    /// caller that passes it to another thread need not copy it).
+    pub fn decrypt_chunks(&self, mut input: impl Read, mut each: impl FnMut(Vec<u8>) -> io::Result<()>) -> Result<u64> {
         let mut header = [0u8; HEADER_LEN];
         if read_full(&mut input, &mut header)? < HEADER_LEN {
             return Err(FileCryptoError::Truncated);
@@ -305,7 +313,7 @@ impl Decryptor {
             if !is_final && (n < chunk.len() || tag != ss::Tag::Message) {
                 return Err(if tag == ss::Tag::Message { FileCryptoError::Truncated } else { FileCryptoError::NotAuthentic });
             }
-            output.write_all(&plain)?;
+            each(std::mem::replace(&mut plain, Vec::with_capacity(CHUNK_LEN)))?;
             if is_final {
                 break;
             }
@@ -314,7 +322,6 @@ impl Decryptor {
         if read_full(&mut input, &mut probe)? != 0 {
             return Err(FileCryptoError::TrailingData);
         }
-        output.flush()?;
         Ok(plaintext_len)
     }
 }

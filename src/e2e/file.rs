@@ -134,7 +134,9 @@ impl VerifiedFile {
             let decryptor = std::thread::Builder::new()
                 .name(format!("file-dec#{number}"))
                 .spawn_scoped(scope, move || {
-                    Decryptor::new(&key).decrypt(BufReader::new(ciphertext), QueueWriter { queue: pieces })
+                    // A closed queue: the writer hung up (its error is the one reported).
+                    let hung_up = |_| io::Error::other("the plaintext's reader went away");
+                    Decryptor::new(&key).decrypt_chunks(BufReader::new(ciphertext), |piece| pieces.send(piece).map_err(hung_up))
                 })
                 .map_err(FileError::Io)?;
             let mut written = Ok(());
@@ -155,23 +157,6 @@ impl VerifiedFile {
 
 /// Decrypted pieces queued between the decrypting thread and the writing one.
 const DECRYPT_QUEUE: usize = 4;
-
-/// The decryptor's side of the queue: each write is one piece (the decryptor writes a chunk
-/// at a time).
-struct QueueWriter {
-    queue: crossbeam_channel::Sender<Vec<u8>>,
-}
-
-impl Write for QueueWriter {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        self.queue.send(data.to_vec()).map_err(|_| io::Error::other("the plaintext's reader went away"))?;
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
 
 /// Why a file transfer failed. Never carries a key or plaintext.
 #[derive(Debug)]
