@@ -21,6 +21,10 @@ fi
 if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     missing+=(python3-venv)
 fi
+# scripts/release --check reads the container image archive with skopeo too (both formats).
+if [ "$(uname -s)" = Linux ]; then
+    command -v skopeo >/dev/null 2>&1 || missing+=(skopeo)
+fi
 # The telegraf SDK test needs Node.js and npm.
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)

@@ -3,7 +3,8 @@
 # bots (python-telegram-bot, aiogram, telegraf): the echo bots and the interactive-dialog bots
 # (keyboard menu, inline mode, reactions/forward/copy) and the file bots (download with each SDK's
 # helper, upload, send back by file_id), polling and webhook, against a live
-# platform-server + bot-gateway. Each runner runs its SDKs in parallel.
+# platform-server + bot-gateway. Each runner runs its SDKs in parallel. Between the two,
+# `scripts/release --check` builds and verifies the release archives and the container image.
 # Everything builds in release only, into a target dir outside the checkout so a fresh clone
 # (CI) reuses a warm build.
 set -euo pipefail
@@ -19,6 +20,10 @@ export BOTGW_REQUIRE_PROMETHEUS_PARSER=1
 # One build of one profile: `cargo test` also builds the three programs (the integration
 # tests need them) into $CARGO_TARGET_DIR/release, where the SDK runners find them.
 cargo test --release
+# The release archives from that same build, checked: checksums, the debug symbols, the image's
+# contents, and a message end to end through the gateway chrooted into the image's root
+# filesystem; the launchd plist, systemd unit, compose file and release workflow (as root: CI).
+bash scripts/release --check
 export BIN_DIR="${BIN_DIR:-$CARGO_TARGET_DIR/release}"
 python3 tests/sdk/run_sdk_tests.py
 python3 tests/sdk/run_webhook_tests.py

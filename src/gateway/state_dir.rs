@@ -3,7 +3,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
@@ -15,15 +15,19 @@ pub struct StateDir {
 }
 
 impl StateDir {
-    /// Creates the directory (0700) if missing, refuses one that others can read, and takes the
+    /// Creates the directory (0700) if missing, refuses one that others can read or that
+    /// belongs to another user (a mounted directory in a container, say), and takes the
     /// exclusive instance lock.
     pub fn open(path: &Path) -> Result<StateDir, String> {
+        // SAFETY: geteuid cannot fail and touches no memory.
+        let euid = unsafe { libc::geteuid() };
         if !path.exists() {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(path)
-                .map_err(|e| format!("cannot create state_dir {}: {e}", path.display()))?;
+            fs::DirBuilder::new().recursive(true).mode(0o700).create(path).map_err(|e| {
+                format!(
+                    "cannot create state_dir {}: {e}; create it yourself, owned by uid {euid} with mode 0700",
+                    path.display()
+                )
+            })?;
         }
         check_existing(path)?;
         let lock_path = path.join("gateway.lock");
@@ -65,29 +69,42 @@ impl StateDir {
 }
 
 /// The rules for an existing state_dir, shared by `serve` and `check-config`: a directory,
-/// owned by the user the gateway runs as, mode 0700 (nobody else may read the bot's state),
-/// and writable (a read-only mount fails here, not at the first commit).
+/// owned (with everything in it) by the user the gateway runs as (root may use anything, and
+/// is warned), mode 0700 (nobody else may read the bot's state), and writable (a read-only
+/// mount fails here, not at the first commit).
 pub fn check_existing(path: &Path) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
     let shown = path.display();
     let meta = fs::metadata(path).map_err(|e| format!("cannot use state_dir {shown}: {e}"))?;
     if !meta.is_dir() {
         return Err(format!("state_dir {shown} is not a directory"));
     }
     // SAFETY: geteuid has no arguments and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    if meta.uid() != me {
-        return Err(format!(
-            "state_dir {shown} is owned by uid {}, but the gateway runs as uid {me}: run chown {me} {shown} \
-             (in a container, give the mounted directory to the image's user)",
+    let euid = unsafe { libc::geteuid() };
+    if let Some(problem) = owner_problem(path, path, meta.uid(), euid) {
+        return Err(problem);
+    }
+    if euid == 0 && meta.uid() != 0 {
+        log::warn!(
+            "state_dir {shown} belongs to uid {} but the gateway runs as root: what it creates there will belong to root",
             meta.uid()
-        ));
+        );
     }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(format!(
-            "state_dir {shown} is accessible by group or others (mode {mode:o}); run chmod 700 {shown}"
+            "state_dir {shown} is accessible by group or others (mode {mode:o}); run chmod 700 {shown} \
+             (for a directory mounted into a container, on the host directory)"
         ));
+    }
+    // A file left by a run under another user (root, say) would fail later with a bare
+    // "permission denied": name it now.
+    let entries = fs::read_dir(path).map_err(|e| format!("cannot list state_dir {shown}: {e}"))?;
+    for entry in entries.flatten() {
+        if let Ok(m) = entry.metadata() {
+            if let Some(problem) = owner_problem(path, &entry.path(), m.uid(), euid) {
+                return Err(problem);
+            }
+        }
     }
     if !accessible(path, libc::W_OK | libc::X_OK) {
         return Err(format!(
@@ -142,9 +159,40 @@ fn accessible(path: &Path, how: libc::c_int) -> bool {
     unsafe { libc::access(c.as_ptr(), how) == 0 }
 }
 
+/// Why `file` (the state directory or a file in it) cannot be used by `euid`: it belongs to
+/// another user. Root may use anything.
+fn owner_problem(state_dir: &Path, file: &Path, owner: u32, euid: u32) -> Option<String> {
+    if owner == euid || euid == 0 {
+        return None;
+    }
+    let what = if file == state_dir {
+        format!("state_dir {}", state_dir.display())
+    } else {
+        format!("{} in state_dir", file.display())
+    };
+    Some(format!(
+        "{what} belongs to uid {owner}, but the gateway runs as uid {euid}; the state must belong to the user \
+         that runs the gateway: run chown -R {euid} {} (for a directory mounted into a container, \
+         on the host directory)",
+        state_dir.display()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_state_dir_of_another_user_is_refused_with_the_fix() {
+        let dir = Path::new("/state");
+        let err = owner_problem(dir, dir, 0, 65532).expect("refused");
+        assert!(err.starts_with("state_dir /state belongs to uid 0, but the gateway runs as uid 65532"), "{err}");
+        assert!(err.contains("chown -R 65532 /state"), "{err}");
+        let err = owner_problem(dir, &dir.join("bot-7.db"), 0, 65532).expect("a foreign file refused");
+        assert!(err.starts_with("/state/bot-7.db in state_dir belongs to uid 0"), "{err}");
+        assert_eq!(owner_problem(dir, dir, 65532, 65532), None);
+        assert_eq!(owner_problem(dir, dir, 1000, 0), None, "root may use any directory");
+    }
 
     #[test]
     fn second_instance_is_refused_and_modes_are_checked() {
