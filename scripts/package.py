@@ -189,6 +189,9 @@ def image_config(version, revision, layer_digest):
                 "PATH=/usr/local/bin",
                 f"SSL_CERT_FILE={CA_BUNDLE}",
                 f"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={CA_BUNDLE}",
+                # Listening on 0.0.0.0 is expected here (published ports decide the exposure):
+                # the gateway's off-loopback warning is for hosts.
+                "BOT_GATEWAY_IN_CONTAINER=1",
             ],
             "ExposedPorts": {f"{p}/tcp": {} for p in PORTS},
             "Volumes": {STATE_DIR: {}},
