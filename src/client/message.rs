@@ -3,7 +3,6 @@
 //! origin, and the other events of a dialog (`Incoming`).
 
 use crate::wire::e2e::reaction_type::Kind as WireReactionKind;
-use crate::wire::e2e::media::Kind as WireMediaKind;
 use crate::wire::e2e::{
     Entity as WireEntity, Media as WireMedia, ForwardOrigin as WireForwardOrigin, InlineKeyboard, ReactionType as WireReactionType,
 };
@@ -86,54 +85,7 @@ pub struct ReceivedMessage {
     pub media: Option<MediaInfo>,
 }
 
-/// The kinds of file a message can carry, named as the Bot API names them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MediaKind {
-    Photo,
-    Document,
-    Audio,
-    Video,
-    Voice,
-}
-
-impl MediaKind {
-    pub const ALL: [MediaKind; 5] = [MediaKind::Photo, MediaKind::Document, MediaKind::Audio, MediaKind::Video, MediaKind::Voice];
-
-    /// "photo", "document", ... (the Bot API's field names, and `--as` values).
-    pub fn name(self) -> &'static str {
-        match self {
-            MediaKind::Photo => "photo",
-            MediaKind::Document => "document",
-            MediaKind::Audio => "audio",
-            MediaKind::Video => "video",
-            MediaKind::Voice => "voice",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<MediaKind> {
-        MediaKind::ALL.into_iter().find(|k| k.name() == name)
-    }
-
-    pub(crate) fn from_wire(k: WireMediaKind) -> MediaKind {
-        match k {
-            WireMediaKind::PHOTO => MediaKind::Photo,
-            WireMediaKind::DOCUMENT => MediaKind::Document,
-            WireMediaKind::AUDIO => MediaKind::Audio,
-            WireMediaKind::VIDEO => MediaKind::Video,
-            WireMediaKind::VOICE => MediaKind::Voice,
-        }
-    }
-
-    pub(crate) fn to_wire(self) -> WireMediaKind {
-        match self {
-            MediaKind::Photo => WireMediaKind::PHOTO,
-            MediaKind::Document => WireMediaKind::DOCUMENT,
-            MediaKind::Audio => WireMediaKind::AUDIO,
-            MediaKind::Video => WireMediaKind::VIDEO,
-            MediaKind::Voice => WireMediaKind::VOICE,
-        }
-    }
-}
+pub use crate::e2e::file::MediaKind;
 
 /// What a received file message says about its file (never its key or reference).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -155,7 +107,7 @@ pub struct MediaInfo {
 impl MediaInfo {
     pub(crate) fn from_wire(m: &WireMedia) -> MediaInfo {
         // A kind from a newer release is shown as what every file is: a document.
-        let kind = m.kind.enum_value().map(MediaKind::from_wire).unwrap_or(MediaKind::Document);
+        let kind = MediaKind::of(m);
         let caption = m.caption.as_ref();
         MediaInfo {
             kind,

@@ -35,6 +35,7 @@ use crate::crypto::file::{
     self as file_crypto, CiphertextHash, Decryptor, DigestAlgorithm, FileCryptoError, FileDigest, FileKey, MAX_CIPHERTEXT_LEN,
 };
 use crate::wire::e2e::media::DigestAlgorithm as WireDigestAlgorithm;
+use crate::wire::e2e::media::Kind as WireMediaKind;
 use crate::wire::e2e::Media;
 use crate::wire::connect::Platform;
 use crate::wire::platform as pb;
@@ -75,6 +76,58 @@ impl UploadedFile {
     /// Where the file is and how to check it, as a recipient learns it from the message.
     pub fn source(&self) -> FileSource {
         FileSource { file_ref: self.file_ref.clone(), key: self.key.clone(), digest: self.digest }
+    }
+}
+
+/// The kinds of file a media message carries, named as the Bot API names them: one enum for
+/// the gateway's updates and send methods and for `e2e-chat`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MediaKind {
+    Photo,
+    Document,
+    Audio,
+    Video,
+    Voice,
+}
+
+impl MediaKind {
+    pub const ALL: [MediaKind; 5] = [MediaKind::Photo, MediaKind::Document, MediaKind::Audio, MediaKind::Video, MediaKind::Voice];
+
+    /// "photo", "document", ...: the Bot API's Message field and send parameter, and
+    /// `e2e-chat send-file --as` values.
+    pub fn name(self) -> &'static str {
+        match self {
+            MediaKind::Photo => "photo",
+            MediaKind::Document => "document",
+            MediaKind::Audio => "audio",
+            MediaKind::Video => "video",
+            MediaKind::Voice => "voice",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<MediaKind> {
+        MediaKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The kind a media message says (an unknown value, from a newer sender: a document).
+    pub fn of(media: &Media) -> MediaKind {
+        match media.kind.enum_value_or_default() {
+            WireMediaKind::PHOTO => MediaKind::Photo,
+            WireMediaKind::DOCUMENT => MediaKind::Document,
+            WireMediaKind::AUDIO => MediaKind::Audio,
+            WireMediaKind::VIDEO => MediaKind::Video,
+            WireMediaKind::VOICE => MediaKind::Voice,
+        }
+    }
+
+    pub fn to_wire(self) -> WireMediaKind {
+        match self {
+            MediaKind::Photo => WireMediaKind::PHOTO,
+            MediaKind::Document => WireMediaKind::DOCUMENT,
+            MediaKind::Audio => WireMediaKind::AUDIO,
+            MediaKind::Video => WireMediaKind::VIDEO,
+            MediaKind::Voice => WireMediaKind::VOICE,
+        }
     }
 }
 

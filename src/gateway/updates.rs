@@ -18,7 +18,6 @@ use super::botapi::types::{
 use super::store::{chats, files, inline, queue, Result as StoreResult, StoreError};
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::reaction_type::Kind as ReactionKind;
-use crate::wire::e2e::media::Kind as E2eMediaKind;
 use crate::wire::e2e::{CallbackPress, Content, InlineQuery, KeyboardContext, Media, Reaction};
 
 /// Longest `press_id` accepted from a user's client (it becomes part of a callback query id).
@@ -181,21 +180,10 @@ pub fn history_view(
     })
 }
 
-/// The Bot API kind of an end-to-end file.
-pub fn media_kind(m: &Media) -> MediaKind {
-    match m.kind.enum_value_or_default() {
-        E2eMediaKind::DOCUMENT => MediaKind::Document,
-        E2eMediaKind::PHOTO => MediaKind::Photo,
-        E2eMediaKind::AUDIO => MediaKind::Audio,
-        E2eMediaKind::VIDEO => MediaKind::Video,
-        E2eMediaKind::VOICE => MediaKind::Voice,
-    }
-}
-
 /// A message's file as the Bot API shows it, under the file_id this gateway issued.
 fn media_view(m: &Media, record: &files::FileRecord) -> MediaView {
     MediaView {
-        kind: media_kind(m),
+        kind: MediaKind::of(m),
         file_id: record.file_id.clone(),
         file_unique_id: record.file_unique_id.clone(),
         file_size: m.size,

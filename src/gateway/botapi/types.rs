@@ -94,28 +94,8 @@ pub struct MessageView {
     pub caption_entities: Vec<Entity>,
 }
 
-/// Which Bot API object a file is shown as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MediaKind {
-    Photo,
-    Document,
-    Audio,
-    Video,
-    Voice,
-}
-
-impl MediaKind {
-    /// The Message field (and the send method's parameter) of this kind.
-    pub fn field(self) -> &'static str {
-        match self {
-            MediaKind::Photo => "photo",
-            MediaKind::Document => "document",
-            MediaKind::Audio => "audio",
-            MediaKind::Video => "video",
-            MediaKind::Voice => "voice",
-        }
-    }
-}
+/// Which Bot API object a file is shown as (its `name` is the Message field).
+pub use crate::e2e::file::MediaKind;
 
 /// A file as a Bot API PhotoSize, Document, Audio, Video or Voice. Dimensions and durations
 /// the sender did not give are 0, since the SDKs require them (SDK-TYPES).
@@ -227,7 +207,7 @@ fn message_json_at(msg: &MessageView, nest: bool) -> Value {
         }
     }
     if let Some(media) = &msg.media {
-        o.insert(media.kind.field().into(), media_json(media));
+        o.insert(media.kind.name().into(), media_json(media));
         if let Some(caption) = &msg.caption {
             o.insert("caption".into(), json!(caption));
             if !msg.caption_entities.is_empty() {

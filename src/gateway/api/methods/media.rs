@@ -24,8 +24,6 @@ use crate::gateway::botapi::types::{self, MediaKind};
 use crate::gateway::botapi::{markup, params::UploadedFile, ApiError, Params};
 use crate::gateway::runtime::{unix_now, BotShared};
 use crate::gateway::store::files::{self, FileRecord};
-use crate::gateway::updates::media_kind;
-use crate::wire::e2e::media::Kind as E2eKind;
 use crate::wire::e2e::{Content, Media, Text};
 
 pub(super) fn send_photo(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
@@ -91,16 +89,6 @@ fn unknown_file_id() -> ApiError {
     ApiError::bad_request("wrong file_id: this file_id is unknown to this gateway")
 }
 
-fn e2e_kind(kind: MediaKind) -> E2eKind {
-    match kind {
-        MediaKind::Photo => E2eKind::PHOTO,
-        MediaKind::Document => E2eKind::DOCUMENT,
-        MediaKind::Audio => E2eKind::AUDIO,
-        MediaKind::Video => E2eKind::VIDEO,
-        MediaKind::Voice => E2eKind::VOICE,
-    }
-}
-
 /// An optional non-negative integer parameter that fits a `u32` (0 when absent).
 fn dimension(params: &Params, name: &str) -> Result<u32, ApiError> {
     match params.optional_i64(name)? {
@@ -112,7 +100,7 @@ fn dimension(params: &Params, name: &str) -> Result<u32, ApiError> {
 /// The send methods: the file (uploaded now, or reused by file_id), its caption, reply target
 /// and keyboard, through the durable outbox; answers the sent Message with the media object.
 fn send_media(bot: &BotShared, params: &Params, kind: MediaKind) -> Result<Value, ApiError> {
-    let name = kind.field();
+    let name = kind.name();
     let chat_id = messages::chat_id(params, "chat_id")?;
     let keyboard = markup::inline_keyboard(params)?;
     let caption = messages::formatted(params, &CAPTION)?;
@@ -126,7 +114,7 @@ fn send_media(bot: &BotShared, params: &Params, kind: MediaKind) -> Result<Value
         Source::FileId(id) => bot.store.read(|c| files::by_id(c, &id)).map_err(store_error)?.ok_or_else(unknown_file_id)?.media,
         Source::Upload(file) => upload(bot, file, kind)?,
     };
-    media.kind = e2e_kind(kind).into();
+    media.kind = kind.to_wire().into();
     if width != 0 || height != 0 {
         (media.width, media.height) = (width, height);
     }
@@ -233,7 +221,7 @@ pub(super) fn get_file(bot: &BotShared, params: &Params) -> Result<Value, ApiErr
 /// `<kind's folder>/<file_id>/<name>`: the file_id finds the file; the name, reduced to safe
 /// characters, is there for the SDKs' download helpers, which take it as the local file name.
 pub fn file_path(record: &FileRecord) -> String {
-    let kind = media_kind(&record.media);
+    let kind = MediaKind::of(&record.media);
     let folder = match kind {
         MediaKind::Photo => "photos",
         MediaKind::Document => "documents",
@@ -254,7 +242,7 @@ fn safe_name(name: &str, kind: MediaKind) -> String {
         .take(64)
         .collect();
     if cleaned.trim_matches(|c| c == '_' || c == '.').is_empty() {
-        kind.field().to_string()
+        kind.name().to_string()
     } else {
         cleaned
     }
@@ -290,6 +278,7 @@ mod tests {
 
     use super::super::testing::{bad, bot, form, p};
     use super::*;
+    use crate::wire::e2e::media::Kind as E2eKind;
     use crate::gateway::botapi::params::UploadedFile;
 
     #[test]
