@@ -6,7 +6,7 @@
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -173,22 +173,9 @@ pub fn guess_mime(path: &Path) -> &'static str {
 /// formats would need a real decoder); leaves `file` at its start.
 fn image_size(file: &mut File) -> io::Result<(u32, u32)> {
     let mut head = [0u8; 24];
-    let n = read_up_to(file, &mut head)?;
+    let n = crate::crypto::file::read_full(file, &mut head)?;
     file.seek(SeekFrom::Start(0))?;
     Ok(image_size_from_header(&head[..n]))
-}
-
-fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 fn image_size_from_header(h: &[u8]) -> (u32, u32) {
