@@ -27,6 +27,7 @@
 mod accounts;
 mod devices;
 mod files;
+mod groups;
 mod inline;
 mod messaging;
 mod profile;
@@ -347,5 +348,46 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
                 let _ = sink.fail(status).await;
             }),
         }
+    }
+    // ── groups (the MLS delivery service) ──
+
+    fn upload_key_packages(&mut self, ctx: RpcContext, req: pb::KeyPackagesUpload, sink: UnarySink<pb::KeyPackagesUploadResponse>) {
+        self.unary(&ctx, sink, "UploadKeyPackages", ActiveDevice, |addr| groups::upload_key_packages(&self.store, &self.hub, addr, req));
+    }
+
+    fn claim_key_packages(&mut self, ctx: RpcContext, req: pb::ClaimKeyPackagesRequest, sink: UnarySink<pb::ClaimKeyPackagesResponse>) {
+        self.unary(&ctx, sink, "ClaimKeyPackages", ActiveDevice, |addr| groups::claim_key_packages(&self.store, &self.hub, addr, req));
+    }
+
+    fn create_group(&mut self, ctx: RpcContext, req: pb::CreateGroupRequest, sink: UnarySink<pb::Group>) {
+        self.unary(&ctx, sink, "CreateGroup", ActiveDevice, |addr| groups::create_group(&self.store, &self.hub, addr, req));
+    }
+
+    fn get_group(&mut self, ctx: RpcContext, req: pb::GroupRequest, sink: UnarySink<pb::Group>) {
+        self.unary(&ctx, sink, "GetGroup", ActiveDevice, |addr| groups::get_group(&self.store, &self.hub, addr, req));
+    }
+
+    fn get_group_info(&mut self, ctx: RpcContext, req: pb::GroupRequest, sink: UnarySink<pb::GroupInfoResponse>) {
+        self.unary(&ctx, sink, "GetGroupInfo", ActiveDevice, |addr| groups::get_group_info(&self.store, &self.hub, addr, req));
+    }
+
+    fn list_groups(&mut self, ctx: RpcContext, req: pb::ListGroupsRequest, sink: UnarySink<pb::ListGroupsResponse>) {
+        self.unary(&ctx, sink, "ListGroups", ActiveDevice, |addr| groups::list_groups(&self.store, &self.hub, addr, req));
+    }
+
+    fn add_group_member(&mut self, ctx: RpcContext, req: pb::AddGroupMemberRequest, sink: UnarySink<pb::MembershipResponse>) {
+        self.unary(&ctx, sink, "AddGroupMember", ActiveDevice, |addr| groups::add_group_member(&self.store, &self.hub, addr, req));
+    }
+
+    fn remove_group_member(&mut self, ctx: RpcContext, req: pb::RemoveGroupMemberRequest, sink: UnarySink<pb::MembershipResponse>) {
+        self.unary(&ctx, sink, "RemoveGroupMember", ActiveDevice, |addr| groups::remove_group_member(&self.store, &self.hub, addr, req));
+    }
+
+    fn leave_group(&mut self, ctx: RpcContext, req: pb::GroupRequest, sink: UnarySink<pb::MembershipResponse>) {
+        self.unary(&ctx, sink, "LeaveGroup", ActiveDevice, |addr| groups::leave_group(&self.store, &self.hub, addr, req));
+    }
+
+    fn send_group_message(&mut self, ctx: RpcContext, req: pb::SendGroupMessageRequest, sink: UnarySink<pb::SendGroupMessageResponse>) {
+        self.unary(&ctx, sink, "SendGroupMessage", ActiveDevice, |addr| groups::send_group_message(&self.store, &self.hub, addr, req));
     }
 }
