@@ -9,6 +9,8 @@
 //! - `kdf`: HKDF-SHA256 composed from libsodium's HMAC-SHA256, and labelled key derivation.
 //! - `file`: per-file encryption of media (secretstream in 64 KiB chunks) and the ciphertext's
 //!   BLAKE2b-256 digest.
+//! - `mls`: openmls' configuration, provider over SQLite, the device key as MLS signer and
+//!   the leaf credential that names a device.
 //!
 //! This module knows nothing of storage, the network or the Bot API.
 
@@ -16,6 +18,7 @@ mod error;
 pub mod file;
 pub mod identity;
 pub mod kdf;
+pub mod mls;
 pub mod prekeys;
 pub mod ratchet;
 pub mod x3dh;

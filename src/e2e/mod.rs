@@ -32,6 +32,8 @@
 //! - `open`: receiving (`open_envelope`, which session slot a message opens with).
 //! - `seal`: sending (`add_sessions`, `seal`, `seal_for`, `reseal_after_stale`, the known
 //!   devices of a peer).
+//! - `group`: MLS groups of this device: key packages, create, join (external commit or
+//!   Welcome), commits that add or remove members, group messages both ways.
 //! - `store`: the tables (`TABLES_V1`) and their queries.
 //!
 //! This file holds the error type, `Registration`, and the re-exports callers use
@@ -39,6 +41,7 @@
 
 mod device;
 pub mod file;
+pub mod group;
 pub mod inbound;
 mod open;
 mod seal;
@@ -79,6 +82,8 @@ pub enum E2eError {
     BadContent,
     /// This device has not created its keys yet.
     NotInitialized,
+    /// An MLS group operation failed (openmls' reason, naming the group where it can).
+    Mls(String),
 }
 
 impl std::fmt::Display for E2eError {
@@ -97,6 +102,7 @@ impl std::fmt::Display for E2eError {
             }
             E2eError::BadContent => write!(f, "decrypted payload is not a valid message"),
             E2eError::NotInitialized => write!(f, "device keys not created"),
+            E2eError::Mls(e) => write!(f, "group: {e}"),
         }
     }
 }

@@ -1,0 +1,188 @@
+//! MLS (RFC 9420) building blocks through openmls: the ciphersuite and group configuration
+//! every client uses, the provider over a SQLite connection (openmls keeps its group state in
+//! the same encrypted database as the device's sessions), the device key as MLS signer, and
+//! the leaf credential that names a device.
+//!
+//! Every leaf of a group is one device. Its BasicCredential identity is
+//! [`credential_identity`] (user id and device id) and its signature key is that device's
+//! Ed25519 device key, which the platform checks against the device's registration; so a
+//! member trusts a leaf as far as it trusts the platform's device list, exactly as for 1:1
+//! sessions. Two runtimes of one bot are two devices with two keys (an external commit
+//! removes an older leaf with the same key, so a shared key would make them evict each other).
+
+use std::borrow::{Borrow, BorrowMut};
+
+use openmls::prelude::tls_codec::Deserialize as _;
+use openmls::prelude::*;
+use openmls_rust_crypto::RustCrypto;
+use openmls_sqlite_storage::{Codec, SqliteStorageProvider};
+use openmls_traits::signatures::{Signer, SignerError};
+use rusqlite::Connection;
+
+use super::identity::IdentityKeyPair;
+
+/// X25519, ChaCha20-Poly1305, SHA-256, Ed25519: the same primitives as the 1:1 sessions.
+pub const CIPHERSUITE: Ciphersuite = Ciphersuite::MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519;
+
+/// How many past epochs' secrets a member keeps to decrypt application messages that were
+/// sent before a commit it merged. The platform orders everything, but a member merges its own
+/// commit when the platform accepts it, possibly before it has read messages accepted just
+/// earlier. Older secrets are deleted (forward secrecy).
+pub const MAX_PAST_EPOCHS: usize = 8;
+
+/// Handshake messages (commits) travel as PublicMessage so that the platform can check who
+/// adds and removes whom; application messages are always encrypted (PrivateMessage).
+pub fn wire_format_policy() -> WireFormatPolicy {
+    MIXED_PLAINTEXT_WIRE_FORMAT_POLICY
+}
+
+/// The configuration of a group its creator starts: the ratchet tree travels inside each
+/// GroupInfo, so an external joiner needs nothing else.
+pub fn create_config() -> MlsGroupCreateConfig {
+    MlsGroupCreateConfig::builder()
+        .ciphersuite(CIPHERSUITE)
+        .use_ratchet_tree_extension(true)
+        .wire_format_policy(wire_format_policy())
+        .max_past_epochs(MAX_PAST_EPOCHS)
+        .build()
+}
+
+/// The configuration of a member who joins (by Welcome or external commit).
+pub fn join_config() -> MlsGroupJoinConfig {
+    MlsGroupJoinConfig::builder()
+        .use_ratchet_tree_extension(true)
+        .wire_format_policy(wire_format_policy())
+        .max_past_epochs(MAX_PAST_EPOCHS)
+        .build()
+}
+
+/// The 12-byte credential identity of a device: user id (u64 BE), device id (u32 BE).
+pub fn credential_identity(user_id: u64, device_id: u32) -> Vec<u8> {
+    let mut id = Vec::with_capacity(12);
+    id.extend_from_slice(&user_id.to_be_bytes());
+    id.extend_from_slice(&device_id.to_be_bytes());
+    id
+}
+
+/// The (user id, device id) a credential identity names; `None` for any other shape.
+pub fn parse_credential_identity(identity: &[u8]) -> Option<(u64, u32)> {
+    let user: [u8; 8] = identity.get(..8)?.try_into().ok()?;
+    let device: [u8; 4] = identity.get(8..)?.try_into().ok()?;
+    Some((u64::from_be_bytes(user), u32::from_be_bytes(device)))
+}
+
+/// The (user id, device id) of a leaf's credential, if it is a basic credential of our shape.
+pub fn device_of(credential: &Credential) -> Option<(u64, u32)> {
+    let basic = BasicCredential::try_from(credential.clone()).ok()?;
+    parse_credential_identity(basic.identity())
+}
+
+/// A device's leaf credential with its signature key.
+pub fn credential_with_key(user_id: u64, device_id: u32, signer: &DeviceSigner) -> CredentialWithKey {
+    CredentialWithKey {
+        credential: BasicCredential::new(credential_identity(user_id, device_id)).into(),
+        signature_key: signer.0.public_key().to_vec().into(),
+    }
+}
+
+/// The device's Ed25519 key as openmls' signer: openmls hands over the labelled content to
+/// sign, libsodium signs it (pure Ed25519).
+pub struct DeviceSigner(pub IdentityKeyPair);
+
+impl Signer for DeviceSigner {
+    fn sign(&self, payload: &[u8]) -> Result<Vec<u8>, SignerError> {
+        Ok(self.0.sign(payload).to_vec())
+    }
+
+    fn signature_scheme(&self) -> SignatureScheme {
+        SignatureScheme::ED25519
+    }
+}
+
+/// openmls' storage values as JSON (the storage crate leaves the encoding to us).
+#[derive(Default)]
+pub struct JsonCodec;
+
+impl Codec for JsonCodec {
+    type Error = serde_json::Error;
+
+    fn to_vec<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, Self::Error> {
+        serde_json::to_vec(value)
+    }
+
+    fn from_slice<T: serde::de::DeserializeOwned>(slice: &[u8]) -> Result<T, Self::Error> {
+        serde_json::from_slice(slice)
+    }
+}
+
+/// openmls' crypto and its storage over one borrowed connection: inside a writer job, every
+/// MLS state change commits (or rolls back) with the rest of that job.
+pub struct MlsProvider<C: Borrow<Connection>> {
+    crypto: RustCrypto,
+    storage: SqliteStorageProvider<JsonCodec, C>,
+}
+
+impl<C: Borrow<Connection>> MlsProvider<C> {
+    pub fn new(conn: C) -> Self {
+        MlsProvider { crypto: RustCrypto::default(), storage: SqliteStorageProvider::new(conn) }
+    }
+}
+
+impl<C: Borrow<Connection>> OpenMlsProvider for MlsProvider<C> {
+    type CryptoProvider = RustCrypto;
+    type RandProvider = RustCrypto;
+    type StorageProvider = SqliteStorageProvider<JsonCodec, C>;
+
+    fn crypto(&self) -> &RustCrypto {
+        &self.crypto
+    }
+
+    fn rand(&self) -> &RustCrypto {
+        &self.crypto
+    }
+
+    fn storage(&self) -> &Self::StorageProvider {
+        &self.storage
+    }
+}
+
+/// Creates or upgrades openmls' own tables (`openmls_*`, versioned by the storage crate in
+/// `openmls_sqlite_storage_migrations`) in a database; call once at open.
+pub fn migrate_storage<C: BorrowMut<Connection>>(conn: C) -> Result<(), String> {
+    SqliteStorageProvider::<JsonCodec, C>::new(conn).run_migrations().map_err(|e| format!("openmls storage migrations: {e}"))
+}
+
+/// Decodes an MLSMessage from the wire.
+pub fn parse_message(bytes: &[u8]) -> Result<MlsMessageIn, String> {
+    MlsMessageIn::tls_deserialize_exact(bytes).map_err(|e| format!("not an MLS message: {e}"))
+}
+
+/// Serialises an MLSMessage for the wire.
+pub fn to_bytes(message: &MlsMessageOut) -> Result<Vec<u8>, String> {
+    message.to_bytes().map_err(|e| format!("encoding an MLS message: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_identity_round_trips_and_refuses_other_shapes() {
+        let id = credential_identity(2061135349770142, 7);
+        assert_eq!(id.len(), 12);
+        assert_eq!(parse_credential_identity(&id), Some((2061135349770142, 7)));
+        assert_eq!(parse_credential_identity(&id[..11]), None);
+        assert_eq!(parse_credential_identity(&[0u8; 13]), None);
+    }
+
+    #[test]
+    fn the_device_signer_makes_signatures_the_device_key_verifies() {
+        crate::crypto::init();
+        let signer = DeviceSigner(IdentityKeyPair::generate());
+        let sig = signer.sign(b"labelled content").unwrap();
+        assert!(crate::crypto::identity::verify_signature(&signer.0.public_key(), b"labelled content", &sig));
+        assert_eq!(signer.signature_scheme(), SignatureScheme::ED25519);
+        let cwk = credential_with_key(5, 9, &signer);
+        assert_eq!(device_of(&cwk.credential), Some((5, 9)));
+    }
+}

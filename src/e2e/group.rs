@@ -1,0 +1,392 @@
+//! MLS group membership of this device, shared by the gateway and the user client: key
+//! packages, creating a group, joining (external commit or Welcome), commits that add or remove
+//! members, and encrypting and processing group messages.
+//!
+//! Like the rest of `e2e`, every function works on the caller's connection and opens no
+//! transaction: openmls writes its state through `crypto::mls::MlsProvider` on that
+//! connection, so a processed message, the advanced epoch and what the caller derives from it
+//! (an update, a cursor) commit together, and a failed job rolls all of it back. The group is
+//! loaded from storage in each call and dropped at its end, never kept in memory across calls:
+//! after a rollback the stored state is the truth.
+//!
+//! Commits are two-step. `add`, `remove_users` leave a *pending* commit; the caller sends it to
+//! the platform and then calls `commit_accepted` (merge) or `commit_refused` (discard; after a
+//! STALE_EPOCH answer the caller processes what it missed and derives the commit again). An
+//! external join is already merged when `join_external` returns (openmls 0.9): if the platform
+//! refuses it, `forget` the group and join again from a fresh GroupInfo.
+
+use openmls::messages::group_info::GroupInfo;
+use openmls::prelude::*;
+use rusqlite::Connection;
+
+use super::{device_key, registration, E2eError, Registration, Result};
+use crate::crypto::mls::{self, DeviceSigner, MlsProvider};
+
+/// What a commit sends to the platform (SendGroupMessageRequest).
+#[derive(Debug, Clone, Default)]
+pub struct CommitOut {
+    /// The commit (PublicMessage).
+    pub message: Vec<u8>,
+    /// The GroupInfo of the epoch the commit starts, ratchet tree included.
+    pub group_info: Vec<u8>,
+    /// The Welcome for the devices the commit adds; empty when it adds none.
+    pub welcome: Vec<u8>,
+    /// The epoch the commit was made in (the platform's current one if it is accepted).
+    pub epoch: u64,
+}
+
+/// A device named by a leaf: (user id, device id).
+pub type Device = (u64, u32);
+
+/// What one processed group message was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Received {
+    /// An application message and its plaintext, from a member's device.
+    Application { sender: Device, plaintext: Vec<u8> },
+    /// A commit, merged: the devices it added and removed, and the epoch it started. When it
+    /// removed this device, the group is inactive now and `removed_me` is set.
+    Commit { added: Vec<Device>, removed: Vec<Device>, removed_me: bool, epoch: u64 },
+    /// Anything else (a standalone proposal, an echo of our own message): nothing to do.
+    Ignored,
+}
+
+fn mls_err(what: &str) -> impl FnOnce(String) -> E2eError + '_ {
+    move |e| E2eError::Mls(format!("{what}: {e}"))
+}
+
+fn fail<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> E2eError {
+    move |e| E2eError::Mls(format!("{what}: {e:?}"))
+}
+
+/// This device: its registration and its key as MLS signer.
+fn me(conn: &Connection) -> Result<(Registration, DeviceSigner)> {
+    let reg = registration(conn)?.ok_or(E2eError::NotInitialized)?;
+    Ok((reg, DeviceSigner(device_key(conn)?)))
+}
+
+fn load(provider: &MlsProvider<&Connection>, group_id: &[u8]) -> Result<MlsGroup> {
+    MlsGroup::load(provider.storage(), &GroupId::from_slice(group_id))
+        .map_err(fail("loading a group"))?
+        .ok_or_else(|| E2eError::Mls(format!("not a member of group {}", short_id(group_id))))
+}
+
+/// The first 8 bytes of a group id in hex: enough to name it in logs and errors.
+pub fn short_id(group_id: &[u8]) -> String {
+    group_id.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// A fresh random 32-byte group id.
+pub fn new_group_id() -> [u8; 32] {
+    crate::crypto::random_bytes::<32>()
+}
+
+/// `count` new key packages of this device, for the platform to hand out (each used once);
+/// their private keys are stored here until a Welcome uses them.
+pub fn key_packages(conn: &Connection, count: usize) -> Result<Vec<Vec<u8>>> {
+    let (reg, signer) = me(conn)?;
+    let provider = MlsProvider::new(conn);
+    (0..count)
+        .map(|_| {
+            let bundle = KeyPackage::builder()
+                .build(mls::CIPHERSUITE, &provider, &signer, mls::credential_with_key(reg.user_id, reg.device_id, &signer))
+                .map_err(fail("making a key package"))?;
+            mls::to_bytes(&MlsMessageOut::from(bundle.key_package().clone())).map_err(mls_err("key package"))
+        })
+        .collect()
+}
+
+/// Starts a group with this device as its only member; returns its GroupInfo (epoch 0) for
+/// the platform.
+pub fn create(conn: &Connection, group_id: &[u8]) -> Result<Vec<u8>> {
+    let (reg, signer) = me(conn)?;
+    let provider = MlsProvider::new(conn);
+    let group = MlsGroup::new_with_group_id(
+        &provider,
+        &signer,
+        &mls::create_config(),
+        GroupId::from_slice(group_id),
+        mls::credential_with_key(reg.user_id, reg.device_id, &signer),
+    )
+    .map_err(fail("creating a group"))?;
+    let info = group.export_group_info(provider.crypto(), &signer, true).map_err(fail("exporting a GroupInfo"))?;
+    mls::to_bytes(&info).map_err(mls_err("GroupInfo"))
+}
+
+/// Joins a group by an external commit from the platform's GroupInfo. The group is stored at
+/// the new epoch on return; send the commit, and `forget` the group if it is refused.
+pub fn join_external(conn: &Connection, group_info: &[u8]) -> Result<(Vec<u8>, CommitOut)> {
+    let (reg, signer) = me(conn)?;
+    let provider = MlsProvider::new(conn);
+    let MlsMessageBodyIn::GroupInfo(info) = mls::parse_message(group_info).map_err(mls_err("GroupInfo"))?.extract()
+    else {
+        return Err(E2eError::Mls("the platform's GroupInfo is not a GroupInfo".into()));
+    };
+    let group_id = info.group_id().as_slice().to_vec();
+    let epoch = info.epoch().as_u64();
+    // A leftover of an earlier attempt (refused, or lost in a crash) would block the join.
+    forget(conn, &group_id)?;
+    let (group, bundle) = MlsGroup::external_commit_builder()
+        .with_config(mls::join_config())
+        .build_group(&provider, info, mls::credential_with_key(reg.user_id, reg.device_id, &signer))
+        .map_err(fail("joining a group"))?
+        .load_psks(provider.storage())
+        .map_err(fail("joining a group"))?
+        .build(provider.rand(), provider.crypto(), &signer, |_| true)
+        .map_err(fail("joining a group"))?
+        .finalize(&provider)
+        .map_err(fail("joining a group"))?;
+    let (commit, _welcome, info) = bundle.into_messages();
+    let group_info = match info {
+        Some(info) => mls::to_bytes(&info).map_err(mls_err("GroupInfo"))?,
+        None => mls::to_bytes(&group.export_group_info(provider.crypto(), &signer, true).map_err(fail("exporting a GroupInfo"))?)
+            .map_err(mls_err("GroupInfo"))?,
+    };
+    let message = mls::to_bytes(&commit).map_err(mls_err("commit"))?;
+    Ok((group_id, CommitOut { message, group_info, welcome: Vec::new(), epoch }))
+}
+
+/// Joins a group from a Welcome made for one of this device's key packages; returns the
+/// group id.
+pub fn join_welcome(conn: &Connection, welcome: &[u8]) -> Result<Vec<u8>> {
+    let provider = MlsProvider::new(conn);
+    let MlsMessageBodyIn::Welcome(welcome) = mls::parse_message(welcome).map_err(mls_err("Welcome"))?.extract() else {
+        return Err(E2eError::Mls("the delivery is not a Welcome".into()));
+    };
+    let staged =
+        StagedWelcome::new_from_welcome(&provider, &mls::join_config(), welcome, None).map_err(fail("opening a Welcome"))?;
+    let group_id = staged.group_context().group_id().as_slice().to_vec();
+    // A group left or lost earlier under the same id gives way to the new membership.
+    forget(conn, &group_id)?;
+    staged.into_group(&provider).map_err(fail("joining from a Welcome"))?;
+    Ok(group_id)
+}
+
+/// A pending commit adding the devices of `key_packages` (as ClaimKeyPackages handed them out).
+pub fn add(conn: &Connection, group_id: &[u8], key_packages: &[Vec<u8>]) -> Result<CommitOut> {
+    let (_, signer) = me(conn)?;
+    let provider = MlsProvider::new(conn);
+    let mut group = load(&provider, group_id)?;
+    let mut packages = Vec::with_capacity(key_packages.len());
+    for bytes in key_packages {
+        let MlsMessageBodyIn::KeyPackage(kp) = mls::parse_message(bytes).map_err(mls_err("key package"))?.extract() else {
+            return Err(E2eError::Mls("a key package from the platform is not a key package".into()));
+        };
+        packages.push(kp.validate(provider.crypto(), ProtocolVersion::Mls10).map_err(fail("checking a key package"))?);
+    }
+    let epoch = group.epoch().as_u64();
+    let (commit, welcome, info) = group.add_members(&provider, &signer, &packages).map_err(fail("adding members"))?;
+    commit_out(&provider, &group, &signer, commit, Some(welcome), info, epoch)
+}
+
+/// A pending commit removing every leaf of `users`; `None` when none of them has a leaf.
+pub fn remove_users(conn: &Connection, group_id: &[u8], users: &[u64]) -> Result<Option<CommitOut>> {
+    let (_, signer) = me(conn)?;
+    let provider = MlsProvider::new(conn);
+    let mut group = load(&provider, group_id)?;
+    let leaves: Vec<LeafNodeIndex> = group
+        .members()
+        .filter(|m| mls::device_of(&m.credential).is_some_and(|(user, _)| users.contains(&user)))
+        .map(|m| m.index)
+        .collect();
+    if leaves.is_empty() {
+        return Ok(None);
+    }
+    let epoch = group.epoch().as_u64();
+    let (commit, welcome, info) = group.remove_members(&provider, &signer, &leaves).map_err(fail("removing members"))?;
+    commit_out(&provider, &group, &signer, commit, welcome, info, epoch).map(Some)
+}
+
+fn commit_out(
+    provider: &MlsProvider<&Connection>,
+    group: &MlsGroup,
+    signer: &DeviceSigner,
+    commit: MlsMessageOut,
+    welcome: Option<MlsMessageOut>,
+    info: Option<GroupInfo>,
+    epoch: u64,
+) -> Result<CommitOut> {
+    let group_info = match info {
+        Some(info) => mls::to_bytes(&MlsMessageOut::from(info)).map_err(mls_err("GroupInfo"))?,
+        // Only without the ratchet-tree extension would a commit carry none; export it then.
+        None => mls::to_bytes(&group.export_group_info(provider.crypto(), signer, true).map_err(fail("exporting a GroupInfo"))?)
+            .map_err(mls_err("GroupInfo"))?,
+    };
+    Ok(CommitOut {
+        message: mls::to_bytes(&commit).map_err(mls_err("commit"))?,
+        group_info,
+        welcome: match welcome {
+            Some(w) => mls::to_bytes(&w).map_err(mls_err("Welcome"))?,
+            None => Vec::new(),
+        },
+        epoch,
+    })
+}
+
+/// The platform accepted our pending commit: merge it.
+pub fn commit_accepted(conn: &Connection, group_id: &[u8]) -> Result<()> {
+    let provider = MlsProvider::new(conn);
+    let mut group = load(&provider, group_id)?;
+    group.merge_pending_commit(&provider).map_err(fail("merging our commit"))
+}
+
+/// The platform refused our pending commit: discard it.
+pub fn commit_refused(conn: &Connection, group_id: &[u8]) -> Result<()> {
+    let provider = MlsProvider::new(conn);
+    let mut group = load(&provider, group_id)?;
+    group.clear_pending_commit(provider.storage()).map_err(fail("discarding our commit"))
+}
+
+/// Encrypts an application message in the current epoch; returns it and that epoch.
+pub fn encrypt(conn: &Connection, group_id: &[u8], plaintext: &[u8]) -> Result<(Vec<u8>, u64)> {
+    let (_, signer) = me(conn)?;
+    let provider = MlsProvider::new(conn);
+    let mut group = load(&provider, group_id)?;
+    let message = group.create_message(&provider, &signer, plaintext).map_err(fail("encrypting a group message"))?;
+    Ok((mls::to_bytes(&message).map_err(mls_err("application message"))?, group.epoch().as_u64()))
+}
+
+/// Processes one message the platform delivered, in the group's order: decrypts an
+/// application message, or checks and merges a commit.
+pub fn receive(conn: &Connection, group_id: &[u8], bytes: &[u8]) -> Result<Received> {
+    let provider = MlsProvider::new(conn);
+    let mut group = load(&provider, group_id)?;
+    let message = mls::parse_message(bytes)
+        .map_err(mls_err("group message"))?
+        .try_into_protocol_message()
+        .map_err(fail("group message"))?;
+    if message.group_id().as_slice() != group_id {
+        return Err(E2eError::Mls(format!("a message for another group arrived as {}", short_id(group_id))));
+    }
+    let processed = group.process_message(&provider, message).map_err(fail("processing a group message"))?;
+    let sender = processed.credential().clone();
+    match processed.into_content() {
+        ProcessedMessageContent::ApplicationMessage(m) => {
+            let sender = mls::device_of(&sender)
+                .ok_or_else(|| E2eError::Mls("a group message from a leaf that names no device".into()))?;
+            Ok(Received::Application { sender, plaintext: m.into_bytes() })
+        }
+        ProcessedMessageContent::StagedCommitMessage(staged) => {
+            let added = staged.add_proposals().filter_map(|p| mls::device_of(p.add_proposal().key_package().leaf_node().credential())).collect();
+            let removed = staged
+                .remove_proposals()
+                .filter_map(|p| group.member(p.remove_proposal().removed()).and_then(mls::device_of))
+                .collect();
+            let removed_me = staged.self_removed();
+            group.merge_staged_commit(&provider, *staged).map_err(fail("merging a commit"))?;
+            Ok(Received::Commit { added, removed, removed_me, epoch: group.epoch().as_u64() })
+        }
+        _ => Ok(Received::Ignored),
+    }
+}
+
+/// The current epoch of a group this device is in; `None` when it is not (or no longer) in it.
+pub fn epoch(conn: &Connection, group_id: &[u8]) -> Result<Option<u64>> {
+    let provider = MlsProvider::new(conn);
+    let group = MlsGroup::load(provider.storage(), &GroupId::from_slice(group_id)).map_err(fail("loading a group"))?;
+    Ok(group.filter(|g| g.is_active()).map(|g| g.epoch().as_u64()))
+}
+
+/// The devices that have a leaf in the group now.
+pub fn members(conn: &Connection, group_id: &[u8]) -> Result<Vec<Device>> {
+    let provider = MlsProvider::new(conn);
+    let group = load(&provider, group_id)?;
+    Ok(group.members().filter_map(|m| mls::device_of(&m.credential)).collect())
+}
+
+/// Deletes this device's state of a group (after leaving it, or before joining it anew).
+pub fn forget(conn: &Connection, group_id: &[u8]) -> Result<()> {
+    let provider = MlsProvider::new(conn);
+    if let Some(mut group) =
+        MlsGroup::load(provider.storage(), &GroupId::from_slice(group_id)).map_err(fail("loading a group"))?
+    {
+        group.delete(provider.storage()).map_err(fail("deleting a group"))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::Device as TestDevice;
+    use super::*;
+
+    fn device(user: u64, dev: u32) -> TestDevice {
+        let mut d = TestDevice::new(user, dev);
+        mls::migrate_storage(&mut d.conn).expect("openmls tables");
+        d
+    }
+
+    /// What the platform does for the tests here: accept in order, hand the commit to the others.
+    fn send_commit(from: &TestDevice, gid: &[u8], commit: &CommitOut, others: &[&TestDevice]) -> Vec<Received> {
+        commit_accepted(&from.conn, gid).expect("merge own commit");
+        others.iter().map(|o| receive(&o.conn, gid, &commit.message).expect("member processes the commit")).collect()
+    }
+
+    #[test]
+    fn create_external_join_welcome_messages_removal_and_a_stale_commit() {
+        let alice = device(1, 1);
+        let bob = device(2, 1);
+        let bot = device(3, 7);
+        let gid = new_group_id();
+        let info = create(&alice.conn, &gid).expect("create");
+        assert_eq!(epoch(&alice.conn, &gid).unwrap(), Some(0));
+
+        // The bot joins by external commit; it is at epoch 1 at once, Alice after processing.
+        let (joined, commit) = join_external(&bot.conn, &info).expect("external join");
+        assert_eq!(joined, gid.to_vec());
+        assert_eq!(commit.epoch, 0);
+        assert_eq!(epoch(&bot.conn, &gid).unwrap(), Some(1));
+        match receive(&alice.conn, &gid, &commit.message).expect("alice processes the join") {
+            Received::Commit { added, removed, removed_me, epoch } => {
+                assert!(added.is_empty(), "an external join adds by its path, not a proposal");
+                assert!(removed.is_empty());
+                assert!(!removed_me);
+                assert_eq!(epoch, 1);
+            }
+            other => panic!("expected a commit, got {other:?}"),
+        }
+
+        // Bob is added from a key package and joins from the Welcome.
+        let kps = key_packages(&bob.conn, 2).expect("key packages");
+        assert_eq!(kps.len(), 2);
+        let add_bob = add(&alice.conn, &gid, &kps[..1]).expect("add");
+        assert!(!add_bob.welcome.is_empty());
+        let seen = send_commit(&alice, &gid, &add_bob, &[&bot]);
+        assert!(matches!(&seen[0], Received::Commit { added, .. } if added == &vec![(2, 1)]), "{seen:?}");
+        assert_eq!(join_welcome(&bob.conn, &add_bob.welcome).expect("welcome"), gid.to_vec());
+        let mut all = members(&bob.conn, &gid).unwrap();
+        all.sort();
+        assert_eq!(all, vec![(1, 1), (2, 1), (3, 7)]);
+
+        // Application messages reach everyone, with the sending device.
+        let (hi, at) = encrypt(&bot.conn, &gid, b"hello group").expect("encrypt");
+        assert_eq!(at, 2);
+        for member in [&alice, &bob] {
+            assert_eq!(
+                receive(&member.conn, &gid, &hi).expect("decrypt"),
+                Received::Application { sender: (3, 7), plaintext: b"hello group".to_vec() }
+            );
+        }
+
+        // Two commits for one epoch: the platform takes Alice's; Bob's is refused, and Bob
+        // catches up with Alice's, then derives his again.
+        let remove_bot = remove_users(&alice.conn, &gid, &[3]).expect("remove").expect("the bot has a leaf");
+        let racing = remove_users(&bob.conn, &gid, &[3]).expect("remove").expect("leaf");
+        assert_eq!(racing.epoch, remove_bot.epoch);
+        commit_refused(&bob.conn, &gid).expect("discard the losing commit");
+        let seen = send_commit(&alice, &gid, &remove_bot, &[&bob, &bot]);
+        assert!(matches!(&seen[0], Received::Commit { removed, removed_me: false, .. } if removed == &vec![(3, 7)]));
+        assert!(matches!(&seen[1], Received::Commit { removed_me: true, .. }), "{seen:?}");
+        assert_eq!(epoch(&bot.conn, &gid).unwrap(), None, "the removed bot is out");
+        assert!(remove_users(&bob.conn, &gid, &[3]).expect("moot now").is_none());
+        assert_eq!(epoch(&alice.conn, &gid).unwrap(), epoch(&bob.conn, &gid).unwrap());
+
+        // The removed device cannot read what follows.
+        let (secret, _) = encrypt(&alice.conn, &gid, b"after the removal").expect("encrypt");
+        assert!(receive(&bot.conn, &gid, &secret).is_err());
+        assert!(matches!(receive(&bob.conn, &gid, &secret).unwrap(), Received::Application { .. }));
+
+        // A refused external join is forgotten and made again from a newer GroupInfo.
+        forget(&bot.conn, &gid).expect("forget");
+        assert_eq!(epoch(&bot.conn, &gid).unwrap(), None);
+    }
+}
