@@ -361,7 +361,7 @@ impl BotShared {
     /// Builds the Bot API message for a private-chat history entry.
     pub fn message_view(&self, chat: &chats::PrivateChat, entry: &chats::HistoryEntry) -> Result<MessageView, ApiError> {
         let me = self.me();
-        self.store.read(|c| updates::history_view(c, &me, chat, entry, true)).map_err(store_error)
+        self.store.read(|c| updates::history_view(c, &me, updates::ChatRef::Private(chat), entry, true)).map_err(store_error)
     }
 }
 
