@@ -234,6 +234,12 @@ pub fn clear_pending_commit(conn: &Connection, group_id: &[u8], client_message_i
     )? > 0)
 }
 
+/// Forgets any pending commit of a group (it lost its epoch to another member's, or we left).
+pub fn clear_commit(conn: &Connection, group_id: &[u8]) -> Result<()> {
+    conn.execute("DELETE FROM group_commits WHERE group_id = ?1", params![group_id])?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
