@@ -3,14 +3,13 @@
 //! claim to be, key packages verified), then the store runs the rules in one transaction
 //! (`store::groups`) and the inbox feeders of the devices it wrote to are woken.
 
-use openmls::messages::group_info::VerifiableGroupInfo;
 use openmls::prelude::*;
 
 use super::super::convert::invalid;
 use super::super::error::{PlatformError, Result};
 use super::super::inbox::InboxHub;
 use super::super::store::{
-    parse_group_info, DeviceAddr, GroupMessage, GroupSendOutcome, NewGroup, Store, CIPHERTEXT_MAX, CLIENT_MESSAGE_ID_MAX,
+    parse_group_info, DeviceAddr, GroupMessage, GroupSendOutcome, NewGroup, Store,
 };
 use crate::clock::unix_now;
 use crate::crypto::mls;
@@ -31,16 +30,6 @@ fn group_id(bytes: &[u8]) -> Result<Vec<u8>> {
     Ok(bytes.to_vec())
 }
 
-fn sized<'a>(bytes: &'a [u8], what: &str) -> Result<&'a [u8]> {
-    if bytes.is_empty() || bytes.len() > CIPHERTEXT_MAX {
-        return Err(invalid(format!("{what} must be 1 to {CIPHERTEXT_MAX} bytes, got {}", bytes.len())));
-    }
-    Ok(bytes)
-}
-
-fn group_info(bytes: &[u8]) -> Result<VerifiableGroupInfo> {
-    parse_group_info(sized(bytes, "group_info")?).map_err(invalid)
-}
 
 pub(super) fn upload_key_packages(
     store: &Store,
@@ -119,7 +108,7 @@ pub(super) fn create_group(store: &Store, _hub: &InboxHub, caller: DeviceAddr, r
         )));
     }
     let group_type = req.type_.enum_value().map_err(|v| invalid(format!("unknown group type {v}")))?;
-    let parsed_info = group_info(&req.group_info)?;
+    let parsed_info = parse_group_info(&req.group_info)?;
     let group = NewGroup { group_id, title: req.title, group_type, group_info: req.group_info, parsed_info };
     let created = store.create_group(caller, group, unix_now())?;
     log::info!("user {} created group {}", caller.user_id, short_id(&created.group_id));
@@ -187,35 +176,7 @@ pub(super) fn send_group_message(
     req: pb::SendGroupMessageRequest,
 ) -> Result<pb::SendGroupMessageResponse> {
     let group_id = group_id(&req.group_id)?;
-    let cmid_len = req.client_message_id.len();
-    if cmid_len == 0 || cmid_len > CLIENT_MESSAGE_ID_MAX {
-        return Err(invalid(format!("client_message_id must be 1 to {CLIENT_MESSAGE_ID_MAX} bytes, got {cmid_len}")));
-    }
-    let message = mls::parse_message(sized(&req.message, "message")?)
-        .map_err(invalid)?
-        .try_into_protocol_message()
-        .map_err(|_| invalid("message must be an MLS PublicMessage or PrivateMessage"))?;
-    if message.group_id().as_slice() != group_id.as_slice() {
-        return Err(invalid(format!("message is for another group than {}", short_id(&group_id))));
-    }
-    let group_info = match req.group_info.is_empty() {
-        true => None,
-        false => Some((req.group_info.clone(), group_info(&req.group_info)?)),
-    };
-    if !req.welcome.is_empty() {
-        let welcome = mls::parse_message(sized(&req.welcome, "welcome")?).map_err(invalid)?;
-        if !matches!(welcome.extract(), MlsMessageBodyIn::Welcome(_)) {
-            return Err(invalid("welcome is an MLS message but not a Welcome"));
-        }
-    }
-    let m = GroupMessage {
-        group_id,
-        client_message_id: req.client_message_id,
-        bytes: req.message,
-        message,
-        group_info,
-        welcome: req.welcome,
-    };
+    let m = GroupMessage::decode(group_id, req.client_message_id, req.message, req.group_info, req.welcome)?;
     let (outcome, told) = store.send_group_message(caller, m, unix_now())?;
     hub.notify(&told);
     let mut r = pb::SendGroupMessageResponse::default();

@@ -23,7 +23,7 @@ use protobuf::{Enum as _, Message as _};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::messages::{append_inbox, GroupColumns, InboxRow};
-use super::{DeviceAddr, Store};
+use super::{DeviceAddr, Store, CIPHERTEXT_MAX, CLIENT_MESSAGE_ID_MAX};
 use crate::crypto::mls::{self, MlsProvider};
 use crate::e2e::group::short_id;
 use crate::platform::error::{db_error, PlatformError, Result};
@@ -182,11 +182,60 @@ fn mls_storage_error<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> Pl
     }
 }
 
-/// Decodes an MLSMessage holding a GroupInfo.
-pub fn parse_group_info(bytes: &[u8]) -> std::result::Result<VerifiableGroupInfo, String> {
-    match mls::parse_message(bytes)?.extract() {
+fn invalid(msg: impl Into<String>) -> PlatformError {
+    PlatformError::InvalidArgument(msg.into())
+}
+
+fn sized<'a>(bytes: &'a [u8], what: &str) -> Result<&'a [u8]> {
+    if bytes.is_empty() || bytes.len() > CIPHERTEXT_MAX {
+        return Err(invalid(format!("{what} must be 1 to {CIPHERTEXT_MAX} bytes, got {}", bytes.len())));
+    }
+    Ok(bytes)
+}
+
+/// Decodes an MLSMessage holding a GroupInfo (InvalidArgument otherwise).
+pub fn parse_group_info(bytes: &[u8]) -> Result<VerifiableGroupInfo> {
+    match mls::parse_message(sized(bytes, "group_info")?).map_err(invalid)?.extract() {
         MlsMessageBodyIn::GroupInfo(info) => Ok(info),
-        _ => Err("group_info is an MLS message but not a GroupInfo".into()),
+        _ => Err(invalid("group_info is an MLS message but not a GroupInfo")),
+    }
+}
+
+impl GroupMessage {
+    /// Decodes a SendGroupMessage: lengths, the message a Public/PrivateMessage of this
+    /// group, group_info a GroupInfo and welcome a Welcome when present (InvalidArgument
+    /// otherwise).
+    pub fn decode(
+        group_id: Vec<u8>,
+        client_message_id: String,
+        bytes: Vec<u8>,
+        group_info: Vec<u8>,
+        welcome: Vec<u8>,
+    ) -> Result<GroupMessage> {
+        let cmid_len = client_message_id.len();
+        if cmid_len == 0 || cmid_len > CLIENT_MESSAGE_ID_MAX {
+            return Err(invalid(format!("client_message_id must be 1 to {CLIENT_MESSAGE_ID_MAX} bytes, got {cmid_len}")));
+        }
+        let message = mls::parse_message(sized(&bytes, "message")?)
+            .map_err(invalid)?
+            .try_into_protocol_message()
+            .map_err(|_| invalid("message must be an MLS PublicMessage or PrivateMessage"))?;
+        if message.group_id().as_slice() != group_id.as_slice() {
+            return Err(invalid(format!("message is for another group than {}", short_id(&group_id))));
+        }
+        let group_info = match group_info.is_empty() {
+            true => None,
+            false => {
+                let parsed = parse_group_info(&group_info)?;
+                Some((group_info, parsed))
+            }
+        };
+        if !welcome.is_empty()
+            && !matches!(mls::parse_message(sized(&welcome, "welcome")?).map_err(invalid)?.extract(), MlsMessageBodyIn::Welcome(_))
+        {
+            return Err(invalid("welcome is an MLS message but not a Welcome"));
+        }
+        Ok(GroupMessage { group_id, client_message_id, bytes, message, group_info, welcome })
     }
 }
 
