@@ -8,9 +8,7 @@ use openmls::prelude::*;
 use super::super::convert::invalid;
 use super::super::error::{PlatformError, Result};
 use super::super::inbox::InboxHub;
-use super::super::store::{
-    parse_group_info, DeviceAddr, GroupMessage, GroupSendOutcome, NewGroup, Store,
-};
+use super::super::store::{parse_group_info, DeviceAddr, GroupMessage, GroupSendOutcome, NewGroup, Store};
 use crate::clock::unix_now;
 use crate::crypto::mls;
 use crate::e2e::group::short_id;
@@ -29,7 +27,6 @@ fn group_id(bytes: &[u8]) -> Result<Vec<u8>> {
     }
     Ok(bytes.to_vec())
 }
-
 
 pub(super) fn upload_key_packages(
     store: &Store,
@@ -99,7 +96,12 @@ pub(super) fn claim_key_packages(
     })
 }
 
-pub(super) fn create_group(store: &Store, _hub: &InboxHub, caller: DeviceAddr, req: pb::CreateGroupRequest) -> Result<pb::Group> {
+pub(super) fn create_group(
+    store: &Store,
+    _hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::CreateGroupRequest,
+) -> Result<pb::Group> {
     let group_id = group_id(&req.group_id)?;
     let len = req.title.chars().count();
     if req.title.trim().is_empty() || len > TITLE_MAX || req.title.chars().any(char::is_control) {
@@ -115,7 +117,12 @@ pub(super) fn create_group(store: &Store, _hub: &InboxHub, caller: DeviceAddr, r
     Ok(created)
 }
 
-pub(super) fn get_group(store: &Store, _hub: &InboxHub, caller: DeviceAddr, req: pb::GroupRequest) -> Result<pb::Group> {
+pub(super) fn get_group(
+    store: &Store,
+    _hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::GroupRequest,
+) -> Result<pb::Group> {
     store.get_group(caller.user_id, &group_id(&req.group_id)?)
 }
 
@@ -139,7 +146,10 @@ pub(super) fn list_groups(
 }
 
 /// A membership change's answer, after waking the devices it told.
-fn membership(hub: &InboxHub, (group, told): (pb::Group, std::collections::BTreeSet<DeviceAddr>)) -> pb::MembershipResponse {
+fn membership(
+    hub: &InboxHub,
+    (group, told): (pb::Group, std::collections::BTreeSet<DeviceAddr>),
+) -> pb::MembershipResponse {
     hub.notify(&told);
     pb::MembershipResponse { group: Some(group).into(), ..Default::default() }
 }
@@ -164,7 +174,12 @@ pub(super) fn remove_group_member(
     Ok(membership(hub, changed))
 }
 
-pub(super) fn leave_group(store: &Store, hub: &InboxHub, caller: DeviceAddr, req: pb::GroupRequest) -> Result<pb::MembershipResponse> {
+pub(super) fn leave_group(
+    store: &Store,
+    hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::GroupRequest,
+) -> Result<pb::MembershipResponse> {
     let changed = store.leave_group(caller, &group_id(&req.group_id)?, unix_now())?;
     Ok(membership(hub, changed))
 }

@@ -119,13 +119,23 @@ pub struct GroupMessage {
 pub enum GroupSendOutcome {
     /// Accepted (now or before: a repeat answers the first result). `epoch` is the group's
     /// epoch after it (a commit's new epoch); `message_id` is 0 for commits.
-    Ok { epoch: u64, group_seq: u64, message_id: u64, date: i64 },
+    Ok {
+        epoch: u64,
+        group_seq: u64,
+        message_id: u64,
+        date: i64,
+    },
     /// The message was made for another epoch than the group's (`epoch`).
-    Stale { epoch: u64 },
+    Stale {
+        epoch: u64,
+    },
     Rejected(String),
     /// These users left or were removed and their leaves are still in the tree.
     RemovalsPending(Vec<u64>),
 }
+
+/// Claimed key packages: (device id, key package) each, and the devices that had none.
+pub type Claimed = (Vec<(u32, Vec<u8>)>, Vec<u32>);
 
 /// The parts of a `groups` row the rules need.
 #[derive(Debug, Clone)]
@@ -214,7 +224,9 @@ impl GroupMessage {
     ) -> Result<GroupMessage> {
         let cmid_len = client_message_id.len();
         if cmid_len == 0 || cmid_len > CLIENT_MESSAGE_ID_MAX {
-            return Err(invalid(format!("client_message_id must be 1 to {CLIENT_MESSAGE_ID_MAX} bytes, got {cmid_len}")));
+            return Err(invalid(format!(
+                "client_message_id must be 1 to {CLIENT_MESSAGE_ID_MAX} bytes, got {cmid_len}"
+            )));
         }
         let message = mls::parse_message(sized(&bytes, "message")?)
             .map_err(invalid)?
@@ -231,7 +243,10 @@ impl GroupMessage {
             }
         };
         if !welcome.is_empty()
-            && !matches!(mls::parse_message(sized(&welcome, "welcome")?).map_err(invalid)?.extract(), MlsMessageBodyIn::Welcome(_))
+            && !matches!(
+                mls::parse_message(sized(&welcome, "welcome")?).map_err(invalid)?.extract(),
+                MlsMessageBodyIn::Welcome(_)
+            )
         {
             return Err(invalid("welcome is an MLS message but not a Welcome"));
         }
@@ -260,7 +275,11 @@ fn member(tx: &Connection, group_id: &[u8], user_id: u64) -> Result<Option<Membe
     tx.prepare_cached("SELECT role, rights, since FROM group_members WHERE group_id = ?1 AND user_id = ?2")
         .and_then(|mut s| {
             s.query_row(params![group_id, user_id], |r| {
-                Ok(MemberRow { role: Role::from_i32(r.get(0)?).unwrap_or_default(), rights: r.get(1)?, since: r.get(2)? })
+                Ok(MemberRow {
+                    role: Role::from_i32(r.get(0)?).unwrap_or_default(),
+                    rights: r.get(1)?,
+                    since: r.get(2)?,
+                })
             })
             .optional()
         })
@@ -268,7 +287,12 @@ fn member(tx: &Connection, group_id: &[u8], user_id: u64) -> Result<Option<Membe
 }
 
 /// The group and the caller's seat in it; NotFound unless `allowed(role)`.
-fn group_for(tx: &Connection, group_id: &[u8], user_id: u64, allowed: fn(Role) -> bool) -> Result<(GroupRow, MemberRow)> {
+fn group_for(
+    tx: &Connection,
+    group_id: &[u8],
+    user_id: u64,
+    allowed: fn(Role) -> bool,
+) -> Result<(GroupRow, MemberRow)> {
     let group = group_row(tx, group_id)?.ok_or_else(|| not_found(group_id))?;
     match member(tx, group_id, user_id)? {
         Some(m) if allowed(m.role) => Ok((group, m)),
@@ -286,9 +310,15 @@ fn set_member(tx: &Connection, group_id: &[u8], user_id: u64, m: &MemberRow) -> 
     Ok(())
 }
 
+/// The active devices with a leaf (a device its owner removed gets nothing more; any member
+/// may commit the removal of its leaf).
 fn joined_devices(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<DeviceAddr>> {
     let mut stmt = tx
-        .prepare_cached("SELECT user_id, device_id FROM group_devices WHERE group_id = ?1")
+        .prepare_cached(
+            "SELECT g.user_id, g.device_id FROM group_devices g
+             JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = 1
+             WHERE g.group_id = ?1",
+        )
         .map_err(db_error("reading group devices"))?;
     let rows = stmt
         .query_map(params![group_id], |r| Ok(DeviceAddr { user_id: r.get(0)?, device_id: r.get(1)? }))
@@ -345,7 +375,9 @@ fn member_pb(tx: &Connection, user_id: u64, m: &MemberRow) -> Result<pb::GroupMe
 fn group_pb(tx: &Connection, group_id: &[u8]) -> Result<pb::Group> {
     let g = group_row(tx, group_id)?.ok_or_else(|| not_found(group_id))?;
     let mut stmt = tx
-        .prepare_cached("SELECT user_id, role, rights, since FROM group_members WHERE group_id = ?1 ORDER BY since, user_id")
+        .prepare_cached(
+            "SELECT user_id, role, rights, since FROM group_members WHERE group_id = ?1 ORDER BY since, user_id",
+        )
         .map_err(db_error("reading group members"))?;
     let rows: Vec<(u64, MemberRow)> = stmt
         .query_map(params![group_id], |r| {
@@ -397,7 +429,8 @@ fn deliver(
 ) -> Result<u64> {
     let group_seq = next_seq(tx, d.group_id)?;
     for addr in to {
-        let group = GroupColumns { group_id: d.group_id, kind: d.kind.value(), group_seq, epoch: d.epoch, change: d.change };
+        let group =
+            GroupColumns { group_id: d.group_id, kind: d.kind.value(), group_seq, epoch: d.epoch, change: d.change };
         append_inbox(
             tx,
             &InboxRow {
@@ -463,9 +496,11 @@ impl Store {
     pub fn upload_key_packages(&self, addr: DeviceAddr, packages: &[Vec<u8>], now: i64) -> Result<u32> {
         self.write_tx("a key package upload", |tx| {
             for kp in packages {
-                tx.prepare_cached("INSERT INTO key_packages (account_id, device_id, key_package, created_at) VALUES (?1, ?2, ?3, ?4)")
-                    .and_then(|mut s| s.execute(params![addr.user_id, addr.device_id, kp, now]))
-                    .map_err(db_error("storing a key package"))?;
+                tx.prepare_cached(
+                    "INSERT INTO key_packages (account_id, device_id, key_package, created_at) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .and_then(|mut s| s.execute(params![addr.user_id, addr.device_id, kp, now]))
+                .map_err(db_error("storing a key package"))?;
             }
             tx.prepare_cached(
                 "DELETE FROM key_packages WHERE account_id = ?1 AND device_id = ?2 AND id NOT IN
@@ -481,7 +516,7 @@ impl Store {
 
     /// Takes one key package (the newest) of each active device of `user_id` but `caller`;
     /// returns them and the devices that had none.
-    pub fn claim_key_packages(&self, caller: DeviceAddr, user_id: u64) -> Result<(Vec<(u32, Vec<u8>)>, Vec<u32>)> {
+    pub fn claim_key_packages(&self, caller: DeviceAddr, user_id: u64) -> Result<Claimed> {
         self.write_tx("a key package claim", |tx| {
             profile(tx, user_id)?;
             let (mut taken, mut without) = (Vec::new(), Vec::new());
@@ -536,9 +571,14 @@ impl Store {
                 .map(|e| e.ratchet_tree().clone())
                 .ok_or_else(|| PlatformError::InvalidArgument("group_info carries no ratchet tree".into()))?;
             let provider = MlsProvider::new(&**tx);
-            let (public, _) =
-                PublicGroup::from_external(provider.crypto(), provider.storage(), tree, g.parsed_info, ProposalStore::new())
-                    .map_err(|e| PlatformError::InvalidArgument(format!("group_info does not verify: {e}")))?;
+            let (public, _) = PublicGroup::from_external(
+                provider.crypto(),
+                provider.storage(),
+                tree,
+                g.parsed_info,
+                ProposalStore::new(),
+            )
+            .map_err(|e| PlatformError::InvalidArgument(format!("group_info does not verify: {e}")))?;
             let leaves: Vec<Member> = public.members().collect();
             let [leaf] = leaves.as_slice() else {
                 return Err(PlatformError::InvalidArgument(format!(
@@ -546,7 +586,8 @@ impl Store {
                     leaves.len()
                 )));
             };
-            let leaf_dev = check_leaf(tx, &leaf.credential, &leaf.signature_key)?.map_err(PlatformError::InvalidArgument)?;
+            let leaf_dev =
+                check_leaf(tx, &leaf.credential, &leaf.signature_key)?.map_err(PlatformError::InvalidArgument)?;
             if leaf_dev != caller {
                 return Err(PlatformError::InvalidArgument(format!(
                     "the group's leaf is device {} of user {}, not the caller's device",
@@ -557,7 +598,9 @@ impl Store {
                 "INSERT INTO groups (group_id, title, type, epoch, group_info, creator_id, created_at)
                  VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)",
             )
-            .and_then(|mut s| s.execute(params![g.group_id, g.title, g.group_type.value(), g.group_info, caller.user_id, now]))
+            .and_then(|mut s| {
+                s.execute(params![g.group_id, g.title, g.group_type.value(), g.group_info, caller.user_id, now])
+            })
             .map_err(db_error("creating a group"))?;
             set_member(tx, &g.group_id, caller.user_id, &MemberRow { role: Role::OWNER, rights: 0, since: now })?;
             join_device(tx, &g.group_id, caller, now)?;
@@ -577,7 +620,9 @@ impl Store {
     pub fn list_groups(&self, user_id: u64) -> Result<Vec<pb::Group>> {
         self.write_tx("listing groups", |tx| {
             let ids: Vec<Vec<u8>> = tx
-                .prepare_cached("SELECT group_id FROM group_members WHERE user_id = ?1 AND role NOT IN (?2, ?3) ORDER BY since")
+                .prepare_cached(
+                    "SELECT group_id FROM group_members WHERE user_id = ?1 AND role NOT IN (?2, ?3) ORDER BY since",
+                )
                 .and_then(|mut s| {
                     s.query_map(params![user_id, Role::LEFT.value(), Role::BANNED.value()], |r| r.get(0))?.collect()
                 })
@@ -613,14 +658,18 @@ impl Store {
             if !allowed {
                 return Err(PlatformError::PermissionDenied(match group.group_type {
                     pb::GroupType::GROUP => "a restricted member may not add members".into(),
-                    pb::GroupType::CHANNEL => "adding to a channel needs the owner or an administrator with can_invite_users".into(),
+                    pb::GroupType::CHANNEL => {
+                        "adding to a channel needs the owner or an administrator with can_invite_users".into()
+                    }
                 }));
             }
             let account = tx
                 .prepare_cached("SELECT username, is_bot, capabilities FROM accounts WHERE id = ?1")
                 .and_then(|mut s| {
-                    s.query_row(params![target], |r| Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?, r.get::<_, Option<String>>(2)?)))
-                        .optional()
+                    s.query_row(params![target], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?, r.get::<_, Option<String>>(2)?))
+                    })
+                    .optional()
                 })
                 .map_err(db_error("reading an account"))?;
             let Some((username, is_bot, capabilities)) = account else {
@@ -679,7 +728,9 @@ impl Store {
             let who = profile(tx, target)?.username;
             match member(tx, group_id, target)?.map(|m| m.role) {
                 Some(Role::OWNER) => {
-                    return Err(PlatformError::PermissionDenied(format!("@{who} owns this group and cannot be removed")))
+                    return Err(PlatformError::PermissionDenied(format!(
+                        "@{who} owns this group and cannot be removed"
+                    )))
                 }
                 Some(role) if seated(role) || role == Role::INVITED => {}
                 _ => return Err(PlatformError::NotFound(format!("@{who} is not a member of this group"))),
@@ -692,7 +743,12 @@ impl Store {
     }
 
     /// The caller leaves (LEFT); an owner only when nobody else is in the group.
-    pub fn leave_group(&self, caller: DeviceAddr, group_id: &[u8], now: i64) -> Result<(pb::Group, BTreeSet<DeviceAddr>)> {
+    pub fn leave_group(
+        &self,
+        caller: DeviceAddr,
+        group_id: &[u8],
+        now: i64,
+    ) -> Result<(pb::Group, BTreeSet<DeviceAddr>)> {
         self.write_tx("leaving a group", |tx| {
             let (group, me) = group_for(tx, group_id, caller.user_id, |r| seated(r) || r == Role::INVITED)?;
             if me.role == Role::OWNER {
@@ -772,7 +828,14 @@ impl Store {
 impl GroupMessage {
     /// The parts a commit consumes, leaving `self` usable for the idempotency record.
     fn clone_parts(&self) -> CommitParts<'_> {
-        CommitParts { message: self.message.clone(), bytes: &self.bytes, group_info: self.group_info.as_ref(), welcome: &self.welcome, group_id: &self.group_id, client_message_id: &self.client_message_id }
+        CommitParts {
+            message: self.message.clone(),
+            bytes: &self.bytes,
+            group_info: self.group_info.as_ref(),
+            welcome: &self.welcome,
+            group_id: &self.group_id,
+            client_message_id: &self.client_message_id,
+        }
     }
 }
 
@@ -812,9 +875,11 @@ fn previous_send(tx: &Connection, caller: DeviceAddr, m: &GroupMessage) -> Resul
 }
 
 fn join_device(tx: &Connection, group_id: &[u8], addr: DeviceAddr, now: i64) -> Result<()> {
-    tx.prepare_cached("INSERT OR REPLACE INTO group_devices (group_id, user_id, device_id, since) VALUES (?1, ?2, ?3, ?4)")
-        .and_then(|mut s| s.execute(params![group_id, addr.user_id, addr.device_id, now]))
-        .map_err(db_error("recording a group device"))?;
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO group_devices (group_id, user_id, device_id, since) VALUES (?1, ?2, ?3, ?4)",
+    )
+    .and_then(|mut s| s.execute(params![group_id, addr.user_id, addr.device_id, now]))
+    .map_err(db_error("recording a group device"))?;
     Ok(())
 }
 
@@ -868,7 +933,9 @@ fn accept_application(
     if !allowed {
         return Ok(GroupSendOutcome::Rejected(match group.group_type {
             pb::GroupType::GROUP => "restricted: this member may not send messages".into(),
-            pb::GroupType::CHANNEL => "only the owner or an administrator with can_post_messages posts in a channel".into(),
+            pb::GroupType::CHANNEL => {
+                "only the owner or an administrator with can_post_messages posts in a channel".into()
+            }
         }));
     }
     let mut pending = BTreeSet::new();
@@ -881,7 +948,9 @@ fn accept_application(
         return Ok(GroupSendOutcome::RemovalsPending(pending.into_iter().collect()));
     }
     let message_id: u64 = tx
-        .prepare_cached("UPDATE groups SET last_message_id = last_message_id + 1 WHERE group_id = ?1 RETURNING last_message_id")
+        .prepare_cached(
+            "UPDATE groups SET last_message_id = last_message_id + 1 WHERE group_id = ?1 RETURNING last_message_id",
+        )
         .and_then(|mut s| s.query_row(params![m.group_id], |r| r.get(0)))
         .map_err(db_error("assigning a group message id"))?;
     let d = Delivery {
@@ -986,7 +1055,8 @@ fn accept_commit(
     for user in users {
         if member(tx, m.group_id, user)?.is_some_and(|r| r.role == Role::INVITED) {
             // The user themself joined: their (first) device that did is the actor.
-            let actor = effect.joiner.iter().chain(&effect.added).copied().find(|a| a.user_id == user).unwrap_or(caller);
+            let actor =
+                effect.joiner.iter().chain(&effect.added).copied().find(|a| a.user_id == user).unwrap_or(caller);
             let joined = MemberRow { role: Role::MEMBER, rights: 0, since: now };
             change_role(tx, m.group_id, epoch, actor, user, joined, now, delivered)?;
         }
@@ -1008,7 +1078,10 @@ fn check_commit(
 ) -> Result<std::result::Result<CommitEffect, String>> {
     let mut effect = CommitEffect::default();
     for p in staged.queued_proposals() {
-        if !matches!(p.proposal(), Proposal::Add(_) | Proposal::Remove(_) | Proposal::Update(_) | Proposal::ExternalInit(_)) {
+        if !matches!(
+            p.proposal(),
+            Proposal::Add(_) | Proposal::Remove(_) | Proposal::Update(_) | Proposal::ExternalInit(_)
+        ) {
             return Ok(Err(format!("a commit with a {:?} proposal is not accepted", p.proposal().proposal_type())));
         }
     }

@@ -93,7 +93,8 @@ fn kind(e: &InboxEntry) -> DeliveryKind {
 }
 
 fn change(e: &InboxEntry) -> pb::MembershipChange {
-    pb::MembershipChange::parse_from_bytes(e.group.as_ref().and_then(|g| g.change.as_ref()).expect("change")).expect("decodes")
+    pb::MembershipChange::parse_from_bytes(e.group.as_ref().and_then(|g| g.change.as_ref()).expect("change"))
+        .expect("decodes")
 }
 
 fn roles(g: &pb::Group) -> Vec<(u64, Role)> {
@@ -135,7 +136,13 @@ fn adds_joins_messages_and_epochs() {
     let g = create(&store, &alice, pb::GroupType::GROUP);
     assert_eq!((g.epoch, roles(&g)), (0, vec![(alice.addr.user_id, Role::OWNER)]));
     let again = e2e::group::create(&bob.conn, &GID).expect("mls");
-    let dup = NewGroup { group_id: GID.to_vec(), title: "x".into(), group_type: pb::GroupType::GROUP, parsed_info: parse_group_info(&again).unwrap(), group_info: again };
+    let dup = NewGroup {
+        group_id: GID.to_vec(),
+        title: "x".into(),
+        group_type: pb::GroupType::GROUP,
+        parsed_info: parse_group_info(&again).unwrap(),
+        group_info: again,
+    };
     assert!(matches!(store.create_group(bob.addr, dup, 1), Err(PlatformError::AlreadyExists(_))));
 
     // Bob is invited and told; he is not a member yet.
@@ -148,7 +155,10 @@ fn adds_joins_messages_and_epochs() {
     assert_eq!((c.old.role.enum_value_or_default(), c.new.role.enum_value_or_default()), (Role::LEFT, Role::INVITED));
     assert_eq!(c.actor.user_id, alice.addr.user_id);
     assert_eq!(notice[0].group.as_ref().unwrap().title, "Test group");
-    assert!(matches!(store.get_group(bob.addr.user_id, &GID), Err(PlatformError::NotFound(_))), "invited is not a member");
+    assert!(
+        matches!(store.get_group(bob.addr.user_id, &GID), Err(PlatformError::NotFound(_))),
+        "invited is not a member"
+    );
     assert!(store.group_info(carol.addr.user_id, &GID).is_err(), "GroupInfo only for members and invitees");
 
     // Bob joins by external commit from the platform's GroupInfo.
@@ -174,7 +184,9 @@ fn adds_joins_messages_and_epochs() {
     let add = e2e::group::add(&alice.conn, &GID, &[claimed[0].1.clone()]).expect("add");
     let mut no_welcome = add.clone();
     no_welcome.welcome.clear();
-    assert!(matches!(send(&store, &alice, "add-0", &no_welcome), GroupSendOutcome::Rejected(e) if e.contains("welcome")));
+    assert!(
+        matches!(send(&store, &alice, "add-0", &no_welcome), GroupSendOutcome::Rejected(e) if e.contains("welcome"))
+    );
     let (epoch, seq_add, _) = ok(&send(&store, &alice, "add-1", &add));
     assert!(seq_add > seq_join);
     assert_eq!(epoch, 2);
@@ -223,7 +235,9 @@ fn adds_joins_messages_and_epochs() {
     // Bob's commit, re-derived, is now a repeat of nothing: dave's device has a leaf.
     let again = e2e::group::add(&bob.conn, &GID, &kps[1..]);
     if let Ok(again) = again {
-        assert!(matches!(send(&store, &bob, "race-b", &again), GroupSendOutcome::Rejected(e) if e.contains("has a leaf")));
+        assert!(
+            matches!(send(&store, &bob, "race-b", &again), GroupSendOutcome::Rejected(e) if e.contains("has a leaf"))
+        );
         e2e::group::commit_refused(&bob.conn, &GID).expect("discard");
     }
     for d in [&alice, &bob, &carol, &dave] {
@@ -247,7 +261,9 @@ fn membership_rules_and_removals() {
 
     let kps = e2e::group::key_packages(&eve.conn, 1).expect("kps");
     let sneak = e2e::group::add(&alice.conn, &GID, &kps).expect("add");
-    assert!(matches!(send(&store, &alice, "sneak", &sneak), GroupSendOutcome::Rejected(e) if e.contains("not invited")));
+    assert!(
+        matches!(send(&store, &alice, "sneak", &sneak), GroupSendOutcome::Rejected(e) if e.contains("not invited"))
+    );
     e2e::group::commit_refused(&alice.conn, &GID).expect("discard");
     // A refused commit changes nothing: the epoch stays, the cmid is free.
     assert_eq!(store.get_group(alice.addr.user_id, &GID).unwrap().epoch, 0);
@@ -272,10 +288,13 @@ fn membership_rules_and_removals() {
         store.remove_group_member(bob.addr, &GID, alice.addr.user_id, 1),
         Err(PlatformError::PermissionDenied(e)) if e.contains("can_restrict_members")
     ));
-    assert!(matches!(store.leave_group(alice.addr, &GID, 1), Err(PlatformError::FailedPrecondition(e)) if e.contains("owner")));
+    assert!(
+        matches!(store.leave_group(alice.addr, &GID, 1), Err(PlatformError::FailedPrecondition(e)) if e.contains("owner"))
+    );
 
     // Restricted: reads, may not write.
-    set_member(&store.lock(), &GID, bob.addr.user_id, &MemberRow { role: Role::RESTRICTED, rights: 0, since: 1 }).unwrap();
+    set_member(&store.lock(), &GID, bob.addr.user_id, &MemberRow { role: Role::RESTRICTED, rights: 0, since: 1 })
+        .unwrap();
     assert!(matches!(say(&store, &bob, "r", "hi"), GroupSendOutcome::Rejected(e) if e.contains("restricted")));
     set_member(&store.lock(), &GID, bob.addr.user_id, &MemberRow { role: Role::MEMBER, rights: 0, since: 1 }).unwrap();
 
@@ -292,7 +311,9 @@ fn membership_rules_and_removals() {
     ok(&send(&store, &carol, "cj", &join));
     catch_up(&store, &alice);
     let wrong = e2e::group::remove_users(&alice.conn, &GID, &[carol.addr.user_id]).unwrap().expect("leaf");
-    assert!(matches!(send(&store, &alice, "rm-carol", &wrong), GroupSendOutcome::Rejected(e) if e.contains("is a member")));
+    assert!(
+        matches!(send(&store, &alice, "rm-carol", &wrong), GroupSendOutcome::Rejected(e) if e.contains("is a member"))
+    );
     e2e::group::commit_refused(&alice.conn, &GID).unwrap();
 
     let removal = e2e::group::remove_users(&alice.conn, &GID, &[bob.addr.user_id]).unwrap().expect("leaf");
@@ -321,7 +342,9 @@ fn create_checks_the_leaf_and_key_packages_are_claimed_once() {
         parsed_info: parse_group_info(&info).unwrap(),
         group_info: info.clone(),
     };
-    assert!(matches!(store.create_group(bob.addr, g, 1), Err(PlatformError::InvalidArgument(e)) if e.contains("not the caller")));
+    assert!(
+        matches!(store.create_group(bob.addr, g, 1), Err(PlatformError::InvalidArgument(e)) if e.contains("not the caller"))
+    );
     let wrong_id = NewGroup {
         group_id: vec![8; 32],
         title: "t".into(),
