@@ -325,3 +325,29 @@ fn a_bot_without_the_groups_capability_is_refused() {
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
+
+#[test]
+fn two_runtimes_of_one_bot_join_with_their_own_leaves_and_see_the_same_chat_id() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (platform, bot, config) = bot_world(dir.path(), "groups");
+    let bot_id = bot["compat_user_id"].as_u64().unwrap();
+    let second = dir.path().join("gateway-2.json");
+    write_config(&second, &gateway_config(&platform.url, &dir.path().join("state-2"), &bot));
+    let (gw1, gw2) = (Gateway::start(&config), Gateway::start(&second));
+    let mut alice = Member::register(&platform.url, "alice");
+    let gid = alice.create_group("Two runtimes");
+    alice.invite(&gid, bot_id).expect("invite");
+    let (mut o1, mut o2) = (0, 0);
+    let c1 = wait_update(&gw1, &mut o1, "my_chat_member", |u| u.get("my_chat_member").is_some())["my_chat_member"]["chat"]["id"].clone();
+    let c2 = wait_update(&gw2, &mut o2, "my_chat_member", |u| u.get("my_chat_member").is_some())["my_chat_member"]["chat"]["id"].clone();
+    assert!(c1.as_i64().unwrap() < 0);
+    assert_eq!(c1, c2, "the same chat id on every runtime");
+    alice.pump(Duration::from_millis(700));
+    let bot_leaves = e2e::group::members(&alice.conn, &gid).unwrap().into_iter().filter(|(u, _)| *u == bot_id).count();
+    assert_eq!(bot_leaves, 2, "one leaf per runtime (device)");
+    assert_eq!(alice.say(&gid, "to both").status.enum_value_or_default(), Status::OK);
+    for (gw, offset) in [(&gw1, &mut o1), (&gw2, &mut o2)] {
+        let u = wait_update(gw, offset, "the group message", |u| u["message"]["text"] == "to both");
+        assert_eq!(u["message"]["chat"]["id"], c1);
+    }
+}

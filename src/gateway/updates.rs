@@ -44,9 +44,10 @@ pub fn validate_kinds(list: &[String]) -> Result<(), String> {
     }
 }
 
-/// The default set: everything except `message_reaction`, which must be asked for.
+/// The default set: everything except `message_reaction` and `chat_member`, which must be
+/// asked for (as in the Bot API).
 pub fn default_kinds() -> Vec<String> {
-    UPDATE_KINDS.iter().filter(|k| **k != "message_reaction").map(|k| k.to_string()).collect()
+    UPDATE_KINDS.iter().filter(|k| !matches!(**k, "message_reaction" | "chat_member")).map(|k| k.to_string()).collect()
 }
 
 /// The kinds in force: the stored filter, or the default set when none (or `[]`) was given.
