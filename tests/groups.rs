@@ -27,6 +27,8 @@ struct Member {
     inbox: Receiver<pb::InboxEnvelope>,
     /// Group texts received, in order, with the sender's user id.
     texts: Vec<(u64, String)>,
+    /// Every group content received, in order: (sender, message id, content).
+    contents: Vec<(u64, u64, Content)>,
     /// The epoch we are at when the last delivery was taken.
     _reader: std::thread::JoinHandle<()>,
 }
@@ -72,7 +74,7 @@ impl Member {
                 }
             })
             .expect("reader");
-        Member { conn, p, user_id: reg.user_id, inbox, texts: Vec::new(), _reader: reader }
+        Member { conn, p, user_id: reg.user_id, inbox, texts: Vec::new(), contents: Vec::new(), _reader: reader }
     }
 
     /// Takes every delivery that arrives within `quiet` of the previous one, in order, as a
@@ -88,7 +90,10 @@ impl Member {
                 Kind::MLS_MESSAGE => match e2e::group::receive(&self.conn, &g.group_id, &e.ciphertext) {
                     Ok(Received::Application { sender, plaintext }) => {
                         let content = Content::parse_from_bytes(&plaintext).expect("content");
-                        self.texts.push((sender.0, content.text().text.clone()));
+                        if content.has_text() {
+                            self.texts.push((sender.0, content.text().text.clone()));
+                        }
+                        self.contents.push((sender.0, e.message_id, content));
                     }
                     Ok(_) => {}
                     Err(err) => panic!("user {} cannot process a group message: {err}", self.user_id),
@@ -120,6 +125,32 @@ impl Member {
     fn say(&self, gid: &[u8], text: &str) -> pb::SendGroupMessageResponse {
         let (message, _) = e2e::group::encrypt(&self.conn, gid, &e2e::text_content(text).write_to_bytes().unwrap()).expect("encrypt");
         self.send(gid, &CommitOut { message, ..Default::default() })
+    }
+
+    /// Presses a button of a group message: privately to the bot, as in a private chat.
+    fn press(&self, bot_id: u64, message_id: u64, content: &Content, data: &str) {
+        if e2e::known_devices(&self.conn, bot_id).expect("devices").is_empty() {
+            let req = pb::GetPrekeyBundlesRequest { user_id: bot_id, ..Default::default() };
+            let bundles = self.p.client.get_prekey_bundles(&req, self.p.opt()).expect("bundles");
+            e2e::add_sessions(&self.conn, &bundles.profile, &bundles.bundles).expect("sessions");
+        }
+        let mut press = Content::new();
+        press.set_press(bot_gateway::wire::e2e::CallbackPress {
+            press_id: "press1".into(),
+            message_id,
+            callback_data: data.into(),
+            context: content.keyboard.context.clone(),
+            ..Default::default()
+        });
+        let ciphertexts = e2e::seal(&self.conn, bot_id, &press).expect("seal");
+        let m = pb::OutgoingMessage {
+            client_message_id: "press-cmid-1".into(),
+            recipient_user_id: bot_id,
+            ciphertexts,
+            ..Default::default()
+        };
+        let r = self.p.client.send_messages(&pb::SendMessagesRequest { messages: vec![m], ..Default::default() }, self.p.opt()).expect("send");
+        assert_eq!(r.results[0].status.enum_value_or_default(), pb::send_result::Status::OK, "{:?}", r.results[0]);
     }
 
     fn create_group(&self, title: &str) -> Vec<u8> {
@@ -171,7 +202,7 @@ fn wait_update(gw: &Gateway, offset: &mut i64, what: &str, pick: impl Fn(&Value)
     while Instant::now() < deadline {
         let (status, body) = gw.call(
             "getUpdates",
-            json!({"offset": *offset, "timeout": 2, "allowed_updates": ["message", "my_chat_member", "chat_member"]}),
+            json!({"offset": *offset, "timeout": 2, "allowed_updates": ["message", "callback_query", "my_chat_member", "chat_member"]}),
         );
         assert_eq!(status, 200, "{body}");
         for u in body["result"].as_array().expect("array") {
@@ -248,6 +279,31 @@ fn a_bot_joins_talks_in_one_order_survives_a_restart_follows_membership_and_is_r
     let carol_texts: Vec<&str> = carol.texts.iter().map(|(_, t)| t.as_str()).collect();
     assert_eq!(carol_texts, ["/start@group_bot hello", "Hi all", "from bob"], "one order");
     assert_eq!(alice.texts.iter().map(|(u, t)| (*u, t.as_str())).collect::<Vec<_>>(), [(bot_id, "Hi all"), (bob.user_id, "from bob")]);
+
+    // An inline keyboard in the group: signed for the group message's id; a member's press
+    // (private to the bot) becomes a callback_query of the group message, which the bot edits.
+    let (status, sent) = gw.call(
+        "sendMessage",
+        json!({"chat_id": chat_id, "text": "vote", "reply_markup": {"inline_keyboard": [[{"text": "Yes", "callback_data": "yes"}]]}}),
+    );
+    assert_eq!(status, 200, "{sent}");
+    let vote_id = sent["result"]["message_id"].as_i64().expect("id");
+    assert_eq!(sent["result"]["reply_markup"]["inline_keyboard"][0][0]["callback_data"], "yes");
+    pump_all(&mut [&mut alice, &mut bob, &mut carol]);
+    let (_, mid, vote) = carol.contents.iter().find(|(_, _, c)| c.has_text() && c.text().text == "vote").cloned().expect("carol got the vote");
+    assert_eq!(mid as i64, vote_id, "members see the id the keyboard was signed for");
+    carol.press(bot_id, mid, &vote, "yes");
+    let q = wait_update(&gw, &mut offset, "callback_query", |u| u.get("callback_query").is_some());
+    let q = &q["callback_query"];
+    assert_eq!((q["data"].as_str(), q["from"]["id"].as_u64()), (Some("yes"), Some(carol.user_id)));
+    assert_eq!((q["message"]["chat"]["id"].as_i64(), q["message"]["message_id"].as_i64()), (Some(chat_id), Some(vote_id)));
+    let (status, body) = gw.call("answerCallbackQuery", json!({"callback_query_id": q["id"], "text": "counted"}));
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = gw.call("editMessageText", json!({"chat_id": chat_id, "message_id": vote_id, "text": "vote closed"}));
+    assert_eq!(status, 200, "{body}");
+    pump_all(&mut [&mut alice, &mut bob, &mut carol]);
+    let edit = alice.contents.last().expect("an edit").2.clone();
+    assert_eq!((edit.edit().message_id as i64, edit.edit().content.text().text.as_str()), (vote_id, "vote closed"));
 
     // Chat methods answer from the platform's roles.
     let (_, chat) = gw.call("getChat", json!({"chat_id": chat_id}));

@@ -26,13 +26,13 @@ use super::botapi::ApiError;
 use super::runtime::{unix_now, BotShared, Sent};
 use super::store::groups::{self, GroupChat, Membership, PendingCommit};
 use super::store::{chats, files, outbox, Result as StoreResult, StoreError};
-use super::updates;
+use super::{keyboard, updates};
 use crate::crypto;
 use crate::e2e::group::{self as mls_group, CommitOut, Received};
 use crate::wire::e2e::{content::Body, Content};
 use crate::wire::platform::{
     group_delivery::Kind as DeliveryKind, send_group_message_response::Status as GroupStatus, GroupRequest, GroupRole,
-    GroupType, InboxEnvelope, SendGroupMessageRequest, SendGroupMessageResponse, VerifyCredentialRequest,
+    GroupType, InboxEnvelope, MessageIdReservation, ReserveMessageIdsRequest, SendGroupMessageRequest, SendGroupMessageResponse, VerifyCredentialRequest,
 };
 
 /// How often a join is tried again at once after the group moved on under it (STALE_EPOCH).
@@ -321,39 +321,55 @@ pub enum GroupSend {
     Later(String),
 }
 
-/// Sends one outbox message to a group: encrypts it (committed first) unless a ciphertext of
-/// the current attempt is recorded, sends, and records the answer.
+/// Sends one outbox message to a group: signs its keyboard (with a reserved message id) and
+/// encrypts it, committed first, unless a ciphertext of the current attempt is recorded; sends;
+/// records the answer.
 pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend, String> {
-    let (id, chat_id, content, cmid) = (entry.id, entry.chat_id, entry.content.clone(), entry.client_message_id.clone());
-    let sealed = shared
-        .store
-        .write(move |c| {
-            let Some(group) = groups::by_chat_id(c, chat_id)?.filter(|g| g.status == Membership::Member) else {
-                return Ok(None);
-            };
-            if let Some(req) = outbox::group_sealed(c, id)? {
-                return Ok(Some(req));
-            }
-            let plaintext = content.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode content: {e}")))?;
-            let (message, _epoch) = mls_group::encrypt(c, &group.group_id, &plaintext)?;
-            let req = SendGroupMessageRequest { group_id: group.group_id, client_message_id: cmid, message, ..Default::default() };
-            outbox::set_group_sealed(c, id, Some(&req))?;
-            Ok(Some(req))
-        })
-        .map_err(|e| e.to_string())?;
-    let Some(req) = sealed else {
+    let (id, chat_id) = (entry.id, entry.chat_id);
+    let group = shared.store.read(move |c| groups::by_chat_id(c, chat_id)).map_err(|e| e.to_string())?;
+    let Some(group) = group.filter(|g| g.status == Membership::Member) else {
         shared.store.write(move |c| outbox::remove(c, id)).map_err(|e| e.to_string())?;
         return Ok(GroupSend::Finished(Err(ApiError::bad_request(format!(
             "Bad Request: chat {chat_id} is a group the bot is not a member of"
         )))));
     };
+    let mut entry = entry.clone();
+    if keyboard::needs_context(&entry.content) {
+        match reserve_id(shared, &group.group_id, &entry.client_message_id)? {
+            Ok((message_id, date)) => {
+                let chat = keyboard::KeyboardChat::Group(&group.group_id);
+                keyboard::attach_context(&shared.identity, shared.compat_user_id, chat, message_id, date, &mut entry.content);
+                let content = entry.content.clone();
+                shared.store.write(move |c| outbox::set_content(c, id, &content)).map_err(|e| e.to_string())?;
+            }
+            Err(refused) => {
+                shared.store.write(move |c| outbox::remove(c, id)).map_err(|e| e.to_string())?;
+                return Ok(GroupSend::Finished(Err(ApiError::bad_request(format!(
+                    "Bad Request: the platform refused the message: {refused}"
+                )))));
+            }
+        }
+    }
+    let (gid, content, cmid) = (group.group_id.clone(), entry.content.clone(), entry.client_message_id.clone());
+    let req = shared
+        .store
+        .write(move |c| {
+            if let Some(req) = outbox::group_sealed(c, id)? {
+                return Ok(req);
+            }
+            let plaintext = content.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode content: {e}")))?;
+            let (message, _epoch) = mls_group::encrypt(c, &gid, &plaintext)?;
+            let req = SendGroupMessageRequest { group_id: gid, client_message_id: cmid, message, ..Default::default() };
+            outbox::set_group_sealed(c, id, Some(&req))?;
+            Ok(req)
+        })
+        .map_err(|e| e.to_string())?;
     let resp = shared
         .platform
         .client
         .send_group_message(&req, shared.platform.opt())
         .map_err(|e| format!("group {}: {e}", mls_group::short_id(&req.group_id)))?;
     let bot_user_id = shared.compat_user_id;
-    let entry = entry.clone();
     match resp.status.enum_value_or_default() {
         GroupStatus::OK => {
             let sent = Sent { message_id: resp.message_id as i64, date: resp.date };
@@ -361,21 +377,7 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
                 .store
                 .write(move |c| {
                     outbox::remove(c, entry.id)?;
-                    if matches!(entry.content.body, Some(Body::Text(_)) | Some(Body::Media(_))) {
-                        chats::record(
-                            c,
-                            &chats::HistoryEntry {
-                                chat_id: entry.chat_id,
-                                message_id: sent.message_id,
-                                from_bot: true,
-                                sender_id: bot_user_id as i64,
-                                date: sent.date,
-                                content: entry.content.clone(),
-                                edit_date: 0,
-                            },
-                        )?;
-                    }
-                    Ok(())
+                    super::outbox::record_in_history(c, bot_user_id, &entry, &sent)
                 })
                 .map_err(|e| e.to_string())?;
             Ok(GroupSend::Finished(Ok(sent)))
@@ -437,4 +439,24 @@ pub fn keep_key_packages(shared: &BotShared) {
     if let Err(e) = result {
         log::warn!("bot @{}: key package top-up failed (tried again later): {e}", shared.username);
     }
+}
+
+/// The message id (and date) the platform reserves in a group for one client message id, so
+/// that a keyboard's signed context can name it; `Ok(Err(why))` when the platform refuses.
+fn reserve_id(shared: &BotShared, group_id: &[u8], cmid: &str) -> Result<Result<(u64, i64), String>, String> {
+    let req = ReserveMessageIdsRequest {
+        reservations: vec![MessageIdReservation {
+            client_message_id: cmid.to_string(),
+            group_id: group_id.to_vec(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let resp = shared
+        .platform
+        .client
+        .reserve_message_ids(&req, shared.platform.opt())
+        .map_err(|e| format!("reserving a group message id: {e}"))?;
+    let r = resp.ids.into_iter().next().ok_or("the platform answered no reservation")?;
+    Ok(if r.message_id != 0 { Ok((r.message_id, r.date)) } else { Err(r.error) })
 }

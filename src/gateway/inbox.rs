@@ -18,7 +18,7 @@ use rusqlite::Connection;
 use super::botapi::types::UserView;
 use super::runtime::{unix_now, BotShared};
 use super::metrics::BotMetrics;
-use super::store::{chats, files, queue, Result as StoreResult, StoreError};
+use super::store::{chats, files, groups as groups_store, queue, Result as StoreResult, StoreError};
 use super::keyboard;
 use super::groups;
 use super::updates;
@@ -297,7 +297,14 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
         Some(Body::Press(press)) => {
             let context = keyboard::check_press(identity_key, bot_id, env.sender_user_id, press)
                 .map_err(|refused| StoreError::Refused(refused.to_string()))?;
-            updates::enqueue_callback_query(c, me, &chat, press, context, env.date)
+            if context.group_id.is_empty() {
+                return updates::enqueue_callback_query(c, me, &chat, updates::ChatRef::Private(&chat), press, context, env.date);
+            }
+            // A button of a group message: the bot must be in that group.
+            let group = groups_store::by_group_id(c, &context.group_id)?
+                .filter(|g| g.status == groups_store::Membership::Member)
+                .ok_or_else(|| StoreError::Refused("callback press refused: a button of a group this bot is not in".into()))?;
+            updates::enqueue_callback_query(c, me, &chat, updates::ChatRef::Group(&group), press, context, env.date)
         }
         Some(Body::Reaction(reaction)) => updates::enqueue_reaction(c, &chat, reaction, env.date),
         Some(Body::InlineQuery(q)) => updates::enqueue_inline_query(c, &chat, q, env.date),

@@ -16,17 +16,38 @@ pub fn needs_context(content: &Content) -> bool {
     content.keyboard.as_ref().is_some_and(|k| !k.rows.is_empty() && k.context.is_none())
 }
 
+/// The chat a keyboard's message is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyboardChat<'a> {
+    /// A private chat: the user's id.
+    Private(u64),
+    /// A group: its 32-byte id.
+    Group(&'a [u8]),
+}
+
 /// Signs the keyboard of `message` (a message's content, sent as `message_id` on `date` by
-/// `bot_user_id` to `chat_id`) and attaches the context. Without buttons nothing changes.
-pub fn attach_context(identity: &IdentityKeyPair, bot_user_id: u64, chat_id: u64, message_id: u64, date: i64, message: &mut Content) {
+/// `bot_user_id` to `chat`) and attaches the context. Without buttons nothing changes.
+pub fn attach_context(
+    identity: &IdentityKeyPair,
+    bot_user_id: u64,
+    chat: KeyboardChat<'_>,
+    message_id: u64,
+    date: i64,
+    message: &mut Content,
+) {
     let Some(keyboard) = message.keyboard.as_mut() else { return };
     if keyboard.rows.is_empty() {
         return;
     }
     keyboard.context = MessageField::none();
+    let (chat_id, group_id) = match chat {
+        KeyboardChat::Private(user) => (user, Vec::new()),
+        KeyboardChat::Group(id) => (0, id.to_vec()),
+    };
     let context = KeyboardContext {
         bot_user_id,
         chat_id,
+        group_id,
         message_id,
         date,
         message: MessageField::some(message.clone()),
@@ -49,8 +70,9 @@ impl std::fmt::Display for Refused {
 }
 
 /// Checks a press from user `from` against its signed context: the bot identity's signature,
-/// this bot, the pressing user's chat, the pressed message, and a button with the pressed
-/// data. Returns the context (the pressed message as the bot sent it).
+/// this bot, the pressing user's chat (for a group message: a group, whose membership the
+/// caller checks), the pressed message, and a button with the pressed data. Returns the
+/// context (the pressed message as the bot sent it).
 pub fn check_press(
     bot_identity_key: &[u8; 32],
     bot_user_id: u64,
@@ -70,8 +92,11 @@ pub fn check_press(
     if context.bot_user_id != bot_user_id {
         return refuse("the keyboard context is of another bot");
     }
-    if context.chat_id != from {
+    if context.group_id.is_empty() && context.chat_id != from {
         return refuse("the keyboard context is of another chat");
+    }
+    if !context.group_id.is_empty() && context.chat_id != 0 {
+        return refuse("the keyboard context names two chats");
     }
     if context.message_id != press.message_id {
         return refuse("the keyboard context is of another message");
@@ -128,7 +153,7 @@ mod tests {
         let bot = IdentityKeyPair::generate();
         let mut m = message(&["a", "b"]);
         assert!(needs_context(&m));
-        attach_context(&bot, BOT, USER, 5, 100, &mut m);
+        attach_context(&bot, BOT, KeyboardChat::Private(USER), 5, 100, &mut m);
         assert!(!needs_context(&m));
         let ctx = check_press(&bot.public_key(), BOT, USER, &press(&m, 5, "b")).expect("accepted");
         assert_eq!((ctx.message_id, ctx.date, ctx.message.text().text.as_str()), (5, 100, "menu"));
@@ -140,7 +165,7 @@ mod tests {
         crate::crypto::init();
         let bot = IdentityKeyPair::generate();
         let mut m = message(&["a"]);
-        attach_context(&bot, BOT, USER, 5, 100, &mut m);
+        attach_context(&bot, BOT, KeyboardChat::Private(USER), 5, 100, &mut m);
         let refused = |p: &CallbackPress, bot_user: u64, from: u64| {
             check_press(&bot.public_key(), bot_user, from, p).expect_err("refused").0
         };
@@ -151,13 +176,19 @@ mod tests {
         // Another bot's signature, or a context changed after signing.
         let other = IdentityKeyPair::generate();
         let mut forged = message(&["a", "evil"]);
-        attach_context(&other, BOT, USER, 5, 100, &mut forged);
+        attach_context(&other, BOT, KeyboardChat::Private(USER), 5, 100, &mut forged);
         assert!(refused(&press(&forged, 5, "evil"), BOT, USER).contains("not signed"));
         let mut tampered = press(&m, 5, "a");
         let ctx = tampered.context.as_mut().expect("context");
         let last = ctx.context.len() - 1;
         ctx.context[last] ^= 1;
         assert!(refused(&tampered, BOT, USER).contains("not signed"));
+        // A group message's keyboard: any presser, the group named in the context.
+        let mut g = message(&["a"]);
+        attach_context(&bot, BOT, KeyboardChat::Group(&[9; 32]), 5, 100, &mut g);
+        let ctx = check_press(&bot.public_key(), BOT, USER + 7, &press(&g, 5, "a")).expect("a member's press");
+        assert_eq!((ctx.chat_id, ctx.group_id.as_slice()), (0, &[9u8; 32][..]));
+        assert!(refused(&press(&g, 6, "a"), BOT, USER).contains("another message"));
         let mut bare = press(&m, 5, "a");
         bare.context = MessageField::none();
         assert!(refused(&bare, BOT, USER).contains("no keyboard context"));

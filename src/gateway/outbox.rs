@@ -342,7 +342,7 @@ fn seal_batch(
                                 entry.id
                             )));
                         };
-                        keyboard::attach_context(&identity, bot_user_id, peer, message_id, date, &mut entry.content);
+                        keyboard::attach_context(&identity, bot_user_id, keyboard::KeyboardChat::Private(peer), message_id, date, &mut entry.content);
                         outbox::set_content(c, entry.id, &entry.content)?;
                     }
                     let mut m = OutgoingMessage::new();
@@ -434,7 +434,7 @@ fn record_answer(
 /// What an acknowledged content does to the history: a message (text or media) enters it, an edit replaces
 /// the message it names, a deletion removes it; the other kinds (presses, answers, reactions,
 /// chat actions) take no place in it.
-fn record_in_history(c: &Connection, bot_user_id: u64, entry: &outbox::OutboxEntry, sent: &Sent) -> Result<(), StoreError> {
+pub(super) fn record_in_history(c: &Connection, bot_user_id: u64, entry: &outbox::OutboxEntry, sent: &Sent) -> Result<(), StoreError> {
     match &entry.content.body {
         Some(Body::Text(_)) | Some(Body::Media(_)) => chats::record(
             c,

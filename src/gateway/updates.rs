@@ -248,6 +248,7 @@ pub fn enqueue_callback_query(
     c: &Connection,
     me: &UserView,
     chat: &chats::PrivateChat,
+    in_chat: ChatRef<'_>,
     press: &CallbackPress,
     context: KeyboardContext,
     now: i64,
@@ -256,7 +257,9 @@ pub fn enqueue_callback_query(
     if press_id.is_empty() || press_id.len() > PRESS_ID_MAX || !press_id.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return Err(StoreError::Refused(format!("press id must be 1 to {PRESS_ID_MAX} letters and digits")));
     }
-    let chat_id = chat.user_id as i64;
+    // The message is in `in_chat` (the private chat, or a group); the press and its answer
+    // are between the presser and the bot.
+    let chat_id = in_chat.view().id();
     let message_id = context.message_id as i64;
     if chats::was_deleted(c, chat_id, message_id)? {
         return Err(StoreError::Refused(format!("callback press refused: message {message_id} was deleted")));
@@ -281,16 +284,17 @@ pub fn enqueue_callback_query(
             entry
         }
     };
-    let id = format!("{chat_id}_{press_id}");
+    let presser = chat.user_id as i64;
+    let id = format!("{presser}_{press_id}");
     let fresh = chats::remember_callback(
         c,
-        &chats::Callback { id: id.clone(), chat_id, press_id: press_id.to_string(), answered: false },
+        &chats::Callback { id: id.clone(), chat_id: presser, press_id: press_id.to_string(), answered: false },
         now,
     )?;
     if !fresh || !admits(c, "callback_query")? {
         return Ok(());
     }
-    let message = history_view(c, me, ChatRef::Private(chat), &entry, true)?;
+    let message = history_view(c, me, in_chat, &entry, true)?;
     let query = types::callback_query_json(&id, &chat_user(chat), &message, &chat_id.to_string(), &press.callback_data);
     queue::enqueue(c, "callback_query", &query)?;
     Ok(())

@@ -87,13 +87,13 @@ pub(super) fn reserve_message_ids(
             req.reservations.len()
         )));
     }
-    let wanted: Vec<(String, u64)> =
-        req.reservations.into_iter().map(|r| (r.client_message_id, r.recipient_user_id)).collect();
+    let wanted: Vec<(String, u64, Vec<u8>)> =
+        req.reservations.into_iter().map(|r| (r.client_message_id, r.recipient_user_id, r.group_id)).collect();
     let reserved = store.reserve_message_ids(sender, &wanted, unix_now())?;
     let ids = wanted
         .into_iter()
         .zip(reserved)
-        .map(|((client_message_id, _), r)| {
+        .map(|((client_message_id, _, _), r)| {
             let mut id = pb::ReservedMessageId { client_message_id, ..Default::default() };
             match r {
                 Reserved::Id { message_id, date } => {

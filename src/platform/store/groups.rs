@@ -83,6 +83,19 @@ CREATE TABLE sent_group_messages (
     PRIMARY KEY (sender_id, sender_device, client_message_id)
 ) WITHOUT ROWID;
 CREATE INDEX sent_group_by_date ON sent_group_messages (date);
+-- Group message ids taken before a message is encrypted (a keyboard's signed context names
+-- its id); the SendGroupMessage under that client message id gets this id and date. Pruned
+-- with sent_messages.
+CREATE TABLE reserved_group_messages (
+    sender_id          INTEGER NOT NULL,
+    sender_device      INTEGER NOT NULL,
+    client_message_id  TEXT NOT NULL,
+    group_id           BLOB NOT NULL,
+    message_id         INTEGER NOT NULL,
+    date               INTEGER NOT NULL,
+    PRIMARY KEY (sender_id, sender_device, client_message_id)
+) WITHOUT ROWID;
+CREATE INDEX reserved_group_by_date ON reserved_group_messages (date);
 ALTER TABLE inbox ADD COLUMN group_id BLOB;
 ALTER TABLE inbox ADD COLUMN group_kind INTEGER;
 ALTER TABLE inbox ADD COLUMN group_seq INTEGER;
@@ -910,6 +923,56 @@ fn check_leaf(
     })
 }
 
+fn next_group_message_id(tx: &Connection, group_id: &[u8]) -> Result<u64> {
+    tx.prepare_cached("UPDATE groups SET last_message_id = last_message_id + 1 WHERE group_id = ?1 RETURNING last_message_id")
+        .and_then(|mut s| s.query_row(params![group_id], |r| r.get(0)))
+        .map_err(db_error("assigning a group message id"))
+}
+
+fn group_reservation(tx: &Connection, caller: DeviceAddr, cmid: &str) -> Result<Option<(Vec<u8>, u64, i64)>> {
+    tx.prepare_cached(
+        "SELECT group_id, message_id, date FROM reserved_group_messages
+         WHERE sender_id = ?1 AND sender_device = ?2 AND client_message_id = ?3",
+    )
+    .and_then(|mut s| {
+        s.query_row(params![caller.user_id, caller.device_id, cmid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()
+    })
+    .map_err(db_error("looking up a group reservation"))
+}
+
+/// Takes the next message id of a group for one client message id of a member that may send
+/// there (idempotent: a repeat answers the same id). The caller checks the id's length.
+pub(super) fn reserve_group_message_id(
+    tx: &Connection,
+    caller: DeviceAddr,
+    cmid: &str,
+    group_id: &[u8],
+    now: i64,
+) -> Result<super::Reserved> {
+    use super::Reserved;
+    if let Some((gid, message_id, date)) = group_reservation(tx, caller, cmid)? {
+        return Ok(if gid == group_id {
+            Reserved::Id { message_id, date }
+        } else {
+            Reserved::Refused(format!("client_message_id {cmid} was reserved for another group"))
+        });
+    }
+    let Some(me) = member(tx, group_id, caller.user_id)? else {
+        return Ok(Reserved::Refused("not a member of this group".into()));
+    };
+    if !seated(me.role) || !joined_devices(tx, group_id)?.contains(&caller) {
+        return Ok(Reserved::Refused("this device has no leaf in the group".into()));
+    }
+    let message_id = next_group_message_id(tx, group_id)?;
+    tx.prepare_cached(
+        "INSERT INTO reserved_group_messages (sender_id, sender_device, client_message_id, group_id, message_id, date)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut s| s.execute(params![caller.user_id, caller.device_id, cmid, group_id, message_id, now]))
+    .map_err(db_error("recording a group reservation"))?;
+    Ok(Reserved::Id { message_id, date: now })
+}
+
 fn accept_application(
     tx: &Connection,
     caller: DeviceAddr,
@@ -947,12 +1010,17 @@ fn accept_application(
     if !pending.is_empty() {
         return Ok(GroupSendOutcome::RemovalsPending(pending.into_iter().collect()));
     }
-    let message_id: u64 = tx
-        .prepare_cached(
-            "UPDATE groups SET last_message_id = last_message_id + 1 WHERE group_id = ?1 RETURNING last_message_id",
-        )
-        .and_then(|mut s| s.query_row(params![m.group_id], |r| r.get(0)))
-        .map_err(db_error("assigning a group message id"))?;
+    // A reserved message keeps the id and date its content was signed with.
+    let (message_id, now) = match group_reservation(tx, caller, &m.client_message_id)? {
+        Some((group_id, message_id, date)) if group_id == m.group_id => (message_id, date),
+        Some(_) => {
+            return Ok(GroupSendOutcome::Rejected(format!(
+                "client_message_id {} was reserved for another group",
+                m.client_message_id
+            )))
+        }
+        None => (next_group_message_id(tx, &m.group_id)?, now),
+    };
     let d = Delivery {
         group_id: &m.group_id,
         kind: DeliveryKind::MLS_MESSAGE,

@@ -28,9 +28,22 @@ impl Store {
     /// Takes the next per-dialog id for each (client message id, recipient) before the message
     /// exists, so that its content can name it. Idempotent per sender device and client
     /// message id: a repeat, or a message already sent under that id, answers the same id.
-    pub fn reserve_message_ids(&self, sender: DeviceAddr, wanted: &[(String, u64)], now: i64) -> Result<Vec<Reserved>> {
+    /// A wanted id is (client message id, recipient, group id): a private message when the
+    /// group id is empty, else a group message (recipient 0).
+    pub fn reserve_message_ids(&self, sender: DeviceAddr, wanted: &[(String, u64, Vec<u8>)], now: i64) -> Result<Vec<Reserved>> {
         self.write_tx("a reservation", |tx| {
-            wanted.iter().map(|(cmid, recipient)| reserve_one(tx, sender, cmid, *recipient, now)).collect()
+            wanted
+                .iter()
+                .map(|(cmid, recipient, group_id)| {
+                    if group_id.is_empty() {
+                        reserve_one(tx, sender, cmid, *recipient, now)
+                    } else if cmid.is_empty() || cmid.len() > CLIENT_MESSAGE_ID_MAX {
+                        Ok(Reserved::Refused(format!("client_message_id must be 1 to {CLIENT_MESSAGE_ID_MAX} bytes")))
+                    } else {
+                        super::groups::reserve_group_message_id(tx, sender, cmid, group_id, now)
+                    }
+                })
+                .collect()
         })
     }
 
@@ -58,7 +71,7 @@ impl Store {
     pub fn prune_sent_records(&self, before: i64) -> Result<usize> {
         let conn = self.lock();
         let mut pruned = 0;
-        for table in ["sent_messages", "reserved_messages", "sent_group_messages"] {
+        for table in ["sent_messages", "reserved_messages", "sent_group_messages", "reserved_group_messages"] {
             pruned += conn
                 .execute(&format!("DELETE FROM {table} WHERE date < ?1"), params![before])
                 .map_err(db_error("pruning sent-message records"))?;
@@ -351,12 +364,12 @@ mod tests {
         let alice = user(&store, "alice", 0);
         let bob = user(&store, "bob", 0);
         let carol = user(&store, "carol", 0);
-        let r = store.reserve_message_ids(alice, &[("k1".into(), bob.user_id), ("k2".into(), 999_999)], 40).expect("reserve");
+        let r = store.reserve_message_ids(alice, &[("k1".into(), bob.user_id, vec![]), ("k2".into(), 999_999, vec![])], 40).expect("reserve");
         assert_eq!(r[0], Reserved::Id { message_id: 1, date: 40 });
         assert!(matches!(&r[1], Reserved::Refused(e) if e.contains("no user")), "{r:?}");
-        let again = store.reserve_message_ids(alice, &[("k1".into(), bob.user_id)], 45).expect("again");
+        let again = store.reserve_message_ids(alice, &[("k1".into(), bob.user_id, vec![])], 45).expect("again");
         assert_eq!(again, vec![Reserved::Id { message_id: 1, date: 40 }]);
-        let other = store.reserve_message_ids(alice, &[("k1".into(), carol.user_id)], 45).expect("other recipient");
+        let other = store.reserve_message_ids(alice, &[("k1".into(), carol.user_id, vec![])], 45).expect("other recipient");
         assert!(matches!(&other[0], Reserved::Refused(e) if e.contains("another recipient")), "{other:?}");
 
         let batch = store.send_messages(alice, &[msg("m", bob.user_id, &[1]), msg("k1", bob.user_id, &[1])], 50).expect("send");
@@ -367,7 +380,7 @@ mod tests {
                 SendOutcome::Ok { message_id: 1, date: 40, repeat: false },
             ]
         );
-        let after = store.reserve_message_ids(alice, &[("k1".into(), bob.user_id)], 60).expect("after the send");
+        let after = store.reserve_message_ids(alice, &[("k1".into(), bob.user_id, vec![])], 60).expect("after the send");
         assert_eq!(after, vec![Reserved::Id { message_id: 1, date: 40 }]);
         let wrong = store.send_messages(alice, &[msg("k1", carol.user_id, &[1])], 70).expect("send");
         assert_eq!(wrong.outcomes, vec![SendOutcome::Ok { message_id: 1, date: 40, repeat: true }], "a repeat answers first");

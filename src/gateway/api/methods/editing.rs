@@ -6,13 +6,12 @@
 use protobuf::MessageField;
 use serde_json::Value;
 
-use super::messages::{chat_id, formatted_text, known_chat, remembered, SEND_WAIT};
+use super::messages::{chat_id, formatted_text, remembered, target_chat, Target, SEND_WAIT};
 use crate::gateway::botapi::{markup, types, ApiError, Params};
 use crate::gateway::keyboard;
 use crate::gateway::outbox;
 use crate::gateway::runtime::{unix_now, BotShared};
 use crate::gateway::store::chats;
-use crate::gateway::updates::ChatRef;
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::{Content, Delete, Edit, InlineKeyboard, Text};
 
@@ -39,14 +38,14 @@ impl Change {
 }
 
 /// A message of this bot in the history.
-fn own_message(bot: &BotShared, params: &Params, change: Change) -> Result<(chats::PrivateChat, chats::HistoryEntry), ApiError> {
+fn own_message(bot: &BotShared, params: &Params, change: Change) -> Result<(Target, chats::HistoryEntry), ApiError> {
     let (what, done) = (change.verb(), change.participle());
     if params.contains("inline_message_id") {
         return Err(ApiError::bad_request("inline messages (inline_message_id) are not supported by this gateway"));
     }
-    let chat = known_chat(bot, chat_id(params, "chat_id")?)?;
+    let chat = target_chat(bot, chat_id(params, "chat_id")?)?;
     let message_id = params.required_i64("message_id")?;
-    let entry = remembered(bot, chat.user_id as i64, message_id)?.ok_or_else(|| {
+    let entry = remembered(bot, chat.chat_id(), message_id)?.ok_or_else(|| {
         ApiError::bad_request(format!(
             "message to {what} not found: it is not in this runtime's history (too old, deleted, or never sent here)"
         ))
@@ -62,7 +61,7 @@ fn own_message(bot: &BotShared, params: &Params, change: Change) -> Result<(chat
 
 /// Sends the new state of `entry` as an edit (keyboard signed for the same message) and
 /// answers the edited Message.
-fn send_edit(bot: &BotShared, chat: &chats::PrivateChat, entry: chats::HistoryEntry, mut new: Content) -> Result<Value, ApiError> {
+fn send_edit(bot: &BotShared, chat: &Target, entry: chats::HistoryEntry, mut new: Content) -> Result<Value, ApiError> {
     new.keyboard.mut_or_insert_default().context = MessageField::none();
     if new.keyboard.rows.is_empty() {
         new.keyboard = MessageField::none();
@@ -79,14 +78,20 @@ fn send_edit(bot: &BotShared, chat: &chats::PrivateChat, entry: chats::HistoryEn
             "message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message",
         ));
     }
-    let chat_id = chat.user_id;
-    keyboard::attach_context(&bot.identity, bot.compat_user_id, chat_id, entry.message_id as u64, entry.date, &mut new);
+    keyboard::attach_context(
+        &bot.identity,
+        bot.compat_user_id,
+        chat.keyboard_chat(),
+        entry.message_id as u64,
+        entry.date,
+        &mut new,
+    );
     let edit_date = unix_now();
     let mut content = Content::new();
     content.set_edit(Edit { message_id: entry.message_id as u64, content: MessageField::some(new.clone()), edit_date, ..Default::default() });
-    outbox::submit(bot, chat_id as i64, content, SEND_WAIT)?;
+    outbox::submit(bot, chat.chat_id(), content, SEND_WAIT)?;
     let edited = chats::HistoryEntry { content: new, edit_date, ..entry };
-    Ok(types::message_json(&bot.message_view(ChatRef::Private(&chat), &edited)?))
+    Ok(types::message_json(&bot.message_view(chat.as_ref(), &edited)?))
 }
 
 /// `editMessageText`: new text (with `parse_mode` or `entities`) and, as in the Bot API, the
@@ -115,6 +120,6 @@ pub(super) fn delete_message(bot: &BotShared, params: &Params) -> Result<Value, 
     let (chat, entry) = own_message(bot, params, Change::Delete)?;
     let mut content = Content::new();
     content.set_delete(Delete { message_id: entry.message_id as u64, ..Default::default() });
-    outbox::submit(bot, chat.user_id as i64, content, SEND_WAIT)?;
+    outbox::submit(bot, chat.chat_id(), content, SEND_WAIT)?;
     Ok(Value::Bool(true))
 }

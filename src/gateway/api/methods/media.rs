@@ -102,6 +102,9 @@ fn dimension(params: &Params, name: &str) -> Result<u32, ApiError> {
 fn send_media(bot: &BotShared, params: &Params, kind: MediaKind) -> Result<Value, ApiError> {
     let name = kind.name();
     let chat_id = messages::chat_id(params, "chat_id")?;
+    if crate::gateway::store::groups::is_group_chat_id(chat_id) {
+        return Err(ApiError::bad_request("files in groups and channels are not supported by this gateway yet"));
+    }
     let keyboard = markup::inline_keyboard(params)?;
     let caption = messages::formatted(params, &CAPTION)?;
     let (reply_to, allow_without) = messages::reply_request(params, chat_id)?;

@@ -11,7 +11,7 @@ use super::store_error;
 use crate::gateway::botapi::text::entities::{check_entity_count, entities_from_json, utf16_len, validate_entities};
 use crate::gateway::botapi::text::{self, ParseMode};
 use crate::gateway::botapi::{markup, types, ApiError, Params};
-use crate::gateway::outbox;
+use crate::gateway::{keyboard, outbox};
 use crate::gateway::runtime::{BotShared, Sent};
 use crate::gateway::store::{chats, groups};
 use crate::gateway::updates::ChatRef;
@@ -223,10 +223,18 @@ impl Target {
         }
     }
 
-    fn as_ref(&self) -> ChatRef<'_> {
+    pub(super) fn as_ref(&self) -> ChatRef<'_> {
         match self {
             Target::Private(p) => ChatRef::Private(p),
             Target::Group(g) => ChatRef::Group(g),
+        }
+    }
+
+    /// What a keyboard's signed context names as its chat.
+    pub(super) fn keyboard_chat(&self) -> keyboard::KeyboardChat<'_> {
+        match self {
+            Target::Private(p) => keyboard::KeyboardChat::Private(p.user_id),
+            Target::Group(g) => keyboard::KeyboardChat::Group(&g.group_id),
         }
     }
 }
@@ -267,9 +275,6 @@ fn sent_entry(bot: &BotShared, chat_id: i64, sent: &Sent, content: Content) -> c
 pub(super) fn send_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let req = send_message_request(params)?;
     let chat = target_chat(bot, req.chat_id)?;
-    if matches!(chat, Target::Group(_)) && req.keyboard.is_some() {
-        return Err(ApiError::bad_request("inline keyboards in groups are not supported by this gateway yet"));
-    }
     let mut content = Content::new();
     content.set_text(Text { text: req.text, entities: req.entities, ..Default::default() });
     content.reply_to_message_id = reply_target(bot, req.chat_id, req.reply_to_message_id, req.allow_sending_without_reply)?;
