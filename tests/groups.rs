@@ -407,3 +407,41 @@ fn two_runtimes_of_one_bot_join_with_their_own_leaves_and_see_the_same_chat_id()
         assert_eq!(u["message"]["chat"]["id"], c1);
     }
 }
+
+#[test]
+fn a_member_may_add_the_bot_by_its_key_packages() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (platform, bot, config) = bot_world(dir.path(), "dm,groups");
+    let bot_id = bot["compat_user_id"].as_u64().unwrap();
+    let gw = Gateway::start(&config);
+    let mut alice = Member::register(&platform.url, "alice");
+    let gid = alice.create_group("Welcome path");
+    // The runtime published key packages at start; Alice adds its device from one. (The bot
+    // also learns it was invited and may join by itself first: either way it ends a member.)
+    alice.invite(&gid, bot_id).expect("invite");
+    let claimed = alice
+        .p
+        .client
+        .claim_key_packages(&pb::ClaimKeyPackagesRequest { user_id: bot_id, ..Default::default() }, alice.p.opt())
+        .expect("claim");
+    assert_eq!(claimed.key_packages.len(), 1, "the runtime's device has key packages: {claimed:?}");
+    let kps: Vec<Vec<u8>> = claimed.key_packages.into_iter().map(|k| k.key_package).collect();
+    let out = e2e::group::add(&alice.conn, &gid, &kps).expect("add");
+    let r = alice.send(&gid, &out);
+    if r.status.enum_value_or_default() == Status::OK {
+        e2e::group::commit_accepted(&alice.conn, &gid).expect("merge");
+    } else {
+        // The bot's own external commit came first.
+        e2e::group::commit_refused(&alice.conn, &gid).expect("discard");
+    }
+    let mut offset = 0;
+    let joined = wait_update(&gw, &mut offset, "my_chat_member", |u| u.get("my_chat_member").is_some());
+    let chat_id = joined["my_chat_member"]["chat"]["id"].as_i64().unwrap();
+    alice.pump(Duration::from_millis(700));
+    assert_eq!(alice.say(&gid, "welcome").status.enum_value_or_default(), Status::OK);
+    wait_update(&gw, &mut offset, "the group message", |u| u["message"]["text"] == "welcome");
+    let (status, body) = gw.call("sendMessage", json!({"chat_id": chat_id, "text": "thanks"}));
+    assert_eq!(status, 200, "{body}");
+    alice.pump(Duration::from_millis(700));
+    assert_eq!(alice.texts.last().map(|(_, t)| t.as_str()), Some("thanks"));
+}

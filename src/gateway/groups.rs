@@ -76,6 +76,12 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
             updates::enqueue_member_change(c, me, &group, old, new, change.actor.get_or_default(), env.date)
         }
         DeliveryKind::WELCOME => {
+            // Invited and added at once: this runtime may have joined by its own external
+            // commit already (which replaced the leaf the Welcome is for). Keep that state.
+            if mls_group::epoch(c, gid)?.is_some() {
+                log::debug!("ignoring a Welcome to group {}: joined already", mls_group::short_id(gid));
+                return Ok(());
+            }
             let joined = mls_group::join_welcome(c, &env.ciphertext)?;
             if joined != gid {
                 return Err(StoreError::Refused(format!(

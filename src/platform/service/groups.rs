@@ -35,8 +35,9 @@ pub(super) fn upload_key_packages(
     req: pb::KeyPackagesUpload,
 ) -> Result<pb::KeyPackagesUploadResponse> {
     let n = req.key_packages.len();
-    if n == 0 || n > KEY_PACKAGES_PER_REQUEST_MAX {
-        return Err(invalid(format!("send 1 to {KEY_PACKAGES_PER_REQUEST_MAX} key packages, got {n}")));
+    // An empty upload only asks how many remain (as UploadPrekeys does).
+    if n > KEY_PACKAGES_PER_REQUEST_MAX {
+        return Err(invalid(format!("send at most {KEY_PACKAGES_PER_REQUEST_MAX} key packages, got {n}")));
     }
     let device_key = store
         .device(caller)?
