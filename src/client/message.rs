@@ -181,10 +181,65 @@ pub enum Incoming {
     CallbackAnswer { chat_id: u64, press_id: String, text: String, show_alert: bool },
     /// A bot's (latest) results for one of our inline sessions.
     InlineResults { chat_id: u64, session_id: u64, results: Vec<InlineResult> },
+    /// A message in a group: `message.chat_id` is 0 (a group is no dialog), its sender and ids
+    /// (per group) as for a private message.
+    GroupMessage { group: GroupRef, message: ReceivedMessage },
+    /// This device joined a group from a Welcome (someone added us).
+    GroupJoined { group: GroupRef },
+    /// A commit changed the group's MLS tree: the devices it added (an external joiner comes in
+    /// by its own path, not as an added device) and removed, and the epoch it started.
+    /// `removed_me`: this device is out of the group and forgot it.
+    GroupCommit { group: GroupRef, added: Vec<(u64, u32)>, removed: Vec<(u64, u32)>, removed_me: bool, epoch: u64 },
+    /// A user's role changed (invited, joined, left, removed), by `actor`.
+    GroupMembership { group: GroupRef, user: Sender, old: GroupRole, new: GroupRole, actor: Sender },
+}
+
+pub use crate::wire::platform::GroupRole;
+
+/// A group as events name it: its 32-byte id and its title when the event arrived.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupRef {
+    pub id: GroupId,
+    pub title: String,
+}
+
+/// A group's 32-byte id; shown (and typed) as 64 hex digits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GroupId(pub [u8; 32]);
+
+impl GroupId {
+    /// Exactly 32 bytes, or `None`.
+    pub fn from_slice(bytes: &[u8]) -> Option<GroupId> {
+        bytes.try_into().ok().map(GroupId)
+    }
+
+    pub fn hex(&self) -> String {
+        crate::crypto::hex_encode(&self.0)
+    }
+}
+
+impl std::fmt::Display for GroupId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.hex())
+    }
+}
+
+/// A role as the commands print it: owner, administrator, member, restricted, left, banned,
+/// invited.
+pub fn role_name(role: GroupRole) -> &'static str {
+    match role {
+        GroupRole::OWNER => "owner",
+        GroupRole::ADMINISTRATOR => "administrator",
+        GroupRole::MEMBER => "member",
+        GroupRole::RESTRICTED => "restricted",
+        GroupRole::LEFT => "left",
+        GroupRole::BANNED => "banned",
+        GroupRole::INVITED => "invited",
+    }
 }
 
 impl Incoming {
-    /// The dialog this happened in.
+    /// The dialog this happened in; 0 for a group's events (`group()` names the group).
     pub fn chat_id(&self) -> u64 {
         match self {
             Incoming::Message(m) => m.chat_id,
@@ -194,6 +249,21 @@ impl Incoming {
             | Incoming::ChatAction { chat_id, .. }
             | Incoming::CallbackAnswer { chat_id, .. }
             | Incoming::InlineResults { chat_id, .. } => *chat_id,
+            Incoming::GroupMessage { .. }
+            | Incoming::GroupJoined { .. }
+            | Incoming::GroupCommit { .. }
+            | Incoming::GroupMembership { .. } => 0,
+        }
+    }
+
+    /// The group this happened in, for a group's events.
+    pub fn group(&self) -> Option<&GroupRef> {
+        match self {
+            Incoming::GroupMessage { group, .. }
+            | Incoming::GroupJoined { group }
+            | Incoming::GroupCommit { group, .. }
+            | Incoming::GroupMembership { group, .. } => Some(group),
+            _ => None,
         }
     }
 }
