@@ -379,3 +379,311 @@ fn many_messages_arrive_in_order() {
     eprintln!("{TOTAL} messages sent and streamed in {:?}", started.elapsed());
     server.shutdown();
 }
+
+// ── Groups: the MLS delivery service, with real MLS members (e2e::group) ──
+
+mod groups {
+    use super::*;
+    use bot_gateway::crypto::mls;
+    use bot_gateway::e2e::{self, group::CommitOut, group::Received, Registration};
+    use pb::group_delivery::Kind;
+    use pb::send_group_message_response::Status as GroupStatus;
+    use rusqlite::Connection;
+
+    /// A user's device: its e2e state (keys, MLS), its client and its Inbox stream.
+    struct Member {
+        conn: Connection,
+        p: Platform,
+        user_id: u64,
+        inbox: Receiver<Item>,
+    }
+
+    fn member(server: &RunningServer, anon: &Platform, name: &str) -> Member {
+        let mut conn = Connection::open_in_memory().expect("db");
+        conn.execute_batch(e2e::TABLES_V1).expect("e2e tables");
+        mls::migrate_storage(&mut conn).expect("openmls tables");
+        let identity = IdentityKeyPair::generate();
+        let keys = e2e::create_device_keys(&conn, &identity).expect("device keys");
+        let req = pb::RegisterUserRequest {
+            username: name.into(),
+            display_name: name.into(),
+            identity_key: identity.public_key().to_vec(),
+            device: Some(keys).into(),
+            ..Default::default()
+        };
+        let reg = anon.client.register_user(&req, anon.opt()).expect("registers");
+        e2e::save_registration(&conn, Registration { user_id: reg.user_id, device_id: reg.device_id }).expect("save");
+        let p = connect(
+            server,
+            Credential::Device {
+                user_id: reg.user_id,
+                device_id: reg.device_id,
+                secret_hex: bot_gateway::crypto::hex_encode(&reg.device_secret),
+            },
+        );
+        let inbox = open_inbox(&p);
+        Member { conn, p, user_id: reg.user_id, inbox }
+    }
+
+    fn send(m: &Member, gid: &[u8], cmid: &str, c: &CommitOut) -> pb::SendGroupMessageResponse {
+        send_on(&m.p, gid, cmid, c)
+    }
+
+    fn send_on(p: &Platform, gid: &[u8], cmid: &str, c: &CommitOut) -> pb::SendGroupMessageResponse {
+        let req = pb::SendGroupMessageRequest {
+            group_id: gid.to_vec(),
+            client_message_id: cmid.into(),
+            message: c.message.clone(),
+            group_info: c.group_info.clone(),
+            welcome: c.welcome.clone(),
+            ..Default::default()
+        };
+        p.client.send_group_message(&req, p.opt()).expect("send call")
+    }
+
+    fn say(m: &Member, gid: &[u8], cmid: &str, text: &str) -> pb::SendGroupMessageResponse {
+        let (message, _) = e2e::group::encrypt(&m.conn, gid, text.as_bytes()).expect("encrypt");
+        send(m, gid, cmid, &CommitOut { message, ..Default::default() })
+    }
+
+    fn status(r: &pb::SendGroupMessageResponse) -> GroupStatus {
+        r.status.enum_value_or_default()
+    }
+
+    /// The next group envelope of `m`, acknowledged; Welcomes are joined and MLS messages
+    /// processed (as a member would, in order).
+    fn next_group(m: &Member, gid: &[u8]) -> (pb::InboxEnvelope, Option<Received>) {
+        let e = next(&m.inbox).expect("an envelope");
+        m.p.client.ack(&pb::AckRequest { seqs: vec![e.seq], ..Default::default() }, m.p.opt()).expect("ack");
+        let g = e.group.as_ref().expect("a group delivery");
+        assert_eq!(g.group_id, gid);
+        let got = match g.kind.enum_value_or_default() {
+            Kind::MLS_MESSAGE => Some(e2e::group::receive(&m.conn, gid, &e.ciphertext).expect("processes")),
+            Kind::WELCOME => {
+                assert_eq!(e2e::group::join_welcome(&m.conn, &e.ciphertext).expect("joins"), gid);
+                None
+            }
+            Kind::MEMBERSHIP => None,
+        };
+        (e, got)
+    }
+
+    fn kind(e: &pb::InboxEnvelope) -> Kind {
+        e.group.kind.enum_value_or_default()
+    }
+
+    fn invite(by: &Member, gid: &[u8], user_id: u64) -> pb::Group {
+        let req = pb::AddGroupMemberRequest { group_id: gid.to_vec(), user_id, ..Default::default() };
+        by.p.client.add_group_member(&req, by.p.opt()).expect("invite").group.unwrap()
+    }
+
+    fn epoch_of(m: &Member, gid: &[u8]) -> Option<u64> {
+        e2e::group::epoch(&m.conn, gid).expect("epoch")
+    }
+
+    #[test]
+    fn create_join_talk_race_leave_and_no_plaintext_stored() {
+        bot_gateway::crypto::init();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let data = dir.path().join("platform");
+        let server = RunningServer::start("127.0.0.1:0", &data).expect("server starts");
+        let anon = connect(&server, Credential::Anonymous);
+        let alice = member(&server, &anon, "alice");
+        let bob = member(&server, &anon, "bob");
+        let carol = member(&server, &anon, "carol");
+        let eve = member(&server, &anon, "eve");
+        let gid = e2e::group::new_group_id();
+        let g = || pb::GroupRequest { group_id: gid.to_vec(), ..Default::default() };
+
+        // ── Alice creates the group. ──
+        let info = e2e::group::create(&alice.conn, &gid).expect("mls create");
+        let create = pb::CreateGroupRequest {
+            group_id: gid.to_vec(),
+            title: "Team".into(),
+            type_: pb::GroupType::GROUP.into(),
+            group_info: info.clone(),
+            ..Default::default()
+        };
+        let (c, m) = code(bob.p.client.create_group(&pb::CreateGroupRequest { group_id: vec![1; 32], ..create.clone() }, bob.p.opt()));
+        assert_eq!(c, RpcStatusCode::INVALID_ARGUMENT, "{m}");
+        let group = alice.p.client.create_group(&create, alice.p.opt()).expect("created");
+        assert_eq!((group.epoch, group.title.as_str(), group.members.len()), (0, "Team", 1));
+        assert_eq!(group.members[0].role.enum_value_or_default(), pb::GroupRole::OWNER);
+        let (c, m) = code(bob.p.client.get_group(&g(), bob.p.opt()));
+        assert_eq!(c, RpcStatusCode::NOT_FOUND, "{m}");
+
+        // ── Bob is invited, told, and joins by external commit. ──
+        invite(&alice, &gid, bob.user_id);
+        let (notice, _) = next_group(&bob, &gid);
+        assert_eq!(kind(&notice), Kind::MEMBERSHIP);
+        assert_eq!(notice.group.change.new.role.enum_value_or_default(), pb::GroupRole::INVITED);
+        assert_eq!(notice.group.title, "Team");
+        let gi = bob.p.client.get_group_info(&g(), bob.p.opt()).expect("group info");
+        assert_eq!(gi.epoch, 0);
+        let (_, join) = e2e::group::join_external(&bob.conn, &gi.group_info).expect("join");
+        let r = send(&bob, &gid, "bob-join", &join);
+        assert_eq!((status(&r), r.epoch), (GroupStatus::OK, 1), "{}", r.error);
+        assert_eq!(kind(&next_group(&alice, &gid).0), Kind::MEMBERSHIP, "bob invited");
+        let (commit, got) = next_group(&alice, &gid);
+        assert_eq!((kind(&commit), commit.sender_user_id), (Kind::MLS_MESSAGE, bob.user_id));
+        assert!(matches!(got, Some(Received::Commit { epoch: 1, .. })));
+        let (joined, _) = next_group(&alice, &gid);
+        assert_eq!(joined.group.change.new.role.enum_value_or_default(), pb::GroupRole::MEMBER);
+        assert_eq!(kind(&next_group(&bob, &gid).0), Kind::MEMBERSHIP, "bob is a member");
+
+        // ── Carol is added from a key package and joins by the Welcome. ──
+        let kps = e2e::group::key_packages(&carol.conn, 3).expect("kps");
+        let up = pb::KeyPackagesUpload { key_packages: kps.clone(), ..Default::default() };
+        assert_eq!(carol.p.client.upload_key_packages(&up, carol.p.opt()).expect("upload").remaining, 3);
+        let (c, m) = code(alice.p.client.upload_key_packages(&up, alice.p.opt()));
+        assert_eq!(c, RpcStatusCode::INVALID_ARGUMENT, "another device's key package: {m}");
+        invite(&bob, &gid, carol.user_id);
+        let claim = pb::ClaimKeyPackagesRequest { user_id: carol.user_id, ..Default::default() };
+        let claimed = alice.p.client.claim_key_packages(&claim, alice.p.opt()).expect("claim");
+        assert_eq!(claimed.key_packages.len(), 1);
+        let add = e2e::group::add(&alice.conn, &gid, &[claimed.key_packages[0].key_package.clone()]).expect("add");
+        let r = send(&alice, &gid, "add-carol", &add);
+        assert_eq!((status(&r), r.epoch), (GroupStatus::OK, 2), "{}", r.error);
+        e2e::group::commit_accepted(&alice.conn, &gid).expect("merge");
+        let kinds: Vec<Kind> = (0..3).map(|_| kind(&next_group(&carol, &gid).0)).collect();
+        assert_eq!(kinds, vec![Kind::MEMBERSHIP, Kind::WELCOME, Kind::MEMBERSHIP]);
+        assert_eq!(epoch_of(&carol, &gid), Some(2));
+        // Bob: carol invited, the commit, carol a member; Alice (who sent the commit): the two changes.
+        assert_eq!(kind(&next_group(&bob, &gid).0), Kind::MEMBERSHIP, "carol invited");
+        assert!(matches!(next_group(&bob, &gid).1, Some(Received::Commit { epoch: 2, .. })));
+        for m in [&alice, &alice, &bob] {
+            assert_eq!(kind(&next_group(m, &gid).0), Kind::MEMBERSHIP);
+        }
+
+        // ── Messages both ways, one order for everyone. ──
+        assert_eq!(status(&say(&alice, &gid, "a1", "hello from alice")), GroupStatus::OK);
+        assert_eq!(status(&say(&bob, &gid, "b1", "hi from bob")), GroupStatus::OK);
+        let r = say(&carol, &gid, "c1", "carol says hi");
+        assert_eq!((status(&r), r.message_id), (GroupStatus::OK, 3));
+        let text = |got: Option<Received>| match got {
+            Some(Received::Application { plaintext, .. }) => String::from_utf8(plaintext).expect("utf-8"),
+            other => panic!("expected a message, got {other:?}"),
+        };
+        let read = |m: &Member, n: usize| -> Vec<(u64, String)> {
+            (0..n)
+                .map(|_| {
+                    let (e, got) = next_group(m, &gid);
+                    (e.group.group_seq, text(got))
+                })
+                .collect()
+        };
+        let at_alice = read(&alice, 2);
+        let at_bob = read(&bob, 2);
+        let at_carol = read(&carol, 2);
+        assert_eq!(at_alice.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>(), ["hi from bob", "carol says hi"]);
+        assert_eq!(at_bob.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>(), ["hello from alice", "carol says hi"]);
+        assert_eq!(at_carol.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>(), ["hello from alice", "hi from bob"]);
+        assert_eq!(at_alice[1].0, at_bob[1].0, "one group_seq per message");
+        assert_eq!(at_bob[0].0, at_carol[0].0);
+
+        // ── Two members commit at once: one wins, the other is STALE; no fork. ──
+        let dave = member(&server, &anon, "dave");
+        invite(&alice, &gid, dave.user_id);
+        let dave_kps = e2e::group::key_packages(&dave.conn, 2).expect("kps");
+        let up = pb::KeyPackagesUpload { key_packages: dave_kps.clone(), ..Default::default() };
+        dave.p.client.upload_key_packages(&up, dave.p.opt()).expect("upload");
+        for m in [&alice, &bob, &carol] {
+            assert_eq!(kind(&next_group(m, &gid).0), Kind::MEMBERSHIP, "dave invited");
+        }
+        let by_alice = e2e::group::add(&alice.conn, &gid, &dave_kps[..1]).expect("alice adds dave");
+        let by_bob = e2e::group::add(&bob.conn, &gid, &dave_kps[1..]).expect("bob adds dave");
+        let (ra, rb) = std::thread::scope(|s| {
+            let a = std::thread::Builder::new()
+                .name("race-alice".into())
+                .spawn_scoped(s, || send_on(&alice.p, &gid, "race-a", &by_alice))
+                .expect("spawn");
+            let b = std::thread::Builder::new()
+                .name("race-bob".into())
+                .spawn_scoped(s, || send_on(&bob.p, &gid, "race-b", &by_bob))
+                .expect("spawn");
+            (a.join().expect("alice's send"), b.join().expect("bob's send"))
+        });
+        let mut outcomes = [status(&ra), status(&rb)];
+        outcomes.sort_by_key(|s| *s as i32);
+        assert_eq!(outcomes, [GroupStatus::OK, GroupStatus::STALE_EPOCH], "{ra:?} {rb:?}");
+        assert_eq!((ra.epoch, rb.epoch), (3, 3), "the winner's new epoch, the loser told the same");
+        let (winner, loser) = if status(&ra) == GroupStatus::OK { (&alice, &bob) } else { (&bob, &alice) };
+        e2e::group::commit_accepted(&winner.conn, &gid).expect("merge");
+        e2e::group::commit_refused(&loser.conn, &gid).expect("discard");
+        for m in [loser, &carol] {
+            assert!(matches!(next_group(m, &gid).1, Some(Received::Commit { epoch: 3, .. })));
+        }
+        let kinds: Vec<Kind> = (0..3).map(|_| kind(&next_group(&dave, &gid).0)).collect();
+        assert_eq!(kinds, vec![Kind::MEMBERSHIP, Kind::WELCOME, Kind::MEMBERSHIP]);
+        for m in [&alice, &bob, &carol] {
+            assert_eq!(kind(&next_group(m, &gid).0), Kind::MEMBERSHIP, "dave is a member");
+        }
+        for m in [&alice, &bob, &carol, &dave] {
+            assert_eq!(epoch_of(m, &gid), Some(3), "every member at the same epoch");
+        }
+        assert_eq!(status(&say(&dave, &gid, "d1", "dave is in")), GroupStatus::OK);
+        for m in [&alice, &bob, &carol] {
+            assert_eq!(text(next_group(m, &gid).1), "dave is in");
+        }
+
+        // ── A commit adding a device of a user nobody invited is refused. ──
+        let eve_kps = e2e::group::key_packages(&eve.conn, 1).expect("kps");
+        let up = pb::KeyPackagesUpload { key_packages: eve_kps, ..Default::default() };
+        eve.p.client.upload_key_packages(&up, eve.p.opt()).expect("upload");
+        let claimed = alice.p.client.claim_key_packages(&pb::ClaimKeyPackagesRequest { user_id: eve.user_id, ..Default::default() }, alice.p.opt()).expect("claim");
+        let sneak = e2e::group::add(&alice.conn, &gid, &[claimed.key_packages[0].key_package.clone()]).expect("add");
+        let r = send(&alice, &gid, "sneak", &sneak);
+        assert_eq!(status(&r), GroupStatus::REJECTED);
+        assert!(r.error.contains("not invited"), "{}", r.error);
+        e2e::group::commit_refused(&alice.conn, &gid).expect("discard");
+        let (c, m) = code(eve.p.client.get_group_info(&g(), eve.p.opt()));
+        assert_eq!(c, RpcStatusCode::NOT_FOUND, "{m}");
+
+        // ── A bot without the groups capability is refused. ──
+        let plain = provision_bot(server.store(), "plain_bot", "Plain", "default", None).expect("bot");
+        let req = pb::AddGroupMemberRequest { group_id: gid.to_vec(), user_id: plain.compat_user_id, ..Default::default() };
+        let (c, m) = code(alice.p.client.add_group_member(&req, alice.p.opt()));
+        assert_eq!((c, m.as_str()), (RpcStatusCode::FAILED_PRECONDITION, "bot @plain_bot does not have the groups capability"));
+
+        // ── Carol leaves: messages wait for the removal commit, which she receives. ──
+        let left = carol.p.client.leave_group(&g(), carol.p.opt()).expect("leave");
+        assert!(left.group.members.iter().any(|m| m.user.user_id == carol.user_id && m.role.enum_value_or_default() == pb::GroupRole::LEFT));
+        for m in [&alice, &bob, &carol, &dave] {
+            assert_eq!(kind(&next_group(m, &gid).0), Kind::MEMBERSHIP, "carol left");
+        }
+        let r = say(&alice, &gid, "blocked", "not yet");
+        assert_eq!((status(&r), r.pending_removals.clone()), (GroupStatus::REMOVALS_PENDING, vec![carol.user_id]));
+        let removal = e2e::group::remove_users(&bob.conn, &gid, &[carol.user_id]).expect("remove").expect("a leaf");
+        let r = send(&bob, &gid, "rm-carol", &removal);
+        assert_eq!((status(&r), r.epoch), (GroupStatus::OK, 4), "{}", r.error);
+        e2e::group::commit_accepted(&bob.conn, &gid).expect("merge");
+        assert!(matches!(next_group(&carol, &gid).1, Some(Received::Commit { removed_me: true, .. })));
+        for m in [&alice, &dave] {
+            assert!(matches!(next_group(m, &gid).1, Some(Received::Commit { epoch: 4, .. })));
+        }
+        assert_eq!(status(&say(&alice, &gid, "after", "carol cannot read this")), GroupStatus::OK);
+        for m in [&bob, &dave] {
+            assert_eq!(text(next_group(m, &gid).1), "carol cannot read this");
+        }
+        let reader = server.store().open_reader().expect("reader");
+        let carol_addr = bot_gateway::platform::store::DeviceAddr { user_id: carol.user_id, device_id: 1 };
+        assert!(bot_gateway::platform::store::read_inbox(&reader, carol_addr, 0, 10).expect("read").is_empty(), "nothing after the removal");
+        let listed = bob.p.client.list_groups(&pb::ListGroupsRequest::default(), bob.p.opt()).expect("list");
+        assert_eq!(listed.groups.len(), 1);
+        assert_eq!(listed.groups[0].epoch, 4);
+        assert!(carol.p.client.list_groups(&pb::ListGroupsRequest::default(), carol.p.opt()).expect("list").groups.is_empty());
+
+        // ── The platform's files hold no group plaintext. ──
+        let mut bytes = Vec::new();
+        for name in ["platform.db", "platform.db-wal"] {
+            if let Ok(b) = std::fs::read(data.join(name)) {
+                bytes.extend(b);
+            }
+        }
+        assert!(bytes.len() > 4096);
+        for plain in ["hello from alice", "hi from bob", "carol says hi", "dave is in", "carol cannot read this"] {
+            assert!(!bytes.windows(plain.len()).any(|w| w == plain.as_bytes()), "{plain:?} found in platform.db");
+        }
+        assert!(bytes.windows(4).any(|w| w == b"Team"), "the check can find text the platform does store");
+    }
+}

@@ -20,6 +20,7 @@ use super::runtime::{unix_now, BotShared};
 use super::metrics::BotMetrics;
 use super::store::{chats, files, queue, Result as StoreResult, StoreError};
 use super::keyboard;
+use super::groups;
 use super::updates;
 use crate::backoff::Backoff;
 use crate::wire::rpc;
@@ -107,6 +108,10 @@ fn stream_once(shared: &BotShared, tx: &Sender<InboxEnvelope>) -> Result<(), grp
 /// signed prekey up. Ends when the bot stops or the stream thread is gone.
 pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upkeep: SignedPrekeyUpkeep) {
     let mut prekey_messages = 0u32;
+    // Key packages for members who add the bot by Welcome; joins interrupted by a stop or a
+    // failure are taken up again.
+    groups::keep_key_packages(&shared);
+    groups::join_invited(&shared);
     loop {
         let first = select! {
             recv(rx) -> r => match r {
@@ -131,6 +136,8 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
             .filter(|e| matches!(crypto::x3dh::peek_prekey_header(&e.ciphertext), Ok(Some(_))))
             .count() as u32;
         let seqs: Vec<u64> = batch.iter().map(|e| e.seq).collect();
+        groups::settle_pending(&shared, &batch);
+        let membership = batch.iter().any(|e| e.group.as_ref().is_some_and(|g| g.change.is_some()));
         let Some(outcomes) = import_batch(&shared, batch) else {
             return; // the store is closing: the process is stopping
         };
@@ -145,6 +152,12 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
         if let Err(e) = shared.platform.client.ack(&ack, shared.platform.opt()) {
             // Harmless: unacknowledged envelopes come again and are skipped by the cursor.
             log::warn!("bot @{}: inbox ack failed: {e}", shared.username);
+        }
+        if membership {
+            // Added to a group: join it now that the invitation is stored (a Welcome used a
+            // key package: top them up).
+            groups::join_invited(&shared);
+            groups::keep_key_packages(&shared);
         }
         if prekey_messages >= PREKEY_CHECK_EVERY {
             prekey_messages = 0;
@@ -242,6 +255,10 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
     if inbound::is_repeat(c, env.seq, env.sender_user_id, &env.client_message_id)? {
         log::debug!("skipping repeated envelope seq {}", env.seq);
         return Ok(());
+    }
+    if env.group.is_some() {
+        inbound::accept(c, env.seq, env.sender_user_id, &env.client_message_id)?;
+        return super::groups::import(c, env, me);
     }
     let content = e2e::open_envelope(c, env)?;
     inbound::accept(c, env.seq, env.sender_user_id, &env.client_message_id)?;

@@ -9,6 +9,7 @@ pub mod api;
 pub mod botapi;
 pub mod check;
 pub mod config;
+pub mod groups;
 pub mod inbox;
 pub mod keyboard;
 pub mod metrics;

@@ -13,7 +13,8 @@ use rusqlite::Connection;
 
 use super::botapi::ApiError;
 use super::runtime::{unix_now, BotShared, Sent};
-use super::store::{chats, outbox, Store, StoreError};
+use super::groups::{self as group_send, GroupSend};
+use super::store::{chats, groups, outbox, Store, StoreError};
 use crate::backoff::Backoff;
 use crate::crypto;
 use crate::e2e;
@@ -125,6 +126,13 @@ fn send_pending(shared: &BotShared) -> Result<bool, SendError> {
     if entries.is_empty() {
         return Ok(false);
     }
+    // Group messages go one by one through MLS (`gateway::groups`); private ones in batches.
+    let (group_entries, entries): (Vec<_>, Vec<_>) =
+        entries.into_iter().partition(|e| groups::is_group_chat_id(e.chat_id));
+    let groups_sent = send_to_groups(shared, group_entries);
+    if entries.is_empty() {
+        return groups_sent.map(|()| true);
+    }
     let fetched = bundles_of_new_recipients(shared, &entries)?;
     let (ids, refused) = reserve_ids(shared, &entries)?;
     let entries = give_up_refused(shared, entries, refused)?;
@@ -178,7 +186,49 @@ fn send_pending(shared: &BotShared) -> Result<bool, SendError> {
     match failure {
         // The others are recorded; this one is sent again with its committed bytes.
         Some(e) => Err(e.into()),
-        None => Ok(true),
+        None => groups_sent.map(|()| true),
+    }
+}
+
+/// A message to a group that keeps meeting a moving epoch is given up after this many tries.
+const MAX_GROUP_ATTEMPTS: i64 = 20;
+
+/// Sends the group messages of a batch in order. One that must wait (the epoch moved on,
+/// removals were due) stops the rest of its group's messages, so their order holds; the outbox
+/// then backs off while the inbox catches up.
+fn send_to_groups(shared: &BotShared, entries: Vec<outbox::OutboxEntry>) -> Result<(), SendError> {
+    let mut waiting: Vec<i64> = Vec::new();
+    let mut later = None;
+    for entry in entries {
+        if waiting.contains(&entry.chat_id) {
+            continue;
+        }
+        if entry.attempts >= MAX_GROUP_ATTEMPTS {
+            let id = entry.id;
+            shared.store.write(move |c| outbox::remove(c, id))?;
+            shared.outbox.finish(id, Err(ApiError::platform(502, "the group kept changing under the message; it was not sent")));
+            continue;
+        }
+        match group_send::send(shared, &entry) {
+            Ok(GroupSend::Finished(result)) => {
+                if let Err(error) = &result {
+                    log::warn!("bot @{}: outbox message {} dropped: {}", shared.username, entry.id, error.description);
+                }
+                shared.outbox.finish(entry.id, result);
+            }
+            Ok(GroupSend::Later(why)) => {
+                waiting.push(entry.chat_id);
+                later = Some(why);
+            }
+            Err(e) => {
+                waiting.push(entry.chat_id);
+                later = Some(e);
+            }
+        }
+    }
+    match later {
+        Some(why) => Err(SendError::Platform(why)),
+        None => Ok(()),
     }
 }
 

@@ -358,8 +358,8 @@ impl BotShared {
         h
     }
 
-    /// Builds the Bot API message for a private-chat history entry.
-    pub fn message_view(&self, chat: &chats::PrivateChat, entry: &chats::HistoryEntry) -> Result<MessageView, ApiError> {
+    /// Builds the Bot API message for a history entry of a private chat or a group.
+    pub fn message_view(&self, chat: updates::ChatRef<'_>, entry: &chats::HistoryEntry) -> Result<MessageView, ApiError> {
         let me = self.me();
         self.store.read(|c| updates::history_view(c, &me, chat, entry, true)).map_err(store_error)
     }

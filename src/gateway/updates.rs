@@ -15,7 +15,9 @@ use super::botapi::text::entities::command_entities;
 use super::botapi::types::{
     self, ButtonView, ChatView, ForwardOriginView, MediaKind, MediaView, MessageView, ReactionView, UserView, UPDATE_KINDS,
 };
-use super::store::{chats, files, inline, queue, Result as StoreResult, StoreError};
+use super::botapi::members::{self, AdminRights, MemberStatus, MemberView};
+use super::store::{chats, files, groups, inline, queue, Result as StoreResult, StoreError};
+use crate::wire::platform::{GroupMember, GroupRole, Profile};
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::reaction_type::Kind as ReactionKind;
 use crate::wire::e2e::{CallbackPress, Content, InlineQuery, KeyboardContext, Media, Reaction};
@@ -42,9 +44,10 @@ pub fn validate_kinds(list: &[String]) -> Result<(), String> {
     }
 }
 
-/// The default set: everything except `message_reaction`, which must be asked for.
+/// The default set: everything except `message_reaction` and `chat_member`, which must be
+/// asked for (as in the Bot API).
 pub fn default_kinds() -> Vec<String> {
-    UPDATE_KINDS.iter().filter(|k| **k != "message_reaction").map(|k| k.to_string()).collect()
+    UPDATE_KINDS.iter().filter(|k| !matches!(**k, "message_reaction" | "chat_member")).map(|k| k.to_string()).collect()
 }
 
 /// The kinds in force: the stored filter, or the default set when none (or `[]`) was given.
@@ -83,7 +86,7 @@ pub fn enqueue_message(
     entry: &chats::HistoryEntry,
 ) -> StoreResult<()> {
     if admits(c, "message")? {
-        let message = types::message_json(&history_view(c, me, chat, entry, true)?);
+        let message = types::message_json(&history_view(c, me, ChatRef::Private(chat), entry, true)?);
         queue::enqueue(c, "message", &message)?;
     }
     let content = &entry.content;
@@ -124,11 +127,15 @@ pub fn enqueue_inline_query(c: &Connection, chat: &chats::PrivateChat, q: &Inlin
 pub fn history_view(
     c: &Connection,
     me: &UserView,
-    chat: &chats::PrivateChat,
+    chat: ChatRef<'_>,
     entry: &chats::HistoryEntry,
     nest: bool,
 ) -> StoreResult<MessageView> {
-    let from = if entry.from_bot { me.clone() } else { chat_user(chat) };
+    let from = match chat {
+        _ if entry.from_bot => me.clone(),
+        ChatRef::Private(p) => chat_user(p),
+        ChatRef::Group(_) => group_user(c, entry.sender_id as u64)?,
+    };
     let (text, entities) = match &entry.content.body {
         Some(Body::Text(t)) => {
             // PTB and telegraf route commands by a bot_command entity (SDK-COMPAT §8.9).
@@ -165,7 +172,7 @@ pub fn history_view(
     Ok(MessageView {
         message_id: entry.message_id,
         date: entry.date,
-        chat: private_chat_view(chat),
+        chat: chat.view(),
         from: Some(from),
         text,
         entities,
@@ -283,7 +290,7 @@ pub fn enqueue_callback_query(
     if !fresh || !admits(c, "callback_query")? {
         return Ok(());
     }
-    let message = history_view(c, me, chat, &entry, true)?;
+    let message = history_view(c, me, ChatRef::Private(chat), &entry, true)?;
     let query = types::callback_query_json(&id, &chat_user(chat), &message, &chat_id.to_string(), &press.callback_data);
     queue::enqueue(c, "callback_query", &query)?;
     Ok(())
@@ -320,6 +327,125 @@ pub fn reaction_views(r: &Reaction) -> Vec<ReactionView> {
             None => None,
         })
         .collect()
+}
+
+/// The chat a history entry belongs to.
+#[derive(Debug, Clone, Copy)]
+pub enum ChatRef<'a> {
+    Private(&'a chats::PrivateChat),
+    Group(&'a groups::GroupChat),
+}
+
+impl ChatRef<'_> {
+    pub fn view(&self) -> ChatView {
+        match self {
+            ChatRef::Private(p) => private_chat_view(p),
+            ChatRef::Group(g) => group_chat_view(g),
+        }
+    }
+}
+
+/// A group or channel as a Bot API Chat.
+pub fn group_chat_view(g: &groups::GroupChat) -> ChatView {
+    match g.kind.as_str() {
+        "channel" => ChatView::Channel { id: g.chat_id, title: g.title.clone(), username: None },
+        _ => ChatView::Group { id: g.chat_id, title: g.title.clone() },
+    }
+}
+
+/// A group user as a Bot API User (a user never seen is named by their id).
+fn group_user(c: &Connection, user_id: u64) -> StoreResult<UserView> {
+    Ok(match groups::user(c, user_id)? {
+        Some(u) => UserView {
+            id: user_id as i64,
+            is_bot: u.is_bot,
+            first_name: if u.first_name.is_empty() { u.username.clone() } else { u.first_name },
+            username: non_empty(&u.username),
+        },
+        None => UserView { id: user_id as i64, is_bot: false, first_name: format!("user {user_id}"), username: None },
+    })
+}
+
+/// Queues a `message` update for a text or file a member sent to a group.
+pub fn enqueue_group_message(
+    c: &Connection,
+    me: &UserView,
+    group: &groups::GroupChat,
+    entry: &chats::HistoryEntry,
+) -> StoreResult<()> {
+    if admits(c, "message")? {
+        let message = types::message_json(&history_view(c, me, ChatRef::Group(group), entry, true)?);
+        queue::enqueue(c, "message", &message)?;
+    }
+    Ok(())
+}
+
+/// A platform profile as a Bot API User, remembered for the messages they send later.
+pub fn profile_user(c: &Connection, p: &Profile) -> StoreResult<UserView> {
+    groups::remember_user(
+        c,
+        &groups::GroupUser {
+            user_id: p.user_id,
+            username: p.username.clone(),
+            first_name: p.display_name.clone(),
+            is_bot: p.is_bot,
+        },
+    )?;
+    group_user(c, p.user_id)
+}
+
+/// A platform role as a Bot API member status. INVITED (admitted, not joined) is `left` to
+/// the Bot API: such a user is not in the chat yet.
+pub fn member_status(m: &GroupMember) -> MemberStatus {
+    match m.role.enum_value_or_default() {
+        GroupRole::OWNER => MemberStatus::Owner,
+        GroupRole::ADMINISTRATOR => {
+            let r = m.rights.get_or_default();
+            MemberStatus::Administrator(AdminRights {
+                can_change_info: r.can_change_info,
+                can_delete_messages: r.can_delete_messages,
+                can_invite_users: r.can_invite_users,
+                can_restrict_members: r.can_restrict_members,
+                can_promote_members: r.can_promote_members,
+                can_post_messages: r.can_post_messages,
+                can_manage_chat: r.can_manage_chat,
+            })
+        }
+        GroupRole::MEMBER => MemberStatus::Member,
+        GroupRole::RESTRICTED => MemberStatus::Restricted,
+        GroupRole::LEFT | GroupRole::INVITED => MemberStatus::Left,
+        GroupRole::BANNED => MemberStatus::Banned,
+    }
+}
+
+/// A platform member as a Bot API ChatMember.
+pub fn member_view(c: &Connection, m: &GroupMember) -> StoreResult<MemberView> {
+    Ok(MemberView { user: profile_user(c, m.user.get_or_default())?, status: member_status(m) })
+}
+
+/// Queues the update of one role change: `my_chat_member` when it is this bot's,
+/// `chat_member` for anyone else. A change the Bot API cannot see (left → invited) makes none.
+pub fn enqueue_member_change(
+    c: &Connection,
+    me: &UserView,
+    group: &groups::GroupChat,
+    old: &GroupMember,
+    new: &GroupMember,
+    actor: &Profile,
+    date: i64,
+) -> StoreResult<()> {
+    let (old_view, new_view) = (member_view(c, old)?, member_view(c, new)?);
+    if old_view.status == new_view.status {
+        return Ok(());
+    }
+    let kind = if new.user.user_id == me.id as u64 { "my_chat_member" } else { "chat_member" };
+    if !admits(c, kind)? {
+        return Ok(());
+    }
+    let from = profile_user(c, actor)?;
+    let payload = members::chat_member_updated_json(&group_chat_view(group), &from, date, &old_view, &new_view);
+    queue::enqueue(c, kind, &payload)?;
+    Ok(())
 }
 
 pub fn private_chat_view(chat: &chats::PrivateChat) -> ChatView {

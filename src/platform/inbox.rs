@@ -24,7 +24,8 @@ use futures::channel::mpsc;
 use grpcio::{RpcStatus, RpcStatusCode, ServerStreamingSink, WriteFlags};
 
 use super::store::{self, DeviceAddr, InboxEntry, Store};
-use crate::wire::platform::InboxEnvelope;
+use crate::e2e::group::short_id;
+use crate::wire::platform::{group_delivery, GroupDelivery, GroupType, InboxEnvelope, MembershipChange};
 
 /// Envelopes read from the database per query.
 const READ_BATCH: usize = 64;
@@ -461,6 +462,28 @@ fn envelope(e: InboxEntry) -> InboxEnvelope {
         date: e.date,
         ciphertext: e.ciphertext,
         client_message_id: e.client_message_id,
+        group: e.group.map(group_delivery).into(),
+        ..Default::default()
+    }
+}
+
+fn group_delivery(g: store::GroupEntry) -> GroupDelivery {
+    use protobuf::{Enum as _, Message as _};
+    let change = g.change.and_then(|bytes| match MembershipChange::parse_from_bytes(&bytes) {
+        Ok(change) => Some(change),
+        Err(e) => {
+            log::error!("a stored membership change of group {} does not decode: {e}", short_id(&g.group_id));
+            None
+        }
+    });
+    GroupDelivery {
+        kind: group_delivery::Kind::from_i32(g.kind).unwrap_or_default().into(),
+        group_seq: g.group_seq,
+        epoch: g.epoch,
+        title: g.title,
+        type_: GroupType::from_i32(g.group_type).unwrap_or_default().into(),
+        change: change.into(),
+        group_id: g.group_id,
         ..Default::default()
     }
 }

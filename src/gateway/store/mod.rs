@@ -10,6 +10,7 @@ mod writer;
 
 pub mod chats;
 pub mod files;
+pub mod groups;
 pub mod inline;
 pub mod outbox;
 pub mod queue;
@@ -199,7 +200,7 @@ impl Store {
     pub fn open(path: &Path, recovery_secret: &[u8; 32], bot_id_hex: &str, name: &str) -> std::result::Result<Store, String> {
         let key = database_key(recovery_secret);
         let created = !path.exists();
-        let conn = open_connection(path, &key, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)
+        let mut conn = open_connection(path, &key, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)
             .map_err(|e| {
                 format!(
                     "cannot open state database {}: {e} (a state_dir of another bot, or a wrong identity_recovery_secret_hex?)",
@@ -210,6 +211,8 @@ impl Store {
         schema::configure(&conn).map_err(|e| format!("cannot configure state database {}: {e}", path.display()))?;
         // The error names the file and, for a file from a newer release, both versions.
         schema::migrate(&conn).map_err(|e| e.to_string())?;
+        // openmls' own tables (MLS group state), versioned by its storage crate.
+        crypto::mls::migrate_storage(&mut conn).map_err(|e| format!("state database {}: {e}", path.display()))?;
         match schema::meta_get(&conn, "bot_id_hex").map_err(|e| e.to_string())? {
             None => {
                 schema::meta_set(&conn, "bot_id_hex", bot_id_hex).map_err(|e| e.to_string())?;
@@ -301,8 +304,9 @@ pub use schema::{meta_delete, meta_get, meta_set};
 /// A database in memory with the current schema, for unit tests of the layers above.
 #[cfg(test)]
 pub fn memory_db() -> Connection {
-    let c = Connection::open_in_memory().expect("memory db");
+    let mut c = Connection::open_in_memory().expect("memory db");
     schema::migrate(&c).expect("migrate");
+    crypto::mls::migrate_storage(&mut c).expect("openmls tables");
     c
 }
 

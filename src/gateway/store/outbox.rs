@@ -6,7 +6,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{Result, StoreError};
 use crate::wire::e2e::Content;
-use crate::wire::platform::OutgoingMessage;
+use crate::wire::platform::{OutgoingMessage, SendGroupMessageRequest};
 
 #[derive(Debug, Clone)]
 pub struct OutboxEntry {
@@ -72,6 +72,24 @@ pub fn set_content(conn: &Connection, id: i64, content: &Content) -> Result<()> 
 pub fn set_sealed(conn: &Connection, id: i64, sealed: &OutgoingMessage) -> Result<()> {
     let bytes = sealed.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode sealed: {e}")))?;
     conn.execute("UPDATE outbox SET sealed = ?2 WHERE id = ?1", params![id, bytes])?;
+    Ok(())
+}
+
+/// A group message's recorded ciphertext (the request sent, and resent on a retry in the same
+/// epoch); `None` before it is encrypted or after the platform said the epoch moved on.
+pub fn group_sealed(conn: &Connection, id: i64) -> Result<Option<SendGroupMessageRequest>> {
+    let raw: Option<Option<Vec<u8>>> =
+        conn.query_row("SELECT group_sealed FROM outbox WHERE id = ?1", params![id], |r| r.get(0)).optional()?;
+    raw.flatten()
+        .map(|b| SendGroupMessageRequest::parse_from_bytes(&b).map_err(|e| StoreError::Corrupt(format!("outbox {id} group_sealed: {e}"))))
+        .transpose()
+}
+
+pub fn set_group_sealed(conn: &Connection, id: i64, req: Option<&SendGroupMessageRequest>) -> Result<()> {
+    let bytes = req
+        .map(|r| r.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode group message: {e}"))))
+        .transpose()?;
+    conn.execute("UPDATE outbox SET group_sealed = ?2 WHERE id = ?1", params![id, bytes])?;
     Ok(())
 }
 

@@ -12,6 +12,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 2, sql: &[crate::e2e::inbound::TABLES_V2, GATEWAY_V2] },
     Step { version: 3, sql: &[GATEWAY_V3] },
     Step { version: 4, sql: &[GATEWAY_MEDIA] },
+    // Groups: the chat id map, our membership and our pending commit (`store::groups`).
+    Step { version: 5, sql: &[super::groups::SCHEMA] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).

@@ -49,10 +49,12 @@ pub(super) fn lookup_user(store: &Store, req: pb::LookupUserRequest) -> Result<p
 }
 
 /// Who the credential belongs to; a bot that gave no device id gets device 0.
-pub(super) fn verify_credential(caller: Caller) -> Result<pb::VerifyCredentialResponse> {
+pub(super) fn verify_credential(store: &Store, caller: Caller) -> Result<pb::VerifyCredentialResponse> {
+    let account = store.account_by_id(caller.user_id)?;
     Ok(pb::VerifyCredentialResponse {
         user_id: caller.user_id,
         device_id: caller.device_id.unwrap_or(0),
+        capabilities: account.filter(|a| a.is_bot).and_then(|a| a.capabilities).unwrap_or_default(),
         ..Default::default()
     })
 }

@@ -1,51 +1,218 @@
-//! Groups: the MLS delivery service (docs/groups.md). Not served yet: every call answers
-//! FAILED_PRECONDITION until the delivery service lands.
+//! Groups: the MLS delivery service (docs/groups.md, "The delivery service"). Each handler
+//! decodes and checks the request's shape (ids, lengths, that MLS bytes parse as what they
+//! claim to be, key packages verified), then the store runs the rules in one transaction
+//! (`store::groups`) and the inbox feeders of the devices it wrote to are woken.
 
+use openmls::prelude::*;
+
+use super::super::convert::invalid;
 use super::super::error::{PlatformError, Result};
 use super::super::inbox::InboxHub;
-use super::super::store::{DeviceAddr, Store};
-use crate::wire::platform as pb;
+use super::super::store::{parse_group_info, DeviceAddr, GroupMessage, GroupSendOutcome, NewGroup, Store};
+use crate::clock::unix_now;
+use crate::crypto::mls;
+use crate::e2e::group::short_id;
+use crate::wire::platform::{self as pb, send_group_message_response::Status};
 
-fn not_yet<T>() -> Result<T> {
-    Err(PlatformError::FailedPrecondition("groups are not served by this platform yet".into()))
+/// Group titles are 1 to 128 characters.
+pub const TITLE_MAX: usize = 128;
+/// Most key packages in one upload.
+pub const KEY_PACKAGES_PER_REQUEST_MAX: usize = 100;
+/// Largest accepted key package, in bytes.
+pub const KEY_PACKAGE_MAX: usize = 64 << 10;
+
+fn group_id(bytes: &[u8]) -> Result<Vec<u8>> {
+    if bytes.len() != 32 {
+        return Err(invalid(format!("group_id must be 32 bytes, got {}", bytes.len())));
+    }
+    Ok(bytes.to_vec())
 }
 
-pub(super) fn upload_key_packages(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::KeyPackagesUpload) -> Result<pb::KeyPackagesUploadResponse> {
-    not_yet()
+pub(super) fn upload_key_packages(
+    store: &Store,
+    _hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::KeyPackagesUpload,
+) -> Result<pb::KeyPackagesUploadResponse> {
+    let n = req.key_packages.len();
+    if n == 0 || n > KEY_PACKAGES_PER_REQUEST_MAX {
+        return Err(invalid(format!("send 1 to {KEY_PACKAGES_PER_REQUEST_MAX} key packages, got {n}")));
+    }
+    let device_key = store
+        .device(caller)?
+        .filter(|d| d.active)
+        .ok_or_else(|| PlatformError::Unauthenticated("this call needs an active device".into()))?
+        .device_key;
+    let crypto = openmls_rust_crypto::RustCrypto::default();
+    for (i, bytes) in req.key_packages.iter().enumerate() {
+        check_key_package(&crypto, bytes, caller, &device_key).map_err(|e| invalid(format!("key package {i}: {e}")))?;
+    }
+    let remaining = store.upload_key_packages(caller, &req.key_packages, unix_now())?;
+    Ok(pb::KeyPackagesUploadResponse { remaining, ..Default::default() })
 }
 
-pub(super) fn claim_key_packages(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::ClaimKeyPackagesRequest) -> Result<pb::ClaimKeyPackagesResponse> {
-    not_yet()
+/// A key package of the caller's device: it verifies, uses the platform's ciphersuite, and
+/// its leaf names the device and carries its registered key.
+fn check_key_package(
+    crypto: &impl openmls_traits::crypto::OpenMlsCrypto,
+    bytes: &[u8],
+    caller: DeviceAddr,
+    device_key: &[u8],
+) -> std::result::Result<(), String> {
+    if bytes.is_empty() || bytes.len() > KEY_PACKAGE_MAX {
+        return Err(format!("must be 1 to {KEY_PACKAGE_MAX} bytes, got {}", bytes.len()));
+    }
+    let MlsMessageBodyIn::KeyPackage(kp) = mls::parse_message(bytes)?.extract() else {
+        return Err("is an MLS message but not a KeyPackage".into());
+    };
+    let kp = kp.validate(crypto, ProtocolVersion::Mls10).map_err(|e| format!("does not verify: {e}"))?;
+    if kp.ciphersuite() != mls::CIPHERSUITE {
+        return Err(format!("uses {:?}; the platform serves {:?}", kp.ciphersuite(), mls::CIPHERSUITE));
+    }
+    let leaf = kp.leaf_node();
+    if mls::device_of(leaf.credential()) != Some((caller.user_id, caller.device_id)) {
+        return Err("its credential does not name the calling device (12 bytes: user id, device id)".into());
+    }
+    if leaf.signature_key().as_slice() != device_key {
+        return Err("its signature key is not the device's registered key".into());
+    }
+    Ok(())
 }
 
-pub(super) fn create_group(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::CreateGroupRequest) -> Result<pb::Group> {
-    not_yet()
+pub(super) fn claim_key_packages(
+    store: &Store,
+    _hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::ClaimKeyPackagesRequest,
+) -> Result<pb::ClaimKeyPackagesResponse> {
+    let (taken, devices_without) = store.claim_key_packages(caller, req.user_id)?;
+    Ok(pb::ClaimKeyPackagesResponse {
+        key_packages: taken
+            .into_iter()
+            .map(|(device_id, key_package)| pb::DeviceKeyPackage { device_id, key_package, ..Default::default() })
+            .collect(),
+        devices_without,
+        ..Default::default()
+    })
 }
 
-pub(super) fn get_group(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::GroupRequest) -> Result<pb::Group> {
-    not_yet()
+pub(super) fn create_group(
+    store: &Store,
+    _hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::CreateGroupRequest,
+) -> Result<pb::Group> {
+    let group_id = group_id(&req.group_id)?;
+    let len = req.title.chars().count();
+    if req.title.trim().is_empty() || len > TITLE_MAX || req.title.chars().any(char::is_control) {
+        return Err(invalid(format!(
+            "title must be 1 to {TITLE_MAX} characters without control characters, got {len} characters"
+        )));
+    }
+    let group_type = req.type_.enum_value().map_err(|v| invalid(format!("unknown group type {v}")))?;
+    let parsed_info = parse_group_info(&req.group_info)?;
+    let group = NewGroup { group_id, title: req.title, group_type, group_info: req.group_info, parsed_info };
+    let created = store.create_group(caller, group, unix_now())?;
+    log::info!("user {} created group {}", caller.user_id, short_id(&created.group_id));
+    Ok(created)
 }
 
-pub(super) fn get_group_info(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::GroupRequest) -> Result<pb::GroupInfoResponse> {
-    not_yet()
+pub(super) fn get_group(
+    store: &Store,
+    _hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::GroupRequest,
+) -> Result<pb::Group> {
+    store.get_group(caller.user_id, &group_id(&req.group_id)?)
 }
 
-pub(super) fn list_groups(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::ListGroupsRequest) -> Result<pb::ListGroupsResponse> {
-    not_yet()
+pub(super) fn get_group_info(
+    store: &Store,
+    _hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::GroupRequest,
+) -> Result<pb::GroupInfoResponse> {
+    let (group_info, epoch) = store.group_info(caller.user_id, &group_id(&req.group_id)?)?;
+    Ok(pb::GroupInfoResponse { group_info, epoch, ..Default::default() })
 }
 
-pub(super) fn add_group_member(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::AddGroupMemberRequest) -> Result<pb::MembershipResponse> {
-    not_yet()
+pub(super) fn list_groups(
+    store: &Store,
+    _hub: &InboxHub,
+    caller: DeviceAddr,
+    _req: pb::ListGroupsRequest,
+) -> Result<pb::ListGroupsResponse> {
+    Ok(pb::ListGroupsResponse { groups: store.list_groups(caller.user_id)?, ..Default::default() })
 }
 
-pub(super) fn remove_group_member(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::RemoveGroupMemberRequest) -> Result<pb::MembershipResponse> {
-    not_yet()
+/// A membership change's answer, after waking the devices it told.
+fn membership(
+    hub: &InboxHub,
+    (group, told): (pb::Group, std::collections::BTreeSet<DeviceAddr>),
+) -> pb::MembershipResponse {
+    hub.notify(&told);
+    pb::MembershipResponse { group: Some(group).into(), ..Default::default() }
 }
 
-pub(super) fn leave_group(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::GroupRequest) -> Result<pb::MembershipResponse> {
-    not_yet()
+pub(super) fn add_group_member(
+    store: &Store,
+    hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::AddGroupMemberRequest,
+) -> Result<pb::MembershipResponse> {
+    let changed = store.add_group_member(caller, &group_id(&req.group_id)?, req.user_id, unix_now())?;
+    Ok(membership(hub, changed))
 }
 
-pub(super) fn send_group_message(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::SendGroupMessageRequest) -> Result<pb::SendGroupMessageResponse> {
-    not_yet()
+pub(super) fn remove_group_member(
+    store: &Store,
+    hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::RemoveGroupMemberRequest,
+) -> Result<pb::MembershipResponse> {
+    let changed = store.remove_group_member(caller, &group_id(&req.group_id)?, req.user_id, unix_now())?;
+    Ok(membership(hub, changed))
+}
+
+pub(super) fn leave_group(
+    store: &Store,
+    hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::GroupRequest,
+) -> Result<pb::MembershipResponse> {
+    let changed = store.leave_group(caller, &group_id(&req.group_id)?, unix_now())?;
+    Ok(membership(hub, changed))
+}
+
+pub(super) fn send_group_message(
+    store: &Store,
+    hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::SendGroupMessageRequest,
+) -> Result<pb::SendGroupMessageResponse> {
+    let group_id = group_id(&req.group_id)?;
+    let m = GroupMessage::decode(group_id, req.client_message_id, req.message, req.group_info, req.welcome)?;
+    let (outcome, told) = store.send_group_message(caller, m, unix_now())?;
+    hub.notify(&told);
+    let mut r = pb::SendGroupMessageResponse::default();
+    match outcome {
+        GroupSendOutcome::Ok { epoch, group_seq, message_id, date } => {
+            r.status = Status::OK.into();
+            (r.epoch, r.group_seq, r.message_id, r.date) = (epoch, group_seq, message_id, date);
+        }
+        GroupSendOutcome::Stale { epoch } => {
+            r.status = Status::STALE_EPOCH.into();
+            r.epoch = epoch;
+        }
+        GroupSendOutcome::Rejected(error) => {
+            r.status = Status::REJECTED.into();
+            r.error = error;
+        }
+        GroupSendOutcome::RemovalsPending(users) => {
+            r.status = Status::REMOVALS_PENDING.into();
+            r.error = "commit the removal of the leaves of the users who left or were removed first".into();
+            r.pending_removals = users;
+        }
+    }
+    Ok(r)
 }

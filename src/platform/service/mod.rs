@@ -163,7 +163,7 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         _req: pb::VerifyCredentialRequest,
         sink: UnarySink<pb::VerifyCredentialResponse>,
     ) {
-        self.unary(&ctx, sink, "VerifyCredential", Need::Any, accounts::verify_credential);
+        self.unary(&ctx, sink, "VerifyCredential", Need::Any, |caller| accounts::verify_credential(&self.store, caller));
     }
 
     // ── devices ──

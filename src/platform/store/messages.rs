@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{
-    AccountStatus, DeviceAddr, InboxEntry, Outgoing, Reserved, SendBatch, SendOutcome, Store, CIPHERTEXT_MAX,
+    AccountStatus, DeviceAddr, GroupEntry, InboxEntry, Outgoing, Reserved, SendBatch, SendOutcome, Store, CIPHERTEXT_MAX,
     CLIENT_MESSAGE_ID_MAX,
 };
 use crate::platform::error::{db_error, Result};
@@ -58,7 +58,7 @@ impl Store {
     pub fn prune_sent_records(&self, before: i64) -> Result<usize> {
         let conn = self.lock();
         let mut pruned = 0;
-        for table in ["sent_messages", "reserved_messages"] {
+        for table in ["sent_messages", "reserved_messages", "sent_group_messages"] {
             pruned += conn
                 .execute(&format!("DELETE FROM {table} WHERE date < ?1"), params![before])
                 .map_err(db_error("pruning sent-message records"))?;
@@ -72,8 +72,10 @@ pub fn read_inbox(conn: &Connection, addr: DeviceAddr, after: u64, limit: usize)
     let mut stmt = conn
         .prepare_cached(
             "SELECT i.seq, i.sender_id, i.sender_device, a.username, a.display_name, a.is_bot,
-                    i.message_id, i.date, i.ciphertext, i.client_message_id
+                    i.message_id, i.date, i.ciphertext, i.client_message_id,
+                    i.group_id, i.group_kind, i.group_seq, i.group_epoch, i.group_change, g.title, g.type
              FROM inbox i LEFT JOIN accounts a ON a.id = i.sender_id
+                          LEFT JOIN groups g ON g.group_id = i.group_id
              WHERE i.account_id = ?1 AND i.device_id = ?2 AND i.seq > ?3
              ORDER BY i.seq LIMIT ?4",
         )
@@ -92,10 +94,74 @@ pub fn read_inbox(conn: &Connection, addr: DeviceAddr, after: u64, limit: usize)
                 date: r.get(7)?,
                 ciphertext: r.get(8)?,
                 client_message_id: r.get(9)?,
+                group: match r.get::<_, Option<Vec<u8>>>(10)? {
+                    None => None,
+                    Some(group_id) => Some(GroupEntry {
+                        group_id,
+                        kind: r.get(11)?,
+                        group_seq: r.get(12)?,
+                        epoch: r.get(13)?,
+                        change: r.get(14)?,
+                        title: r.get::<_, Option<String>>(15)?.unwrap_or_default(),
+                        group_type: r.get::<_, Option<i32>>(16)?.unwrap_or_default(),
+                    }),
+                },
             })
         })
         .map_err(db_error("reading an inbox"))?;
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_error("reading an inbox"))
+}
+
+/// The group columns of an inbox row (`GroupDelivery` without what the `groups` row holds).
+#[derive(Debug, Clone)]
+pub(super) struct GroupColumns<'a> {
+    pub group_id: &'a [u8],
+    pub kind: i32,
+    pub group_seq: u64,
+    pub epoch: u64,
+    /// MEMBERSHIP: the encoded `MembershipChange`.
+    pub change: Option<&'a [u8]>,
+}
+
+/// One inbox entry to append: a private message's ciphertext for one device, or a group
+/// delivery (`group` set).
+pub(super) struct InboxRow<'a> {
+    pub to: DeviceAddr,
+    pub sender: DeviceAddr,
+    pub message_id: u64,
+    pub date: i64,
+    pub client_message_id: &'a str,
+    pub ciphertext: &'a [u8],
+    pub group: Option<GroupColumns<'a>>,
+}
+
+/// Appends one entry to a device's inbox (the one insert path of private and group traffic).
+pub(super) fn append_inbox(tx: &Connection, row: &InboxRow<'_>) -> Result<()> {
+    let g = row.group.as_ref();
+    tx.prepare_cached(
+        "INSERT INTO inbox (account_id, device_id, sender_id, sender_device, message_id, date,
+                            client_message_id, ciphertext, group_id, group_kind, group_seq, group_epoch, group_change)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            row.to.user_id,
+            row.to.device_id,
+            row.sender.user_id,
+            row.sender.device_id,
+            row.message_id,
+            row.date,
+            row.client_message_id,
+            row.ciphertext,
+            g.map(|g| g.group_id),
+            g.map(|g| g.kind),
+            g.map(|g| g.group_seq),
+            g.map(|g| g.epoch),
+            g.and_then(|g| g.change),
+        ])
+    })
+    .map_err(db_error("appending to an inbox"))?;
+    Ok(())
 }
 
 fn send_one(
@@ -193,28 +259,13 @@ fn send_one(
         Some((_, message_id, date)) => (message_id, date),
         None => (next_message_id(tx, sender.user_id, m.recipient_id)?, now),
     };
-    {
-        let mut stmt = tx
-            .prepare_cached(
-                "INSERT INTO inbox (account_id, device_id, sender_id, sender_device, message_id, date,
-                                    client_message_id, ciphertext)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )
-            .map_err(db_error("appending to an inbox"))?;
-        for (device_id, ciphertext) in &m.ciphertexts {
-            stmt.execute(params![
-                m.recipient_id,
-                device_id,
-                sender.user_id,
-                sender.device_id,
-                message_id,
-                now,
-                m.client_message_id,
-                ciphertext
-            ])
-            .map_err(db_error("appending to an inbox"))?;
-            delivered_to.insert(DeviceAddr { user_id: m.recipient_id, device_id: *device_id });
-        }
+    for (device_id, ciphertext) in &m.ciphertexts {
+        let to = DeviceAddr { user_id: m.recipient_id, device_id: *device_id };
+        append_inbox(
+            tx,
+            &InboxRow { to, sender, message_id, date: now, client_message_id: &m.client_message_id, ciphertext, group: None },
+        )?;
+        delivered_to.insert(to);
     }
     tx.prepare_cached(
         "INSERT INTO sent_messages (sender_id, sender_device, client_message_id, message_id, date)

@@ -24,6 +24,7 @@ use crate::migrations::{self, Step};
 mod accounts;
 mod devices;
 mod files;
+mod groups;
 mod inline;
 mod messages;
 mod profile;
@@ -32,6 +33,9 @@ pub use inline::{InlineSession, INLINE_SESSION_TTL_SECS};
 
 pub use devices::device_removed_message;
 pub use files::{check_file_ref, StagedUpload};
+pub use groups::{
+    parse_group_info, GroupMessage, GroupSendOutcome, NewGroup, KEY_PACKAGES_PER_DEVICE_MAX,
+};
 pub use messages::read_inbox;
 pub use profile::{CommandsKey, DescriptionField};
 
@@ -49,6 +53,9 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 4, sql: &[DEVICES_SEEN_AND_REMOVED] },
     // Encrypted files: one row per stored ciphertext (`files`).
     Step { version: 5, sql: &[files::SCHEMA_FILES] },
+    // Groups: the MLS delivery service (`groups`); inbox rows may carry a group delivery.
+    // openmls' own tables (`openmls_*`) are migrated by its storage crate after these steps.
+    Step { version: 6, sql: &[groups::SCHEMA_GROUPS] },
 ];
 
 /// Step 4: devices of a bot: when each was last seen (an authenticated call or an Inbox stream,
@@ -321,6 +328,23 @@ pub struct InboxEntry {
     pub date: i64,
     pub ciphertext: Vec<u8>,
     pub client_message_id: String,
+    /// Set for group traffic (the wire's `GroupDelivery`).
+    pub group: Option<GroupEntry>,
+}
+
+/// The group part of an inbox entry; title and type are the group's current ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupEntry {
+    pub group_id: Vec<u8>,
+    /// `GroupDelivery.Kind` as a number.
+    pub kind: i32,
+    pub group_seq: u64,
+    pub epoch: u64,
+    pub title: String,
+    /// `GroupType` as a number.
+    pub group_type: i32,
+    /// MEMBERSHIP: the encoded `MembershipChange`.
+    pub change: Option<Vec<u8>>,
 }
 
 /// Longest accepted client message id, in bytes.
@@ -369,7 +393,7 @@ impl Store {
             PlatformError::Internal(format!("cannot create data directory {}: {e}", data_dir.display()))
         })?;
         let path = data_dir.join(DB_FILE);
-        let conn = Connection::open(&path)
+        let mut conn = Connection::open(&path)
             .map_err(|e| PlatformError::Internal(format!("cannot open platform database {}: {e}", path.display())))?;
         // SQLite gives the -wal and -shm files the database file's mode.
         {
@@ -381,6 +405,9 @@ impl Store {
         configure(&conn).map_err(db_error("configuring the platform database"))?;
         // The error names the file and, for a file from a newer release, both versions.
         migrations::migrate(&conn, STEPS).map_err(|e| PlatformError::Internal(e.to_string()))?;
+        // The public group states of the delivery service (`groups`).
+        crate::crypto::mls::migrate_storage(&mut conn)
+            .map_err(|e| PlatformError::Internal(format!("{}: {e}", path.display())))?;
         Ok(Store { path, conn: Mutex::new(conn), seen_written: Mutex::new(HashMap::new()) })
     }
 

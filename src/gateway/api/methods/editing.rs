@@ -12,6 +12,7 @@ use crate::gateway::keyboard;
 use crate::gateway::outbox;
 use crate::gateway::runtime::{unix_now, BotShared};
 use crate::gateway::store::chats;
+use crate::gateway::updates::ChatRef;
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::{Content, Delete, Edit, InlineKeyboard, Text};
 
@@ -85,7 +86,7 @@ fn send_edit(bot: &BotShared, chat: &chats::PrivateChat, entry: chats::HistoryEn
     content.set_edit(Edit { message_id: entry.message_id as u64, content: MessageField::some(new.clone()), edit_date, ..Default::default() });
     outbox::submit(bot, chat_id as i64, content, SEND_WAIT)?;
     let edited = chats::HistoryEntry { content: new, edit_date, ..entry };
-    Ok(types::message_json(&bot.message_view(chat, &edited)?))
+    Ok(types::message_json(&bot.message_view(ChatRef::Private(&chat), &edited)?))
 }
 
 /// `editMessageText`: new text (with `parse_mode` or `entities`) and, as in the Bot API, the

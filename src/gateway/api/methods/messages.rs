@@ -13,7 +13,8 @@ use crate::gateway::botapi::text::{self, ParseMode};
 use crate::gateway::botapi::{markup, types, ApiError, Params};
 use crate::gateway::outbox;
 use crate::gateway::runtime::{BotShared, Sent};
-use crate::gateway::store::chats;
+use crate::gateway::store::{chats, groups};
+use crate::gateway::updates::ChatRef;
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::{ChatAction, Content, Entity, ForwardOrigin, InlineKeyboard, Text};
 
@@ -198,9 +199,54 @@ pub(super) fn reply_target(bot: &BotShared, chat_id: i64, reply_to: Option<i64>,
 
 /// Sends a new message and answers it as the Bot API Message the bot sent.
 pub(super) fn send_new(bot: &BotShared, chat: &chats::PrivateChat, content: Content) -> Result<Value, ApiError> {
-    let chat_id = chat.user_id as i64;
+    send_new_to(bot, &Target::Private(chat.clone()), content)
+}
+
+/// Sends a new message to a private chat or a group, and answers it as the Bot API Message.
+pub(super) fn send_new_to(bot: &BotShared, target: &Target, content: Content) -> Result<Value, ApiError> {
+    let chat_id = target.chat_id();
     let sent = outbox::submit(bot, chat_id, content.clone(), SEND_WAIT)?;
-    Ok(types::message_json(&bot.message_view(chat, &sent_entry(bot, chat_id, &sent, content))?))
+    Ok(types::message_json(&bot.message_view(target.as_ref(), &sent_entry(bot, chat_id, &sent, content))?))
+}
+
+/// A chat the bot can send to: a private chat that produced an update, or a group it is in.
+pub(super) enum Target {
+    Private(chats::PrivateChat),
+    Group(groups::GroupChat),
+}
+
+impl Target {
+    pub(super) fn chat_id(&self) -> i64 {
+        match self {
+            Target::Private(p) => p.user_id as i64,
+            Target::Group(g) => g.chat_id,
+        }
+    }
+
+    fn as_ref(&self) -> ChatRef<'_> {
+        match self {
+            Target::Private(p) => ChatRef::Private(p),
+            Target::Group(g) => ChatRef::Group(g),
+        }
+    }
+}
+
+/// The chat `chat_id` names: a negative id is a group the bot is in (400 naming the chat
+/// otherwise), a positive one a known private chat.
+pub(super) fn target_chat(bot: &BotShared, chat_id: i64) -> Result<Target, ApiError> {
+    if !groups::is_group_chat_id(chat_id) {
+        return known_chat(bot, chat_id).map(Target::Private);
+    }
+    Ok(Target::Group(member_group(bot, chat_id)?))
+}
+
+/// A group or channel the bot is a member of, by its chat id.
+pub(super) fn member_group(bot: &BotShared, chat_id: i64) -> Result<groups::GroupChat, ApiError> {
+    match bot.store.read(move |c| groups::by_chat_id(c, chat_id)).map_err(store_error)? {
+        Some(g) if g.status == groups::Membership::Member => Ok(g),
+        Some(g) => Err(ApiError::bad_request(format!("chat not found: the bot is not a member of {} {chat_id} any more", g.kind))),
+        None => Err(ApiError::bad_request(format!("chat not found: {chat_id} is not a chat of this bot"))),
+    }
 }
 
 /// The history entry of a message the bot just sent.
@@ -220,12 +266,15 @@ fn sent_entry(bot: &BotShared, chat_id: i64, sent: &Sent, content: Content) -> c
 /// in the history unless `allow_sending_without_reply`. Waits for the platform's message id.
 pub(super) fn send_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let req = send_message_request(params)?;
-    let chat = known_chat(bot, req.chat_id)?;
+    let chat = target_chat(bot, req.chat_id)?;
+    if matches!(chat, Target::Group(_)) && req.keyboard.is_some() {
+        return Err(ApiError::bad_request("inline keyboards in groups are not supported by this gateway yet"));
+    }
     let mut content = Content::new();
     content.set_text(Text { text: req.text, entities: req.entities, ..Default::default() });
     content.reply_to_message_id = reply_target(bot, req.chat_id, req.reply_to_message_id, req.allow_sending_without_reply)?;
     content.keyboard = MessageField::from_option(req.keyboard);
-    send_new(bot, &chat, content)
+    send_new_to(bot, &chat, content)
 }
 
 /// The message `from_chat_id`/`message_id` of the history, for forwarding or copying.

@@ -7,6 +7,7 @@
 //! [`METHODS`]. Method names are case-insensitive, as in the reference Bot API.
 
 mod callbacks;
+mod chats;
 mod editing;
 mod inline;
 mod me;
@@ -86,6 +87,11 @@ pub static METHODS: &[Method] = &[
     method("getMyShortDescription", profile::get_my_short_description),
     method("getMyName", profile::get_my_name),
     method("setMyName", profile::set_my_name),
+    method("getChat", chats::get_chat),
+    method("getChatMember", chats::get_chat_member),
+    method("getChatMemberCount", chats::get_chat_member_count),
+    method("getChatAdministrators", chats::get_chat_administrators),
+    method("leaveChat", chats::leave_chat),
 ];
 
 /// Methods of the Bot API this gateway does not serve yet: a call gets 400 saying so (and
@@ -99,8 +105,8 @@ pub const NOT_SUPPORTED_YET: &[&str] = &[
     "unbanChatSenderChat", "setChatPermissions", "exportChatInviteLink", "createChatInviteLink",
     "editChatInviteLink", "createChatSubscriptionInviteLink", "editChatSubscriptionInviteLink",
     "revokeChatInviteLink", "approveChatJoinRequest", "declineChatJoinRequest", "setChatPhoto", "deleteChatPhoto",
-    "setChatTitle", "setChatDescription", "pinChatMessage", "unpinChatMessage", "unpinAllChatMessages", "leaveChat",
-    "getChat", "getChatAdministrators", "getChatMemberCount", "getChatMember", "setChatStickerSet",
+    "setChatTitle", "setChatDescription", "pinChatMessage", "unpinChatMessage", "unpinAllChatMessages",
+    "setChatStickerSet",
     "deleteChatStickerSet", "getForumTopicIconStickers", "createForumTopic", "editForumTopic", "closeForumTopic",
     "reopenForumTopic", "deleteForumTopic", "unpinAllForumTopicMessages", "editGeneralForumTopic",
     "closeGeneralForumTopic", "reopenGeneralForumTopic", "hideGeneralForumTopic", "unhideGeneralForumTopic",

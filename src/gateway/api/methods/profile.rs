@@ -124,7 +124,7 @@ fn wire_scope(list: &CommandList) -> BotCommandScope {
 }
 
 /// What a failed platform call means to the Bot API caller.
-fn platform_error(bot: &BotShared, call: &str, e: grpcio::Error) -> ApiError {
+pub(super) fn platform_error(bot: &BotShared, call: &str, e: grpcio::Error) -> ApiError {
     if rpc::is_unauthenticated(&e) {
         bot.revoke(&rpc::text(&e));
         return bot.refusal();

@@ -1,0 +1,100 @@
+//! Chat information and membership: `getChat`, `getChatMember`, `getChatMemberCount`,
+//! `getChatAdministrators` and `leaveChat`. Groups answer from the platform's roles (a
+//! GetGroup call: the platform is the authority on who holds which role); a private chat
+//! answers from what the gateway knows of it.
+
+use serde_json::Value;
+
+use super::messages::{chat_id, known_chat, member_group};
+use super::profile::platform_error;
+use super::store_error;
+use crate::gateway::botapi::members::{self, MemberStatus, MemberView};
+use crate::gateway::botapi::types::UserView;
+use crate::gateway::botapi::{ApiError, Params};
+use crate::gateway::runtime::BotShared;
+use crate::gateway::store::groups::{self, GroupChat};
+use crate::gateway::updates;
+use crate::wire::platform::{Group, GroupRequest};
+
+/// The group `chat_id` names and the platform's view of its members.
+fn group_with_members(bot: &BotShared, params: &Params) -> Result<(GroupChat, Group), ApiError> {
+    let group = member_group(bot, chat_id(params, "chat_id")?)?;
+    let req = GroupRequest { group_id: group.group_id.clone(), ..Default::default() };
+    let info = bot.platform.client.get_group(&req, bot.platform.opt()).map_err(|e| platform_error(bot, "GetGroup", e))?;
+    Ok((group, info))
+}
+
+/// Every member with a role, as Bot API ChatMembers.
+fn member_views(bot: &BotShared, info: &Group) -> Result<Vec<MemberView>, ApiError> {
+    let members = info.members.clone();
+    bot.store
+        .write(move |c| members.iter().map(|m| updates::member_view(c, m)).collect())
+        .map_err(store_error)
+}
+
+/// `getChat`: a ChatFullInfo. For a group, its current title comes from the platform.
+pub(super) fn get_chat(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let id = chat_id(params, "chat_id")?;
+    if !groups::is_group_chat_id(id) {
+        let chat = known_chat(bot, id)?;
+        return Ok(members::chat_full_info_json(&updates::private_chat_view(&chat)));
+    }
+    let (mut group, info) = group_with_members(bot, params)?;
+    group.title = info.title.clone();
+    Ok(members::chat_full_info_json(&updates::group_chat_view(&group)))
+}
+
+/// `getChatMember`: the user's ChatMember; a user with no role is `left`.
+pub(super) fn get_chat_member(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let user_id = params.required_i64("user_id")?;
+    let (_, info) = group_with_members(bot, params)?;
+    let views = member_views(bot, &info)?;
+    let view = match views.into_iter().find(|v| v.user.id == user_id) {
+        Some(v) => v,
+        None => {
+            return Err(ApiError::bad_request(format!("member not found: user {user_id} has never been in this chat")))
+        }
+    };
+    Ok(members::chat_member_json(&view))
+}
+
+/// `getChatMemberCount`: members in the chat now (owner, administrators, members, restricted).
+pub(super) fn get_chat_member_count(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let (_, info) = group_with_members(bot, params)?;
+    let views = member_views(bot, &info)?;
+    Ok(Value::from(views.iter().filter(|v| v.status.is_in_chat()).count()))
+}
+
+/// `getChatAdministrators`: the owner and the administrators; bots among them only with
+/// `return_bots` (as the Bot API's new parameter asks).
+pub(super) fn get_chat_administrators(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let return_bots = params.flag("return_bots")?;
+    let (_, info) = group_with_members(bot, params)?;
+    let views = member_views(bot, &info)?;
+    let admins: Vec<Value> = views
+        .iter()
+        .filter(|v| matches!(v.status, MemberStatus::Owner | MemberStatus::Administrator(_)))
+        .filter(|v| return_bots || !is_bot(&v.user))
+        .map(members::chat_member_json)
+        .collect();
+    Ok(Value::Array(admins))
+}
+
+fn is_bot(user: &UserView) -> bool {
+    user.is_bot
+}
+
+/// `leaveChat`: the bot leaves the group at once (the platform stops delivering to it); the
+/// next commit of any member removes its leaves, so it can read nothing sent after that.
+pub(super) fn leave_chat(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let group = member_group(bot, chat_id(params, "chat_id")?)?;
+    let req = GroupRequest { group_id: group.group_id.clone(), ..Default::default() };
+    bot.platform.client.leave_group(&req, bot.platform.opt()).map_err(|e| platform_error(bot, "LeaveGroup", e))?;
+    // The platform's LEFT delivery forgets the epoch secrets; the status changes here at once
+    // so that no send slips through meanwhile.
+    let gid = group.group_id;
+    bot.store
+        .write(move |c| groups::set_status(c, &gid, groups::Membership::Gone, crate::clock::unix_now()))
+        .map_err(store_error)?;
+    Ok(Value::Bool(true))
+}

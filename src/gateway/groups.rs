@@ -1,0 +1,440 @@
+//! The bot's groups over MLS (docs/groups.md): what `in/<n>` does with group deliveries, how
+//! the bot joins a group it was added to, and how its own commits reach the platform.
+//!
+//! - **Import** (`import`, inside the inbox's writer job, like a private envelope): a role
+//!   change becomes `my_chat_member` / `chat_member`; being added marks the group *invited*; a
+//!   Welcome joins; an MLS message is processed by `e2e::group::receive` in the group's order,
+//!   its text becoming a `message` update of the group's negative chat id. MLS state, update
+//!   and inbox cursor commit together.
+//! - **Joining** (`join_invited`, on `in/<n>` after each batch and at start): checks the
+//!   bot's `groups` capability (a bot without it leaves at once, so the adding user sees a
+//!   refusal), fetches the GroupInfo and joins by an external commit.
+//! - **Our commits** (`commit`): made and recorded in one writer job with a client message id,
+//!   then sent; a retry or a restart resends exactly the recorded commit, so a lost answer
+//!   never leaves this device and the platform at different epochs. Accepted → merged;
+//!   refused → discarded (an external join: the group is forgotten).
+//! - **Sending** (`send`, on `out/<n>`): a group message is encrypted in the current epoch and
+//!   committed before its first send; STALE_EPOCH means the inbox has commits to process
+//!   first: the ciphertext is dropped (never resent for a stale epoch) and the message is
+//!   encrypted again later; REMOVALS_PENDING makes this device commit those removals first.
+
+use protobuf::Message as _;
+use rusqlite::Connection;
+
+use super::botapi::types::UserView;
+use super::botapi::ApiError;
+use super::runtime::{unix_now, BotShared, Sent};
+use super::store::groups::{self, GroupChat, Membership, PendingCommit};
+use super::store::{chats, files, outbox, Result as StoreResult, StoreError};
+use super::updates;
+use crate::crypto;
+use crate::e2e::group::{self as mls_group, CommitOut, Received};
+use crate::wire::e2e::{content::Body, Content};
+use crate::wire::platform::{
+    group_delivery::Kind as DeliveryKind, send_group_message_response::Status as GroupStatus, GroupRequest, GroupRole,
+    GroupType, InboxEnvelope, SendGroupMessageRequest, SendGroupMessageResponse, VerifyCredentialRequest,
+};
+
+/// How often a join is tried again at once after the group moved on under it (STALE_EPOCH).
+const JOIN_TRIES: usize = 5;
+
+fn kind_name(t: GroupType) -> &'static str {
+    match t {
+        GroupType::CHANNEL => "channel",
+        GroupType::GROUP => "group",
+    }
+}
+
+/// Imports one group delivery (the envelope's `group` is set) inside the inbox's writer job.
+pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult<()> {
+    let d = env.group.get_or_default();
+    let gid = d.group_id.as_slice();
+    let kind = kind_name(d.type_.enum_value_or_default());
+    let now = unix_now();
+    match d.kind.enum_value_or_default() {
+        DeliveryKind::MEMBERSHIP => {
+            let change = d.change.get_or_default();
+            let (old, new) = (change.old.get_or_default(), change.new.get_or_default());
+            let about_me = new.user.user_id == me.id as u64;
+            let known = groups::by_group_id(c, gid)?;
+            let status = match (about_me, new.role.enum_value_or_default()) {
+                (true, GroupRole::INVITED) => Membership::Invited,
+                (true, GroupRole::LEFT | GroupRole::BANNED) => {
+                    // Out: nothing more arrives, and the epoch secrets are deleted.
+                    mls_group::forget(c, gid)?;
+                    groups::clear_commit(c, gid)?;
+                    Membership::Gone
+                }
+                (true, _) => Membership::Member,
+                // Someone else's change: our own standing stays as it was.
+                (false, _) => match &known {
+                    Some(g) => g.status,
+                    None => return Ok(()), // a group we are not in (yet)
+                },
+            };
+            let group = groups::upsert(c, gid, &d.title, kind, status, now)?;
+            updates::enqueue_member_change(c, me, &group, old, new, change.actor.get_or_default(), env.date)
+        }
+        DeliveryKind::WELCOME => {
+            let joined = mls_group::join_welcome(c, &env.ciphertext)?;
+            if joined != gid {
+                return Err(StoreError::Refused(format!(
+                    "a Welcome for group {} arrived as group {}",
+                    mls_group::short_id(&joined),
+                    mls_group::short_id(gid)
+                )));
+            }
+            groups::upsert(c, gid, &d.title, kind, Membership::Member, now)?;
+            Ok(())
+        }
+        DeliveryKind::MLS_MESSAGE => {
+            let Some(group) = groups::by_group_id(c, gid)? else {
+                return Err(StoreError::Refused(format!("a message of group {} we are not in", mls_group::short_id(gid))));
+            };
+            match mls_group::receive(c, gid, &env.ciphertext)? {
+                Received::Application { sender, plaintext } => import_message(c, env, me, &group, sender.0, &plaintext),
+                Received::Commit { removed_me, .. } => {
+                    // Another member's commit won this epoch: a commit of ours made in it is
+                    // void (openmls discarded it while merging).
+                    groups::clear_commit(c, gid)?;
+                    if removed_me {
+                        groups::set_status(c, gid, Membership::Gone, now)?;
+                    }
+                    Ok(())
+                }
+                Received::Ignored => Ok(()),
+            }
+        }
+    }
+}
+
+/// A member's application message: its content enters the group's history, and a text or
+/// file becomes a `message` update.
+fn import_message(
+    c: &Connection,
+    env: &InboxEnvelope,
+    me: &UserView,
+    group: &GroupChat,
+    sender: u64,
+    plaintext: &[u8],
+) -> StoreResult<()> {
+    if sender != env.sender_user_id {
+        return Err(StoreError::Refused(format!(
+            "group {}: the platform says user {} sent a message signed by user {sender}",
+            mls_group::short_id(&group.group_id),
+            env.sender_user_id
+        )));
+    }
+    let content = Content::parse_from_bytes(plaintext).map_err(|_| StoreError::E2e(crate::e2e::E2eError::BadContent))?;
+    groups::remember_user(
+        c,
+        &groups::GroupUser {
+            user_id: sender,
+            username: env.sender_username.clone(),
+            first_name: env.sender_display_name.clone(),
+            is_bot: env.sender_is_bot,
+        },
+    )?;
+    // Bots do not see bots' messages, their own (another runtime's) included.
+    if env.sender_is_bot || sender == me.id as u64 {
+        return Ok(());
+    }
+    match &content.body {
+        Some(Body::Text(_)) | Some(Body::Media(_)) => {
+            if let Some(Body::Media(media)) = &content.body {
+                files::issue(c, media, unix_now())?;
+            }
+            let entry = chats::HistoryEntry {
+                chat_id: group.chat_id,
+                message_id: env.message_id as i64,
+                from_bot: false,
+                sender_id: sender as i64,
+                date: env.date,
+                content,
+                edit_date: 0,
+            };
+            chats::record(c, &entry)?;
+            updates::enqueue_group_message(c, me, group, &entry)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// How the platform answered one of our commits.
+#[derive(Debug)]
+enum CommitAnswer {
+    Accepted,
+    /// STALE_EPOCH, REJECTED or REMOVALS_PENDING: discarded here.
+    Refused(SendGroupMessageResponse),
+    /// Nothing to commit.
+    Nothing,
+}
+
+/// Makes (unless one is recorded already) and sends our commit of a group, and settles it.
+fn commit(
+    shared: &BotShared,
+    gid: &[u8],
+    make: impl FnOnce(&Connection) -> StoreResult<Option<(CommitOut, bool)>> + Send + 'static,
+) -> Result<CommitAnswer, String> {
+    let g = gid.to_vec();
+    let pending = shared
+        .store
+        .write(move |c| {
+            if let Some(p) = groups::pending_commit(c, &g)? {
+                return Ok(Some(p));
+            }
+            let Some((out, external)) = make(c)? else { return Ok(None) };
+            let req = SendGroupMessageRequest {
+                group_id: g.clone(),
+                client_message_id: crypto::hex_encode(&crypto::random_bytes::<16>()),
+                message: out.message,
+                group_info: out.group_info,
+                welcome: out.welcome,
+                ..Default::default()
+            };
+            let request = req.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode commit: {e}")))?;
+            let p = PendingCommit { client_message_id: req.client_message_id, request, external };
+            groups::set_pending_commit(c, &g, &p)?;
+            Ok(Some(p))
+        })
+        .map_err(|e| e.to_string())?;
+    match pending {
+        Some(p) => settle(shared, gid, p),
+        None => Ok(CommitAnswer::Nothing),
+    }
+}
+
+/// Sends a recorded commit (again) and records the answer: merged when accepted, discarded
+/// when refused. A failed call leaves it recorded for the next try.
+fn settle(shared: &BotShared, gid: &[u8], p: PendingCommit) -> Result<CommitAnswer, String> {
+    let req = SendGroupMessageRequest::parse_from_bytes(&p.request).map_err(|e| format!("stored commit: {e}"))?;
+    let resp = shared
+        .platform
+        .client
+        .send_group_message(&req, shared.platform.opt())
+        .map_err(|e| format!("sending a commit of group {}: {e}", mls_group::short_id(gid)))?;
+    let accepted = resp.status.enum_value_or_default() == GroupStatus::OK;
+    let (g, cmid, external) = (gid.to_vec(), p.client_message_id, p.external);
+    shared
+        .store
+        .write(move |c| {
+            if !groups::clear_pending_commit(c, &g, &cmid)? {
+                return Ok(()); // settled meanwhile (a retry's answer, or a commit that lost)
+            }
+            match (accepted, external) {
+                (true, true) => groups::set_status(c, &g, Membership::Member, unix_now()),
+                (true, false) => Ok(mls_group::commit_accepted(c, &g)?),
+                (false, true) => Ok(mls_group::forget(c, &g)?),
+                (false, false) => Ok(mls_group::commit_refused(c, &g)?),
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(if accepted { CommitAnswer::Accepted } else { CommitAnswer::Refused(resp) })
+}
+
+/// Before the inbox processes a group's messages: a commit of ours still awaiting its answer
+/// (a lost reply, a crash) is settled first, or the messages of the epoch it started would not
+/// open.
+pub fn settle_pending(shared: &BotShared, envelopes: &[InboxEnvelope]) {
+    let mut seen: Vec<&[u8]> = Vec::new();
+    for d in envelopes.iter().filter_map(|e| e.group.as_ref()) {
+        let gid = d.group_id.as_slice();
+        if d.kind.enum_value_or_default() != DeliveryKind::MLS_MESSAGE || seen.contains(&gid) {
+            continue;
+        }
+        seen.push(gid);
+        let owned = gid.to_vec();
+        let pending = shared.store.read(move |c| groups::pending_commit(c, &owned));
+        if let Ok(Some(p)) = pending {
+            if let Err(e) = settle(shared, gid, p) {
+                log::warn!("bot @{}: {e}", shared.username);
+            }
+        }
+    }
+}
+
+/// Joins every group the bot was added to and has not joined yet.
+pub fn join_invited(shared: &BotShared) {
+    let invited = match shared.store.read(groups::invited) {
+        Ok(g) => g,
+        Err(e) => {
+            log::warn!("bot @{}: reading the groups to join: {e}", shared.username);
+            return;
+        }
+    };
+    for group in invited {
+        if let Err(e) = join(shared, &group) {
+            log::warn!("bot @{}: joining group {:?} failed (tried again later): {e}", shared.username, group.title);
+        }
+    }
+}
+
+fn join(shared: &BotShared, group: &GroupChat) -> Result<(), String> {
+    let p = &shared.platform;
+    let gid = group.group_id.clone();
+    let capabilities = p.client.verify_credential(&VerifyCredentialRequest::new(), p.opt()).map_err(|e| e.to_string())?.capabilities;
+    let needed = if group.kind == "channel" { "channels" } else { "groups" };
+    if !capabilities.split(',').any(|c| c.trim().eq_ignore_ascii_case(needed)) {
+        log::warn!(
+            "bot @{}: added to {} {:?}, but the bot lacks the `{needed}` capability (set it with @BotManager); leaving it",
+            shared.username,
+            group.kind,
+            group.title
+        );
+        let req = GroupRequest { group_id: gid.clone(), ..Default::default() };
+        p.client.leave_group(&req, p.opt()).map_err(|e| format!("leaving: {e}"))?;
+        let g = gid.clone();
+        return shared.store.write(move |c| groups::set_status(c, &g, Membership::Gone, unix_now())).map_err(|e| e.to_string());
+    }
+    for _ in 0..JOIN_TRIES {
+        let req = GroupRequest { group_id: gid.clone(), ..Default::default() };
+        let info = p.client.get_group_info(&req, p.opt()).map_err(|e| format!("fetching the GroupInfo: {e}"))?.group_info;
+        let expected = gid.clone();
+        let answer = commit(shared, &gid, move |c| {
+            let (joined, out) = mls_group::join_external(c, &info)?;
+            if joined != expected {
+                return Err(StoreError::Refused("the platform's GroupInfo is of another group".into()));
+            }
+            Ok(Some((out, true)))
+        })?;
+        match answer {
+            CommitAnswer::Accepted | CommitAnswer::Nothing => {
+                log::info!("bot @{}: joined {} {:?}", shared.username, group.kind, group.title);
+                return Ok(());
+            }
+            CommitAnswer::Refused(r) if r.status.enum_value_or_default() == GroupStatus::STALE_EPOCH => continue,
+            CommitAnswer::Refused(r) => {
+                let g = gid.clone();
+                shared.store.write(move |c| groups::set_status(c, &g, Membership::Gone, unix_now())).map_err(|e| e.to_string())?;
+                return Err(format!("the platform refused the join: {}", r.error));
+            }
+        }
+    }
+    Err(format!("the group kept moving on ({JOIN_TRIES} tries)"))
+}
+
+/// What happened to one outbox message of a group.
+pub enum GroupSend {
+    /// Acknowledged or given up: leaves the outbox.
+    Finished(Result<Sent, ApiError>),
+    /// Not sent this time (the epoch moved on, removals were due): tried again later.
+    Later(String),
+}
+
+/// Sends one outbox message to a group: encrypts it (committed first) unless a ciphertext of
+/// the current attempt is recorded, sends, and records the answer.
+pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend, String> {
+    let (id, chat_id, content, cmid) = (entry.id, entry.chat_id, entry.content.clone(), entry.client_message_id.clone());
+    let sealed = shared
+        .store
+        .write(move |c| {
+            let Some(group) = groups::by_chat_id(c, chat_id)?.filter(|g| g.status == Membership::Member) else {
+                return Ok(None);
+            };
+            if let Some(req) = outbox::group_sealed(c, id)? {
+                return Ok(Some(req));
+            }
+            let plaintext = content.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode content: {e}")))?;
+            let (message, _epoch) = mls_group::encrypt(c, &group.group_id, &plaintext)?;
+            let req = SendGroupMessageRequest { group_id: group.group_id, client_message_id: cmid, message, ..Default::default() };
+            outbox::set_group_sealed(c, id, Some(&req))?;
+            Ok(Some(req))
+        })
+        .map_err(|e| e.to_string())?;
+    let Some(req) = sealed else {
+        shared.store.write(move |c| outbox::remove(c, id)).map_err(|e| e.to_string())?;
+        return Ok(GroupSend::Finished(Err(ApiError::bad_request(format!(
+            "Bad Request: chat {chat_id} is a group the bot is not a member of"
+        )))));
+    };
+    let resp = shared
+        .platform
+        .client
+        .send_group_message(&req, shared.platform.opt())
+        .map_err(|e| format!("group {}: {e}", mls_group::short_id(&req.group_id)))?;
+    let bot_user_id = shared.compat_user_id;
+    let entry = entry.clone();
+    match resp.status.enum_value_or_default() {
+        GroupStatus::OK => {
+            let sent = Sent { message_id: resp.message_id as i64, date: resp.date };
+            shared
+                .store
+                .write(move |c| {
+                    outbox::remove(c, entry.id)?;
+                    if matches!(entry.content.body, Some(Body::Text(_)) | Some(Body::Media(_))) {
+                        chats::record(
+                            c,
+                            &chats::HistoryEntry {
+                                chat_id: entry.chat_id,
+                                message_id: sent.message_id,
+                                from_bot: true,
+                                sender_id: bot_user_id as i64,
+                                date: sent.date,
+                                content: entry.content.clone(),
+                                edit_date: 0,
+                            },
+                        )?;
+                    }
+                    Ok(())
+                })
+                .map_err(|e| e.to_string())?;
+            Ok(GroupSend::Finished(Ok(sent)))
+        }
+        GroupStatus::STALE_EPOCH => {
+            // Never resent: encrypted again once the inbox has processed the newer epoch.
+            shared
+                .store
+                .write(move |c| {
+                    outbox::set_group_sealed(c, id, None)?;
+                    outbox::note_failure(c, id, "the group's epoch moved on")
+                })
+                .map_err(|e| e.to_string())?;
+            Ok(GroupSend::Later(format!("group {}: epoch {} is current; catching up", mls_group::short_id(&req.group_id), resp.epoch)))
+        }
+        GroupStatus::REMOVALS_PENDING => {
+            let users = resp.pending_removals.clone();
+            let gid = req.group_id.clone();
+            let g = gid.clone();
+            shared
+                .store
+                .write(move |c| {
+                    outbox::set_group_sealed(c, id, None)?;
+                    outbox::note_failure(c, id, "removals were due first")
+                })
+                .map_err(|e| e.to_string())?;
+            let answer = commit(shared, &gid, move |c| Ok(mls_group::remove_users(c, &g, &users)?.map(|out| (out, false))))?;
+            Ok(GroupSend::Later(format!("group {}: committed the removals due first ({answer:?})", mls_group::short_id(&gid))))
+        }
+        GroupStatus::REJECTED => {
+            shared.store.write(move |c| outbox::remove(c, id)).map_err(|e| e.to_string())?;
+            Ok(GroupSend::Finished(Err(ApiError::bad_request(format!("Bad Request: the platform rejected the message: {}", resp.error)))))
+        }
+    }
+}
+
+/// How many unused key packages the platform should hold for this device (members adding the
+/// bot by key package — the Welcome path — take one each).
+const KEY_PACKAGE_TARGET: u32 = 20;
+
+/// Tops this device's key packages on the platform back up to `KEY_PACKAGE_TARGET`.
+pub fn keep_key_packages(shared: &BotShared) {
+    let p = &shared.platform;
+    let result = (|| -> Result<(), String> {
+        let remaining = p
+            .client
+            .upload_key_packages(&crate::wire::platform::KeyPackagesUpload::new(), p.opt())
+            .map_err(|e| e.to_string())?
+            .remaining;
+        if remaining >= KEY_PACKAGE_TARGET / 2 {
+            return Ok(());
+        }
+        let count = (KEY_PACKAGE_TARGET - remaining) as usize;
+        let fresh = shared.store.write(move |c| Ok(mls_group::key_packages(c, count)?)).map_err(|e: StoreError| e.to_string())?;
+        let req = crate::wire::platform::KeyPackagesUpload { key_packages: fresh, ..Default::default() };
+        p.client.upload_key_packages(&req, p.opt()).map_err(|e| e.to_string())?;
+        Ok(())
+    })();
+    if let Err(e) = result {
+        log::warn!("bot @{}: key package top-up failed (tried again later): {e}", shared.username);
+    }
+}

@@ -1,0 +1,371 @@
+//! The delivery service's rules against the store, with real MLS members (`e2e::group` on
+//! in-memory device databases) and no server.
+
+use protobuf::{Enum as _, Message as _};
+use rusqlite::Connection;
+
+use super::*;
+use crate::crypto::IdentityKeyPair;
+use crate::e2e::{self, group::CommitOut, group::Received, Registration};
+use crate::platform::store::tests::store;
+use crate::platform::store::{read_inbox, InboxEntry, NewDevice, SignedPrekey};
+
+/// A device with its own e2e state (keys, MLS storage), registered on the store.
+struct Dev {
+    conn: Connection,
+    addr: DeviceAddr,
+}
+
+fn new_device_state() -> (Connection, NewDevice, IdentityKeyPair) {
+    crate::crypto::init();
+    let mut conn = Connection::open_in_memory().expect("in-memory db");
+    conn.execute_batch(e2e::TABLES_V1).expect("e2e tables");
+    mls::migrate_storage(&mut conn).expect("openmls tables");
+    let account = IdentityKeyPair::generate();
+    let keys = e2e::create_device_keys(&conn, &account).expect("device keys");
+    let spk = keys.signed_prekey.as_ref().expect("spk");
+    let device = NewDevice {
+        device_key: keys.device_key.as_slice().try_into().expect("32"),
+        certificate: keys.device_certificate.as_slice().try_into().expect("64"),
+        signed_prekey: SignedPrekey {
+            id: spk.id,
+            public_key: spk.public_key.as_slice().try_into().expect("32"),
+            signature: spk.signature.as_slice().try_into().expect("64"),
+        },
+        one_time_prekeys: Vec::new(),
+    };
+    (conn, device, account)
+}
+
+fn registered(conn: Connection, addr: DeviceAddr) -> Dev {
+    e2e::save_registration(&conn, Registration { user_id: addr.user_id, device_id: addr.device_id }).expect("save");
+    Dev { conn, addr }
+}
+
+fn user(store: &Store, name: &str) -> Dev {
+    let (conn, device, account) = new_device_state();
+    let addr = store.register_user(name, name, &account.public_key(), &device, &[9; 32], 100).expect("register");
+    registered(conn, addr)
+}
+
+fn bot(store: &Store, name: &str, capabilities: &str) -> Dev {
+    let (conn, device, account) = new_device_state();
+    let (id, _) = store.create_bot(name, name, capabilities, &account.public_key(), None, 100).expect("bot");
+    let device_id = store.register_bot_device(id, &device, 100).expect("bot device");
+    registered(conn, DeviceAddr { user_id: id, device_id })
+}
+
+const GID: [u8; 32] = [7; 32];
+
+fn create(store: &Store, owner: &Dev, group_type: pb::GroupType) -> pb::Group {
+    let info = e2e::group::create(&owner.conn, &GID).expect("mls create");
+    let g = NewGroup {
+        group_id: GID.to_vec(),
+        title: "Test group".into(),
+        group_type,
+        parsed_info: parse_group_info(&info).expect("info"),
+        group_info: info,
+    };
+    store.create_group(owner.addr, g, 1000).expect("create group")
+}
+
+fn send(store: &Store, from: &Dev, cmid: &str, c: &CommitOut) -> GroupSendOutcome {
+    let m = GroupMessage::decode(GID.to_vec(), cmid.into(), c.message.clone(), c.group_info.clone(), c.welcome.clone())
+        .expect("decodes");
+    store.send_group_message(from.addr, m, 2000).expect("send").0
+}
+
+fn say(store: &Store, from: &Dev, cmid: &str, text: &str) -> GroupSendOutcome {
+    let (bytes, _) = e2e::group::encrypt(&from.conn, &GID, text.as_bytes()).expect("encrypt");
+    send(store, from, cmid, &CommitOut { message: bytes, ..Default::default() })
+}
+
+fn inbox(store: &Store, d: &Dev) -> Vec<InboxEntry> {
+    let reader = store.open_reader().expect("reader");
+    let entries = read_inbox(&reader, d.addr, 0, 1000).expect("read");
+    let seqs: Vec<u64> = entries.iter().map(|e| e.seq).collect();
+    store.ack(d.addr, &seqs).expect("ack");
+    entries
+}
+
+fn kind(e: &InboxEntry) -> DeliveryKind {
+    DeliveryKind::from_i32(e.group.as_ref().expect("group delivery").kind).expect("kind")
+}
+
+fn change(e: &InboxEntry) -> pb::MembershipChange {
+    pb::MembershipChange::parse_from_bytes(e.group.as_ref().and_then(|g| g.change.as_ref()).expect("change"))
+        .expect("decodes")
+}
+
+fn roles(g: &pb::Group) -> Vec<(u64, Role)> {
+    g.members.iter().map(|m| (m.user.user_id, m.role.enum_value_or_default())).collect()
+}
+
+/// Processes every MLS delivery in `d`'s inbox in order (Welcomes included); returns what it
+/// read, and the other entries' kinds.
+fn catch_up(store: &Store, d: &Dev) -> (Vec<Received>, Vec<DeliveryKind>) {
+    let (mut got, mut kinds) = (Vec::new(), Vec::new());
+    for e in inbox(store, d) {
+        kinds.push(kind(&e));
+        match kind(&e) {
+            DeliveryKind::MLS_MESSAGE => got.push(e2e::group::receive(&d.conn, &GID, &e.ciphertext).expect("process")),
+            DeliveryKind::WELCOME => {
+                e2e::group::join_welcome(&d.conn, &e.ciphertext).expect("welcome");
+            }
+            DeliveryKind::MEMBERSHIP => {}
+        }
+    }
+    (got, kinds)
+}
+
+fn ok(o: &GroupSendOutcome) -> (u64, u64, u64) {
+    match o {
+        GroupSendOutcome::Ok { epoch, group_seq, message_id, .. } => (*epoch, *group_seq, *message_id),
+        other => panic!("expected OK, got {other:?}"),
+    }
+}
+
+/// Invite, Welcome-add, external join, messages in one order, idempotency, a stale commit and
+/// a stale application message, and the group's seq running through all of it.
+#[test]
+fn adds_joins_messages_and_epochs() {
+    let (_d, store) = store();
+    let alice = user(&store, "alice");
+    let bob = user(&store, "bob");
+    let carol = user(&store, "carol");
+    let g = create(&store, &alice, pb::GroupType::GROUP);
+    assert_eq!((g.epoch, roles(&g)), (0, vec![(alice.addr.user_id, Role::OWNER)]));
+    let again = e2e::group::create(&bob.conn, &GID).expect("mls");
+    let dup = NewGroup {
+        group_id: GID.to_vec(),
+        title: "x".into(),
+        group_type: pb::GroupType::GROUP,
+        parsed_info: parse_group_info(&again).unwrap(),
+        group_info: again,
+    };
+    assert!(matches!(store.create_group(bob.addr, dup, 1), Err(PlatformError::AlreadyExists(_))));
+
+    // Bob is invited and told; he is not a member yet.
+    let (g, told) = store.add_group_member(alice.addr, &GID, bob.addr.user_id, 1100).expect("invite");
+    assert!(told.contains(&bob.addr));
+    assert_eq!(roles(&g)[1], (bob.addr.user_id, Role::INVITED));
+    let notice = inbox(&store, &bob);
+    assert_eq!(notice.len(), 1);
+    let c = change(&notice[0]);
+    assert_eq!((c.old.role.enum_value_or_default(), c.new.role.enum_value_or_default()), (Role::LEFT, Role::INVITED));
+    assert_eq!(c.actor.user_id, alice.addr.user_id);
+    assert_eq!(notice[0].group.as_ref().unwrap().title, "Test group");
+    assert!(
+        matches!(store.get_group(bob.addr.user_id, &GID), Err(PlatformError::NotFound(_))),
+        "invited is not a member"
+    );
+    assert!(store.group_info(carol.addr.user_id, &GID).is_err(), "GroupInfo only for members and invitees");
+
+    // Bob joins by external commit from the platform's GroupInfo.
+    let (info, epoch) = store.group_info(bob.addr.user_id, &GID).expect("info");
+    assert_eq!(epoch, 0);
+    let (_, join) = e2e::group::join_external(&bob.conn, &info).expect("join");
+    let joined = send(&store, &bob, "join-1", &join);
+    let (epoch, seq_join, _) = ok(&joined);
+    assert_eq!(epoch, 1);
+    assert_eq!(send(&store, &bob, "join-1", &join), joined, "a repeat answers the first result");
+    let (got, kinds) = catch_up(&store, &alice);
+    assert_eq!(kinds, vec![DeliveryKind::MEMBERSHIP, DeliveryKind::MLS_MESSAGE, DeliveryKind::MEMBERSHIP]);
+    assert!(matches!(got[0], Received::Commit { epoch: 1, .. }));
+    assert_eq!(roles(&store.get_group(alice.addr.user_id, &GID).unwrap())[1], (bob.addr.user_id, Role::MEMBER));
+    inbox(&store, &bob);
+
+    // Carol is invited and added from a key package: she gets the Welcome.
+    let kps = e2e::group::key_packages(&carol.conn, 2).expect("kps");
+    assert_eq!(store.upload_key_packages(carol.addr, &kps, 1200).expect("upload"), 2);
+    store.add_group_member(bob.addr, &GID, carol.addr.user_id, 1200).expect("a member invites");
+    let (claimed, without) = store.claim_key_packages(alice.addr, carol.addr.user_id).expect("claim");
+    assert_eq!((claimed.len(), without.len()), (1, 0));
+    let add = e2e::group::add(&alice.conn, &GID, &[claimed[0].1.clone()]).expect("add");
+    let mut no_welcome = add.clone();
+    no_welcome.welcome.clear();
+    assert!(
+        matches!(send(&store, &alice, "add-0", &no_welcome), GroupSendOutcome::Rejected(e) if e.contains("welcome"))
+    );
+    let (epoch, seq_add, _) = ok(&send(&store, &alice, "add-1", &add));
+    assert!(seq_add > seq_join);
+    assert_eq!(epoch, 2);
+    e2e::group::commit_accepted(&alice.conn, &GID).expect("merge");
+    let (_, kinds) = catch_up(&store, &carol);
+    assert_eq!(kinds, vec![DeliveryKind::MEMBERSHIP, DeliveryKind::WELCOME, DeliveryKind::MEMBERSHIP]);
+    catch_up(&store, &bob);
+    inbox(&store, &alice);
+
+    // Messages both ways, one order; ids per group from 1.
+    let (_, s1, id1) = ok(&say(&store, &bob, "m1", "from bob"));
+    let (_, s2, id2) = ok(&say(&store, &carol, "m2", "from carol"));
+    assert_eq!((id1, id2), (1, 2));
+    assert!(s2 > s1);
+    let (got, _) = catch_up(&store, &alice);
+    let texts: Vec<Vec<u8>> = got
+        .into_iter()
+        .map(|r| match r {
+            Received::Application { plaintext, .. } => plaintext,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(texts, vec![b"from bob".to_vec(), b"from carol".to_vec()]);
+    assert_eq!(catch_up(&store, &bob).0.len(), 1, "the sender does not get its own message");
+    catch_up(&store, &carol);
+
+    // Two commits for epoch 2: the first wins, the second is STALE and not remembered.
+    let dave = user(&store, "dave");
+    store.add_group_member(alice.addr, &GID, dave.addr.user_id, 1300).expect("invite dave");
+    let kps = e2e::group::key_packages(&dave.conn, 2).expect("kps");
+    store.upload_key_packages(dave.addr, &kps, 1300).expect("upload");
+    let a = e2e::group::add(&alice.conn, &GID, &kps[..1]).expect("alice adds");
+    let b = e2e::group::add(&bob.conn, &GID, &kps[1..]).expect("bob adds");
+    let stale_app = e2e::group::encrypt(&carol.conn, &GID, b"old epoch").expect("encrypt").0;
+    assert_eq!(ok(&send(&store, &alice, "race-a", &a)).0, 3);
+    e2e::group::commit_accepted(&alice.conn, &GID).expect("merge");
+    assert_eq!(send(&store, &bob, "race-b", &b), GroupSendOutcome::Stale { epoch: 3 });
+    assert_eq!(
+        send(&store, &carol, "late", &CommitOut { message: stale_app, ..Default::default() }),
+        GroupSendOutcome::Stale { epoch: 3 }
+    );
+    e2e::group::commit_refused(&bob.conn, &GID).expect("discard");
+    catch_up(&store, &bob);
+    catch_up(&store, &carol);
+    catch_up(&store, &dave);
+    // Bob's commit, re-derived, is now a repeat of nothing: dave's device has a leaf.
+    let again = e2e::group::add(&bob.conn, &GID, &kps[1..]);
+    if let Ok(again) = again {
+        assert!(
+            matches!(send(&store, &bob, "race-b", &again), GroupSendOutcome::Rejected(e) if e.contains("has a leaf"))
+        );
+        e2e::group::commit_refused(&bob.conn, &GID).expect("discard");
+    }
+    for d in [&alice, &bob, &carol, &dave] {
+        assert_eq!(e2e::group::epoch(&d.conn, &GID).unwrap(), Some(3), "no fork");
+    }
+    ok(&say(&store, &dave, "d1", "dave here"));
+    for d in [&alice, &bob, &carol] {
+        assert!(matches!(&catch_up(&store, d).0[..], [Received::Application { .. }]));
+    }
+}
+
+/// Adds only of invited users' devices with their registered key; leaving blocks messages
+/// until the removal commit, which the leaver receives, and nothing after it.
+#[test]
+fn membership_rules_and_removals() {
+    let (_d, store) = store();
+    let alice = user(&store, "alice");
+    let bob = user(&store, "bob");
+    let eve = user(&store, "eve");
+    create(&store, &alice, pb::GroupType::GROUP);
+
+    let kps = e2e::group::key_packages(&eve.conn, 1).expect("kps");
+    let sneak = e2e::group::add(&alice.conn, &GID, &kps).expect("add");
+    assert!(
+        matches!(send(&store, &alice, "sneak", &sneak), GroupSendOutcome::Rejected(e) if e.contains("not invited"))
+    );
+    e2e::group::commit_refused(&alice.conn, &GID).expect("discard");
+    // A refused commit changes nothing: the epoch stays, the cmid is free.
+    assert_eq!(store.get_group(alice.addr.user_id, &GID).unwrap().epoch, 0);
+
+    // A bot needs the groups capability; one with it may be invited.
+    let plain = bot(&store, "plain_bot", "default");
+    let err = store.add_group_member(alice.addr, &GID, plain.addr.user_id, 1).unwrap_err();
+    assert_eq!(err, PlatformError::FailedPrecondition("bot @plain_bot does not have the groups capability".into()));
+    let grouped = bot(&store, "group_bot", "dm,groups");
+    store.add_group_member(alice.addr, &GID, grouped.addr.user_id, 1).expect("invite bot");
+
+    store.add_group_member(alice.addr, &GID, bob.addr.user_id, 1).expect("invite bob");
+    let (info, _) = store.group_info(bob.addr.user_id, &GID).unwrap();
+    let (_, join) = e2e::group::join_external(&bob.conn, &info).unwrap();
+    ok(&send(&store, &bob, "j", &join));
+    catch_up(&store, &alice);
+    assert!(matches!(
+        store.add_group_member(bob.addr, &GID, alice.addr.user_id, 1),
+        Err(PlatformError::AlreadyExists(e)) if e.contains("@alice")
+    ));
+    assert!(matches!(
+        store.remove_group_member(bob.addr, &GID, alice.addr.user_id, 1),
+        Err(PlatformError::PermissionDenied(e)) if e.contains("can_restrict_members")
+    ));
+    assert!(
+        matches!(store.leave_group(alice.addr, &GID, 1), Err(PlatformError::FailedPrecondition(e)) if e.contains("owner"))
+    );
+
+    // Restricted: reads, may not write.
+    set_member(&store.lock(), &GID, bob.addr.user_id, &MemberRow { role: Role::RESTRICTED, rights: 0, since: 1 })
+        .unwrap();
+    assert!(matches!(say(&store, &bob, "r", "hi"), GroupSendOutcome::Rejected(e) if e.contains("restricted")));
+    set_member(&store.lock(), &GID, bob.addr.user_id, &MemberRow { role: Role::MEMBER, rights: 0, since: 1 }).unwrap();
+
+    // Bob leaves: messages wait for the removal of his leaf.
+    inbox(&store, &bob);
+    let (g, _) = store.leave_group(bob.addr, &GID, 3000).expect("leave");
+    assert!(roles(&g).contains(&(bob.addr.user_id, Role::LEFT)));
+    assert_eq!(say(&store, &alice, "blocked", "hello?"), GroupSendOutcome::RemovalsPending(vec![bob.addr.user_id]));
+    // Removing a member who did not leave is refused.
+    let carol = user(&store, "carol");
+    store.add_group_member(alice.addr, &GID, carol.addr.user_id, 1).unwrap();
+    let (info, _) = store.group_info(carol.addr.user_id, &GID).unwrap();
+    let (_, join) = e2e::group::join_external(&carol.conn, &info).unwrap();
+    ok(&send(&store, &carol, "cj", &join));
+    catch_up(&store, &alice);
+    let wrong = e2e::group::remove_users(&alice.conn, &GID, &[carol.addr.user_id]).unwrap().expect("leaf");
+    assert!(
+        matches!(send(&store, &alice, "rm-carol", &wrong), GroupSendOutcome::Rejected(e) if e.contains("is a member"))
+    );
+    e2e::group::commit_refused(&alice.conn, &GID).unwrap();
+
+    let removal = e2e::group::remove_users(&alice.conn, &GID, &[bob.addr.user_id]).unwrap().expect("leaf");
+    ok(&send(&store, &alice, "rm-bob", &removal));
+    e2e::group::commit_accepted(&alice.conn, &GID).unwrap();
+    let (got, _) = catch_up(&store, &bob);
+    assert!(got.iter().any(|r| matches!(r, Received::Commit { removed_me: true, .. })), "{got:?}");
+    catch_up(&store, &carol);
+    ok(&say(&store, &alice, "after", "bob cannot read this"));
+    assert!(inbox(&store, &bob).is_empty(), "nothing after the removing commit");
+    assert_eq!(catch_up(&store, &carol).0.len(), 1);
+    assert!(store.prune_sent_records(i64::MAX).expect("prune") >= 4, "group records are pruned with the others");
+}
+
+/// A group's only leaf must be the caller's device, with its registered key.
+#[test]
+fn create_checks_the_leaf_and_key_packages_are_claimed_once() {
+    let (_d, store) = store();
+    let alice = user(&store, "alice");
+    let bob = user(&store, "bob");
+    let info = e2e::group::create(&alice.conn, &GID).expect("mls");
+    let g = NewGroup {
+        group_id: GID.to_vec(),
+        title: "t".into(),
+        group_type: pb::GroupType::GROUP,
+        parsed_info: parse_group_info(&info).unwrap(),
+        group_info: info.clone(),
+    };
+    assert!(
+        matches!(store.create_group(bob.addr, g, 1), Err(PlatformError::InvalidArgument(e)) if e.contains("not the caller"))
+    );
+    let wrong_id = NewGroup {
+        group_id: vec![8; 32],
+        title: "t".into(),
+        group_type: pb::GroupType::GROUP,
+        parsed_info: parse_group_info(&info).unwrap(),
+        group_info: info,
+    };
+    assert!(matches!(store.create_group(alice.addr, wrong_id, 1), Err(PlatformError::InvalidArgument(_))));
+    assert!(store.list_groups(alice.addr.user_id).unwrap().is_empty(), "a refused creation leaves nothing");
+
+    let kps = e2e::group::key_packages(&bob.conn, 3).unwrap();
+    store.upload_key_packages(bob.addr, &kps, 1).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let (taken, without) = store.claim_key_packages(alice.addr, bob.addr.user_id).unwrap();
+        assert!(without.is_empty());
+        seen.push(taken[0].1.clone());
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 3, "each key package handed out once");
+    assert_eq!(store.claim_key_packages(alice.addr, bob.addr.user_id).unwrap(), (vec![], vec![bob.addr.device_id]));
+    assert!(matches!(store.claim_key_packages(alice.addr, 424242), Err(PlatformError::NotFound(_))));
+}

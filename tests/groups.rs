@@ -1,0 +1,353 @@
+//! Groups over MLS end to end: the real platform-server and bot-gateway processes on loopback,
+//! users as real MLS members (`e2e::group` over their own databases, real gRPC), the bot
+//! through the Bot API. The bot joins by external commit, reads and writes the group in the
+//! one order every member sees, follows membership, survives a restart, and is removed.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+use rusqlite::Connection;
+use serde_json::{json, Value};
+
+use bot_gateway::crypto::{mls, IdentityKeyPair};
+use bot_gateway::e2e::{self, group::CommitOut, group::Received, Registration};
+use bot_gateway::wire::e2e::Content;
+use bot_gateway::wire::platform::{self as pb, group_delivery::Kind, send_group_message_response::Status};
+use bot_gateway::wire::{Credential, Platform};
+use protobuf::Message as _;
+use support::{gateway_config, write_config, Gateway, PlatformServer};
+
+/// A user's device: keys and MLS state in its own database, its client and Inbox stream.
+struct Member {
+    conn: Connection,
+    p: Platform,
+    user_id: u64,
+    inbox: Receiver<pb::InboxEnvelope>,
+    /// Group texts received, in order, with the sender's user id.
+    texts: Vec<(u64, String)>,
+    /// The epoch we are at when the last delivery was taken.
+    _reader: std::thread::JoinHandle<()>,
+}
+
+impl Member {
+    fn register(url: &str, name: &str) -> Member {
+        let anon = Platform::connect(url, Credential::Anonymous).expect("endpoint");
+        let mut conn = Connection::open_in_memory().expect("db");
+        conn.execute_batch(e2e::TABLES_V1).expect("e2e tables");
+        mls::migrate_storage(&mut conn).expect("openmls tables");
+        let identity = IdentityKeyPair::generate();
+        let keys = e2e::create_device_keys(&conn, &identity).expect("device keys");
+        let req = pb::RegisterUserRequest {
+            username: name.into(),
+            display_name: format!("User {name}"),
+            identity_key: identity.public_key().to_vec(),
+            device: Some(keys).into(),
+            ..Default::default()
+        };
+        let reg = anon.client.register_user(&req, anon.opt()).expect("registers");
+        e2e::save_registration(&conn, Registration { user_id: reg.user_id, device_id: reg.device_id }).expect("save");
+        let p = Platform::connect(
+            url,
+            Credential::Device {
+                user_id: reg.user_id,
+                device_id: reg.device_id,
+                secret_hex: bot_gateway::crypto::hex_encode(&reg.device_secret),
+            },
+        )
+        .expect("endpoint");
+        let kps = e2e::group::key_packages(&conn, 3).expect("key packages");
+        p.client.upload_key_packages(&pb::KeyPackagesUpload { key_packages: kps, ..Default::default() }, p.opt()).expect("upload");
+        let stream = p.client.inbox(&pb::InboxRequest::default(), p.opt_with_timeout(None)).expect("inbox");
+        let (tx, inbox) = crossbeam_channel::bounded(256);
+        let reader = std::thread::Builder::new()
+            .name(format!("inbox-{name}"))
+            .spawn(move || {
+                for item in futures::executor::block_on_stream(stream) {
+                    let Ok(e) = item else { return };
+                    if tx.send(e).is_err() {
+                        return;
+                    }
+                }
+            })
+            .expect("reader");
+        Member { conn, p, user_id: reg.user_id, inbox, texts: Vec::new(), _reader: reader }
+    }
+
+    /// Takes every delivery that arrives within `quiet` of the previous one, in order, as a
+    /// member does: Welcomes joined, commits merged, texts kept.
+    fn pump(&mut self, quiet: Duration) {
+        while let Ok(e) = self.inbox.recv_timeout(quiet) {
+            self.p.client.ack(&pb::AckRequest { seqs: vec![e.seq], ..Default::default() }, self.p.opt()).expect("ack");
+            let Some(g) = e.group.as_ref() else { continue };
+            match g.kind.enum_value_or_default() {
+                Kind::WELCOME => {
+                    e2e::group::join_welcome(&self.conn, &e.ciphertext).expect("joins from the Welcome");
+                }
+                Kind::MLS_MESSAGE => match e2e::group::receive(&self.conn, &g.group_id, &e.ciphertext) {
+                    Ok(Received::Application { sender, plaintext }) => {
+                        let content = Content::parse_from_bytes(&plaintext).expect("content");
+                        self.texts.push((sender.0, content.text().text.clone()));
+                    }
+                    Ok(_) => {}
+                    Err(err) => panic!("user {} cannot process a group message: {err}", self.user_id),
+                },
+                Kind::MEMBERSHIP => {}
+            }
+        }
+    }
+
+    fn send(&self, gid: &[u8], out: &CommitOut) -> pb::SendGroupMessageResponse {
+        let req = pb::SendGroupMessageRequest {
+            group_id: gid.to_vec(),
+            client_message_id: bot_gateway::crypto::hex_encode(&bot_gateway::crypto::random_bytes::<16>()),
+            message: out.message.clone(),
+            group_info: out.group_info.clone(),
+            welcome: out.welcome.clone(),
+            ..Default::default()
+        };
+        self.p.client.send_group_message(&req, self.p.opt()).expect("send call")
+    }
+
+    /// Commits `out` (made by this member) and merges it when accepted.
+    fn commit(&self, gid: &[u8], out: &CommitOut) {
+        let r = self.send(gid, out);
+        assert_eq!(r.status.enum_value_or_default(), Status::OK, "commit refused: {}", r.error);
+        e2e::group::commit_accepted(&self.conn, gid).expect("merge");
+    }
+
+    fn say(&self, gid: &[u8], text: &str) -> pb::SendGroupMessageResponse {
+        let (message, _) = e2e::group::encrypt(&self.conn, gid, &e2e::text_content(text).write_to_bytes().unwrap()).expect("encrypt");
+        self.send(gid, &CommitOut { message, ..Default::default() })
+    }
+
+    fn create_group(&self, title: &str) -> Vec<u8> {
+        let gid = e2e::group::new_group_id().to_vec();
+        let group_info = e2e::group::create(&self.conn, &gid).expect("create");
+        let req = pb::CreateGroupRequest { group_id: gid.clone(), title: title.into(), group_info, ..Default::default() };
+        self.p.client.create_group(&req, self.p.opt()).expect("CreateGroup");
+        gid
+    }
+
+    fn invite(&self, gid: &[u8], user_id: u64) -> grpcio::Result<pb::MembershipResponse> {
+        let req = pb::AddGroupMemberRequest { group_id: gid.to_vec(), user_id, ..Default::default() };
+        self.p.client.add_group_member(&req, self.p.opt())
+    }
+
+    /// Adds a user by their key packages: the Welcome path.
+    fn add_by_welcome(&self, gid: &[u8], other: &Member) {
+        self.invite(gid, other.user_id).expect("invite");
+        let claimed = self
+            .p
+            .client
+            .claim_key_packages(&pb::ClaimKeyPackagesRequest { user_id: other.user_id, ..Default::default() }, self.p.opt())
+            .expect("claim");
+        let kps: Vec<Vec<u8>> = claimed.key_packages.into_iter().map(|k| k.key_package).collect();
+        let out = e2e::group::add(&self.conn, gid, &kps).expect("add");
+        self.commit(gid, &out);
+    }
+}
+
+fn bot_world(dir: &std::path::Path, capabilities: &str) -> (PlatformServer, Value, std::path::PathBuf) {
+    bot_gateway::crypto::init();
+    let platform = PlatformServer::start(&dir.join("platform"));
+    let out = std::process::Command::new(support::platform_bin())
+        .args(["create-bot", "--data-dir"])
+        .arg(&platform.data_dir)
+        .args(["--username", "group_bot", "--name", "Group Bot", "--capabilities", capabilities])
+        .output()
+        .expect("create-bot");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bot: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let config = dir.join("gateway.json");
+    write_config(&config, &gateway_config(&platform.url, &dir.join("state"), &bot));
+    (platform, bot, config)
+}
+
+/// Polls until an update matching `pick` arrives (acknowledging what came before it).
+fn wait_update(gw: &Gateway, offset: &mut i64, what: &str, pick: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let (status, body) = gw.call(
+            "getUpdates",
+            json!({"offset": *offset, "timeout": 2, "allowed_updates": ["message", "my_chat_member", "chat_member"]}),
+        );
+        assert_eq!(status, 200, "{body}");
+        for u in body["result"].as_array().expect("array") {
+            *offset = u["update_id"].as_i64().expect("id") + 1;
+            if pick(u) {
+                return u.clone();
+            }
+        }
+    }
+    panic!("no {what} within 30 s");
+}
+
+fn pump_all(members: &mut [&mut Member]) {
+    for m in members.iter_mut() {
+        m.pump(Duration::from_millis(700));
+    }
+}
+
+#[test]
+fn a_bot_joins_talks_in_one_order_survives_a_restart_follows_membership_and_is_removed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (platform, bot, config) = bot_world(dir.path(), "dm,groups");
+    let bot_id = bot["compat_user_id"].as_u64().expect("bot id");
+    let mut gw = Gateway::start(&config);
+    gw.wait_connected();
+
+    let (mut alice, mut bob, mut carol) =
+        (Member::register(&platform.url, "alice"), Member::register(&platform.url, "bob"), Member::register(&platform.url, "carol"));
+    let gid = alice.create_group("Rust fans");
+    alice.add_by_welcome(&gid, &bob);
+    pump_all(&mut [&mut bob]);
+    alice.add_by_welcome(&gid, &carol);
+    pump_all(&mut [&mut bob, &mut carol]);
+
+    // Alice adds the bot: it joins by itself (external commit) and learns it in my_chat_member.
+    alice.invite(&gid, bot_id).expect("invite the bot");
+    let mut offset = 0;
+    let joined = wait_update(&gw, &mut offset, "my_chat_member", |u| u.get("my_chat_member").is_some());
+    let m = &joined["my_chat_member"];
+    assert_eq!(m["chat"]["type"], "group");
+    assert_eq!(m["chat"]["title"], "Rust fans");
+    assert_eq!((m["old_chat_member"]["status"].as_str(), m["new_chat_member"]["status"].as_str()), (Some("left"), Some("member")));
+    assert_eq!(m["new_chat_member"]["user"]["id"], bot_id);
+    let chat_id = m["chat"]["id"].as_i64().expect("chat id");
+    assert!(chat_id < 0 && chat_id.unsigned_abs() < (1 << 52), "a negative 52-bit chat id: {chat_id}");
+    pump_all(&mut [&mut alice, &mut bob, &mut carol]);
+    for member in [&alice, &bob, &carol] {
+        let devices = e2e::group::members(&member.conn, &gid).expect("members");
+        assert!(devices.iter().any(|(user, _)| *user == bot_id), "the bot has a leaf for user {}", member.user_id);
+    }
+
+    // Text from a member: a group message with a /command@bot entity.
+    assert_eq!(alice.say(&gid, "/start@group_bot hello").status.enum_value_or_default(), Status::OK);
+    let u = wait_update(&gw, &mut offset, "a message", |u| u.get("message").is_some());
+    let msg = &u["message"];
+    assert_eq!((msg["chat"]["id"].as_i64(), msg["chat"]["type"].as_str()), (Some(chat_id), Some("group")));
+    assert_eq!(msg["text"], "/start@group_bot hello");
+    assert_eq!(msg["from"]["id"], alice.user_id);
+    assert_eq!(msg["entities"][0]["type"], "bot_command");
+    let alice_msg_id = msg["message_id"].as_i64().expect("message id");
+
+    // The bot answers, replying, formatted; and Bob speaks: one order for everyone.
+    let (status, sent) = gw.call(
+        "sendMessage",
+        json!({"chat_id": chat_id, "text": "<b>Hi</b> all", "parse_mode": "HTML", "reply_to_message_id": alice_msg_id}),
+    );
+    assert_eq!(status, 200, "{sent}");
+    assert_eq!(sent["result"]["chat"]["id"], chat_id);
+    assert_eq!(sent["result"]["reply_to_message"]["message_id"], alice_msg_id);
+    assert_eq!(bob.say(&gid, "from bob").status.enum_value_or_default(), Status::OK);
+    pump_all(&mut [&mut alice, &mut bob, &mut carol]);
+    let bob_seen = wait_update(&gw, &mut offset, "bob's message", |u| u["message"]["text"] == "from bob");
+    assert_eq!(bob_seen["message"]["from"]["id"], bob.user_id);
+    let carol_texts: Vec<&str> = carol.texts.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(carol_texts, ["/start@group_bot hello", "Hi all", "from bob"], "one order");
+    assert_eq!(alice.texts.iter().map(|(u, t)| (*u, t.as_str())).collect::<Vec<_>>(), [(bot_id, "Hi all"), (bob.user_id, "from bob")]);
+
+    // Chat methods answer from the platform's roles.
+    let (_, chat) = gw.call("getChat", json!({"chat_id": chat_id}));
+    assert_eq!((chat["result"]["title"].as_str(), chat["result"]["type"].as_str()), (Some("Rust fans"), Some("group")));
+    assert!(chat["result"]["accepted_gift_types"].is_object());
+    let (_, count) = gw.call("getChatMemberCount", json!({"chat_id": chat_id}));
+    assert_eq!(count["result"], 4);
+    let (_, admins) = gw.call("getChatAdministrators", json!({"chat_id": chat_id}));
+    assert_eq!(admins["result"][0]["status"], "creator");
+    assert_eq!(admins["result"][0]["user"]["id"], alice.user_id);
+    let (_, me) = gw.call("getChatMember", json!({"chat_id": chat_id, "user_id": bot_id}));
+    assert_eq!(me["result"]["status"], "member");
+    let (status, unknown) = gw.call("getChat", json!({"chat_id": -42}));
+    assert_eq!(status, 400);
+    assert!(unknown["description"].as_str().unwrap().contains("-42"), "{unknown}");
+
+    // A restart in the middle of the conversation: the group goes on from the stored epoch.
+    gw.proc.kill();
+    assert_eq!(carol.say(&gid, "while you were away").status.enum_value_or_default(), Status::OK);
+    gw = Gateway::start(&config);
+    gw.wait_connected();
+    wait_update(&gw, &mut offset, "the message sent while it was down", |u| u["message"]["text"] == "while you were away");
+    let (status, body) = gw.call("sendMessage", json!({"chat_id": chat_id, "text": "back"}));
+    assert_eq!(status, 200, "{body}");
+    pump_all(&mut [&mut alice, &mut bob, &mut carol]);
+    assert_eq!(carol.texts.last().map(|(_, t)| t.as_str()), Some("back"));
+
+    // Bob leaves: chat_member; the next commit removes his leaf (any member, here the bot when
+    // it next speaks: the platform asks for the removal first).
+    bob.p.client.leave_group(&pb::GroupRequest { group_id: gid.clone(), ..Default::default() }, bob.p.opt()).expect("leave");
+    let left = wait_update(&gw, &mut offset, "chat_member", |u| u.get("chat_member").is_some());
+    assert_eq!(left["chat_member"]["new_chat_member"]["status"], "left");
+    assert_eq!(left["chat_member"]["new_chat_member"]["user"]["id"], bob.user_id);
+    let (status, body) = gw.call("sendMessage", json!({"chat_id": chat_id, "text": "bye bob"}));
+    assert_eq!(status, 200, "{body}");
+    pump_all(&mut [&mut alice, &mut carol]);
+    assert!(!e2e::group::members(&alice.conn, &gid).unwrap().iter().any(|(u, _)| *u == bob.user_id), "bob's leaf is gone");
+    assert_eq!(alice.texts.last().map(|(_, t)| t.as_str()), Some("bye bob"));
+
+    // Alice removes the bot: my_chat_member (kicked), and nothing after reaches it.
+    let req = pb::RemoveGroupMemberRequest { group_id: gid.clone(), user_id: bot_id, ..Default::default() };
+    alice.p.client.remove_group_member(&req, alice.p.opt()).expect("remove the bot");
+    let removal = e2e::group::remove_users(&alice.conn, &gid, &[bot_id]).expect("removal").expect("the bot has leaves");
+    alice.commit(&gid, &removal);
+    let kicked = wait_update(&gw, &mut offset, "my_chat_member kicked", |u| u.get("my_chat_member").is_some());
+    assert_eq!(kicked["my_chat_member"]["new_chat_member"]["status"], "kicked");
+    assert_eq!(alice.say(&gid, "secret after the bot").status.enum_value_or_default(), Status::OK);
+    let (status, body) = gw.call("getUpdates", json!({"offset": offset, "timeout": 2}));
+    assert_eq!(status, 200);
+    assert_eq!(body["result"], json!([]), "the removed bot receives nothing more");
+    let (status, body) = gw.call("sendMessage", json!({"chat_id": chat_id, "text": "still here?"}));
+    assert_eq!(status, 400, "{body}");
+
+    // The platform's data holds no group plaintext.
+    gw.proc.kill();
+    for file in ["platform.db", "platform.db-wal"] {
+        let Ok(bytes) = std::fs::read(platform.data_dir.join(file)) else { continue };
+        for text in ["while you were away", "from bob", "secret after the bot", "bye bob"] {
+            assert!(!bytes.windows(text.len()).any(|w| w == text.as_bytes()), "{file} holds {text:?}");
+        }
+    }
+}
+
+#[test]
+fn a_bot_without_the_groups_capability_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (platform, bot, _config) = bot_world(dir.path(), "dm");
+    let alice = Member::register(&platform.url, "alice");
+    let gid = alice.create_group("No bots");
+    match alice.invite(&gid, bot["compat_user_id"].as_u64().unwrap()) {
+        Err(grpcio::Error::RpcFailure(s)) => {
+            assert_eq!(s.code(), grpcio::RpcStatusCode::FAILED_PRECONDITION);
+            assert!(s.message().contains("groups capability"), "{}", s.message());
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn two_runtimes_of_one_bot_join_with_their_own_leaves_and_see_the_same_chat_id() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (platform, bot, config) = bot_world(dir.path(), "groups");
+    let bot_id = bot["compat_user_id"].as_u64().unwrap();
+    let second = dir.path().join("gateway-2.json");
+    write_config(&second, &gateway_config(&platform.url, &dir.path().join("state-2"), &bot));
+    let (gw1, gw2) = (Gateway::start(&config), Gateway::start(&second));
+    let mut alice = Member::register(&platform.url, "alice");
+    let gid = alice.create_group("Two runtimes");
+    alice.invite(&gid, bot_id).expect("invite");
+    let (mut o1, mut o2) = (0, 0);
+    let c1 = wait_update(&gw1, &mut o1, "my_chat_member", |u| u.get("my_chat_member").is_some())["my_chat_member"]["chat"]["id"].clone();
+    let c2 = wait_update(&gw2, &mut o2, "my_chat_member", |u| u.get("my_chat_member").is_some())["my_chat_member"]["chat"]["id"].clone();
+    assert!(c1.as_i64().unwrap() < 0);
+    assert_eq!(c1, c2, "the same chat id on every runtime");
+    alice.pump(Duration::from_millis(700));
+    let bot_leaves = e2e::group::members(&alice.conn, &gid).unwrap().into_iter().filter(|(u, _)| *u == bot_id).count();
+    assert_eq!(bot_leaves, 2, "one leaf per runtime (device)");
+    assert_eq!(alice.say(&gid, "to both").status.enum_value_or_default(), Status::OK);
+    for (gw, offset) in [(&gw1, &mut o1), (&gw2, &mut o2)] {
+        let u = wait_update(gw, offset, "the group message", |u| u["message"]["text"] == "to both");
+        assert_eq!(u["message"]["chat"]["id"], c1);
+    }
+}
