@@ -26,6 +26,7 @@ use crate::crypto;
 use crate::e2e::group::{self as mls_group, CommitOut, Received};
 use crate::e2e::E2eError;
 use crate::wire::e2e::{Content, Text};
+use crate::wire::rpc::code as rpc_code;
 use crate::wire::platform::{
     group_delivery, send_group_message_response::Status, AddGroupMemberRequest, ClaimKeyPackagesRequest, CreateGroupRequest,
     Group, GroupDelivery, GroupRequest, GroupType, InboxEnvelope, KeyPackagesUpload, ListGroupsRequest, Profile as PeerProfile,
@@ -116,13 +117,25 @@ pub(super) enum FollowUp {
 
 impl Profile {
     /// Asks the platform how many key packages it holds for this device and uploads new ones
-    /// when fewer than `KEY_PACKAGES_LOW` remain. Returns the count on the platform.
+    /// when fewer than `KEY_PACKAGES_LOW` remain. Returns the count on the platform. Runs at
+    /// registration and after a Welcome used one of them.
     pub fn keep_key_packages(&self) -> Result<u32> {
-        let remaining = self.upload_key_packages(Vec::new())?;
+        let remaining = match self.upload_key_packages(Vec::new()) {
+            Ok(remaining) => remaining,
+            // This platform refuses an empty upload instead of counting: one fresh package
+            // asks as well (the platform keeps a bounded number per device).
+            Err(ClientError::Rpc { status, .. }) if rpc_code(&status) == Some(grpcio::RpcStatusCode::INVALID_ARGUMENT) => {
+                self.upload_fresh_key_packages(1)?
+            }
+            Err(e) => return Err(e),
+        };
         if remaining >= KEY_PACKAGES_LOW {
             return Ok(remaining);
         }
-        let count = (KEY_PACKAGES_TARGET - remaining) as usize;
+        self.upload_fresh_key_packages((KEY_PACKAGES_TARGET - remaining) as usize)
+    }
+
+    fn upload_fresh_key_packages(&self, count: usize) -> Result<u32> {
         let fresh = self.write(|c| mls_group::key_packages(c, count).context(|| "making key packages".to_string()))?;
         let now = self.upload_key_packages(fresh)?;
         log::info!("uploaded {count} key packages for @{}; the platform holds {now}", self.username());
