@@ -109,8 +109,9 @@ Commands:
         group leave GROUP               leave, and forget the group on this device
         group list                      one line per group: {\"group_id\",\"title\",
                                         \"role\",\"joined\"} (joined: this device is in it)
-        Sending or committing first reads what the inbox holds for the group (a running
-        listen or chat of this profile then reconnects)
+        Sending or committing may first read what the inbox holds for the group: a device
+        has one inbox stream, so a listen of this profile running meanwhile may end
+        (chat reconnects)
 
 Errors go to stderr as one line and make the exit status non-zero: 2 for a usage error
 (an unknown command or option), 1 for any other failure.

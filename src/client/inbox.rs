@@ -16,10 +16,10 @@ use rusqlite::Connection;
 use super::error::{ClientError, E2eContext, Result};
 use crate::wire::rpc::text as rpc_text;
 use super::profile::Profile;
-use super::group::{self, FollowUp};
+use super::group_delivery::{self, FollowUp};
 use super::history;
 use super::inline;
-use super::message::{keyboard_from_wire, Entity, ForwardOrigin, Incoming, MediaInfo, ReactionType, ReceivedMessage, Sender};
+use super::message::{keyboard_from_wire, received_message, sender, text_of, Incoming, ReactionType, ReceivedMessage};
 use super::reader::{InboxEvent, InboxReader};
 use crate::crypto::x3dh;
 use crate::e2e::{self, inbound, E2eError};
@@ -259,7 +259,7 @@ impl Profile {
             }
             inbound::accept(c, envelope.seq, envelope.sender_user_id, &envelope.client_message_id)?;
             let opened = match envelope.group.as_ref() {
-                Some(delivery) => group::open_delivery(c, self.user_id(), envelope, delivery),
+                Some(delivery) => group_delivery::open_delivery(c, self.user_id(), envelope, delivery),
                 None => match e2e::open_envelope(c, envelope) {
                     Ok(content) => Ok((incoming(c, envelope, content)?, None)),
                     Err(e) => Err(e),
@@ -426,74 +426,4 @@ fn incoming(c: &Connection, envelope: &InboxEnvelope, content: Content) -> Resul
         Some(Body::Press(_)) | Some(Body::InlineQuery(_)) | None => return Ok(None),
     };
     Ok(Some(event))
-}
-
-/// The text of a text message, or the caption of a file message (what an edit shows).
-fn text_of(content: &Content) -> (String, Vec<Entity>) {
-    let text = match content.body.as_ref() {
-        Some(Body::Text(t)) => Some(t),
-        Some(Body::Media(m)) => m.caption.as_ref(),
-        _ => None,
-    };
-    match text {
-        Some(t) => (t.text.clone(), t.entities.iter().map(Entity::from_wire).collect()),
-        None => (String::new(), Vec::new()),
-    }
-}
-
-fn sender(envelope: &InboxEnvelope) -> Sender {
-    Sender {
-        user_id: envelope.sender_user_id,
-        username: envelope.sender_username.clone(),
-        display_name: envelope.sender_display_name.clone(),
-        is_bot: envelope.sender_is_bot,
-    }
-}
-
-pub(super) fn received_message(envelope: &InboxEnvelope, content: &Content) -> ReceivedMessage {
-    // A file message's caption is in `media`, as the Bot API keeps `caption` apart from `text`.
-    let media = content.has_media().then(|| MediaInfo::from_wire(content.media()));
-    let (text, entities) = if media.is_some() { (String::new(), Vec::new()) } else { text_of(content) };
-    ReceivedMessage {
-        chat_id: envelope.sender_user_id,
-        sender: sender(envelope),
-        message_id: envelope.message_id,
-        date: envelope.date,
-        text,
-        entities,
-        reply_to_message_id: (content.reply_to_message_id != 0).then_some(content.reply_to_message_id),
-        keyboard: keyboard_from_wire(content.keyboard.as_ref()),
-        forward_origin: content.forward_origin.as_ref().map(ForwardOrigin::from_wire),
-        via_bot_user_id: (content.via_bot_user_id != 0).then_some(content.via_bot_user_id),
-        media,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn message_fields_come_from_envelope_and_content() {
-        let mut env = InboxEnvelope::new();
-        env.sender_user_id = 9;
-        env.sender_username = "somebot".into();
-        env.sender_is_bot = true;
-        env.message_id = 3;
-        env.date = 1_700_000_000;
-        let mut content = Content::new();
-        let mut t = crate::wire::e2e::Text::new();
-        t.text = "hi".into();
-        t.entities.push(Entity::new("bold", 0, 2).to_wire());
-        content.set_text(t);
-        content.reply_to_message_id = 2;
-        let m = received_message(&env, &content);
-        assert_eq!(m.chat_id, 9);
-        assert!(m.sender.is_bot);
-        assert_eq!(m.text, "hi");
-        assert_eq!(m.entities, vec![Entity::new("bold", 0, 2)]);
-        assert_eq!(m.reply_to_message_id, Some(2));
-        content.reply_to_message_id = 0;
-        assert_eq!(received_message(&env, &content).reply_to_message_id, None);
-    }
 }

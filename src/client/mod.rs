@@ -36,6 +36,7 @@ mod cli;
 pub mod display;
 mod error;
 mod group;
+mod group_delivery;
 mod history;
 mod inline;
 mod inbox;
@@ -53,10 +54,8 @@ pub use bot_profile::{BotCommand, BotMenu};
 pub use cli::run_cli;
 pub use error::{ClientError, Result};
 pub use inbox::{StreamEnd, REPLENISH_BELOW};
-pub use group::{
-    Added, GroupDetails, GroupMemberInfo, KnownGroup, SentGroupMessage, CATCH_UP_WAIT, KEY_PACKAGES_LOW, KEY_PACKAGES_TARGET,
-    MAX_GROUP_ATTEMPTS,
-};
+pub use group::{Added, GroupDetails, GroupMemberInfo, SentGroupMessage, CATCH_UP_WAIT, MAX_GROUP_ATTEMPTS};
+pub use group_delivery::{KnownGroup, KEY_PACKAGES_LOW, KEY_PACKAGES_TARGET};
 pub use history::MAX_REMEMBERED;
 pub use media::{guess_kind, guess_mime, MAX_FILE_SIZE};
 pub use message::{

@@ -258,7 +258,7 @@ pub(crate) const STEPS: &[Step] = &[
     // The received messages a press, an edit or a deletion refers to (`history`).
     Step { version: 3, sql: &[history::HISTORY_V3, super::inline::INLINE_V3] },
     // The groups this device is in (`group`); openmls keeps their MLS state in its own tables.
-    Step { version: 4, sql: &[super::group::GROUPS_V4] },
+    Step { version: 4, sql: &[super::group_delivery::GROUPS_V4] },
 ];
 
 /// Step 2: the processed seqs give way to the one inbound rule of `e2e::inbound`. Envelopes
