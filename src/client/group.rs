@@ -20,7 +20,9 @@ use protobuf::Message as _;
 use rusqlite::Connection;
 
 use super::error::{ClientError, E2eContext, Result};
-use super::group_delivery::{forget_group, known_groups, remember_group, sender_of, short, KnownGroup};
+use super::group_delivery::{
+    forget_group, known_groups, remember_group, sender_of, short, KnownGroup,
+};
 use super::message::{Entity, GroupId, GroupRole, Sender};
 use super::profile::Profile;
 use crate::crypto;
@@ -28,8 +30,9 @@ use crate::e2e::group::{self as mls_group, CommitOut};
 use crate::e2e::E2eError;
 use crate::wire::e2e::{Content, Text};
 use crate::wire::platform::{
-    send_group_message_response::Status, AddGroupMemberRequest, ClaimKeyPackagesRequest, CreateGroupRequest, Group,
-    GroupRequest, GroupType, ListGroupsRequest, RemoveGroupMemberRequest, SendGroupMessageResponse,
+    send_group_message_response::Status, AddGroupMemberRequest, ClaimKeyPackagesRequest,
+    CreateGroupRequest, Group, GroupRequest, GroupType, ListGroupsRequest,
+    RemoveGroupMemberRequest, SendGroupMessageResponse,
 };
 
 /// Rounds of "stale epoch: catch up, derive again" (or "removals pending: remove, send
@@ -59,7 +62,10 @@ pub struct GroupDetails {
 impl GroupDetails {
     /// The role of `user_id`, if it has one.
     pub fn role_of(&self, user_id: u64) -> Option<GroupRole> {
-        self.members.iter().find(|m| m.user.user_id == user_id).map(|m| m.role)
+        self.members
+            .iter()
+            .find(|m| m.user.user_id == user_id)
+            .map(|m| m.role)
     }
 }
 
@@ -88,10 +94,14 @@ impl Profile {
     pub fn create_group(&self, title: &str) -> Result<GroupId> {
         let title = title.trim();
         if title.is_empty() || title.chars().count() > 128 {
-            return Err(ClientError::Invalid("a group title is 1 to 128 characters".to_string()));
+            return Err(ClientError::Invalid(
+                "a group title is 1 to 128 characters".to_string(),
+            ));
         }
         let id = GroupId(mls_group::new_group_id());
-        let info = self.write(|c| mls_group::create(c, &id.0).context(|| format!("creating group {}", short(&id))))?;
+        let info = self.write(|c| {
+            mls_group::create(c, &id.0).context(|| format!("creating group {}", short(&id)))
+        })?;
         let mut req = CreateGroupRequest::new();
         req.group_id = id.0.to_vec();
         req.title = title.to_string();
@@ -104,8 +114,14 @@ impl Profile {
                 Ok(id)
             }
             Err(status) => {
-                self.write(|c| mls_group::forget(c, &id.0).context(|| format!("forgetting group {}", short(&id))))?;
-                Err(ClientError::Rpc { call: "CreateGroup", status })
+                self.write(|c| {
+                    mls_group::forget(c, &id.0)
+                        .context(|| format!("forgetting group {}", short(&id)))
+                })?;
+                Err(ClientError::Rpc {
+                    call: "CreateGroup",
+                    status,
+                })
             }
         }
     }
@@ -122,10 +138,16 @@ impl Profile {
         self.platform
             .client
             .add_group_member(&req, self.platform.opt())
-            .map_err(|status| ClientError::Rpc { call: "AddGroupMember", status })?;
+            .map_err(|status| ClientError::Rpc {
+                call: "AddGroupMember",
+                status,
+            })?;
         let user = sender_of(&peer);
         if peer.is_bot {
-            log::info!("bot @{name} admitted to group {}; it joins by itself", short(group));
+            log::info!(
+                "bot @{name} admitted to group {}; it joins by itself",
+                short(group)
+            );
             return Ok(Added { user, devices: 0 });
         }
         let mut claim = ClaimKeyPackagesRequest::new();
@@ -134,11 +156,21 @@ impl Profile {
             .platform
             .client
             .claim_key_packages(&claim, self.platform.opt())
-            .map_err(|status| ClientError::Rpc { call: "ClaimKeyPackages", status })?;
+            .map_err(|status| ClientError::Rpc {
+                call: "ClaimKeyPackages",
+                status,
+            })?;
         if !claimed.devices_without.is_empty() {
-            log::warn!("devices {:?} of @{name} have no key package: they cannot be added now", claimed.devices_without);
+            log::warn!(
+                "devices {:?} of @{name} have no key package: they cannot be added now",
+                claimed.devices_without
+            );
         }
-        let packages: Vec<Vec<u8>> = claimed.key_packages.into_iter().map(|k| k.key_package).collect();
+        let packages: Vec<Vec<u8>> = claimed
+            .key_packages
+            .into_iter()
+            .map(|k| k.key_package)
+            .collect();
         if packages.is_empty() {
             return Err(ClientError::Invalid(format!(
                 "@{name} is invited to group {}, but none of their devices has a key package to add it with",
@@ -152,8 +184,14 @@ impl Profile {
 
     /// Commits the addition of the devices of `key_packages` (as ClaimKeyPackages hands them
     /// out, of users the platform admitted); they join from the Welcome.
-    pub fn add_to_group_by_key_packages(&self, group: &GroupId, key_packages: &[Vec<u8>]) -> Result<()> {
-        self.commit_own(group, "adding members", |c| mls_group::add(c, &group.0, key_packages).map(Some))?;
+    pub fn add_to_group_by_key_packages(
+        &self,
+        group: &GroupId,
+        key_packages: &[Vec<u8>],
+    ) -> Result<()> {
+        self.commit_own(group, "adding members", |c| {
+            mls_group::add(c, &group.0, key_packages).map(Some)
+        })?;
         Ok(())
     }
 
@@ -168,7 +206,10 @@ impl Profile {
         self.platform
             .client
             .remove_group_member(&req, self.platform.opt())
-            .map_err(|status| ClientError::Rpc { call: "RemoveGroupMember", status })?;
+            .map_err(|status| ClientError::Rpc {
+                call: "RemoveGroupMember",
+                status,
+            })?;
         self.commit_removals(group, &[peer.user_id])
     }
 
@@ -180,12 +221,20 @@ impl Profile {
         self.platform
             .client
             .leave_group(&req, self.platform.opt())
-            .map_err(|status| ClientError::Rpc { call: "LeaveGroup", status })?;
+            .map_err(|status| ClientError::Rpc {
+                call: "LeaveGroup",
+                status,
+            })?;
         self.write(|c| forget_group(c, group))
     }
 
     /// Sends a text to the group, optionally as a reply to a group message id.
-    pub fn send_group_text(&self, group: &GroupId, text: &str, reply_to: Option<u64>) -> Result<SentGroupMessage> {
+    pub fn send_group_text(
+        &self,
+        group: &GroupId,
+        text: &str,
+        reply_to: Option<u64>,
+    ) -> Result<SentGroupMessage> {
         self.send_group_message(group, text, &[], reply_to)
     }
 
@@ -209,18 +258,28 @@ impl Profile {
 
     /// Encrypts `content` in the group's current epoch and sends it; a stale epoch is caught up
     /// with and the content encrypted again, pending removals are committed first.
-    pub fn send_group_content(&self, group: &GroupId, content: &Content) -> Result<SentGroupMessage> {
-        let plaintext = content
-            .write_to_bytes()
-            .map_err(|e| ClientError::Invalid(format!("encoding a message for group {}: {e}", short(group))))?;
+    pub fn send_group_content(
+        &self,
+        group: &GroupId,
+        content: &Content,
+    ) -> Result<SentGroupMessage> {
+        let plaintext = content.write_to_bytes().map_err(|e| {
+            ClientError::Invalid(format!(
+                "encoding a message for group {}: {e}",
+                short(group)
+            ))
+        })?;
         self.ensure_joined(group)?;
         // One id for every attempt: only an OK answer is remembered by the platform, so a
         // repeat after a lost answer returns the first message instead of sending a second.
         let client_message_id = crypto::hex_encode(&crypto::random_bytes::<16>());
         for attempt in 1..=MAX_GROUP_ATTEMPTS {
-            let (message, _) =
-                self.write(|c| mls_group::encrypt(c, &group.0, &plaintext).context(|| format!("encrypting for group {}", short(group))))?;
-            let resp = self.send_to_group(group, &client_message_id, message, Vec::new(), Vec::new())?;
+            let (message, _) = self.write(|c| {
+                mls_group::encrypt(c, &group.0, &plaintext)
+                    .context(|| format!("encrypting for group {}", short(group)))
+            })?;
+            let resp =
+                self.send_to_group(group, &client_message_id, message, Vec::new(), Vec::new())?;
             match resp.status.enum_value() {
                 Ok(Status::OK) => {
                     return Ok(SentGroupMessage {
@@ -231,11 +290,19 @@ impl Profile {
                     })
                 }
                 Ok(Status::STALE_EPOCH) => {
-                    log::info!("group {}: epoch moved to {} (attempt {attempt}); catching up", short(group), resp.epoch);
+                    log::info!(
+                        "group {}: epoch moved to {} (attempt {attempt}); catching up",
+                        short(group),
+                        resp.epoch
+                    );
                     self.catch_up(group, resp.epoch)?;
                 }
                 Ok(Status::REMOVALS_PENDING) => {
-                    log::info!("group {}: removing the leaves of {:?} first (attempt {attempt})", short(group), resp.pending_removals);
+                    log::info!(
+                        "group {}: removing the leaves of {:?} first (attempt {attempt})",
+                        short(group),
+                        resp.pending_removals
+                    );
                     self.commit_removals(group, &resp.pending_removals)?;
                 }
                 Ok(Status::REJECTED) | Err(_) => return Err(refused(group, &resp)),
@@ -249,7 +316,9 @@ impl Profile {
 
     /// Commits the removal of every leaf of `users`; false when none had one (any more).
     pub fn commit_removals(&self, group: &GroupId, users: &[u64]) -> Result<bool> {
-        self.commit_own(group, "removing members", |c| mls_group::remove_users(c, &group.0, users))
+        self.commit_own(group, "removing members", |c| {
+            mls_group::remove_users(c, &group.0, users)
+        })
     }
 
     /// The group as the platform shows it, with every member's role.
@@ -260,7 +329,10 @@ impl Profile {
             .platform
             .client
             .get_group(&req, self.platform.opt())
-            .map_err(|status| ClientError::Rpc { call: "GetGroup", status })?;
+            .map_err(|status| ClientError::Rpc {
+                call: "GetGroup",
+                status,
+            })?;
         details(&g)
     }
 
@@ -270,7 +342,10 @@ impl Profile {
             .platform
             .client
             .list_groups(&ListGroupsRequest::new(), self.platform.opt())
-            .map_err(|status| ClientError::Rpc { call: "ListGroups", status })?;
+            .map_err(|status| ClientError::Rpc {
+                call: "ListGroups",
+                status,
+            })?;
         resp.groups.iter().map(details).collect()
     }
 
@@ -296,11 +371,19 @@ impl Profile {
         if let Some(id) = crypto::hex_decode_32(spec) {
             return Ok(GroupId(id));
         }
-        let local: Vec<(GroupId, String)> = self.known_groups()?.into_iter().map(|g| (g.id, g.title)).collect();
+        let local: Vec<(GroupId, String)> = self
+            .known_groups()?
+            .into_iter()
+            .map(|g| (g.id, g.title))
+            .collect();
         if let Some(found) = pick_group(&local, spec)? {
             return Ok(found);
         }
-        let listed: Vec<(GroupId, String)> = self.list_groups()?.into_iter().map(|g| (g.id, g.title)).collect();
+        let listed: Vec<(GroupId, String)> = self
+            .list_groups()?
+            .into_iter()
+            .map(|g| (g.id, g.title))
+            .collect();
         pick_group(&listed, spec)?.ok_or_else(|| {
             ClientError::Invalid(format!(
                 "no group {:?} is known: give its id (64 hex digits, or a unique prefix of 8 or more) or its exact title",
@@ -338,7 +421,13 @@ impl Profile {
                 return Ok(false);
             };
             let client_message_id = crypto::hex_encode(&crypto::random_bytes::<16>());
-            let answer = self.send_to_group(group, &client_message_id, commit.message, commit.group_info, commit.welcome);
+            let answer = self.send_to_group(
+                group,
+                &client_message_id,
+                commit.message,
+                commit.group_info,
+                commit.welcome,
+            );
             let resp = match answer {
                 Ok(resp) => resp,
                 Err(e) => {
@@ -364,25 +453,34 @@ impl Profile {
                 }
             }
         }
-        Err(ClientError::Invalid(format!("{}: the group kept changing after {MAX_GROUP_ATTEMPTS} attempts", context())))
+        Err(ClientError::Invalid(format!(
+            "{}: the group kept changing after {MAX_GROUP_ATTEMPTS} attempts",
+            context()
+        )))
     }
 
     /// Processes the inbox until this device is in the group at `epoch` or later (or
     /// `CATCH_UP_WAIT` passed: an error). What arrives meanwhile is kept for the next
     /// `receive_*` call.
     pub(super) fn catch_up(&self, group: &GroupId, epoch: u64) -> Result<()> {
-        let reached = |p: &Profile| -> Result<bool> { Ok(p.group_epoch(group)?.is_some_and(|e| e >= epoch)) };
+        let reached =
+            |p: &Profile| -> Result<bool> { Ok(p.group_epoch(group)?.is_some_and(|e| e >= epoch)) };
         if reached(self)? {
             return Ok(());
         }
         let mut arrived = Vec::new();
-        let closed = self.receive_until_done(Instant::now() + CATCH_UP_WAIT, &reached, &mut |e| arrived.push(e.clone()))?;
+        let closed =
+            self.receive_until_done(Instant::now() + CATCH_UP_WAIT, &reached, &mut |e| {
+                arrived.push(e.clone())
+            })?;
         self.pending.borrow_mut().extend(arrived);
         if reached(self)? {
             return Ok(());
         }
         let now = self.group_epoch(group)?;
-        let why = closed.map(|why| format!(" (the inbox stream closed: {why})")).unwrap_or_default();
+        let why = closed
+            .map(|why| format!(" (the inbox stream closed: {why})"))
+            .unwrap_or_default();
         Err(ClientError::Invalid(match now {
             Some(now) => format!(
                 "group {} is at epoch {epoch} on the platform but still at {now} here after {} s{why}",
@@ -392,18 +490,27 @@ impl Profile {
             None => format!("this device is not (or no longer) in group {}{why}", short(group)),
         }))
     }
-
-
 }
 
 fn refused(group: &GroupId, resp: &SendGroupMessageResponse) -> ClientError {
-    let reason = if resp.error.is_empty() { format!("{:?}", resp.status) } else { resp.error.clone() };
-    ClientError::Rejected { to: format!("group {}", short(group)), reason }
+    let reason = if resp.error.is_empty() {
+        format!("{:?}", resp.status)
+    } else {
+        resp.error.clone()
+    };
+    ClientError::Rejected {
+        to: format!("group {}", short(group)),
+        reason,
+    }
 }
 
 fn details(g: &Group) -> Result<GroupDetails> {
-    let id = GroupId::from_slice(&g.group_id)
-        .ok_or_else(|| ClientError::Invalid(format!("the platform named a group by {} bytes, not 32", g.group_id.len())))?;
+    let id = GroupId::from_slice(&g.group_id).ok_or_else(|| {
+        ClientError::Invalid(format!(
+            "the platform named a group by {} bytes, not 32",
+            g.group_id.len()
+        ))
+    })?;
     Ok(GroupDetails {
         id,
         title: g.title.clone(),
@@ -412,7 +519,10 @@ fn details(g: &Group) -> Result<GroupDetails> {
         members: g
             .members
             .iter()
-            .map(|m| GroupMemberInfo { user: sender_of(m.user.get_or_default()), role: m.role.enum_value_or_default() })
+            .map(|m| GroupMemberInfo {
+                user: sender_of(m.user.get_or_default()),
+                role: m.role.enum_value_or_default(),
+            })
             .collect(),
     })
 }
@@ -421,9 +531,16 @@ fn details(g: &Group) -> Result<GroupDetails> {
 /// `None` when none does; an error when several do.
 fn pick_group(groups: &[(GroupId, String)], spec: &str) -> Result<Option<GroupId>> {
     let lower = spec.to_ascii_lowercase();
-    let is_prefix = spec.len() >= 8 && spec.len() <= 64 && spec.bytes().all(|b| b.is_ascii_hexdigit());
-    let mut found: Vec<&(GroupId, String)> =
-        if is_prefix { groups.iter().filter(|(id, _)| id.hex().starts_with(&lower)).collect() } else { Vec::new() };
+    let is_prefix =
+        spec.len() >= 8 && spec.len() <= 64 && spec.bytes().all(|b| b.is_ascii_hexdigit());
+    let mut found: Vec<&(GroupId, String)> = if is_prefix {
+        groups
+            .iter()
+            .filter(|(id, _)| id.hex().starts_with(&lower))
+            .collect()
+    } else {
+        Vec::new()
+    };
     if found.is_empty() {
         found = groups.iter().filter(|(_, title)| title == spec).collect();
     }
@@ -434,7 +551,11 @@ fn pick_group(groups: &[(GroupId, String)], spec: &str) -> Result<Option<GroupId
         _ => Err(ClientError::Invalid(format!(
             "{spec:?} names {} groups ({}): give more of the id",
             found.len(),
-            found.iter().map(|(id, _)| mls_group::short_id(&id.0)).collect::<Vec<_>>().join(", ")
+            found
+                .iter()
+                .map(|(id, _)| mls_group::short_id(&id.0))
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
     }
 }
@@ -452,18 +573,38 @@ mod tests {
 
     #[test]
     fn a_group_is_named_by_id_prefix_or_exact_title() {
-        let groups = vec![(gid(0xab), "Team".to_string()), (gid(0xac), "Family".to_string()), (gid(0xad), "Team".to_string())];
-        assert_eq!(pick_group(&groups, "ab000000").expect("ok"), Some(gid(0xab)));
-        assert_eq!(pick_group(&groups, "AC000000").expect("ok"), Some(gid(0xac)), "hex in either case");
+        let groups = vec![
+            (gid(0xab), "Team".to_string()),
+            (gid(0xac), "Family".to_string()),
+            (gid(0xad), "Team".to_string()),
+        ];
+        assert_eq!(
+            pick_group(&groups, "ab000000").expect("ok"),
+            Some(gid(0xab))
+        );
+        assert_eq!(
+            pick_group(&groups, "AC000000").expect("ok"),
+            Some(gid(0xac)),
+            "hex in either case"
+        );
         assert_eq!(pick_group(&groups, "Family").expect("ok"), Some(gid(0xac)));
-        assert_eq!(pick_group(&groups, "family").expect("ok"), None, "a title is exact");
-        assert_eq!(pick_group(&groups, "ab00").expect("ok"), None, "fewer than 8 hex digits is no prefix");
+        assert_eq!(
+            pick_group(&groups, "family").expect("ok"),
+            None,
+            "a title is exact"
+        );
+        assert_eq!(
+            pick_group(&groups, "ab00").expect("ok"),
+            None,
+            "fewer than 8 hex digits is no prefix"
+        );
         let err = pick_group(&groups, "Team").expect_err("two groups");
-        assert!(err.to_string().contains("2 groups") && err.to_string().contains("ab00000000000000"), "{err}");
+        assert!(
+            err.to_string().contains("2 groups") && err.to_string().contains("ab00000000000000"),
+            "{err}"
+        );
         let err = pick_group(&groups, "a").expect("ok");
         assert_eq!(err, None);
         assert_eq!(pick_group(&[], "Team").expect("ok"), None);
     }
-
-
 }

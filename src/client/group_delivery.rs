@@ -15,8 +15,8 @@ use crate::e2e::group::{self as mls_group, Received};
 use crate::e2e::E2eError;
 use crate::wire::e2e::Content;
 use crate::wire::platform::{
-    group_delivery, send_group_message_response::Status, GroupDelivery, GroupType, InboxEnvelope, KeyPackagesUpload,
-    Profile as PeerProfile, SendGroupMessageRequest, SendGroupMessageResponse,
+    group_delivery, send_group_message_response::Status, GroupDelivery, GroupType, InboxEnvelope,
+    KeyPackagesUpload, Profile as PeerProfile, SendGroupMessageRequest, SendGroupMessageResponse,
 };
 use crate::wire::rpc::code as rpc_code;
 
@@ -60,7 +60,9 @@ impl Profile {
             Ok(remaining) => remaining,
             // This platform refuses an empty upload instead of counting: one fresh package
             // asks as well (the platform keeps a bounded number per device).
-            Err(ClientError::Rpc { status, .. }) if rpc_code(&status) == Some(grpcio::RpcStatusCode::INVALID_ARGUMENT) => {
+            Err(ClientError::Rpc { status, .. })
+                if rpc_code(&status) == Some(grpcio::RpcStatusCode::INVALID_ARGUMENT) =>
+            {
                 self.upload_fresh_key_packages(1)?
             }
             Err(e) => return Err(e),
@@ -72,9 +74,14 @@ impl Profile {
     }
 
     fn upload_fresh_key_packages(&self, count: usize) -> Result<u32> {
-        let fresh = self.write(|c| mls_group::key_packages(c, count).context(|| "making key packages".to_string()))?;
+        let fresh = self.write(|c| {
+            mls_group::key_packages(c, count).context(|| "making key packages".to_string())
+        })?;
         let now = self.upload_key_packages(fresh)?;
-        log::info!("uploaded {count} key packages for @{}; the platform holds {now}", self.username());
+        log::info!(
+            "uploaded {count} key packages for @{}; the platform holds {now}",
+            self.username()
+        );
         Ok(now)
     }
 
@@ -85,7 +92,10 @@ impl Profile {
             .client
             .upload_key_packages(&req, self.platform.opt())
             .map(|r| r.remaining)
-            .map_err(|status| ClientError::Rpc { call: "UploadKeyPackages", status })
+            .map_err(|status| ClientError::Rpc {
+                call: "UploadKeyPackages",
+                status,
+            })
     }
 
     pub(super) fn send_to_group(
@@ -105,9 +115,11 @@ impl Profile {
         self.platform
             .client
             .send_group_message(&req, self.platform.opt())
-            .map_err(|status| ClientError::Rpc { call: "SendGroupMessage", status })
+            .map_err(|status| ClientError::Rpc {
+                call: "SendGroupMessage",
+                status,
+            })
     }
-
 
     /// Runs what a processed group delivery asks for; failures are logged (the next message or
     /// member takes it up again).
@@ -115,18 +127,31 @@ impl Profile {
         match follow_up {
             FollowUp::Joined => {
                 if let Err(e) = self.keep_key_packages() {
-                    log::warn!("could not replenish the key packages of @{}: {e}", self.username());
+                    log::warn!(
+                        "could not replenish the key packages of @{}: {e}",
+                        self.username()
+                    );
                 }
             }
             FollowUp::RemoveLeaves { group, users } => {
                 // One try: on a stale epoch another member's commit came first, and it is on
                 // its way through the inbox (it removes them, or the next sender will).
-                match self.write(|c| mls_group::remove_users(c, &group.0, &users).context(|| format!("group {}", short(&group)))) {
+                match self.write(|c| {
+                    mls_group::remove_users(c, &group.0, &users)
+                        .context(|| format!("group {}", short(&group)))
+                }) {
                     Ok(None) => {}
                     Ok(Some(commit)) => {
                         let id = crypto::hex_encode(&crypto::random_bytes::<16>());
-                        let answer = self.send_to_group(&group, &id, commit.message, commit.group_info, commit.welcome);
-                        let ok = matches!(&answer, Ok(r) if r.status.enum_value() == Ok(Status::OK));
+                        let answer = self.send_to_group(
+                            &group,
+                            &id,
+                            commit.message,
+                            commit.group_info,
+                            commit.welcome,
+                        );
+                        let ok =
+                            matches!(&answer, Ok(r) if r.status.enum_value() == Ok(Status::OK));
                         let settled = self.write(|c| {
                             if ok {
                                 mls_group::commit_accepted(c, &group.0)
@@ -136,13 +161,29 @@ impl Profile {
                             .context(|| format!("group {}", short(&group)))
                         });
                         match (answer, settled) {
-                            (_, Err(e)) => log::warn!("group {}: settling our removal commit: {e}", short(&group)),
-                            (Ok(_), Ok(())) if ok => log::info!("group {}: removed the leaves of {users:?}", short(&group)),
-                            (Ok(r), Ok(())) => log::info!("group {}: removal of {users:?} not ours ({:?})", short(&group), r.status),
-                            (Err(e), Ok(())) => log::warn!("group {}: sending the removal of {users:?}: {e}", short(&group)),
+                            (_, Err(e)) => log::warn!(
+                                "group {}: settling our removal commit: {e}",
+                                short(&group)
+                            ),
+                            (Ok(_), Ok(())) if ok => log::info!(
+                                "group {}: removed the leaves of {users:?}",
+                                short(&group)
+                            ),
+                            (Ok(r), Ok(())) => log::info!(
+                                "group {}: removal of {users:?} not ours ({:?})",
+                                short(&group),
+                                r.status
+                            ),
+                            (Err(e), Ok(())) => log::warn!(
+                                "group {}: sending the removal of {users:?}: {e}",
+                                short(&group)
+                            ),
                         }
                     }
-                    Err(e) => log::warn!("group {}: could not remove the leaves of {users:?}: {e}", short(&group)),
+                    Err(e) => log::warn!(
+                        "group {}: could not remove the leaves of {users:?}: {e}",
+                        short(&group)
+                    ),
                 }
             }
         }
@@ -155,10 +196,21 @@ pub(super) fn short(group: &GroupId) -> String {
 }
 
 pub(super) fn sender_of(p: &PeerProfile) -> Sender {
-    Sender { user_id: p.user_id, username: p.username.clone(), display_name: p.display_name.clone(), is_bot: p.is_bot }
+    Sender {
+        user_id: p.user_id,
+        username: p.username.clone(),
+        display_name: p.display_name.clone(),
+        is_bot: p.is_bot,
+    }
 }
 
-pub(super) fn remember_group(c: &Connection, id: &GroupId, title: &str, kind: GroupType, seq: u64) -> Result<()> {
+pub(super) fn remember_group(
+    c: &Connection,
+    id: &GroupId,
+    title: &str,
+    kind: GroupType,
+    seq: u64,
+) -> Result<()> {
     c.execute(
         "INSERT INTO client_groups (group_id, title, type, last_seq) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (group_id) DO UPDATE SET title = excluded.title, type = excluded.type,
@@ -170,14 +222,24 @@ pub(super) fn remember_group(c: &Connection, id: &GroupId, title: &str, kind: Gr
 
 pub(super) fn forget_group(c: &Connection, id: &GroupId) -> Result<()> {
     mls_group::forget(c, &id.0).context(|| format!("forgetting group {}", short(id)))?;
-    c.execute("DELETE FROM client_groups WHERE group_id = ?1", [id.0.to_vec()])?;
+    c.execute(
+        "DELETE FROM client_groups WHERE group_id = ?1",
+        [id.0.to_vec()],
+    )?;
     Ok(())
 }
 
 pub(super) fn known_groups(c: &Connection) -> Result<Vec<KnownGroup>> {
-    let mut stmt = c.prepare("SELECT group_id, title, type, last_seq FROM client_groups ORDER BY title, group_id")?;
+    let mut stmt = c.prepare(
+        "SELECT group_id, title, type, last_seq FROM client_groups ORDER BY title, group_id",
+    )?;
     let rows = stmt.query_map([], |r| {
-        Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, String>(1)?, r.get::<_, i32>(2)?, r.get::<_, i64>(3)?))
+        Ok((
+            r.get::<_, Vec<u8>>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, i32>(2)?,
+            r.get::<_, i64>(3)?,
+        ))
     })?;
     let mut out = Vec::new();
     for row in rows {
@@ -187,13 +249,23 @@ pub(super) fn known_groups(c: &Connection) -> Result<Vec<KnownGroup>> {
             continue;
         };
         let kind = protobuf::Enum::from_i32(kind).unwrap_or_default();
-        out.push(KnownGroup { id, title, kind, last_seq: seq as u64 });
+        out.push(KnownGroup {
+            id,
+            title,
+            kind,
+            last_seq: seq as u64,
+        });
     }
     Ok(out)
 }
 
 fn known_title(c: &Connection, id: &GroupId) -> Result<Option<String>> {
-    Ok(c.query_row("SELECT title FROM client_groups WHERE group_id = ?1", [id.0.to_vec()], |r| r.get(0)).optional()?)
+    Ok(c.query_row(
+        "SELECT title FROM client_groups WHERE group_id = ?1",
+        [id.0.to_vec()],
+        |r| r.get(0),
+    )
+    .optional()?)
 }
 
 /// What a group delivery is for this device, applied inside the transaction that accepted the
@@ -206,32 +278,51 @@ pub(super) fn open_delivery(
     envelope: &InboxEnvelope,
     delivery: &GroupDelivery,
 ) -> std::result::Result<(Option<Incoming>, Option<FollowUp>), E2eError> {
-    let id = GroupId::from_slice(&delivery.group_id)
-        .ok_or_else(|| E2eError::Mls(format!("a group delivery names a group by {} bytes", delivery.group_id.len())))?;
+    let id = GroupId::from_slice(&delivery.group_id).ok_or_else(|| {
+        E2eError::Mls(format!(
+            "a group delivery names a group by {} bytes",
+            delivery.group_id.len()
+        ))
+    })?;
     let db = |e: ClientError| match e {
         ClientError::Db(e) => E2eError::Db(e),
         other => E2eError::Mls(other.to_string()),
     };
     let title = if delivery.title.is_empty() {
-        known_title(c, &id).map_err(db)?.unwrap_or_else(|| short(&id))
+        known_title(c, &id)
+            .map_err(db)?
+            .unwrap_or_else(|| short(&id))
     } else {
         delivery.title.clone()
     };
-    let group = GroupRef { id, title: title.clone() };
+    let group = GroupRef {
+        id,
+        title: title.clone(),
+    };
     let kind = delivery.type_.enum_value_or_default();
     match delivery.kind.enum_value() {
         Ok(group_delivery::Kind::WELCOME) => {
             let joined = mls_group::join_welcome(c, &envelope.ciphertext)?;
             if joined != id.0 {
-                return Err(E2eError::Mls(format!("a Welcome for group {} arrived as {}", mls_group::short_id(&joined), short(&id))));
+                return Err(E2eError::Mls(format!(
+                    "a Welcome for group {} arrived as {}",
+                    mls_group::short_id(&joined),
+                    short(&id)
+                )));
             }
             remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
-            Ok((Some(Incoming::GroupJoined { group }), Some(FollowUp::Joined)))
+            Ok((
+                Some(Incoming::GroupJoined { group }),
+                Some(FollowUp::Joined),
+            ))
         }
         Ok(group_delivery::Kind::MLS_MESSAGE) => {
             if mls_group::epoch(c, &id.0)?.is_none() {
                 // Left or forgotten: what the platform still sent until our leaf went is unreadable.
-                log::debug!("group {}: a message for a group this device is not in; skipped", short(&id));
+                log::debug!(
+                    "group {}: a message for a group this device is not in; skipped",
+                    short(&id)
+                );
                 return Ok((None, None));
             }
             let received = mls_group::receive(c, &id.0, &envelope.ciphertext)?;
@@ -246,20 +337,42 @@ pub(super) fn open_delivery(
                             envelope.sender_user_id
                         )));
                     }
-                    let content = Content::parse_from_bytes(&plaintext).map_err(|_| E2eError::BadContent)?;
-                    if !matches!(content.body.as_ref(), Some(crate::wire::e2e::content::Body::Text(_))) {
-                        log::debug!("group {}: message {} is no text; skipped", short(&id), envelope.message_id);
+                    let content =
+                        Content::parse_from_bytes(&plaintext).map_err(|_| E2eError::BadContent)?;
+                    if !matches!(
+                        content.body.as_ref(),
+                        Some(crate::wire::e2e::content::Body::Text(_))
+                    ) {
+                        log::debug!(
+                            "group {}: message {} is no text; skipped",
+                            short(&id),
+                            envelope.message_id
+                        );
                         return Ok((None, None));
                     }
                     let mut message = received_message(envelope, &content);
                     message.chat_id = 0;
                     Ok((Some(Incoming::GroupMessage { group, message }), None))
                 }
-                Received::Commit { added, removed, removed_me, epoch } => {
+                Received::Commit {
+                    added,
+                    removed,
+                    removed_me,
+                    epoch,
+                } => {
                     if removed_me {
                         forget_group(c, &id).map_err(db)?;
                     }
-                    Ok((Some(Incoming::GroupCommit { group, added, removed, removed_me, epoch }), None))
+                    Ok((
+                        Some(Incoming::GroupCommit {
+                            group,
+                            added,
+                            removed,
+                            removed_me,
+                            epoch,
+                        }),
+                        None,
+                    ))
                 }
                 Received::Ignored => Ok((None, None)),
             }
@@ -275,8 +388,13 @@ pub(super) fn open_delivery(
                 remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
             }
             // Whoever left or was removed must lose their leaves; any member may commit it.
-            let follow_up = (in_group && user.user_id != me && matches!(new_role, GroupRole::LEFT | GroupRole::BANNED))
-                .then(|| FollowUp::RemoveLeaves { group: id, users: vec![user.user_id] });
+            let follow_up = (in_group
+                && user.user_id != me
+                && matches!(new_role, GroupRole::LEFT | GroupRole::BANNED))
+            .then(|| FollowUp::RemoveLeaves {
+                group: id,
+                users: vec![user.user_id],
+            });
             let event = Incoming::GroupMembership {
                 group,
                 user,
@@ -287,7 +405,10 @@ pub(super) fn open_delivery(
             Ok((Some(event), follow_up))
         }
         Err(other) => {
-            log::debug!("group {}: a delivery of kind {other} from a newer release; skipped", short(&id));
+            log::debug!(
+                "group {}: a delivery of kind {other} from a newer release; skipped",
+                short(&id)
+            );
             Ok((None, None))
         }
     }
@@ -312,10 +433,24 @@ mod tests {
         remember_group(&c, &gid(2), "Another", GroupType::CHANNEL, 1).expect("remember");
         let known = known_groups(&c).expect("list");
         assert_eq!(known.len(), 2);
-        assert_eq!((known[0].title.as_str(), known[0].kind), ("Another", GroupType::CHANNEL));
-        assert_eq!((known[1].title.as_str(), known[1].last_seq), ("New", 5), "a redelivered old seq does not go back");
-        assert_eq!(known_title(&c, &gid(1)).expect("title").as_deref(), Some("New"));
-        c.execute("DELETE FROM client_groups WHERE group_id = ?1", [gid(1).0.to_vec()]).expect("delete");
+        assert_eq!(
+            (known[0].title.as_str(), known[0].kind),
+            ("Another", GroupType::CHANNEL)
+        );
+        assert_eq!(
+            (known[1].title.as_str(), known[1].last_seq),
+            ("New", 5),
+            "a redelivered old seq does not go back"
+        );
+        assert_eq!(
+            known_title(&c, &gid(1)).expect("title").as_deref(),
+            Some("New")
+        );
+        c.execute(
+            "DELETE FROM client_groups WHERE group_id = ?1",
+            [gid(1).0.to_vec()],
+        )
+        .expect("delete");
         assert_eq!(known_title(&c, &gid(1)).expect("title"), None);
     }
 }
