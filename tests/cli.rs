@@ -54,7 +54,16 @@ fn every_program_follows_the_conventions() {
         "platform-server",
         &[("create-bot", "--username USERNAME"), ("serve", "--advertise-url URL")],
     );
-    conventions("e2e-chat", &[("register", "register USERNAME"), ("send", "--reply-to"), ("listen", "--count N")]);
+    conventions(
+        "e2e-chat",
+        &[("register", "register USERNAME"), ("send", "--reply-to"), ("listen", "--count N"), ("group", "group members GROUP")],
+    );
+    // `group` alone or an unknown group command is a usage error naming the group commands.
+    for args in [vec!["group"], vec!["group", "frob"]] {
+        let (code, _, err) = text(&run("e2e-chat", &args));
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("create, add, remove, send, members, leave, list"), "{err}");
+    }
 
     // The gateway's help is a config reference: every field.
     let (_, help, _) = text(&run("bot-gateway", &["--help"]));

@@ -10,7 +10,10 @@ use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
 
 use super::bot_profile::BotMenu;
-use super::message::{Entity, Incoming, Keyboard, MediaInfo, MediaKind, ReactionType, ReceivedMessage, Sender};
+use super::group::GroupDetails;
+use super::message::{
+    role_name, Entity, GroupRef, GroupRole, Incoming, Keyboard, MediaInfo, MediaKind, ReactionType, ReceivedMessage, Sender,
+};
 use super::display;
 use super::interactive;
 use super::profile::Profile;
@@ -65,7 +68,10 @@ Commands:
         forward_origin; a file message has \"media\":{\"kind\",\"file_name\",
         \"mime_type\",\"size\"} (+ width, height, duration when known) and \"caption\"
         (+ caption_entities) instead of text. Anything else has an \"event\" field: edited, deleted, reaction,
-        chat_action, callback_answer
+        chat_action, callback_answer, and for groups (each with \"group\":{\"id\",\"title\"}):
+        group_message (message_id, date, from, text, ... as a message), group_joined,
+        group_membership (user, old_role, new_role, actor), group_commit (epoch, added,
+        removed: [{\"user_id\",\"device_id\"}], removed_me)
   commands @BOT [--lang XX]
         what the bot offers in your private chat with it: first one line
         {\"bot\":\"B\",\"description\":\"...\",\"short_description\":\"...\"}, then one line
@@ -74,7 +80,8 @@ Commands:
   chat @PEER
         interactive dialog: what arrives prints as `[@sender] text (#id)` with buttons
         numbered under it (`  [1 Yes] [2 No]`), reply/forward/via, edits, deletions,
-        reactions, \"@bot is typing…\", answers to presses and inline results; each line
+        reactions, \"@bot is typing…\", answers to presses and inline results, and your
+        groups' messages as `[@sender in TITLE] text (#id)` and role changes; each line
         you type is sent and shown as `[you] text (#id)`. With a bot, its description and
         commands show first. Commands: /press [ID] BUTTON (its number or callback data; no
         ID: the last message with buttons), /reply ID TEXT, /react ID [EMOJI] (none:
@@ -83,6 +90,28 @@ Commands:
         /quit, Ctrl-D or end of input leaves. On a terminal: line editing, history
         (Up/Down), Ctrl-C clears the line. Control characters in what arrives are shown
         escaped (\\e, \\x07, \\u{9b}), never obeyed
+  group create|add|remove|send|members|leave|list ...
+        groups, end-to-end encrypted with MLS. GROUP is a group's id (64 hex digits, or a
+        unique prefix of 8 or more) or the exact title of a group you know.
+        group create TITLE...           a group with you as its owner; prints
+                                        {\"group_id\":HEX,\"title\":T}
+        group add GROUP @USER_OR_BOT    admit someone: a user's devices are added at once
+                                        (they join when their inbox is read), a bot joins
+                                        by itself (it needs the groups capability); prints
+                                        {\"group_id\",\"user\":{...},\"devices_added\":N}
+        group remove GROUP @USER        remove a member (owner or administrator); they can
+                                        read nothing sent after; prints {\"group_id\",
+                                        \"user_id\",\"leaves_removed\":B}
+        group send GROUP [--reply-to M] TEXT...
+                                        prints {\"group_id\",\"message_id\",\"date\"}
+        group members GROUP             one line per member: {\"user_id\",\"username\",
+                                        \"display_name\",\"is_bot\",\"role\"}
+        group leave GROUP               leave, and forget the group on this device
+        group list                      one line per group: {\"group_id\",\"title\",
+                                        \"role\",\"joined\"} (joined: this device is in it)
+        Sending or committing may first read what the inbox holds for the group: a device
+        has one inbox stream, so a listen of this profile running meanwhile may end
+        (chat reconnects)
 
 Errors go to stderr as one line and make the exit status non-zero: 2 for a usage error
 (an unknown command or option), 1 for any other failure.
@@ -95,6 +124,7 @@ pub const PROGRAM: crate::cli::Program = crate::cli::Program {
     help: USAGE,
     commands: &[
         "register", "send", "press", "react", "inline", "choose", "send-file", "download", "listen", "commands", "chat",
+        "group",
     ],
 };
 
@@ -162,7 +192,9 @@ pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
             return Ok(());
         }
     }
-    if rest.iter().any(|a| a == "-h" || a == "--help") && !["send", "send-file", "press", "react", "inline"].contains(&command.as_str()) {
+    if rest.iter().any(|a| a == "-h" || a == "--help")
+        && !["send", "send-file", "press", "react", "inline", "group"].contains(&command.as_str())
+    {
         print!("{}", PROGRAM.command_help(command).unwrap_or_else(|| USAGE.to_string()));
         return Ok(());
     }
@@ -179,6 +211,7 @@ pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
         "send-file" => send_file(&global, rest),
         "download" => download(&global, rest),
         "chat" => chat(&global, rest),
+        "group" => group(&global, rest),
         "help" => {
             print!("{USAGE}");
             Ok(())
@@ -252,13 +285,18 @@ fn send(global: &Global, args: &[String]) -> anyhow::Result<()> {
 
 /// `send`'s @PEER, `--reply-to` and text.
 fn send_args(args: &[String]) -> anyhow::Result<(&str, Option<u64>, String)> {
+    text_args("send", "@PEER", args)
+}
+
+/// `COMMAND TARGET [--reply-to M] TEXT...`: options before the text only.
+fn text_args<'a>(command: &str, target: &str, args: &'a [String]) -> anyhow::Result<(&'a str, Option<u64>, String)> {
     let mut peer = None;
     let mut reply_to = None;
     let mut i = 0;
     // Options before the text only: from the first word of the text on, everything is text.
     while i < args.len() {
         if let Some(v) = option_value(args, &mut i, "--reply-to")? {
-            reply_to = Some(message_id_arg("send: --reply-to", &v)?);
+            reply_to = Some(message_id_arg(&format!("{command}: --reply-to"), &v)?);
         } else if peer.is_none() {
             peer = Some(args[i].as_str());
         } else {
@@ -267,11 +305,11 @@ fn send_args(args: &[String]) -> anyhow::Result<(&str, Option<u64>, String)> {
         i += 1;
     }
     let Some(peer) = peer else {
-        bail!("send: @PEER missing");
+        bail!("{command}: {target} missing");
     };
     let text = args[i..].join(" ");
     if text.trim().is_empty() {
-        bail!("send: no text given (an empty message is not sent)");
+        bail!("{command}: no text given (an empty message is not sent)");
     }
     Ok((peer, reply_to, text))
 }
@@ -554,6 +592,149 @@ fn chat(global: &Global, args: &[String]) -> anyhow::Result<()> {
     }
 }
 
+/// The `group` subcommands. Arguments are checked before the profile is opened.
+fn group(global: &Global, args: &[String]) -> anyhow::Result<()> {
+    let sub = group_args(args)?;
+    let profile = open_profile(global)?;
+    let find = |spec: &str| profile.find_group(spec);
+    match sub {
+        GroupCommand::Create { title } => {
+            let id = profile.create_group(&title)?;
+            print_line(&ordered(&[("group_id", json!(id.hex())), ("title", json!(title.trim()))]))
+        }
+        GroupCommand::Add { group, user } => {
+            let id = find(group)?;
+            let added = profile.add_to_group(&id, user).with_context(|| format!("group add {user}"))?;
+            print_line(&ordered_raw(&[
+                ("group_id", json!(id.hex()).to_string()),
+                ("user", sender_json(&added.user)),
+                ("devices_added", json!(added.devices).to_string()),
+            ]))
+        }
+        GroupCommand::Remove { group, user } => {
+            let id = find(group)?;
+            let user_id = profile.lookup(user)?.user_id;
+            let removed = profile.remove_from_group(&id, user).with_context(|| format!("group remove {user}"))?;
+            print_line(&ordered(&[("group_id", json!(id.hex())), ("user_id", json!(user_id)), ("leaves_removed", json!(removed))]))
+        }
+        GroupCommand::Send { group, reply_to, text } => {
+            let id = find(group)?;
+            let sent = profile.send_group_text(&id, &text, reply_to)?;
+            print_line(&ordered(&[
+                ("group_id", json!(id.hex())),
+                ("message_id", json!(sent.message_id)),
+                ("date", json!(sent.date)),
+            ]))
+        }
+        GroupCommand::Members { group } => {
+            let id = find(group)?;
+            let details = profile.group_members(&id)?;
+            for line in member_lines(&details) {
+                print_line(&line)?;
+            }
+            Ok(())
+        }
+        GroupCommand::Leave { group } => {
+            let id = find(group)?;
+            profile.leave_group(&id)?;
+            print_line(&ordered(&[("group_id", json!(id.hex())), ("role", json!(role_name(GroupRole::LEFT)))]))
+        }
+        GroupCommand::List => {
+            for g in profile.list_groups()? {
+                let role = g.role_of(profile.user_id()).map(role_name).unwrap_or("none");
+                let joined = profile.group_epoch(&g.id)?.is_some();
+                print_line(&ordered(&[
+                    ("group_id", json!(g.id.hex())),
+                    ("title", json!(g.title)),
+                    ("role", json!(role)),
+                    ("joined", json!(joined)),
+                ]))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// One `group` subcommand with its arguments.
+#[derive(Debug, PartialEq, Eq)]
+enum GroupCommand<'a> {
+    Create { title: String },
+    Add { group: &'a str, user: &'a str },
+    Remove { group: &'a str, user: &'a str },
+    Send { group: &'a str, reply_to: Option<u64>, text: String },
+    Members { group: &'a str },
+    Leave { group: &'a str },
+    List,
+}
+
+const GROUP_SUBCOMMANDS: &str = "create, add, remove, send, members, leave, list";
+
+fn group_args(args: &[String]) -> anyhow::Result<GroupCommand<'_>> {
+    let Some((sub, rest)) = args.split_first() else {
+        return Err(crate::cli::UsageError(format!("group: which one? the group commands are: {GROUP_SUBCOMMANDS}")).into());
+    };
+    let words: Vec<&str> = rest.iter().map(String::as_str).collect();
+    let one = |what: &str| -> anyhow::Result<&str> {
+        match words[..] {
+            [group] => Ok(group),
+            _ => bail!("group {sub}: expected {what}"),
+        }
+    };
+    let two = |what: &str| -> anyhow::Result<(&str, &str)> {
+        match words[..] {
+            [group, user] => Ok((group, user)),
+            _ => bail!("group {sub}: expected {what}"),
+        }
+    };
+    Ok(match sub.as_str() {
+        "create" => {
+            let title = rest.join(" ");
+            if title.trim().is_empty() {
+                bail!("group create: TITLE missing");
+            }
+            GroupCommand::Create { title }
+        }
+        "add" => {
+            let (group, user) = two("GROUP @USER_OR_BOT")?;
+            GroupCommand::Add { group, user }
+        }
+        "remove" => {
+            let (group, user) = two("GROUP @USER")?;
+            GroupCommand::Remove { group, user }
+        }
+        "send" => {
+            let (group, reply_to, text) = text_args("group send", "GROUP", rest)?;
+            GroupCommand::Send { group, reply_to, text }
+        }
+        "members" => GroupCommand::Members { group: one("GROUP")? },
+        "leave" => GroupCommand::Leave { group: one("GROUP")? },
+        "list" if rest.is_empty() => GroupCommand::List,
+        "list" => bail!("group list: takes no arguments"),
+        other => {
+            return Err(crate::cli::UsageError(format!(
+                "unknown group command {other:?}; the group commands are: {GROUP_SUBCOMMANDS}"
+            ))
+            .into())
+        }
+    })
+}
+
+/// The `group members` lines: one per user with a role.
+fn member_lines(g: &GroupDetails) -> Vec<String> {
+    g.members
+        .iter()
+        .map(|m| {
+            ordered(&[
+                ("user_id", json!(m.user.user_id)),
+                ("username", json!(m.user.username)),
+                ("display_name", json!(m.user.display_name)),
+                ("is_bot", json!(m.user.is_bot)),
+                ("role", json!(role_name(m.role))),
+            ])
+        })
+        .collect()
+}
+
 /// The `listen` line of one message. serde_json escapes C0 controls; `json_for_terminal` adds
 /// DEL, C1 and bidi controls, so the line is as safe on a terminal as in a pipe.
 pub(super) fn message_json(m: &ReceivedMessage) -> String {
@@ -561,9 +742,15 @@ pub(super) fn message_json(m: &ReceivedMessage) -> String {
 }
 
 fn message_json_raw(m: &ReceivedMessage) -> String {
+    let mut fields = vec![("chat_id", json!(m.chat_id).to_string())];
+    fields.extend(message_fields(m));
+    ordered_raw(&fields)
+}
+
+/// A message's fields after its chat: ids, sender, text or file, reply, keyboard, forward, via.
+fn message_fields(m: &ReceivedMessage) -> Vec<(&'static str, String)> {
     let from = sender_json(&m.sender);
     let mut fields = vec![
-        ("chat_id", json!(m.chat_id).to_string()),
         ("message_id", json!(m.message_id).to_string()),
         ("date", json!(m.date).to_string()),
         ("from", from),
@@ -603,7 +790,18 @@ fn message_json_raw(m: &ReceivedMessage) -> String {
     if let Some(bot) = m.via_bot_user_id {
         fields.push(("via_bot_user_id", json!(bot).to_string()));
     }
-    ordered_raw(&fields)
+    fields
+}
+
+/// `{"id":HEX,"title":T}`.
+fn group_json(g: &GroupRef) -> String {
+    ordered(&[("id", json!(g.id.hex())), ("title", json!(g.title))])
+}
+
+/// `[{"user_id","device_id"}]`.
+fn devices_json(devices: &[(u64, u32)]) -> String {
+    let all: Vec<String> = devices.iter().map(|(u, d)| ordered(&[("user_id", json!(u)), ("device_id", json!(d))])).collect();
+    format!("[{}]", all.join(","))
 }
 
 /// The `listen` line of anything that arrives: a message as `message_json` (no "event"
@@ -613,6 +811,28 @@ pub(super) fn incoming_json(e: &Incoming) -> String {
     let num = |v: u64| json!(v).to_string();
     let fields = match e {
         Incoming::Message(m) => return message_json(m),
+        Incoming::GroupMessage { group, message } => {
+            let mut fields = vec![event("group_message"), ("group", group_json(group))];
+            fields.extend(message_fields(message));
+            fields
+        }
+        Incoming::GroupJoined { group } => vec![event("group_joined"), ("group", group_json(group))],
+        Incoming::GroupCommit { group, added, removed, removed_me, epoch } => vec![
+            event("group_commit"),
+            ("group", group_json(group)),
+            ("epoch", num(*epoch)),
+            ("added", devices_json(added)),
+            ("removed", devices_json(removed)),
+            ("removed_me", json!(removed_me).to_string()),
+        ],
+        Incoming::GroupMembership { group, user, old, new, actor } => vec![
+            event("group_membership"),
+            ("group", group_json(group)),
+            ("user", sender_json(user)),
+            ("old_role", json!(role_name(*old)).to_string()),
+            ("new_role", json!(role_name(*new)).to_string()),
+            ("actor", sender_json(actor)),
+        ],
         Incoming::Edited { chat_id, message_id, edit_date, text, entities, keyboard } => vec![
             event("edited"),
             ("chat_id", num(*chat_id)),
@@ -921,6 +1141,74 @@ mod tests {
         assert!(err.to_string().contains("not a message id"), "{err}");
         assert!(send_args(&strings(&["@bot", "--reply-to", "0", "hi"])).is_err(), "ids start at 1");
         assert!(send_args(&strings(&["@bot", "--reply-to", "3"])).expect_err("no text").to_string().contains("no text"));
+    }
+
+    #[test]
+    fn group_subcommands_parse_their_arguments_before_opening_the_profile() {
+        let parse = |a: &[&str]| group_args(&strings(a)).map(|c| format!("{c:?}")).map_err(|e| format!("{e:#}"));
+        let ok = |c: GroupCommand| Ok::<String, String>(format!("{c:?}"));
+        assert_eq!(parse(&["create", "Team", "Rocket"]), ok(GroupCommand::Create { title: "Team Rocket".into() }));
+        assert_eq!(parse(&["add", "abcdef01", "@bob"]), ok(GroupCommand::Add { group: "abcdef01", user: "@bob" }));
+        assert_eq!(parse(&["remove", "Team", "@bob"]), ok(GroupCommand::Remove { group: "Team", user: "@bob" }));
+        assert_eq!(
+            parse(&["send", "Team", "--reply-to", "3", "hi", "--reply-to", "4"]),
+            ok(GroupCommand::Send { group: "Team", reply_to: Some(3), text: "hi --reply-to 4".into() })
+        );
+        assert_eq!(parse(&["members", "Team"]), ok(GroupCommand::Members { group: "Team" }));
+        assert_eq!(parse(&["leave", "Team"]), ok(GroupCommand::Leave { group: "Team" }));
+        assert_eq!(parse(&["list"]), ok(GroupCommand::List));
+        assert!(parse(&["create"]).expect_err("no title").contains("TITLE missing"));
+        assert!(parse(&["add", "Team"]).expect_err("no user").contains("expected GROUP @USER_OR_BOT"));
+        assert!(parse(&["send", "Team"]).expect_err("no text").contains("group send: no text"));
+        assert!(parse(&["send", "Team", "--reply-to", "x", "hi"]).expect_err("bad id").contains("not a message id"));
+        assert!(parse(&["list", "x"]).is_err());
+        let err = group_args(&strings(&["frob"])).expect_err("unknown");
+        assert!(err.downcast_ref::<crate::cli::UsageError>().is_some(), "an unknown group command is a usage error");
+        assert!(err.to_string().contains(GROUP_SUBCOMMANDS), "{err}");
+        assert!(group_args(&[]).expect_err("none").downcast_ref::<crate::cli::UsageError>().is_some());
+        let mut all = strings(&["--profile", "/nonexistent/e2e", "group", "members", "Team"]);
+        assert!(format!("{:#}", run(&all).expect_err("no profile")).contains("no registered profile"));
+        all.push("extra".into());
+        assert!(format!("{:#}", run(&all).expect_err("refused")).contains("expected GROUP"));
+    }
+
+    #[test]
+    fn group_events_carry_the_group_and_an_event_field() {
+        use crate::client::message::{GroupId, GroupRef};
+        let group = GroupRef { id: GroupId([0xab; 32]), title: "Team \u{1b}[2J".into() };
+        let alice = Sender { user_id: 7, username: "alice".into(), display_name: "Alice".into(), is_bot: false };
+        let parse = |e: Incoming| -> Value { serde_json::from_str(&incoming_json(&e)).expect("valid JSON") };
+        let message = ReceivedMessage {
+            chat_id: 0,
+            sender: alice.clone(),
+            message_id: 3,
+            date: 9,
+            text: "hi".into(),
+            entities: vec![],
+            reply_to_message_id: Some(2),
+            keyboard: vec![],
+            forward_origin: None,
+            via_bot_user_id: None,
+            media: None,
+        };
+        let line = incoming_json(&Incoming::GroupMessage { group: group.clone(), message });
+        assert!(line.starts_with(&format!(r#"{{"event":"group_message","group":{{"id":"{}","title":"Team \u001b[2J"}},"message_id":3"#, "ab".repeat(32))), "{line}");
+        let v: Value = serde_json::from_str(&line).expect("valid JSON");
+        assert!(v.get("chat_id").is_none(), "a group is no dialog");
+        assert_eq!((v["from"]["username"].as_str(), v["text"].as_str(), v["reply_to_message_id"].as_u64()), (Some("alice"), Some("hi"), Some(2)));
+        let v = parse(Incoming::GroupMembership {
+            group: group.clone(),
+            user: alice.clone(),
+            old: GroupRole::MEMBER,
+            new: GroupRole::BANNED,
+            actor: Sender { user_id: 1, username: "owner".into(), display_name: "O".into(), is_bot: false },
+        });
+        assert_eq!((v["event"].as_str(), v["old_role"].as_str(), v["new_role"].as_str()), (Some("group_membership"), Some("member"), Some("banned")));
+        assert_eq!((v["user"]["user_id"].as_u64(), v["actor"]["username"].as_str()), (Some(7), Some("owner")));
+        let v = parse(Incoming::GroupCommit { group: group.clone(), added: vec![(7, 1)], removed: vec![], removed_me: false, epoch: 4 });
+        assert_eq!(v["added"], json!([{"user_id": 7, "device_id": 1}]));
+        assert_eq!((v["epoch"].as_u64(), v["removed_me"].as_bool()), (Some(4), Some(false)));
+        assert_eq!(parse(Incoming::GroupJoined { group })["event"], "group_joined");
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! untouched.
 
 use super::bot_profile::BotMenu;
-use super::message::{Incoming, Keyboard, MediaInfo, ReactionType, Sender};
+use super::message::{role_name, Incoming, Keyboard, MediaInfo, ReactionType, ReceivedMessage, Sender};
 
 /// Renders network text for a terminal, on one line: C0 controls (newline included), DEL, C1
 /// controls (U+0080–U+009F) and the bidi embedding, override and isolate characters
@@ -154,30 +154,30 @@ impl ChatEvent<'_> {
 fn render_incoming(event: &Incoming, chat: &str, via: Option<&str>) -> String {
     let chat = sanitize(chat);
     match event {
-        Incoming::Message(m) => {
-            let body = match &m.media {
-                Some(media) => media_text(media),
-                None => m.text.clone(),
-            };
-            let mut out = format!("{} (#{})", with_body(&format!("[@{}] ", name_of(&m.sender)), &body), m.message_id);
-            let mut about = Vec::new();
-            if let Some(r) = m.reply_to_message_id {
-                about.push(format!("↪ reply to #{r}"));
+        Incoming::Message(m) => render_message(m, &format!("[@{}] ", name_of(&m.sender)), via),
+        Incoming::GroupMessage { group, message } => {
+            render_message(message, &format!("[@{} in {}] ", name_of(&message.sender), sanitize(&group.title)), via)
+        }
+        Incoming::GroupJoined { group } => format!("you joined the group {}", sanitize(&group.title)),
+        Incoming::GroupCommit { group, removed_me: true, .. } => format!("you were removed from the group {}", sanitize(&group.title)),
+        Incoming::GroupCommit { group, added, removed, epoch, .. } => {
+            let mut changes = Vec::new();
+            if !added.is_empty() {
+                changes.push(format!("{} device(s) added", added.len()));
             }
-            if let Some(o) = &m.forward_origin {
-                if o.sender_username.is_empty() {
-                    about.push(format!("forwarded from {}", sanitize(&o.sender_first_name)));
-                } else {
-                    about.push(format!("forwarded from @{}", sanitize(&o.sender_username)));
-                }
+            if !removed.is_empty() {
+                changes.push(format!("{} device(s) removed", removed.len()));
             }
-            if let Some(via) = via {
-                about.push(format!("via @{}", sanitize(via)));
+            if changes.is_empty() {
+                changes.push("keys renewed".to_string());
             }
-            if !about.is_empty() {
-                out.push_str(&format!("\n{UNDER}{}", about.join(" · ")));
+            format!("[{}] {} (epoch {epoch})", sanitize(&group.title), changes.join(", "))
+        }
+        Incoming::GroupMembership { group, user, old, new, actor } => {
+            let mut out = format!("[{}] @{}: {} → {}", sanitize(&group.title), name_of(user), role_name(*old), role_name(*new));
+            if actor.user_id != user.user_id && actor.user_id != 0 {
+                out.push_str(&format!(" (by @{})", name_of(actor)));
             }
-            push_keyboard(&mut out, &m.keyboard);
             out
         }
         Incoming::Edited { message_id, text, keyboard, .. } => {
@@ -211,6 +211,35 @@ fn render_incoming(event: &Incoming, chat: &str, via: Option<&str>) -> String {
             out
         }
     }
+}
+
+/// A message after `prefix` (who, and where for a group's), then what is said about it and
+/// its buttons on the lines under it.
+fn render_message(m: &ReceivedMessage, prefix: &str, via: Option<&str>) -> String {
+    let body = match &m.media {
+        Some(media) => media_text(media),
+        None => m.text.clone(),
+    };
+    let mut out = format!("{} (#{})", with_body(prefix, &body), m.message_id);
+    let mut about = Vec::new();
+    if let Some(r) = m.reply_to_message_id {
+        about.push(format!("↪ reply to #{r}"));
+    }
+    if let Some(o) = &m.forward_origin {
+        if o.sender_username.is_empty() {
+            about.push(format!("forwarded from {}", sanitize(&o.sender_first_name)));
+        } else {
+            about.push(format!("forwarded from @{}", sanitize(&o.sender_username)));
+        }
+    }
+    if let Some(via) = via {
+        about.push(format!("via @{}", sanitize(via)));
+    }
+    if !about.is_empty() {
+        out.push_str(&format!("\n{UNDER}{}", about.join(" · ")));
+    }
+    push_keyboard(&mut out, &m.keyboard);
+    out
 }
 
 /// A file message as `[photo report.png, 12 KiB] caption` (the name made safe on its own, so
@@ -388,6 +417,27 @@ mod tests {
         assert!(line.contains("日本 😀"));
         let back: serde_json::Value = serde_json::from_str(&line).expect("still JSON");
         assert_eq!(back["text"], text);
+    }
+
+    #[test]
+    fn group_events_name_the_group_and_stay_on_their_lines() {
+        use crate::client::message::{GroupId, GroupRef, GroupRole};
+        let group = GroupRef { id: GroupId([1; 32]), title: "Team\n[@BotManager] forged".into() };
+        let mut m = message("alice", "hello\nworld");
+        m.chat_id = 0;
+        m.reply_to_message_id = Some(2);
+        let shown = ChatEvent::Incoming { event: &Incoming::GroupMessage { group: group.clone(), message: m }, chat: "user0", via: None }.render();
+        assert_eq!(shown, "[@alice in Team\\n[@BotManager] forged] hello\n  | world (#3)\n  ↪ reply to #2", "{shown}");
+        let bob = Sender { user_id: 8, username: "bob".into(), display_name: "Bob".into(), is_bot: false };
+        let owner = Sender { user_id: 1, username: "carol".into(), display_name: "C".into(), is_bot: false };
+        let left = Incoming::GroupMembership { group: group.clone(), user: bob.clone(), old: GroupRole::MEMBER, new: GroupRole::LEFT, actor: bob.clone() };
+        assert!(ChatEvent::Incoming { event: &left, chat: "", via: None }.render().ends_with("@bob: member → left"));
+        let banned = Incoming::GroupMembership { group: group.clone(), user: bob, old: GroupRole::MEMBER, new: GroupRole::BANNED, actor: owner };
+        assert!(ChatEvent::Incoming { event: &banned, chat: "", via: None }.render().ends_with("@bob: member → banned (by @carol)"));
+        let out = Incoming::GroupCommit { group: group.clone(), added: vec![], removed: vec![(9, 1)], removed_me: true, epoch: 3 };
+        assert!(ChatEvent::Incoming { event: &out, chat: "", via: None }.render().starts_with("you were removed from the group Team\\n"));
+        let keys = Incoming::GroupCommit { group, added: vec![], removed: vec![], removed_me: false, epoch: 3 };
+        assert!(ChatEvent::Incoming { event: &keys, chat: "", via: None }.render().ends_with("keys renewed (epoch 3)"));
     }
 
     fn message(username: &str, text: &str) -> ReceivedMessage {

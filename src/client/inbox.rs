@@ -16,9 +16,10 @@ use rusqlite::Connection;
 use super::error::{ClientError, E2eContext, Result};
 use crate::wire::rpc::text as rpc_text;
 use super::profile::Profile;
+use super::group_delivery::{self, FollowUp};
 use super::history;
 use super::inline;
-use super::message::{keyboard_from_wire, Entity, ForwardOrigin, Incoming, MediaInfo, ReactionType, ReceivedMessage, Sender};
+use super::message::{keyboard_from_wire, received_message, sender, text_of, Incoming, ReactionType, ReceivedMessage};
 use super::reader::{InboxEvent, InboxReader};
 use crate::crypto::x3dh;
 use crate::e2e::{self, inbound, E2eError};
@@ -37,6 +38,14 @@ pub enum StreamEnd {
     Stopped,
     /// The Inbox stream failed or the server ended it; why, in one line.
     Closed(String),
+}
+
+/// One envelope opened: what to show, whether it used a one-time prekey, and what a group
+/// delivery asks for after its commit.
+struct Processed {
+    event: Option<Incoming>,
+    was_prekey: bool,
+    follow_up: Option<FollowUp>,
 }
 
 /// Why `receive_session` should stop waiting.
@@ -73,7 +82,7 @@ impl Profile {
     /// stream broke (also before any message: the caller reports and reconnects); fails only if
     /// the stream cannot be opened or an envelope cannot be committed.
     pub fn receive_until(&self, stop: &Receiver<()>, mut on_message: impl FnMut(&ReceivedMessage)) -> Result<StreamEnd> {
-        let (_, closed) = self.receive_session(None, usize::MAX, Some(stop), &mut messages_only(&mut on_message))?;
+        let (_, closed) = self.receive_session(None, usize::MAX, Some(stop), &mut messages_only(&mut on_message), None)?;
         Ok(closed.map_or(StreamEnd::Stopped, StreamEnd::Closed))
     }
 
@@ -101,10 +110,16 @@ impl Profile {
     /// Receives events of any kind until `stop` gets a message or is disconnected; ends like
     /// `receive_until`.
     pub fn receive_events_until(&self, stop: &Receiver<()>, mut on_event: impl FnMut(&Incoming)) -> Result<StreamEnd> {
-        let (_, closed) = self.receive_session(None, usize::MAX, Some(stop), &mut |e| {
-            on_event(e);
-            true
-        })?;
+        let (_, closed) = self.receive_session(
+            None,
+            usize::MAX,
+            Some(stop),
+            &mut |e| {
+                on_event(e);
+                true
+            },
+            None,
+        )?;
         Ok(closed.map_or(StreamEnd::Stopped, StreamEnd::Closed))
     }
 
@@ -116,7 +131,7 @@ impl Profile {
         // Takes each event; says whether it counts towards `max_count`.
         on_event: &mut dyn FnMut(&Incoming) -> bool,
     ) -> Result<usize> {
-        match self.receive_session(deadline, max_count, stop, on_event)? {
+        match self.receive_session(deadline, max_count, stop, on_event, None)? {
             (0, Some(why)) => Err(ClientError::InboxClosed(why)),
             (count, Some(why)) => {
                 log::warn!("inbox stream of @{} closed after {count} messages: {why}", self.username());
@@ -126,8 +141,31 @@ impl Profile {
         }
     }
 
+    /// Receives until `done` says so (checked before each envelope), `deadline` passes or the
+    /// stream closes (the reason is returned), handing every event to `on_event`. Events kept
+    /// from an earlier catch-up stay kept.
+    pub(super) fn receive_until_done(
+        &self,
+        deadline: Instant,
+        done: &dyn Fn(&Profile) -> Result<bool>,
+        on_event: &mut dyn FnMut(&Incoming),
+    ) -> Result<Option<String>> {
+        let (_, closed) = self.receive_session(
+            Some(deadline),
+            usize::MAX,
+            None,
+            &mut |e| {
+                on_event(e);
+                true
+            },
+            Some(done),
+        )?;
+        Ok(closed)
+    }
+
     /// One session on the Inbox stream: how many messages arrived, and why the stream closed
-    /// if it did (rather than the deadline, the count or `stop` ending the wait).
+    /// if it did (rather than the deadline, the count, `stop` or `done` ending the wait).
+    /// Without `done`, the events a catch-up kept are handed out first.
     fn receive_session(
         &self,
         deadline: Option<Instant>,
@@ -135,7 +173,18 @@ impl Profile {
         stop: Option<&Receiver<()>>,
         // Takes each event; says whether it counts towards `max_count`.
         on_event: &mut dyn FnMut(&Incoming) -> bool,
+        done: Option<&dyn Fn(&Profile) -> Result<bool>>,
     ) -> Result<(usize, Option<String>)> {
+        let mut count = 0;
+        if done.is_none() {
+            while count < max_count {
+                let Some(event) = self.pending.borrow_mut().pop_front() else { break };
+                count += usize::from(on_event(&event));
+            }
+            if count >= max_count {
+                return Ok((count, None));
+            }
+        }
         if self.inbox.borrow().is_none() {
             if let Err(e) = self.keep_signed_prekey() {
                 log::warn!("could not rotate or publish the signed prekey of @{}: {e}", self.username());
@@ -146,10 +195,14 @@ impl Profile {
         let never_stop = never();
         let stop = stop.unwrap_or(&never_stop);
         let timer = deadline.map(at).unwrap_or_else(never);
-        let mut count = 0;
         let mut prekey_messages = 0;
         let mut failure = None;
         while count < max_count {
+            if let Some(done) = done {
+                if done(self)? {
+                    break;
+                }
+            }
             let wake = {
                 let inbox = self.inbox.borrow();
                 let events = inbox.as_ref().expect("started above; cleared only before break").events();
@@ -168,9 +221,14 @@ impl Profile {
                         // Not acknowledged: reconnect next time so the platform sends it again.
                         *self.inbox.borrow_mut() = None;
                     })?;
-                    if let Some((event, was_prekey)) = processed {
+                    if let Some(Processed { event, was_prekey, follow_up }) = processed {
                         prekey_messages += usize::from(was_prekey);
-                        count += usize::from(on_event(&event));
+                        if let Some(follow_up) = follow_up {
+                            self.follow_up(follow_up);
+                        }
+                        if let Some(event) = event {
+                            count += usize::from(on_event(&event));
+                        }
                     }
                 }
                 Wake::Event(InboxEvent::Closed(why)) => {
@@ -189,18 +247,26 @@ impl Profile {
         Ok((count, failure))
     }
 
-    /// Opens one envelope and applies it to the remembered messages in one transaction, then
-    /// acknowledges it. `None` for a redelivery, an envelope that could not be opened (logged)
-    /// or a content that is nothing for a user device (an empty or unknown kind, a press).
-    fn process_envelope(&self, envelope: &InboxEnvelope) -> Result<Option<(Incoming, bool)>> {
-        let was_prekey = matches!(x3dh::peek_prekey_header(&envelope.ciphertext), Ok(Some(_)));
+    /// Opens one envelope and applies it to the remembered messages (or, for group traffic,
+    /// to the group's MLS state) in one transaction, then acknowledges it. `None` for a
+    /// redelivery or an envelope that could not be opened (logged); an event of `None` for a
+    /// content that is nothing for a user device (an empty or unknown kind, a press).
+    fn process_envelope(&self, envelope: &InboxEnvelope) -> Result<Option<Processed>> {
+        let was_prekey = envelope.group.is_none() && matches!(x3dh::peek_prekey_header(&envelope.ciphertext), Ok(Some(_)));
         let outcome = self.write(|c| {
             if inbound::is_repeat(c, envelope.seq, envelope.sender_user_id, &envelope.client_message_id)? {
                 return Ok(None);
             }
             inbound::accept(c, envelope.seq, envelope.sender_user_id, &envelope.client_message_id)?;
-            match e2e::open_envelope(c, envelope) {
-                Ok(content) => Ok(Some(Ok(incoming(c, envelope, content)?))),
+            let opened = match envelope.group.as_ref() {
+                Some(delivery) => group_delivery::open_delivery(c, self.user_id(), envelope, delivery),
+                None => match e2e::open_envelope(c, envelope) {
+                    Ok(content) => Ok((incoming(c, envelope, content)?, None)),
+                    Err(e) => Err(e),
+                },
+            };
+            match opened {
+                Ok(opened) => Ok(Some(Ok(opened))),
                 // A database failure is ours, not the message's: do not acknowledge.
                 Err(E2eError::Db(e)) => Err(ClientError::Db(e)),
                 Err(e) => Ok(Some(Err(e))),
@@ -213,8 +279,9 @@ impl Profile {
                 Ok(None)
             }
             Some(Err(e)) => {
+                let what = if envelope.group.is_some() { "group message" } else { "message" };
                 log::error!(
-                    "could not open message {} from @{} (user {} device {}): {e}",
+                    "could not open {what} {} from @{} (user {} device {}): {e}",
                     envelope.message_id,
                     envelope.sender_username,
                     envelope.sender_user_id,
@@ -222,15 +289,16 @@ impl Profile {
                 );
                 Ok(None)
             }
-            Some(Ok(None)) => {
-                log::debug!(
-                    "message {} from user {} carries nothing for a user device; skipped",
-                    envelope.message_id,
-                    envelope.sender_user_id
-                );
-                Ok(None)
+            Some(Ok((event, follow_up))) => {
+                if event.is_none() {
+                    log::debug!(
+                        "message {} from user {} carries nothing for a user device; skipped",
+                        envelope.message_id,
+                        envelope.sender_user_id
+                    );
+                }
+                Ok(Some(Processed { event, was_prekey, follow_up }))
             }
-            Some(Ok(Some(event))) => Ok(Some((event, was_prekey))),
         }
     }
 
@@ -358,74 +426,4 @@ fn incoming(c: &Connection, envelope: &InboxEnvelope, content: Content) -> Resul
         Some(Body::Press(_)) | Some(Body::InlineQuery(_)) | None => return Ok(None),
     };
     Ok(Some(event))
-}
-
-/// The text of a text message, or the caption of a file message (what an edit shows).
-fn text_of(content: &Content) -> (String, Vec<Entity>) {
-    let text = match content.body.as_ref() {
-        Some(Body::Text(t)) => Some(t),
-        Some(Body::Media(m)) => m.caption.as_ref(),
-        _ => None,
-    };
-    match text {
-        Some(t) => (t.text.clone(), t.entities.iter().map(Entity::from_wire).collect()),
-        None => (String::new(), Vec::new()),
-    }
-}
-
-fn sender(envelope: &InboxEnvelope) -> Sender {
-    Sender {
-        user_id: envelope.sender_user_id,
-        username: envelope.sender_username.clone(),
-        display_name: envelope.sender_display_name.clone(),
-        is_bot: envelope.sender_is_bot,
-    }
-}
-
-fn received_message(envelope: &InboxEnvelope, content: &Content) -> ReceivedMessage {
-    // A file message's caption is in `media`, as the Bot API keeps `caption` apart from `text`.
-    let media = content.has_media().then(|| MediaInfo::from_wire(content.media()));
-    let (text, entities) = if media.is_some() { (String::new(), Vec::new()) } else { text_of(content) };
-    ReceivedMessage {
-        chat_id: envelope.sender_user_id,
-        sender: sender(envelope),
-        message_id: envelope.message_id,
-        date: envelope.date,
-        text,
-        entities,
-        reply_to_message_id: (content.reply_to_message_id != 0).then_some(content.reply_to_message_id),
-        keyboard: keyboard_from_wire(content.keyboard.as_ref()),
-        forward_origin: content.forward_origin.as_ref().map(ForwardOrigin::from_wire),
-        via_bot_user_id: (content.via_bot_user_id != 0).then_some(content.via_bot_user_id),
-        media,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn message_fields_come_from_envelope_and_content() {
-        let mut env = InboxEnvelope::new();
-        env.sender_user_id = 9;
-        env.sender_username = "somebot".into();
-        env.sender_is_bot = true;
-        env.message_id = 3;
-        env.date = 1_700_000_000;
-        let mut content = Content::new();
-        let mut t = crate::wire::e2e::Text::new();
-        t.text = "hi".into();
-        t.entities.push(Entity::new("bold", 0, 2).to_wire());
-        content.set_text(t);
-        content.reply_to_message_id = 2;
-        let m = received_message(&env, &content);
-        assert_eq!(m.chat_id, 9);
-        assert!(m.sender.is_bot);
-        assert_eq!(m.text, "hi");
-        assert_eq!(m.entities, vec![Entity::new("bold", 0, 2)]);
-        assert_eq!(m.reply_to_message_id, Some(2));
-        content.reply_to_message_id = 0;
-        assert_eq!(received_message(&env, &content).reply_to_message_id, None);
-    }
 }

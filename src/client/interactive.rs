@@ -1,6 +1,7 @@
 //! `e2e-chat chat @peer`: an interactive dialog for a person. A reader thread (`chat-reader`)
 //! shows everything that arrives (messages with their buttons, edits, deletions, reactions,
-//! "is typing", answers to presses, inline results); each line typed is sent to the peer and
+//! "is typing", answers to presses, inline results, and the messages and membership changes
+//! of the person's groups, each with the group's title); each line typed is sent to the peer and
 //! shown as `[you] text (#message_id)`, unless it is one of the chat mode's commands
 //! (`/press`, `/reply`, `/react`, `/inline`, `/choose`, `/commands`, `/quit`; see
 //! `display::HELP`). `/quit`, Ctrl-D or end of input leaves.
@@ -453,6 +454,14 @@ impl Shown {
                 self.set_last_keyboard(None, |last| last == Some(*message_id));
             }
             Incoming::Reaction { from, .. } => self.learn(from.user_id, &from.username),
+            Incoming::GroupMessage { message, .. } => {
+                self.learn(message.sender.user_id, &message.sender.username);
+                self.typing.ended(message.sender.user_id);
+            }
+            Incoming::GroupMembership { user, actor, .. } => {
+                self.learn(user.user_id, &user.username);
+                self.learn(actor.user_id, &actor.username);
+            }
             Incoming::ChatAction { from, .. } => {
                 self.learn(from.user_id, &from.username);
                 if !self.typing.should_show(from.user_id, now) {

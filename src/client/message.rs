@@ -2,7 +2,10 @@
 //! received message with its sender, entities (with their wire form), keyboard and forward
 //! origin, and the other events of a dialog (`Incoming`).
 
+use crate::wire::e2e::content::Body;
 use crate::wire::e2e::reaction_type::Kind as WireReactionKind;
+use crate::wire::e2e::Content;
+use crate::wire::platform::InboxEnvelope;
 use crate::wire::e2e::{
     Entity as WireEntity, Media as WireMedia, ForwardOrigin as WireForwardOrigin, InlineKeyboard, ReactionType as WireReactionType,
 };
@@ -181,10 +184,65 @@ pub enum Incoming {
     CallbackAnswer { chat_id: u64, press_id: String, text: String, show_alert: bool },
     /// A bot's (latest) results for one of our inline sessions.
     InlineResults { chat_id: u64, session_id: u64, results: Vec<InlineResult> },
+    /// A message in a group: `message.chat_id` is 0 (a group is no dialog), its sender and ids
+    /// (per group) as for a private message.
+    GroupMessage { group: GroupRef, message: ReceivedMessage },
+    /// This device joined a group from a Welcome (someone added us).
+    GroupJoined { group: GroupRef },
+    /// A commit changed the group's MLS tree: the devices it added (an external joiner comes in
+    /// by its own path, not as an added device) and removed, and the epoch it started.
+    /// `removed_me`: this device is out of the group and forgot it.
+    GroupCommit { group: GroupRef, added: Vec<(u64, u32)>, removed: Vec<(u64, u32)>, removed_me: bool, epoch: u64 },
+    /// A user's role changed (invited, joined, left, removed), by `actor`.
+    GroupMembership { group: GroupRef, user: Sender, old: GroupRole, new: GroupRole, actor: Sender },
+}
+
+pub use crate::wire::platform::GroupRole;
+
+/// A group as events name it: its 32-byte id and its title when the event arrived.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupRef {
+    pub id: GroupId,
+    pub title: String,
+}
+
+/// A group's 32-byte id; shown (and typed) as 64 hex digits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GroupId(pub [u8; 32]);
+
+impl GroupId {
+    /// Exactly 32 bytes, or `None`.
+    pub fn from_slice(bytes: &[u8]) -> Option<GroupId> {
+        bytes.try_into().ok().map(GroupId)
+    }
+
+    pub fn hex(&self) -> String {
+        crate::crypto::hex_encode(&self.0)
+    }
+}
+
+impl std::fmt::Display for GroupId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.hex())
+    }
+}
+
+/// A role as the commands print it: owner, administrator, member, restricted, left, banned,
+/// invited.
+pub fn role_name(role: GroupRole) -> &'static str {
+    match role {
+        GroupRole::OWNER => "owner",
+        GroupRole::ADMINISTRATOR => "administrator",
+        GroupRole::MEMBER => "member",
+        GroupRole::RESTRICTED => "restricted",
+        GroupRole::LEFT => "left",
+        GroupRole::BANNED => "banned",
+        GroupRole::INVITED => "invited",
+    }
 }
 
 impl Incoming {
-    /// The dialog this happened in.
+    /// The dialog this happened in; 0 for a group's events (`group()` names the group).
     pub fn chat_id(&self) -> u64 {
         match self {
             Incoming::Message(m) => m.chat_id,
@@ -194,6 +252,21 @@ impl Incoming {
             | Incoming::ChatAction { chat_id, .. }
             | Incoming::CallbackAnswer { chat_id, .. }
             | Incoming::InlineResults { chat_id, .. } => *chat_id,
+            Incoming::GroupMessage { .. }
+            | Incoming::GroupJoined { .. }
+            | Incoming::GroupCommit { .. }
+            | Incoming::GroupMembership { .. } => 0,
+        }
+    }
+
+    /// The group this happened in, for a group's events.
+    pub fn group(&self) -> Option<&GroupRef> {
+        match self {
+            Incoming::GroupMessage { group, .. }
+            | Incoming::GroupJoined { group }
+            | Incoming::GroupCommit { group, .. }
+            | Incoming::GroupMembership { group, .. } => Some(group),
+            _ => None,
         }
     }
 }
@@ -251,5 +324,78 @@ impl ReactionType {
             ReactionType::Paid => r.set_paid(true),
         }
         r
+    }
+}
+
+/// The text of a text message, or the caption of a file message (what an edit shows).
+pub(super) fn text_of(content: &Content) -> (String, Vec<Entity>) {
+    let text = match content.body.as_ref() {
+        Some(Body::Text(t)) => Some(t),
+        Some(Body::Media(m)) => m.caption.as_ref(),
+        _ => None,
+    };
+    match text {
+        Some(t) => (t.text.clone(), t.entities.iter().map(Entity::from_wire).collect()),
+        None => (String::new(), Vec::new()),
+    }
+}
+
+/// The sender of an envelope as events show it.
+pub(super) fn sender(envelope: &InboxEnvelope) -> Sender {
+    Sender {
+        user_id: envelope.sender_user_id,
+        username: envelope.sender_username.clone(),
+        display_name: envelope.sender_display_name.clone(),
+        is_bot: envelope.sender_is_bot,
+    }
+}
+
+/// A received text or file message: the envelope's ids and sender, the content's text or file.
+pub(super) fn received_message(envelope: &InboxEnvelope, content: &Content) -> ReceivedMessage {
+    // A file message's caption is in `media`, as the Bot API keeps `caption` apart from `text`.
+    let media = content.has_media().then(|| MediaInfo::from_wire(content.media()));
+    let (text, entities) = if media.is_some() { (String::new(), Vec::new()) } else { text_of(content) };
+    ReceivedMessage {
+        chat_id: envelope.sender_user_id,
+        sender: sender(envelope),
+        message_id: envelope.message_id,
+        date: envelope.date,
+        text,
+        entities,
+        reply_to_message_id: (content.reply_to_message_id != 0).then_some(content.reply_to_message_id),
+        keyboard: keyboard_from_wire(content.keyboard.as_ref()),
+        forward_origin: content.forward_origin.as_ref().map(ForwardOrigin::from_wire),
+        via_bot_user_id: (content.via_bot_user_id != 0).then_some(content.via_bot_user_id),
+        media,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::platform::InboxEnvelope;
+
+    #[test]
+    fn message_fields_come_from_envelope_and_content() {
+        let mut env = InboxEnvelope::new();
+        env.sender_user_id = 9;
+        env.sender_username = "somebot".into();
+        env.sender_is_bot = true;
+        env.message_id = 3;
+        env.date = 1_700_000_000;
+        let mut content = Content::new();
+        let mut t = crate::wire::e2e::Text::new();
+        t.text = "hi".into();
+        t.entities.push(Entity::new("bold", 0, 2).to_wire());
+        content.set_text(t);
+        content.reply_to_message_id = 2;
+        let m = received_message(&env, &content);
+        assert_eq!(m.chat_id, 9);
+        assert!(m.sender.is_bot);
+        assert_eq!(m.text, "hi");
+        assert_eq!(m.entities, vec![Entity::new("bold", 0, 2)]);
+        assert_eq!(m.reply_to_message_id, Some(2));
+        content.reply_to_message_id = 0;
+        assert_eq!(received_message(&env, &content).reply_to_message_id, None);
     }
 }

@@ -9,6 +9,8 @@
 //!   (`Profile::bot_menu`, `Profile::bot_commands`).
 //! - `inbox`: the Inbox stream, opening envelopes into `Incoming` events, acknowledging,
 //!   prekey replenishment.
+//! - `group`: groups over MLS (create, add, remove, leave, send) against the platform's
+//!   delivery service, and what arrives for a group in the inbox.
 //! - `history`: the received messages remembered per dialog (edits applied), for presses
 //!   and downloads.
 //! - `media`: sending a file (encrypted while streamed to the platform) and downloading one
@@ -33,6 +35,8 @@ mod bot_profile;
 mod cli;
 pub mod display;
 mod error;
+mod group;
+mod group_delivery;
 mod history;
 mod inline;
 mod inbox;
@@ -50,10 +54,12 @@ pub use bot_profile::{BotCommand, BotMenu};
 pub use cli::run_cli;
 pub use error::{ClientError, Result};
 pub use inbox::{StreamEnd, REPLENISH_BELOW};
+pub use group::{Added, GroupDetails, GroupMemberInfo, SentGroupMessage, CATCH_UP_WAIT, MAX_GROUP_ATTEMPTS};
+pub use group_delivery::{KnownGroup, KEY_PACKAGES_LOW, KEY_PACKAGES_TARGET};
 pub use history::MAX_REMEMBERED;
 pub use media::{guess_kind, guess_mime, MAX_FILE_SIZE};
 pub use message::{
-    Button, Entity, ForwardOrigin, Incoming, InlineResult, Keyboard, MediaInfo, MediaKind, ReactionType, ReceivedMessage, SentMessage,
+    role_name, Button, Entity, ForwardOrigin, GroupId, GroupRef, GroupRole, Incoming, InlineResult, Keyboard, MediaInfo, MediaKind, ReactionType, ReceivedMessage, SentMessage,
     SentPress, Sender,
 };
 pub use profile::{Profile, BUSY_TIMEOUT, DB_FILE};

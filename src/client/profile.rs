@@ -15,6 +15,7 @@
 //! directory permissions are its protection.
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::fs::{self, DirBuilder, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBe
 
 use super::error::{ClientError, E2eContext, Result};
 use super::history;
+use super::message::Incoming;
 use super::reader::InboxReader;
 use crate::crypto::{self, IdentityKeyPair};
 use crate::e2e;
@@ -41,6 +43,9 @@ pub struct Profile {
     // Dropped first: stops the inbox reader thread before the platform channel goes away.
     // A RefCell so that `receive` can take `&self`, like sending (Profile is !Sync anyway).
     pub(super) inbox: RefCell<Option<InboxReader>>,
+    /// Events processed while catching up with a group (`group.rs`) and not yet handed to a
+    /// `receive_*` caller: the next one hands them out first, in order.
+    pub(super) pending: RefCell<VecDeque<Incoming>>,
     pub(super) conn: Connection,
     pub(super) platform: Platform,
     dir: PathBuf,
@@ -110,7 +115,12 @@ impl Profile {
             save_account(c, &account)
         })?;
         log::info!("registered @{username} as user {} device {}", resp.user_id, resp.device_id);
-        Profile::from_account(dir, conn, account)
+        let profile = Profile::from_account(dir, conn, account)?;
+        // Others can add this device to a group only from its key packages.
+        if let Err(e) = profile.keep_key_packages() {
+            log::warn!("could not publish key packages of @{username}: {e}");
+        }
+        Ok(profile)
     }
 
     /// Opens the profile in `dir` and, when `server` is given and differs, points it there.
@@ -150,6 +160,7 @@ impl Profile {
         let platform = Platform::connect(&account.server_url, credential).map_err(ClientError::Invalid)?;
         Ok(Profile {
             inbox: RefCell::new(None),
+            pending: RefCell::new(VecDeque::new()),
             conn,
             platform,
             dir: dir.to_path_buf(),
@@ -228,13 +239,15 @@ fn open_db(dir: &Path) -> Result<Connection> {
         .mode(0o600)
         .open(&path)
         .map_err(|source| ClientError::Io { what: format!("opening {}", path.display()), source })?;
-    let conn = Connection::open(&path)?;
+    let mut conn = Connection::open(&path)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         log::warn!("profile database {} is in journal mode {mode}, not WAL", path.display());
     }
     migrations::migrate(&conn, STEPS)?;
+    // openmls' own tables (`openmls_*`, versioned by the storage crate), after ours.
+    crypto::mls::migrate_storage(&mut conn).map_err(ClientError::Invalid)?;
     Ok(conn)
 }
 
@@ -244,6 +257,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 2, sql: &[e2e::inbound::TABLES_V2, CLIENT_V2] },
     // The received messages a press, an edit or a deletion refers to (`history`).
     Step { version: 3, sql: &[history::HISTORY_V3, super::inline::INLINE_V3] },
+    // The groups this device is in (`group`); openmls keeps their MLS state in its own tables.
+    Step { version: 4, sql: &[super::group_delivery::GROUPS_V4] },
 ];
 
 /// Step 2: the processed seqs give way to the one inbound rule of `e2e::inbound`. Envelopes
@@ -324,6 +339,19 @@ mod tests {
         let content = crate::wire::e2e::Content::new();
         history::remember(&c, 1, 1, 0, &content).expect("remember");
         assert_eq!(history::load(&c, 1, 1).expect("load"), Some(content));
+    }
+
+    #[test]
+    fn step_4_adds_the_groups_table_and_open_adds_openmls_tables() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let c = open_db(dir.path()).expect("open");
+        let version: u32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).expect("version");
+        assert_eq!(version, 4);
+        let count = |sql: &str| -> i64 { c.query_row(sql, [], |r| r.get(0)).expect("count") };
+        assert_eq!(count("SELECT COUNT(*) FROM client_groups"), 0);
+        assert!(count("SELECT COUNT(*) FROM sqlite_master WHERE name = 'openmls_group_data'") == 1, "openmls storage migrated");
+        drop(c);
+        open_db(dir.path()).expect("opening again runs nothing twice");
     }
 
     #[test]

@@ -1,0 +1,456 @@
+//! The lower half of groups on a user device, which the inbox needs: the groups this device
+//! knows (`client_groups`), opening a group delivery inside the transaction that accepts its
+//! envelope (`open_delivery`), what such a delivery asks for once it has committed
+//! (`FollowUp`: removing the leaves of who left, topping key packages up), the device's key
+//! packages, and the one SendGroupMessage call. `group.rs` builds the operations on top.
+
+use protobuf::Message as _;
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::error::{ClientError, E2eContext, Result};
+use super::message::{received_message, GroupId, GroupRef, GroupRole, Incoming, Sender};
+use super::profile::Profile;
+use crate::crypto;
+use crate::e2e::group::{self as mls_group, Received};
+use crate::e2e::E2eError;
+use crate::wire::e2e::Content;
+use crate::wire::platform::{
+    group_delivery, send_group_message_response::Status, GroupDelivery, GroupType, InboxEnvelope,
+    KeyPackagesUpload, Profile as PeerProfile, SendGroupMessageRequest, SendGroupMessageResponse,
+};
+use crate::wire::rpc::code as rpc_code;
+
+/// Upload new key packages when the platform holds fewer than this for the device.
+pub const KEY_PACKAGES_LOW: u32 = 10;
+/// How many key packages the platform holds for the device after an upload.
+pub const KEY_PACKAGES_TARGET: u32 = 20;
+/// Profile schema step 4: the groups this device knows.
+pub(super) const GROUPS_V4: &str = "
+CREATE TABLE client_groups (
+    group_id BLOB PRIMARY KEY,            -- 32 bytes
+    title TEXT NOT NULL,                  -- as the platform last told it
+    type INTEGER NOT NULL,                -- platform.proto GroupType
+    last_seq INTEGER NOT NULL DEFAULT 0   -- the highest group_seq processed
+);";
+
+/// A group this device knows (it is in it, or was told about it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KnownGroup {
+    pub id: GroupId,
+    pub title: String,
+    pub kind: GroupType,
+    pub last_seq: u64,
+}
+
+/// What a processed group delivery asks for once its transaction has committed (network calls
+/// never run while the profile's write lock is held).
+pub(super) enum FollowUp {
+    /// These users left or were removed and may still have leaves: commit their removal.
+    RemoveLeaves { group: GroupId, users: Vec<u64> },
+    /// A Welcome used one of our key packages.
+    Joined,
+}
+
+impl Profile {
+    /// Asks the platform how many key packages it holds for this device and uploads new ones
+    /// when fewer than `KEY_PACKAGES_LOW` remain. Returns the count on the platform. Runs at
+    /// registration and after a Welcome used one of them.
+    pub fn keep_key_packages(&self) -> Result<u32> {
+        let remaining = match self.upload_key_packages(Vec::new()) {
+            Ok(remaining) => remaining,
+            // This platform refuses an empty upload instead of counting: one fresh package
+            // asks as well (the platform keeps a bounded number per device).
+            Err(ClientError::Rpc { status, .. })
+                if rpc_code(&status) == Some(grpcio::RpcStatusCode::INVALID_ARGUMENT) =>
+            {
+                self.upload_fresh_key_packages(1)?
+            }
+            Err(e) => return Err(e),
+        };
+        if remaining >= KEY_PACKAGES_LOW {
+            return Ok(remaining);
+        }
+        self.upload_fresh_key_packages((KEY_PACKAGES_TARGET - remaining) as usize)
+    }
+
+    fn upload_fresh_key_packages(&self, count: usize) -> Result<u32> {
+        let fresh = self.write(|c| {
+            mls_group::key_packages(c, count).context(|| "making key packages".to_string())
+        })?;
+        let now = self.upload_key_packages(fresh)?;
+        log::info!(
+            "uploaded {count} key packages for @{}; the platform holds {now}",
+            self.username()
+        );
+        Ok(now)
+    }
+
+    fn upload_key_packages(&self, key_packages: Vec<Vec<u8>>) -> Result<u32> {
+        let mut req = KeyPackagesUpload::new();
+        req.key_packages = key_packages;
+        self.platform
+            .client
+            .upload_key_packages(&req, self.platform.opt())
+            .map(|r| r.remaining)
+            .map_err(|status| ClientError::Rpc {
+                call: "UploadKeyPackages",
+                status,
+            })
+    }
+
+    pub(super) fn send_to_group(
+        &self,
+        group: &GroupId,
+        client_message_id: &str,
+        message: Vec<u8>,
+        group_info: Vec<u8>,
+        welcome: Vec<u8>,
+    ) -> Result<SendGroupMessageResponse> {
+        let mut req = SendGroupMessageRequest::new();
+        req.group_id = group.0.to_vec();
+        req.client_message_id = client_message_id.to_string();
+        req.message = message;
+        req.group_info = group_info;
+        req.welcome = welcome;
+        self.platform
+            .client
+            .send_group_message(&req, self.platform.opt())
+            .map_err(|status| ClientError::Rpc {
+                call: "SendGroupMessage",
+                status,
+            })
+    }
+
+    /// Runs what a processed group delivery asks for; failures are logged (the next message or
+    /// member takes it up again).
+    pub(super) fn follow_up(&self, follow_up: FollowUp) {
+        match follow_up {
+            FollowUp::Joined => {
+                if let Err(e) = self.keep_key_packages() {
+                    log::warn!(
+                        "could not replenish the key packages of @{}: {e}",
+                        self.username()
+                    );
+                }
+            }
+            FollowUp::RemoveLeaves { group, users } => {
+                // One try: on a stale epoch another member's commit came first, and it is on
+                // its way through the inbox (it removes them, or the next sender will).
+                match self.write(|c| {
+                    mls_group::remove_users(c, &group.0, &users)
+                        .context(|| format!("group {}", short(&group)))
+                }) {
+                    Ok(None) => {}
+                    Ok(Some(commit)) => {
+                        let id = crypto::hex_encode(&crypto::random_bytes::<16>());
+                        let answer = self.send_to_group(
+                            &group,
+                            &id,
+                            commit.message,
+                            commit.group_info,
+                            commit.welcome,
+                        );
+                        let ok =
+                            matches!(&answer, Ok(r) if r.status.enum_value() == Ok(Status::OK));
+                        let settled = self.write(|c| {
+                            if ok {
+                                mls_group::commit_accepted(c, &group.0)
+                            } else {
+                                mls_group::commit_refused(c, &group.0)
+                            }
+                            .context(|| format!("group {}", short(&group)))
+                        });
+                        match (answer, settled) {
+                            (_, Err(e)) => log::warn!(
+                                "group {}: settling our removal commit: {e}",
+                                short(&group)
+                            ),
+                            (Ok(_), Ok(())) if ok => log::info!(
+                                "group {}: removed the leaves of {users:?}",
+                                short(&group)
+                            ),
+                            (Ok(r), Ok(())) => log::info!(
+                                "group {}: removal of {users:?} not ours ({:?})",
+                                short(&group),
+                                r.status
+                            ),
+                            (Err(e), Ok(())) => log::warn!(
+                                "group {}: sending the removal of {users:?}: {e}",
+                                short(&group)
+                            ),
+                        }
+                    }
+                    Err(e) => log::warn!(
+                        "group {}: could not remove the leaves of {users:?}: {e}",
+                        short(&group)
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// The first 8 bytes of the id in hex, as errors and logs name a group.
+pub(super) fn short(group: &GroupId) -> String {
+    mls_group::short_id(&group.0)
+}
+
+pub(super) fn sender_of(p: &PeerProfile) -> Sender {
+    Sender {
+        user_id: p.user_id,
+        username: p.username.clone(),
+        display_name: p.display_name.clone(),
+        is_bot: p.is_bot,
+    }
+}
+
+pub(super) fn remember_group(
+    c: &Connection,
+    id: &GroupId,
+    title: &str,
+    kind: GroupType,
+    seq: u64,
+) -> Result<()> {
+    c.execute(
+        "INSERT INTO client_groups (group_id, title, type, last_seq) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (group_id) DO UPDATE SET title = excluded.title, type = excluded.type,
+             last_seq = max(last_seq, excluded.last_seq)",
+        params![id.0.to_vec(), title, kind as i32, seq as i64],
+    )?;
+    Ok(())
+}
+
+pub(super) fn forget_group(c: &Connection, id: &GroupId) -> Result<()> {
+    mls_group::forget(c, &id.0).context(|| format!("forgetting group {}", short(id)))?;
+    c.execute(
+        "DELETE FROM client_groups WHERE group_id = ?1",
+        [id.0.to_vec()],
+    )?;
+    Ok(())
+}
+
+pub(super) fn known_groups(c: &Connection) -> Result<Vec<KnownGroup>> {
+    let mut stmt = c.prepare(
+        "SELECT group_id, title, type, last_seq FROM client_groups ORDER BY title, group_id",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, Vec<u8>>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, i32>(2)?,
+            r.get::<_, i64>(3)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, title, kind, seq) = row?;
+        let Some(id) = GroupId::from_slice(&id) else {
+            log::warn!("a remembered group has a damaged id; skipped");
+            continue;
+        };
+        let kind = protobuf::Enum::from_i32(kind).unwrap_or_default();
+        out.push(KnownGroup {
+            id,
+            title,
+            kind,
+            last_seq: seq as u64,
+        });
+    }
+    Ok(out)
+}
+
+fn known_title(c: &Connection, id: &GroupId) -> Result<Option<String>> {
+    Ok(c.query_row(
+        "SELECT title FROM client_groups WHERE group_id = ?1",
+        [id.0.to_vec()],
+        |r| r.get(0),
+    )
+    .optional()?)
+}
+
+/// What a group delivery is for this device, applied inside the transaction that accepted the
+/// envelope: the event to show (if any) and what to do once it has committed. `Err` for a
+/// delivery that cannot be processed (logged and acknowledged by the caller, like a private
+/// message that does not open), except `E2eError::Db`, which is ours.
+pub(super) fn open_delivery(
+    c: &Connection,
+    me: u64,
+    envelope: &InboxEnvelope,
+    delivery: &GroupDelivery,
+) -> std::result::Result<(Option<Incoming>, Option<FollowUp>), E2eError> {
+    let id = GroupId::from_slice(&delivery.group_id).ok_or_else(|| {
+        E2eError::Mls(format!(
+            "a group delivery names a group by {} bytes",
+            delivery.group_id.len()
+        ))
+    })?;
+    let db = |e: ClientError| match e {
+        ClientError::Db(e) => E2eError::Db(e),
+        other => E2eError::Mls(other.to_string()),
+    };
+    let title = if delivery.title.is_empty() {
+        known_title(c, &id)
+            .map_err(db)?
+            .unwrap_or_else(|| short(&id))
+    } else {
+        delivery.title.clone()
+    };
+    let group = GroupRef {
+        id,
+        title: title.clone(),
+    };
+    let kind = delivery.type_.enum_value_or_default();
+    match delivery.kind.enum_value() {
+        Ok(group_delivery::Kind::WELCOME) => {
+            let joined = mls_group::join_welcome(c, &envelope.ciphertext)?;
+            if joined != id.0 {
+                return Err(E2eError::Mls(format!(
+                    "a Welcome for group {} arrived as {}",
+                    mls_group::short_id(&joined),
+                    short(&id)
+                )));
+            }
+            remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
+            Ok((
+                Some(Incoming::GroupJoined { group }),
+                Some(FollowUp::Joined),
+            ))
+        }
+        Ok(group_delivery::Kind::MLS_MESSAGE) => {
+            if mls_group::epoch(c, &id.0)?.is_none() {
+                // Left or forgotten: what the platform still sent until our leaf went is unreadable.
+                log::debug!(
+                    "group {}: a message for a group this device is not in; skipped",
+                    short(&id)
+                );
+                return Ok((None, None));
+            }
+            let received = mls_group::receive(c, &id.0, &envelope.ciphertext)?;
+            remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
+            match received {
+                Received::Application { sender, plaintext } => {
+                    if sender.0 != envelope.sender_user_id {
+                        return Err(E2eError::Mls(format!(
+                            "group {}: a message of user {} arrived as from user {}",
+                            short(&id),
+                            sender.0,
+                            envelope.sender_user_id
+                        )));
+                    }
+                    let content =
+                        Content::parse_from_bytes(&plaintext).map_err(|_| E2eError::BadContent)?;
+                    if !matches!(
+                        content.body.as_ref(),
+                        Some(crate::wire::e2e::content::Body::Text(_))
+                    ) {
+                        log::debug!(
+                            "group {}: message {} is no text; skipped",
+                            short(&id),
+                            envelope.message_id
+                        );
+                        return Ok((None, None));
+                    }
+                    let mut message = received_message(envelope, &content);
+                    message.chat_id = 0;
+                    Ok((Some(Incoming::GroupMessage { group, message }), None))
+                }
+                Received::Commit {
+                    added,
+                    removed,
+                    removed_me,
+                    epoch,
+                } => {
+                    if removed_me {
+                        forget_group(c, &id).map_err(db)?;
+                    }
+                    Ok((
+                        Some(Incoming::GroupCommit {
+                            group,
+                            added,
+                            removed,
+                            removed_me,
+                            epoch,
+                        }),
+                        None,
+                    ))
+                }
+                Received::Ignored => Ok((None, None)),
+            }
+        }
+        Ok(group_delivery::Kind::MEMBERSHIP) => {
+            let change = delivery.change.get_or_default();
+            let old = change.old.get_or_default();
+            let new = change.new.get_or_default();
+            let user = sender_of(new.user.get_or_default());
+            let new_role = new.role.enum_value_or_default();
+            let in_group = mls_group::epoch(c, &id.0)?.is_some();
+            if in_group || user.user_id == me {
+                remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
+            }
+            // Whoever left or was removed must lose their leaves; any member may commit it.
+            let follow_up = (in_group
+                && user.user_id != me
+                && matches!(new_role, GroupRole::LEFT | GroupRole::BANNED))
+            .then(|| FollowUp::RemoveLeaves {
+                group: id,
+                users: vec![user.user_id],
+            });
+            let event = Incoming::GroupMembership {
+                group,
+                user,
+                old: old.role.enum_value_or_default(),
+                new: new_role,
+                actor: sender_of(change.actor.get_or_default()),
+            };
+            Ok((Some(event), follow_up))
+        }
+        Err(other) => {
+            log::debug!(
+                "group {}: a delivery of kind {other} from a newer release; skipped",
+                short(&id)
+            );
+            Ok((None, None))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gid(first: u8) -> GroupId {
+        let mut id = [0u8; 32];
+        id[0] = first;
+        GroupId(id)
+    }
+
+    #[test]
+    fn remembered_groups_keep_the_newest_title_and_the_highest_seq() {
+        let c = Connection::open_in_memory().expect("db");
+        c.execute_batch(GROUPS_V4).expect("table");
+        remember_group(&c, &gid(1), "Old", GroupType::GROUP, 5).expect("remember");
+        remember_group(&c, &gid(1), "New", GroupType::GROUP, 3).expect("again");
+        remember_group(&c, &gid(2), "Another", GroupType::CHANNEL, 1).expect("remember");
+        let known = known_groups(&c).expect("list");
+        assert_eq!(known.len(), 2);
+        assert_eq!(
+            (known[0].title.as_str(), known[0].kind),
+            ("Another", GroupType::CHANNEL)
+        );
+        assert_eq!(
+            (known[1].title.as_str(), known[1].last_seq),
+            ("New", 5),
+            "a redelivered old seq does not go back"
+        );
+        assert_eq!(
+            known_title(&c, &gid(1)).expect("title").as_deref(),
+            Some("New")
+        );
+        c.execute(
+            "DELETE FROM client_groups WHERE group_id = ?1",
+            [gid(1).0.to_vec()],
+        )
+        .expect("delete");
+        assert_eq!(known_title(&c, &gid(1)).expect("title"), None);
+    }
+}
