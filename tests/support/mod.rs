@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod group_member;
+
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;

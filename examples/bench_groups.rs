@@ -1,0 +1,241 @@
+//! Group benchmark (not a test): the real platform-server and bot-gateway on loopback, 19 users
+//! as real MLS members (`support::group_member::Member`, in this process) and a bot with the
+//! `groups` capability, so a group of 20 members. It measures:
+//! - **join cost**: from `AddGroupMember` of the bot until its `my_chat_member` update is served
+//!   by `getUpdates` (the gateway learns it was invited, checks its capability, fetches the
+//!   GroupInfo, makes and records an external commit, the platform checks and accepts it, and the
+//!   gateway imports the platform's INVITED → MEMBER change); and the MLS part alone,
+//!   `e2e::group::join_external` on a fresh in-memory device against the same GroupInfo, best of
+//!   5; the bot joins JOINS (3) groups of the same users, and the median is printed;
+//! - **group messages received by the bot**: the users send BENCH_GROUP_MESSAGES (default 1000)
+//!   texts, message i from user i mod 19, each user from its own thread, while another thread
+//!   reads them with `getUpdates` (limit 100, acknowledging); the rate is N / (first send → the
+//!   update that completes N served). The send rate alone (first send → last send accepted) is
+//!   printed beside it. The users acknowledge their deliveries unread (application messages
+//!   leave the epoch alone), so the platform's inboxes do not grow and the users' decryption
+//!   does not take the machine from the gateway.
+//! - **backlog import**: the gateway is stopped, the users send N more, and the time from
+//!   starting it again until the last is served gives the gateway's own ceiling (the live rate
+//!   is bounded by what the platform accepts).
+//!
+//! Run by `scripts/bench` (every `examples/bench_*`); prints table rows.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use bot_gateway::crypto::IdentityKeyPair;
+use bot_gateway::e2e::{self, Registration};
+use bot_gateway::wire::platform::send_group_message_response::Status;
+use serde_json::{json, Value};
+use support::group_member::{bot_world, device_db, Member};
+use support::Gateway;
+
+/// Users in the group; with the bot, 20 members.
+const USERS: usize = 19;
+/// Groups the bot joins (each user uploaded 3 key packages: one per group).
+const JOINS: usize = 3;
+const MLS_JOIN_RUNS: usize = 5;
+/// A user acknowledges its deliveries when this many wait (its channel holds 256).
+const DRAIN_AT: usize = 64;
+
+fn main() {
+    let n: usize = std::env::var("BENCH_GROUP_MESSAGES").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(1000).max(1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut platform, bot, config) = bot_world(dir.path(), "groups");
+    let bot_id = bot["compat_user_id"].as_u64().expect("bot id");
+    let mut gw = Gateway::start(&config);
+
+    // 19 users; the first creates each group and adds the others by Welcome, in one commit.
+    // Then the bot is added and joins through the gateway; JOINS groups, the first for the rest.
+    let mut users: Vec<Member> = (0..USERS).map(|i| Member::register(&platform.url, &format!("gm{i:02}"))).collect();
+    let mut offset = 0i64;
+    let mut joins = Vec::with_capacity(JOINS);
+    let mut first = None;
+    for g in 0..JOINS {
+        let gid = users[0].create_group(&format!("Bench group {g}"));
+        users[0].add_by_welcome(&gid, &users[1..].iter().collect::<Vec<_>>());
+        let before = users[0].group_info(&gid);
+        settle(&mut users, &gid, before.epoch);
+        let started = Instant::now();
+        users[0].invite(&gid, bot_id).expect("invite the bot");
+        let chat_id = wait_joined(&gw, &mut offset);
+        joins.push(ms(started.elapsed()));
+        // Every user processes the bot's commit.
+        settle(&mut users, &gid, before.epoch + 1);
+        first.get_or_insert((gid, before, chat_id));
+    }
+    let (gid, before, chat_id) = first.expect("a group");
+    joins.sort_by(f64::total_cmp);
+
+    // The MLS part alone, against the GroupInfo the bot joined from.
+    let mls_ms = (0..MLS_JOIN_RUNS)
+        .map(|k| {
+            let (conn, _) = device_db(&IdentityKeyPair::generate());
+            e2e::save_registration(&conn, Registration { user_id: 9_000_000 + k as u64, device_id: 1 }).expect("registration");
+            let t = Instant::now();
+            e2e::group::join_external(&conn, &before.group_info).expect("external join");
+            ms(t.elapsed())
+        })
+        .fold(f64::INFINITY, f64::min);
+
+    let (users, send_secs, receive_secs, offset) = live(&gw, users, &gid, chat_id, offset, n);
+    let backlog_secs = backlog(&mut gw, users, &gid, chat_id, offset, n);
+
+    gw.proc.kill();
+    platform.proc.kill();
+    println!(
+        "| group join (AddGroupMember → my_chat_member served) | 20 members, median of {JOINS} | {:.0} ms ({:.0}–{:.0}) |",
+        joins[JOINS / 2],
+        joins[0],
+        joins[JOINS - 1]
+    );
+    println!("| group join, MLS part alone (join_external in process) | 20 members, best of {MLS_JOIN_RUNS} | {mls_ms:.1} ms |");
+    println!(
+        "| group messages via getUpdates | {n} msgs, 20 members | {:.0} msg/s (senders alone: {:.0} msg/s) |",
+        n as f64 / receive_secs,
+        n as f64 / send_secs
+    );
+    println!("| group backlog import (incl. start-up) | {n} msgs, 20 members | {:.0} msg/s |", n as f64 / backlog_secs);
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Lets every user process its deliveries until it is at `epoch` (bounded).
+fn settle(users: &mut [Member], gid: &[u8], epoch: u64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for u in users.iter_mut() {
+        while e2e::group::epoch(&u.conn, gid).expect("epoch") != Some(epoch) {
+            assert!(Instant::now() < deadline, "user {} did not reach epoch {epoch}", u.user_id);
+            u.pump(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Polls until the bot's `my_chat_member` (left → member) is served; returns the chat id.
+fn wait_joined(gw: &Gateway, offset: &mut i64) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let (status, body) =
+            gw.call("getUpdates", json!({"offset": *offset, "timeout": 5, "allowed_updates": ["message", "my_chat_member"]}));
+        assert_eq!(status, 200, "getUpdates: {body}");
+        for u in body["result"].as_array().expect("array") {
+            *offset = u["update_id"].as_i64().expect("update id") + 1;
+            let m = &u["my_chat_member"];
+            if m["new_chat_member"]["status"] == "member" {
+                return m["chat"]["id"].as_i64().expect("chat id");
+            }
+        }
+    }
+    panic!("the bot did not join within 60 s; gateway stderr:\n{}", gw.proc.stderr_text());
+}
+
+/// The users send `n` texts `"{tag} {i}"`, text `i` from user `i % USERS`, each user from its
+/// own thread, acknowledging its own deliveries unread as they come; returns the users and when
+/// the last send was accepted.
+fn send_all(users: Vec<Member>, gid: &[u8], n: usize, tag: &str) -> (Vec<Member>, Instant) {
+    let senders: Vec<_> = users
+        .into_iter()
+        .enumerate()
+        .map(|(k, user)| {
+            let (gid, tag) = (gid.to_vec(), tag.to_string());
+            std::thread::Builder::new()
+                .name(format!("send-{k}"))
+                .spawn(move || {
+                    let mut last_sent = Instant::now();
+                    for i in (k..n).step_by(USERS) {
+                        let r = user.say(&gid, &format!("{tag} {i}"));
+                        last_sent = Instant::now();
+                        assert_eq!(r.status.enum_value_or_default(), Status::OK, "{tag} {i} refused: {}", r.error);
+                        if user.inbox.len() >= DRAIN_AT {
+                            user.discard_pending();
+                        }
+                    }
+                    (user, last_sent)
+                })
+                .expect("sender thread")
+        })
+        .collect();
+    let mut users = Vec::with_capacity(USERS);
+    let mut last_sent = Instant::now();
+    for (i, sender) in senders.into_iter().enumerate() {
+        let (user, t) = sender.join().expect("sender");
+        users.push(user);
+        last_sent = if i == 0 { t } else { last_sent.max(t) };
+    }
+    (users, last_sent)
+}
+
+/// The bot reads `n` texts while the users send them: returns the users, the seconds from the
+/// first send until the last was accepted and until the bot was served the last, and the offset.
+fn live(gw: &Gateway, users: Vec<Member>, gid: &[u8], chat_id: i64, offset: i64, n: usize) -> (Vec<Member>, f64, f64, i64) {
+    let url = getupdates_url(gw);
+    let reader = std::thread::Builder::new()
+        .name("bench-reader".into())
+        .spawn(move || read_all(&url, chat_id, offset, n))
+        .expect("reader thread");
+    let started = Instant::now();
+    let (users, last_sent) = send_all(users, gid, n, "live");
+    // Keep acknowledging the users' deliveries until the bot has everything (the reader is
+    // bounded).
+    while !reader.is_finished() {
+        users.iter().for_each(|u| {
+            u.discard_pending();
+        });
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (last_served, offset) = reader.join().expect("reader");
+    users.iter().for_each(|u| {
+        u.discard_pending();
+    });
+    let secs = |t: Instant| t.duration_since(started).as_secs_f64();
+    (users, secs(last_sent), secs(last_served), offset)
+}
+
+/// The users send `n` texts while the gateway is stopped; returns the seconds from starting it
+/// again until the bot was served the last.
+fn backlog(gw: &mut Gateway, users: Vec<Member>, gid: &[u8], chat_id: i64, offset: i64, n: usize) -> f64 {
+    gw.proc.kill();
+    let (users, _) = send_all(users, gid, n, "backlog");
+    let started = Instant::now();
+    *gw = Gateway::start(&gw.config_path.clone());
+    let (last_served, _) = read_all(&getupdates_url(gw), chat_id, offset, n);
+    users.iter().for_each(|u| {
+        u.discard_pending();
+    });
+    last_served.duration_since(started).as_secs_f64()
+}
+
+fn getupdates_url(gw: &Gateway) -> String {
+    format!("{}/bot{}/getUpdates", gw.base, gw.token)
+}
+
+/// Reads updates until `n` distinct group messages of `chat_id` arrived (bounded); returns
+/// when the last was served, and the offset after it.
+fn read_all(url: &str, chat_id: i64, mut offset: i64, n: usize) -> (Instant, i64) {
+    let deadline = Instant::now() + Duration::from_secs(120) + Duration::from_millis(100 * n as u64);
+    let mut seen = HashSet::new();
+    loop {
+        assert!(Instant::now() < deadline, "only {} of {n} group messages reached the bot", seen.len());
+        let (status, body): (u16, Value) =
+            support::call_url(url, json!({"offset": offset, "limit": 100, "timeout": 2, "allowed_updates": ["message"]}));
+        let served = Instant::now();
+        assert_eq!(status, 200, "getUpdates: {body}");
+        for u in body["result"].as_array().expect("array") {
+            offset = u["update_id"].as_i64().expect("update id") + 1;
+            if u["message"]["chat"]["id"] == chat_id {
+                seen.insert(u["message"]["text"].as_str().expect("text").to_string());
+            }
+        }
+        if seen.len() >= n {
+            // Acknowledge the last batch.
+            let (status, _) = support::call_url(url, json!({"offset": offset, "limit": 1, "timeout": 0}));
+            assert_eq!(status, 200);
+            return (served, offset);
+        }
+    }
+}
