@@ -109,6 +109,10 @@ fn three_users_create_add_talk_in_one_order_commit_at_once_remove_and_leave() {
     );
     receive_until(&bob, "the Welcome", joined(group));
     receive_until(&carol, "the Welcome", joined(group));
+    assert!(
+        bob.keep_key_packages().expect("count") >= bot_gateway::client::KEY_PACKAGES_LOW,
+        "the key package a Welcome used is replaced"
+    );
     let details = alice.group_members(&group).expect("members");
     for u in [&bob, &carol] {
         assert_eq!(

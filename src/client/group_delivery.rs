@@ -18,7 +18,6 @@ use crate::wire::platform::{
     group_delivery, send_group_message_response::Status, GroupDelivery, GroupType, InboxEnvelope,
     KeyPackagesUpload, Profile as PeerProfile, SendGroupMessageRequest, SendGroupMessageResponse,
 };
-use crate::wire::rpc::code as rpc_code;
 
 /// Upload new key packages when the platform holds fewer than this for the device.
 pub const KEY_PACKAGES_LOW: u32 = 10;
@@ -52,21 +51,11 @@ pub(super) enum FollowUp {
 }
 
 impl Profile {
-    /// Asks the platform how many key packages it holds for this device and uploads new ones
-    /// when fewer than `KEY_PACKAGES_LOW` remain. Returns the count on the platform. Runs at
-    /// registration and after a Welcome used one of them.
+    /// Asks the platform how many key packages it holds for this device (an empty upload)
+    /// and uploads new ones when fewer than `KEY_PACKAGES_LOW` remain. Returns the count on
+    /// the platform. Runs at registration, when receiving starts, and after a Welcome used one.
     pub fn keep_key_packages(&self) -> Result<u32> {
-        let remaining = match self.upload_key_packages(Vec::new()) {
-            Ok(remaining) => remaining,
-            // This platform refuses an empty upload instead of counting: one fresh package
-            // asks as well (the platform keeps a bounded number per device).
-            Err(ClientError::Rpc { status, .. })
-                if rpc_code(&status) == Some(grpcio::RpcStatusCode::INVALID_ARGUMENT) =>
-            {
-                self.upload_fresh_key_packages(1)?
-            }
-            Err(e) => return Err(e),
-        };
+        let remaining = self.upload_key_packages(Vec::new())?;
         if remaining >= KEY_PACKAGES_LOW {
             return Ok(remaining);
         }

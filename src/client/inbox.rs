@@ -189,6 +189,9 @@ impl Profile {
             if let Err(e) = self.keep_signed_prekey() {
                 log::warn!("could not rotate or publish the signed prekey of @{}: {e}", self.username());
             }
+            if let Err(e) = self.keep_key_packages() {
+                log::warn!("could not publish key packages of @{}: {e}", self.username());
+            }
             let reader = InboxReader::start(&self.platform)?;
             *self.inbox.borrow_mut() = Some(reader);
         }
