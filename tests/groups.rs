@@ -227,7 +227,7 @@ fn two_runtimes_of_one_bot_join_with_their_own_leaves_and_see_the_same_chat_id()
 }
 
 #[test]
-fn a_member_may_add_the_bot_by_its_key_packages() {
+fn a_member_may_add_the_bot_by_its_key_packages_and_the_bot_leaves_with_leave_chat() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (platform, bot, config) = bot_world(dir.path(), "dm,groups");
     let bot_id = bot["compat_user_id"].as_u64().unwrap();
@@ -262,4 +262,24 @@ fn a_member_may_add_the_bot_by_its_key_packages() {
     assert_eq!(status, 200, "{body}");
     alice.pump(Duration::from_millis(700));
     assert_eq!(alice.texts.last().map(|(_, t)| t.as_str()), Some("thanks"));
+
+    // leaveChat: the bot is out at once (my_chat_member: left); the platform asks the next
+    // sender to commit the removal of its leaves first, and nothing after reaches the bot.
+    let (status, body) = gw.call("leaveChat", json!({"chat_id": chat_id}));
+    assert_eq!((status, body["result"].clone()), (200, json!(true)), "{body}");
+    let left = wait_update(&gw, &mut offset, "my_chat_member left", |u| u.get("my_chat_member").is_some());
+    assert_eq!(left["my_chat_member"]["new_chat_member"]["status"], "left");
+    alice.pump(Duration::from_millis(700));
+    let refused = alice.say(&gid, "after the bot left");
+    assert_eq!(refused.status.enum_value_or_default(), Status::REMOVALS_PENDING);
+    assert_eq!(refused.pending_removals, vec![bot_id]);
+    let removal = e2e::group::remove_users(&alice.conn, &gid, &[bot_id]).expect("removal").expect("the bot's leaves");
+    alice.commit(&gid, &removal);
+    assert!(!e2e::group::members(&alice.conn, &gid).unwrap().iter().any(|(u, _)| *u == bot_id));
+    assert_eq!(alice.say(&gid, "after the bot left").status.enum_value_or_default(), Status::OK);
+    let (status, body) = gw.call("getUpdates", json!({"offset": offset, "timeout": 2}));
+    assert_eq!((status, body["result"].clone()), (200, json!([])), "the bot reads nothing after leaving");
+    let (status, body) = gw.call("sendMessage", json!({"chat_id": chat_id, "text": "still here?"}));
+    assert_eq!(status, 400, "{body}");
+    assert!(body["description"].as_str().unwrap().contains(&chat_id.to_string()), "{body}");
 }
