@@ -240,8 +240,8 @@ fn settle(shared: &BotShared, gid: &[u8], p: PendingCommit) -> Result<CommitAnsw
 
 /// Before the inbox processes a group's messages: a commit of ours still awaiting its answer
 /// (a lost reply, a crash) is settled first, or the messages of the epoch it started would not
-/// open.
-pub fn settle_pending(shared: &BotShared, envelopes: &[InboxEnvelope]) {
+/// open. `Err` when one could not be settled (the platform unreachable): the batch must wait.
+pub fn settle_pending(shared: &BotShared, envelopes: &[InboxEnvelope]) -> Result<(), String> {
     let mut seen: Vec<&[u8]> = Vec::new();
     for d in envelopes.iter().filter_map(|e| e.group.as_ref()) {
         let gid = d.group_id.as_slice();
@@ -250,13 +250,12 @@ pub fn settle_pending(shared: &BotShared, envelopes: &[InboxEnvelope]) {
         }
         seen.push(gid);
         let owned = gid.to_vec();
-        let pending = shared.store.read(move |c| groups::pending_commit(c, &owned));
-        if let Ok(Some(p)) = pending {
-            if let Err(e) = settle(shared, gid, p) {
-                log::warn!("bot @{}: {e}", shared.username);
-            }
+        let pending = shared.store.read(move |c| groups::pending_commit(c, &owned)).map_err(|e| e.to_string())?;
+        if let Some(p) = pending {
+            settle(shared, gid, p)?;
         }
     }
+    Ok(())
 }
 
 /// Joins every group the bot was added to and has not joined yet.

@@ -136,7 +136,9 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
             .filter(|e| matches!(crypto::x3dh::peek_prekey_header(&e.ciphertext), Ok(Some(_))))
             .count() as u32;
         let seqs: Vec<u64> = batch.iter().map(|e| e.seq).collect();
-        groups::settle_pending(&shared, &batch);
+        if !settle_group_commits(&shared, &batch) {
+            return; // stopping
+        }
         let membership = batch.iter().any(|e| e.group.as_ref().is_some_and(|g| g.change.is_some()));
         let Some(outcomes) = import_batch(&shared, batch) else {
             return; // the store is closing: the process is stopping
@@ -168,6 +170,25 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
         // A busy inbox never times out above.
         if Instant::now() >= upkeep.next_check {
             upkeep.check(&shared);
+        }
+    }
+}
+
+/// Settles our unanswered group commits before a batch with messages of those groups is
+/// imported, retrying with backoff while the platform cannot be reached: importing first
+/// would fail on the epoch the commit started and drop those messages. False when stopping.
+fn settle_group_commits(shared: &BotShared, batch: &[InboxEnvelope]) -> bool {
+    let mut backoff = Backoff::new(RECONNECT_START, RECONNECT_MAX);
+    loop {
+        match groups::settle_pending(shared, batch) {
+            Ok(()) => return true,
+            Err(e) => {
+                let delay = backoff.next_delay();
+                log::warn!("bot @{}: {e}; retrying in {delay:?} before importing the group's messages", shared.username);
+                if shared.stop_signal().recv_timeout(delay).is_ok() || shared.is_stopping() {
+                    return false;
+                }
+            }
         }
     }
 }
