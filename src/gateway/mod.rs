@@ -171,7 +171,7 @@ pub fn run_cli(args: Vec<String>) -> Result<(), StartError> {
 }
 
 fn serve(config_path: &Path) -> Result<(), StartError> {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info,refinery_core=warn"))
         // ureq logs every webhook URL at debug/info level, and a URL may carry a secret path.
         .filter_module("ureq", log::LevelFilter::Warn)
         .init();

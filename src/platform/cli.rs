@@ -76,7 +76,7 @@ pub fn run_cli(args: Vec<String>) -> anyhow::Result<()> {
 }
 
 fn init_logging() {
-    let env = env_logger::Env::default().default_filter_or("info");
+    let env = env_logger::Env::default().default_filter_or("info,refinery_core=warn");
     // A second init (tests calling run_cli twice) keeps the first logger.
     let _ = env_logger::Builder::from_env(env).target(env_logger::Target::Stderr).try_init();
 }

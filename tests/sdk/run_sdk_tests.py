@@ -313,7 +313,8 @@ def create_bot(world, bin_dir, data, spec):
     out, _ = world.run(
         "create-bot",
         [str(bin_dir / "platform-server"), "create-bot", "--data-dir", str(data),
-         "--username", spec["username"], "--name", spec["name"]],
+         "--username", spec["username"], "--name", spec["name"],
+         "--capabilities", spec.get("capabilities", "default")],
     )
     bot = parse_json_line(out, "create-bot")
     want = {"token", "bot_id_hex", "identity_recovery_secret_hex", "compat_user_id", "username", "first_name"}
@@ -457,6 +458,7 @@ def start_bot_world(world, bin_dir, spec, username):
     create-bot), bot-gateway connected to it, and a user `username` registered with e2e-chat.
     Returns (bot, api_base, e2e, profile)."""
     platform_url, data = start_platform(world, bin_dir)
+    world.platform_url = platform_url  # for more users (run_group_tests.py)
     bot = create_bot(world, bin_dir, data, spec)
     config, api_base = write_config(world, platform_url, bot)
     world.spawn("bot-gateway", [str(bin_dir / "bot-gateway"), "serve", str(config)])
@@ -574,20 +576,21 @@ def as_list(result):
     return result if isinstance(result, list) else [result]
 
 
-def run_main(run_one, description, label="", jobs=1):
-    """The command line shared by the SDK runners: pick SDKs, preflight, run (up to `jobs` SDKs
-    at a time), print the tally."""
+def run_main(run_one, description, label="", jobs=1, known=None):
+    """The command line shared by the SDK runners: pick SDKs (of `known`, default every SDK),
+    preflight, run (up to `jobs` SDKs at a time), print the tally."""
+    known = list(known or SDKS)
     global VERBOSE
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("sdks", nargs="*", metavar="SDK", help=f"which SDKs to test ({', '.join(SDKS)}); default all")
+    parser.add_argument("sdks", nargs="*", metavar="SDK", help=f"which SDKs to test ({', '.join(known)}); default all")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each step")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories")
     args = parser.parse_args()
     VERBOSE = args.verbose
-    sdks = args.sdks or list(SDKS)
-    unknown = [s for s in sdks if s not in SDKS]
+    sdks = args.sdks or known
+    unknown = [s for s in sdks if s not in known]
     if unknown:
-        parser.error(f"unknown SDK {', '.join(unknown)}; choose from {', '.join(SDKS)}")
+        parser.error(f"unknown SDK {', '.join(unknown)}; choose from {', '.join(known)}")
 
     # SIGTERM (e.g. from CI) unwinds like Ctrl-C, so every started process gets stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
