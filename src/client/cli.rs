@@ -13,6 +13,7 @@ use super::bot_profile::BotMenu;
 use super::group::GroupDetails;
 use super::message::{
     role_name, Entity, GroupRef, GroupRole, Incoming, Keyboard, MediaInfo, MediaKind, ReactionType, ReceivedMessage, Sender,
+    SentPress,
 };
 use super::display;
 use super::interactive;
@@ -90,7 +91,7 @@ Commands:
         /quit, Ctrl-D or end of input leaves. On a terminal: line editing, history
         (Up/Down), Ctrl-C clears the line. Control characters in what arrives are shown
         escaped (\\e, \\x07, \\u{9b}), never obeyed
-  group create|add|remove|send|members|leave|list ...
+  group create|add|remove|send|press|members|leave|list ...
         groups, end-to-end encrypted with MLS. GROUP is a group's id (64 hex digits, or a
         unique prefix of 8 or more) or the exact title of a group you know.
         group create TITLE...           a group with you as its owner; prints
@@ -104,6 +105,9 @@ Commands:
                                         \"user_id\",\"leaves_removed\":B}
         group send GROUP [--reply-to M] TEXT...
                                         prints {\"group_id\",\"message_id\",\"date\"}
+        group press GROUP MESSAGE_ID CALLBACK_DATA [--timeout S]
+                                        press a button of a bot's group message (privately
+                                        to the bot); prints the bot's answer
         group members GROUP             one line per member: {\"user_id\",\"username\",
                                         \"display_name\",\"is_bot\",\"role\"}
         group leave GROUP               leave, and forget the group on this device
@@ -332,6 +336,11 @@ fn press(global: &Global, args: &[String]) -> anyhow::Result<()> {
     let message_id = message_id_arg("press: MESSAGE_ID", message_id)?;
     let profile = open_profile(global)?;
     let pressed = profile.press(bot, message_id, data)?;
+    print_answer(&profile, &pressed, bot, timeout)
+}
+
+/// Waits up to `timeout` for the bot's answer to a press and prints it.
+fn print_answer(profile: &Profile, pressed: &SentPress, bot: &str, timeout: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -626,6 +635,11 @@ fn group(global: &Global, args: &[String]) -> anyhow::Result<()> {
                 ("date", json!(sent.date)),
             ]))
         }
+        GroupCommand::Press { group, message_id, data, timeout } => {
+            let id = find(group)?;
+            let pressed = profile.press_in_group(&id, message_id, data)?;
+            print_answer(&profile, &pressed, "the bot", timeout)
+        }
         GroupCommand::Members { group } => {
             let id = find(group)?;
             let details = profile.group_members(&id)?;
@@ -665,9 +679,10 @@ enum GroupCommand<'a> {
     Members { group: &'a str },
     Leave { group: &'a str },
     List,
+    Press { group: &'a str, message_id: u64, data: &'a str, timeout: Duration },
 }
 
-const GROUP_SUBCOMMANDS: &str = "create, add, remove, send, members, leave, list";
+const GROUP_SUBCOMMANDS: &str = "create, add, remove, send, press, members, leave, list";
 
 fn group_args(args: &[String]) -> anyhow::Result<GroupCommand<'_>> {
     let Some((sub, rest)) = args.split_first() else {
@@ -705,6 +720,23 @@ fn group_args(args: &[String]) -> anyhow::Result<GroupCommand<'_>> {
         "send" => {
             let (group, reply_to, text) = text_args("group send", "GROUP", rest)?;
             GroupCommand::Send { group, reply_to, text }
+        }
+        "press" => {
+            let mut timeout = DEFAULT_LISTEN_TIMEOUT;
+            let mut positional = Vec::new();
+            let mut i = 0;
+            while i < rest.len() {
+                if let Some(v) = option_value(rest, &mut i, "--timeout")? {
+                    timeout = seconds_arg("group press", &v)?;
+                } else {
+                    positional.push(rest[i].as_str());
+                }
+                i += 1;
+            }
+            let [group, message_id, data] = positional[..] else {
+                bail!("group press: expected GROUP MESSAGE_ID CALLBACK_DATA");
+            };
+            GroupCommand::Press { group, message_id: message_id_arg("group press: MESSAGE_ID", message_id)?, data, timeout }
         }
         "members" => GroupCommand::Members { group: one("GROUP")? },
         "leave" => GroupCommand::Leave { group: one("GROUP")? },

@@ -339,6 +339,9 @@ pub(super) fn open_delivery(
                         );
                         return Ok((None, None));
                     }
+                    // Remembered so that a button of it can be pressed (`group press`).
+                    super::history::remember(c, super::history::group_peer(&id.0), envelope.message_id, envelope.date, &content)
+                        .map_err(|e| E2eError::Mls(format!("remembering a group message: {e}")))?;
                     let mut message = received_message(envelope, &content);
                     message.chat_id = 0;
                     Ok((Some(Incoming::GroupMessage { group, message }), None))

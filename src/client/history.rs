@@ -27,6 +27,14 @@ CREATE TABLE client_messages (
     PRIMARY KEY (peer_user_id, message_id)
 );";
 
+/// The `peer_user_id` under which a group's messages are remembered: the top bit set (user
+/// ids stay below 2^53), then 63 bits of the group id, so a group's message ids never meet a
+/// dialog's.
+pub(super) fn group_peer(group_id: &[u8; 32]) -> u64 {
+    let head = u64::from_be_bytes(group_id[..8].try_into().expect("8 bytes"));
+    (1 << 63) | (head >> 1)
+}
+
 /// Remembers a received message, replacing one with the same id, and forgets the oldest
 /// beyond `MAX_REMEMBERED`.
 pub(super) fn remember(c: &Connection, peer: u64, message_id: u64, date: i64, content: &Content) -> Result<()> {

@@ -10,12 +10,13 @@ use rusqlite::Connection;
 
 use super::error::{ClientError, E2eContext, Result};
 use super::history;
-use super::message::{Entity, ReactionType, SentMessage, SentPress};
+use super::message::{Entity, GroupId, ReactionType, SentMessage, SentPress};
 use super::profile::Profile;
 use crate::wire::rpc::code as rpc_code;
 use crate::crypto;
 use crate::e2e;
-use crate::wire::e2e::{CallbackPress, Content, Reaction, Text};
+use crate::wire::e2e::{CallbackPress, Content, KeyboardContext, Reaction, Text};
+use protobuf::Message as _;
 use crate::wire::platform::{
     send_result, DeviceCiphertext, GetPrekeyBundlesRequest, LookupUserRequest, OutgoingMessage, PrekeyBundle,
     Profile as PeerProfile, SendMessagesRequest, SendResult,
@@ -76,6 +77,35 @@ impl Profile {
         let name = peer.username.as_str();
         let message = history::load(&self.conn, peer.user_id, message_id)?
             .ok_or_else(|| ClientError::Invalid(format!("no message {message_id} from @{name} is known to this profile")))?;
+        self.press_on(&peer, &message, message_id, callback_data)
+    }
+
+    /// Presses a button of a bot's message in a group: the press goes privately to the bot
+    /// that signed the keyboard, as for a private message.
+    pub fn press_in_group(&self, group: &GroupId, message_id: u64, callback_data: &str) -> Result<SentPress> {
+        let message = history::load(&self.conn, history::group_peer(&group.0), message_id)?.ok_or_else(|| {
+            ClientError::Invalid(format!("no message {message_id} of this group is known to this profile"))
+        })?;
+        let bot = message
+            .keyboard
+            .context
+            .as_ref()
+            .and_then(|signed| KeyboardContext::parse_from_bytes(&signed.context).ok())
+            .map(|ctx| ctx.bot_user_id)
+            .filter(|&id| id != 0)
+            .ok_or_else(|| ClientError::Invalid(format!("message {message_id} of this group has no bot's buttons")))?;
+        let mut req = LookupUserRequest::new();
+        req.user_id = bot;
+        let peer = self
+            .platform
+            .client
+            .lookup_user(&req, self.platform.opt())
+            .map_err(|status| ClientError::Rpc { call: "LookupUser", status })?;
+        self.press_on(&peer, &message, message_id, callback_data)
+    }
+
+    fn press_on(&self, peer: &PeerProfile, message: &Content, message_id: u64, callback_data: &str) -> Result<SentPress> {
+        let name = peer.username.as_str();
         let keyboard = message
             .keyboard
             .as_ref()
@@ -97,7 +127,7 @@ impl Profile {
         press.context = keyboard.context.clone();
         let mut content = Content::new();
         content.set_press(press);
-        let sent = self.send_content(&peer, &content)?;
+        let sent = self.send_content(peer, &content)?;
         Ok(SentPress { press_id, sent })
     }
 

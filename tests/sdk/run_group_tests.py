@@ -9,7 +9,8 @@ the runner asserts what the members see with `e2e-chat listen`:
 - ptb (python/ptb_group.py): ChatMemberHandler sees the bot's own my_chat_member (left →
   member) and says "hello <title>" in the group; `/count@<bot>` reaches CommandHandler (PTB
   checks the mention against getMe) and is answered "count: 2" from getChatMemberCount, as a
-  reply.
+  reply with an "again" button; `e2e-chat group press` on it is answered "counted again"
+  (a callback_query of the group message; the bot edits it).
 - aiogram (python/aiogram_group.py): `/rules@<bot>` is answered; then Alice adds Bob, and the
   bot's chat_member update (Bob: left → member) makes it greet "welcome Bob".
 
@@ -71,6 +72,11 @@ def ptb_group(user):
     sent = user.cli("group", "send", title, f"/count@{user.bot}")
     answer = user.expect(("count: 2", bot_says(user, title, "count: 2")))["count: 2"]
     check(answer.get("reply_to_message_id") == sent.get("message_id"), "the count should reply to the command", answer)
+    check(answer.get("keyboard") == [[dialog.button("again", "again")]], "the count should carry an 'again' button", answer)
+    pressed = user.cli("group", "press", title, str(answer["message_id"]), "again", "--timeout", str(dialog.PRESS_TIMEOUT),
+                       timeout=dialog.PRESS_TIMEOUT + 30)
+    check(pressed.get("event") == "callback_answer" and pressed.get("text") == "counted again",
+          "the press in the group should be answered 'counted again'", pressed)
 
 
 def aiogram_group(user):
