@@ -318,22 +318,28 @@ fn text_args<'a>(command: &str, target: &str, args: &'a [String]) -> anyhow::Res
     Ok((peer, reply_to, text))
 }
 
-fn press(global: &Global, args: &[String]) -> anyhow::Result<()> {
+/// The arguments of a press (`press`, `group press`): WHERE MESSAGE_ID CALLBACK_DATA and an
+/// optional `--timeout S` for the answer.
+fn press_args<'a>(command: &str, where_: &str, args: &'a [String]) -> anyhow::Result<(&'a str, u64, &'a str, Duration)> {
     let mut timeout = DEFAULT_LISTEN_TIMEOUT;
     let mut positional = Vec::new();
     let mut i = 0;
     while i < args.len() {
         if let Some(v) = option_value(args, &mut i, "--timeout")? {
-            timeout = seconds_arg("press", &v)?;
+            timeout = seconds_arg(command, &v)?;
         } else {
             positional.push(args[i].as_str());
         }
         i += 1;
     }
-    let [bot, message_id, data] = positional[..] else {
-        bail!("press: expected @BOT MESSAGE_ID CALLBACK_DATA");
+    let [target, message_id, data] = positional[..] else {
+        bail!("{command}: expected {where_} MESSAGE_ID CALLBACK_DATA");
     };
-    let message_id = message_id_arg("press: MESSAGE_ID", message_id)?;
+    Ok((target, message_id_arg(&format!("{command}: MESSAGE_ID"), message_id)?, data, timeout))
+}
+
+fn press(global: &Global, args: &[String]) -> anyhow::Result<()> {
+    let (bot, message_id, data, timeout) = press_args("press", "@BOT", args)?;
     let profile = open_profile(global)?;
     let pressed = profile.press(bot, message_id, data)?;
     print_answer(&profile, &pressed, bot, timeout)
@@ -722,21 +728,8 @@ fn group_args(args: &[String]) -> anyhow::Result<GroupCommand<'_>> {
             GroupCommand::Send { group, reply_to, text }
         }
         "press" => {
-            let mut timeout = DEFAULT_LISTEN_TIMEOUT;
-            let mut positional = Vec::new();
-            let mut i = 0;
-            while i < rest.len() {
-                if let Some(v) = option_value(rest, &mut i, "--timeout")? {
-                    timeout = seconds_arg("group press", &v)?;
-                } else {
-                    positional.push(rest[i].as_str());
-                }
-                i += 1;
-            }
-            let [group, message_id, data] = positional[..] else {
-                bail!("group press: expected GROUP MESSAGE_ID CALLBACK_DATA");
-            };
-            GroupCommand::Press { group, message_id: message_id_arg("group press: MESSAGE_ID", message_id)?, data, timeout }
+            let (group, message_id, data, timeout) = press_args("group press", "GROUP", rest)?;
+            GroupCommand::Press { group, message_id, data, timeout }
         }
         "members" => GroupCommand::Members { group: one("GROUP")? },
         "leave" => GroupCommand::Leave { group: one("GROUP")? },

@@ -389,26 +389,13 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
         }
         GroupStatus::STALE_EPOCH => {
             // Never resent: encrypted again once the inbox has processed the newer epoch.
-            shared
-                .store
-                .write(move |c| {
-                    outbox::set_group_sealed(c, id, None)?;
-                    outbox::note_failure(c, id, "the group's epoch moved on")
-                })
-                .map_err(|e| e.to_string())?;
+            encrypt_again_later(shared, id, "the group's epoch moved on")?;
             Ok(GroupSend::Later(format!("group {}: epoch {} is current; catching up", mls_group::short_id(&req.group_id), resp.epoch)))
         }
         GroupStatus::REMOVALS_PENDING => {
-            let users = resp.pending_removals.clone();
-            let gid = req.group_id.clone();
+            encrypt_again_later(shared, id, "removals were due first")?;
+            let (users, gid) = (resp.pending_removals.clone(), req.group_id.clone());
             let g = gid.clone();
-            shared
-                .store
-                .write(move |c| {
-                    outbox::set_group_sealed(c, id, None)?;
-                    outbox::note_failure(c, id, "removals were due first")
-                })
-                .map_err(|e| e.to_string())?;
             let answer = commit(shared, &gid, move |c| Ok(mls_group::remove_users(c, &g, &users)?.map(|out| (out, false))))?;
             Ok(GroupSend::Later(format!("group {}: committed the removals due first ({answer:?})", mls_group::short_id(&gid))))
         }
@@ -417,6 +404,18 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
             Ok(GroupSend::Finished(Err(ApiError::bad_request(format!("Bad Request: the platform rejected the message: {}", resp.error)))))
         }
     }
+}
+
+/// Drops the recorded ciphertext of an outbox message the platform did not take, so that the
+/// next try encrypts it anew (in the epoch the inbox has reached by then).
+fn encrypt_again_later(shared: &BotShared, id: i64, why: &'static str) -> Result<(), String> {
+    shared
+        .store
+        .write(move |c| {
+            outbox::set_group_sealed(c, id, None)?;
+            outbox::note_failure(c, id, why)
+        })
+        .map_err(|e| e.to_string())
 }
 
 /// How many unused key packages the platform should hold for this device (members adding the

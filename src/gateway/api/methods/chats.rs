@@ -9,7 +9,6 @@ use super::messages::{chat_id, known_chat, member_group};
 use super::profile::platform_error;
 use super::store_error;
 use crate::gateway::botapi::members::{self, MemberStatus, MemberView};
-use crate::gateway::botapi::types::UserView;
 use crate::gateway::botapi::{ApiError, Params};
 use crate::gateway::runtime::BotShared;
 use crate::gateway::store::groups::{self, GroupChat};
@@ -74,14 +73,10 @@ pub(super) fn get_chat_administrators(bot: &BotShared, params: &Params) -> Resul
     let admins: Vec<Value> = views
         .iter()
         .filter(|v| matches!(v.status, MemberStatus::Owner | MemberStatus::Administrator(_)))
-        .filter(|v| return_bots || !is_bot(&v.user))
+        .filter(|v| return_bots || !v.user.is_bot)
         .map(members::chat_member_json)
         .collect();
     Ok(Value::Array(admins))
-}
-
-fn is_bot(user: &UserView) -> bool {
-    user.is_bot
 }
 
 /// `leaveChat`: the bot leaves the group at once (the platform stops delivering to it); the
