@@ -138,6 +138,24 @@ fn a_bot_joins_talks_in_one_order_survives_a_restart_follows_membership_and_is_r
     assert_eq!(status, 400);
     assert!(unknown["description"].as_str().unwrap().contains("-42"), "{unknown}");
 
+    // The title: only the owner (or an administrator with can_change_info) may change it; the
+    // bot sees a new_chat_title message, and the chat's title from then on.
+    let retitle = |m: &Member, title: &str| {
+        let req = pb::SetGroupTitleRequest { group_id: gid.clone(), title: title.into(), ..Default::default() };
+        m.p.client.set_group_title(&req, m.p.opt())
+    };
+    match retitle(&bob, "Bob's group") {
+        Err(grpcio::Error::RpcFailure(s)) => assert_eq!(s.code(), grpcio::RpcStatusCode::PERMISSION_DENIED, "{}", s.message()),
+        other => panic!("a member may not change the title: {other:?}"),
+    }
+    retitle(&alice, "Rustaceans").expect("the owner changes the title");
+    let renamed = wait_update(&gw, &mut offset, "new_chat_title", |u| u["message"].get("new_chat_title").is_some());
+    assert_eq!(renamed["message"]["new_chat_title"], "Rustaceans");
+    assert_eq!((renamed["message"]["chat"]["title"].as_str(), renamed["message"]["from"]["id"].as_u64()), (Some("Rustaceans"), Some(alice.user_id)));
+    assert!(renamed["message"]["message_id"].as_i64().unwrap() > 0);
+    let (_, chat) = gw.call("getChat", json!({"chat_id": chat_id}));
+    assert_eq!(chat["result"]["title"], "Rustaceans");
+
     // A restart in the middle of the conversation: the group goes on from the stored epoch.
     gw.proc.kill();
     assert_eq!(carol.say(&gid, "while you were away").status.enum_value_or_default(), Status::OK);

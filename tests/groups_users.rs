@@ -389,12 +389,24 @@ fn the_group_commands_of_e2e_chat() {
         (Some(id.as_str()), Some(true))
     );
 
+    // The title: a member may not change it, the owner may; the member's listen shows it.
+    let (code, _, err) = e2e_chat(&b, &["group", "title", "Book club", "Ben's"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("can_change_info"), "{err}");
+    let (code, out, err) = e2e_chat(&a, &["group", "title", &id[..10], "Reading", "circle"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(lines(&out)[0]["title"], "Reading circle");
+    let (code, out, err) = e2e_chat(&b, &["listen", "--timeout", "5", "--count", "5"]);
+    assert_eq!(code, 0, "{err}");
+    let renamed = lines(&out).into_iter().find(|v| v["event"] == "group_title").unwrap_or_else(|| panic!("{out}"));
+    assert_eq!((renamed["group"]["title"].as_str(), renamed["actor"]["username"].as_str()), (Some("Reading circle"), Some("ann")));
+
     let (code, _, err) = e2e_chat(&b, &["group", "send", "No such group", "hi"]);
     assert_eq!(code, 1);
     assert!(err.contains("no group \"No such group\""), "{err}");
     let (code, _, err) = e2e_chat(&b, &["group", "frob"]);
     assert_eq!(code, 2, "{err}");
-    let (code, out, err) = e2e_chat(&b, &["group", "leave", "Book club"]);
+    let (code, out, err) = e2e_chat(&b, &["group", "leave", "Reading circle"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(lines(&out)[0]["role"], "left");
     let (code, out, _) = e2e_chat(&b, &["group", "list"]);

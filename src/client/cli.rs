@@ -91,7 +91,7 @@ Commands:
         /quit, Ctrl-D or end of input leaves. On a terminal: line editing, history
         (Up/Down), Ctrl-C clears the line. Control characters in what arrives are shown
         escaped (\\e, \\x07, \\u{9b}), never obeyed
-  group create|add|remove|send|press|members|leave|list ...
+  group create|add|remove|send|press|title|members|leave|list ...
         groups, end-to-end encrypted with MLS. GROUP is a group's id (64 hex digits, or a
         unique prefix of 8 or more) or the exact title of a group you know.
         group create TITLE...           a group with you as its owner; prints
@@ -108,6 +108,8 @@ Commands:
         group press GROUP MESSAGE_ID CALLBACK_DATA [--timeout S]
                                         press a button of a bot's group message (privately
                                         to the bot); prints the bot's answer
+        group title GROUP TITLE...      change the title (owner, or an administrator
+                                        with can_change_info); prints {\"group_id\",\"title\"}
         group members GROUP             one line per member: {\"user_id\",\"username\",
                                         \"display_name\",\"is_bot\",\"role\"}
         group leave GROUP               leave, and forget the group on this device
@@ -646,6 +648,11 @@ fn group(global: &Global, args: &[String]) -> anyhow::Result<()> {
             let pressed = profile.press_in_group(&id, message_id, data)?;
             print_answer(&profile, &pressed, "the bot", timeout)
         }
+        GroupCommand::Title { group, title } => {
+            let id = find(group)?;
+            profile.set_group_title(&id, title.trim())?;
+            print_line(&ordered(&[("group_id", json!(id.hex())), ("title", json!(title.trim()))]))
+        }
         GroupCommand::Members { group } => {
             let id = find(group)?;
             let details = profile.group_members(&id)?;
@@ -686,9 +693,10 @@ enum GroupCommand<'a> {
     Leave { group: &'a str },
     List,
     Press { group: &'a str, message_id: u64, data: &'a str, timeout: Duration },
+    Title { group: &'a str, title: String },
 }
 
-const GROUP_SUBCOMMANDS: &str = "create, add, remove, send, press, members, leave, list";
+const GROUP_SUBCOMMANDS: &str = "create, add, remove, send, press, title, members, leave, list";
 
 fn group_args(args: &[String]) -> anyhow::Result<GroupCommand<'_>> {
     let Some((sub, rest)) = args.split_first() else {
@@ -731,6 +739,10 @@ fn group_args(args: &[String]) -> anyhow::Result<GroupCommand<'_>> {
             let (group, message_id, data, timeout) = press_args("group press", "GROUP", rest)?;
             GroupCommand::Press { group, message_id, data, timeout }
         }
+        "title" => match rest.split_first() {
+            Some((group, title)) if !title.join(" ").trim().is_empty() => GroupCommand::Title { group, title: title.join(" ") },
+            _ => bail!("group title: expected GROUP TITLE"),
+        },
         "members" => GroupCommand::Members { group: one("GROUP")? },
         "leave" => GroupCommand::Leave { group: one("GROUP")? },
         "list" if rest.is_empty() => GroupCommand::List,
@@ -858,6 +870,9 @@ pub(super) fn incoming_json(e: &Incoming) -> String {
             ("new_role", json!(role_name(*new)).to_string()),
             ("actor", sender_json(actor)),
         ],
+        Incoming::GroupTitle { group, actor } => {
+            vec![event("group_title"), ("group", group_json(group)), ("actor", sender_json(actor))]
+        }
         Incoming::Edited { chat_id, message_id, edit_date, text, entities, keyboard } => vec![
             event("edited"),
             ("chat_id", num(*chat_id)),

@@ -180,6 +180,9 @@ fn render_incoming(event: &Incoming, chat: &str, via: Option<&str>) -> String {
             }
             out
         }
+        Incoming::GroupTitle { group, actor } => {
+            format!("[{}] @{} changed the title", sanitize(&group.title), name_of(actor))
+        }
         Incoming::Edited { message_id, text, keyboard, .. } => {
             let mut out = with_body(&format!("[@{chat}] #{message_id} edited: "), text);
             push_keyboard(&mut out, keyboard);

@@ -228,6 +228,18 @@ impl Profile {
         self.write(|c| forget_group(c, group))
     }
 
+    /// Changes the group's title (the owner, or an administrator with can_change_info).
+    pub fn set_group_title(&self, group: &GroupId, title: &str) -> Result<()> {
+        let mut req = crate::wire::platform::SetGroupTitleRequest::new();
+        req.group_id = group.0.to_vec();
+        req.title = title.to_string();
+        self.platform.client.set_group_title(&req, self.platform.opt()).map_err(|status| ClientError::Rpc {
+            call: "SetGroupTitle",
+            status,
+        })?;
+        Ok(())
+    }
+
     /// Sends a text to the group, optionally as a reply to a group message id.
     pub fn send_group_text(
         &self,

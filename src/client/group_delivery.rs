@@ -396,6 +396,13 @@ pub(super) fn open_delivery(
             };
             Ok((Some(event), follow_up))
         }
+        Ok(group_delivery::Kind::TITLE) => {
+            let change = delivery.change.get_or_default();
+            let title = change.title.clone();
+            remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
+            let event = Incoming::GroupTitle { group: GroupRef { id, title }, actor: sender_of(change.actor.get_or_default()) };
+            Ok((Some(event), None))
+        }
         Err(other) => {
             log::debug!(
                 "group {}: a delivery of kind {other} from a newer release; skipped",

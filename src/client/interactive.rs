@@ -458,6 +458,7 @@ impl Shown {
                 self.learn(message.sender.user_id, &message.sender.username);
                 self.typing.ended(message.sender.user_id);
             }
+            Incoming::GroupTitle { actor, .. } => self.learn(actor.user_id, &actor.username),
             Incoming::GroupMembership { user, actor, .. } => {
                 self.learn(user.user_id, &user.username);
                 self.learn(actor.user_id, &actor.username);

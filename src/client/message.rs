@@ -195,6 +195,8 @@ pub enum Incoming {
     GroupCommit { group: GroupRef, added: Vec<(u64, u32)>, removed: Vec<(u64, u32)>, removed_me: bool, epoch: u64 },
     /// A user's role changed (invited, joined, left, removed), by `actor`.
     GroupMembership { group: GroupRef, user: Sender, old: GroupRole, new: GroupRole, actor: Sender },
+    /// The group's title changed (`group.title` is the new one), by `actor`.
+    GroupTitle { group: GroupRef, actor: Sender },
 }
 
 pub use crate::wire::platform::GroupRole;
@@ -255,7 +257,8 @@ impl Incoming {
             Incoming::GroupMessage { .. }
             | Incoming::GroupJoined { .. }
             | Incoming::GroupCommit { .. }
-            | Incoming::GroupMembership { .. } => 0,
+            | Incoming::GroupMembership { .. }
+            | Incoming::GroupTitle { .. } => 0,
         }
     }
 
@@ -265,7 +268,8 @@ impl Incoming {
             Incoming::GroupMessage { group, .. }
             | Incoming::GroupJoined { group }
             | Incoming::GroupCommit { group, .. }
-            | Incoming::GroupMembership { group, .. } => Some(group),
+            | Incoming::GroupMembership { group, .. }
+            | Incoming::GroupTitle { group, .. } => Some(group),
             _ => None,
         }
     }

@@ -2,7 +2,7 @@
 //! the bot joins a group it was added to, and how its own commits reach the platform.
 //!
 //! - **Import** (`import`, inside the inbox's writer job, like a private envelope): a role
-//!   change becomes `my_chat_member` / `chat_member`; being added marks the group *invited*; a
+//!   change becomes `my_chat_member` / `chat_member`, a title change a `new_chat_title` message; being added marks the group *invited*; a
 //!   Welcome joins; an MLS message is processed by `e2e::group::receive` in the group's order,
 //!   its text becoming a `message` update of the group's negative chat id. MLS state, update
 //!   and inbox cursor commit together.
@@ -74,6 +74,12 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
             };
             let group = groups::upsert(c, gid, &d.title, kind, status, now)?;
             updates::enqueue_member_change(c, me, &group, old, new, change.actor.get_or_default(), env.date)
+        }
+        DeliveryKind::TITLE => {
+            let change = d.change.get_or_default();
+            let Some(known) = groups::by_group_id(c, gid)? else { return Ok(()) };
+            let group = groups::upsert(c, gid, &change.title, kind, known.status, now)?;
+            updates::enqueue_new_chat_title(c, &group, change.actor.get_or_default(), env.message_id, env.date)
         }
         DeliveryKind::WELCOME => {
             // Invited and added at once: this runtime may have joined by its own external

@@ -452,6 +452,30 @@ pub fn enqueue_member_change(
     Ok(())
 }
 
+/// Queues the service `message` of a group's title change (`new_chat_title`, the group as it
+/// is now, the member who changed it as `from`).
+pub fn enqueue_new_chat_title(
+    c: &Connection,
+    group: &groups::GroupChat,
+    actor: &Profile,
+    message_id: u64,
+    date: i64,
+) -> StoreResult<()> {
+    if !admits(c, "message")? {
+        return Ok(());
+    }
+    let from = profile_user(c, actor)?;
+    let message = serde_json::json!({
+        "message_id": message_id,
+        "date": date,
+        "chat": types::chat_json(&group_chat_view(group)),
+        "from": types::user_json(&from),
+        "new_chat_title": group.title,
+    });
+    queue::enqueue(c, "message", &message)?;
+    Ok(())
+}
+
 pub fn private_chat_view(chat: &chats::PrivateChat) -> ChatView {
     ChatView::Private { id: chat.user_id as i64, first_name: chat.first_name.clone(), username: non_empty(&chat.username) }
 }

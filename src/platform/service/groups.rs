@@ -104,12 +104,7 @@ pub(super) fn create_group(
     req: pb::CreateGroupRequest,
 ) -> Result<pb::Group> {
     let group_id = group_id(&req.group_id)?;
-    let len = req.title.chars().count();
-    if req.title.trim().is_empty() || len > TITLE_MAX || req.title.chars().any(char::is_control) {
-        return Err(invalid(format!(
-            "title must be 1 to {TITLE_MAX} characters without control characters, got {len} characters"
-        )));
-    }
+    check_title(&req.title)?;
     let group_type = req.type_.enum_value().map_err(|v| invalid(format!("unknown group type {v}")))?;
     let parsed_info = parse_group_info(&req.group_info)?;
     let group = NewGroup { group_id, title: req.title, group_type, group_info: req.group_info, parsed_info };
@@ -182,6 +177,27 @@ pub(super) fn leave_group(
     req: pb::GroupRequest,
 ) -> Result<pb::MembershipResponse> {
     let changed = store.leave_group(caller, &group_id(&req.group_id)?, unix_now())?;
+    Ok(membership(hub, changed))
+}
+
+fn check_title(title: &str) -> Result<()> {
+    let len = title.chars().count();
+    if title.trim().is_empty() || len > TITLE_MAX || title.chars().any(char::is_control) {
+        return Err(invalid(format!(
+            "title must be 1 to {TITLE_MAX} characters without control characters, got {len} characters"
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn set_group_title(
+    store: &Store,
+    hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::SetGroupTitleRequest,
+) -> Result<pb::MembershipResponse> {
+    check_title(&req.title)?;
+    let changed = store.set_group_title(caller, &group_id(&req.group_id)?, &req.title, unix_now())?;
     Ok(membership(hub, changed))
 }
 

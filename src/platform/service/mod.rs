@@ -387,6 +387,10 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         self.unary(&ctx, sink, "LeaveGroup", ActiveDevice, |addr| groups::leave_group(&self.store, &self.hub, addr, req));
     }
 
+    fn set_group_title(&mut self, ctx: RpcContext, req: pb::SetGroupTitleRequest, sink: UnarySink<pb::MembershipResponse>) {
+        self.unary(&ctx, sink, "SetGroupTitle", ActiveDevice, |addr| groups::set_group_title(&self.store, &self.hub, addr, req));
+    }
+
     fn send_group_message(&mut self, ctx: RpcContext, req: pb::SendGroupMessageRequest, sink: UnarySink<pb::SendGroupMessageResponse>) {
         self.unary(&ctx, sink, "SendGroupMessage", ActiveDevice, |addr| groups::send_group_message(&self.store, &self.hub, addr, req));
     }

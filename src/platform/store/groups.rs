@@ -180,7 +180,9 @@ fn rights_pb(bits: u32) -> pb::AdminRights {
     }
 }
 
-/// Bit of `AdminRights.can_invite_users`, `can_restrict_members`, `can_post_messages`.
+/// Bit of `AdminRights.can_change_info`, `can_invite_users`, `can_restrict_members`,
+/// `can_post_messages`.
+const CAN_CHANGE_INFO: u32 = 1;
 const CAN_INVITE: u32 = 1 << 2;
 const CAN_RESTRICT: u32 = 1 << 3;
 const CAN_POST: u32 = 1 << 5;
@@ -751,6 +753,48 @@ impl Store {
             let mut delivered = BTreeSet::new();
             let banned = MemberRow { role: Role::BANNED, rights: 0, since: now };
             change_role(tx, group_id, group.epoch, caller, target, banned, now, &mut delivered)?;
+            Ok((group_pb(tx, group_id)?, delivered))
+        })
+    }
+
+    /// Changes the title (checked by the caller): the owner or an administrator with
+    /// can_change_info. Every joined device gets a TITLE delivery with a new message id.
+    pub fn set_group_title(
+        &self,
+        caller: DeviceAddr,
+        group_id: &[u8],
+        title: &str,
+        now: i64,
+    ) -> Result<(pb::Group, BTreeSet<DeviceAddr>)> {
+        self.write_tx("changing a group's title", |tx| {
+            let (group, me) = group_for(tx, group_id, caller.user_id, seated)?;
+            if !admin_with(&me, CAN_CHANGE_INFO) {
+                return Err(PlatformError::PermissionDenied(
+                    "changing the title needs the owner or an administrator with can_change_info".into(),
+                ));
+            }
+            tx.execute("UPDATE groups SET title = ?2 WHERE group_id = ?1", params![group_id, title])
+                .map_err(db_error("changing a group's title"))?;
+            let change = pb::MembershipChange {
+                actor: Some(profile(tx, caller.user_id)?).into(),
+                title: title.to_string(),
+                ..Default::default()
+            }
+            .write_to_bytes()
+            .map_err(|e| PlatformError::Internal(format!("encoding a title change: {e}")))?;
+            let mut delivered = BTreeSet::new();
+            let d = Delivery {
+                group_id,
+                kind: DeliveryKind::TITLE,
+                epoch: group.epoch,
+                sender: caller,
+                message_id: next_group_message_id(tx, group_id)?,
+                date: now,
+                client_message_id: "",
+                ciphertext: &[],
+                change: Some(&change),
+            };
+            deliver(tx, &d, joined_devices(tx, group_id)?, &mut delivered)?;
             Ok((group_pb(tx, group_id)?, delivered))
         })
     }

@@ -112,7 +112,7 @@ fn catch_up(store: &Store, d: &Dev) -> (Vec<Received>, Vec<DeliveryKind>) {
             DeliveryKind::WELCOME => {
                 e2e::group::join_welcome(&d.conn, &e.ciphertext).expect("welcome");
             }
-            DeliveryKind::MEMBERSHIP => {}
+            DeliveryKind::MEMBERSHIP | DeliveryKind::TITLE => {}
         }
     }
     (got, kinds)
