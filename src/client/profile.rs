@@ -241,6 +241,8 @@ fn open_db(dir: &Path) -> Result<Connection> {
         .map_err(|source| ClientError::Io { what: format!("opening {}", path.display()), source })?;
     let mut conn = Connection::open(&path)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Deleted epoch secrets and message keys are zeroed in the file (forward secrecy).
+    conn.execute_batch("PRAGMA secure_delete = ON;")?;
     let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         log::warn!("profile database {} is in journal mode {mode}, not WAL", path.display());

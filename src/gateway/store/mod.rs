@@ -337,4 +337,24 @@ mod tests {
         assert!(rx.recv_timeout(Duration::from_secs(5)).is_ok(), "the commit signalled");
         assert_eq!(store.meta("k").expect("read"), Some("v".to_string()));
     }
+
+    #[test]
+    fn the_writer_zeroes_what_it_deletes_and_holds_the_openmls_tables() {
+        crate::crypto::init();
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&tmp.path().join("s.db"), &[4u8; 32], &"ef".repeat(32), "t").expect("open");
+        let (secure_delete, mls_tables): (i64, i64) = store
+            .write(|c| {
+                let on = c.query_row("PRAGMA secure_delete", [], |r| r.get(0))?;
+                let n = c.query_row(
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name LIKE 'openmls_%'",
+                    [],
+                    |r| r.get(0),
+                )?;
+                Ok((on, n))
+            })
+            .expect("query");
+        assert_eq!(secure_delete, 1, "freed pages are zeroed (forward secrecy of deleted MLS secrets)");
+        assert!(mls_tables >= 8, "openmls' tables are created at open ({mls_tables})");
+    }
 }

@@ -145,8 +145,10 @@ CREATE TABLE IF NOT EXISTS outbox (
 ";
 
 /// Journal settings of the writable connection (outside any transaction, so before [`migrate`]).
+/// `secure_delete` zeroes freed pages: MLS epoch secrets and ratchet keys openmls and the
+/// sessions delete must not linger in the file (forward secrecy; docs/groups.md).
 pub fn configure(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA secure_delete = ON;")
 }
 
 /// Brings a bot database to the newest schema version, or refuses one from a newer release.
