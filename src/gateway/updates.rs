@@ -360,14 +360,23 @@ pub fn group_chat_view(g: &groups::GroupChat) -> ChatView {
 /// A group user as a Bot API User (a user never seen is named by their id).
 fn group_user(c: &Connection, user_id: u64) -> StoreResult<UserView> {
     Ok(match groups::user(c, user_id)? {
-        Some(u) => UserView {
-            id: user_id as i64,
-            is_bot: u.is_bot,
-            first_name: if u.first_name.is_empty() { u.username.clone() } else { u.first_name },
-            username: non_empty(&u.username),
-        },
+        Some(u) => user_view(&u),
         None => UserView { id: user_id as i64, is_bot: false, first_name: format!("user {user_id}"), username: None },
     })
+}
+
+/// A group user as a Bot API User (the username stands in for an empty display name).
+fn user_view(u: &groups::GroupUser) -> UserView {
+    UserView {
+        id: u.user_id as i64,
+        is_bot: u.is_bot,
+        first_name: if u.first_name.is_empty() { u.username.clone() } else { u.first_name.clone() },
+        username: non_empty(&u.username),
+    }
+}
+
+fn group_user_of(p: &Profile) -> groups::GroupUser {
+    groups::GroupUser { user_id: p.user_id, username: p.username.clone(), first_name: p.display_name.clone(), is_bot: p.is_bot }
 }
 
 /// Queues a `message` update for a text or file a member sent to a group.
@@ -385,17 +394,10 @@ pub fn enqueue_group_message(
 }
 
 /// A platform profile as a Bot API User, remembered for the messages they send later.
-pub fn profile_user(c: &Connection, p: &Profile) -> StoreResult<UserView> {
-    groups::remember_user(
-        c,
-        &groups::GroupUser {
-            user_id: p.user_id,
-            username: p.username.clone(),
-            first_name: p.display_name.clone(),
-            is_bot: p.is_bot,
-        },
-    )?;
-    group_user(c, p.user_id)
+fn remember_profile(c: &Connection, p: &Profile) -> StoreResult<UserView> {
+    let user = group_user_of(p);
+    groups::remember_user(c, &user)?;
+    Ok(user_view(&user))
 }
 
 /// A platform role as a Bot API member status. INVITED (admitted, not joined) is `left` to
@@ -423,8 +425,8 @@ pub fn member_status(m: &GroupMember) -> MemberStatus {
 }
 
 /// A platform member as a Bot API ChatMember.
-pub fn member_view(c: &Connection, m: &GroupMember) -> StoreResult<MemberView> {
-    Ok(MemberView { user: profile_user(c, m.user.get_or_default())?, status: member_status(m) })
+pub fn member_view(m: &GroupMember) -> MemberView {
+    MemberView { user: user_view(&group_user_of(m.user.get_or_default())), status: member_status(m) }
 }
 
 /// Queues the update of one role change: `my_chat_member` when it is this bot's,
@@ -438,7 +440,8 @@ pub fn enqueue_member_change(
     actor: &Profile,
     date: i64,
 ) -> StoreResult<()> {
-    let (old_view, new_view) = (member_view(c, old)?, member_view(c, new)?);
+    remember_profile(c, new.user.get_or_default())?;
+    let (old_view, new_view) = (member_view(old), member_view(new));
     if old_view.status == new_view.status {
         return Ok(());
     }
@@ -446,7 +449,7 @@ pub fn enqueue_member_change(
     if !admits(c, kind)? {
         return Ok(());
     }
-    let from = profile_user(c, actor)?;
+    let from = remember_profile(c, actor)?;
     let payload = members::chat_member_updated_json(&group_chat_view(group), &from, date, &old_view, &new_view);
     queue::enqueue(c, kind, &payload)?;
     Ok(())
@@ -464,7 +467,7 @@ pub fn enqueue_new_chat_title(
     if !admits(c, "message")? {
         return Ok(());
     }
-    let from = profile_user(c, actor)?;
+    let from = remember_profile(c, actor)?;
     let message = serde_json::json!({
         "message_id": message_id,
         "date": date,

@@ -196,6 +196,14 @@ fn admin_with(m: &MemberRow, right: u32) -> bool {
     m.role == Role::OWNER || (m.role == Role::ADMINISTRATOR && m.rights & right == right)
 }
 
+/// PermissionDenied saying which right `action` needs, unless `m` holds it.
+fn require_right(m: &MemberRow, right: u32, right_name: &str, action: &str) -> Result<()> {
+    if admin_with(m, right) {
+        return Ok(());
+    }
+    Err(PlatformError::PermissionDenied(format!("{action} needs the owner or an administrator with {right_name}")))
+}
+
 fn not_found(group_id: &[u8]) -> PlatformError {
     PlatformError::NotFound(format!("group {} not found, or you are not in it", short_id(group_id)))
 }
@@ -732,11 +740,7 @@ impl Store {
     ) -> Result<(pb::Group, BTreeSet<DeviceAddr>)> {
         self.write_tx("removing a group member", |tx| {
             let (group, me) = group_for(tx, group_id, caller.user_id, seated)?;
-            if !admin_with(&me, CAN_RESTRICT) {
-                return Err(PlatformError::PermissionDenied(
-                    "removing a member needs the owner or an administrator with can_restrict_members".into(),
-                ));
-            }
+            require_right(&me, CAN_RESTRICT, "can_restrict_members", "removing a member")?;
             if target == caller.user_id {
                 return Err(PlatformError::InvalidArgument("to leave a group yourself, use LeaveGroup".into()));
             }
@@ -768,11 +772,7 @@ impl Store {
     ) -> Result<(pb::Group, BTreeSet<DeviceAddr>)> {
         self.write_tx("changing a group's title", |tx| {
             let (group, me) = group_for(tx, group_id, caller.user_id, seated)?;
-            if !admin_with(&me, CAN_CHANGE_INFO) {
-                return Err(PlatformError::PermissionDenied(
-                    "changing the title needs the owner or an administrator with can_change_info".into(),
-                ));
-            }
+            require_right(&me, CAN_CHANGE_INFO, "can_change_info", "changing the title")?;
             tx.execute("UPDATE groups SET title = ?2 WHERE group_id = ?1", params![group_id, title])
                 .map_err(db_error("changing a group's title"))?;
             let change = pb::MembershipChange {

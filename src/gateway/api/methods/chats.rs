@@ -24,11 +24,8 @@ fn group_with_members(bot: &BotShared, params: &Params) -> Result<(GroupChat, Gr
 }
 
 /// Every member with a role, as Bot API ChatMembers.
-fn member_views(bot: &BotShared, info: &Group) -> Result<Vec<MemberView>, ApiError> {
-    let members = info.members.clone();
-    bot.store
-        .write(move |c| members.iter().map(|m| updates::member_view(c, m)).collect())
-        .map_err(store_error)
+fn member_views(info: &Group) -> Vec<MemberView> {
+    info.members.iter().map(updates::member_view).collect()
 }
 
 /// `getChat`: a ChatFullInfo. For a group, its current title comes from the platform.
@@ -47,7 +44,7 @@ pub(super) fn get_chat(bot: &BotShared, params: &Params) -> Result<Value, ApiErr
 pub(super) fn get_chat_member(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let user_id = params.required_i64("user_id")?;
     let (_, info) = group_with_members(bot, params)?;
-    let views = member_views(bot, &info)?;
+    let views = member_views(&info);
     let view = match views.into_iter().find(|v| v.user.id == user_id) {
         Some(v) => v,
         None => {
@@ -60,7 +57,7 @@ pub(super) fn get_chat_member(bot: &BotShared, params: &Params) -> Result<Value,
 /// `getChatMemberCount`: members in the chat now (owner, administrators, members, restricted).
 pub(super) fn get_chat_member_count(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let (_, info) = group_with_members(bot, params)?;
-    let views = member_views(bot, &info)?;
+    let views = member_views(&info);
     Ok(Value::from(views.iter().filter(|v| v.status.is_in_chat()).count()))
 }
 
@@ -69,7 +66,7 @@ pub(super) fn get_chat_member_count(bot: &BotShared, params: &Params) -> Result<
 pub(super) fn get_chat_administrators(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let return_bots = params.flag("return_bots")?;
     let (_, info) = group_with_members(bot, params)?;
-    let views = member_views(bot, &info)?;
+    let views = member_views(&info);
     let admins: Vec<Value> = views
         .iter()
         .filter(|v| matches!(v.status, MemberStatus::Owner | MemberStatus::Administrator(_)))
