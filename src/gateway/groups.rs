@@ -273,17 +273,28 @@ pub fn join_invited(shared: &BotShared) {
             return;
         }
     };
+    if invited.is_empty() {
+        return;
+    }
+    // The bot's capabilities as the platform holds them now (@BotManager may change them).
+    let p = &shared.platform;
+    let capabilities = match p.client.verify_credential(&VerifyCredentialRequest::new(), p.opt()) {
+        Ok(r) => r.capabilities,
+        Err(e) => {
+            log::warn!("bot @{}: reading its capabilities before joining groups failed (tried again later): {e}", shared.username);
+            return;
+        }
+    };
     for group in invited {
-        if let Err(e) = join(shared, &group) {
+        if let Err(e) = join(shared, &group, &capabilities) {
             log::warn!("bot @{}: joining group {:?} failed (tried again later): {e}", shared.username, group.title);
         }
     }
 }
 
-fn join(shared: &BotShared, group: &GroupChat) -> Result<(), String> {
+fn join(shared: &BotShared, group: &GroupChat, capabilities: &str) -> Result<(), String> {
     let p = &shared.platform;
     let gid = group.group_id.clone();
-    let capabilities = p.client.verify_credential(&VerifyCredentialRequest::new(), p.opt()).map_err(|e| e.to_string())?.capabilities;
     let needed = if group.kind == "channel" { "channels" } else { "groups" };
     if !capabilities.split(',').any(|c| c.trim().eq_ignore_ascii_case(needed)) {
         log::warn!(
