@@ -403,6 +403,8 @@ pub(super) fn open_delivery(
             let event = Incoming::GroupTitle { group: GroupRef { id, title }, actor: sender_of(change.actor.get_or_default()) };
             Ok((Some(event), None))
         }
+        // TODO(issue 13, client helper): join requests and deletions.
+        Ok(group_delivery::Kind::JOIN_REQUEST | group_delivery::Kind::DELETED) => Ok((None, None)),
         Err(other) => {
             log::debug!(
                 "group {}: a delivery of kind {other} from a newer release; skipped",

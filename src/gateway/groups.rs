@@ -99,6 +99,8 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
             groups::upsert(c, gid, &d.title, kind, Membership::Member, now)?;
             Ok(())
         }
+        // TODO(issue 13): join requests and deletions.
+        DeliveryKind::JOIN_REQUEST | DeliveryKind::DELETED => Ok(()),
         DeliveryKind::MLS_MESSAGE => {
             let Some(group) = groups::by_group_id(c, gid)? else {
                 return Err(StoreError::Refused(format!("a message of group {} we are not in", mls_group::short_id(gid))));

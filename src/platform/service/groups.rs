@@ -233,3 +233,58 @@ pub(super) fn send_group_message(
     }
     Ok(r)
 }
+
+// TODO(issue 13, platform helper): implement.
+pub(super) fn unban_group_member(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::UnbanGroupMemberRequest) -> Result<pb::MembershipResponse> {
+    Err(PlatformError::FailedPrecondition("UnbanGroupMember is not implemented yet".into()))
+}
+
+// TODO(issue 13, platform helper): implement.
+pub(super) fn restrict_group_member(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::RestrictGroupMemberRequest) -> Result<pb::MembershipResponse> {
+    Err(PlatformError::FailedPrecondition("RestrictGroupMember is not implemented yet".into()))
+}
+
+// TODO(issue 13, platform helper): implement.
+pub(super) fn promote_group_member(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::PromoteGroupMemberRequest) -> Result<pb::MembershipResponse> {
+    Err(PlatformError::FailedPrecondition("PromoteGroupMember is not implemented yet".into()))
+}
+
+// TODO(issue 13, platform helper): implement.
+pub(super) fn delete_group_message(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::DeleteGroupMessageRequest) -> Result<pb::DeleteGroupMessageResponse> {
+    Err(PlatformError::FailedPrecondition("DeleteGroupMessage is not implemented yet".into()))
+}
+
+// TODO(issue 13, platform helper): implement.
+pub(super) fn create_invite_link(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::CreateInviteLinkRequest) -> Result<pb::InviteLink> {
+    Err(PlatformError::FailedPrecondition("CreateInviteLink is not implemented yet".into()))
+}
+
+// TODO(issue 13, platform helper): implement.
+pub(super) fn edit_invite_link(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::EditInviteLinkRequest) -> Result<pb::InviteLink> {
+    Err(PlatformError::FailedPrecondition("EditInviteLink is not implemented yet".into()))
+}
+
+// TODO(issue 13, platform helper): implement.
+pub(super) fn revoke_invite_link(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::InviteLinkRequest) -> Result<pb::InviteLink> {
+    Err(PlatformError::FailedPrecondition("RevokeInviteLink is not implemented yet".into()))
+}
+
+// TODO(issue 13, platform helper): implement.
+pub(super) fn export_invite_link(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::GroupRequest) -> Result<pb::InviteLink> {
+    Err(PlatformError::FailedPrecondition("ExportInviteLink is not implemented yet".into()))
+}
+
+// TODO(issue 13, platform helper): implement.
+pub(super) fn join_by_link(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::JoinByLinkRequest) -> Result<pb::JoinByLinkResponse> {
+    Err(PlatformError::FailedPrecondition("JoinByLink is not implemented yet".into()))
+}
+
+// TODO(issue 13, platform helper): implement.
+pub(super) fn approve_join_request(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::JoinRequestDecision) -> Result<pb::MembershipResponse> {
+    Err(PlatformError::FailedPrecondition("ApproveJoinRequest is not implemented yet".into()))
+}
+
+// TODO(issue 13, platform helper): implement.
+pub(super) fn decline_join_request(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::JoinRequestDecision) -> Result<pb::MembershipResponse> {
+    Err(PlatformError::FailedPrecondition("DeclineJoinRequest is not implemented yet".into()))
+}

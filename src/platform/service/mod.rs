@@ -394,4 +394,48 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
     fn send_group_message(&mut self, ctx: RpcContext, req: pb::SendGroupMessageRequest, sink: UnarySink<pb::SendGroupMessageResponse>) {
         self.unary(&ctx, sink, "SendGroupMessage", ActiveDevice, |addr| groups::send_group_message(&self.store, &self.hub, addr, req));
     }
+
+    fn unban_group_member(&mut self, ctx: RpcContext, req: pb::UnbanGroupMemberRequest, sink: UnarySink<pb::MembershipResponse>) {
+        self.unary(&ctx, sink, "UnbanGroupMember", ActiveDevice, |addr| groups::unban_group_member(&self.store, &self.hub, addr, req));
+    }
+
+    fn restrict_group_member(&mut self, ctx: RpcContext, req: pb::RestrictGroupMemberRequest, sink: UnarySink<pb::MembershipResponse>) {
+        self.unary(&ctx, sink, "RestrictGroupMember", ActiveDevice, |addr| groups::restrict_group_member(&self.store, &self.hub, addr, req));
+    }
+
+    fn promote_group_member(&mut self, ctx: RpcContext, req: pb::PromoteGroupMemberRequest, sink: UnarySink<pb::MembershipResponse>) {
+        self.unary(&ctx, sink, "PromoteGroupMember", ActiveDevice, |addr| groups::promote_group_member(&self.store, &self.hub, addr, req));
+    }
+
+    fn delete_group_message(&mut self, ctx: RpcContext, req: pb::DeleteGroupMessageRequest, sink: UnarySink<pb::DeleteGroupMessageResponse>) {
+        self.unary(&ctx, sink, "DeleteGroupMessage", ActiveDevice, |addr| groups::delete_group_message(&self.store, &self.hub, addr, req));
+    }
+
+    fn create_invite_link(&mut self, ctx: RpcContext, req: pb::CreateInviteLinkRequest, sink: UnarySink<pb::InviteLink>) {
+        self.unary(&ctx, sink, "CreateInviteLink", ActiveDevice, |addr| groups::create_invite_link(&self.store, &self.hub, addr, req));
+    }
+
+    fn edit_invite_link(&mut self, ctx: RpcContext, req: pb::EditInviteLinkRequest, sink: UnarySink<pb::InviteLink>) {
+        self.unary(&ctx, sink, "EditInviteLink", ActiveDevice, |addr| groups::edit_invite_link(&self.store, &self.hub, addr, req));
+    }
+
+    fn revoke_invite_link(&mut self, ctx: RpcContext, req: pb::InviteLinkRequest, sink: UnarySink<pb::InviteLink>) {
+        self.unary(&ctx, sink, "RevokeInviteLink", ActiveDevice, |addr| groups::revoke_invite_link(&self.store, &self.hub, addr, req));
+    }
+
+    fn export_invite_link(&mut self, ctx: RpcContext, req: pb::GroupRequest, sink: UnarySink<pb::InviteLink>) {
+        self.unary(&ctx, sink, "ExportInviteLink", ActiveDevice, |addr| groups::export_invite_link(&self.store, &self.hub, addr, req));
+    }
+
+    fn join_by_link(&mut self, ctx: RpcContext, req: pb::JoinByLinkRequest, sink: UnarySink<pb::JoinByLinkResponse>) {
+        self.unary(&ctx, sink, "JoinByLink", ActiveDevice, |addr| groups::join_by_link(&self.store, &self.hub, addr, req));
+    }
+
+    fn approve_join_request(&mut self, ctx: RpcContext, req: pb::JoinRequestDecision, sink: UnarySink<pb::MembershipResponse>) {
+        self.unary(&ctx, sink, "ApproveJoinRequest", ActiveDevice, |addr| groups::approve_join_request(&self.store, &self.hub, addr, req));
+    }
+
+    fn decline_join_request(&mut self, ctx: RpcContext, req: pb::JoinRequestDecision, sink: UnarySink<pb::MembershipResponse>) {
+        self.unary(&ctx, sink, "DeclineJoinRequest", ActiveDevice, |addr| groups::decline_join_request(&self.store, &self.hub, addr, req));
+    }
 }
