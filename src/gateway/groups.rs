@@ -2,10 +2,12 @@
 //! the bot joins a group it was added to, and how its own commits reach the platform.
 //!
 //! - **Import** (`import`, inside the inbox's writer job, like a private envelope): a role
-//!   change becomes `my_chat_member` / `chat_member`, a title change a `new_chat_title` message; being added marks the group *invited*; a
-//!   Welcome joins; an MLS message is processed by `e2e::group::receive` in the group's order,
-//!   its text becoming a `message` update of the group's negative chat id. MLS state, update
-//!   and inbox cursor commit together.
+//!   change becomes `my_chat_member` / `chat_member`, a title change a `new_chat_title`
+//!   message, a join request `chat_join_request`, a deletion leaves the history; being added
+//!   marks the group *invited*; a Welcome joins; an MLS message is processed by
+//!   `e2e::group::receive` in the group's order, its text becoming a `message` update of the
+//!   group's negative chat id (`channel_post` in a channel). MLS state, update and inbox
+//!   cursor commit together.
 //! - **Joining** (`join_invited`, on `in/<n>` after each batch and at start): checks the
 //!   bot's `groups` capability (a bot without it leaves at once, so the adding user sees a
 //!   refusal), fetches the GroupInfo and joins by an external commit.
@@ -54,7 +56,7 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
     match d.kind.enum_value_or_default() {
         DeliveryKind::MEMBERSHIP => {
             let change = d.change.get_or_default();
-            let (old, new) = (change.old.get_or_default(), change.new.get_or_default());
+            let new = change.new.get_or_default();
             let about_me = new.user.user_id == me.id as u64;
             let known = groups::by_group_id(c, gid)?;
             let status = match (about_me, new.role.enum_value_or_default()) {
@@ -73,7 +75,7 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
                 },
             };
             let group = groups::upsert(c, gid, &d.title, kind, status, now)?;
-            updates::enqueue_member_change(c, me, &group, old, new, change.actor.get_or_default(), env.date)
+            updates::enqueue_member_change(c, me, &group, change, env.date)
         }
         DeliveryKind::TITLE => {
             let change = d.change.get_or_default();
@@ -99,8 +101,16 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
             groups::upsert(c, gid, &d.title, kind, Membership::Member, now)?;
             Ok(())
         }
-        // TODO(issue 13): join requests and deletions.
-        DeliveryKind::JOIN_REQUEST | DeliveryKind::DELETED => Ok(()),
+        DeliveryKind::JOIN_REQUEST => {
+            let Some(group) = groups::by_group_id(c, gid)? else { return Ok(()) };
+            updates::enqueue_join_request(c, &group, d.join_request.get_or_default())
+        }
+        DeliveryKind::DELETED => {
+            // The platform checked the deleter's right; the message leaves the history (the
+            // Bot API has no update for a deletion).
+            let Some(group) = groups::by_group_id(c, gid)? else { return Ok(()) };
+            chats::forget(c, group.chat_id, d.deleted_message_id as i64)
+        }
         DeliveryKind::MLS_MESSAGE => {
             let Some(group) = groups::by_group_id(c, gid)? else {
                 return Err(StoreError::Refused(format!("a message of group {} we are not in", mls_group::short_id(gid))));
@@ -335,6 +345,46 @@ fn join(shared: &BotShared, group: &GroupChat, capabilities: &str) -> Result<(),
         }
     }
     Err(format!("the group kept moving on ({JOIN_TRIES} tries)"))
+}
+
+/// The members this bot banned (or removed by `unbanChatMember`) in a batch: (group, user).
+/// Their leaves are the bot's to remove, right after the batch (`commit_removals`).
+pub fn removals_by(me: u64, envelopes: &[InboxEnvelope]) -> Vec<(Vec<u8>, u64)> {
+    let mut due: Vec<(Vec<u8>, u64)> = Vec::new();
+    for d in envelopes.iter().filter_map(|e| e.group.as_ref()) {
+        let Some(change) = d.change.as_ref().filter(|_| d.kind.enum_value_or_default() == DeliveryKind::MEMBERSHIP) else {
+            continue;
+        };
+        let (user, role) = (change.new.user.user_id, change.new.role.enum_value_or_default());
+        let gone = matches!(role, GroupRole::BANNED | GroupRole::LEFT);
+        if gone && change.actor.user_id == me && user != me && !due.contains(&(d.group_id.clone(), user)) {
+            due.push((d.group_id.clone(), user));
+        }
+    }
+    due
+}
+
+/// Commits the removal of the leaves of users this bot removed, so that they read nothing sent
+/// after it. A failure is only logged: the platform refuses application messages until the
+/// leaves are gone (REMOVALS_PENDING), so the next sender commits them then.
+pub fn commit_removals(shared: &BotShared, due: Vec<(Vec<u8>, u64)>) {
+    for (gid, user) in due {
+        let g = gid.clone();
+        let answer = commit(shared, &gid, move |c| {
+            if mls_group::epoch(c, &g)?.is_none() {
+                return Ok(None); // not in the group (any more)
+            }
+            Ok(mls_group::remove_users(c, &g, &[user])?.map(|out| (out, false)))
+        });
+        match answer {
+            Ok(a) => log::debug!("bot @{}: removal of user {user} from group {}: {a:?}", shared.username, mls_group::short_id(&gid)),
+            Err(e) => log::warn!(
+                "bot @{}: committing the removal of user {user} from group {} failed (the next sender commits it): {e}",
+                shared.username,
+                mls_group::short_id(&gid)
+            ),
+        }
+    }
 }
 
 /// What happened to one outbox message of a group.

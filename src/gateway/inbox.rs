@@ -140,6 +140,7 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
             return; // stopping
         }
         let membership = batch.iter().any(|e| e.group.as_ref().is_some_and(|g| g.change.is_some()));
+        let removals = groups::removals_by(shared.compat_user_id, &batch);
         let Some(outcomes) = import_batch(&shared, batch) else {
             return; // the store is closing: the process is stopping
         };
@@ -160,6 +161,7 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
             // key package: top them up).
             groups::join_invited(&shared);
             groups::keep_key_packages(&shared);
+            groups::commit_removals(&shared, removals);
         }
         if prekey_messages >= PREKEY_CHECK_EVERY {
             prekey_messages = 0;

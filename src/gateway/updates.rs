@@ -17,7 +17,7 @@ use super::botapi::types::{
 };
 use super::botapi::members::{self, AdminRights, MemberStatus, MemberView};
 use super::store::{chats, files, groups, inline, queue, Result as StoreResult, StoreError};
-use crate::wire::platform::{GroupMember, GroupRole, Profile};
+use crate::wire::platform::{join_request, GroupMember, GroupRole, InviteLink, JoinRequest, MembershipChange, Profile};
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::reaction_type::Kind as ReactionKind;
 use crate::wire::e2e::{CallbackPress, Content, InlineQuery, KeyboardContext, Media, Reaction};
@@ -44,10 +44,11 @@ pub fn validate_kinds(list: &[String]) -> Result<(), String> {
     }
 }
 
-/// The default set: everything except `message_reaction` and `chat_member`, which must be
-/// asked for (as in the Bot API).
+/// The default set: everything except `message_reaction`, which must be asked for. The
+/// administrative kinds (`chat_member`, `chat_join_request`) are in it, as SPEC "Filtering"
+/// says (the reference Bot API leaves `chat_member` out; docs/decisions.md).
 pub fn default_kinds() -> Vec<String> {
-    UPDATE_KINDS.iter().filter(|k| !matches!(**k, "message_reaction" | "chat_member")).map(|k| k.to_string()).collect()
+    UPDATE_KINDS.iter().filter(|k| **k != "message_reaction").map(|k| k.to_string()).collect()
 }
 
 /// The kinds in force: the stored filter, or the default set when none (or `[]`) was given.
@@ -131,10 +132,12 @@ pub fn history_view(
     entry: &chats::HistoryEntry,
     nest: bool,
 ) -> StoreResult<MessageView> {
-    let from = match chat {
-        _ if entry.from_bot => me.clone(),
-        ChatRef::Private(p) => chat_user(p),
-        ChatRef::Group(_) => group_user(c, entry.sender_id as u64)?,
+    // A channel's posts are the channel's: `sender_chat`, no `from` (as in the Bot API).
+    let (from, sender_chat) = match chat {
+        ChatRef::Group(g) if g.is_channel() => (None, Some(chat.view())),
+        _ if entry.from_bot => (Some(me.clone()), None),
+        ChatRef::Private(p) => (Some(chat_user(p)), None),
+        ChatRef::Group(_) => (Some(group_user(c, entry.sender_id as u64)?), None),
     };
     let (text, entities) = match &entry.content.body {
         Some(Body::Text(t)) => {
@@ -173,7 +176,8 @@ pub fn history_view(
         message_id: entry.message_id,
         date: entry.date,
         chat: chat.view(),
-        from: Some(from),
+        from,
+        sender_chat,
         text,
         entities,
         reply_to_message,
@@ -351,9 +355,10 @@ impl ChatRef<'_> {
 
 /// A group or channel as a Bot API Chat.
 pub fn group_chat_view(g: &groups::GroupChat) -> ChatView {
-    match g.kind.as_str() {
-        "channel" => ChatView::Channel { id: g.chat_id, title: g.title.clone(), username: None },
-        _ => ChatView::Group { id: g.chat_id, title: g.title.clone() },
+    if g.is_channel() {
+        ChatView::Channel { id: g.chat_id, title: g.title.clone(), username: None }
+    } else {
+        ChatView::Group { id: g.chat_id, title: g.title.clone() }
     }
 }
 
@@ -379,16 +384,18 @@ fn group_user_of(p: &Profile) -> groups::GroupUser {
     groups::GroupUser { user_id: p.user_id, username: p.username.clone(), first_name: p.display_name.clone(), is_bot: p.is_bot }
 }
 
-/// Queues a `message` update for a text or file a member sent to a group.
+/// Queues a `message` update for a text or file a member sent to a group, or a
+/// `channel_post` for a post in a channel.
 pub fn enqueue_group_message(
     c: &Connection,
     me: &UserView,
     group: &groups::GroupChat,
     entry: &chats::HistoryEntry,
 ) -> StoreResult<()> {
-    if admits(c, "message")? {
+    let kind = if group.is_channel() { "channel_post" } else { "message" };
+    if admits(c, kind)? {
         let message = types::message_json(&history_view(c, me, ChatRef::Group(group), entry, true)?);
-        queue::enqueue(c, "message", &message)?;
+        queue::enqueue(c, kind, &message)?;
     }
     Ok(())
 }
@@ -418,9 +425,9 @@ pub fn member_status(m: &GroupMember) -> MemberStatus {
             })
         }
         GroupRole::MEMBER => MemberStatus::Member,
-        GroupRole::RESTRICTED => MemberStatus::Restricted,
+        GroupRole::RESTRICTED => MemberStatus::Restricted { until_date: m.until_date },
         GroupRole::LEFT | GroupRole::INVITED => MemberStatus::Left,
-        GroupRole::BANNED => MemberStatus::Banned,
+        GroupRole::BANNED => MemberStatus::Banned { until_date: m.until_date },
     }
 }
 
@@ -435,11 +442,10 @@ pub fn enqueue_member_change(
     c: &Connection,
     me: &UserView,
     group: &groups::GroupChat,
-    old: &GroupMember,
-    new: &GroupMember,
-    actor: &Profile,
+    change: &MembershipChange,
     date: i64,
 ) -> StoreResult<()> {
+    let (old, new) = (change.old.get_or_default(), change.new.get_or_default());
     remember_profile(c, new.user.get_or_default())?;
     let (old_view, new_view) = (member_view(old), member_view(new));
     if old_view.status == new_view.status {
@@ -449,9 +455,44 @@ pub fn enqueue_member_change(
     if !admits(c, kind)? {
         return Ok(());
     }
-    let from = remember_profile(c, actor)?;
-    let payload = members::chat_member_updated_json(&group_chat_view(group), &from, date, &old_view, &new_view);
+    let from = remember_profile(c, change.actor.get_or_default())?;
+    let payload = members::chat_member_updated_json(&members::MemberChange {
+        chat: &group_chat_view(group),
+        from: &from,
+        date,
+        old: &old_view,
+        new: &new_view,
+        invite_link: change.invite_link.as_ref().map(|l| members::invite_link_json(&invite_link_view(l))),
+        via_join_request: change.via_join_request,
+    });
     queue::enqueue(c, kind, &payload)?;
+    Ok(())
+}
+
+/// A platform invite link as the Bot API's ChatInviteLink.
+pub fn invite_link_view(l: &InviteLink) -> members::InviteLinkView {
+    members::InviteLinkView {
+        invite_link: l.link.clone(),
+        creator: user_view(&group_user_of(l.creator.get_or_default())),
+        creates_join_request: l.creates_join_request,
+        is_primary: l.is_primary,
+        is_revoked: l.is_revoked,
+        name: l.name.clone(),
+        expire_date: l.expire_date,
+        member_limit: l.member_limit,
+        pending_join_request_count: l.pending_join_request_count,
+    }
+}
+
+/// Queues a `chat_join_request` for a pending request (the platform tells the owner and the
+/// administrators who may invite; outcomes are not updates).
+pub fn enqueue_join_request(c: &Connection, group: &groups::GroupChat, r: &JoinRequest) -> StoreResult<()> {
+    if r.outcome.enum_value_or_default() != join_request::Outcome::PENDING || !admits(c, "chat_join_request")? {
+        return Ok(());
+    }
+    let user = remember_profile(c, r.user.get_or_default())?;
+    let link = r.invite_link.as_ref().map(|l| members::invite_link_json(&invite_link_view(l)));
+    queue::enqueue(c, "chat_join_request", &members::chat_join_request_json(&group_chat_view(group), &user, r.date, link))?;
     Ok(())
 }
 

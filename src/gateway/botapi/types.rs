@@ -73,7 +73,9 @@ pub struct MessageView {
     /// Unix seconds; must not be 0 (0 marks an inaccessible message in PTB and aiogram).
     pub date: i64,
     pub chat: ChatView,
+    /// Absent on channel posts, which carry `sender_chat` (the channel) instead.
     pub from: Option<UserView>,
+    pub sender_chat: Option<ChatView>,
     pub text: Option<String>,
     /// Entities of `text`, offsets in UTF-16 code units; emitted only with `text`.
     pub entities: Vec<Entity>,
@@ -180,6 +182,9 @@ fn message_json_at(msg: &MessageView, nest: bool) -> Value {
     o.insert("message_id".into(), json!(msg.message_id));
     if let Some(from) = &msg.from {
         o.insert("from".into(), user_json(from));
+    }
+    if let Some(sender_chat) = &msg.sender_chat {
+        o.insert("sender_chat".into(), chat_json(sender_chat));
     }
     o.insert("date".into(), json!(msg.date));
     o.insert("chat".into(), chat_json(&msg.chat));
@@ -385,6 +390,7 @@ mod tests {
             date: 1_700_000_000,
             chat: chat(),
             from: Some(alice()),
+            sender_chat: None,
             text: text.map(str::to_string),
             entities: Vec::new(),
             reply_to_message: None,

@@ -18,6 +18,12 @@ pub struct GroupChat {
     pub status: Membership,
 }
 
+impl GroupChat {
+    pub fn is_channel(&self) -> bool {
+        self.kind == "channel"
+    }
+}
+
 /// Where this bot stands in a group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Membership {

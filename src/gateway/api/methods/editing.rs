@@ -115,8 +115,12 @@ pub(super) fn edit_message_reply_markup(bot: &BotShared, params: &Params) -> Res
     send_edit(bot, &chat, entry, new)
 }
 
-/// `deleteMessage`: the user's client removes the message; the history forgets it.
+/// `deleteMessage`: the user's client removes the message; the history forgets it. In a group
+/// or channel the platform deletes it for every member (`admin::delete_group_message`).
 pub(super) fn delete_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    if let Target::Group(group) = target_chat(bot, chat_id(params, "chat_id")?)? {
+        return super::admin::delete_group_message(bot, &group, params.required_i64("message_id")?);
+    }
     let (chat, entry) = own_message(bot, params, Change::Delete)?;
     let mut content = Content::new();
     content.set_delete(Delete { message_id: entry.message_id as u64, ..Default::default() });

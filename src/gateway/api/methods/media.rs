@@ -24,6 +24,7 @@ use crate::gateway::botapi::types::{self, MediaKind};
 use crate::gateway::botapi::{markup, params::UploadedFile, ApiError, Params};
 use crate::gateway::runtime::{unix_now, BotShared};
 use crate::gateway::store::files::{self, FileRecord};
+use crate::gateway::store::groups;
 use crate::wire::e2e::{Content, Media, Text};
 
 pub(super) fn send_photo(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
@@ -103,7 +104,12 @@ fn send_media(bot: &BotShared, params: &Params, kind: MediaKind) -> Result<Value
     let name = kind.name();
     let chat_id = messages::chat_id(params, "chat_id")?;
     if crate::gateway::store::groups::is_group_chat_id(chat_id) {
-        return Err(ApiError::bad_request("files in groups and channels are not supported by this gateway yet"));
+        let channel = bot.store.read(move |c| groups::by_chat_id(c, chat_id)).map_err(store_error)?.is_some_and(|g| g.is_channel());
+        return Err(ApiError::bad_request(if channel {
+            "media publications in channels are not supported by this gateway"
+        } else {
+            "files in groups are not supported by this gateway yet"
+        }));
     }
     let keyboard = markup::inline_keyboard(params)?;
     let caption = messages::formatted(params, &CAPTION)?;

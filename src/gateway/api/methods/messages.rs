@@ -204,6 +204,11 @@ pub(super) fn send_new(bot: &BotShared, chat: &chats::PrivateChat, content: Cont
 
 /// Sends a new message to a private chat or a group, and answers it as the Bot API Message.
 pub(super) fn send_new_to(bot: &BotShared, target: &Target, content: Content) -> Result<Value, ApiError> {
+    if let Target::Group(g) = target {
+        if g.is_channel() {
+            super::admin::require_post_right(bot, g)?;
+        }
+    }
     let chat_id = target.chat_id();
     let sent = outbox::submit(bot, chat_id, content.clone(), SEND_WAIT)?;
     Ok(types::message_json(&bot.message_view(target.as_ref(), &sent_entry(bot, chat_id, &sent, content))?))

@@ -112,7 +112,7 @@ fn catch_up(store: &Store, d: &Dev) -> (Vec<Received>, Vec<DeliveryKind>) {
             DeliveryKind::WELCOME => {
                 e2e::group::join_welcome(&d.conn, &e.ciphertext).expect("welcome");
             }
-            DeliveryKind::MEMBERSHIP | DeliveryKind::TITLE => {}
+            DeliveryKind::MEMBERSHIP | DeliveryKind::TITLE | DeliveryKind::JOIN_REQUEST | DeliveryKind::DELETED => {}
         }
     }
     (got, kinds)

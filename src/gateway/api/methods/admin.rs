@@ -1,0 +1,168 @@
+//! Group and channel administration: `banChatMember`, `unbanChatMember`,
+//! `restrictChatMember`, `promoteChatMember`, `setChatTitle`, deletions in groups, and the
+//! rights check of a channel post. The platform enforces every right (a refused action
+//! changes nothing); its refusal becomes 400 "not enough rights to …" here. The bot's own
+//! commits follow from the platform's deliveries (`gateway::groups::commit_removals`).
+
+use serde_json::Value;
+
+use super::messages::{chat_id, member_group};
+use super::profile::platform_error;
+use super::store_error;
+use crate::gateway::botapi::{ApiError, Params};
+use crate::gateway::runtime::{unix_now, BotShared};
+use crate::gateway::store::{chats, groups::GroupChat};
+use crate::wire::platform::{
+    AdminRights, DeleteGroupMessageRequest, GroupRequest, GroupRole, PromoteGroupMemberRequest, RemoveGroupMemberRequest,
+    RestrictGroupMemberRequest, SetGroupTitleRequest, UnbanGroupMemberRequest,
+};
+use crate::wire::rpc;
+
+/// A platform refusal of an administrative call, as the Bot API words it: a missing right is
+/// "not enough rights to <action>", any other refusal says what the platform said.
+pub(super) fn admin_error(bot: &BotShared, call: &str, action: &str, e: grpcio::Error) -> ApiError {
+    use grpcio::RpcStatusCode as Code;
+    match (rpc::code(&e), &e) {
+        (Some(Code::PERMISSION_DENIED), grpcio::Error::RpcFailure(s)) => {
+            ApiError::bad_request(format!("not enough rights to {action}: {}", s.message()))
+        }
+        (
+            Some(Code::FAILED_PRECONDITION | Code::NOT_FOUND | Code::ALREADY_EXISTS | Code::INVALID_ARGUMENT),
+            grpcio::Error::RpcFailure(s),
+        ) => ApiError::bad_request(s.message()),
+        _ => platform_error(bot, call, e),
+    }
+}
+
+/// The group or channel of `chat_id` and the user `user_id` names.
+fn group_and_user(bot: &BotShared, params: &Params) -> Result<(GroupChat, u64), ApiError> {
+    let group = member_group(bot, chat_id(params, "chat_id")?)?;
+    let user_id = params.required_i64("user_id")?;
+    if user_id <= 0 {
+        return Err(ApiError::bad_request(format!("user_id must be a user's positive id, got {user_id}")));
+    }
+    Ok((group, user_id as u64))
+}
+
+/// `until_date` as the Bot API reads it: absent, or less than 30 seconds or more than 366 days
+/// from now, means forever (0).
+fn until_date(params: &Params) -> Result<i64, ApiError> {
+    let Some(until) = params.optional_i64("until_date")? else { return Ok(0) };
+    let now = unix_now();
+    Ok(if until < now + 30 || until > now + 366 * 24 * 3600 { 0 } else { until })
+}
+
+/// `banChatMember`: the user is removed (BANNED) and cannot come back until unbanned or until
+/// `until_date`; the bot then commits the removal of their leaves. `revoke_messages` is
+/// accepted and ignored (members keep what they already decrypted).
+pub(super) fn ban_chat_member(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let (group, user_id) = group_and_user(bot, params)?;
+    params.optional_bool("revoke_messages")?;
+    let req =
+        RemoveGroupMemberRequest { group_id: group.group_id, user_id, until_date: until_date(params)?, ..Default::default() };
+    let p = &bot.platform;
+    p.client.remove_group_member(&req, p.opt()).map_err(|e| admin_error(bot, "RemoveGroupMember", "ban a member", e))?;
+    Ok(Value::Bool(true))
+}
+
+/// `unbanChatMember`: a banned user may join again; a member who is not banned is removed
+/// (as in the Bot API) unless `only_if_banned`.
+pub(super) fn unban_chat_member(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let (group, user_id) = group_and_user(bot, params)?;
+    let only_if_banned = params.flag("only_if_banned")?;
+    let req = UnbanGroupMemberRequest { group_id: group.group_id, user_id, only_if_banned, ..Default::default() };
+    let p = &bot.platform;
+    p.client.unban_group_member(&req, p.opt()).map_err(|e| admin_error(bot, "UnbanGroupMember", "unban a member", e))?;
+    Ok(Value::Bool(true))
+}
+
+/// `restrictChatMember`: `permissions.can_send_messages` false restricts the member (the
+/// platform refuses their messages) until `until_date`; true lifts the restriction. The other
+/// ChatPermissions concern media, polls and the like, which groups here do not carry.
+pub(super) fn restrict_chat_member(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let (group, user_id) = group_and_user(bot, params)?;
+    let permissions = params.optional_nested("permissions")?.ok_or_else(|| ApiError::bad_request("permissions is required"))?;
+    params.optional_bool("use_independent_chat_permissions")?;
+    let can_send_messages = permissions.flag("can_send_messages")?;
+    let req = RestrictGroupMemberRequest {
+        group_id: group.group_id,
+        user_id,
+        can_send_messages,
+        until_date: until_date(params)?,
+        ..Default::default()
+    };
+    let p = &bot.platform;
+    p.client.restrict_group_member(&req, p.opt()).map_err(|e| admin_error(bot, "RestrictGroupMember", "restrict a member", e))?;
+    Ok(Value::Bool(true))
+}
+
+/// `promoteChatMember`: the rights this platform knows; none demotes to a member. Rights of the
+/// Bot API the platform has no use for (video chats, stories, pinning, topics) are accepted and
+/// ignored.
+pub(super) fn promote_chat_member(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let (group, user_id) = group_and_user(bot, params)?;
+    if params.flag("is_anonymous")? {
+        return Err(ApiError::bad_request("anonymous administrators are not supported by this gateway"));
+    }
+    let rights = AdminRights {
+        can_change_info: params.flag("can_change_info")?,
+        can_delete_messages: params.flag("can_delete_messages")?,
+        can_invite_users: params.flag("can_invite_users")?,
+        can_restrict_members: params.flag("can_restrict_members")?,
+        can_promote_members: params.flag("can_promote_members")?,
+        can_post_messages: params.flag("can_post_messages")?,
+        can_manage_chat: params.flag("can_manage_chat")?,
+        ..Default::default()
+    };
+    let req = PromoteGroupMemberRequest { group_id: group.group_id, user_id, rights: Some(rights).into(), ..Default::default() };
+    let p = &bot.platform;
+    p.client.promote_group_member(&req, p.opt()).map_err(|e| admin_error(bot, "PromoteGroupMember", "promote a member", e))?;
+    Ok(Value::Bool(true))
+}
+
+/// `setChatTitle`: 1-128 characters; the owner or an administrator with can_change_info.
+pub(super) fn set_chat_title(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let group = member_group(bot, chat_id(params, "chat_id")?)?;
+    let title = params.required_str("title")?;
+    let req = SetGroupTitleRequest { group_id: group.group_id, title, ..Default::default() };
+    let p = &bot.platform;
+    p.client.set_group_title(&req, p.opt()).map_err(|e| admin_error(bot, "SetGroupTitle", "change the title", e))?;
+    Ok(Value::Bool(true))
+}
+
+/// `deleteMessage` in a group or channel: the bot's own message, or anyone's when the bot is
+/// an administrator with can_delete_messages. The platform checks and tells every member.
+pub(super) fn delete_group_message(bot: &BotShared, group: &GroupChat, message_id: i64) -> Result<Value, ApiError> {
+    if message_id <= 0 {
+        return Err(ApiError::bad_request(format!("message_id must be positive, got {message_id}")));
+    }
+    let req = DeleteGroupMessageRequest { group_id: group.group_id.clone(), message_id: message_id as u64, ..Default::default() };
+    let p = &bot.platform;
+    p.client
+        .delete_group_message(&req, p.opt())
+        .map_err(|e| admin_error(bot, "DeleteGroupMessage", "delete this message", e))?;
+    let chat_id = group.chat_id;
+    bot.store.write(move |c| chats::forget(c, chat_id, message_id)).map_err(store_error)?;
+    Ok(Value::Bool(true))
+}
+
+/// A post to a channel needs the owner's role or an administrator's can_post_messages (the
+/// platform refuses it too, but only once the outbox sends it: this answers the call now).
+pub(super) fn require_post_right(bot: &BotShared, channel: &GroupChat) -> Result<(), ApiError> {
+    let req = GroupRequest { group_id: channel.group_id.clone(), ..Default::default() };
+    let p = &bot.platform;
+    let info = p.client.get_group(&req, p.opt()).map_err(|e| platform_error(bot, "GetGroup", e))?;
+    let me = info.members.iter().find(|m| m.user.user_id == bot.compat_user_id);
+    let may_post = me.is_some_and(|m| match m.role.enum_value_or_default() {
+        GroupRole::OWNER => true,
+        GroupRole::ADMINISTRATOR => m.rights.can_post_messages,
+        _ => false,
+    });
+    if may_post {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(format!(
+        "not enough rights to post in channel {:?}: the bot needs to be an administrator with can_post_messages",
+        channel.title
+    )))
+}
