@@ -463,7 +463,7 @@ mod groups {
                 assert_eq!(e2e::group::join_welcome(&m.conn, &e.ciphertext).expect("joins"), gid);
                 None
             }
-            Kind::MEMBERSHIP | Kind::TITLE => None,
+            Kind::MEMBERSHIP | Kind::TITLE | Kind::JOIN_REQUEST | Kind::DELETED => None,
         };
         (e, got)
     }

@@ -102,7 +102,7 @@ impl Member {
                     Ok(_) => {}
                     Err(err) => panic!("user {} cannot process a group message: {err}", self.user_id),
                 },
-                Kind::MEMBERSHIP | Kind::TITLE => {}
+                Kind::MEMBERSHIP | Kind::TITLE | Kind::JOIN_REQUEST | Kind::DELETED => {}
             }
         }
     }
