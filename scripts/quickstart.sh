@@ -138,7 +138,7 @@ if [ -f "$QS/bot.json" ]; then
 else
     say "creating bot @$BOT_USERNAME by talking to @BotManager as $USER_NAME (dialog below)"
     python3 scripts/newbot.py --e2e-chat "$bin/e2e-chat" --profile "$QS/$USER_NAME" \
-        --username "$BOT_USERNAME" --name "Quickstart Bot" --capabilities dm,groups --out "$QS/bot.json.tmp" \
+        --username "$BOT_USERNAME" --name "Quickstart Bot" --capabilities dm,groups,channels --out "$QS/bot.json.tmp" \
         || die "creating bot @$BOT_USERNAME failed"
     mv "$QS/bot.json.tmp" "$QS/bot.json"
 fi
