@@ -293,6 +293,23 @@ mod tests {
     }
 
     #[test]
+    fn forum_topics_are_refused_by_method_and_by_parameter() {
+        let (_dir, bot) = bot();
+        let bot = &*bot;
+        for name in ["createForumTopic", "closegeneralforumtopic", "unpinAllForumTopicMessages"] {
+            let e = dispatch(bot, name, &Params::new()).expect_err("forum");
+            assert_eq!(e.status, 400);
+            assert!(e.description.contains("forum topics are not supported by this gateway"), "{name}: {e}");
+        }
+        let mut params = Params::new();
+        params.insert_text("chat_id", "5".into());
+        params.insert_text("message_thread_id", "3".into());
+        let e = dispatch(bot, "getMe", &params).expect_err("thread id");
+        assert_eq!(e.status, 400);
+        assert!(e.description.contains("message_thread_id: forum topics are not supported"), "{e}");
+    }
+
+    #[test]
     fn revoked_bot_answers_401_first() {
         let (_dir, bot) = bot();
         bot.status.revoked.store(true, Ordering::SeqCst);
