@@ -25,7 +25,7 @@ use grpcio::{RpcStatus, RpcStatusCode, ServerStreamingSink, WriteFlags};
 
 use super::store::{self, DeviceAddr, InboxEntry, Store};
 use crate::e2e::group::short_id;
-use crate::wire::platform::{group_delivery, GroupDelivery, GroupType, InboxEnvelope, MembershipChange};
+use crate::wire::platform::{group_delivery, GroupDelivery, GroupType, InboxEnvelope, JoinRequest, MembershipChange};
 
 /// Envelopes read from the database per query.
 const READ_BATCH: usize = 64;
@@ -462,27 +462,39 @@ fn envelope(e: InboxEntry) -> InboxEnvelope {
         date: e.date,
         ciphertext: e.ciphertext,
         client_message_id: e.client_message_id,
-        group: e.group.map(group_delivery).into(),
+        group: e.group.map(|g| group_delivery(g, e.message_id)).into(),
         ..Default::default()
     }
 }
 
-fn group_delivery(g: store::GroupEntry) -> GroupDelivery {
-    use protobuf::{Enum as _, Message as _};
-    let change = g.change.and_then(|bytes| match MembershipChange::parse_from_bytes(&bytes) {
-        Ok(change) => Some(change),
-        Err(e) => {
-            log::error!("a stored membership change of group {} does not decode: {e}", short_id(&g.group_id));
-            None
-        }
-    });
+/// The stored group columns as a GroupDelivery: the `change` blob is a MembershipChange, or
+/// for JOIN_REQUEST a JoinRequest; a DELETED delivery names the deleted message by the row's
+/// message id.
+fn group_delivery(g: store::GroupEntry, message_id: u64) -> GroupDelivery {
+    use protobuf::Enum as _;
+    let kind = group_delivery::Kind::from_i32(g.kind).unwrap_or_default();
+    fn decode<M: protobuf::Message>(bytes: Option<Vec<u8>>, what: &str, group_id: &[u8]) -> Option<M> {
+        bytes.and_then(|bytes| match M::parse_from_bytes(&bytes) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                log::error!("a stored {what} of group {} does not decode: {e}", short_id(group_id));
+                None
+            }
+        })
+    }
+    let (change, join_request) = match kind {
+        group_delivery::Kind::JOIN_REQUEST => (None, decode::<JoinRequest>(g.change, "join request", &g.group_id)),
+        _ => (decode::<MembershipChange>(g.change, "membership change", &g.group_id), None),
+    };
     GroupDelivery {
-        kind: group_delivery::Kind::from_i32(g.kind).unwrap_or_default().into(),
+        kind: kind.into(),
         group_seq: g.group_seq,
         epoch: g.epoch,
         title: g.title,
         type_: GroupType::from_i32(g.group_type).unwrap_or_default().into(),
         change: change.into(),
+        join_request: join_request.into(),
+        deleted_message_id: if kind == group_delivery::Kind::DELETED { message_id } else { 0 },
         group_id: g.group_id,
         ..Default::default()
     }

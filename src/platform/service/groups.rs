@@ -8,7 +8,7 @@ use openmls::prelude::*;
 use super::super::convert::invalid;
 use super::super::error::{PlatformError, Result};
 use super::super::inbox::InboxHub;
-use super::super::store::{parse_group_info, DeviceAddr, GroupMessage, GroupSendOutcome, NewGroup, Store};
+use super::super::store::{parse_group_info, DeviceAddr, GroupMessage, GroupSendOutcome, LinkSettings, NewGroup, Store, LINK_PREFIX};
 use crate::clock::unix_now;
 use crate::crypto::mls;
 use crate::e2e::group::short_id;
@@ -166,7 +166,7 @@ pub(super) fn remove_group_member(
     caller: DeviceAddr,
     req: pb::RemoveGroupMemberRequest,
 ) -> Result<pb::MembershipResponse> {
-    let changed = store.remove_group_member(caller, &group_id(&req.group_id)?, req.user_id, unix_now())?;
+    let changed = store.remove_group_member(caller, &group_id(&req.group_id)?, req.user_id, req.until_date.max(0), unix_now())?;
     Ok(membership(hub, changed))
 }
 
@@ -234,57 +234,157 @@ pub(super) fn send_group_message(
     Ok(r)
 }
 
-// TODO(issue 13, platform helper): implement.
-pub(super) fn unban_group_member(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::UnbanGroupMemberRequest) -> Result<pb::MembershipResponse> {
-    Err(PlatformError::FailedPrecondition("UnbanGroupMember is not implemented yet".into()))
+// ── Administration (store/groups/admin.rs has the rules) ──
+
+pub(super) fn unban_group_member(
+    store: &Store,
+    hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::UnbanGroupMemberRequest,
+) -> Result<pb::MembershipResponse> {
+    let changed = store.unban_group_member(caller, &group_id(&req.group_id)?, req.user_id, req.only_if_banned, unix_now())?;
+    Ok(membership(hub, changed))
 }
 
-// TODO(issue 13, platform helper): implement.
-pub(super) fn restrict_group_member(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::RestrictGroupMemberRequest) -> Result<pb::MembershipResponse> {
-    Err(PlatformError::FailedPrecondition("RestrictGroupMember is not implemented yet".into()))
+pub(super) fn restrict_group_member(
+    store: &Store,
+    hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::RestrictGroupMemberRequest,
+) -> Result<pb::MembershipResponse> {
+    let gid = group_id(&req.group_id)?;
+    let changed =
+        store.restrict_group_member(caller, &gid, req.user_id, req.can_send_messages, req.until_date.max(0), unix_now())?;
+    Ok(membership(hub, changed))
 }
 
-// TODO(issue 13, platform helper): implement.
-pub(super) fn promote_group_member(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::PromoteGroupMemberRequest) -> Result<pb::MembershipResponse> {
-    Err(PlatformError::FailedPrecondition("PromoteGroupMember is not implemented yet".into()))
+/// AdminRights as bits in field order (the store's form).
+fn rights_bits(r: &pb::AdminRights) -> u32 {
+    [
+        r.can_change_info,
+        r.can_delete_messages,
+        r.can_invite_users,
+        r.can_restrict_members,
+        r.can_promote_members,
+        r.can_post_messages,
+        r.can_manage_chat,
+    ]
+    .iter()
+    .enumerate()
+    .fold(0, |bits, (i, on)| if *on { bits | 1 << i } else { bits })
 }
 
-// TODO(issue 13, platform helper): implement.
-pub(super) fn delete_group_message(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::DeleteGroupMessageRequest) -> Result<pb::DeleteGroupMessageResponse> {
-    Err(PlatformError::FailedPrecondition("DeleteGroupMessage is not implemented yet".into()))
+pub(super) fn promote_group_member(
+    store: &Store,
+    hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::PromoteGroupMemberRequest,
+) -> Result<pb::MembershipResponse> {
+    let bits = rights_bits(req.rights.get_or_default());
+    let changed = store.promote_group_member(caller, &group_id(&req.group_id)?, req.user_id, bits, unix_now())?;
+    Ok(membership(hub, changed))
 }
 
-// TODO(issue 13, platform helper): implement.
-pub(super) fn create_invite_link(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::CreateInviteLinkRequest) -> Result<pb::InviteLink> {
-    Err(PlatformError::FailedPrecondition("CreateInviteLink is not implemented yet".into()))
+pub(super) fn delete_group_message(
+    store: &Store,
+    hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::DeleteGroupMessageRequest,
+) -> Result<pb::DeleteGroupMessageResponse> {
+    if req.message_id == 0 {
+        return Err(invalid("message_id is required"));
+    }
+    let told = store.delete_group_message(caller, &group_id(&req.group_id)?, req.message_id, unix_now())?;
+    hub.notify(&told);
+    Ok(pb::DeleteGroupMessageResponse::new())
 }
 
-// TODO(issue 13, platform helper): implement.
-pub(super) fn edit_invite_link(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::EditInviteLinkRequest) -> Result<pb::InviteLink> {
-    Err(PlatformError::FailedPrecondition("EditInviteLink is not implemented yet".into()))
+// ── Invite links and join requests ──
+
+/// A link as sent: `e2e://join/` and a token of URL-safe base64.
+fn check_link(link: &str) -> Result<&str> {
+    let token = link.strip_prefix(LINK_PREFIX).unwrap_or("");
+    if token.is_empty() || token.len() > 64 || !token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        return Err(invalid(format!("invite link must look like {LINK_PREFIX}<token>")));
+    }
+    Ok(link)
 }
 
-// TODO(issue 13, platform helper): implement.
-pub(super) fn revoke_invite_link(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::InviteLinkRequest) -> Result<pb::InviteLink> {
-    Err(PlatformError::FailedPrecondition("RevokeInviteLink is not implemented yet".into()))
+pub(super) fn create_invite_link(
+    store: &Store,
+    _hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::CreateInviteLinkRequest,
+) -> Result<pb::InviteLink> {
+    let settings = LinkSettings {
+        name: req.name,
+        expire_date: req.expire_date,
+        member_limit: req.member_limit,
+        creates_join_request: req.creates_join_request,
+    };
+    store.create_invite_link(caller, &group_id(&req.group_id)?, &settings, unix_now())
 }
 
-// TODO(issue 13, platform helper): implement.
-pub(super) fn export_invite_link(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::GroupRequest) -> Result<pb::InviteLink> {
-    Err(PlatformError::FailedPrecondition("ExportInviteLink is not implemented yet".into()))
+pub(super) fn edit_invite_link(
+    store: &Store,
+    _hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::EditInviteLinkRequest,
+) -> Result<pb::InviteLink> {
+    let settings = LinkSettings {
+        name: req.name,
+        expire_date: req.expire_date,
+        member_limit: req.member_limit,
+        creates_join_request: req.creates_join_request,
+    };
+    store.edit_invite_link(caller, &group_id(&req.group_id)?, check_link(&req.link)?, &settings, unix_now())
 }
 
-// TODO(issue 13, platform helper): implement.
-pub(super) fn join_by_link(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::JoinByLinkRequest) -> Result<pb::JoinByLinkResponse> {
-    Err(PlatformError::FailedPrecondition("JoinByLink is not implemented yet".into()))
+pub(super) fn revoke_invite_link(
+    store: &Store,
+    _hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::InviteLinkRequest,
+) -> Result<pb::InviteLink> {
+    store.revoke_invite_link(caller, &group_id(&req.group_id)?, check_link(&req.link)?, unix_now())
 }
 
-// TODO(issue 13, platform helper): implement.
-pub(super) fn approve_join_request(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::JoinRequestDecision) -> Result<pb::MembershipResponse> {
-    Err(PlatformError::FailedPrecondition("ApproveJoinRequest is not implemented yet".into()))
+pub(super) fn export_invite_link(
+    store: &Store,
+    _hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::GroupRequest,
+) -> Result<pb::InviteLink> {
+    store.export_invite_link(caller, &group_id(&req.group_id)?, unix_now())
 }
 
-// TODO(issue 13, platform helper): implement.
-pub(super) fn decline_join_request(_store: &Store, _hub: &InboxHub, _caller: DeviceAddr, _req: pb::JoinRequestDecision) -> Result<pb::MembershipResponse> {
-    Err(PlatformError::FailedPrecondition("DeclineJoinRequest is not implemented yet".into()))
+pub(super) fn join_by_link(
+    store: &Store,
+    hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::JoinByLinkRequest,
+) -> Result<pb::JoinByLinkResponse> {
+    let (answer, told) = store.join_by_link(caller, check_link(&req.link)?, unix_now())?;
+    hub.notify(&told);
+    Ok(answer)
+}
+
+pub(super) fn approve_join_request(
+    store: &Store,
+    hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::JoinRequestDecision,
+) -> Result<pb::MembershipResponse> {
+    let changed = store.decide_join_request(caller, &group_id(&req.group_id)?, req.user_id, true, unix_now())?;
+    Ok(membership(hub, changed))
+}
+
+pub(super) fn decline_join_request(
+    store: &Store,
+    hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::JoinRequestDecision,
+) -> Result<pb::MembershipResponse> {
+    let changed = store.decide_join_request(caller, &group_id(&req.group_id)?, req.user_id, false, unix_now())?;
+    Ok(membership(hub, changed))
 }

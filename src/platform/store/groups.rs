@@ -159,11 +159,29 @@ struct GroupRow {
 }
 
 /// One user's role in a group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct MemberRow {
     role: Role,
     rights: u32,
     since: i64,
+    /// RESTRICTED and BANNED: when it ends (0 = never).
+    until: i64,
+}
+
+impl MemberRow {
+    fn new(role: Role, now: i64) -> MemberRow {
+        MemberRow { role, since: now, ..MemberRow::default() }
+    }
+
+    /// The role as it acts at `now`: an ended restriction is MEMBER, an ended ban LEFT.
+    fn effective(&self, now: i64) -> Role {
+        let ended = self.until != 0 && now >= self.until;
+        match self.role {
+            Role::RESTRICTED if ended => Role::MEMBER,
+            Role::BANNED if ended => Role::LEFT,
+            role => role,
+        }
+    }
 }
 
 fn rights_pb(bits: u32) -> pb::AdminRights {
@@ -183,8 +201,10 @@ fn rights_pb(bits: u32) -> pb::AdminRights {
 /// Bit of `AdminRights.can_change_info`, `can_invite_users`, `can_restrict_members`,
 /// `can_post_messages`.
 const CAN_CHANGE_INFO: u32 = 1;
+const CAN_DELETE: u32 = 1 << 1;
 const CAN_INVITE: u32 = 1 << 2;
 const CAN_RESTRICT: u32 = 1 << 3;
+const CAN_PROMOTE: u32 = 1 << 4;
 const CAN_POST: u32 = 1 << 5;
 
 /// Holds a seat: may read, and (as the type allows) write.
@@ -295,13 +315,14 @@ fn group_row(tx: &Connection, group_id: &[u8]) -> Result<Option<GroupRow>> {
 }
 
 fn member(tx: &Connection, group_id: &[u8], user_id: u64) -> Result<Option<MemberRow>> {
-    tx.prepare_cached("SELECT role, rights, since FROM group_members WHERE group_id = ?1 AND user_id = ?2")
+    tx.prepare_cached("SELECT role, rights, since, until_date FROM group_members WHERE group_id = ?1 AND user_id = ?2")
         .and_then(|mut s| {
             s.query_row(params![group_id, user_id], |r| {
                 Ok(MemberRow {
                     role: Role::from_i32(r.get(0)?).unwrap_or_default(),
                     rights: r.get(1)?,
                     since: r.get(2)?,
+                    until: r.get(3)?,
                 })
             })
             .optional()
@@ -323,12 +344,15 @@ fn group_for(
     }
 }
 
+/// Writes a role; the invite link a user came by is forgotten (`admin::set_joined_by` records
+/// it for an INVITED user after this).
 fn set_member(tx: &Connection, group_id: &[u8], user_id: u64, m: &MemberRow) -> Result<()> {
     tx.prepare_cached(
-        "INSERT INTO group_members (group_id, user_id, role, rights, since) VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (group_id, user_id) DO UPDATE SET role = ?3, rights = ?4, since = ?5",
+        "INSERT INTO group_members (group_id, user_id, role, rights, since, until_date) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (group_id, user_id) DO UPDATE
+         SET role = ?3, rights = ?4, since = ?5, until_date = ?6, via_link = NULL, via_request = 0",
     )
-    .and_then(|mut s| s.execute(params![group_id, user_id, m.role.value(), m.rights, m.since]))
+    .and_then(|mut s| s.execute(params![group_id, user_id, m.role.value(), m.rights, m.since, m.until]))
     .map_err(db_error("writing a group member"))?;
     Ok(())
 }
@@ -391,6 +415,7 @@ fn member_pb(tx: &Connection, user_id: u64, m: &MemberRow) -> Result<pb::GroupMe
         role: m.role.into(),
         rights: if m.role == Role::ADMINISTRATOR { Some(rights_pb(m.rights)).into() } else { None.into() },
         since: m.since,
+        until_date: m.until,
         ..Default::default()
     })
 }
@@ -399,14 +424,19 @@ fn group_pb(tx: &Connection, group_id: &[u8]) -> Result<pb::Group> {
     let g = group_row(tx, group_id)?.ok_or_else(|| not_found(group_id))?;
     let mut stmt = tx
         .prepare_cached(
-            "SELECT user_id, role, rights, since FROM group_members WHERE group_id = ?1 ORDER BY since, user_id",
+            "SELECT user_id, role, rights, since, until_date FROM group_members WHERE group_id = ?1 ORDER BY since, user_id",
         )
         .map_err(db_error("reading group members"))?;
     let rows: Vec<(u64, MemberRow)> = stmt
         .query_map(params![group_id], |r| {
             Ok((
                 r.get(0)?,
-                MemberRow { role: Role::from_i32(r.get(1)?).unwrap_or_default(), rights: r.get(2)?, since: r.get(3)? },
+                MemberRow {
+                    role: Role::from_i32(r.get(1)?).unwrap_or_default(),
+                    rights: r.get(2)?,
+                    since: r.get(3)?,
+                    until: r.get(4)?,
+                },
             ))
         })
         .and_then(|rows| rows.collect())
@@ -484,12 +514,35 @@ fn change_role(
     now: i64,
     delivered: &mut BTreeSet<DeviceAddr>,
 ) -> Result<()> {
-    let old = member(tx, group_id, user_id)?.unwrap_or(MemberRow { role: Role::LEFT, rights: 0, since: 0 });
+    change_role_by_link(tx, group_id, epoch, actor, user_id, new, now, None, delivered)
+}
+
+/// [`change_role`] of a join by invite link: the change names the link, and whether an
+/// approved join request let the user in.
+#[allow(clippy::too_many_arguments)]
+fn change_role_by_link(
+    tx: &Connection,
+    group_id: &[u8],
+    epoch: u64,
+    actor: DeviceAddr,
+    user_id: u64,
+    new: MemberRow,
+    now: i64,
+    joined_by: Option<(pb::InviteLink, bool)>,
+    delivered: &mut BTreeSet<DeviceAddr>,
+) -> Result<()> {
+    let old = member(tx, group_id, user_id)?.unwrap_or(MemberRow::new(Role::LEFT, 0));
     set_member(tx, group_id, user_id, &new)?;
+    let (invite_link, via_join_request) = match joined_by {
+        Some((link, request)) => (Some(link), request),
+        None => (None, false),
+    };
     let change = pb::MembershipChange {
         old: Some(member_pb(tx, user_id, &old)?).into(),
         new: Some(member_pb(tx, user_id, &new)?).into(),
         actor: Some(profile(tx, actor.user_id)?).into(),
+        invite_link: invite_link.into(),
+        via_join_request,
         ..Default::default()
     }
     .write_to_bytes()
@@ -509,6 +562,34 @@ fn change_role(
     };
     deliver(tx, &d, to, delivered)?;
     Ok(())
+}
+
+/// The user's username, when they exist and (a bot) hold the capability the group's type
+/// needs: `groups` or `channels` (FAILED_PRECONDITION otherwise).
+fn may_be_in(tx: &Connection, user_id: u64, group_type: pb::GroupType) -> Result<String> {
+    let account = tx
+        .prepare_cached("SELECT username, is_bot, capabilities FROM accounts WHERE id = ?1")
+        .and_then(|mut s| {
+            s.query_row(params![user_id], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?, r.get::<_, Option<String>>(2)?))
+            })
+            .optional()
+        })
+        .map_err(db_error("reading an account"))?;
+    let Some((username, is_bot, capabilities)) = account else {
+        return Err(PlatformError::NotFound(format!("no user with id {user_id}")));
+    };
+    if is_bot {
+        let needed = match group_type {
+            pb::GroupType::GROUP => "groups",
+            pb::GroupType::CHANNEL => "channels",
+        };
+        let caps = capabilities.unwrap_or_default();
+        if !caps.split(',').any(|c| c.trim() == needed) {
+            return Err(PlatformError::FailedPrecondition(format!("bot @{username} does not have the {needed} capability")));
+        }
+    }
+    Ok(username)
 }
 
 // ── The store's operations ──
@@ -625,7 +706,7 @@ impl Store {
                 s.execute(params![g.group_id, g.title, g.group_type.value(), g.group_info, caller.user_id, now])
             })
             .map_err(db_error("creating a group"))?;
-            set_member(tx, &g.group_id, caller.user_id, &MemberRow { role: Role::OWNER, rights: 0, since: now })?;
+            set_member(tx, &g.group_id, caller.user_id, &MemberRow::new(Role::OWNER, now))?;
             join_device(tx, &g.group_id, caller, now)?;
             group_pb(tx, &g.group_id)
         })
@@ -675,7 +756,7 @@ impl Store {
         self.write_tx("adding a group member", |tx| {
             let (group, me) = group_for(tx, group_id, caller.user_id, seated)?;
             let allowed = match group.group_type {
-                pb::GroupType::GROUP => me.role != Role::RESTRICTED,
+                pb::GroupType::GROUP => me.effective(now) != Role::RESTRICTED,
                 pb::GroupType::CHANNEL => admin_with(&me, CAN_INVITE),
             };
             if !allowed {
@@ -686,32 +767,9 @@ impl Store {
                     }
                 }));
             }
-            let account = tx
-                .prepare_cached("SELECT username, is_bot, capabilities FROM accounts WHERE id = ?1")
-                .and_then(|mut s| {
-                    s.query_row(params![target], |r| {
-                        Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?, r.get::<_, Option<String>>(2)?))
-                    })
-                    .optional()
-                })
-                .map_err(db_error("reading an account"))?;
-            let Some((username, is_bot, capabilities)) = account else {
-                return Err(PlatformError::NotFound(format!("no user with id {target}")));
-            };
-            if is_bot {
-                let needed = match group.group_type {
-                    pb::GroupType::GROUP => "groups",
-                    pb::GroupType::CHANNEL => "channels",
-                };
-                let caps = capabilities.unwrap_or_default();
-                if !caps.split(',').any(|c| c.trim() == needed) {
-                    return Err(PlatformError::FailedPrecondition(format!(
-                        "bot @{username} does not have the {needed} capability"
-                    )));
-                }
-            }
+            let username = may_be_in(tx, target, group.group_type)?;
             let mut delivered = BTreeSet::new();
-            match member(tx, group_id, target)?.map(|m| m.role) {
+            match member(tx, group_id, target)?.map(|m| m.effective(now)) {
                 Some(role) if seated(role) => {
                     return Err(PlatformError::AlreadyExists(format!("@{username} is already a member of this group")))
                 }
@@ -724,7 +782,7 @@ impl Store {
                 }
                 _ => {}
             }
-            let invited = MemberRow { role: Role::INVITED, rights: 0, since: now };
+            let invited = MemberRow::new(Role::INVITED, now);
             change_role(tx, group_id, group.epoch, caller, target, invited, now, &mut delivered)?;
             Ok((group_pb(tx, group_id)?, delivered))
         })
@@ -736,6 +794,7 @@ impl Store {
         caller: DeviceAddr,
         group_id: &[u8],
         target: u64,
+        until: i64,
         now: i64,
     ) -> Result<(pb::Group, BTreeSet<DeviceAddr>)> {
         self.write_tx("removing a group member", |tx| {
@@ -755,7 +814,7 @@ impl Store {
                 _ => return Err(PlatformError::NotFound(format!("@{who} is not a member of this group"))),
             }
             let mut delivered = BTreeSet::new();
-            let banned = MemberRow { role: Role::BANNED, rights: 0, since: now };
+            let banned = MemberRow { until, ..MemberRow::new(Role::BANNED, now) };
             change_role(tx, group_id, group.epoch, caller, target, banned, now, &mut delivered)?;
             Ok((group_pb(tx, group_id)?, delivered))
         })
@@ -783,12 +842,14 @@ impl Store {
             .write_to_bytes()
             .map_err(|e| PlatformError::Internal(format!("encoding a title change: {e}")))?;
             let mut delivered = BTreeSet::new();
+            let message_id = next_group_message_id(tx, group_id)?;
+            admin::record_message(tx, group_id, message_id, caller.user_id, now)?;
             let d = Delivery {
                 group_id,
                 kind: DeliveryKind::TITLE,
                 epoch: group.epoch,
                 sender: caller,
-                message_id: next_group_message_id(tx, group_id)?,
+                message_id,
                 date: now,
                 client_message_id: "",
                 ciphertext: &[],
@@ -824,7 +885,7 @@ impl Store {
                 }
             }
             let mut delivered = BTreeSet::new();
-            let left = MemberRow { role: Role::LEFT, rights: 0, since: now };
+            let left = MemberRow::new(Role::LEFT, now);
             change_role(tx, group_id, group.epoch, caller, caller.user_id, left, now, &mut delivered)?;
             Ok((group_pb(tx, group_id)?, delivered))
         })
@@ -1034,7 +1095,7 @@ fn accept_application(
         return Ok(GroupSendOutcome::Rejected("application messages must be encrypted (PrivateMessage)".into()));
     }
     let allowed = match group.group_type {
-        pb::GroupType::GROUP => me.role != Role::RESTRICTED,
+        pb::GroupType::GROUP => me.effective(now) != Role::RESTRICTED,
         pb::GroupType::CHANNEL => admin_with(me, CAN_POST),
     };
     if !allowed {
@@ -1077,6 +1138,7 @@ fn accept_application(
         change: None,
     };
     let group_seq = deliver(tx, &d, joined.into_iter().filter(|a| *a != caller), delivered)?;
+    admin::record_message(tx, &m.group_id, message_id, caller.user_id, now)?;
     Ok(GroupSendOutcome::Ok { epoch: group.epoch, group_seq, message_id, date: now })
 }
 
@@ -1169,8 +1231,9 @@ fn accept_commit(
             // The user themself joined: their (first) device that did is the actor.
             let actor =
                 effect.joiner.iter().chain(&effect.added).copied().find(|a| a.user_id == user).unwrap_or(caller);
-            let joined = MemberRow { role: Role::MEMBER, rights: 0, since: now };
-            change_role(tx, m.group_id, epoch, actor, user, joined, now, delivered)?;
+            let joined_by = admin::joined_by(tx, m.group_id, user)?;
+            let joined = MemberRow::new(Role::MEMBER, now);
+            change_role_by_link(tx, m.group_id, epoch, actor, user, joined, now, joined_by, delivered)?;
         }
     }
     Ok(GroupSendOutcome::Ok { epoch, group_seq, message_id: 0, date: now })
@@ -1269,5 +1332,8 @@ fn check_commit(
     Ok(Ok(effect))
 }
 
+mod admin;
+pub use admin::{LinkSettings, LINK_PREFIX};
+pub(super) use admin::SCHEMA_ADMIN;
 #[cfg(test)]
 mod tests;

@@ -34,7 +34,7 @@ pub use inline::{InlineSession, INLINE_SESSION_TTL_SECS};
 pub use devices::device_removed_message;
 pub use files::{check_file_ref, StagedUpload};
 pub use groups::{
-    parse_group_info, GroupMessage, GroupSendOutcome, NewGroup, KEY_PACKAGES_PER_DEVICE_MAX,
+    parse_group_info, GroupMessage, GroupSendOutcome, LinkSettings, NewGroup, KEY_PACKAGES_PER_DEVICE_MAX, LINK_PREFIX,
 };
 pub use messages::read_inbox;
 pub use profile::{CommandsKey, DescriptionField};
@@ -56,6 +56,9 @@ pub(crate) const STEPS: &[Step] = &[
     // Groups: the MLS delivery service (`groups`); inbox rows may carry a group delivery.
     // openmls' own tables (`openmls_*`) are migrated by its storage crate after these steps.
     Step { version: 6, sql: &[groups::SCHEMA_GROUPS] },
+    // Administration: ends of bans and restrictions, invite links, join requests, and who sent
+    // which group message (`groups::admin`).
+    Step { version: 7, sql: &[groups::SCHEMA_ADMIN] },
 ];
 
 /// Step 4: devices of a bot: when each was last seen (an authenticated call or an Inbox stream,

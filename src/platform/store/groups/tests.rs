@@ -285,7 +285,7 @@ fn membership_rules_and_removals() {
         Err(PlatformError::AlreadyExists(e)) if e.contains("@alice")
     ));
     assert!(matches!(
-        store.remove_group_member(bob.addr, &GID, alice.addr.user_id, 1),
+        store.remove_group_member(bob.addr, &GID, alice.addr.user_id, 0, 1),
         Err(PlatformError::PermissionDenied(e)) if e.contains("can_restrict_members")
     ));
     assert!(
@@ -293,10 +293,10 @@ fn membership_rules_and_removals() {
     );
 
     // Restricted: reads, may not write.
-    set_member(&store.lock(), &GID, bob.addr.user_id, &MemberRow { role: Role::RESTRICTED, rights: 0, since: 1 })
+    set_member(&store.lock(), &GID, bob.addr.user_id, &MemberRow::new(Role::RESTRICTED, 1))
         .unwrap();
     assert!(matches!(say(&store, &bob, "r", "hi"), GroupSendOutcome::Rejected(e) if e.contains("restricted")));
-    set_member(&store.lock(), &GID, bob.addr.user_id, &MemberRow { role: Role::MEMBER, rights: 0, since: 1 }).unwrap();
+    set_member(&store.lock(), &GID, bob.addr.user_id, &MemberRow::new(Role::MEMBER, 1)).unwrap();
 
     // Bob leaves: messages wait for the removal of his leaf.
     inbox(&store, &bob);
@@ -368,4 +368,160 @@ fn create_checks_the_leaf_and_key_packages_are_claimed_once() {
     assert_eq!(seen.len(), 3, "each key package handed out once");
     assert_eq!(store.claim_key_packages(alice.addr, bob.addr.user_id).unwrap(), (vec![], vec![bob.addr.device_id]));
     assert!(matches!(store.claim_key_packages(alice.addr, 424242), Err(PlatformError::NotFound(_))));
+}
+
+/// `d` joins by an external commit from the platform's GroupInfo; the owner catches up.
+fn join_external(store: &Store, d: &Dev, cmid: &str) {
+    let (info, _) = store.group_info(d.addr.user_id, &GID).expect("info");
+    let (_, join) = e2e::group::join_external(&d.conn, &info).expect("join");
+    ok(&send(store, d, cmid, &join));
+}
+
+fn role_of(store: &Store, owner: &Dev, user: &Dev) -> Role {
+    let g = store.get_group(owner.addr.user_id, &GID).expect("group");
+    roles(&g).into_iter().find(|(u, _)| *u == user.addr.user_id).map(|(_, r)| r).unwrap_or(Role::LEFT)
+}
+
+#[test]
+fn promotions_restrictions_bans_and_deletions() {
+    let (_d, store) = store();
+    let alice = user(&store, "alice");
+    let bob = user(&store, "bob");
+    let carol = user(&store, "carol");
+    create(&store, &alice, pb::GroupType::GROUP);
+    for (d, cmid) in [(&bob, "jb"), (&carol, "jc")] {
+        store.add_group_member(alice.addr, &GID, d.addr.user_id, 1100).expect("invite");
+        join_external(&store, d, cmid);
+        catch_up(&store, &alice);
+    }
+    catch_up(&store, &bob);
+    catch_up(&store, &carol);
+
+    // Bob is promoted with restrict + promote; he cannot grant what he lacks.
+    let denied = |r: Result<(pb::Group, BTreeSet<DeviceAddr>)>| matches!(r, Err(PlatformError::PermissionDenied(_)));
+    assert!(denied(store.promote_group_member(bob.addr, &GID, carol.addr.user_id, CAN_RESTRICT, 1200)), "a member");
+    store.promote_group_member(alice.addr, &GID, bob.addr.user_id, CAN_RESTRICT | CAN_PROMOTE, 1200).expect("promote");
+    assert_eq!(role_of(&store, &alice, &bob), Role::ADMINISTRATOR);
+    assert!(denied(store.promote_group_member(bob.addr, &GID, carol.addr.user_id, CAN_DELETE, 1200)), "not his right");
+    assert!(denied(store.promote_group_member(bob.addr, &GID, alice.addr.user_id, CAN_RESTRICT, 1200)), "the owner");
+
+    // Carol is restricted until 5000: her message is refused, and accepted after it ends.
+    let (_, told) = store.restrict_group_member(bob.addr, &GID, carol.addr.user_id, false, 5000, 1300).expect("restrict");
+    assert!(told.contains(&carol.addr));
+    let c = inbox(&store, &carol).iter().filter(|e| kind(e) == DeliveryKind::MEMBERSHIP).map(change).last().expect("told");
+    assert_eq!((c.new.role.enum_value_or_default(), c.new.until_date), (Role::RESTRICTED, 5000));
+    catch_up(&store, &alice);
+    catch_up(&store, &bob);
+    let (bytes, _) = e2e::group::encrypt(&carol.conn, &GID, b"hi").expect("encrypt");
+    let m = GroupMessage::decode(GID.to_vec(), "c1".into(), bytes, Vec::new(), Vec::new()).expect("decodes");
+    let refused = store.send_group_message(carol.addr, m, 2000).expect("send").0;
+    assert!(matches!(refused, GroupSendOutcome::Rejected(ref e) if e.contains("restricted")), "{refused:?}");
+    let (bytes, _) = e2e::group::encrypt(&carol.conn, &GID, b"later").expect("encrypt");
+    let m = GroupMessage::decode(GID.to_vec(), "c2".into(), bytes, Vec::new(), Vec::new()).expect("decodes");
+    let (_, _, carol_msg) = ok(&store.send_group_message(carol.addr, m, 6000).expect("send").0);
+
+    // Deletions: Bob (no delete right) may not delete Carol's message; Alice may; twice is NOT_FOUND.
+    assert!(matches!(
+        store.delete_group_message(bob.addr, &GID, carol_msg, 6100),
+        Err(PlatformError::PermissionDenied(_))
+    ));
+    let told = store.delete_group_message(alice.addr, &GID, carol_msg, 6100).expect("owner deletes");
+    assert!(told.contains(&carol.addr) && told.contains(&bob.addr));
+    let deleted = inbox(&store, &bob).into_iter().find(|e| kind(e) == DeliveryKind::DELETED).expect("DELETED");
+    assert_eq!(deleted.message_id, carol_msg);
+    assert!(matches!(store.delete_group_message(alice.addr, &GID, carol_msg, 6100), Err(PlatformError::NotFound(_))));
+
+    // Bob bans Carol until 9000; her link join is refused until unbanned.
+    store.remove_group_member(bob.addr, &GID, carol.addr.user_id, 9000, 6200).expect("ban");
+    assert_eq!(role_of(&store, &alice, &carol), Role::BANNED);
+    let link = store.export_invite_link(alice.addr, &GID, 6200).expect("export").link;
+    assert!(matches!(store.join_by_link(carol.addr, &link, 6300), Err(PlatformError::FailedPrecondition(e)) if e.contains("banned")));
+    let (g, _) = store.unban_group_member(bob.addr, &GID, carol.addr.user_id, true, 6300).expect("unban");
+    assert_eq!(roles(&g).iter().find(|(u, _)| *u == carol.addr.user_id).map(|(_, r)| *r), Some(Role::LEFT));
+    let (answer, _) = store.join_by_link(carol.addr, &link, 6400).expect("joins by link");
+    assert_eq!(answer.status.enum_value_or_default(), pb::join_by_link_response::Status::INVITED);
+    // only_if_banned leaves a member alone; without it, a member is removed.
+    let (g, told) = store.unban_group_member(bob.addr, &GID, alice.addr.user_id, true, 6400).expect("no-op");
+    assert!(told.is_empty());
+    assert_eq!(roles(&g)[0].1, Role::OWNER);
+}
+
+#[test]
+fn invite_links_and_join_requests() {
+    let (_d, store) = store();
+    let alice = user(&store, "alice");
+    let bob = user(&store, "bob");
+    let carol = user(&store, "carol");
+    let dave = user(&store, "dave");
+    let no_channels = bot(&store, "grp_bot", "dm,groups");
+    create(&store, &alice, pb::GroupType::CHANNEL);
+    let invalid = |r: Result<pb::InviteLink>| matches!(r, Err(PlatformError::InvalidArgument(_)));
+    let s = |name: &str, expire_date, member_limit, creates_join_request| LinkSettings {
+        name: name.into(),
+        expire_date,
+        member_limit,
+        creates_join_request,
+    };
+    assert!(invalid(store.create_invite_link(alice.addr, &GID, &s(&"x".repeat(33), 0, 0, false), 1000)));
+    assert!(invalid(store.create_invite_link(alice.addr, &GID, &s("", 999, 0, false), 1000)), "expired at birth");
+    assert!(invalid(store.create_invite_link(alice.addr, &GID, &s("", 0, 3, true), 1000)), "exclusive");
+    assert!(matches!(
+        store.create_invite_link(bob.addr, &GID, &s("", 0, 0, false), 1000),
+        Err(PlatformError::NotFound(_))
+    ));
+
+    // A link for one member: Bob joins by it (INVITED, then MEMBER carrying the link); Carol finds it full.
+    let one = store.create_invite_link(alice.addr, &GID, &s("one", 0, 1, false), 1000).expect("create");
+    assert!(one.link.starts_with(LINK_PREFIX) && one.link.len() == LINK_PREFIX.len() + 22, "{}", one.link);
+    assert_eq!((one.name.as_str(), one.member_limit, one.is_primary), ("one", 1, false));
+    let (answer, told) = store.join_by_link(bob.addr, &one.link, 1100).expect("join");
+    assert!(told.contains(&alice.addr));
+    assert_eq!(answer.type_.enum_value_or_default(), pb::GroupType::CHANNEL);
+    join_external(&store, &bob, "jb");
+    let changes: Vec<_> = inbox(&store, &alice).iter().filter(|e| kind(e) == DeliveryKind::MEMBERSHIP).map(change).collect();
+    assert_eq!(changes.len(), 2);
+    assert_eq!(changes[1].new.role.enum_value_or_default(), Role::MEMBER);
+    assert_eq!(changes[1].invite_link.link, one.link, "the join names the link");
+    assert!(matches!(store.join_by_link(carol.addr, &one.link, 1200), Err(PlatformError::FailedPrecondition(e)) if e.contains("limit")));
+    assert!(matches!(store.join_by_link(bob.addr, &one.link, 1200), Err(PlatformError::AlreadyExists(_)) | Err(PlatformError::FailedPrecondition(_))));
+
+    // Expired, revoked, unknown; a bot without `channels`.
+    let soon = store.create_invite_link(alice.addr, &GID, &s("", 1300, 0, false), 1200).expect("create");
+    assert!(matches!(store.join_by_link(carol.addr, &soon.link, 1300), Err(PlatformError::FailedPrecondition(e)) if e.contains("expired")));
+    let revoked = store.revoke_invite_link(alice.addr, &GID, &soon.link, 1200).expect("revoke");
+    assert!(revoked.is_revoked);
+    assert!(matches!(store.join_by_link(carol.addr, &soon.link, 1250), Err(PlatformError::FailedPrecondition(e)) if e.contains("revoked")));
+    assert!(matches!(store.join_by_link(carol.addr, "e2e://join/nope", 1250), Err(PlatformError::NotFound(_))));
+    let open = store.export_invite_link(alice.addr, &GID, 1250).expect("export");
+    assert!(open.is_primary);
+    assert!(matches!(store.join_by_link(no_channels.addr, &open.link, 1250), Err(PlatformError::FailedPrecondition(e)) if e.contains("channels")));
+    let again = store.export_invite_link(alice.addr, &GID, 1260).expect("export again");
+    assert!(matches!(store.join_by_link(carol.addr, &open.link, 1260), Err(PlatformError::FailedPrecondition(e)) if e.contains("revoked")), "the old primary is revoked");
+    assert!(again.is_primary);
+
+    // Join requests: the owner is told; approved (Carol joins by commit), declined (Dave is told).
+    let ask = store.create_invite_link(alice.addr, &GID, &s("ask", 0, 0, true), 1300).expect("create");
+    for d in [&carol, &dave] {
+        let (answer, told) = store.join_by_link(d.addr, &ask.link, 1400).expect("ask");
+        assert_eq!(answer.status.enum_value_or_default(), pb::join_by_link_response::Status::REQUESTED);
+        assert!(told.contains(&alice.addr) && !told.contains(&bob.addr), "the owner only");
+        assert!(store.join_by_link(d.addr, &ask.link, 1401).expect("again").1.is_empty(), "one request per user");
+    }
+    let requests: Vec<_> = inbox(&store, &alice).into_iter().filter(|e| kind(e) == DeliveryKind::JOIN_REQUEST).collect();
+    assert_eq!(requests.len(), 2);
+    let r = pb::JoinRequest::parse_from_bytes(requests[0].group.as_ref().unwrap().change.as_ref().unwrap()).unwrap();
+    assert_eq!((r.user.user_id, r.invite_link.link.as_str()), (carol.addr.user_id, ask.link.as_str()));
+    assert_eq!(store.revoke_invite_link(alice.addr, &GID, &ask.link, 1400).map(|l| l.pending_join_request_count).ok(), Some(2));
+    assert!(matches!(store.decide_join_request(bob.addr, &GID, carol.addr.user_id, true, 1500), Err(PlatformError::PermissionDenied(_))));
+    store.decide_join_request(alice.addr, &GID, carol.addr.user_id, true, 1500).expect("approve");
+    join_external(&store, &carol, "jc");
+    let joined = inbox(&store, &alice).iter().filter(|e| kind(e) == DeliveryKind::MEMBERSHIP).map(change).last().expect("joined");
+    assert_eq!((joined.new.role.enum_value_or_default(), joined.via_join_request), (Role::MEMBER, true));
+    let (_, told) = store.decide_join_request(alice.addr, &GID, dave.addr.user_id, false, 1600).expect("decline");
+    assert!(told.contains(&dave.addr) && !told.contains(&carol.addr));
+    let outcome = inbox(&store, &dave).into_iter().find(|e| kind(e) == DeliveryKind::JOIN_REQUEST).expect("told");
+    let r = pb::JoinRequest::parse_from_bytes(outcome.group.as_ref().unwrap().change.as_ref().unwrap()).unwrap();
+    assert_eq!(r.outcome.enum_value_or_default(), pb::join_request::Outcome::DECLINED);
+    assert_eq!(role_of(&store, &alice, &dave), Role::LEFT);
+    assert!(matches!(store.decide_join_request(alice.addr, &GID, dave.addr.user_id, true, 1700), Err(PlatformError::NotFound(_))));
 }
