@@ -85,13 +85,22 @@ impl Member {
     /// member does: Welcomes joined, commits merged, texts kept.
     pub fn pump(&mut self, quiet: Duration) {
         while let Ok(e) = self.inbox.recv_timeout(quiet) {
-            self.ack(vec![e.seq]);
-            let Some(g) = e.group.as_ref() else { continue };
-            match g.kind.enum_value_or_default() {
-                Kind::WELCOME => {
-                    e2e::group::join_welcome(&self.conn, &e.ciphertext).expect("joins from the Welcome");
+            self.process(e);
+        }
+    }
+
+    fn process(&mut self, e: pb::InboxEnvelope) {
+        self.ack(vec![e.seq]);
+        let Some(g) = e.group.as_ref() else { return };
+        match g.kind.enum_value_or_default() {
+            Kind::WELCOME => {
+                e2e::group::join_welcome(&self.conn, &e.ciphertext).expect("joins from the Welcome");
+            }
+            Kind::MLS_MESSAGE => {
+                if e2e::group::epoch(&self.conn, &g.group_id).expect("epoch").is_none() {
+                    return; // not in the group (removed, or never joined)
                 }
-                Kind::MLS_MESSAGE => match e2e::group::receive(&self.conn, &g.group_id, &e.ciphertext) {
+                match e2e::group::receive(&self.conn, &g.group_id, &e.ciphertext) {
                     Ok(Received::Application { sender, plaintext }) => {
                         let content = Content::parse_from_bytes(&plaintext).expect("content");
                         if content.has_text() {
@@ -99,11 +108,14 @@ impl Member {
                         }
                         self.contents.push((sender.0, e.message_id, content));
                     }
+                    Ok(Received::Commit { removed_me: true, .. }) => {
+                        e2e::group::forget(&self.conn, &g.group_id).expect("forget");
+                    }
                     Ok(_) => {}
                     Err(err) => panic!("user {} cannot process a group message: {err}", self.user_id),
-                },
-                Kind::MEMBERSHIP | Kind::TITLE | Kind::JOIN_REQUEST | Kind::DELETED => {}
+                }
             }
+            Kind::MEMBERSHIP | Kind::TITLE | Kind::JOIN_REQUEST | Kind::DELETED => {}
         }
     }
 
@@ -180,6 +192,59 @@ impl Member {
         let req = pb::CreateGroupRequest { group_id: gid.clone(), title: title.into(), group_info, ..Default::default() };
         self.p.client.create_group(&req, self.p.opt()).expect("CreateGroup");
         gid
+    }
+
+    /// A channel: a group of type CHANNEL (this member owns it).
+    pub fn create_channel(&self, title: &str) -> Vec<u8> {
+        let gid = e2e::group::new_group_id().to_vec();
+        let group_info = e2e::group::create(&self.conn, &gid).expect("create");
+        let req = pb::CreateGroupRequest {
+            group_id: gid.clone(),
+            title: title.into(),
+            type_: pb::GroupType::CHANNEL.into(),
+            group_info,
+            ..Default::default()
+        };
+        self.p.client.create_group(&req, self.p.opt()).expect("CreateGroup");
+        gid
+    }
+
+    /// Gives `user_id` administrator rights (AdminRights fields set to true).
+    pub fn promote(&self, gid: &[u8], user_id: u64, rights: pb::AdminRights) -> grpcio::Result<pb::MembershipResponse> {
+        let req = pb::PromoteGroupMemberRequest { group_id: gid.to_vec(), user_id, rights: Some(rights).into(), ..Default::default() };
+        self.p.client.promote_group_member(&req, self.p.opt())
+    }
+
+    /// Follows an invite link; when admitted at once, joins by an external commit.
+    pub fn join_by_link(&self, link: &str) -> grpcio::Result<pb::JoinByLinkResponse> {
+        let r = self.p.client.join_by_link(&pb::JoinByLinkRequest { link: link.into(), ..Default::default() }, self.p.opt())?;
+        if r.status.enum_value_or_default() == pb::join_by_link_response::Status::INVITED {
+            self.join_external(&r.group_id);
+        }
+        Ok(r)
+    }
+
+    /// Joins a group this member is INVITED to by an external commit.
+    pub fn join_external(&self, gid: &[u8]) {
+        let info = self.group_info(gid).group_info;
+        let (_, out) = e2e::group::join_external(&self.conn, &info).expect("external join");
+        let r = self.send(gid, &out);
+        assert_eq!(r.status.enum_value_or_default(), Status::OK, "external join refused: {}", r.error);
+    }
+
+    /// Waits (bounded) for a group delivery of `kind` and returns it, processing what comes
+    /// before it as `pump` does.
+    pub fn wait_delivery(&mut self, kind: Kind, within: Duration) -> pb::InboxEnvelope {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let e = self.inbox.recv_timeout(left).unwrap_or_else(|_| panic!("no {kind:?} delivery for user {}", self.user_id));
+            if e.group.as_ref().is_some_and(|g| g.kind.enum_value_or_default() == kind) {
+                self.ack(vec![e.seq]);
+                return e;
+            }
+            self.process(e);
+        }
     }
 
     pub fn invite(&self, gid: &[u8], user_id: u64) -> grpcio::Result<pb::MembershipResponse> {
