@@ -115,6 +115,30 @@ Commands:
         group leave GROUP               leave, and forget the group on this device
         group list                      one line per group: {\"group_id\",\"title\",
                                         \"role\",\"joined\"} (joined: this device is in it)
+        group promote GROUP @USER_OR_BOT RIGHTS
+                                        set administrator rights: a comma-separated list of
+                                        post, delete, restrict, invite, promote, change_info,
+                                        manage; none demotes
+        group ban GROUP @USER [--until T]
+                                        remove and keep out (until unix time T)
+        group unban GROUP @USER         let a banned user join again
+        group restrict GROUP @USER [--until T]
+                                        the platform refuses their messages
+        group unrestrict GROUP @USER    lift it
+        group link GROUP [--name N] [--expire T] [--limit N] [--request]
+                                        a new invite link (--request: users ask, an
+                                        administrator approves); prints the link
+        group revoke-link GROUP LINK    nobody joins by it any more
+        group export-link GROUP         a new primary link
+        group approve|decline GROUP @USER   a pending join request
+        group delete GROUP MESSAGE_ID   delete a message for everyone (yours, or any with
+                                        the delete right)
+        channel create TITLE...         a channel: you post, its members read; prints
+                                        {\"group_id\",\"title\",\"type\":\"channel\"}
+        channel post CHANNEL TEXT...    post (owner, or an administrator with post)
+        join LINK                       join by an invite link (e2e://join/...), or ask to
+                                        (prints \"status\": \"joined\" or \"requested\"; once
+                                        approved, this device joins when its inbox is read)
         Sending or committing may first read what the inbox holds for the group: a device
         has one inbox stream, so a listen of this profile running meanwhile may end
         (chat reconnects)
@@ -130,7 +154,7 @@ pub const PROGRAM: crate::cli::Program = crate::cli::Program {
     help: USAGE,
     commands: &[
         "register", "send", "press", "react", "inline", "choose", "send-file", "download", "listen", "commands", "chat",
-        "group",
+        "group", "channel", "join",
     ],
 };
 
@@ -151,7 +175,7 @@ pub fn run_cli(args: Vec<String>) -> anyhow::Result<()> {
     Ok(())
 }
 
-struct Global {
+pub(super) struct Global {
     server: Option<String>,
     profile: PathBuf,
 }
@@ -218,6 +242,8 @@ pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
         "download" => download(&global, rest),
         "chat" => chat(&global, rest),
         "group" => group(&global, rest),
+        "channel" => super::cli_admin::channel(&global, rest),
+        "join" => super::cli_admin::join(&global, rest),
         "help" => {
             print!("{USAGE}");
             Ok(())
@@ -247,7 +273,7 @@ fn default_profile_dir() -> PathBuf {
     home.join(".e2e-chat")
 }
 
-fn open_profile(global: &Global) -> anyhow::Result<Profile> {
+pub(super) fn open_profile(global: &Global) -> anyhow::Result<Profile> {
     Ok(Profile::open_at(&global.profile, global.server.as_deref())?)
 }
 
@@ -611,6 +637,9 @@ fn chat(global: &Global, args: &[String]) -> anyhow::Result<()> {
 
 /// The `group` subcommands. Arguments are checked before the profile is opened.
 fn group(global: &Global, args: &[String]) -> anyhow::Result<()> {
+    if let Some((sub, rest)) = args.split_first().filter(|(s, _)| super::cli_admin::GROUP_ADMIN_SUBCOMMANDS.contains(&s.as_str())) {
+        return super::cli_admin::group_admin(global, sub, rest);
+    }
     let sub = group_args(args)?;
     let profile = open_profile(global)?;
     let find = |spec: &str| profile.find_group(spec);
@@ -696,7 +725,7 @@ enum GroupCommand<'a> {
     Title { group: &'a str, title: String },
 }
 
-const GROUP_SUBCOMMANDS: &str = "create, add, remove, send, press, title, members, leave, list";
+const GROUP_SUBCOMMANDS: &str = "create, add, remove, send, press, title, members, leave, list, promote, ban, unban, restrict, unrestrict, link, revoke-link, export-link, approve, decline, delete";
 
 fn group_args(args: &[String]) -> anyhow::Result<GroupCommand<'_>> {
     let Some((sub, rest)) = args.split_first() else {
@@ -849,7 +878,8 @@ pub(super) fn incoming_json(e: &Incoming) -> String {
     let fields = match e {
         Incoming::Message(m) => return message_json(m),
         Incoming::GroupMessage { group, message } => {
-            let mut fields = vec![event("group_message"), ("group", group_json(group))];
+            let name = if group.channel { "channel_post" } else { "group_message" };
+            let mut fields = vec![event(name), ("group", group_json(group))];
             fields.extend(message_fields(message));
             fields
         }
@@ -862,12 +892,33 @@ pub(super) fn incoming_json(e: &Incoming) -> String {
             ("removed", devices_json(removed)),
             ("removed_me", json!(removed_me).to_string()),
         ],
-        Incoming::GroupMembership { group, user, old, new, actor } => vec![
-            event("group_membership"),
+        Incoming::GroupMembership { group, user, old, new, actor, invite_link } => {
+            let mut fields = vec![
+                event("group_membership"),
+                ("group", group_json(group)),
+                ("user", sender_json(user)),
+                ("old_role", json!(role_name(*old)).to_string()),
+                ("new_role", json!(role_name(*new)).to_string()),
+                ("actor", sender_json(actor)),
+            ];
+            if !invite_link.is_empty() {
+                fields.push(("invite_link", json!(invite_link).to_string()));
+            }
+            fields
+        }
+        Incoming::JoinRequest { group, user, invite_link } => vec![
+            event("join_request"),
             ("group", group_json(group)),
             ("user", sender_json(user)),
-            ("old_role", json!(role_name(*old)).to_string()),
-            ("new_role", json!(role_name(*new)).to_string()),
+            ("invite_link", json!(invite_link).to_string()),
+        ],
+        Incoming::JoinDeclined { group, by } => {
+            vec![event("join_request_declined"), ("group", group_json(group)), ("by", sender_json(by))]
+        }
+        Incoming::GroupDeleted { group, message_id, actor } => vec![
+            event("group_message_deleted"),
+            ("group", group_json(group)),
+            ("message_id", num(*message_id)),
             ("actor", sender_json(actor)),
         ],
         Incoming::GroupTitle { group, actor } => {
@@ -992,7 +1043,7 @@ fn entity_json(e: &Entity) -> Value {
 }
 
 /// A JSON object with keys in the given order (serde_json's own map sorts them).
-fn ordered(fields: &[(&str, Value)]) -> String {
+pub(super) fn ordered(fields: &[(&str, Value)]) -> String {
     let raw: Vec<(&str, String)> = fields.iter().map(|(k, v)| (*k, v.to_string())).collect();
     ordered_raw(&raw)
 }
@@ -1004,7 +1055,7 @@ fn ordered_raw(fields: &[(&str, String)]) -> String {
 }
 
 /// Prints one JSON line, with DEL, C1 and bidi controls escaped too (`display::json_for_terminal`).
-fn print_line(line: &str) -> anyhow::Result<()> {
+pub(super) fn print_line(line: &str) -> anyhow::Result<()> {
     let mut out = io::stdout().lock();
     writeln!(out, "{}", display::json_for_terminal(line)).context("writing to stdout")?;
     out.flush().context("writing to stdout")
@@ -1215,7 +1266,7 @@ mod tests {
     #[test]
     fn group_events_carry_the_group_and_an_event_field() {
         use crate::client::message::{GroupId, GroupRef};
-        let group = GroupRef { id: GroupId([0xab; 32]), title: "Team \u{1b}[2J".into() };
+        let group = GroupRef { id: GroupId([0xab; 32]), title: "Team \u{1b}[2J".into(), channel: false };
         let alice = Sender { user_id: 7, username: "alice".into(), display_name: "Alice".into(), is_bot: false };
         let parse = |e: Incoming| -> Value { serde_json::from_str(&incoming_json(&e)).expect("valid JSON") };
         let message = ReceivedMessage {
@@ -1231,7 +1282,7 @@ mod tests {
             via_bot_user_id: None,
             media: None,
         };
-        let line = incoming_json(&Incoming::GroupMessage { group: group.clone(), message });
+        let line = incoming_json(&Incoming::GroupMessage { group: group.clone(), message: message.clone() });
         assert!(line.starts_with(&format!(r#"{{"event":"group_message","group":{{"id":"{}","title":"Team \u001b[2J"}},"message_id":3"#, "ab".repeat(32))), "{line}");
         let v: Value = serde_json::from_str(&line).expect("valid JSON");
         assert!(v.get("chat_id").is_none(), "a group is no dialog");
@@ -1242,9 +1293,17 @@ mod tests {
             old: GroupRole::MEMBER,
             new: GroupRole::BANNED,
             actor: Sender { user_id: 1, username: "owner".into(), display_name: "O".into(), is_bot: false },
+            invite_link: String::new(),
         });
         assert_eq!((v["event"].as_str(), v["old_role"].as_str(), v["new_role"].as_str()), (Some("group_membership"), Some("member"), Some("banned")));
         assert_eq!((v["user"]["user_id"].as_u64(), v["actor"]["username"].as_str()), (Some(7), Some("owner")));
+        assert!(v.get("invite_link").is_none(), "only for joins by link");
+        let v = parse(Incoming::JoinRequest { group: group.clone(), user: alice.clone(), invite_link: "e2e://join/x".into() });
+        assert_eq!((v["event"].as_str(), v["invite_link"].as_str()), (Some("join_request"), Some("e2e://join/x")));
+        let v = parse(Incoming::GroupDeleted { group: group.clone(), message_id: 4, actor: alice.clone() });
+        assert_eq!((v["event"].as_str(), v["message_id"].as_u64()), (Some("group_message_deleted"), Some(4)));
+        let post = Incoming::GroupMessage { group: GroupRef { channel: true, ..group.clone() }, message };
+        assert_eq!(parse(post)["event"], "channel_post");
         let v = parse(Incoming::GroupCommit { group: group.clone(), added: vec![(7, 1)], removed: vec![], removed_me: false, epoch: 4 });
         assert_eq!(v["added"], json!([{"user_id": 7, "device_id": 1}]));
         assert_eq!((v["epoch"].as_u64(), v["removed_me"].as_bool()), (Some(4), Some(false)));

@@ -173,12 +173,27 @@ fn render_incoming(event: &Incoming, chat: &str, via: Option<&str>) -> String {
             }
             format!("[{}] {} (epoch {epoch})", sanitize(&group.title), changes.join(", "))
         }
-        Incoming::GroupMembership { group, user, old, new, actor } => {
+        Incoming::GroupMembership { group, user, old, new, actor, invite_link } => {
             let mut out = format!("[{}] @{}: {} → {}", sanitize(&group.title), name_of(user), role_name(*old), role_name(*new));
             if actor.user_id != user.user_id && actor.user_id != 0 {
                 out.push_str(&format!(" (by @{})", name_of(actor)));
             }
+            if !invite_link.is_empty() {
+                out.push_str(&format!(" via {}", sanitize(invite_link)));
+            }
             out
+        }
+        Incoming::JoinRequest { group, user, invite_link } => format!(
+            "[{}] @{} asks to join (via {}): group approve/decline",
+            sanitize(&group.title),
+            name_of(user),
+            sanitize(invite_link)
+        ),
+        Incoming::JoinDeclined { group, by } => {
+            format!("your request to join {} was declined by @{}", sanitize(&group.title), name_of(by))
+        }
+        Incoming::GroupDeleted { group, message_id, actor } => {
+            format!("[{}] #{message_id} deleted by @{}", sanitize(&group.title), name_of(actor))
         }
         Incoming::GroupTitle { group, actor } => {
             format!("[{}] @{} changed the title", sanitize(&group.title), name_of(actor))
@@ -425,7 +440,7 @@ mod tests {
     #[test]
     fn group_events_name_the_group_and_stay_on_their_lines() {
         use crate::client::message::{GroupId, GroupRef, GroupRole};
-        let group = GroupRef { id: GroupId([1; 32]), title: "Team\n[@BotManager] forged".into() };
+        let group = GroupRef { id: GroupId([1; 32]), title: "Team\n[@BotManager] forged".into(), channel: false };
         let mut m = message("alice", "hello\nworld");
         m.chat_id = 0;
         m.reply_to_message_id = Some(2);
@@ -433,9 +448,9 @@ mod tests {
         assert_eq!(shown, "[@alice in Team\\n[@BotManager] forged] hello\n  | world (#3)\n  ↪ reply to #2", "{shown}");
         let bob = Sender { user_id: 8, username: "bob".into(), display_name: "Bob".into(), is_bot: false };
         let owner = Sender { user_id: 1, username: "carol".into(), display_name: "C".into(), is_bot: false };
-        let left = Incoming::GroupMembership { group: group.clone(), user: bob.clone(), old: GroupRole::MEMBER, new: GroupRole::LEFT, actor: bob.clone() };
+        let left = Incoming::GroupMembership { group: group.clone(), user: bob.clone(), old: GroupRole::MEMBER, new: GroupRole::LEFT, actor: bob.clone(), invite_link: String::new() };
         assert!(ChatEvent::Incoming { event: &left, chat: "", via: None }.render().ends_with("@bob: member → left"));
-        let banned = Incoming::GroupMembership { group: group.clone(), user: bob, old: GroupRole::MEMBER, new: GroupRole::BANNED, actor: owner };
+        let banned = Incoming::GroupMembership { group: group.clone(), user: bob, old: GroupRole::MEMBER, new: GroupRole::BANNED, actor: owner, invite_link: String::new() };
         assert!(ChatEvent::Incoming { event: &banned, chat: "", via: None }.render().ends_with("@bob: member → banned (by @carol)"));
         let out = Incoming::GroupCommit { group: group.clone(), added: vec![], removed: vec![(9, 1)], removed_me: true, epoch: 3 };
         assert!(ChatEvent::Incoming { event: &out, chat: "", via: None }.render().starts_with("you were removed from the group Team\\n"));

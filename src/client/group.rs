@@ -92,10 +92,19 @@ pub struct Added {
 impl Profile {
     /// Creates a group with this user as its owner and only member.
     pub fn create_group(&self, title: &str) -> Result<GroupId> {
+        self.create_group_of(title, GroupType::GROUP)
+    }
+
+    /// Creates a channel: a group whose members are subscribers; this user owns it and posts.
+    pub fn create_channel(&self, title: &str) -> Result<GroupId> {
+        self.create_group_of(title, GroupType::CHANNEL)
+    }
+
+    fn create_group_of(&self, title: &str, kind: GroupType) -> Result<GroupId> {
         let title = title.trim();
         if title.is_empty() || title.chars().count() > 128 {
             return Err(ClientError::Invalid(
-                "a group title is 1 to 128 characters".to_string(),
+                "a group or channel title is 1 to 128 characters".to_string(),
             ));
         }
         let id = GroupId(mls_group::new_group_id());
@@ -105,11 +114,11 @@ impl Profile {
         let mut req = CreateGroupRequest::new();
         req.group_id = id.0.to_vec();
         req.title = title.to_string();
-        req.type_ = GroupType::GROUP.into();
+        req.type_ = kind.into();
         req.group_info = info;
         match self.platform.client.create_group(&req, self.platform.opt()) {
             Ok(group) => {
-                self.write(|c| remember_group(c, &id, &group.title, GroupType::GROUP, 0))?;
+                self.write(|c| remember_group(c, &id, &group.title, kind, 0))?;
                 log::info!("@{} created group {}", self.username(), short(&id));
                 Ok(id)
             }
@@ -195,14 +204,20 @@ impl Profile {
         Ok(())
     }
 
-    /// Removes `username` from the group (BANNED on the platform), then commits the removal of
-    /// their leaves. Returns whether our commit removed any (false: they had none, or another
-    /// member's commit removed them first).
+    /// Removes `username` from the group (BANNED on the platform, for good), then commits the
+    /// removal of their leaves. Returns whether our commit removed any (false: they had none,
+    /// or another member's commit removed them first).
     pub fn remove_from_group(&self, group: &GroupId, username: &str) -> Result<bool> {
+        self.ban(group, username, 0)
+    }
+
+    /// [`Profile::remove_from_group`] until `until` (unix seconds; 0 = for good).
+    pub fn ban(&self, group: &GroupId, username: &str, until: i64) -> Result<bool> {
         let peer = self.lookup(username)?;
         let mut req = RemoveGroupMemberRequest::new();
         req.group_id = group.0.to_vec();
         req.user_id = peer.user_id;
+        req.until_date = until;
         self.platform
             .client
             .remove_group_member(&req, self.platform.opt())

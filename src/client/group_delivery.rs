@@ -48,6 +48,8 @@ pub(super) enum FollowUp {
     RemoveLeaves { group: GroupId, users: Vec<u64> },
     /// A Welcome used one of our key packages.
     Joined,
+    /// Our join request was approved: join by an external commit.
+    JoinApproved { group: GroupId, title: String, kind: GroupType },
 }
 
 impl Profile {
@@ -120,6 +122,11 @@ impl Profile {
                         "could not replenish the key packages of @{}: {e}",
                         self.username()
                     );
+                }
+            }
+            FollowUp::JoinApproved { group, title, kind } => {
+                if let Err(e) = self.join_external(&group, &title, kind) {
+                    log::warn!("joining group {} after the approval failed: {e}", short(&group));
                 }
             }
             FollowUp::RemoveLeaves { group, users } => {
@@ -284,11 +291,12 @@ pub(super) fn open_delivery(
     } else {
         delivery.title.clone()
     };
+    let kind = delivery.type_.enum_value_or_default();
     let group = GroupRef {
         id,
         title: title.clone(),
+        channel: kind == GroupType::CHANNEL,
     };
-    let kind = delivery.type_.enum_value_or_default();
     match delivery.kind.enum_value() {
         Ok(group_delivery::Kind::WELCOME) => {
             let joined = mls_group::join_welcome(c, &envelope.ciphertext)?;
@@ -380,19 +388,21 @@ pub(super) fn open_delivery(
                 remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
             }
             // Whoever left or was removed must lose their leaves; any member may commit it.
-            let follow_up = (in_group
-                && user.user_id != me
-                && matches!(new_role, GroupRole::LEFT | GroupRole::BANNED))
-            .then(|| FollowUp::RemoveLeaves {
-                group: id,
-                users: vec![user.user_id],
-            });
+            let follow_up = if in_group && user.user_id != me && matches!(new_role, GroupRole::LEFT | GroupRole::BANNED) {
+                Some(FollowUp::RemoveLeaves { group: id, users: vec![user.user_id] })
+            } else if !in_group && user.user_id == me && new_role == GroupRole::INVITED && change.via_join_request {
+                // Approved: this device joins by itself (a plain invitation waits for a Welcome).
+                Some(FollowUp::JoinApproved { group: id, title: title.clone(), kind })
+            } else {
+                None
+            };
             let event = Incoming::GroupMembership {
                 group,
                 user,
                 old: old.role.enum_value_or_default(),
                 new: new_role,
                 actor: sender_of(change.actor.get_or_default()),
+                invite_link: change.invite_link.link.clone(),
             };
             Ok((Some(event), follow_up))
         }
@@ -400,11 +410,32 @@ pub(super) fn open_delivery(
             let change = delivery.change.get_or_default();
             let title = change.title.clone();
             remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
-            let event = Incoming::GroupTitle { group: GroupRef { id, title }, actor: sender_of(change.actor.get_or_default()) };
+            let event = Incoming::GroupTitle {
+                group: GroupRef { id, title, channel: kind == GroupType::CHANNEL },
+                actor: sender_of(change.actor.get_or_default()),
+            };
             Ok((Some(event), None))
         }
-        // TODO(issue 13, client helper): join requests and deletions.
-        Ok(group_delivery::Kind::JOIN_REQUEST | group_delivery::Kind::DELETED) => Ok((None, None)),
+        Ok(group_delivery::Kind::JOIN_REQUEST) => {
+            let r = delivery.join_request.get_or_default();
+            let event = match r.outcome.enum_value_or_default() {
+                crate::wire::platform::join_request::Outcome::DECLINED => {
+                    Incoming::JoinDeclined { group, by: sender_of(r.decided_by.get_or_default()) }
+                }
+                _ => Incoming::JoinRequest {
+                    group,
+                    user: sender_of(r.user.get_or_default()),
+                    invite_link: r.invite_link.link.clone(),
+                },
+            };
+            Ok((Some(event), None))
+        }
+        Ok(group_delivery::Kind::DELETED) => {
+            super::history::forget(c, super::history::group_peer(&id.0), delivery.deleted_message_id)
+                .map_err(|e| E2eError::Mls(format!("forgetting a deleted group message: {e}")))?;
+            let actor = sender_of(delivery.change.actor.get_or_default());
+            Ok((Some(Incoming::GroupDeleted { group, message_id: delivery.deleted_message_id, actor }), None))
+        }
         Err(other) => {
             log::debug!(
                 "group {}: a delivery of kind {other} from a newer release; skipped",

@@ -193,10 +193,18 @@ pub enum Incoming {
     /// by its own path, not as an added device) and removed, and the epoch it started.
     /// `removed_me`: this device is out of the group and forgot it.
     GroupCommit { group: GroupRef, added: Vec<(u64, u32)>, removed: Vec<(u64, u32)>, removed_me: bool, epoch: u64 },
-    /// A user's role changed (invited, joined, left, removed), by `actor`.
-    GroupMembership { group: GroupRef, user: Sender, old: GroupRole, new: GroupRole, actor: Sender },
+    /// A user's role changed (invited, joined, left, banned, restricted, promoted), by
+    /// `actor`; `invite_link` is the link of a join by link ("" otherwise).
+    GroupMembership { group: GroupRef, user: Sender, old: GroupRole, new: GroupRole, actor: Sender, invite_link: String },
     /// The group's title changed (`group.title` is the new one), by `actor`.
     GroupTitle { group: GroupRef, actor: Sender },
+    /// `user` asks to join by `invite_link` (told to the owner and the administrators who may
+    /// invite).
+    JoinRequest { group: GroupRef, user: Sender, invite_link: String },
+    /// Our request to join was declined, by `by`.
+    JoinDeclined { group: GroupRef, by: Sender },
+    /// A message of the group was deleted for everyone, by `actor`.
+    GroupDeleted { group: GroupRef, message_id: u64, actor: Sender },
 }
 
 pub use crate::wire::platform::GroupRole;
@@ -206,6 +214,8 @@ pub use crate::wire::platform::GroupRole;
 pub struct GroupRef {
     pub id: GroupId,
     pub title: String,
+    /// A channel (its messages are posts), not a group.
+    pub channel: bool,
 }
 
 /// A group's 32-byte id; shown (and typed) as 64 hex digits.
@@ -258,7 +268,10 @@ impl Incoming {
             | Incoming::GroupJoined { .. }
             | Incoming::GroupCommit { .. }
             | Incoming::GroupMembership { .. }
-            | Incoming::GroupTitle { .. } => 0,
+            | Incoming::GroupTitle { .. }
+            | Incoming::JoinRequest { .. }
+            | Incoming::JoinDeclined { .. }
+            | Incoming::GroupDeleted { .. } => 0,
         }
     }
 
@@ -269,7 +282,10 @@ impl Incoming {
             | Incoming::GroupJoined { group }
             | Incoming::GroupCommit { group, .. }
             | Incoming::GroupMembership { group, .. }
-            | Incoming::GroupTitle { group, .. } => Some(group),
+            | Incoming::GroupTitle { group, .. }
+            | Incoming::JoinRequest { group, .. }
+            | Incoming::JoinDeclined { group, .. }
+            | Incoming::GroupDeleted { group, .. } => Some(group),
             _ => None,
         }
     }

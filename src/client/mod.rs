@@ -31,8 +31,10 @@
 //! # let _ = sent; Ok(()) }
 //! ```
 
+mod admin;
 mod bot_profile;
 mod cli;
+mod cli_admin;
 pub mod display;
 mod error;
 mod group;
