@@ -30,3 +30,4 @@ python3 tests/sdk/run_webhook_tests.py
 python3 tests/sdk/run_dialog_tests.py
 python3 tests/sdk/run_media_tests.py
 python3 tests/sdk/run_group_tests.py
+python3 tests/sdk/run_channel_tests.py
