@@ -32,13 +32,16 @@ fn usage(msg: String) -> anyhow::Error {
     crate::cli::UsageError(msg).into()
 }
 
+/// Words, and (option, value) pairs ("" for a switch).
+type Parsed<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>);
+
 /// Splits `--flag value` options (`flags` take a value, `switches` do not) from the words.
 fn options<'a>(
     sub: &str,
     args: &'a [String],
     flags: &[&str],
     switches: &[&str],
-) -> anyhow::Result<(Vec<&'a str>, Vec<(&'a str, &'a str)>)> {
+) -> anyhow::Result<Parsed<'a>> {
     let (mut words, mut opts) = (Vec::new(), Vec::new());
     let mut it = args.iter().map(String::as_str);
     while let Some(a) = it.next() {

@@ -408,7 +408,7 @@ fn promotions_restrictions_bans_and_deletions() {
     // Carol is restricted until 5000: her message is refused, and accepted after it ends.
     let (_, told) = store.restrict_group_member(bob.addr, &GID, carol.addr.user_id, false, 5000, 1300).expect("restrict");
     assert!(told.contains(&carol.addr));
-    let c = inbox(&store, &carol).iter().filter(|e| kind(e) == DeliveryKind::MEMBERSHIP).map(change).last().expect("told");
+    let c = inbox(&store, &carol).iter().filter(|e| kind(e) == DeliveryKind::MEMBERSHIP).map(change).next_back().expect("told");
     assert_eq!((c.new.role.enum_value_or_default(), c.new.until_date), (Role::RESTRICTED, 5000));
     catch_up(&store, &alice);
     catch_up(&store, &bob);
@@ -515,7 +515,7 @@ fn invite_links_and_join_requests() {
     assert!(matches!(store.decide_join_request(bob.addr, &GID, carol.addr.user_id, true, 1500), Err(PlatformError::PermissionDenied(_))));
     store.decide_join_request(alice.addr, &GID, carol.addr.user_id, true, 1500).expect("approve");
     join_external(&store, &carol, "jc");
-    let joined = inbox(&store, &alice).iter().filter(|e| kind(e) == DeliveryKind::MEMBERSHIP).map(change).last().expect("joined");
+    let joined = inbox(&store, &alice).iter().filter(|e| kind(e) == DeliveryKind::MEMBERSHIP).map(change).next_back().expect("joined");
     assert_eq!((joined.new.role.enum_value_or_default(), joined.via_join_request), (Role::MEMBER, true));
     let (_, told) = store.decide_join_request(alice.addr, &GID, dave.addr.user_id, false, 1600).expect("decline");
     assert!(told.contains(&dave.addr) && !told.contains(&carol.addr));
