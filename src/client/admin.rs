@@ -12,6 +12,7 @@ use crate::e2e::group as mls_group;
 use crate::wire::platform::{
     join_by_link_response::Status as JoinStatus, send_group_message_response::Status, AdminRights,
     CreateInviteLinkRequest, DeleteGroupMessageRequest, GroupRequest, GroupType, InviteLink, InviteLinkRequest,
+    InviteLinkSettings,
     JoinByLinkRequest, JoinRequestDecision, PromoteGroupMemberRequest, RestrictGroupMemberRequest,
     UnbanGroupMemberRequest,
 };
@@ -47,13 +48,7 @@ pub fn parse_rights(list: &str) -> Result<AdminRights> {
 }
 
 /// A link's settings for `group link`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LinkOptions {
-    pub name: String,
-    pub expire_date: i64,
-    pub member_limit: u32,
-    pub creates_join_request: bool,
-}
+pub type LinkOptions = InviteLinkSettings;
 
 /// What following an invite link did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,14 +98,7 @@ impl Profile {
 
     /// A new invite link of the group.
     pub fn create_invite_link(&self, group: &GroupId, o: &LinkOptions) -> Result<InviteLink> {
-        let req = CreateInviteLinkRequest {
-            group_id: group.0.to_vec(),
-            name: o.name.clone(),
-            expire_date: o.expire_date,
-            member_limit: o.member_limit,
-            creates_join_request: o.creates_join_request,
-            ..Default::default()
-        };
+        let req = CreateInviteLinkRequest { group_id: group.0.to_vec(), settings: Some(o.clone()).into(), ..Default::default() };
         self.platform.client.create_invite_link(&req, self.platform.opt()).map_err(rpc("CreateInviteLink"))
     }
 

@@ -310,18 +310,22 @@ fn check_link(link: &str) -> Result<&str> {
     Ok(link)
 }
 
+fn link_settings(s: &pb::InviteLinkSettings) -> LinkSettings {
+    LinkSettings {
+        name: s.name.clone(),
+        expire_date: s.expire_date,
+        member_limit: s.member_limit,
+        creates_join_request: s.creates_join_request,
+    }
+}
+
 pub(super) fn create_invite_link(
     store: &Store,
     _hub: &InboxHub,
     caller: DeviceAddr,
     req: pb::CreateInviteLinkRequest,
 ) -> Result<pb::InviteLink> {
-    let settings = LinkSettings {
-        name: req.name,
-        expire_date: req.expire_date,
-        member_limit: req.member_limit,
-        creates_join_request: req.creates_join_request,
-    };
+    let settings = link_settings(req.settings.get_or_default());
     store.create_invite_link(caller, &group_id(&req.group_id)?, &settings, unix_now())
 }
 
@@ -331,12 +335,7 @@ pub(super) fn edit_invite_link(
     caller: DeviceAddr,
     req: pb::EditInviteLinkRequest,
 ) -> Result<pb::InviteLink> {
-    let settings = LinkSettings {
-        name: req.name,
-        expire_date: req.expire_date,
-        member_limit: req.member_limit,
-        creates_join_request: req.creates_join_request,
-    };
+    let settings = link_settings(req.settings.get_or_default());
     store.edit_invite_link(caller, &group_id(&req.group_id)?, check_link(&req.link)?, &settings, unix_now())
 }
 

@@ -11,30 +11,25 @@ use crate::gateway::botapi::{members, ApiError, Params};
 use crate::gateway::runtime::BotShared;
 use crate::gateway::updates;
 use crate::wire::platform::{
-    CreateInviteLinkRequest, EditInviteLinkRequest, GroupRequest, InviteLink, InviteLinkRequest, JoinRequestDecision,
+    CreateInviteLinkRequest, EditInviteLinkRequest, GroupRequest, InviteLink, InviteLinkRequest, InviteLinkSettings,
+    JoinRequestDecision,
 };
 
 /// The link's settings as `createChatInviteLink` and `editChatInviteLink` take them (the
 /// platform checks their ranges and that member_limit and creates_join_request exclude each
 /// other).
-struct LinkSettings {
-    name: String,
-    expire_date: i64,
-    member_limit: u32,
-    creates_join_request: bool,
-}
-
-fn link_settings(params: &Params) -> Result<LinkSettings, ApiError> {
+fn link_settings(params: &Params) -> Result<InviteLinkSettings, ApiError> {
     let member_limit = match params.optional_i64("member_limit")? {
         None => 0,
         Some(n) if (1..=99_999).contains(&n) => n as u32,
         Some(n) => return Err(ApiError::bad_request(format!("member_limit must be 1-99999, got {n}"))),
     };
-    Ok(LinkSettings {
+    Ok(InviteLinkSettings {
         name: params.optional_str("name")?.unwrap_or_default(),
         expire_date: params.optional_i64("expire_date")?.unwrap_or(0),
         member_limit,
         creates_join_request: params.flag("creates_join_request")?,
+        ..Default::default()
     })
 }
 
@@ -45,15 +40,8 @@ fn link_json(link: &InviteLink) -> Value {
 /// `createChatInviteLink`: a new additional link (ChatInviteLink).
 pub(super) fn create_chat_invite_link(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let group = member_group(bot, chat_id(params, "chat_id")?)?;
-    let s = link_settings(params)?;
-    let req = CreateInviteLinkRequest {
-        group_id: group.group_id,
-        name: s.name,
-        expire_date: s.expire_date,
-        member_limit: s.member_limit,
-        creates_join_request: s.creates_join_request,
-        ..Default::default()
-    };
+    let req =
+        CreateInviteLinkRequest { group_id: group.group_id, settings: Some(link_settings(params)?).into(), ..Default::default() };
     let p = &bot.platform;
     let link = p.client.create_invite_link(&req, p.opt()).map_err(|e| admin_error(bot, "CreateInviteLink", "create an invite link", e))?;
     Ok(link_json(&link))
@@ -63,16 +51,8 @@ pub(super) fn create_chat_invite_link(bot: &BotShared, params: &Params) -> Resul
 pub(super) fn edit_chat_invite_link(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let group = member_group(bot, chat_id(params, "chat_id")?)?;
     let link = params.required_str("invite_link")?;
-    let s = link_settings(params)?;
-    let req = EditInviteLinkRequest {
-        group_id: group.group_id,
-        link,
-        name: s.name,
-        expire_date: s.expire_date,
-        member_limit: s.member_limit,
-        creates_join_request: s.creates_join_request,
-        ..Default::default()
-    };
+    let req =
+        EditInviteLinkRequest { group_id: group.group_id, link, settings: Some(link_settings(params)?).into(), ..Default::default() };
     let p = &bot.platform;
     let link = p.client.edit_invite_link(&req, p.opt()).map_err(|e| admin_error(bot, "EditInviteLink", "edit an invite link", e))?;
     Ok(link_json(&link))
