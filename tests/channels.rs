@@ -154,6 +154,11 @@ fn a_bot_posts_to_a_channel_and_administers_it() {
     assert!(receives(&mut bob, "after the ban", Duration::from_secs(20)));
     assert!(!receives(&mut carol, "after the ban", Duration::from_secs(2)), "the banned member read a later post");
 
+    // Unbanned, Carol may come back (here by being added again); she is `left` until then.
+    assert_eq!(ok(&gw, "unbanChatMember", json!({"chat_id": chat_id, "user_id": carol.user_id, "only_if_banned": true})), true);
+    member_update(&gw, &mut offset, carol.user_id, "left");
+    assert_eq!(ok(&gw, "getChatMember", json!({"chat_id": chat_id, "user_id": carol.user_id}))["status"], "left");
+
     // Invite links: a named link for one member; Dave joins by it (chat_member with the link).
     let link = ok(&gw, "createChatInviteLink", json!({"chat_id": chat_id, "name": "for dave", "member_limit": 1}));
     for f in ["invite_link", "creator", "creates_join_request", "is_primary", "is_revoked"] {
@@ -171,6 +176,8 @@ fn a_bot_posts_to_a_channel_and_administers_it() {
     assert!(format!("{e:?}").contains("member limit"), "{e:?}");
     // Revoked and expired links refuse.
     let revocable = ok(&gw, "createChatInviteLink", json!({"chat_id": chat_id}))["invite_link"].as_str().unwrap().to_string();
+    let edited = ok(&gw, "editChatInviteLink", json!({"chat_id": chat_id, "invite_link": revocable, "name": "renamed", "member_limit": 9}));
+    assert_eq!((edited["name"].as_str(), edited["member_limit"].as_i64(), edited["invite_link"].as_str()), (Some("renamed"), Some(9), Some(revocable.as_str())));
     let revoked = ok(&gw, "revokeChatInviteLink", json!({"chat_id": chat_id, "invite_link": revocable}));
     assert_eq!(revoked["is_revoked"], true);
     assert!(format!("{:?}", erin.join_by_link(&revocable).expect_err("revoked")).contains("revoked"));

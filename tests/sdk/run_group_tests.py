@@ -86,8 +86,8 @@ def aiogram_group(user):
     joined = "the bot joined"
     user.expect((joined, lambda m: m.get("event") == "group_membership" and (m.get("user") or {}).get("username") == user.bot
                  and m.get("new_role") == "member"))
-    # The answer also shows the bot is polling with its allowed_updates (chat_member is not in
-    # the default set, as in the Bot API): only then is Bob added.
+    # The answer also shows the bot is polling with its allowed_updates (aiogram lists the
+    # kinds its handlers use): only then is Bob added.
     user.cli("group", "send", title, f"/rules@{user.bot}")
     user.expect(("the rules", bot_says(user, title, "rules: be kind")))
     bob = register(user, f"bob_{user.username}", "Bob")
