@@ -204,7 +204,7 @@ cat <<EOF
    aiogram 3.29.1:
      Bot(TOKEN, session=AiohttpSession(api=TelegramAPIServer.from_base("$base")))
    telegraf 4.16.3:
-     new Telegraf(TOKEN, { telegram: { apiRoot: "$base" } })
+     new Telegraf(TOKEN, { telegram: { apiRoot: "$base/" } })
 
  Run the bundled echo bot (another terminal, in $root):
    BOT_TOKEN='$token' BOT_API_BASE=$base tests/sdk/.venv/bin/python tests/sdk/python/ptb_echo.py
