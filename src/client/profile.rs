@@ -16,8 +16,8 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::fs::{self, DirBuilder, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::fs::{self, DirBuilder};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -231,15 +231,19 @@ fn create_private_dir(dir: &Path) -> Result<()> {
 }
 
 /// Opens (creating 0600 if needed) the profile database, migrated to the newest schema version.
+///
+/// The file is touched by SQLite alone. Opening and closing any other descriptor of it would
+/// drop every POSIX lock this process holds on it (close(2) semantics), including the locks of
+/// another connection of this process (chat mode opens the profile twice): another process
+/// could then delete the WAL under that connection and reuse a ratchet position it had already
+/// used (SQLite's "How To Corrupt an SQLite Database File", section 2.2). So the mode is set by
+/// path, after SQLite created the file and before it creates the -wal and -shm files, which
+/// take the database file's mode; the 0700 directory covers the moment in between.
 fn open_db(dir: &Path) -> Result<Connection> {
     let path = dir.join(DB_FILE);
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|source| ClientError::Io { what: format!("opening {}", path.display()), source })?;
     let mut conn = Connection::open(&path)?;
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
+        .map_err(|source| ClientError::Io { what: format!("restricting {} to 0600", path.display()), source })?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // Deleted epoch secrets and message keys are zeroed in the file (forward secrecy).
     conn.execute_batch("PRAGMA secure_delete = ON;")?;

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod chat;
 pub mod group_member;
 
 use std::io::{BufRead, BufReader, Read};
@@ -121,8 +122,23 @@ pub struct PlatformServer {
 
 impl PlatformServer {
     pub fn start(data_dir: &Path) -> PlatformServer {
+        PlatformServer::start_on(data_dir, "127.0.0.1:0")
+    }
+
+    /// Stops the server (SIGKILL), as an outage would.
+    pub fn stop(&mut self) {
+        self.proc.kill();
+    }
+
+    /// Starts the server again on the address it had, with the same data.
+    pub fn start_again(&mut self) {
+        let addr = self.url.trim_start_matches("http://").to_string();
+        *self = PlatformServer::start_on(&self.data_dir.clone(), &addr);
+    }
+
+    fn start_on(data_dir: &Path, listen: &str) -> PlatformServer {
         let mut cmd = Command::new(platform_bin());
-        cmd.args(["--listen", "127.0.0.1:0", "--data-dir"]).arg(data_dir);
+        cmd.args(["--listen", listen, "--data-dir"]).arg(data_dir);
         let (proc, mut out) = Proc::spawn("platform-server", cmd);
         let mut line = String::new();
         out.read_line(&mut line).expect("read listening line");
