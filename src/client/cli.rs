@@ -16,7 +16,7 @@ use super::message::{
     SentPress,
 };
 use super::display;
-use super::interactive;
+use super::chat;
 use super::profile::Profile;
 
 const USAGE: &str = "\
@@ -629,7 +629,7 @@ fn menu_lines(menu: &BotMenu) -> Vec<String> {
 
 fn chat(global: &Global, args: &[String]) -> anyhow::Result<()> {
     match args {
-        [peer] => interactive::chat(&global.profile, global.server.as_deref(), peer),
+        [peer] => chat::chat(&global.profile, global.server.as_deref(), peer),
         [] => bail!("chat: @PEER missing"),
         _ => bail!("chat: expected exactly one @PEER"),
     }

@@ -654,3 +654,75 @@ fn a_file_goes_from_alice_to_bob_and_a_corrupted_one_is_never_written() {
     assert!(err.to_string().contains("up to 50 MiB"), "{err}");
     assert!(bob.receive(Duration::from_millis(300), 1).expect("receive").is_empty(), "nothing was sent");
 }
+
+#[test]
+fn the_outbox_keeps_order_waits_out_an_outage_and_sends_each_message_once() {
+    let mut world = World::start();
+    let alice = world.user("alice");
+    let bob = world.user("bob");
+    let text = |t: &str| {
+        let mut c = Content::new();
+        let mut x = crate::wire::e2e::Text::new();
+        x.text = t.to_string();
+        c.set_text(x);
+        c
+    };
+
+    // In order; a refusal leaves the queue with its reason and does not stop the rest.
+    let first = alice.queue_content("@bob", &text("one")).expect("queue");
+    alice.queue_content("nobody_here", &text("lost")).expect("queue");
+    alice.queue_content("bob", &text("two")).expect("queue");
+    let mut fates = Vec::new();
+    let done = alice
+        .flush_outbox(|q, a| fates.push((q.text().to_string(), matches!(a, Attempt::Sent(_)), matches!(a, Attempt::Refused(_)))))
+        .expect("flush");
+    assert!(done);
+    assert_eq!(fates, [("one".into(), true, false), ("lost".into(), false, true), ("two".into(), true, false)]);
+    assert!(alice.queued().expect("queued").is_empty());
+    let got: Vec<String> = bob.receive(WAIT, 2).expect("bob receives").into_iter().map(|m| m.text).collect();
+    assert_eq!(got, ["one", "two"]);
+
+    // The same queued message sent twice (two processes of one profile, or a lost answer):
+    // the platform takes it once and answers both with its id.
+    let a = match alice.send_queued(&first) {
+        Attempt::Sent(s) => s,
+        other => panic!("{other:?}"),
+    };
+    assert!(a.message_id > 0);
+
+    // The platform goes away: the message waits, and what follows waits behind it.
+    let address = world.server.address();
+    let data = world.dir.path().join("platform");
+    let server = std::mem::replace(&mut world.server, RunningServer::start("127.0.0.1:0", &world.dir.path().join("other")).expect("spare"));
+    server.shutdown();
+    alice.queue_content("bob", &text("three")).expect("queue");
+    alice.queue_content("bob", &text("four")).expect("queue");
+    let mut waited = 0;
+    let done = alice
+        .flush_outbox(|_, a| {
+            assert!(matches!(a, Attempt::Waiting(e) if e.is_transient()), "{a:?}");
+            waited += 1;
+        })
+        .expect("flush");
+    assert!(!done && waited == 1, "the first waits, the rest is not tried");
+    assert_eq!(alice.queued().expect("queued").iter().map(|q| q.text().to_string()).collect::<Vec<_>>(), ["three", "four"]);
+
+    // Back: both go, in order, once.
+    world.server = RunningServer::start(&address, &data).expect("the platform is back");
+    let deadline = std::time::Instant::now() + WAIT;
+    while !alice.flush_outbox(|_, _| {}).expect("flush") {
+        assert!(std::time::Instant::now() < deadline, "the outbox never drained");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Bob's stream broke with the server: the next receive opens a new one.
+    let mut got: Vec<String> = Vec::new();
+    while got.len() < 2 && std::time::Instant::now() < deadline {
+        match bob.receive(WAIT, 2 - got.len()) {
+            Ok(messages) => got.extend(messages.into_iter().map(|m| m.text)),
+            Err(ClientError::InboxClosed(_)) => std::thread::sleep(Duration::from_millis(200)),
+            Err(e) => panic!("bob receives: {e}"),
+        }
+    }
+    assert_eq!(got, ["three", "four"], "each once, in order");
+    assert!(bob.receive(Duration::from_secs(2), 1).expect("bob receives").is_empty(), "nothing twice");
+}

@@ -69,8 +69,8 @@ const UNDER: &str = "  ";
 
 /// The chat mode's own commands, as the help line lists them.
 pub const HELP: &str = "commands: /press [N] BUTTON (a button by number or callback data; no N: the last message \
-with buttons) · /reply N TEXT · /react N [EMOJI] · /inline QUERY · /choose SESSION RESULT_ID · /commands · /quit; \
-//x sends /x, any other /x (like /start) goes to the peer as text";
+with buttons) · /reply N TEXT · /react N [EMOJI] · /inline QUERY · /choose SESSION RESULT_ID · /switch @NAME or GROUP · \
+/commands · /quit; //x sends /x, any other /x (like /start) goes to the peer as text";
 
 /// Something the chat mode shows. Every line it prints is one of these, rendered by `render`,
 /// so a new kind of thing to show is a new variant here and nothing else.
@@ -88,8 +88,13 @@ pub enum ChatEvent<'a> {
     Incoming { event: &'a Incoming, chat: &'a str, via: Option<&'a str> },
     /// A line we sent, with the platform's message id (and the message it replies to).
     Sent { text: &'a str, message_id: u64, reply_to: Option<u64> },
-    /// A line we could not send.
+    /// A line we could not send, and never will.
     SendFailed { text: &'a str, reason: &'a str },
+    /// A line the platform could not be reached for: it waits in the outbox and is sent, as
+    /// `Sent`, once the platform is back.
+    Waiting { text: &'a str, reason: &'a str },
+    /// `/switch`: typed lines go to `name` from now on.
+    Switched { name: &'a str },
     /// We pressed button `number` (from 1, as shown) under message `message_id`.
     Pressed { message_id: u64, number: usize, text: &'a str },
     /// We set (or, with an empty emoji, removed) our reaction to a message.
@@ -133,6 +138,12 @@ impl ChatEvent<'_> {
             ChatEvent::SendFailed { text, reason } => {
                 format!("{}\n{CONTINUATION}not sent: {}", with_body("[you] ", text), sanitize(reason))
             }
+            ChatEvent::Waiting { text, reason } => format!(
+                "{}\n{CONTINUATION}waiting: {}; it is sent once the platform is back",
+                with_body("[you] ", text),
+                sanitize(reason)
+            ),
+            ChatEvent::Switched { name } => format!("now chatting in {}", sanitize(name)),
             ChatEvent::Pressed { message_id, number, text } => {
                 format!("you pressed [{number} {}] under #{message_id}", sanitize(text))
             }
@@ -148,6 +159,24 @@ impl ChatEvent<'_> {
             ChatEvent::ConnectionLost { reason } => format!("connection lost: {}; reconnecting…", sanitize(reason)),
             ChatEvent::Reconnected => "connected again".to_string(),
         }
+    }
+}
+
+impl ChatEvent<'_> {
+    /// Whether this is something that happened in the dialog (a plain screen's stdout), not
+    /// something about the program (its stderr).
+    pub fn is_dialog(&self) -> bool {
+        !matches!(
+            self,
+            ChatEvent::Started { .. }
+                | ChatEvent::Help
+                | ChatEvent::SendFailed { .. }
+                | ChatEvent::Waiting { .. }
+                | ChatEvent::Failed { .. }
+                | ChatEvent::ConnectionLost { .. }
+                | ChatEvent::Reconnected
+                | ChatEvent::Switched { .. }
+        )
     }
 }
 

@@ -4,6 +4,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use grpcio::RpcStatusCode;
+
 use crate::e2e::E2eError;
 
 #[derive(Debug)]
@@ -44,7 +46,7 @@ impl fmt::Display for ClientError {
             ClientError::Db(e) => write!(f, "profile database: {e}"),
             ClientError::Schema(e) => write!(f, "profile database: {e}"),
             ClientError::E2e { context, source } => write!(f, "{context}: {source}"),
-            ClientError::Rpc { call, status } => write!(f, "platform call {call} failed: {}", crate::wire::rpc::text(status)),
+            ClientError::Rpc { call, status } => write!(f, "{}", rpc_sentence(call, status)),
             ClientError::NoSuchUser(name) => write!(f, "no user @{name} on the platform"),
             ClientError::UsernameTaken(name) => write!(f, "username @{name} is already taken"),
             ClientError::NotRegistered(dir) => {
@@ -63,6 +65,47 @@ impl fmt::Display for ClientError {
 
 impl std::error::Error for ClientError {}
 
+impl ClientError {
+    /// The platform could not be reached or did not answer: the same call may succeed later
+    /// (a queued message waits for it). Refusals, and everything local, are not transient.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Rpc { status, .. } => matches!(
+                crate::wire::rpc::code(status),
+                None | Some(RpcStatusCode::UNAVAILABLE | RpcStatusCode::DEADLINE_EXCEEDED | RpcStatusCode::CANCELLED)
+            ),
+            _ => false,
+        }
+    }
+}
+
+/// A failed platform call as a sentence a person reads: the platform's own words for a
+/// refusal ("@alice is already a member of this group"), plain words for a platform that cannot
+/// be reached; the call's name and the status code only for what is neither.
+fn rpc_sentence(call: &str, status: &grpcio::Error) -> String {
+    let message = match status {
+        grpcio::Error::RpcFailure(s) => s.message().replace('\n', " "),
+        _ => String::new(),
+    };
+    match crate::wire::rpc::code(status) {
+        None | Some(RpcStatusCode::UNAVAILABLE) => "the platform cannot be reached right now".to_string(),
+        Some(RpcStatusCode::DEADLINE_EXCEEDED) => "the platform did not answer in time".to_string(),
+        Some(RpcStatusCode::UNAUTHENTICATED) => {
+            format!("the platform no longer accepts this device{}", if message.is_empty() { String::new() } else { format!(": {message}") })
+        }
+        Some(
+            RpcStatusCode::ALREADY_EXISTS
+            | RpcStatusCode::NOT_FOUND
+            | RpcStatusCode::PERMISSION_DENIED
+            | RpcStatusCode::FAILED_PRECONDITION
+            | RpcStatusCode::INVALID_ARGUMENT
+            | RpcStatusCode::RESOURCE_EXHAUSTED
+            | RpcStatusCode::OUT_OF_RANGE,
+        ) if !message.is_empty() => message,
+        Some(_) => format!("the platform failed to answer {call}: {}", crate::wire::rpc::text(status)),
+    }
+}
+
 impl From<crate::migrations::MigrationError> for ClientError {
     fn from(e: crate::migrations::MigrationError) -> Self {
         ClientError::Schema(e)
@@ -76,6 +119,37 @@ impl From<rusqlite::Error> for ClientError {
 }
 
 pub type Result<T> = std::result::Result<T, ClientError>;
+
+#[cfg(test)]
+mod tests {
+    use grpcio::{RpcStatus, RpcStatusCode};
+
+    use super::*;
+
+    fn rpc(code: RpcStatusCode, message: &str) -> ClientError {
+        ClientError::Rpc { call: "AddGroupMember", status: grpcio::Error::RpcFailure(RpcStatus::with_message(code, message.into())) }
+    }
+
+    #[test]
+    fn platform_errors_read_as_sentences() {
+        let taken = rpc(RpcStatusCode::ALREADY_EXISTS, "@alice is already a member of this group");
+        assert_eq!(taken.to_string(), "@alice is already a member of this group");
+        assert!(!taken.is_transient());
+        let down = rpc(RpcStatusCode::UNAVAILABLE, "failed to connect to all addresses; last error: ipv4:127.0.0.1:7001");
+        assert_eq!(down.to_string(), "the platform cannot be reached right now");
+        assert!(down.is_transient());
+        let slow = rpc(RpcStatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
+        assert_eq!(slow.to_string(), "the platform did not answer in time");
+        assert!(slow.is_transient());
+        let cut = ClientError::Rpc { call: "SendMessages", status: grpcio::Error::RemoteStopped };
+        assert!(cut.is_transient());
+        let odd = rpc(RpcStatusCode::INTERNAL, "boom");
+        assert_eq!(odd.to_string(), "the platform failed to answer AddGroupMember: INTERNAL: boom");
+        for e in [&taken, &down, &slow, &odd] {
+            assert!(!e.to_string().contains("RpcFailure"), "{e}");
+        }
+    }
+}
 
 /// Adds context to e2e errors.
 pub(crate) trait E2eContext<T> {

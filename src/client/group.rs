@@ -25,6 +25,7 @@ use super::group_delivery::{
 };
 use super::message::{Entity, GroupId, GroupRole, Sender};
 use super::profile::Profile;
+use super::send::new_client_message_id;
 use crate::crypto;
 use crate::e2e::group::{self as mls_group, CommitOut};
 use crate::e2e::E2eError;
@@ -290,6 +291,18 @@ impl Profile {
         group: &GroupId,
         content: &Content,
     ) -> Result<SentGroupMessage> {
+        // One id for every attempt: only an OK answer is remembered by the platform, so a
+        // repeat after a lost answer returns the first message instead of sending a second.
+        self.send_group_content_as(group, content, &new_client_message_id())
+    }
+
+    /// `send_group_content` under a given client message id (a queued message's).
+    pub(super) fn send_group_content_as(
+        &self,
+        group: &GroupId,
+        content: &Content,
+        client_message_id: &str,
+    ) -> Result<SentGroupMessage> {
         let plaintext = content.write_to_bytes().map_err(|e| {
             ClientError::Invalid(format!(
                 "encoding a message for group {}: {e}",
@@ -297,16 +310,13 @@ impl Profile {
             ))
         })?;
         self.ensure_joined(group)?;
-        // One id for every attempt: only an OK answer is remembered by the platform, so a
-        // repeat after a lost answer returns the first message instead of sending a second.
-        let client_message_id = crypto::hex_encode(&crypto::random_bytes::<16>());
         for attempt in 1..=MAX_GROUP_ATTEMPTS {
             let (message, _) = self.write(|c| {
                 mls_group::encrypt(c, &group.0, &plaintext)
                     .context(|| format!("encrypting for group {}", short(group)))
             })?;
             let resp =
-                self.send_to_group(group, &client_message_id, message, Vec::new(), Vec::new())?;
+                self.send_to_group(group, client_message_id, message, Vec::new(), Vec::new())?;
             match resp.status.enum_value() {
                 Ok(Status::OK) => {
                     return Ok(SentGroupMessage {
@@ -447,7 +457,7 @@ impl Profile {
             let Some(commit) = self.write(|c| derive(c).context(context))? else {
                 return Ok(false);
             };
-            let client_message_id = crypto::hex_encode(&crypto::random_bytes::<16>());
+            let client_message_id = new_client_message_id();
             let answer = self.send_to_group(
                 group,
                 &client_message_id,

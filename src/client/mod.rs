@@ -11,11 +11,13 @@
 //!   prekey replenishment.
 //! - `group`: groups over MLS (create, add, remove, leave, send) against the platform's
 //!   delivery service, and what arrives for a group in the inbox.
+//! - `outbox`: lines typed in chat mode, kept until the platform takes them.
 //! - `history`: the received messages remembered per dialog (edits applied), for presses
 //!   and downloads.
 //! - `media`: sending a file (encrypted while streamed to the platform) and downloading one
 //!   (verified whole before a byte is written).
-//! - `cli`, `interactive`: the `e2e-chat` program; `display`: what it shows a person, made safe
+//! - `cli`, `chat`: the `e2e-chat` program and its chat mode; `tui`: chat mode on a terminal
+//!   (a screen drawn from a model, a line editor); `display`: what it shows a person, made safe
 //!   for a terminal.
 //!
 //! ```no_run
@@ -33,6 +35,7 @@
 
 mod admin;
 mod bot_profile;
+mod chat;
 mod cli;
 mod cli_admin;
 pub mod display;
@@ -42,12 +45,13 @@ mod group_delivery;
 mod history;
 mod inline;
 mod inbox;
-mod interactive;
 mod media;
 mod message;
+mod outbox;
 mod profile;
 mod reader;
 mod send;
+mod tui;
 
 #[cfg(test)]
 mod dialog_tests;
@@ -64,5 +68,6 @@ pub use message::{
     role_name, Button, Entity, ForwardOrigin, GroupId, GroupRef, GroupRole, Incoming, InlineResult, Keyboard, MediaInfo, MediaKind, ReactionType, ReceivedMessage, SentMessage,
     SentPress, Sender,
 };
+pub use outbox::{Attempt, Queued};
 pub use profile::{Profile, BUSY_TIMEOUT, DB_FILE};
 pub use send::MAX_SEND_ATTEMPTS;

@@ -265,6 +265,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 3, sql: &[history::HISTORY_V3, super::inline::INLINE_V3] },
     // The groups this device is in (`group`); openmls keeps their MLS state in its own tables.
     Step { version: 4, sql: &[super::group_delivery::GROUPS_V4] },
+    // Messages typed in chat mode that the platform has not taken yet (`outbox`).
+    Step { version: 5, sql: &[super::outbox::OUTBOX_V5] },
 ];
 
 /// Step 2: the processed seqs give way to the one inbound rule of `e2e::inbound`. Envelopes
@@ -348,13 +350,14 @@ mod tests {
     }
 
     #[test]
-    fn step_4_adds_the_groups_table_and_open_adds_openmls_tables() {
+    fn steps_4_and_5_add_groups_and_the_outbox_and_open_adds_openmls_tables() {
         let dir = tempfile::tempdir().expect("tempdir");
         let c = open_db(dir.path()).expect("open");
         let version: u32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).expect("version");
-        assert_eq!(version, 4);
+        assert_eq!(version, 5);
         let count = |sql: &str| -> i64 { c.query_row(sql, [], |r| r.get(0)).expect("count") };
         assert_eq!(count("SELECT COUNT(*) FROM client_groups"), 0);
+        assert_eq!(count("SELECT COUNT(*) FROM client_outbox"), 0);
         assert!(count("SELECT COUNT(*) FROM sqlite_master WHERE name = 'openmls_group_data'") == 1, "openmls storage migrated");
         drop(c);
         open_db(dir.path()).expect("opening again runs nothing twice");

@@ -22,6 +22,11 @@ use crate::wire::platform::{
     Profile as PeerProfile, SendMessagesRequest, SendResult,
 };
 
+/// A fresh client message id: 16 random bytes in hex.
+pub(super) fn new_client_message_id() -> String {
+    crypto::hex_encode(&crypto::random_bytes::<16>())
+}
+
 /// Rounds of "stale device list, update, resend" before giving up.
 pub const MAX_SEND_ATTEMPTS: usize = 5;
 
@@ -151,14 +156,20 @@ impl Profile {
     /// Seals `content` for every device of `peer` and sends it, updating the device list when
     /// the platform reports it stale.
     pub fn send_content(&self, peer: &PeerProfile, content: &Content) -> Result<SentMessage> {
+        self.send_content_as(peer, content, &new_client_message_id())
+    }
+
+    /// `send_content` under a given client message id: the platform takes one message per
+    /// id, so sending again under the id of a message it already took (a retry after a lost
+    /// answer, a queued message sent again) answers with that message instead of a second one.
+    pub(super) fn send_content_as(&self, peer: &PeerProfile, content: &Content, client_message_id: &str) -> Result<SentMessage> {
         let name = peer.username.as_str();
         if peer.user_id == self.user_id() {
             return Err(ClientError::Invalid("cannot send a message to yourself".to_string()));
         }
-        let client_message_id = crypto::hex_encode(&crypto::random_bytes::<16>());
         let mut ciphertexts = self.seal_for_all(peer, content)?;
         for attempt in 1..=MAX_SEND_ATTEMPTS {
-            let result = self.send_once(peer, &client_message_id, &ciphertexts)?;
+            let result = self.send_once(peer, client_message_id, &ciphertexts)?;
             match result.status.enum_value() {
                 Ok(send_result::Status::OK) => {
                     return Ok(SentMessage { chat_id: peer.user_id, message_id: result.message_id, date: result.date });

@@ -1,0 +1,201 @@
+//! What a line typed in chat mode asks for: a message to the peer, or one of chat mode's own
+//! commands (`/press`, `/reply`, `/react`, `/inline`, `/choose`, `/switch`, `/commands`,
+//! `/quit`; `display::HELP` lists them).
+
+use super::super::message::{Button, Keyboard};
+
+/// Button `wanted` of a keyboard: a number from 1 counts across rows as shown; anything else
+/// (or a number beyond the buttons) is matched against the callback data. Returns the number too.
+pub(super) fn pick_button<'k>(keyboard: &'k Keyboard, wanted: &str) -> Option<(usize, &'k Button)> {
+    let buttons = keyboard.iter().flatten().enumerate().map(|(i, b)| (i + 1, b));
+    if let Ok(n) = wanted.parse::<usize>() {
+        if let Some(found) = buttons.clone().find(|(i, _)| *i == n) {
+            return Some(found);
+        }
+    }
+    buttons.clone().find(|(_, b)| b.callback_data == wanted)
+}
+
+/// The person's language from the locale (`LC_ALL`, `LC_MESSAGES`, `LANG`, the first set):
+/// `de_DE.UTF-8` is `de`; `C`, `POSIX` or anything else not two letters is none.
+pub(super) fn language_from_env() -> Option<String> {
+    let value = ["LC_ALL", "LC_MESSAGES", "LANG"].iter().find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))?;
+    language_of_locale(&value)
+}
+
+fn language_of_locale(locale: &str) -> Option<String> {
+    let lang = locale.split(['_', '.', '@', '-']).next()?;
+    (lang.len() == 2 && lang.bytes().all(|b| b.is_ascii_alphabetic())).then(|| lang.to_ascii_lowercase())
+}
+
+/// What a typed line asks for. A line whose first word is one of the chat mode's commands is
+/// ours (mistyped: `Usage`); `//x` sends `/x`; every other line, `/start` and the like
+/// included, is a message to the peer.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Command<'a> {
+    Quit,
+    Nothing,
+    Send(&'a str),
+    Reply { message_id: u64, text: &'a str },
+    /// `message_id` none: the last message with buttons.
+    Press { message_id: Option<u64>, button: &'a str },
+    /// An empty emoji removes our reaction.
+    React { message_id: u64, emoji: &'a str },
+    Inline(&'a str),
+    Choose { session_id: u64, result_id: &'a str },
+    Commands,
+    /// Open another conversation: `@user` or a group's title.
+    Switch(&'a str),
+    Usage { command: &'static str, usage: &'static str },
+}
+
+pub(super) fn command(line: &str) -> Command<'_> {
+    let text = line.trim_end_matches(['\r', '\n']);
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Command::Nothing;
+    }
+    if let Some(literal) = text.trim_start().strip_prefix('/').filter(|rest| rest.starts_with('/')) {
+        return Command::Send(literal);
+    }
+    let (word, rest) = split_word(trimmed);
+    let usage = |command: &'static str, usage: &'static str| Command::Usage { command, usage };
+    match word {
+        "/quit" if rest.is_empty() => Command::Quit,
+        "/quit" => usage("/quit", "takes nothing after it"),
+        "/commands" if rest.is_empty() => Command::Commands,
+        "/commands" => usage("/commands", "takes nothing after it"),
+        "/press" if rest.is_empty() => usage("/press", "usage: /press [MESSAGE_ID] BUTTON"),
+        "/press" => match split_word(rest) {
+            (first, button) if !button.is_empty() && positive(first).is_some() => {
+                Command::Press { message_id: positive(first), button }
+            }
+            _ => Command::Press { message_id: None, button: rest },
+        },
+        "/reply" => match split_word(rest) {
+            (first, text) if !text.is_empty() => match positive(first) {
+                Some(message_id) => Command::Reply { message_id, text },
+                None => usage("/reply", "usage: /reply MESSAGE_ID TEXT"),
+            },
+            _ => usage("/reply", "usage: /reply MESSAGE_ID TEXT"),
+        },
+        "/react" => {
+            let (first, emoji) = split_word(rest);
+            match positive(first) {
+                Some(message_id) => Command::React { message_id, emoji },
+                None => usage("/react", "usage: /react MESSAGE_ID [EMOJI] (no emoji: remove yours)"),
+            }
+        }
+        "/inline" => Command::Inline(rest),
+        "/switch" if rest.is_empty() => usage("/switch", "usage: /switch @NAME or /switch GROUP TITLE"),
+        "/switch" => Command::Switch(rest),
+        "/choose" => match split_word(rest) {
+            (first, result_id) if !result_id.is_empty() => match positive(first) {
+                Some(session_id) => Command::Choose { session_id, result_id },
+                None => usage("/choose", "usage: /choose SESSION_ID RESULT_ID"),
+            },
+            _ => usage("/choose", "usage: /choose SESSION_ID RESULT_ID"),
+        },
+        _ => Command::Send(text),
+    }
+}
+
+/// The first word and the rest (leading whitespace dropped).
+fn split_word(s: &str) -> (&str, &str) {
+    match s.find(char::is_whitespace) {
+        Some(i) => (&s[..i], s[i..].trim_start()),
+        None => (s, ""),
+    }
+}
+
+/// A message or session id: a positive whole number.
+fn positive(s: &str) -> Option<u64> {
+    s.parse::<u64>().ok().filter(|n| *n > 0)
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_lines_and_bot_commands_go_to_the_peer() {
+        assert_eq!(command("/quit"), Command::Quit);
+        assert_eq!(command("  /quit \r\n"), Command::Quit);
+        assert_eq!(command("   "), Command::Nothing);
+        assert_eq!(command(""), Command::Nothing);
+        assert_eq!(command("/start"), Command::Send("/start"));
+        assert_eq!(command("/start@my_bot deep"), Command::Send("/start@my_bot deep"));
+        assert_eq!(command("/help"), Command::Send("/help"), "a bot's /help is the bot's");
+        assert_eq!(command("  two words  \r"), Command::Send("  two words  "));
+        assert_eq!(command("/Press 1"), Command::Send("/Press 1"), "ours are lowercase");
+    }
+
+    #[test]
+    fn a_double_slash_sends_the_literal_command() {
+        assert_eq!(command("//quit"), Command::Send("/quit"));
+        assert_eq!(command("  //press 1 2"), Command::Send("/press 1 2"));
+        assert_eq!(command("//"), Command::Send("/"));
+    }
+
+    #[test]
+    fn press_takes_a_button_and_optionally_the_message() {
+        assert_eq!(command("/press 5 2"), Command::Press { message_id: Some(5), button: "2" });
+        assert_eq!(command("/press 5 page:2"), Command::Press { message_id: Some(5), button: "page:2" });
+        assert_eq!(command("/press 2"), Command::Press { message_id: None, button: "2" });
+        assert_eq!(command("/press yes"), Command::Press { message_id: None, button: "yes" });
+        assert_eq!(command("/press  yes please "), Command::Press { message_id: None, button: "yes please" });
+        assert_eq!(command("/press 0 x"), Command::Press { message_id: None, button: "0 x" }, "0 is no message id");
+        assert!(matches!(command("/press"), Command::Usage { command: "/press", .. }));
+    }
+
+    #[test]
+    fn reply_react_inline_choose_and_commands_parse_their_arguments() {
+        assert_eq!(command("/reply 4 sure thing"), Command::Reply { message_id: 4, text: "sure thing" });
+        assert!(matches!(command("/reply 4"), Command::Usage { command: "/reply", .. }));
+        assert!(matches!(command("/reply x hi"), Command::Usage { command: "/reply", .. }));
+        assert_eq!(command("/react 4 👍"), Command::React { message_id: 4, emoji: "👍" });
+        assert_eq!(command("/react 4"), Command::React { message_id: 4, emoji: "" });
+        assert!(matches!(command("/react"), Command::Usage { command: "/react", .. }));
+        assert!(matches!(command("/react -1 👍"), Command::Usage { command: "/react", .. }));
+        assert_eq!(command("/inline cats  and dogs"), Command::Inline("cats  and dogs"));
+        assert_eq!(command("/inline"), Command::Inline(""));
+        assert_eq!(command("/choose 12 r-1"), Command::Choose { session_id: 12, result_id: "r-1" });
+        assert!(matches!(command("/choose 12"), Command::Usage { command: "/choose", .. }));
+        assert!(matches!(command("/choose r-1 12x"), Command::Usage { command: "/choose", .. }));
+        assert_eq!(command("/commands"), Command::Commands);
+        assert!(matches!(command("/commands now"), Command::Usage { command: "/commands", .. }));
+        assert!(matches!(command("/quit now"), Command::Usage { command: "/quit", .. }));
+        assert_eq!(command("/switch @bob"), Command::Switch("@bob"));
+        assert_eq!(command("/switch Cat lovers "), Command::Switch("Cat lovers"));
+        assert!(matches!(command("/switch"), Command::Usage { command: "/switch", .. }));
+    }
+
+    fn keyboard() -> Keyboard {
+        let b = |text: &str, data: &str| Button { text: text.into(), callback_data: data.into() };
+        vec![vec![b("Yes", "yes"), b("No", "7")], vec![b("Later", "2")]]
+    }
+
+    #[test]
+    fn buttons_are_picked_by_shown_number_then_callback_data() {
+        let k = keyboard();
+        assert_eq!(pick_button(&k, "1").map(|(n, b)| (n, b.callback_data.as_str())), Some((1, "yes")));
+        assert_eq!(pick_button(&k, "3").map(|(n, b)| (n, b.text.as_str())), Some((3, "Later")), "numbers run across rows");
+        assert_eq!(pick_button(&k, "2").map(|(n, _)| n), Some(2), "a number shown wins over equal callback data");
+        assert_eq!(pick_button(&k, "7").map(|(n, b)| (n, b.text.as_str())), Some((2, "No")), "beyond the numbers: data");
+        assert_eq!(pick_button(&k, "yes").map(|(n, _)| n), Some(1));
+        assert!(pick_button(&k, "maybe").is_none());
+        assert!(pick_button(&k, "0").is_none());
+        assert!(pick_button(&Vec::new(), "1").is_none());
+    }
+
+    #[test]
+    fn the_language_comes_from_the_locale() {
+        assert_eq!(language_of_locale("de_DE.UTF-8").as_deref(), Some("de"));
+        assert_eq!(language_of_locale("PT-br").as_deref(), Some("pt"));
+        assert_eq!(language_of_locale("en").as_deref(), Some("en"));
+        assert_eq!(language_of_locale("C.UTF-8"), None);
+        assert_eq!(language_of_locale("POSIX"), None);
+        assert_eq!(language_of_locale(""), None);
+    }
+}

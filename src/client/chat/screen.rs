@@ -1,0 +1,116 @@
+//! Where chat mode shows things: a terminal (`tui::Tui`, drawn whole from a model) or plain
+//! lines (a script, a pipe, `TERM=dumb`: what happens in the dialog to stdout, everything about
+//! the program to stderr, one line per thing, never redrawn). Every thread shows through one
+//! `Screen`; both kinds take the same `ChatEvent`s.
+
+use std::io::{self, Write};
+use std::sync::Arc;
+
+use super::super::display::ChatEvent;
+use super::super::outbox::{Attempt, Queued};
+use super::super::tui::style::Style;
+use super::super::tui::view::{ChatKey, SendState};
+use super::super::tui::Tui;
+
+#[derive(Clone)]
+pub(super) enum Screen {
+    Tui(Arc<Tui>),
+    Plain,
+}
+
+impl Screen {
+    /// Shows one event.
+    pub fn show(&self, event: &ChatEvent) {
+        match self {
+            Screen::Plain => plain(event),
+            Screen::Tui(tui) => {
+                let now = crate::clock::unix_now();
+                tui.update(|s| match event {
+                    ChatEvent::Started { .. } => {}
+                    ChatEvent::Incoming { event, chat, .. } => s.view.incoming(event, chat, now),
+                    ChatEvent::ConnectionLost { reason } => {
+                        s.view.set_lost(Some(reason.to_string()));
+                        s.view.note(&event_text(event), Style::ALERT, now);
+                    }
+                    ChatEvent::Reconnected => {
+                        s.view.set_lost(None);
+                        s.view.note(&event_text(event), Style::OK, now);
+                    }
+                    ChatEvent::Failed { .. } | ChatEvent::SendFailed { .. } => s.view.note(&event_text(event), Style::ALERT, now),
+                    ChatEvent::Help | ChatEvent::Menu(_) => s.view.note(&event_text(event), Style::DIM, now),
+                    _ => s.view.note(&event_text(event), Style::NOTE, now),
+                });
+            }
+        }
+    }
+
+    /// A line the person typed, queued: on a terminal it shows at once, pending.
+    pub fn typed(&self, queued: &Queued) {
+        if let Screen::Tui(tui) = self {
+            let now = crate::clock::unix_now();
+            tui.update(|s| s.view.typed(queued.id, queued.text(), reply_to(queued), now));
+        }
+    }
+
+    /// What became of a queued line. `first_wait`: the first time it could not be sent (a
+    /// plain screen says so once, not at every retry).
+    pub fn settled(&self, queued: &Queued, attempt: &Attempt, first_wait: bool) {
+        let text = queued.text();
+        match self {
+            Screen::Tui(tui) => {
+                let (state, id) = match attempt {
+                    Attempt::Sent(sent) => (SendState::Sent, Some(sent.message_id)),
+                    Attempt::Waiting(_) => (SendState::Waiting, None),
+                    Attempt::Refused(e) => (SendState::Failed(e.to_string()), None),
+                };
+                tui.update(|s| s.view.settle(queued.id, state, id));
+            }
+            Screen::Plain => match attempt {
+                Attempt::Sent(sent) => {
+                    plain(&ChatEvent::Sent { text, message_id: sent.message_id, reply_to: reply_to(queued) })
+                }
+                Attempt::Waiting(e) if first_wait => plain(&ChatEvent::Waiting { text, reason: &e.to_string() }),
+                Attempt::Waiting(_) => {}
+                Attempt::Refused(e) => plain(&ChatEvent::SendFailed { text, reason: &e.to_string() }),
+            },
+        }
+    }
+
+    /// Opens conversation `key` (after `/switch`).
+    pub fn open(&self, key: ChatKey, name: &str, about: &str) {
+        match self {
+            Screen::Tui(tui) => tui.update(|s| s.view.open(key, name, about)),
+            Screen::Plain => plain(&ChatEvent::Switched { name }),
+        }
+    }
+
+    /// A hint beside the status line (terminal only).
+    pub fn hint(&self, hint: &str) {
+        if let Screen::Tui(tui) = self {
+            tui.update(|s| s.view.set_hint(Some(hint.to_string())));
+        }
+    }
+}
+
+fn reply_to(queued: &Queued) -> Option<u64> {
+    Some(queued.content.reply_to_message_id).filter(|&id| id != 0)
+}
+
+fn event_text(event: &ChatEvent) -> String {
+    event.render()
+}
+
+/// What happens in the dialog is the program's output; the rest is about the program.
+fn plain(event: &ChatEvent) {
+    let mut text = event.render();
+    text.push('\n');
+    let written = if event.is_dialog() { write_flushed(&mut io::stdout().lock(), &text) } else { write_flushed(&mut io::stderr().lock(), &text) };
+    if let Err(e) = written {
+        log::debug!("could not show a chat event: {e}");
+    }
+}
+
+fn write_flushed(out: &mut impl Write, text: &str) -> io::Result<()> {
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}

@@ -1,0 +1,652 @@
+//! What chat mode shows on a terminal, as a model drawn whole on every change: the
+//! conversations (the one open, and every other that something arrived in, with its unread
+//! count), each a list of messages and notes. Because the screen is drawn from the model, an
+//! edit changes the message where it is, a deletion strikes it through, and a line the person
+//! sent turns from pending to sent in place.
+//!
+//! Everything from the network goes through `display::sanitize` one character at a time, so
+//! no control character reaches the terminal and entity offsets still line up.
+
+use std::collections::VecDeque;
+
+use unicode_width::UnicodeWidthChar;
+
+use super::super::display::{sanitize, ChatEvent};
+use super::super::message::{Entity, GroupId, Incoming, Keyboard, ReceivedMessage};
+use super::style::{Line, Span, Style};
+
+/// Entries kept per conversation (older ones scroll away for good).
+const MAX_ENTRIES: usize = 500;
+
+/// Which conversation something belongs to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChatKey {
+    User(u64),
+    Group(GroupId),
+}
+
+/// What became of a line the person typed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SendState {
+    /// Typed; the platform has not answered yet.
+    Pending,
+    /// The platform cannot be reached: it waits in the outbox.
+    Waiting,
+    Sent,
+    /// Refused for good, with why.
+    Failed(String),
+}
+
+#[derive(Clone, Debug)]
+struct Message {
+    /// The platform's id (none until sent).
+    id: Option<u64>,
+    /// The outbox's id of a line we typed.
+    queued: Option<i64>,
+    /// The sender's name; none: the person.
+    from: Option<String>,
+    text: String,
+    entities: Vec<Entity>,
+    reply_to: Option<u64>,
+    keyboard: Keyboard,
+    about: Vec<String>,
+    state: Option<SendState>,
+    edited: bool,
+    deleted: bool,
+}
+
+#[derive(Clone, Debug)]
+enum Entry {
+    Message { time: i64, message: Message },
+    Note { time: i64, text: String, style: Style },
+}
+
+/// One conversation: a dialog with a user or bot, or a group.
+pub struct Conversation {
+    pub key: ChatKey,
+    /// `@name` or the group's title.
+    pub name: String,
+    entries: VecDeque<Entry>,
+    pub unread: usize,
+}
+
+impl Conversation {
+    fn new(key: ChatKey, name: String) -> Conversation {
+        Conversation { key, name, entries: VecDeque::new(), unread: 0 }
+    }
+
+    fn push(&mut self, entry: Entry) {
+        if self.entries.len() == MAX_ENTRIES {
+            self.entries.pop_front();
+        }
+        self.entries.push_back(entry);
+    }
+
+    fn message_mut(&mut self, id: u64) -> Option<&mut Message> {
+        self.entries.iter_mut().rev().find_map(|e| match e {
+            Entry::Message { message, .. } if message.id == Some(id) => Some(message),
+            _ => None,
+        })
+    }
+
+    fn message(&self, id: u64) -> Option<&Message> {
+        self.entries.iter().rev().find_map(|e| match e {
+            Entry::Message { message, .. } if message.id == Some(id) => Some(message),
+            _ => None,
+        })
+    }
+}
+
+/// Everything chat mode shows.
+pub struct View {
+    own: String,
+    /// The header's words about the open conversation's peer (`bot @x (X)`).
+    about_peer: String,
+    convs: Vec<Conversation>,
+    current: usize,
+    /// Set while the inbox stream is down, with why.
+    lost: Option<String>,
+    /// A one-line hint above the input (a Ctrl-C reminder, a command's usage).
+    hint: Option<String>,
+}
+
+/// A drawn screen: its lines, and where the cursor goes (row, column; from 0).
+pub struct Frame {
+    pub lines: Vec<Line>,
+    pub cursor: (usize, usize),
+}
+
+impl View {
+    pub fn new(own: &str, peer: ChatKey, peer_name: &str, about_peer: &str) -> View {
+        View {
+            own: sanitize(own),
+            about_peer: sanitize(about_peer),
+            convs: vec![Conversation::new(peer, sanitize(peer_name))],
+            current: 0,
+            lost: None,
+            hint: None,
+        }
+    }
+
+    pub fn current(&self) -> &Conversation {
+        &self.convs[self.current]
+    }
+
+    /// Opens (and creates if new) the conversation `key`; its unread count is read.
+    pub fn open(&mut self, key: ChatKey, name: &str, about: &str) {
+        self.current = self.conversation(&key, name);
+        self.convs[self.current].unread = 0;
+        self.about_peer = sanitize(about);
+    }
+
+    fn conversation(&mut self, key: &ChatKey, name: &str) -> usize {
+        match self.convs.iter().position(|c| &c.key == key) {
+            Some(i) => i,
+            None => {
+                self.convs.push(Conversation::new(key.clone(), sanitize(name)));
+                self.convs.len() - 1
+            }
+        }
+    }
+
+    pub fn set_hint(&mut self, hint: Option<String>) {
+        self.hint = hint;
+    }
+
+    pub fn set_lost(&mut self, lost: Option<String>) {
+        self.lost = lost;
+    }
+
+    /// A note in the open conversation.
+    pub fn note(&mut self, text: &str, style: Style, now: i64) {
+        self.convs[self.current].push(Entry::Note { time: now, text: text.to_string(), style });
+    }
+
+    /// A line the person typed, pending, as outbox entry `queued`.
+    pub fn typed(&mut self, queued: i64, text: &str, reply_to: Option<u64>, now: i64) {
+        let message = Message {
+            id: None,
+            queued: Some(queued),
+            from: None,
+            text: text.to_string(),
+            entities: Vec::new(),
+            reply_to,
+            keyboard: Vec::new(),
+            about: Vec::new(),
+            state: Some(SendState::Pending),
+            edited: false,
+            deleted: false,
+        };
+        self.convs[self.current].push(Entry::Message { time: now, message });
+    }
+
+    /// What became of typed line `queued` (in whichever conversation it is).
+    pub fn settle(&mut self, queued: i64, state: SendState, message_id: Option<u64>) {
+        for conv in &mut self.convs {
+            for entry in conv.entries.iter_mut() {
+                if let Entry::Message { message, .. } = entry {
+                    if message.queued == Some(queued) {
+                        message.state = Some(state);
+                        if message_id.is_some() {
+                            message.id = message_id;
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Something that arrived. `name_of(chat_id)` names a dialog's peer for a new
+    /// conversation and for the notes that carry no sender.
+    pub fn incoming(&mut self, event: &Incoming, peer_name: &str, now: i64) {
+        let (key, name) = match event.group() {
+            Some(group) => (ChatKey::Group(group.id), group.title.clone()),
+            None => (ChatKey::User(event.chat_id()), format!("@{peer_name}")),
+        };
+        let at = self.conversation(&key, &name);
+        let conv = &mut self.convs[at];
+        let shown = match event {
+            Incoming::Message(m) | Incoming::GroupMessage { message: m, .. } => {
+                conv.push(Entry::Message { time: m.date, message: received(m) });
+                true
+            }
+            Incoming::Edited { message_id, text, entities, keyboard, .. } => match conv.message_mut(*message_id) {
+                Some(m) => {
+                    m.text = text.clone();
+                    m.entities = entities.clone();
+                    m.keyboard = keyboard.clone();
+                    m.edited = true;
+                    true
+                }
+                None => false,
+            },
+            Incoming::Deleted { message_id, .. } | Incoming::GroupDeleted { message_id, .. } => match conv.message_mut(*message_id) {
+                Some(m) => {
+                    m.deleted = true;
+                    m.keyboard.clear();
+                    true
+                }
+                None => false,
+            },
+            _ => false,
+        };
+        if !shown {
+            let text = ChatEvent::Incoming { event, chat: peer_name, via: None }.render();
+            let style = match event {
+                Incoming::CallbackAnswer { show_alert: true, .. } => Style::ALERT,
+                Incoming::ChatAction { .. } => Style::DIM,
+                _ => Style::NOTE,
+            };
+            conv.push(Entry::Note { time: now, text, style });
+        }
+        if at != self.current && matches!(event, Incoming::Message(_) | Incoming::GroupMessage { .. }) {
+            conv.unread += 1;
+        }
+    }
+
+    /// The whole screen for a terminal of `width` × `height`, with `input` typed so far and
+    /// the cursor `cursor` chars into it.
+    pub fn render(&self, width: usize, height: usize, input: &str, cursor: usize, tz: &dyn Fn(i64) -> String) -> Frame {
+        let width = width.max(20);
+        let height = height.max(4);
+        let conv = self.current();
+        let mut lines = vec![fit(
+            vec![Span::new(&format!(" e2e-chat · @{} ↔ {} · /help ", self.own, self.about_peer), Style::HEADER)],
+            width,
+        )];
+        let body_rows = height - 3;
+        let mut body: Vec<Line> = Vec::new();
+        for entry in &conv.entries {
+            body.extend(entry_lines(conv, entry, width, tz));
+        }
+        let skip = body.len().saturating_sub(body_rows);
+        let mut shown: Vec<Line> = body.into_iter().skip(skip).collect();
+        while shown.len() < body_rows {
+            shown.insert(0, Vec::new());
+        }
+        lines.extend(shown);
+        lines.push(fit(self.status_line(), width));
+        let (input_line, column) = input_line(input, cursor, width);
+        lines.push(input_line);
+        Frame { lines, cursor: (height - 1, column) }
+    }
+
+    fn status_line(&self) -> Line {
+        let mut spans = match &self.lost {
+            None => vec![Span::new("● connected", Style::OK)],
+            Some(why) => vec![Span::new(&format!("○ connection lost ({}), reconnecting…", sanitize(why)), Style::ALERT)],
+        };
+        let unread: Vec<String> = self
+            .convs
+            .iter()
+            .enumerate()
+            .filter(|(i, c)| *i != self.current && c.unread > 0)
+            .map(|(_, c)| format!("{} ({})", c.name, c.unread))
+            .collect();
+        if !unread.is_empty() {
+            spans.push(Span::new(&format!("  unread: {}  /switch NAME", unread.join(", ")), Style::NOTE));
+        }
+        if let Some(hint) = &self.hint {
+            spans.push(Span::new(&format!("  {}", sanitize(hint)), Style::DIM));
+        }
+        spans
+    }
+}
+
+fn received(m: &ReceivedMessage) -> Message {
+    let (text, entities) = match &m.media {
+        Some(media) => {
+            let label = format!("[{} {}] ", media.kind.name(), media.file_name);
+            let shift = label.encode_utf16().count() as u32;
+            let entities = media.caption_entities.iter().map(|e| Entity { offset: e.offset + shift, ..e.clone() }).collect();
+            (format!("{label}{}", media.caption), entities)
+        }
+        None => (m.text.clone(), m.entities.clone()),
+    };
+    let mut about = Vec::new();
+    if let Some(o) = &m.forward_origin {
+        let who = if o.sender_username.is_empty() { o.sender_first_name.clone() } else { format!("@{}", o.sender_username) };
+        about.push(format!("forwarded from {who}"));
+    }
+    let name = if m.sender.username.is_empty() { format!("user{}", m.sender.user_id) } else { format!("@{}", m.sender.username) };
+    Message {
+        id: Some(m.message_id),
+        queued: None,
+        from: Some(name),
+        text,
+        entities,
+        reply_to: m.reply_to_message_id,
+        keyboard: m.keyboard.clone(),
+        about,
+        state: None,
+        edited: false,
+        deleted: false,
+    }
+}
+
+/// The lines of one entry, wrapped to `width`.
+fn entry_lines(conv: &Conversation, entry: &Entry, width: usize, tz: &dyn Fn(i64) -> String) -> Vec<Line> {
+    match entry {
+        Entry::Note { time, text, style } => {
+            let mut first = vec![Span::new(&format!("{} ", tz(*time)), Style::DIM)];
+            first.push(Span::new(&text.replace('\n', " · "), *style));
+            wrap(first, width, 6)
+        }
+        Entry::Message { time, message: m } => {
+            let mut out = Vec::new();
+            if let Some(r) = m.reply_to {
+                let quote = match conv.message(r) {
+                    Some(q) => format!("┃ {}: {}", q.from.clone().unwrap_or_else(|| "you".into()), first_line(&q.text)),
+                    None => format!("┃ reply to #{r}"),
+                };
+                out.push(fit(vec![Span::new("      ", Style::PLAIN), Span::new(&sanitize(&quote), Style::DIM)], width));
+            }
+            let mut spans = vec![Span::new(&format!("{} ", tz(*time)), Style::DIM)];
+            match &m.from {
+                Some(name) => spans.push(Span::new(&format!("{}: ", sanitize(name)), Style::PEER)),
+                None => spans.push(Span::new("you: ", Style::OWN)),
+            }
+            let body = styled_body(&m.text, &m.entities, m.deleted);
+            for (i, line) in body.into_iter().enumerate() {
+                if i > 0 {
+                    out.extend(wrap(spans, width, 6));
+                    spans = vec![Span::new("      ", Style::PLAIN)];
+                }
+                spans.extend(line);
+            }
+            if let Some(id) = m.id {
+                spans.push(Span::new(&format!(" #{id}"), Style::DIM));
+            }
+            if m.edited && !m.deleted {
+                spans.push(Span::new(" (edited)", Style::DIM));
+            }
+            if m.deleted {
+                spans.push(Span::new(" (deleted)", Style::DIM));
+            }
+            match &m.state {
+                Some(SendState::Pending) => spans.push(Span::new(" ⧗ sending", Style::DIM)),
+                Some(SendState::Waiting) => spans.push(Span::new(" ⧗ waiting for the platform", Style::NOTE)),
+                Some(SendState::Sent) => spans.push(Span::new(" ✓", Style::OK)),
+                Some(SendState::Failed(why)) => spans.push(Span::new(&format!(" ✗ not sent: {}", sanitize(why)), Style::ALERT)),
+                None => {}
+            }
+            out.extend(wrap(spans, width, 6));
+            if !m.about.is_empty() {
+                out.push(fit(vec![Span::new(&format!("      {}", sanitize(&m.about.join(" · "))), Style::DIM)], width));
+            }
+            let mut number = 0;
+            for row in &m.keyboard {
+                let mut spans = vec![Span::new("      ", Style::PLAIN)];
+                for b in row {
+                    number += 1;
+                    spans.push(Span::new(&format!("[{number} {}]", sanitize(&b.text)), Style::BUTTON));
+                    spans.push(Span::new(" ", Style::PLAIN));
+                }
+                out.extend(wrap(spans, width, 6));
+            }
+            out
+        }
+    }
+}
+
+fn first_line(text: &str) -> String {
+    let line = text.split('\n').next().unwrap_or("");
+    let mut out: String = line.chars().take(60).collect();
+    if line.chars().count() > 60 || text.contains('\n') {
+        out.push('…');
+    }
+    out
+}
+
+/// The body's lines, each a run of spans styled by the entities that cover its characters
+/// (offsets in UTF-16 units, as on the wire). A `text_link` is followed by its address.
+fn styled_body(text: &str, entities: &[Entity], deleted: bool) -> Vec<Line> {
+    let mut lines: Vec<Line> = vec![Vec::new()];
+    let mut offset = 0u32;
+    for c in text.chars() {
+        let units = c.len_utf16() as u32;
+        let mut style = Style::PLAIN;
+        for e in entities.iter().filter(|e| e.offset <= offset && offset < e.offset + e.length) {
+            style = style.with(entity_style(&e.kind));
+        }
+        if deleted {
+            style = style.with(Style::STRIKE);
+        }
+        if c == '\n' {
+            lines.push(Vec::new());
+        } else {
+            push_span(lines.last_mut().expect("a line"), &sanitize(&c.to_string()), style);
+        }
+        offset += units;
+        // After the last character of a text link: its address.
+        for e in entities.iter().filter(|e| e.kind == "text_link" && e.offset + e.length == offset) {
+            if let Some(url) = &e.url {
+                push_span(lines.last_mut().expect("a line"), &format!(" <{}>", sanitize(url)), Style::DIM);
+            }
+        }
+    }
+    lines
+}
+
+fn entity_style(kind: &str) -> Style {
+    match kind {
+        "bold" => Style::BOLD,
+        "italic" => Style::ITALIC,
+        "underline" => Style::UNDERLINE,
+        "strikethrough" => Style::STRIKE,
+        "code" | "pre" => Style::CODE,
+        "url" | "text_link" | "email" | "mention" | "text_mention" => Style::LINK,
+        "spoiler" => Style::DIM,
+        _ => Style::PLAIN,
+    }
+}
+
+fn push_span(line: &mut Line, text: &str, style: Style) {
+    match line.last_mut() {
+        Some(last) if last.style == style => last.text.push_str(text),
+        _ => line.push(Span::new(text, style)),
+    }
+}
+
+/// Display width of text (wide characters count two).
+fn width_of(text: &str) -> usize {
+    text.chars().map(|c| c.width().unwrap_or(0)).sum()
+}
+
+/// `spans` cut to `width` columns (an ellipsis where cut).
+fn fit(spans: Line, width: usize) -> Line {
+    if spans.iter().map(|s| width_of(&s.text)).sum::<usize>() <= width {
+        return spans;
+    }
+    let mut out = Vec::new();
+    let mut used = 0;
+    for span in spans {
+        let mut text = String::new();
+        for c in span.text.chars() {
+            let w = c.width().unwrap_or(0);
+            if used + w + 1 > width {
+                text.push('…');
+                out.push(Span { text, style: span.style });
+                return out;
+            }
+            used += w;
+            text.push(c);
+        }
+        out.push(Span { text, style: span.style });
+    }
+    out
+}
+
+/// `spans` wrapped to `width` columns; later lines start `indent` columns in.
+fn wrap(spans: Line, width: usize, indent: usize) -> Vec<Line> {
+    let mut lines = vec![Vec::new()];
+    let mut used = 0;
+    for span in spans {
+        for c in span.text.chars() {
+            let w = c.width().unwrap_or(0);
+            if used + w > width {
+                lines.push(vec![Span::new(&" ".repeat(indent), Style::PLAIN)]);
+                used = indent;
+            }
+            push_span(lines.last_mut().expect("a line"), &c.to_string(), span.style);
+            used += w;
+        }
+    }
+    lines
+}
+
+/// The input line (`> ` and what is typed), scrolled so the cursor shows; and the cursor's
+/// column.
+fn input_line(input: &str, cursor: usize, width: usize) -> (Line, usize) {
+    const PROMPT: &str = "> ";
+    let chars: Vec<char> = input.chars().collect();
+    let room = width.saturating_sub(PROMPT.len() + 1).max(1);
+    let shown: Vec<String> = chars.iter().map(|c| sanitize(&c.to_string())).collect();
+    let before: usize = shown[..cursor.min(shown.len())].iter().map(|s| width_of(s)).sum();
+    // Scroll so the cursor is on screen: drop whole characters from the left.
+    let mut start = 0;
+    let mut left = before;
+    while left > room && start < shown.len() {
+        left -= width_of(&shown[start]);
+        start += 1;
+    }
+    let mut text = String::new();
+    let mut used = 0;
+    for s in &shown[start..] {
+        if used + width_of(s) > room {
+            break;
+        }
+        used += width_of(s);
+        text.push_str(s);
+    }
+    (vec![Span::new(PROMPT, Style::OWN), Span::new(&text, Style::PLAIN)], PROMPT.len() + left)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::message::{Button, Sender};
+
+    fn utc(t: i64) -> String {
+        format!("{:02}:{:02}", (t / 3600) % 24, (t / 60) % 60)
+    }
+
+    fn text_of(frame: &Frame) -> Vec<String> {
+        frame.lines.iter().map(|l| l.iter().map(|s| s.text.as_str()).collect::<String>()).collect()
+    }
+
+    fn message(id: u64, text: &str) -> ReceivedMessage {
+        ReceivedMessage {
+            chat_id: 7,
+            sender: Sender { user_id: 7, username: "bot".into(), display_name: "Bot".into(), is_bot: true },
+            message_id: id,
+            date: 3600 * 9 + 60 * 5,
+            text: text.into(),
+            entities: vec![],
+            reply_to_message_id: None,
+            keyboard: vec![],
+            forward_origin: None,
+            via_bot_user_id: None,
+            media: None,
+        }
+    }
+
+    fn view() -> View {
+        View::new("alice", ChatKey::User(7), "@bot", "bot @bot (Bot)")
+    }
+
+    #[test]
+    fn a_typed_line_shows_once_pending_then_sent_in_place() {
+        let mut v = view();
+        v.typed(1, "hello", None, 0);
+        let pending = text_of(&v.render(60, 8, "", 0, &utc));
+        assert_eq!(pending.iter().filter(|l| l.contains("you: hello")).count(), 1);
+        assert!(pending.iter().any(|l| l.contains("you: hello ⧗ sending")), "{pending:?}");
+        v.settle(1, SendState::Sent, Some(12));
+        let sent = text_of(&v.render(60, 8, "", 0, &utc));
+        assert_eq!(sent.iter().filter(|l| l.contains("you: hello")).count(), 1);
+        assert!(sent.iter().any(|l| l.contains("you: hello #12 ✓")), "{sent:?}");
+    }
+
+    #[test]
+    fn edits_change_a_message_in_place_and_deletions_strike_it() {
+        let mut v = view();
+        let mut m = message(3, "Sure?");
+        m.keyboard = vec![vec![Button { text: "Yes".into(), callback_data: "y".into() }]];
+        v.incoming(&Incoming::Message(m), "bot", 0);
+        let shown = text_of(&v.render(60, 8, "", 0, &utc));
+        assert!(shown.iter().any(|l| l == "09:05 @bot: Sure? #3"), "{shown:?}");
+        assert!(shown.iter().any(|l| l.contains("[1 Yes]")));
+        let edit = Incoming::Edited { chat_id: 7, message_id: 3, edit_date: 0, text: "Thanks".into(), entities: vec![], keyboard: vec![] };
+        v.incoming(&edit, "bot", 0);
+        let shown = text_of(&v.render(60, 8, "", 0, &utc));
+        assert!(shown.iter().any(|l| l == "09:05 @bot: Thanks #3 (edited)"), "{shown:?}");
+        assert!(!shown.iter().any(|l| l.contains("Sure?") || l.contains("[1 Yes]")));
+        v.incoming(&Incoming::Deleted { chat_id: 7, message_id: 3 }, "bot", 0);
+        let frame = v.render(60, 8, "", 0, &utc);
+        let body = frame.lines.iter().flatten().find(|s| s.text.contains("Thanks")).expect("still shown");
+        assert!(body.style.strike, "struck through");
+        assert!(text_of(&frame).iter().any(|l| l.ends_with("(deleted)")));
+    }
+
+    #[test]
+    fn entities_style_the_text_and_links_show_their_address() {
+        let mut m = message(4, "bold it link");
+        m.entities = vec![Entity::new("bold", 0, 4), Entity::new("italic", 5, 2), Entity { url: Some("https://e.x/\u{1b}".into()), ..Entity::new("text_link", 8, 4) }];
+        let mut v = view();
+        v.incoming(&Incoming::Message(m), "bot", 0);
+        let frame = v.render(80, 8, "", 0, &utc);
+        let spans: Vec<&Span> = frame.lines.iter().flatten().collect();
+        assert!(spans.iter().any(|s| s.text == "bold" && s.style.bold));
+        assert!(spans.iter().any(|s| s.text == "it" && s.style.italic));
+        assert!(spans.iter().any(|s| s.text == "link" && s.style.underline));
+        assert!(text_of(&frame).iter().any(|l| l.contains("link <https://e.x/\\e>")), "{:?}", text_of(&frame));
+    }
+
+    #[test]
+    fn replies_quote_one_line_and_unread_counts_other_conversations() {
+        let mut v = view();
+        v.incoming(&Incoming::Message(message(5, "first line\nsecond")), "bot", 0);
+        let mut reply = message(6, "answer");
+        reply.reply_to_message_id = Some(5);
+        v.incoming(&Incoming::Message(reply), "bot", 0);
+        let shown = text_of(&v.render(60, 10, "", 0, &utc));
+        assert!(shown.iter().any(|l| l.trim_start() == "┃ @bot: first line…"), "{shown:?}");
+        let mut other = message(1, "psst");
+        other.chat_id = 9;
+        other.sender.username = "bob".into();
+        v.incoming(&Incoming::Message(other.clone()), "bob", 0);
+        v.incoming(&Incoming::Message(other), "bob", 0);
+        let shown = text_of(&v.render(80, 10, "", 0, &utc));
+        assert!(shown[8].contains("unread: @bob (2)"), "{shown:?}");
+        assert!(!shown.iter().any(|l| l.contains("psst")), "not in this conversation");
+        v.open(ChatKey::User(9), "@bob", "@bob");
+        let shown = text_of(&v.render(80, 10, "", 0, &utc));
+        assert!(shown.iter().any(|l| l.contains("@bob: psst")) && !shown[8].contains("unread"), "{shown:?}");
+    }
+
+    #[test]
+    fn the_banner_and_the_input_fit_the_width() {
+        let mut v = View::new("alice", ChatKey::User(7), "@bot", &"bot @a_very_long_bot_name (".repeat(5));
+        v.set_hint(Some("press Ctrl-D or type /quit to leave".into()));
+        let frame = v.render(30, 6, &"x".repeat(100), 100, &utc);
+        for line in text_of(&frame) {
+            assert!(width_of(&line) <= 30, "{line:?} is wider than 30");
+        }
+        assert_eq!(frame.lines.len(), 6);
+        assert!(frame.cursor.0 == 5 && frame.cursor.1 <= 30);
+        assert!(text_of(&frame)[0].ends_with('…'));
+    }
+
+    #[test]
+    fn network_text_is_sanitized_everywhere() {
+        let mut v = view();
+        let mut m = message(8, "\u{1b}[2Jboom\u{7}");
+        m.sender.username = "ev\u{1b}il".into();
+        v.incoming(&Incoming::Message(m), "bot", 0);
+        for line in text_of(&v.render(60, 8, "", 0, &utc)) {
+            assert!(!line.chars().any(|c| c.is_control()), "{line:?}");
+        }
+    }
+}
