@@ -246,13 +246,16 @@ fn piped_chat_with_a_gateway_bot_shows_its_menu_buttons_typing_and_answers() {
 
 /// The terminal as a person sees it: everything the program wrote, fed to a terminal emulator
 /// (vt100) on a thread, and the raw bytes too.
+/// The emulated screen and the raw bytes, with a condition variable for waiting on them.
+type Shared = Arc<(Mutex<(vt100::Parser, Vec<u8>)>, Condvar)>;
+
 struct Term {
-    state: Arc<(Mutex<(vt100::Parser, Vec<u8>)>, Condvar)>,
+    state: Shared,
 }
 
 impl Term {
     fn watch(master: std::fs::File, rows: u16, cols: u16) -> Term {
-        let state = Arc::new((Mutex::new((vt100::Parser::new(rows, cols, 0), Vec::new())), Condvar::new()));
+        let state: Shared = Arc::new((Mutex::new((vt100::Parser::new(rows, cols, 0), Vec::new())), Condvar::new()));
         let sink = state.clone();
         let mut master = master;
         std::thread::Builder::new()
@@ -310,7 +313,7 @@ impl Term {
 fn find_on(screen: &vt100::Screen, needle: &str) -> Option<(u16, u16)> {
     let (_, cols) = screen.size();
     screen.rows(0, cols).enumerate().find_map(|(row, text)| {
-        text.find(needle).map(|byte| (row as u16, text[..byte].chars().map(|c| unicode_columns(c)).sum::<u16>()))
+        text.find(needle).map(|byte| (row as u16, text[..byte].chars().map(unicode_columns).sum::<u16>()))
     })
 }
 
@@ -384,7 +387,8 @@ fn terminal_chat_draws_a_current_view_and_keeps_lines_typed_offline() {
     let html = "<b>Bold</b> <i>it</i> <code>c</code> <a href=\"https://example.com/\">site</a>";
     let sent = bot_call(&world.gateway, "sendMessage", json!({"chat_id": chat_id, "text": html, "parse_mode": "HTML", "reply_to_message_id": hello_id, "reply_markup": keyboard}));
     let id = sent["message_id"].as_u64().expect("id");
-    term.wait_text("Bold it c site <https://");
+    term.wait_text("Bold it c site");
+    term.wait_text("<https://example.com/>");
     let shown = term.wait_text("[1 Yes] [2 No]");
     assert!(shown.contains("┃ you: hello bot"), "the reply quotes its message: {shown}");
     term.with(|s| {
@@ -430,7 +434,7 @@ fn terminal_chat_draws_a_current_view_and_keeps_lines_typed_offline() {
     term.wait_text("you: while away ⧗ waiting for the platform");
     let back = Instant::now();
     world.platform.start_again();
-    let shown = term.wait(&"while away, sent", |s| s.contents().lines().any(|l| l.contains("you: while away #") && l.ends_with('✓')));
+    let shown = term.wait("while away, sent", |s| s.contents().lines().any(|l| l.contains("you: while away #") && l.ends_with('✓')));
     eprintln!("the queued line went {:.1} s after the platform came back", back.elapsed().as_secs_f64());
     assert_eq!(shown.matches("while away").count(), 1, "{shown}");
     let got = bob.receive(Duration::from_secs(30), 2).expect("bob receives");

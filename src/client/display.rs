@@ -488,19 +488,7 @@ mod tests {
     }
 
     fn message(username: &str, text: &str) -> ReceivedMessage {
-        ReceivedMessage {
-            chat_id: 7,
-            sender: Sender { user_id: 7, username: username.into(), display_name: "D".into(), is_bot: true },
-            message_id: 3,
-            date: 0,
-            text: text.into(),
-            entities: vec![],
-            reply_to_message_id: None,
-            keyboard: vec![],
-            forward_origin: None,
-            via_bot_user_id: None,
-            media: None,
-        }
+        ReceivedMessage::sample(username, 3, text)
     }
 
     fn shown(event: &Incoming) -> String {

@@ -120,6 +120,20 @@ impl From<rusqlite::Error> for ClientError {
 
 pub type Result<T> = std::result::Result<T, ClientError>;
 
+/// Adds context to e2e errors.
+pub(crate) trait E2eContext<T> {
+    fn context(self, context: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> E2eContext<T> for std::result::Result<T, E2eError> {
+    fn context(self, context: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|source| match source {
+            E2eError::Db(e) => ClientError::Db(e),
+            source => ClientError::E2e { context: context(), source },
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use grpcio::{RpcStatus, RpcStatusCode};
@@ -148,19 +162,5 @@ mod tests {
         for e in [&taken, &down, &slow, &odd] {
             assert!(!e.to_string().contains("RpcFailure"), "{e}");
         }
-    }
-}
-
-/// Adds context to e2e errors.
-pub(crate) trait E2eContext<T> {
-    fn context(self, context: impl FnOnce() -> String) -> Result<T>;
-}
-
-impl<T> E2eContext<T> for std::result::Result<T, E2eError> {
-    fn context(self, context: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|source| match source {
-            E2eError::Db(e) => ClientError::Db(e),
-            source => ClientError::E2e { context: context(), source },
-        })
     }
 }

@@ -88,6 +88,26 @@ pub struct ReceivedMessage {
     pub media: Option<MediaInfo>,
 }
 
+#[cfg(test)]
+impl ReceivedMessage {
+    /// A plain text message from bot `username` (user and chat 7), for tests to build on.
+    pub(crate) fn sample(username: &str, message_id: u64, text: &str) -> ReceivedMessage {
+        ReceivedMessage {
+            chat_id: 7,
+            sender: Sender { user_id: 7, username: username.into(), display_name: "D".into(), is_bot: true },
+            message_id,
+            date: 0,
+            text: text.into(),
+            entities: vec![],
+            reply_to_message_id: None,
+            keyboard: vec![],
+            forward_origin: None,
+            via_bot_user_id: None,
+            media: None,
+        }
+    }
+}
+
 pub use crate::e2e::file::MediaKind;
 
 /// What a received file message says about its file (never its key or reference).

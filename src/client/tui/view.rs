@@ -252,7 +252,7 @@ impl View {
         let height = height.max(4);
         let conv = self.current();
         let mut lines = vec![fit(
-            vec![Span::new(&format!(" e2e-chat · @{} ↔ {} · /help ", self.own, self.about_peer), Style::HEADER)],
+            vec![Span::new(&format!(" e2e-chat · @{} ↔ {} · /commands ", self.own, self.about_peer), Style::HEADER)],
             width,
         )];
         let body_rows = height - 3;
@@ -478,22 +478,47 @@ fn fit(spans: Line, width: usize) -> Line {
     out
 }
 
-/// `spans` wrapped to `width` columns; later lines start `indent` columns in.
+/// `spans` wrapped to `width` columns at spaces where it can (a word longer than a line is
+/// cut); later lines start `indent` columns in.
 fn wrap(spans: Line, width: usize, indent: usize) -> Vec<Line> {
-    let mut lines = vec![Vec::new()];
+    let cells: Vec<(char, Style)> = spans.iter().flat_map(|s| s.text.chars().map(move |c| (c, s.style))).collect();
+    let mut lines: Vec<Vec<(char, Style)>> = vec![Vec::new()];
     let mut used = 0;
-    for span in spans {
-        for c in span.text.chars() {
-            let w = c.width().unwrap_or(0);
-            if used + w > width {
-                lines.push(vec![Span::new(&" ".repeat(indent), Style::PLAIN)]);
-                used = indent;
-            }
-            push_span(lines.last_mut().expect("a line"), &c.to_string(), span.style);
-            used += w;
+    // In the current line: where the words after its last space begin (after the indent).
+    let mut after_space: Option<usize> = None;
+    // Never break inside the first `indent` columns (the time, or the indent itself).
+    let start = indent;
+    for (c, style) in cells {
+        let w = c.width().unwrap_or(0);
+        if used + w > width {
+            let line = lines.last_mut().expect("a line");
+            let carried: Vec<(char, Style)> = match after_space {
+                Some(at) if at > start && at < line.len() => line.split_off(at),
+                _ => Vec::new(),
+            };
+            let mut next: Vec<(char, Style)> = std::iter::repeat_n((' ', Style::PLAIN), indent).collect();
+            used = indent + carried.iter().map(|(c, _)| c.width().unwrap_or(0)).sum::<usize>();
+            next.extend(carried);
+            lines.push(next);
+            after_space = None;
+        }
+        let line = lines.last_mut().expect("a line");
+        line.push((c, style));
+        used += w;
+        if c == ' ' {
+            after_space = Some(line.len());
         }
     }
     lines
+        .into_iter()
+        .map(|cells| {
+            let mut line = Vec::new();
+            for (c, style) in cells {
+                push_span(&mut line, &c.to_string(), style);
+            }
+            line
+        })
+        .collect()
 }
 
 /// The input line (`> ` and what is typed), scrolled so the cursor shows; and the cursor's
@@ -526,7 +551,7 @@ fn input_line(input: &str, cursor: usize, width: usize) -> (Line, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::message::{Button, Sender};
+    use crate::client::message::Button;
 
     fn utc(t: i64) -> String {
         format!("{:02}:{:02}", (t / 3600) % 24, (t / 60) % 60)
@@ -537,19 +562,7 @@ mod tests {
     }
 
     fn message(id: u64, text: &str) -> ReceivedMessage {
-        ReceivedMessage {
-            chat_id: 7,
-            sender: Sender { user_id: 7, username: "bot".into(), display_name: "Bot".into(), is_bot: true },
-            message_id: id,
-            date: 3600 * 9 + 60 * 5,
-            text: text.into(),
-            entities: vec![],
-            reply_to_message_id: None,
-            keyboard: vec![],
-            forward_origin: None,
-            via_bot_user_id: None,
-            media: None,
-        }
+        ReceivedMessage { date: 3600 * 9 + 60 * 5, ..ReceivedMessage::sample("bot", id, text) }
     }
 
     fn view() -> View {
@@ -637,6 +650,16 @@ mod tests {
         assert_eq!(frame.lines.len(), 6);
         assert!(frame.cursor.0 == 5 && frame.cursor.1 <= 30);
         assert!(text_of(&frame)[0].ends_with('…'));
+    }
+
+    #[test]
+    fn long_lines_wrap_between_words() {
+        let lines = wrap(vec![Span::new("12:00 @bot: one two three four five", Style::PLAIN)], 20, 6);
+        let text: Vec<String> = lines.iter().map(|l| l.iter().map(|s| s.text.as_str()).collect()).collect();
+        assert_eq!(text, ["12:00 @bot: one two ", "      three four ", "      five"]);
+        let long = wrap(vec![Span::new("x".repeat(25).as_str(), Style::PLAIN)], 10, 2);
+        assert_eq!(long.len(), 3, "a word longer than a line is cut");
+        assert!(long.iter().all(|l| width_of(&l.iter().map(|s| s.text.as_str()).collect::<String>()) <= 10));
     }
 
     #[test]
