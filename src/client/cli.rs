@@ -164,7 +164,10 @@ const DEFAULT_LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Entry point of the `e2e-chat` program. On failure prints one line to stderr and exits 1
 /// (the error never reaches `main`, whose default report spans several lines).
 pub fn run_cli(args: Vec<String>) -> anyhow::Result<()> {
-    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).try_init();
+    // Through the chat view's sink: while chat mode draws the screen, log lines are shown in it.
+    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .target(env_logger::Target::Pipe(Box::new(super::tui::logs::Sink)))
+        .try_init();
     if let Err(e) = run(&args) {
         let _ = io::stdout().flush();
         let line = format!("{e:#}").replace('\n', " ");

@@ -37,6 +37,7 @@ use super::profile::Profile;
 use super::tui::editor::Edit;
 use super::tui::keys::Decoder;
 use super::tui::view::ChatKey;
+use super::tui::logs as tui_log;
 use super::tui::Tui;
 use crate::wire::e2e::{Content, Text};
 use crate::wire::platform::Profile as PeerProfile;
@@ -191,7 +192,7 @@ fn type_keys(tui: &Tui, screen: &Screen, typist: &Profile, target: &SharedTarget
         };
         if bytes.is_empty() {
             decoder.flush_stale();
-            if tui.size() != size {
+            if tui.size() != size || tui_log::any() {
                 size = tui.size();
                 tui.redraw();
             }

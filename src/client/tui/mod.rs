@@ -1,11 +1,12 @@
 //! Chat mode on a terminal: the whole screen drawn from a model on every change (`view`), a
 //! line editor of our own (`editor`) fed by a key decoder that takes every byte of a burst
-//! (`keys`), styles written as ANSI sequences where the terminal has them (`style`), and the
-//! terminal in raw mode (`terminal`). `Tui` holds them together: any thread changes the model
+//! (`keys`), styles written as ANSI sequences where the terminal has them (`style`), the
+//! terminal in raw mode (`terminal`), and log lines kept for the view while it draws (`logs`). `Tui` holds them together: any thread changes the model
 //! and the screen is drawn again under the same lock, so two threads never interleave output.
 
 pub mod editor;
 pub mod keys;
+pub mod logs;
 pub mod style;
 pub mod terminal;
 pub mod view;
@@ -37,11 +38,13 @@ impl Tui {
         let terminal = Terminal::open(Palette::from_env())?;
         let state = State { view: View::new(own, peer, peer_name, about_peer), editor: Editor::default() };
         let tui = Tui { terminal, state: Mutex::new(state) };
+        logs::capture(true);
         tui.redraw();
         Ok(tui)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
+        // A log line written while this is held is kept, not drawn: no lock is taken twice.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -49,14 +52,14 @@ impl Tui {
     pub fn update<T>(&self, change: impl FnOnce(&mut State) -> T) -> T {
         let mut state = self.lock();
         let out = change(&mut state);
-        self.draw(&state);
+        self.draw(&mut state);
         out
     }
 
-    /// Draws the screen again (after a resize, Ctrl-L).
+    /// Draws the screen again (after a resize, Ctrl-L, or to show log lines kept meanwhile).
     pub fn redraw(&self) {
-        let state = self.lock();
-        self.draw(&state);
+        let mut state = self.lock();
+        self.draw(&mut state);
     }
 
     /// A key typed: the editor's verdict, with the screen drawn again.
@@ -79,11 +82,26 @@ impl Tui {
         self.terminal.size()
     }
 
-    fn draw(&self, state: &State) {
+    fn draw(&self, state: &mut State) {
+        let now = crate::clock::unix_now();
+        for line in logs::take() {
+            state.view.note(&line, style::Style::DIM, now);
+        }
         let (width, height) = self.terminal.size();
         let frame = state.view.render(width, height, &state.editor.text(), state.editor.cursor(), &local_time);
         if let Err(e) = self.terminal.draw(&frame) {
             log::debug!("could not draw the chat: {e}");
+        }
+    }
+}
+
+impl Drop for Tui {
+    fn drop(&mut self) {
+        self.terminal.restore();
+        logs::capture(false);
+        // What was kept and never drawn goes where it would have gone.
+        for line in logs::take() {
+            eprintln!("{line}");
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::style::{ansi, Palette};
@@ -14,6 +15,7 @@ pub struct Terminal {
     fd: RawFd,
     saved: libc::termios,
     palette: Palette,
+    restored: AtomicBool,
 }
 
 impl Terminal {
@@ -35,7 +37,7 @@ impl Terminal {
         if unsafe { libc::tcsetattr(fd, libc::TCSANOW, &raw) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        let terminal = Terminal { fd, saved, palette };
+        let terminal = Terminal { fd, saved, palette, restored: AtomicBool::new(false) };
         // Alternate screen, bracketed paste on.
         terminal.write_raw("\x1b[?1049h\x1b[?2004h\x1b[H\x1b[2J")?;
         Ok(terminal)
@@ -104,11 +106,21 @@ impl Terminal {
     }
 }
 
-impl Drop for Terminal {
-    fn drop(&mut self) {
+impl Terminal {
+    /// Gives the terminal back as it was (once; dropping does it too).
+    pub fn restore(&self) {
+        if self.restored.swap(true, Ordering::AcqRel) {
+            return;
+        }
         let _ = self.write_raw("\x1b[?2004l\x1b[?1049l");
         // SAFETY: restoring the settings read at open.
         unsafe { libc::tcsetattr(self.fd, libc::TCSANOW, &self.saved) };
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        self.restore();
     }
 }
 
