@@ -27,7 +27,7 @@ def run(chat, profile, *args):
 
 def ask(chat, profile, text):
     print(f"> {text}", file=sys.stderr)
-    run(chat, profile, "send", MANAGER, text)
+    run(chat, profile, "send", MANAGER, "--", text)
     lines = run(chat, profile, "listen", "--count", "1", "--timeout", "60").splitlines()
     if not lines:
         sys.exit(f"newbot: {MANAGER} did not answer {text!r} within 60 s")

@@ -4,7 +4,9 @@
 //! - `--help`, `-h` and `help` print the program's help, `help COMMAND` and
 //!   `COMMAND --help` that command's part of it;
 //! - a usage error (an unknown command or option, a missing argument) says what exists and
-//!   exits with status 2 ([`USAGE_EXIT`]); help and version exit 0; any other failure 1.
+//!   exits with status 2 ([`USAGE_EXIT`]); help and version exit 0; any other failure 1;
+//! - options may come anywhere before `--`, and everything after `--` is an argument
+//!   ([`Program::parse`], the one option parser of `e2e-chat`).
 //!
 //! A program's help text is the one source of its per-command help: a command's part is the
 //! line that names it (`  bot-gateway serve CONFIG`, `  register USERNAME …`) and the lines
@@ -126,6 +128,139 @@ impl Program {
     }
 }
 
+/// One option a command takes: a switch (`--request`) or one with a value (`--name VALUE`,
+/// `--name=VALUE`), optionally with a one-letter spelling too (`-V`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opt {
+    pub name: &'static str,
+    pub short: Option<&'static str>,
+    pub takes_value: bool,
+}
+
+impl Opt {
+    /// `--name VALUE` or `--name=VALUE`.
+    pub const fn value(name: &'static str) -> Opt {
+        Opt { name, short: None, takes_value: true }
+    }
+
+    /// `--name`, no value.
+    pub const fn switch(name: &'static str) -> Opt {
+        Opt { name, short: None, takes_value: false }
+    }
+
+    /// The same option, also spelled `short` (`-V`).
+    pub const fn or(self, short: &'static str) -> Opt {
+        Opt { short: Some(short), ..self }
+    }
+}
+
+/// A parsed command line: its words (operands) in order and the options given.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Args<'a> {
+    pub words: Vec<&'a str>,
+    /// (option name, value); a switch has "" as its value.
+    pub options: Vec<(&'static str, &'a str)>,
+    /// `-h` or `--help` came before `--`.
+    pub help: bool,
+}
+
+impl<'a> Args<'a> {
+    /// The value of option `name` (the last one when it was given more than once).
+    pub fn value(&self, name: &str) -> Option<&'a str> {
+        self.options.iter().rev().find(|(n, _)| *n == name).map(|(_, v)| *v)
+    }
+
+    /// Whether switch `name` was given.
+    pub fn switch(&self, name: &str) -> bool {
+        self.options.iter().any(|(n, _)| *n == name)
+    }
+}
+
+/// Where [`Program::parse`] stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    /// At the end: options anywhere before `--`, words in between.
+    End,
+    /// At the first word (a command): the rest is returned unparsed, for the command's parse.
+    FirstWord,
+}
+
+impl Program {
+    /// The one option parser of the program's commands, with the conventions of most
+    /// command-line tools:
+    ///
+    /// - options may come anywhere before `--`, before, between or after the words;
+    /// - `--name VALUE` and `--name=VALUE` (the next argument is the value whatever it looks
+    ///   like: `--caption --help` is a caption); a switch takes no `=VALUE`;
+    /// - `--` ends the options: everything after it is a word, so a text that starts with
+    ///   `-` goes after it; a lone `-` is a word;
+    /// - `-h`/`--help` anywhere before `--` asks for help ([`Args::help`]; parsing stops);
+    /// - any other argument that starts with `-` is an unknown option: a usage error that
+    ///   names it and `options`, in `context` (the command).
+    ///
+    /// With [`Until::FirstWord`] parsing stops at the first word (a command), which starts
+    /// the returned rest (empty when there is none); a `--` before it is a usage error.
+    pub fn parse<'a>(
+        &self,
+        context: &str,
+        args: &'a [String],
+        options: &[Opt],
+        until: Until,
+    ) -> Result<(Args<'a>, &'a [String]), UsageError> {
+        // "send: X", but "X" alone before the command (the program's name starts the line).
+        let error = |message: String| UsageError(if context == self.name { message } else { format!("{context}: {message}") });
+        let mut parsed = Args::default();
+        let mut i = 0;
+        while i < args.len() {
+            let arg = args[i].as_str();
+            i += 1;
+            if arg == "--" {
+                if until == Until::FirstWord {
+                    return Err(error("the command goes before --".into()));
+                }
+                parsed.words.extend(args[i..].iter().map(String::as_str));
+                return Ok((parsed, &[]));
+            }
+            if is_help(arg) {
+                parsed.help = true;
+                return Ok((parsed, &[]));
+            }
+            if arg == "-" || !arg.starts_with('-') {
+                if until == Until::FirstWord {
+                    return Ok((parsed, &args[i - 1..]));
+                }
+                parsed.words.push(arg);
+                continue;
+            }
+            let (name, inline) = match arg.split_once('=') {
+                Some((n, v)) if n.starts_with("--") => (n, Some(v)),
+                _ => (arg, None),
+            };
+            let Some(opt) = options.iter().find(|o| o.name == name || o.short == Some(name)) else {
+                let mut known: Vec<&str> = options.iter().map(|o| o.name).collect();
+                known.push("--help");
+                let mut e = self.unknown_option(context, name, &known);
+                e.0.push_str("; an argument that starts with - goes after --");
+                return Err(e);
+            };
+            let value = match (opt.takes_value, inline) {
+                (true, Some(v)) => v,
+                (true, None) => match args.get(i) {
+                    Some(v) => {
+                        i += 1;
+                        v.as_str()
+                    }
+                    None => return Err(error(format!("{} needs a value", opt.name))),
+                },
+                (false, Some(_)) => return Err(error(format!("{} takes no value", opt.name))),
+                (false, None) => "",
+            };
+            parsed.options.push((opt.name, value));
+        }
+        Ok((parsed, &[]))
+    }
+}
+
 /// Prints `text` on stdout, ignoring a closed pipe (`bot-gateway --help | head`).
 pub fn print(text: &str) {
     use std::io::Write;
@@ -173,5 +308,81 @@ Usage:
         assert!(err.0.contains("\"frob\"") && err.0.contains("serve, check"), "{err}");
         assert_eq!(p.early(&args(&["serve", "x.json"])), Ok(Early::Run));
         assert_eq!(p.early(&args(&[])), Ok(Early::Run));
+    }
+
+    const OPTIONS: &[Opt] = &[Opt::value("--reply-to"), Opt::switch("--request"), Opt::switch("--version").or("-V")];
+
+    fn parse(a: &[String]) -> Result<Args<'_>, UsageError> {
+        demo().parse("send", a, OPTIONS, Until::End).map(|(parsed, rest)| {
+            assert!(rest.is_empty(), "Until::End leaves nothing");
+            parsed
+        })
+    }
+
+    #[test]
+    fn options_may_come_anywhere_before_the_double_dash() {
+        // Before, between and after the words mean the same.
+        for a in [
+            args(&["@bot", "hello", "--reply-to", "5", "world"]),
+            args(&["--reply-to", "5", "@bot", "hello", "world"]),
+            args(&["@bot", "hello", "world", "--reply-to=5"]),
+        ] {
+            let p = parse(&a).expect("parses");
+            assert_eq!((p.words.clone(), p.value("--reply-to"), p.help), (vec!["@bot", "hello", "world"], Some("5"), false), "{a:?}");
+        }
+        // The last of a repeated option counts; a switch; a short spelling.
+        let a = args(&["--reply-to", "1", "x", "--reply-to=2", "--request", "-V"]);
+        let p = parse(&a).expect("parses");
+        assert_eq!((p.value("--reply-to"), p.switch("--request"), p.switch("--version")), (Some("2"), true, true));
+        assert_eq!(p.value("--absent"), None);
+        // A value is the next argument whatever it looks like; `--name=` is an empty value.
+        let a = args(&["--reply-to", "--help", "--reply-to=", "w"]);
+        let p = parse(&a).expect("parses");
+        assert_eq!((p.value("--reply-to"), p.help, p.words.clone()), (Some(""), false, vec!["w"]));
+    }
+
+    #[test]
+    fn after_the_double_dash_everything_is_a_word() {
+        let a = args(&["@bot", "--reply-to", "3", "--", "-5", "degrees", "--reply-to", "4", "--help", "--"]);
+        let p = parse(&a).expect("parses");
+        assert_eq!(p.words, vec!["@bot", "-5", "degrees", "--reply-to", "4", "--help", "--"]);
+        assert_eq!((p.value("--reply-to"), p.help), (Some("3"), false));
+        // A lone "-" is a word.
+        assert_eq!(parse(&args(&["-", "x"])).expect("parses").words, vec!["-", "x"]);
+        assert_eq!(parse(&args(&["--"])).expect("parses"), Args::default());
+    }
+
+    #[test]
+    fn unknown_options_and_missing_values_are_usage_errors() {
+        let err = parse(&args(&["@bot", "hi", "--frob"])).expect_err("unknown");
+        assert!(err.0.contains("unknown option --frob for send") && err.0.contains("--reply-to, --request, --version, --help"), "{err}");
+        assert!(err.0.contains("goes after --"), "says where a text starting with - goes: {err}");
+        let err = parse(&args(&["@bot", "-5", "degrees"])).expect_err("a text starting with -");
+        assert!(err.0.contains("unknown option -5"), "{err}");
+        let err = parse(&args(&["@bot", "--frob=1"])).expect_err("unknown");
+        assert!(err.0.contains("unknown option --frob for"), "named without its value: {err}");
+        let err = parse(&args(&["@bot", "hi", "--reply-to"])).expect_err("no value");
+        assert_eq!(err.0, "send: --reply-to needs a value");
+        let err = parse(&args(&["--request=yes"])).expect_err("a switch");
+        assert_eq!(err.0, "send: --request takes no value");
+    }
+
+    #[test]
+    fn help_before_the_double_dash_and_until_the_first_word() {
+        for a in [args(&["@bot", "hi", "--help"]), args(&["-h", "@bot"]), args(&["--reply-to=1", "--help", "--bogus"])] {
+            assert!(parse(&a).expect("parses").help, "{a:?}");
+        }
+        assert!(parse(&args(&["--frob", "--help"])).is_err(), "the first problem counts");
+        // Until the first word: the command and all after it are left for the command's parse.
+        let p = demo();
+        let a = args(&["--request", "send", "@bot", "--bogus"]);
+        let (top, rest) = p.parse("demo", &a, OPTIONS, Until::FirstWord).expect("parses");
+        assert!(top.switch("--request") && top.words.is_empty());
+        assert_eq!(rest, &a[1..]);
+        let (top, rest) = p.parse("demo", &a[..1], OPTIONS, Until::FirstWord).expect("parses");
+        assert!(top.switch("--request") && rest.is_empty());
+        let err = p.parse("demo", &args(&["--", "send"]), OPTIONS, Until::FirstWord).expect_err("-- first");
+        assert_eq!(err.0, "the command goes before --", "the program's name is not repeated");
+        assert!(p.parse("demo", &args(&["--bogus", "send"]), OPTIONS, Until::FirstWord).is_err());
     }
 }

@@ -1,6 +1,6 @@
 //! The command-line conventions of the three programs (`--version`, `--help`, `help COMMAND`,
-//! `COMMAND --help`, usage errors with exit status 2 that say what exists) and
-//! `bot-gateway check-config`.
+//! `COMMAND --help`, usage errors with exit status 2 that say what exists), `e2e-chat`'s
+//! options anywhere before `--`, and `bot-gateway check-config`.
 
 mod support;
 
@@ -95,9 +95,73 @@ fn every_program_follows_the_conventions() {
     // A failure that is not a usage error is 1.
     let (code, _, err) = text(&run("bot-gateway", &["serve", "/nonexistent/config.json"]));
     assert_eq!(code, 1, "{err}");
-    // A text may be "--help" itself: it is sent, not taken for help (here: no profile, so 1).
-    let (code, _, _) = text(&run("e2e-chat", &["--profile", "/nonexistent/p", "send", "@bot", "--help"]));
-    assert_eq!(code, 1);
+    // `--help` anywhere before `--` is help, also among a command's words; a text that is
+    // "--help" itself goes after `--` and is sent (here: no profile, so 1).
+    let (code, out, err) = text(&run("e2e-chat", &["--profile", "/nonexistent/p", "send", "@bot", "hi", "--help"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("send @PEER TEXT...") && out.contains("--reply-to"), "{out}");
+    let (code, _, err) = text(&run("e2e-chat", &["--profile", "/nonexistent/p", "send", "@bot", "--", "--help"]));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no registered profile"), "{err}");
+}
+
+/// `e2e-chat` ARGS: (status, JSON lines on stdout, stderr).
+fn e2e_chat(args: &[&str]) -> (i32, Vec<serde_json::Value>, String) {
+    let (code, out, err) = text(&run("e2e-chat", args));
+    let lines = out.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}"))).collect();
+    (code, lines, err)
+}
+
+#[test]
+fn e2e_chat_takes_options_anywhere_before_the_double_dash() {
+    bot_gateway::crypto::init();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let platform = PlatformServer::start(&dir.path().join("platform"));
+    let alice = dir.path().join("alice").display().to_string();
+    let bob = dir.path().join("bob").display().to_string();
+
+    // Global options after the command, and after its words.
+    let (code, out, err) = e2e_chat(&["register", "alice", "--server", &platform.url, "--profile", &alice]);
+    assert_eq!((code, out[0]["username"].as_str()), (0, Some("alice")), "{err}");
+    let server = format!("--server={}", platform.url);
+    let (code, _, err) = e2e_chat(&["register", "--profile", &bob, "bob", &server]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = e2e_chat(&["send", "@bob", "how", "warm", "is", "it?", "--profile", &alice]);
+    assert_eq!(code, 0, "{err}");
+    let first = out[0]["message_id"].as_u64().expect("message_id");
+
+    // --reply-to after the text; a text starting with - after --.
+    let (code, _, err) = e2e_chat(&["--profile", &bob, "send", "@alice", "it", "is", "--reply-to", &first.to_string(), "cold"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = e2e_chat(&["--profile", &bob, "send", "@alice", "--", "-5", "degrees", "--reply-to", "1"]);
+    assert_eq!(code, 0, "{err}");
+
+    // Usage errors exit 2 and send nothing: a missing argument, a text starting with -
+    // before --, an unknown option, an option without its value.
+    for (args, says) in [
+        (vec!["send", "@alice"], "no text"),
+        (vec!["send"], "@PEER missing"),
+        (vec!["react", "@alice"], "expected @PEER MESSAGE_ID"),
+        (vec!["send", "@alice", "-5", "degrees"], "unknown option -5 for send"),
+        (vec!["send", "@alice", "hi", "--bogus"], "unknown option --bogus for send"),
+        (vec!["send", "@alice", "hi", "--reply-to"], "--reply-to needs a value"),
+        (vec!["listen", "--count", "many"], "not a whole number"),
+    ] {
+        let mut all = vec!["--profile", bob.as_str()];
+        all.extend(&args);
+        let (code, _, err) = e2e_chat(&all);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.starts_with("e2e-chat: ") && err.contains(says), "{args:?}: {err}");
+    }
+
+    // Alice sees the two messages, the first a reply; nothing else came. Her --profile
+    // comes after the command's options.
+    let (code, got, err) = e2e_chat(&["listen", "--timeout", "3", "--count", "3", "--profile", &alice]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!((got[0]["text"].as_str(), got[0]["reply_to_message_id"].as_u64()), (Some("it is cold"), Some(first)));
+    assert_eq!(got[1]["text"], "-5 degrees --reply-to 1");
+    assert!(got[1].get("reply_to_message_id").is_none(), "after -- it is text: {:?}", got[1]);
 }
 
 fn check(config: &Path, connect: bool) -> (i32, String) {

@@ -1,4 +1,5 @@
-//! The `e2e-chat` command line: option parsing, the one-JSON-object-per-line output of
+//! The `e2e-chat` command line: its commands and their options (read by the one option parser,
+//! `crate::cli::Program::parse`: options anywhere before `--`), the one-JSON-object-per-line output of
 //! `register`, `send`, `press`, `react` and `listen`, and the error line on stderr. Scripts depend on this
 //! output; change it only together with them.
 
@@ -6,7 +7,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{bail, Context};
 use serde_json::{json, Value};
 
 use super::bot_profile::BotMenu;
@@ -18,6 +19,7 @@ use super::message::{
 use super::display;
 use super::chat;
 use super::profile::Profile;
+use crate::cli::{Args, Opt, Until, UsageError};
 
 const USAGE: &str = "\
 e2e-chat: a terminal client for people on the platform (end-to-end encrypted dialogs with bots)
@@ -25,7 +27,12 @@ e2e-chat: a terminal client for people on the platform (end-to-end encrypted dia
 Usage:
   e2e-chat [--server URL] [--profile DIR] <command> [arguments]
 
-Global options (before the command):
+Options may come anywhere before --: before the command, or before, between or after its
+arguments (--name VALUE or --name=VALUE). Everything after -- is an argument, so a text that
+starts with - goes after it: e2e-chat send @bot -- -5 degrees. -h or --help before -- shows
+the command's help.
+
+Global options (anywhere before --):
   --server URL    platform server, e.g. http://127.0.0.1:50051 (needed for register;
                   stored in the profile, and overrides it for one run when given later)
   --profile DIR   profile directory (default: $E2E_CHAT_PROFILE, else ~/.e2e-chat)
@@ -35,9 +42,9 @@ Global options (before the command):
 Commands:
   register USERNAME [--name NAME]
         create the profile and a user; prints {\"user_id\":N,\"username\":\"U\",\"device_id\":D}
-  send @PEER [--reply-to MESSAGE_ID] TEXT...
-        send the words of TEXT joined by spaces (options go before the text), optionally as
-        a reply; prints {\"chat_id\":N,\"message_id\":M,\"date\":T}
+  send @PEER TEXT... [--reply-to MESSAGE_ID]
+        send the words of TEXT joined by spaces, optionally as a reply (a TEXT that starts
+        with - goes after --); prints {\"chat_id\":N,\"message_id\":M,\"date\":T}
   press @BOT MESSAGE_ID CALLBACK_DATA [--timeout SECONDS]
         press the button with CALLBACK_DATA under a received message and wait (default 30 s)
         for the bot's answer; prints {\"event\":\"callback_answer\",\"chat_id\":N,
@@ -46,7 +53,7 @@ Commands:
   react @PEER MESSAGE_ID [EMOJI]
         set your reaction to a message (no EMOJI: remove it);
         prints {\"chat_id\":N,\"message_id\":M} of the reaction's envelope
-  inline @BOT [--timeout SECONDS] QUERY...
+  inline @BOT QUERY... [--timeout SECONDS]
         type \"@BOT QUERY\" (inline mode): open a session and wait (default 30 s) for the
         bot's results; prints {\"event\":\"inline_results\",\"chat_id\":N,\"session_id\":S,
         \"results\":[{\"id\",\"title\",\"description\",\"text\"}]}. No results in time: exit 1
@@ -79,17 +86,20 @@ Commands:
         {\"command\":\"start\",\"description\":\"...\"} per command; --lang picks the bot's
         texts in that two-letter language where it has them
   chat @PEER
-        interactive dialog: what arrives prints as `[@sender] text (#id)` with buttons
-        numbered under it (`  [1 Yes] [2 No]`), reply/forward/via, edits, deletions,
-        reactions, \"@bot is typing…\", answers to presses and inline results, and your
-        groups' messages as `[@sender in TITLE] text (#id)` and role changes; each line
-        you type is sent and shown as `[you] text (#id)`. With a bot, its description and
-        commands show first. Commands: /press [ID] BUTTON (its number or callback data; no
-        ID: the last message with buttons), /reply ID TEXT, /react ID [EMOJI] (none:
-        remove), /inline QUERY, /choose SESSION RESULT_ID, /commands (the bot's commands
-        and these), /quit; //x sends /x, any other /x (like /start) goes to the peer.
-        /quit, Ctrl-D or end of input leaves. On a terminal: line editing, history
-        (Up/Down), Ctrl-C clears the line. Control characters in what arrives are shown
+        interactive dialog. On a terminal the screen is drawn and kept current: each
+        message with its time, sender and formatting, buttons numbered under it
+        (`[1 Yes] [2 No]`), a one-line quote of the message it replies to, edits in place,
+        deletions struck through; each line you type shows at once and turns from
+        \"⧗ sending\" to \"#id ✓\". Typed while the platform is unreachable, it waits in
+        the profile's outbox and is sent, in order and once, when the platform is back.
+        Other dialogs and groups are counted unread in the status line. Without a terminal
+        it prints one line per thing: `[@sender] text (#id)`, `[you] text (#id)`, ...
+        Commands: /press [ID] BUTTON (its number or callback data; no ID: the last message
+        with buttons), /reply ID TEXT, /react ID [EMOJI] (none: remove), /inline QUERY,
+        /choose SESSION RESULT_ID, /switch @NAME or GROUP (another conversation),
+        /commands (the bot's commands and these), /quit; //x sends /x, any other /x (like
+        /start) goes to the peer. /quit, Ctrl-D or end of input leaves; Ctrl-C clears the
+        line. NO_COLOR turns colour off. Control characters in what arrives are shown
         escaped (\\e, \\x07, \\u{9b}), never obeyed
   group create|add|remove|send|press|title|members|leave|list ...
         groups, end-to-end encrypted with MLS. GROUP is a group's id (64 hex digits, or a
@@ -103,7 +113,7 @@ Commands:
         group remove GROUP @USER        remove a member (owner or administrator); they can
                                         read nothing sent after; prints {\"group_id\",
                                         \"user_id\",\"leaves_removed\":B}
-        group send GROUP [--reply-to M] TEXT...
+        group send GROUP TEXT... [--reply-to M]
                                         prints {\"group_id\",\"message_id\",\"date\"}
         group press GROUP MESSAGE_ID CALLBACK_DATA [--timeout S]
                                         press a button of a bot's group message (privately
@@ -144,7 +154,8 @@ Commands:
         (chat reconnects)
 
 Errors go to stderr as one line and make the exit status non-zero: 2 for a usage error
-(an unknown command or option), 1 for any other failure.
+(an unknown command or option, a missing, extra or malformed argument), 1 for any other
+failure.
 Set RUST_LOG=info (or debug) for more detail on stderr.
 ";
 
@@ -183,89 +194,132 @@ pub(super) struct Global {
     profile: PathBuf,
 }
 
-pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
-    let mut server = None;
-    let mut profile = None;
-    let mut i = 0;
-    while i < args.len() {
-        let arg = args[i].as_str();
-        if let Some(v) = option_value(args, &mut i, "--server")? {
-            server = Some(v);
-        } else if let Some(v) = option_value(args, &mut i, "--profile")? {
-            profile = Some(PathBuf::from(v));
-        } else if arg == "-h" || arg == "--help" {
-            print!("{USAGE}");
-            return Ok(());
-        } else if arg == "-V" || arg == "--version" {
-            println!("{}", crate::cli::version_line("e2e-chat"));
-            return Ok(());
-        } else if arg.starts_with('-') {
-            return Err(PROGRAM.unknown_option("e2e-chat", arg, &["--server", "--profile", "--help", "--version"]).into());
-        } else {
-            break;
+/// The global options: before the command or anywhere among its arguments (before `--`).
+const GLOBAL_OPTIONS: [Opt; 2] = [Opt::value("--server"), Opt::value("--profile")];
+const REPLY_TO: Opt = Opt::value("--reply-to");
+const TIMEOUT: Opt = Opt::value("--timeout");
+
+/// The options of each command (besides the global ones); for `group` and `channel` those of
+/// the subcommand, which is checked here (an unknown one is a usage error naming them all).
+fn command_options(command: &str, sub: Option<&str>) -> Result<&'static [Opt], UsageError> {
+    const NONE: &[Opt] = &[];
+    const REGISTER: &[Opt] = &[Opt::value("--name")];
+    const SEND_FILE: &[Opt] = &[Opt::value("--as"), Opt::value("--caption")];
+    const LISTEN: &[Opt] = &[TIMEOUT, Opt::value("--count")];
+    const COMMANDS: &[Opt] = &[Opt::value("--lang")];
+    Ok(match (command, sub) {
+        ("register", _) => REGISTER,
+        ("send", _) | ("group", Some("send")) => &[REPLY_TO],
+        ("press" | "inline", _) | ("group", Some("press")) => &[TIMEOUT],
+        ("send-file", _) => SEND_FILE,
+        ("listen", _) => LISTEN,
+        ("commands", _) => COMMANDS,
+        ("group", Some(s)) if super::cli_admin::GROUP_ADMIN_SUBCOMMANDS.contains(&s) => super::cli_admin::admin_options(s),
+        ("group", Some("create" | "add" | "remove" | "title" | "members" | "leave" | "list")) => NONE,
+        ("group", None) => return Err(UsageError(format!("group: which one? the group commands are: {GROUP_SUBCOMMANDS}"))),
+        ("group", Some(other)) => return Err(unknown_group_command(other)),
+        ("channel", Some("create" | "post")) => NONE,
+        ("channel", None) => return Err(UsageError(format!("channel: which one? the channel commands are: {CHANNEL_SUBCOMMANDS}"))),
+        ("channel", Some(other)) => {
+            return Err(UsageError(format!("unknown channel command {other:?}; the channel commands are: {CHANNEL_SUBCOMMANDS}")))
         }
-        i += 1;
+        _ => NONE,
+    })
+}
+
+/// The arguments of `command` (`sub`: of its subcommand), with the global options among them.
+pub(super) fn parse_command<'a>(command: &str, sub: Option<&str>, args: &'a [String]) -> Result<Args<'a>, UsageError> {
+    let mut options = command_options(command, sub)?.to_vec();
+    options.extend_from_slice(&GLOBAL_OPTIONS);
+    let context = match sub {
+        Some(sub) => format!("{command} {sub}"),
+        None => command.to_string(),
+    };
+    Ok(PROGRAM.parse(&context, args, &options, Until::End)?.0)
+}
+
+/// A usage error (exit status 2): a missing, extra or malformed argument.
+pub(super) fn usage(message: String) -> anyhow::Error {
+    UsageError(message).into()
+}
+
+pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
+    let mut top_options = GLOBAL_OPTIONS.to_vec();
+    top_options.push(Opt::switch("--version").or("-V"));
+    let (top, rest) = PROGRAM.parse("e2e-chat", args, &top_options, Until::FirstWord)?;
+    if top.help {
+        print!("{USAGE}");
+        return Ok(());
     }
-    let Some(command) = args.get(i) else {
-        return Err(crate::cli::UsageError(format!(
+    if top.switch("--version") {
+        println!("{}", crate::cli::version_line("e2e-chat"));
+        return Ok(());
+    }
+    let Some((command, rest)) = rest.split_first() else {
+        return Err(usage(format!(
             "no command given; the commands are: {} (see e2e-chat --help)",
             PROGRAM.commands.join(", ")
-        ))
-        .into());
+        )));
     };
-    let rest = &args[i + 1..];
-    // `help COMMAND`, `COMMAND --help` (first), and `--help` anywhere among the options of a
-    // command whose arguments cannot be free text (a text, button data or emoji may be
-    // "--help" itself).
-    if command == "help" || PROGRAM.commands.contains(&command.as_str()) && rest.first().is_some_and(|a| a == "-h" || a == "--help") {
-        let mut early = vec![command.clone()];
-        early.extend(rest.first().cloned());
+    if command == "help" {
+        // `help` and `help COMMAND`.
+        let early: Vec<String> = std::iter::once(command.clone()).chain(rest.first().cloned()).collect();
         if let crate::cli::Early::Print(text) = PROGRAM.early(&early)? {
             print!("{text}");
-            return Ok(());
         }
+        return Ok(());
     }
-    if rest.iter().any(|a| a == "-h" || a == "--help")
-        && !["send", "send-file", "press", "react", "inline", "group"].contains(&command.as_str())
-    {
+    if !PROGRAM.commands.contains(&command.as_str()) {
+        return Err(PROGRAM.unknown_command(command).into());
+    }
+    let mut server = top.value("--server");
+    let mut profile = top.value("--profile");
+    // `group` and `channel`: the subcommand is their first word (global options may come
+    // before it too).
+    let (sub, rest) = match command.as_str() {
+        "group" | "channel" => {
+            let (before, rest) = PROGRAM.parse(command, rest, &GLOBAL_OPTIONS, Until::FirstWord)?;
+            if before.help {
+                print!("{}", PROGRAM.command_help(command).unwrap_or_else(|| USAGE.to_string()));
+                return Ok(());
+            }
+            server = before.value("--server").or(server);
+            profile = before.value("--profile").or(profile);
+            match rest.split_first() {
+                Some((sub, rest)) => (Some(sub.as_str()), rest),
+                None => (None, rest),
+            }
+        }
+        _ => (None, rest),
+    };
+    let a = parse_command(command, sub, rest)?;
+    // `-h`/`--help` anywhere before `--`: a text that is "--help" itself goes after `--`.
+    if a.help {
         print!("{}", PROGRAM.command_help(command).unwrap_or_else(|| USAGE.to_string()));
         return Ok(());
     }
-    let global = Global { server, profile: profile.unwrap_or_else(default_profile_dir) };
+    let global = Global {
+        server: a.value("--server").or(server).map(str::to_string),
+        profile: a.value("--profile").or(profile).map(PathBuf::from).unwrap_or_else(default_profile_dir),
+    };
+    let sub = sub.unwrap_or_default();
     match command.as_str() {
-        "register" => register(&global, rest),
-        "send" => send(&global, rest),
-        "listen" => listen(&global, rest),
-        "commands" => commands(&global, rest),
-        "press" => press(&global, rest),
-        "react" => react(&global, rest),
-        "inline" => inline(&global, rest),
-        "choose" => choose(&global, rest),
-        "send-file" => send_file(&global, rest),
-        "download" => download(&global, rest),
-        "chat" => chat(&global, rest),
-        "group" => group(&global, rest),
-        "channel" => super::cli_admin::channel(&global, rest),
-        "join" => super::cli_admin::join(&global, rest),
-        "help" => {
-            print!("{USAGE}");
-            Ok(())
-        }
+        "register" => register(&global, &a),
+        "send" => send(&global, &a),
+        "listen" => listen(&global, &a),
+        "commands" => commands(&global, &a),
+        "press" => press(&global, &a),
+        "react" => react(&global, &a),
+        "inline" => inline(&global, &a),
+        "choose" => choose(&global, &a),
+        "send-file" => send_file(&global, &a),
+        "download" => download(&global, &a),
+        "chat" => chat(&global, &a),
+        "group" => group(&global, sub, &a),
+        "channel" => super::cli_admin::channel(&global, sub, &a),
+        "join" => super::cli_admin::join(&global, &a),
         other => Err(PROGRAM.unknown_command(other).into()),
     }
-}
-
-/// `--name value` or `--name=value` at `args[*i]`; advances `i` past a separate value.
-fn option_value(args: &[String], i: &mut usize, name: &str) -> anyhow::Result<Option<String>> {
-    let arg = &args[*i];
-    if arg == name {
-        *i += 1;
-        return match args.get(*i) {
-            Some(v) => Ok(Some(v.clone())),
-            None => bail!("{name} needs a value"),
-        };
-    }
-    Ok(arg.strip_prefix(name).and_then(|r| r.strip_prefix('=')).map(str::to_string))
 }
 
 fn default_profile_dir() -> PathBuf {
@@ -280,25 +334,17 @@ pub(super) fn open_profile(global: &Global) -> anyhow::Result<Profile> {
     Ok(Profile::open_at(&global.profile, global.server.as_deref())?)
 }
 
-fn register(global: &Global, args: &[String]) -> anyhow::Result<()> {
-    let mut username = None;
-    let mut name = None;
-    let mut i = 0;
-    while i < args.len() {
-        if let Some(v) = option_value(args, &mut i, "--name")? {
-            name = Some(v);
-        } else if args[i].starts_with('-') {
-            bail!("register: unknown option {}", args[i]);
-        } else if username.is_none() {
-            username = Some(args[i].clone());
-        } else {
-            bail!("register: unexpected argument {:?} (quote a display name with spaces: --name \"A B\")", args[i]);
+fn register(global: &Global, a: &Args) -> anyhow::Result<()> {
+    let username = match a.words[..] {
+        [username] => username,
+        [] => return Err(usage("register: USERNAME missing".into())),
+        [_, extra, ..] => {
+            return Err(usage(format!("register: unexpected argument {extra:?} (quote a display name with spaces: --name \"A B\")")))
         }
-        i += 1;
-    }
-    let username = username.ok_or_else(|| anyhow!("register: USERNAME missing"))?;
-    let server = global.server.as_deref().ok_or_else(|| anyhow!("register needs --server URL"))?;
-    let profile = Profile::register(server, &global.profile, &username, name.as_deref().unwrap_or(""))
+    };
+    let name = a.value("--name").unwrap_or("");
+    let server = global.server.as_deref().ok_or_else(|| usage("register needs --server URL".into()))?;
+    let profile = Profile::register(server, &global.profile, username, name)
         .with_context(|| format!("register @{}", username.trim_start_matches('@')))?;
     print_line(&ordered(&[
         ("user_id", json!(profile.user_id())),
@@ -307,8 +353,8 @@ fn register(global: &Global, args: &[String]) -> anyhow::Result<()> {
     ]))
 }
 
-fn send(global: &Global, args: &[String]) -> anyhow::Result<()> {
-    let (peer, reply_to, text) = send_args(args)?;
+fn send(global: &Global, a: &Args) -> anyhow::Result<()> {
+    let (peer, reply_to, text) = send_args(a)?;
     let profile = open_profile(global)?;
     let sent = profile.send_message(peer, &text, &[], reply_to)?;
     print_line(&ordered(&[
@@ -319,58 +365,35 @@ fn send(global: &Global, args: &[String]) -> anyhow::Result<()> {
 }
 
 /// `send`'s @PEER, `--reply-to` and text.
-fn send_args(args: &[String]) -> anyhow::Result<(&str, Option<u64>, String)> {
-    text_args("send", "@PEER", args)
+fn send_args<'a>(a: &Args<'a>) -> anyhow::Result<(&'a str, Option<u64>, String)> {
+    text_args("send", "@PEER", a)
 }
 
-/// `COMMAND TARGET [--reply-to M] TEXT...`: options before the text only.
-fn text_args<'a>(command: &str, target: &str, args: &'a [String]) -> anyhow::Result<(&'a str, Option<u64>, String)> {
-    let mut peer = None;
-    let mut reply_to = None;
-    let mut i = 0;
-    // Options before the text only: from the first word of the text on, everything is text.
-    while i < args.len() {
-        if let Some(v) = option_value(args, &mut i, "--reply-to")? {
-            reply_to = Some(message_id_arg(&format!("{command}: --reply-to"), &v)?);
-        } else if peer.is_none() {
-            peer = Some(args[i].as_str());
-        } else {
-            break;
-        }
-        i += 1;
-    }
-    let Some(peer) = peer else {
-        bail!("{command}: {target} missing");
+/// `COMMAND TARGET TEXT... [--reply-to M]`: the first word is the target, the others the text.
+fn text_args<'a>(command: &str, target: &str, a: &Args<'a>) -> anyhow::Result<(&'a str, Option<u64>, String)> {
+    let Some((peer, text)) = a.words.split_first() else {
+        return Err(usage(format!("{command}: {target} missing")));
     };
-    let text = args[i..].join(" ");
+    let reply_to = a.value("--reply-to").map(|v| message_id_arg(&format!("{command}: --reply-to"), v)).transpose()?;
+    let text = text.join(" ");
     if text.trim().is_empty() {
-        bail!("{command}: no text given (an empty message is not sent)");
+        return Err(usage(format!("{command}: no text given (an empty message is not sent)")));
     }
-    Ok((peer, reply_to, text))
+    Ok((*peer, reply_to, text))
 }
 
 /// The arguments of a press (`press`, `group press`): WHERE MESSAGE_ID CALLBACK_DATA and an
 /// optional `--timeout S` for the answer.
-fn press_args<'a>(command: &str, where_: &str, args: &'a [String]) -> anyhow::Result<(&'a str, u64, &'a str, Duration)> {
-    let mut timeout = DEFAULT_LISTEN_TIMEOUT;
-    let mut positional = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        if let Some(v) = option_value(args, &mut i, "--timeout")? {
-            timeout = seconds_arg(command, &v)?;
-        } else {
-            positional.push(args[i].as_str());
-        }
-        i += 1;
-    }
-    let [target, message_id, data] = positional[..] else {
-        bail!("{command}: expected {where_} MESSAGE_ID CALLBACK_DATA");
+fn press_args<'a>(command: &str, where_: &str, a: &Args<'a>) -> anyhow::Result<(&'a str, u64, &'a str, Duration)> {
+    let [target, message_id, data] = a.words[..] else {
+        return Err(usage(format!("{command}: expected {where_} MESSAGE_ID CALLBACK_DATA")));
     };
-    Ok((target, message_id_arg(&format!("{command}: MESSAGE_ID"), message_id)?, data, timeout))
+    let message_id = message_id_arg(&format!("{command}: MESSAGE_ID"), message_id)?;
+    Ok((target, message_id, data, timeout_arg(command, a)?))
 }
 
-fn press(global: &Global, args: &[String]) -> anyhow::Result<()> {
-    let (bot, message_id, data, timeout) = press_args("press", "@BOT", args)?;
+fn press(global: &Global, a: &Args) -> anyhow::Result<()> {
+    let (bot, message_id, data, timeout) = press_args("press", "@BOT", a)?;
     let profile = open_profile(global)?;
     let pressed = profile.press(bot, message_id, data)?;
     print_answer(&profile, &pressed, bot, timeout)
@@ -402,11 +425,11 @@ fn print_answer(profile: &Profile, pressed: &SentPress, bot: &str, timeout: Dura
     }
 }
 
-fn react(global: &Global, args: &[String]) -> anyhow::Result<()> {
-    let (peer, message_id, emoji) = match args {
+fn react(global: &Global, a: &Args) -> anyhow::Result<()> {
+    let (peer, message_id, emoji) = match a.words[..] {
         [peer, id] => (peer, id, ""),
-        [peer, id, emoji] => (peer, id, emoji.as_str()),
-        _ => bail!("react: expected @PEER MESSAGE_ID [EMOJI]"),
+        [peer, id, emoji] => (peer, id, emoji),
+        _ => return Err(usage("react: expected @PEER MESSAGE_ID [EMOJI]".into())),
     };
     let message_id = message_id_arg("react: MESSAGE_ID", message_id)?;
     let profile = open_profile(global)?;
@@ -414,25 +437,12 @@ fn react(global: &Global, args: &[String]) -> anyhow::Result<()> {
     print_line(&ordered(&[("chat_id", json!(sent.chat_id)), ("message_id", json!(sent.message_id))]))
 }
 
-fn inline(global: &Global, args: &[String]) -> anyhow::Result<()> {
-    let mut timeout = DEFAULT_LISTEN_TIMEOUT;
-    let mut bot = None;
-    let mut i = 0;
-    // Options before the query only, as for `send`.
-    while i < args.len() {
-        if let Some(v) = option_value(args, &mut i, "--timeout")? {
-            timeout = seconds_arg("inline", &v)?;
-        } else if bot.is_none() {
-            bot = Some(args[i].as_str());
-        } else {
-            break;
-        }
-        i += 1;
-    }
-    let Some(bot) = bot else {
-        bail!("inline: @BOT missing");
+fn inline(global: &Global, a: &Args) -> anyhow::Result<()> {
+    let Some((bot, query)) = a.words.split_first() else {
+        return Err(usage("inline: @BOT missing".into()));
     };
-    let query = args[i..].join(" ");
+    let query = query.join(" ");
+    let timeout = timeout_arg("inline", a)?;
     let profile = open_profile(global)?;
     let session_id = profile.inline_query(bot, &query)?;
     let deadline = Instant::now() + timeout;
@@ -453,9 +463,9 @@ fn inline(global: &Global, args: &[String]) -> anyhow::Result<()> {
     }
 }
 
-fn choose(global: &Global, args: &[String]) -> anyhow::Result<()> {
-    let [bot, session, result] = args else {
-        bail!("choose: expected @BOT SESSION_ID RESULT_ID");
+fn choose(global: &Global, a: &Args) -> anyhow::Result<()> {
+    let [bot, session, result] = a.words[..] else {
+        return Err(usage("choose: expected @BOT SESSION_ID RESULT_ID".into()));
     };
     let session_id = message_id_arg("choose: SESSION_ID", session)?;
     let profile = open_profile(global)?;
@@ -467,8 +477,8 @@ fn choose(global: &Global, args: &[String]) -> anyhow::Result<()> {
     ]))
 }
 
-fn send_file(global: &Global, args: &[String]) -> anyhow::Result<()> {
-    let a = send_file_args(args)?;
+fn send_file(global: &Global, a: &Args) -> anyhow::Result<()> {
+    let a = send_file_args(a)?;
     let profile = open_profile(global)?;
     let sent = profile
         .send_file(&a.peer, &a.path, a.kind, &a.caption)
@@ -490,84 +500,70 @@ struct SendFileArgs {
     caption: String,
 }
 
-/// `send-file @PEER PATH [--as KIND] [--caption TEXT]`, options anywhere.
-fn send_file_args(args: &[String]) -> anyhow::Result<SendFileArgs> {
-    let mut kind = None;
-    let mut caption = String::new();
-    let mut positional = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        if let Some(v) = option_value(args, &mut i, "--as")? {
+/// `send-file @PEER PATH [--as KIND] [--caption TEXT]`.
+fn send_file_args(a: &Args) -> anyhow::Result<SendFileArgs> {
+    let kind = match a.value("--as") {
+        Some(v) => Some(MediaKind::from_name(v).ok_or_else(|| {
             let names: Vec<&str> = MediaKind::ALL.iter().map(|k| k.name()).collect();
-            kind = Some(
-                MediaKind::from_name(&v)
-                    .ok_or_else(|| anyhow!("send-file: --as {v:?} is not one of {}", names.join(", ")))?,
-            );
-        } else if let Some(v) = option_value(args, &mut i, "--caption")? {
-            caption = v;
-        } else if args[i].starts_with("--") {
-            bail!("send-file: unknown option {}", args[i]);
-        } else {
-            positional.push(args[i].as_str());
-        }
-        i += 1;
-    }
-    let [peer, path] = positional[..] else {
-        bail!("send-file: expected @PEER PATH [--as photo|document|audio|video|voice] [--caption TEXT]");
+            usage(format!("send-file: --as {v:?} is not one of {}", names.join(", ")))
+        })?),
+        None => None,
     };
+    let [peer, path] = a.words[..] else {
+        return Err(usage("send-file: expected @PEER PATH [--as photo|document|audio|video|voice] [--caption TEXT]".into()));
+    };
+    let caption = a.value("--caption").unwrap_or("").to_string();
     Ok(SendFileArgs { peer: peer.to_string(), path: PathBuf::from(path), kind, caption })
 }
 
-fn download(global: &Global, args: &[String]) -> anyhow::Result<()> {
-    let (peer, message_id, out) = download_args(args)?;
+fn download(global: &Global, a: &Args) -> anyhow::Result<()> {
+    let (peer, message_id, out) = download_args(a)?;
     let profile = open_profile(global)?;
     let size = profile.download(peer, message_id, &out)?;
     print_line(&ordered(&[("path", json!(out.display().to_string())), ("size", json!(size))]))
 }
 
 /// `download @PEER MESSAGE_ID OUT_PATH`.
-fn download_args(args: &[String]) -> anyhow::Result<(&str, u64, PathBuf)> {
-    let [peer, id, out] = args else {
-        bail!("download: expected @PEER MESSAGE_ID OUT_PATH");
+fn download_args<'a>(a: &Args<'a>) -> anyhow::Result<(&'a str, u64, PathBuf)> {
+    let [peer, id, out] = a.words[..] else {
+        return Err(usage("download: expected @PEER MESSAGE_ID OUT_PATH".into()));
     };
     let message_id = message_id_arg("download: MESSAGE_ID", id)?;
     if out.is_empty() {
-        bail!("download: OUT_PATH is empty");
+        return Err(usage("download: OUT_PATH is empty".into()));
     }
-    Ok((peer.as_str(), message_id, PathBuf::from(out)))
+    Ok((peer, message_id, PathBuf::from(out)))
 }
 
 /// A per-dialog message id (a positive whole number).
 fn message_id_arg(what: &str, v: &str) -> anyhow::Result<u64> {
     match v.parse::<u64>() {
         Ok(id) if id > 0 => Ok(id),
-        _ => bail!("{what} {v:?} is not a message id (a positive whole number)"),
+        _ => Err(usage(format!("{what} {v:?} is not a message id (a positive whole number)"))),
     }
 }
 
-/// A `--timeout` value: zero or more seconds.
-fn seconds_arg(command: &str, v: &str) -> anyhow::Result<Duration> {
-    let secs: f64 = v.parse().map_err(|_| anyhow!("{command}: --timeout {v:?} is not a number of seconds"))?;
+/// The `--timeout` of `command`: zero or more seconds, 30 when not given.
+fn timeout_arg(command: &str, a: &Args) -> anyhow::Result<Duration> {
+    let Some(v) = a.value("--timeout") else {
+        return Ok(DEFAULT_LISTEN_TIMEOUT);
+    };
+    let secs: f64 = v.parse().map_err(|_| usage(format!("{command}: --timeout {v:?} is not a number of seconds")))?;
     if !(secs.is_finite() && secs >= 0.0) {
-        bail!("{command}: --timeout must be zero or more seconds");
+        return Err(usage(format!("{command}: --timeout must be zero or more seconds")));
     }
     Ok(Duration::from_secs_f64(secs))
 }
 
-fn listen(global: &Global, args: &[String]) -> anyhow::Result<()> {
-    let mut timeout = DEFAULT_LISTEN_TIMEOUT;
-    let mut count = usize::MAX;
-    let mut i = 0;
-    while i < args.len() {
-        if let Some(v) = option_value(args, &mut i, "--timeout")? {
-            timeout = seconds_arg("listen", &v)?;
-        } else if let Some(v) = option_value(args, &mut i, "--count")? {
-            count = v.parse().map_err(|_| anyhow!("listen: --count {v:?} is not a whole number"))?;
-        } else {
-            bail!("listen: unexpected argument {:?}", args[i]);
-        }
-        i += 1;
+fn listen(global: &Global, a: &Args) -> anyhow::Result<()> {
+    if let Some(w) = a.words.first() {
+        return Err(usage(format!("listen: unexpected argument {w:?}")));
     }
+    let timeout = timeout_arg("listen", a)?;
+    let count = match a.value("--count") {
+        Some(v) => v.parse().map_err(|_| usage(format!("listen: --count {v:?} is not a whole number")))?,
+        None => usize::MAX,
+    };
     let profile = open_profile(global)?;
     let deadline = Instant::now() + timeout;
     let mut received = 0;
@@ -590,25 +586,14 @@ fn listen(global: &Global, args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn commands(global: &Global, args: &[String]) -> anyhow::Result<()> {
-    let mut bot = None;
-    let mut lang = None;
-    let mut i = 0;
-    while i < args.len() {
-        if let Some(v) = option_value(args, &mut i, "--lang")? {
-            lang = Some(v);
-        } else if args[i].starts_with('-') {
-            bail!("commands: unknown option {}", args[i]);
-        } else if bot.is_none() {
-            bot = Some(args[i].clone());
-        } else {
-            bail!("commands: expected exactly one @BOT");
-        }
-        i += 1;
-    }
-    let bot = bot.ok_or_else(|| anyhow!("commands: @BOT missing"))?;
+fn commands(global: &Global, a: &Args) -> anyhow::Result<()> {
+    let bot = match a.words[..] {
+        [bot] => bot,
+        [] => return Err(usage("commands: @BOT missing".into())),
+        _ => return Err(usage("commands: expected exactly one @BOT".into())),
+    };
     let profile = open_profile(global)?;
-    let menu = profile.bot_menu(&bot, lang.as_deref())?;
+    let menu = profile.bot_menu(bot, a.value("--lang"))?;
     for line in menu_lines(&menu) {
         print_line(&line)?;
     }
@@ -630,20 +615,20 @@ fn menu_lines(menu: &BotMenu) -> Vec<String> {
     lines
 }
 
-fn chat(global: &Global, args: &[String]) -> anyhow::Result<()> {
-    match args {
+fn chat(global: &Global, a: &Args) -> anyhow::Result<()> {
+    match a.words[..] {
         [peer] => chat::chat(&global.profile, global.server.as_deref(), peer),
-        [] => bail!("chat: @PEER missing"),
-        _ => bail!("chat: expected exactly one @PEER"),
+        [] => Err(usage("chat: @PEER missing".into())),
+        _ => Err(usage("chat: expected exactly one @PEER".into())),
     }
 }
 
 /// The `group` subcommands. Arguments are checked before the profile is opened.
-fn group(global: &Global, args: &[String]) -> anyhow::Result<()> {
-    if let Some((sub, rest)) = args.split_first().filter(|(s, _)| super::cli_admin::GROUP_ADMIN_SUBCOMMANDS.contains(&s.as_str())) {
-        return super::cli_admin::group_admin(global, sub, rest);
+fn group(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()> {
+    if super::cli_admin::GROUP_ADMIN_SUBCOMMANDS.contains(&sub) {
+        return super::cli_admin::group_admin(global, sub, a);
     }
-    let sub = group_args(args)?;
+    let sub = group_args(sub, a)?;
     let profile = open_profile(global)?;
     let find = |spec: &str| profile.find_group(spec);
     match sub {
@@ -729,62 +714,55 @@ enum GroupCommand<'a> {
 }
 
 const GROUP_SUBCOMMANDS: &str = "create, add, remove, send, press, title, members, leave, list, promote, ban, unban, restrict, unrestrict, link, revoke-link, export-link, approve, decline, delete";
+const CHANNEL_SUBCOMMANDS: &str = "create, post";
 
-fn group_args(args: &[String]) -> anyhow::Result<GroupCommand<'_>> {
-    let Some((sub, rest)) = args.split_first() else {
-        return Err(crate::cli::UsageError(format!("group: which one? the group commands are: {GROUP_SUBCOMMANDS}")).into());
-    };
-    let words: Vec<&str> = rest.iter().map(String::as_str).collect();
-    let one = |what: &str| -> anyhow::Result<&str> {
-        match words[..] {
-            [group] => Ok(group),
-            _ => bail!("group {sub}: expected {what}"),
-        }
-    };
-    let two = |what: &str| -> anyhow::Result<(&str, &str)> {
-        match words[..] {
-            [group, user] => Ok((group, user)),
-            _ => bail!("group {sub}: expected {what}"),
-        }
-    };
-    Ok(match sub.as_str() {
+fn unknown_group_command(other: &str) -> UsageError {
+    UsageError(format!("unknown group command {other:?}; the group commands are: {GROUP_SUBCOMMANDS}"))
+}
+
+/// `group SUB ...` but the administering subcommands (`cli_admin.rs`).
+fn group_args<'a>(sub: &str, a: &Args<'a>) -> anyhow::Result<GroupCommand<'a>> {
+    let words = &a.words[..];
+    let expected = |what: &str| usage(format!("group {sub}: expected {what}"));
+    Ok(match sub {
         "create" => {
-            let title = rest.join(" ");
+            let title = words.join(" ");
             if title.trim().is_empty() {
-                bail!("group create: TITLE missing");
+                return Err(usage("group create: TITLE missing".into()));
             }
             GroupCommand::Create { title }
         }
         "add" => {
-            let (group, user) = two("GROUP @USER_OR_BOT")?;
+            let [group, user] = words[..] else { return Err(expected("GROUP @USER_OR_BOT")) };
             GroupCommand::Add { group, user }
         }
         "remove" => {
-            let (group, user) = two("GROUP @USER")?;
+            let [group, user] = words[..] else { return Err(expected("GROUP @USER")) };
             GroupCommand::Remove { group, user }
         }
         "send" => {
-            let (group, reply_to, text) = text_args("group send", "GROUP", rest)?;
+            let (group, reply_to, text) = text_args("group send", "GROUP", a)?;
             GroupCommand::Send { group, reply_to, text }
         }
         "press" => {
-            let (group, message_id, data, timeout) = press_args("group press", "GROUP", rest)?;
+            let (group, message_id, data, timeout) = press_args("group press", "GROUP", a)?;
             GroupCommand::Press { group, message_id, data, timeout }
         }
-        "title" => match rest.split_first() {
-            Some((group, title)) if !title.join(" ").trim().is_empty() => GroupCommand::Title { group, title: title.join(" ") },
-            _ => bail!("group title: expected GROUP TITLE"),
+        "title" => match words.split_first() {
+            Some((&group, title)) if !title.join(" ").trim().is_empty() => GroupCommand::Title { group, title: title.join(" ") },
+            _ => return Err(expected("GROUP TITLE")),
         },
-        "members" => GroupCommand::Members { group: one("GROUP")? },
-        "leave" => GroupCommand::Leave { group: one("GROUP")? },
-        "list" if rest.is_empty() => GroupCommand::List,
-        "list" => bail!("group list: takes no arguments"),
-        other => {
-            return Err(crate::cli::UsageError(format!(
-                "unknown group command {other:?}; the group commands are: {GROUP_SUBCOMMANDS}"
-            ))
-            .into())
+        "members" => {
+            let [group] = words[..] else { return Err(expected("GROUP")) };
+            GroupCommand::Members { group }
         }
+        "leave" => {
+            let [group] = words[..] else { return Err(expected("GROUP")) };
+            GroupCommand::Leave { group }
+        }
+        "list" if words.is_empty() => GroupCommand::List,
+        "list" => return Err(usage("group list: takes no arguments".into())),
+        other => return Err(unknown_group_command(other).into()),
     })
 }
 
@@ -1195,24 +1173,33 @@ mod tests {
 
     #[test]
     fn send_file_and_download_parse_their_arguments() {
-        let a = send_file_args(&strings(&["@bot", "r.png", "--as", "document", "--caption=hi there"])).expect("ok");
+        let send_file = |a: &[&str]| {
+            let v = strings(a);
+            let parsed = parse_command("send-file", None, &v)?;
+            send_file_args(&parsed)
+        };
+        let a = send_file(&["@bot", "r.png", "--as", "document", "--caption=hi there"]).expect("ok");
         assert_eq!(
             a,
             SendFileArgs { peer: "@bot".into(), path: "r.png".into(), kind: Some(MediaKind::Document), caption: "hi there".into() }
         );
-        let a = send_file_args(&strings(&["--caption", "--help", "@bot", "v.ogg"])).expect("a caption may look like an option");
+        let a = send_file(&["--caption", "--help", "@bot", "v.ogg"]).expect("a caption may look like an option");
         assert_eq!((a.kind, a.caption.as_str()), (None, "--help"));
-        let err = send_file_args(&strings(&["@bot", "x", "--as", "gif"])).expect_err("unknown kind");
+        let err = send_file(&["@bot", "x", "--as", "gif"]).expect_err("unknown kind");
         assert!(err.to_string().contains("photo, document, audio, video, voice"), "{err}");
-        assert!(send_file_args(&strings(&["@bot"])).expect_err("no path").to_string().contains("expected @PEER PATH"));
-        assert!(send_file_args(&strings(&["@bot", "a", "b"])).is_err(), "one file at a time");
-        assert!(send_file_args(&strings(&["@bot", "a", "--bogus"])).expect_err("unknown").to_string().contains("--bogus"));
+        assert!(send_file(&["@bot"]).expect_err("no path").to_string().contains("expected @PEER PATH"));
+        assert!(send_file(&["@bot", "a", "b"]).is_err(), "one file at a time");
+        assert!(send_file(&["@bot", "a", "--bogus"]).expect_err("unknown").to_string().contains("--bogus"));
+        assert_eq!(send_file(&["@bot", "--", "-x.png"]).expect("ok").path, PathBuf::from("-x.png"));
 
-        let args = strings(&["@bob", "7", "/tmp/o.png"]);
-        let (peer, id, out) = download_args(&args).expect("ok");
-        assert_eq!((peer, id, out), ("@bob", 7, PathBuf::from("/tmp/o.png")));
-        assert!(download_args(&strings(&["@bob", "0", "o"])).expect_err("ids start at 1").to_string().contains("not a message id"));
-        assert!(download_args(&strings(&["@bob", "7"])).expect_err("no path").to_string().contains("OUT_PATH"));
+        let download = |a: &[&str]| {
+            let v = strings(a);
+            let parsed = parse_command("download", None, &v)?;
+            download_args(&parsed).map(|(peer, id, out)| (peer.to_string(), id, out))
+        };
+        assert_eq!(download(&["@bob", "7", "/tmp/o.png"]).expect("ok"), ("@bob".into(), 7, PathBuf::from("/tmp/o.png")));
+        assert!(download(&["@bob", "0", "o"]).expect_err("ids start at 1").to_string().contains("not a message id"));
+        assert!(download(&["@bob", "7"]).expect_err("no path").to_string().contains("OUT_PATH"));
         let run_in = |args: &[&str]| {
             let mut all = strings(&["--profile", "/nonexistent/e2e"]);
             all.extend(strings(args));
@@ -1223,30 +1210,160 @@ mod tests {
     }
 
     #[test]
-    fn send_takes_reply_to_before_the_text_only() {
-        let args = strings(&["@bot", "--reply-to", "4", "hi", "--reply-to", "5"]);
-        let (peer, reply_to, text) = send_args(&args).expect("ok");
-        assert_eq!((peer, reply_to, text.as_str()), ("@bot", Some(4), "hi --reply-to 5"));
-        let args = strings(&["--reply-to=9", "@bot", "yes"]);
-        let (peer, reply_to, text) = send_args(&args).expect("ok");
-        assert_eq!((peer, reply_to, text.as_str()), ("@bot", Some(9), "yes"));
-        assert_eq!(send_args(&strings(&["@bot", "plain"])).expect("ok").1, None);
-        let err = send_args(&strings(&["@bot", "--reply-to", "x", "hi"])).expect_err("not a number");
+    fn send_takes_its_options_anywhere_before_the_double_dash() {
+        let send = |a: &[&str]| {
+            let v = strings(a);
+            let parsed = parse_command("send", None, &v)?;
+            send_args(&parsed).map(|(peer, reply_to, text)| (peer.to_string(), reply_to, text))
+        };
+        let ok = |peer: &str, reply_to: Option<u64>, text: &str| (peer.to_string(), reply_to, text.to_string());
+        for a in [
+            &["@bot", "hello", "--reply-to", "5"][..],
+            &["@bot", "--reply-to", "5", "hello"],
+            &["--reply-to=5", "@bot", "hello"],
+            &["@bot", "--reply-to=4", "hello", "--reply-to", "5"],
+        ] {
+            assert_eq!(send(a).expect("ok"), ok("@bot", Some(5), "hello"), "{a:?}");
+        }
+        assert_eq!(send(&["@bot", "it", "is", "--reply-to", "2", "warm"]).expect("ok"), ok("@bot", Some(2), "it is warm"));
+        assert_eq!(send(&["@bot", "plain"]).expect("ok"), ok("@bot", None, "plain"));
+        // A text that starts with - (or is an option's name) goes after --.
+        assert_eq!(send(&["@bot", "--", "-5", "degrees"]).expect("ok"), ok("@bot", None, "-5 degrees"));
+        assert_eq!(send(&["@bot", "--reply-to", "3", "--", "--reply-to", "-"]).expect("ok"), ok("@bot", Some(3), "--reply-to -"));
+        let err = send(&["@bot", "-5", "degrees"]).expect_err("an unknown option");
+        assert!(err.downcast_ref::<UsageError>().is_some() && err.to_string().contains("unknown option -5 for send"), "{err}");
+        let err = send(&["@bot", "--reply-to", "x", "hi"]).expect_err("not a number");
         assert!(err.to_string().contains("not a message id"), "{err}");
-        assert!(send_args(&strings(&["@bot", "--reply-to", "0", "hi"])).is_err(), "ids start at 1");
-        assert!(send_args(&strings(&["@bot", "--reply-to", "3"])).expect_err("no text").to_string().contains("no text"));
+        assert!(send(&["@bot", "hi", "--reply-to", "0"]).is_err(), "ids start at 1");
+        assert!(send(&["@bot", "hi", "--reply-to"]).expect_err("no value").to_string().contains("--reply-to needs a value"));
+        assert!(send(&["@bot", "--reply-to", "3"]).expect_err("no text").to_string().contains("no text"));
+        assert!(send(&["@bot", "--"]).expect_err("no text").to_string().contains("no text"));
+    }
+
+    /// `run`'s error for `args` after `--profile /nonexistent/e2e`: (a usage error?, message).
+    fn refused(args: &[&str]) -> (bool, String) {
+        let mut all = strings(&["--profile", "/nonexistent/e2e"]);
+        all.extend(strings(args));
+        let err = run(&all).expect_err("refused");
+        (err.downcast_ref::<UsageError>().is_some(), format!("{err:#}"))
+    }
+
+    #[test]
+    fn every_argument_problem_is_a_usage_error_and_the_operations_own_failures_are_not() {
+        for args in [
+            &["send"][..],
+            &["send", "@bot"],
+            &["send", "@bot", "hi", "--bogus"],
+            &["register"],
+            &["register", "a", "b"],
+            &["register", "alice"], // no --server
+            &["press", "@bot", "1"],
+            &["press", "@bot", "1", "d", "--timeout", "x"],
+            &["react", "@bot"],
+            &["react", "@bot", "x"],
+            &["inline"],
+            &["inline", "@bot", "q", "--timeout"],
+            &["choose", "@bot", "1"],
+            &["send-file", "@bot"],
+            &["send-file", "@bot", "f", "--as", "gif"],
+            &["download", "@bot", "1"],
+            &["listen", "extra"],
+            &["listen", "--count", "many"],
+            &["commands"],
+            &["commands", "@a", "@b"],
+            &["chat"],
+            &["chat", "@a", "@b"],
+            &["join"],
+            &["group"],
+            &["group", "frob"],
+            &["group", "create"],
+            &["group", "add", "T"],
+            &["group", "send", "T"],
+            &["group", "press", "T", "1"],
+            &["group", "title", "T"],
+            &["group", "members"],
+            &["group", "list", "x"],
+            &["group", "ban", "T", "@u", "--until", "soon"],
+            &["group", "promote", "T", "@u"],
+            &["group", "link", "T", "--limit"],
+            &["group", "link", "T", "--request=yes"],
+            &["group", "delete", "T", "x"],
+            &["group", "export-link"],
+            &["channel"],
+            &["channel", "frob"],
+            &["channel", "create"],
+            &["channel", "post", "C"],
+        ] {
+            let (usage, message) = refused(args);
+            assert!(usage, "{args:?}: {message}");
+        }
+        // Well-formed: the failure is the operation's own (no profile here), status 1.
+        for args in [
+            &["send", "@bot", "hi", "--reply-to", "3"][..],
+            &["send", "@bot", "--", "--help"],
+            &["listen", "--timeout", "0"],
+            &["group", "members", "Team"],
+            &["group", "link", "T", "--request", "--limit=3"],
+            &["channel", "post", "C", "hello", "--", "-world"],
+            &["join", "e2e://join/x"],
+        ] {
+            let (usage, message) = refused(args);
+            assert!(!usage && message.contains("no registered profile"), "{args:?}: {message}");
+        }
+    }
+
+    #[test]
+    fn global_options_may_come_after_the_command() {
+        // A profile directory that cannot be made (its parent is a file): register fails
+        // there, after it took the --server from wherever it came.
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("file"), "").expect("write");
+        let p = dir.path().join("file").join("p").display().to_string();
+        for args in [
+            vec!["--profile", &p, "register", "alice", "--server", "http://127.0.0.1:9"],
+            vec!["register", "alice", "--server=http://127.0.0.1:9", "--profile", &p],
+            vec!["register", "--profile", &p, "--server", "http://127.0.0.1:9", "alice"],
+        ] {
+            let err = run(&strings(&args)).expect_err("no profile directory");
+            assert!(err.downcast_ref::<UsageError>().is_none() && !format!("{err:#}").contains("--server"), "{args:?}: {err:#}");
+        }
+        // --profile after the command is the profile opened; the last one counts.
+        let err = run(&strings(&["send", "@bot", "hi", "--profile", "/nonexistent/second"])).expect_err("no profile");
+        assert!(format!("{err:#}").contains("/nonexistent/second"), "{err:#}");
+        let err = run(&strings(&["--profile", "/nonexistent/first", "listen", "--profile=/nonexistent/second"])).expect_err("no profile");
+        assert!(format!("{err:#}").contains("/nonexistent/second") && !format!("{err:#}").contains("/nonexistent/first"), "{err:#}");
+        // Between `group` and its subcommand, too.
+        let err = run(&strings(&["group", "--profile", "/nonexistent/g", "members", "Team"])).expect_err("no profile");
+        assert!(format!("{err:#}").contains("/nonexistent/g"), "{err:#}");
+        let err = run(&strings(&["send", "@bot", "hi", "--profile"])).expect_err("no value");
+        assert!(err.downcast_ref::<UsageError>().is_some() && err.to_string().contains("--profile needs a value"), "{err}");
     }
 
     #[test]
     fn group_subcommands_parse_their_arguments_before_opening_the_profile() {
-        let parse = |a: &[&str]| group_args(&strings(a)).map(|c| format!("{c:?}")).map_err(|e| format!("{e:#}"));
+        let parse = |a: &[&str]| {
+            let v = strings(a);
+            let (sub, rest) = v.split_first().expect("a subcommand");
+            parse_command("group", Some(sub), rest)
+                .map_err(anyhow::Error::from)
+                .and_then(|parsed| group_args(sub, &parsed).map(|c| format!("{c:?}")))
+                .map_err(|e| format!("{e:#}"))
+        };
         let ok = |c: GroupCommand| Ok::<String, String>(format!("{c:?}"));
         assert_eq!(parse(&["create", "Team", "Rocket"]), ok(GroupCommand::Create { title: "Team Rocket".into() }));
         assert_eq!(parse(&["add", "abcdef01", "@bob"]), ok(GroupCommand::Add { group: "abcdef01", user: "@bob" }));
         assert_eq!(parse(&["remove", "Team", "@bob"]), ok(GroupCommand::Remove { group: "Team", user: "@bob" }));
         assert_eq!(
             parse(&["send", "Team", "--reply-to", "3", "hi", "--reply-to", "4"]),
-            ok(GroupCommand::Send { group: "Team", reply_to: Some(3), text: "hi --reply-to 4".into() })
+            ok(GroupCommand::Send { group: "Team", reply_to: Some(4), text: "hi".into() })
+        );
+        assert_eq!(
+            parse(&["send", "Team", "hi", "--", "--reply-to", "4"]),
+            ok(GroupCommand::Send { group: "Team", reply_to: None, text: "hi --reply-to 4".into() })
+        );
+        assert_eq!(
+            parse(&["press", "Team", "3", "--timeout=2", "--", "-data"]),
+            ok(GroupCommand::Press { group: "Team", message_id: 3, data: "-data", timeout: Duration::from_secs(2) })
         );
         assert_eq!(parse(&["members", "Team"]), ok(GroupCommand::Members { group: "Team" }));
         assert_eq!(parse(&["leave", "Team"]), ok(GroupCommand::Leave { group: "Team" }));
@@ -1256,10 +1373,11 @@ mod tests {
         assert!(parse(&["send", "Team"]).expect_err("no text").contains("group send: no text"));
         assert!(parse(&["send", "Team", "--reply-to", "x", "hi"]).expect_err("bad id").contains("not a message id"));
         assert!(parse(&["list", "x"]).is_err());
-        let err = group_args(&strings(&["frob"])).expect_err("unknown");
-        assert!(err.downcast_ref::<crate::cli::UsageError>().is_some(), "an unknown group command is a usage error");
-        assert!(err.to_string().contains(GROUP_SUBCOMMANDS), "{err}");
-        assert!(group_args(&[]).expect_err("none").downcast_ref::<crate::cli::UsageError>().is_some());
+        assert!(parse(&["send", "Team", "hi", "--timeout", "3"]).expect_err("press's").contains("unknown option --timeout for group send"));
+        let (usage, err) = refused(&["group", "frob", "--bogus"]);
+        assert!(usage, "an unknown group command is a usage error");
+        assert!(err.contains("unknown group command \"frob\"") && err.contains(GROUP_SUBCOMMANDS), "{err}");
+        assert!(refused(&["group"]).0);
         let mut all = strings(&["--profile", "/nonexistent/e2e", "group", "members", "Team"]);
         assert!(format!("{:#}", run(&all).expect_err("no profile")).contains("no registered profile"));
         all.push("extra".into());
@@ -1325,7 +1443,8 @@ mod tests {
         assert!(run_in(&["press", "@bot", "3", "d", "--timeout", "-1"]).contains("zero or more seconds"));
         assert!(run_in(&["react", "@bot"]).contains("expected @PEER MESSAGE_ID [EMOJI]"));
         assert!(run_in(&["react", "@bot", "1", "a", "b"]).contains("expected @PEER MESSAGE_ID [EMOJI]"));
-        assert!(run_in(&["react", "@bot", "-3"]).contains("not a message id"));
+        assert!(run_in(&["react", "@bot", "--", "-3"]).contains("not a message id"));
+        assert!(run_in(&["react", "@bot", "-3"]).contains("unknown option -3 for react"));
         assert!(run_in(&["react", "@bot", "3", "👍"]).contains("no registered profile"));
     }
 
@@ -1349,16 +1468,14 @@ mod tests {
 
     #[test]
     fn options_accept_both_spellings_and_refuse_unknown_ones() {
-        let args: Vec<String> = ["--server=http://127.0.0.1:1", "--profile", "/tmp/p"].iter().map(|s| s.to_string()).collect();
-        let mut i = 0;
-        assert_eq!(option_value(&args, &mut i, "--server").expect("ok"), Some("http://127.0.0.1:1".into()));
-        i = 1;
-        assert_eq!(option_value(&args, &mut i, "--profile").expect("ok"), Some("/tmp/p".into()));
-        assert_eq!(i, 2);
-        let missing = vec!["--profile".to_string()];
-        assert!(option_value(&missing, &mut 0, "--profile").is_err());
-        assert!(run(&["--bogus".to_string()]).is_err());
-        assert!(run(&["frobnicate".to_string()]).is_err());
+        let args = strings(&["--server=http://127.0.0.1:1", "--profile", "/tmp/p", "listen"]);
+        let (top, rest) = PROGRAM.parse("e2e-chat", &args, &GLOBAL_OPTIONS, Until::FirstWord).expect("ok");
+        assert_eq!((top.value("--server"), top.value("--profile"), rest), (Some("http://127.0.0.1:1"), Some("/tmp/p"), &args[3..]));
+        assert!(run(&strings(&["--profile"])).expect_err("no value").to_string().contains("--profile needs a value"));
+        for args in [&["--bogus"][..], &["frobnicate"], &["--", "listen"], &["--profile", "/tmp/p"]] {
+            let err = run(&strings(args)).expect_err("refused");
+            assert!(err.downcast_ref::<UsageError>().is_some(), "{args:?}: {err}");
+        }
         let err = run(&["--profile".into(), "/nonexistent/e2e".into(), "send".into(), "@x".into()]).expect_err("no text");
         assert!(err.to_string().contains("no text"));
     }

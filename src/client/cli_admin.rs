@@ -3,11 +3,11 @@
 //! `unrestrict`, `link`, `revoke-link`, `export-link`, `approve`, `decline`, `delete`).
 //! Arguments are checked before the profile is opened, as for the other commands.
 
-use anyhow::bail;
 use serde_json::json;
 
 use super::admin::{parse_rights, Joined, LinkOptions};
-use super::cli::{open_profile, ordered, print_line, Global};
+use super::cli::{open_profile, ordered, print_line, usage, Global};
+use crate::cli::{Args, Opt};
 use crate::wire::platform::InviteLink;
 
 /// The administering `group` subcommands (the others are in `cli.rs`).
@@ -28,52 +28,34 @@ enum Admin<'a> {
     Delete { group: &'a str, message_id: u64 },
 }
 
-fn usage(msg: String) -> anyhow::Error {
-    crate::cli::UsageError(msg).into()
-}
+const UNTIL: Opt = Opt::value("--until");
 
-/// Words, and (option, value) pairs ("" for a switch).
-type Parsed<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>);
-
-/// Splits `--flag value` options (`flags` take a value, `switches` do not) from the words.
-fn options<'a>(
-    sub: &str,
-    args: &'a [String],
-    flags: &[&str],
-    switches: &[&str],
-) -> anyhow::Result<Parsed<'a>> {
-    let (mut words, mut opts) = (Vec::new(), Vec::new());
-    let mut it = args.iter().map(String::as_str);
-    while let Some(a) = it.next() {
-        if flags.contains(&a) {
-            let Some(v) = it.next() else { bail!("{sub}: {a} needs a value") };
-            opts.push((a, v));
-        } else if switches.contains(&a) {
-            opts.push((a, ""));
-        } else if a.starts_with("--") {
-            return Err(usage(format!("{sub}: unknown option {a}")));
-        } else {
-            words.push(a);
-        }
+/// The options of an administering subcommand (besides the global ones).
+pub(super) fn admin_options(sub: &str) -> &'static [Opt] {
+    const LINK: &[Opt] = &[Opt::value("--name"), Opt::value("--expire"), Opt::value("--limit"), Opt::switch("--request")];
+    match sub {
+        "ban" | "restrict" => &[UNTIL],
+        "link" => LINK,
+        _ => &[],
     }
-    Ok((words, opts))
 }
 
 fn number<T: std::str::FromStr>(sub: &str, what: &str, v: &str) -> anyhow::Result<T> {
     v.parse().map_err(|_| usage(format!("{sub}: {what} must be a number, got {v:?}")))
 }
 
-fn admin_args<'a>(sub: &str, args: &'a [String]) -> anyhow::Result<Admin<'a>> {
+fn admin_args<'a>(sub: &str, a: &Args<'a>) -> anyhow::Result<Admin<'a>> {
     let name = format!("group {sub}");
-    let (words, opts) = options(&name, args, &["--until", "--name", "--expire", "--limit"], &["--request"])?;
-    let until = match opts.iter().find(|(k, _)| *k == "--until") {
-        Some((_, v)) => number(&name, "--until", v)?,
+    let words = &a.words[..];
+    let until = match a.value("--until") {
+        Some(v) => number(&name, "--until", v)?,
         None => 0,
     };
+    let expected = |what: &str| usage(format!("{name}: expected {what}"));
     let two = |what: &str| -> anyhow::Result<(&'a str, &'a str)> {
         match words[..] {
             [a, b] => Ok((a, b)),
-            _ => bail!("{name}: expected {what}"),
+            _ => Err(expected(what)),
         }
     };
     Ok(match sub {
@@ -82,7 +64,7 @@ fn admin_args<'a>(sub: &str, args: &'a [String]) -> anyhow::Result<Admin<'a>> {
                 parse_rights(rights).map_err(|e| usage(format!("{name}: {e}")))?;
                 Admin::Promote { group, user, rights }
             }
-            _ => bail!("{name}: expected GROUP @USER_OR_BOT RIGHTS (a comma-separated list of post, delete, restrict, invite, promote, change_info, manage; or none)"),
+            _ => return Err(expected("GROUP @USER_OR_BOT RIGHTS (a comma-separated list of post, delete, restrict, invite, promote, change_info, manage; or none)")),
         },
         "ban" => {
             let (group, user) = two("GROUP @USER [--until UNIX_TIME]")?;
@@ -101,17 +83,18 @@ fn admin_args<'a>(sub: &str, args: &'a [String]) -> anyhow::Result<Admin<'a>> {
             Admin::Unrestrict { group, user }
         }
         "link" => {
-            let [group] = words[..] else { bail!("{name}: expected GROUP [--name N] [--expire UNIX_TIME] [--limit N] [--request]") };
+            let [group] = words[..] else { return Err(expected("GROUP [--name N] [--expire UNIX_TIME] [--limit N] [--request]")) };
             let mut o = LinkOptions::default();
-            for (k, v) in &opts {
-                match *k {
-                    "--name" => o.name = v.to_string(),
-                    "--expire" => o.expire_date = number(&name, "--expire", v)?,
-                    "--limit" => o.member_limit = number(&name, "--limit", v)?,
-                    "--request" => o.creates_join_request = true,
-                    _ => {}
-                }
+            if let Some(v) = a.value("--name") {
+                o.name = v.to_string();
             }
+            if let Some(v) = a.value("--expire") {
+                o.expire_date = number(&name, "--expire", v)?;
+            }
+            if let Some(v) = a.value("--limit") {
+                o.member_limit = number(&name, "--limit", v)?;
+            }
+            o.creates_join_request = a.switch("--request");
             Admin::Link { group, options: o }
         }
         "revoke-link" => {
@@ -120,7 +103,7 @@ fn admin_args<'a>(sub: &str, args: &'a [String]) -> anyhow::Result<Admin<'a>> {
         }
         "export-link" => match words[..] {
             [group] => Admin::ExportLink { group },
-            _ => bail!("{name}: expected GROUP"),
+            _ => return Err(expected("GROUP")),
         },
         "approve" | "decline" => {
             let (group, user) = two("GROUP @USER")?;
@@ -148,8 +131,8 @@ fn link_line(group: &str, l: &InviteLink) -> String {
 }
 
 /// `group SUB ...` for the administering subcommands.
-pub(super) fn group_admin(global: &Global, sub: &str, args: &[String]) -> anyhow::Result<()> {
-    let cmd = admin_args(sub, args)?;
+pub(super) fn group_admin(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()> {
+    let cmd = admin_args(sub, a)?;
     let profile = open_profile(global)?;
     let done = |group: &super::message::GroupId, what: &str, user: &str| {
         print_line(&ordered(&[("group_id", json!(group.hex())), ("done", json!(what)), ("user", json!(user))]))
@@ -205,35 +188,29 @@ pub(super) fn group_admin(global: &Global, sub: &str, args: &[String]) -> anyhow
     }
 }
 
-/// `channel create TITLE...` and `channel post CHANNEL TEXT...`.
-pub(super) fn channel(global: &Global, args: &[String]) -> anyhow::Result<()> {
-    let Some((sub, rest)) = args.split_first() else {
-        return Err(usage("channel: which one? the channel commands are: create, post".into()));
-    };
-    let text = rest.get(1..).map(|t| t.join(" ")).unwrap_or_default();
-    match sub.as_str() {
-        "create" => {
-            let title = rest.join(" ");
-            if title.trim().is_empty() {
-                bail!("channel create: TITLE missing");
-            }
-            let id = open_profile(global)?.create_channel(&title)?;
-            print_line(&ordered(&[("group_id", json!(id.hex())), ("title", json!(title.trim())), ("type", json!("channel"))]))
+/// `channel create TITLE...` and `channel post CHANNEL TEXT...` (`sub` is known: see
+/// `command_options` in `cli.rs`).
+pub(super) fn channel(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()> {
+    if sub == "create" {
+        let title = a.words.join(" ");
+        if title.trim().is_empty() {
+            return Err(usage("channel create: TITLE missing".into()));
         }
-        "post" if !text.trim().is_empty() => {
-            let profile = open_profile(global)?;
-            let id = profile.find_group(&rest[0])?;
-            let sent = profile.send_group_text(&id, &text, None)?;
-            print_line(&ordered(&[("group_id", json!(id.hex())), ("message_id", json!(sent.message_id)), ("date", json!(sent.date))]))
-        }
-        "post" => bail!("channel post: expected CHANNEL TEXT"),
-        other => Err(usage(format!("unknown channel command {other:?}; the channel commands are: create, post"))),
+        let id = open_profile(global)?.create_channel(&title)?;
+        return print_line(&ordered(&[("group_id", json!(id.hex())), ("title", json!(title.trim())), ("type", json!("channel"))]));
     }
+    let Some((channel, text)) = a.words.split_first().map(|(c, t)| (*c, t.join(" "))).filter(|(_, t)| !t.trim().is_empty()) else {
+        return Err(usage("channel post: expected CHANNEL TEXT".into()));
+    };
+    let profile = open_profile(global)?;
+    let id = profile.find_group(channel)?;
+    let sent = profile.send_group_text(&id, &text, None)?;
+    print_line(&ordered(&[("group_id", json!(id.hex())), ("message_id", json!(sent.message_id)), ("date", json!(sent.date))]))
 }
 
 /// `join LINK`: joins at once, or asks (a join request).
-pub(super) fn join(global: &Global, args: &[String]) -> anyhow::Result<()> {
-    let [link] = args else { bail!("join: expected LINK (e2e://join/...)") };
+pub(super) fn join(global: &Global, a: &Args) -> anyhow::Result<()> {
+    let [link] = a.words[..] else { return Err(usage("join: expected LINK (e2e://join/...)".into())) };
     let joined = open_profile(global)?.join_by_link(link)?;
     let (group, title, status) = match &joined {
         Joined::Member { group, title } => (group, title, "joined"),
@@ -246,24 +223,39 @@ pub(super) fn join(global: &Global, args: &[String]) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
-    fn strings(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
+    /// `group SUB ARGS...` parsed as `e2e-chat` does, as `Admin`'s Debug text.
+    fn admin(sub: &str, args: &[&str]) -> Result<String, String> {
+        let v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let parsed = super::super::cli::parse_command("group", Some(sub), &v).map_err(|e| e.to_string())?;
+        admin_args(sub, &parsed).map(|a| format!("{a:?}")).map_err(|e| {
+            assert!(e.downcast_ref::<crate::cli::UsageError>().is_some(), "a usage error: {e}");
+            e.to_string()
+        })
+    }
+
+    fn ok(a: Admin) -> Result<String, String> {
+        Ok(format!("{a:?}"))
     }
 
     #[test]
     fn admin_subcommands_parse_their_arguments() {
-        let a = strings(&["Team", "@bot", "post,delete"]);
-        assert_eq!(admin_args("promote", &a).unwrap(), Admin::Promote { group: "Team", user: "@bot", rights: "post,delete" });
-        assert!(admin_args("promote", &strings(&["Team", "@bot", "post,fly"])).is_err());
-        let a = strings(&["Team", "@bob", "--until", "99"]);
-        assert_eq!(admin_args("ban", &a).unwrap(), Admin::Ban { group: "Team", user: "@bob", until: 99 });
-        let a = strings(&["Team", "--name", "n", "--limit", "3", "--expire", "7"]);
+        assert_eq!(admin("promote", &["Team", "@bot", "post,delete"]), ok(Admin::Promote { group: "Team", user: "@bot", rights: "post,delete" }));
+        assert!(admin("promote", &["Team", "@bot", "post,fly"]).is_err());
+        assert!(admin("promote", &["Team", "@bot"]).expect_err("no rights").contains("expected GROUP @USER_OR_BOT RIGHTS"));
+        assert_eq!(admin("ban", &["Team", "@bob", "--until", "99"]), ok(Admin::Ban { group: "Team", user: "@bob", until: 99 }));
+        assert_eq!(admin("ban", &["--until=99", "Team", "@bob"]), ok(Admin::Ban { group: "Team", user: "@bob", until: 99 }));
+        assert!(admin("ban", &["Team", "@bob", "--until", "soon"]).expect_err("not a number").contains("must be a number"));
+        assert!(admin("unban", &["Team", "@bob", "--until", "9"]).expect_err("not unban's").contains("unknown option --until for group unban"));
         let o = LinkOptions { name: "n".into(), expire_date: 7, member_limit: 3, ..Default::default() };
-        assert_eq!(admin_args("link", &a).unwrap(), Admin::Link { group: "Team", options: o });
-        let a = strings(&["Team", "--request"]);
-        assert!(matches!(admin_args("link", &a).unwrap(), Admin::Link { options, .. } if options.creates_join_request));
-        assert!(admin_args("link", &strings(&["Team", "--bogus"])).is_err());
-        assert!(admin_args("delete", &strings(&["Team", "x"])).is_err());
-        assert_eq!(admin_args("decline", &strings(&["T", "@u"])).unwrap(), Admin::Decide { group: "T", user: "@u", approve: false });
+        assert_eq!(admin("link", &["Team", "--name", "n", "--limit", "3", "--expire", "7"]), ok(Admin::Link { group: "Team", options: o.clone() }));
+        assert_eq!(admin("link", &["--limit=3", "--expire=7", "Team", "--name=n"]), ok(Admin::Link { group: "Team", options: o }));
+        let request = LinkOptions { creates_join_request: true, ..Default::default() };
+        assert_eq!(admin("link", &["Team", "--request"]), ok(Admin::Link { group: "Team", options: request }));
+        assert!(admin("link", &["Team", "--bogus"]).expect_err("unknown").contains("--bogus"));
+        assert!(admin("link", &["Team", "--name"]).expect_err("no value").contains("--name needs a value"));
+        assert!(admin("delete", &["Team", "x"]).is_err());
+        assert_eq!(admin("delete", &["Team", "4"]), ok(Admin::Delete { group: "Team", message_id: 4 }));
+        assert_eq!(admin("decline", &["T", "@u"]), ok(Admin::Decide { group: "T", user: "@u", approve: false }));
+        assert_eq!(admin("revoke-link", &["T", "--", "-link"]), ok(Admin::RevokeLink { group: "T", link: "-link" }));
     }
 }
