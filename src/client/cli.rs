@@ -80,6 +80,11 @@ Commands:
         group_message (message_id, date, from, text, ... as a message), group_joined,
         group_membership (user, old_role, new_role, actor), group_commit (epoch, added,
         removed: [{\"user_id\",\"device_id\"}], removed_me)
+  save-config @BotManager FILE [--state-dir DIR] [--bot @NAME] [--force]
+        write the gateway config that @BotManager sent at /newbot (with the newest token
+        a later /token issued) to FILE, mode 0600, with state_dir filled in (default: a
+        directory state-BOTNAME beside FILE); the newest bot's, or --bot's. Then:
+        bot-gateway serve FILE. Prints {\"path\",\"bot\",\"state_dir\",\"token_replaced\"}
   commands @BOT [--lang XX]
         what the bot offers in your private chat with it: first one line
         {\"bot\":\"B\",\"description\":\"...\",\"short_description\":\"...\"}, then one line
@@ -165,7 +170,7 @@ pub const PROGRAM: crate::cli::Program = crate::cli::Program {
     help: USAGE,
     commands: &[
         "register", "send", "press", "react", "inline", "choose", "send-file", "download", "listen", "commands", "chat",
-        "group", "channel", "join",
+        "group", "channel", "join", "save-config",
     ],
 };
 
@@ -214,6 +219,7 @@ fn command_options(command: &str, sub: Option<&str>) -> Result<&'static [Opt], U
         ("send-file", _) => SEND_FILE,
         ("listen", _) => LISTEN,
         ("commands", _) => COMMANDS,
+        ("save-config", _) => super::cli_config::OPTIONS,
         ("group", Some(s)) if super::cli_admin::GROUP_ADMIN_SUBCOMMANDS.contains(&s) => super::cli_admin::admin_options(s),
         ("group", Some("create" | "add" | "remove" | "title" | "members" | "leave" | "list")) => NONE,
         ("group", None) => return Err(UsageError(format!("group: which one? the group commands are: {GROUP_SUBCOMMANDS}"))),
@@ -315,6 +321,7 @@ pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
         "send-file" => send_file(&global, &a),
         "download" => download(&global, &a),
         "chat" => chat(&global, &a),
+        "save-config" => super::cli_config::save_config(&global, &a),
         "group" => group(&global, sub, &a),
         "channel" => super::cli_admin::channel(&global, sub, &a),
         "join" => super::cli_admin::join(&global, &a),
@@ -1052,15 +1059,8 @@ mod tests {
         let mut m = ReceivedMessage {
             chat_id: 5,
             sender: Sender { user_id: 5, username: "echo_bot".into(), display_name: "Echo \"Bot\"".into(), is_bot: true },
-            message_id: 12,
             date: 1_700_000_000,
-            text: "héllo\nworld".into(),
-            entities: vec![],
-            reply_to_message_id: None,
-            keyboard: vec![],
-            forward_origin: None,
-            via_bot_user_id: None,
-            media: None,
+            ..ReceivedMessage::sample("echo_bot", 12, "héllo\nworld")
         };
         let line = message_json(&m);
         assert_eq!(

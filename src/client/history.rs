@@ -57,6 +57,31 @@ impl super::profile::Profile {
     pub fn remembered(&self, peer_user_id: u64, message_id: u64) -> Result<Option<Content>> {
         load(&self.conn, peer_user_id, message_id)
     }
+
+    /// The texts of the newest `limit` messages remembered from `peer_user_id`, newest first.
+    pub fn remembered_texts(&self, peer_user_id: u64, limit: usize) -> Result<Vec<String>> {
+        recent_texts(&self.conn, peer_user_id, limit)
+    }
+}
+
+/// The texts of the newest `limit` messages remembered from `peer`, newest first (a
+/// message without text, a file say, is left out).
+pub(super) fn recent_texts(c: &Connection, peer: u64, limit: usize) -> Result<Vec<String>> {
+    let mut stmt = c.prepare(
+        "SELECT message_id, content FROM client_messages WHERE peer_user_id = ?1 ORDER BY rowid DESC LIMIT ?2",
+    )?;
+    let rows = stmt
+        .query_map(params![peer as i64, limit as i64], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut texts = Vec::new();
+    for (id, bytes) in rows {
+        let content = Content::parse_from_bytes(&bytes)
+            .map_err(|e| ClientError::Invalid(format!("remembered message {id} from user {peer} is damaged: {e}")))?;
+        if content.has_text() {
+            texts.push(content.text().text.clone());
+        }
+    }
+    Ok(texts)
 }
 
 /// The message as it is now, if remembered.

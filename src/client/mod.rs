@@ -34,10 +34,12 @@
 //! ```
 
 mod admin;
+mod bot_config;
 mod bot_profile;
 mod chat;
 mod cli;
 mod cli_admin;
+mod cli_config;
 pub mod display;
 mod error;
 mod group;

@@ -1,0 +1,63 @@
+//! A new user's first steps: the gateway config @BotManager sent, saved to a file in one step
+//! (`e2e-chat save-config`), ready for `bot-gateway check-config` and `serve`; after `/token`
+//! the saved config carries the new token.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+
+use serde_json::Value;
+use support::{ask_manager, bin_path, create_bot_via_manager, free_port, gateway_bin, reply_line, write_config, PlatformServer};
+
+fn e2e_chat(profile: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(bin_path("e2e-chat")).arg("--profile").arg(profile).args(args).output().expect("run e2e-chat")
+}
+
+#[test]
+fn save_config_writes_the_managers_config_ready_to_serve() {
+    bot_gateway::crypto::init();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let platform = PlatformServer::start(&dir.path().join("platform"));
+    let alice_dir = dir.path().join("alice");
+    let alice = bot_gateway::client::Profile::register(&platform.url, &alice_dir, "alice", "Alice").expect("register");
+    let bot = create_bot_via_manager(&alice, "first_contact_bot", "First Contact");
+
+    let file = dir.path().join("gateway.json");
+    let state = dir.path().join("state");
+    let out = e2e_chat(&alice_dir, &["save-config", "@BotManager", file.to_str().expect("path"), "--state-dir", state.to_str().expect("path")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed: Value = serde_json::from_slice(&out.stdout).expect("a JSON line");
+    assert_eq!((printed["bot"].as_str(), printed["token_replaced"].as_bool()), (Some("@first_contact_bot"), Some(false)));
+    assert_eq!(std::fs::metadata(&file).expect("file").permissions().mode() & 0o777, 0o600);
+    let config: Value = serde_json::from_slice(&std::fs::read(&file).expect("read")).expect("the file is JSON");
+    assert_eq!(config["bots"][0]["token"], bot["token"]);
+    assert_eq!(config["bots"][0]["identity_recovery_secret_hex"], bot["identity_recovery_secret_hex"]);
+    assert_eq!(config["state_dir"].as_str(), state.to_str());
+    assert_eq!(config["bot_platform_endpoint"].as_str(), Some(platform.url.as_str()));
+    // The config names the standard ports 8081/8082; this machine may be using them.
+    let mut checked = config.clone();
+    checked["compat_listen_addr"] = Value::String(format!("127.0.0.1:{}", free_port()));
+    checked["extensions_listen_addr"] = Value::String(format!("127.0.0.1:{}", free_port()));
+    let checked_file = dir.path().join("checked.json");
+    write_config(&checked_file, &checked);
+    let check = Command::new(gateway_bin()).arg("check-config").arg(&checked_file).arg("--connect").output().expect("check-config");
+    assert!(check.status.success(), "check-config refused the saved config: {}{}", String::from_utf8_lossy(&check.stdout), String::from_utf8_lossy(&check.stderr));
+
+    // An existing file is kept unless --force; after /token the new token is saved.
+    let again = e2e_chat(&alice_dir, &["save-config", "@BotManager", file.to_str().expect("path")]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"), "{}", String::from_utf8_lossy(&again.stderr));
+    let rotated = ask_manager(&alice, "/token @first_contact_bot");
+    let token = reply_line(&rotated, "Token");
+    let out = e2e_chat(&alice_dir, &["save-config", "@BotManager", file.to_str().expect("path"), "--force", "--state-dir", state.to_str().expect("path")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let config: Value = serde_json::from_slice(&std::fs::read(&file).expect("read")).expect("JSON");
+    assert_eq!(config["bots"][0]["token"].as_str(), Some(token.as_str()));
+
+    // A missing FILE is a usage error; another bot's name finds nothing.
+    assert_eq!(e2e_chat(&alice_dir, &["save-config", "@BotManager"]).status.code(), Some(2));
+    let none = e2e_chat(&alice_dir, &["save-config", "@BotManager", "/nonexistent/x.json", "--bot", "@other_bot"]);
+    assert_eq!(none.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&none.stderr).contains("no gateway config for @other_bot"));
+}
