@@ -237,7 +237,7 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
         "ext-http",
         ext_socket,
         gateway.clone() as Arc<dyn Backend>,
-        ListenerKind::Extensions,
+        ListenerKind::Extensions { bot_api: compat.local_addr() },
         api::extensions_limits(),
     )
     .map_err(|why| StartError::Listen { field: "extensions_listen_addr", addr: config.extensions_listen_addr, why })?;

@@ -46,8 +46,8 @@ pub fn extensions_limits() -> Limits {
 pub enum ListenerKind {
     /// The Bot API: `/bot<token>/<method>`, `/file/bot<token>/<path>`, `/healthz`.
     Compat,
-    /// Extensions: `/healthz`.
-    Extensions,
+    /// Extensions: `/healthz`, `/metrics`; a Bot API request here is told where the Bot API is.
+    Extensions { bot_api: SocketAddr },
 }
 
 /// A running listener. [`Listener::shutdown`] (or dropping it) stops accepting, wakes idle
@@ -129,6 +129,10 @@ impl http::Handler for Routes {
     }
 }
 
+/// A path that is no route of the Bot API listener: what the routes look like.
+const NO_SUCH_PATH: &str = "no such endpoint; the Bot API is at /bot<TOKEN>/<METHOD> (e.g. /bot123:abc.../getMe), \
+files at /file/bot<TOKEN>/<FILE_PATH>, health at /healthz";
+
 /// Routes one request to its response.
 fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) -> HttpResponse {
     let target = rq.target().to_string();
@@ -148,14 +152,19 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
         let status = if health["ok"] == true { 200 } else { 503 };
         return response::json_response(status, &health);
     }
-    if kind == ListenerKind::Extensions {
+    if let ListenerKind::Extensions { bot_api } = kind {
         if path == "/metrics" {
             if !is_get {
                 return response::error(&method_not_allowed("GET"));
             }
             return HttpResponse::with_body(200, crate::gateway::metrics::CONTENT_TYPE, backend.metrics().into_bytes());
         }
-        return response::error(&ApiError::not_found("no such endpoint"));
+        if path.starts_with("/bot") || path.starts_with("/file/bot") {
+            return response::error(&ApiError::not_found(&format!(
+                "this is the extensions listener (/healthz, /metrics); the Bot API is served on http://{bot_api}"
+            )));
+        }
+        return response::error(&ApiError::not_found("no such endpoint; the extensions listener serves /healthz and /metrics"));
     }
     if let Some(rest) = path.strip_prefix("/file/bot") {
         let (token, file_path) = split_token(rest);
@@ -176,7 +185,7 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
         };
     }
     let Some(rest) = path.strip_prefix("/bot") else {
-        return response::error(&ApiError::not_found("no such endpoint"));
+        return response::error(&ApiError::not_found(NO_SUCH_PATH));
     };
     if verb != "GET" && verb != "POST" {
         return response::error(&method_not_allowed("GET or POST"));
@@ -189,7 +198,7 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
     // PTB with a base URL ending in "/" sends `/bot<token>//getMe` (SDK-COMPAT §1).
     let method_name = match percent_decode_path(tail.trim_matches('/')) {
         Some(m) if !m.is_empty() => m,
-        _ => return response::error(&ApiError::not_found("method name is missing")),
+        _ => return response::error(&ApiError::not_found("method name is missing: the path is /bot<TOKEN>/<METHOD>, e.g. /bot<TOKEN>/getMe")),
     };
     let started = Instant::now();
     let response = call_method(rq, &*bot, &method_name, query);
@@ -399,14 +408,15 @@ mod tests {
     fn errors_in_the_envelope() {
         let h = Harness::new(ListenerKind::Compat);
         assert_error(h.get(&format!("/bot{}/sendPigeon", token())), 404, "Not Found: method sendPigeon not found");
-        assert_error(h.get(&format!("/bot{}/", token())), 404, "Not Found: method name is missing");
+        assert_error(h.get(&format!("/bot{}/", token())), 404, "Not Found: method name is missing: the path is /bot<TOKEN>/<METHOD>, e.g. /bot<TOKEN>/getMe");
         assert_error(h.get("/bot123456:abc/getMe"), 401, "Unauthorized");
         assert_error(h.get(&format!("/bot{SECRET}/getMe")), 401, "Unauthorized");
         assert_error(h.get(&format!("/bot123456:{SECRET}0/getMe")), 401, "Unauthorized");
         let wrong = format!("/bot654321:{SECRET}/getMe");
         assert_error(h.get(&wrong), 401, "Unauthorized");
         assert_error(h.post(&wrong, Some("application/json"), b"{}"), 401, "Unauthorized");
-        assert_error(h.get("/nowhere"), 404, "Not Found: no such endpoint");
+        assert_error(h.get("/nowhere"), 404, &format!("Not Found: {NO_SUCH_PATH}"));
+        assert!(NO_SUCH_PATH.contains("/bot<TOKEN>/<METHOD>"));
         assert_error(
             h.get(&format!("/file/bot{}/photos/a.jpg", token())),
             404,
@@ -432,9 +442,14 @@ mod tests {
         let h = Harness::new(ListenerKind::Compat);
         let (s, ct, v) = h.get("/healthz");
         assert_eq!((s, ct.as_str(), v), (200, "application/json", json!({"ok": true, "bots": 1})));
-        let e = Harness::new(ListenerKind::Extensions);
+        let e = Harness::new(ListenerKind::Extensions { bot_api: "127.0.0.1:8081".parse().expect("addr") });
         assert_eq!(e.get("/healthz").0, 200);
-        assert_error(e.get(&format!("/bot{}/getMe", token())), 404, "Not Found: no such endpoint");
+        assert_error(
+            e.get(&format!("/bot{}/getMe", token())),
+            404,
+            "Not Found: this is the extensions listener (/healthz, /metrics); the Bot API is served on http://127.0.0.1:8081",
+        );
+        assert_error(e.get("/nowhere"), 404, "Not Found: no such endpoint; the extensions listener serves /healthz and /metrics");
     }
 
     #[test]
