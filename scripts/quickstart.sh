@@ -6,6 +6,10 @@
 # Re-running reuses the same world (platform data, bot credentials in .quickstart/bot.json,
 # gateway state, the user profile); `rm -rf .quickstart` starts over.
 #
+# `scripts/quickstart.sh --restart-gateway`, from another terminal while a quickstart runs,
+# rebuilds the programs and restarts only the gateway (the platform, its data and the chat
+# user's connection stay): after editing .quickstart/gateway.json or the gateway's code.
+#
 # Environment: BOT_USERNAME (default quickstart_bot), CARGO_TARGET_DIR (default
 # ~/.cache/bot-gateway/target), BIN_DIR (use prebuilt binaries from there instead of building).
 set -euo pipefail
@@ -27,6 +31,17 @@ if ! [[ $BOT_USERNAME =~ ^[A-Za-z0-9_]{3,32}$ ]]; then
     die "BOT_USERNAME must be 3 to 32 characters: Latin letters, digits and _ (got '$BOT_USERNAME')"
 fi
 
+restart_only=0
+case "${1:-}" in
+    "") ;;
+    --restart-gateway) restart_only=1 ;;
+    -h | --help)
+        sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+        exit 0
+        ;;
+    *) die "unknown option ${1} (the one option is --restart-gateway)" ;;
+esac
+
 bash scripts/setup.sh
 if [ -n "${BIN_DIR:-}" ]; then
     bin=$(cd "$BIN_DIR" && pwd)
@@ -35,6 +50,24 @@ else
     say "building release binaries (the first build compiles gRPC core and takes a while)"
     cargo build --release --bins --quiet
     bin=$CARGO_TARGET_DIR/release
+fi
+
+if [ $restart_only = 1 ]; then
+    # The running quickstart restarts its gateway on SIGUSR1; this waits for the new one.
+    qs_pid=$(cat "$QS/quickstart.pid" 2>/dev/null || true)
+    [ -n "$qs_pid" ] && kill -0 "$qs_pid" 2>/dev/null || die "no quickstart is running here (start one with scripts/quickstart.sh)"
+    old=$(cat "$QS/gateway.pid" 2>/dev/null || true)
+    kill -USR1 "$qs_pid"
+    for ((i = 0; i < 240; i++)); do
+        new=$(cat "$QS/gateway.pid" 2>/dev/null || true)
+        if [ -n "$new" ] && [ "$new" != "$old" ] && [ -f "$QS/gateway.ready" ]; then
+            say "the gateway is restarted (pid $new); the platform kept running"
+            exit 0
+        fi
+        kill -0 "$qs_pid" 2>/dev/null || die "the quickstart stopped while restarting the gateway; see $QS/gateway.log"
+        sleep 0.25
+    done
+    die "the gateway did not come back within 60 s; see $QS/gateway.log"
 fi
 bash scripts/sdk-setup.sh
 
@@ -169,9 +202,15 @@ EOF
 bot_username=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["username"])' "$QS/bot.json")
 token=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$QS/bot.json")
 
-say "starting the gateway on $COMPAT_ADDR and $EXT_ADDR (log: $QS/gateway.log)"
-"$bin/bot-gateway" serve "$QS/gateway.json" >"$QS/gateway.log" 2>&1 &
-gateway_pid=$!
+start_gateway() {
+    rm -f "$QS/gateway.ready"
+    say "starting the gateway on $COMPAT_ADDR and $EXT_ADDR (log: $QS/gateway.log)"
+    "$bin/bot-gateway" serve "$QS/gateway.json" >>"$QS/gateway.log" 2>&1 &
+    gateway_pid=$!
+    echo "$gateway_pid" >"$QS/gateway.pid"
+}
+: >"$QS/gateway.log"
+start_gateway
 show_log_on_failure "$QS/gateway.log"
 healthz_connected() {
     python3 - "http://$COMPAT_ADDR/healthz" <<'EOF'
@@ -185,8 +224,23 @@ sys.exit(0 if bots and all(b.get("connected") is True for b in bots) else 1)
 EOF
 }
 wait_until "$STARTUP_SECONDS" "$gateway_pid" "gateway" healthz_connected
+: >"$QS/gateway.ready"
 
 trap cleanup EXIT
+# `scripts/quickstart.sh --restart-gateway` (another terminal) sends SIGUSR1: the gateway
+# alone is stopped and started again.
+restarted=0
+restart_gateway() {
+    say "restarting the gateway"
+    stop_pid "$gateway_pid"
+    start_gateway
+    wait_until "$STARTUP_SECONDS" "$gateway_pid" "gateway" healthz_connected
+    : >"$QS/gateway.ready"
+    say "the gateway is back"
+    restarted=1
+}
+trap restart_gateway USR1
+echo $$ >"$QS/quickstart.pid"
 
 base="http://$COMPAT_ADDR"
 cat <<EOF
@@ -213,12 +267,21 @@ cat <<EOF
    $bin/e2e-chat --profile $QS/$USER_NAME chat @$bot_username
 
  Logs: $QS/platform.log, $QS/gateway.log.   Press Ctrl-C to stop the server and the gateway.
+ Restart only the gateway (after changing $QS/gateway.json or its code): scripts/quickstart.sh --restart-gateway
 ================================================================================================
 EOF
 
-# Foreground until Ctrl-C or until one of the two exits on its own.
-status=0
-wait -n "$server_pid" "$gateway_pid" || status=$?
+# Foreground until Ctrl-C or until one of the two exits on its own (a restart of the
+# gateway interrupts the wait and is not an exit).
+while :; do
+    status=0
+    wait -n "$server_pid" "$gateway_pid" || status=$?
+    if [ $restarted = 1 ]; then
+        restarted=0
+        continue
+    fi
+    break
+done
 if kill -0 "$server_pid" 2>/dev/null; then
     say "the gateway exited (status $status); last lines of $QS/gateway.log:"
     tail -n 30 "$QS/gateway.log" >&2 || true
