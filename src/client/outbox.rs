@@ -11,7 +11,7 @@
 //! typed in.
 
 use protobuf::Message as _;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
 use super::error::{ClientError, Result};
 use super::message::{GroupId, SentMessage};
@@ -126,11 +126,6 @@ impl Profile {
             }
         }
         Ok(true)
-    }
-
-    /// Whether queued message `id` is still waiting.
-    pub fn is_queued(&self, id: i64) -> Result<bool> {
-        Ok(self.conn.query_row("SELECT 1 FROM client_outbox WHERE id = ?1", [id], |_| Ok(())).optional()?.is_some())
     }
 }
 

@@ -1,8 +1,9 @@
 //! Chat mode on a terminal: the whole screen drawn from a model on every change (`view`), a
 //! line editor of our own (`editor`) fed by a key decoder that takes every byte of a burst
 //! (`keys`), styles written as ANSI sequences where the terminal has them (`style`), the
-//! terminal in raw mode (`terminal`), and log lines kept for the view while it draws (`logs`). `Tui` holds them together: any thread changes the model
-//! and the screen is drawn again under the same lock, so two threads never interleave output.
+//! terminal in raw mode (`terminal`), and log lines kept for the view while it draws (`logs`).
+//! `Tui` holds them together: any thread changes the model and the screen is drawn again under
+//! the same lock, so two threads never interleave output.
 
 pub mod editor;
 pub mod keys;
