@@ -85,7 +85,7 @@ fn keyboards_edits_deletions_forwards_copies_and_actions_are_served() {
     // Chat actions take no place in the history.
     assert_eq!(ok(&world, "sendChatAction", json!({"chat_id": chat, "action": "typing"})), json!(true));
     refused(&world, "sendChatAction", json!({"chat_id": chat, "action": "dancing"}), 400, "not a chat action");
-    refused(&world, "sendChatAction", json!({"chat_id": 777, "action": "typing"}), 400, "unknown private chat");
+    refused(&world, "sendChatAction", json!({"chat_id": 777, "action": "typing"}), 400, "chat not found");
 
     // Deleting: then it is gone from the history.
     assert_eq!(ok(&world, "deleteMessage", json!({"chat_id": chat, "message_id": copy_id})), json!(true));
@@ -448,5 +448,5 @@ fn forwards_and_copies_go_from_one_private_chat_to_another() {
     bob.press(&bot, copy_id, "thanks").expect("press");
     let q = world.gateway.poll_until(0, 3).into_iter().find_map(|u| u.get("callback_query").cloned()).expect("press update");
     assert_eq!((q["from"]["id"].as_u64(), q["message"]["message_id"].as_u64()), (Some(b), Some(copy_id)));
-    refused(&world, "forwardMessage", json!({"chat_id": 424_242, "from_chat_id": a, "message_id": from_alice.message_id}), 400, "unknown private chat");
+    refused(&world, "forwardMessage", json!({"chat_id": 424_242, "from_chat_id": a, "message_id": from_alice.message_id}), 400, "chat not found");
 }

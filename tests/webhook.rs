@@ -503,7 +503,7 @@ fn wait_chat_known(gw: &Gateway, user_id: u64) {
         if status == 200 {
             return;
         }
-        assert!(body["description"].as_str().unwrap_or("").contains("unknown private chat"), "{body}");
+        assert!(body["description"].as_str().unwrap_or("").contains("chat not found"), "{body}");
         assert!(Instant::now() < deadline, "the message was never imported");
         std::thread::sleep(Duration::from_millis(200));
     }

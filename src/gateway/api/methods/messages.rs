@@ -165,20 +165,23 @@ fn checked_text_len(text: &str, field: &TextField) -> Result<usize, ApiError> {
 /// the gateway, so it is answered like an unknown chat.
 pub(super) fn chat_id(params: &Params, name: &str) -> Result<i64, ApiError> {
     match params.get(name) {
-        Some(Value::String(s)) if s.starts_with('@') => Err(ApiError::bad_request("chat not found")),
+        Some(Value::String(s)) if s.starts_with('@') => Err(ApiError::bad_request(CHAT_NOT_FOUND)),
         _ => params.required_i64(name),
     }
 }
 
+/// The reference server's words for a chat it cannot address; bots and SDKs match on them.
+pub(super) const CHAT_NOT_FOUND: &str = "chat not found";
+
 /// A private chat that has produced an update: the only chats this profile can address.
 pub(super) fn known_chat(bot: &BotShared, chat_id: i64) -> Result<chats::PrivateChat, ApiError> {
     if chat_id <= 0 {
-        return Err(ApiError::bad_request("unknown private chat"));
+        return Err(ApiError::bad_request(CHAT_NOT_FOUND));
     }
     bot.store
         .read(|c| chats::private_chat(c, chat_id as u64))
         .map_err(store_error)?
-        .ok_or_else(|| ApiError::bad_request("unknown private chat"))
+        .ok_or_else(|| ApiError::bad_request(CHAT_NOT_FOUND))
 }
 
 /// A message of the durable history, or `None`.
