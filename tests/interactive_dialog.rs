@@ -106,8 +106,8 @@ fn keyboards_edits_deletions_forwards_copies_and_actions_are_served() {
     refused(&world, "setMessageReaction", json!({"chat_id": -5, "message_id": 1, "reaction": []}), 400, "private chats only");
 
     // Buttons the gateway cannot deliver are refused, never dropped.
-    refused(&world, "sendMessage", json!({"chat_id": chat, "text": "x", "reply_markup": {"inline_keyboard": [[{"text": "Site", "url": "https://example.org"}]]}}), 400, "url buttons are not supported");
-    refused(&world, "sendMessage", json!({"chat_id": chat, "text": "x", "reply_markup": {"keyboard": [[{"text": "Yes"}]]}}), 400, "reply keyboards");
+    refused(&world, "sendMessage", json!({"chat_id": chat, "text": "x", "reply_markup": {"inline_keyboard": [[{"text": "Log in", "login_url": {"url": "https://example.org"}}]]}}), 400, "login_url buttons are not supported");
+    refused(&world, "sendMessage", json!({"chat_id": chat, "text": "x", "reply_markup": {"keyboard": [[{"text": "Who", "request_chat": {"request_id": 1}}]]}}), 400, "request_chat buttons are not supported");
     refused(&world, "sendMessage", json!({"chat_id": chat, "text": "x", "reply_markup": {"inline_keyboard": [[{"text": "b", "callback_data": "x".repeat(65)}]]}}), 400, "1 to 64 bytes");
 
     // Unknown callbacks and inline sessions; methods not served yet are 400, not 404.
@@ -176,7 +176,7 @@ fn a_person_sees_buttons_edits_deletions_forwards_actions_reactions_and_answers(
     });
     assert_eq!(got.text, "Sure?");
     assert_eq!(got.reply_to_message_id, Some(hello_id as u64));
-    assert_eq!(got.keyboard, vec![vec![Button { text: "Yes".into(), callback_data: "yes".into() }, Button { text: "No".into(), callback_data: "no".into() }]]);
+    assert_eq!(got.keyboard, vec![vec![Button { text: "Yes".into(), callback_data: "yes".into(), ..Default::default() }, Button { text: "No".into(), callback_data: "no".into(), ..Default::default() }]]);
 
     // The press becomes a callback_query with the message and the data.
     let pressed = alice.press(&bot, menu_id, "no").expect("press");

@@ -13,9 +13,10 @@ use serde_json::{json, Value};
 use super::bot_profile::BotMenu;
 use super::group::GroupDetails;
 use super::message::{
-    role_name, Entity, GroupRef, GroupRole, Incoming, Keyboard, MediaInfo, MediaKind, ReactionType, ReceivedMessage, Sender,
-    SentPress,
+    role_name, Entity, GroupRef, GroupRole, Incoming, Keyboard, MediaInfo, MediaKind, ReactionType, ReceivedMessage, ReplyMarkup,
+    Sender, SentPress,
 };
+use super::reply_keyboard::ReplyKeyboard;
 use super::display;
 use super::chat;
 use super::profile::Profile;
@@ -50,6 +51,17 @@ Commands:
         for the bot's answer; prints {\"event\":\"callback_answer\",\"chat_id\":N,
         \"press_id\":P,\"text\":T,\"show_alert\":B}. What else arrives meanwhile is
         processed but not printed. No answer in time: exit status 1
+  reply-button @BOT N [--location LATITUDE,LONGITUDE]
+        use button N (from 1, across rows, as listen lists them) of the reply keyboard
+        the bot shows: its text is sent as your message (a contact button sends your
+        contact card, a location button the location given); a one-time keyboard is gone
+        afterwards; prints {\"chat_id\":N,\"message_id\":M,\"date\":T,\"button\":TEXT,
+        \"sent\":\"text\"|\"contact\"|\"location\"}
+  start @BOT [PAYLOAD] | start LINK
+        open a bot the way its link does: sends /start PAYLOAD (the deep-link form) to
+        the bot; LINK is https://t.me/BOT?start=PAYLOAD or tg://resolve?domain=BOT&start=
+        PAYLOAD; PAYLOAD is up to 64 of A-Z a-z 0-9 _ -; prints {\"chat_id\",
+        \"message_id\",\"date\",\"text\"}
   react @PEER MESSAGE_ID [EMOJI]
         set your reaction to a message (no EMOJI: remove it);
         prints {\"chat_id\":N,\"message_id\":M} of the reaction's envelope
@@ -72,8 +84,10 @@ Commands:
   listen [--timeout SECONDS] [--count N]
         print what arrives as one JSON object per line; stop after SECONDS (default 30) or
         after N objects. A message: chat_id, message_id, date, from, text, and when present
-        entities, reply_to_message_id, keyboard ([[{\"text\",\"callback_data\"}]]),
-        forward_origin; a file message has \"media\":{\"kind\",\"file_name\",
+        entities, reply_to_message_id, keyboard ([[{\"text\",\"callback_data\"}]], a link
+        button {\"text\",\"url\"}), reply_keyboard ({\"rows\":[[{\"text\",\"request\"}]],
+        \"one_time\",\"placeholder\"}: answer with reply-button), remove_keyboard: true,
+        force_reply ({\"placeholder\"}: the bot asks for an answer), forward_origin; a file message has \"media\":{\"kind\",\"file_name\",
         \"mime_type\",\"size\"} (+ width, height, duration when known) and \"caption\"
         (+ caption_entities) instead of text. Anything else has an \"event\" field: edited, deleted, reaction,
         chat_action, callback_answer, and for groups (each with \"group\":{\"id\",\"title\"}):
@@ -169,8 +183,8 @@ pub const PROGRAM: crate::cli::Program = crate::cli::Program {
     name: "e2e-chat",
     help: USAGE,
     commands: &[
-        "register", "send", "press", "react", "inline", "choose", "send-file", "download", "listen", "commands", "chat",
-        "group", "channel", "join", "save-config",
+        "register", "send", "press", "reply-button", "start", "react", "inline", "choose", "send-file", "download", "listen",
+        "commands", "chat", "group", "channel", "join", "save-config",
     ],
 };
 
@@ -220,6 +234,7 @@ fn command_options(command: &str, sub: Option<&str>) -> Result<&'static [Opt], U
         ("listen", _) => LISTEN,
         ("commands", _) => COMMANDS,
         ("save-config", _) => super::cli_config::OPTIONS,
+        ("reply-button", _) => super::cli_bot::REPLY_BUTTON_OPTIONS,
         ("group", Some(s)) if super::cli_admin::GROUP_ADMIN_SUBCOMMANDS.contains(&s) => super::cli_admin::admin_options(s),
         ("group", Some("create" | "add" | "remove" | "title" | "members" | "leave" | "list")) => NONE,
         ("group", None) => return Err(UsageError(format!("group: which one? the group commands are: {GROUP_SUBCOMMANDS}"))),
@@ -315,6 +330,8 @@ pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
         "listen" => listen(&global, &a),
         "commands" => commands(&global, &a),
         "press" => press(&global, &a),
+        "reply-button" => super::cli_bot::reply_button(&global, &a),
+        "start" => super::cli_bot::start(&global, &a),
         "react" => react(&global, &a),
         "inline" => inline(&global, &a),
         "choose" => choose(&global, &a),
@@ -831,6 +848,14 @@ fn message_fields(m: &ReceivedMessage) -> Vec<(&'static str, String)> {
     if !m.keyboard.is_empty() {
         fields.push(("keyboard", keyboard_json(&m.keyboard)));
     }
+    match &m.reply_markup {
+        Some(ReplyMarkup::Keyboard(k)) => fields.push(("reply_keyboard", reply_keyboard_json(k))),
+        Some(ReplyMarkup::Remove) => fields.push(("remove_keyboard", "true".to_string())),
+        Some(ReplyMarkup::ForceReply { placeholder }) => {
+            fields.push(("force_reply", ordered(&[("placeholder", json!(placeholder))])))
+        }
+        None => {}
+    }
     if let Some(o) = &m.forward_origin {
         let origin = ordered(&[
             ("sender_user_id", json!(o.sender_user_id)),
@@ -938,13 +963,19 @@ pub(super) fn incoming_json(e: &Incoming) -> String {
             ("from", sender_json(from)),
             ("action", json!(action).to_string()),
         ],
-        Incoming::CallbackAnswer { chat_id, press_id, text, show_alert } => vec![
-            event("callback_answer"),
-            ("chat_id", num(*chat_id)),
-            ("press_id", json!(press_id).to_string()),
-            ("text", json!(text).to_string()),
-            ("show_alert", json!(show_alert).to_string()),
-        ],
+        Incoming::CallbackAnswer { chat_id, press_id, text, show_alert, url } => {
+            let mut fields = vec![
+                event("callback_answer"),
+                ("chat_id", num(*chat_id)),
+                ("press_id", json!(press_id).to_string()),
+                ("text", json!(text).to_string()),
+                ("show_alert", json!(show_alert).to_string()),
+            ];
+            if !url.is_empty() {
+                fields.push(("url", json!(url).to_string()));
+            }
+            fields
+        }
         Incoming::InlineResults { chat_id, session_id, results } => vec![
             event("inline_results"),
             ("chat_id", num(*chat_id)),
@@ -995,18 +1026,27 @@ fn sender_json(s: &Sender) -> String {
     ])
 }
 
-/// Rows of `{"text", "callback_data"}` objects.
+/// Rows of `{"text", "callback_data"}` objects (a link button: `{"text", "url"}`).
 fn keyboard_json(k: &Keyboard) -> String {
-    let rows: Vec<String> = k
-        .iter()
-        .map(|row| {
-            let buttons: Vec<String> = row
-                .iter()
-                .map(|b| ordered(&[("text", json!(b.text)), ("callback_data", json!(b.callback_data))]))
-                .collect();
-            format!("[{}]", buttons.join(","))
-        })
-        .collect();
+    rows_json(k, |b| match b.url.is_empty() {
+        true => ordered(&[("text", json!(b.text)), ("callback_data", json!(b.callback_data))]),
+        false => ordered(&[("text", json!(b.text)), ("url", json!(b.url))]),
+    })
+}
+
+/// `{"rows":[[{"text","request"}]],"one_time","placeholder"}`; request is text, contact or
+/// location.
+fn reply_keyboard_json(k: &ReplyKeyboard) -> String {
+    let rows = rows_json(&k.rows, |b| ordered(&[("text", json!(b.text)), ("request", json!(b.request.name()))]));
+    ordered_raw(&[
+        ("rows", rows),
+        ("one_time", json!(k.one_time).to_string()),
+        ("placeholder", json!(k.placeholder).to_string()),
+    ])
+}
+
+fn rows_json<B>(rows: &[Vec<B>], button: impl Fn(&B) -> String) -> String {
+    let rows: Vec<String> = rows.iter().map(|row| format!("[{}]", row.iter().map(&button).collect::<Vec<_>>().join(","))).collect();
     format!("[{}]", rows.join(","))
 }
 
@@ -1092,8 +1132,8 @@ mod tests {
             entities: vec![],
             reply_to_message_id: None,
             keyboard: vec![
-                vec![Button { text: "Yes".into(), callback_data: "y".into() }, Button { text: "No".into(), callback_data: "n".into() }],
-                vec![Button { text: "Later".into(), callback_data: "l".into() }],
+                vec![Button { text: "Yes".into(), callback_data: "y".into(), ..Default::default() }, Button { text: "No".into(), callback_data: "n".into(), ..Default::default() }],
+                vec![Button { text: "Later".into(), callback_data: "l".into(), ..Default::default() }],
             ],
             forward_origin: Some(ForwardOrigin {
                 sender_user_id: 9,
@@ -1103,6 +1143,7 @@ mod tests {
                 date: 2,
             }),
             via_bot_user_id: None,
+            reply_markup: None,
             media: None,
         };
         let line = incoming_json(&Incoming::Message(m));
@@ -1110,6 +1151,38 @@ mod tests {
         let v: Value = serde_json::from_str(&line).expect("valid JSON");
         assert!(v.get("event").is_none(), "messages keep the shape scripts parse");
         assert_eq!(v["forward_origin"], json!({"sender_user_id": 9, "sender_username": "carol", "sender_first_name": "Carol", "sender_is_bot": false, "date": 2}));
+    }
+
+    #[test]
+    fn message_line_shows_link_buttons_and_the_reply_markup() {
+        use crate::client::reply_keyboard::{ButtonRequest, ReplyButton};
+        let mut m = ReceivedMessage::sample("b", 3, "t");
+        m.keyboard = vec![vec![Button { text: "Docs".into(), url: "https://a.test/".into(), ..Default::default() }]];
+        m.reply_markup = Some(ReplyMarkup::Keyboard(ReplyKeyboard {
+            rows: vec![vec![
+                ReplyButton { text: "Yes".into(), request: ButtonRequest::Text },
+                ReplyButton { text: "Phone".into(), request: ButtonRequest::Contact },
+            ]],
+            one_time: true,
+            resize: false,
+            persistent: false,
+            placeholder: "Pick".into(),
+        }));
+        let v: Value = serde_json::from_str(&message_json(&m)).expect("valid JSON");
+        assert_eq!(v["keyboard"], json!([[{"text": "Docs", "url": "https://a.test/"}]]));
+        assert_eq!(
+            v["reply_keyboard"],
+            json!({"rows": [[{"text": "Yes", "request": "text"}, {"text": "Phone", "request": "contact"}]], "one_time": true, "placeholder": "Pick"})
+        );
+        m.reply_markup = Some(ReplyMarkup::Remove);
+        let v: Value = serde_json::from_str(&message_json(&m)).expect("valid JSON");
+        assert_eq!((v["remove_keyboard"].as_bool(), v.get("reply_keyboard")), (Some(true), None));
+        m.reply_markup = Some(ReplyMarkup::ForceReply { placeholder: "Name".into() });
+        let v: Value = serde_json::from_str(&message_json(&m)).expect("valid JSON");
+        assert_eq!(v["force_reply"], json!({"placeholder": "Name"}));
+        let answer = Incoming::CallbackAnswer { chat_id: 5, press_id: "p".into(), text: String::new(), show_alert: false, url: "https://t.me/b?start=x".into() };
+        let v: Value = serde_json::from_str(&incoming_json(&answer)).expect("valid JSON");
+        assert_eq!(v["url"], "https://t.me/b?start=x");
     }
 
     #[test]
@@ -1130,7 +1203,7 @@ mod tests {
         assert_eq!(v["reactions"], json!([{"type": "emoji", "emoji": "👍"}, {"type": "custom_emoji", "custom_emoji_id": "c1"}, {"type": "paid"}]));
         let v = parse(Incoming::ChatAction { chat_id: 5, from: bot, action: "typing".into() });
         assert_eq!((v["event"].as_str(), v["action"].as_str(), v["from"]["is_bot"].as_bool()), (Some("chat_action"), Some("typing"), Some(true)));
-        let line = incoming_json(&Incoming::CallbackAnswer { chat_id: 5, press_id: "ab".into(), text: "ok".into(), show_alert: false });
+        let line = incoming_json(&Incoming::CallbackAnswer { chat_id: 5, press_id: "ab".into(), text: "ok".into(), show_alert: false, url: String::new() });
         assert_eq!(line, r#"{"event":"callback_answer","chat_id":5,"press_id":"ab","text":"ok","show_alert":false}"#);
     }
 
@@ -1147,6 +1220,7 @@ mod tests {
             keyboard: vec![],
             forward_origin: None,
             via_bot_user_id: None,
+            reply_markup: None,
             media: Some(MediaInfo {
                 kind: MediaKind::Photo,
                 file_name: "report.png".into(),
@@ -1401,6 +1475,7 @@ mod tests {
             keyboard: vec![],
             forward_origin: None,
             via_bot_user_id: None,
+            reply_markup: None,
             media: None,
         };
         let line = incoming_json(&Incoming::GroupMessage { group: group.clone(), message: message.clone() });

@@ -366,8 +366,8 @@ fn a_press_carries_the_keyboard_context_back_exactly_and_the_answer_comes_as_an_
     assert_eq!(
         got.keyboard,
         vec![vec![
-            Button { text: "A".into(), callback_data: "a".into() },
-            Button { text: "B".into(), callback_data: "b".into() }
+            Button { text: "A".into(), callback_data: "a".into(), ..Default::default() },
+            Button { text: "B".into(), callback_data: "b".into(), ..Default::default() }
         ]]
     );
 
@@ -396,7 +396,8 @@ fn a_press_carries_the_keyboard_context_back_exactly_and_the_answer_comes_as_an_
             chat_id: d.bot_user_id,
             press_id: pressed.press_id.clone(),
             text: "you chose B".into(),
-            show_alert: true
+            show_alert: true,
+            url: String::new(),
         }
     );
 
@@ -438,7 +439,7 @@ fn edits_and_deletions_update_what_the_profile_remembers() {
             edit_date: 1_700_000_123,
             text: "pick again".into(),
             entities: vec![],
-            keyboard: vec![vec![Button { text: "C".into(), callback_data: "c".into() }]],
+            keyboard: vec![vec![Button { text: "C".into(), callback_data: "c".into(), ..Default::default() }]],
         }
     );
     let stored = history::load(&d.alice.conn, d.bot_user_id, m).expect("load").expect("remembered");

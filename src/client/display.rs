@@ -10,6 +10,7 @@
 
 use super::bot_profile::BotMenu;
 use super::message::{role_name, Incoming, Keyboard, MediaInfo, ReactionType, ReceivedMessage, Sender};
+use super::reply_keyboard::{ButtonRequest, ReplyKeyboard, ReplyMarkup};
 
 /// Renders network text for a terminal, on one line: C0 controls (newline included), DEL, C1
 /// controls (U+0080–U+009F) and the bidi embedding, override and isolate characters
@@ -69,7 +70,8 @@ const UNDER: &str = "  ";
 
 /// The chat mode's own commands, as the help line lists them.
 pub const HELP: &str = "commands: /press [N] BUTTON (a button by number or callback data; no N: the last message \
-with buttons) · /reply N TEXT · /react N [EMOJI] · /inline QUERY · /choose SESSION RESULT_ID · /switch @NAME or GROUP · \
+with buttons) · /reply N TEXT · /react N [EMOJI] · /inline QUERY (or type @bot QUERY) · /choose SESSION RESULT_ID · \
+a reply keyboard's button: its number, or /choose N · /location LAT,LON · /open LINK (a bot link) · /switch @NAME or GROUP · \
 /commands · /quit; //x sends /x, any other /x (like /start) goes to the peer as text";
 
 /// Something the chat mode shows. Every line it prints is one of these, rendered by `render`,
@@ -241,9 +243,17 @@ fn render_incoming(event: &Incoming, chat: &str, via: Option<&str>) -> String {
             format!("@{} reacted {} to #{message_id}", name_of(from), shown.join(" "))
         }
         Incoming::ChatAction { from, action, .. } => format!("@{} {}…", name_of(from), action_text(action)),
-        Incoming::CallbackAnswer { text, show_alert: true, .. } => with_body(&format!("!!! alert from @{chat}: "), text),
-        Incoming::CallbackAnswer { text, .. } if text.is_empty() => format!("@{chat} answered your press"),
-        Incoming::CallbackAnswer { text, .. } => with_body(&format!("@{chat} answered: "), text),
+        Incoming::CallbackAnswer { text, show_alert, url, .. } => {
+            let mut out = match (*show_alert, text.is_empty()) {
+                (true, _) => with_body(&format!("!!! alert from @{chat}: "), text),
+                (false, true) => format!("@{chat} answered your press"),
+                (false, false) => with_body(&format!("@{chat} answered: "), text),
+            };
+            if !url.is_empty() {
+                out.push_str(&format!("\n{UNDER}link to open: {}", sanitize(url)));
+            }
+            out
+        }
         Incoming::InlineResults { session_id, results, .. } if results.is_empty() => {
             format!("@{chat} has no inline results for session {session_id}")
         }
@@ -286,7 +296,52 @@ fn render_message(m: &ReceivedMessage, prefix: &str, via: Option<&str>) -> Strin
         out.push_str(&format!("\n{UNDER}{}", about.join(" · ")));
     }
     push_keyboard(&mut out, &m.keyboard);
+    push_reply_markup(&mut out, m.reply_markup.as_ref());
     out
+}
+
+/// A reply keyboard under its message (`(1 Yes) (2 No)`, numbered across rows: what a typed
+/// number or `/choose N` uses), or what the message does to the keyboard.
+fn push_reply_markup(out: &mut String, markup: Option<&ReplyMarkup>) {
+    match markup {
+        Some(ReplyMarkup::Keyboard(k)) => {
+            let once = if k.one_time { ", one-time" } else { "" };
+            let hint = if k.placeholder.is_empty() { String::new() } else { format!(": {}", sanitize(&k.placeholder)) };
+            out.push_str(&format!("\n{UNDER}reply keyboard (type a number or /choose N{once}){hint}"));
+            for line in reply_keyboard_rows(k) {
+                out.push_str(&format!("\n{UNDER}{line}"));
+            }
+        }
+        Some(ReplyMarkup::Remove) => out.push_str(&format!("\n{UNDER}reply keyboard removed")),
+        Some(ReplyMarkup::ForceReply { placeholder }) => {
+            let hint = if placeholder.is_empty() { String::new() } else { format!(": {}", sanitize(placeholder)) };
+            out.push_str(&format!("\n{UNDER}the bot asks for an answer; your next message replies to this one{hint}"));
+        }
+        None => {}
+    }
+}
+
+/// A reply keyboard's rows as shown: `(1 Yes) (2 Share my phone ☎)`; a contact button is
+/// marked ☎, a location button ⌖.
+pub fn reply_keyboard_rows(k: &ReplyKeyboard) -> Vec<String> {
+    let mut number = 0;
+    k.rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|b| {
+                    number += 1;
+                    let mark = match b.request {
+                        ButtonRequest::Text => "",
+                        ButtonRequest::Contact => " ☎",
+                        ButtonRequest::Location => " ⌖",
+                    };
+                    format!("({number} {}{mark})", sanitize(&b.text))
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
 }
 
 /// A file message as `[photo report.png, 12 KiB] caption` (the name made safe on its own, so
@@ -335,7 +390,10 @@ fn push_keyboard(out: &mut String, keyboard: &Keyboard) {
             .iter()
             .map(|b| {
                 number += 1;
-                format!("[{number} {}]", sanitize(&b.text))
+                match b.url.is_empty() {
+                    true => format!("[{number} {}]", sanitize(&b.text)),
+                    false => format!("[{number} {} ↗ {}]", sanitize(&b.text), sanitize(&b.url)),
+                }
             })
             .collect();
         out.push_str(&format!("\n{UNDER}{}", buttons.join(" ")));
@@ -502,7 +560,7 @@ mod tests {
     }
 
     fn button(text: &str, data: &str) -> Button {
-        Button { text: text.into(), callback_data: data.into() }
+        Button { text: text.into(), callback_data: data.into(), ..Default::default() }
     }
 
     #[test]
@@ -596,7 +654,7 @@ mod tests {
 
     #[test]
     fn callback_answers_are_notifications_and_alerts_stand_out() {
-        let answer = |text: &str, show_alert| Incoming::CallbackAnswer { chat_id: 7, press_id: "p".into(), text: text.into(), show_alert };
+        let answer = |text: &str, show_alert| Incoming::CallbackAnswer { chat_id: 7, press_id: "p".into(), text: text.into(), show_alert, url: String::new() };
         assert_eq!(shown(&answer("Saved\u{7}", false)), "@bot answered: Saved\\x07");
         assert_eq!(shown(&answer("", false)), "@bot answered your press");
         assert_eq!(shown(&answer("Out of stock\nsorry", true)), "!!! alert from @bot: Out of stock\n  | sorry");

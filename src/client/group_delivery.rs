@@ -348,10 +348,19 @@ pub(super) fn open_delivery(
                         return Ok((None, None));
                     }
                     // Remembered so that a button of it can be pressed (`group press`).
-                    super::history::remember(c, super::history::group_peer(&id.0), envelope.message_id, envelope.date, &content)
+                    let peer = super::history::group_peer(&id.0);
+                    super::history::remember(c, peer, envelope.message_id, envelope.date, &content)
                         .map_err(|e| E2eError::Mls(format!("remembering a group message: {e}")))?;
+                    // A selective keyboard is shown only to the members it is meant for.
+                    let ours = super::reply_keyboard::addressed_to_us(c, peer, &content).map_err(db)?;
+                    if ours {
+                        super::reply_keyboard::on_message(c, peer, envelope.message_id, &content).map_err(db)?;
+                    }
                     let mut message = received_message(envelope, &content);
                     message.chat_id = 0;
+                    if !ours {
+                        message.reply_markup = None;
+                    }
                     Ok((Some(Incoming::GroupMessage { group, message }), None))
                 }
                 Received::Commit {

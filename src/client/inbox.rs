@@ -18,6 +18,7 @@ use crate::wire::rpc::text as rpc_text;
 use super::profile::Profile;
 use super::group_delivery::{self, FollowUp};
 use super::history;
+use super::reply_keyboard;
 use super::inline;
 use super::message::{keyboard_from_wire, received_message, sender, text_of, Incoming, ReactionType, ReceivedMessage};
 use super::reader::{InboxEvent, InboxReader};
@@ -389,6 +390,7 @@ fn incoming(c: &Connection, envelope: &InboxEnvelope, content: Content) -> Resul
         // A file message is remembered whole (reference, key, digest) so `download` finds it.
         Some(Body::Text(_)) | Some(Body::Media(_)) => {
             history::remember(c, peer, envelope.message_id, envelope.date, &content)?;
+            reply_keyboard::on_message(c, peer, envelope.message_id, &content)?;
             Incoming::Message(received_message(envelope, &content))
         }
         Some(Body::Edit(edit)) => {
@@ -419,6 +421,7 @@ fn incoming(c: &Connection, envelope: &InboxEnvelope, content: Content) -> Resul
             press_id: a.press_id.clone(),
             text: a.text.clone(),
             show_alert: a.show_alert,
+            url: a.url.clone(),
         },
         // Presses go to bots; an empty body is a kind from a newer release.
         Some(Body::InlineResults(r)) => match inline::remember_results(c, peer, r)? {

@@ -6,6 +6,7 @@ use crate::wire::e2e::content::Body;
 use crate::wire::e2e::reaction_type::Kind as WireReactionKind;
 use crate::wire::e2e::Content;
 use crate::wire::platform::InboxEnvelope;
+pub use super::reply_keyboard::ReplyMarkup;
 use crate::wire::e2e::{
     Entity as WireEntity, Media as WireMedia, ForwardOrigin as WireForwardOrigin, InlineKeyboard, ReactionType as WireReactionType,
 };
@@ -86,6 +87,8 @@ pub struct ReceivedMessage {
     /// Set on a photo, document, audio, video or voice message (its `text` is then empty;
     /// the caption is in here). `Profile::download` fetches the file.
     pub media: Option<MediaInfo>,
+    /// A bot's reply keyboard, its removal, or its request for a reply.
+    pub reply_markup: Option<ReplyMarkup>,
 }
 
 #[cfg(test)]
@@ -104,6 +107,7 @@ impl ReceivedMessage {
             forward_origin: None,
             via_bot_user_id: None,
             media: None,
+            reply_markup: None,
         }
     }
 }
@@ -157,14 +161,16 @@ pub struct InlineResult {
     pub entities: Vec<Entity>,
 }
 
-/// Rows of callback buttons.
+/// Rows of inline buttons.
 pub type Keyboard = Vec<Vec<Button>>;
 
-/// A callback button of a bot's message.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// An inline button of a bot's message: a callback button (`callback_data`) or a link
+/// (`url`); the other is empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Button {
     pub text: String,
     pub callback_data: String,
+    pub url: String,
 }
 
 /// The author of a forwarded message's original.
@@ -201,7 +207,7 @@ pub enum Incoming {
     /// "… is typing" and the like.
     ChatAction { chat_id: u64, from: Sender, action: String },
     /// A bot's answer to one of our presses.
-    CallbackAnswer { chat_id: u64, press_id: String, text: String, show_alert: bool },
+    CallbackAnswer { chat_id: u64, press_id: String, text: String, show_alert: bool, url: String },
     /// A bot's (latest) results for one of our inline sessions.
     InlineResults { chat_id: u64, session_id: u64, results: Vec<InlineResult> },
     /// A message in a group: `message.chat_id` is 0 (a group is no dialog), its sender and ids
@@ -326,7 +332,7 @@ pub(crate) fn keyboard_from_wire(k: Option<&InlineKeyboard>) -> Keyboard {
             .map(|row| {
                 row.buttons
                     .iter()
-                    .map(|b| Button { text: b.text.clone(), callback_data: b.callback_data.clone() })
+                    .map(|b| Button { text: b.text.clone(), callback_data: b.callback_data.clone(), url: b.url.clone() })
                     .collect()
             })
             .collect()
@@ -407,6 +413,7 @@ pub(super) fn received_message(envelope: &InboxEnvelope, content: &Content) -> R
         forward_origin: content.forward_origin.as_ref().map(ForwardOrigin::from_wire),
         via_bot_user_id: (content.via_bot_user_id != 0).then_some(content.via_bot_user_id),
         media,
+        reply_markup: ReplyMarkup::of(content),
     }
 }
 

@@ -14,6 +14,8 @@
 //! - `outbox`: lines typed in chat mode, kept until the platform takes them.
 //! - `history`: the received messages remembered per dialog (edits applied), for presses
 //!   and downloads.
+//! - `reply_keyboard`: the reply keyboard each conversation shows, until replaced, removed
+//!   or (one-time) used.
 //! - `media`: sending a file (encrypted while streamed to the platform) and downloading one
 //!   (verified whole before a byte is written).
 //! - `cli`, `chat`: the `e2e-chat` program and its chat mode; `tui`: chat mode on a terminal
@@ -37,8 +39,10 @@ mod admin;
 mod bot_config;
 mod bot_profile;
 mod chat;
+mod deep_link;
 mod cli;
 mod cli_admin;
+mod cli_bot;
 mod cli_config;
 pub mod display;
 mod error;
@@ -52,6 +56,7 @@ mod message;
 mod outbox;
 mod profile;
 mod reader;
+mod reply_keyboard;
 mod send;
 mod tui;
 
@@ -71,5 +76,6 @@ pub use message::{
     SentPress, Sender,
 };
 pub use outbox::{Attempt, Queued};
+pub use reply_keyboard::{ButtonRequest, ReplyButton, ReplyKeyboard, ReplyMarkup};
 pub use profile::{Profile, BUSY_TIMEOUT, DB_FILE};
 pub use send::MAX_SEND_ATTEMPTS;

@@ -267,6 +267,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 4, sql: &[super::group_delivery::GROUPS_V4] },
     // Messages typed in chat mode that the platform has not taken yet (`outbox`).
     Step { version: 5, sql: &[super::outbox::OUTBOX_V5] },
+    // The reply keyboard each conversation shows (`reply_keyboard`).
+    Step { version: 6, sql: &[super::reply_keyboard::REPLY_KEYBOARDS_V6] },
 ];
 
 /// Step 2: the processed seqs give way to the one inbound rule of `e2e::inbound`. Envelopes
@@ -350,14 +352,15 @@ mod tests {
     }
 
     #[test]
-    fn steps_4_and_5_add_groups_and_the_outbox_and_open_adds_openmls_tables() {
+    fn later_steps_add_groups_the_outbox_and_reply_keyboards_and_open_adds_openmls_tables() {
         let dir = tempfile::tempdir().expect("tempdir");
         let c = open_db(dir.path()).expect("open");
         let version: u32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).expect("version");
-        assert_eq!(version, 5);
+        assert_eq!(version, STEPS.last().expect("steps").version);
         let count = |sql: &str| -> i64 { c.query_row(sql, [], |r| r.get(0)).expect("count") };
         assert_eq!(count("SELECT COUNT(*) FROM client_groups"), 0);
         assert_eq!(count("SELECT COUNT(*) FROM client_outbox"), 0);
+        assert_eq!(count("SELECT COUNT(*) FROM client_reply_keyboards"), 0);
         assert!(count("SELECT COUNT(*) FROM sqlite_master WHERE name = 'openmls_group_data'") == 1, "openmls storage migrated");
         drop(c);
         open_db(dir.path()).expect("opening again runs nothing twice");

@@ -115,7 +115,8 @@ impl Profile {
             .keyboard
             .as_ref()
             .ok_or_else(|| ClientError::Invalid(format!("message {message_id} from @{name} has no buttons")))?;
-        if !keyboard.rows.iter().flat_map(|r| &r.buttons).any(|b| b.callback_data == callback_data) {
+        // A link button has no callback data: it is opened, never pressed.
+        if callback_data.is_empty() || !keyboard.rows.iter().flat_map(|r| &r.buttons).any(|b| b.callback_data == callback_data) {
             return Err(ClientError::Invalid(format!(
                 "message {message_id} from @{name} has no button with that callback data"
             )));

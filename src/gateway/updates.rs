@@ -225,7 +225,10 @@ pub fn keyboard_view(content: &Content) -> Vec<Vec<ButtonView>> {
         .rows
         .iter()
         .map(|row| {
-            row.buttons.iter().map(|b| ButtonView { text: b.text.clone(), callback_data: b.callback_data.clone() }).collect()
+            row.buttons
+                .iter()
+                .map(|b| ButtonView { text: b.text.clone(), callback_data: b.callback_data.clone(), url: b.url.clone() })
+                .collect()
         })
         .filter(|row: &Vec<ButtonView>| !row.is_empty())
         .collect()

@@ -1,6 +1,8 @@
 //! What a line typed in chat mode asks for: a message to the peer, or one of chat mode's own
-//! commands (`/press`, `/reply`, `/react`, `/inline`, `/choose`, `/switch`, `/commands`,
-//! `/quit`; `display::HELP` lists them).
+//! commands (`/press`, `/reply`, `/react`, `/inline`, `/choose`, `/location`, `/open`,
+//! `/switch`, `/commands`, `/quit`; `display::HELP` lists them). A line `@name query` may be
+//! inline mode, and a bare number a reply keyboard's button: the caller decides, as it knows
+//! who the peer is and which keyboard shows.
 
 use super::super::message::{Button, Keyboard};
 
@@ -43,6 +45,12 @@ pub(super) enum Command<'a> {
     React { message_id: u64, emoji: &'a str },
     Inline(&'a str),
     Choose { session_id: u64, result_id: &'a str },
+    /// `/choose N`: button N of the reply keyboard.
+    ReplyButton(usize),
+    /// `/location LAT,LON`.
+    Location(&'a str),
+    /// `/open LINK`: a bot link.
+    Open(&'a str),
     Commands,
     /// Open another conversation: `@user` or a group's title.
     Switch(&'a str),
@@ -92,12 +100,34 @@ pub(super) fn command(line: &str) -> Command<'_> {
         "/choose" => match split_word(rest) {
             (first, result_id) if !result_id.is_empty() => match positive(first) {
                 Some(session_id) => Command::Choose { session_id, result_id },
-                None => usage("/choose", "usage: /choose SESSION_ID RESULT_ID"),
+                None => usage("/choose", CHOOSE_USAGE),
             },
-            _ => usage("/choose", "usage: /choose SESSION_ID RESULT_ID"),
+            (first, _) => match positive(first) {
+                Some(n) => Command::ReplyButton(n as usize),
+                None => usage("/choose", CHOOSE_USAGE),
+            },
         },
+        "/location" if rest.is_empty() => usage("/location", "usage: /location LATITUDE,LONGITUDE (e.g. 52.52,13.40)"),
+        "/location" => Command::Location(rest),
+        "/open" if rest.is_empty() => usage("/open", "usage: /open LINK (https://t.me/BOT?start=PAYLOAD or @BOT)"),
+        "/open" => Command::Open(rest),
         _ => Command::Send(text),
     }
+}
+
+const CHOOSE_USAGE: &str = "usage: /choose N (a reply keyboard's button) or /choose SESSION_ID RESULT_ID (an inline result)";
+
+/// `@name query` (or `@name` alone): the name and the query, for inline mode.
+pub(super) fn at_name(line: &str) -> Option<(&str, &str)> {
+    let (word, rest) = split_word(line.trim());
+    let name = word.strip_prefix('@')?;
+    (!name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')).then_some((name, rest))
+}
+
+/// A bare button number (`2`), as typed under a reply keyboard.
+pub(super) fn bare_number(line: &str) -> Option<usize> {
+    let t = line.trim();
+    (t.len() <= 4).then(|| positive(t)).flatten().map(|n| n as usize)
 }
 
 /// The first word and the rest (leading whitespace dropped).
@@ -161,7 +191,13 @@ mod tests {
         assert_eq!(command("/inline cats  and dogs"), Command::Inline("cats  and dogs"));
         assert_eq!(command("/inline"), Command::Inline(""));
         assert_eq!(command("/choose 12 r-1"), Command::Choose { session_id: 12, result_id: "r-1" });
-        assert!(matches!(command("/choose 12"), Command::Usage { command: "/choose", .. }));
+        assert_eq!(command("/choose 12"), Command::ReplyButton(12));
+        assert!(matches!(command("/choose"), Command::Usage { command: "/choose", .. }));
+        assert!(matches!(command("/choose x"), Command::Usage { command: "/choose", .. }));
+        assert_eq!(command("/location 52.5,13.4"), Command::Location("52.5,13.4"));
+        assert!(matches!(command("/location"), Command::Usage { command: "/location", .. }));
+        assert_eq!(command("/open https://t.me/b?start=x"), Command::Open("https://t.me/b?start=x"));
+        assert!(matches!(command("/open"), Command::Usage { command: "/open", .. }));
         assert!(matches!(command("/choose r-1 12x"), Command::Usage { command: "/choose", .. }));
         assert_eq!(command("/commands"), Command::Commands);
         assert!(matches!(command("/commands now"), Command::Usage { command: "/commands", .. }));
@@ -171,8 +207,21 @@ mod tests {
         assert!(matches!(command("/switch"), Command::Usage { command: "/switch", .. }));
     }
 
+    #[test]
+    fn at_names_and_bare_numbers() {
+        assert_eq!(at_name("@gif_bot cats and dogs"), Some(("gif_bot", "cats and dogs")));
+        assert_eq!(at_name("  @gif_bot"), Some(("gif_bot", "")));
+        assert_eq!(at_name("@ hi"), None);
+        assert_eq!(at_name("hi @gif_bot"), None);
+        assert_eq!(at_name("@a.b x"), None);
+        assert_eq!(bare_number(" 2 "), Some(2));
+        assert_eq!(bare_number("0"), None);
+        assert_eq!(bare_number("2 apples"), None);
+        assert_eq!(bare_number("123456"), None, "a long number is a message");
+    }
+
     fn keyboard() -> Keyboard {
-        let b = |text: &str, data: &str| Button { text: text.into(), callback_data: data.into() };
+        let b = |text: &str, data: &str| Button { text: text.into(), callback_data: data.into(), ..Default::default() };
         vec![vec![b("Yes", "yes"), b("No", "7")], vec![b("Later", "2")]]
     }
 

@@ -39,6 +39,7 @@ use super::tui::keys::Decoder;
 use super::tui::view::ChatKey;
 use super::tui::logs as tui_log;
 use super::tui::Tui;
+use super::reply_keyboard::ButtonRequest;
 use crate::wire::e2e::{Content, Text};
 use crate::wire::platform::Profile as PeerProfile;
 use command::{command, Command};
@@ -58,7 +59,12 @@ enum Job {
     Press { message_id: Option<u64>, button: String },
     React { message_id: u64, emoji: String },
     Inline(String),
+    /// A typed `@name query`: inline mode when `name` is a bot (its dialog opens), else
+    /// `line` is an ordinary message.
+    AtName { name: String, query: String, line: String },
     Choose { session_id: u64, result_id: String },
+    /// `/open LINK`: the bot's dialog opens and `/start PAYLOAD` is sent.
+    Open(String),
     Switch(String),
     /// The bot's description and commands, then chat mode's (`/commands`).
     Commands,
@@ -74,15 +80,47 @@ pub(super) struct Target {
     /// Which message of the dialog last arrived (or was edited) with buttons: `/press
     /// BUTTON` presses under it.
     last_keyboard: Option<u64>,
+    /// A message the peer asked an answer to (`force_reply`): the next typed line replies to it.
+    force_reply: Option<u64>,
 }
 
 impl Target {
     fn of_peer(peer: PeerProfile) -> Target {
-        Target { peer: Some(peer), group: None, last_keyboard: None }
+        Target { peer: Some(peer), group: None, last_keyboard: None, force_reply: None }
+    }
+
+    fn of_group(id: GroupId, title: String) -> Target {
+        Target { peer: None, group: Some((id, title)), last_keyboard: None, force_reply: None }
     }
 
     fn peer_user_id(&self) -> u64 {
         self.peer.as_ref().map_or(0, |p| p.user_id)
+    }
+
+    /// Whose reply keyboard typed numbers use: the peer's id, or the group's
+    /// `history::group_peer`.
+    fn keyboard_peer(&self) -> u64 {
+        match &self.group {
+            Some((id, _)) => super::history::group_peer(&id.0),
+            None => self.peer_user_id(),
+        }
+    }
+
+    /// The conversation's key in the chat view.
+    fn key(&self) -> ChatKey {
+        match &self.group {
+            Some((id, _)) => ChatKey::Group(*id),
+            None => ChatKey::User(self.peer_user_id()),
+        }
+    }
+
+    /// The conversation as messages name it: `@name` or the group's title.
+    fn shown_name(&self) -> String {
+        match (&self.peer, &self.group) {
+            (_, Some((_, title))) => title.clone(),
+            (Some(p), None) => format!("@{}", p.username),
+            (None, None) => String::new(),
+        }
     }
 
     /// The outbox's name for it.
@@ -117,6 +155,7 @@ pub(super) fn chat(dir: &Path, server: Option<&str>, peer: &str) -> anyhow::Resu
     screen.show(&ChatEvent::Help);
 
     let target: SharedTarget = Arc::new(Mutex::new(Target::of_peer(peer_profile.clone())));
+    screen.reply_keyboard(ChatKey::User(peer_profile.user_id), typist.reply_keyboard(peer_profile.user_id).ok().flatten());
     let (jobs_tx, jobs_rx) = bounded::<Job>(JOBS);
     let (stop_tx, stop_rx) = bounded::<()>(1);
     let shown = Shown::new(&peer_profile, target.clone());
@@ -230,7 +269,24 @@ fn handle_line(line: &str, screen: &Screen, typist: &Profile, target: &SharedTar
     let job = match command(line) {
         Command::Quit => return false,
         Command::Nothing => return true,
-        Command::Send(text) => return queue(text, None, screen, typist, target, jobs),
+        Command::Send(text) => {
+            // A bare number under a reply keyboard is its button; a number beyond it is text.
+            if let Some(n) = command::bare_number(text) {
+                let peer = lock(target).keyboard_peer();
+                if typist.reply_keyboard(peer).ok().flatten().is_some_and(|(_, k)| n <= k.len()) {
+                    return use_reply_button(n, None, screen, typist, target, jobs);
+                }
+            }
+            if let Some((name, query)) = command::at_name(text) {
+                let job = Job::AtName { name: name.to_string(), query: query.to_string(), line: text.to_string() };
+                return jobs.send(job).is_ok();
+            }
+            let reply_to = lock(target).force_reply.take();
+            return queue(text, reply_to, screen, typist, target, jobs);
+        }
+        Command::ReplyButton(n) => return use_reply_button(n, None, screen, typist, target, jobs),
+        Command::Location(at) => return send_location(at, screen, typist, target, jobs),
+        Command::Open(link) => Job::Open(link.to_string()),
         Command::Reply { message_id, text } => return queue(text, Some(message_id), screen, typist, target, jobs),
         Command::Usage { command, usage } => {
             screen.show(&ChatEvent::Failed { command, reason: usage });
@@ -253,8 +309,76 @@ fn queue(text: &str, reply_to: Option<u64>, screen: &Screen, typist: &Profile, t
     let mut content = Content::new();
     content.set_text(t);
     content.reply_to_message_id = reply_to.unwrap_or(0);
+    queue_content(&content, text, screen, typist, target, jobs)
+}
+
+/// Button `n` of the conversation's reply keyboard (a location button: with `location`), sent
+/// like a typed line; a one-time keyboard goes.
+fn use_reply_button(
+    n: usize,
+    location: Option<(f64, f64)>,
+    screen: &Screen,
+    typist: &Profile,
+    target: &SharedTarget,
+    jobs: &Sender<Job>,
+) -> bool {
+    let (peer, name, key) = {
+        let t = lock(target);
+        (t.keyboard_peer(), t.shown_name(), t.key())
+    };
+    let chosen = match typist.choose_reply_button(peer, &name, n, location) {
+        Ok(chosen) => chosen,
+        Err(e) => {
+            screen.show(&ChatEvent::Failed { command: "/choose", reason: &format!("{e} (/location LAT,LON sends one)") });
+            return true;
+        }
+    };
+    let mut content = chosen.content;
+    content.reply_to_message_id = lock(target).force_reply.take().unwrap_or(0);
+    let shown = match chosen.button.request {
+        ButtonRequest::Text => chosen.button.text.clone(),
+        _ => format!("[{}] {}", chosen.button.request.name(), chosen.button.text),
+    };
+    let queued = queue_content(&content, &shown, screen, typist, target, jobs);
+    if let Err(e) = typist.reply_keyboard_used(peer, chosen.keyboard_message_id) {
+        screen.show(&ChatEvent::Failed { command: "/choose", reason: &e.to_string() });
+    }
+    screen.reply_keyboard(key, typist.reply_keyboard(peer).ok().flatten());
+    queued
+}
+
+/// `/location LAT,LON`: the location as a message; it answers the keyboard's location
+/// button when one shows (a one-time keyboard then goes).
+fn send_location(at: &str, screen: &Screen, typist: &Profile, target: &SharedTarget, jobs: &Sender<Job>) -> bool {
+    let location = match super::cli_bot::location_arg("/location", at) {
+        Ok(l) => l,
+        Err(e) => {
+            screen.show(&ChatEvent::Failed { command: "/location", reason: &e.to_string() });
+            return true;
+        }
+    };
+    let peer = lock(target).keyboard_peer();
+    let location_button = typist.reply_keyboard(peer).ok().flatten().and_then(|(_, k)| {
+        (1..=k.len()).find(|&n| k.button(n).is_some_and(|b| b.request == ButtonRequest::Location))
+    });
+    if let Some(n) = location_button {
+        return use_reply_button(n, Some(location), screen, typist, target, jobs);
+    }
+    match super::reply_keyboard::location_content(location.0, location.1) {
+        Ok(content) => queue_content(&content, &format!("[location] {at}"), screen, typist, target, jobs),
+        Err(e) => {
+            screen.show(&ChatEvent::Failed { command: "/location", reason: &e.to_string() });
+            true
+        }
+    }
+}
+
+/// Queues a message for the conversation (`shown` is what the screen says of it) and asks
+/// the sender to send it.
+fn queue_content(content: &Content, shown: &str, screen: &Screen, typist: &Profile, target: &SharedTarget, jobs: &Sender<Job>) -> bool {
+    let text = shown;
     let to = lock(target).outbox_name();
-    match typist.queue_content(&to, &content) {
+    match typist.queue_content(&to, content) {
         Ok(queued) => {
             screen.typed(&queued);
             jobs.send(Job::Flush).is_ok()

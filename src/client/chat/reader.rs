@@ -12,7 +12,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::super::display::ChatEvent;
 use super::super::inbox::StreamEnd;
-use super::super::message::Incoming;
+use super::super::message::{Incoming, ReceivedMessage, ReplyMarkup};
 use super::super::profile::Profile;
 use super::screen::Screen;
 use super::{Job, SharedTarget};
@@ -95,6 +95,9 @@ impl Shown {
                 if m.chat_id == self.peer_user_id() && !m.keyboard.is_empty() {
                     self.set_last_keyboard(Some(m.message_id), |_| true);
                 }
+                if m.chat_id == self.peer_user_id() {
+                    self.note_force_reply(m);
+                }
             }
             Incoming::Edited { chat_id, message_id, keyboard, .. } if *chat_id == self.peer_user_id() => {
                 if keyboard.is_empty() {
@@ -107,9 +110,13 @@ impl Shown {
                 self.set_last_keyboard(None, |last| last == Some(*message_id));
             }
             Incoming::Reaction { from, .. } => self.learn(from.user_id, &from.username),
-            Incoming::GroupMessage { message, .. } => {
+            Incoming::GroupMessage { group, message } => {
                 self.learn(message.sender.user_id, &message.sender.username);
                 self.typing.ended(message.sender.user_id);
+                let here = self.target.lock().unwrap_or_else(PoisonError::into_inner).group.as_ref().is_some_and(|(id, _)| *id == group.id);
+                if here {
+                    self.note_force_reply(message);
+                }
             }
             Incoming::GroupTitle { actor, .. } => self.learn(actor.user_id, &actor.username),
             Incoming::GroupMembership { user, actor, .. } => {
@@ -130,6 +137,14 @@ impl Shown {
             _ => None,
         };
         screen.show(&ChatEvent::Incoming { event, chat: &chat, via: via.as_deref() });
+    }
+
+    /// A message of the open conversation that asks for an answer: the next typed line
+    /// replies to it.
+    fn note_force_reply(&self, m: &ReceivedMessage) {
+        if matches!(m.reply_markup, Some(ReplyMarkup::ForceReply { .. })) {
+            self.target.lock().unwrap_or_else(PoisonError::into_inner).force_reply = Some(m.message_id);
+        }
     }
 
     fn learn(&mut self, user_id: u64, username: &str) {

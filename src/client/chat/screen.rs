@@ -10,6 +10,7 @@ use super::super::display::ChatEvent;
 use super::super::outbox::{Attempt, Queued};
 use super::super::tui::style::Style;
 use super::super::tui::view::{ChatKey, SendState};
+use super::super::reply_keyboard::ReplyKeyboard;
 use super::super::tui::Tui;
 
 #[derive(Clone)]
@@ -81,6 +82,14 @@ impl Screen {
         match self {
             Screen::Tui(tui) => tui.update(|s| s.view.open(key, name, about)),
             Screen::Plain => plain(&ChatEvent::Switched { name }),
+        }
+    }
+
+    /// The reply keyboard conversation `key` shows now (terminal only: a plain screen shows
+    /// keyboards under their messages).
+    pub fn reply_keyboard(&self, key: ChatKey, keyboard: Option<(u64, ReplyKeyboard)>) {
+        if let Screen::Tui(tui) = self {
+            tui.update(|s| s.view.set_reply_keyboard(&key, keyboard.map(|(_, k)| k)));
         }
     }
 

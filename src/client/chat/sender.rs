@@ -13,7 +13,9 @@ use super::super::message::keyboard_from_wire;
 use super::super::outbox::Attempt;
 use super::super::profile::Profile;
 use super::super::tui::view::ChatKey;
+use super::super::deep_link;
 use super::command::{language_from_env, pick_button};
+use crate::wire::e2e::Content;
 use super::screen::Screen;
 use super::{lock, Job, SharedTarget, Target};
 use crate::backoff::Backoff;
@@ -83,7 +85,7 @@ impl Dialog {
         }
     }
 
-    fn run_one(&self, job: Job) {
+    fn run_one(&mut self, job: Job) {
         let peer = lock(&self.target).peer.clone();
         let in_dialog = |command: &'static str| {
             peer.clone().ok_or_else(|| format!("{command} works in a dialog; /switch @NAME to one"))
@@ -114,7 +116,11 @@ impl Dialog {
                     Err(reason) => self.screen.show(&ChatEvent::Failed { command: "/choose", reason: &reason }),
                 }
             }
-            Job::Switch(name) => self.switch(&name),
+            Job::AtName { name, query, line } => self.at_name(&name, &query, &line),
+            Job::Open(link) => self.open(&link),
+            Job::Switch(name) => {
+                self.switch(&name);
+            }
             Job::Commands | Job::Menu => {
                 if let Some(p) = peer.filter(|p| p.is_bot) {
                     match self.profile.bot_menu(&p.username, self.language.as_deref()) {
@@ -148,12 +154,69 @@ impl Dialog {
         let (number, chosen) = pick_button(&keyboard, button)
             .ok_or_else(|| format!("message #{message_id} has no button {button:?} (a number as shown, or its callback data)"))?;
         let chosen = chosen.clone();
+        if !chosen.url.is_empty() {
+            return Err(format!("button {number} of #{message_id} is a link, not a button to press: {}", chosen.url));
+        }
         self.profile.press(peer, message_id, &chosen.callback_data).map_err(|e| e.to_string())?;
         Ok((message_id, number, chosen.text))
     }
 
+    /// A typed `@name query`: inline mode when `name` is a bot (in its dialog, which opens,
+    /// as the choice goes there); to anyone else, or when the name is nobody's, the line is
+    /// an ordinary message.
+    fn at_name(&mut self, name: &str, query: &str, line: &str) {
+        let current = lock(&self.target).peer.clone();
+        let bot = match current.filter(|p| p.is_bot && p.username.eq_ignore_ascii_case(name)) {
+            Some(p) => Some(p),
+            None => self.profile.lookup(name).ok().filter(|p| p.is_bot),
+        };
+        let Some(bot) = bot else {
+            let reply_to = lock(&self.target).force_reply.take();
+            let mut content = Content::new();
+            content.mut_text().text = line.to_string();
+            content.reply_to_message_id = reply_to.unwrap_or(0);
+            self.queue_and_flush(&content, line);
+            return;
+        };
+        if lock(&self.target).peer_user_id() != bot.user_id && !self.switch(&format!("@{}", bot.username)) {
+            return;
+        }
+        match self.profile.inline_query(&bot.username, query) {
+            Ok(session_id) => self.screen.show(&ChatEvent::InlineAsked { bot: &bot.username, session_id }),
+            Err(e) => self.screen.show(&ChatEvent::Failed { command: "@bot query", reason: &e.to_string() }),
+        }
+    }
+
+    /// `/open LINK`: the bot's dialog opens (if another is open) and `/start PAYLOAD` goes to it.
+    fn open(&mut self, link: &str) {
+        let link = match deep_link::parse(link) {
+            Ok(link) => link,
+            Err(e) => return self.screen.show(&ChatEvent::Failed { command: "/open", reason: &e.to_string() }),
+        };
+        let open = lock(&self.target).peer.as_ref().is_some_and(|p| p.username.eq_ignore_ascii_case(link.bot.trim_start_matches('@')));
+        if !open && !self.switch(&link.bot) {
+            return;
+        }
+        let mut content = Content::new();
+        content.mut_text().text = link.start_text();
+        self.queue_and_flush(&content, &link.start_text());
+    }
+
+    /// Queues a message for the open conversation, shows it pending, and sends the outbox.
+    fn queue_and_flush(&mut self, content: &Content, shown: &str) {
+        let to = lock(&self.target).outbox_name();
+        match self.profile.queue_content(&to, content) {
+            Ok(queued) => {
+                self.screen.typed(&queued);
+                self.flush();
+            }
+            Err(e) => self.screen.show(&ChatEvent::SendFailed { text: shown, reason: &e.to_string() }),
+        }
+    }
+
     /// `/switch NAME`: a user or bot (`@name`), else a group of this device by title or id.
-    fn switch(&self, name: &str) {
+    /// False when there is no such conversation (said on the screen).
+    fn switch(&self, name: &str) -> bool {
         let found = if name.starts_with('@') {
             self.profile.lookup(name).map(|p| {
                 let kind = if p.is_bot { "bot " } else { "" };
@@ -168,15 +231,21 @@ impl Dialog {
                     .ok()
                     .and_then(|groups| groups.into_iter().find(|g| g.id == id).map(|g| g.title))
                     .unwrap_or_else(|| name.to_string());
-                (ChatKey::Group(id), title.clone(), format!("group {title}"), Target { peer: None, group: Some((id, title)), last_keyboard: None })
+                (ChatKey::Group(id), title.clone(), format!("group {title}"), Target::of_group(id, title))
             })
         };
         match found {
             Ok((key, shown, about, target)) => {
+                let peer = target.keyboard_peer();
                 *self.target.lock().unwrap_or_else(PoisonError::into_inner) = target;
-                self.screen.open(key, &shown, &about);
+                self.screen.open(key.clone(), &shown, &about);
+                self.screen.reply_keyboard(key, self.profile.reply_keyboard(peer).ok().flatten());
+                true
             }
-            Err(e) => self.screen.show(&ChatEvent::Failed { command: "/switch", reason: &e.to_string() }),
+            Err(e) => {
+                self.screen.show(&ChatEvent::Failed { command: "/switch", reason: &e.to_string() });
+                false
+            }
         }
     }
 }

@@ -11,8 +11,9 @@ use std::collections::VecDeque;
 
 use unicode_width::UnicodeWidthChar;
 
-use super::super::display::{sanitize, ChatEvent};
-use super::super::message::{Entity, GroupId, Incoming, Keyboard, ReceivedMessage};
+use super::super::display::{self, sanitize, ChatEvent};
+use super::super::message::{Entity, GroupId, Incoming, Keyboard, ReceivedMessage, ReplyMarkup};
+use super::super::reply_keyboard::ReplyKeyboard;
 use super::style::{Line, Span, Style};
 
 /// Entries kept per conversation (older ones scroll away for good).
@@ -68,11 +69,13 @@ pub struct Conversation {
     pub name: String,
     entries: VecDeque<Entry>,
     pub unread: usize,
+    /// The bot's reply keyboard, drawn above the status line while it shows.
+    reply_keyboard: Option<ReplyKeyboard>,
 }
 
 impl Conversation {
     fn new(key: ChatKey, name: String) -> Conversation {
-        Conversation { key, name, entries: VecDeque::new(), unread: 0 }
+        Conversation { key, name, entries: VecDeque::new(), unread: 0, reply_keyboard: None }
     }
 
     fn push(&mut self, entry: Entry) {
@@ -149,6 +152,13 @@ impl View {
         }
     }
 
+    /// The reply keyboard conversation `key` shows now (none: it shows none).
+    pub fn set_reply_keyboard(&mut self, key: &ChatKey, keyboard: Option<ReplyKeyboard>) {
+        if let Some(conv) = self.convs.iter_mut().find(|c| &c.key == key) {
+            conv.reply_keyboard = keyboard;
+        }
+    }
+
     pub fn set_hint(&mut self, hint: Option<String>) {
         self.hint = hint;
     }
@@ -208,6 +218,11 @@ impl View {
         let conv = &mut self.convs[at];
         let shown = match event {
             Incoming::Message(m) | Incoming::GroupMessage { message: m, .. } => {
+                match &m.reply_markup {
+                    Some(ReplyMarkup::Keyboard(k)) => conv.reply_keyboard = Some(k.clone()),
+                    Some(ReplyMarkup::Remove) => conv.reply_keyboard = None,
+                    _ => {}
+                }
                 conv.push(Entry::Message { time: m.date, message: received(m) });
                 true
             }
@@ -255,7 +270,10 @@ impl View {
             vec![Span::new(&format!(" e2e-chat · @{} ↔ {} · /commands ", self.own, self.about_peer), Style::HEADER)],
             width,
         )];
-        let body_rows = height - 3;
+        let keyboard = conv.reply_keyboard.as_ref().map(|k| reply_keyboard_lines(k, width)).unwrap_or_default();
+        // The keyboard never takes more than half of the screen's body.
+        let keyboard: Vec<Line> = keyboard.into_iter().take((height - 3) / 2).collect();
+        let body_rows = height - 3 - keyboard.len();
         let mut body: Vec<Line> = Vec::new();
         for entry in &conv.entries {
             body.extend(entry_lines(conv, entry, width, tz));
@@ -266,6 +284,7 @@ impl View {
             shown.insert(0, Vec::new());
         }
         lines.extend(shown);
+        lines.extend(keyboard);
         lines.push(fit(self.status_line(), width));
         let (input_line, column) = input_line(input, cursor, width);
         lines.push(input_line);
@@ -294,6 +313,18 @@ impl View {
     }
 }
 
+/// A reply keyboard as drawn above the status line: a title line, then its rows of numbered
+/// buttons (what a typed number uses).
+fn reply_keyboard_lines(k: &ReplyKeyboard, width: usize) -> Vec<Line> {
+    let once = if k.one_time { ", one-time" } else { "" };
+    let hint = if k.placeholder.is_empty() { String::new() } else { format!(" · {}", sanitize(&k.placeholder)) };
+    let mut out = vec![fit(vec![Span::new(&format!("⌨ type a button's number or /choose N{once}{hint}"), Style::DIM)], width)];
+    for row in display::reply_keyboard_rows(k) {
+        out.extend(wrap(vec![Span::new("  ", Style::PLAIN), Span::new(&row, Style::BUTTON)], width, 2));
+    }
+    out
+}
+
 fn received(m: &ReceivedMessage) -> Message {
     let (text, entities) = match &m.media {
         Some(media) => {
@@ -308,6 +339,10 @@ fn received(m: &ReceivedMessage) -> Message {
     if let Some(o) = &m.forward_origin {
         let who = if o.sender_username.is_empty() { o.sender_first_name.clone() } else { format!("@{}", o.sender_username) };
         about.push(format!("forwarded from {who}"));
+    }
+    if let Some(ReplyMarkup::ForceReply { placeholder }) = &m.reply_markup {
+        let hint = if placeholder.is_empty() { String::new() } else { format!(": {placeholder}") };
+        about.push(format!("asks for an answer; your next message replies to it{hint}"));
     }
     let name = if m.sender.username.is_empty() { format!("user{}", m.sender.user_id) } else { format!("@{}", m.sender.username) };
     Message {
@@ -586,7 +621,7 @@ mod tests {
     fn edits_change_a_message_in_place_and_deletions_strike_it() {
         let mut v = view();
         let mut m = message(3, "Sure?");
-        m.keyboard = vec![vec![Button { text: "Yes".into(), callback_data: "y".into() }]];
+        m.keyboard = vec![vec![Button { text: "Yes".into(), callback_data: "y".into(), ..Default::default() }]];
         v.incoming(&Incoming::Message(m), "bot", 0);
         let shown = text_of(&v.render(60, 8, "", 0, &utc));
         assert!(shown.iter().any(|l| l == "09:05 @bot: Sure? #3"), "{shown:?}");

@@ -116,11 +116,12 @@ pub struct MediaView {
     pub title: Option<String>,
 }
 
-/// A callback button (the only kind this profile supports).
+/// An inline button: a callback button (`callback_data`) or a link (`url`); the other is empty.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ButtonView {
     pub text: String,
     pub callback_data: String,
+    pub url: String,
 }
 
 /// MessageOriginUser: the original's sender and date.
@@ -262,12 +263,13 @@ pub fn file_json(file_id: &str, file_unique_id: &str, file_size: u64, file_path:
     json!({"file_id": file_id, "file_unique_id": file_unique_id, "file_size": file_size, "file_path": file_path})
 }
 
-/// InlineKeyboardMarkup JSON: `{"inline_keyboard": [[{"text", "callback_data"}]]}`.
+/// InlineKeyboardMarkup JSON: `{"inline_keyboard": [[{"text", "callback_data" or "url"}]]}`.
 pub fn inline_keyboard_json(rows: &[Vec<ButtonView>]) -> Value {
-    let rows: Vec<Value> = rows
-        .iter()
-        .map(|row| row.iter().map(|b| json!({"text": b.text, "callback_data": b.callback_data})).collect())
-        .collect();
+    let button = |b: &ButtonView| match b.url.is_empty() {
+        true => json!({"text": b.text, "callback_data": b.callback_data}),
+        false => json!({"text": b.text, "url": b.url}),
+    };
+    let rows: Vec<Value> = rows.iter().map(|row| row.iter().map(button).collect()).collect();
     json!({ "inline_keyboard": rows })
 }
 
@@ -490,12 +492,18 @@ mod tests {
     fn keyboards_origins_and_edits_have_the_sdk_shapes() {
         let mut m = msg(4, Some("menu"));
         m.edit_date = Some(1_700_000_100);
-        m.reply_markup = vec![vec![ButtonView { text: "A".into(), callback_data: "a".into() }]];
+        m.reply_markup = vec![vec![
+            ButtonView { text: "A".into(), callback_data: "a".into(), url: String::new() },
+            ButtonView { text: "Site".into(), callback_data: String::new(), url: "https://example.org/".into() },
+        ]];
         m.forward_origin = Some(ForwardOriginView { sender_user: alice(), date: 1_600_000_000 });
         let v = message_json(&m);
         assert_eq!(find_null(&v, "$"), None);
         assert_eq!(v["edit_date"], 1_700_000_100);
-        assert_eq!(v["reply_markup"], json!({"inline_keyboard": [[{"text": "A", "callback_data": "a"}]]}));
+        assert_eq!(
+            v["reply_markup"],
+            json!({"inline_keyboard": [[{"text": "A", "callback_data": "a"}, {"text": "Site", "url": "https://example.org/"}]]})
+        );
         assert_eq!(
             v["forward_origin"],
             json!({"type": "user", "date": 1_600_000_000, "sender_user": {"id": 42, "is_bot": false, "first_name": "Alice"}})

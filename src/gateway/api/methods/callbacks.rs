@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use super::messages::SEND_WAIT;
 use super::store_error;
+use crate::gateway::botapi::text::checked_link;
 use crate::gateway::botapi::text::entities::utf16_len;
 use crate::gateway::botapi::{ApiError, Params};
 use crate::gateway::outbox;
@@ -24,9 +25,12 @@ pub(super) fn answer_callback_query(bot: &BotShared, params: &Params) -> Result<
         return Err(ApiError::bad_request(format!("callback answer text is longer than {ANSWER_TEXT_MAX} characters")));
     }
     let show_alert = params.flag("show_alert")?;
-    if params.optional_str("url")?.is_some_and(|u| !u.is_empty()) {
-        return Err(ApiError::bad_request("url in answerCallbackQuery is not supported by this gateway (no games)"));
-    }
+    // A link the user's client offers to open (the Bot API uses it for deep links to the bot).
+    let url = match params.optional_str("url")?.filter(|u| !u.is_empty()) {
+        None => String::new(),
+        Some(raw) => checked_link(&raw)
+            .ok_or_else(|| ApiError::bad_request(format!("url must be an http(s) or tg: link, got {raw:?}")))?,
+    };
     let first = {
         let id = id.clone();
         bot.store
@@ -46,7 +50,7 @@ pub(super) fn answer_callback_query(bot: &BotShared, params: &Params) -> Result<
         Some(Some(cb)) => cb,
     };
     let mut content = Content::new();
-    content.set_callback_answer(CallbackAnswer { press_id: callback.press_id, text, show_alert, ..Default::default() });
+    content.set_callback_answer(CallbackAnswer { press_id: callback.press_id, text, show_alert, url, ..Default::default() });
     outbox::submit(bot, callback.chat_id, content, SEND_WAIT)?;
     Ok(Value::Bool(true))
 }

@@ -111,7 +111,7 @@ fn send_media(bot: &BotShared, params: &Params, kind: MediaKind) -> Result<Value
             "files in groups are not supported by this gateway yet"
         }));
     }
-    let keyboard = markup::inline_keyboard(params)?;
+    let markup = markup::reply_markup(params)?;
     let caption = messages::formatted(params, &CAPTION)?;
     let (reply_to, allow_without) = messages::reply_request(params, chat_id)?;
     let source = media_source(params, name)?;
@@ -146,7 +146,7 @@ fn send_media(bot: &BotShared, params: &Params, kind: MediaKind) -> Result<Value
     let mut content = Content::new();
     content.set_media(media);
     content.reply_to_message_id = reply_to_message_id;
-    content.keyboard = MessageField::from_option(keyboard);
+    markup.apply(&mut content);
     messages::send_new(bot, &chat, content)
 }
 

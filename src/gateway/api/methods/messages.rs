@@ -16,7 +16,7 @@ use crate::gateway::runtime::{BotShared, Sent};
 use crate::gateway::store::{chats, groups};
 use crate::gateway::updates::ChatRef;
 use crate::wire::e2e::content::Body;
-use crate::wire::e2e::{ChatAction, Content, Entity, ForwardOrigin, InlineKeyboard, Text};
+use crate::wire::e2e::{ChatAction, Content, Entity, ForwardOrigin, Text};
 
 /// Longest message text, in UTF-16 code units.
 pub const MAX_TEXT_UTF16: usize = 4096;
@@ -48,17 +48,17 @@ pub struct SendMessage {
     pub entities: Vec<Entity>,
     pub reply_to_message_id: Option<i64>,
     pub allow_sending_without_reply: bool,
-    pub keyboard: Option<InlineKeyboard>,
+    pub markup: markup::ReplyMarkup,
 }
 
 /// sendMessage parameters. `link_preview_options`, `disable_notification`, `protect_content`
 /// and `message_thread_id` are accepted and ignored.
 pub fn send_message_request(params: &Params) -> Result<SendMessage, ApiError> {
     let chat_id = chat_id(params, "chat_id")?;
-    let keyboard = markup::inline_keyboard(params)?;
+    let markup = markup::reply_markup(params)?;
     let (text, entities) = formatted_text(params)?;
     let (reply_to_message_id, allow_sending_without_reply) = reply_request(params, chat_id)?;
-    Ok(SendMessage { chat_id, text, entities, reply_to_message_id, allow_sending_without_reply, keyboard })
+    Ok(SendMessage { chat_id, text, entities, reply_to_message_id, allow_sending_without_reply, markup })
 }
 
 /// Which formatted text a method reads: a message's `text` or a media `caption`.
@@ -286,7 +286,7 @@ pub(super) fn send_message(bot: &BotShared, params: &Params) -> Result<Value, Ap
     let mut content = Content::new();
     content.set_text(Text { text: req.text, entities: req.entities, ..Default::default() });
     content.reply_to_message_id = reply_target(bot, req.chat_id, req.reply_to_message_id, req.allow_sending_without_reply)?;
-    content.keyboard = MessageField::from_option(req.keyboard);
+    req.markup.apply(&mut content);
     send_new_to(bot, &chat, content)
 }
 
@@ -341,13 +341,13 @@ pub(super) fn forward_message(bot: &BotShared, params: &Params) -> Result<Value,
 pub(super) fn copy_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let chat_id = chat_id(params, "chat_id")?;
     known_chat(bot, chat_id)?;
-    let keyboard = markup::inline_keyboard(params)?;
+    let markup = markup::reply_markup(params)?;
     let (reply_to, allow_without) = reply_request(params, chat_id)?;
     let (_, entry) = source_message(bot, params)?;
     let mut content = Content::new();
     content.body = entry.content.body.clone();
     content.reply_to_message_id = reply_target(bot, chat_id, reply_to, allow_without)?;
-    content.keyboard = MessageField::from_option(keyboard);
+    markup.apply(&mut content);
     let sent = outbox::submit(bot, chat_id, content, SEND_WAIT)?;
     Ok(json!({ "message_id": sent.message_id }))
 }
@@ -401,12 +401,14 @@ mod tests {
         let with = |m: &str| send_message_request(&form(&[("chat_id", "1"), ("text", "t"), ("reply_markup", m)]));
         assert!(bad(with("not json")).contains("reply_markup must be a JSON object"));
         let k = with(r#"{"inline_keyboard": [[{"text": "b", "callback_data": "cb1"}]]}"#).expect("callback button");
-        assert_eq!(k.keyboard.expect("keyboard").rows[0].buttons[0].callback_data, "cb1");
-        assert!(bad(with(r#"{"inline_keyboard": [[{"text": "b", "url": "https://x.org"}]]}"#)).contains("url buttons"));
-        assert!(bad(with(r#"{"keyboard": [[{"text": "b"}]]}"#)).contains("reply keyboards"));
+        assert_eq!(k.markup.inline.expect("keyboard").rows[0].buttons[0].callback_data, "cb1");
+        let k = with(r#"{"inline_keyboard": [[{"text": "b", "url": "https://x.org"}]]}"#).expect("url button");
+        assert_eq!(k.markup.inline.expect("keyboard").rows[0].buttons[0].url, "https://x.org/");
+        let k = with(r#"{"keyboard": [[{"text": "b"}]], "one_time_keyboard": true}"#).expect("reply keyboard");
+        assert!(k.markup.reply.expect("reply keyboard").one_time_keyboard);
         assert!(bad(with(r#"{"inline_keyboard": 5}"#)).contains("must be an array"));
-        assert_eq!(with(r#"{"inline_keyboard": [[]]}"#).expect("no buttons").keyboard, None);
-        with(r#"{"remove_keyboard": true}"#).expect("nothing to remove");
+        assert_eq!(with(r#"{"inline_keyboard": [[]]}"#).expect("no buttons").markup, markup::ReplyMarkup::default());
+        assert!(with(r#"{"remove_keyboard": true}"#).expect("removes the keyboard").markup.remove.is_some());
     }
 
     #[test]

@@ -191,7 +191,7 @@ fn utf16_units(c: u8) -> u32 {
 /// links pass as given; anything else (javascript:, data:, mailto:, ...) is refused. Markup
 /// drops a refused link's entity but keeps the text (as TDLib does); a raw `text_link` entity
 /// with a refused URL is a 400 (`entities::entities_from_json`).
-fn checked_link(url: &str) -> Option<String> {
+pub(crate) fn checked_link(url: &str) -> Option<String> {
     let url = url.trim();
     if url.is_empty() || url.chars().any(|c| c.is_control() || c == ' ') {
         return None;
