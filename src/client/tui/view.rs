@@ -600,6 +600,44 @@ mod tests {
         ReceivedMessage { date: 3600 * 9 + 60 * 5, ..ReceivedMessage::sample("bot", id, text) }
     }
 
+    #[test]
+    fn a_reply_keyboard_is_drawn_above_the_status_line_until_it_goes() {
+        use crate::client::reply_keyboard::{ButtonRequest, ReplyButton};
+        let mut v = view();
+        let mut m = message(3, "Colour?");
+        let button = |t: &str, request| ReplyButton { text: t.into(), request };
+        m.reply_markup = Some(ReplyMarkup::Keyboard(ReplyKeyboard {
+            rows: vec![vec![button("Red", ButtonRequest::Text), button("Here", ButtonRequest::Location)]],
+            one_time: true,
+            resize: true,
+            persistent: false,
+            placeholder: "Pick\u{1b}".into(),
+        }));
+        v.incoming(&Incoming::Message(m), "bot", 0);
+        let lines = text_of(&v.render(60, 12, "", 0, &utc));
+        let status = lines.iter().position(|l| l.starts_with("● connected")).expect("status line");
+        assert_eq!(lines[status - 2], "⌨ type a button's number or /choose N, one-time · Pick\\e");
+        assert_eq!(lines[status - 1], "  (1 Red) (2 Here ⌖)");
+        v.set_reply_keyboard(&ChatKey::User(7), None);
+        let lines = text_of(&v.render(60, 12, "", 0, &utc));
+        assert!(!lines.iter().any(|l| l.contains("(1 Red)")), "{lines:?}");
+        // A removal in a later message takes it away too.
+        let mut again = message(4, "Colour?");
+        again.reply_markup = Some(ReplyMarkup::Keyboard(ReplyKeyboard {
+            rows: vec![vec![button("Blue", ButtonRequest::Text)]],
+            one_time: false,
+            resize: false,
+            persistent: false,
+            placeholder: String::new(),
+        }));
+        v.incoming(&Incoming::Message(again), "bot", 0);
+        assert!(text_of(&v.render(60, 12, "", 0, &utc)).iter().any(|l| l == "  (1 Blue)"));
+        let mut bye = message(5, "Bye");
+        bye.reply_markup = Some(ReplyMarkup::Remove);
+        v.incoming(&Incoming::Message(bye), "bot", 0);
+        assert!(!text_of(&v.render(60, 12, "", 0, &utc)).iter().any(|l| l.contains("(1 Blue)")));
+    }
+
     fn view() -> View {
         View::new("alice", ChatKey::User(7), "@bot", "bot @bot (Bot)")
     }
