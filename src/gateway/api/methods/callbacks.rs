@@ -8,7 +8,7 @@ use super::store_error;
 use crate::gateway::botapi::text::entities::utf16_len;
 use crate::gateway::botapi::{ApiError, Params};
 use crate::gateway::outbox;
-use crate::gateway::runtime::BotShared;
+use crate::gateway::runtime::{unix_now, BotShared};
 use crate::gateway::store::chats;
 use crate::wire::e2e::{CallbackAnswer, Content};
 
@@ -30,7 +30,7 @@ pub(super) fn answer_callback_query(bot: &BotShared, params: &Params) -> Result<
     let first = {
         let id = id.clone();
         bot.store
-            .write(move |c| match chats::callback(c, &id)? {
+            .write(move |c| match chats::callback(c, &id, unix_now())? {
                 None => Ok(None),
                 Some(cb) if cb.answered => Ok(Some(None)),
                 Some(cb) => {
