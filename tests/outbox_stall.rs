@@ -141,3 +141,50 @@ fn a_stalled_platform_and_a_retrying_bot_deliver_each_message_once() {
     let given_up: Value = ureq::get(&format!("{}/outbox/given-up", gw.ext_base)).call().expect("given-up").into_json().expect("json");
     assert_eq!(given_up["bots"][0]["given_up"], json!([]), "{given_up}");
 }
+
+#[test]
+fn a_gateway_stopped_while_a_message_is_with_the_platform_answers_nothing_and_it_arrives_once() {
+    bot_gateway::crypto::init();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let platform = PlatformServer::start(&dir.path().join("platform"));
+    let bot = platform.create_bot("stall_bot", "Stall Bot");
+    let mut config = gateway_config(&platform.url, &dir.path().join("state"), &bot);
+    config["send_wait_seconds"] = json!(SEND_WAIT_SECONDS);
+    let config_path = dir.path().join("gateway.json");
+    write_config(&config_path, &config);
+    let mut gw = Gateway::start(&config_path);
+    let bob = bot_gateway::client::Profile::register(&platform.url, &dir.path().join("bob"), "bob_st", "Bob")
+        .expect("register bob");
+    bob.send_text("@stall_bot", "hello").expect("send hello");
+    let chat_id = gw.poll_until(0, 1)[0]["message"]["chat"]["id"].as_u64().expect("chat id");
+    let url = format!("{}/bot{}/sendMessage", gw.base, gw.token);
+
+    let stalled = Stalled::new(&platform);
+    let call = thread::Builder::new()
+        .name("bot-call".into())
+        .spawn(move || ureq::post(&url).timeout(Duration::from_secs(70)).send_json(json!({"chat_id": chat_id, "text": "in flight"})))
+        .expect("spawn");
+    // Past its wait the message is with the (stalled) platform: the call waits for its answer.
+    thread::sleep(Duration::from_secs(SEND_WAIT_SECONDS + 2));
+    assert!(!call.is_finished(), "no answer may be given while the platform holds the message");
+    signal(gw.proc.child.id(), libc::SIGTERM);
+    let status = gw.proc.wait_exit(Duration::from_secs(30)).unwrap_or_else(|| panic!("the gateway did not stop; stderr:\n{}", gw.proc.stderr_text()));
+    assert!(status.success(), "{status}; stderr:\n{}", gw.proc.stderr_text());
+    match call.join().expect("call thread") {
+        Err(ureq::Error::Transport(_)) => {}
+        other => panic!("the call must end without an answer (neither sent nor not sent is known): {other:?}"),
+    }
+
+    drop(stalled);
+    gw = Gateway::start(&config_path);
+    let mut got = bob.receive(Duration::from_secs(30), 1).expect("receive");
+    got.extend(bob.receive(Duration::from_secs(3), 10).expect("receive more"));
+    let texts: Vec<&str> = got.iter().map(|m| m.text.as_str()).collect();
+    assert_eq!(texts, ["in flight"], "sent once, by the outbox after the restart or by the platform before it");
+    // The outbox records the platform's answer (bounded wait): nothing is left to send again.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while gw.health()["bots"][0]["outbox_depth"] != 0 {
+        assert!(Instant::now() < deadline, "the outbox kept the message: {}", gw.health());
+        thread::sleep(Duration::from_millis(100));
+    }
+}
