@@ -2,7 +2,9 @@
 //! (SIGSTOP) for longer than a sending call's wait while a bot sends and retries as SDKs do, on
 //! 429 after `retry_after`. Every answer must be the truth: a message answered with its id
 //! reaches the user once, a message answered with an error never does, and the user gets each
-//! text exactly once however the bot retried.
+//! text exactly once however the bot retried. And a gateway stopped while its message is with
+//! the stalled platform ends that call without an answer and sends the message once after its
+//! restart.
 //!
 //! `send_wait_seconds` is 2 here instead of 25; every other wait is bounded by tens of seconds
 //! and nothing asserts how long anything took.
