@@ -31,7 +31,7 @@ pub const FIELDS: &[Field] = &[
     Field { name: "compatibility_profile_id", kind: "string", meaning: "the contract the gateway implements; must be exactly the value `bot-gateway --version` prints" },
     Field { name: "bot_platform_endpoint", kind: "URL", meaning: "the platform server, http://HOST:PORT or https://HOST:PORT (as @BotManager's config snippet gives it); plain http only to loopback" },
     Field { name: "compat_listen_addr", kind: "IP:PORT", meaning: "the Bot API listener (standard 127.0.0.1:8081); keep it on loopback, in a container 0.0.0.0:8081" },
-    Field { name: "extensions_listen_addr", kind: "IP:PORT", meaning: "the extensions listener: /healthz, /metrics (standard 127.0.0.1:8082)" },
+    Field { name: "extensions_listen_addr", kind: "IP:PORT", meaning: "the extensions listener: /healthz, /metrics, /outbox/given-up (standard 127.0.0.1:8082)" },
     Field { name: "state_dir", kind: "path", meaning: "the gateway's durable state (mode 0700, owned by the gateway's user; created if missing); one running gateway per state_dir" },
     Field { name: "bots", kind: "array", meaning: "one object per bot, at least one; fields below" },
 ];

@@ -106,10 +106,11 @@ end-to-end encrypted platform, as a device of each bot
 Usage:
   bot-gateway serve CONFIG
       Runs the gateway in the foreground with the config file CONFIG (see below): the Bot API
-      on compat_listen_addr, /healthz and /metrics on extensions_listen_addr. Prints
-      `compat listening on ADDR` and `extensions listening on ADDR` once serving; logs go to
-      stderr (RUST_LOG: error, warn, info (default), debug). SIGTERM or SIGINT stops it
-      gracefully. Exit status 1 when it cannot start (the message names what and the fix).
+      on compat_listen_addr; /healthz, /metrics and /outbox/given-up (the messages it gave
+      up, newest first) on extensions_listen_addr. Prints `compat listening on ADDR` and
+      `extensions listening on ADDR` once serving; logs go to stderr (RUST_LOG: error, warn,
+      info (default), debug). SIGTERM or SIGINT stops it gracefully. Exit status 1 when it
+      cannot start (the message names what and the fix).
 
   bot-gateway check-config CONFIG [--connect]
       Checks CONFIG without starting anything: its fields, its mode (0600), state_dir
