@@ -173,6 +173,12 @@ pub fn mark_answered(conn: &Connection, id: &str) -> Result<()> {
     Ok(())
 }
 
+/// The answer to press `id` was not sent after all: it may be answered again.
+pub fn mark_unanswered(conn: &Connection, id: &str) -> Result<()> {
+    conn.execute("UPDATE callbacks SET answered = 0 WHERE id = ?1", params![id])?;
+    Ok(())
+}
+
 /// The current reaction of `user_id` to a message (empty when none).
 pub fn reaction(conn: &Connection, chat_id: i64, message_id: i64, user_id: i64) -> Result<Reaction> {
     let bytes: Option<Vec<u8>> = conn
