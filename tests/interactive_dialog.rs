@@ -414,6 +414,14 @@ fn callbacks_and_inline_sessions_survive_a_restart_without_duplicates() {
     assert_eq!((chosen["result_id"].as_str(), chosen["query"].as_str()), (Some("b"), Some("cats")));
     assert_eq!(got.len(), 2, "one message and one chosen_inline_result: {got:?}");
     refused(&world, "answerInlineQuery", json!({"inline_query_id": session_id.to_string(), "results": [article("z", "late")]}), 400, "already chosen");
+    // The platform refused it: given up, and listed for the operator (never its content).
+    let listed: Value = ureq::get(&format!("{}/outbox/given-up", world.gateway.ext_base)).call().expect("given-up").into_json().expect("json");
+    let given_up = listed["bots"][0]["given_up"].as_array().expect("list").clone();
+    assert_eq!(given_up.len(), 1, "{listed}");
+    assert_eq!((given_up[0]["kind"].as_str(), given_up[0]["chat_id"].as_u64()), (Some("inline results"), Some(alice.user_id())));
+    assert_eq!(given_up[0]["handed_to_platform"], true);
+    assert!(given_up[0]["reason"].as_str().expect("reason").contains("already chosen"), "{listed}");
+    assert!(!listed.to_string().contains("late"), "no content in the record: {listed}");
 }
 
 #[test]

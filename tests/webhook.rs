@@ -252,6 +252,49 @@ fn failures_are_retried_and_each_update_is_delivered_once_in_order() {
     assert!(info.get("allowed_updates").is_none(), "default filter is omitted: {info}");
 }
 
+/// A world whose gateway config also has the fields of `extra`.
+fn start_world_configured(bot_username: &str, extra: Value) -> World {
+    fast_retries();
+    bot_gateway::crypto::init();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let platform = support::PlatformServer::start(&dir.path().join("platform"));
+    let bot = platform.create_bot(bot_username, "Test Bot");
+    let mut config = support::gateway_config(&platform.url, &dir.path().join("state"), &bot);
+    for (k, v) in extra.as_object().expect("fields") {
+        config[k] = v.clone();
+    }
+    let config_path = dir.path().join("gateway.json");
+    support::write_config(&config_path, &config);
+    let gateway = Gateway::start(&config_path);
+    World { dir, platform, bot, gateway }
+}
+
+#[test]
+fn configured_extra_headers_carry_the_secret_for_stock_handlers() {
+    let world = start_world_configured(
+        "wh_headers_bot",
+        json!({"webhook_secret_token_headers": [SECRET_HEADER, "X-Telegram-Bot-Api-Secret-Token"]}),
+    );
+    let gw = &world.gateway;
+    let receiver = Receiver::start(&[], 200);
+    let secret = "stock-handler_Secret-7";
+    ok(gw, "setWebhook", json!({"url": receiver.url, "secret_token": secret}));
+    let alice = world.user("alice_h");
+    alice.send_text(&format!("@{}", world.bot_username()), "hello").expect("send");
+    let delivered = receiver.wait_delivered(1);
+    assert_eq!(texts(&delivered), ["hello"]);
+    assert_eq!(delivered[0].secret.as_deref(), Some(secret), "the spec's header still carries it");
+    assert_eq!(delivered[0].telegram_secret.as_deref(), Some(secret), "and the stock handlers' header too");
+    assert!(!delivered[0].body.to_string().contains(secret), "the secret is only in headers");
+
+    // Without a secret_token, no header carries anything.
+    ok(gw, "setWebhook", json!({"url": receiver.url}));
+    alice.send_text(&format!("@{}", world.bot_username()), "plain").expect("send");
+    let delivered = receiver.wait_delivered(2);
+    assert_eq!(texts(&delivered), ["hello", "plain"]);
+    assert_eq!((delivered[1].secret.as_deref(), delivered[1].telegram_secret.as_deref()), (None, None));
+}
+
 #[test]
 fn a_receiver_that_is_down_gets_the_queue_when_it_comes_back() {
     let world = start_world("wh_down_bot");

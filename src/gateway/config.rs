@@ -7,6 +7,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -23,16 +24,71 @@ pub struct Field {
     pub meaning: &'static str,
 }
 
-/// The top-level fields. Every field is required; none has a default, so a typo or an
-/// omission is refused instead of silently running with something else.
+/// The required top-level fields: none has a default, so a typo or an omission is refused
+/// instead of silently running with something else. (The few tuning fields that may be left
+/// out are [`OPTIONAL_FIELDS`].)
 pub const FIELDS: &[Field] = &[
     Field { name: "compatibility_profile_id", kind: "string", meaning: "the contract the gateway implements; must be exactly the value `bot-gateway --version` prints" },
     Field { name: "bot_platform_endpoint", kind: "URL", meaning: "the platform server, http://HOST:PORT or https://HOST:PORT (as @BotManager's config snippet gives it); plain http only to loopback" },
     Field { name: "compat_listen_addr", kind: "IP:PORT", meaning: "the Bot API listener (standard 127.0.0.1:8081); keep it on loopback, in a container 0.0.0.0:8081" },
-    Field { name: "extensions_listen_addr", kind: "IP:PORT", meaning: "the extensions listener: /healthz, /metrics (standard 127.0.0.1:8082)" },
+    Field { name: "extensions_listen_addr", kind: "IP:PORT", meaning: "the extensions listener: /healthz, /metrics, /outbox/given-up (standard 127.0.0.1:8082)" },
     Field { name: "state_dir", kind: "path", meaning: "the gateway's durable state (mode 0700, owned by the gateway's user; created if missing); one running gateway per state_dir" },
     Field { name: "bots", kind: "array", meaning: "one object per bot, at least one; fields below" },
 ];
+
+/// Optional top-level fields: each has a default that the table states, so an old config keeps
+/// working. A wrong value is refused like any other field.
+pub const OPTIONAL_FIELDS: &[OptionalField] = &[
+    OptionalField {
+        name: "send_wait_seconds",
+        kind: "integer 1-300",
+        default: "25",
+        meaning: "how long a sending method waits for the platform. A message it has not been handed to by then is \
+                  withdrawn and answered 429 with retry_after (it was NOT sent and never will be); one already handed \
+                  to it is waited for until the platform answers with its message id",
+    },
+    OptionalField {
+        name: "webhook_secret_token_headers",
+        kind: "array of header names",
+        default: "[\"X-Compat-Bot-Api-Secret-Token\"]",
+        meaning: "the request headers a webhook POST carries setWebhook's secret_token in, each the same secret; \
+                  add \"X-Telegram-Bot-Api-Secret-Token\" for the stock webhook handlers of python-telegram-bot, \
+                  aiogram and telegraf",
+    },
+];
+
+/// A field that may be left out, with the default it then has.
+pub struct OptionalField {
+    pub name: &'static str,
+    pub kind: &'static str,
+    pub default: &'static str,
+    pub meaning: &'static str,
+}
+
+/// The header the spec names for the webhook secret (SPEC "Webhook delivery" 2).
+pub const SPEC_SECRET_HEADER: &str = "X-Compat-Bot-Api-Secret-Token";
+/// The default of `send_wait_seconds`.
+pub const DEFAULT_SEND_WAIT: Duration = Duration::from_secs(25);
+const SEND_WAIT_RANGE: std::ops::RangeInclusive<u64> = 1..=300;
+/// Headers the webhook request sets itself or that would change how it travels: naming one of
+/// them for the secret is refused.
+const RESERVED_HEADERS: &[&str] =
+    &["content-type", "content-length", "host", "connection", "transfer-encoding", "user-agent", "te", "upgrade", "expect", "keep-alive", "trailer"];
+
+/// How the gateway delivers, the same for every bot: the optional fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// `send_wait_seconds`.
+    pub send_wait: Duration,
+    /// `webhook_secret_token_headers`: never empty, no two alike (ignoring case).
+    pub webhook_secret_headers: Vec<String>,
+}
+
+impl Default for Delivery {
+    fn default() -> Delivery {
+        Delivery { send_wait: DEFAULT_SEND_WAIT, webhook_secret_headers: vec![SPEC_SECRET_HEADER.to_string()] }
+    }
+}
 
 /// The fields of each `bots[]` entry, all required, as @BotManager's /newbot reply gives them.
 pub const BOT_FIELDS: &[Field] = &[
@@ -48,7 +104,7 @@ pub const BOT_FIELDS: &[Field] = &[
 /// and what it means.
 pub fn reference() -> String {
     let mut text = String::from(
-        "Config file (JSON, mode 0600, exactly these fields, all required, no defaults;\n\
+        "Config file (JSON, mode 0600, no other fields; these are required, with no defaults;\n\
          a value still holding a <...> placeholder is refused):\n",
     );
     let mut table = |prefix: &str, fields: &[Field]| {
@@ -58,6 +114,10 @@ pub fn reference() -> String {
     };
     table("", FIELDS);
     table("bots[].", BOT_FIELDS);
+    text.push_str("Optional fields (top level; left out, each has its default):\n");
+    for f in OPTIONAL_FIELDS {
+        text.push_str(&format!("  {} ({}, default {})\n      {}\n", f.name, f.kind, f.default, f.meaning));
+    }
     text
 }
 
@@ -71,6 +131,7 @@ pub struct Config {
     pub extensions_listen_addr: SocketAddr,
     pub state_dir: PathBuf,
     pub bots: Vec<BotConfig>,
+    pub delivery: Delivery,
     /// What is allowed but unwise (plain http to another host, a listener off loopback outside
     /// a container): `serve` logs each at warn, `check-config` prints them.
     pub warnings: Vec<String>,
@@ -155,7 +216,8 @@ fn listener_warning(field: &str, addr: SocketAddr, in_container: bool) -> Option
 /// Validates a parsed config document.
 pub fn parse(value: &Value) -> Result<Config, String> {
     let obj = value.as_object().ok_or("the top level must be a JSON object")?;
-    only_fields(obj, &names(FIELDS))?;
+    let allowed: Vec<&str> = names(FIELDS).into_iter().chain(OPTIONAL_FIELDS.iter().map(|f| f.name)).collect();
+    only_fields(obj, &allowed)?;
     let profile = string(obj, "compatibility_profile_id")?;
     if profile != COMPATIBILITY_PROFILE_ID {
         return Err(format!(
@@ -193,7 +255,56 @@ pub fn parse(value: &Value) -> Result<Config, String> {
         }
         bots.push(bot);
     }
-    Ok(Config { bot_platform_endpoint: endpoint, compat_listen_addr, extensions_listen_addr, state_dir, bots, warnings })
+    let delivery = delivery(obj)?;
+    Ok(Config { bot_platform_endpoint: endpoint, compat_listen_addr, extensions_listen_addr, state_dir, bots, delivery, warnings })
+}
+
+/// The optional fields, or their defaults.
+fn delivery(obj: &Map<String, Value>) -> Result<Delivery, String> {
+    let mut d = Delivery::default();
+    if let Some(v) = obj.get("send_wait_seconds") {
+        let secs = v.as_u64().filter(|s| SEND_WAIT_RANGE.contains(s)).ok_or_else(|| {
+            format!(
+                "send_wait_seconds must be an integer from {} to {} (seconds; default {}), not {v}",
+                SEND_WAIT_RANGE.start(),
+                SEND_WAIT_RANGE.end(),
+                DEFAULT_SEND_WAIT.as_secs()
+            )
+        })?;
+        d.send_wait = Duration::from_secs(secs);
+    }
+    if let Some(v) = obj.get("webhook_secret_token_headers") {
+        d.webhook_secret_headers = secret_headers(v).map_err(|e| format!("webhook_secret_token_headers: {e}"))?;
+    }
+    Ok(d)
+}
+
+/// A non-empty array of distinct HTTP header names that the webhook request does not set
+/// itself.
+fn secret_headers(v: &Value) -> Result<Vec<String>, String> {
+    let list = v.as_array().ok_or_else(|| format!("must be an array of header names, e.g. [\"{SPEC_SECRET_HEADER}\"]"))?;
+    if list.is_empty() {
+        return Err(format!(
+            "is empty: name at least one header to carry the secret (the spec's is \"{SPEC_SECRET_HEADER}\"), or leave the field out"
+        ));
+    }
+    let mut names: Vec<String> = Vec::with_capacity(list.len());
+    for item in list {
+        let name = item.as_str().ok_or_else(|| format!("{item} is not a string"))?;
+        // RFC 9110 token characters; a name is short.
+        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        if name.is_empty() || name.len() > 64 || !name.bytes().all(token) {
+            return Err(format!("{name:?} is not an HTTP header name (1 to 64 letters, digits and -, e.g. X-Telegram-Bot-Api-Secret-Token)"));
+        }
+        if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            return Err(format!("{name:?} is a header the webhook request sets itself; choose another name"));
+        }
+        if names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+            return Err(format!("{name:?} is named twice (header names ignore case)"));
+        }
+        names.push(name.to_string());
+    }
+    Ok(names)
 }
 
 fn parse_bot(value: &Value) -> Result<BotConfig, String> {
@@ -344,6 +455,49 @@ mod tests {
         for f in FIELDS.iter().chain(BOT_FIELDS) {
             assert!(text.contains(f.name), "{} in the reference", f.name);
         }
+        for f in OPTIONAL_FIELDS {
+            assert!(text.contains(&format!("{} ({}, default {})", f.name, f.kind, f.default)), "{} in the reference", f.name);
+        }
+    }
+
+    #[test]
+    fn optional_fields_have_their_defaults_and_wrong_values_are_refused() {
+        crypto::init();
+        let c = parse(&config_json(bot_json([7; 32], 42))).expect("valid");
+        assert_eq!(c.delivery, Delivery::default());
+        assert_eq!(c.delivery.send_wait, Duration::from_secs(25));
+        assert_eq!(c.delivery.webhook_secret_headers, ["X-Compat-Bot-Api-Secret-Token"]);
+
+        let mut j = config_json(bot_json([7; 32], 42));
+        j["send_wait_seconds"] = json!(3);
+        j["webhook_secret_token_headers"] = json!(["X-Compat-Bot-Api-Secret-Token", "X-Telegram-Bot-Api-Secret-Token"]);
+        let c = parse(&j).expect("valid");
+        assert_eq!(c.delivery.send_wait, Duration::from_secs(3));
+        assert_eq!(c.delivery.webhook_secret_headers, ["X-Compat-Bot-Api-Secret-Token", "X-Telegram-Bot-Api-Secret-Token"]);
+
+        let refused = |field: &str, v: Value| {
+            let mut j = config_json(bot_json([7; 32], 42));
+            j[field] = v;
+            parse(&j).err().expect("refused")
+        };
+        for bad in [json!(0), json!(301), json!(2.5), json!("25"), json!(-1)] {
+            assert!(refused("send_wait_seconds", bad.clone()).starts_with("send_wait_seconds must be an integer from 1 to 300"), "{bad}");
+        }
+        let cases = [
+            (json!("X-Telegram-Bot-Api-Secret-Token"), "must be an array"),
+            (json!([]), "is empty"),
+            (json!([5]), "is not a string"),
+            (json!(["X Bad"]), "is not an HTTP header name"),
+            (json!(["X-Secret:"]), "is not an HTTP header name"),
+            (json!([""]), "is not an HTTP header name"),
+            (json!(["Content-Type"]), "sets itself"),
+            (json!(["X-A", "x-a"]), "named twice"),
+        ];
+        for (v, why) in cases {
+            let e = refused("webhook_secret_token_headers", v.clone());
+            assert!(e.starts_with("webhook_secret_token_headers: ") && e.contains(why), "{v}: {e}");
+        }
+        assert!(refused("send_wait_second", json!(3)).contains("unknown field \"send_wait_second\""));
     }
 
     #[test]

@@ -389,10 +389,22 @@ pub fn commit_removals(shared: &BotShared, due: Vec<(Vec<u8>, u64)>) {
 
 /// What happened to one outbox message of a group.
 pub enum GroupSend {
-    /// Acknowledged or given up: leaves the outbox.
-    Finished(Result<Sent, ApiError>),
+    /// Acknowledged: left the outbox.
+    Sent(Sent),
+    /// Given up and recorded (`outbox::give_up`): left the outbox unsent; the error is its
+    /// caller's answer.
+    GaveUp(outbox::GivenUp, ApiError),
+    /// Its caller withdrew it before it was handed to the platform: nothing was sent.
+    Withdrawn,
     /// Not sent this time (the epoch moved on, removals were due): tried again later.
     Later(String),
+}
+
+/// Gives `entry` up in a writer job: recorded, removed; `Withdrawn` when its caller was first.
+fn give_up(shared: &BotShared, entry: &outbox::OutboxEntry, error: ApiError) -> Result<GroupSend, String> {
+    let (e, reason) = (entry.clone(), error.description.clone());
+    let record = shared.store.write(move |c| outbox::give_up(c, &e, &reason, unix_now())).map_err(|e| e.to_string())?;
+    Ok(record.map_or(GroupSend::Withdrawn, |r| GroupSend::GaveUp(r, error)))
 }
 
 /// Sends one outbox message to a group: signs its keyboard (with a reserved message id) and
@@ -402,10 +414,7 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
     let (id, chat_id) = (entry.id, entry.chat_id);
     let group = shared.store.read(move |c| groups::by_chat_id(c, chat_id)).map_err(|e| e.to_string())?;
     let Some(group) = group.filter(|g| g.status == Membership::Member) else {
-        shared.store.write(move |c| outbox::remove(c, id)).map_err(|e| e.to_string())?;
-        return Ok(GroupSend::Finished(Err(ApiError::bad_request(format!(
-            "Bad Request: chat {chat_id} is a group the bot is not a member of"
-        )))));
+        return give_up(shared, entry, ApiError::bad_request(format!("chat {chat_id} is a group the bot is not a member of")));
     };
     let mut entry = entry.clone();
     if keyboard::needs_context(&entry.content) {
@@ -417,10 +426,7 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
                 shared.store.write(move |c| outbox::set_content(c, id, &content)).map_err(|e| e.to_string())?;
             }
             Err(refused) => {
-                shared.store.write(move |c| outbox::remove(c, id)).map_err(|e| e.to_string())?;
-                return Ok(GroupSend::Finished(Err(ApiError::bad_request(format!(
-                    "Bad Request: the platform refused the message: {refused}"
-                )))));
+                return give_up(shared, &entry, ApiError::bad_request(format!("the platform refused the message: {refused}")));
             }
         }
     }
@@ -428,16 +434,21 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
     let req = shared
         .store
         .write(move |c| {
+            // Committed with what is sent: from now on its caller can no longer withdraw it.
+            if !outbox::mark_handed(c, id, unix_now())? {
+                return Ok(None);
+            }
             if let Some(req) = outbox::group_sealed(c, id)? {
-                return Ok(req);
+                return Ok(Some(req));
             }
             let plaintext = content.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode content: {e}")))?;
             let (message, _epoch) = mls_group::encrypt(c, &gid, &plaintext)?;
             let req = SendGroupMessageRequest { group_id: gid, client_message_id: cmid, message, ..Default::default() };
             outbox::set_group_sealed(c, id, Some(&req))?;
-            Ok(req)
+            Ok(Some(req))
         })
         .map_err(|e| e.to_string())?;
+    let Some(req) = req else { return Ok(GroupSend::Withdrawn) };
     let resp = shared
         .platform
         .client
@@ -454,7 +465,7 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
                     super::outbox::record_in_history(c, bot_user_id, &entry, &sent)
                 })
                 .map_err(|e| e.to_string())?;
-            Ok(GroupSend::Finished(Ok(sent)))
+            Ok(GroupSend::Sent(sent))
         }
         GroupStatus::STALE_EPOCH => {
             // Never resent: encrypted again once the inbox has processed the newer epoch.
@@ -469,8 +480,9 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
             Ok(GroupSend::Later(format!("group {}: committed the removals due first ({answer:?})", mls_group::short_id(&gid))))
         }
         GroupStatus::REJECTED => {
-            shared.store.write(move |c| outbox::remove(c, id)).map_err(|e| e.to_string())?;
-            Ok(GroupSend::Finished(Err(ApiError::bad_request(format!("Bad Request: the platform rejected the message: {}", resp.error)))))
+            let mut handed = entry.clone();
+            handed.handed = true;
+            give_up(shared, &handed, ApiError::bad_request(format!("the platform rejected the message: {}", resp.error)))
         }
     }
 }

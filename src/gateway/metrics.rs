@@ -3,7 +3,8 @@
 //!
 //! Each bot has one [`BotMetrics`] in its `BotShared`; the threads and the HTTP routes count
 //! where the events happen (`in/<n>`: updates received, envelopes dropped, stream connections;
-//! `wh/<n>`: webhook attempts and failures; the routes: requests by method and status and the
+//! `wh/<n>`: webhook attempts and failures; `out/<n>`: sends given up; the HTTP workers:
+//! messages withdrawn unsent; the routes: requests by method and status and the
 //! latency of getUpdates and sendMessage; the acknowledgements of getUpdates and the webhook:
 //! updates delivered). Gauges (queue and outbox depth, connection state) are read when scraped.
 //! Counters start at zero with the process, as Prometheus expects.
@@ -50,6 +51,10 @@ pub struct BotMetrics {
     pub decrypt_failures: AtomicU64,
     /// Inbox streams opened; every one after the first is a reconnect.
     pub stream_connects: AtomicU64,
+    /// Sends the outbox gave up (recorded in the `given_up` table, logged at warn).
+    pub outbox_given_up: AtomicU64,
+    /// Messages withdrawn unsent when their call's wait ended (answered 429).
+    pub outbox_withdrawn: AtomicU64,
     /// Bot API requests by (canonical method name, HTTP status). Bounded: the method is one
     /// of the method table's names or `other`, the status one of a few dozen codes.
     requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
@@ -106,6 +111,8 @@ pub fn render(bots: &[BotSample<'_>]) -> String {
     counter(r, bots, "botgw_updates_delivered_total", "Updates acknowledged by the bot (getUpdates offset or webhook 2xx) and removed from the queue.", |m| &m.updates_delivered);
     counter(r, bots, "botgw_webhook_attempts_total", "Webhook POSTs attempted.", |m| &m.webhook_attempts);
     counter(r, bots, "botgw_webhook_failures_total", "Webhook POSTs that failed (no 2xx answer).", |m| &m.webhook_failures);
+    counter(r, bots, "botgw_outbox_given_up_total", "Outgoing messages the outbox gave up without sending them (listed at /outbox/given-up).", |m| &m.outbox_given_up);
+    counter(r, bots, "botgw_outbox_withdrawn_total", "Outgoing messages withdrawn unsent because the platform had not taken them within send_wait_seconds (answered 429).", |m| &m.outbox_withdrawn);
     counter(r, bots, "botgw_decrypt_failures_total", "Incoming envelopes dropped because they could not be decrypted or were refused.", |m| &m.decrypt_failures);
     header(r, "botgw_platform_reconnects_total", "counter", "Inbox streams reopened after the first one.");
     for b in bots {

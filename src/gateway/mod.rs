@@ -85,6 +85,12 @@ impl Backend for Gateway {
         let samples: Vec<metrics::BotSample<'_>> = bots.iter().map(|b| b.metrics_sample()).collect();
         metrics::render(&samples)
     }
+
+    fn given_up(&self) -> Value {
+        let mut bots: Vec<&Arc<BotShared>> = self.bots.values().collect();
+        bots.sort_by_key(|b| b.compat_user_id);
+        json!({ "bots": bots.iter().map(|b| b.given_up()).collect::<Vec<Value>>() })
+    }
 }
 
 pub use start_error::StartError;
@@ -100,10 +106,11 @@ end-to-end encrypted platform, as a device of each bot
 Usage:
   bot-gateway serve CONFIG
       Runs the gateway in the foreground with the config file CONFIG (see below): the Bot API
-      on compat_listen_addr, /healthz and /metrics on extensions_listen_addr. Prints
-      `compat listening on ADDR` and `extensions listening on ADDR` once serving; logs go to
-      stderr (RUST_LOG: error, warn, info (default), debug). SIGTERM or SIGINT stops it
-      gracefully. Exit status 1 when it cannot start (the message names what and the fix).
+      on compat_listen_addr; /healthz, /metrics and /outbox/given-up (the messages it gave
+      up, newest first) on extensions_listen_addr. Prints `compat listening on ADDR` and
+      `extensions listening on ADDR` once serving; logs go to stderr (RUST_LOG: error, warn,
+      info (default), debug). SIGTERM or SIGINT stops it gracefully. Exit status 1 when it
+      cannot start (the message names what and the fix).
 
   bot-gateway check-config CONFIG [--connect]
       Checks CONFIG without starting anything: its fields, its mode (0600), state_dir
@@ -211,7 +218,7 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
                 return Err(StartError::Registration { bot: name.clone(), why });
             }
         };
-        let shared = Arc::new(BotShared::new(bot, store, platform));
+        let shared = Arc::new(BotShared::new(bot, store, platform).with_delivery(config.delivery.clone()));
         if let Err(e) = inbox::replenish_prekeys(&shared) {
             log::warn!("bot @{name}: one-time prekey top-up failed: {e}");
         }
@@ -246,11 +253,11 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
 
     let sig = crate::signals::wait(&signals);
     log::info!("signal {sig} received, stopping");
-    // Long polls end first, so the listeners can join their workers; then the bots' threads
+    // Long polls and waits for the outbox end first, so the listeners can join their workers; then the bots' threads
     // stop (every step they take is a transaction, so stopping anywhere is safe) and are
     // joined; the last handle on each store closes it, which joins its writer.
     for bot in gateway.bots.values() {
-        bot.store.notifier().stop();
+        bot.end_requests();
     }
     compat.shutdown();
     ext.shutdown();

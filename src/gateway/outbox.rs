@@ -3,6 +3,13 @@
 //! batch and records all the answers in one more, retrying with backoff until the platform
 //! acknowledges. A retry resends the committed ciphertexts under the same client message id,
 //! so the platform stores exactly one message and no message key is ever used twice.
+//!
+//! Nothing is answered with an error and then sent. A caller waits `send_wait_seconds`; then
+//! its message is either withdrawn, if it was never handed to the platform (answered 429: not
+//! sent, never will be), or it is on its way and the caller waits for the platform's answer.
+//! While the platform does not answer, only the messages already handed to it are tried
+//! again, so new ones stay withdrawable. A message the outbox gives up is recorded
+//! (`store::outbox::give_up`), logged with its chat and message id, and counted.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -12,7 +19,8 @@ use crossbeam_channel::RecvTimeoutError;
 use rusqlite::Connection;
 
 use super::botapi::ApiError;
-use super::runtime::{unix_now, BotShared, Sent};
+use super::metrics::BotMetrics;
+use super::runtime::{unix_now, BotShared, Sent, Waited};
 use super::groups::{self as group_send, GroupSend};
 use super::store::{chats, groups, outbox, Store, StoreError};
 use crate::backoff::Backoff;
@@ -33,10 +41,28 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// A message whose recipient's device list keeps changing is given up after this many rounds.
 const MAX_DEVICE_REFRESHES: i64 = 8;
 
-/// Records `content` for `chat_id` in the outbox and waits up to `wait` for the platform's
-/// acknowledgement (the HTTP side of the outbox). On timeout the message stays queued and is
-/// still delivered.
-pub fn submit(shared: &BotShared, chat_id: i64, content: Content, wait: Duration) -> Result<Sent, ApiError> {
+/// How a caller of [`submit`] waits, besides the bot's `send_wait_seconds`: whether its client
+/// has gone, so a wait for a message in flight ends with the connection (the HTTP workers pass
+/// `crate::http::client_gone`; this module knows nothing of HTTP).
+#[derive(Clone, Copy)]
+pub struct Wait {
+    pub client_gone: fn() -> bool,
+}
+
+/// How often a wait for a message in flight looks whether its client is still there.
+const CLIENT_CHECK: Duration = Duration::from_secs(1);
+/// `retry_after` of the 429 that answers a withdrawn message.
+pub const RETRY_AFTER_SECS: u32 = 5;
+
+/// Records `content` for `chat_id` in the outbox and answers with the truth: the platform's
+/// message id, or an error after which it is never sent (the HTTP side of the outbox).
+///
+/// Waits `send_wait_seconds` for the platform's answer. Then a message that was never handed
+/// to the platform is withdrawn: 429 with `retry_after`, which SDKs and bots retry safely. One
+/// that was handed is waited for until the platform answers (it may be in the platform's hands
+/// already, so no error may be said of it); the wait ends early only when the client leaves or
+/// the gateway stops, and then without any answer.
+pub fn submit(shared: &BotShared, chat_id: i64, content: Content, wait: Wait) -> Result<Sent, ApiError> {
     if shared.is_revoked() {
         return Err(shared.refusal());
     }
@@ -50,25 +76,107 @@ pub fn submit(shared: &BotShared, chat_id: i64, content: Content, wait: Duration
             .map_err(|e| ApiError::internal(format!("cannot record the message in the outbox: {e}")))
     })?;
     shared.outbox.wake.wake();
-    waiting.wait(wait).unwrap_or_else(|| {
-        Err(ApiError::new(
-            504,
-            "Gateway Timeout: the platform has not acknowledged the message yet; it stays in the outbox and will be sent",
-        ))
-    })
+    let send_wait = shared.delivery.send_wait;
+    if let Waited::Answer(answer) = waiting.wait(send_wait) {
+        return answer;
+    }
+    let id = waiting.id();
+    match shared.store.write(move |c| outbox::withdraw(c, id)) {
+        Ok(true) => {
+            shared.outbox.forget(id);
+            BotMetrics::add(&shared.metrics.outbox_withdrawn, 1);
+            log::info!(
+                "bot @{}: withdrew an unsent message to chat {chat_id} (outbox row {id}): the platform did not take it within {}s",
+                shared.username,
+                send_wait.as_secs()
+            );
+            return Err(ApiError::retry_after(
+                RETRY_AFTER_SECS,
+                format!("the platform did not take the message within {}s; it was NOT sent and will not be", send_wait.as_secs()),
+            ));
+        }
+        Ok(false) => {}
+        // Whether it was withdrawn is unknown, so it may still be sent: wait for its answer.
+        Err(e) => log::error!("bot @{}: cannot withdraw outbox row {id} (chat {chat_id}): {e}", shared.username),
+    }
+    loop {
+        match waiting.wait(CLIENT_CHECK) {
+            Waited::Answer(answer) => return answer,
+            Waited::Released => {
+                return Err(ApiError::unanswered(format!(
+                    "the gateway is stopping while outbox row {id} (chat {chat_id}) is with the platform; it is sent after the restart"
+                )));
+            }
+            Waited::TimedOut if (wait.client_gone)() => {
+                shared.outbox.forget(id);
+                log::info!(
+                    "bot @{}: the caller of outbox row {id} (chat {chat_id}) left before the platform answered; it is sent all the same",
+                    shared.username
+                );
+                return Err(ApiError::unanswered("the client left"));
+            }
+            Waited::TimedOut => {}
+        }
+    }
 }
 
 #[derive(Debug)]
 enum SendError {
     Store(StoreError),
+    /// The platform did not answer (network, deadline) or refused a call.
     Platform(String),
+    /// The platform answered, and a group message must wait (its epoch moved on, removals were
+    /// due) while the inbox catches up.
+    Later(String),
 }
 
 impl std::fmt::Display for SendError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SendError::Store(e) => write!(f, "{e}"),
-            SendError::Platform(e) => write!(f, "platform: {e}"),
+            SendError::Platform(e) | SendError::Later(e) => write!(f, "platform: {e}"),
+        }
+    }
+}
+
+/// Says that a send was given up: counted, logged at warn with its chat and message id (never
+/// its content), and answered to its caller if one still waits.
+fn gave_up(shared: &BotShared, row: i64, record: &outbox::GivenUp, error: ApiError) {
+    BotMetrics::add(&shared.metrics.outbox_given_up, 1);
+    let message = record.message_id.map_or(String::new(), |id| format!(", message {id}"));
+    let caller = if shared.outbox.finish(row, Err(error)) { "its caller was told" } else { "no caller waited" };
+    log::warn!(
+        "bot @{}: outbox gave up a {} to chat {}{message} (outbox row {row}; {caller}; listed at /outbox/given-up): {}",
+        shared.username,
+        record.kind,
+        record.chat_id,
+        record.reason
+    );
+}
+
+/// Gives up every message of the outbox (the platform refuses the credential: nothing more is
+/// sent) and answers their callers with the refusal.
+fn give_up_everything(shared: &BotShared) -> Result<(), StoreError> {
+    let error = shared.refusal();
+    let reason = format!("the platform refused the bot's credential ({})", error.description);
+    loop {
+        let entries = shared.store.read(|c| outbox::pending(c, SEND_BATCH))?;
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let reason = reason.clone();
+        let now = unix_now();
+        let records = shared.store.write(move |c| {
+            let mut records = Vec::new();
+            for e in &entries {
+                if let Some(r) = outbox::give_up(c, e, &reason, now)? {
+                    records.push((e.id, r));
+                }
+            }
+            Ok(records)
+        })?;
+        for (row, record) in records {
+            gave_up(shared, row, &record, error.clone());
         }
     }
 }
@@ -84,19 +192,28 @@ impl From<StoreError> for SendError {
 pub fn run(shared: Arc<BotShared>) {
     let wake = shared.outbox.wake.receiver().clone();
     let mut backoff = Backoff::new(BACKOFF_START, BACKOFF_MAX);
+    // The platform left the last call unanswered: only handed messages are tried until it
+    // answers again.
+    let mut unanswered = false;
     loop {
         if shared.is_stopping() {
             return;
         }
         if shared.is_revoked() {
-            // Nothing more is sent once the credential is revoked; waiters learn it at once.
+            // Nothing more is sent once the credential is revoked: every message is given up
+            // (recorded) and its caller learns it at once.
+            if let Err(e) = give_up_everything(&shared) {
+                log::error!("bot @{}: cannot give up the outbox after the credential was refused: {e}", shared.username);
+            }
             shared.outbox.fail_all(shared.refusal());
             if wake.recv().is_err() {
                 return;
             }
             continue;
         }
-        match send_pending(&shared) {
+        let result = send_pending(&shared, unanswered);
+        unanswered = matches!(result, Err(SendError::Platform(_) | SendError::Store(_)));
+        match result {
             Ok(true) => backoff.reset(),
             Ok(false) => {
                 backoff.reset();
@@ -116,20 +233,30 @@ pub fn run(shared: Arc<BotShared>) {
     }
 }
 
-/// Sends one batch of pending messages. Ok(false) when the outbox is empty.
+/// Sends one batch of pending messages. Ok(false) when the outbox is empty. With
+/// `only_handed` (the platform left the last call unanswered), only messages already handed to
+/// it are tried, if there are any: a message handed now could no longer be withdrawn by its
+/// caller, and would hold the caller until the platform is back.
 ///
 /// Two writer jobs per batch, whatever its size: one seals every message not sealed yet and
 /// commits the ciphertexts before the send (`seal_batch`), one records every answer
 /// (`record_results`). Prekey bundles are fetched before each job, never inside one.
-fn send_pending(shared: &BotShared) -> Result<bool, SendError> {
-    let entries = shared.store.read(|c| outbox::pending(c, SEND_BATCH))?;
+fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError> {
+    let mut entries = shared.store.read(|c| outbox::pending(c, SEND_BATCH))?;
     if entries.is_empty() {
         return Ok(false);
+    }
+    if only_handed && entries.iter().any(|e| e.handed) {
+        entries.retain(|e| e.handed);
     }
     // Group messages go one by one through MLS (`gateway::groups`); private ones in batches.
     let (group_entries, entries): (Vec<_>, Vec<_>) =
         entries.into_iter().partition(|e| groups::is_group_chat_id(e.chat_id));
     let groups_sent = send_to_groups(shared, group_entries);
+    if let Err(e @ SendError::Platform(_)) = groups_sent {
+        // Unanswered: hand nothing more now.
+        return Err(e);
+    }
     if entries.is_empty() {
         return groups_sent.map(|()| true);
     }
@@ -141,6 +268,10 @@ fn send_pending(shared: &BotShared) -> Result<bool, SendError> {
     }
     let signer = Signer { identity: &shared.identity, bot_user_id: shared.compat_user_id, ids };
     let batch = seal_batch(&shared.store, entries, fetched, &signer, &shared.username)?;
+    if batch.is_empty() {
+        // Every one was withdrawn by its caller meanwhile.
+        return groups_sent.map(|()| true);
+    }
     let mut req = SendMessagesRequest::new();
     req.messages = batch.iter().map(|(_, m)| m.clone()).collect();
     let resp = match shared.platform.client.send_messages(&req, shared.platform.opt()) {
@@ -171,12 +302,10 @@ fn send_pending(shared: &BotShared) -> Result<bool, SendError> {
     let mut failure = None;
     for (id, outcome) in outcomes {
         match outcome {
-            Outcome::Finished(result) => {
-                if let Err(error) = &result {
-                    log::warn!("bot @{}: outbox message {id} dropped: {}", shared.username, error.description);
-                }
-                shared.outbox.finish(id, result);
+            Outcome::Sent(sent) => {
+                shared.outbox.finish(id, Ok(sent));
             }
+            Outcome::GaveUp(record, error) => gave_up(shared, id, &record, error),
             Outcome::Resealed => {}
             Outcome::Failed(e) => {
                 failure.get_or_insert(e);
@@ -204,30 +333,29 @@ fn send_to_groups(shared: &BotShared, entries: Vec<outbox::OutboxEntry>) -> Resu
             continue;
         }
         if entry.attempts >= MAX_GROUP_ATTEMPTS {
-            let id = entry.id;
-            shared.store.write(move |c| outbox::remove(c, id))?;
-            shared.outbox.finish(id, Err(ApiError::platform(502, "the group kept changing under the message; it was not sent")));
+            let error = ApiError::platform(502, "the group kept changing under the message; it was not sent");
+            let (e, reason) = (entry.clone(), error.description.clone());
+            if let Some(record) = shared.store.write(move |c| outbox::give_up(c, &e, &reason, unix_now()))? {
+                gave_up(shared, entry.id, &record, error);
+            }
             continue;
         }
         match group_send::send(shared, &entry) {
-            Ok(GroupSend::Finished(result)) => {
-                if let Err(error) = &result {
-                    log::warn!("bot @{}: outbox message {} dropped: {}", shared.username, entry.id, error.description);
-                }
-                shared.outbox.finish(entry.id, result);
+            Ok(GroupSend::Sent(sent)) => {
+                shared.outbox.finish(entry.id, Ok(sent));
             }
+            Ok(GroupSend::GaveUp(record, error)) => gave_up(shared, entry.id, &record, error),
+            Ok(GroupSend::Withdrawn) => {}
             Ok(GroupSend::Later(why)) => {
                 waiting.push(entry.chat_id);
                 later = Some(why);
             }
-            Err(e) => {
-                waiting.push(entry.chat_id);
-                later = Some(e);
-            }
+            // Unanswered (or the store failed): nothing more is handed to the platform now.
+            Err(e) => return Err(SendError::Platform(e)),
         }
     }
     match later {
-        Some(why) => Err(SendError::Platform(why)),
+        Some(why) => Err(SendError::Later(why)),
         None => Ok(()),
     }
 }
@@ -281,12 +409,26 @@ fn give_up_refused(
     }
     let (gone, kept): (Vec<_>, Vec<_>) =
         entries.into_iter().partition(|e| refused.iter().any(|(cmid, _)| *cmid == e.client_message_id));
-    let ids: Vec<i64> = gone.iter().map(|e| e.id).collect();
-    shared.store.write(move |c| ids.iter().try_for_each(|id| outbox::remove(c, *id)))?;
-    for e in gone {
-        let why = refused.iter().find(|(cmid, _)| *cmid == e.client_message_id).map(|(_, w)| w.as_str()).unwrap_or("");
-        log::warn!("bot @{}: outbox message {} dropped: the platform refused its id: {why}", shared.username, e.id);
-        shared.outbox.finish(e.id, Err(ApiError::bad_request(format!("the platform rejected the message: {why}"))));
+    let gone: Vec<(outbox::OutboxEntry, ApiError)> = gone
+        .into_iter()
+        .map(|e| {
+            let why = refused.iter().find(|(cmid, _)| *cmid == e.client_message_id).map(|(_, w)| w.as_str()).unwrap_or("");
+            let error = ApiError::bad_request(format!("the platform refused a message id for the message: {why}"));
+            (e, error)
+        })
+        .collect();
+    let now = unix_now();
+    let records = shared.store.write(move |c| {
+        let mut records = Vec::new();
+        for (e, error) in gone {
+            if let Some(r) = outbox::give_up(c, &e, &error.description, now)? {
+                records.push((e.id, r, error));
+            }
+        }
+        Ok(records)
+    })?;
+    for (row, record, error) in records {
+        gave_up(shared, row, &record, error);
     }
     Ok(kept)
 }
@@ -301,8 +443,10 @@ struct Answered {
 /// What recording an answer did to its message.
 #[derive(Debug)]
 enum Outcome {
-    /// Left the outbox: acknowledged (the platform's id) or given up (why).
-    Finished(Result<Sent, ApiError>),
+    /// Acknowledged with the platform's id: left the outbox.
+    Sent(Sent),
+    /// Given up and recorded: left the outbox unsent; the error is its caller's answer.
+    GaveUp(outbox::GivenUp, ApiError),
     /// Mended after STALE_DEVICES and committed; sent again in the next batch.
     Resealed,
     /// Recording failed and was rolled back: the message stays as it was and is sent again.
@@ -325,10 +469,17 @@ fn seal_batch(
     }
     let bot = bot.to_string();
     let (identity, bot_user_id, ids) = (signer.identity.clone(), signer.bot_user_id, signer.ids.clone());
+    let now = unix_now();
     store.write(move |c| {
         start_sessions(c, &fetched, &bot)?;
         let mut batch = Vec::with_capacity(entries.len());
         for mut entry in entries {
+            // Committed with its ciphertexts: from now on its caller can no longer withdraw
+            // it. A row that is gone was withdrawn, and is not sent.
+            if !outbox::mark_handed(c, entry.id, now)? {
+                continue;
+            }
+            entry.handed = true;
             let sealed = match &entry.sealed {
                 Some(m) => m.clone(),
                 None => {
@@ -400,15 +551,17 @@ fn record_answer(
     result: &SendResult,
 ) -> Result<Outcome, StoreError> {
     let give_up = |error: ApiError| -> Result<Outcome, StoreError> {
-        outbox::remove(c, entry.id)?;
-        Ok(Outcome::Finished(Err(error)))
+        // Handed rows are never withdrawn, so it is still there.
+        let record = outbox::give_up(c, entry, &error.description, unix_now())?
+            .ok_or_else(|| StoreError::Corrupt(format!("outbox {} vanished while it was with the platform", entry.id)))?;
+        Ok(Outcome::GaveUp(record, error))
     };
     match result.status.enum_value_or_default() {
         SendStatus::OK => {
             let sent = Sent { message_id: result.message_id as i64, date: result.date };
             outbox::remove(c, entry.id)?;
             record_in_history(c, bot_user_id, entry, &sent)?;
-            Ok(Outcome::Finished(Ok(sent)))
+            Ok(Outcome::Sent(sent))
         }
         SendStatus::STALE_DEVICES if entry.attempts >= MAX_DEVICE_REFRESHES => {
             give_up(ApiError::platform(502, "the recipient's device list keeps changing"))
@@ -668,14 +821,17 @@ mod tests {
         assert_eq!(bot.notifier().commits(), commits + 2, "one commit records every answer");
 
         assert_eq!(outcomes.iter().map(|(id, _)| *id).collect::<Vec<_>>(), ids);
-        assert!(matches!(&outcomes[0].1, Outcome::Finished(Err(e)) if e.status == 400 && e.description.contains("too long")));
+        assert!(matches!(&outcomes[0].1, Outcome::GaveUp(r, e) if e.status == 400 && e.description.contains("too long") && r.handed && r.chat_id == PEER as i64));
         assert!(matches!(outcomes[1].1, Outcome::Resealed));
         for (n, (_, outcome)) in outcomes.iter().enumerate().skip(2) {
             assert!(
-                matches!(outcome, Outcome::Finished(Ok(Sent { message_id, date: 77 })) if *message_id == 1000 + n as i64),
+                matches!(outcome, Outcome::Sent(Sent { message_id, date: 77 }) if *message_id == 1000 + n as i64),
                 "answer {n}: {outcome:?}"
             );
         }
+        let given_up = bot.read(|c| outbox::given_up(c, 10)).expect("given up");
+        assert_eq!(given_up.len(), 1, "the refused message is recorded");
+        assert_eq!((given_up[0].kind.as_str(), given_up[0].client_message_id.as_str()), ("message", "cmid-0"));
         let (left, history) = bot
             .read(|c| Ok((outbox::pending(c, SEND_BATCH)?, chats::lookup(c, PEER as i64, 1000 + 5)?)))
             .expect("read");
@@ -685,5 +841,111 @@ mod tests {
         let history = history.expect("acknowledged messages enter the history");
         assert!(history.from_bot);
         assert_eq!((history.sender_id, history.date, history.content.text().text.as_str()), (BOT as i64, 77, "m5"));
+    }
+}
+
+#[cfg(test)]
+mod submit_tests {
+    //! What a sending call is answered, with a stand-in for `out/<n>` (no platform): the truth
+    //! at the end of every wait.
+
+    use std::sync::Arc;
+    use std::thread;
+
+    use super::*;
+    use crate::gateway::config::{BotConfig, Delivery};
+    use crate::wire::{Credential, Platform};
+
+    const STAYS: Wait = Wait { client_gone: || false };
+    const LEFT: Wait = Wait { client_gone: || true };
+
+    fn bot(send_wait: Duration) -> (tempfile::TempDir, Arc<BotShared>) {
+        crypto::init();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let token = format!("1:{}", "ab".repeat(32));
+        let store = Store::open(&dir.path().join("bot.db"), &[7u8; 32], &"cd".repeat(32), "o_bot").expect("store");
+        let platform =
+            Platform::connect("http://127.0.0.1:9", Credential::Bot { token: token.clone(), device_id: None }).expect("platform");
+        let config = BotConfig {
+            bot_id_hex: "cd".repeat(32),
+            token,
+            recovery_secret: [7u8; 32],
+            compat_user_id: 1,
+            username: "o_bot".into(),
+            first_name: "O".into(),
+        };
+        let delivery = Delivery { send_wait, ..Delivery::default() };
+        (dir, Arc::new(BotShared::new(&config, store, platform).with_delivery(delivery)))
+    }
+
+    /// Stands in for `out/<n>`: once woken, hands the one pending row to "the platform", then
+    /// runs `then` with its row id.
+    fn hand_over(bot: &Arc<BotShared>, then: impl FnOnce(&BotShared, i64) + Send + 'static) -> thread::JoinHandle<()> {
+        let bot = bot.clone();
+        thread::Builder::new()
+            .name("fake-out".into())
+            .spawn(move || {
+                bot.outbox.wake.receiver().recv_timeout(Duration::from_secs(30)).expect("woken by submit");
+                let row = bot.store.read(|c| outbox::pending(c, 1)).expect("pending")[0].id;
+                assert!(bot.store.write(move |c| outbox::mark_handed(c, row, unix_now())).expect("hand"));
+                then(&bot, row);
+            })
+            .expect("spawn")
+    }
+
+    fn depth(bot: &BotShared) -> i64 {
+        bot.store.read(outbox::depth).expect("depth")
+    }
+
+    #[test]
+    fn a_message_never_handed_is_withdrawn_and_answered_429() {
+        let (_dir, bot) = bot(Duration::from_millis(300));
+        let e = submit(&bot, 42, e2e::text_content("hi"), STAYS).expect_err("withdrawn");
+        assert_eq!((e.status, e.retry_after), (429, Some(RETRY_AFTER_SECS)));
+        assert!(e.description.starts_with("Too Many Requests: retry after 5 ("), "{e}");
+        assert!(e.description.contains("it was NOT sent and will not be"), "{e}");
+        assert_eq!(depth(&bot), 0, "nothing is left to be sent");
+        assert_eq!(bot.metrics.outbox_withdrawn.load(std::sync::atomic::Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_handed_message_is_waited_for_until_the_platform_answers() {
+        let (_dir, bot) = bot(Duration::from_millis(500));
+        let out = hand_over(&bot, |bot, row| {
+            // The platform answers long after the caller's first wait.
+            thread::sleep(Duration::from_millis(1500));
+            bot.store.write(move |c| outbox::remove(c, row)).expect("remove");
+            assert!(bot.outbox.finish(row, Ok(Sent { message_id: 9, date: 77 })), "the caller still waits");
+        });
+        let sent = submit(&bot, 42, e2e::text_content("hi"), STAYS).expect("the platform's answer");
+        assert_eq!(sent, Sent { message_id: 9, date: 77 });
+        out.join().expect("stand-in");
+        assert_eq!(bot.metrics.outbox_withdrawn.load(std::sync::atomic::Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_handed_message_whose_client_left_gets_no_answer_and_is_still_sent() {
+        let (_dir, bot) = bot(Duration::from_millis(300));
+        let out = hand_over(&bot, |_, _| {});
+        let e = submit(&bot, 42, e2e::text_content("hi"), LEFT).expect_err("no answer");
+        assert!(e.is_unanswered(), "{e}");
+        out.join().expect("stand-in");
+        assert_eq!(depth(&bot), 1, "it stays in the outbox, to be sent");
+    }
+
+    #[test]
+    fn stopping_ends_the_wait_without_an_answer_and_refuses_new_messages() {
+        let (_dir, bot) = bot(Duration::from_millis(300));
+        let out = hand_over(&bot, |bot, _| {
+            thread::sleep(Duration::from_millis(800));
+            bot.end_requests();
+        });
+        let e = submit(&bot, 42, e2e::text_content("hi"), STAYS).expect_err("no answer");
+        assert!(e.is_unanswered(), "{e}");
+        out.join().expect("stand-in");
+        let e = submit(&bot, 42, e2e::text_content("late"), STAYS).expect_err("stopping");
+        assert_eq!(e.status, 503, "{e}");
+        assert!(e.description.contains("was not sent"), "{e}");
+        assert_eq!(depth(&bot), 1, "only the handed message is kept; the late one was never recorded");
     }
 }

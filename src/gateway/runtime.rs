@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::botapi::types::{MessageView, UserView};
 use super::botapi::ApiError;
-use super::config::BotConfig;
+use super::config::{BotConfig, Delivery};
 use super::store::webhook as webhook_store;
 use super::store::{chats, outbox, queue, Store, StoreError};
 use super::updates;
@@ -31,6 +31,9 @@ pub struct BotShared {
     pub identity: crate::crypto::IdentityKeyPair,
     pub store: Store,
     pub platform: Platform,
+    /// The config's delivery settings (send wait, webhook secret headers), the same for every
+    /// bot.
+    pub delivery: Delivery,
     pub status: Status,
     /// Counters for `/metrics`, kept where the events happen.
     pub metrics: super::metrics::BotMetrics,
@@ -79,50 +82,99 @@ type SendOutcome = Result<Sent, ApiError>;
 /// to their message, by outbox row id (`outbox::submit` registers, the outbox thread finishes).
 pub struct Outbox {
     pub wake: Wake,
-    waiters: Mutex<HashMap<i64, Sender<SendOutcome>>>,
+    waiters: Mutex<Waiters>,
 }
 
-/// A caller's wait for its message.
-pub struct Waiting(Receiver<SendOutcome>);
+#[derive(Default)]
+struct Waiters {
+    by_row: HashMap<i64, Sender<SendOutcome>>,
+    /// The gateway is stopping: every wait has ended and no new one starts.
+    released: bool,
+}
+
+/// A caller's wait for its message (outbox row `id`).
+pub struct Waiting {
+    id: i64,
+    rx: Receiver<SendOutcome>,
+}
+
+/// How a [`Waiting::wait`] ended.
+#[derive(Debug)]
+pub enum Waited {
+    /// The outbox thread's answer: the platform's message id, or why it was not sent.
+    Answer(SendOutcome),
+    /// No answer yet; the message is still in the outbox.
+    TimedOut,
+    /// The gateway is stopping ([`Outbox::release`]): no answer will come to this wait.
+    Released,
+}
 
 impl Waiting {
-    /// The answer, or `None` after `timeout` (the message stays in the outbox).
-    pub fn wait(self, timeout: Duration) -> Option<SendOutcome> {
-        self.0.recv_timeout(timeout).ok()
+    /// The outbox row waited for.
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+
+    /// The answer, or what ended the wait first.
+    pub fn wait(&self, timeout: Duration) -> Waited {
+        match self.rx.recv_timeout(timeout) {
+            Ok(answer) => Waited::Answer(answer),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => Waited::TimedOut,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Waited::Released,
+        }
     }
 }
 
 impl Outbox {
     fn new() -> Outbox {
-        Outbox { wake: Wake::new(), waiters: Mutex::new(HashMap::new()) }
+        Outbox { wake: Wake::new(), waiters: Mutex::new(Waiters::default()) }
     }
 
-    fn waiters(&self) -> MutexGuard<'_, HashMap<i64, Sender<SendOutcome>>> {
+    fn waiters(&self) -> MutexGuard<'_, Waiters> {
         self.waiters.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Runs `record` (which stores the message and returns its row id) under the waiters' lock
-    /// and registers a wait for that row, so a fast answer cannot be missed.
+    /// and registers a wait for that row, so a fast answer cannot be missed. Once the gateway
+    /// is stopping nothing is recorded: 503, not sent.
     pub fn register(&self, record: impl FnOnce() -> Result<i64, ApiError>) -> Result<Waiting, ApiError> {
         let mut waiters = self.waiters();
+        if waiters.released {
+            return Err(ApiError::new(503, "Service Unavailable: the gateway is stopping; the message was not sent"));
+        }
         let id = record()?;
         let (tx, rx) = bounded(1);
-        waiters.insert(id, tx);
-        Ok(Waiting(rx))
+        waiters.by_row.insert(id, tx);
+        Ok(Waiting { id, rx })
     }
 
-    /// The answer for row `id`, to its caller if it still waits.
-    pub fn finish(&self, id: i64, result: SendOutcome) {
-        if let Some(tx) = self.waiters().remove(&id) {
-            let _ = tx.send(result);
+    /// The answer for row `id`, to its caller if it still waits. False when nobody waits any
+    /// more (the caller left, or was answered before).
+    pub fn finish(&self, id: i64, result: SendOutcome) -> bool {
+        match self.waiters().by_row.remove(&id) {
+            Some(tx) => tx.send(result).is_ok(),
+            None => false,
         }
+    }
+
+    /// Drops the wait for row `id`: its caller withdrew the message or left.
+    pub fn forget(&self, id: i64) {
+        self.waiters().by_row.remove(&id);
     }
 
     /// Answers every waiting caller with `error` (the credential was revoked).
     pub fn fail_all(&self, error: ApiError) {
-        for (_, tx) in self.waiters().drain() {
+        for (_, tx) in self.waiters().by_row.drain() {
             let _ = tx.send(Err(error.clone()));
         }
+    }
+
+    /// Ends every wait ([`Waited::Released`]) and refuses new ones: the gateway is stopping, and
+    /// its HTTP workers must finish their requests.
+    pub fn release(&self) {
+        let mut waiters = self.waiters();
+        waiters.released = true;
+        waiters.by_row.clear();
     }
 }
 
@@ -165,6 +217,7 @@ impl BotShared {
             identity: bot.identity(),
             store,
             platform,
+            delivery: Delivery::default(),
             status: Status::default(),
             metrics: Default::default(),
             outbox: Outbox::new(),
@@ -177,9 +230,24 @@ impl BotShared {
         }
     }
 
+    /// The config's delivery settings instead of the defaults.
+    pub fn with_delivery(mut self, delivery: Delivery) -> BotShared {
+        self.delivery = delivery;
+        self
+    }
+
+    /// Ends what HTTP workers wait for, first of all at shutdown, so the listeners can join
+    /// them: long polls, and the callers waiting for the outbox ([`Outbox::release`]).
+    pub fn end_requests(&self) {
+        self.store.notifier().stop();
+        self.outbox.release();
+    }
+
     /// Tells every thread of this bot to stop: closes the stop channel and wakes the waits that
-    /// do not watch it (the outbox's and the webhook's wake-ups, long polls).
+    /// do not watch it (the outbox's and the webhook's wake-ups, long polls, callers waiting for
+    /// the outbox).
     pub fn stop(&self) {
+        self.outbox.release();
         self.stop.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
         // Dropping the sender resolves the stream thread's receiver.
         self.stream_cancel.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -327,6 +395,38 @@ impl BotShared {
             credential_refused: self.is_revoked(),
             failed_threads: self.status.failed_threads.lock().unwrap_or_else(|e| e.into_inner()).len(),
         }
+    }
+
+    /// The sends this bot's outbox gave up, newest first, for `/outbox/given-up` (shape in
+    /// docs/operations.md): never their content.
+    pub fn given_up(&self) -> Value {
+        let listed = self.store.read(|c| outbox::given_up(c, outbox::GIVEN_UP_LIMIT as usize));
+        let mut v = json!({ "username": self.username, "compat_user_id": self.compat_user_id });
+        match listed {
+            Ok(list) => {
+                let sends: Vec<Value> = list
+                    .into_iter()
+                    .map(|g| {
+                        let mut o = json!({
+                            "chat_id": g.chat_id,
+                            "kind": g.kind,
+                            "client_message_id": g.client_message_id,
+                            "submitted_at": g.submitted_at,
+                            "given_up_at": g.given_up_at,
+                            "handed_to_platform": g.handed,
+                            "reason": g.reason,
+                        });
+                        if let Some(id) = g.message_id {
+                            o["message_id"] = json!(id);
+                        }
+                        o
+                    })
+                    .collect();
+                v["given_up"] = json!(sends);
+            }
+            Err(e) => v["error"] = json!(format!("cannot read the state store: {e}")),
+        }
+        v
     }
 
     /// Health of this bot for `/healthz` (shape in docs/operations.md).

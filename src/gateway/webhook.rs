@@ -6,7 +6,8 @@
 //! One attempt: read the webhook configuration, the filter and the head update (one read) →
 //! re-verify the bot's credential with the platform (`VerifyCredential`; a revoked or disabled
 //! bot sends nothing more, and its queue is kept) → `POST` the Update as `application/json`,
-//! with the secret in `X-Compat-Bot-Api-Secret-Token` only → a 2xx answer acknowledges the head
+//! with the secret in `X-Compat-Bot-Api-Secret-Token` (or the headers `webhook_secret_token_headers`
+//! names) and nowhere else → a 2xx answer acknowledges the head
 //! in a writer job; anything else (non-2xx, timeout, network error) leaves it at the head,
 //! records `last_error_date`/`last_error_message` durably and retries after a bounded
 //! exponential delay (1 s doubling up to 60 s, docs/decisions.md).
@@ -32,8 +33,9 @@ use crate::backoff::Backoff;
 use crate::wire::rpc::is_unauthenticated;
 use crate::wire::platform::VerifyCredentialRequest;
 
-/// The header carrying `secret_token` (SPEC "Webhook delivery" 2).
-pub const SECRET_HEADER: &str = "X-Compat-Bot-Api-Secret-Token";
+/// The header carrying `secret_token` (SPEC "Webhook delivery" 2), the default of
+/// `webhook_secret_token_headers`.
+pub const SECRET_HEADER: &str = super::config::SPEC_SECRET_HEADER;
 /// First retry delay after a failed attempt; it doubles up to [`BACKOFF_MAX`].
 pub const BACKOFF_START: Duration = Duration::from_secs(1);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
@@ -186,7 +188,11 @@ fn attempt(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Answer>) ->
 
     let mut rq = agent.post(&cfg.url).set("Content-Type", "application/json");
     if let Some(secret) = &cfg.secret_token {
-        rq = rq.set(SECRET_HEADER, secret);
+        // The spec's header by default; `webhook_secret_token_headers` may name others (the
+        // stock SDK handlers check X-Telegram-Bot-Api-Secret-Token), each with the same secret.
+        for name in &shared.delivery.webhook_secret_headers {
+            rq = rq.set(name, secret);
+        }
     }
     let body = update.to_string();
     BotMetrics::add(&shared.metrics.webhook_attempts, 1);

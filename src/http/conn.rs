@@ -1,8 +1,10 @@
 //! One connection from its first byte to its close: buffered reads with deadlines, the
 //! keep-alive loop (head → handler → response), and closing without losing the response.
 
+use std::cell::Cell;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
@@ -179,6 +181,7 @@ fn serve_one(conn: &mut Conn, w: &Worker<'_>) -> Next {
     let is_head = head.method == "HEAD";
     w.slots.served(w.slot);
     let client_close = head.close;
+    let fd = conn.stream.as_raw_fd();
     let body = Body::new(
         conn,
         w.slots,
@@ -189,6 +192,7 @@ fn serve_one(conn: &mut Conn, w: &Worker<'_>) -> Next {
         w.limits.max_body_bytes,
     );
     let mut rq = Request { head, body };
+    let _serving = Serving::on(fd);
     let response = match catch_unwind(AssertUnwindSafe(|| w.handler.handle(&mut rq))) {
         Ok(r) => r,
         Err(_) => {
@@ -198,6 +202,10 @@ fn serve_one(conn: &mut Conn, w: &Worker<'_>) -> Next {
     };
     let body_done = rq.body.is_done();
     drop(rq);
+    if response.is_unanswered() {
+        log::debug!("{}: closing the connection without an answer, as the handler asked", w.label);
+        return Next::Close;
+    }
     respond(conn, w, &response, client_close || response.wants_close() || !body_done, !is_head)
         .lingering_if(!body_done)
 }
@@ -208,6 +216,43 @@ impl Next {
             Next::Close if unread => Next::Linger,
             other => other,
         }
+    }
+}
+
+thread_local! {
+    /// The socket of the request this worker's handler is running, for [`client_gone`].
+    static SERVING: Cell<Option<RawFd>> = const { Cell::new(None) };
+}
+
+/// Marks the handler's socket for [`client_gone`] while it runs.
+struct Serving;
+
+impl Serving {
+    fn on(fd: RawFd) -> Serving {
+        SERVING.with(|s| s.set(Some(fd)));
+        Serving
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        SERVING.with(|s| s.set(None));
+    }
+}
+
+/// Whether the client of the request this thread's handler is answering has closed or reset
+/// its connection, so nobody will read the answer. A look at the socket that never blocks or
+/// consumes anything; false outside a handler (e.g. a webhook reply's call).
+pub fn client_gone() -> bool {
+    let Some(fd) = SERVING.with(Cell::get) else { return false };
+    let mut byte = 0u8;
+    // SAFETY: a one-byte peek into our buffer on the socket the handler's connection owns,
+    // which stays open while the handler runs.
+    let n = unsafe { libc::recv(fd, (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+    match n {
+        0 => true,
+        n if n > 0 => false,
+        _ => !matches!(io::Error::last_os_error().kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted),
     }
 }
 

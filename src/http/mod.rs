@@ -34,6 +34,7 @@ mod slots;
 
 use std::fmt;
 
+pub use conn::client_gone;
 pub use head::{Framing, Head, Version};
 pub use limits::Limits;
 pub use response::{BodyWriter, Response};

@@ -31,6 +31,8 @@ pub struct Response {
     body: Vec<u8>,
     streamed: Option<Streamed>,
     close: bool,
+    /// Nothing is written: the connection is closed without an answer.
+    unanswered: bool,
 }
 
 /// Counts what a streamed body wrote, to check it against its Content-Length.
@@ -54,7 +56,19 @@ impl Write for Counting<'_> {
 impl Response {
     /// An empty response with `status`.
     pub fn new(status: u16) -> Response {
-        Response { status, headers: Vec::new(), body: Vec::new(), streamed: None, close: false }
+        Response { status, headers: Vec::new(), body: Vec::new(), streamed: None, close: false, unanswered: false }
+    }
+
+    /// No answer at all: the connection is closed without a status line, for a handler that
+    /// cannot tell the truth yet and must not guess (the client sees the connection end, which
+    /// every client treats as "outcome unknown").
+    pub fn unanswered() -> Response {
+        Response { unanswered: true, close: true, ..Response::new(0) }
+    }
+
+    /// Whether this is [`Response::unanswered`].
+    pub fn is_unanswered(&self) -> bool {
+        self.unanswered
     }
 
     /// A response whose body of `len` bytes is written by `writer` straight into the

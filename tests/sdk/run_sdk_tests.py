@@ -335,7 +335,9 @@ def parse_json_line(out, what):
     raise StepFailed(f"{what} printed no JSON line; stdout: {out[-2000:]!r}")
 
 
-def write_config(world, platform_url, bot):
+def write_config(world, platform_url, bot, extra=None):
+    """The gateway config of the world, with the optional fields of `extra` (e.g.
+    webhook_secret_token_headers)."""
     compat_port, ext_port = free_loopback_ports(2)
     config = {
         "compatibility_profile_id": PROFILE_ID,
@@ -344,6 +346,7 @@ def write_config(world, platform_url, bot):
         "extensions_listen_addr": f"127.0.0.1:{ext_port}",
         "state_dir": str(world.dir / "gateway-state"),  # the gateway creates it 0700
         "bots": [bot],
+        **(extra or {}),
     }
     path = world.dir / "gateway.json"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -460,7 +463,7 @@ def start_bot_world(world, bin_dir, spec, username):
     platform_url, data = start_platform(world, bin_dir)
     world.platform_url = platform_url  # for more users (run_group_tests.py)
     bot = create_bot(world, bin_dir, data, spec)
-    config, api_base = write_config(world, platform_url, bot)
+    config, api_base = write_config(world, platform_url, bot, spec.get("config"))
     world.spawn("bot-gateway", [str(bin_dir / "bot-gateway"), "serve", str(config)])
     wait_healthz(world, api_base)
     e2e = str(bin_dir / "e2e-chat")
@@ -525,9 +528,9 @@ def preflight(bin_dir, sdks):
     for name in ("platform-server", "bot-gateway", "e2e-chat"):
         if not os.access(bin_dir / name, os.X_OK):
             problems.append(f"missing binary {bin_dir / name} (cargo build --release --bins, or set BIN_DIR)")
-    if any(s in ("ptb", "aiogram") for s in sdks) and not VENV_PYTHON.exists():
+    if any(s.split("-")[0] in ("ptb", "aiogram") for s in sdks) and not VENV_PYTHON.exists():
         problems.append(f"missing {VENV_PYTHON} (run scripts/sdk-setup.sh)")
-    if "telegraf" in sdks:
+    if any(s.split("-")[0] == "telegraf" for s in sdks):
         if not (SDK_DIR / "node" / "node_modules" / "telegraf").is_dir():
             problems.append("missing tests/sdk/node/node_modules/telegraf (run scripts/sdk-setup.sh)")
         if shutil.which("node") is None:

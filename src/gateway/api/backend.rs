@@ -23,6 +23,11 @@ pub trait Backend: Send + Sync {
     fn metrics(&self) -> String {
         String::new()
     }
+    /// Body of `GET /outbox/given-up` on the extensions listener: the sends each bot's outbox
+    /// gave up, newest first.
+    fn given_up(&self) -> Value {
+        serde_json::json!({"bots": []})
+    }
 }
 
 /// One bot as seen from the listeners.

@@ -38,8 +38,13 @@ pub fn success(result: Value) -> HttpResponse {
     json_response(200, &success_body(result))
 }
 
-/// The error envelope with its status.
+/// The error envelope with its status; for [`ApiError::unanswered`], no answer at all (the
+/// connection is closed).
 pub fn error(err: &ApiError) -> HttpResponse {
+    if err.is_unanswered() {
+        log::debug!("no answer: {}", err.description);
+        return HttpResponse::unanswered();
+    }
     let (status, body) = error_body(err);
     json_response(status, &body)
 }

@@ -2,7 +2,7 @@
 //! the path, body decoding and the response envelope.
 //!
 //! Compat listener (8081): `/bot<token>/<method>` (GET or POST), `/file/bot<token>/<path>`,
-//! `/healthz`. Extensions listener (8082): `/healthz` and `/metrics`. Everything else is a 404 in
+//! `/healthz`. Extensions listener (8082): `/healthz`, `/metrics` and `/outbox/given-up`. Everything else is a 404 in
 //! the JSON error envelope, and so is every refusal of the HTTP layer itself (400, 408, 413,
 //! 414, 431, 501, 503, 505): SDKs parse the envelope whatever the status.
 //!
@@ -129,6 +129,9 @@ impl http::Handler for Routes {
     }
 }
 
+/// The extensions listener's list of the sends the outboxes gave up.
+pub const GIVEN_UP_PATH: &str = "/outbox/given-up";
+
 /// A path that is no route of the Bot API listener: what the routes look like.
 const NO_SUCH_PATH: &str = "no such endpoint; the Bot API is at /bot<TOKEN>/<METHOD> (e.g. /bot123:abc.../getMe), \
 files at /file/bot<TOKEN>/<FILE_PATH>, health at /healthz";
@@ -159,12 +162,20 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
             }
             return HttpResponse::with_body(200, crate::gateway::metrics::CONTENT_TYPE, backend.metrics().into_bytes());
         }
+        if path == GIVEN_UP_PATH {
+            if !is_get {
+                return response::error(&method_not_allowed("GET"));
+            }
+            return response::json_response(200, &backend.given_up());
+        }
         if path.starts_with("/bot") || path.starts_with("/file/bot") {
             return response::error(&ApiError::not_found(&format!(
-                "this is the extensions listener (/healthz, /metrics); the Bot API is served on http://{bot_api}"
+                "this is the extensions listener (/healthz, /metrics, /outbox/given-up); the Bot API is served on http://{bot_api}"
             )));
         }
-        return response::error(&ApiError::not_found("no such endpoint; the extensions listener serves /healthz and /metrics"));
+        return response::error(&ApiError::not_found(
+            "no such endpoint; the extensions listener serves /healthz, /metrics and /outbox/given-up",
+        ));
     }
     if let Some(rest) = path.strip_prefix("/file/bot") {
         let (token, file_path) = split_token(rest);
@@ -447,9 +458,12 @@ mod tests {
         assert_error(
             e.get(&format!("/bot{}/getMe", token())),
             404,
-            "Not Found: this is the extensions listener (/healthz, /metrics); the Bot API is served on http://127.0.0.1:8081",
+            "Not Found: this is the extensions listener (/healthz, /metrics, /outbox/given-up); the Bot API is served on http://127.0.0.1:8081",
         );
-        assert_error(e.get("/nowhere"), 404, "Not Found: no such endpoint; the extensions listener serves /healthz and /metrics");
+        assert_error(e.get("/nowhere"), 404, "Not Found: no such endpoint; the extensions listener serves /healthz, /metrics and /outbox/given-up");
+        let (s, ct, v) = e.get(GIVEN_UP_PATH);
+        assert_eq!((s, ct.as_str(), v), (200, "application/json", json!({"bots": []})));
+        assert_error(h.get(GIVEN_UP_PATH), 404, &format!("Not Found: {NO_SUCH_PATH}"));
     }
 
     #[test]

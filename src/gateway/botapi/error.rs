@@ -5,6 +5,9 @@ use std::fmt;
 use crate::crypto::file::{FileCryptoError, MAX_PLAINTEXT_LEN};
 use crate::e2e::file::FileError;
 
+/// The status of [`ApiError::unanswered`].
+const UNANSWERED: u16 = 0;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     pub status: u16,
@@ -36,6 +39,21 @@ impl ApiError {
     /// 500 "Internal Server Error: <what>".
     pub fn internal(what: impl fmt::Display) -> Self {
         ApiError::new(500, format!("Internal Server Error: {what}"))
+    }
+    /// 429 "Too Many Requests: retry after N (why)" with `parameters.retry_after`, the answer
+    /// SDKs and rate limiters retry by themselves.
+    pub fn retry_after(secs: u32, why: impl fmt::Display) -> Self {
+        ApiError { retry_after: Some(secs), ..ApiError::new(429, format!("Too Many Requests: retry after {secs} ({why})")) }
+    }
+    /// No answer at all: the connection is closed without one (status 0, which no response
+    /// carries). For a call whose outcome is not known yet when it must end (the gateway stops
+    /// while its message is with the platform): any error would say "not sent", which may be
+    /// false. `why` is for the log only.
+    pub fn unanswered(why: impl Into<String>) -> Self {
+        ApiError::new(UNANSWERED, why)
+    }
+    pub fn is_unanswered(&self) -> bool {
+        self.status == UNANSWERED
     }
     /// 502/504-style failures talking to the platform.
     pub fn platform(status: u16, what: impl fmt::Display) -> Self {

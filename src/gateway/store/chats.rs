@@ -11,8 +11,13 @@ use crate::wire::e2e::{Content, Reaction};
 /// How many messages the history keeps per bot (the spec's 2048 is a floor); older ones can no
 /// longer be replied to, edited, deleted, forwarded, copied or reacted to.
 pub const HISTORY_LIMIT: i64 = 10_000;
-/// How many callback presses are remembered for answerCallbackQuery.
+/// How many answered callback presses are remembered (a second answer to one is accepted and
+/// sends nothing). Unanswered presses do not count: they are kept until answered or expired.
 pub const CALLBACK_LIMIT: i64 = 10_000;
+/// How long an unanswered press can be answered (seconds): a day, so a bot that was down for
+/// hours still answers the presses queued meanwhile. Older ones are forgotten and answering
+/// them is 400 "query is too old", the reference server's words.
+pub const CALLBACK_EXPIRY: i64 = 24 * 3600;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrivateChat {
@@ -135,29 +140,42 @@ pub struct Callback {
     pub answered: bool,
 }
 
-/// Remembers a press; false when it was known already (a repeat).
+/// Remembers a press; false when it was known already (a repeat). Forgets the unanswered
+/// presses older than [`CALLBACK_EXPIRY`] and the answered ones beyond the newest
+/// [`CALLBACK_LIMIT`] rows; an unanswered press is never pushed out by newer ones.
 pub fn remember_callback(conn: &Connection, cb: &Callback, now: i64) -> Result<bool> {
     let n = conn.execute(
         "INSERT OR IGNORE INTO callbacks (id, chat_id, press_id, answered, created_at) VALUES (?1, ?2, ?3, 0, ?4)",
         params![cb.id, cb.chat_id, cb.press_id, now],
     )?;
+    conn.execute("DELETE FROM callbacks WHERE answered = 0 AND created_at < ?1", params![now - CALLBACK_EXPIRY])?;
     conn.execute(
-        "DELETE FROM callbacks WHERE rowid <= (SELECT max(rowid) FROM callbacks) - ?1",
+        "DELETE FROM callbacks WHERE answered = 1 AND rowid <= (SELECT max(rowid) FROM callbacks) - ?1",
         params![CALLBACK_LIMIT],
     )?;
     Ok(n > 0)
 }
 
-pub fn callback(conn: &Connection, id: &str) -> Result<Option<Callback>> {
+/// The press `id` as of `now`: `None` when unknown, or unanswered and older than
+/// [`CALLBACK_EXPIRY`].
+pub fn callback(conn: &Connection, id: &str, now: i64) -> Result<Option<Callback>> {
     Ok(conn
-        .query_row("SELECT chat_id, press_id, answered FROM callbacks WHERE id = ?1", params![id], |r| {
-            Ok(Callback { id: id.to_string(), chat_id: r.get(0)?, press_id: r.get(1)?, answered: r.get(2)? })
-        })
+        .query_row(
+            "SELECT chat_id, press_id, answered FROM callbacks WHERE id = ?1 AND (answered = 1 OR created_at >= ?2)",
+            params![id, now - CALLBACK_EXPIRY],
+            |r| Ok(Callback { id: id.to_string(), chat_id: r.get(0)?, press_id: r.get(1)?, answered: r.get(2)? }),
+        )
         .optional()?)
 }
 
 pub fn mark_answered(conn: &Connection, id: &str) -> Result<()> {
     conn.execute("UPDATE callbacks SET answered = 1 WHERE id = ?1", params![id])?;
+    Ok(())
+}
+
+/// The answer to press `id` was not sent after all: it may be answered again.
+pub fn mark_unanswered(conn: &Connection, id: &str) -> Result<()> {
+    conn.execute("UPDATE callbacks SET answered = 0 WHERE id = ?1", params![id])?;
     Ok(())
 }
 
@@ -192,4 +210,41 @@ pub fn set_reaction(conn: &Connection, chat_id: i64, message_id: i64, user_id: i
         params![chat_id, message_id, user_id, bytes],
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn press(n: i64) -> Callback {
+        Callback { id: format!("7_p{n}"), chat_id: 7, press_id: format!("p{n}"), answered: false }
+    }
+
+    #[test]
+    fn unanswered_presses_outlive_any_number_of_newer_ones_until_they_expire() {
+        let c = super::super::memory_db();
+        let start = 1_000_000;
+        assert!(remember_callback(&c, &press(0), start).expect("remember"));
+        assert!(!remember_callback(&c, &press(0), start).expect("repeat"), "a repeat is no new press");
+        // More presses than the limit, all answered at once: the old unanswered one stays.
+        for n in 1..=CALLBACK_LIMIT + 5 {
+            remember_callback(&c, &press(n), start + 1).expect("remember");
+            mark_answered(&c, &press(n).id).expect("answer");
+        }
+        let kept = callback(&c, "7_p0", start + 2).expect("read").expect("the unanswered press is kept");
+        assert!(!kept.answered);
+        let answered: i64 = c.query_row("SELECT count(*) FROM callbacks WHERE answered = 1", [], |r| r.get(0)).expect("count");
+        assert!(answered <= CALLBACK_LIMIT, "answered presses are trimmed by count ({answered})");
+        assert!(callback(&c, "7_p1", start + 2).expect("read").is_none(), "the oldest answered ones went");
+        // Past its expiry it cannot be answered, and the next press forgets it.
+        let late = start + CALLBACK_EXPIRY + 1;
+        assert!(callback(&c, "7_p0", late).expect("read").is_none(), "expired");
+        assert!(callback(&c, "7_p0", start + CALLBACK_EXPIRY).expect("read").is_some(), "not yet at the limit");
+        remember_callback(&c, &press(-1), late).expect("remember");
+        let rows: i64 = c.query_row("SELECT count(*) FROM callbacks WHERE id = '7_p0'", [], |r| r.get(0)).expect("count");
+        assert_eq!(rows, 0, "an expired unanswered press is forgotten");
+        // An answered press is still known as answered, whatever its age.
+        let last = format!("7_p{}", CALLBACK_LIMIT + 5);
+        assert!(callback(&c, &last, late + CALLBACK_EXPIRY).expect("read").expect("known").answered);
+    }
 }

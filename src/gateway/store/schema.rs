@@ -14,6 +14,9 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 4, sql: &[GATEWAY_MEDIA] },
     // Groups: the chat id map, our membership and our pending commit (`store::groups`).
     Step { version: 5, sql: &[super::groups::SCHEMA] },
+    // Nothing answered with an error and then sent: the outbox's hand-over mark, the sends it
+    // gave up, unanswered presses found by age (`store::outbox`, `chats::remember_callback`).
+    Step { version: 6, sql: &[super::outbox::SCHEMA_HANDED_AND_GIVEN_UP] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).

@@ -298,3 +298,55 @@ fn served_clients_keep_their_connection_while_stalled_ones_are_cut() {
     let got = read_all(&mut pooled);
     assert!(got.contains("/second"), "{got}");
 }
+
+/// Answers nothing; `/watch` first waits (bounded) for its client to hang up and records what
+/// `client_gone` said before and after.
+#[derive(Default)]
+struct Silent {
+    seen: std::sync::Mutex<Vec<bool>>,
+}
+
+impl Handler for Silent {
+    fn handle(&self, rq: &mut Request<'_>) -> Response {
+        if rq.target() == "/watch" {
+            let mut seen = vec![super::super::client_gone()];
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !super::super::client_gone() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            seen.push(super::super::client_gone());
+            *self.seen.lock().expect("lock") = seen;
+        }
+        Response::unanswered()
+    }
+}
+
+#[test]
+fn an_unanswered_request_closes_the_connection_without_a_byte_and_a_handler_sees_its_client_leave() {
+    assert!(!super::super::client_gone(), "outside a handler nobody is gone");
+    let handler = Arc::new(Silent::default());
+    let server = Server::start("silent", "127.0.0.1:0", Limits { workers: 2, ..Limits::default() }, Arc::clone(&handler) as Arc<dyn Handler>)
+        .expect("start");
+    let connect = || {
+        let s = TcpStream::connect(server.local_addr()).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+        s
+    };
+    // The client stays and reads: the connection ends with no status line at all.
+    let mut s = connect();
+    s.write_all(b"GET /none HTTP/1.1\r\nHost: x\r\n\r\n").expect("write");
+    assert_eq!(read_all(&mut s), "", "no answer");
+
+    // The client sends and leaves while the handler waits.
+    let mut s = connect();
+    s.write_all(b"GET /watch HTTP/1.1\r\nHost: x\r\n\r\n").expect("write");
+    std::thread::sleep(Duration::from_millis(300));
+    drop(s);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while handler.seen.lock().expect("lock").is_empty() {
+        assert!(Instant::now() < deadline, "the handler never finished");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(*handler.seen.lock().expect("lock"), [false, true], "there while connected, gone once it hung up");
+    server.shutdown();
+}

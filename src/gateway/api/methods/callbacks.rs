@@ -9,7 +9,7 @@ use crate::gateway::botapi::text::checked_link;
 use crate::gateway::botapi::text::entities::utf16_len;
 use crate::gateway::botapi::{ApiError, Params};
 use crate::gateway::outbox;
-use crate::gateway::runtime::BotShared;
+use crate::gateway::runtime::{unix_now, BotShared};
 use crate::gateway::store::chats;
 use crate::wire::e2e::{CallbackAnswer, Content};
 
@@ -34,7 +34,7 @@ pub(super) fn answer_callback_query(bot: &BotShared, params: &Params) -> Result<
     let first = {
         let id = id.clone();
         bot.store
-            .write(move |c| match chats::callback(c, &id)? {
+            .write(move |c| match chats::callback(c, &id, unix_now())? {
                 None => Ok(None),
                 Some(cb) if cb.answered => Ok(Some(None)),
                 Some(cb) => {
@@ -51,6 +51,33 @@ pub(super) fn answer_callback_query(bot: &BotShared, params: &Params) -> Result<
     };
     let mut content = Content::new();
     content.set_callback_answer(CallbackAnswer { press_id: callback.press_id, text, show_alert, url, ..Default::default() });
-    outbox::submit(bot, callback.chat_id, content, SEND_WAIT)?;
+    if let Err(e) = outbox::submit(bot, callback.chat_id, content, SEND_WAIT) {
+        // An error means the answer was not sent: a retry must send it, not find it answered.
+        // (No answer at all means it may have been: it stays answered.)
+        if !e.is_unanswered() {
+            bot.store.write(move |c| chats::mark_unanswered(c, &id)).map_err(store_error)?;
+        }
+        return Err(e);
+    }
     Ok(Value::Bool(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::testing::{bot_with_send_wait, p};
+    use super::*;
+
+    #[test]
+    fn an_answer_that_was_not_sent_leaves_the_press_to_be_answered_again() {
+        // No outbox thread runs, so the answer is withdrawn when the wait ends.
+        let (_dir, bot) = bot_with_send_wait(Duration::from_millis(200));
+        let press = chats::Callback { id: "5_p1".into(), chat_id: 5, press_id: "p1".into(), answered: false };
+        bot.store.write(move |c| chats::remember_callback(c, &press, unix_now())).expect("remember");
+        let e = answer_callback_query(&bot, &p(serde_json::json!({"callback_query_id": "5_p1", "text": "ok"}))).expect_err("withdrawn");
+        assert_eq!(e.status, 429, "{e}");
+        let press = bot.store.read(|c| chats::callback(c, "5_p1", unix_now())).expect("read").expect("kept");
+        assert!(!press.answered, "the retry will send the answer");
+    }
 }

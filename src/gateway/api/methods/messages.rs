@@ -2,8 +2,6 @@
 //! the rules every sending method shares (the chat, the text and its formatting, the reply
 //! target). Each content goes through the durable outbox, which seals and sends it.
 
-use std::time::Duration;
-
 use protobuf::MessageField;
 use serde_json::{json, Value};
 
@@ -21,9 +19,10 @@ use crate::wire::e2e::{ChatAction, Content, Entity, ForwardOrigin, Text};
 /// Longest message text, in UTF-16 code units.
 pub const MAX_TEXT_UTF16: usize = 4096;
 
-/// How long a sending method waits for the platform to acknowledge before answering 504. The
-/// content stays in the durable outbox and is still sent after that.
-pub const SEND_WAIT: Duration = Duration::from_secs(25);
+/// How a sending method waits for its message (`outbox::submit`): `send_wait_seconds`, then,
+/// if the message is already with the platform, for its answer for as long as the client is
+/// connected. Never an error for a message that may still be sent.
+pub const SEND_WAIT: outbox::Wait = outbox::Wait { client_gone: crate::http::client_gone };
 
 /// The chat actions of the Bot API; the user's client shows each for about 5 seconds.
 pub const CHAT_ACTIONS: &[&str] = &[

@@ -232,6 +232,11 @@ pub(crate) mod testing {
     use crate::wire::{Credential, Platform};
 
     pub fn bot() -> (tempfile::TempDir, Arc<BotShared>) {
+        bot_with_send_wait(crate::gateway::config::DEFAULT_SEND_WAIT)
+    }
+
+    /// [`bot`] whose sending methods wait `send_wait` (`send_wait_seconds`).
+    pub fn bot_with_send_wait(send_wait: std::time::Duration) -> (tempfile::TempDir, Arc<BotShared>) {
         crate::crypto::init();
         let dir = tempfile::tempdir().expect("tempdir");
         let token = format!("1:{}", "ab".repeat(32));
@@ -246,7 +251,8 @@ pub(crate) mod testing {
             username: "b_bot".into(),
             first_name: "B".into(),
         };
-        (dir, Arc::new(BotShared::new(&config, store, platform)))
+        let delivery = crate::gateway::config::Delivery { send_wait, ..Default::default() };
+        (dir, Arc::new(BotShared::new(&config, store, platform).with_delivery(delivery)))
     }
 
     pub fn p(v: Value) -> Params {
