@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The single test command (README, .ci/run): Rust unit + integration tests, then the real-SDK
 # bots (python-telegram-bot, aiogram, telegraf): the echo bots and the interactive-dialog bots
-# (keyboard menu, inline mode, reactions/forward/copy) and the file bots (download with each SDK's
+# (keyboard menu, inline mode, reactions/forward/copy), the stock-style conversation bots (reply
+# keyboards, deep links, edits, who added the bot; each SDK's stock webhook server) and the file bots (download with each SDK's
 # helper, upload, send back by file_id), polling and webhook, against a live
 # platform-server + bot-gateway. Each runner runs its SDKs in parallel. Between the two,
 # `scripts/release --check` builds and verifies the release archives and the container image.
@@ -31,3 +32,4 @@ python3 tests/sdk/run_dialog_tests.py
 python3 tests/sdk/run_media_tests.py
 python3 tests/sdk/run_group_tests.py
 python3 tests/sdk/run_channel_tests.py
+python3 tests/sdk/run_conversation_tests.py
