@@ -13,14 +13,16 @@ use serde_json::Value;
 
 use super::botapi::text::entities::command_entities;
 use super::botapi::types::{
-    self, ButtonView, ChatView, ForwardOriginView, MediaKind, MediaView, MessageView, ReactionView, UserView, UPDATE_KINDS,
+    self, ButtonView, ChatView, ForwardOriginView, MediaKind, MediaView, MessageView, ReactionView, SharedView, UserView,
+    UPDATE_KINDS,
 };
 use super::botapi::members::{self, AdminRights, MemberStatus, MemberView};
 use super::store::{chats, files, groups, inline, queue, Result as StoreResult, StoreError};
 use crate::wire::platform::{join_request, GroupMember, GroupRole, InviteLink, JoinRequest, MembershipChange, Profile};
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::reaction_type::Kind as ReactionKind;
-use crate::wire::e2e::{CallbackPress, Content, InlineQuery, KeyboardContext, Media, Reaction};
+use crate::wire::e2e::{CallbackPress, Content, InlineQuery, KeyboardContext, Location, Media, Reaction};
+use crate::wire::places;
 
 /// Longest `press_id` accepted from a user's client (it becomes part of a callback query id).
 const PRESS_ID_MAX: usize = 64;
@@ -198,6 +200,25 @@ pub fn history_view(
         media,
         caption,
         caption_entities,
+        shared: shared_view(&entry.content, entry.date, crate::clock::unix_now()),
+    })
+}
+
+/// The location, venue, contact or dice of a message, as the Bot API shows it at `now`: a
+/// live location that stopped or ran out shows as a plain point.
+pub fn shared_view(content: &Content, date: i64, now: i64) -> Option<SharedView> {
+    Some(match content.body.as_ref()? {
+        Body::Location(l) if places::is_live(l, date, now) => SharedView::Location(Location { live_stopped: false, ..l.clone() }),
+        Body::Location(l) => SharedView::Location(Location {
+            latitude: l.latitude,
+            longitude: l.longitude,
+            horizontal_accuracy: l.horizontal_accuracy,
+            ..Default::default()
+        }),
+        Body::Venue(v) => SharedView::Venue(v.clone()),
+        Body::Contact(c) => SharedView::Contact(c.clone()),
+        Body::Dice(d) => SharedView::Dice(d.clone()),
+        _ => return None,
     })
 }
 

@@ -1,6 +1,6 @@
 //! What a line typed in chat mode asks for: a message to the peer, or one of chat mode's own
-//! commands (`/press`, `/reply`, `/react`, `/inline`, `/choose`, `/switch`, `/commands`,
-//! `/quit`; `display::HELP` lists them).
+//! commands (`/press`, `/reply`, `/react`, `/inline`, `/choose`, `/location`, `/contact`,
+//! `/switch`, `/commands`, `/quit`; `display::HELP` lists them).
 
 use super::super::message::{Button, Keyboard};
 
@@ -31,7 +31,7 @@ fn language_of_locale(locale: &str) -> Option<String> {
 /// What a typed line asks for. A line whose first word is one of the chat mode's commands is
 /// ours (mistyped: `Usage`); `//x` sends `/x`; every other line, `/start` and the like
 /// included, is a message to the peer.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub(super) enum Command<'a> {
     Quit,
     Nothing,
@@ -43,6 +43,10 @@ pub(super) enum Command<'a> {
     React { message_id: u64, emoji: &'a str },
     Inline(&'a str),
     Choose { session_id: u64, result_id: &'a str },
+    /// Share a point (decimal degrees; the ranges are checked when it is sent).
+    Location { latitude: f64, longitude: f64 },
+    /// Share our own contact card.
+    Contact,
     Commands,
     /// Open another conversation: `@user` or a group's title.
     Switch(&'a str),
@@ -87,6 +91,15 @@ pub(super) fn command(line: &str) -> Command<'_> {
             }
         }
         "/inline" => Command::Inline(rest),
+        "/location" => {
+            let (lat, lon) = split_word(rest);
+            match (degrees(lat), degrees(lon)) {
+                (Some(latitude), Some(longitude)) => Command::Location { latitude, longitude },
+                _ => usage("/location", "usage: /location LATITUDE LONGITUDE (decimal degrees, e.g. /location 52.52 13.405)"),
+            }
+        }
+        "/contact" if rest.is_empty() => Command::Contact,
+        "/contact" => usage("/contact", "takes nothing after it (your own card is sent)"),
         "/switch" if rest.is_empty() => usage("/switch", "usage: /switch @NAME or /switch GROUP TITLE"),
         "/switch" => Command::Switch(rest),
         "/choose" => match split_word(rest) {
@@ -106,6 +119,11 @@ fn split_word(s: &str) -> (&str, &str) {
         Some(i) => (&s[..i], s[i..].trim_start()),
         None => (s, ""),
     }
+}
+
+/// A coordinate: a finite decimal number.
+fn degrees(s: &str) -> Option<f64> {
+    s.trim().parse::<f64>().ok().filter(|f| f.is_finite())
 }
 
 /// A message or session id: a positive whole number.
@@ -169,6 +187,12 @@ mod tests {
         assert_eq!(command("/switch @bob"), Command::Switch("@bob"));
         assert_eq!(command("/switch Cat lovers "), Command::Switch("Cat lovers"));
         assert!(matches!(command("/switch"), Command::Usage { command: "/switch", .. }));
+        assert_eq!(command("/location -33.87 151.21"), Command::Location { latitude: -33.87, longitude: 151.21 });
+        assert!(matches!(command("/location 52.5"), Command::Usage { command: "/location", .. }));
+        assert!(matches!(command("/location north 1"), Command::Usage { command: "/location", .. }));
+        assert!(matches!(command("/location 1 2 3"), Command::Usage { command: "/location", .. }));
+        assert_eq!(command("/contact"), Command::Contact);
+        assert!(matches!(command("/contact me"), Command::Usage { command: "/contact", .. }));
     }
 
     fn keyboard() -> Keyboard {

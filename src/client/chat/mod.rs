@@ -39,6 +39,7 @@ use super::tui::keys::Decoder;
 use super::tui::view::ChatKey;
 use super::tui::logs as tui_log;
 use super::tui::Tui;
+use super::places::LocationInfo;
 use crate::wire::e2e::{Content, Text};
 use crate::wire::platform::Profile as PeerProfile;
 use command::{command, Command};
@@ -59,6 +60,8 @@ enum Job {
     React { message_id: u64, emoji: String },
     Inline(String),
     Choose { session_id: u64, result_id: String },
+    /// Share a location, or (`None`) our own contact card, in the current conversation.
+    Share(Option<LocationInfo>),
     Switch(String),
     /// The bot's description and commands, then chat mode's (`/commands`).
     Commands,
@@ -241,6 +244,8 @@ fn handle_line(line: &str, screen: &Screen, typist: &Profile, target: &SharedTar
         Command::Inline(query) => Job::Inline(query.to_string()),
         Command::Choose { session_id, result_id } => Job::Choose { session_id, result_id: result_id.to_string() },
         Command::Switch(name) => Job::Switch(name.to_string()),
+        Command::Location { latitude, longitude } => Job::Share(Some(LocationInfo::point(latitude, longitude))),
+        Command::Contact => Job::Share(None),
         Command::Commands => Job::Commands,
     };
     // The sender is gone only when it panicked; leaving is all that is left.

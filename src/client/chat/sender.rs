@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
-use super::super::display::ChatEvent;
+use super::super::display::{shared_text, ChatEvent};
+use super::super::places::Shared;
 use super::super::message::keyboard_from_wire;
 use super::super::outbox::Attempt;
 use super::super::profile::Profile;
@@ -114,6 +115,17 @@ impl Dialog {
                     Err(reason) => self.screen.show(&ChatEvent::Failed { command: "/choose", reason: &reason }),
                 }
             }
+            Job::Share(location) => {
+                let shared = match location {
+                    Some(l) => Shared::Location(l),
+                    None => Shared::Contact(self.profile.own_contact_card()),
+                };
+                let command = if matches!(shared, Shared::Location(_)) { "/location" } else { "/contact" };
+                match self.share(&shared) {
+                    Ok(message_id) => self.screen.show(&ChatEvent::Shared { what: &shared_text(&shared), message_id }),
+                    Err(reason) => self.screen.show(&ChatEvent::Failed { command, reason: &reason }),
+                }
+            }
             Job::Switch(name) => self.switch(&name),
             Job::Commands | Job::Menu => {
                 if let Some(p) = peer.filter(|p| p.is_bot) {
@@ -150,6 +162,21 @@ impl Dialog {
         let chosen = chosen.clone();
         self.profile.press(peer, message_id, &chosen.callback_data).map_err(|e| e.to_string())?;
         Ok((message_id, number, chosen.text))
+    }
+
+    /// Shares `shared` in the current conversation (a dialog or a group), through the one
+    /// sending path of such items; returns the message id.
+    fn share(&self, shared: &Shared) -> Result<u64, String> {
+        let (peer, group) = {
+            let target = lock(&self.target);
+            (target.peer.as_ref().map(|p| p.username.clone()), target.group.as_ref().map(|(id, _)| *id))
+        };
+        match (group, peer) {
+            (Some(id), _) => self.profile.send_group_shared(&id, shared, None).map(|s| s.message_id),
+            (None, Some(peer)) => self.profile.send_shared(&peer, shared, None).map(|s| s.message_id),
+            (None, None) => return Err("no conversation is open; /switch @NAME to one".into()),
+        }
+        .map_err(|e| e.to_string())
     }
 
     /// `/switch NAME`: a user or bot (`@name`), else a group of this device by title or id.

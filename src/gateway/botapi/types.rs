@@ -9,7 +9,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::wire::e2e::Entity;
+use crate::wire::e2e::{Contact, Dice, Entity, Location, Venue};
 
 /// Update payload keys the gateway may emit (SPEC "Update").
 pub const UPDATE_KINDS: &[&str] = &[
@@ -94,6 +94,19 @@ pub struct MessageView {
     /// The media's caption and its entities (UTF-16 offsets); emitted only with `media`.
     pub caption: Option<String>,
     pub caption_entities: Vec<Entity>,
+    /// A location, venue, contact or dice the message carries (checked when it arrived).
+    pub shared: Option<SharedView>,
+}
+
+/// What a location, venue, contact or dice message shows. A location's live fields are set
+/// only while it is live (the view's builder clears them once it stopped or ran out), as the
+/// Bot API shows `live_period` "for active live locations only".
+#[derive(Debug, Clone, PartialEq)]
+pub enum SharedView {
+    Location(Location),
+    Venue(Venue),
+    Contact(Contact),
+    Dice(Dice),
 }
 
 /// Which Bot API object a file is shown as (its `name` is the Message field).
@@ -220,6 +233,23 @@ fn message_json_at(msg: &MessageView, nest: bool) -> Value {
             }
         }
     }
+    match &msg.shared {
+        Some(SharedView::Location(l)) => {
+            o.insert("location".into(), location_json(l));
+        }
+        // A venue message has its point as `location` too, as in the Bot API.
+        Some(SharedView::Venue(v)) => {
+            o.insert("location".into(), location_json(v.location.get_or_default()));
+            o.insert("venue".into(), venue_json(v));
+        }
+        Some(SharedView::Contact(c)) => {
+            o.insert("contact".into(), contact_json(c));
+        }
+        Some(SharedView::Dice(d)) => {
+            o.insert("dice".into(), json!({"emoji": d.emoji, "value": d.value}));
+        }
+        None => {}
+    }
     if !msg.reply_markup.is_empty() {
         o.insert("reply_markup".into(), inline_keyboard_json(&msg.reply_markup));
     }
@@ -254,6 +284,50 @@ pub fn media_json(m: &MediaView) -> Value {
         MediaKind::Photo => Value::Array(vec![Value::Object(o)]),
         _ => Value::Object(o),
     }
+}
+
+/// Location JSON: `latitude`, `longitude` (required by every SDK), and the optional
+/// `horizontal_accuracy`, `live_period`, `heading`, `proximity_alert_radius` when set.
+pub fn location_json(l: &Location) -> Value {
+    let mut o = Map::new();
+    o.insert("latitude".into(), json!(l.latitude));
+    o.insert("longitude".into(), json!(l.longitude));
+    if l.horizontal_accuracy > 0.0 {
+        o.insert("horizontal_accuracy".into(), json!(l.horizontal_accuracy));
+    }
+    for (key, v) in [("live_period", l.live_period), ("heading", l.heading), ("proximity_alert_radius", l.proximity_alert_radius)] {
+        if v != 0 {
+            o.insert(key.into(), json!(v));
+        }
+    }
+    Value::Object(o)
+}
+
+/// Venue JSON: `location`, `title`, `address` (required), and the directory fields when set.
+pub fn venue_json(v: &Venue) -> Value {
+    let mut o = Map::new();
+    o.insert("location".into(), location_json(v.location.get_or_default()));
+    o.insert("title".into(), json!(v.title));
+    o.insert("address".into(), json!(v.address));
+    insert_opt_str(&mut o, "foursquare_id", Some(&v.foursquare_id));
+    insert_opt_str(&mut o, "foursquare_type", Some(&v.foursquare_type));
+    insert_opt_str(&mut o, "google_place_id", Some(&v.google_place_id));
+    insert_opt_str(&mut o, "google_place_type", Some(&v.google_place_type));
+    Value::Object(o)
+}
+
+/// Contact JSON: `phone_number` (required by every SDK; `""` for a platform user, who has
+/// none: docs/decisions.md), `first_name`, and `last_name`, `user_id`, `vcard` when set.
+pub fn contact_json(c: &Contact) -> Value {
+    let mut o = Map::new();
+    o.insert("phone_number".into(), json!(c.phone_number));
+    o.insert("first_name".into(), json!(c.first_name));
+    insert_opt_str(&mut o, "last_name", Some(&c.last_name));
+    if c.user_id != 0 {
+        o.insert("user_id".into(), json!(c.user_id));
+    }
+    insert_opt_str(&mut o, "vcard", Some(&c.vcard));
+    Value::Object(o)
 }
 
 /// File JSON (getFile): `file_id`, `file_unique_id`, `file_size`, and the relative
@@ -401,7 +475,47 @@ mod tests {
             media: None,
             caption: None,
             caption_entities: Vec::new(),
+            shared: None,
         }
+    }
+
+    #[test]
+    fn shared_items_have_the_sdk_shapes() {
+        let point = Location { latitude: 52.5, longitude: 13.25, ..Default::default() };
+        let mut m = msg(5, None);
+        m.shared = Some(SharedView::Location(point.clone()));
+        let v = message_json(&m);
+        assert_eq!(v["location"], json!({"latitude": 52.5, "longitude": 13.25}), "a static point has no live fields");
+        assert!(v.get("text").is_none() && v.get("venue").is_none());
+
+        let live = Location { horizontal_accuracy: 5.5, live_period: 600, heading: 90, proximity_alert_radius: 100, ..point.clone() };
+        assert_eq!(
+            location_json(&live),
+            json!({"latitude": 52.5, "longitude": 13.25, "horizontal_accuracy": 5.5, "live_period": 600, "heading": 90, "proximity_alert_radius": 100})
+        );
+
+        let venue = Venue {
+            location: protobuf::MessageField::some(point.clone()),
+            title: "Cafe".into(),
+            address: "Main St 1".into(),
+            google_place_id: "g1".into(),
+            ..Default::default()
+        };
+        m.shared = Some(SharedView::Venue(venue));
+        let v = message_json(&m);
+        assert_eq!(find_null(&v, "$"), None);
+        assert_eq!(v["location"], v["venue"]["location"], "a venue message carries its point as location too");
+        assert_eq!(
+            v["venue"],
+            json!({"location": {"latitude": 52.5, "longitude": 13.25}, "title": "Cafe", "address": "Main St 1", "google_place_id": "g1"})
+        );
+
+        m.shared = Some(SharedView::Contact(Contact { first_name: "Ann".into(), user_id: 42, ..Default::default() }));
+        let v = message_json(&m);
+        assert_eq!(v["contact"], json!({"phone_number": "", "first_name": "Ann", "user_id": 42}), "phone_number is always there");
+
+        m.shared = Some(SharedView::Dice(Dice { emoji: "🎯".into(), value: 6, ..Default::default() }));
+        assert_eq!(message_json(&m)["dice"], json!({"emoji": "🎯", "value": 6}));
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod invites;
 mod me;
 mod media;
 mod messages;
+mod places;
 mod profile;
 mod reactions;
 mod updates;
@@ -74,6 +75,12 @@ pub static METHODS: &[Method] = &[
     method("sendVideo", media::send_video),
     method("sendVoice", media::send_voice),
     method("getFile", media::get_file),
+    method("sendLocation", places::send_location),
+    method("sendVenue", places::send_venue),
+    method("sendContact", places::send_contact),
+    method("sendDice", places::send_dice),
+    method("editMessageLiveLocation", editing::edit_message_live_location),
+    method("stopMessageLiveLocation", editing::stop_message_live_location),
     method("editMessageText", editing::edit_message_text),
     method("editMessageReplyMarkup", editing::edit_message_reply_markup),
     method("deleteMessage", editing::delete_message),
@@ -111,8 +118,7 @@ pub static METHODS: &[Method] = &[
 /// docs/methods.md lists them), not a 404 that reads like a typo.
 pub const NOT_SUPPORTED_YET: &[&str] = &[
     "logOut", "close", "forwardMessages", "copyMessages", "sendAnimation", "sendVideoNote", "sendPaidMedia",
-    "sendMediaGroup", "sendLocation", "sendVenue",
-    "sendContact", "sendPoll", "sendChecklist", "sendDice", "sendMessageDraft", "getUserProfilePhotos",
+    "sendMediaGroup", "sendPoll", "sendChecklist", "sendMessageDraft", "getUserProfilePhotos",
     "getUserProfileAudios", "setUserEmojiStatus", 
     "setChatAdministratorCustomTitle", "banChatSenderChat",
     "unbanChatSenderChat", "setChatPermissions",
@@ -126,7 +132,7 @@ pub const NOT_SUPPORTED_YET: &[&str] = &[
     "unpinAllGeneralForumTopicMessages", "getUserChatBoosts", "getBusinessConnection",
     "setChatMenuButton", "getChatMenuButton",
     "setMyDefaultAdministratorRights", "getMyDefaultAdministratorRights", "editMessageCaption",
-    "editMessageMedia", "editMessageLiveLocation", "stopMessageLiveLocation", "editMessageChecklist",
+    "editMessageMedia", "editMessageChecklist",
     "stopPoll", "deleteMessages", "answerWebAppQuery", "savePreparedInlineMessage",
     "sendSticker", "getStickerSet", "sendInvoice", "createInvoiceLink", "answerShippingQuery",
     "answerPreCheckoutQuery", "sendGame", "setGameScore", "getGameHighScores", "verifyUser", "verifyChat",
