@@ -75,6 +75,10 @@ Commands:
   send-contact @PEER [--reply-to MESSAGE_ID]
         share your own contact card: your display name (else username) and user id; no
         phone number, the platform has none; prints {\"chat_id\",\"message_id\",\"date\"}
+  vote @BOT MESSAGE_ID [OPTION...]
+        vote in a bot's poll: OPTION is an option's number as shown, from 1 (several
+        where the poll allows several answers); none retracts your vote (a quiz answer
+        is final); prints {\"chat_id\",\"message_id\"}
   download @PEER MESSAGE_ID OUT_PATH
         fetch the file of a received message, verify all of it, then write OUT_PATH
         (through OUT_PATH.part, mode 0600; nothing is written when verification fails);
@@ -89,8 +93,10 @@ Commands:
         \"location\":{\"latitude\",\"longitude\"} (+ horizontal_accuracy, live_period,
         heading, proximity_alert_radius, live_stopped when set), \"venue\":{\"location\",
         \"title\",\"address\"}, \"contact\":{\"phone_number\",\"first_name\"} (+ last_name,
-        user_id) or \"dice\":{\"emoji\",\"value\"} instead of text (an edited live location:
-        the same field in the edited event). Anything else has an \"event\" field: edited, deleted, reaction,
+        user_id), \"dice\":{\"emoji\",\"value\"} or \"poll\":{\"question\",\"options\":[{\"text\",
+        \"voter_count\"}],\"type\",\"is_anonymous\",\"allows_multiple_answers\",\"is_closed\",
+        \"total_voter_count\"} instead of text (an edited live location or a stopped poll: the
+        same field in the edited event). Anything else has an \"event\" field: edited, deleted, reaction,
         chat_action, callback_answer, and for groups (each with \"group\":{\"id\",\"title\"}):
         group_message (message_id, date, from, text, ... as a message), group_joined,
         group_membership (user, old_role, new_role, actor), group_commit (epoch, added,
@@ -117,7 +123,8 @@ Commands:
         Commands: /press [ID] BUTTON (its number or callback data; no ID: the last message
         with buttons), /reply ID TEXT, /react ID [EMOJI] (none: remove), /inline QUERY,
         /choose SESSION RESULT_ID, /location LAT LON (share a point), /contact (share your
-        contact card), /switch @NAME or GROUP (another conversation),
+        contact card), /vote ID [N...] (a poll's options by number; none retracts),
+        /switch @NAME or GROUP (another conversation),
         /commands (the bot's commands and these), /quit; //x sends /x, any other /x (like
         /start) goes to the peer. /quit, Ctrl-D or end of input leaves; Ctrl-C clears the
         line. NO_COLOR turns colour off. Control characters in what arrives are shown
@@ -185,8 +192,8 @@ pub const PROGRAM: crate::cli::Program = crate::cli::Program {
     name: "e2e-chat",
     help: USAGE,
     commands: &[
-        "register", "send", "press", "react", "inline", "choose", "send-file", "send-location", "send-contact", "download",
-        "listen", "commands", "chat",
+        "register", "send", "press", "react", "inline", "choose", "send-file", "send-location", "send-contact", "vote",
+        "download", "listen", "commands", "chat",
         "group", "channel", "join", "save-config",
     ],
 };
@@ -340,6 +347,7 @@ pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
         "send-file" => send_file(&global, &a),
         "send-location" => super::cli_places::send_location(&global, &a),
         "send-contact" => super::cli_places::send_contact(&global, &a),
+        "vote" => super::cli_places::vote(&global, &a),
         "download" => download(&global, &a),
         "chat" => chat(&global, &a),
         "save-config" => super::cli_config::save_config(&global, &a),

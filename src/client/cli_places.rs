@@ -20,6 +20,31 @@ pub(super) fn send_location(global: &Global, a: &Args) -> anyhow::Result<()> {
     print_sent(sent.chat_id, sent.message_id, sent.date)
 }
 
+/// `vote @BOT MESSAGE_ID [OPTION...]`: OPTION is an option's number as shown, from 1; none
+/// retracts the vote.
+pub(super) fn vote(global: &Global, a: &Args) -> anyhow::Result<()> {
+    let (peer, message_id, options) = vote_args(a)?;
+    let profile = open_profile(global)?;
+    let sent = profile.vote(peer, message_id, &options)?;
+    print_line(&ordered(&[("chat_id", json!(sent.chat_id)), ("message_id", json!(sent.message_id))]))
+}
+
+/// The vote's peer, poll message and option indexes (from 0).
+fn vote_args<'a>(a: &Args<'a>) -> anyhow::Result<(&'a str, u64, Vec<u32>)> {
+    let [peer, message_id, options @ ..] = &a.words[..] else {
+        return Err(usage("vote: expected @BOT MESSAGE_ID [OPTION...] (options by their number, from 1; none retracts)".into()));
+    };
+    let message_id = message_id_arg("vote: MESSAGE_ID", message_id)?;
+    let options = options
+        .iter()
+        .map(|o| match o.parse::<u32>() {
+            Ok(n) if n > 0 => Ok(n - 1),
+            _ => Err(usage(format!("vote: OPTION {o:?} is not an option's number (1, 2, ...)"))),
+        })
+        .collect::<anyhow::Result<Vec<u32>>>()?;
+    Ok((peer, message_id, options))
+}
+
 pub(super) fn send_contact(global: &Global, a: &Args) -> anyhow::Result<()> {
     let peer = match a.words[..] {
         [peer] => peer,
@@ -102,6 +127,26 @@ pub(super) fn shared_field(s: &Shared) -> (&'static str, String) {
             ("contact", raw(&fields))
         }
         Shared::Dice(d) => ("dice", ordered(&[("emoji", json!(d.emoji)), ("value", json!(d.value))])),
+        Shared::Poll(p) => {
+            let options: Vec<Value> = p.options.iter().map(|(text, n)| json!({"text": text, "voter_count": n})).collect();
+            let mut fields = vec![
+                ("question", json!(p.question).to_string()),
+                ("options", Value::Array(options).to_string()),
+                ("type", json!(if p.quiz { "quiz" } else { "regular" }).to_string()),
+                ("is_anonymous", json!(p.is_anonymous).to_string()),
+                ("allows_multiple_answers", json!(p.allows_multiple_answers).to_string()),
+                ("is_closed", json!(p.is_closed).to_string()),
+                ("total_voter_count", json!(p.total_voter_count).to_string()),
+            ];
+            if let Some(id) = p.correct_option_id {
+                fields.push(("correct_option_id", json!(id).to_string()));
+            }
+            push_set(&mut fields, "explanation", &p.explanation);
+            if p.close_date != 0 {
+                fields.push(("close_date", json!(p.close_date).to_string()));
+            }
+            ("poll", raw(&fields))
+        }
     }
 }
 
@@ -157,6 +202,19 @@ mod tests {
         assert!(parse(&["@bot", "NaN", "1"]).is_err());
         assert!(parse(&["@bot", "1"]).expect_err("one").to_string().contains("expected @PEER LATITUDE LONGITUDE"));
         assert!(parse(&["@bot", "1", "2", "--live", "-5"]).is_err());
+    }
+
+    #[test]
+    fn vote_arguments_number_options_from_one() {
+        let parse = |words: &[&str]| {
+            let args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+            let a = super::super::cli::parse_command("vote", None, &args).expect("parse");
+            vote_args(&a).map(|(p, m, o)| (p.to_string(), m, o))
+        };
+        assert_eq!(parse(&["@bot", "5", "1", "3"]).expect("two"), ("@bot".to_string(), 5, vec![0, 2]));
+        assert_eq!(parse(&["@bot", "5"]).expect("retract").2, Vec::<u32>::new());
+        assert!(parse(&["@bot", "5", "0"]).expect_err("zero").to_string().contains("OPTION \"0\""));
+        assert!(parse(&["@bot"]).is_err());
     }
 
     #[test]

@@ -71,7 +71,7 @@ const UNDER: &str = "  ";
 /// The chat mode's own commands, as the help line lists them.
 pub const HELP: &str = "commands: /press [N] BUTTON (a button by number or callback data; no N: the last message \
 with buttons) · /reply N TEXT · /react N [EMOJI] · /inline QUERY · /choose SESSION RESULT_ID · /location LAT LON · \
-/contact (your card) · /switch @NAME or GROUP · /commands · /quit; //x sends /x, any other /x (like /start) goes to the peer as text";
+/contact (your card) · /vote N [OPTION…] · /switch @NAME or GROUP · /commands · /quit; //x sends /x, any other /x (like /start) goes to the peer as text";
 
 /// Something the chat mode shows. Every line it prints is one of these, rendered by `render`,
 /// so a new kind of thing to show is a new variant here and nothing else.
@@ -104,6 +104,8 @@ pub enum ChatEvent<'a> {
     InlineAsked { bot: &'a str, session_id: u64 },
     /// We chose an inline result; its text went into the dialog as our message.
     Chose { session_id: u64, result_id: &'a str, message_id: u64 },
+    /// We voted in poll `message_id` (option indexes from 0; none: retracted).
+    Voted { message_id: u64, options: &'a [u32] },
     /// We shared a location or our contact card (`what` as `shared_text` shows it).
     Shared { what: &'a str, message_id: u64 },
     /// A chat-mode command that was mistyped, refused or failed.
@@ -152,6 +154,11 @@ impl ChatEvent<'_> {
             }
             ChatEvent::Reacted { message_id, emoji: "" } => format!("you removed your reaction to #{message_id}"),
             ChatEvent::Reacted { message_id, emoji } => format!("you reacted {} to #{message_id}", sanitize(emoji)),
+            ChatEvent::Voted { message_id, options: [] } => format!("you retracted your vote in #{message_id}"),
+            ChatEvent::Voted { message_id, options } => {
+                let shown: Vec<String> = options.iter().map(|i| (i + 1).to_string()).collect();
+                format!("you voted {} in #{message_id}", shown.join(", "))
+            }
             ChatEvent::Shared { what, message_id } => format!("[you] {} (#{message_id})", sanitize(what)),
             ChatEvent::InlineAsked { bot, session_id } => {
                 format!("inline query sent to @{} (session {session_id}); its results will show here", sanitize(bot))
@@ -349,6 +356,30 @@ pub fn shared_text(s: &Shared) -> String {
             out
         }
         Shared::Dice(d) => format!("[{} {}]", d.emoji, d.value),
+        Shared::Poll(p) => {
+            let kind = if p.quiz { "quiz" } else { "poll" };
+            let mut out = format!("[{kind}] {}", p.question);
+            for (i, (text, count)) in p.options.iter().enumerate() {
+                out.push_str(&format!("\n{}) {text}", i + 1));
+                if p.is_closed {
+                    out.push_str(&format!(" — {count}"));
+                    if p.correct_option_id == Some(i as u32) {
+                        out.push_str(" ✓");
+                    }
+                }
+            }
+            let mut about = Vec::new();
+            if p.allows_multiple_answers {
+                about.push("several answers".to_string());
+            }
+            if p.is_closed {
+                about.push(format!("closed, {} voted", p.total_voter_count));
+            } else {
+                about.push("vote: /vote ID N…".to_string());
+            }
+            out.push_str(&format!("\n({})", about.join(", ")));
+            out
+        }
     }
 }
 

@@ -75,6 +75,6 @@ pub use message::{
     SentPress, Sender,
 };
 pub use outbox::{Attempt, Queued};
-pub use places::{ContactCard, DiceInfo, LocationInfo, Shared, VenueInfo};
+pub use places::{ContactCard, DiceInfo, LocationInfo, PollInfo, Shared, VenueInfo};
 pub use profile::{Profile, BUSY_TIMEOUT, DB_FILE};
 pub use send::MAX_SEND_ATTEMPTS;

@@ -1,6 +1,7 @@
-//! Locations, venues, contact cards and dice as a user sends and sees them: the client's
-//! shapes (`Shared`), their wire form, and the one way to send one to a peer or a group
-//! (`Profile::send_shared`, `Profile::send_group_shared`). Whatever sends a location or a
+//! Locations, venues, contact cards, dice and polls as a user sends and sees them: the client's
+//! shapes (`Shared`), their wire form, the one way to send one to a peer or a group
+//! (`Profile::send_shared`, `Profile::send_group_shared`), and a vote in a poll
+//! (`Profile::vote`). Whatever sends a location or a
 //! contact card — the `send-location` and `send-contact` commands, chat mode, a reply
 //! keyboard's request buttons — goes through here, so the rules (`wire::places`) are checked
 //! once, before anything is encrypted.
@@ -12,8 +13,10 @@ use super::group::SentGroupMessage;
 use super::message::{GroupId, SentMessage};
 use super::profile::Profile;
 use crate::wire::e2e::content::Body;
-use crate::wire::e2e::{Contact, Content, Dice, Location, Venue};
-use crate::wire::places;
+use super::history;
+use crate::wire::e2e::poll::Type as PollType;
+use crate::wire::e2e::{Contact, Content, Dice, Location, Poll, PollOption, PollVote, Venue};
+use crate::wire::{places, polls};
 
 /// A point on the map; live while `live_period` runs (and it was not stopped).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -93,13 +96,33 @@ pub struct DiceInfo {
     pub value: u32,
 }
 
-/// What a location, venue, contact or dice message carries.
+/// A poll or quiz as its sender last told it: the counts are the sender's (a bot tells them
+/// when it stops the poll).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PollInfo {
+    pub question: String,
+    /// Each option's text and voter count; a vote names them by index, from 0.
+    pub options: Vec<(String, u32)>,
+    pub quiz: bool,
+    pub is_anonymous: bool,
+    pub allows_multiple_answers: bool,
+    /// A quiz's correct option.
+    pub correct_option_id: Option<u32>,
+    pub explanation: String,
+    /// Unix seconds after which votes no longer count; 0: none.
+    pub close_date: i64,
+    pub is_closed: bool,
+    pub total_voter_count: u32,
+}
+
+/// What a location, venue, contact, dice or poll message carries.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Shared {
     Location(LocationInfo),
     Venue(VenueInfo),
     Contact(ContactCard),
     Dice(DiceInfo),
+    Poll(PollInfo),
 }
 
 impl Shared {
@@ -122,6 +145,21 @@ impl Shared {
                 vcard: c.vcard.clone(),
             }),
             Body::Dice(d) => Shared::Dice(DiceInfo { emoji: d.emoji.clone(), value: d.value }),
+            Body::Poll(p) => {
+                let quiz = p.type_.enum_value() == Ok(PollType::QUIZ);
+                Shared::Poll(PollInfo {
+                    question: p.question.clone(),
+                    options: p.options.iter().map(|o| (o.text.clone(), o.voter_count)).collect(),
+                    quiz,
+                    is_anonymous: p.is_anonymous,
+                    allows_multiple_answers: p.allows_multiple_answers,
+                    correct_option_id: quiz.then_some(p.correct_option_id),
+                    explanation: p.explanation.clone(),
+                    close_date: p.close_date,
+                    is_closed: p.is_closed,
+                    total_voter_count: p.total_voter_count,
+                })
+            }
             _ => return None,
         })
     }
@@ -149,6 +187,17 @@ impl Shared {
                 ..Default::default()
             }),
             Shared::Dice(d) => content.set_dice(Dice { emoji: d.emoji.clone(), value: d.value, ..Default::default() }),
+            Shared::Poll(p) => content.set_poll(Poll {
+                question: p.question.clone(),
+                options: p.options.iter().map(|(text, _)| PollOption { text: text.clone(), ..Default::default() }).collect(),
+                type_: if p.quiz { PollType::QUIZ } else { PollType::REGULAR }.into(),
+                is_anonymous: p.is_anonymous,
+                allows_multiple_answers: p.allows_multiple_answers,
+                correct_option_id: p.correct_option_id.unwrap_or(0),
+                explanation: p.explanation.clone(),
+                close_date: p.close_date,
+                ..Default::default()
+            }),
         }
         places::check_shared(&content).map_err(ClientError::Invalid)?;
         content.reply_to_message_id = reply_to_message_id.unwrap_or(0);
@@ -177,6 +226,25 @@ impl Profile {
     pub fn send_shared(&self, peer: &str, shared: &Shared, reply_to_message_id: Option<u64>) -> Result<SentMessage> {
         let content = shared.to_content(reply_to_message_id)?;
         let peer = self.lookup(peer)?;
+        self.send_content(&peer, &content)
+    }
+
+    /// Votes in poll `message_id` of `peer`'s dialog: `option_ids` are the options' indexes
+    /// (from 0); none retracts the vote. Checked against the poll this profile remembers
+    /// (`wire::polls`) before it is sent; the bot checks again.
+    pub fn vote(&self, peer: &str, message_id: u64, option_ids: &[u32]) -> Result<SentMessage> {
+        let peer = self.lookup(peer)?;
+        let name = peer.username.as_str();
+        let message = history::load(&self.conn, peer.user_id, message_id)?
+            .ok_or_else(|| ClientError::Invalid(format!("no message {message_id} from @{name} is known to this profile")))?;
+        let Some(Body::Poll(poll)) = &message.body else {
+            return Err(ClientError::Invalid(format!("message {message_id} from @{name} is no poll")));
+        };
+        let vote = PollVote { message_id, option_ids: option_ids.to_vec(), ..Default::default() };
+        polls::check_vote(poll, &vote, false, crate::clock::unix_now())
+            .map_err(|why| ClientError::Invalid(format!("vote in message {message_id} from @{name}: {why}")))?;
+        let mut content = Content::new();
+        content.set_poll_vote(vote);
         self.send_content(&peer, &content)
     }
 

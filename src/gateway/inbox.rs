@@ -334,6 +334,7 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
         }
         Some(Body::Reaction(reaction)) => updates::enqueue_reaction(c, &chat, reaction, env.date),
         Some(Body::InlineQuery(q)) => updates::enqueue_inline_query(c, &chat, q, env.date),
+        Some(Body::PollVote(vote)) => updates::enqueue_poll_vote(c, &chat, vote, env.date),
         // What else a user may send (their own edits, deletions, chat actions) has no update
         // in this profile.
         other => {
@@ -376,6 +377,8 @@ fn content_kind(body: Option<&Body>) -> &'static str {
         Some(Body::Venue(_)) => "venue",
         Some(Body::Contact(_)) => "contact",
         Some(Body::Dice(_)) => "dice",
+        Some(Body::Poll(_)) => "poll",
+        Some(Body::PollVote(_)) => "vote",
     }
 }
 

@@ -40,11 +40,19 @@ pub fn dice_names() -> String {
 
 impl Content {
     /// Whether this content is a message that takes a place in its dialog's history (a text,
-    /// a file, a location, venue, contact or dice), rather than something done to one.
+    /// a file, a location, venue, contact, dice or poll), rather than something done to one.
     pub fn is_message(&self) -> bool {
         matches!(
             self.body,
-            Some(Body::Text(_) | Body::Media(_) | Body::Location(_) | Body::Venue(_) | Body::Contact(_) | Body::Dice(_))
+            Some(
+                Body::Text(_)
+                    | Body::Media(_)
+                    | Body::Location(_)
+                    | Body::Venue(_)
+                    | Body::Contact(_)
+                    | Body::Dice(_)
+                    | Body::Poll(_)
+            )
         )
     }
 
@@ -54,9 +62,11 @@ impl Content {
     }
 }
 
-/// Checks the location, venue, contact or dice a content carries (any other content passes).
+/// Checks the location, venue, contact, dice or poll a content carries (any other content
+/// passes).
 pub fn check_shared(content: &Content) -> Result<(), String> {
     match &content.body {
+        Some(Body::Poll(p)) => super::polls::check_poll(p),
         Some(Body::Location(l)) => check_location(l),
         Some(Body::Venue(v)) => check_venue(v),
         Some(Body::Contact(c)) => check_contact(c),

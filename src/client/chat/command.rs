@@ -1,5 +1,5 @@
 //! What a line typed in chat mode asks for: a message to the peer, or one of chat mode's own
-//! commands (`/press`, `/reply`, `/react`, `/inline`, `/choose`, `/location`, `/contact`,
+//! commands (`/press`, `/reply`, `/react`, `/inline`, `/choose`, `/location`, `/contact`, `/vote`,
 //! `/switch`, `/commands`, `/quit`; `display::HELP` lists them).
 
 use super::super::message::{Button, Keyboard};
@@ -47,6 +47,8 @@ pub(super) enum Command<'a> {
     Location { latitude: f64, longitude: f64 },
     /// Share our own contact card.
     Contact,
+    /// Vote in a poll: option indexes from 0 (typed from 1); none retracts.
+    Vote { message_id: u64, options: Vec<u32> },
     Commands,
     /// Open another conversation: `@user` or a group's title.
     Switch(&'a str),
@@ -96,6 +98,14 @@ pub(super) fn command(line: &str) -> Command<'_> {
             match (degrees(lat), degrees(lon)) {
                 (Some(latitude), Some(longitude)) => Command::Location { latitude, longitude },
                 _ => usage("/location", "usage: /location LATITUDE LONGITUDE (decimal degrees, e.g. /location 52.52 13.405)"),
+            }
+        }
+        "/vote" => {
+            let (first, options) = split_word(rest);
+            let options: Option<Vec<u32>> = options.split_whitespace().map(|o| positive(o).map(|n| n as u32 - 1)).collect();
+            match (positive(first), options) {
+                (Some(message_id), Some(options)) => Command::Vote { message_id, options },
+                _ => usage("/vote", "usage: /vote MESSAGE_ID [N...] (options by their number; none retracts your vote)"),
             }
         }
         "/contact" if rest.is_empty() => Command::Contact,
@@ -192,6 +202,10 @@ mod tests {
         assert!(matches!(command("/location north 1"), Command::Usage { command: "/location", .. }));
         assert!(matches!(command("/location 1 2 3"), Command::Usage { command: "/location", .. }));
         assert_eq!(command("/contact"), Command::Contact);
+        assert_eq!(command("/vote 5 1 3"), Command::Vote { message_id: 5, options: vec![0, 2] });
+        assert_eq!(command("/vote 5"), Command::Vote { message_id: 5, options: vec![] });
+        assert!(matches!(command("/vote 5 0"), Command::Usage { command: "/vote", .. }));
+        assert!(matches!(command("/vote"), Command::Usage { command: "/vote", .. }));
         assert!(matches!(command("/contact me"), Command::Usage { command: "/contact", .. }));
     }
 

@@ -62,6 +62,7 @@ enum Job {
     Choose { session_id: u64, result_id: String },
     /// Share a location, or (`None`) our own contact card, in the current conversation.
     Share(Option<LocationInfo>),
+    Vote { message_id: u64, options: Vec<u32> },
     Switch(String),
     /// The bot's description and commands, then chat mode's (`/commands`).
     Commands,
@@ -246,6 +247,7 @@ fn handle_line(line: &str, screen: &Screen, typist: &Profile, target: &SharedTar
         Command::Switch(name) => Job::Switch(name.to_string()),
         Command::Location { latitude, longitude } => Job::Share(Some(LocationInfo::point(latitude, longitude))),
         Command::Contact => Job::Share(None),
+        Command::Vote { message_id, options } => Job::Vote { message_id, options },
         Command::Commands => Job::Commands,
     };
     // The sender is gone only when it panicked; leaving is all that is left.

@@ -126,6 +126,12 @@ impl Dialog {
                     Err(reason) => self.screen.show(&ChatEvent::Failed { command, reason: &reason }),
                 }
             }
+            Job::Vote { message_id, options } => {
+                match in_dialog("/vote").and_then(|p| self.profile.vote(&p.username, message_id, &options).map_err(|e| e.to_string())) {
+                    Ok(_) => self.screen.show(&ChatEvent::Voted { message_id, options: &options }),
+                    Err(reason) => self.screen.show(&ChatEvent::Failed { command: "/vote", reason: &reason }),
+                }
+            }
             Job::Switch(name) => self.switch(&name),
             Job::Commands | Job::Menu => {
                 if let Some(p) = peer.filter(|p| p.is_bot) {

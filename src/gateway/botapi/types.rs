@@ -9,7 +9,8 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::wire::e2e::{Contact, Dice, Entity, Location, Venue};
+use crate::wire::e2e::poll::Type as PollType;
+use crate::wire::e2e::{Contact, Dice, Entity, Location, Poll, Venue};
 
 /// Update payload keys the gateway may emit (SPEC "Update").
 pub const UPDATE_KINDS: &[&str] = &[
@@ -22,6 +23,8 @@ pub const UPDATE_KINDS: &[&str] = &[
     "my_chat_member",
     "chat_member",
     "chat_join_request",
+    "poll",
+    "poll_answer",
 ];
 
 // ── Views ──
@@ -107,6 +110,8 @@ pub enum SharedView {
     Venue(Venue),
     Contact(Contact),
     Dice(Dice),
+    /// A poll under its Bot API id, with the counts and `is_closed` as they are now.
+    Poll { id: String, poll: Poll },
 }
 
 /// Which Bot API object a file is shown as (its `name` is the Message field).
@@ -248,6 +253,9 @@ fn message_json_at(msg: &MessageView, nest: bool) -> Value {
         Some(SharedView::Dice(d)) => {
             o.insert("dice".into(), json!({"emoji": d.emoji, "value": d.value}));
         }
+        Some(SharedView::Poll { id, poll }) => {
+            o.insert("poll".into(), poll_json(id, poll));
+        }
         None => {}
     }
     if !msg.reply_markup.is_empty() {
@@ -328,6 +336,39 @@ pub fn contact_json(c: &Contact) -> Value {
     }
     insert_opt_str(&mut o, "vcard", Some(&c.vcard));
     Value::Object(o)
+}
+
+/// Poll JSON with every field aiogram requires (`id`, `question`, `options` with
+/// `voter_count`, `total_voter_count`, `is_closed`, `is_anonymous`, `type`,
+/// `allows_multiple_answers`), and `correct_option_id`, `explanation`, `close_date` when they
+/// apply.
+pub fn poll_json(id: &str, p: &Poll) -> Value {
+    let quiz = p.type_.enum_value() == Ok(PollType::QUIZ);
+    let mut o = Map::new();
+    o.insert("id".into(), json!(id));
+    o.insert("question".into(), json!(p.question));
+    o.insert(
+        "options".into(),
+        Value::Array(p.options.iter().map(|opt| json!({"text": opt.text, "voter_count": opt.voter_count})).collect()),
+    );
+    o.insert("total_voter_count".into(), json!(p.total_voter_count));
+    o.insert("is_closed".into(), json!(p.is_closed));
+    o.insert("is_anonymous".into(), json!(p.is_anonymous));
+    o.insert("type".into(), json!(if quiz { "quiz" } else { "regular" }));
+    o.insert("allows_multiple_answers".into(), json!(p.allows_multiple_answers));
+    if quiz {
+        o.insert("correct_option_id".into(), json!(p.correct_option_id));
+    }
+    insert_opt_str(&mut o, "explanation", Some(&p.explanation));
+    if p.close_date != 0 {
+        o.insert("close_date".into(), json!(p.close_date));
+    }
+    Value::Object(o)
+}
+
+/// PollAnswer JSON: `poll_id`, `user`, `option_ids` (empty: the vote was retracted).
+pub fn poll_answer_json(poll_id: &str, user: &UserView, option_ids: &[u32]) -> Value {
+    json!({"poll_id": poll_id, "user": user_json(user), "option_ids": option_ids})
 }
 
 /// File JSON (getFile): `file_id`, `file_unique_id`, `file_size`, and the relative
@@ -516,6 +557,31 @@ mod tests {
 
         m.shared = Some(SharedView::Dice(Dice { emoji: "🎯".into(), value: 6, ..Default::default() }));
         assert_eq!(message_json(&m)["dice"], json!({"emoji": "🎯", "value": 6}));
+
+        let option = |text: &str, n| crate::wire::e2e::PollOption { text: text.into(), voter_count: n, ..Default::default() };
+        let quiz = Poll {
+            question: "2+2?".into(),
+            options: vec![option("3", 0), option("4", 2)],
+            type_: PollType::QUIZ.into(),
+            correct_option_id: 1,
+            total_voter_count: 2,
+            ..Default::default()
+        };
+        m.shared = Some(SharedView::Poll { id: "42_5".into(), poll: quiz });
+        let v = message_json(&m);
+        assert_eq!(find_null(&v, "$"), None);
+        assert_eq!(
+            v["poll"],
+            json!({
+                "id": "42_5", "question": "2+2?", "options": [{"text": "3", "voter_count": 0}, {"text": "4", "voter_count": 2}],
+                "total_voter_count": 2, "is_closed": false, "is_anonymous": false, "type": "quiz",
+                "allows_multiple_answers": false, "correct_option_id": 1
+            })
+        );
+        assert_eq!(
+            poll_answer_json("42_5", &alice(), &[1]),
+            json!({"poll_id": "42_5", "user": {"id": 42, "is_bot": false, "first_name": "Alice"}, "option_ids": [1]})
+        );
     }
 
     #[test]

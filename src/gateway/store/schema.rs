@@ -14,6 +14,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 4, sql: &[GATEWAY_MEDIA] },
     // Groups: the chat id map, our membership and our pending commit (`store::groups`).
     Step { version: 5, sql: &[super::groups::SCHEMA] },
+    // Polls: the votes of each voter (`store::polls`).
+    Step { version: 6, sql: &[super::polls::SCHEMA] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).

@@ -1,5 +1,5 @@
 //! Changing what the bot sent: `editMessageText`, `editMessageReplyMarkup`,
-//! `editMessageLiveLocation`, `stopMessageLiveLocation` and `deleteMessage`. Only messages this
+//! `editMessageLiveLocation`, `stopMessageLiveLocation`, `stopPoll` and `deleteMessage`. Only messages this
 //! bot sent that are still in the runtime's durable history (`chats::HISTORY_LIMIT`) qualify; the user's client shows the edit (with `edit_date`) or
 //! removes the message. The history takes the change when the platform acknowledges it.
 
@@ -13,7 +13,8 @@ use crate::gateway::outbox;
 use crate::gateway::runtime::{unix_now, BotShared};
 use crate::gateway::store::chats;
 use crate::wire::e2e::content::Body;
-use crate::wire::e2e::{Content, Delete, Edit, InlineKeyboard, Location, Text};
+use crate::gateway::updates;
+use crate::wire::e2e::{Content, Delete, Edit, InlineKeyboard, Location, Poll, Text};
 use crate::wire::places;
 
 /// What is done to the message, for the errors.
@@ -65,9 +66,15 @@ fn own_message(
     Ok((chat, entry))
 }
 
-/// Sends the new state of `entry` as an edit (keyboard signed for the same message) and
-/// answers the edited Message.
-fn send_edit(bot: &BotShared, chat: &Target, entry: chats::HistoryEntry, mut new: Content) -> Result<Value, ApiError> {
+/// Sends the new state of `entry` as an edit and answers the edited Message.
+fn send_edit(bot: &BotShared, chat: &Target, entry: chats::HistoryEntry, new: Content) -> Result<Value, ApiError> {
+    let edited = submit_edit(bot, chat, entry, new)?;
+    Ok(types::message_json(&bot.message_view(chat.as_ref(), &edited)?))
+}
+
+/// Sends the new state of `entry` as an edit (keyboard signed for the same message); returns
+/// the message as edited.
+fn submit_edit(bot: &BotShared, chat: &Target, entry: chats::HistoryEntry, mut new: Content) -> Result<chats::HistoryEntry, ApiError> {
     new.keyboard.mut_or_insert_default().context = MessageField::none();
     if new.keyboard.rows.is_empty() {
         new.keyboard = MessageField::none();
@@ -96,8 +103,7 @@ fn send_edit(bot: &BotShared, chat: &Target, entry: chats::HistoryEntry, mut new
     let mut content = Content::new();
     content.set_edit(Edit { message_id: entry.message_id as u64, content: MessageField::some(new.clone()), edit_date, ..Default::default() });
     outbox::submit(bot, chat.chat_id(), content, SEND_WAIT)?;
-    let edited = chats::HistoryEntry { content: new, edit_date, ..entry };
-    Ok(types::message_json(&bot.message_view(chat.as_ref(), &edited)?))
+    Ok(chats::HistoryEntry { content: new, edit_date, ..entry })
 }
 
 /// `editMessageText`: new text (with `parse_mode` or `entities`) and, as in the Bot API, the
@@ -174,4 +180,26 @@ pub(super) fn stop_message_live_location(bot: &BotShared, params: &Params) -> Re
     new.set_location(Location { live_stopped: true, ..now });
     new.keyboard = MessageField::from_option(keyboard);
     send_edit(bot, &chat, entry, new)
+}
+
+/// `stopPoll`: closes the bot's poll with its final counts; the user's client shows them (an
+/// edit). Answers the stopped Poll, as the Bot API does.
+pub(super) fn stop_poll(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let keyboard = markup::inline_keyboard(params)?;
+    let (chat, entry) = own_message(bot, params, Change::Edit, |c| matches!(c.body, Some(Body::Poll(_))))?;
+    let Some(Body::Poll(poll)) = &entry.content.body else { unreachable!("checked by own_message") };
+    if poll.is_closed {
+        return Err(ApiError::bad_request("poll has already been closed"));
+    }
+    let final_poll = bot
+        .store
+        .read(|c| updates::poll_now(c, &entry, poll, unix_now()))
+        .map_err(|e| ApiError::internal(format!("reading the votes of poll {}/{}: {e}", entry.chat_id, entry.message_id)))?;
+    let id = updates::poll_id(entry.chat_id, entry.message_id);
+    let mut new = entry.content.clone();
+    new.set_poll(Poll { is_closed: true, ..final_poll });
+    new.keyboard = MessageField::from_option(keyboard);
+    let stopped = submit_edit(bot, &chat, entry, new)?;
+    let Some(Body::Poll(poll)) = &stopped.content.body else { unreachable!("a poll was sent") };
+    Ok(types::poll_json(&id, poll))
 }

@@ -302,6 +302,10 @@ fn source_message(bot: &BotShared, params: &Params) -> Result<(chats::PrivateCha
     if !entry.content.is_message() {
         return Err(ApiError::bad_request("message can't be forwarded"));
     }
+    // A poll's votes belong to the message they were cast in.
+    if matches!(entry.content.body, Some(Body::Poll(_))) {
+        return Err(ApiError::bad_request("polls can't be forwarded or copied by this gateway"));
+    }
     // Only the original of a live location moves: a forward or copy is the point as it is.
     if let Some(Body::Location(l)) = &mut entry.content.body {
         *l = Location { latitude: l.latitude, longitude: l.longitude, horizontal_accuracy: l.horizontal_accuracy, ..Default::default() };
