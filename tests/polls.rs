@@ -53,7 +53,8 @@ fn votes_travel_from_e2e_chat_to_the_bot_and_stop_poll_closes_it() {
     }));
     let poll_id = sent["poll"]["id"].as_str().expect("poll id").to_string();
     let message_id = sent["message_id"].as_u64().expect("message id");
-    assert_eq!(sent["poll"]["options"][2], json!({"text": "Salad", "voter_count": 0}));
+    assert_eq!(sent["poll"]["options"][2], json!({"persistent_id": "2", "text": "Salad", "voter_count": 0}));
+    assert_eq!((sent["poll"]["allows_revoting"].as_bool(), sent["poll"]["members_only"].as_bool()), (Some(true), Some(false)));
     assert_eq!((sent["poll"]["type"].as_str(), sent["poll"]["is_closed"].as_bool()), (Some("regular"), Some(false)));
     let (status, body) = gw.call("sendPoll", json!({"chat_id": chat, "question": "Q", "options": ["only one"]}));
     assert_eq!(status, 400, "{body}");
@@ -67,7 +68,13 @@ fn votes_travel_from_e2e_chat_to_the_bot_and_stop_poll_closes_it() {
     let id = message_id.to_string();
     e2e_chat(&profile, &["vote", &bot, &id, "1", "3"]);
     let u = next(gw, &mut offset, 2);
-    assert_eq!(u[0]["poll_answer"], json!({"poll_id": poll_id, "user": {"id": chat, "is_bot": false, "first_name": "User alice", "username": "alice"}, "option_ids": [0, 2]}));
+    assert_eq!(
+        u[0]["poll_answer"],
+        json!({
+            "poll_id": poll_id, "user": {"id": chat, "is_bot": false, "first_name": "User alice", "username": "alice"},
+            "option_ids": [0, 2], "option_persistent_ids": ["0", "2"]
+        })
+    );
     let counts = |poll: &Value| poll["options"].as_array().expect("options").iter().map(|o| o["voter_count"].as_u64().unwrap_or(99)).collect::<Vec<_>>();
     assert_eq!((counts(&u[1]["poll"]), &u[1]["poll"]["total_voter_count"]), (vec![1, 0, 1], &json!(1)));
     e2e_chat(&profile, &["vote", &bot, &id]);
@@ -83,8 +90,10 @@ fn votes_travel_from_e2e_chat_to_the_bot_and_stop_poll_closes_it() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no option 3"), "{}", String::from_utf8_lossy(&out.stderr));
 
     // An anonymous quiz: only the counts reach the bot, and a second answer is refused.
+    // (PTB 22.8 sends correct_option_ids; the older correct_option_id is read too.)
     let quiz = ok(gw, "sendPoll", json!({"chat_id": chat, "question": "2+2?", "options": ["3", "4"], "type": "quiz", "correct_option_id": 1, "open_period": 600}));
-    assert_eq!((quiz["poll"]["is_anonymous"].as_bool(), quiz["poll"]["correct_option_id"].as_u64()), (Some(true), Some(1)));
+    assert_eq!((quiz["poll"]["is_anonymous"].as_bool(), &quiz["poll"]["correct_option_ids"]), (Some(true), &json!([1])));
+    assert_eq!(quiz["poll"]["allows_revoting"], false, "a quiz answer is final");
     assert!(quiz["poll"]["close_date"].as_i64().unwrap_or(0) > 0, "{quiz}");
     e2e_chat(&profile, &["listen", "--count", "1", "--timeout", "30"]);
     let quiz_id = quiz["message_id"].to_string();

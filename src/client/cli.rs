@@ -77,8 +77,8 @@ Commands:
         phone number, the platform has none; prints {\"chat_id\",\"message_id\",\"date\"}
   vote @BOT MESSAGE_ID [OPTION...]
         vote in a bot's poll: OPTION is an option's number as shown, from 1 (several
-        where the poll allows several answers); none retracts your vote (a quiz answer
-        is final); prints {\"chat_id\",\"message_id\"}
+        where the poll allows several answers); none retracts your vote (where the
+        poll allows changing it); prints {\"chat_id\",\"message_id\"}
   download @PEER MESSAGE_ID OUT_PATH
         fetch the file of a received message, verify all of it, then write OUT_PATH
         (through OUT_PATH.part, mode 0600; nothing is written when verification fails);

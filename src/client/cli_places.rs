@@ -138,8 +138,9 @@ pub(super) fn shared_field(s: &Shared) -> (&'static str, String) {
                 ("is_closed", json!(p.is_closed).to_string()),
                 ("total_voter_count", json!(p.total_voter_count).to_string()),
             ];
-            if let Some(id) = p.correct_option_id {
-                fields.push(("correct_option_id", json!(id).to_string()));
+            fields.push(("allows_revoting", json!(p.allows_revoting).to_string()));
+            if p.quiz {
+                fields.push(("correct_option_ids", json!(p.correct_option_ids).to_string()));
             }
             push_set(&mut fields, "explanation", &p.explanation);
             if p.close_date != 0 {

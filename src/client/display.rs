@@ -363,7 +363,7 @@ pub fn shared_text(s: &Shared) -> String {
                 out.push_str(&format!("\n{}) {text}", i + 1));
                 if p.is_closed {
                     out.push_str(&format!(" — {count}"));
-                    if p.correct_option_id == Some(i as u32) {
+                    if p.correct_option_ids.contains(&(i as u32)) {
                         out.push_str(" ✓");
                     }
                 }

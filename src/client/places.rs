@@ -106,8 +106,10 @@ pub struct PollInfo {
     pub quiz: bool,
     pub is_anonymous: bool,
     pub allows_multiple_answers: bool,
-    /// A quiz's correct option.
-    pub correct_option_id: Option<u32>,
+    /// A quiz's correct options.
+    pub correct_option_ids: Vec<u32>,
+    /// A vote may be changed or retracted.
+    pub allows_revoting: bool,
     pub explanation: String,
     /// Unix seconds after which votes no longer count; 0: none.
     pub close_date: i64,
@@ -153,7 +155,8 @@ impl Shared {
                     quiz,
                     is_anonymous: p.is_anonymous,
                     allows_multiple_answers: p.allows_multiple_answers,
-                    correct_option_id: quiz.then_some(p.correct_option_id),
+                    correct_option_ids: p.correct_option_ids.clone(),
+                    allows_revoting: p.allows_revoting,
                     explanation: p.explanation.clone(),
                     close_date: p.close_date,
                     is_closed: p.is_closed,
@@ -193,7 +196,8 @@ impl Shared {
                 type_: if p.quiz { PollType::QUIZ } else { PollType::REGULAR }.into(),
                 is_anonymous: p.is_anonymous,
                 allows_multiple_answers: p.allows_multiple_answers,
-                correct_option_id: p.correct_option_id.unwrap_or(0),
+                correct_option_ids: p.correct_option_ids.clone(),
+                allows_revoting: p.allows_revoting,
                 explanation: p.explanation.clone(),
                 close_date: p.close_date,
                 ..Default::default()

@@ -33,12 +33,19 @@ pub fn check_poll(p: &Poll) -> Result<(), String> {
     }
     match p.type_.enum_value() {
         Ok(PollType::QUIZ) => {
-            if p.allows_multiple_answers {
-                return Err("a quiz can't allow multiple answers".into());
+            let ids = &p.correct_option_ids;
+            if ids.is_empty() || ids.windows(2).any(|w| w[0] >= w[1]) || ids.iter().any(|&i| i as usize >= p.options.len()) {
+                return Err(format!(
+                    "correct_option_ids must be ascending indexes of options (0 to {}), at least one",
+                    p.options.len() - 1
+                ));
             }
-            if p.correct_option_id as usize >= p.options.len() {
-                return Err(format!("correct_option_id must be the index of an option (0 to {})", p.options.len() - 1));
+            if ids.len() > 1 && !p.allows_multiple_answers {
+                return Err("a quiz with several correct options must allow multiple answers".into());
             }
+        }
+        Ok(PollType::REGULAR) if !p.correct_option_ids.is_empty() => {
+            return Err("correct_option_ids is for quizzes only".into())
         }
         Ok(PollType::REGULAR) if !p.explanation.is_empty() => return Err("explanation is for quizzes only".into()),
         Ok(PollType::REGULAR) => {}
@@ -53,7 +60,8 @@ pub fn is_open(p: &Poll, now: i64) -> bool {
 }
 
 /// A vote in `poll` at `now`: the poll is open, the options exist and are distinct, more than
-/// one only where the poll allows it, and a quiz answer is final.
+/// one only where the poll allows it, and a vote is changed or retracted only where the poll
+/// allows revoting.
 pub fn check_vote(poll: &Poll, vote: &PollVote, had_voted: bool, now: i64) -> Result<(), String> {
     if !is_open(poll, now) {
         return Err("the poll is closed".into());
@@ -69,8 +77,8 @@ pub fn check_vote(poll: &Poll, vote: &PollVote, had_voted: bool, now: i64) -> Re
     if vote.option_ids.len() > 1 && !poll.allows_multiple_answers {
         return Err("the poll allows one answer only".into());
     }
-    if poll.type_.enum_value() == Ok(PollType::QUIZ) && had_voted {
-        return Err("a quiz answer can't be changed or retracted".into());
+    if had_voted && !poll.allows_revoting {
+        return Err("the poll does not allow changing a vote".into());
     }
     Ok(())
 }
@@ -97,19 +105,28 @@ mod tests {
         let mut p = poll(&["a", "b"]);
         p.question = "x".repeat(301);
         assert!(check_poll(&p).expect_err("long").starts_with("question"));
-        let mut quiz = poll(&["a", "b"]);
+        let mut quiz = poll(&["a", "b", "c"]);
         quiz.type_ = PollType::QUIZ.into();
-        quiz.correct_option_id = 2;
-        assert!(check_poll(&quiz).expect_err("no such option").starts_with("correct_option_id"));
-        quiz.correct_option_id = 1;
+        assert!(check_poll(&quiz).expect_err("none").starts_with("correct_option_ids"));
+        quiz.correct_option_ids = vec![3];
+        assert!(check_poll(&quiz).expect_err("no such option").starts_with("correct_option_ids"));
+        quiz.correct_option_ids = vec![1];
         check_poll(&quiz).expect("quiz");
+        quiz.correct_option_ids = vec![2, 1];
+        assert!(check_poll(&quiz).is_err(), "not ascending");
+        quiz.correct_option_ids = vec![1, 2];
+        assert!(check_poll(&quiz).expect_err("single answer").contains("multiple answers"));
         quiz.allows_multiple_answers = true;
-        assert!(check_poll(&quiz).is_err());
+        check_poll(&quiz).expect("two correct options");
+        let mut regular = poll(&["a", "b"]);
+        regular.correct_option_ids = vec![0];
+        assert!(check_poll(&regular).is_err());
     }
 
     #[test]
     fn votes_are_checked_against_their_poll() {
         let mut p = poll(&["a", "b", "c"]);
+        p.allows_revoting = true;
         let vote = |ids: &[u32]| PollVote { message_id: 1, option_ids: ids.to_vec(), ..Default::default() };
         check_vote(&p, &vote(&[2]), false, 10).expect("one");
         check_vote(&p, &vote(&[]), true, 10).expect("retract");
@@ -121,9 +138,9 @@ mod tests {
         p.close_date = 10;
         assert!(check_vote(&p, &vote(&[0]), false, 10).expect_err("closed").contains("closed"));
         p.close_date = 0;
-        p.type_ = PollType::QUIZ.into();
-        p.allows_multiple_answers = false;
-        assert!(check_vote(&p, &vote(&[1]), true, 10).expect_err("final").contains("quiz"));
+        p.allows_revoting = false;
+        assert!(check_vote(&p, &vote(&[1]), true, 10).expect_err("final").contains("changing a vote"));
+        check_vote(&p, &vote(&[1]), false, 10).expect("a first vote");
         p.is_closed = true;
         assert!(!is_open(&p, 0));
     }

@@ -338,10 +338,11 @@ pub fn contact_json(c: &Contact) -> Value {
     Value::Object(o)
 }
 
-/// Poll JSON with every field aiogram requires (`id`, `question`, `options` with
-/// `voter_count`, `total_voter_count`, `is_closed`, `is_anonymous`, `type`,
-/// `allows_multiple_answers`), and `correct_option_id`, `explanation`, `close_date` when they
-/// apply.
+/// Poll JSON with every field PTB 22.8 and aiogram 3.29 require (Bot API 9.6/10.0: `id`,
+/// `question`, `options` with `persistent_id` and `voter_count`, `total_voter_count`,
+/// `is_closed`, `is_anonymous`, `type`, `allows_multiple_answers`, `allows_revoting`,
+/// `members_only`), and `correct_option_ids`, `explanation`, `close_date` when they apply. An
+/// option's persistent id is its index: options are never added or removed here.
 pub fn poll_json(id: &str, p: &Poll) -> Value {
     let quiz = p.type_.enum_value() == Ok(PollType::QUIZ);
     let mut o = Map::new();
@@ -349,15 +350,23 @@ pub fn poll_json(id: &str, p: &Poll) -> Value {
     o.insert("question".into(), json!(p.question));
     o.insert(
         "options".into(),
-        Value::Array(p.options.iter().map(|opt| json!({"text": opt.text, "voter_count": opt.voter_count})).collect()),
+        Value::Array(
+            p.options
+                .iter()
+                .enumerate()
+                .map(|(i, opt)| json!({"persistent_id": i.to_string(), "text": opt.text, "voter_count": opt.voter_count}))
+                .collect(),
+        ),
     );
     o.insert("total_voter_count".into(), json!(p.total_voter_count));
     o.insert("is_closed".into(), json!(p.is_closed));
     o.insert("is_anonymous".into(), json!(p.is_anonymous));
     o.insert("type".into(), json!(if quiz { "quiz" } else { "regular" }));
     o.insert("allows_multiple_answers".into(), json!(p.allows_multiple_answers));
+    o.insert("allows_revoting".into(), json!(p.allows_revoting));
+    o.insert("members_only".into(), json!(false));
     if quiz {
-        o.insert("correct_option_id".into(), json!(p.correct_option_id));
+        o.insert("correct_option_ids".into(), json!(p.correct_option_ids));
     }
     insert_opt_str(&mut o, "explanation", Some(&p.explanation));
     if p.close_date != 0 {
@@ -366,9 +375,11 @@ pub fn poll_json(id: &str, p: &Poll) -> Value {
     Value::Object(o)
 }
 
-/// PollAnswer JSON: `poll_id`, `user`, `option_ids` (empty: the vote was retracted).
+/// PollAnswer JSON: `poll_id`, `user`, `option_ids` and `option_persistent_ids` (both
+/// empty: the vote was retracted).
 pub fn poll_answer_json(poll_id: &str, user: &UserView, option_ids: &[u32]) -> Value {
-    json!({"poll_id": poll_id, "user": user_json(user), "option_ids": option_ids})
+    let persistent: Vec<String> = option_ids.iter().map(u32::to_string).collect();
+    json!({"poll_id": poll_id, "user": user_json(user), "option_ids": option_ids, "option_persistent_ids": persistent})
 }
 
 /// File JSON (getFile): `file_id`, `file_unique_id`, `file_size`, and the relative
@@ -563,7 +574,7 @@ mod tests {
             question: "2+2?".into(),
             options: vec![option("3", 0), option("4", 2)],
             type_: PollType::QUIZ.into(),
-            correct_option_id: 1,
+            correct_option_ids: vec![1],
             total_voter_count: 2,
             ..Default::default()
         };
@@ -573,14 +584,15 @@ mod tests {
         assert_eq!(
             v["poll"],
             json!({
-                "id": "42_5", "question": "2+2?", "options": [{"text": "3", "voter_count": 0}, {"text": "4", "voter_count": 2}],
+                "id": "42_5", "question": "2+2?",
+                "options": [{"persistent_id": "0", "text": "3", "voter_count": 0}, {"persistent_id": "1", "text": "4", "voter_count": 2}],
                 "total_voter_count": 2, "is_closed": false, "is_anonymous": false, "type": "quiz",
-                "allows_multiple_answers": false, "correct_option_id": 1
+                "allows_multiple_answers": false, "allows_revoting": false, "members_only": false, "correct_option_ids": [1]
             })
         );
         assert_eq!(
             poll_answer_json("42_5", &alice(), &[1]),
-            json!({"poll_id": "42_5", "user": {"id": 42, "is_bot": false, "first_name": "Alice"}, "option_ids": [1]})
+            json!({"poll_id": "42_5", "user": {"id": 42, "is_bot": false, "first_name": "Alice"}, "option_ids": [1], "option_persistent_ids": ["1"]})
         );
     }
 

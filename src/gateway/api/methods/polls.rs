@@ -32,32 +32,49 @@ pub(super) fn send_poll(bot: &BotShared, params: &Params) -> Result<Value, ApiEr
 
 /// `sendPoll`'s poll at `now`: `question`, `options` (InputPollOption objects or plain
 /// strings), `type`, `is_anonymous` (default true, as in the Bot API),
-/// `allows_multiple_answers`, `correct_option_id` (a quiz's, required), `explanation`,
-/// `open_period` or `close_date` (5 to 600 seconds ahead), `is_closed`. Formatting of the
-/// question and explanation (`*_parse_mode`, `*_entities`) is refused rather than dropped.
+/// `allows_multiple_answers`, `allows_revoting` (default: true for a regular poll, false for a
+/// quiz), `correct_option_ids` (or the older `correct_option_id`; a quiz's, required),
+/// `explanation`, `open_period` or `close_date` (5 to 600 seconds ahead), `is_closed`.
+/// `shuffle_options`, `hide_results_until_closes` (the user sees counts only once it closes
+/// anyway), `members_only` (channels only) and `country_codes` are accepted and have no
+/// effect; what this gateway cannot carry (formatted texts, media, a description, options
+/// added later) is refused rather than dropped.
 pub(super) fn poll_request(params: &Params, now: i64) -> Result<Poll, ApiError> {
-    for name in ["question_parse_mode", "question_entities", "explanation_parse_mode", "explanation_entities"] {
+    for name in [
+        "question_parse_mode",
+        "question_entities",
+        "explanation_parse_mode",
+        "explanation_entities",
+        "description",
+        "description_parse_mode",
+        "description_entities",
+        "media",
+        "explanation_media",
+    ] {
         if params.get(name).is_some_and(|v| !v.as_str().is_some_and(str::is_empty)) {
-            return Err(ApiError::bad_request(format!("{name}: formatted poll texts are not supported by this gateway")));
+            return Err(ApiError::bad_request(format!("{name}: formatted poll texts, descriptions and media are not supported by this gateway")));
         }
+    }
+    if params.flag("allow_adding_options")? {
+        return Err(ApiError::bad_request("allow_adding_options: options added after sending are not supported by this gateway"));
     }
     let kind = match params.optional_str("type")?.as_deref() {
         None | Some("") | Some("regular") => PollType::REGULAR,
         Some("quiz") => PollType::QUIZ,
         Some(other) => return Err(ApiError::bad_request(format!("type must be \"regular\" or \"quiz\", got {other:?}"))),
     };
-    let correct_option_id = match (kind, params.optional_i64("correct_option_id")?) {
-        (PollType::QUIZ, None) => return Err(ApiError::bad_request("correct_option_id is required for a quiz")),
-        (_, Some(id)) => u32::try_from(id).map_err(|_| ApiError::bad_request("correct_option_id must be the index of an option"))?,
-        (_, None) => 0,
-    };
+    let correct_option_ids = correct_option_ids(params)?;
+    if kind == PollType::QUIZ && correct_option_ids.is_empty() {
+        return Err(ApiError::bad_request("correct_option_ids is required for a quiz"));
+    }
     let poll = Poll {
         question: params.required_str("question")?,
         options: options(params)?,
         type_: kind.into(),
         is_anonymous: params.optional_bool("is_anonymous")?.unwrap_or(true),
         allows_multiple_answers: params.flag("allows_multiple_answers")?,
-        correct_option_id,
+        allows_revoting: params.optional_bool("allows_revoting")?.unwrap_or(kind == PollType::REGULAR),
+        correct_option_ids,
         explanation: params.optional_str("explanation")?.unwrap_or_default(),
         close_date: close_date(params, now)?,
         is_closed: params.flag("is_closed")?,
@@ -65,6 +82,19 @@ pub(super) fn poll_request(params: &Params, now: i64) -> Result<Poll, ApiError> 
     };
     polls::check_poll(&poll).map_err(ApiError::bad_request)?;
     Ok(poll)
+}
+
+/// `correct_option_ids` (a JSON array of indexes, or its text) or the older single
+/// `correct_option_id`; empty when neither is given.
+fn correct_option_ids(params: &Params) -> Result<Vec<u32>, ApiError> {
+    let bad = || ApiError::bad_request("correct_option_ids must be a JSON array of option indexes (0, 1, ...)");
+    if let Some(list) = params.optional_array("correct_option_ids").map_err(|_| bad())? {
+        return list.iter().map(|v| params::as_i64(v).and_then(|i| u32::try_from(i).ok()).ok_or_else(bad)).collect();
+    }
+    match params.optional_i64("correct_option_id")? {
+        Some(id) => Ok(vec![u32::try_from(id).map_err(|_| bad())?]),
+        None => Ok(Vec::new()),
+    }
 }
 
 /// `options`: a JSON array (or its text) of InputPollOption (`{"text": ...}`) or of strings,
@@ -115,7 +145,7 @@ mod tests {
                 ("question", "2+2?"),
                 ("options", r#"["3", "4", "5"]"#),
                 ("type", "quiz"),
-                ("correct_option_id", "1"),
+                ("correct_option_ids", "[1]"),
                 ("is_anonymous", "false"),
                 ("open_period", "60"),
                 ("explanation", "basic"),
@@ -123,11 +153,17 @@ mod tests {
             100,
         )
         .expect("form quiz");
-        assert_eq!((poll.options[1].text.as_str(), poll.correct_option_id, poll.is_anonymous), ("4", 1, false));
-        assert_eq!(poll.close_date, 160);
+        assert_eq!((poll.options[1].text.as_str(), poll.correct_option_ids.clone(), poll.is_anonymous), ("4", vec![1], false));
+        assert_eq!((poll.close_date, poll.allows_revoting), (160, false), "a quiz answer is final by default");
+        let legacy = poll_request(&p(json!({"question": "Q", "options": ["a", "b"], "type": "quiz", "correct_option_id": 0})), 100)
+            .expect("the older single correct_option_id");
+        assert_eq!(legacy.correct_option_ids, vec![0]);
         let multi = poll_request(&p(json!({"question": "Q", "options": ["a", "b"], "allows_multiple_answers": true, "close_date": 200})), 100)
             .expect("multiple");
-        assert!(multi.allows_multiple_answers && multi.close_date == 200);
+        assert!(multi.allows_multiple_answers && multi.close_date == 200 && multi.allows_revoting);
+        let fixed = poll_request(&p(json!({"question": "Q", "options": ["a", "b"], "allows_revoting": false, "shuffle_options": true})), 100)
+            .expect("accepted flags");
+        assert!(!fixed.allows_revoting);
     }
 
     #[test]
@@ -137,8 +173,11 @@ mod tests {
         assert_eq!(with(json!({"question": "Q"})), "Bad Request: options is required");
         assert!(with(json!({"question": "Q", "options": ["a"]})).contains("2 to 12 options"));
         assert!(with(json!({"question": "Q", "options": ["a", {"x": 1}]})).contains("options[1]"));
-        assert!(with(json!({"question": "Q", "options": ["a", "b"], "type": "quiz"})).contains("correct_option_id is required"));
-        assert!(with(json!({"question": "Q", "options": ["a", "b"], "type": "quiz", "correct_option_id": 2})).contains("correct_option_id"));
+        assert!(with(json!({"question": "Q", "options": ["a", "b"], "type": "quiz"})).contains("correct_option_ids is required"));
+        assert!(with(json!({"question": "Q", "options": ["a", "b"], "type": "quiz", "correct_option_ids": [2]})).contains("correct_option_ids"));
+        assert!(with(json!({"question": "Q", "options": ["a", "b"], "type": "quiz", "correct_option_ids": ["x"]})).contains("correct_option_ids"));
+        assert!(with(json!({"question": "Q", "options": ["a", "b"], "allow_adding_options": true})).contains("allow_adding_options"));
+        assert!(with(json!({"question": "Q", "options": ["a", "b"], "description": "more"})).contains("description"));
         assert!(with(json!({"question": "Q", "options": ["a", "b"], "type": "vote"})).contains("type must be"));
         assert!(with(json!({"question": "Q", "options": ["a", "b"], "open_period": 601})).contains("open_period"));
         assert!(with(json!({"question": "Q", "options": ["a", "b"], "close_date": 101})).contains("close_date"));
