@@ -119,3 +119,40 @@ fn votes_travel_from_e2e_chat_to_the_bot_and_stop_poll_closes_it() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("closed"));
 }
+
+#[test]
+fn chat_mode_shares_a_location_and_a_card_and_votes() {
+    use std::io::Write;
+    use support::chat::{piped_chat, read_until};
+
+    let world = World::start("chat_poll_bot");
+    let alice = world.user("alice");
+    let profile = world.dir.path().join("user-alice");
+    let bot = format!("@{}", world.bot_username());
+    let gw = &world.gateway;
+    alice.send_text(&bot, "hello").expect("hello");
+    let mut offset = 0;
+    next(gw, &mut offset, 1);
+    let poll = ok(gw, "sendPoll", json!({"chat_id": alice.user_id(), "question": "Tea?", "options": ["Yes", "No"], "is_anonymous": false}));
+    let poll_message = poll["message_id"].as_u64().expect("message id");
+
+    let (mut chat, mut stdin, out, err) = piped_chat(&profile, &bot);
+    read_until(&out, "the poll", |l| l.starts_with(&format!("[{bot}] [poll] Tea?")));
+    writeln!(stdin, "/location -33.87 151.21").expect("type");
+    read_until(&out, "the shared location", |l| l.starts_with("[you] [location -33.870000, 151.210000] (#"));
+    writeln!(stdin, "/contact").expect("type");
+    let card = format!("[you] [contact User alice (user {})] (#", alice.user_id());
+    read_until(&out, "the shared card", |l| l.starts_with(&card));
+    writeln!(stdin, "/vote {poll_message} 3").expect("type");
+    read_until(&err, "the refusal", |l| l.contains("/vote") && l.contains("no option 2"));
+    writeln!(stdin, "/vote {poll_message} 2").expect("type");
+    read_until(&out, "the vote", |l| l == format!("you voted 2 in #{poll_message}"));
+    writeln!(stdin, "/quit").expect("type");
+    assert!(chat.wait_exit("chat mode").success());
+
+    let u = next(gw, &mut offset, 4);
+    assert_eq!(u[0]["message"]["location"], json!({"latitude": -33.87, "longitude": 151.21}));
+    assert_eq!(u[1]["message"]["contact"], json!({"phone_number": "", "first_name": "User alice", "user_id": alice.user_id()}));
+    assert_eq!(u[2]["poll_answer"]["option_ids"], json!([1]));
+    assert_eq!(u[3]["poll"]["options"][1]["voter_count"], 1);
+}
