@@ -113,7 +113,7 @@ fn keyboards_edits_deletions_forwards_copies_and_actions_are_served() {
     // Unknown callbacks and inline sessions; methods not served yet are 400, not 404.
     refused(&world, "answerCallbackQuery", json!({"callback_query_id": "42_nope"}), 400, "query ID is invalid");
     refused(&world, "answerInlineQuery", json!({"inline_query_id": "77", "results": []}), 400, "query ID is invalid");
-    refused(&world, "sendPoll", json!({"chat_id": chat}), 400, "not supported by this gateway yet");
+    refused(&world, "sendSticker", json!({"chat_id": chat}), 400, "not supported by this gateway yet");
     refused(&world, "sendCarrierPigeon", json!({}), 404, "not found");
 
     // Everything the bot sent reached alice's device; let the outbox drain before the end.

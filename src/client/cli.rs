@@ -1,7 +1,8 @@
 //! The `e2e-chat` command line: its commands and their options (read by the one option parser,
 //! `crate::cli::Program::parse`: options anywhere before `--`), the one-JSON-object-per-line output of
-//! `register`, `send`, `press`, `react` and `listen`, and the error line on stderr. Scripts depend on this
-//! output; change it only together with them.
+//! `register`, `send`, `press`, `react` and `listen` (and `send-location`, `send-contact` in
+//! `cli_places`), and the error line on stderr. Scripts depend on this output; change it only
+//! together with them.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -77,6 +78,19 @@ Commands:
         guessed from the extension without --as (images: photo, .ogg/.oga: voice,
         .mp3/.m4a: audio, .mp4: video, else document); prints {\"chat_id\":N,
         \"message_id\":M,\"date\":T}
+  send-location @PEER LATITUDE LONGITUDE [--live SECONDS] [--accuracy METERS]
+                [--heading DEGREES] [--reply-to MESSAGE_ID]
+        share a point (decimal degrees: latitude -90..90, longitude -180..180; a negative
+        one goes after --: send-location @bot -- -33.87 151.21); --live 60..86400 (or
+        2147483647: until stopped) makes it a live location, --heading 1..360 is for a
+        live one; prints {\"chat_id\":N,\"message_id\":M,\"date\":T}
+  send-contact @PEER [--reply-to MESSAGE_ID]
+        share your own contact card: your display name (else username) and user id; no
+        phone number, the platform has none; prints {\"chat_id\",\"message_id\",\"date\"}
+  vote @BOT MESSAGE_ID [OPTION...]
+        vote in a bot's poll: OPTION is an option's number as shown, from 1 (several
+        where the poll allows several answers); none retracts your vote (where the
+        poll allows changing it); prints {\"chat_id\",\"message_id\"}
   download @PEER MESSAGE_ID OUT_PATH
         fetch the file of a received message, verify all of it, then write OUT_PATH
         (through OUT_PATH.part, mode 0600; nothing is written when verification fails);
@@ -89,7 +103,14 @@ Commands:
         \"one_time\",\"placeholder\"}: answer with reply-button), remove_keyboard: true,
         force_reply ({\"placeholder\"}: the bot asks for an answer), forward_origin; a file message has \"media\":{\"kind\",\"file_name\",
         \"mime_type\",\"size\"} (+ width, height, duration when known) and \"caption\"
-        (+ caption_entities) instead of text. Anything else has an \"event\" field: edited, deleted, reaction,
+        (+ caption_entities) instead of text; a location, venue, contact or dice message has
+        \"location\":{\"latitude\",\"longitude\"} (+ horizontal_accuracy, live_period,
+        heading, proximity_alert_radius, live_stopped when set), \"venue\":{\"location\",
+        \"title\",\"address\"}, \"contact\":{\"phone_number\",\"first_name\"} (+ last_name,
+        user_id), \"dice\":{\"emoji\",\"value\"} or \"poll\":{\"question\",\"options\":[{\"text\",
+        \"voter_count\"}],\"type\",\"is_anonymous\",\"allows_multiple_answers\",\"is_closed\",
+        \"total_voter_count\"} instead of text (an edited live location or a stopped poll: the
+        same field in the edited event). Anything else has an \"event\" field: edited, deleted, reaction,
         chat_action, callback_answer, and for groups (each with \"group\":{\"id\",\"title\"}):
         group_message (message_id, date, from, text, ... as a message), group_joined,
         group_membership (user, old_role, new_role, actor), group_commit (epoch, added,
@@ -115,7 +136,9 @@ Commands:
         it prints one line per thing: `[@sender] text (#id)`, `[you] text (#id)`, ...
         Commands: /press [ID] BUTTON (its number or callback data; no ID: the last message
         with buttons), /reply ID TEXT, /react ID [EMOJI] (none: remove), /inline QUERY,
-        /choose SESSION RESULT_ID, /switch @NAME or GROUP (another conversation),
+        /choose SESSION RESULT_ID, /location LAT LON (share a point), /contact (share your
+        contact card), /vote ID [N...] (a poll's options by number; none retracts),
+        /switch @NAME or GROUP (another conversation),
         /commands (the bot's commands and these), /quit; //x sends /x, any other /x (like
         /start) goes to the peer. /quit, Ctrl-D or end of input leaves; Ctrl-C clears the
         line. NO_COLOR turns colour off. Control characters in what arrives are shown
@@ -183,8 +206,8 @@ pub const PROGRAM: crate::cli::Program = crate::cli::Program {
     name: "e2e-chat",
     help: USAGE,
     commands: &[
-        "register", "send", "press", "reply-button", "start", "react", "inline", "choose", "send-file", "download", "listen",
-        "commands", "chat", "group", "channel", "join", "save-config",
+        "register", "send", "press", "reply-button", "start", "react", "inline", "choose", "send-file", "send-location",
+        "send-contact", "vote", "download", "listen", "commands", "chat", "group", "channel", "join", "save-config",
     ],
 };
 
@@ -215,7 +238,7 @@ pub(super) struct Global {
 
 /// The global options: before the command or anywhere among its arguments (before `--`).
 const GLOBAL_OPTIONS: [Opt; 2] = [Opt::value("--server"), Opt::value("--profile")];
-const REPLY_TO: Opt = Opt::value("--reply-to");
+pub(super) const REPLY_TO: Opt = Opt::value("--reply-to");
 const TIMEOUT: Opt = Opt::value("--timeout");
 
 /// The options of each command (besides the global ones); for `group` and `channel` those of
@@ -231,6 +254,8 @@ fn command_options(command: &str, sub: Option<&str>) -> Result<&'static [Opt], U
         ("send", _) | ("group", Some("send")) => &[REPLY_TO],
         ("press" | "inline", _) | ("group", Some("press")) => &[TIMEOUT],
         ("send-file", _) => SEND_FILE,
+        ("send-location", _) => super::cli_places::LOCATION_OPTIONS,
+        ("send-contact", _) => &[REPLY_TO],
         ("listen", _) => LISTEN,
         ("commands", _) => COMMANDS,
         ("save-config", _) => super::cli_config::OPTIONS,
@@ -336,6 +361,9 @@ pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
         "inline" => inline(&global, &a),
         "choose" => choose(&global, &a),
         "send-file" => send_file(&global, &a),
+        "send-location" => super::cli_places::send_location(&global, &a),
+        "send-contact" => super::cli_places::send_contact(&global, &a),
+        "vote" => super::cli_places::vote(&global, &a),
         "download" => download(&global, &a),
         "chat" => chat(&global, &a),
         "save-config" => super::cli_config::save_config(&global, &a),
@@ -560,7 +588,7 @@ fn download_args<'a>(a: &Args<'a>) -> anyhow::Result<(&'a str, u64, PathBuf)> {
 }
 
 /// A per-dialog message id (a positive whole number).
-fn message_id_arg(what: &str, v: &str) -> anyhow::Result<u64> {
+pub(super) fn message_id_arg(what: &str, v: &str) -> anyhow::Result<u64> {
     match v.parse::<u64>() {
         Ok(id) if id > 0 => Ok(id),
         _ => Err(usage(format!("{what} {v:?} is not a message id (a positive whole number)"))),
@@ -835,6 +863,8 @@ fn message_fields(m: &ReceivedMessage) -> Vec<(&'static str, String)> {
                 fields.push(("caption_entities", Value::Array(media.caption_entities.iter().map(entity_json).collect()).to_string()));
             }
         }
+        // As the Bot API shows them: the item under its own name, no text.
+        None if m.shared.is_some() => fields.push(super::cli_places::shared_field(m.shared.as_ref().expect("is some"))),
         None => {
             fields.push(("text", json!(m.text).to_string()));
             if !m.entities.is_empty() {
@@ -937,16 +967,23 @@ pub(super) fn incoming_json(e: &Incoming) -> String {
         Incoming::GroupTitle { group, actor } => {
             vec![event("group_title"), ("group", group_json(group)), ("actor", sender_json(actor))]
         }
-        Incoming::Edited { chat_id, message_id, edit_date, text, entities, keyboard } => vec![
-            event("edited"),
-            ("chat_id", num(*chat_id)),
-            ("message_id", num(*message_id)),
-            ("edit_date", json!(edit_date).to_string()),
-            ("text", json!(text).to_string()),
-            ("entities", Value::Array(entities.iter().map(entity_json).collect()).to_string()),
-            // Always present: an empty keyboard says the buttons are gone.
-            ("keyboard", keyboard_json(keyboard)),
-        ],
+        Incoming::Edited { chat_id, message_id, edit_date, text, entities, keyboard, shared } => {
+            let mut fields = vec![
+                event("edited"),
+                ("chat_id", num(*chat_id)),
+                ("message_id", num(*message_id)),
+                ("edit_date", json!(edit_date).to_string()),
+                ("text", json!(text).to_string()),
+                ("entities", Value::Array(entities.iter().map(entity_json).collect()).to_string()),
+                // Always present: an empty keyboard says the buttons are gone.
+                ("keyboard", keyboard_json(keyboard)),
+            ];
+            // A live location that moved or stopped: where it is now.
+            if let Some(shared) = shared {
+                fields.push(super::cli_places::shared_field(shared));
+            }
+            fields
+        }
         Incoming::Deleted { chat_id, message_id } => {
             vec![event("deleted"), ("chat_id", num(*chat_id)), ("message_id", num(*message_id))]
         }
@@ -1145,6 +1182,7 @@ mod tests {
             via_bot_user_id: None,
             reply_markup: None,
             media: None,
+            shared: None,
         };
         let line = incoming_json(&Incoming::Message(m));
         assert!(line.contains(r#""keyboard":[[{"text":"Yes","callback_data":"y"},{"text":"No","callback_data":"n"}],[{"text":"Later","callback_data":"l"}]]"#), "{line}");
@@ -1189,7 +1227,15 @@ mod tests {
     fn other_events_carry_an_event_field() {
         let bot = Sender { user_id: 5, username: "b".into(), display_name: "B".into(), is_bot: true };
         let parse = |e: Incoming| -> Value { serde_json::from_str(&incoming_json(&e)).expect("valid JSON") };
-        let v = parse(Incoming::Edited { chat_id: 5, message_id: 3, edit_date: 7, text: "new".into(), entities: vec![], keyboard: vec![] });
+        let v = parse(Incoming::Edited {
+            chat_id: 5,
+            message_id: 3,
+            edit_date: 7,
+            text: "new".into(),
+            entities: vec![],
+            keyboard: vec![],
+            shared: None,
+        });
         assert_eq!(v, json!({"event": "edited", "chat_id": 5, "message_id": 3, "edit_date": 7, "text": "new", "entities": [], "keyboard": []}));
         assert_eq!(parse(Incoming::Deleted { chat_id: 5, message_id: 3 }), json!({"event": "deleted", "chat_id": 5, "message_id": 3}));
         let v = parse(Incoming::Reaction {
@@ -1232,6 +1278,7 @@ mod tests {
                 caption: "Q3 \u{1b}".into(),
                 caption_entities: vec![Entity::new("bold", 0, 2)],
             }),
+            shared: None,
         };
         let line = incoming_json(&Incoming::Message(m.clone()));
         assert!(
@@ -1477,6 +1524,7 @@ mod tests {
             via_bot_user_id: None,
             reply_markup: None,
             media: None,
+            shared: None,
         };
         let line = incoming_json(&Incoming::GroupMessage { group: group.clone(), message: message.clone() });
         assert!(line.starts_with(&format!(r#"{{"event":"group_message","group":{{"id":"{}","title":"Team \u001b[2J"}},"message_id":3"#, "ab".repeat(32))), "{line}");

@@ -440,6 +440,7 @@ fn edits_and_deletions_update_what_the_profile_remembers() {
             text: "pick again".into(),
             entities: vec![],
             keyboard: vec![vec![Button { text: "C".into(), callback_data: "c".into(), ..Default::default() }]],
+            shared: None,
         }
     );
     let stored = history::load(&d.alice.conn, d.bot_user_id, m).expect("load").expect("remembered");

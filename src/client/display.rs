@@ -11,6 +11,7 @@
 use super::bot_profile::BotMenu;
 use super::message::{role_name, Incoming, Keyboard, MediaInfo, ReactionType, ReceivedMessage, Sender};
 use super::reply_keyboard::{ButtonRequest, ReplyKeyboard, ReplyMarkup};
+use super::places::{LocationInfo, Shared};
 
 /// Renders network text for a terminal, on one line: C0 controls (newline included), DEL, C1
 /// controls (U+0080–U+009F) and the bidi embedding, override and isolate characters
@@ -71,8 +72,8 @@ const UNDER: &str = "  ";
 /// The chat mode's own commands, as the help line lists them.
 pub const HELP: &str = "commands: /press [N] BUTTON (a button by number or callback data; no N: the last message \
 with buttons) · /reply N TEXT · /react N [EMOJI] · /inline QUERY (or type @bot QUERY) · /choose SESSION RESULT_ID · \
-a reply keyboard's button: its number, or /choose N · /location LAT,LON · /open LINK (a bot link) · /switch @NAME or GROUP · \
-/commands · /quit; //x sends /x, any other /x (like /start) goes to the peer as text";
+a reply keyboard's button: its number, or /choose N · /location LAT LON · /contact (your card) · /vote N [OPTION…] · \
+/open LINK (a bot link) · /switch @NAME or GROUP · /commands · /quit; //x sends /x, any other /x (like /start) goes to the peer as text";
 
 /// Something the chat mode shows. Every line it prints is one of these, rendered by `render`,
 /// so a new kind of thing to show is a new variant here and nothing else.
@@ -105,6 +106,10 @@ pub enum ChatEvent<'a> {
     InlineAsked { bot: &'a str, session_id: u64 },
     /// We chose an inline result; its text went into the dialog as our message.
     Chose { session_id: u64, result_id: &'a str, message_id: u64 },
+    /// We voted in poll `message_id` (option indexes from 0; none: retracted).
+    Voted { message_id: u64, options: &'a [u32] },
+    /// We shared a location or our contact card (`what` as `shared_text` shows it).
+    Shared { what: &'a str, message_id: u64 },
     /// A chat-mode command that was mistyped, refused or failed.
     Failed { command: &'a str, reason: &'a str },
     /// The inbox stream broke; the reader reconnects in the background.
@@ -151,6 +156,12 @@ impl ChatEvent<'_> {
             }
             ChatEvent::Reacted { message_id, emoji: "" } => format!("you removed your reaction to #{message_id}"),
             ChatEvent::Reacted { message_id, emoji } => format!("you reacted {} to #{message_id}", sanitize(emoji)),
+            ChatEvent::Voted { message_id, options: [] } => format!("you retracted your vote in #{message_id}"),
+            ChatEvent::Voted { message_id, options } => {
+                let shown: Vec<String> = options.iter().map(|i| (i + 1).to_string()).collect();
+                format!("you voted {} in #{message_id}", shown.join(", "))
+            }
+            ChatEvent::Shared { what, message_id } => format!("[you] {} (#{message_id})", sanitize(what)),
             ChatEvent::InlineAsked { bot, session_id } => {
                 format!("inline query sent to @{} (session {session_id}); its results will show here", sanitize(bot))
             }
@@ -229,8 +240,9 @@ fn render_incoming(event: &Incoming, chat: &str, via: Option<&str>) -> String {
         Incoming::GroupTitle { group, actor } => {
             format!("[{}] @{} changed the title", sanitize(&group.title), name_of(actor))
         }
-        Incoming::Edited { message_id, text, keyboard, .. } => {
-            let mut out = with_body(&format!("[@{chat}] #{message_id} edited: "), text);
+        Incoming::Edited { message_id, text, keyboard, shared, .. } => {
+            let body = shared.as_ref().map(shared_text).unwrap_or_else(|| text.clone());
+            let mut out = with_body(&format!("[@{chat}] #{message_id} edited: "), &body);
             push_keyboard(&mut out, keyboard);
             out
         }
@@ -273,9 +285,10 @@ fn render_incoming(event: &Incoming, chat: &str, via: Option<&str>) -> String {
 /// A message after `prefix` (who, and where for a group's), then what is said about it and
 /// its buttons on the lines under it.
 fn render_message(m: &ReceivedMessage, prefix: &str, via: Option<&str>) -> String {
-    let body = match &m.media {
-        Some(media) => media_text(media),
-        None => m.text.clone(),
+    let body = match (&m.media, &m.shared) {
+        (Some(media), _) => media_text(media),
+        (None, Some(shared)) => shared_text(shared),
+        (None, None) => m.text.clone(),
     };
     let mut out = format!("{} (#{})", with_body(prefix, &body), m.message_id);
     let mut about = Vec::new();
@@ -358,6 +371,71 @@ fn media_text(m: &MediaInfo) -> String {
         out.push_str(&m.caption);
     }
     out
+}
+
+/// A location, venue, contact or dice as one line (made safe by the caller, like any text):
+/// `[location 52.520000, 13.405000 ±12 m]`, `[live location …, heading 90°]`,
+/// `[venue Cafe, Main St 1 at 52.5…]`, `[contact Ann Lee, +1 555 (user 7)]`, `[🎲 4]`.
+pub fn shared_text(s: &Shared) -> String {
+    let point = |l: &LocationInfo| {
+        let mut out = format!("{:.6}, {:.6}", l.latitude, l.longitude);
+        if l.horizontal_accuracy > 0.0 {
+            out.push_str(&format!(" ±{} m", l.horizontal_accuracy.round()));
+        }
+        out
+    };
+    match s {
+        Shared::Location(l) if l.live_period == 0 => format!("[location {}]", point(l)),
+        Shared::Location(l) if l.live_stopped => format!("[live location, stopped: {}]", point(l)),
+        Shared::Location(l) => {
+            let mut out = format!("[live location {}", point(l));
+            if l.heading != 0 {
+                out.push_str(&format!(", heading {}°", l.heading));
+            }
+            out.push(']');
+            out
+        }
+        Shared::Venue(v) => format!("[venue {}, {} at {}]", v.title, v.address, point(&v.location)),
+        Shared::Contact(c) => {
+            let mut out = format!("[contact {}", c.first_name);
+            if !c.last_name.is_empty() {
+                out.push_str(&format!(" {}", c.last_name));
+            }
+            if !c.phone_number.is_empty() {
+                out.push_str(&format!(", {}", c.phone_number));
+            }
+            if c.user_id != 0 {
+                out.push_str(&format!(" (user {})", c.user_id));
+            }
+            out.push(']');
+            out
+        }
+        Shared::Dice(d) => format!("[{} {}]", d.emoji, d.value),
+        Shared::Poll(p) => {
+            let kind = if p.quiz { "quiz" } else { "poll" };
+            let mut out = format!("[{kind}] {}", p.question);
+            for (i, (text, count)) in p.options.iter().enumerate() {
+                out.push_str(&format!("\n{}) {text}", i + 1));
+                if p.is_closed {
+                    out.push_str(&format!(" — {count}"));
+                    if p.correct_option_ids.contains(&(i as u32)) {
+                        out.push_str(" ✓");
+                    }
+                }
+            }
+            let mut about = Vec::new();
+            if p.allows_multiple_answers {
+                about.push("several answers".to_string());
+            }
+            if p.is_closed {
+                about.push(format!("closed, {} voted", p.total_voter_count));
+            } else {
+                about.push("vote: /vote ID N…".to_string());
+            }
+            out.push_str(&format!("\n({})", about.join(", ")));
+            out
+        }
+    }
 }
 
 /// A byte count for people: `512 B`, `12 KiB`, `3.4 MiB`.
@@ -627,6 +705,38 @@ mod tests {
     }
 
     #[test]
+    fn shared_items_show_as_one_safe_line() {
+        use crate::client::places::{ContactCard, DiceInfo, VenueInfo};
+        let mut m = ReceivedMessage::sample("bot", 8, "");
+        let live = LocationInfo { live_period: 600, heading: 90, horizontal_accuracy: 12.4, ..LocationInfo::point(52.52, 13.405) };
+        m.shared = Some(Shared::Location(live.clone()));
+        assert_eq!(shown(&Incoming::Message(m.clone())), "[@bot] [live location 52.520000, 13.405000 ±12 m, heading 90°] (#8)");
+        m.shared = Some(Shared::Location(LocationInfo { live_stopped: true, ..live }));
+        assert_eq!(shown(&Incoming::Message(m.clone())), "[@bot] [live location, stopped: 52.520000, 13.405000 ±12 m] (#8)");
+        m.shared = Some(Shared::Venue(VenueInfo {
+            location: LocationInfo::point(1.0, -2.0),
+            title: "Cafe\u{1b}[2J".into(),
+            address: "Main St".into(),
+            ..Default::default()
+        }));
+        assert_eq!(shown(&Incoming::Message(m.clone())), "[@bot] [venue Cafe\\e[2J, Main St at 1.000000, -2.000000] (#8)");
+        m.shared = Some(Shared::Contact(ContactCard { first_name: "Ann".into(), last_name: "Lee".into(), user_id: 7, ..Default::default() }));
+        assert_eq!(shown(&Incoming::Message(m.clone())), "[@bot] [contact Ann Lee (user 7)] (#8)");
+        m.shared = Some(Shared::Dice(DiceInfo { emoji: "🎲".into(), value: 4 }));
+        assert_eq!(shown(&Incoming::Message(m)), "[@bot] [🎲 4] (#8)");
+        let moved = Incoming::Edited {
+            chat_id: 7,
+            message_id: 8,
+            edit_date: 1,
+            text: String::new(),
+            entities: vec![],
+            keyboard: vec![],
+            shared: Some(Shared::Location(LocationInfo::point(1.5, 2.5))),
+        };
+        assert_eq!(shown(&moved), "[@bot] #8 edited: [location 1.500000, 2.500000]");
+    }
+
+    #[test]
     fn edits_deletions_and_reactions_name_the_message() {
         let edited = Incoming::Edited {
             chat_id: 7,
@@ -635,6 +745,7 @@ mod tests {
             text: "now\u{7}\ntwo".into(),
             entities: vec![],
             keyboard: vec![vec![button("Again", "a")]],
+            shared: None,
         };
         assert_eq!(shown(&edited), "[@bot] #5 edited: now\\x07\n  | two\n  [1 Again]");
         assert_eq!(shown(&Incoming::Deleted { chat_id: 7, message_id: 5 }), "[@bot] #5 deleted");

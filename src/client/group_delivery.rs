@@ -336,12 +336,10 @@ pub(super) fn open_delivery(
                     }
                     let content =
                         Content::parse_from_bytes(&plaintext).map_err(|_| E2eError::BadContent)?;
-                    if !matches!(
-                        content.body.as_ref(),
-                        Some(crate::wire::e2e::content::Body::Text(_))
-                    ) {
+                    let text = matches!(content.body.as_ref(), Some(crate::wire::e2e::content::Body::Text(_)));
+                    if !text && !content.is_shared_item() {
                         log::debug!(
-                            "group {}: message {} is no text; skipped",
+                            "group {}: message {} is no text, location, venue, contact or dice; skipped",
                             short(&id),
                             envelope.message_id
                         );

@@ -20,7 +20,7 @@ use super::group_delivery::{self, FollowUp};
 use super::history;
 use super::reply_keyboard;
 use super::inline;
-use super::message::{keyboard_from_wire, received_message, sender, text_of, Incoming, ReactionType, ReceivedMessage};
+use super::message::{keyboard_from_wire, received_message, sender, text_of, Incoming, ReactionType, ReceivedMessage, Shared};
 use super::reader::{InboxEvent, InboxReader};
 use crate::crypto::x3dh;
 use crate::e2e::{self, inbound, E2eError};
@@ -388,7 +388,7 @@ fn incoming(c: &Connection, envelope: &InboxEnvelope, content: Content) -> Resul
     let peer = envelope.sender_user_id;
     let event = match content.body.as_ref() {
         // A file message is remembered whole (reference, key, digest) so `download` finds it.
-        Some(Body::Text(_)) | Some(Body::Media(_)) => {
+        _ if content.is_message() => {
             history::remember(c, peer, envelope.message_id, envelope.date, &content)?;
             reply_keyboard::on_message(c, peer, envelope.message_id, &content)?;
             Incoming::Message(received_message(envelope, &content))
@@ -403,6 +403,7 @@ fn incoming(c: &Connection, envelope: &InboxEnvelope, content: Content) -> Resul
                 text,
                 entities,
                 keyboard: keyboard_from_wire(now.keyboard.as_ref()),
+                shared: Shared::from_content(&now),
             }
         }
         Some(Body::Delete(delete)) => {
@@ -428,8 +429,9 @@ fn incoming(c: &Connection, envelope: &InboxEnvelope, content: Content) -> Resul
             Some(results) => Incoming::InlineResults { chat_id: peer, session_id: r.session_id, results },
             None => return Ok(None),
         },
-        // Presses and inline queries go to bots; an empty body is a kind from a newer release.
-        Some(Body::Press(_)) | Some(Body::InlineQuery(_)) | None => return Ok(None),
+        // Presses and inline queries go to bots; an empty body is a kind from a newer release
+        // (every message kind was taken by `is_message` above).
+        _ => return Ok(None),
     };
     Ok(Some(event))
 }

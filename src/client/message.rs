@@ -2,6 +2,7 @@
 //! received message with its sender, entities (with their wire form), keyboard and forward
 //! origin, and the other events of a dialog (`Incoming`).
 
+pub use super::places::Shared;
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::reaction_type::Kind as WireReactionKind;
 use crate::wire::e2e::Content;
@@ -68,7 +69,7 @@ pub struct Sender {
 }
 
 /// One decrypted message.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ReceivedMessage {
     /// The dialog: the peer's user id.
     pub chat_id: u64,
@@ -89,6 +90,8 @@ pub struct ReceivedMessage {
     pub media: Option<MediaInfo>,
     /// A bot's reply keyboard, its removal, or its request for a reply.
     pub reply_markup: Option<ReplyMarkup>,
+    /// Set on a location, venue, contact or dice message (its `text` is then empty).
+    pub shared: Option<Shared>,
 }
 
 #[cfg(test)]
@@ -108,6 +111,7 @@ impl ReceivedMessage {
             via_bot_user_id: None,
             media: None,
             reply_markup: None,
+            shared: None,
         }
     }
 }
@@ -194,12 +198,21 @@ pub enum ReactionType {
 
 /// Everything that can arrive in a dialog: a message, or something done to one (or to the
 /// dialog) that takes no place in its history.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Incoming {
     Message(ReceivedMessage),
     /// The peer changed one of its messages; text, entities and keyboard are the whole new ones
-    /// (an empty keyboard: the buttons are gone).
-    Edited { chat_id: u64, message_id: u64, edit_date: i64, text: String, entities: Vec<Entity>, keyboard: Keyboard },
+    /// (an empty keyboard: the buttons are gone); `shared` is the location as it is now when a
+    /// live location moved or stopped.
+    Edited {
+        chat_id: u64,
+        message_id: u64,
+        edit_date: i64,
+        text: String,
+        entities: Vec<Entity>,
+        keyboard: Keyboard,
+        shared: Option<Shared>,
+    },
     /// The peer removed one of its messages.
     Deleted { chat_id: u64, message_id: u64 },
     /// The peer's reactions to a message now (empty: removed).
@@ -414,6 +427,7 @@ pub(super) fn received_message(envelope: &InboxEnvelope, content: &Content) -> R
         via_bot_user_id: (content.via_bot_user_id != 0).then_some(content.via_bot_user_id),
         media,
         reply_markup: ReplyMarkup::of(content),
+        shared: Shared::from_content(content),
     }
 }
 

@@ -11,6 +11,8 @@
 //!   prekey replenishment.
 //! - `group`: groups over MLS (create, add, remove, leave, send) against the platform's
 //!   delivery service, and what arrives for a group in the inbox.
+//! - `places`: locations, venues, contact cards and dice (`Shared`), and the one way to send
+//!   one (`Profile::send_shared`, `Profile::send_group_shared`, `Profile::own_contact_card`).
 //! - `outbox`: lines typed in chat mode, kept until the platform takes them.
 //! - `history`: the received messages remembered per dialog (edits applied), for presses
 //!   and downloads.
@@ -44,6 +46,7 @@ mod cli;
 mod cli_admin;
 mod cli_bot;
 mod cli_config;
+mod cli_places;
 pub mod display;
 mod error;
 mod group;
@@ -54,6 +57,7 @@ mod inbox;
 mod media;
 mod message;
 mod outbox;
+mod places;
 mod profile;
 mod reader;
 mod reply_keyboard;
@@ -77,5 +81,6 @@ pub use message::{
 };
 pub use outbox::{Attempt, Queued};
 pub use reply_keyboard::{ButtonRequest, ReplyButton, ReplyKeyboard, ReplyMarkup};
+pub use places::{ContactCard, DiceInfo, LocationInfo, PollInfo, Shared, VenueInfo};
 pub use profile::{Profile, BUSY_TIMEOUT, DB_FILE};
 pub use send::MAX_SEND_ATTEMPTS;

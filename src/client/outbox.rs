@@ -44,12 +44,15 @@ pub struct Queued {
 }
 
 impl Queued {
-    /// The text of a queued text message ("" for anything else).
-    pub fn text(&self) -> &str {
+    /// What the message says, as a screen shows it: a text, or a shared item (a location,
+    /// the contact card) as `display::shared_text` words it.
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
         if self.content.has_text() {
-            &self.content.text().text
-        } else {
-            ""
+            return std::borrow::Cow::Borrowed(&self.content.text().text);
+        }
+        match super::places::Shared::from_content(&self.content) {
+            Some(shared) => std::borrow::Cow::Owned(super::display::shared_text(&shared)),
+            None => std::borrow::Cow::Borrowed(""),
         }
     }
 }

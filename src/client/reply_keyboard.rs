@@ -12,6 +12,7 @@ use protobuf::Message as _;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::error::{ClientError, Result};
+use super::places::{LocationInfo, Shared};
 use crate::wire::e2e::reply_button::Request;
 use crate::wire::e2e::{Content, ReplyKeyboard as WireKeyboard};
 
@@ -248,9 +249,9 @@ impl super::profile::Profile {
                 content.mut_text().text = button.text.clone();
                 content
             }
-            ButtonRequest::Contact => contact_card(self)?,
+            ButtonRequest::Contact => Shared::Contact(self.own_contact_card()).to_content(None)?,
             ButtonRequest::Location => match location {
-                Some((latitude, longitude)) => location_content(latitude, longitude)?,
+                Some((latitude, longitude)) => Shared::Location(LocationInfo::point(latitude, longitude)).to_content(None)?,
                 None => {
                     return Err(ClientError::Invalid(format!(
                         "button {number} ({:?}) sends your location: give it as LATITUDE,LONGITUDE",
@@ -261,15 +262,6 @@ impl super::profile::Profile {
         };
         Ok(ChosenButton { keyboard_message_id, number, button, content })
     }
-}
-
-// MERGE: replaced by the places content once it lands.
-fn contact_card(_p: &super::profile::Profile) -> Result<Content> {
-    Err(ClientError::Invalid("contact cards are not available yet".into()))
-}
-
-pub(super) fn location_content(_lat: f64, _lon: f64) -> Result<Content> {
-    Err(ClientError::Invalid("locations are not available yet".into()))
 }
 
 #[cfg(test)]

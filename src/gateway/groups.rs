@@ -132,8 +132,8 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
     }
 }
 
-/// A member's application message: its content enters the group's history, and a text or
-/// file becomes a `message` update.
+/// A member's application message: its content enters the group's history, and a message (a
+/// text, file, location, venue, contact or dice) becomes a `message` update.
 fn import_message(
     c: &Connection,
     env: &InboxEnvelope,
@@ -164,7 +164,8 @@ fn import_message(
         return Ok(());
     }
     match &content.body {
-        Some(Body::Text(_)) | Some(Body::Media(_)) => {
+        _ if content.is_message() => {
+            let content = super::inbox::checked_user_message(content, sender)?;
             if let Some(Body::Media(media)) = &content.body {
                 files::issue(c, media, unix_now())?;
             }

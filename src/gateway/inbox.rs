@@ -27,6 +27,8 @@ use crate::wire::rpc;
 use crate::crypto;
 use crate::e2e::{self, inbound};
 use crate::wire::e2e::content::Body;
+use crate::wire::e2e::Content;
+use crate::wire::places;
 use crate::wire::platform::{AckRequest, InboxEnvelope, InboxRequest, UploadPrekeysRequest, VerifyCredentialRequest};
 
 /// Envelopes buffered between the stream and the decrypting thread; when full the stream
@@ -300,7 +302,8 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
     };
     chats::upsert_private_chat(c, &chat, unix_now())?;
     match &content.body {
-        Some(Body::Text(_)) | Some(Body::Media(_)) => {
+        _ if content.is_message() => {
+            let content = checked_user_message(content, env.sender_user_id)?;
             if let Some(Body::Media(media)) = &content.body {
                 // The bot refers to the file by the file_id issued here (getFile, send by id).
                 files::issue(c, media, unix_now())?;
@@ -331,6 +334,7 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
         }
         Some(Body::Reaction(reaction)) => updates::enqueue_reaction(c, &chat, reaction, env.date),
         Some(Body::InlineQuery(q)) => updates::enqueue_inline_query(c, &chat, q, env.date),
+        Some(Body::PollVote(vote)) => updates::enqueue_poll_vote(c, &chat, vote, env.date),
         // What else a user may send (their own edits, deletions, chat actions) has no update
         // in this profile.
         other => {
@@ -338,6 +342,21 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
             Ok(())
         }
     }
+}
+
+/// A user's message as the bot may see it: a location, venue, contact or dice must keep the
+/// rules a bot's would (`wire::places`), else it is refused; a contact card's `user_id` is kept
+/// only when it names the sender, the one claim the gateway can check (docs/decisions.md,
+/// "Contact cards"). Private and group messages go through here.
+pub(super) fn checked_user_message(mut content: Content, sender: u64) -> StoreResult<Content> {
+    places::check_shared(&content)
+        .map_err(|why| StoreError::Refused(format!("a {} breaking the rules: {why}", content_kind(content.body.as_ref()))))?;
+    if let Some(Body::Contact(card)) = &mut content.body {
+        if card.user_id != sender {
+            card.user_id = 0;
+        }
+    }
+    Ok(content)
 }
 
 /// A content kind's name for logs (never its text).
@@ -354,6 +373,12 @@ fn content_kind(body: Option<&Body>) -> &'static str {
         Some(Body::InlineQuery(_)) => "inline query",
         Some(Body::InlineResults(_)) => "inline results",
         Some(Body::Media(_)) => "file",
+        Some(Body::Location(_)) => "location",
+        Some(Body::Venue(_)) => "venue",
+        Some(Body::Contact(_)) => "contact",
+        Some(Body::Dice(_)) => "dice",
+        Some(Body::Poll(_)) => "poll",
+        Some(Body::PollVote(_)) => "vote",
     }
 }
 

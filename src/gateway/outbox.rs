@@ -584,12 +584,13 @@ fn record_answer(
     }
 }
 
-/// What an acknowledged content does to the history: a message (text or media) enters it, an edit replaces
+/// What an acknowledged content does to the history: a message (text, media, location, venue,
+/// contact, dice) enters it, an edit replaces
 /// the message it names, a deletion removes it; the other kinds (presses, answers, reactions,
 /// chat actions) take no place in it.
 pub(super) fn record_in_history(c: &Connection, bot_user_id: u64, entry: &outbox::OutboxEntry, sent: &Sent) -> Result<(), StoreError> {
     match &entry.content.body {
-        Some(Body::Text(_)) | Some(Body::Media(_)) => chats::record(
+        _ if entry.content.is_message() => chats::record(
             c,
             &chats::HistoryEntry {
                 chat_id: entry.chat_id,

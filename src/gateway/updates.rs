@@ -13,14 +13,17 @@ use serde_json::Value;
 
 use super::botapi::text::entities::command_entities;
 use super::botapi::types::{
-    self, ButtonView, ChatView, ForwardOriginView, MediaKind, MediaView, MessageView, ReactionView, UserView, UPDATE_KINDS,
+    self, ButtonView, ChatView, ForwardOriginView, MediaKind, MediaView, MessageView, ReactionView, SharedView, UserView,
+    UPDATE_KINDS,
 };
 use super::botapi::members::{self, AdminRights, MemberStatus, MemberView};
-use super::store::{chats, files, groups, inline, queue, Result as StoreResult, StoreError};
+use super::store::{chats, files, groups, inline, polls, queue, Result as StoreResult, StoreError};
 use crate::wire::platform::{join_request, GroupMember, GroupRole, InviteLink, JoinRequest, MembershipChange, Profile};
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::reaction_type::Kind as ReactionKind;
-use crate::wire::e2e::{CallbackPress, Content, InlineQuery, KeyboardContext, Media, Reaction};
+use crate::wire::e2e::{CallbackPress, Content, InlineQuery, KeyboardContext, Location, Media, Poll, PollVote, Reaction};
+use crate::wire::places;
+use crate::wire::polls as wire_polls;
 
 /// Longest `press_id` accepted from a user's client (it becomes part of a callback query id).
 const PRESS_ID_MAX: usize = 64;
@@ -198,7 +201,74 @@ pub fn history_view(
         media,
         caption,
         caption_entities,
+        shared: shared_view(c, entry, crate::clock::unix_now())?,
     })
+}
+
+/// A poll's Bot API id: its chat and message, which name it for good.
+pub fn poll_id(chat_id: i64, message_id: i64) -> String {
+    format!("{chat_id}_{message_id}")
+}
+
+/// A poll message's poll as it is at `now`: the counts of the votes recorded, closed when
+/// stopped or past its close date.
+pub fn poll_now(c: &Connection, entry: &chats::HistoryEntry, poll: &Poll, now: i64) -> StoreResult<Poll> {
+    let (per_option, voters) = polls::counts(c, entry.chat_id, entry.message_id, poll.options.len())?;
+    let mut now_poll = poll.clone();
+    for (option, n) in now_poll.options.iter_mut().zip(per_option) {
+        option.voter_count = n;
+    }
+    now_poll.total_voter_count = voters;
+    now_poll.is_closed = !wire_polls::is_open(poll, now);
+    Ok(now_poll)
+}
+
+/// The location, venue, contact, dice or poll of a message, as the Bot API shows it at `now`:
+/// a live location that stopped or ran out shows as a plain point, a poll with its counts.
+fn shared_view(c: &Connection, entry: &chats::HistoryEntry, now: i64) -> StoreResult<Option<SharedView>> {
+    let date = entry.date;
+    let Some(body) = entry.content.body.as_ref() else { return Ok(None) };
+    Ok(Some(match body {
+        Body::Poll(p) => SharedView::Poll { id: poll_id(entry.chat_id, entry.message_id), poll: poll_now(c, entry, p, now)? },
+        Body::Location(l) if places::is_live(l, date, now) => SharedView::Location(Location { live_stopped: false, ..l.clone() }),
+        Body::Location(l) => SharedView::Location(Location {
+            latitude: l.latitude,
+            longitude: l.longitude,
+            horizontal_accuracy: l.horizontal_accuracy,
+            ..Default::default()
+        }),
+        Body::Venue(v) => SharedView::Venue(v.clone()),
+        Body::Contact(c) => SharedView::Contact(c.clone()),
+        Body::Dice(d) => SharedView::Dice(d.clone()),
+        _ => return Ok(None),
+    }))
+}
+
+/// A user's vote in one of the bot's polls: checked against the poll (`wire::polls`; a broken
+/// one is refused), recorded, and told to the bot as `poll_answer` (not for an anonymous poll)
+/// and `poll` (the new counts), each when the filter admits it.
+pub fn enqueue_poll_vote(c: &Connection, chat: &chats::PrivateChat, vote: &PollVote, now: i64) -> StoreResult<()> {
+    let (chat_id, message_id) = (chat.user_id as i64, vote.message_id as i64);
+    let entry = chats::lookup(c, chat_id, message_id)?
+        .filter(|e| e.from_bot)
+        .ok_or_else(|| StoreError::Refused(format!("a vote in message {message_id}, which is no poll of this bot")))?;
+    let Some(Body::Poll(poll)) = &entry.content.body else {
+        return Err(StoreError::Refused(format!("a vote in message {message_id}, which is no poll")));
+    };
+    let before = polls::vote_of(c, chat_id, message_id, chat.user_id)?;
+    wire_polls::check_vote(poll, vote, before.is_some(), now).map_err(|why| StoreError::Refused(format!("vote refused: {why}")))?;
+    if before.is_none() && vote.option_ids.is_empty() {
+        return Ok(());
+    }
+    polls::set_vote(c, chat_id, message_id, chat.user_id, &vote.option_ids)?;
+    let id = poll_id(chat_id, message_id);
+    if !poll.is_anonymous && admits(c, "poll_answer")? {
+        queue::enqueue(c, "poll_answer", &types::poll_answer_json(&id, &chat_user(chat), &vote.option_ids))?;
+    }
+    if admits(c, "poll")? {
+        queue::enqueue(c, "poll", &types::poll_json(&id, &poll_now(c, &entry, poll, now)?))?;
+    }
+    Ok(())
 }
 
 /// A message's file as the Bot API shows it, under the file_id this gateway issued.

@@ -1,8 +1,8 @@
 //! What a line typed in chat mode asks for: a message to the peer, or one of chat mode's own
-//! commands (`/press`, `/reply`, `/react`, `/inline`, `/choose`, `/location`, `/open`,
-//! `/switch`, `/commands`, `/quit`; `display::HELP` lists them). A line `@name query` may be
-//! inline mode, and a bare number a reply keyboard's button: the caller decides, as it knows
-//! who the peer is and which keyboard shows.
+//! commands (`/press`, `/reply`, `/react`, `/inline`, `/choose`, `/location`, `/contact`, `/vote`,
+//! `/open`, `/switch`, `/commands`, `/quit`; `display::HELP` lists them). A line `@name query`
+//! may be inline mode, and a bare number a reply keyboard's button: the caller decides, as it
+//! knows who the peer is and which keyboard shows.
 
 use super::super::message::{Button, Keyboard};
 
@@ -33,7 +33,7 @@ fn language_of_locale(locale: &str) -> Option<String> {
 /// What a typed line asks for. A line whose first word is one of the chat mode's commands is
 /// ours (mistyped: `Usage`); `//x` sends `/x`; every other line, `/start` and the like
 /// included, is a message to the peer.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub(super) enum Command<'a> {
     Quit,
     Nothing,
@@ -47,10 +47,14 @@ pub(super) enum Command<'a> {
     Choose { session_id: u64, result_id: &'a str },
     /// `/choose N`: button N of the reply keyboard.
     ReplyButton(usize),
-    /// `/location LAT,LON`.
-    Location(&'a str),
     /// `/open LINK`: a bot link.
     Open(&'a str),
+    /// Share a point (decimal degrees; the ranges are checked when it is sent).
+    Location { latitude: f64, longitude: f64 },
+    /// Share our own contact card.
+    Contact,
+    /// Vote in a poll: option indexes from 0 (typed from 1); none retracts.
+    Vote { message_id: u64, options: Vec<u32> },
     Commands,
     /// Open another conversation: `@user` or a group's title.
     Switch(&'a str),
@@ -95,6 +99,25 @@ pub(super) fn command(line: &str) -> Command<'_> {
             }
         }
         "/inline" => Command::Inline(rest),
+        "/location" => {
+            // `LAT LON` or `LAT,LON`.
+            let rest = rest.replacen(',', " ", 1);
+            let (lat, lon) = split_word(&rest);
+            match (degrees(lat), degrees(lon)) {
+                (Some(latitude), Some(longitude)) => Command::Location { latitude, longitude },
+                _ => usage("/location", "usage: /location LATITUDE LONGITUDE (decimal degrees, e.g. /location 52.52 13.405)"),
+            }
+        }
+        "/vote" => {
+            let (first, options) = split_word(rest);
+            let options: Option<Vec<u32>> = options.split_whitespace().map(|o| positive(o).map(|n| n as u32 - 1)).collect();
+            match (positive(first), options) {
+                (Some(message_id), Some(options)) => Command::Vote { message_id, options },
+                _ => usage("/vote", "usage: /vote MESSAGE_ID [N...] (options by their number; none retracts your vote)"),
+            }
+        }
+        "/contact" if rest.is_empty() => Command::Contact,
+        "/contact" => usage("/contact", "takes nothing after it (your own card is sent)"),
         "/switch" if rest.is_empty() => usage("/switch", "usage: /switch @NAME or /switch GROUP TITLE"),
         "/switch" => Command::Switch(rest),
         "/choose" => match split_word(rest) {
@@ -107,8 +130,6 @@ pub(super) fn command(line: &str) -> Command<'_> {
                 None => usage("/choose", CHOOSE_USAGE),
             },
         },
-        "/location" if rest.is_empty() => usage("/location", "usage: /location LATITUDE,LONGITUDE (e.g. 52.52,13.40)"),
-        "/location" => Command::Location(rest),
         "/open" if rest.is_empty() => usage("/open", "usage: /open LINK (https://t.me/BOT?start=PAYLOAD or @BOT)"),
         "/open" => Command::Open(rest),
         _ => Command::Send(text),
@@ -136,6 +157,11 @@ fn split_word(s: &str) -> (&str, &str) {
         Some(i) => (&s[..i], s[i..].trim_start()),
         None => (s, ""),
     }
+}
+
+/// A coordinate: a finite decimal number.
+fn degrees(s: &str) -> Option<f64> {
+    s.trim().parse::<f64>().ok().filter(|f| f.is_finite())
 }
 
 /// A message or session id: a positive whole number.
@@ -194,7 +220,7 @@ mod tests {
         assert_eq!(command("/choose 12"), Command::ReplyButton(12));
         assert!(matches!(command("/choose"), Command::Usage { command: "/choose", .. }));
         assert!(matches!(command("/choose x"), Command::Usage { command: "/choose", .. }));
-        assert_eq!(command("/location 52.5,13.4"), Command::Location("52.5,13.4"));
+        assert_eq!(command("/location 52.5,13.4"), Command::Location { latitude: 52.5, longitude: 13.4 });
         assert!(matches!(command("/location"), Command::Usage { command: "/location", .. }));
         assert_eq!(command("/open https://t.me/b?start=x"), Command::Open("https://t.me/b?start=x"));
         assert!(matches!(command("/open"), Command::Usage { command: "/open", .. }));
@@ -205,6 +231,16 @@ mod tests {
         assert_eq!(command("/switch @bob"), Command::Switch("@bob"));
         assert_eq!(command("/switch Cat lovers "), Command::Switch("Cat lovers"));
         assert!(matches!(command("/switch"), Command::Usage { command: "/switch", .. }));
+        assert_eq!(command("/location -33.87 151.21"), Command::Location { latitude: -33.87, longitude: 151.21 });
+        assert!(matches!(command("/location 52.5"), Command::Usage { command: "/location", .. }));
+        assert!(matches!(command("/location north 1"), Command::Usage { command: "/location", .. }));
+        assert!(matches!(command("/location 1 2 3"), Command::Usage { command: "/location", .. }));
+        assert_eq!(command("/contact"), Command::Contact);
+        assert_eq!(command("/vote 5 1 3"), Command::Vote { message_id: 5, options: vec![0, 2] });
+        assert_eq!(command("/vote 5"), Command::Vote { message_id: 5, options: vec![] });
+        assert!(matches!(command("/vote 5 0"), Command::Usage { command: "/vote", .. }));
+        assert!(matches!(command("/vote"), Command::Usage { command: "/vote", .. }));
+        assert!(matches!(command("/contact me"), Command::Usage { command: "/contact", .. }));
     }
 
     #[test]

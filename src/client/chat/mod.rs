@@ -40,6 +40,7 @@ use super::tui::view::ChatKey;
 use super::tui::logs as tui_log;
 use super::tui::Tui;
 use super::reply_keyboard::ButtonRequest;
+use super::places::LocationInfo;
 use crate::wire::e2e::{Content, Text};
 use crate::wire::platform::Profile as PeerProfile;
 use command::{command, Command};
@@ -65,6 +66,9 @@ enum Job {
     Choose { session_id: u64, result_id: String },
     /// `/open LINK`: the bot's dialog opens and `/start PAYLOAD` is sent.
     Open(String),
+    /// Share a location, or (`None`) our own contact card, in the current conversation.
+    Share(Option<LocationInfo>),
+    Vote { message_id: u64, options: Vec<u32> },
     Switch(String),
     /// The bot's description and commands, then chat mode's (`/commands`).
     Commands,
@@ -285,7 +289,6 @@ fn handle_line(line: &str, screen: &Screen, typist: &Profile, target: &SharedTar
             return queue(text, reply_to, screen, typist, target, jobs);
         }
         Command::ReplyButton(n) => return use_reply_button(n, None, screen, typist, target, jobs),
-        Command::Location(at) => return send_location(at, screen, typist, target, jobs),
         Command::Open(link) => Job::Open(link.to_string()),
         Command::Reply { message_id, text } => return queue(text, Some(message_id), screen, typist, target, jobs),
         Command::Usage { command, usage } => {
@@ -297,6 +300,16 @@ fn handle_line(line: &str, screen: &Screen, typist: &Profile, target: &SharedTar
         Command::Inline(query) => Job::Inline(query.to_string()),
         Command::Choose { session_id, result_id } => Job::Choose { session_id, result_id: result_id.to_string() },
         Command::Switch(name) => Job::Switch(name.to_string()),
+        // Sharing a location or the card answers the keyboard's button that asks for it.
+        Command::Location { latitude, longitude } => match request_button(ButtonRequest::Location, typist, target) {
+            Some(n) => return use_reply_button(n, Some((latitude, longitude)), screen, typist, target, jobs),
+            None => Job::Share(Some(LocationInfo::point(latitude, longitude))),
+        },
+        Command::Contact => match request_button(ButtonRequest::Contact, typist, target) {
+            Some(n) => return use_reply_button(n, None, screen, typist, target, jobs),
+            None => Job::Share(None),
+        },
+        Command::Vote { message_id, options } => Job::Vote { message_id, options },
         Command::Commands => Job::Commands,
     };
     // The sender is gone only when it panicked; leaving is all that is left.
@@ -347,30 +360,12 @@ fn use_reply_button(
     queued
 }
 
-/// `/location LAT,LON`: the location as a message; it answers the keyboard's location
-/// button when one shows (a one-time keyboard then goes).
-fn send_location(at: &str, screen: &Screen, typist: &Profile, target: &SharedTarget, jobs: &Sender<Job>) -> bool {
-    let location = match super::cli_bot::location_arg("/location", at) {
-        Ok(l) => l,
-        Err(e) => {
-            screen.show(&ChatEvent::Failed { command: "/location", reason: &e.to_string() });
-            return true;
-        }
-    };
+/// The button of the conversation's reply keyboard that asks for `request` (a location, the
+/// contact card), if one shows: sharing one then answers it.
+fn request_button(request: ButtonRequest, typist: &Profile, target: &SharedTarget) -> Option<usize> {
     let peer = lock(target).keyboard_peer();
-    let location_button = typist.reply_keyboard(peer).ok().flatten().and_then(|(_, k)| {
-        (1..=k.len()).find(|&n| k.button(n).is_some_and(|b| b.request == ButtonRequest::Location))
-    });
-    if let Some(n) = location_button {
-        return use_reply_button(n, Some(location), screen, typist, target, jobs);
-    }
-    match super::reply_keyboard::location_content(location.0, location.1) {
-        Ok(content) => queue_content(&content, &format!("[location] {at}"), screen, typist, target, jobs),
-        Err(e) => {
-            screen.show(&ChatEvent::Failed { command: "/location", reason: &e.to_string() });
-            true
-        }
-    }
+    let (_, keyboard) = typist.reply_keyboard(peer).ok().flatten()?;
+    (1..=keyboard.len()).find(|&n| keyboard.button(n).is_some_and(|b| b.request == request))
 }
 
 /// Queues a message for the conversation (`shown` is what the screen says of it) and asks

@@ -49,14 +49,15 @@ impl Screen {
     pub fn typed(&self, queued: &Queued) {
         if let Screen::Tui(tui) = self {
             let now = crate::clock::unix_now();
-            tui.update(|s| s.view.typed(queued.id, queued.text(), reply_to(queued), now));
+            tui.update(|s| s.view.typed(queued.id, &queued.text(), reply_to(queued), now));
         }
     }
 
     /// What became of a queued line. `first_wait`: the first time it could not be sent (a
     /// plain screen says so once, not at every retry).
     pub fn settled(&self, queued: &Queued, attempt: &Attempt, first_wait: bool) {
-        let text = queued.text();
+        let shown = queued.text();
+        let text: &str = &shown;
         match self {
             Screen::Tui(tui) => {
                 let (state, id) = match attempt {

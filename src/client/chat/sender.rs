@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
-use super::super::display::ChatEvent;
+use super::super::display::{shared_text, ChatEvent};
+use super::super::places::Shared;
 use super::super::message::keyboard_from_wire;
 use super::super::outbox::Attempt;
 use super::super::profile::Profile;
@@ -121,6 +122,23 @@ impl Dialog {
             Job::Switch(name) => {
                 self.switch(&name);
             }
+            Job::Share(location) => {
+                let shared = match location {
+                    Some(l) => Shared::Location(l),
+                    None => Shared::Contact(self.profile.own_contact_card()),
+                };
+                let command = if matches!(shared, Shared::Location(_)) { "/location" } else { "/contact" };
+                match self.share(&shared) {
+                    Ok(message_id) => self.screen.show(&ChatEvent::Shared { what: &shared_text(&shared), message_id }),
+                    Err(reason) => self.screen.show(&ChatEvent::Failed { command, reason: &reason }),
+                }
+            }
+            Job::Vote { message_id, options } => {
+                match in_dialog("/vote").and_then(|p| self.profile.vote(&p.username, message_id, &options).map_err(|e| e.to_string())) {
+                    Ok(_) => self.screen.show(&ChatEvent::Voted { message_id, options: &options }),
+                    Err(reason) => self.screen.show(&ChatEvent::Failed { command: "/vote", reason: &reason }),
+                }
+            }
             Job::Commands | Job::Menu => {
                 if let Some(p) = peer.filter(|p| p.is_bot) {
                     match self.profile.bot_menu(&p.username, self.language.as_deref()) {
@@ -212,6 +230,21 @@ impl Dialog {
             }
             Err(e) => self.screen.show(&ChatEvent::SendFailed { text: shown, reason: &e.to_string() }),
         }
+    }
+
+    /// Shares `shared` in the current conversation (a dialog or a group), through the one
+    /// sending path of such items; returns the message id.
+    fn share(&self, shared: &Shared) -> Result<u64, String> {
+        let (peer, group) = {
+            let target = lock(&self.target);
+            (target.peer.as_ref().map(|p| p.username.clone()), target.group.as_ref().map(|(id, _)| *id))
+        };
+        match (group, peer) {
+            (Some(id), _) => self.profile.send_group_shared(&id, shared, None).map(|s| s.message_id),
+            (None, Some(peer)) => self.profile.send_shared(&peer, shared, None).map(|s| s.message_id),
+            (None, None) => return Err("no conversation is open; /switch @NAME to one".into()),
+        }
+        .map_err(|e| e.to_string())
     }
 
     /// `/switch NAME`: a user or bot (`@name`), else a group of this device by title or id.

@@ -226,10 +226,13 @@ impl View {
                 conv.push(Entry::Message { time: m.date, message: received(m) });
                 true
             }
-            Incoming::Edited { message_id, text, entities, keyboard, .. } => match conv.message_mut(*message_id) {
+            Incoming::Edited { message_id, text, entities, keyboard, shared, .. } => match conv.message_mut(*message_id) {
                 Some(m) => {
-                    m.text = text.clone();
-                    m.entities = entities.clone();
+                    // A moved or stopped live location is shown as it is now.
+                    (m.text, m.entities) = match shared {
+                        Some(shared) => (crate::client::display::shared_text(shared), Vec::new()),
+                        None => (text.clone(), entities.clone()),
+                    };
                     m.keyboard = keyboard.clone();
                     m.edited = true;
                     true
@@ -333,7 +336,10 @@ fn received(m: &ReceivedMessage) -> Message {
             let entities = media.caption_entities.iter().map(|e| Entity { offset: e.offset + shift, ..e.clone() }).collect();
             (format!("{label}{}", media.caption), entities)
         }
-        None => (m.text.clone(), m.entities.clone()),
+        None => match &m.shared {
+            Some(shared) => (crate::client::display::shared_text(shared), Vec::new()),
+            None => (m.text.clone(), m.entities.clone()),
+        },
     };
     let mut about = Vec::new();
     if let Some(o) = &m.forward_origin {
@@ -664,7 +670,15 @@ mod tests {
         let shown = text_of(&v.render(60, 8, "", 0, &utc));
         assert!(shown.iter().any(|l| l == "09:05 @bot: Sure? #3"), "{shown:?}");
         assert!(shown.iter().any(|l| l.contains("[1 Yes]")));
-        let edit = Incoming::Edited { chat_id: 7, message_id: 3, edit_date: 0, text: "Thanks".into(), entities: vec![], keyboard: vec![] };
+        let edit = Incoming::Edited {
+            chat_id: 7,
+            message_id: 3,
+            edit_date: 0,
+            text: "Thanks".into(),
+            entities: vec![],
+            keyboard: vec![],
+            shared: None,
+        };
         v.incoming(&edit, "bot", 0);
         let shown = text_of(&v.render(60, 8, "", 0, &utc));
         assert!(shown.iter().any(|l| l == "09:05 @bot: Thanks #3 (edited)"), "{shown:?}");

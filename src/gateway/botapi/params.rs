@@ -221,6 +221,19 @@ impl Params {
         self.optional_i64(name)?.ok_or_else(|| self.missing(name))
     }
 
+    /// A finite number (`37.5`, `"37.5"`, `42`); NaN and infinities are refused.
+    pub fn optional_f64(&self, name: &str) -> Result<Option<f64>, ApiError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) => as_f64(v).map(Some).ok_or_else(|| self.invalid(name, "must be a number")),
+        }
+    }
+
+    /// Like [`Params::optional_f64`], but 400 "<name> is required" when absent.
+    pub fn required_f64(&self, name: &str) -> Result<f64, ApiError> {
+        self.optional_f64(name)?.ok_or_else(|| self.missing(name))
+    }
+
     /// A string. A JSON scalar (number, boolean) is accepted and its text used; form values
     /// return the raw text exactly as sent. Objects and arrays from a JSON body are refused.
     pub fn optional_str(&self, name: &str) -> Result<Option<String>, ApiError> {
@@ -342,6 +355,16 @@ pub fn as_i64(v: &Value) -> Option<i64> {
     }
 }
 
+/// A finite number from a JSON number or a decimal string.
+pub fn as_f64(v: &Value) -> Option<f64> {
+    let f = match v {
+        Value::Number(n) => n.as_f64()?,
+        Value::String(s) => s.trim().parse::<f64>().ok()?,
+        _ => return None,
+    };
+    f.is_finite().then_some(f)
+}
+
 /// A boolean from `true`/`false`, `1`/`0` or their string forms (any case).
 pub fn as_bool(v: &Value) -> Option<bool> {
     match v {
@@ -396,6 +419,20 @@ mod tests {
         let e = r.expect_err("expected an error");
         assert_eq!(e.status, 400);
         e.description
+    }
+
+    #[test]
+    fn numbers_are_finite_decimals() {
+        let p = form(&[("lat", "37.5"), ("lon", "-122"), ("nan", "NaN"), ("inf", "inf"), ("word", "north")]);
+        assert_eq!(p.required_f64("lat").expect("form float"), 37.5);
+        assert_eq!(p.required_f64("lon").expect("form integer"), -122.0);
+        for name in ["nan", "inf", "word"] {
+            assert_eq!(desc(p.optional_f64(name)), format!("Bad Request: {name} must be a number"));
+        }
+        assert_eq!(desc(p.required_f64("alt")), "Bad Request: alt is required");
+        let j = json_params(json!({"lat": 1.25, "text": "2.5", "obj": {}}));
+        assert_eq!((j.required_f64("lat").expect("json"), j.required_f64("text").expect("json text")), (1.25, 2.5));
+        assert!(j.optional_f64("obj").is_err());
     }
 
     #[test]

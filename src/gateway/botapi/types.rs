@@ -9,7 +9,8 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::wire::e2e::Entity;
+use crate::wire::e2e::poll::Type as PollType;
+use crate::wire::e2e::{Contact, Dice, Entity, Location, Poll, Venue};
 
 /// Update payload keys the gateway may emit (SPEC "Update").
 pub const UPDATE_KINDS: &[&str] = &[
@@ -22,6 +23,8 @@ pub const UPDATE_KINDS: &[&str] = &[
     "my_chat_member",
     "chat_member",
     "chat_join_request",
+    "poll",
+    "poll_answer",
 ];
 
 // ── Views ──
@@ -94,6 +97,21 @@ pub struct MessageView {
     /// The media's caption and its entities (UTF-16 offsets); emitted only with `media`.
     pub caption: Option<String>,
     pub caption_entities: Vec<Entity>,
+    /// A location, venue, contact or dice the message carries (checked when it arrived).
+    pub shared: Option<SharedView>,
+}
+
+/// What a location, venue, contact or dice message shows. A location's live fields are set
+/// only while it is live (the view's builder clears them once it stopped or ran out), as the
+/// Bot API shows `live_period` "for active live locations only".
+#[derive(Debug, Clone, PartialEq)]
+pub enum SharedView {
+    Location(Location),
+    Venue(Venue),
+    Contact(Contact),
+    Dice(Dice),
+    /// A poll under its Bot API id, with the counts and `is_closed` as they are now.
+    Poll { id: String, poll: Poll },
 }
 
 /// Which Bot API object a file is shown as (its `name` is the Message field).
@@ -221,6 +239,26 @@ fn message_json_at(msg: &MessageView, nest: bool) -> Value {
             }
         }
     }
+    match &msg.shared {
+        Some(SharedView::Location(l)) => {
+            o.insert("location".into(), location_json(l));
+        }
+        // A venue message has its point as `location` too, as in the Bot API.
+        Some(SharedView::Venue(v)) => {
+            o.insert("location".into(), location_json(v.location.get_or_default()));
+            o.insert("venue".into(), venue_json(v));
+        }
+        Some(SharedView::Contact(c)) => {
+            o.insert("contact".into(), contact_json(c));
+        }
+        Some(SharedView::Dice(d)) => {
+            o.insert("dice".into(), json!({"emoji": d.emoji, "value": d.value}));
+        }
+        Some(SharedView::Poll { id, poll }) => {
+            o.insert("poll".into(), poll_json(id, poll));
+        }
+        None => {}
+    }
     if !msg.reply_markup.is_empty() {
         o.insert("reply_markup".into(), inline_keyboard_json(&msg.reply_markup));
     }
@@ -255,6 +293,94 @@ pub fn media_json(m: &MediaView) -> Value {
         MediaKind::Photo => Value::Array(vec![Value::Object(o)]),
         _ => Value::Object(o),
     }
+}
+
+/// Location JSON: `latitude`, `longitude` (required by every SDK), and the optional
+/// `horizontal_accuracy`, `live_period`, `heading`, `proximity_alert_radius` when set.
+pub fn location_json(l: &Location) -> Value {
+    let mut o = Map::new();
+    o.insert("latitude".into(), json!(l.latitude));
+    o.insert("longitude".into(), json!(l.longitude));
+    if l.horizontal_accuracy > 0.0 {
+        o.insert("horizontal_accuracy".into(), json!(l.horizontal_accuracy));
+    }
+    for (key, v) in [("live_period", l.live_period), ("heading", l.heading), ("proximity_alert_radius", l.proximity_alert_radius)] {
+        if v != 0 {
+            o.insert(key.into(), json!(v));
+        }
+    }
+    Value::Object(o)
+}
+
+/// Venue JSON: `location`, `title`, `address` (required), and the directory fields when set.
+pub fn venue_json(v: &Venue) -> Value {
+    let mut o = Map::new();
+    o.insert("location".into(), location_json(v.location.get_or_default()));
+    o.insert("title".into(), json!(v.title));
+    o.insert("address".into(), json!(v.address));
+    insert_opt_str(&mut o, "foursquare_id", Some(&v.foursquare_id));
+    insert_opt_str(&mut o, "foursquare_type", Some(&v.foursquare_type));
+    insert_opt_str(&mut o, "google_place_id", Some(&v.google_place_id));
+    insert_opt_str(&mut o, "google_place_type", Some(&v.google_place_type));
+    Value::Object(o)
+}
+
+/// Contact JSON: `phone_number` (required by every SDK; `""` for a platform user, who has
+/// none: docs/decisions.md), `first_name`, and `last_name`, `user_id`, `vcard` when set.
+pub fn contact_json(c: &Contact) -> Value {
+    let mut o = Map::new();
+    o.insert("phone_number".into(), json!(c.phone_number));
+    o.insert("first_name".into(), json!(c.first_name));
+    insert_opt_str(&mut o, "last_name", Some(&c.last_name));
+    if c.user_id != 0 {
+        o.insert("user_id".into(), json!(c.user_id));
+    }
+    insert_opt_str(&mut o, "vcard", Some(&c.vcard));
+    Value::Object(o)
+}
+
+/// Poll JSON with every field PTB 22.8 and aiogram 3.29 require (Bot API 9.6/10.0: `id`,
+/// `question`, `options` with `persistent_id` and `voter_count`, `total_voter_count`,
+/// `is_closed`, `is_anonymous`, `type`, `allows_multiple_answers`, `allows_revoting`,
+/// `members_only`), and `correct_option_ids`, `explanation`, `close_date` when they apply. An
+/// option's persistent id is its index: options are never added or removed here.
+pub fn poll_json(id: &str, p: &Poll) -> Value {
+    let quiz = p.type_.enum_value() == Ok(PollType::QUIZ);
+    let mut o = Map::new();
+    o.insert("id".into(), json!(id));
+    o.insert("question".into(), json!(p.question));
+    o.insert(
+        "options".into(),
+        Value::Array(
+            p.options
+                .iter()
+                .enumerate()
+                .map(|(i, opt)| json!({"persistent_id": i.to_string(), "text": opt.text, "voter_count": opt.voter_count}))
+                .collect(),
+        ),
+    );
+    o.insert("total_voter_count".into(), json!(p.total_voter_count));
+    o.insert("is_closed".into(), json!(p.is_closed));
+    o.insert("is_anonymous".into(), json!(p.is_anonymous));
+    o.insert("type".into(), json!(if quiz { "quiz" } else { "regular" }));
+    o.insert("allows_multiple_answers".into(), json!(p.allows_multiple_answers));
+    o.insert("allows_revoting".into(), json!(p.allows_revoting));
+    o.insert("members_only".into(), json!(false));
+    if quiz {
+        o.insert("correct_option_ids".into(), json!(p.correct_option_ids));
+    }
+    insert_opt_str(&mut o, "explanation", Some(&p.explanation));
+    if p.close_date != 0 {
+        o.insert("close_date".into(), json!(p.close_date));
+    }
+    Value::Object(o)
+}
+
+/// PollAnswer JSON: `poll_id`, `user`, `option_ids` and `option_persistent_ids` (both
+/// empty: the vote was retracted).
+pub fn poll_answer_json(poll_id: &str, user: &UserView, option_ids: &[u32]) -> Value {
+    let persistent: Vec<String> = option_ids.iter().map(u32::to_string).collect();
+    json!({"poll_id": poll_id, "user": user_json(user), "option_ids": option_ids, "option_persistent_ids": persistent})
 }
 
 /// File JSON (getFile): `file_id`, `file_unique_id`, `file_size`, and the relative
@@ -403,7 +529,73 @@ mod tests {
             media: None,
             caption: None,
             caption_entities: Vec::new(),
+            shared: None,
         }
+    }
+
+    #[test]
+    fn shared_items_have_the_sdk_shapes() {
+        let point = Location { latitude: 52.5, longitude: 13.25, ..Default::default() };
+        let mut m = msg(5, None);
+        m.shared = Some(SharedView::Location(point.clone()));
+        let v = message_json(&m);
+        assert_eq!(v["location"], json!({"latitude": 52.5, "longitude": 13.25}), "a static point has no live fields");
+        assert!(v.get("text").is_none() && v.get("venue").is_none());
+
+        let live = Location { horizontal_accuracy: 5.5, live_period: 600, heading: 90, proximity_alert_radius: 100, ..point.clone() };
+        assert_eq!(
+            location_json(&live),
+            json!({"latitude": 52.5, "longitude": 13.25, "horizontal_accuracy": 5.5, "live_period": 600, "heading": 90, "proximity_alert_radius": 100})
+        );
+
+        let venue = Venue {
+            location: protobuf::MessageField::some(point.clone()),
+            title: "Cafe".into(),
+            address: "Main St 1".into(),
+            google_place_id: "g1".into(),
+            ..Default::default()
+        };
+        m.shared = Some(SharedView::Venue(venue));
+        let v = message_json(&m);
+        assert_eq!(find_null(&v, "$"), None);
+        assert_eq!(v["location"], v["venue"]["location"], "a venue message carries its point as location too");
+        assert_eq!(
+            v["venue"],
+            json!({"location": {"latitude": 52.5, "longitude": 13.25}, "title": "Cafe", "address": "Main St 1", "google_place_id": "g1"})
+        );
+
+        m.shared = Some(SharedView::Contact(Contact { first_name: "Ann".into(), user_id: 42, ..Default::default() }));
+        let v = message_json(&m);
+        assert_eq!(v["contact"], json!({"phone_number": "", "first_name": "Ann", "user_id": 42}), "phone_number is always there");
+
+        m.shared = Some(SharedView::Dice(Dice { emoji: "🎯".into(), value: 6, ..Default::default() }));
+        assert_eq!(message_json(&m)["dice"], json!({"emoji": "🎯", "value": 6}));
+
+        let option = |text: &str, n| crate::wire::e2e::PollOption { text: text.into(), voter_count: n, ..Default::default() };
+        let quiz = Poll {
+            question: "2+2?".into(),
+            options: vec![option("3", 0), option("4", 2)],
+            type_: PollType::QUIZ.into(),
+            correct_option_ids: vec![1],
+            total_voter_count: 2,
+            ..Default::default()
+        };
+        m.shared = Some(SharedView::Poll { id: "42_5".into(), poll: quiz });
+        let v = message_json(&m);
+        assert_eq!(find_null(&v, "$"), None);
+        assert_eq!(
+            v["poll"],
+            json!({
+                "id": "42_5", "question": "2+2?",
+                "options": [{"persistent_id": "0", "text": "3", "voter_count": 0}, {"persistent_id": "1", "text": "4", "voter_count": 2}],
+                "total_voter_count": 2, "is_closed": false, "is_anonymous": false, "type": "quiz",
+                "allows_multiple_answers": false, "allows_revoting": false, "members_only": false, "correct_option_ids": [1]
+            })
+        );
+        assert_eq!(
+            poll_answer_json("42_5", &alice(), &[1]),
+            json!({"poll_id": "42_5", "user": {"id": 42, "is_bot": false, "first_name": "Alice"}, "option_ids": [1], "option_persistent_ids": ["1"]})
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod files;
 pub mod groups;
 pub mod inline;
 pub mod outbox;
+pub mod polls;
 pub mod queue;
 pub mod webhook;
 

@@ -17,6 +17,8 @@ pub(crate) const STEPS: &[Step] = &[
     // Nothing answered with an error and then sent: the outbox's hand-over mark, the sends it
     // gave up, unanswered presses found by age (`store::outbox`, `chats::remember_callback`).
     Step { version: 6, sql: &[super::outbox::SCHEMA_HANDED_AND_GIVEN_UP] },
+    // Polls: the votes of each voter (`store::polls`).
+    Step { version: 7, sql: &[super::polls::SCHEMA] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).

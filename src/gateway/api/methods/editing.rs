@@ -1,6 +1,6 @@
-//! Changing what the bot sent: `editMessageText`, `editMessageReplyMarkup` and
-//! `deleteMessage`. Only messages this bot sent that are still in the runtime's durable history
-//! (`chats::HISTORY_LIMIT`) qualify; the user's client shows the edit (with `edit_date`) or
+//! Changing what the bot sent: `editMessageText`, `editMessageReplyMarkup`,
+//! `editMessageLiveLocation`, `stopMessageLiveLocation`, `stopPoll` and `deleteMessage`. Only messages this
+//! bot sent that are still in the runtime's durable history (`chats::HISTORY_LIMIT`) qualify; the user's client shows the edit (with `edit_date`) or
 //! removes the message. The history takes the change when the platform acknowledges it.
 
 use protobuf::MessageField;
@@ -13,7 +13,9 @@ use crate::gateway::outbox;
 use crate::gateway::runtime::{unix_now, BotShared};
 use crate::gateway::store::chats;
 use crate::wire::e2e::content::Body;
-use crate::wire::e2e::{Content, Delete, Edit, InlineKeyboard, Text};
+use crate::gateway::updates;
+use crate::wire::e2e::{Content, Delete, Edit, InlineKeyboard, Location, Poll, Text};
+use crate::wire::places;
 
 /// What is done to the message, for the errors.
 #[derive(Clone, Copy)]
@@ -37,8 +39,13 @@ impl Change {
     }
 }
 
-/// A message of this bot in the history.
-fn own_message(bot: &BotShared, params: &Params, change: Change) -> Result<(Target, chats::HistoryEntry), ApiError> {
+/// A message of this bot in the history that `change` can apply to (`can`).
+fn own_message(
+    bot: &BotShared,
+    params: &Params,
+    change: Change,
+    can: fn(&Content) -> bool,
+) -> Result<(Target, chats::HistoryEntry), ApiError> {
     let (what, done) = (change.verb(), change.participle());
     if params.contains("inline_message_id") {
         return Err(ApiError::bad_request("inline messages (inline_message_id) are not supported by this gateway"));
@@ -53,15 +60,21 @@ fn own_message(bot: &BotShared, params: &Params, change: Change) -> Result<(Targ
     if !entry.from_bot {
         return Err(ApiError::bad_request(format!("message can't be {done}: it was not sent by this bot")));
     }
-    if !matches!(entry.content.body, Some(Body::Text(_))) {
+    if !can(&entry.content) {
         return Err(ApiError::bad_request(format!("message can't be {done}")));
     }
     Ok((chat, entry))
 }
 
-/// Sends the new state of `entry` as an edit (keyboard signed for the same message) and
-/// answers the edited Message.
-fn send_edit(bot: &BotShared, chat: &Target, entry: chats::HistoryEntry, mut new: Content) -> Result<Value, ApiError> {
+/// Sends the new state of `entry` as an edit and answers the edited Message.
+fn send_edit(bot: &BotShared, chat: &Target, entry: chats::HistoryEntry, new: Content) -> Result<Value, ApiError> {
+    let edited = submit_edit(bot, chat, entry, new)?;
+    Ok(types::message_json(&bot.message_view(chat.as_ref(), &edited)?))
+}
+
+/// Sends the new state of `entry` as an edit (keyboard signed for the same message); returns
+/// the message as edited.
+fn submit_edit(bot: &BotShared, chat: &Target, entry: chats::HistoryEntry, mut new: Content) -> Result<chats::HistoryEntry, ApiError> {
     new.keyboard.mut_or_insert_default().context = MessageField::none();
     if new.keyboard.rows.is_empty() {
         new.keyboard = MessageField::none();
@@ -90,8 +103,7 @@ fn send_edit(bot: &BotShared, chat: &Target, entry: chats::HistoryEntry, mut new
     let mut content = Content::new();
     content.set_edit(Edit { message_id: entry.message_id as u64, content: MessageField::some(new.clone()), edit_date, ..Default::default() });
     outbox::submit(bot, chat.chat_id(), content, SEND_WAIT)?;
-    let edited = chats::HistoryEntry { content: new, edit_date, ..entry };
-    Ok(types::message_json(&bot.message_view(chat.as_ref(), &edited)?))
+    Ok(chats::HistoryEntry { content: new, edit_date, ..entry })
 }
 
 /// `editMessageText`: new text (with `parse_mode` or `entities`) and, as in the Bot API, the
@@ -99,7 +111,7 @@ fn send_edit(bot: &BotShared, chat: &Target, entry: chats::HistoryEntry, mut new
 pub(super) fn edit_message_text(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let keyboard = markup::inline_keyboard(params)?;
     let (text, entities) = formatted_text(params)?;
-    let (chat, entry) = own_message(bot, params, Change::Edit)?;
+    let (chat, entry) = own_message(bot, params, Change::Edit, is_text)?;
     let mut new = entry.content.clone();
     new.set_text(Text { text, entities, ..Default::default() });
     new.keyboard = MessageField::from_option(keyboard);
@@ -109,7 +121,7 @@ pub(super) fn edit_message_text(bot: &BotShared, params: &Params) -> Result<Valu
 /// `editMessageReplyMarkup`: new buttons, or none.
 pub(super) fn edit_message_reply_markup(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let keyboard = markup::inline_keyboard(params)?;
-    let (chat, entry) = own_message(bot, params, Change::Edit)?;
+    let (chat, entry) = own_message(bot, params, Change::Edit, |c| is_text(c) || c.is_shared_item())?;
     let mut new = entry.content.clone();
     new.keyboard = MessageField::some(keyboard.unwrap_or_else(InlineKeyboard::new));
     send_edit(bot, &chat, entry, new)
@@ -121,9 +133,73 @@ pub(super) fn delete_message(bot: &BotShared, params: &Params) -> Result<Value, 
     if let Target::Group(group) = target_chat(bot, chat_id(params, "chat_id")?)? {
         return super::admin::delete_group_message(bot, &group, params.required_i64("message_id")?);
     }
-    let (chat, entry) = own_message(bot, params, Change::Delete)?;
+    let (chat, entry) = own_message(bot, params, Change::Delete, Content::is_message)?;
     let mut content = Content::new();
     content.set_delete(Delete { message_id: entry.message_id as u64, ..Default::default() });
     outbox::submit(bot, chat.chat_id(), content, SEND_WAIT)?;
     Ok(Value::Bool(true))
+}
+
+fn is_text(content: &Content) -> bool {
+    matches!(content.body, Some(Body::Text(_)))
+}
+
+/// The bot's live location `params` names, with its current point; 400 when the message is
+/// no location, or no longer live (stopped, or its live period ran out).
+fn live_location(bot: &BotShared, params: &Params) -> Result<(Target, chats::HistoryEntry, Location), ApiError> {
+    let (chat, entry) = own_message(bot, params, Change::Edit, |c| matches!(c.body, Some(Body::Location(_))))?;
+    let Some(Body::Location(location)) = &entry.content.body else { unreachable!("checked by own_message") };
+    if !places::is_live(location, entry.date, unix_now()) {
+        return Err(ApiError::bad_request(
+            "message can't be edited: the location is not live (it was sent without live_period, was stopped, or its live_period ran out)",
+        ));
+    }
+    let location = location.clone();
+    Ok((chat, entry, location))
+}
+
+/// `editMessageLiveLocation`: moves the bot's live location; the user's client shows the new
+/// point (an `Edit` with the whole location). The keyboard is the one given in
+/// `reply_markup` (none given: the buttons go), as for editMessageText.
+pub(super) fn edit_message_live_location(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let keyboard = markup::inline_keyboard(params)?;
+    let (chat, entry, now) = live_location(bot, params)?;
+    let moved = super::places::moved_location(params, &now)?;
+    let mut new = entry.content.clone();
+    new.set_location(moved);
+    new.keyboard = MessageField::from_option(keyboard);
+    send_edit(bot, &chat, entry, new)
+}
+
+/// `stopMessageLiveLocation`: the live location stays where it is and stops being live; the
+/// answer (and the user's client) shows it as a plain point.
+pub(super) fn stop_message_live_location(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let keyboard = markup::inline_keyboard(params)?;
+    let (chat, entry, now) = live_location(bot, params)?;
+    let mut new = entry.content.clone();
+    new.set_location(Location { live_stopped: true, ..now });
+    new.keyboard = MessageField::from_option(keyboard);
+    send_edit(bot, &chat, entry, new)
+}
+
+/// `stopPoll`: closes the bot's poll with its final counts; the user's client shows them (an
+/// edit). Answers the stopped Poll, as the Bot API does.
+pub(super) fn stop_poll(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let keyboard = markup::inline_keyboard(params)?;
+    let (chat, entry) = own_message(bot, params, Change::Edit, |c| matches!(c.body, Some(Body::Poll(_))))?;
+    let Some(Body::Poll(poll)) = &entry.content.body else { unreachable!("checked by own_message") };
+    if poll.is_closed {
+        return Err(ApiError::bad_request("poll has already been closed"));
+    }
+    let final_poll = bot
+        .store
+        .read(|c| updates::poll_now(c, &entry, poll, unix_now()))
+        .map_err(|e| ApiError::internal(format!("reading the votes of poll {}/{}: {e}", entry.chat_id, entry.message_id)))?;
+    let id = updates::poll_id(entry.chat_id, entry.message_id);
+    let mut new = entry.content.clone();
+    new.set_poll(Poll { is_closed: true, ..final_poll });
+    new.keyboard = MessageField::from_option(keyboard);
+    let stopped = submit_edit(bot, &chat, entry, new)?;
+    let Some(Body::Poll(poll)) = &stopped.content.body else { unreachable!("a poll was sent") };
+    Ok(types::poll_json(&id, poll))
 }

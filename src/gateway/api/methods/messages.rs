@@ -14,7 +14,7 @@ use crate::gateway::runtime::{BotShared, Sent};
 use crate::gateway::store::{chats, groups};
 use crate::gateway::updates::ChatRef;
 use crate::wire::e2e::content::Body;
-use crate::wire::e2e::{ChatAction, Content, Entity, ForwardOrigin, Text};
+use crate::wire::e2e::{ChatAction, Content, Entity, ForwardOrigin, Location, Text};
 
 /// Longest message text, in UTF-16 code units.
 pub const MAX_TEXT_UTF16: usize = 4096;
@@ -295,16 +295,24 @@ fn source_message(bot: &BotShared, params: &Params) -> Result<(chats::PrivateCha
     let message_id = params.required_i64("message_id")?;
     let from_chat = known_chat(bot, from_chat_id)
         .map_err(|_| ApiError::bad_request("from_chat_id is not a private chat of this bot that produced an update"))?;
-    let entry = remembered(bot, from_chat_id, message_id)?
+    let mut entry = remembered(bot, from_chat_id, message_id)?
         .ok_or_else(|| ApiError::bad_request("message to forward not found in this gateway's history"))?;
     // A file travels again as the same reference and key: no re-upload.
-    if !matches!(entry.content.body, Some(Body::Text(_)) | Some(Body::Media(_))) {
+    if !entry.content.is_message() {
         return Err(ApiError::bad_request("message can't be forwarded"));
+    }
+    // A poll's votes belong to the message they were cast in.
+    if matches!(entry.content.body, Some(Body::Poll(_))) {
+        return Err(ApiError::bad_request("polls can't be forwarded or copied by this gateway"));
+    }
+    // Only the original of a live location moves: a forward or copy is the point as it is.
+    if let Some(Body::Location(l)) = &mut entry.content.body {
+        *l = Location { latitude: l.latitude, longitude: l.longitude, horizontal_accuracy: l.horizontal_accuracy, ..Default::default() };
     }
     Ok((from_chat, entry))
 }
 
-/// `forwardMessage`: the message's text or file (with its caption) to another (or the same) private chat, with
+/// `forwardMessage`: the message (text, file with its caption, location, venue, contact, dice) to another (or the same) private chat, with
 /// `forward_origin` naming who wrote the original and when (a forwarded forward keeps the
 /// first origin). Buttons and the reply are not forwarded.
 pub(super) fn forward_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
