@@ -69,7 +69,7 @@ const UNDER: &str = "  ";
 
 /// The chat mode's own commands, as the help line lists them.
 pub const HELP: &str = "commands: /press [N] BUTTON (a button by number or callback data; no N: the last message \
-with buttons) · /reply N TEXT · /react N [EMOJI] · /inline QUERY · /choose SESSION RESULT_ID · /switch @NAME or GROUP · \
+with buttons) · /reply N TEXT · /edit N TEXT · /react N [EMOJI] · /inline QUERY · /choose SESSION RESULT_ID · /switch @NAME or GROUP · \
 /commands · /quit; //x sends /x, any other /x (like /start) goes to the peer as text";
 
 /// Something the chat mode shows. Every line it prints is one of these, rendered by `render`,
@@ -88,6 +88,8 @@ pub enum ChatEvent<'a> {
     Incoming { event: &'a Incoming, chat: &'a str, via: Option<&'a str> },
     /// A line we sent, with the platform's message id (and the message it replies to).
     Sent { text: &'a str, message_id: u64, reply_to: Option<u64> },
+    /// We replaced the text of our message `message_id`.
+    Edited { message_id: u64, text: &'a str },
     /// A line we could not send, and never will.
     SendFailed { text: &'a str, reason: &'a str },
     /// A line the platform could not be reached for: it waits in the outbox and is sent, as
@@ -135,6 +137,7 @@ impl ChatEvent<'_> {
                 }
                 out
             }
+            ChatEvent::Edited { message_id, text } => with_body(&format!("[you] #{message_id} edited: "), text),
             ChatEvent::SendFailed { text, reason } => {
                 format!("{}\n{CONTINUATION}not sent: {}", with_body("[you] ", text), sanitize(reason))
             }

@@ -27,6 +27,19 @@ CREATE TABLE client_messages (
     PRIMARY KEY (peer_user_id, message_id)
 );";
 
+/// Profile schema step 6: the texts this profile sent, per dialog (or group, under
+/// `group_peer`), so that an edit names only a message of our own and keeps its reply and
+/// forward fields. The newest `MAX_REMEMBERED` are kept, as for received ones.
+pub(super) const SENT_V6: &str = "
+CREATE TABLE client_sent (
+    peer_user_id INTEGER NOT NULL,
+    message_id INTEGER NOT NULL,
+    date INTEGER NOT NULL,
+    -- The encoded e2e.Content as sent, our later edits applied.
+    content BLOB NOT NULL,
+    PRIMARY KEY (peer_user_id, message_id)
+);";
+
 /// The `peer_user_id` under which a group's messages are remembered: the top bit set (user
 /// ids stay below 2^53), then 63 bits of the group id, so a group's message ids never meet a
 /// dialog's.
@@ -129,6 +142,44 @@ pub(super) fn apply_edit(c: &Connection, peer: u64, date: i64, edit: &Edit) -> R
     Ok(now)
 }
 
+/// Remembers a text we sent to `peer` (a group: `group_peer`), or its content after our edit;
+/// forgets the oldest beyond `MAX_REMEMBERED`. Other kinds (files, presses, reactions) are
+/// not remembered: only a text is edited.
+pub(super) fn remember_sent(c: &Connection, peer: u64, message_id: u64, date: i64, content: &Content) -> Result<()> {
+    if !content.has_text() {
+        return Ok(());
+    }
+    let bytes = encode(content, peer, message_id)?;
+    c.execute(
+        "INSERT INTO client_sent (peer_user_id, message_id, date, content) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (peer_user_id, message_id) DO UPDATE SET content = excluded.content",
+        params![peer as i64, message_id as i64, date, bytes],
+    )?;
+    c.execute(
+        "DELETE FROM client_sent WHERE rowid <=
+             (SELECT rowid FROM client_sent ORDER BY rowid DESC LIMIT 1 OFFSET ?1)",
+        [MAX_REMEMBERED],
+    )?;
+    Ok(())
+}
+
+/// A text we sent to `peer`, as it is now (our edits applied), if remembered.
+pub(super) fn load_sent(c: &Connection, peer: u64, message_id: u64) -> Result<Option<Content>> {
+    let bytes: Option<Vec<u8>> = c
+        .query_row(
+            "SELECT content FROM client_sent WHERE peer_user_id = ?1 AND message_id = ?2",
+            params![peer as i64, message_id as i64],
+            |r| r.get(0),
+        )
+        .optional()?;
+    bytes
+        .map(|b| {
+            Content::parse_from_bytes(&b)
+                .map_err(|e| ClientError::Invalid(format!("remembered message {message_id} sent to user {peer} is damaged: {e}")))
+        })
+        .transpose()
+}
+
 /// Forgets a message `peer` deleted (nothing to do when it is not remembered).
 pub(super) fn forget(c: &Connection, peer: u64, message_id: u64) -> Result<()> {
     c.execute(
@@ -196,6 +247,27 @@ mod tests {
         forget(&c, 7, 5).expect("forget");
         assert_eq!(load(&c, 7, 5).expect("load"), None);
         forget(&c, 7, 5).expect("forgetting twice is fine");
+    }
+
+    #[test]
+    fn sent_texts_are_remembered_apart_from_received_ones() {
+        let c = db();
+        c.execute_batch(SENT_V6).expect("table");
+        remember(&c, 7, 5, 100, &text("from the bot")).expect("received");
+        assert_eq!(load_sent(&c, 7, 5).expect("load"), None, "a received message is not ours");
+        let mut mine = text("hello");
+        mine.reply_to_message_id = 5;
+        remember_sent(&c, 7, 6, 101, &mine).expect("sent");
+        assert_eq!(load_sent(&c, 7, 6).expect("load"), Some(mine.clone()));
+        assert_eq!(load(&c, 7, 6).expect("load"), None, "nor is ours a received one");
+        let mut edited = mine.clone();
+        edited.mut_text().text = "hello, world".into();
+        remember_sent(&c, 7, 6, 999, &edited).expect("edited");
+        assert_eq!(load_sent(&c, 7, 6).expect("load"), Some(edited));
+        let mut reaction = Content::new();
+        reaction.set_reaction(crate::wire::e2e::Reaction::new());
+        remember_sent(&c, 7, 8, 102, &reaction).expect("not a text");
+        assert_eq!(load_sent(&c, 7, 8).expect("load"), None, "only texts are remembered");
     }
 
     #[test]

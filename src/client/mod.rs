@@ -13,7 +13,8 @@
 //!   delivery service, and what arrives for a group in the inbox.
 //! - `outbox`: lines typed in chat mode, kept until the platform takes them.
 //! - `history`: the received messages remembered per dialog (edits applied), for presses
-//!   and downloads.
+//!   and downloads, and the texts we sent, for our edits.
+//! - `edit`: editing our own texts end to end (`Profile::edit_message`).
 //! - `media`: sending a file (encrypted while streamed to the platform) and downloading one
 //!   (verified whole before a byte is written).
 //! - `cli`, `chat`: the `e2e-chat` program and its chat mode; `tui`: chat mode on a terminal
@@ -41,6 +42,7 @@ mod cli;
 mod cli_admin;
 mod cli_config;
 pub mod display;
+mod edit;
 mod error;
 mod group;
 mod group_delivery;
@@ -60,6 +62,7 @@ mod dialog_tests;
 
 pub use bot_profile::{BotCommand, BotMenu};
 pub use cli::run_cli;
+pub use edit::EditedMessage;
 pub use error::{ClientError, Result};
 pub use inbox::{StreamEnd, REPLENISH_BELOW};
 pub use group::{Added, GroupDetails, GroupMemberInfo, SentGroupMessage, CATCH_UP_WAIT, MAX_GROUP_ATTEMPTS};

@@ -267,6 +267,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 4, sql: &[super::group_delivery::GROUPS_V4] },
     // Messages typed in chat mode that the platform has not taken yet (`outbox`).
     Step { version: 5, sql: &[super::outbox::OUTBOX_V5] },
+    // The texts this profile sent, for edits (`history`).
+    Step { version: 6, sql: &[history::SENT_V6] },
 ];
 
 /// Step 2: the processed seqs give way to the one inbound rule of `e2e::inbound`. Envelopes
@@ -350,17 +352,34 @@ mod tests {
     }
 
     #[test]
-    fn steps_4_and_5_add_groups_and_the_outbox_and_open_adds_openmls_tables() {
+    fn steps_4_to_6_add_groups_the_outbox_and_sent_texts_and_open_adds_openmls_tables() {
         let dir = tempfile::tempdir().expect("tempdir");
         let c = open_db(dir.path()).expect("open");
         let version: u32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).expect("version");
-        assert_eq!(version, 5);
+        assert_eq!(version, 6);
         let count = |sql: &str| -> i64 { c.query_row(sql, [], |r| r.get(0)).expect("count") };
         assert_eq!(count("SELECT COUNT(*) FROM client_groups"), 0);
         assert_eq!(count("SELECT COUNT(*) FROM client_outbox"), 0);
+        assert_eq!(count("SELECT COUNT(*) FROM client_sent"), 0);
         assert!(count("SELECT COUNT(*) FROM sqlite_master WHERE name = 'openmls_group_data'") == 1, "openmls storage migrated");
         drop(c);
         open_db(dir.path()).expect("opening again runs nothing twice");
+    }
+
+    #[test]
+    fn step_6_keeps_what_a_version_5_profile_holds() {
+        let c = Connection::open_in_memory().expect("db");
+        migrations::migrate(&c, &STEPS[..5]).expect("version 5");
+        let content = crate::e2e::text_content("kept");
+        history::remember(&c, 1, 1, 0, &content).expect("remember");
+        c.execute("INSERT INTO client_outbox (peer, client_message_id, content, queued_at) VALUES ('bot', 'c1', x'', 0)", [])
+            .expect("queued");
+        migrations::migrate(&c, STEPS).expect("version 6");
+        assert_eq!(history::load(&c, 1, 1).expect("load"), Some(content.clone()));
+        assert_eq!(c.query_row("SELECT COUNT(*) FROM client_outbox", [], |r| r.get::<_, i64>(0)).expect("count"), 1);
+        assert_eq!(history::load_sent(&c, 1, 1).expect("load"), None, "nothing was sent before");
+        history::remember_sent(&c, 1, 2, 0, &content).expect("remember a sent text");
+        assert_eq!(history::load_sent(&c, 1, 2).expect("load"), Some(content));
     }
 
     #[test]
