@@ -115,6 +115,40 @@ fn a_user_edits_their_own_message_and_the_bot_gets_edited_message() {
     assert!(seen.iter().all(|u| u.get("edited_message").is_none()), "filtered out: {seen:?}");
 }
 
+/// Chat mode's `/edit N TEXT`: our line changes, the bot gets `edited_message`; the bot's
+/// message is refused with the reason.
+#[test]
+fn chat_mode_edits_our_own_line() {
+    use std::io::Write;
+    use support::chat::{piped_chat, read_until};
+
+    let world = World::start("chat_edit_bot");
+    let gw = &world.gateway;
+    let alice = world.dir.path().join("alice");
+    ok(&alice, &["--server", &world.platform.url, "register", "alice"]);
+    let (mut chat, mut stdin, out, err) = piped_chat(&alice, "@chat_edit_bot");
+    writeln!(stdin, "helo there").expect("type");
+    let sent = read_until(&out, "our line", |l| l.starts_with("[you] helo there (#"));
+    let mid: u64 = sent.last().and_then(|l| l.rsplit("(#").next()).and_then(|n| n.trim_end_matches(')').parse().ok()).expect("id");
+    let mut offset = 0;
+    let (m, _) = wait_update(gw, &mut offset, None, "the message", |u| u["message"]["text"] == "helo there");
+    let chat_id = m["message"]["chat"]["id"].as_i64().expect("chat");
+
+    writeln!(stdin, "/edit {mid} hello there").expect("type");
+    read_until(&out, "the edit", |l| l == format!("[you] #{mid} edited: hello there"));
+    let (u, _) = wait_update(gw, &mut offset, None, "edited_message", |u| u.get("edited_message").is_some());
+    assert_eq!((u["edited_message"]["message_id"].as_u64(), u["edited_message"]["text"].as_str()), (Some(mid), Some("hello there")));
+
+    let (status, reply) = gw.call("sendMessage", json!({"chat_id": chat_id, "text": "a bot's line"}));
+    assert_eq!(status, 200, "{reply}");
+    let bot_mid = reply["result"]["message_id"].as_u64().expect("id");
+    read_until(&out, "the bot's line", |l| l.contains("a bot's line"));
+    writeln!(stdin, "/edit {bot_mid} mine now").expect("type");
+    read_until(&err, "the refusal", |l| l.starts_with("/edit:") && l.contains("was not sent by you"));
+    writeln!(stdin, "/quit").expect("type");
+    assert!(chat.wait_exit("after /quit").success());
+}
+
 /// The `from` of each membership update names who caused it; members' edits in a group and
 /// the owner's edit of a channel post reach the bot.
 #[test]
