@@ -225,7 +225,8 @@ impl View {
                 conv.push(Entry::Message { time: m.date, message: received(m) });
                 true
             }
-            Incoming::Edited { message_id, text, entities, keyboard, .. } => match conv.message_mut(*message_id) {
+            // The peer's message only: never a line of ours.
+            Incoming::Edited { message_id, text, entities, keyboard, .. } => match conv.message_mut(*message_id).filter(|m| m.from.is_some()) {
                 Some(m) => {
                     m.text = text.clone();
                     m.entities = entities.clone();
