@@ -193,7 +193,11 @@ fn membership_updates_name_who_did_it_and_group_edits_reach_the_bot() {
     assert_eq!((e["text"].as_str(), e["chat"]["id"].as_i64(), e["from"]["id"].as_i64()), (Some("hi all"), Some(chat_id), Some(ben_id)));
     assert_eq!(e["message_id"].as_u64().map(|m| m.to_string()), Some(mid.clone()));
     assert!(e["edit_date"].as_i64().is_some(), "{e}");
-    ok(&ann, &["listen", "--timeout", "3"]);
+    // Ann's client shows Ben's edit; she cannot edit his message.
+    let heard = ok(&ann, &["listen", "--timeout", "4"]);
+    let shown = heard.iter().find(|v| v["event"] == "group_edited").unwrap_or_else(|| panic!("{heard:?}"));
+    assert_eq!((shown["text"].as_str(), shown["from"]["username"].as_str()), (Some("hi all"), Some("ben")), "{shown}");
+    assert_eq!(shown["message_id"].as_u64().map(|m| m.to_string()), Some(mid.clone()));
     fails(&ann, &["group", "edit", "Team", &mid, "hijacked"], "was not sent by you");
 
     // Ann promotes Ben (invite, restrict): from = Ann. Cat asks by link, Ben approves:

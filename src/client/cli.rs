@@ -82,7 +82,8 @@ Commands:
         (+ caption_entities) instead of text. Anything else has an \"event\" field: edited, deleted, reaction,
         chat_action, callback_answer, and for groups (each with \"group\":{\"id\",\"title\"}):
         group_message (message_id, date, from, text, ... as a message), group_joined,
-        group_membership (user, old_role, new_role, actor), group_commit (epoch, added,
+        group_membership (user, old_role, new_role, actor), group_edited (message_id, from,
+        edit_date, text, entities, keyboard), group_commit (epoch, added,
         removed: [{\"user_id\",\"device_id\"}], removed_me)
   save-config @BotManager FILE [--state-dir DIR] [--bot @NAME] [--force]
         write the gateway config that @BotManager sent at /newbot (with the newest token
@@ -960,6 +961,16 @@ pub(super) fn incoming_json(e: &Incoming) -> String {
         Incoming::GroupTitle { group, actor } => {
             vec![event("group_title"), ("group", group_json(group)), ("actor", sender_json(actor))]
         }
+        Incoming::GroupEdited { group, message_id, from, edit_date, text, entities, keyboard } => vec![
+            event("group_edited"),
+            ("group", group_json(group)),
+            ("message_id", num(*message_id)),
+            ("from", sender_json(from)),
+            ("edit_date", json!(edit_date).to_string()),
+            ("text", json!(text).to_string()),
+            ("entities", Value::Array(entities.iter().map(entity_json).collect()).to_string()),
+            ("keyboard", keyboard_json(keyboard)),
+        ],
         Incoming::Edited { chat_id, message_id, edit_date, text, entities, keyboard } => vec![
             event("edited"),
             ("chat_id", num(*chat_id)),

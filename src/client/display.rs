@@ -227,6 +227,12 @@ fn render_incoming(event: &Incoming, chat: &str, via: Option<&str>) -> String {
         Incoming::GroupDeleted { group, message_id, actor } => {
             format!("[{}] #{message_id} deleted by @{}", sanitize(&group.title), name_of(actor))
         }
+        Incoming::GroupEdited { group, message_id, from, text, keyboard, .. } => {
+            let mut out =
+                with_body(&format!("[@{} in {}] #{message_id} edited: ", name_of(from), sanitize(&group.title)), text);
+            push_keyboard(&mut out, keyboard);
+            out
+        }
         Incoming::GroupTitle { group, actor } => {
             format!("[{}] @{} changed the title", sanitize(&group.title), name_of(actor))
         }

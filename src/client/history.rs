@@ -29,8 +29,11 @@ CREATE TABLE client_messages (
 
 /// Profile schema step 6: the texts this profile sent, per dialog (or group, under
 /// `group_peer`), so that an edit names only a message of our own and keeps its reply and
-/// forward fields. The newest `MAX_REMEMBERED` are kept, as for received ones.
+/// forward fields (the newest `MAX_REMEMBERED` are kept, as for received ones); and who sent a
+/// received group message, so that only its sender's edit applies to it.
 pub(super) const SENT_V6: &str = "
+-- 0: a dialog's message (its sender is the peer), or one remembered before this step.
+ALTER TABLE client_messages ADD COLUMN sender_user_id INTEGER NOT NULL DEFAULT 0;
 CREATE TABLE client_sent (
     peer_user_id INTEGER NOT NULL,
     message_id INTEGER NOT NULL,
@@ -140,6 +143,28 @@ pub(super) fn apply_edit(c: &Connection, peer: u64, date: i64, edit: &Edit) -> R
         }
     };
     Ok(now)
+}
+
+/// Remembers a group's message (`peer`: `group_peer`) with its sender, as `remember` does.
+pub(super) fn remember_group_message(c: &Connection, peer: u64, message_id: u64, date: i64, content: &Content, sender: u64) -> Result<()> {
+    remember(c, peer, message_id, date, content)?;
+    c.execute(
+        "UPDATE client_messages SET sender_user_id = ?3 WHERE peer_user_id = ?1 AND message_id = ?2",
+        params![peer as i64, message_id as i64, sender as i64],
+    )?;
+    Ok(())
+}
+
+/// Who sent a remembered group message (none: not remembered, or from before step 6).
+pub(super) fn group_message_sender(c: &Connection, peer: u64, message_id: u64) -> Result<Option<u64>> {
+    let sender: Option<i64> = c
+        .query_row(
+            "SELECT sender_user_id FROM client_messages WHERE peer_user_id = ?1 AND message_id = ?2",
+            params![peer as i64, message_id as i64],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(sender.filter(|&s| s != 0).map(|s| s as u64))
 }
 
 /// Remembers a text we sent to `peer` (a group: `group_peer`), or its content after our edit;
@@ -268,6 +293,17 @@ mod tests {
         reaction.set_reaction(crate::wire::e2e::Reaction::new());
         remember_sent(&c, 7, 8, 102, &reaction).expect("not a text");
         assert_eq!(load_sent(&c, 7, 8).expect("load"), None, "only texts are remembered");
+    }
+
+    #[test]
+    fn a_group_message_remembers_its_sender() {
+        let c = db();
+        c.execute_batch(SENT_V6).expect("step 6");
+        remember_group_message(&c, 1 << 63, 4, 100, &text("hi"), 42).expect("remember");
+        assert_eq!(group_message_sender(&c, 1 << 63, 4).expect("sender"), Some(42));
+        assert_eq!(group_message_sender(&c, 1 << 63, 5).expect("sender"), None, "not remembered");
+        remember(&c, 7, 4, 100, &text("a dialog's")).expect("remember");
+        assert_eq!(group_message_sender(&c, 7, 4).expect("sender"), None, "a dialog's message names no sender");
     }
 
     #[test]

@@ -225,6 +225,9 @@ pub enum Incoming {
     JoinDeclined { group: GroupRef, by: Sender },
     /// A message of the group was deleted for everyone, by `actor`.
     GroupDeleted { group: GroupRef, message_id: u64, actor: Sender },
+    /// A member (`from`) changed one of their group messages; text, entities and keyboard are
+    /// the whole new ones.
+    GroupEdited { group: GroupRef, message_id: u64, from: Sender, edit_date: i64, text: String, entities: Vec<Entity>, keyboard: Keyboard },
 }
 
 pub use crate::wire::platform::GroupRole;
@@ -291,7 +294,8 @@ impl Incoming {
             | Incoming::GroupTitle { .. }
             | Incoming::JoinRequest { .. }
             | Incoming::JoinDeclined { .. }
-            | Incoming::GroupDeleted { .. } => 0,
+            | Incoming::GroupDeleted { .. }
+            | Incoming::GroupEdited { .. } => 0,
         }
     }
 
@@ -305,7 +309,8 @@ impl Incoming {
             | Incoming::GroupTitle { group, .. }
             | Incoming::JoinRequest { group, .. }
             | Incoming::JoinDeclined { group, .. }
-            | Incoming::GroupDeleted { group, .. } => Some(group),
+            | Incoming::GroupDeleted { group, .. }
+            | Incoming::GroupEdited { group, .. } => Some(group),
             _ => None,
         }
     }

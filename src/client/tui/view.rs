@@ -226,7 +226,8 @@ impl View {
                 true
             }
             // The peer's message only: never a line of ours.
-            Incoming::Edited { message_id, text, entities, keyboard, .. } => match conv.message_mut(*message_id).filter(|m| m.from.is_some()) {
+            Incoming::Edited { message_id, text, entities, keyboard, .. }
+            | Incoming::GroupEdited { message_id, text, entities, keyboard, .. } => match conv.message_mut(*message_id).filter(|m| m.from.is_some()) {
                 Some(m) => {
                     m.text = text.clone();
                     m.entities = entities.clone();
