@@ -56,13 +56,19 @@ fn every_program_follows_the_conventions() {
     );
     conventions(
         "e2e-chat",
-        &[("register", "register USERNAME"), ("send", "--reply-to"), ("listen", "--count N"), ("group", "group members GROUP")],
+        &[
+            ("register", "register USERNAME"),
+            ("send", "--reply-to"),
+            ("edit", "edit @PEER MESSAGE_ID TEXT"),
+            ("listen", "--count N"),
+            ("group", "group edit GROUP MESSAGE_ID TEXT"),
+        ],
     );
     // `group` alone or an unknown group command is a usage error naming the group commands.
     for args in [vec!["group"], vec!["group", "frob"]] {
         let (code, _, err) = text(&run("e2e-chat", &args));
         assert_eq!(code, 2, "{args:?}: {err}");
-        assert!(err.contains("create, add, remove, send, press, title, members, leave, list"), "{err}");
+        assert!(err.contains("create, add, remove, send, edit, press, title, members, leave, list"), "{err}");
     }
 
     // The gateway's help is a config reference: every field.

@@ -47,6 +47,10 @@ Commands:
   send @PEER TEXT... [--reply-to MESSAGE_ID]
         send the words of TEXT joined by spaces, optionally as a reply (a TEXT that starts
         with - goes after --); prints {\"chat_id\":N,\"message_id\":M,\"date\":T}
+  edit @PEER MESSAGE_ID TEXT...
+        replace the text of a message you sent (only your own texts; its reply stays);
+        the peer sees it edited, a bot gets edited_message; prints {\"chat_id\":N,
+        \"message_id\":M,\"edit_date\":T}
   press @BOT MESSAGE_ID CALLBACK_DATA [--timeout SECONDS]
         press the button with CALLBACK_DATA under a received message and wait (default 30 s)
         for the bot's answer; prints {\"event\":\"callback_answer\",\"chat_id\":N,
@@ -113,7 +117,8 @@ Commands:
         same field in the edited event). Anything else has an \"event\" field: edited, deleted, reaction,
         chat_action, callback_answer, and for groups (each with \"group\":{\"id\",\"title\"}):
         group_message (message_id, date, from, text, ... as a message), group_joined,
-        group_membership (user, old_role, new_role, actor), group_commit (epoch, added,
+        group_membership (user, old_role, new_role, actor), group_edited (message_id, from,
+        edit_date, text, entities, keyboard), group_commit (epoch, added,
         removed: [{\"user_id\",\"device_id\"}], removed_me)
   save-config @BotManager FILE [--state-dir DIR] [--bot @NAME] [--force]
         write the gateway config that @BotManager sent at /newbot (with the newest token
@@ -135,15 +140,18 @@ Commands:
         Other dialogs and groups are counted unread in the status line. Without a terminal
         it prints one line per thing: `[@sender] text (#id)`, `[you] text (#id)`, ...
         Commands: /press [ID] BUTTON (its number or callback data; no ID: the last message
-        with buttons), /reply ID TEXT, /react ID [EMOJI] (none: remove), /inline QUERY,
+        with buttons), /reply ID TEXT, /edit ID TEXT (a text of yours, shown edited),
+        /react ID [EMOJI] (none: remove), /inline QUERY,
         /choose SESSION RESULT_ID, /location LAT LON (share a point), /contact (share your
         contact card), /vote ID [N...] (a poll's options by number; none retracts),
+        N or /choose N (button N of the bot's reply keyboard, drawn above the status
+        line), /open LINK (a bot link: /start PAYLOAD), @BOT QUERY (inline mode),
         /switch @NAME or GROUP (another conversation),
         /commands (the bot's commands and these), /quit; //x sends /x, any other /x (like
         /start) goes to the peer. /quit, Ctrl-D or end of input leaves; Ctrl-C clears the
         line. NO_COLOR turns colour off. Control characters in what arrives are shown
         escaped (\\e, \\x07, \\u{9b}), never obeyed
-  group create|add|remove|send|press|title|members|leave|list ...
+  group create|add|remove|send|edit|press|title|members|leave|list ...
         groups, end-to-end encrypted with MLS. GROUP is a group's id (64 hex digits, or a
         unique prefix of 8 or more) or the exact title of a group you know.
         group create TITLE...           a group with you as its owner; prints
@@ -157,6 +165,10 @@ Commands:
                                         \"user_id\",\"leaves_removed\":B}
         group send GROUP TEXT... [--reply-to M]
                                         prints {\"group_id\",\"message_id\",\"date\"}
+        group edit GROUP MESSAGE_ID TEXT...
+                                        replace the text of your message (your post, in
+                                        a channel); prints {\"group_id\",\"message_id\",
+                                        \"edit_date\"}
         group press GROUP MESSAGE_ID CALLBACK_DATA [--timeout S]
                                         press a button of a bot's group message (privately
                                         to the bot); prints the bot's answer
@@ -206,8 +218,9 @@ pub const PROGRAM: crate::cli::Program = crate::cli::Program {
     name: "e2e-chat",
     help: USAGE,
     commands: &[
-        "register", "send", "press", "reply-button", "start", "react", "inline", "choose", "send-file", "send-location",
-        "send-contact", "vote", "download", "listen", "commands", "chat", "group", "channel", "join", "save-config",
+        "register", "send", "edit", "press", "reply-button", "start", "react", "inline", "choose", "send-file",
+        "send-location", "send-contact", "vote", "download", "listen", "commands", "chat", "group", "channel", "join",
+        "save-config",
     ],
 };
 
@@ -261,7 +274,7 @@ fn command_options(command: &str, sub: Option<&str>) -> Result<&'static [Opt], U
         ("save-config", _) => super::cli_config::OPTIONS,
         ("reply-button", _) => super::cli_bot::REPLY_BUTTON_OPTIONS,
         ("group", Some(s)) if super::cli_admin::GROUP_ADMIN_SUBCOMMANDS.contains(&s) => super::cli_admin::admin_options(s),
-        ("group", Some("create" | "add" | "remove" | "title" | "members" | "leave" | "list")) => NONE,
+        ("group", Some("create" | "add" | "remove" | "edit" | "title" | "members" | "leave" | "list")) => NONE,
         ("group", None) => return Err(UsageError(format!("group: which one? the group commands are: {GROUP_SUBCOMMANDS}"))),
         ("group", Some(other)) => return Err(unknown_group_command(other)),
         ("channel", Some("create" | "post")) => NONE,
@@ -352,6 +365,7 @@ pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
     match command.as_str() {
         "register" => register(&global, &a),
         "send" => send(&global, &a),
+        "edit" => edit(&global, &a),
         "listen" => listen(&global, &a),
         "commands" => commands(&global, &a),
         "press" => press(&global, &a),
@@ -414,6 +428,30 @@ fn send(global: &Global, a: &Args) -> anyhow::Result<()> {
         ("message_id", json!(sent.message_id)),
         ("date", json!(sent.date)),
     ]))
+}
+
+fn edit(global: &Global, a: &Args) -> anyhow::Result<()> {
+    let (peer, message_id, text) = edit_args("edit", "@PEER", a)?;
+    let profile = open_profile(global)?;
+    let edited = profile.edit_message(peer, message_id, &text).with_context(|| format!("edit message {message_id}"))?;
+    print_line(&ordered(&[
+        ("chat_id", json!(edited.chat_id)),
+        ("message_id", json!(edited.message_id)),
+        ("edit_date", json!(edited.edit_date)),
+    ]))
+}
+
+/// `COMMAND TARGET MESSAGE_ID TEXT...` of an edit.
+fn edit_args<'a>(command: &str, target: &str, a: &Args<'a>) -> anyhow::Result<(&'a str, u64, String)> {
+    let [where_, id, text @ ..] = &a.words[..] else {
+        return Err(usage(format!("{command}: expected {target} MESSAGE_ID TEXT")));
+    };
+    let message_id = message_id_arg(&format!("{command}: MESSAGE_ID"), id)?;
+    let text = text.join(" ");
+    if text.trim().is_empty() {
+        return Err(usage(format!("{command}: no text given (a message cannot be edited to nothing)")));
+    }
+    Ok((*where_, message_id, text))
 }
 
 /// `send`'s @PEER, `--reply-to` and text.
@@ -712,6 +750,15 @@ fn group(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()> {
                 ("date", json!(sent.date)),
             ]))
         }
+        GroupCommand::Edit { group, message_id, text } => {
+            let id = find(group)?;
+            let edited = profile.edit_group_message(&id, message_id, &text).with_context(|| format!("group edit {message_id}"))?;
+            print_line(&ordered(&[
+                ("group_id", json!(id.hex())),
+                ("message_id", json!(edited.message_id)),
+                ("edit_date", json!(edited.edit_date)),
+            ]))
+        }
         GroupCommand::Press { group, message_id, data, timeout } => {
             let id = find(group)?;
             let pressed = profile.press_in_group(&id, message_id, data)?;
@@ -758,6 +805,7 @@ enum GroupCommand<'a> {
     Add { group: &'a str, user: &'a str },
     Remove { group: &'a str, user: &'a str },
     Send { group: &'a str, reply_to: Option<u64>, text: String },
+    Edit { group: &'a str, message_id: u64, text: String },
     Members { group: &'a str },
     Leave { group: &'a str },
     List,
@@ -765,7 +813,7 @@ enum GroupCommand<'a> {
     Title { group: &'a str, title: String },
 }
 
-const GROUP_SUBCOMMANDS: &str = "create, add, remove, send, press, title, members, leave, list, promote, ban, unban, restrict, unrestrict, link, revoke-link, export-link, approve, decline, delete";
+const GROUP_SUBCOMMANDS: &str = "create, add, remove, send, edit, press, title, members, leave, list, promote, ban, unban, restrict, unrestrict, link, revoke-link, export-link, approve, decline, delete";
 const CHANNEL_SUBCOMMANDS: &str = "create, post";
 
 fn unknown_group_command(other: &str) -> UsageError {
@@ -795,6 +843,10 @@ fn group_args<'a>(sub: &str, a: &Args<'a>) -> anyhow::Result<GroupCommand<'a>> {
         "send" => {
             let (group, reply_to, text) = text_args("group send", "GROUP", a)?;
             GroupCommand::Send { group, reply_to, text }
+        }
+        "edit" => {
+            let (group, message_id, text) = edit_args("group edit", "GROUP", a)?;
+            GroupCommand::Edit { group, message_id, text }
         }
         "press" => {
             let (group, message_id, data, timeout) = press_args("group press", "GROUP", a)?;
@@ -966,6 +1018,22 @@ pub(super) fn incoming_json(e: &Incoming) -> String {
         ],
         Incoming::GroupTitle { group, actor } => {
             vec![event("group_title"), ("group", group_json(group)), ("actor", sender_json(actor))]
+        }
+        Incoming::GroupEdited { group, message_id, from, edit_date, text, entities, keyboard, shared } => {
+            let mut fields = vec![
+            event("group_edited"),
+            ("group", group_json(group)),
+            ("message_id", num(*message_id)),
+            ("from", sender_json(from)),
+            ("edit_date", json!(edit_date).to_string()),
+            ("text", json!(text).to_string()),
+            ("entities", Value::Array(entities.iter().map(entity_json).collect()).to_string()),
+            ("keyboard", keyboard_json(keyboard)),
+            ];
+            if let Some(shared) = shared {
+                fields.push(super::cli_places::shared_field(shared));
+            }
+            fields
         }
         Incoming::Edited { chat_id, message_id, edit_date, text, entities, keyboard, shared } => {
             let mut fields = vec![
@@ -1486,6 +1554,13 @@ mod tests {
             parse(&["press", "Team", "3", "--timeout=2", "--", "-data"]),
             ok(GroupCommand::Press { group: "Team", message_id: 3, data: "-data", timeout: Duration::from_secs(2) })
         );
+        assert_eq!(
+            parse(&["edit", "Team", "3", "hi", "--", "-all"]),
+            ok(GroupCommand::Edit { group: "Team", message_id: 3, text: "hi -all".into() })
+        );
+        assert!(parse(&["edit", "Team", "3"]).expect_err("no text").contains("group edit: no text"));
+        assert!(parse(&["edit", "Team"]).expect_err("no id").contains("group edit: expected GROUP MESSAGE_ID TEXT"));
+        assert!(parse(&["edit", "Team", "x", "hi"]).expect_err("bad id").contains("not a message id"));
         assert_eq!(parse(&["members", "Team"]), ok(GroupCommand::Members { group: "Team" }));
         assert_eq!(parse(&["leave", "Team"]), ok(GroupCommand::Leave { group: "Team" }));
         assert_eq!(parse(&["list"]), ok(GroupCommand::List));

@@ -471,6 +471,24 @@ fn edits_and_deletions_update_what_the_profile_remembers() {
     assert!(err.to_string().contains("no message"), "{err}");
 }
 
+/// A peer's edit naming one of our messages is ignored: only the peer's own change.
+#[test]
+fn an_edit_of_our_message_by_the_peer_is_ignored() {
+    let d = BotDialog::start();
+    let hello = d.alice.send_text("@keys_bot", "hello").expect("send");
+    d.bot.receive_content();
+    let mut edit = Edit::new();
+    edit.message_id = hello.message_id;
+    edit.content = protobuf::MessageField::some(crate::e2e::text_content("hijacked"));
+    let mut content = Content::new();
+    content.set_edit(edit);
+    d.bot.send(d.alice.user_id(), &content);
+    d.bot.send(d.alice.user_id(), &crate::e2e::text_content("after"));
+    assert!(matches!(d.next_event(), Incoming::Message(ref m) if m.text == "after"), "no Edited event for our message");
+    assert_eq!(history::load_sent(&d.alice.conn, d.bot_user_id, hello.message_id).expect("load").expect("ours").text().text, "hello");
+    assert_eq!(history::load(&d.alice.conn, d.bot_user_id, hello.message_id).expect("load"), None, "not taken as the peer's");
+}
+
 #[test]
 fn reactions_chat_actions_and_forwards_decode_and_reactions_are_sent() {
     let d = BotDialog::start();

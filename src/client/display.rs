@@ -71,7 +71,7 @@ const UNDER: &str = "  ";
 
 /// The chat mode's own commands, as the help line lists them.
 pub const HELP: &str = "commands: /press [N] BUTTON (a button by number or callback data; no N: the last message \
-with buttons) · /reply N TEXT · /react N [EMOJI] · /inline QUERY (or type @bot QUERY) · /choose SESSION RESULT_ID · \
+with buttons) · /reply N TEXT · /edit N TEXT · /react N [EMOJI] · /inline QUERY (or type @bot QUERY) · /choose SESSION RESULT_ID · \
 a reply keyboard's button: its number, or /choose N · /location LAT LON · /contact (your card) · /vote N [OPTION…] · \
 /open LINK (a bot link) · /switch @NAME or GROUP · /commands · /quit; //x sends /x, any other /x (like /start) goes to the peer as text";
 
@@ -91,6 +91,8 @@ pub enum ChatEvent<'a> {
     Incoming { event: &'a Incoming, chat: &'a str, via: Option<&'a str> },
     /// A line we sent, with the platform's message id (and the message it replies to).
     Sent { text: &'a str, message_id: u64, reply_to: Option<u64> },
+    /// We replaced the text of our message `message_id`.
+    Edited { message_id: u64, text: &'a str },
     /// A line we could not send, and never will.
     SendFailed { text: &'a str, reason: &'a str },
     /// A line the platform could not be reached for: it waits in the outbox and is sent, as
@@ -142,6 +144,7 @@ impl ChatEvent<'_> {
                 }
                 out
             }
+            ChatEvent::Edited { message_id, text } => with_body(&format!("[you] #{message_id} edited: "), text),
             ChatEvent::SendFailed { text, reason } => {
                 format!("{}\n{CONTINUATION}not sent: {}", with_body("[you] ", text), sanitize(reason))
             }
@@ -236,6 +239,12 @@ fn render_incoming(event: &Incoming, chat: &str, via: Option<&str>) -> String {
         }
         Incoming::GroupDeleted { group, message_id, actor } => {
             format!("[{}] #{message_id} deleted by @{}", sanitize(&group.title), name_of(actor))
+        }
+        Incoming::GroupEdited { group, message_id, from, text, keyboard, .. } => {
+            let mut out =
+                with_body(&format!("[@{} in {}] #{message_id} edited: ", name_of(from), sanitize(&group.title)), text);
+            push_keyboard(&mut out, keyboard);
+            out
         }
         Incoming::GroupTitle { group, actor } => {
             format!("[{}] @{} changed the title", sanitize(&group.title), name_of(actor))

@@ -23,7 +23,8 @@ use super::error::{ClientError, E2eContext, Result};
 use super::group_delivery::{
     forget_group, known_groups, remember_group, sender_of, short, KnownGroup,
 };
-use super::message::{Entity, GroupId, GroupRole, Sender};
+use super::history;
+use super::message::{Entity, GroupId, GroupRole, SentMessage, Sender};
 use super::profile::Profile;
 use super::send::new_client_message_id;
 use crate::crypto;
@@ -319,12 +320,14 @@ impl Profile {
                 self.send_to_group(group, client_message_id, message, Vec::new(), Vec::new())?;
             match resp.status.enum_value() {
                 Ok(Status::OK) => {
+                    let sent = SentMessage { chat_id: 0, message_id: resp.message_id, date: resp.date };
+                    self.remember_sent(history::group_peer(&group.0), content, &sent);
                     return Ok(SentGroupMessage {
                         group: *group,
                         message_id: resp.message_id,
                         date: resp.date,
                         group_seq: resp.group_seq,
-                    })
+                    });
                 }
                 Ok(Status::STALE_EPOCH) => {
                     log::info!(

@@ -336,6 +336,9 @@ pub(super) fn open_delivery(
                     }
                     let content =
                         Content::parse_from_bytes(&plaintext).map_err(|_| E2eError::BadContent)?;
+                    if let Some(crate::wire::e2e::content::Body::Edit(edit)) = content.body.as_ref() {
+                        return Ok((group_edit(c, envelope, group, edit)?, None));
+                    }
                     let text = matches!(content.body.as_ref(), Some(crate::wire::e2e::content::Body::Text(_)));
                     if !text && !content.is_shared_item() {
                         log::debug!(
@@ -347,7 +350,7 @@ pub(super) fn open_delivery(
                     }
                     // Remembered so that a button of it can be pressed (`group press`).
                     let peer = super::history::group_peer(&id.0);
-                    super::history::remember(c, peer, envelope.message_id, envelope.date, &content)
+                    super::history::remember_group_message(c, peer, envelope.message_id, envelope.date, &content, sender.0)
                         .map_err(|e| E2eError::Mls(format!("remembering a group message: {e}")))?;
                     // A selective keyboard is shown only to the members it is meant for.
                     let ours = super::reply_keyboard::addressed_to_us(c, peer, &content).map_err(db)?;
@@ -451,6 +454,41 @@ pub(super) fn open_delivery(
             Ok((None, None))
         }
     }
+}
+
+/// A member's edit of a group message: applied to the remembered message and shown only when
+/// that member sent it (a bot's edit of its own message included); anything else is ignored
+/// with a warning.
+fn group_edit(
+    c: &Connection,
+    envelope: &InboxEnvelope,
+    group: GroupRef,
+    edit: &crate::wire::e2e::Edit,
+) -> std::result::Result<Option<Incoming>, E2eError> {
+    let peer = super::history::group_peer(&group.id.0);
+    let fail = |e: ClientError| E2eError::Mls(format!("applying a group edit: {e}"));
+    let sender = super::history::group_message_sender(c, peer, edit.message_id).map_err(fail)?;
+    if sender != Some(envelope.sender_user_id) {
+        log::warn!(
+            "group {}: user {} sent an edit of message {}, which is not theirs (or not known here); ignored",
+            short(&group.id),
+            envelope.sender_user_id,
+            edit.message_id
+        );
+        return Ok(None);
+    }
+    let now = super::history::apply_edit(c, peer, envelope.date, edit).map_err(fail)?;
+    let (text, entities) = super::message::text_of(&now);
+    Ok(Some(Incoming::GroupEdited {
+        group,
+        message_id: edit.message_id,
+        from: super::message::sender(envelope),
+        edit_date: if edit.edit_date != 0 { edit.edit_date } else { envelope.date },
+        text,
+        entities,
+        keyboard: super::message::keyboard_from_wire(now.keyboard.as_ref()),
+        shared: super::places::Shared::from_content(&now),
+    }))
 }
 
 #[cfg(test)]

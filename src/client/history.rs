@@ -27,6 +27,22 @@ CREATE TABLE client_messages (
     PRIMARY KEY (peer_user_id, message_id)
 );";
 
+/// Profile schema step 6: the texts this profile sent, per dialog (or group, under
+/// `group_peer`), so that an edit names only a message of our own and keeps its reply and
+/// forward fields (the newest `MAX_REMEMBERED` are kept, as for received ones); and who sent a
+/// received group message, so that only its sender's edit applies to it.
+pub(super) const SENT_V6: &str = "
+-- 0: a dialog's message (its sender is the peer), or one remembered before this step.
+ALTER TABLE client_messages ADD COLUMN sender_user_id INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE client_sent (
+    peer_user_id INTEGER NOT NULL,
+    message_id INTEGER NOT NULL,
+    date INTEGER NOT NULL,
+    -- The encoded e2e.Content as sent, our later edits applied.
+    content BLOB NOT NULL,
+    PRIMARY KEY (peer_user_id, message_id)
+);";
+
 /// The `peer_user_id` under which a group's messages are remembered: the top bit set (user
 /// ids stay below 2^53), then 63 bits of the group id, so a group's message ids never meet a
 /// dialog's.
@@ -129,6 +145,66 @@ pub(super) fn apply_edit(c: &Connection, peer: u64, date: i64, edit: &Edit) -> R
     Ok(now)
 }
 
+/// Remembers a group's message (`peer`: `group_peer`) with its sender, as `remember` does.
+pub(super) fn remember_group_message(c: &Connection, peer: u64, message_id: u64, date: i64, content: &Content, sender: u64) -> Result<()> {
+    remember(c, peer, message_id, date, content)?;
+    c.execute(
+        "UPDATE client_messages SET sender_user_id = ?3 WHERE peer_user_id = ?1 AND message_id = ?2",
+        params![peer as i64, message_id as i64, sender as i64],
+    )?;
+    Ok(())
+}
+
+/// Who sent a remembered group message (none: not remembered, or from before step 6).
+pub(super) fn group_message_sender(c: &Connection, peer: u64, message_id: u64) -> Result<Option<u64>> {
+    let sender: Option<i64> = c
+        .query_row(
+            "SELECT sender_user_id FROM client_messages WHERE peer_user_id = ?1 AND message_id = ?2",
+            params![peer as i64, message_id as i64],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(sender.filter(|&s| s != 0).map(|s| s as u64))
+}
+
+/// Remembers a text we sent to `peer` (a group: `group_peer`), or its content after our edit;
+/// forgets the oldest beyond `MAX_REMEMBERED`. Other kinds (files, presses, reactions) are
+/// not remembered: only a text is edited.
+pub(super) fn remember_sent(c: &Connection, peer: u64, message_id: u64, date: i64, content: &Content) -> Result<()> {
+    if !content.has_text() {
+        return Ok(());
+    }
+    let bytes = encode(content, peer, message_id)?;
+    c.execute(
+        "INSERT INTO client_sent (peer_user_id, message_id, date, content) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (peer_user_id, message_id) DO UPDATE SET content = excluded.content",
+        params![peer as i64, message_id as i64, date, bytes],
+    )?;
+    c.execute(
+        "DELETE FROM client_sent WHERE rowid <=
+             (SELECT rowid FROM client_sent ORDER BY rowid DESC LIMIT 1 OFFSET ?1)",
+        [MAX_REMEMBERED],
+    )?;
+    Ok(())
+}
+
+/// A text we sent to `peer`, as it is now (our edits applied), if remembered.
+pub(super) fn load_sent(c: &Connection, peer: u64, message_id: u64) -> Result<Option<Content>> {
+    let bytes: Option<Vec<u8>> = c
+        .query_row(
+            "SELECT content FROM client_sent WHERE peer_user_id = ?1 AND message_id = ?2",
+            params![peer as i64, message_id as i64],
+            |r| r.get(0),
+        )
+        .optional()?;
+    bytes
+        .map(|b| {
+            Content::parse_from_bytes(&b)
+                .map_err(|e| ClientError::Invalid(format!("remembered message {message_id} sent to user {peer} is damaged: {e}")))
+        })
+        .transpose()
+}
+
 /// Forgets a message `peer` deleted (nothing to do when it is not remembered).
 pub(super) fn forget(c: &Connection, peer: u64, message_id: u64) -> Result<()> {
     c.execute(
@@ -196,6 +272,38 @@ mod tests {
         forget(&c, 7, 5).expect("forget");
         assert_eq!(load(&c, 7, 5).expect("load"), None);
         forget(&c, 7, 5).expect("forgetting twice is fine");
+    }
+
+    #[test]
+    fn sent_texts_are_remembered_apart_from_received_ones() {
+        let c = db();
+        c.execute_batch(SENT_V6).expect("table");
+        remember(&c, 7, 5, 100, &text("from the bot")).expect("received");
+        assert_eq!(load_sent(&c, 7, 5).expect("load"), None, "a received message is not ours");
+        let mut mine = text("hello");
+        mine.reply_to_message_id = 5;
+        remember_sent(&c, 7, 6, 101, &mine).expect("sent");
+        assert_eq!(load_sent(&c, 7, 6).expect("load"), Some(mine.clone()));
+        assert_eq!(load(&c, 7, 6).expect("load"), None, "nor is ours a received one");
+        let mut edited = mine.clone();
+        edited.mut_text().text = "hello, world".into();
+        remember_sent(&c, 7, 6, 999, &edited).expect("edited");
+        assert_eq!(load_sent(&c, 7, 6).expect("load"), Some(edited));
+        let mut reaction = Content::new();
+        reaction.set_reaction(crate::wire::e2e::Reaction::new());
+        remember_sent(&c, 7, 8, 102, &reaction).expect("not a text");
+        assert_eq!(load_sent(&c, 7, 8).expect("load"), None, "only texts are remembered");
+    }
+
+    #[test]
+    fn a_group_message_remembers_its_sender() {
+        let c = db();
+        c.execute_batch(SENT_V6).expect("step 6");
+        remember_group_message(&c, 1 << 63, 4, 100, &text("hi"), 42).expect("remember");
+        assert_eq!(group_message_sender(&c, 1 << 63, 4).expect("sender"), Some(42));
+        assert_eq!(group_message_sender(&c, 1 << 63, 5).expect("sender"), None, "not remembered");
+        remember(&c, 7, 4, 100, &text("a dialog's")).expect("remember");
+        assert_eq!(group_message_sender(&c, 7, 4).expect("sender"), None, "a dialog's message names no sender");
     }
 
     #[test]

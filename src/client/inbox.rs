@@ -393,6 +393,11 @@ fn incoming(c: &Connection, envelope: &InboxEnvelope, content: Content) -> Resul
             reply_keyboard::on_message(c, peer, envelope.message_id, &content)?;
             Incoming::Message(received_message(envelope, &content))
         }
+        // A peer edits only its own messages: an edit naming one of ours is ignored.
+        Some(Body::Edit(edit)) if history::load_sent(c, peer, edit.message_id)?.is_some() => {
+            log::warn!("user {peer} sent an edit of our message {}; ignored", edit.message_id);
+            return Ok(None);
+        }
         Some(Body::Edit(edit)) => {
             let now = history::apply_edit(c, peer, envelope.date, edit)?;
             let (text, entities) = text_of(&now);

@@ -244,6 +244,18 @@ pub enum Incoming {
     JoinDeclined { group: GroupRef, by: Sender },
     /// A message of the group was deleted for everyone, by `actor`.
     GroupDeleted { group: GroupRef, message_id: u64, actor: Sender },
+    /// A member (`from`) changed one of their group messages; text, entities and keyboard are
+    /// the whole new ones.
+    GroupEdited {
+        group: GroupRef,
+        message_id: u64,
+        from: Sender,
+        edit_date: i64,
+        text: String,
+        entities: Vec<Entity>,
+        keyboard: Keyboard,
+        shared: Option<Shared>,
+    },
 }
 
 pub use crate::wire::platform::GroupRole;
@@ -310,7 +322,8 @@ impl Incoming {
             | Incoming::GroupTitle { .. }
             | Incoming::JoinRequest { .. }
             | Incoming::JoinDeclined { .. }
-            | Incoming::GroupDeleted { .. } => 0,
+            | Incoming::GroupDeleted { .. }
+            | Incoming::GroupEdited { .. } => 0,
         }
     }
 
@@ -324,7 +337,8 @@ impl Incoming {
             | Incoming::GroupTitle { group, .. }
             | Incoming::JoinRequest { group, .. }
             | Incoming::JoinDeclined { group, .. }
-            | Incoming::GroupDeleted { group, .. } => Some(group),
+            | Incoming::GroupDeleted { group, .. }
+            | Incoming::GroupEdited { group, .. } => Some(group),
             _ => None,
         }
     }

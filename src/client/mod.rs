@@ -15,7 +15,8 @@
 //!   one (`Profile::send_shared`, `Profile::send_group_shared`, `Profile::own_contact_card`).
 //! - `outbox`: lines typed in chat mode, kept until the platform takes them.
 //! - `history`: the received messages remembered per dialog (edits applied), for presses
-//!   and downloads.
+//!   and downloads, and the texts we sent, for our edits.
+//! - `edit`: editing our own texts end to end (`Profile::edit_message`).
 //! - `reply_keyboard`: the reply keyboard each conversation shows, until replaced, removed
 //!   or (one-time) used.
 //! - `media`: sending a file (encrypted while streamed to the platform) and downloading one
@@ -48,6 +49,7 @@ mod cli_bot;
 mod cli_config;
 mod cli_places;
 pub mod display;
+mod edit;
 mod error;
 mod group;
 mod group_delivery;
@@ -69,6 +71,7 @@ mod dialog_tests;
 
 pub use bot_profile::{BotCommand, BotMenu};
 pub use cli::run_cli;
+pub use edit::EditedMessage;
 pub use error::{ClientError, Result};
 pub use inbox::{StreamEnd, REPLENISH_BELOW};
 pub use group::{Added, GroupDetails, GroupMemberInfo, SentGroupMessage, CATCH_UP_WAIT, MAX_GROUP_ATTEMPTS};

@@ -269,6 +269,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 5, sql: &[super::outbox::OUTBOX_V5] },
     // The reply keyboard each conversation shows (`reply_keyboard`).
     Step { version: 6, sql: &[super::reply_keyboard::REPLY_KEYBOARDS_V6] },
+    // The texts this profile sent, for edits (`history`).
+    Step { version: 7, sql: &[history::SENT_V6] },
 ];
 
 /// Step 2: the processed seqs give way to the one inbound rule of `e2e::inbound`. Envelopes
@@ -361,9 +363,26 @@ mod tests {
         assert_eq!(count("SELECT COUNT(*) FROM client_groups"), 0);
         assert_eq!(count("SELECT COUNT(*) FROM client_outbox"), 0);
         assert_eq!(count("SELECT COUNT(*) FROM client_reply_keyboards"), 0);
+        assert_eq!(count("SELECT COUNT(*) FROM client_sent"), 0);
         assert!(count("SELECT COUNT(*) FROM sqlite_master WHERE name = 'openmls_group_data'") == 1, "openmls storage migrated");
         drop(c);
         open_db(dir.path()).expect("opening again runs nothing twice");
+    }
+
+    #[test]
+    fn step_6_keeps_what_a_version_5_profile_holds() {
+        let c = Connection::open_in_memory().expect("db");
+        migrations::migrate(&c, &STEPS[..5]).expect("version 5");
+        let content = crate::e2e::text_content("kept");
+        history::remember(&c, 1, 1, 0, &content).expect("remember");
+        c.execute("INSERT INTO client_outbox (peer, client_message_id, content, queued_at) VALUES ('bot', 'c1', x'', 0)", [])
+            .expect("queued");
+        migrations::migrate(&c, STEPS).expect("version 6");
+        assert_eq!(history::load(&c, 1, 1).expect("load"), Some(content.clone()));
+        assert_eq!(c.query_row("SELECT COUNT(*) FROM client_outbox", [], |r| r.get::<_, i64>(0)).expect("count"), 1);
+        assert_eq!(history::load_sent(&c, 1, 1).expect("load"), None, "nothing was sent before");
+        history::remember_sent(&c, 1, 2, 0, &content).expect("remember a sent text");
+        assert_eq!(history::load_sent(&c, 1, 2).expect("load"), Some(content));
     }
 
     #[test]

@@ -173,7 +173,9 @@ impl Profile {
             let result = self.send_once(peer, client_message_id, &ciphertexts)?;
             match result.status.enum_value() {
                 Ok(send_result::Status::OK) => {
-                    return Ok(SentMessage { chat_id: peer.user_id, message_id: result.message_id, date: result.date });
+                    let sent = SentMessage { chat_id: peer.user_id, message_id: result.message_id, date: result.date };
+                    self.remember_sent(peer.user_id, content, &sent);
+                    return Ok(sent);
                 }
                 Ok(send_result::Status::STALE_DEVICES) => {
                     log::info!(

@@ -181,6 +181,8 @@ fn import_message(
             chats::record(c, &entry)?;
             updates::enqueue_group_message(c, me, group, &entry)
         }
+        // A member's edit of their own message (a channel's poster's of their post).
+        Some(Body::Edit(edit)) => updates::enqueue_user_edit(c, me, updates::ChatRef::Group(group), sender, edit, env.date),
         _ => Ok(()),
     }
 }

@@ -335,8 +335,11 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
         Some(Body::Reaction(reaction)) => updates::enqueue_reaction(c, &chat, reaction, env.date),
         Some(Body::InlineQuery(q)) => updates::enqueue_inline_query(c, &chat, q, env.date),
         Some(Body::PollVote(vote)) => updates::enqueue_poll_vote(c, &chat, vote, env.date),
-        // What else a user may send (their own edits, deletions, chat actions) has no update
-        // in this profile.
+        Some(Body::Edit(edit)) => {
+            updates::enqueue_user_edit(c, me, updates::ChatRef::Private(&chat), env.sender_user_id, edit, env.date)
+        }
+        // What else a user may send (their own deletions, chat actions) has no update in this
+        // profile.
         other => {
             log::debug!("ignoring a {} from user {}", content_kind(other.as_ref()), env.sender_user_id);
             Ok(())

@@ -4,9 +4,9 @@
 //! This is the room between the store, which keeps each update as an opaque payload under its
 //! kind and never looks inside, and the Bot API methods that serve updates. The inbox uses it
 //! when an update is created (the filter applies then, and the reply snapshot is taken then);
-//! getUpdates and the webhook use it when one is served; sendMessage for its result. The
-//! next kinds (`callback_query`, `edited_message`, `message_reaction`, `chat_member`, ...) are
-//! built here too.
+//! getUpdates and the webhook use it when one is served; sendMessage for its result. Every
+//! kind (`callback_query`, `edited_message`, `message_reaction`, `chat_member`, ...) is built
+//! here.
 
 use rusqlite::Connection;
 use serde_json::Value;
@@ -21,7 +21,7 @@ use super::store::{chats, files, groups, inline, polls, queue, Result as StoreRe
 use crate::wire::platform::{join_request, GroupMember, GroupRole, InviteLink, JoinRequest, MembershipChange, Profile};
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::reaction_type::Kind as ReactionKind;
-use crate::wire::e2e::{CallbackPress, Content, InlineQuery, KeyboardContext, Location, Media, Poll, PollVote, Reaction};
+use crate::wire::e2e::{CallbackPress, Content, Edit, InlineQuery, KeyboardContext, Location, Media, Poll, PollVote, Reaction};
 use crate::wire::places;
 use crate::wire::polls as wire_polls;
 
@@ -467,6 +467,52 @@ fn group_user_of(p: &Profile) -> groups::GroupUser {
     groups::GroupUser { user_id: p.user_id, username: p.username.clone(), first_name: p.display_name.clone(), is_bot: p.is_bot }
 }
 
+/// A user's edit of their own message in a private chat or a group (a channel's post by its
+/// poster): the history takes the new text, keeping the stored reply and forward fields, and
+/// `edited_message` (`edited_channel_post` in a channel) is queued with the whole message as
+/// it is now. `edit_date` is the platform's date of the edit's envelope, not the sender's
+/// clock. An edit naming a message this user did not send in this chat (not in the history,
+/// the bot's or another member's, not a text) is refused: the inbox drops it with a warning.
+pub fn enqueue_user_edit(
+    c: &Connection,
+    me: &UserView,
+    chat: ChatRef<'_>,
+    sender: u64,
+    edit: &Edit,
+    date: i64,
+) -> StoreResult<()> {
+    let (chat_id, message_id) = (chat.view().id(), edit.message_id as i64);
+    let refuse = |why: &str| Err(StoreError::Refused(format!("edit of message {message_id} in chat {chat_id} refused: {why}")));
+    let Some(entry) = chats::lookup(c, chat_id, message_id)? else {
+        return refuse("not in the history (never received, deleted, or too old)");
+    };
+    if entry.from_bot || entry.sender_id != sender as i64 {
+        return refuse(&format!("user {sender} did not send it"));
+    }
+    let new_text = match (&entry.content.body, edit.content.as_ref().and_then(|c| c.body.as_ref())) {
+        (Some(Body::Text(_)), Some(Body::Text(t))) if !t.text.is_empty() => t.clone(),
+        _ => return refuse("only a text message can be edited, and only to a text"),
+    };
+    if matches!(&entry.content.body, Some(Body::Text(old)) if *old == new_text) {
+        log::debug!("edit of message {message_id} in chat {chat_id} changes nothing; no update");
+        return Ok(());
+    }
+    let mut content = entry.content.clone();
+    content.set_text(new_text);
+    let edit_date = date.max(entry.date);
+    chats::apply_edit(c, chat_id, message_id, &content, edit_date)?;
+    let kind = match chat {
+        ChatRef::Group(g) if g.is_channel() => "edited_channel_post",
+        _ => "edited_message",
+    };
+    if admits(c, kind)? {
+        let edited = chats::HistoryEntry { content, edit_date, ..entry };
+        let message = types::message_json(&history_view(c, me, chat, &edited, true)?);
+        queue::enqueue(c, kind, &message)?;
+    }
+    Ok(())
+}
+
 /// Queues a `message` update for a text or file a member sent to a group, or a
 /// `channel_post` for a post in a channel.
 pub fn enqueue_group_message(
@@ -642,6 +688,80 @@ mod tests {
         }
         let got = fetch(&c, Some(2), 100).expect("fetch");
         assert_eq!(got, vec![json!({"update_id": 2, "message": {"n": 1}}), json!({"update_id": 3, "message": {"n": 2}})]);
+    }
+
+    fn text_entry(chat_id: i64, message_id: i64, sender_id: i64, from_bot: bool, text: &str) -> chats::HistoryEntry {
+        let mut content = crate::e2e::text_content(text);
+        content.reply_to_message_id = 1;
+        chats::HistoryEntry { chat_id, message_id, from_bot, sender_id, date: 1000, content, edit_date: 0 }
+    }
+
+    fn edit_of(message_id: u64, text: &str) -> Edit {
+        Edit { message_id, content: protobuf::MessageField::some(crate::e2e::text_content(text)), ..Default::default() }
+    }
+
+    /// A user's edit of their own text becomes `edited_message` with the whole message (the
+    /// stored reply kept) and the envelope's date as `edit_date`; the filter decides as for
+    /// any kind; an edit of someone else's message, an unknown one or a non-text is refused.
+    #[test]
+    fn a_user_edits_only_their_own_text_and_the_bot_gets_edited_message() {
+        let c = memory_db();
+        let me = UserView { id: 9, is_bot: true, first_name: "Bot".into(), username: Some("bot".into()) };
+        let chat = chats::PrivateChat { user_id: 42, username: "alice".into(), first_name: "Alice".into() };
+        chats::upsert_private_chat(&c, &chat, 1000).expect("chat");
+        chats::record(&c, &text_entry(42, 1, 42, false, "original")).expect("hers");
+        chats::record(&c, &text_entry(42, 2, 9, true, "the bot's")).expect("the bot's");
+        chats::record(&c, &text_entry(42, 3, 42, false, "second")).expect("hers too");
+        let private = ChatRef::Private(&chat);
+
+        enqueue_user_edit(&c, &me, private, 42, &edit_of(1, "fixed"), 1500).expect("her own message");
+        let queued = queue::fetch(&c, None, 10).expect("fetch");
+        assert_eq!(queued.len(), 1);
+        assert_eq!(queued[0].kind, "edited_message");
+        let m = &queued[0].payload;
+        assert_eq!((m["message_id"].as_i64(), m["text"].as_str(), m["edit_date"].as_i64()), (Some(1), Some("fixed"), Some(1500)));
+        assert_eq!((m["date"].as_i64(), m["from"]["id"].as_i64(), m["chat"]["id"].as_i64()), (Some(1000), Some(42), Some(42)));
+        let stored = chats::lookup(&c, 42, 1).expect("lookup").expect("kept");
+        assert_eq!((stored.content.text().text.as_str(), stored.content.reply_to_message_id, stored.edit_date), ("fixed", 1, 1500));
+
+        for (id, text) in [(2, "mine now"), (77, "unknown")] {
+            let refused = enqueue_user_edit(&c, &me, private, 42, &edit_of(id, text), 1600);
+            assert!(matches!(refused, Err(StoreError::Refused(_))), "message {id}: {refused:?}");
+        }
+        assert!(matches!(enqueue_user_edit(&c, &me, private, 43, &edit_of(3, "not hers"), 1600), Err(StoreError::Refused(_))));
+        let mut to_nothing = edit_of(3, "x");
+        to_nothing.content = protobuf::MessageField::some(Content::new());
+        assert!(matches!(enqueue_user_edit(&c, &me, private, 42, &to_nothing, 1600), Err(StoreError::Refused(_))));
+        assert_eq!(chats::lookup(&c, 42, 2).expect("lookup").expect("kept").content.text().text, "the bot's");
+
+        // Not asked for: the history still takes the edit, no update is queued.
+        queue::store_allowed_updates(&c, &["message".to_string()]).expect("store");
+        enqueue_user_edit(&c, &me, private, 42, &edit_of(3, "second, fixed"), 1700).expect("edit");
+        assert_eq!(queue::fetch(&c, None, 10).expect("fetch").len(), 1, "nothing new queued");
+        assert_eq!(chats::lookup(&c, 42, 3).expect("lookup").expect("kept").content.text().text, "second, fixed");
+    }
+
+    /// In a group a member's edit is `edited_message`; in a channel the poster's is
+    /// `edited_channel_post`, without `from`.
+    #[test]
+    fn group_edits_are_edited_message_and_channel_edits_edited_channel_post() {
+        let c = memory_db();
+        let me = UserView { id: 9, is_bot: true, first_name: "Bot".into(), username: Some("bot".into()) };
+        let group = groups::upsert(&c, &[1; 32], "G", "group", groups::Membership::Member, 1000).expect("group");
+        let channel = groups::upsert(&c, &[2; 32], "C", "channel", groups::Membership::Member, 1000).expect("channel");
+        chats::record(&c, &text_entry(group.chat_id, 5, 42, false, "hi all")).expect("group message");
+        chats::record(&c, &text_entry(channel.chat_id, 6, 42, false, "news")).expect("post");
+        let refused = enqueue_user_edit(&c, &me, ChatRef::Group(&group), 43, &edit_of(5, "not mine"), 1100);
+        assert!(matches!(refused, Err(StoreError::Refused(_))), "another member's message");
+        enqueue_user_edit(&c, &me, ChatRef::Group(&group), 42, &edit_of(5, "hi everyone"), 1100).expect("group edit");
+        enqueue_user_edit(&c, &me, ChatRef::Group(&channel), 42, &edit_of(6, "news, corrected"), 1200).expect("post edit");
+        let queued = queue::fetch(&c, None, 10).expect("fetch");
+        let kinds: Vec<&str> = queued.iter().map(|u| u.kind.as_str()).collect();
+        assert_eq!(kinds, ["edited_message", "edited_channel_post"]);
+        assert_eq!((queued[0].payload["text"].as_str(), queued[0].payload["from"]["id"].as_i64()), (Some("hi everyone"), Some(42)));
+        let post = &queued[1].payload;
+        assert_eq!((post["text"].as_str(), post["edit_date"].as_i64()), (Some("news, corrected"), Some(1200)));
+        assert!(post.get("from").is_none() && post["sender_chat"]["id"].as_i64() == Some(channel.chat_id));
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! What a line typed in chat mode asks for: a message to the peer, or one of chat mode's own
-//! commands (`/press`, `/reply`, `/react`, `/inline`, `/choose`, `/location`, `/contact`, `/vote`,
-//! `/open`, `/switch`, `/commands`, `/quit`; `display::HELP` lists them). A line `@name query`
-//! may be inline mode, and a bare number a reply keyboard's button: the caller decides, as it
-//! knows who the peer is and which keyboard shows.
+//! commands (`/press`, `/reply`, `/edit`, `/react`, `/inline`, `/choose`, `/location`, `/contact`,
+//! `/vote`, `/open`, `/switch`, `/commands`, `/quit`; `display::HELP` lists them). A line
+//! `@name query` may be inline mode, and a bare number a reply keyboard's button: the caller
+//! decides, as it knows who the peer is and which keyboard shows.
 
 use super::super::message::{Button, Keyboard};
 
@@ -39,6 +39,8 @@ pub(super) enum Command<'a> {
     Nothing,
     Send(&'a str),
     Reply { message_id: u64, text: &'a str },
+    /// Replace the text of a message of ours.
+    Edit { message_id: u64, text: &'a str },
     /// `message_id` none: the last message with buttons.
     Press { message_id: Option<u64>, button: &'a str },
     /// An empty emoji removes our reaction.
@@ -90,6 +92,13 @@ pub(super) fn command(line: &str) -> Command<'_> {
                 None => usage("/reply", "usage: /reply MESSAGE_ID TEXT"),
             },
             _ => usage("/reply", "usage: /reply MESSAGE_ID TEXT"),
+        },
+        "/edit" => match split_word(rest) {
+            (first, text) if !text.is_empty() => match positive(first) {
+                Some(message_id) => Command::Edit { message_id, text },
+                None => usage("/edit", "usage: /edit MESSAGE_ID TEXT"),
+            },
+            _ => usage("/edit", "usage: /edit MESSAGE_ID TEXT"),
         },
         "/react" => {
             let (first, emoji) = split_word(rest);
@@ -210,6 +219,10 @@ mod tests {
         assert_eq!(command("/reply 4 sure thing"), Command::Reply { message_id: 4, text: "sure thing" });
         assert!(matches!(command("/reply 4"), Command::Usage { command: "/reply", .. }));
         assert!(matches!(command("/reply x hi"), Command::Usage { command: "/reply", .. }));
+        assert_eq!(command("/edit 4 sure, thing"), Command::Edit { message_id: 4, text: "sure, thing" });
+        assert!(matches!(command("/edit 4"), Command::Usage { command: "/edit", .. }));
+        assert!(matches!(command("/edit x hi"), Command::Usage { command: "/edit", .. }));
+        assert_eq!(command("//edit 4 x"), Command::Send("/edit 4 x"));
         assert_eq!(command("/react 4 👍"), Command::React { message_id: 4, emoji: "👍" });
         assert_eq!(command("/react 4"), Command::React { message_id: 4, emoji: "" });
         assert!(matches!(command("/react"), Command::Usage { command: "/react", .. }));

@@ -6,7 +6,7 @@
 //!   send goes into the profile's outbox at once and shows as pending; a command goes to the
 //!   sender as a `Job`.
 //! - `chat-sender` sends the outbox in order (`Profile::flush_outbox`) and runs the commands
-//!   (`/press`, `/react`, `/inline`, `/choose`, `/switch`, `/commands`). While the platform
+//!   (`/press`, `/edit`, `/react`, `/inline`, `/choose`, `/switch`, `/commands`). While the platform
 //!   cannot be reached, what is queued waits and is retried with a backoff, and at once when
 //!   the reader is connected again; a line is never typed twice.
 //! - `chat-reader` (`reader.rs`) shows what arrives and reconnects a broken inbox stream.
@@ -59,6 +59,7 @@ enum Job {
     Flush,
     Press { message_id: Option<u64>, button: String },
     React { message_id: u64, emoji: String },
+    Edit { message_id: u64, text: String },
     Inline(String),
     /// A typed `@name query`: inline mode when `name` is a bot (its dialog opens), else
     /// `line` is an ordinary message.
@@ -297,6 +298,7 @@ fn handle_line(line: &str, screen: &Screen, typist: &Profile, target: &SharedTar
         }
         Command::Press { message_id, button } => Job::Press { message_id, button: button.to_string() },
         Command::React { message_id, emoji } => Job::React { message_id, emoji: emoji.to_string() },
+        Command::Edit { message_id, text } => Job::Edit { message_id, text: text.to_string() },
         Command::Inline(query) => Job::Inline(query.to_string()),
         Command::Choose { session_id, result_id } => Job::Choose { session_id, result_id: result_id.to_string() },
         Command::Switch(name) => Job::Switch(name.to_string()),

@@ -39,6 +39,12 @@ impl Screen {
                     }
                     ChatEvent::Failed { .. } | ChatEvent::SendFailed { .. } => s.view.note(&event_text(event), Style::ALERT, now),
                     ChatEvent::Help | ChatEvent::Menu(_) => s.view.note(&event_text(event), Style::DIM, now),
+                    // Our message changes where it is, marked edited (a note when it scrolled away).
+                    ChatEvent::Edited { message_id, text } => {
+                        if !s.view.edited_own(*message_id, text) {
+                            s.view.note(&event_text(event), Style::NOTE, now);
+                        }
+                    }
                     _ => s.view.note(&event_text(event), Style::NOTE, now),
                 });
             }

@@ -103,6 +103,19 @@ impl Dialog {
                     Err(reason) => self.screen.show(&ChatEvent::Failed { command: "/react", reason: &reason }),
                 }
             }
+            Job::Edit { message_id, text } => {
+                // In the open conversation: a dialog's peer, or a group.
+                let group = lock(&self.target).group.as_ref().map(|(id, _)| *id);
+                let edited = match (group, peer.as_ref()) {
+                    (Some(group), _) => self.profile.edit_group_message(&group, message_id, &text).map_err(|e| e.to_string()),
+                    (None, Some(p)) => self.profile.edit_message(&p.username, message_id, &text).map_err(|e| e.to_string()),
+                    (None, None) => Err("/edit works in a dialog or a group; /switch to one".to_string()),
+                };
+                match edited {
+                    Ok(_) => self.screen.show(&ChatEvent::Edited { message_id, text: &text }),
+                    Err(reason) => self.screen.show(&ChatEvent::Failed { command: "/edit", reason: &reason }),
+                }
+            }
             Job::Inline(query) => {
                 match in_dialog("/inline").and_then(|p| self.profile.inline_query(&p.username, &query).map(|s| (p, s)).map_err(|e| e.to_string())) {
                     Ok((p, session_id)) => self.screen.show(&ChatEvent::InlineAsked { bot: &p.username, session_id }),

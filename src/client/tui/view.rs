@@ -207,6 +207,20 @@ impl View {
         }
     }
 
+    /// Our message `message_id` of the open conversation now says `text`, marked edited;
+    /// false when it is not shown (any more).
+    pub fn edited_own(&mut self, message_id: u64, text: &str) -> bool {
+        match self.convs[self.current].message_mut(message_id).filter(|m| m.from.is_none()) {
+            Some(m) => {
+                m.text = text.to_string();
+                m.entities.clear();
+                m.edited = true;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Something that arrived. `name_of(chat_id)` names a dialog's peer for a new
     /// conversation and for the notes that carry no sender.
     pub fn incoming(&mut self, event: &Incoming, peer_name: &str, now: i64) {
@@ -226,7 +240,9 @@ impl View {
                 conv.push(Entry::Message { time: m.date, message: received(m) });
                 true
             }
-            Incoming::Edited { message_id, text, entities, keyboard, shared, .. } => match conv.message_mut(*message_id) {
+            // The peer's message only: never a line of ours.
+            Incoming::Edited { message_id, text, entities, keyboard, shared, .. }
+            | Incoming::GroupEdited { message_id, text, entities, keyboard, shared, .. } => match conv.message_mut(*message_id).filter(|m| m.from.is_some()) {
                 Some(m) => {
                     // A moved or stopped live location is shown as it is now.
                     (m.text, m.entities) = match shared {
@@ -659,6 +675,20 @@ mod tests {
         let sent = text_of(&v.render(60, 8, "", 0, &utc));
         assert_eq!(sent.iter().filter(|l| l.contains("you: hello")).count(), 1);
         assert!(sent.iter().any(|l| l.contains("you: hello #12 ✓")), "{sent:?}");
+    }
+
+    #[test]
+    fn our_own_edit_changes_our_line_in_place_and_never_the_peers() {
+        let mut v = view();
+        v.incoming(&Incoming::Message(message(3, "theirs")), "bot", 0);
+        v.typed(1, "helo", None, 0);
+        v.settle(1, SendState::Sent, Some(4));
+        assert!(v.edited_own(4, "hello"));
+        let shown = text_of(&v.render(60, 8, "", 0, &utc));
+        assert!(shown.iter().any(|l| l.contains("you: hello #4") && l.contains("(edited)")), "{shown:?}");
+        assert!(!shown.iter().any(|l| l.contains("helo")), "{shown:?}");
+        assert!(!v.edited_own(3, "mine now"), "the peer's message is not ours");
+        assert!(!v.edited_own(9, "x"), "not shown");
     }
 
     #[test]

@@ -15,7 +15,9 @@ use crate::wire::e2e::{Contact, Dice, Entity, Location, Poll, Venue};
 /// Update payload keys the gateway may emit (SPEC "Update").
 pub const UPDATE_KINDS: &[&str] = &[
     "message",
+    "edited_message",
     "channel_post",
+    "edited_channel_post",
     "callback_query",
     "inline_query",
     "chosen_inline_result",

@@ -344,13 +344,14 @@ fn group_for(
     }
 }
 
-/// Writes a role; the invite link a user came by is forgotten (`admin::set_joined_by` records
-/// it for an INVITED user after this).
+/// Writes a role; the invite link a user came by and who let them in are forgotten
+/// (`change_role_by_link` and `admin::set_joined_by` record them for an INVITED user after
+/// this).
 fn set_member(tx: &Connection, group_id: &[u8], user_id: u64, m: &MemberRow) -> Result<()> {
     tx.prepare_cached(
         "INSERT INTO group_members (group_id, user_id, role, rights, since, until_date) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT (group_id, user_id) DO UPDATE
-         SET role = ?3, rights = ?4, since = ?5, until_date = ?6, via_link = NULL, via_request = 0",
+         SET role = ?3, rights = ?4, since = ?5, until_date = ?6, via_link = NULL, via_request = 0, invited_by = NULL",
     )
     .and_then(|mut s| s.execute(params![group_id, user_id, m.role.value(), m.rights, m.since, m.until]))
     .map_err(db_error("writing a group member"))?;
@@ -514,11 +515,15 @@ fn change_role(
     now: i64,
     delivered: &mut BTreeSet<DeviceAddr>,
 ) -> Result<()> {
-    change_role_by_link(tx, group_id, epoch, actor, user_id, new, now, None, delivered)
+    change_role_by_link(tx, group_id, epoch, actor, user_id, new, now, None, None, delivered)
 }
 
 /// [`change_role`] of a join by invite link: the change names the link, and whether an
-/// approved join request let the user in.
+/// approved join request let the user in. `cause` is the user the change names as its actor
+/// when that is not the acting device's user: a join (INVITED → MEMBER, made by the joiner's
+/// commit) names who let the user in, as the Bot API's `from` does. Whoever makes a user
+/// INVITED (the adder, the approving administrator, the user themself by link) is recorded
+/// for that join.
 #[allow(clippy::too_many_arguments)]
 fn change_role_by_link(
     tx: &Connection,
@@ -529,10 +534,15 @@ fn change_role_by_link(
     new: MemberRow,
     now: i64,
     joined_by: Option<(pb::InviteLink, bool)>,
+    cause: Option<u64>,
     delivered: &mut BTreeSet<DeviceAddr>,
 ) -> Result<()> {
     let old = member(tx, group_id, user_id)?.unwrap_or(MemberRow::new(Role::LEFT, 0));
     set_member(tx, group_id, user_id, &new)?;
+    let cause = cause.unwrap_or(actor.user_id);
+    if new.role == Role::INVITED {
+        admin::set_invited_by(tx, group_id, user_id, cause)?;
+    }
     let (invite_link, via_join_request) = match joined_by {
         Some((link, request)) => (Some(link), request),
         None => (None, false),
@@ -540,7 +550,7 @@ fn change_role_by_link(
     let change = pb::MembershipChange {
         old: Some(member_pb(tx, user_id, &old)?).into(),
         new: Some(member_pb(tx, user_id, &new)?).into(),
-        actor: Some(profile(tx, actor.user_id)?).into(),
+        actor: Some(profile(tx, cause)?).into(),
         invite_link: invite_link.into(),
         via_join_request,
         ..Default::default()
@@ -1228,12 +1238,14 @@ fn accept_commit(
     let users: BTreeSet<u64> = effect.added.iter().chain(&effect.joiner).map(|a| a.user_id).collect();
     for user in users {
         if member(tx, m.group_id, user)?.is_some_and(|r| r.role == Role::INVITED) {
-            // The user themself joined: their (first) device that did is the actor.
+            // The user's (first) device that joined sends the change; it names who let the
+            // user in (the adder, the approving administrator; the user themself by link).
             let actor =
                 effect.joiner.iter().chain(&effect.added).copied().find(|a| a.user_id == user).unwrap_or(caller);
             let joined_by = admin::joined_by(tx, m.group_id, user)?;
+            let cause = admin::invited_by(tx, m.group_id, user)?;
             let joined = MemberRow::new(Role::MEMBER, now);
-            change_role_by_link(tx, m.group_id, epoch, actor, user, joined, now, joined_by, delivered)?;
+            change_role_by_link(tx, m.group_id, epoch, actor, user, joined, now, joined_by, cause, delivered)?;
         }
     }
     Ok(GroupSendOutcome::Ok { epoch, group_seq, message_id: 0, date: now })
@@ -1334,6 +1346,6 @@ fn check_commit(
 
 mod admin;
 pub use admin::{LinkSettings, LINK_PREFIX};
-pub(super) use admin::SCHEMA_ADMIN;
+pub(super) use admin::{SCHEMA_ADMIN, SCHEMA_INVITED_BY};
 #[cfg(test)]
 mod tests;

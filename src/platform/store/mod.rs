@@ -59,6 +59,8 @@ pub(crate) const STEPS: &[Step] = &[
     // Administration: ends of bans and restrictions, invite links, join requests, and who sent
     // which group message (`groups::admin`).
     Step { version: 7, sql: &[groups::SCHEMA_ADMIN] },
+    // Who let an invited user in, named by the change of their join (`groups::admin`).
+    Step { version: 8, sql: &[groups::SCHEMA_INVITED_BY] },
 ];
 
 /// Step 4: devices of a bot: when each was last seen (an authenticated call or an Inbox stream,

@@ -54,6 +54,13 @@ CREATE TABLE group_messages (
 ) WITHOUT ROWID;
 ";
 
+/// Step 8 of `platform.db`: who made an INVITED user so (the adder, the approving
+/// administrator, the user themself by link), for the change of their join. NULL on rows of
+/// earlier versions: such a join names the joiner.
+pub(in crate::platform::store) const SCHEMA_INVITED_BY: &str = "
+ALTER TABLE group_members ADD COLUMN invited_by INTEGER;
+";
+
 /// What an invite link looks like before its token.
 pub const LINK_PREFIX: &str = "e2e://join/";
 /// Longest link name (as the Bot API's `name`).
@@ -81,6 +88,21 @@ pub(super) fn joined_by(tx: &Connection, group_id: &[u8], user_id: u64) -> Resul
         Some((Some(link), request)) => Ok(link_pb(tx, &link)?.map(|l| (l, request))),
         _ => Ok(None),
     }
+}
+
+/// Who made an INVITED user so, if recorded.
+pub(super) fn invited_by(tx: &Connection, group_id: &[u8], user_id: u64) -> Result<Option<u64>> {
+    tx.prepare_cached("SELECT invited_by FROM group_members WHERE group_id = ?1 AND user_id = ?2")
+        .and_then(|mut s| s.query_row(params![group_id, user_id], |r| r.get::<_, Option<u64>>(0)).optional())
+        .map(Option::flatten)
+        .map_err(db_error("reading who invited a user"))
+}
+
+pub(super) fn set_invited_by(tx: &Connection, group_id: &[u8], user_id: u64, by: u64) -> Result<()> {
+    tx.prepare_cached("UPDATE group_members SET invited_by = ?3 WHERE group_id = ?1 AND user_id = ?2")
+        .and_then(|mut s| s.execute(params![group_id, user_id, by]))
+        .map_err(db_error("recording who invited a user"))?;
+    Ok(())
 }
 
 fn set_joined_by(tx: &Connection, group_id: &[u8], user_id: u64, link: &str, request: bool) -> Result<()> {
@@ -468,6 +490,7 @@ impl Store {
                 MemberRow::new(Role::INVITED, now),
                 now,
                 joined_by,
+                None,
                 &mut delivered,
             )?;
             set_joined_by(tx, &l.group_id, caller.user_id, link, false)?;
@@ -494,7 +517,7 @@ impl Store {
             if approve {
                 let joined_by = link_pb(tx, &link)?.map(|p| (p, true));
                 let invited = MemberRow::new(Role::INVITED, now);
-                change_role_by_link(tx, group_id, group.epoch, caller, user_id, invited, now, joined_by, &mut delivered)?;
+                change_role_by_link(tx, group_id, group.epoch, caller, user_id, invited, now, joined_by, None, &mut delivered)?;
                 set_joined_by(tx, group_id, user_id, &link, true)?;
             } else {
                 let outcome = pb::JoinRequest {

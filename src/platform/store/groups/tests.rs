@@ -525,3 +525,82 @@ fn invite_links_and_join_requests() {
     assert_eq!(role_of(&store, &alice, &dave), Role::LEFT);
     assert!(matches!(store.decide_join_request(alice.addr, &GID, dave.addr.user_id, true, 1700), Err(PlatformError::NotFound(_))));
 }
+
+/// The MEMBERSHIP changes in `d`'s inbox as (user, new role, actor); its MLS messages are
+/// processed on the way, as `catch_up` does.
+fn member_changes(store: &Store, d: &Dev) -> Vec<(u64, Role, u64)> {
+    let mut changes = Vec::new();
+    for e in inbox(store, d) {
+        match kind(&e) {
+            DeliveryKind::MLS_MESSAGE => {
+                e2e::group::receive(&d.conn, &GID, &e.ciphertext).expect("process");
+            }
+            DeliveryKind::MEMBERSHIP => {
+                let c = change(&e);
+                changes.push((c.new.user.user_id, c.new.role.enum_value_or_default(), c.actor.user_id));
+            }
+            _ => {}
+        }
+    }
+    changes
+}
+
+/// A join (INVITED → MEMBER, made by the joiner's own commit) names who let the user in, as
+/// the Bot API's `from`: the member who added them (external join or Welcome), the user
+/// themself by link, the administrator who approved their request. Bans and promotions name
+/// the administrator.
+#[test]
+fn a_join_names_who_let_the_user_in() {
+    let (_d, store) = store();
+    let alice = user(&store, "alice");
+    let bob = user(&store, "bob");
+    let carol = user(&store, "carol");
+    let dave = user(&store, "dave");
+    let erin = user(&store, "erin");
+    create(&store, &alice, pb::GroupType::GROUP);
+
+    // Alice adds Bob; Bob joins by his own external commit: the join names Alice.
+    store.add_group_member(alice.addr, &GID, bob.addr.user_id, 1100).expect("invite");
+    join_external(&store, &bob, "jb");
+    let (a, b) = (alice.addr.user_id, bob.addr.user_id);
+    assert_eq!(member_changes(&store, &alice), vec![(b, Role::INVITED, a), (b, Role::MEMBER, a)]);
+    catch_up(&store, &bob);
+
+    // Bob (a member) adds Erin; Alice commits her key package (the Welcome path): Bob let her in.
+    let kps = e2e::group::key_packages(&erin.conn, 1).expect("kps");
+    store.upload_key_packages(erin.addr, &kps, 1200).expect("upload");
+    store.add_group_member(bob.addr, &GID, erin.addr.user_id, 1200).expect("bob invites");
+    let add = e2e::group::add(&alice.conn, &GID, &kps).expect("add");
+    ok(&send(&store, &alice, "add-erin", &add));
+    e2e::group::commit_accepted(&alice.conn, &GID).expect("merge");
+    let e = erin.addr.user_id;
+    assert_eq!(member_changes(&store, &alice), vec![(e, Role::INVITED, b), (e, Role::MEMBER, b)]);
+    catch_up(&store, &bob);
+    catch_up(&store, &erin);
+
+    // Carol joins by a link: she let herself in.
+    let link = store.export_invite_link(alice.addr, &GID, 1300).expect("link").link;
+    store.join_by_link(carol.addr, &link, 1300).expect("join by link");
+    join_external(&store, &carol, "jc");
+    let c = carol.addr.user_id;
+    assert_eq!(member_changes(&store, &alice), vec![(c, Role::INVITED, c), (c, Role::MEMBER, c)]);
+    catch_up(&store, &bob);
+    catch_up(&store, &erin);
+    catch_up(&store, &carol);
+
+    // Bob, promoted to invite, approves Dave's request: the join names Bob, not the owner.
+    store.promote_group_member(alice.addr, &GID, b, CAN_INVITE | CAN_RESTRICT, 1400).expect("promote");
+    assert_eq!(member_changes(&store, &alice), vec![(b, Role::ADMINISTRATOR, a)], "a promotion names the promoter");
+    let ask = LinkSettings { creates_join_request: true, ..LinkSettings::default() };
+    let ask = store.create_invite_link(alice.addr, &GID, &ask, 1400).expect("ask link").link;
+    store.join_by_link(dave.addr, &ask, 1400).expect("ask");
+    store.decide_join_request(bob.addr, &GID, dave.addr.user_id, true, 1500).expect("approve");
+    join_external(&store, &dave, "jd");
+    let d = dave.addr.user_id;
+    assert_eq!(member_changes(&store, &alice), vec![(d, Role::INVITED, b), (d, Role::MEMBER, b)]);
+
+    // Bob bans Carol: the ban names Bob. A later rejoin forgets who invited her before.
+    store.remove_group_member(bob.addr, &GID, c, 0, 1600).expect("ban");
+    assert_eq!(member_changes(&store, &alice), vec![(c, Role::BANNED, b)]);
+    assert_eq!(admin::invited_by(&store.open_reader().expect("reader"), &GID, c).expect("read"), None);
+}
