@@ -105,7 +105,9 @@ Commands:
         entities, reply_to_message_id, keyboard ([[{\"text\",\"callback_data\"}]], a link
         button {\"text\",\"url\"}), reply_keyboard ({\"rows\":[[{\"text\",\"request\"}]],
         \"one_time\",\"placeholder\"}: answer with reply-button), remove_keyboard: true,
-        force_reply ({\"placeholder\"}: the bot asks for an answer), forward_origin; a file message has \"media\":{\"kind\",\"file_name\",
+        force_reply ({\"placeholder\"}: the bot asks for an answer), forward_origin
+        ({\"sender_user_id\",\"sender_username\",...,\"date\"}, or for a channel's post
+        {\"channel_title\",\"channel_message_id\",\"date\"}); a file message has \"media\":{\"kind\",\"file_name\",
         \"mime_type\",\"size\"} (+ width, height, duration when known) and \"caption\"
         (+ caption_entities) instead of text; a location, venue, contact or dice message has
         \"location\":{\"latitude\",\"longitude\"} (+ horizontal_accuracy, live_period,
@@ -116,7 +118,8 @@ Commands:
         \"total_voter_count\"} instead of text (an edited live location or a stopped poll: the
         same field in the edited event). Anything else has an \"event\" field: edited, deleted, reaction,
         chat_action, callback_answer, and for groups (each with \"group\":{\"id\",\"title\"}):
-        group_message (message_id, date, from, text, ... as a message), group_joined,
+        group_message (message_id, date, from, text, ... as a message), chat_action
+        (from, action), group_joined,
         group_membership (user, old_role, new_role, actor), group_edited (message_id, from,
         edit_date, text, entities, keyboard), group_commit (epoch, added,
         removed: [{\"user_id\",\"device_id\"}], removed_me)
@@ -939,13 +942,20 @@ fn message_fields(m: &ReceivedMessage) -> Vec<(&'static str, String)> {
         None => {}
     }
     if let Some(o) = &m.forward_origin {
-        let origin = ordered(&[
-            ("sender_user_id", json!(o.sender_user_id)),
-            ("sender_username", json!(o.sender_username)),
-            ("sender_first_name", json!(o.sender_first_name)),
-            ("sender_is_bot", json!(o.sender_is_bot)),
-            ("date", json!(o.date)),
-        ]);
+        let origin = match &o.channel {
+            Some((title, message_id)) => ordered(&[
+                ("channel_title", json!(title)),
+                ("channel_message_id", json!(message_id)),
+                ("date", json!(o.date)),
+            ]),
+            None => ordered(&[
+                ("sender_user_id", json!(o.sender_user_id)),
+                ("sender_username", json!(o.sender_username)),
+                ("sender_first_name", json!(o.sender_first_name)),
+                ("sender_is_bot", json!(o.sender_is_bot)),
+                ("date", json!(o.date)),
+            ]),
+        };
         fields.push(("forward_origin", origin));
     }
     if let Some(bot) = m.via_bot_user_id {
@@ -1065,6 +1075,13 @@ pub(super) fn incoming_json(e: &Incoming) -> String {
         Incoming::ChatAction { chat_id, from, action } => vec![
             event("chat_action"),
             ("chat_id", num(*chat_id)),
+            ("from", sender_json(from)),
+            ("action", json!(action).to_string()),
+        ],
+        // The same event, scoped to its group like every group event.
+        Incoming::GroupChatAction { group, from, action } => vec![
+            event("chat_action"),
+            ("group", group_json(group)),
             ("from", sender_json(from)),
             ("action", json!(action).to_string()),
         ],
@@ -1246,6 +1263,7 @@ mod tests {
                 sender_first_name: "Carol".into(),
                 sender_is_bot: false,
                 date: 2,
+                channel: None,
             }),
             via_bot_user_id: None,
             reply_markup: None,
@@ -1257,6 +1275,12 @@ mod tests {
         let v: Value = serde_json::from_str(&line).expect("valid JSON");
         assert!(v.get("event").is_none(), "messages keep the shape scripts parse");
         assert_eq!(v["forward_origin"], json!({"sender_user_id": 9, "sender_username": "carol", "sender_first_name": "Carol", "sender_is_bot": false, "date": 2}));
+
+        // A channel's post forwarded: the channel, not a user.
+        let mut m = ReceivedMessage::sample("b", 4, "t");
+        m.forward_origin = Some(ForwardOrigin { date: 3, channel: Some(("Cat news".into(), 8)), ..Default::default() });
+        let v: Value = serde_json::from_str(&incoming_json(&Incoming::Message(m))).expect("valid JSON");
+        assert_eq!(v["forward_origin"], json!({"channel_title": "Cat news", "channel_message_id": 8, "date": 3}));
     }
 
     #[test]
@@ -1626,6 +1650,10 @@ mod tests {
         let v = parse(Incoming::GroupCommit { group: group.clone(), added: vec![(7, 1)], removed: vec![], removed_me: false, epoch: 4 });
         assert_eq!(v["added"], json!([{"user_id": 7, "device_id": 1}]));
         assert_eq!((v["epoch"].as_u64(), v["removed_me"].as_bool()), (Some(4), Some(false)));
+        let v = parse(Incoming::GroupChatAction { group: group.clone(), from: alice.clone(), action: "typing".into() });
+        assert_eq!((v["event"].as_str(), v["action"].as_str(), v["from"]["user_id"].as_u64()), (Some("chat_action"), Some("typing"), Some(7)));
+        assert_eq!(v["group"]["id"], "ab".repeat(32));
+        assert!(v.get("chat_id").is_none(), "scoped to the group, not a dialog");
         assert_eq!(parse(Incoming::GroupJoined { group })["event"], "group_joined");
     }
 

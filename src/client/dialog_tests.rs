@@ -532,7 +532,8 @@ fn reactions_chat_actions_and_forwards_decode_and_reactions_are_sent() {
             sender_username: "carol".into(),
             sender_first_name: "Carol".into(),
             sender_is_bot: false,
-            date: 1_600_000_000
+            date: 1_600_000_000,
+            channel: None,
         })
     );
 

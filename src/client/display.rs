@@ -9,7 +9,7 @@
 //! untouched.
 
 use super::bot_profile::BotMenu;
-use super::message::{role_name, Incoming, Keyboard, MediaInfo, ReactionType, ReceivedMessage, Sender};
+use super::message::{role_name, ForwardOrigin, Incoming, Keyboard, MediaInfo, ReactionType, ReceivedMessage, Sender};
 use super::reply_keyboard::{ButtonRequest, ReplyKeyboard, ReplyMarkup};
 use super::places::{LocationInfo, Shared};
 
@@ -264,6 +264,9 @@ fn render_incoming(event: &Incoming, chat: &str, via: Option<&str>) -> String {
             format!("@{} reacted {} to #{message_id}", name_of(from), shown.join(" "))
         }
         Incoming::ChatAction { from, action, .. } => format!("@{} {}…", name_of(from), action_text(action)),
+        Incoming::GroupChatAction { group, from, action } => {
+            format!("[{}] @{} {}…", sanitize(&group.title), name_of(from), action_text(action))
+        }
         Incoming::CallbackAnswer { text, show_alert, url, .. } => {
             let mut out = match (*show_alert, text.is_empty()) {
                 (true, _) => with_body(&format!("!!! alert from @{chat}: "), text),
@@ -305,11 +308,7 @@ fn render_message(m: &ReceivedMessage, prefix: &str, via: Option<&str>) -> Strin
         about.push(format!("↪ reply to #{r}"));
     }
     if let Some(o) = &m.forward_origin {
-        if o.sender_username.is_empty() {
-            about.push(format!("forwarded from {}", sanitize(&o.sender_first_name)));
-        } else {
-            about.push(format!("forwarded from @{}", sanitize(&o.sender_username)));
-        }
+        about.push(format!("forwarded from {}", forward_source(o)));
     }
     if let Some(via) = via {
         about.push(format!("via @{}", sanitize(via)));
@@ -492,6 +491,15 @@ fn reaction_text(r: &ReactionType) -> String {
         ReactionType::Emoji(e) => sanitize(e),
         ReactionType::CustomEmoji(id) => format!("custom emoji {}", sanitize(id)),
         ReactionType::Paid => "a paid ⭐".to_string(),
+    }
+}
+
+/// Who a forward names as its origin: the channel, the author's @username, or their name.
+pub(crate) fn forward_source(o: &ForwardOrigin) -> String {
+    match &o.channel {
+        Some((title, message_id)) => format!("channel {} (#{message_id})", sanitize(title)),
+        None if o.sender_username.is_empty() => sanitize(&o.sender_first_name),
+        None => format!("@{}", sanitize(&o.sender_username)),
     }
 }
 
@@ -703,6 +711,7 @@ mod tests {
             sender_first_name: "Carol".into(),
             sender_is_bot: false,
             date: 0,
+            channel: None,
         });
         m.via_bot_user_id = Some(7);
         let event = Incoming::Message(m.clone());
@@ -710,7 +719,9 @@ mod tests {
         assert_eq!(s, "[@alice] look (#3)\n  ↪ reply to #2 · forwarded from @car\\x07ol · via @gif_bot");
         m.reply_to_message_id = None;
         m.forward_origin.as_mut().expect("set").sender_username.clear();
-        assert_eq!(shown(&Incoming::Message(m)), "[@alice] look (#3)\n  forwarded from Carol");
+        assert_eq!(shown(&Incoming::Message(m.clone())), "[@alice] look (#3)\n  forwarded from Carol");
+        m.forward_origin = Some(ForwardOrigin { channel: Some(("Cat\u{7} news".into(), 8)), ..Default::default() });
+        assert_eq!(shown(&Incoming::Message(m)), "[@alice] look (#3)\n  forwarded from channel Cat\\x07 news (#8)");
     }
 
     #[test]
@@ -770,6 +781,10 @@ mod tests {
         assert_eq!(shown(&action("typing")), "@bot is typing…");
         assert_eq!(shown(&action("upload_photo")), "@bot is sending a photo…");
         assert_eq!(shown(&action("dance\u{1b}[2J")), "@bot is busy (dance\\e[2J)…");
+        let group = crate::client::GroupRef { id: crate::client::GroupId([1; 32]), title: "Team".into(), channel: false };
+        let in_group = Incoming::GroupChatAction { group, from: bot(), action: "typing".into() };
+        assert_eq!(shown(&in_group), "[Team] @bot is typing…");
+        assert_eq!(in_group.group().map(|g| g.title.as_str()), Some("Team"), "scoped to its group");
     }
 
     #[test]

@@ -336,6 +336,15 @@ pub(super) fn open_delivery(
                     }
                     let content =
                         Content::parse_from_bytes(&plaintext).map_err(|_| E2eError::BadContent)?;
+                    // "… is typing" in the group: shown for a few seconds, no place in its history.
+                    if let Some(crate::wire::e2e::content::Body::ChatAction(a)) = content.body.as_ref() {
+                        let event = Incoming::GroupChatAction {
+                            group,
+                            from: super::message::sender(envelope),
+                            action: a.action.clone(),
+                        };
+                        return Ok((Some(event), None));
+                    }
                     if let Some(crate::wire::e2e::content::Body::Edit(edit)) = content.body.as_ref() {
                         return Ok((group_edit(c, envelope, group, edit)?, None));
                     }

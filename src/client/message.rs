@@ -177,8 +177,8 @@ pub struct Button {
     pub url: String,
 }
 
-/// The author of a forwarded message's original.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where a forwarded message's original comes from: its author, or a channel.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ForwardOrigin {
     pub sender_user_id: u64,
     pub sender_username: String,
@@ -186,6 +186,9 @@ pub struct ForwardOrigin {
     pub sender_is_bot: bool,
     /// When the original was sent (unix seconds).
     pub date: i64,
+    /// Set when the original is a channel's post (the sender fields are then empty): the
+    /// channel's title and the post's id there.
+    pub channel: Option<(String, u64)>,
 }
 
 /// One reaction as the Bot API names its kinds.
@@ -219,6 +222,8 @@ pub enum Incoming {
     Reaction { chat_id: u64, message_id: u64, from: Sender, reactions: Vec<ReactionType> },
     /// "… is typing" and the like.
     ChatAction { chat_id: u64, from: Sender, action: String },
+    /// "… is typing" and the like, in a group (a bot's `sendChatAction` to it).
+    GroupChatAction { group: GroupRef, from: Sender, action: String },
     /// A bot's answer to one of our presses.
     CallbackAnswer { chat_id: u64, press_id: String, text: String, show_alert: bool, url: String },
     /// A bot's (latest) results for one of our inline sessions.
@@ -324,6 +329,7 @@ impl Incoming {
             | Incoming::JoinDeclined { .. }
             | Incoming::GroupDeleted { .. }
             | Incoming::GroupEdited { .. } => 0,
+            | Incoming::GroupChatAction { .. } => 0,
         }
     }
 
@@ -339,6 +345,7 @@ impl Incoming {
             | Incoming::JoinDeclined { group, .. }
             | Incoming::GroupDeleted { group, .. }
             | Incoming::GroupEdited { group, .. } => Some(group),
+            | Incoming::GroupChatAction { group, .. } => Some(group),
             _ => None,
         }
     }
@@ -375,6 +382,7 @@ impl ForwardOrigin {
             sender_first_name: o.sender_first_name.clone(),
             sender_is_bot: o.sender_is_bot,
             date: o.date,
+            channel: (o.channel_chat_id != 0).then(|| (o.channel_title.clone(), o.channel_message_id)),
         }
     }
 }

@@ -304,9 +304,17 @@ pub fn keyboard_view(content: &Content) -> Vec<Vec<ButtonView>> {
         .collect()
 }
 
+/// A forward's origin: a channel's post when the content names a channel, else its author.
 fn forward_origin_view(content: &Content) -> Option<ForwardOriginView> {
     let o = content.forward_origin.as_ref()?;
-    Some(ForwardOriginView {
+    if o.channel_chat_id != 0 {
+        return Some(ForwardOriginView::Channel {
+            chat: ChatView::Channel { id: o.channel_chat_id, title: o.channel_title.clone(), username: None },
+            message_id: o.channel_message_id as i64,
+            date: o.date,
+        });
+    }
+    Some(ForwardOriginView::User {
         sender_user: UserView {
             id: o.sender_user_id as i64,
             is_bot: o.sender_is_bot,

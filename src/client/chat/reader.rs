@@ -123,7 +123,7 @@ impl Shown {
                 self.learn(user.user_id, &user.username);
                 self.learn(actor.user_id, &actor.username);
             }
-            Incoming::ChatAction { from, .. } => {
+            Incoming::ChatAction { from, .. } | Incoming::GroupChatAction { from, .. } => {
                 self.learn(from.user_id, &from.username);
                 if !self.typing.should_show(from.user_id, now) {
                     return;

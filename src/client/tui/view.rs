@@ -269,7 +269,7 @@ impl View {
             let text = ChatEvent::Incoming { event, chat: peer_name, via: None }.render();
             let style = match event {
                 Incoming::CallbackAnswer { show_alert: true, .. } => Style::ALERT,
-                Incoming::ChatAction { .. } => Style::DIM,
+                Incoming::ChatAction { .. } | Incoming::GroupChatAction { .. } => Style::DIM,
                 _ => Style::NOTE,
             };
             conv.push(Entry::Note { time: now, text, style });
@@ -359,8 +359,7 @@ fn received(m: &ReceivedMessage) -> Message {
     };
     let mut about = Vec::new();
     if let Some(o) = &m.forward_origin {
-        let who = if o.sender_username.is_empty() { o.sender_first_name.clone() } else { format!("@{}", o.sender_username) };
-        about.push(format!("forwarded from {who}"));
+        about.push(format!("forwarded from {}", crate::client::display::forward_source(o)));
     }
     if let Some(ReplyMarkup::ForceReply { placeholder }) = &m.reply_markup {
         let hint = if placeholder.is_empty() { String::new() } else { format!(": {placeholder}") };

@@ -144,11 +144,25 @@ pub struct ButtonView {
     pub url: String,
 }
 
-/// MessageOriginUser: the original's sender and date.
+/// Where a forwarded message comes from (a Bot API MessageOrigin), with the original's date.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ForwardOriginView {
-    pub sender_user: UserView,
-    pub date: i64,
+pub enum ForwardOriginView {
+    /// MessageOriginUser: written by a user (or bot), in a private chat or a group.
+    User { sender_user: UserView, date: i64 },
+    /// MessageOriginChannel: a channel's post, `message_id` in that channel.
+    Channel { chat: ChatView, message_id: i64, date: i64 },
+}
+
+/// MessageOrigin JSON with the fields every SDK requires for its `type` (SDK-TYPES).
+pub fn forward_origin_json(origin: &ForwardOriginView) -> Value {
+    match origin {
+        ForwardOriginView::User { sender_user, date } => {
+            json!({"type": "user", "date": date, "sender_user": user_json(sender_user)})
+        }
+        ForwardOriginView::Channel { chat, message_id, date } => {
+            json!({"type": "channel", "date": date, "chat": chat_json(chat), "message_id": message_id})
+        }
+    }
 }
 
 /// A Bot API ReactionType.
@@ -215,10 +229,7 @@ fn message_json_at(msg: &MessageView, nest: bool) -> Value {
         }
     }
     if let Some(origin) = &msg.forward_origin {
-        o.insert(
-            "forward_origin".into(),
-            json!({"type": "user", "date": origin.date, "sender_user": user_json(&origin.sender_user)}),
-        );
+        o.insert("forward_origin".into(), forward_origin_json(origin));
     }
     if let Some(via) = &msg.via_bot {
         o.insert("via_bot".into(), user_json(via));
@@ -690,7 +701,7 @@ mod tests {
             ButtonView { text: "A".into(), callback_data: "a".into(), url: String::new() },
             ButtonView { text: "Site".into(), callback_data: String::new(), url: "https://example.org/".into() },
         ]];
-        m.forward_origin = Some(ForwardOriginView { sender_user: alice(), date: 1_600_000_000 });
+        m.forward_origin = Some(ForwardOriginView::User { sender_user: alice(), date: 1_600_000_000 });
         let v = message_json(&m);
         assert_eq!(find_null(&v, "$"), None);
         assert_eq!(v["edit_date"], 1_700_000_100);
@@ -701,6 +712,12 @@ mod tests {
         assert_eq!(
             v["forward_origin"],
             json!({"type": "user", "date": 1_600_000_000, "sender_user": {"id": 42, "is_bot": false, "first_name": "Alice"}})
+        );
+        let channel = ChatView::Channel { id: -(1 << 51) - 5, title: "Cat news".into(), username: None };
+        let post = forward_origin_json(&ForwardOriginView::Channel { chat: channel, message_id: 9, date: 1_600_000_001 });
+        assert_eq!(
+            post,
+            json!({"type": "channel", "date": 1_600_000_001, "message_id": 9, "chat": {"id": -(1_i64 << 51) - 5, "type": "channel", "title": "Cat news"}})
         );
         let q = callback_query_json("42_ab", &alice(), &m, "42", "a");
         for key in ["id", "from", "message", "chat_instance", "data"] {

@@ -98,6 +98,16 @@ fn dimension(params: &Params, name: &str) -> Result<u32, ApiError> {
     }
 }
 
+/// Files do not go to groups or channels yet: the send methods, `forwardMessage` and
+/// `copyMessage` answer alike.
+pub(super) fn group_media_refused(channel: bool) -> ApiError {
+    ApiError::bad_request(if channel {
+        "media publications in channels are not supported by this gateway"
+    } else {
+        "files in groups are not supported by this gateway yet"
+    })
+}
+
 /// The send methods: the file (uploaded now, or reused by file_id), its caption, reply target
 /// and keyboard, through the durable outbox; answers the sent Message with the media object.
 fn send_media(bot: &BotShared, params: &Params, kind: MediaKind) -> Result<Value, ApiError> {
@@ -105,11 +115,7 @@ fn send_media(bot: &BotShared, params: &Params, kind: MediaKind) -> Result<Value
     let chat_id = messages::chat_id(params, "chat_id")?;
     if crate::gateway::store::groups::is_group_chat_id(chat_id) {
         let channel = bot.store.read(move |c| groups::by_chat_id(c, chat_id)).map_err(store_error)?.is_some_and(|g| g.is_channel());
-        return Err(ApiError::bad_request(if channel {
-            "media publications in channels are not supported by this gateway"
-        } else {
-            "files in groups are not supported by this gateway yet"
-        }));
+        return Err(group_media_refused(channel));
     }
     let markup = markup::reply_markup(params)?;
     let caption = messages::formatted(params, &CAPTION)?;

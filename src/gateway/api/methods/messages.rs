@@ -206,14 +206,20 @@ pub(super) fn send_new(bot: &BotShared, chat: &chats::PrivateChat, content: Cont
 
 /// Sends a new message to a private chat or a group, and answers it as the Bot API Message.
 pub(super) fn send_new_to(bot: &BotShared, target: &Target, content: Content) -> Result<Value, ApiError> {
+    let chat_id = target.chat_id();
+    let sent = submit_to(bot, target, content.clone())?;
+    Ok(types::message_json(&bot.message_view(target.as_ref(), &sent_entry(bot, chat_id, &sent, content))?))
+}
+
+/// Puts a content into the durable outbox for `target` and waits for it; a channel needs the
+/// post right first (checked now, so the call is answered before anything is queued).
+fn submit_to(bot: &BotShared, target: &Target, content: Content) -> Result<Sent, ApiError> {
     if let Target::Group(g) = target {
         if g.is_channel() {
             super::admin::require_post_right(bot, g)?;
         }
     }
-    let chat_id = target.chat_id();
-    let sent = outbox::submit(bot, chat_id, content.clone(), SEND_WAIT)?;
-    Ok(types::message_json(&bot.message_view(target.as_ref(), &sent_entry(bot, chat_id, &sent, content))?))
+    outbox::submit(bot, target.chat_id(), content, SEND_WAIT)
 }
 
 /// A chat the bot can send to: a private chat that produced an update, or a group it is in.
@@ -289,12 +295,16 @@ pub(super) fn send_message(bot: &BotShared, params: &Params) -> Result<Value, Ap
     send_new_to(bot, &chat, content)
 }
 
-/// The message `from_chat_id`/`message_id` of the history, for forwarding or copying.
-fn source_message(bot: &BotShared, params: &Params) -> Result<(chats::PrivateChat, chats::HistoryEntry), ApiError> {
+/// The message `from_chat_id`/`message_id` of the history, for forwarding or copying: from a
+/// private chat that produced an update, or a group or channel the bot is a member of.
+fn source_message(bot: &BotShared, params: &Params) -> Result<(Target, chats::HistoryEntry), ApiError> {
     let from_chat_id = chat_id(params, "from_chat_id")?;
     let message_id = params.required_i64("message_id")?;
-    let from_chat = known_chat(bot, from_chat_id)
-        .map_err(|_| ApiError::bad_request("from_chat_id is not a private chat of this bot that produced an update"))?;
+    let from_chat = target_chat(bot, from_chat_id).map_err(|_| {
+        ApiError::bad_request(format!(
+            "from_chat_id {from_chat_id} is neither a private chat of this bot that produced an update nor a group or channel it is a member of"
+        ))
+    })?;
     let mut entry = remembered(bot, from_chat_id, message_id)?
         .ok_or_else(|| ApiError::bad_request("message to forward not found in this gateway's history"))?;
     // A file travels again as the same reference and key: no re-upload.
@@ -312,55 +322,108 @@ fn source_message(bot: &BotShared, params: &Params) -> Result<(chats::PrivateCha
     Ok((from_chat, entry))
 }
 
-/// `forwardMessage`: the message (text, file with its caption, location, venue, contact, dice) to another (or the same) private chat, with
-/// `forward_origin` naming who wrote the original and when (a forwarded forward keeps the
-/// first origin). Buttons and the reply are not forwarded.
-pub(super) fn forward_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
-    let chat = known_chat(bot, chat_id(params, "chat_id")?)?;
-    let (from_chat, entry) = source_message(bot, params)?;
-    let origin = match entry.content.forward_origin.as_ref() {
-        Some(o) => o.clone(),
-        None if entry.from_bot => ForwardOrigin {
-            sender_user_id: bot.compat_user_id,
-            sender_is_bot: true,
-            sender_first_name: bot.first_name.clone(),
-            sender_username: bot.username.clone(),
-            date: entry.date,
+/// The chat a forward or copy goes to; a file cannot go to a group or channel yet (the words
+/// of sendPhoto to a group).
+fn destination(bot: &BotShared, params: &Params, entry: &chats::HistoryEntry) -> Result<Target, ApiError> {
+    let target = target_chat(bot, chat_id(params, "chat_id")?)?;
+    if let (Target::Group(g), Some(Body::Media(_))) = (&target, &entry.content.body) {
+        return Err(super::media::group_media_refused(g.is_channel()));
+    }
+    Ok(target)
+}
+
+/// Who a forward names as the original's origin (the Bot API's MessageOrigin): a forwarded
+/// forward keeps the first origin; a channel's post is the channel's (MessageOriginChannel),
+/// whoever wrote it; otherwise its author: the bot (`bot` without a date), the private
+/// chat's user, or the group member (`member`, when the gateway has seen them).
+fn forward_origin(source: &Target, entry: &chats::HistoryEntry, bot: ForwardOrigin, member: Option<groups::GroupUser>) -> ForwardOrigin {
+    if let Some(o) = entry.content.forward_origin.as_ref() {
+        return o.clone();
+    }
+    let date = entry.date;
+    match source {
+        Target::Group(g) if g.is_channel() => ForwardOrigin {
+            channel_chat_id: g.chat_id,
+            channel_title: g.title.clone(),
+            channel_message_id: entry.message_id as u64,
+            date,
             ..Default::default()
         },
-        None => ForwardOrigin {
-            sender_user_id: from_chat.user_id,
+        _ if entry.from_bot => ForwardOrigin { date, ..bot },
+        Target::Private(p) => ForwardOrigin {
+            sender_user_id: p.user_id,
             sender_is_bot: false,
-            sender_first_name: from_chat.first_name.clone(),
-            sender_username: from_chat.username.clone(),
-            date: entry.date,
+            sender_first_name: p.first_name.clone(),
+            sender_username: p.username.clone(),
+            date,
             ..Default::default()
         },
+        Target::Group(_) => {
+            let user_id = entry.sender_id as u64;
+            let m = member.unwrap_or_else(|| groups::GroupUser {
+                user_id,
+                username: String::new(),
+                first_name: format!("user {user_id}"),
+                is_bot: false,
+            });
+            ForwardOrigin {
+                sender_user_id: user_id,
+                sender_is_bot: m.is_bot,
+                sender_first_name: if m.first_name.is_empty() { m.username.clone() } else { m.first_name },
+                sender_username: m.username,
+                date,
+                ..Default::default()
+            }
+        }
+    }
+}
+
+/// `forwardMessage`: the message (text, file with its caption, location, venue, contact, dice) to a private chat, group or
+/// channel of the bot (a channel needs the post right), with `forward_origin` naming where the
+/// original comes from and when. Buttons and the reply are not forwarded.
+pub(super) fn forward_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let (source, entry) = source_message(bot, params)?;
+    let target = destination(bot, params, &entry)?;
+    let member = match &source {
+        Target::Group(g) if !g.is_channel() && !entry.from_bot => {
+            let user_id = entry.sender_id as u64;
+            bot.store.read(move |c| groups::user(c, user_id)).map_err(store_error)?
+        }
+        _ => None,
+    };
+    let me = ForwardOrigin {
+        sender_user_id: bot.compat_user_id,
+        sender_is_bot: true,
+        sender_first_name: bot.first_name.clone(),
+        sender_username: bot.username.clone(),
+        ..Default::default()
     };
     let mut content = Content::new();
     content.body = entry.content.body.clone();
-    content.forward_origin = MessageField::some(origin);
-    send_new(bot, &chat, content)
+    content.forward_origin = MessageField::some(forward_origin(&source, &entry, me, member));
+    send_new_to(bot, &target, content)
 }
 
-/// `copyMessage`: the message's text or file (with its caption) without a forward mark, with the caller's own reply
-/// target and keyboard (the original's buttons are not copied). Answers `{"message_id": N}`.
+/// `copyMessage`: the message (text, file with its caption, location, venue, contact, dice) without a forward mark, to a
+/// private chat, group or channel of the bot, with the caller's own reply target and keyboard
+/// (the original's buttons are not copied). Answers `{"message_id": N}`.
 pub(super) fn copy_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let chat_id = chat_id(params, "chat_id")?;
-    known_chat(bot, chat_id)?;
     let markup = markup::reply_markup(params)?;
     let (reply_to, allow_without) = reply_request(params, chat_id)?;
     let (_, entry) = source_message(bot, params)?;
+    let target = destination(bot, params, &entry)?;
     let mut content = Content::new();
     content.body = entry.content.body.clone();
     content.reply_to_message_id = reply_target(bot, chat_id, reply_to, allow_without)?;
     markup.apply(&mut content);
-    let sent = outbox::submit(bot, chat_id, content, SEND_WAIT)?;
+    let sent = submit_to(bot, &target, content)?;
     Ok(json!({ "message_id": sent.message_id }))
 }
 
 /// `sendChatAction`: "… is typing" (or an upload action) in the user's client for about 5
-/// seconds. No message enters the history.
+/// seconds, in a private chat, a group (to every member, as an MLS application message) or a
+/// channel (with the post right). No message enters the history.
 pub(super) fn send_chat_action(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let chat_id = chat_id(params, "chat_id")?;
     let action = params.required_str("action")?;
@@ -370,10 +433,10 @@ pub(super) fn send_chat_action(bot: &BotShared, params: &Params) -> Result<Value
             CHAT_ACTIONS.join(", ")
         )));
     }
-    known_chat(bot, chat_id)?;
+    let target = target_chat(bot, chat_id)?;
     let mut content = Content::new();
     content.set_chat_action(ChatAction { action, ..Default::default() });
-    outbox::submit(bot, chat_id, content, SEND_WAIT)?;
+    submit_to(bot, &target, content)?;
     Ok(Value::Bool(true))
 }
 
@@ -384,6 +447,52 @@ mod tests {
     use super::super::testing::{bad, form, p};
     use super::*;
     use crate::gateway::botapi::text::entities::{entity, MAX_ENTITIES};
+
+    fn entry(chat_id: i64, from_bot: bool, sender_id: i64) -> chats::HistoryEntry {
+        chats::HistoryEntry { chat_id, message_id: 7, from_bot, sender_id, date: 1_600_000_000, content: Content::new(), edit_date: 0 }
+    }
+
+    fn group(kind: &str) -> Target {
+        Target::Group(groups::GroupChat {
+            group_id: vec![1; 32],
+            chat_id: -(1 << 51) - 3,
+            title: "Cat news".into(),
+            kind: kind.into(),
+            status: groups::Membership::Member,
+        })
+    }
+
+    #[test]
+    fn forward_origins_name_the_author_or_the_channel() {
+        let bot = ForwardOrigin { sender_user_id: 99, sender_is_bot: true, sender_first_name: "Bot".into(), ..Default::default() };
+        let alice = groups::GroupUser { user_id: 5, username: "alice".into(), first_name: String::new(), is_bot: false };
+
+        // A member's group message: MessageOriginUser naming the member (username for an empty name).
+        let o = forward_origin(&group("group"), &entry(-3, false, 5), bot.clone(), Some(alice));
+        assert_eq!((o.sender_user_id, o.sender_first_name.as_str(), o.sender_username.as_str()), (5, "alice", "alice"));
+        assert_eq!((o.date, o.channel_chat_id), (1_600_000_000, 0));
+        // One never seen is still named, by id.
+        let o = forward_origin(&group("group"), &entry(-3, false, 6), bot.clone(), None);
+        assert_eq!((o.sender_user_id, o.sender_first_name.as_str()), (6, "user 6"));
+        // The bot's own message in a group: the bot.
+        let o = forward_origin(&group("group"), &entry(-3, true, 99), bot.clone(), None);
+        assert_eq!((o.sender_user_id, o.sender_is_bot, o.date), (99, true, 1_600_000_000));
+
+        // A channel's post is the channel's, whoever wrote it: MessageOriginChannel.
+        for from_bot in [false, true] {
+            let o = forward_origin(&group("channel"), &entry(-3, from_bot, 5), bot.clone(), None);
+            assert_eq!((o.channel_chat_id, o.channel_title.as_str(), o.channel_message_id), (-(1 << 51) - 3, "Cat news", 7));
+            assert_eq!((o.sender_user_id, o.date), (0, 1_600_000_000));
+        }
+
+        // A private chat's user; and a forwarded forward keeps the first origin.
+        let carol = Target::Private(chats::PrivateChat { user_id: 8, username: "carol".into(), first_name: "Carol".into() });
+        let o = forward_origin(&carol, &entry(8, false, 8), bot.clone(), None);
+        assert_eq!((o.sender_user_id, o.sender_first_name.as_str(), o.sender_is_bot), (8, "Carol", false));
+        let mut again = entry(8, true, 99);
+        again.content.forward_origin = MessageField::some(ForwardOrigin { channel_chat_id: -9, date: 5, ..Default::default() });
+        assert_eq!(forward_origin(&carol, &again, bot, None).channel_chat_id, -9);
+    }
 
     #[test]
     fn send_message_basic_form() {
