@@ -5,7 +5,8 @@ Each SDK has one bot written the way its users write them (python/ptb_conversati
 python/aiogram_conversation.py, node/telegraf_conversation.js): every update type asked for
 (each SDK's "all types" list, with names newer than the gateway), a deep-link /start, a
 one-time reply keyboard, a ForceReply question, ReplyKeyboardRemove, an edited message, and the
-bot added to a group (my_chat_member, whose `from` must be the user who added it). In webhook
+bot added to a group (my_chat_member, whose `from` must be the user who added it), and a
+non-anonymous poll the user votes in (poll_answer). In webhook
 mode each uses its SDK's stock webhook server, which checks X-Telegram-Bot-Api-Secret-Token: the
 gateway's config names that header in `webhook_secret_token_headers`, so no bot code changes.
 
@@ -67,6 +68,15 @@ def conversation(user):
     user.cli("edit", f"@{user.bot}", str(mine["message_id"]), "Anna")
     changed = "You changed your message to Anna"
     user.expect((changed, said(user, changed)))
+
+    # A poll with a vote: the bot's poll_answer handler names the option.
+    user.send("/poll")
+    poll = user.expect(("the poll", lambda m: "event" not in m and from_bot(m, user.bot) and (m.get("poll") or {}).get("question") == "Best pet?"))["the poll"]
+    options = [o.get("text") for o in poll["poll"].get("options") or []]
+    check(options == ["Cats", "Dogs"] and poll["poll"].get("is_anonymous") is False, "the poll should offer Cats and Dogs, not anonymously", poll)
+    user.cli("vote", f"@{user.bot}", str(poll["message_id"]), "2")
+    voted = "You voted for Dogs"
+    user.expect((voted, said(user, voted)))
 
     # Added to a group by the user: my_chat_member.from is that user.
     title = f"Pets of {user.username}"

@@ -46,6 +46,21 @@ bot.on('text', async (ctx, next) => {
   await ctx.reply(`Nice to meet you, ${ctx.message.text}!`, Markup.removeKeyboard())
 })
 
+// The options of each poll this bot sent, by poll id.
+const polls = new Map()
+
+bot.command('poll', async (ctx) => {
+  const sent = await ctx.replyWithPoll('Best pet?', ['Cats', 'Dogs'], { is_anonymous: false })
+  polls.set(sent.poll.id, ['Cats', 'Dogs'])
+})
+
+bot.on('poll_answer', async (ctx) => {
+  const answer = ctx.pollAnswer
+  const options = polls.get(answer.poll_id) || []
+  const chosen = answer.option_ids.map((i) => options[i]).join(', ') || 'nothing'
+  await ctx.telegram.sendMessage(answer.user.id, `You voted for ${chosen}`)
+})
+
 bot.on('edited_message', async (ctx) => {
   await ctx.reply(`You changed your message to ${ctx.editedMessage.text}`,
     { reply_parameters: { message_id: ctx.editedMessage.message_id } })

@@ -18,10 +18,10 @@ from aiogram import Bot, Dispatcher, F, Router
 from aiogram.client.session.aiohttp import AiohttpSession
 from aiogram.client.telegram import TelegramAPIServer
 from aiogram.enums import UpdateType
-from aiogram.filters import CommandObject, CommandStart
+from aiogram.filters import Command, CommandObject, CommandStart
 from aiogram.fsm.context import FSMContext
 from aiogram.fsm.state import State, StatesGroup
-from aiogram.types import ChatMemberUpdated, ForceReply, KeyboardButton, Message, ReplyKeyboardMarkup, ReplyKeyboardRemove
+from aiogram.types import ChatMemberUpdated, ForceReply, KeyboardButton, Message, PollAnswer, ReplyKeyboardMarkup, ReplyKeyboardRemove
 from aiogram.webhook.aiohttp_server import SimpleRequestHandler, setup_application
 
 router = Router()
@@ -62,6 +62,23 @@ async def name(message: Message, state: FSMContext) -> None:
 @router.edited_message(F.text)
 async def edited(message: Message) -> None:
     await message.reply(f"You changed your message to {message.text}")
+
+
+# The options of each poll this bot sent, by poll id.
+POLLS: dict = {}
+
+
+@router.message(Command("poll"))
+async def poll(message: Message) -> None:
+    sent = await message.answer_poll("Best pet?", options=["Cats", "Dogs"], is_anonymous=False)
+    POLLS[sent.poll.id] = ["Cats", "Dogs"]
+
+
+@router.poll_answer()
+async def poll_answer(answer: PollAnswer, bot: Bot) -> None:
+    options = POLLS.get(answer.poll_id, [])
+    chosen = ", ".join(options[i] for i in answer.option_ids) or "nothing"
+    await bot.send_message(answer.user.id, f"You voted for {chosen}")
 
 
 @router.my_chat_member()

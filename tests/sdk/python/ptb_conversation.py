@@ -11,6 +11,7 @@ The dialog (tests/sdk/run_conversation_tests.py drives it):
   Dogs            -> "Dogs it is. What is your name?"             (ForceReply)
   Ann             -> "Nice to meet you, Ann!"                     (ReplyKeyboardRemove)
   (edit Ann to Anna) -> "You changed your message to Anna"
+  /poll            -> a non-anonymous poll "Best pet?" (Cats, Dogs); a vote -> "You voted for Dogs"
   (add the bot to a group) -> in the group: "Thanks for adding me, @USER!"
 
 Environment: BOT_TOKEN, BOT_API_BASE, and for webhook mode WEBHOOK_PORT, WEBHOOK_SECRET.
@@ -27,6 +28,7 @@ from telegram.ext import (
     ContextTypes,
     ConversationHandler,
     MessageHandler,
+    PollAnswerHandler,
     filters,
 )
 
@@ -64,6 +66,18 @@ async def edited(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await update.edited_message.reply_text(f"You changed your message to {update.edited_message.text}")
 
 
+async def poll(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    message = await update.message.reply_poll("Best pet?", ["Cats", "Dogs"], is_anonymous=False)
+    context.bot_data[message.poll.id] = ["Cats", "Dogs"]
+
+
+async def poll_answer(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    answer = update.poll_answer
+    options = context.bot_data.get(answer.poll_id, [])
+    chosen = ", ".join(options[i] for i in answer.option_ids) or "nothing"
+    await context.bot.send_message(answer.user.id, f"You voted for {chosen}")
+
+
 async def my_membership(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     change: ChatMemberUpdated = update.my_chat_member
     if change.chat.type in ("group", "supergroup") and change.new_chat_member.status == "member":
@@ -85,6 +99,8 @@ def main() -> None:
             fallbacks=[CommandHandler("cancel", cancel)],
         )
     )
+    app.add_handler(CommandHandler("poll", poll))
+    app.add_handler(PollAnswerHandler(poll_answer))
     app.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE, edited))
     app.add_handler(ChatMemberHandler(my_membership, ChatMemberHandler.MY_CHAT_MEMBER))
     port = os.environ.get("WEBHOOK_PORT")
