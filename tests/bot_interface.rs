@@ -131,6 +131,25 @@ fn reply_keyboards_are_shown_used_once_and_removed() {
     assert_eq!(code, 1);
     assert!(err.contains("shows no reply keyboard"), "{err}");
 
+    // Request buttons send the person's contact card and a location they give.
+    let keyboard = json!({"keyboard": [[{"text": "My card", "request_contact": true}, {"text": "Where I am", "request_location": true}]]});
+    ok(&world, "sendMessage", json!({"chat_id": chat, "text": "Who and where?", "reply_markup": keyboard}));
+    let (code, _, err) = e2e_chat(&dir, &["listen", "--count", "1", "--timeout", "30"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = e2e_chat(&dir, &["reply-button", &bot, "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out[0]["sent"], "contact");
+    let (code, _, err) = e2e_chat(&dir, &["reply-button", &bot, "2"]);
+    assert_eq!(code, 1, "a location button needs the location");
+    assert!(err.contains("sends your location"), "{err}");
+    let (code, out, err) = e2e_chat(&dir, &["reply-button", &bot, "2", "--location", "52.52,13.405"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out[0]["sent"], "location");
+    let (offset, got) = bot_messages(&world, offset, 2);
+    let me = got[0]["from"]["id"].clone();
+    assert_eq!((got[0]["contact"]["user_id"].clone(), got[0]["contact"]["phone_number"].as_str()), (me, Some("")), "{}", got[0]);
+    assert_eq!((got[1]["location"]["latitude"].as_f64(), got[1]["location"]["longitude"].as_f64()), (Some(52.52), Some(13.405)));
+
     // ForceReply travels to the person.
     ok(&world, "sendMessage", json!({"chat_id": chat, "text": "Your name?", "reply_markup": {"force_reply": true, "input_field_placeholder": "Name"}}));
     let (code, out, err) = e2e_chat(&dir, &["listen", "--count", "1", "--timeout", "30"]);
