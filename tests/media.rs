@@ -220,6 +220,37 @@ fn every_kind_travels_both_ways_verified_and_never_in_clear_on_disk() {
         world.gateway.call("sendDocument", json!({ "chat_id": chat_id, "document": file_ids[1], "caption": "again" }));
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"]["document"]["file_id"], file_ids[1].as_str(), "the same file, the same file_id");
+    // editMessageCaption: a new caption on the bot's file message, the file unchanged; the
+    // person's client shows the edit; a text message has no caption to edit.
+    let again_id = body["result"]["message_id"].clone();
+    let (status, edited) = world.gateway.call(
+        "editMessageCaption",
+        json!({ "chat_id": chat_id, "message_id": again_id, "caption": "<i>new</i> caption", "parse_mode": "HTML" }),
+    );
+    assert_eq!(status, 200, "{edited}");
+    assert_eq!((edited["result"]["caption"].as_str(), edited["result"]["caption_entities"][0]["type"].as_str()), (Some("new caption"), Some("italic")));
+    assert_eq!(edited["result"]["document"]["file_id"], file_ids[1].as_str());
+    assert!(edited["result"]["edit_date"].as_i64().is_some_and(|d| d > 0), "{edited}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut shown = None;
+    while shown.is_none() {
+        assert!(std::time::Instant::now() < deadline, "the caption edit did not reach the person");
+        alice
+            .receive_events_with(Duration::from_secs(5), 1, |e| {
+                if let bot_gateway::client::Incoming::Edited { message_id, text, .. } = e {
+                    if serde_json::json!(message_id) == again_id {
+                        shown = Some(text.clone());
+                    }
+                }
+            })
+            .expect("receive");
+    }
+    assert_eq!(shown.as_deref(), Some("new caption"));
+    let (status, body) = world.gateway.call("sendMessage", json!({ "chat_id": chat_id, "text": "plain" }));
+    assert_eq!(status, 200, "{body}");
+    let (status, refused) =
+        world.gateway.call("editMessageCaption", json!({ "chat_id": chat_id, "message_id": body["result"]["message_id"], "caption": "x" }));
+    assert_eq!(status, 400, "{refused}");
     let (status, body) =
         world.gateway.call("forwardMessage", json!({ "chat_id": chat_id, "from_chat_id": chat_id, "message_id": doc_message_id }));
     assert_eq!(status, 200, "{body}");

@@ -1,4 +1,4 @@
-//! Changing what the bot sent: `editMessageText`, `editMessageReplyMarkup`,
+//! Changing what the bot sent: `editMessageText`, `editMessageCaption`, `editMessageReplyMarkup`,
 //! `editMessageLiveLocation`, `stopMessageLiveLocation`, `stopPoll` and `deleteMessage`. Only messages this
 //! bot sent that are still in the runtime's durable history (`chats::HISTORY_LIMIT`) qualify; the user's client shows the edit (with `edit_date`) or
 //! removes the message. The history takes the change when the platform acknowledges it.
@@ -6,7 +6,7 @@
 use protobuf::MessageField;
 use serde_json::Value;
 
-use super::messages::{chat_id, formatted_text, remembered, target_chat, Target, SEND_WAIT};
+use super::messages::{chat_id, formatted, formatted_text, remembered, target_chat, Target, CAPTION, SEND_WAIT};
 use crate::gateway::botapi::{markup, types, ApiError, Params};
 use crate::gateway::keyboard;
 use crate::gateway::outbox;
@@ -114,6 +114,19 @@ pub(super) fn edit_message_text(bot: &BotShared, params: &Params) -> Result<Valu
     let (chat, entry) = own_message(bot, params, Change::Edit, is_text)?;
     let mut new = entry.content.clone();
     new.set_text(Text { text, entities, ..Default::default() });
+    new.keyboard = MessageField::from_option(keyboard);
+    send_edit(bot, &chat, entry, new)
+}
+
+/// `editMessageCaption`: a new caption (with `parse_mode` or `caption_entities`; none or empty:
+/// the caption goes) of one of the bot's file messages, and, as editMessageText, the keyboard
+/// given. The file itself stays the same.
+pub(super) fn edit_message_caption(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let keyboard = markup::inline_keyboard(params)?;
+    let caption = formatted(params, &CAPTION)?;
+    let (chat, entry) = own_message(bot, params, Change::Edit, Content::has_media)?;
+    let mut new = entry.content.clone();
+    new.mut_media().caption = MessageField::from_option(caption.map(|(text, entities)| Text { text, entities, ..Default::default() }));
     new.keyboard = MessageField::from_option(keyboard);
     send_edit(bot, &chat, entry, new)
 }

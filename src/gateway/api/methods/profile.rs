@@ -72,7 +72,10 @@ pub fn set_commands_request(params: &Params) -> Result<SetCommands, ApiError> {
         .enumerate()
         .map(|(i, item)| {
             let obj = item.as_object().ok_or_else(|| ApiError::bad_request(format!("commands[{i}] must be a BotCommand object")))?;
-            Ok((command_field(obj, i, "command")?, command_field(obj, i, "description")?))
+            // "/start" is taken as "start", as the reference server does (bots copy the slash).
+            let command = command_field(obj, i, "command")?;
+            let command = command.strip_prefix('/').map(str::to_string).unwrap_or(command);
+            Ok((command, command_field(obj, i, "description")?))
         })
         .collect::<Result<Vec<_>, ApiError>>()?;
     rules::check_commands(commands.iter().map(|(c, d)| (c.as_str(), d.as_str()))).map_err(ApiError::bad_request)?;
@@ -273,6 +276,9 @@ mod tests {
         let plain = set_commands_request(&p(json!({"commands": []}))).expect("empty list, default scope");
         assert_eq!(plain.list, CommandList { kind: Kind::DEFAULT, chat_id: 0, language_code: String::new() });
         assert!(plain.commands.is_empty());
+        let slashed = set_commands_request(&p(json!({"commands": [{"command": "/start", "description": "Begin"}]}))).expect("a leading slash");
+        assert_eq!(slashed.commands, vec![("start".to_string(), "Begin".to_string())], "the slash is stripped");
+        assert!(bad(set_commands_request(&p(json!({"commands": [{"command": "//start", "description": "x"}]})))).contains("command can contain only"));
     }
 
     #[test]
