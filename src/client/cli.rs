@@ -1030,36 +1030,13 @@ pub(super) fn incoming_json(e: &Incoming) -> String {
             vec![event("group_title"), ("group", group_json(group)), ("actor", sender_json(actor))]
         }
         Incoming::GroupEdited { group, message_id, from, edit_date, text, entities, keyboard, shared } => {
-            let mut fields = vec![
-            event("group_edited"),
-            ("group", group_json(group)),
-            ("message_id", num(*message_id)),
-            ("from", sender_json(from)),
-            ("edit_date", json!(edit_date).to_string()),
-            ("text", json!(text).to_string()),
-            ("entities", Value::Array(entities.iter().map(entity_json).collect()).to_string()),
-            ("keyboard", keyboard_json(keyboard)),
-            ];
-            if let Some(shared) = shared {
-                fields.push(super::cli_places::shared_field(shared));
-            }
+            let mut fields = vec![event("group_edited"), ("group", group_json(group)), ("message_id", num(*message_id)), ("from", sender_json(from))];
+            fields.extend(edited_fields(*edit_date, text, entities, keyboard, shared.as_ref()));
             fields
         }
         Incoming::Edited { chat_id, message_id, edit_date, text, entities, keyboard, shared } => {
-            let mut fields = vec![
-                event("edited"),
-                ("chat_id", num(*chat_id)),
-                ("message_id", num(*message_id)),
-                ("edit_date", json!(edit_date).to_string()),
-                ("text", json!(text).to_string()),
-                ("entities", Value::Array(entities.iter().map(entity_json).collect()).to_string()),
-                // Always present: an empty keyboard says the buttons are gone.
-                ("keyboard", keyboard_json(keyboard)),
-            ];
-            // A live location that moved or stopped: where it is now.
-            if let Some(shared) = shared {
-                fields.push(super::cli_places::shared_field(shared));
-            }
+            let mut fields = vec![event("edited"), ("chat_id", num(*chat_id)), ("message_id", num(*message_id))];
+            fields.extend(edited_fields(*edit_date, text, entities, keyboard, shared.as_ref()));
             fields
         }
         Incoming::Deleted { chat_id, message_id } => {
@@ -1121,6 +1098,26 @@ pub(super) fn incoming_json(e: &Incoming) -> String {
         ],
     };
     ordered_raw(&fields)
+}
+
+/// What an edit line says of the message now: its date, text, entities, keyboard (always
+/// present: an empty one says the buttons are gone) and, for a live location that moved or
+/// stopped, where it is now.
+fn edited_fields(
+    edit_date: i64,
+    text: &str,
+    entities: &[Entity],
+    keyboard: &Keyboard,
+    shared: Option<&super::places::Shared>,
+) -> Vec<(&'static str, String)> {
+    let mut fields = vec![
+        ("edit_date", json!(edit_date).to_string()),
+        ("text", json!(text).to_string()),
+        ("entities", Value::Array(entities.iter().map(entity_json).collect()).to_string()),
+        ("keyboard", keyboard_json(keyboard)),
+    ];
+    fields.extend(shared.map(super::cli_places::shared_field));
+    fields
 }
 
 /// `{"kind","file_name","mime_type","size"}`, then width, height and duration where known.

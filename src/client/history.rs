@@ -102,17 +102,17 @@ pub(super) fn recent_texts(c: &Connection, peer: u64, limit: usize) -> Result<Ve
 
 /// The message as it is now, if remembered.
 pub(super) fn load(c: &Connection, peer: u64, message_id: u64) -> Result<Option<Content>> {
-    let bytes: Option<Vec<u8>> = c
-        .query_row(
-            "SELECT content FROM client_messages WHERE peer_user_id = ?1 AND message_id = ?2",
-            params![peer as i64, message_id as i64],
-            |r| r.get(0),
-        )
-        .optional()?;
+    load_from(c, "SELECT content FROM client_messages WHERE peer_user_id = ?1 AND message_id = ?2", peer, message_id, "from")
+}
+
+/// One remembered content by (peer, message id), with `sql` naming the table; `direction`
+/// ("from", "sent to") says in the error which side it was.
+fn load_from(c: &Connection, sql: &str, peer: u64, message_id: u64, direction: &str) -> Result<Option<Content>> {
+    let bytes: Option<Vec<u8>> = c.query_row(sql, params![peer as i64, message_id as i64], |r| r.get(0)).optional()?;
     bytes
         .map(|b| {
             Content::parse_from_bytes(&b).map_err(|e| {
-                ClientError::Invalid(format!("remembered message {message_id} from user {peer} is damaged: {e}"))
+                ClientError::Invalid(format!("remembered message {message_id} {direction} user {peer} is damaged: {e}"))
             })
         })
         .transpose()
@@ -190,19 +190,7 @@ pub(super) fn remember_sent(c: &Connection, peer: u64, message_id: u64, date: i6
 
 /// A text we sent to `peer`, as it is now (our edits applied), if remembered.
 pub(super) fn load_sent(c: &Connection, peer: u64, message_id: u64) -> Result<Option<Content>> {
-    let bytes: Option<Vec<u8>> = c
-        .query_row(
-            "SELECT content FROM client_sent WHERE peer_user_id = ?1 AND message_id = ?2",
-            params![peer as i64, message_id as i64],
-            |r| r.get(0),
-        )
-        .optional()?;
-    bytes
-        .map(|b| {
-            Content::parse_from_bytes(&b)
-                .map_err(|e| ClientError::Invalid(format!("remembered message {message_id} sent to user {peer} is damaged: {e}")))
-        })
-        .transpose()
+    load_from(c, "SELECT content FROM client_sent WHERE peer_user_id = ?1 AND message_id = ?2", peer, message_id, "sent to")
 }
 
 /// Forgets a message `peer` deleted (nothing to do when it is not remembered).

@@ -340,8 +340,8 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
         }
         // What else a user may send (their own deletions, chat actions) has no update in this
         // profile.
-        other => {
-            log::debug!("ignoring a {} from user {}", content_kind(other.as_ref()), env.sender_user_id);
+        _ => {
+            log::debug!("ignoring a {} from user {}", content.kind_name(), env.sender_user_id);
             Ok(())
         }
     }
@@ -353,36 +353,13 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
 /// "Contact cards"). Private and group messages go through here.
 pub(super) fn checked_user_message(mut content: Content, sender: u64) -> StoreResult<Content> {
     places::check_shared(&content)
-        .map_err(|why| StoreError::Refused(format!("a {} breaking the rules: {why}", content_kind(content.body.as_ref()))))?;
+        .map_err(|why| StoreError::Refused(format!("a {} breaking the rules: {why}", content.kind_name())))?;
     if let Some(Body::Contact(card)) = &mut content.body {
         if card.user_id != sender {
             card.user_id = 0;
         }
     }
     Ok(content)
-}
-
-/// A content kind's name for logs (never its text).
-fn content_kind(body: Option<&Body>) -> &'static str {
-    match body {
-        None => "content of an unknown kind",
-        Some(Body::Text(_)) => "message",
-        Some(Body::Edit(_)) => "edit",
-        Some(Body::Delete(_)) => "deletion",
-        Some(Body::Press(_)) => "button press",
-        Some(Body::CallbackAnswer(_)) => "callback answer",
-        Some(Body::Reaction(_)) => "reaction",
-        Some(Body::ChatAction(_)) => "chat action",
-        Some(Body::InlineQuery(_)) => "inline query",
-        Some(Body::InlineResults(_)) => "inline results",
-        Some(Body::Media(_)) => "file",
-        Some(Body::Location(_)) => "location",
-        Some(Body::Venue(_)) => "venue",
-        Some(Body::Contact(_)) => "contact",
-        Some(Body::Dice(_)) => "dice",
-        Some(Body::Poll(_)) => "poll",
-        Some(Body::PollVote(_)) => "vote",
-    }
 }
 
 /// Tops the platform's stock of this device's one-time prekeys back up.

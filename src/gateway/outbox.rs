@@ -854,29 +854,12 @@ mod submit_tests {
     use std::thread;
 
     use super::*;
-    use crate::gateway::config::{BotConfig, Delivery};
-    use crate::wire::{Credential, Platform};
 
     const STAYS: Wait = Wait { client_gone: || false };
     const LEFT: Wait = Wait { client_gone: || true };
 
     fn bot(send_wait: Duration) -> (tempfile::TempDir, Arc<BotShared>) {
-        crypto::init();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let token = format!("1:{}", "ab".repeat(32));
-        let store = Store::open(&dir.path().join("bot.db"), &[7u8; 32], &"cd".repeat(32), "o_bot").expect("store");
-        let platform =
-            Platform::connect("http://127.0.0.1:9", Credential::Bot { token: token.clone(), device_id: None }).expect("platform");
-        let config = BotConfig {
-            bot_id_hex: "cd".repeat(32),
-            token,
-            recovery_secret: [7u8; 32],
-            compat_user_id: 1,
-            username: "o_bot".into(),
-            first_name: "O".into(),
-        };
-        let delivery = Delivery { send_wait, ..Delivery::default() };
-        (dir, Arc::new(BotShared::new(&config, store, platform).with_delivery(delivery)))
+        crate::gateway::runtime::test_bot(send_wait)
     }
 
     /// Stands in for `out/<n>`: once woken, hands the one pending row to "the platform", then

@@ -492,3 +492,26 @@ fn store_error(e: StoreError) -> ApiError {
     log::error!("state store: {e}");
     ApiError::internal(e)
 }
+
+/// A real bot (`@b_bot`) over a temporary store, with a platform address nothing listens on,
+/// whose sending methods wait `send_wait`: the unit tests' bot (api methods, outbox).
+#[cfg(test)]
+pub fn test_bot(send_wait: std::time::Duration) -> (tempfile::TempDir, std::sync::Arc<BotShared>) {
+    use crate::gateway::config::{BotConfig, Delivery};
+    use crate::wire::{Credential, Platform};
+    crate::crypto::init();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = format!("1:{}", "ab".repeat(32));
+    let store = crate::gateway::store::Store::open(&dir.path().join("bot.db"), &[7u8; 32], &"cd".repeat(32), "b_bot").expect("store");
+    let platform = Platform::connect("http://127.0.0.1:9", Credential::Bot { token: token.clone(), device_id: None }).expect("platform");
+    let config = BotConfig {
+        bot_id_hex: "cd".repeat(32),
+        token,
+        recovery_secret: [7u8; 32],
+        compat_user_id: 1,
+        username: "b_bot".into(),
+        first_name: "B".into(),
+    };
+    let delivery = Delivery { send_wait, ..Delivery::default() };
+    (dir, std::sync::Arc::new(BotShared::new(&config, store, platform).with_delivery(delivery)))
+}

@@ -18,6 +18,7 @@ include!(concat!(env!("OUT_DIR"), "/services.rs"));
 
 pub mod bot_profile;
 pub mod connect;
+mod content;
 pub mod grpc_debug;
 pub mod places;
 pub mod polls;

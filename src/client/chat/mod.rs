@@ -373,7 +373,6 @@ fn request_button(request: ButtonRequest, typist: &Profile, target: &SharedTarge
 /// Queues a message for the conversation (`shown` is what the screen says of it) and asks
 /// the sender to send it.
 fn queue_content(content: &Content, shown: &str, screen: &Screen, typist: &Profile, target: &SharedTarget, jobs: &Sender<Job>) -> bool {
-    let text = shown;
     let to = lock(target).outbox_name();
     match typist.queue_content(&to, content) {
         Ok(queued) => {
@@ -381,7 +380,7 @@ fn queue_content(content: &Content, shown: &str, screen: &Screen, typist: &Profi
             jobs.send(Job::Flush).is_ok()
         }
         Err(e) => {
-            screen.show(&ChatEvent::SendFailed { text, reason: &e.to_string() });
+            screen.show(&ChatEvent::SendFailed { text: shown, reason: &e.to_string() });
             true
         }
     }

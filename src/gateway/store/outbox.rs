@@ -179,7 +179,7 @@ pub fn give_up(conn: &Connection, entry: &OutboxEntry, reason: &str, now: i64) -
     }
     let record = GivenUp {
         chat_id: entry.chat_id,
-        kind: content_kind(&entry.content).to_string(),
+        kind: entry.content.kind_name().to_string(),
         message_id: message_id_of(&entry.content),
         client_message_id: entry.client_message_id.clone(),
         submitted_at: entry.created_at,
@@ -224,25 +224,6 @@ pub fn given_up(conn: &Connection, limit: usize) -> Result<Vec<GivenUp>> {
         })
     })?;
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-}
-
-/// A content's kind, for the given-up record and logs (never its text).
-pub fn content_kind(content: &Content) -> &'static str {
-    match &content.body {
-        Some(Body::Text(_)) => "message",
-        Some(Body::Media(_)) => "file",
-        Some(Body::Edit(_)) => "edit",
-        Some(Body::Delete(_)) => "deletion",
-        Some(Body::Press(_)) => "button press",
-        Some(Body::CallbackAnswer(_)) => "callback answer",
-        Some(Body::Reaction(_)) => "reaction",
-        Some(Body::ChatAction(_)) => "chat action",
-        Some(Body::InlineQuery(_)) => "inline query",
-        Some(Body::InlineResults(_)) => "inline results",
-        #[allow(unreachable_patterns)] // kinds added later are named by the catch-all
-        Some(_) => "content",
-        None => "content of an unknown kind",
-    }
 }
 
 /// The message id a content carries: the id reserved for a new message with buttons (in its

@@ -236,10 +236,7 @@ pub(crate) mod testing {
     use serde_json::Value;
 
     use crate::gateway::botapi::Params;
-    use crate::gateway::config::BotConfig;
     use crate::gateway::runtime::BotShared;
-    use crate::gateway::store::Store;
-    use crate::wire::{Credential, Platform};
 
     pub fn bot() -> (tempfile::TempDir, Arc<BotShared>) {
         bot_with_send_wait(crate::gateway::config::DEFAULT_SEND_WAIT)
@@ -247,22 +244,7 @@ pub(crate) mod testing {
 
     /// [`bot`] whose sending methods wait `send_wait` (`send_wait_seconds`).
     pub fn bot_with_send_wait(send_wait: std::time::Duration) -> (tempfile::TempDir, Arc<BotShared>) {
-        crate::crypto::init();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let token = format!("1:{}", "ab".repeat(32));
-        let store = Store::open(&dir.path().join("bot.db"), &[7u8; 32], &"cd".repeat(32), "b_bot").expect("store");
-        let platform =
-            Platform::connect("http://127.0.0.1:9", Credential::Bot { token: token.clone(), device_id: None }).expect("platform");
-        let config = BotConfig {
-            bot_id_hex: "cd".repeat(32),
-            token,
-            recovery_secret: [7u8; 32],
-            compat_user_id: 1,
-            username: "b_bot".into(),
-            first_name: "B".into(),
-        };
-        let delivery = crate::gateway::config::Delivery { send_wait, ..Default::default() };
-        (dir, Arc::new(BotShared::new(&config, store, platform).with_delivery(delivery)))
+        crate::gateway::runtime::test_bot(send_wait)
     }
 
     pub fn p(v: Value) -> Params {
