@@ -102,7 +102,8 @@ fn keyboards_edits_deletions_forwards_copies_and_actions_are_served() {
     ] {
         refused(&world, "setMessageReaction", json!({"chat_id": chat, "message_id": hello_id, "reaction": reaction}), 400, needle);
     }
-    refused(&world, "setMessageReaction", json!({"chat_id": chat, "message_id": hello_id, "reaction": [{"type": "emoji", "emoji": "👍"}], "is_big": true}), 400, "is_big");
+    // is_big (an animation) is accepted and ignored, like every parameter the gateway has no use for.
+    assert_eq!(ok(&world, "setMessageReaction", json!({"chat_id": chat, "message_id": hello_id, "reaction": [], "is_big": true})), json!(true));
     refused(&world, "setMessageReaction", json!({"chat_id": -5, "message_id": 1, "reaction": []}), 400, "private chats only");
 
     // Buttons the gateway cannot deliver are refused, never dropped.
@@ -113,7 +114,9 @@ fn keyboards_edits_deletions_forwards_copies_and_actions_are_served() {
     // Unknown callbacks and inline sessions; methods not served yet are 400, not 404.
     refused(&world, "answerCallbackQuery", json!({"callback_query_id": "42_nope"}), 400, "query ID is invalid");
     refused(&world, "answerInlineQuery", json!({"inline_query_id": "77", "results": []}), 400, "query ID is invalid");
-    refused(&world, "sendSticker", json!({"chat_id": chat}), 400, "not supported by this gateway yet");
+    refused(&world, "pinChatMessage", json!({"chat_id": chat, "message_id": hello_id}), 400, "not supported by this gateway yet");
+    refused(&world, "sendInvoice", json!({"chat_id": chat}), 400, "payments and Telegram Stars are not supported by this gateway");
+    refused(&world, "sendGame", json!({"chat_id": chat, "game_short_name": "g"}), 400, "games are not supported by this gateway");
     refused(&world, "sendCarrierPigeon", json!({}), 404, "not found");
 
     // Everything the bot sent reached alice's device; let the outbox drain before the end.

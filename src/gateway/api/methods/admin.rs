@@ -101,9 +101,6 @@ pub(super) fn restrict_chat_member(bot: &BotShared, params: &Params) -> Result<V
 /// ignored.
 pub(super) fn promote_chat_member(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let (group, user_id) = group_and_user(bot, params)?;
-    if params.flag("is_anonymous")? {
-        return Err(ApiError::bad_request("anonymous administrators are not supported by this gateway"));
-    }
     let rights = AdminRights {
         can_change_info: params.flag("can_change_info")?,
         can_delete_messages: params.flag("can_delete_messages")?,

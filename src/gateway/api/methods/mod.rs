@@ -4,7 +4,9 @@
 //!
 //! Adding a method takes two edits: its function in the family file (`me`, `updates`,
 //! `messages`, `profile`; later `callbacks`, `inline`, `reactions`, `media`, `chats`), and its row in
-//! [`METHODS`]. Method names are case-insensitive, as in the reference Bot API.
+//! [`METHODS`] (and its parameter row in docs/methods.md, which a test asks for). What is
+//! refused, methods and parameters, is in `refusals`. Method names are case-insensitive, as in
+//! the reference Bot API.
 
 mod admin;
 mod callbacks;
@@ -19,6 +21,7 @@ mod places;
 mod polls;
 mod profile;
 mod reactions;
+mod refusals;
 mod updates;
 
 use serde_json::Value;
@@ -118,44 +121,6 @@ pub static METHODS: &[Method] = &[
     method("declineChatJoinRequest", invites::decline_chat_join_request),
 ];
 
-/// Methods of the Bot API this gateway does not serve yet: a call gets 400 saying so (and
-/// docs/methods.md lists them), not a 404 that reads like a typo.
-pub const NOT_SUPPORTED_YET: &[&str] = &[
-    "logOut", "close", "forwardMessages", "copyMessages", "sendAnimation", "sendVideoNote", "sendPaidMedia",
-    "sendMediaGroup", "sendChecklist", "sendMessageDraft", "getUserProfilePhotos",
-    "getUserProfileAudios", "setUserEmojiStatus", 
-    "setChatAdministratorCustomTitle", "banChatSenderChat",
-    "unbanChatSenderChat", "setChatPermissions",
-    "createChatSubscriptionInviteLink", "editChatSubscriptionInviteLink",
-    "setChatPhoto", "deleteChatPhoto",
-    "setChatDescription", "pinChatMessage", "unpinChatMessage", "unpinAllChatMessages",
-    "setChatStickerSet",
-    "deleteChatStickerSet", "getForumTopicIconStickers", "createForumTopic", "editForumTopic", "closeForumTopic",
-    "reopenForumTopic", "deleteForumTopic", "unpinAllForumTopicMessages", "editGeneralForumTopic",
-    "closeGeneralForumTopic", "reopenGeneralForumTopic", "hideGeneralForumTopic", "unhideGeneralForumTopic",
-    "unpinAllGeneralForumTopicMessages", "getUserChatBoosts", "getBusinessConnection",
-    "setChatMenuButton", "getChatMenuButton",
-    "setMyDefaultAdministratorRights", "getMyDefaultAdministratorRights",
-    "editMessageMedia", "editMessageChecklist",
-    "deleteMessages", "answerWebAppQuery", "savePreparedInlineMessage",
-    "sendSticker", "getStickerSet", "sendInvoice", "createInvoiceLink", "answerShippingQuery",
-    "answerPreCheckoutQuery", "sendGame", "setGameScore", "getGameHighScores", "verifyUser", "verifyChat",
-    "removeUserVerification", "removeChatVerification", "getStarTransactions", "refundStarPayment",
-    "sendGift", "getAvailableGifts", "readBusinessMessage", "deleteBusinessMessages", "postStory",
-    "editStory", "deleteStory",
-];
-
-/// Whether `name` is a Bot API method this gateway does not serve yet (any ASCII case).
-pub fn not_supported_yet(name: &str) -> bool {
-    NOT_SUPPORTED_YET.iter().any(|m| m.eq_ignore_ascii_case(name)) && find(name).is_none()
-}
-
-/// The forum-topic methods (`createForumTopic`, `closeGeneralForumTopic`, ...): outside the
-/// spec's profile for good, not "yet".
-fn is_forum_method(name: &str) -> bool {
-    name.to_ascii_lowercase().contains("forumtopic")
-}
-
 /// Looks a method up by name, ignoring ASCII case.
 pub fn find(name: &str) -> Option<&'static Method> {
     METHODS.iter().find(|m| m.name.eq_ignore_ascii_case(name))
@@ -173,15 +138,8 @@ impl BotApi for BotShared {
             // (devices branch) 401 with the reason when this runtime's device was removed.
             return Err(self.refusal());
         }
-        let method = find(name).ok_or_else(|| {
-            if is_forum_method(name) {
-                ApiError::bad_request(format!("method {name}: forum topics are not supported by this gateway"))
-            } else if not_supported_yet(name) {
-                ApiError::bad_request(format!("method {name} is not supported by this gateway yet (see docs/methods.md)"))
-            } else {
-                ApiError::not_found(format!("method {name} not found"))
-            }
-        })?;
+        let method = find(name)
+            .ok_or_else(|| refusals::refused_method(name).unwrap_or_else(|| ApiError::not_found(format!("method {name} not found"))))?;
         if method.polling_only {
             check_polling(self)?;
         }
@@ -189,9 +147,7 @@ impl BotApi for BotShared {
     }
 
     fn call(&self, method: &'static Method, params: &Params) -> Result<Value, ApiError> {
-        if params.contains("message_thread_id") {
-            return Err(ApiError::bad_request("message_thread_id: forum topics are not supported by this gateway"));
-        }
+        refusals::check_params(method.name, params)?;
         (method.run)(self, params)
     }
 
@@ -285,9 +241,11 @@ mod tests {
         assert_eq!(bot.preflight("sendmessage").expect("known").name, "sendMessage");
         let e = dispatch(bot, "sendPigeon", &Params::new()).expect_err("unknown");
         assert_eq!((e.status, e.description.as_str()), (404, "Not Found: method sendPigeon not found"));
-        let e = dispatch(bot, "sendsticker", &Params::new()).expect_err("not yet");
+        let e = dispatch(bot, "pinchatmessage", &Params::new()).expect_err("not yet");
         assert_eq!(e.status, 400);
-        assert!(e.description.contains("method sendsticker is not supported by this gateway yet"), "{e}");
+        assert!(e.description.contains("method pinchatmessage is not supported by this gateway yet"), "{e}");
+        let e = dispatch(bot, "sendInvoice", &Params::new()).expect_err("refused feature");
+        assert!(e.description.contains("payments and Telegram Stars are not supported by this gateway"), "{e}");
     }
 
     #[test]

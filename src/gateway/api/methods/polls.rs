@@ -38,26 +38,8 @@ pub(super) fn send_poll(bot: &BotShared, params: &Params) -> Result<Value, ApiEr
 /// `shuffle_options`, `hide_results_until_closes` (the user sees counts only once it closes
 /// anyway), `members_only` (channels only) and `country_codes` are accepted and have no
 /// effect; what this gateway cannot carry (formatted texts, media, a description, options
-/// added later) is refused rather than dropped.
+/// added later) is refused rather than dropped, before this runs (`refusals`).
 pub(super) fn poll_request(params: &Params, now: i64) -> Result<Poll, ApiError> {
-    for name in [
-        "question_parse_mode",
-        "question_entities",
-        "explanation_parse_mode",
-        "explanation_entities",
-        "description",
-        "description_parse_mode",
-        "description_entities",
-        "media",
-        "explanation_media",
-    ] {
-        if params.get(name).is_some_and(|v| !v.as_str().is_some_and(str::is_empty)) {
-            return Err(ApiError::bad_request(format!("{name}: formatted poll texts, descriptions and media are not supported by this gateway")));
-        }
-    }
-    if params.flag("allow_adding_options")? {
-        return Err(ApiError::bad_request("allow_adding_options: options added after sending are not supported by this gateway"));
-    }
     let kind = match params.optional_str("type")?.as_deref() {
         None | Some("") | Some("regular") => PollType::REGULAR,
         Some("quiz") => PollType::QUIZ,
@@ -176,13 +158,10 @@ mod tests {
         assert!(with(json!({"question": "Q", "options": ["a", "b"], "type": "quiz"})).contains("correct_option_ids is required"));
         assert!(with(json!({"question": "Q", "options": ["a", "b"], "type": "quiz", "correct_option_ids": [2]})).contains("correct_option_ids"));
         assert!(with(json!({"question": "Q", "options": ["a", "b"], "type": "quiz", "correct_option_ids": ["x"]})).contains("correct_option_ids"));
-        assert!(with(json!({"question": "Q", "options": ["a", "b"], "allow_adding_options": true})).contains("allow_adding_options"));
-        assert!(with(json!({"question": "Q", "options": ["a", "b"], "description": "more"})).contains("description"));
         assert!(with(json!({"question": "Q", "options": ["a", "b"], "type": "vote"})).contains("type must be"));
         assert!(with(json!({"question": "Q", "options": ["a", "b"], "open_period": 601})).contains("open_period"));
         assert!(with(json!({"question": "Q", "options": ["a", "b"], "close_date": 101})).contains("close_date"));
         assert!(with(json!({"question": "Q", "options": ["a", "b"], "open_period": 60, "close_date": 200})).contains("together"));
-        assert!(with(json!({"question": "Q", "options": ["a", "b"], "question_parse_mode": "HTML"})).contains("formatted"));
         assert!(with(json!({"question": "Q", "options": ["a", "b"], "explanation": "why"})).contains("quizzes only"));
     }
 }

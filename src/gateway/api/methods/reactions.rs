@@ -17,9 +17,6 @@ const EMOJI_MAX_BYTES: usize = 32;
 
 /// The requested reaction: `None` removes it. Errors are shaped like the Bot API's.
 pub fn reaction_request(params: &Params) -> Result<Option<String>, ApiError> {
-    if params.flag("is_big")? {
-        return Err(ApiError::bad_request("REACTION_INVALID: is_big reactions are not supported by this gateway"));
-    }
     let list = params.optional_array("reaction")?.unwrap_or_default();
     if list.len() > 1 {
         return Err(ApiError::bad_request(format!(
@@ -88,8 +85,9 @@ mod tests {
         let custom = json!({"reaction": [{"type": "custom_emoji", "custom_emoji_id": "5"}]});
         assert!(bad(reaction_request(&p(custom))).contains("custom emoji reactions are not supported"));
         assert!(bad(reaction_request(&p(json!({"reaction": [{"type": "paid"}]})))).contains("paid reactions"));
+        // is_big is an animation: accepted and ignored, as every parameter the gateway does not use.
         let big = json!({"reaction": [{"type": "emoji", "emoji": "👍"}], "is_big": true});
-        assert!(bad(reaction_request(&p(big))).contains("is_big"));
+        assert_eq!(reaction_request(&p(big)).expect("is_big is ignored"), Some("👍".into()));
         assert!(bad(reaction_request(&p(json!({"reaction": [{"type": "emoji", "emoji": "ok"}]})))).contains("not an emoji"));
         assert!(bad(reaction_request(&p(json!({"reaction": [{"type": "emoji"}]})))).contains("not an emoji"));
     }

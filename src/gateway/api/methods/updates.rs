@@ -188,21 +188,14 @@ impl std::fmt::Debug for SetWebhook {
 /// setWebhook parameters.
 ///
 /// - `url`: required; empty deletes the webhook (as in the Bot API). Otherwise [`check_webhook_url`].
-/// - `certificate` (a file or a value) and a non-empty `ip_address`: 400 "not supported".
+/// - `certificate` (a file or a value) and a non-empty `ip_address`: 400 "not supported"
+///   (`refusals`; checked here too, for the webhook path that calls this directly).
 /// - `max_connections`: 1..=100 (PTB always sends 40), default 1.
 /// - `secret_token`: 1-256 characters of `A-Z a-z 0-9 _ -`.
 /// - `allowed_updates`: `Some` only when given; the runtime checks the names and stores it.
 /// - `drop_pending_updates`: boolean.
 pub fn set_webhook_request(params: &Params) -> Result<SetWebhook, ApiError> {
-    if params.contains("certificate") || params.file("certificate").is_some() {
-        return Err(ApiError::bad_request(
-            "certificate is not supported: the gateway delivers to https URLs with a publicly trusted certificate, \
-             or to plain http on localhost",
-        ));
-    }
-    if params.optional_str("ip_address")?.is_some_and(|ip| !ip.trim().is_empty()) {
-        return Err(ApiError::bad_request("ip_address is not supported: the webhook URL is resolved normally"));
-    }
+    super::refusals::check_params("setWebhook", params)?;
     let url = params
         .optional_str("url")?
         .ok_or_else(|| ApiError::bad_request("url is required (an empty url or deleteWebhook removes the webhook)"))?;
