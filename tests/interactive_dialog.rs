@@ -461,3 +461,51 @@ fn forwards_and_copies_go_from_one_private_chat_to_another() {
     assert_eq!((q["from"]["id"].as_u64(), q["message"]["message_id"].as_u64()), (Some(b), Some(copy_id)));
     refused(&world, "forwardMessage", json!({"chat_id": 424_242, "from_chat_id": a, "message_id": from_alice.message_id}), 400, "chat not found");
 }
+
+/// The batch methods run the single ones in order and skip what cannot be found;
+/// getUserProfilePhotos answers an empty list for a known user.
+#[test]
+fn batches_forward_copy_and_delete_in_order_and_skip_the_missing() {
+    let world = World::start("batch_bot");
+    let alice = world.user("alice");
+    let bob = world.user("bob");
+    let bot = format!("@{}", world.bot_username());
+    let one = alice.send_text(&bot, "one").expect("one");
+    let two = alice.send_text(&bot, "two").expect("two");
+    bob.send_text(&bot, "hi from bob").expect("bob");
+    world.gateway.poll_until(0, 3);
+    let (a, b) = (alice.user_id(), bob.user_id());
+
+    // 999 does not exist: skipped; the others arrive in order.
+    let ids = json!([one.message_id, two.message_id, 999]);
+    let fwd = ok(&world, "forwardMessages", json!({"chat_id": b, "from_chat_id": a, "message_ids": ids}));
+    let fwd = fwd.as_array().expect("MessageId list");
+    assert_eq!(fwd.len(), 2, "{fwd:?}");
+    assert!(fwd.iter().all(|m| m["message_id"].as_u64().is_some() && m.as_object().is_some_and(|o| o.len() == 1)), "{fwd:?}");
+    let copies = ok(&world, "copyMessages", json!({"chat_id": b, "from_chat_id": a, "message_ids": [one.message_id, two.message_id], "remove_caption": true}));
+    assert_eq!(copies.as_array().map(Vec::len), Some(2), "{copies}");
+    let mut texts = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while texts.len() < 4 {
+        assert!(std::time::Instant::now() < deadline, "bob saw only {texts:?}");
+        bob.receive_events_with(Duration::from_secs(5), 4 - texts.len(), |e| {
+            if let Incoming::Message(m) = e {
+                texts.push((m.text.clone(), m.forward_origin.is_some()));
+            }
+        })
+        .expect("receive");
+    }
+    assert_eq!(
+        texts,
+        vec![("one".to_string(), true), ("two".to_string(), true), ("one".to_string(), false), ("two".to_string(), false)]
+    );
+
+    // deleteMessages removes the bot's own forwards; a batch of only missing ids says why.
+    let forwarded: Vec<u64> = fwd.iter().map(|m| m["message_id"].as_u64().expect("id")).collect();
+    assert_eq!(ok(&world, "deleteMessages", json!({"chat_id": b, "message_ids": forwarded})), json!(true));
+    refused(&world, "deleteMessages", json!({"chat_id": b, "message_ids": [777, 778]}), 400, "message to delete not found");
+    refused(&world, "forwardMessages", json!({"chat_id": b, "from_chat_id": a, "message_ids": [2, 1]}), 400, "strictly increasing");
+
+    assert_eq!(ok(&world, "getUserProfilePhotos", json!({"user_id": a})), json!({"total_count": 0, "photos": []}));
+    refused(&world, "getUserProfilePhotos", json!({"user_id": 424_242}), 400, "user not found");
+}

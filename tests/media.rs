@@ -259,6 +259,29 @@ fn every_kind_travels_both_ways_verified_and_never_in_clear_on_disk() {
     let (status, body) =
         world.gateway.call("copyMessage", json!({ "chat_id": chat_id, "from_chat_id": chat_id, "message_id": doc_message_id }));
     assert_eq!(status, 200, "{body}");
+    // A caption given to copyMessage replaces the file's; the person sees the copy with it.
+    let (status, body) = world.gateway.call(
+        "copyMessage",
+        json!({ "chat_id": chat_id, "from_chat_id": chat_id, "message_id": doc_message_id, "caption": "<b>copied</b> caption", "parse_mode": "HTML" }),
+    );
+    assert_eq!(status, 200, "{body}");
+    let copy_id = body["result"]["message_id"].as_u64().expect("copy id");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut copied = None;
+    while copied.is_none() {
+        assert!(std::time::Instant::now() < deadline, "the captioned copy did not reach the person");
+        alice
+            .receive_events_with(Duration::from_secs(5), 4, |e| {
+                if let bot_gateway::client::Incoming::Message(m) = e {
+                    if m.message_id == copy_id {
+                        copied = Some(m.clone());
+                    }
+                }
+            })
+            .expect("receive");
+    }
+    let media = copied.expect("copy").media.expect("the copy is the file");
+    assert_eq!((media.caption.as_str(), media.caption_entities[0].kind.as_str()), ("copied caption", "bold"));
 
     // Refusals: an external URL, an unknown file_id.
     let (status, body) =

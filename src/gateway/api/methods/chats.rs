@@ -1,5 +1,5 @@
 //! Chat information and membership: `getChat`, `getChatMember`, `getChatMemberCount`,
-//! `getChatAdministrators` and `leaveChat`. Groups answer from the platform's roles (a
+//! `getChatAdministrators`, `leaveChat`, and a user's `getUserProfilePhotos`. Groups answer from the platform's roles (a
 //! GetGroup call: the platform is the authority on who holds which role); a private chat
 //! answers from what the gateway knows of it.
 
@@ -38,6 +38,23 @@ pub(super) fn get_chat(bot: &BotShared, params: &Params) -> Result<Value, ApiErr
     let (mut group, info) = group_with_members(bot, params)?;
     group.title = info.title.clone();
     Ok(members::chat_full_info_json(&updates::group_chat_view(&group)))
+}
+
+/// `getUserProfilePhotos`: the platform keeps no profile photos, so a user this gateway knows
+/// (a private chat's user, or a group member it has seen) has none: `{"total_count": 0,
+/// "photos": []}`, which every SDK parses. An unknown user is 400 "user not found", as in the
+/// Bot API.
+pub(super) fn get_user_profile_photos(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let user_id = params.required_i64("user_id")?;
+    let not_found = || ApiError::bad_request(format!("user not found: user {user_id} is unknown to this gateway"));
+    if user_id <= 0 || groups::is_group_chat_id(user_id) {
+        return Err(not_found());
+    }
+    let member = bot.store.read(move |c| groups::user(c, user_id as u64)).map_err(store_error)?;
+    if member.is_none() && known_chat(bot, user_id).is_err() {
+        return Err(not_found());
+    }
+    Ok(serde_json::json!({ "total_count": 0, "photos": [] }))
 }
 
 /// `getChatMember`: the user's ChatMember; a user with no role is `left`.

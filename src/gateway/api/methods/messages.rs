@@ -406,15 +406,20 @@ pub(super) fn forward_message(bot: &BotShared, params: &Params) -> Result<Value,
 
 /// `copyMessage`: the message (text, file with its caption, location, venue, contact, dice) without a forward mark, to a
 /// private chat, group or channel of the bot, with the caller's own reply target and keyboard
-/// (the original's buttons are not copied). Answers `{"message_id": N}`.
+/// (the original's buttons are not copied). A `caption` given replaces a file's caption (an
+/// empty one removes it); without one the original's stays. Answers `{"message_id": N}`.
 pub(super) fn copy_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let chat_id = chat_id(params, "chat_id")?;
     let markup = markup::reply_markup(params)?;
     let (reply_to, allow_without) = reply_request(params, chat_id)?;
+    let caption = if params.contains(CAPTION.text) { Some(formatted(params, &CAPTION)?) } else { None };
     let (_, entry) = source_message(bot, params)?;
     let target = destination(bot, params, &entry)?;
     let mut content = Content::new();
     content.body = entry.content.body.clone();
+    if let (Some(caption), Some(Body::Media(media))) = (caption, content.body.as_mut()) {
+        media.caption = MessageField::from_option(caption.map(|(text, entities)| Text { text, entities, ..Default::default() }));
+    }
     content.reply_to_message_id = reply_target(bot, chat_id, reply_to, allow_without)?;
     markup.apply(&mut content);
     let sent = submit_to(bot, &target, content)?;

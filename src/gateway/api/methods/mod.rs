@@ -9,6 +9,7 @@
 //! the reference Bot API.
 
 mod admin;
+mod batches;
 mod callbacks;
 mod chats;
 mod editing;
@@ -72,6 +73,8 @@ pub static METHODS: &[Method] = &[
     method("sendMessage", messages::send_message),
     method("forwardMessage", messages::forward_message),
     method("copyMessage", messages::copy_message),
+    method("forwardMessages", batches::forward_messages),
+    method("copyMessages", batches::copy_messages),
     method("sendChatAction", messages::send_chat_action),
     method("sendPhoto", media::send_photo),
     method("sendDocument", media::send_document),
@@ -91,6 +94,7 @@ pub static METHODS: &[Method] = &[
     method("editMessageCaption", editing::edit_message_caption),
     method("editMessageReplyMarkup", editing::edit_message_reply_markup),
     method("deleteMessage", editing::delete_message),
+    method("deleteMessages", batches::delete_messages),
     method("answerCallbackQuery", callbacks::answer_callback_query),
     method("setMessageReaction", reactions::set_message_reaction),
     method("answerInlineQuery", inline::answer_inline_query),
@@ -104,6 +108,7 @@ pub static METHODS: &[Method] = &[
     method("getMyName", profile::get_my_name),
     method("setMyName", profile::set_my_name),
     method("getChat", chats::get_chat),
+    method("getUserProfilePhotos", chats::get_user_profile_photos),
     method("getChatMember", chats::get_chat_member),
     method("getChatMemberCount", chats::get_chat_member_count),
     method("getChatAdministrators", chats::get_chat_administrators),
