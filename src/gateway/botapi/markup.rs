@@ -25,21 +25,32 @@ pub const REPLY_BUTTONS_MAX: usize = 300;
 /// Longest `input_field_placeholder`, in characters (Bot API: 1-64).
 pub const PLACEHOLDER_MAX: usize = 64;
 
-/// Inline keyboard button fields of the Bot API other than `callback_data` and `url`: each
-/// names a kind of button this gateway does not deliver.
-const OTHER_BUTTON_KINDS: &[&str] = &[
-    "login_url",
-    "web_app",
-    "switch_inline_query",
-    "switch_inline_query_current_chat",
-    "switch_inline_query_chosen_chat",
-    "copy_text",
-    "callback_game",
-    "pay",
+/// Inline keyboard button fields of the Bot API other than `callback_data` and `url`, each a
+/// kind of button this gateway does not deliver, with the feature it needs (`None`: not yet).
+const OTHER_BUTTON_KINDS: &[(&str, Option<&str>)] = &[
+    ("login_url", Some("Telegram Login sign-ins")),
+    ("web_app", Some("web apps")),
+    ("switch_inline_query", None),
+    ("switch_inline_query_current_chat", None),
+    ("switch_inline_query_chosen_chat", None),
+    ("copy_text", None),
+    ("callback_game", Some("games")),
+    ("pay", Some("payments")),
 ];
 
 /// Reply keyboard button fields that ask the client for something it cannot give.
-const OTHER_REQUESTS: &[&str] = &["request_users", "request_user", "request_chat", "request_poll", "web_app"];
+const OTHER_REQUESTS: &[(&str, Option<&str>)] =
+    &[("request_users", None), ("request_user", None), ("request_chat", None), ("request_poll", None), ("web_app", Some("web apps"))];
+
+/// "<at>: <kind> buttons are not supported by this gateway (<feature> are not)" or "… yet",
+/// then which buttons are.
+fn other_button(at: &str, (kind, feature): (&str, Option<&str>), supported: &str) -> ApiError {
+    let why = match feature {
+        Some(feature) => format!(" ({feature} are not supported)"),
+        None => " yet".to_string(),
+    };
+    ApiError::bad_request(format!("{at}: {kind} buttons are not supported by this gateway{why}; {supported} are"))
+}
 
 /// What `reply_markup` puts on a new message; at most one part is set.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -134,10 +145,8 @@ fn inline_button(button: &Value, at: &str) -> Result<InlineButton, ApiError> {
         return Err(ApiError::bad_request(format!("{at} must be an InlineKeyboardButton object")));
     };
     let text = button_text(o, at)?;
-    if let Some(kind) = OTHER_BUTTON_KINDS.iter().find(|k| o.get(**k).is_some_and(|v| !v.is_null())) {
-        return Err(ApiError::bad_request(format!(
-            "{at}: {kind} buttons are not supported by this gateway; callback_data and url buttons are"
-        )));
+    if let Some(other) = OTHER_BUTTON_KINDS.iter().find(|(k, _)| o.get(*k).is_some_and(|v| !v.is_null())) {
+        return Err(other_button(at, *other, "callback_data and url buttons"));
     }
     let present = |k: &str| o.get(k).is_some_and(|v| !v.is_null());
     match (present("callback_data"), present("url")) {
@@ -211,10 +220,8 @@ fn reply_button(button: &Value, at: &str) -> Result<ReplyButton, ApiError> {
         _ => return Err(ApiError::bad_request(format!("{at} must be a KeyboardButton object or a non-empty string"))),
     };
     let text = button_text(o, at)?;
-    if let Some(kind) = OTHER_REQUESTS.iter().find(|k| o.get(**k).is_some_and(|v| !v.is_null() && v != &Value::Bool(false))) {
-        return Err(ApiError::bad_request(format!(
-            "{at}: {kind} buttons are not supported by this gateway; text, request_contact and request_location buttons are"
-        )));
+    if let Some(other) = OTHER_REQUESTS.iter().find(|(k, _)| o.get(*k).is_some_and(|v| !v.is_null() && v != &Value::Bool(false))) {
+        return Err(other_button(at, *other, "text, request_contact and request_location buttons"));
     }
     let request = match (flag(o, "request_contact")?, flag(o, "request_location")?) {
         (true, true) => {
@@ -343,7 +350,14 @@ mod tests {
     #[test]
     fn bad_reply_keyboards_are_refused_by_name() {
         assert!(bad(json!({"keyboard": [[{"text": "Who", "request_users": {"request_id": 1}}]]})).contains("request_users buttons"));
-        assert!(bad(json!({"keyboard": [[{"text": "App", "web_app": {"url": "https://a.org"}}]]})).contains("web_app buttons"));
+        let e = bad(json!({"keyboard": [[{"text": "App", "web_app": {"url": "https://a.org"}}]]}));
+        assert!(e.contains("web_app buttons are not supported by this gateway (web apps are not supported)"), "{e}");
+        let e = bad(json!({"inline_keyboard": [[{"text": "Buy", "pay": true}]]}));
+        assert!(e.contains("[0][0]: pay buttons are not supported by this gateway (payments are not supported)"), "{e}");
+        let e = bad(json!({"inline_keyboard": [[{"text": "Play", "callback_game": {}}]]}));
+        assert!(e.contains("(games are not supported)"), "{e}");
+        let e = bad(json!({"inline_keyboard": [[{"text": "Copy", "copy_text": {"text": "x"}}]]}));
+        assert!(e.contains("copy_text buttons are not supported by this gateway yet"), "{e}");
         assert!(bad(json!({"keyboard": [[{"text": "x", "request_contact": true, "request_location": true}]]})).contains("at once"));
         assert!(bad(json!({"keyboard": [[""]]})).contains("[0][0] must be"));
         assert!(bad(json!({"keyboard": [[{"text": " "}]]})).contains("text must be"));
