@@ -77,11 +77,12 @@ Commands:
   choose @BOT SESSION_ID RESULT_ID
         pick a result of an inline session: its text is sent to the bot's dialog via the bot;
         prints {\"chat_id\":N,\"message_id\":M,\"date\":T} (the same again for a repeated choice)
-  send-file @PEER PATH [--as photo|document|audio|video|voice] [--caption TEXT]
+  send-file @PEER PATH [PATH...] [--as photo|document|audio|video|voice|animation|video_note|sticker] [--caption TEXT]
         send a file (up to 50 MiB), encrypted while it streams to the platform; the kind is
         guessed from the extension without --as (images: photo, .ogg/.oga: voice,
         .mp3/.m4a: audio, .mp4: video, else document); prints {\"chat_id\":N,
-        \"message_id\":M,\"date\":T}
+        \"message_id\":M,\"date\":T}. With 2 to 10 files: an album, one message
+        per file sharing a media_group_id, the caption on the first; one line each
   send-location @PEER LATITUDE LONGITUDE [--live SECONDS] [--accuracy METERS]
                 [--heading DEGREES] [--reply-to MESSAGE_ID]
         share a point (decimal degrees: latitude -90..90, longitude -180..180; a negative
@@ -573,27 +574,32 @@ fn choose(global: &Global, a: &Args) -> anyhow::Result<()> {
 fn send_file(global: &Global, a: &Args) -> anyhow::Result<()> {
     let a = send_file_args(a)?;
     let profile = open_profile(global)?;
-    let sent = profile
-        .send_file(&a.peer, &a.path, a.kind, &a.caption)
-        .with_context(|| format!("send-file {} to {}", a.path.display(), a.peer))?;
-    print_line(&ordered(&[
-        ("chat_id", json!(sent.chat_id)),
-        ("message_id", json!(sent.message_id)),
-        ("date", json!(sent.date)),
-    ]))
+    let sent = match &a.paths[..] {
+        [path] => vec![profile.send_file(&a.peer, path, a.kind, &a.caption).with_context(|| format!("send-file {} to {}", path.display(), a.peer))?],
+        paths => profile.send_album(&a.peer, paths, a.kind, &a.caption).with_context(|| format!("send-file: an album of {} files to {}", paths.len(), a.peer))?,
+    };
+    for sent in sent {
+        print_line(&ordered(&[
+            ("chat_id", json!(sent.chat_id)),
+            ("message_id", json!(sent.message_id)),
+            ("date", json!(sent.date)),
+        ]))?;
+    }
+    Ok(())
 }
 
 /// What `send-file` was asked to send.
 #[derive(Debug, PartialEq, Eq)]
 struct SendFileArgs {
     peer: String,
-    path: PathBuf,
-    /// `None`: guessed from the file name.
+    /// One file, or 2 to 10: an album.
+    paths: Vec<PathBuf>,
+    /// `None`: guessed from each file's name.
     kind: Option<MediaKind>,
     caption: String,
 }
 
-/// `send-file @PEER PATH [--as KIND] [--caption TEXT]`.
+/// `send-file @PEER PATH [PATH...] [--as KIND] [--caption TEXT]`.
 fn send_file_args(a: &Args) -> anyhow::Result<SendFileArgs> {
     let kind = match a.value("--as") {
         Some(v) => Some(MediaKind::from_name(v).ok_or_else(|| {
@@ -602,12 +608,20 @@ fn send_file_args(a: &Args) -> anyhow::Result<SendFileArgs> {
         })?),
         None => None,
     };
-    let [peer, path] = a.words[..] else {
-        return Err(usage("send-file: expected @PEER PATH [--as photo|document|audio|video|voice] [--caption TEXT]".into()));
+    let [peer, paths @ ..] = &a.words[..] else {
+        return Err(usage(format!("send-file: expected @PEER PATH [PATH...] {SEND_FILE_OPTIONS}")));
     };
+    if paths.is_empty() || paths.len() > super::media::ALBUM_MAX {
+        return Err(usage(format!(
+            "send-file: expected @PEER and 1 file, or 2 to {} files for an album {SEND_FILE_OPTIONS}",
+            super::media::ALBUM_MAX
+        )));
+    }
     let caption = a.value("--caption").unwrap_or("").to_string();
-    Ok(SendFileArgs { peer: peer.to_string(), path: PathBuf::from(path), kind, caption })
+    Ok(SendFileArgs { peer: peer.to_string(), paths: paths.iter().map(PathBuf::from).collect(), kind, caption })
 }
+
+const SEND_FILE_OPTIONS: &str = "[--as photo|document|audio|video|voice|animation|video_note|sticker] [--caption TEXT]";
 
 fn download(global: &Global, a: &Args) -> anyhow::Result<()> {
     let (peer, message_id, out) = download_args(a)?;
@@ -914,6 +928,9 @@ fn message_fields(m: &ReceivedMessage) -> Vec<(&'static str, String)> {
         Some(media) => {
             fields.push(("media", media_json(media)));
             fields.push(("caption", json!(media.caption).to_string()));
+            if !media.media_group_id.is_empty() {
+                fields.push(("media_group_id", json!(media.media_group_id).to_string()));
+            }
             if !media.caption_entities.is_empty() {
                 fields.push(("caption_entities", Value::Array(media.caption_entities.iter().map(entity_json).collect()).to_string()));
             }
@@ -1366,6 +1383,7 @@ mod tests {
                 duration: 0,
                 caption: "Q3 \u{1b}".into(),
                 caption_entities: vec![Entity::new("bold", 0, 2)],
+                media_group_id: String::new(),
             }),
             shared: None,
         };
@@ -1391,16 +1409,20 @@ mod tests {
         let a = send_file(&["@bot", "r.png", "--as", "document", "--caption=hi there"]).expect("ok");
         assert_eq!(
             a,
-            SendFileArgs { peer: "@bot".into(), path: "r.png".into(), kind: Some(MediaKind::Document), caption: "hi there".into() }
+            SendFileArgs { peer: "@bot".into(), paths: vec!["r.png".into()], kind: Some(MediaKind::Document), caption: "hi there".into() }
         );
         let a = send_file(&["--caption", "--help", "@bot", "v.ogg"]).expect("a caption may look like an option");
         assert_eq!((a.kind, a.caption.as_str()), (None, "--help"));
         let err = send_file(&["@bot", "x", "--as", "gif"]).expect_err("unknown kind");
-        assert!(err.to_string().contains("photo, document, audio, video, voice"), "{err}");
-        assert!(send_file(&["@bot"]).expect_err("no path").to_string().contains("expected @PEER PATH"));
-        assert!(send_file(&["@bot", "a", "b"]).is_err(), "one file at a time");
+        assert!(err.to_string().contains("photo, document, audio, video, voice, animation, video_note, sticker"), "{err}");
+        assert!(send_file(&["@bot"]).expect_err("no path").to_string().contains("1 file, or 2 to 10 files"));
+        let album = send_file(&["@bot", "a.png", "b.png", "--caption", "two"]).expect("an album");
+        assert_eq!((album.paths.len(), album.caption.as_str()), (2, "two"));
+        let eleven: Vec<String> = std::iter::once("@bot".to_string()).chain((0..11).map(|i| format!("{i}.png"))).collect();
+        let eleven: Vec<&str> = eleven.iter().map(String::as_str).collect();
+        assert!(send_file(&eleven).expect_err("too many").to_string().contains("2 to 10 files"));
         assert!(send_file(&["@bot", "a", "--bogus"]).expect_err("unknown").to_string().contains("--bogus"));
-        assert_eq!(send_file(&["@bot", "--", "-x.png"]).expect("ok").path, PathBuf::from("-x.png"));
+        assert_eq!(send_file(&["@bot", "--", "-x.png"]).expect("ok").paths, vec![PathBuf::from("-x.png")]);
 
         let download = |a: &[&str]| {
             let v = strings(a);

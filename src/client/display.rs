@@ -671,6 +671,7 @@ mod tests {
             duration: 0,
             caption: "Q3\u{7}".into(),
             caption_entities: vec![],
+            media_group_id: String::new(),
         });
         assert_eq!(shown(&Incoming::Message(m.clone())), "[@bot] [photo report.png, 12 KiB] Q3\\x07 (#3)");
         let media = m.media.as_mut().expect("set");

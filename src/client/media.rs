@@ -1,4 +1,5 @@
-//! Files in a dialog (photos, documents, audio, video, voice): sending one streams it through
+//! Files in a dialog (photos, documents, audio, video, voice, animations, video notes,
+//! stickers), alone or as an album: sending one streams it through
 //! `e2e::file::upload_encrypted` (never whole in memory) and sends a `Media` content that
 //! carries the reference, key and digest; downloading one verifies the whole ciphertext
 //! before a plaintext byte is written, then writes `OUT.part` (0600) and renames it to `OUT`
@@ -16,16 +17,62 @@ use super::message::{MediaKind, SentMessage};
 use super::profile::Profile;
 use crate::crypto::file::MAX_PLAINTEXT_LEN;
 use crate::e2e::file::{download_verified, upload_encrypted, FileSource};
-use crate::wire::e2e::{Content, Text};
+use crate::wire::e2e::{Content, Media, Text};
+use crate::wire::platform::Profile as PeerProfile;
 
 /// The largest file a profile sends (plaintext bytes): the platform's limit, checked before
 /// anything is uploaded.
 pub const MAX_FILE_SIZE: u64 = MAX_PLAINTEXT_LEN;
+/// Files in one album, as the Bot API's sendMediaGroup allows.
+pub const ALBUM_MIN: usize = 2;
+pub const ALBUM_MAX: usize = 10;
 
 impl Profile {
     /// Sends the file at `path` to `peer` as `kind` (`None`: guessed from the extension, see
     /// [`guess_kind`]) with an optional plain-text caption.
     pub fn send_file(&self, peer: &str, path: &Path, kind: Option<MediaKind>, caption: &str) -> Result<SentMessage> {
+        let peer = self.file_peer(peer)?;
+        let mut content = Content::new();
+        content.set_media(self.upload_media(path, kind, caption)?);
+        self.send_content(&peer, &content)
+    }
+
+    /// Sends 2 to 10 files to `peer` as one album: each its own message, all with one
+    /// `media_group_id`; the caption goes with the first, as clients show an album's caption.
+    /// Every file is checked and uploaded before the first message is sent.
+    pub fn send_album(&self, peer: &str, paths: &[PathBuf], kind: Option<MediaKind>, caption: &str) -> Result<Vec<SentMessage>> {
+        if !(ALBUM_MIN..=ALBUM_MAX).contains(&paths.len()) {
+            return Err(ClientError::Invalid(format!("an album has {ALBUM_MIN} to {ALBUM_MAX} files, not {}", paths.len())));
+        }
+        let peer = self.file_peer(peer)?;
+        let media = paths
+            .iter()
+            .enumerate()
+            .map(|(i, path)| self.upload_media(path, kind, if i == 0 { caption } else { "" }))
+            .collect::<Result<Vec<_>>>()?;
+        let group_id = crate::crypto::hex_encode(&crate::crypto::random_bytes::<8>());
+        media
+            .into_iter()
+            .map(|m| {
+                let mut content = Content::new();
+                content.set_media(m);
+                content.media_group_id = group_id.clone();
+                self.send_content(&peer, &content)
+            })
+            .collect()
+    }
+
+    /// The peer a file goes to; an unknown one is refused before any upload.
+    fn file_peer(&self, peer: &str) -> Result<PeerProfile> {
+        let peer = self.lookup(peer)?;
+        if peer.user_id == self.user_id() {
+            return Err(ClientError::Invalid("cannot send a message to yourself".to_string()));
+        }
+        Ok(peer)
+    }
+
+    /// Checks, encrypts and uploads the file at `path`: the `Media` that names it.
+    fn upload_media(&self, path: &Path, kind: Option<MediaKind>, caption: &str) -> Result<Media> {
         let shown = path.display();
         let io_err = |what: &str| {
             let what = format!("{what} {shown}");
@@ -43,13 +90,12 @@ impl Profile {
                 MAX_FILE_SIZE / (1024 * 1024)
             )));
         }
-        // Before the upload: an unknown peer should not cost one.
-        let peer = self.lookup(peer)?;
-        if peer.user_id == self.user_id() {
-            return Err(ClientError::Invalid("cannot send a message to yourself".to_string()));
-        }
         let kind = kind.unwrap_or_else(|| guess_kind(path));
-        let (width, height) = if kind == MediaKind::Photo { image_size(&mut file).map_err(io_err("reading"))? } else { (0, 0) };
+        let (width, height) = if matches!(kind, MediaKind::Photo | MediaKind::Sticker) {
+            image_size(&mut file).map_err(io_err("reading"))?
+        } else {
+            (0, 0)
+        };
 
         let uploaded = upload_encrypted(&self.platform, BufReader::new(file))
             .map_err(|source| ClientError::File { what: format!("uploading {shown}"), source })?;
@@ -64,9 +110,7 @@ impl Profile {
             t.text = caption.to_string();
             media.caption = protobuf::MessageField::some(t);
         }
-        let mut content = Content::new();
-        content.set_media(media);
-        self.send_content(&peer, &content)
+        Ok(media)
     }
 
     /// Downloads the file of message `message_id` that `peer` sent, verifies it whole, and

@@ -133,6 +133,8 @@ pub struct MediaInfo {
     pub duration: u32,
     pub caption: String,
     pub caption_entities: Vec<Entity>,
+    /// The album the message belongs to; empty when it is alone.
+    pub media_group_id: String,
 }
 
 impl MediaInfo {
@@ -150,7 +152,13 @@ impl MediaInfo {
             duration: m.duration,
             caption: caption.map(|c| c.text.clone()).unwrap_or_default(),
             caption_entities: caption.map(|c| c.entities.iter().map(Entity::from_wire).collect()).unwrap_or_default(),
+            media_group_id: String::new(),
         }
+    }
+
+    /// The file of a media message with the album it belongs to.
+    pub(crate) fn of_content(content: &Content) -> Option<MediaInfo> {
+        content.has_media().then(|| MediaInfo { media_group_id: content.media_group_id.clone(), ..MediaInfo::from_wire(content.media()) })
     }
 }
 
@@ -434,7 +442,7 @@ pub(super) fn sender(envelope: &InboxEnvelope) -> Sender {
 /// A received text or file message: the envelope's ids and sender, the content's text or file.
 pub(super) fn received_message(envelope: &InboxEnvelope, content: &Content) -> ReceivedMessage {
     // A file message's caption is in `media`, as the Bot API keeps `caption` apart from `text`.
-    let media = content.has_media().then(|| MediaInfo::from_wire(content.media()));
+    let media = MediaInfo::of_content(content);
     let (text, entities) = if media.is_some() { (String::new(), Vec::new()) } else { text_of(content) };
     ReceivedMessage {
         chat_id: envelope.sender_user_id,

@@ -88,10 +88,22 @@ pub enum MediaKind {
     Audio,
     Video,
     Voice,
+    Animation,
+    VideoNote,
+    Sticker,
 }
 
 impl MediaKind {
-    pub const ALL: [MediaKind; 5] = [MediaKind::Photo, MediaKind::Document, MediaKind::Audio, MediaKind::Video, MediaKind::Voice];
+    pub const ALL: [MediaKind; 8] = [
+        MediaKind::Photo,
+        MediaKind::Document,
+        MediaKind::Audio,
+        MediaKind::Video,
+        MediaKind::Voice,
+        MediaKind::Animation,
+        MediaKind::VideoNote,
+        MediaKind::Sticker,
+    ];
 
     /// "photo", "document", ...: the Bot API's Message field and send parameter, and
     /// `e2e-chat send-file --as` values.
@@ -102,6 +114,9 @@ impl MediaKind {
             MediaKind::Audio => "audio",
             MediaKind::Video => "video",
             MediaKind::Voice => "voice",
+            MediaKind::Animation => "animation",
+            MediaKind::VideoNote => "video_note",
+            MediaKind::Sticker => "sticker",
         }
     }
 
@@ -117,6 +132,9 @@ impl MediaKind {
             WireMediaKind::AUDIO => MediaKind::Audio,
             WireMediaKind::VIDEO => MediaKind::Video,
             WireMediaKind::VOICE => MediaKind::Voice,
+            WireMediaKind::ANIMATION => MediaKind::Animation,
+            WireMediaKind::VIDEO_NOTE => MediaKind::VideoNote,
+            WireMediaKind::STICKER => MediaKind::Sticker,
         }
     }
 
@@ -127,6 +145,9 @@ impl MediaKind {
             MediaKind::Audio => WireMediaKind::AUDIO,
             MediaKind::Video => WireMediaKind::VIDEO,
             MediaKind::Voice => WireMediaKind::VOICE,
+            MediaKind::Animation => WireMediaKind::ANIMATION,
+            MediaKind::VideoNote => WireMediaKind::VIDEO_NOTE,
+            MediaKind::Sticker => WireMediaKind::STICKER,
         }
     }
 }

@@ -199,6 +199,7 @@ pub fn history_view(
         reply_markup: keyboard_view(&entry.content),
         via_bot: (entry.content.via_bot_user_id != 0 && entry.content.via_bot_user_id == me.id as u64).then(|| me.clone()),
         media,
+        media_group_id: (!entry.content.media_group_id.is_empty()).then(|| entry.content.media_group_id.clone()),
         caption,
         caption_entities,
         shared: shared_view(c, entry, crate::clock::unix_now())?,
@@ -285,6 +286,7 @@ fn media_view(m: &Media, record: &files::FileRecord) -> MediaView {
         file_name: non_empty(&m.file_name),
         performer: non_empty(&m.performer),
         title: non_empty(&m.title),
+        emoji: non_empty(&m.emoji),
     }
 }
 

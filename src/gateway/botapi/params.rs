@@ -324,6 +324,42 @@ impl Params {
         }))
     }
 
+    /// Like [`Params::optional_nested`], with this request's file parts, so that the object's
+    /// `attach://<part>` finds its part (editMessageMedia's InputMedia).
+    pub fn optional_nested_with_files(&self, name: &str) -> Result<Option<Params>, ApiError> {
+        Ok(self.optional_nested(name)?.map(|nested| Params { files: self.files.clone(), ..nested }))
+    }
+
+    /// The objects of the JSON array `name` (or its JSON text), each as its own [`Params`]
+    /// named `name[i].` in errors, with this request's file parts, so that an item's
+    /// `attach://<part>` finds its part (sendMediaGroup's InputMedia).
+    pub fn nested_items(&self, name: &str) -> Result<Option<Vec<Params>>, ApiError> {
+        let Some(items) = self.optional_array(name)? else {
+            return Ok(None);
+        };
+        items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let at = format!("{}{name}[{i}]", self.prefix);
+                let Value::Object(obj) = item else {
+                    return Err(ApiError::bad_request(format!("{at} must be a JSON object")));
+                };
+                let mut nested = Params { prefix: format!("{at}."), files: self.files.clone(), ..Params::default() };
+                for (k, v) in obj {
+                    nested.insert_json(&k, v);
+                }
+                Ok(nested)
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    /// `name` as errors name it: with the path of a nested object (`media[0].media`).
+    pub fn qualified(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
     fn missing(&self, name: &str) -> ApiError {
         ApiError::bad_request(format!("{}{name} is required", self.prefix))
     }

@@ -94,8 +94,11 @@ pub struct MessageView {
     pub reply_markup: Vec<Vec<ButtonView>>,
     /// The bot whose inline result the user sent.
     pub via_bot: Option<UserView>,
-    /// The file of a media message (photo, document, audio, video, voice).
+    /// The file of a media message (photo, document, audio, video, voice, animation, video
+    /// note, sticker).
     pub media: Option<MediaView>,
+    /// The album the message belongs to (sendMediaGroup, or a user's album).
+    pub media_group_id: Option<String>,
     /// The media's caption and its entities (UTF-16 offsets); emitted only with `media`.
     pub caption: Option<String>,
     pub caption_entities: Vec<Entity>,
@@ -134,6 +137,8 @@ pub struct MediaView {
     pub file_name: Option<String>,
     pub performer: Option<String>,
     pub title: Option<String>,
+    /// A sticker's emoji.
+    pub emoji: Option<String>,
 }
 
 /// An inline button: a callback button (`callback_data`) or a link (`url`); the other is empty.
@@ -245,6 +250,14 @@ fn message_json_at(msg: &MessageView, nest: bool) -> Value {
     }
     if let Some(media) = &msg.media {
         o.insert(media.kind.name().into(), media_json(media));
+        // As in the Bot API: "for backward compatibility, when [animation] is set, the
+        // document field will also be set".
+        if media.kind == MediaKind::Animation {
+            o.insert("document".into(), media_json(&MediaView { kind: MediaKind::Document, ..media.clone() }));
+        }
+        if let Some(id) = &msg.media_group_id {
+            o.insert("media_group_id".into(), json!(id));
+        }
         if let Some(caption) = &msg.caption {
             o.insert("caption".into(), json!(caption));
             if !msg.caption_entities.is_empty() {
@@ -279,31 +292,42 @@ fn message_json_at(msg: &MessageView, nest: bool) -> Value {
 }
 
 /// The value of a media message's `photo` (an array of one PhotoSize), `document`, `audio`,
-/// `video` or `voice` field, with every field the SDKs require.
+/// `video`, `voice`, `animation`, `video_note` or `sticker` field, with every field the SDKs
+/// require (a sticker is a static "regular" one; a video note's `length` is its diameter).
 pub fn media_json(m: &MediaView) -> Value {
+    use MediaKind::*;
     let mut o = Map::new();
     o.insert("file_id".into(), json!(m.file_id));
     o.insert("file_unique_id".into(), json!(m.file_unique_id));
-    if matches!(m.kind, MediaKind::Photo | MediaKind::Video) {
+    if matches!(m.kind, Photo | Video | Animation | Sticker) {
         o.insert("width".into(), json!(m.width));
         o.insert("height".into(), json!(m.height));
     }
-    if matches!(m.kind, MediaKind::Audio | MediaKind::Video | MediaKind::Voice) {
+    if m.kind == VideoNote {
+        o.insert("length".into(), json!(m.width));
+    }
+    if matches!(m.kind, Audio | Video | Voice | Animation | VideoNote) {
         o.insert("duration".into(), json!(m.duration));
     }
-    if m.kind == MediaKind::Audio {
+    if m.kind == Audio {
         insert_opt_str(&mut o, "performer", m.performer.as_deref());
         insert_opt_str(&mut o, "title", m.title.as_deref());
     }
-    if m.kind != MediaKind::Photo {
-        if m.kind != MediaKind::Voice {
-            insert_opt_str(&mut o, "file_name", m.file_name.as_deref());
-        }
+    if m.kind == Sticker {
+        o.insert("type".into(), json!("regular"));
+        o.insert("is_animated".into(), json!(false));
+        o.insert("is_video".into(), json!(false));
+        insert_opt_str(&mut o, "emoji", m.emoji.as_deref());
+    }
+    if matches!(m.kind, Document | Audio | Video | Animation) {
+        insert_opt_str(&mut o, "file_name", m.file_name.as_deref());
+    }
+    if matches!(m.kind, Document | Audio | Video | Voice | Animation) {
         insert_opt_str(&mut o, "mime_type", m.mime_type.as_deref());
     }
     o.insert("file_size".into(), json!(m.file_size));
     match m.kind {
-        MediaKind::Photo => Value::Array(vec![Value::Object(o)]),
+        Photo => Value::Array(vec![Value::Object(o)]),
         _ => Value::Object(o),
     }
 }
@@ -540,6 +564,7 @@ mod tests {
             reply_markup: Vec::new(),
             via_bot: None,
             media: None,
+            media_group_id: None,
             caption: None,
             caption_entities: Vec::new(),
             shared: None,
@@ -625,6 +650,7 @@ mod tests {
             file_name: Some("a.jpg".into()),
             performer: None,
             title: Some("T".into()),
+            emoji: Some("🙂".into()),
         };
         assert_eq!(
             media_json(&view(MediaKind::Photo)),
@@ -641,6 +667,28 @@ mod tests {
         assert!(video["width"].is_number() && video["height"].is_number() && video["duration"].is_number());
         let voice = media_json(&view(MediaKind::Voice));
         assert!(voice["duration"].is_number() && voice.get("file_name").is_none());
+        let animation = media_json(&view(MediaKind::Animation));
+        assert_eq!(
+            animation,
+            json!({"file_id": "F", "file_unique_id": "U", "width": 0, "height": 0, "duration": 0, "file_name": "a.jpg",
+                   "mime_type": "image/jpeg", "file_size": 9})
+        );
+        assert_eq!(
+            media_json(&view(MediaKind::VideoNote)),
+            json!({"file_id": "F", "file_unique_id": "U", "length": 0, "duration": 0, "file_size": 9})
+        );
+        assert_eq!(
+            media_json(&view(MediaKind::Sticker)),
+            json!({"file_id": "F", "file_unique_id": "U", "width": 0, "height": 0, "type": "regular", "is_animated": false,
+                   "is_video": false, "emoji": "🙂", "file_size": 9})
+        );
+        let mut gif = msg(2, None);
+        gif.media = Some(view(MediaKind::Animation));
+        gif.media_group_id = Some("g1".into());
+        let j = message_json(&gif);
+        assert_eq!((j["animation"]["file_id"].clone(), j["document"]["file_id"].clone()), (json!("F"), json!("F")));
+        assert!(j["document"].get("width").is_none(), "the document copy is a Document");
+        assert_eq!(j["media_group_id"], "g1");
         let mut m = msg(1, None);
         m.media = Some(view(MediaKind::Voice));
         m.caption = Some("hi".into());

@@ -131,6 +131,31 @@ pub(super) fn edit_message_caption(bot: &BotShared, params: &Params) -> Result<V
     send_edit(bot, &chat, entry, new)
 }
 
+/// `editMessageMedia`: the file of one of the bot's file messages replaced by the InputMedia
+/// `media` (photo, video, animation, document or audio; by `attach://<part>` or file_id), its
+/// caption from the InputMedia, and the keyboard given. An album's item stays what its album
+/// may hold (the Bot API's rule).
+pub(super) fn edit_message_media(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    use super::media::{check_album_mix, input_media_kind, MediaRequest, ALBUM_KINDS};
+    use crate::gateway::botapi::types::MediaKind;
+    const KINDS: &[MediaKind] = &[MediaKind::Photo, MediaKind::Video, MediaKind::Animation, MediaKind::Document, MediaKind::Audio];
+    let keyboard = markup::inline_keyboard(params)?;
+    let item = params.optional_nested_with_files("media")?.ok_or_else(|| ApiError::bad_request("media is required"))?;
+    let kind = input_media_kind(&item, "media", KINDS)?;
+    let request = MediaRequest::read(&item, kind, "media")?;
+    let (chat, entry) = own_message(bot, params, Change::Edit, Content::has_media)?;
+    if !entry.content.media_group_id.is_empty() {
+        let was = MediaKind::of(entry.content.media());
+        check_album_mix(&[was, kind])
+            .and_then(|()| if ALBUM_KINDS.contains(&kind) { Ok(()) } else { Err(ApiError::bad_request("")) })
+            .map_err(|_| ApiError::bad_request(format!("message can't be edited: an album's {} can't become a {}", was.name(), kind.name())))?;
+    }
+    let mut new = entry.content.clone();
+    new.set_media(request.into_media(bot)?);
+    new.keyboard = MessageField::from_option(keyboard);
+    send_edit(bot, &chat, entry, new)
+}
+
 /// `editMessageReplyMarkup`: new buttons, or none.
 pub(super) fn edit_message_reply_markup(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let keyboard = markup::inline_keyboard(params)?;

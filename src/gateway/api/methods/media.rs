@@ -1,5 +1,7 @@
-//! Files: `sendPhoto`, `sendDocument`, `sendAudio`, `sendVideo`, `sendVoice`, `getFile`, and
-//! the download behind `GET /file/bot<token>/<file_path>`.
+//! Files: `sendPhoto`, `sendDocument`, `sendAudio`, `sendVideo`, `sendVoice`, `sendAnimation`,
+//! `sendVideoNote`, `sendSticker`, `getFile`, and the download behind
+//! `GET /file/bot<token>/<file_path>`. `thumbnail` (a part or a value) is accepted and ignored
+//! on every one: the platform's clients draw their own previews.
 //!
 //! A file sent by upload is encrypted under a fresh key and streamed to the platform while the
 //! request body is read (`FileIntake`, `e2e::file::begin_upload`), and stored once the method
@@ -25,7 +27,7 @@ use crate::gateway::botapi::{markup, params::UploadedFile, ApiError, Params};
 use crate::gateway::runtime::{unix_now, BotShared};
 use crate::gateway::store::files::{self, FileRecord};
 use crate::gateway::store::groups;
-use crate::wire::e2e::{Content, Media, Text};
+use crate::wire::e2e::{Content, Entity, Media, Text};
 
 pub(super) fn send_photo(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     send_media(bot, params, MediaKind::Photo)
@@ -47,6 +49,19 @@ pub(super) fn send_voice(bot: &BotShared, params: &Params) -> Result<Value, ApiE
     send_media(bot, params, MediaKind::Voice)
 }
 
+pub(super) fn send_animation(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    send_media(bot, params, MediaKind::Animation)
+}
+
+pub(super) fn send_video_note(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    send_media(bot, params, MediaKind::VideoNote)
+}
+
+/// `sendSticker`: a static image (WEBP or PNG) by upload or file_id, with its `emoji`.
+pub(super) fn send_sticker(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    send_media(bot, params, MediaKind::Sticker)
+}
+
 /// What the media parameter names.
 #[derive(Debug, PartialEq)]
 enum Source<'a> {
@@ -62,7 +77,8 @@ fn media_source<'a>(params: &'a Params, name: &str) -> Result<Source<'a>, ApiErr
     if let Some(file) = params.file(name) {
         return Ok(Source::Upload(file));
     }
-    let value = params.optional_str(name)?.ok_or_else(|| ApiError::bad_request(format!("{name} is required")))?;
+    let value = params.required_str(name)?;
+    let name = &params.qualified(name);
     let value = value.trim();
     if let Some(part) = value.strip_prefix("attach://") {
         return params
@@ -111,49 +127,177 @@ pub(super) fn group_media_refused(channel: bool) -> ApiError {
 /// The send methods: the file (uploaded now, or reused by file_id), its caption, reply target
 /// and keyboard, through the durable outbox; answers the sent Message with the media object.
 fn send_media(bot: &BotShared, params: &Params, kind: MediaKind) -> Result<Value, ApiError> {
-    let name = kind.name();
     let chat_id = messages::chat_id(params, "chat_id")?;
-    if crate::gateway::store::groups::is_group_chat_id(chat_id) {
-        let channel = bot.store.read(move |c| groups::by_chat_id(c, chat_id)).map_err(store_error)?.is_some_and(|g| g.is_channel());
-        return Err(group_media_refused(channel));
-    }
+    refuse_groups(bot, chat_id)?;
     let markup = markup::reply_markup(params)?;
-    let caption = messages::formatted(params, &CAPTION)?;
+    let request = MediaRequest::read(params, kind, kind.name())?;
     let (reply_to, allow_without) = messages::reply_request(params, chat_id)?;
-    let source = media_source(params, name)?;
-    let (width, height, duration) = (dimension(params, "width")?, dimension(params, "height")?, dimension(params, "duration")?);
     let chat = messages::known_chat(bot, chat_id)?;
     let reply_to_message_id = messages::reply_target(bot, chat_id, reply_to, allow_without)?;
 
-    let mut media = match source {
-        Source::FileId(id) => bot.store.read(|c| files::by_id(c, &id)).map_err(store_error)?.ok_or_else(unknown_file_id)?.media,
-        Source::Upload(file) => upload(bot, file, kind)?,
-    };
-    media.kind = kind.to_wire().into();
-    if width != 0 || height != 0 {
-        (media.width, media.height) = (width, height);
-    }
-    if duration != 0 {
-        media.duration = duration;
-    }
-    if kind == MediaKind::Audio {
-        if let Some(p) = params.optional_str("performer")? {
-            media.performer = p;
-        }
-        if let Some(t) = params.optional_str("title")? {
-            media.title = t;
-        }
-    }
-    media.caption = MessageField::from_option(caption.map(|(text, entities)| Text { text, entities, ..Default::default() }));
-    // The file_id exists before the answer is built, which names it.
-    let issued = media.clone();
-    bot.store.write(move |c| files::issue(c, &issued, unix_now())).map_err(store_error)?;
-
     let mut content = Content::new();
-    content.set_media(media);
+    content.set_media(request.into_media(bot)?);
     content.reply_to_message_id = reply_to_message_id;
     markup.apply(&mut content);
     messages::send_new(bot, &chat, content)
+}
+
+/// Files do not go to groups yet, nor to channels (spec item 12).
+fn refuse_groups(bot: &BotShared, chat_id: i64) -> Result<(), ApiError> {
+    if groups::is_group_chat_id(chat_id) {
+        let channel = bot.store.read(move |c| groups::by_chat_id(c, chat_id)).map_err(store_error)?.is_some_and(|g| g.is_channel());
+        return Err(group_media_refused(channel));
+    }
+    Ok(())
+}
+
+/// One file a method sends, as its parameters give it (a send method's, or an InputMedia's):
+/// read and checked before anything is uploaded.
+pub(super) struct MediaRequest<'a> {
+    kind: MediaKind,
+    source: Source<'a>,
+    caption: Option<(String, Vec<Entity>)>,
+    width: u32,
+    height: u32,
+    duration: u32,
+    performer: Option<String>,
+    title: Option<String>,
+    emoji: Option<String>,
+}
+
+impl<'a> MediaRequest<'a> {
+    /// `name` is the media parameter: the kind's name for a send method, `media` in an
+    /// InputMedia. `thumbnail`, `has_spoiler` and the like are not read: ignored.
+    pub(super) fn read(params: &'a Params, kind: MediaKind, name: &str) -> Result<MediaRequest<'a>, ApiError> {
+        let caption = messages::formatted(params, &CAPTION)?;
+        let source = media_source(params, name)?;
+        let (width, height) = match kind {
+            // A round video: its diameter.
+            MediaKind::VideoNote => (dimension(params, "length")?, dimension(params, "length")?),
+            _ => (dimension(params, "width")?, dimension(params, "height")?),
+        };
+        let audio = kind == MediaKind::Audio;
+        Ok(MediaRequest {
+            kind,
+            source,
+            caption,
+            width,
+            height,
+            duration: dimension(params, "duration")?,
+            performer: if audio { params.optional_str("performer")? } else { None },
+            title: if audio { params.optional_str("title")? } else { None },
+            emoji: if kind == MediaKind::Sticker { params.optional_str("emoji")? } else { None },
+        })
+    }
+
+    /// The file as a message carries it: uploaded (or found by its file_id) with the details
+    /// given, its file_id issued before the answer names it.
+    pub(super) fn into_media(self, bot: &BotShared) -> Result<Media, ApiError> {
+        let mut media = match self.source {
+            Source::FileId(id) => bot.store.read(|c| files::by_id(c, &id)).map_err(store_error)?.ok_or_else(unknown_file_id)?.media,
+            Source::Upload(file) => upload(bot, file, self.kind)?,
+        };
+        media.kind = self.kind.to_wire().into();
+        if self.width != 0 || self.height != 0 {
+            (media.width, media.height) = (self.width, self.height);
+        }
+        if self.duration != 0 {
+            media.duration = self.duration;
+        }
+        if let Some(p) = self.performer {
+            media.performer = p;
+        }
+        if let Some(t) = self.title {
+            media.title = t;
+        }
+        if let Some(e) = self.emoji {
+            media.emoji = e;
+        }
+        media.caption = MessageField::from_option(self.caption.map(|(text, entities)| Text { text, entities, ..Default::default() }));
+        let issued = media.clone();
+        bot.store.write(move |c| files::issue(c, &issued, unix_now())).map_err(store_error)?;
+        Ok(media)
+    }
+}
+
+/// Items of an album (Bot API).
+pub const ALBUM_MIN: usize = 2;
+pub const ALBUM_MAX: usize = 10;
+
+/// `sendMediaGroup`: 2 to 10 photos and videos, or documents, or audio files, each with its
+/// own caption, sent as that many messages sharing one `media_group_id`; the reply target
+/// goes with the first. Every item is read and checked before any file is uploaded. Each
+/// message is its own outbox entry, in order; answers the sent Messages.
+pub(super) fn send_media_group(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+    let chat_id = messages::chat_id(params, "chat_id")?;
+    refuse_groups(bot, chat_id)?;
+    let items = params.nested_items("media")?.ok_or_else(|| ApiError::bad_request("media is required"))?;
+    if !(ALBUM_MIN..=ALBUM_MAX).contains(&items.len()) {
+        return Err(ApiError::bad_request(format!("media must hold {ALBUM_MIN} to {ALBUM_MAX} items, got {}", items.len())));
+    }
+    let kinds = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| album_kind(item, i))
+        .collect::<Result<Vec<_>, _>>()?;
+    check_album_mix(&kinds)?;
+    let requests = items
+        .iter()
+        .zip(&kinds)
+        .map(|(item, kind)| MediaRequest::read(item, *kind, "media"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (reply_to, allow_without) = messages::reply_request(params, chat_id)?;
+    let chat = messages::known_chat(bot, chat_id)?;
+    let reply_to_message_id = messages::reply_target(bot, chat_id, reply_to, allow_without)?;
+    let media = requests.into_iter().map(|r| r.into_media(bot)).collect::<Result<Vec<_>, _>>()?;
+
+    // Telegram's ids are decimal strings of about 18 digits; SDKs take any string.
+    let group_id = (crate::crypto::random_below(1 << 62) + (1 << 60)).to_string();
+    let mut sent = Vec::with_capacity(media.len());
+    for (i, m) in media.into_iter().enumerate() {
+        let mut content = Content::new();
+        content.set_media(m);
+        content.media_group_id = group_id.clone();
+        if i == 0 {
+            content.reply_to_message_id = reply_to_message_id;
+        }
+        sent.push(messages::send_new(bot, &chat, content)?);
+    }
+    Ok(Value::Array(sent))
+}
+
+/// An InputMedia's `type`: photo, video, document or audio (what an album may hold).
+fn album_kind(item: &Params, i: usize) -> Result<MediaKind, ApiError> {
+    input_media_kind(item, &format!("media[{i}]"), ALBUM_KINDS)
+}
+
+/// What an album may hold.
+pub(super) const ALBUM_KINDS: &[MediaKind] = &[MediaKind::Photo, MediaKind::Video, MediaKind::Document, MediaKind::Audio];
+
+/// An InputMedia's `type`, one of `allowed`.
+pub(super) fn input_media_kind(item: &Params, at: &str, allowed: &[MediaKind]) -> Result<MediaKind, ApiError> {
+    let kind = item.required_str("type")?;
+    match MediaKind::from_name(&kind).filter(|k| allowed.contains(k)) {
+        Some(k) => Ok(k),
+        None => {
+            let names: Vec<&str> = allowed.iter().map(|k| k.name()).collect();
+            Err(ApiError::bad_request(format!("{at}.type {kind:?} is not one of {}", names.join(", "))))
+        }
+    }
+}
+
+/// The Bot API's rule: documents go only with documents, audio only with audio; photos and
+/// videos mix.
+pub(super) fn check_album_mix(kinds: &[MediaKind]) -> Result<(), ApiError> {
+    for only in [MediaKind::Document, MediaKind::Audio] {
+        if kinds.contains(&only) && kinds.iter().any(|k| *k != only) {
+            return Err(ApiError::bad_request(format!(
+                "media: an album of {}s can't hold other kinds (photos and videos mix; documents and audio don't)",
+                only.name()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A file part of this bot's request: encrypted and streamed to the platform as it is read
@@ -221,6 +365,8 @@ fn guess_mime(filename: &str, kind: MediaKind) -> &'static str {
             MediaKind::Audio => "audio/mpeg",
             MediaKind::Video => "video/mp4",
             MediaKind::Voice => "audio/ogg",
+            MediaKind::Animation | MediaKind::VideoNote => "video/mp4",
+            MediaKind::Sticker => "image/webp",
             MediaKind::Document => "application/octet-stream",
         },
     }
@@ -243,6 +389,9 @@ pub fn file_path(record: &FileRecord) -> String {
         MediaKind::Audio => "music",
         MediaKind::Video => "videos",
         MediaKind::Voice => "voice",
+        MediaKind::Animation => "animations",
+        MediaKind::VideoNote => "video_notes",
+        MediaKind::Sticker => "stickers",
     };
     format!("{folder}/{}/{}", record.file_id, safe_name(&record.media.file_name, kind))
 }

@@ -85,8 +85,7 @@ pub static REFUSED_FEATURES: &[Feature] = &[
 /// Methods of the Bot API this gateway does not serve yet: a call gets 400 saying so, not a
 /// 404 that reads like a typo.
 pub const NOT_YET: &[&str] = &[
-    "logOut", "close", "sendAnimation", "sendVideoNote",
-    "sendSticker", "sendMediaGroup", "editMessageMedia", "sendMessageDraft", "sendLivePhoto", "sendRichMessage",
+    "logOut", "close", "sendMessageDraft", "sendLivePhoto", "sendRichMessage",
     "sendRichMessageDraft", "getUserProfileAudios", "getUserPersonalChatMessages",
     "setChatAdministratorCustomTitle", "setChatMemberTag", "banChatSenderChat", "unbanChatSenderChat",
     "setChatPermissions", "setChatPhoto", "deleteChatPhoto", "setChatDescription", "pinChatMessage",
