@@ -12,30 +12,8 @@ use bot_gateway::client::{Incoming, MediaKind, ReceivedMessage};
 use serde_json::{json, Value};
 use support::World;
 
-/// A multipart call: text fields, and files as (part name, file name, bytes).
 fn multipart(world: &World, method: &str, fields: &[(&str, String)], files: &[(&str, &str, &[u8])]) -> (u16, Value) {
-    let boundary = "----albumTestBoundary93MA4YW";
-    let mut body = Vec::new();
-    for (name, value) in fields {
-        body.extend_from_slice(format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n").as_bytes());
-    }
-    for (name, filename, bytes) in files {
-        body.extend_from_slice(
-            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\n\r\n").as_bytes(),
-        );
-        body.extend_from_slice(bytes);
-        body.extend_from_slice(b"\r\n");
-    }
-    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
-    let url = format!("{}/bot{}/{}", world.gateway.base, world.gateway.token, method);
-    let result = ureq::post(&url)
-        .timeout(Duration::from_secs(120))
-        .set("Content-Type", &format!("multipart/form-data; boundary={boundary}"))
-        .send_bytes(&body);
-    match result {
-        Ok(r) | Err(ureq::Error::Status(_, r)) => (r.status(), r.into_json().unwrap_or(Value::Null)),
-        Err(e) => panic!("{method}: {e}"),
-    }
+    world.gateway.multipart(method, fields, files)
 }
 
 /// The messages the person receives until `n` have arrived (bounded).

@@ -1,5 +1,5 @@
-//! forwardMessage, copyMessage and sendChatAction into and out of groups and channels, end to
-//! end: the real platform-server and bot-gateway processes on loopback, users on `e2e-chat`'s
+//! forwardMessage, copyMessage, sendChatAction and files into and out of groups and channels,
+//! end to end: the real platform-server and bot-gateway processes on loopback, users on `e2e-chat`'s
 //! client library (real MLS, real gRPC), the bot through the Bot API.
 
 mod support;
@@ -7,7 +7,7 @@ mod support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bot_gateway::client::{GroupId, Incoming, Profile};
+use bot_gateway::client::{GroupId, Incoming, MediaKind, Profile};
 use bot_gateway::wire::platform::AdminRights;
 use serde_json::{json, Value};
 use support::group_member::bot_world;
@@ -112,19 +112,45 @@ fn forwards_copies_and_chat_actions_go_into_and_out_of_groups_and_channels() {
     let origin = group_text(&seen, &team, "private hello").and_then(|m| m.forward_origin.clone()).expect("a forward origin");
     assert_eq!((origin.sender_user_id, origin.sender_username.as_str(), origin.channel), (alice.user_id(), "alice", None));
 
-    // A file does not go into a group yet: the words of sendDocument to a group.
-    refused(
-        &gw,
-        "forwardMessage",
-        json!({"chat_id": group_chat, "from_chat_id": alice.user_id(), "message_id": doc_id}),
-        "files in groups are not supported",
+    // Files go into a group through MLS, the per-file key inside the application message: a
+    // forward of Alice's private file, and a photo the bot uploads. Bob downloads both.
+    let fwd = ok(&gw, "forwardMessage", json!({"chat_id": group_chat, "from_chat_id": alice.user_id(), "message_id": doc_id}));
+    assert_eq!(fwd["document"]["file_id"], doc["document"]["file_id"], "the same file, no upload");
+    let fwd_id = fwd["message_id"].as_u64().expect("id");
+    receive_until(&bob, "the forwarded file", |e| matches!(e, Incoming::GroupMessage { message, .. } if message.message_id == fwd_id));
+    let (status, photo) = gw.multipart(
+        "sendPhoto",
+        &[("chat_id", group_chat.to_string()), ("caption", "<b>team</b> photo".into()), ("parse_mode", "HTML".into())],
+        &[("photo", "team.jpg", b"jpeg bytes of the team")],
     );
-    refused(
-        &gw,
-        "copyMessage",
-        json!({"chat_id": group_chat, "from_chat_id": alice.user_id(), "message_id": doc_id}),
-        "files in groups are not supported",
-    );
+    assert_eq!(status, 200, "{photo}");
+    let photo_id = photo["result"]["message_id"].as_u64().expect("id");
+    assert_eq!((photo["result"]["chat"]["id"].as_i64(), photo["result"]["caption"].as_str()), (Some(group_chat), Some("team photo")));
+    let seen = receive_until(&bob, "the bot's photo in the group", |e| {
+        matches!(e, Incoming::GroupMessage { group, message } if group.id == team && message.message_id == photo_id)
+    });
+    let Incoming::GroupMessage { message, .. } = seen else { unreachable!() };
+    let media = message.media.expect("a file");
+    assert_eq!((media.kind, media.caption.as_str(), media.caption_entities[0].kind.as_str()), (MediaKind::Photo, "team photo", "bold"));
+    let out = dir.path().join("bob-photo.jpg");
+    assert_eq!(bob.download_group(&team, photo_id, &out).expect("bob downloads the photo"), 22);
+    assert_eq!(std::fs::read(&out).expect("read"), b"jpeg bytes of the team");
+    let out = dir.path().join("bob-notes.txt");
+    bob.download_group(&team, fwd_id, &out).expect("bob downloads the forwarded file");
+    assert_eq!(std::fs::read(&out).expect("read"), b"some notes");
+
+    // Bob's file into the group reaches the bot as a message with the file, which getFile and
+    // the download URL serve.
+    let voice = dir.path().join("hello.ogg");
+    std::fs::write(&voice, b"bob's voice note").expect("write");
+    bob.send_group_file(&team, &voice, None, "listen").expect("bob sends a voice note");
+    let got = wait_update(&gw, &mut offset, "bob's voice note", |u| u["message"].get("voice").is_some())["message"].clone();
+    assert_eq!((got["chat"]["id"].as_i64(), got["from"]["id"].as_u64(), got["caption"].as_str()), (Some(group_chat), Some(bob.user_id()), Some("listen")));
+    let file = ok(&gw, "getFile", json!({"file_id": got["voice"]["file_id"]}));
+    let url = format!("{}/file/bot{}/{}", gw.base, gw.token, file["file_path"].as_str().expect("file_path"));
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut ureq::get(&url).call().expect("download").into_reader(), &mut bytes).expect("read");
+    assert_eq!(bytes, b"bob's voice note");
 
     // A chat action in the group: Bob's client shows the bot typing there.
     assert_eq!(ok(&gw, "sendChatAction", json!({"chat_id": group_chat, "action": "typing"})), true);
@@ -165,6 +191,7 @@ fn forwards_copies_and_chat_actions_go_into_and_out_of_groups_and_channels() {
         json!({"chat_id": channel_chat, "from_chat_id": alice.user_id(), "message_id": doc_id}),
         "media publications in channels are not supported",
     );
+    refused(&gw, "sendDocument", json!({"chat_id": channel_chat, "document": doc["document"]["file_id"]}), "media publications in channels are not supported");
 
     // With the post right, the copy is posted once and Alice (the owner) reads it.
     alice.promote(&news, "group_bot", AdminRights { can_post_messages: true, ..Default::default() }).expect("promote the bot");

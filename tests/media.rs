@@ -86,36 +86,9 @@ fn get(url: &str) -> (u16, Vec<u8>) {
     (status, bytes)
 }
 
-/// A multipart/form-data call: text fields, and files as (part name, file name, bytes).
+/// A multipart/form-data call (`Gateway::multipart`).
 fn multipart(world: &World, method: &str, fields: &[(&str, String)], files: &[(&str, &str, &[u8])]) -> (u16, Value) {
-    let boundary = "----mediaTestBoundary7MA4YWxk";
-    let mut body = Vec::new();
-    for (name, value) in fields {
-        body.extend_from_slice(
-            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n").as_bytes(),
-        );
-    }
-    for (name, filename, bytes) in files {
-        body.extend_from_slice(
-            format!(
-                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\n\
-                 Content-Type: application/octet-stream\r\n\r\n"
-            )
-            .as_bytes(),
-        );
-        body.extend_from_slice(bytes);
-        body.extend_from_slice(b"\r\n");
-    }
-    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
-    let url = format!("{}/bot{}/{}", world.gateway.base, world.gateway.token, method);
-    let result = ureq::post(&url)
-        .timeout(Duration::from_secs(120))
-        .set("Content-Type", &format!("multipart/form-data; boundary={boundary}"))
-        .send_bytes(&body);
-    match result {
-        Ok(r) | Err(ureq::Error::Status(_, r)) => (r.status(), r.into_json().unwrap_or(Value::Null)),
-        Err(e) => panic!("{method}: {e}"),
-    }
+    world.gateway.multipart(method, fields, files)
 }
 
 /// How many regular files are under `dir`.

@@ -169,6 +169,14 @@ Commands:
                                         \"user_id\",\"leaves_removed\":B}
         group send GROUP TEXT... [--reply-to M]
                                         prints {\"group_id\",\"message_id\",\"date\"}
+        group send-file GROUP PATH [--as KIND] [--caption TEXT]
+                                        a file into the group (not a channel), its key
+                                        inside the MLS message; prints {\"group_id\",
+                                        \"message_id\",\"date\"}
+        group download GROUP MESSAGE_ID OUT
+                                        the file of a group message, verified whole, to
+                                        OUT; prints {\"group_id\",\"message_id\",\"path\",
+                                        \"size\"}
         group edit GROUP MESSAGE_ID TEXT...
                                         replace the text of your message (your post, in
                                         a channel); prints {\"group_id\",\"message_id\",
@@ -278,7 +286,8 @@ fn command_options(command: &str, sub: Option<&str>) -> Result<&'static [Opt], U
         ("save-config", _) => super::cli_config::OPTIONS,
         ("reply-button", _) => super::cli_bot::REPLY_BUTTON_OPTIONS,
         ("group", Some(s)) if super::cli_admin::GROUP_ADMIN_SUBCOMMANDS.contains(&s) => super::cli_admin::admin_options(s),
-        ("group", Some("create" | "add" | "remove" | "edit" | "title" | "members" | "leave" | "list")) => NONE,
+        ("group", Some("send-file")) => SEND_FILE,
+        ("group", Some("create" | "add" | "remove" | "edit" | "title" | "members" | "leave" | "list" | "download")) => NONE,
         ("group", None) => return Err(UsageError(format!("group: which one? the group commands are: {GROUP_SUBCOMMANDS}"))),
         ("group", Some(other)) => return Err(unknown_group_command(other)),
         ("channel", Some("create" | "post")) => NONE,
@@ -767,6 +776,28 @@ fn group(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()> {
                 ("date", json!(sent.date)),
             ]))
         }
+        GroupCommand::SendFile { group, file } => {
+            let id = find(group)?;
+            let path = &file.paths[0];
+            let sent = profile
+                .send_group_file(&id, path, file.kind, &file.caption)
+                .with_context(|| format!("group send-file {}", path.display()))?;
+            print_line(&ordered(&[
+                ("group_id", json!(id.hex())),
+                ("message_id", json!(sent.message_id)),
+                ("date", json!(sent.date)),
+            ]))
+        }
+        GroupCommand::Download { group, message_id, out } => {
+            let id = find(group)?;
+            let size = profile.download_group(&id, message_id, &out)?;
+            print_line(&ordered(&[
+                ("group_id", json!(id.hex())),
+                ("message_id", json!(message_id)),
+                ("path", json!(out.display().to_string())),
+                ("size", json!(size)),
+            ]))
+        }
         GroupCommand::Edit { group, message_id, text } => {
             let id = find(group)?;
             let edited = profile.edit_group_message(&id, message_id, &text).with_context(|| format!("group edit {message_id}"))?;
@@ -828,9 +859,11 @@ enum GroupCommand<'a> {
     List,
     Press { group: &'a str, message_id: u64, data: &'a str, timeout: Duration },
     Title { group: &'a str, title: String },
+    SendFile { group: &'a str, file: SendFileArgs },
+    Download { group: &'a str, message_id: u64, out: PathBuf },
 }
 
-const GROUP_SUBCOMMANDS: &str = "create, add, remove, send, edit, press, title, members, leave, list, promote, ban, unban, restrict, unrestrict, link, revoke-link, export-link, approve, decline, delete";
+const GROUP_SUBCOMMANDS: &str = "create, add, remove, send, send-file, download, edit, press, title, members, leave, list, promote, ban, unban, restrict, unrestrict, link, revoke-link, export-link, approve, decline, delete";
 const CHANNEL_SUBCOMMANDS: &str = "create, post";
 
 fn unknown_group_command(other: &str) -> UsageError {
@@ -864,6 +897,20 @@ fn group_args<'a>(sub: &str, a: &Args<'a>) -> anyhow::Result<GroupCommand<'a>> {
         "edit" => {
             let (group, message_id, text) = edit_args("group edit", "GROUP", a)?;
             GroupCommand::Edit { group, message_id, text }
+        }
+        "send-file" => {
+            // The words of `send-file`, the group in the peer's place; one file at a time.
+            let file = send_file_args(a).map_err(|_| expected(&format!("GROUP PATH {SEND_FILE_OPTIONS}")))?;
+            if file.paths.len() != 1 {
+                return Err(expected(&format!("GROUP PATH {SEND_FILE_OPTIONS}")));
+            }
+            let group = words[0];
+            GroupCommand::SendFile { group, file }
+        }
+        "download" => {
+            let [group, message_id, out] = words[..] else { return Err(expected("GROUP MESSAGE_ID OUT")) };
+            let message_id = message_id_arg("group download: MESSAGE_ID", message_id)?;
+            GroupCommand::Download { group, message_id, out: PathBuf::from(out) }
         }
         "press" => {
             let (group, message_id, data, timeout) = press_args("group press", "GROUP", a)?;

@@ -348,10 +348,9 @@ pub(super) fn open_delivery(
                     if let Some(crate::wire::e2e::content::Body::Edit(edit)) = content.body.as_ref() {
                         return Ok((group_edit(c, envelope, group, edit)?, None));
                     }
-                    let text = matches!(content.body.as_ref(), Some(crate::wire::e2e::content::Body::Text(_)));
-                    if !text && !content.is_shared_item() {
+                    if !content.is_message() {
                         log::debug!(
-                            "group {}: message {} is no text, location, venue, contact or dice; skipped",
+                            "group {}: message {} is no text, file, location, venue, contact or dice; skipped",
                             short(&id),
                             envelope.message_id
                         );

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 
 use super::error::{ClientError, Result};
 use super::history;
-use super::message::{MediaKind, SentMessage};
+use super::group::SentGroupMessage;
+use super::message::{GroupId, MediaKind, SentMessage};
 use super::profile::Profile;
 use crate::crypto::file::MAX_PLAINTEXT_LEN;
 use crate::e2e::file::{download_verified, upload_encrypted, FileSource};
@@ -60,6 +61,21 @@ impl Profile {
                 self.send_content(&peer, &content)
             })
             .collect()
+    }
+
+    /// Sends the file at `path` into `group`, its key inside the MLS application message as in
+    /// a dialog: every member can fetch and open it.
+    pub fn send_group_file(&self, group: &GroupId, path: &Path, kind: Option<MediaKind>, caption: &str) -> Result<SentGroupMessage> {
+        let mut content = Content::new();
+        content.set_media(self.upload_media(path, kind, caption)?);
+        self.send_group_content(group, &content)
+    }
+
+    /// Downloads the file of group message `message_id`, as [`Profile::download`] does.
+    pub fn download_group(&self, group: &GroupId, message_id: u64, out: &Path) -> Result<u64> {
+        let content = history::load(&self.conn, history::group_peer(&group.0), message_id)?
+            .ok_or_else(|| ClientError::Invalid(format!("no message {message_id} of group {group} is known to this profile")))?;
+        self.download_content(&content, &format!("message {message_id} of group {group}"), out)
     }
 
     /// The peer a file goes to; an unknown one is refused before any upload.
@@ -121,11 +137,17 @@ impl Profile {
         let name = peer.username.as_str();
         let content = history::load(&self.conn, peer.user_id, message_id)?
             .ok_or_else(|| ClientError::Invalid(format!("no message {message_id} from @{name} is known to this profile")))?;
+        self.download_content(&content, &format!("message {message_id} from @{name}"), out)
+    }
+
+    /// The file of a remembered message (`message`: which, for errors), verified whole, then
+    /// written to `out` through `out.part`.
+    fn download_content(&self, content: &Content, message: &str, out: &Path) -> Result<u64> {
         if !content.has_media() {
-            return Err(ClientError::Invalid(format!("message {message_id} from @{name} carries no file")));
+            return Err(ClientError::Invalid(format!("{message} carries no file")));
         }
         let media = content.media();
-        let what = || format!("the file of message {message_id} from @{name}");
+        let what = || format!("the file of {message}");
         let source = FileSource::of(media).ok_or_else(|| {
             ClientError::Invalid(format!("{} has a damaged key or digest, or a digest this version does not know", what()))
         })?;

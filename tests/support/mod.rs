@@ -241,6 +241,37 @@ impl Gateway {
         call_url(&format!("{}/bot{}/{}", self.base, self.token, method), params)
     }
 
+    /// Calls a Bot API method with a multipart/form-data body: text fields, and files as
+    /// (part name, file name, bytes) sent as application/octet-stream; (HTTP status, body).
+    pub fn multipart(&self, method: &str, fields: &[(&str, String)], files: &[(&str, &str, &[u8])]) -> (u16, Value) {
+        let boundary = "----supportTestBoundary7MA4YWxk";
+        let mut body = Vec::new();
+        for (name, value) in fields {
+            body.extend_from_slice(format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n").as_bytes());
+        }
+        for (name, filename, bytes) in files {
+            body.extend_from_slice(
+                format!(
+                    "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\n\
+                     Content-Type: application/octet-stream\r\n\r\n"
+                )
+                .as_bytes(),
+            );
+            body.extend_from_slice(bytes);
+            body.extend_from_slice(b"\r\n");
+        }
+        body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+        let url = format!("{}/bot{}/{}", self.base, self.token, method);
+        let result = ureq::post(&url)
+            .timeout(Duration::from_secs(120))
+            .set("Content-Type", &format!("multipart/form-data; boundary={boundary}"))
+            .send_bytes(&body);
+        match result {
+            Ok(r) | Err(ureq::Error::Status(_, r)) => (r.status(), r.into_json().unwrap_or(Value::Null)),
+            Err(e) => panic!("{method}: {e}"),
+        }
+    }
+
     /// `/healthz` of the Bot API listener, whatever its status (503 while not serving).
     pub fn health(&self) -> Value {
         match ureq::get(&format!("{}/healthz", self.base)).call() {

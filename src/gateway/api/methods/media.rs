@@ -15,7 +15,7 @@ use std::io::Read;
 use protobuf::MessageField;
 use serde_json::Value;
 
-use super::messages::{self, CAPTION};
+use super::messages::{self, Target, CAPTION};
 use super::store_error;
 use crate::crypto::file::{FileCryptoError, MAX_PLAINTEXT_LEN};
 use crate::e2e::file::{begin_upload, download_verified, upload_encrypted, FileError, FileSource};
@@ -26,7 +26,6 @@ use crate::gateway::botapi::types::{self, MediaKind};
 use crate::gateway::botapi::{markup, params::UploadedFile, ApiError, Params};
 use crate::gateway::runtime::{unix_now, BotShared};
 use crate::gateway::store::files::{self, FileRecord};
-use crate::gateway::store::groups;
 use crate::wire::e2e::{Content, Entity, Media, Text};
 
 pub(super) fn send_photo(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
@@ -114,41 +113,40 @@ fn dimension(params: &Params, name: &str) -> Result<u32, ApiError> {
     }
 }
 
-/// Files do not go to groups or channels yet: the send methods, `forwardMessage` and
-/// `copyMessage` answer alike.
-pub(super) fn group_media_refused(channel: bool) -> ApiError {
-    ApiError::bad_request(if channel {
-        "media publications in channels are not supported by this gateway"
-    } else {
-        "files in groups are not supported by this gateway yet"
-    })
+/// Media publications in channels are refused (spec item 12): the send methods,
+/// `sendMediaGroup`, `forwardMessage` and `copyMessage` answer alike.
+pub(super) fn channel_media_refused() -> ApiError {
+    ApiError::bad_request("media publications in channels are not supported by this gateway")
+}
+
+/// Where a file may go: a private chat that produced an update, or a group the bot is in
+/// (through MLS, the per-file key inside the application message); not a channel.
+fn media_target(bot: &BotShared, chat_id: i64) -> Result<Target, ApiError> {
+    let target = messages::target_chat(bot, chat_id)?;
+    if let Target::Group(g) = &target {
+        if g.is_channel() {
+            return Err(channel_media_refused());
+        }
+    }
+    Ok(target)
 }
 
 /// The send methods: the file (uploaded now, or reused by file_id), its caption, reply target
-/// and keyboard, through the durable outbox; answers the sent Message with the media object.
+/// and keyboard, through the durable outbox, to a private chat or a group; answers the sent
+/// Message with the media object.
 fn send_media(bot: &BotShared, params: &Params, kind: MediaKind) -> Result<Value, ApiError> {
     let chat_id = messages::chat_id(params, "chat_id")?;
-    refuse_groups(bot, chat_id)?;
     let markup = markup::reply_markup(params)?;
     let request = MediaRequest::read(params, kind, kind.name())?;
     let (reply_to, allow_without) = messages::reply_request(params, chat_id)?;
-    let chat = messages::known_chat(bot, chat_id)?;
+    let target = media_target(bot, chat_id)?;
     let reply_to_message_id = messages::reply_target(bot, chat_id, reply_to, allow_without)?;
 
     let mut content = Content::new();
     content.set_media(request.into_media(bot)?);
     content.reply_to_message_id = reply_to_message_id;
     markup.apply(&mut content);
-    messages::send_new(bot, &chat, content)
-}
-
-/// Files do not go to groups yet, nor to channels (spec item 12).
-fn refuse_groups(bot: &BotShared, chat_id: i64) -> Result<(), ApiError> {
-    if groups::is_group_chat_id(chat_id) {
-        let channel = bot.store.read(move |c| groups::by_chat_id(c, chat_id)).map_err(store_error)?.is_some_and(|g| g.is_channel());
-        return Err(group_media_refused(channel));
-    }
-    Ok(())
+    messages::send_new_to(bot, &target, content)
 }
 
 /// One file a method sends, as its parameters give it (a send method's, or an InputMedia's):
@@ -230,7 +228,6 @@ pub const ALBUM_MAX: usize = 10;
 /// message is its own outbox entry, in order; answers the sent Messages.
 pub(super) fn send_media_group(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let chat_id = messages::chat_id(params, "chat_id")?;
-    refuse_groups(bot, chat_id)?;
     let items = params.nested_items("media")?.ok_or_else(|| ApiError::bad_request("media is required"))?;
     if !(ALBUM_MIN..=ALBUM_MAX).contains(&items.len()) {
         return Err(ApiError::bad_request(format!("media must hold {ALBUM_MIN} to {ALBUM_MAX} items, got {}", items.len())));
@@ -247,7 +244,7 @@ pub(super) fn send_media_group(bot: &BotShared, params: &Params) -> Result<Value
         .map(|(item, kind)| MediaRequest::read(item, *kind, "media"))
         .collect::<Result<Vec<_>, _>>()?;
     let (reply_to, allow_without) = messages::reply_request(params, chat_id)?;
-    let chat = messages::known_chat(bot, chat_id)?;
+    let target = media_target(bot, chat_id)?;
     let reply_to_message_id = messages::reply_target(bot, chat_id, reply_to, allow_without)?;
     let media = requests.into_iter().map(|r| r.into_media(bot)).collect::<Result<Vec<_>, _>>()?;
 
@@ -261,7 +258,7 @@ pub(super) fn send_media_group(bot: &BotShared, params: &Params) -> Result<Value
         if i == 0 {
             content.reply_to_message_id = reply_to_message_id;
         }
-        sent.push(messages::send_new(bot, &chat, content)?);
+        sent.push(messages::send_new_to(bot, &target, content)?);
     }
     Ok(Value::Array(sent))
 }

@@ -322,12 +322,14 @@ fn source_message(bot: &BotShared, params: &Params) -> Result<(Target, chats::Hi
     Ok((from_chat, entry))
 }
 
-/// The chat a forward or copy goes to; a file cannot go to a group or channel yet (the words
-/// of sendPhoto to a group).
+/// The chat a forward or copy goes to; a file cannot go to a channel (the words of sendPhoto
+/// to a channel).
 fn destination(bot: &BotShared, params: &Params, entry: &chats::HistoryEntry) -> Result<Target, ApiError> {
     let target = target_chat(bot, chat_id(params, "chat_id")?)?;
     if let (Target::Group(g), Some(Body::Media(_))) = (&target, &entry.content.body) {
-        return Err(super::media::group_media_refused(g.is_channel()));
+        if g.is_channel() {
+            return Err(super::media::channel_media_refused());
+        }
     }
     Ok(target)
 }
