@@ -509,3 +509,83 @@ fn batches_forward_copy_and_delete_in_order_and_skip_the_missing() {
     assert_eq!(ok(&world, "getUserProfilePhotos", json!({"user_id": a})), json!({"total_count": 0, "photos": []}));
     refused(&world, "getUserProfilePhotos", json!({"user_id": 424_242}), 400, "user not found");
 }
+
+/// Inline results with buttons, a cached photo and a results button: the person sees them,
+/// chooses the article and presses its button (a callback_query with inline_message_id, the
+/// answer shown), chooses the photo (the bot gets it via itself and it downloads the same),
+/// and a forged inline keyboard is refused.
+#[test]
+fn inline_results_carry_buttons_cached_files_and_a_start_button() {
+    let world = World::start("gallery_bot");
+    let alice = world.user("alice");
+    let bot = format!("@{}", world.bot_username());
+    let dir = tempfile::tempdir().expect("dir");
+    let photo = dir.path().join("cat.png");
+    std::fs::write(&photo, b"a cat, in png").expect("write");
+    alice.send_file(&bot, &photo, None, "").expect("send a photo");
+    let first = world.gateway.poll_until(0, 1);
+    let photo_id = first[0]["message"]["photo"][0]["file_id"].as_str().expect("file_id").to_string();
+    let mut offset = first[0]["update_id"].as_i64().expect("id") + 1;
+
+    let session_id = alice.inline_query(&bot, "pics").expect("inline query");
+    let q = updates_of(&world, offset, "inline_query", 1);
+    offset = q[0]["update_id"].as_i64().expect("id") + 1;
+    let results = json!([
+        {"type": "article", "id": "art", "title": "Press me", "input_message_content": {"message_text": "Inline with a button"},
+         "reply_markup": {"inline_keyboard": [[{"text": "Press", "callback_data": "inline-press"}]]}},
+        {"type": "photo", "id": "pic", "photo_file_id": photo_id, "caption": "<b>cached</b> photo", "parse_mode": "HTML"},
+    ]);
+    let answer = json!({"inline_query_id": session_id.to_string(), "results": results, "cache_time": 0, "next_offset": "10",
+        "button": {"text": "Open the bot", "start_parameter": "from-inline"}});
+    assert_eq!(ok(&world, "answerInlineQuery", answer), json!(true), "next_offset is accepted and ignored");
+    let (shown, button) = wait_for(&alice, "the results", |e| match e {
+        Incoming::InlineResults { session_id: s, results, button, .. } if *s == session_id => Some((results.clone(), button.clone())),
+        _ => None,
+    });
+    let button = button.expect("the results button");
+    assert_eq!((button.text.as_str(), button.start_parameter.as_str()), ("Open the bot", "from-inline"));
+    assert_eq!(shown.len(), 2);
+    assert_eq!((shown[0].kind.as_str(), shown[0].keyboard[0][0].callback_data.as_str()), ("article", "inline-press"));
+    assert_eq!((shown[1].kind.as_str(), shown[1].text.as_str()), ("photo", "cached photo"));
+    assert_eq!(shown[1].media.as_ref().map(|m| m.kind), Some(bot_gateway::client::MediaKind::Photo));
+
+    // The article: the message carries the buttons; a press is a callback_query of the inline
+    // message, and its answer reaches the person.
+    let sent = alice.choose_inline(&bot, session_id, "art").expect("choose the article");
+    let chosen = updates_of(&world, offset, "chosen_inline_result", 1);
+    let inline_message_id = format!("{session_id}_art");
+    assert_eq!(chosen[0]["chosen_inline_result"]["inline_message_id"], inline_message_id.as_str());
+    let pressed = alice.press(&bot, sent.message_id, "inline-press").expect("press the inline message's button");
+    let q = updates_of(&world, offset, "callback_query", 1);
+    let q = &q[0]["callback_query"];
+    assert_eq!((q["inline_message_id"].as_str(), q["data"].as_str(), q.get("message")), (Some(inline_message_id.as_str()), Some("inline-press"), None));
+    assert_eq!(q["from"]["id"].as_u64(), Some(alice.user_id()));
+    offset = updates_of(&world, offset, "callback_query", 1)[0]["update_id"].as_i64().expect("id") + 1;
+    assert_eq!(ok(&world, "answerCallbackQuery", json!({"callback_query_id": q["id"], "text": "Pressed!"})), json!(true));
+    let text = wait_for(&alice, "the answer", |e| match e {
+        Incoming::CallbackAnswer { press_id, text, .. } if *press_id == pressed.press_id => Some(text.clone()),
+        _ => None,
+    });
+    assert_eq!(text, "Pressed!");
+
+    // The cached photo, from a new session: the bot gets it as a photo via itself.
+    let session_id = alice.inline_query(&bot, "again").expect("inline query");
+    updates_of(&world, offset, "inline_query", 1);
+    let results = json!([{"type": "photo", "id": "pic", "photo_file_id": photo_id, "caption": "cached photo"}]);
+    ok(&world, "answerInlineQuery", json!({"inline_query_id": session_id.to_string(), "results": results}));
+    wait_for(&alice, "the second results", |e| matches!(e, Incoming::InlineResults { session_id: s, .. } if *s == session_id).then_some(()));
+    alice.choose_inline(&bot, session_id, "pic").expect("choose the photo");
+    let got = updates_of(&world, offset, "message", 1);
+    let m = &got.iter().rev().find(|u| u["message"].get("photo").is_some()).expect("the photo")["message"];
+    assert_eq!((m["photo"][0]["file_id"].as_str(), m["caption"].as_str()), (Some(photo_id.as_str()), Some("cached photo")));
+    assert_eq!(m["via_bot"]["username"].as_str(), Some(world.bot_username().as_str()));
+    offset = got.iter().filter_map(|u| u["update_id"].as_i64()).max().expect("ids") + 1;
+
+    // An unknown file_id is refused, naming the result; a web app button too.
+    let session_id = alice.inline_query(&bot, "bad").expect("inline query");
+    updates_of(&world, offset, "inline_query", 1);
+    let unknown = json!([{"type": "document", "id": "d", "document_file_id": "nope", "title": "T"}]);
+    refused(&world, "answerInlineQuery", json!({"inline_query_id": session_id.to_string(), "results": unknown}), 400, "results[0]: wrong file_id");
+    let web = json!({"inline_query_id": session_id.to_string(), "results": [], "button": {"text": "App", "web_app": {"url": "https://a.test"}}});
+    refused(&world, "answerInlineQuery", web, 400, "web apps are not supported");
+}

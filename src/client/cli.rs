@@ -1139,27 +1139,35 @@ pub(super) fn incoming_json(e: &Incoming) -> String {
             }
             fields
         }
-        Incoming::InlineResults { chat_id, session_id, results } => vec![
-            event("inline_results"),
-            ("chat_id", num(*chat_id)),
-            ("session_id", num(*session_id)),
-            (
+        Incoming::InlineResults { chat_id, session_id, results, button } => {
+            let mut fields = vec![event("inline_results"), ("chat_id", num(*chat_id)), ("session_id", num(*session_id))];
+            if let Some(b) = button {
+                fields.push(("button", json!({"text": b.text, "start_parameter": b.start_parameter}).to_string()));
+            }
+            fields.push((
                 "results",
                 Value::Array(
                     results
                         .iter()
                         .map(|r| {
-                            let mut v = json!({"id": r.id, "title": r.title, "description": r.description, "text": r.text});
+                            let mut v = json!({"id": r.id, "type": r.kind, "title": r.title, "description": r.description, "text": r.text});
                             if !r.entities.is_empty() {
                                 v["entities"] = Value::Array(r.entities.iter().map(entity_json).collect());
+                            }
+                            if let Some(m) = &r.media {
+                                v["media"] = serde_json::from_str(&media_json(m)).unwrap_or(Value::Null);
+                            }
+                            if !r.keyboard.is_empty() {
+                                v["keyboard"] = serde_json::from_str(&keyboard_json(&r.keyboard)).unwrap_or(Value::Null);
                             }
                             v
                         })
                         .collect(),
                 )
                 .to_string(),
-            ),
-        ],
+            ));
+            fields
+        }
     };
     ordered_raw(&fields)
 }

@@ -281,12 +281,22 @@ fn render_incoming(event: &Incoming, chat: &str, via: Option<&str>) -> String {
         Incoming::InlineResults { session_id, results, .. } if results.is_empty() => {
             format!("@{chat} has no inline results for session {session_id}")
         }
-        Incoming::InlineResults { session_id, results, .. } => {
+        Incoming::InlineResults { session_id, results, button, .. } => {
             let mut out = format!("@{chat} inline results of session {session_id} (/choose {session_id} RESULT_ID):");
+            if let Some(b) = button {
+                out.push_str(&format!("\n{UNDER}[{}] (/start {})", sanitize(&b.text), sanitize(&b.start_parameter)));
+            }
             for (i, r) in results.iter().enumerate() {
-                out.push_str(&format!("\n{UNDER}{}. {}: {}", i + 1, sanitize(&r.id), sanitize(&r.title)));
+                let title = if r.title.is_empty() { &r.text } else { &r.title };
+                out.push_str(&format!("\n{UNDER}{}. {}: {}", i + 1, sanitize(&r.id), sanitize(title)));
+                if let Some(m) = &r.media {
+                    out.push_str(&format!(" [{}]", m.kind.name()));
+                }
                 if !r.description.is_empty() {
                     out.push_str(&format!(" — {}", sanitize(&r.description)));
+                }
+                if !r.keyboard.is_empty() {
+                    out.push_str(" (with buttons)");
                 }
             }
             out
@@ -800,21 +810,25 @@ mod tests {
     fn inline_results_are_numbered_with_their_ids() {
         let result = |id: &str, title: &str, description: &str| InlineResult {
             id: id.into(),
+            kind: "article".into(),
             title: title.into(),
             description: description.into(),
             text: "t".into(),
             entities: vec![],
+            media: None,
+            keyboard: vec![],
         };
         let results = Incoming::InlineResults {
             chat_id: 7,
             session_id: 12,
             results: vec![result("a1", "Cats", "soft"), result("b\u{1b}2", "Dogs\n", "")],
+            button: Some(crate::client::message::ResultsButton { text: "Open".into(), start_parameter: "x".into() }),
         };
         assert_eq!(
             shown(&results),
-            "@bot inline results of session 12 (/choose 12 RESULT_ID):\n  1. a1: Cats — soft\n  2. b\\e2: Dogs\\n"
+            "@bot inline results of session 12 (/choose 12 RESULT_ID):\n  [Open] (/start x)\n  1. a1: Cats — soft\n  2. b\\e2: Dogs\\n"
         );
-        let none = Incoming::InlineResults { chat_id: 7, session_id: 12, results: vec![] };
+        let none = Incoming::InlineResults { chat_id: 7, session_id: 12, results: vec![], button: None };
         assert_eq!(shown(&none), "@bot has no inline results for session 12");
     }
 

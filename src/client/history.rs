@@ -171,7 +171,8 @@ pub(super) fn group_message_sender(c: &Connection, peer: u64, message_id: u64) -
 /// forgets the oldest beyond `MAX_REMEMBERED`. Other kinds (files, presses, reactions) are
 /// not remembered: only a text is edited.
 pub(super) fn remember_sent(c: &Connection, peer: u64, message_id: u64, date: i64, content: &Content) -> Result<()> {
-    if !content.has_text() {
+    // Our texts (to edit them), and anything carrying a bot's buttons (a chosen inline result).
+    if !content.has_text() && content.keyboard.is_none() {
         return Ok(());
     }
     let bytes = encode(content, peer, message_id)?;

@@ -431,7 +431,7 @@ fn incoming(c: &Connection, envelope: &InboxEnvelope, content: Content) -> Resul
         },
         // Presses go to bots; an empty body is a kind from a newer release.
         Some(Body::InlineResults(r)) => match inline::remember_results(c, peer, r)? {
-            Some(results) => Incoming::InlineResults { chat_id: peer, session_id: r.session_id, results },
+            Some((results, button)) => Incoming::InlineResults { chat_id: peer, session_id: r.session_id, results, button },
             None => return Ok(None),
         },
         // Presses and inline queries go to bots; an empty body is a kind from a newer release

@@ -8,7 +8,7 @@ use protobuf::{Message as _, MessageField};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::error::{ClientError, Result};
-use super::message::{Entity, InlineResult, SentMessage};
+use super::message::{keyboard_from_wire, Entity, InlineResult, MediaInfo, ResultsButton, SentMessage};
 use super::profile::Profile;
 use crate::wire::e2e::{Content, InlineChoice, InlineQuery, InlineResults};
 use crate::wire::platform::{ChooseInlineResultRequest, StartInlineSessionRequest};
@@ -80,8 +80,13 @@ impl Profile {
         if let (true, Some(sent)) = (resp.repeat, chosen) {
             return Ok(sent);
         }
+        // The text or the bot's file (a cached result), with the bot's signed buttons.
         let mut content = Content::new();
-        content.set_text(article.message.unwrap_or_default());
+        match article.media.into_option() {
+            Some(media) => content.set_media(media),
+            None => content.set_text(article.message.unwrap_or_default()),
+        }
+        content.keyboard = article.keyboard;
         content.via_bot_user_id = peer.user_id;
         content.inline_choice = MessageField::some(InlineChoice {
             session_id,
@@ -103,7 +108,7 @@ impl Profile {
 
 /// Remembers the results of one of our sessions with `peer`; `None` when the session is not
 /// ours with that bot (the results are then ignored).
-pub(super) fn remember_results(c: &Connection, peer: u64, results: &InlineResults) -> Result<Option<Vec<InlineResult>>> {
+pub(super) fn remember_results(c: &Connection, peer: u64, results: &InlineResults) -> Result<Option<(Vec<InlineResult>, Option<ResultsButton>)>> {
     let bytes = results
         .write_to_bytes()
         .map_err(|e| ClientError::Invalid(format!("inline results of session {}: {e}", results.session_id)))?;
@@ -111,22 +116,28 @@ pub(super) fn remember_results(c: &Connection, peer: u64, results: &InlineResult
         "UPDATE client_inline_sessions SET results = ?3 WHERE session_id = ?1 AND peer_user_id = ?2",
         params![results.session_id as i64, peer as i64, bytes],
     )?;
-    Ok((n > 0).then(|| {
-        results
-            .results
-            .iter()
-            .map(|r| {
-                let text = r.message.as_ref();
-                InlineResult {
-                    id: r.id.clone(),
-                    title: r.title.clone(),
-                    description: r.description.clone(),
-                    text: text.map(|t| t.text.clone()).unwrap_or_default(),
-                    entities: text.map(|t| t.entities.iter().map(Entity::from_wire).collect()).unwrap_or_default(),
-                }
-            })
-            .collect()
-    }))
+    if n == 0 {
+        return Ok(None);
+    }
+    let shown = results
+        .results
+        .iter()
+        .map(|r| {
+            let text = r.message.as_ref().or_else(|| r.media.caption.as_ref());
+            InlineResult {
+                id: r.id.clone(),
+                kind: if r.type_.is_empty() { "article".to_string() } else { r.type_.clone() },
+                title: r.title.clone(),
+                description: r.description.clone(),
+                text: text.map(|t| t.text.clone()).unwrap_or_default(),
+                entities: text.map(|t| t.entities.iter().map(Entity::from_wire).collect()).unwrap_or_default(),
+                media: r.media.as_ref().map(MediaInfo::from_wire),
+                keyboard: keyboard_from_wire(r.keyboard.as_ref()),
+            }
+        })
+        .collect();
+    let button = results.button.as_ref().map(|b| ResultsButton { text: b.text.clone(), start_parameter: b.start_parameter.clone() });
+    Ok(Some((shown, button)))
 }
 
 /// (query, latest results, the message a choice sent) of one of our sessions with `peer`.

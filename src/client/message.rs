@@ -166,11 +166,25 @@ impl MediaInfo {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InlineResult {
     pub id: String,
+    /// The Bot API result type: "article", "photo", "document", ...
+    pub kind: String,
     pub title: String,
     pub description: String,
-    /// The message text a choice sends.
+    /// The message text a choice sends (a file's caption, for a file).
     pub text: String,
     pub entities: Vec<Entity>,
+    /// The file a choice sends (a cached result), if any.
+    pub media: Option<MediaInfo>,
+    /// The bot's buttons under the message a choice sends.
+    pub keyboard: Keyboard,
+}
+
+/// The button a bot shows above its inline results: it opens the bot's dialog with
+/// `/start <start_parameter>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResultsButton {
+    pub text: String,
+    pub start_parameter: String,
 }
 
 /// Rows of inline buttons.
@@ -235,7 +249,7 @@ pub enum Incoming {
     /// A bot's answer to one of our presses.
     CallbackAnswer { chat_id: u64, press_id: String, text: String, show_alert: bool, url: String },
     /// A bot's (latest) results for one of our inline sessions.
-    InlineResults { chat_id: u64, session_id: u64, results: Vec<InlineResult> },
+    InlineResults { chat_id: u64, session_id: u64, results: Vec<InlineResult>, button: Option<ResultsButton> },
     /// A message in a group: `message.chat_id` is 0 (a group is no dialog), its sender and ids
     /// (per group) as for a private message.
     GroupMessage { group: GroupRef, message: ReceivedMessage },

@@ -80,8 +80,12 @@ impl Profile {
     pub fn press(&self, peer: &str, message_id: u64, callback_data: &str) -> Result<SentPress> {
         let peer = self.lookup(peer)?;
         let name = peer.username.as_str();
-        let message = history::load(&self.conn, peer.user_id, message_id)?
-            .ok_or_else(|| ClientError::Invalid(format!("no message {message_id} from @{name} is known to this profile")))?;
+        // The bot's message, or ours carrying the bot's buttons (a chosen inline result).
+        let message = match history::load(&self.conn, peer.user_id, message_id)? {
+            Some(m) => Some(m),
+            None => history::load_sent(&self.conn, peer.user_id, message_id)?.filter(|m| m.keyboard.is_some()),
+        };
+        let message = message.ok_or_else(|| ClientError::Invalid(format!("no message {message_id} from @{name} is known to this profile")))?;
         self.press_on(&peer, &message, message_id, callback_data)
     }
 

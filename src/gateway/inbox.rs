@@ -323,6 +323,9 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
         Some(Body::Press(press)) => {
             let context = keyboard::check_press(identity_key, bot_id, env.sender_user_id, press)
                 .map_err(|refused| StoreError::Refused(refused.to_string()))?;
+            if !context.inline_message_id.is_empty() {
+                return updates::enqueue_inline_callback_query(c, &chat, press, &context, env.date);
+            }
             if context.group_id.is_empty() {
                 return updates::enqueue_callback_query(c, me, &chat, updates::ChatRef::Private(&chat), press, context, env.date);
             }

@@ -53,9 +53,32 @@ pub fn attach_context(
         message: MessageField::some(message.clone()),
         ..Default::default()
     };
+    sign_into(identity, &context, message);
+}
+
+/// Signs the buttons of an inline result (`message`: what the user's choice will send) for the
+/// inline message `inline_message_id` in the dialog of `user_id` with the bot. The message id
+/// is not known yet: a press is bound to the user, the bot and the result instead.
+pub fn attach_inline_context(identity: &IdentityKeyPair, bot_user_id: u64, user_id: u64, inline_message_id: &str, message: &mut Content) {
+    let Some(keyboard) = message.keyboard.as_mut() else { return };
+    if keyboard.rows.is_empty() {
+        return;
+    }
+    keyboard.context = MessageField::none();
+    let context = KeyboardContext {
+        bot_user_id,
+        chat_id: user_id,
+        inline_message_id: inline_message_id.to_string(),
+        message: MessageField::some(message.clone()),
+        ..Default::default()
+    };
+    sign_into(identity, &context, message);
+}
+
+fn sign_into(identity: &IdentityKeyPair, context: &KeyboardContext, message: &mut Content) {
     let bytes = context.write_to_bytes().expect("an in-memory KeyboardContext encodes");
     let signature = sign_keyboard_context(identity, &bytes).to_vec();
-    message.keyboard.as_mut().expect("checked above").context =
+    message.keyboard.as_mut().expect("a keyboard to sign").context =
         MessageField::some(SignedKeyboardContext { context: bytes, signature, ..Default::default() });
 }
 
@@ -98,7 +121,13 @@ pub fn check_press(
     if !context.group_id.is_empty() && context.chat_id != 0 {
         return refuse("the keyboard context names two chats");
     }
-    if context.message_id != press.message_id {
+    // An inline message's buttons are bound to the user and the result, not to a message id
+    // (the user's own message, which the bot did not sign).
+    let inline = !context.inline_message_id.is_empty();
+    if inline && (!context.group_id.is_empty() || context.message_id != 0) {
+        return refuse("the keyboard context names an inline message and a message");
+    }
+    if !inline && context.message_id != press.message_id {
         return refuse("the keyboard context is of another message");
     }
     let pressed = press.callback_data.as_str();
@@ -192,5 +221,23 @@ mod tests {
         let mut bare = press(&m, 5, "a");
         bare.context = MessageField::none();
         assert!(refused(&bare, BOT, USER).contains("no keyboard context"));
+    }
+
+    #[test]
+    fn an_inline_results_buttons_are_bound_to_the_user_not_a_message() {
+        crate::crypto::init();
+        let bot = IdentityKeyPair::generate();
+        let mut m = message(&["a"]);
+        attach_inline_context(&bot, BOT, USER, "77_art", &mut m);
+        // The press names the user's own message, which the bot never signed.
+        let ctx = check_press(&bot.public_key(), BOT, USER, &press(&m, 31, "a")).expect("accepted");
+        assert_eq!((ctx.inline_message_id.as_str(), ctx.message_id), ("77_art", 0));
+        let refused = |p: &CallbackPress, from: u64| check_press(&bot.public_key(), BOT, from, p).expect_err("refused").0;
+        assert!(refused(&press(&m, 31, "a"), USER + 1).contains("another chat"), "another user's press");
+        assert!(refused(&press(&m, 31, "b"), USER).contains("no button"));
+        let other = IdentityKeyPair::generate();
+        let mut forged = message(&["evil"]);
+        attach_inline_context(&other, BOT, USER, "77_art", &mut forged);
+        assert!(refused(&press(&forged, 31, "evil"), USER).contains("not signed"));
     }
 }

@@ -111,7 +111,8 @@ pub fn enqueue_message(
             return Ok(());
         };
         if inline::mark_chosen(c, choice.session_id)? && admits(c, "chosen_inline_result")? {
-            let chosen = types::chosen_inline_result_json(&choice.result_id, &chat_user(chat), &session.query);
+            let inline_message_id = inline_message_id(content);
+            let chosen = types::chosen_inline_result_json(&choice.result_id, &chat_user(chat), &session.query, inline_message_id.as_deref());
             queue::enqueue(c, "chosen_inline_result", &chosen)?;
         }
     }
@@ -393,6 +394,42 @@ pub fn enqueue_callback_query(
     }
     let message = history_view(c, me, in_chat, &entry, true)?;
     let query = types::callback_query_json(&id, &chat_user(chat), &message, &chat_id.to_string(), &press.callback_data);
+    queue::enqueue(c, "callback_query", &query)?;
+    Ok(())
+}
+
+/// The inline message id the buttons of a chosen result were signed for, if it had buttons.
+fn inline_message_id(content: &Content) -> Option<String> {
+    let signed = content.keyboard.context.as_ref()?;
+    let context = <KeyboardContext as protobuf::Message>::parse_from_bytes(&signed.context).ok()?;
+    (!context.inline_message_id.is_empty()).then_some(context.inline_message_id)
+}
+
+/// Queues a `callback_query` for a press of a button under an inline message (its context
+/// checked by `keyboard::check_press`): `inline_message_id` instead of the message, which the
+/// bot did not send. The press is remembered for answerCallbackQuery as any other.
+pub fn enqueue_inline_callback_query(
+    c: &Connection,
+    chat: &chats::PrivateChat,
+    press: &CallbackPress,
+    context: &KeyboardContext,
+    now: i64,
+) -> StoreResult<()> {
+    let press_id = press.press_id.as_str();
+    if press_id.is_empty() || press_id.len() > PRESS_ID_MAX || !press_id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(StoreError::Refused(format!("press id must be 1 to {PRESS_ID_MAX} letters and digits")));
+    }
+    let presser = chat.user_id as i64;
+    let id = format!("{presser}_{press_id}");
+    let fresh = chats::remember_callback(
+        c,
+        &chats::Callback { id: id.clone(), chat_id: presser, press_id: press_id.to_string(), answered: false },
+        now,
+    )?;
+    if !fresh || !admits(c, "callback_query")? {
+        return Ok(());
+    }
+    let query = types::inline_callback_query_json(&id, &chat_user(chat), &context.inline_message_id, &presser.to_string(), &press.callback_data);
     queue::enqueue(c, "callback_query", &query)?;
     Ok(())
 }

@@ -454,8 +454,24 @@ pub fn inline_query_json(id: &str, from: &UserView, query: &str) -> Value {
 }
 
 /// ChosenInlineResult JSON: `result_id`, `from`, `query`.
-pub fn chosen_inline_result_json(result_id: &str, from: &UserView, query: &str) -> Value {
-    json!({"result_id": result_id, "from": user_json(from), "query": query})
+/// A press of a button under an inline message: `inline_message_id` instead of `message`.
+pub fn inline_callback_query_json(id: &str, from: &UserView, inline_message_id: &str, chat_instance: &str, data: &str) -> Value {
+    json!({
+        "id": id,
+        "from": user_json(from),
+        "inline_message_id": inline_message_id,
+        "chat_instance": chat_instance,
+        "data": data,
+    })
+}
+
+/// `inline_message_id` is set when the chosen result had buttons, as in the Bot API.
+pub fn chosen_inline_result_json(result_id: &str, from: &UserView, query: &str, inline_message_id: Option<&str>) -> Value {
+    let mut v = json!({"result_id": result_id, "from": user_json(from), "query": query});
+    if let Some(id) = inline_message_id {
+        v["inline_message_id"] = json!(id);
+    }
+    v
 }
 
 /// ReactionType JSON (`emoji`, `custom_emoji`, `paid`: the only types aiogram accepts).
