@@ -2,7 +2,9 @@
 # The single test command (README, .ci/run): Rust unit + integration tests, then the real-SDK
 # bots (python-telegram-bot, aiogram, telegraf): the echo bots and the interactive-dialog bots
 # (keyboard menu, inline mode, reactions/forward/copy), the stock-style conversation bots (reply
-# keyboards, deep links, edits, who added the bot; each SDK's stock webhook server) and the file bots (download with each SDK's
+# keyboards, deep links, edits, who added the bot; each SDK's stock webhook server), the gallery
+# bots (albums, animations, caption edits, inline buttons and cached files, a photo into a group,
+# commands with a leading slash) and the file bots (download with each SDK's
 # helper, upload, send back by file_id), polling and webhook, against a live
 # platform-server + bot-gateway. Each runner runs its SDKs in parallel. Between the two,
 # `scripts/release --check` builds and verifies the release archives and the container image.
@@ -33,3 +35,4 @@ python3 tests/sdk/run_media_tests.py
 python3 tests/sdk/run_group_tests.py
 python3 tests/sdk/run_channel_tests.py
 python3 tests/sdk/run_conversation_tests.py
+python3 tests/sdk/run_gallery_tests.py

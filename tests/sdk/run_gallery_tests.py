@@ -108,7 +108,7 @@ def spec(argv, username, name, path):
         "username": username,
         "name": name,
         "path": path,
-        "capabilities": "dm,groups,inline",
+        "capabilities": "dm,groups",
         "config": {"webhook_secret_token_headers": ["X-Compat-Bot-Api-Secret-Token", STOCK_SECRET_HEADER]},
         "scenario": gallery,
     }
