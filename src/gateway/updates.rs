@@ -351,10 +351,7 @@ pub fn enqueue_callback_query(
     context: KeyboardContext,
     now: i64,
 ) -> StoreResult<()> {
-    let press_id = press.press_id.as_str();
-    if press_id.is_empty() || press_id.len() > PRESS_ID_MAX || !press_id.bytes().all(|b| b.is_ascii_alphanumeric()) {
-        return Err(StoreError::Refused(format!("press id must be 1 to {PRESS_ID_MAX} letters and digits")));
-    }
+    check_press_id(press)?;
     // The message is in `in_chat` (the private chat, or a group); the press and its answer
     // are between the presser and the bot.
     let chat_id = in_chat.view().id();
@@ -382,20 +379,33 @@ pub fn enqueue_callback_query(
             entry
         }
     };
-    let presser = chat.user_id as i64;
-    let id = format!("{presser}_{press_id}");
-    let fresh = chats::remember_callback(
-        c,
-        &chats::Callback { id: id.clone(), chat_id: presser, press_id: press_id.to_string(), answered: false },
-        now,
-    )?;
-    if !fresh || !admits(c, "callback_query")? {
-        return Ok(());
-    }
+    let Some(id) = remember_press(c, chat, press, now)? else { return Ok(()) };
     let message = history_view(c, me, in_chat, &entry, true)?;
     let query = types::callback_query_json(&id, &chat_user(chat), &message, &chat_id.to_string(), &press.callback_data);
     queue::enqueue(c, "callback_query", &query)?;
     Ok(())
+}
+
+/// A press id is what the pressing client chose: 1 to `PRESS_ID_MAX` letters and digits.
+fn check_press_id(press: &CallbackPress) -> StoreResult<()> {
+    let press_id = press.press_id.as_str();
+    if press_id.is_empty() || press_id.len() > PRESS_ID_MAX || !press_id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(StoreError::Refused(format!("press id must be 1 to {PRESS_ID_MAX} letters and digits")));
+    }
+    Ok(())
+}
+
+/// Remembers a press for answerCallbackQuery under its callback id `<presser>_<press id>`;
+/// the id when it is new and the filter admits `callback_query` (`None`: no update to queue).
+fn remember_press(c: &Connection, chat: &chats::PrivateChat, press: &CallbackPress, now: i64) -> StoreResult<Option<String>> {
+    let presser = chat.user_id as i64;
+    let id = format!("{presser}_{}", press.press_id);
+    let fresh = chats::remember_callback(
+        c,
+        &chats::Callback { id: id.clone(), chat_id: presser, press_id: press.press_id.clone(), answered: false },
+        now,
+    )?;
+    Ok((fresh && admits(c, "callback_query")?).then_some(id))
 }
 
 /// The inline message id the buttons of a chosen result were signed for, if it had buttons.
@@ -415,21 +425,9 @@ pub fn enqueue_inline_callback_query(
     context: &KeyboardContext,
     now: i64,
 ) -> StoreResult<()> {
-    let press_id = press.press_id.as_str();
-    if press_id.is_empty() || press_id.len() > PRESS_ID_MAX || !press_id.bytes().all(|b| b.is_ascii_alphanumeric()) {
-        return Err(StoreError::Refused(format!("press id must be 1 to {PRESS_ID_MAX} letters and digits")));
-    }
-    let presser = chat.user_id as i64;
-    let id = format!("{presser}_{press_id}");
-    let fresh = chats::remember_callback(
-        c,
-        &chats::Callback { id: id.clone(), chat_id: presser, press_id: press_id.to_string(), answered: false },
-        now,
-    )?;
-    if !fresh || !admits(c, "callback_query")? {
-        return Ok(());
-    }
-    let query = types::inline_callback_query_json(&id, &chat_user(chat), &context.inline_message_id, &presser.to_string(), &press.callback_data);
+    check_press_id(press)?;
+    let Some(id) = remember_press(c, chat, press, now)? else { return Ok(()) };
+    let query = types::inline_callback_query_json(&id, &chat_user(chat), &context.inline_message_id, &chat.user_id.to_string(), &press.callback_data);
     queue::enqueue(c, "callback_query", &query)?;
     Ok(())
 }
