@@ -165,7 +165,7 @@ fn import_message(
     }
     match &content.body {
         _ if content.is_message() => {
-            let content = super::inbox::checked_user_message(content, sender)?;
+            let content = super::history::checked_user_message(content, sender)?;
             if let Some(Body::Media(media)) = &content.body {
                 files::issue(c, media, unix_now())?;
             }
@@ -465,7 +465,7 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
                 .store
                 .write(move |c| {
                     outbox::remove(c, entry.id)?;
-                    super::outbox::record_in_history(c, bot_user_id, &entry, &sent)
+                    super::history::record_in_history(c, bot_user_id, &entry, &sent)
                 })
                 .map_err(|e| e.to_string())?;
             Ok(GroupSend::Sent(sent))

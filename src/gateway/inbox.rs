@@ -27,8 +27,6 @@ use crate::wire::rpc;
 use crate::crypto;
 use crate::e2e::{self, inbound};
 use crate::wire::e2e::content::Body;
-use crate::wire::e2e::Content;
-use crate::wire::places;
 use crate::wire::platform::{AckRequest, InboxEnvelope, InboxRequest, UploadPrekeysRequest, VerifyCredentialRequest};
 
 /// Envelopes buffered between the stream and the decrypting thread; when full the stream
@@ -303,7 +301,7 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
     chats::upsert_private_chat(c, &chat, unix_now())?;
     match &content.body {
         _ if content.is_message() => {
-            let content = checked_user_message(content, env.sender_user_id)?;
+            let content = super::history::checked_user_message(content, env.sender_user_id)?;
             if let Some(Body::Media(media)) = &content.body {
                 // The bot refers to the file by the file_id issued here (getFile, send by id).
                 files::issue(c, media, unix_now())?;
@@ -350,20 +348,6 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
     }
 }
 
-/// A user's message as the bot may see it: a location, venue, contact or dice must keep the
-/// rules a bot's would (`wire::places`), else it is refused; a contact card's `user_id` is kept
-/// only when it names the sender, the one claim the gateway can check (docs/decisions.md,
-/// "Contact cards"). Private and group messages go through here.
-pub(super) fn checked_user_message(mut content: Content, sender: u64) -> StoreResult<Content> {
-    places::check_shared(&content)
-        .map_err(|why| StoreError::Refused(format!("a {} breaking the rules: {why}", content.kind_name())))?;
-    if let Some(Body::Contact(card)) = &mut content.body {
-        if card.user_id != sender {
-            card.user_id = 0;
-        }
-    }
-    Ok(content)
-}
 
 /// Tops the platform's stock of this device's one-time prekeys back up.
 pub fn replenish_prekeys(shared: &BotShared) -> Result<(), String> {

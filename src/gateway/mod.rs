@@ -10,6 +10,7 @@ pub mod botapi;
 pub mod check;
 pub mod config;
 pub mod groups;
+pub mod history;
 pub mod inbox;
 pub mod keyboard;
 pub mod metrics;

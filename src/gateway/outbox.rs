@@ -22,7 +22,7 @@ use super::botapi::ApiError;
 use super::metrics::BotMetrics;
 use super::runtime::{unix_now, BotShared, Sent, Waited};
 use super::groups::{self as group_send, GroupSend};
-use super::store::{chats, groups, outbox, Store, StoreError};
+use super::store::{groups, outbox, Store, StoreError};
 use crate::backoff::Backoff;
 use crate::crypto;
 use crate::e2e;
@@ -560,7 +560,7 @@ fn record_answer(
         SendStatus::OK => {
             let sent = Sent { message_id: result.message_id as i64, date: result.date };
             outbox::remove(c, entry.id)?;
-            record_in_history(c, bot_user_id, entry, &sent)?;
+            super::history::record_in_history(c, bot_user_id, entry, &sent)?;
             Ok(Outcome::Sent(sent))
         }
         SendStatus::STALE_DEVICES if entry.attempts >= MAX_DEVICE_REFRESHES => {
@@ -584,31 +584,6 @@ fn record_answer(
     }
 }
 
-/// What an acknowledged content does to the history: a message (text, media, location, venue,
-/// contact, dice) enters it, an edit replaces
-/// the message it names, a deletion removes it; the other kinds (presses, answers, reactions,
-/// chat actions) take no place in it.
-pub(super) fn record_in_history(c: &Connection, bot_user_id: u64, entry: &outbox::OutboxEntry, sent: &Sent) -> Result<(), StoreError> {
-    match &entry.content.body {
-        _ if entry.content.is_message() => chats::record(
-            c,
-            &chats::HistoryEntry {
-                chat_id: entry.chat_id,
-                message_id: sent.message_id,
-                from_bot: true,
-                sender_id: bot_user_id as i64,
-                date: sent.date,
-                content: entry.content.clone(),
-                edit_date: 0,
-            },
-        ),
-        Some(Body::Edit(edit)) => {
-            chats::apply_edit(c, entry.chat_id, edit.message_id as i64, &edit.content, edit.edit_date).map(|_| ())
-        }
-        Some(Body::Delete(d)) => chats::forget(c, entry.chat_id, d.message_id as i64),
-        _ => Ok(()),
-    }
-}
 
 /// Starts sessions from fetched bundles inside a writer job. Bundles that are refused (a
 /// certificate that does not verify, a changed device key) start nothing and write nothing:
@@ -697,6 +672,7 @@ mod tests {
 
     use super::*;
     use crate::crypto::IdentityKeyPair;
+    use crate::gateway::store::chats;
     use crate::wire::platform::{DeviceKeys, InboxEnvelope, PrekeyBundle, Profile};
 
     const BOT: u64 = 10;

@@ -517,7 +517,7 @@ fn decode_ext_value(v: &str) -> Option<String> {
     if !(charset.eq_ignore_ascii_case("utf-8") || charset.eq_ignore_ascii_case("us-ascii")) {
         return None;
     }
-    super::request::percent_decode_path(encoded)
+    super::percent::percent_decode_path(encoded)
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use serde_json::Value;
 
 
 use super::multipart::{self, FileIntake, MultipartError};
+use super::percent::form_decode;
 use crate::gateway::botapi::{ApiError, Params};
 
 /// Largest accepted request body: a 50 MiB media file (SPEC "Limits") plus multipart overhead
@@ -201,53 +202,6 @@ pub fn parse_urlencoded(input: &[u8], params: &mut Params, what: &str) -> Result
     Ok(())
 }
 
-fn form_decode(s: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(s.len());
-    let mut i = 0;
-    while i < s.len() {
-        match s[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < s.len() => match (hex(s[i + 1]), hex(s[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push(h * 16 + l);
-                    i += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    out
-}
-
-/// Percent-decodes a URL path segment (no `+` rule); `None` if the result is not UTF-8.
-pub fn percent_decode_path(s: &str) -> Option<String> {
-    if !s.contains('%') {
-        return Some(s.to_string());
-    }
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push(h * 16 + l);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8(out).ok()
-}
-
-fn hex(b: u8) -> Option<u8> {
-    (b as char).to_digit(16).map(|d| d as u8)
-}
-
 #[cfg(test)]
 mod tests {
     use std::io::Cursor;
@@ -386,12 +340,5 @@ mod tests {
         let e = err(dec(None, Some("text/plain"), b"hello"));
         assert_eq!(e.status, 415);
         assert!(dec(None, Some("text/plain"), b"").expect("empty is fine").is_empty());
-    }
-
-    #[test]
-    fn path_decoding() {
-        assert_eq!(percent_decode_path("123%3Aabc").as_deref(), Some("123:abc"));
-        assert_eq!(percent_decode_path("a+b").as_deref(), Some("a+b"));
-        assert_eq!(percent_decode_path("%FF"), None);
     }
 }

@@ -20,7 +20,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::request::{self, percent_decode_path};
+use super::percent::percent_decode_path;
+use super::request;
 use super::response::{self, HttpResponse};
 use super::token::redact_path;
 use super::{Backend, BotApi};

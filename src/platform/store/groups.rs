@@ -8,7 +8,7 @@
 //! and the OK results of SendGroupMessage per (sender device, client message id).
 //!
 //! Every accepted message and every role change takes the group's next `group_seq` and is
-//! appended to the device inboxes (`messages::append_inbox`) in the same transaction. The
+//! appended to the device inboxes (`inbox::append_inbox`) in the same transaction. The
 //! store's single writer (one connection behind a mutex, IMMEDIATE transactions) is the commit
 //! lock: the epoch is read and advanced inside the transaction.
 //!
@@ -22,7 +22,7 @@ use openmls::prelude::*;
 use protobuf::{Enum as _, Message as _};
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::messages::{append_inbox, GroupColumns, InboxRow};
+use super::inbox::{append_inbox, GroupColumns, InboxRow};
 use super::{DeviceAddr, Store, CIPHERTEXT_MAX, CLIENT_MESSAGE_ID_MAX};
 use crate::crypto::mls::{self, MlsProvider};
 use crate::e2e::group::short_id;

@@ -25,6 +25,7 @@ mod accounts;
 mod devices;
 mod files;
 mod groups;
+mod inbox;
 mod inline;
 mod messages;
 mod profile;
@@ -36,7 +37,7 @@ pub use files::{check_file_ref, StagedUpload};
 pub use groups::{
     parse_group_info, GroupMessage, GroupSendOutcome, LinkSettings, NewGroup, KEY_PACKAGES_PER_DEVICE_MAX, LINK_PREFIX,
 };
-pub use messages::read_inbox;
+pub use inbox::read_inbox;
 pub use profile::{CommandsKey, DescriptionField};
 
 /// File name of the database inside the data directory.

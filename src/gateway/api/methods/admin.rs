@@ -6,14 +6,14 @@
 
 use serde_json::Value;
 
-use super::messages::{chat_id, member_group};
+use super::target::{chat_id, member_group};
 use super::profile::platform_error;
 use super::store_error;
 use crate::gateway::botapi::{ApiError, Params};
 use crate::gateway::runtime::{unix_now, BotShared};
 use crate::gateway::store::{chats, groups::GroupChat};
 use crate::wire::platform::{
-    AdminRights, DeleteGroupMessageRequest, GroupRequest, GroupRole, PromoteGroupMemberRequest, RemoveGroupMemberRequest,
+    AdminRights, DeleteGroupMessageRequest, PromoteGroupMemberRequest, RemoveGroupMemberRequest,
     RestrictGroupMemberRequest, SetGroupTitleRequest, UnbanGroupMemberRequest,
 };
 use crate::wire::rpc;
@@ -143,23 +143,3 @@ pub(super) fn delete_group_message(bot: &BotShared, group: &GroupChat, message_i
     Ok(Value::Bool(true))
 }
 
-/// A post to a channel needs the owner's role or an administrator's can_post_messages (the
-/// platform refuses it too, but only once the outbox sends it: this answers the call now).
-pub(super) fn require_post_right(bot: &BotShared, channel: &GroupChat) -> Result<(), ApiError> {
-    let req = GroupRequest { group_id: channel.group_id.clone(), ..Default::default() };
-    let p = &bot.platform;
-    let info = p.client.get_group(&req, p.opt()).map_err(|e| platform_error(bot, "GetGroup", e))?;
-    let me = info.members.iter().find(|m| m.user.user_id == bot.compat_user_id);
-    let may_post = me.is_some_and(|m| match m.role.enum_value_or_default() {
-        GroupRole::OWNER => true,
-        GroupRole::ADMINISTRATOR => m.rights.can_post_messages,
-        _ => false,
-    });
-    if may_post {
-        return Ok(());
-    }
-    Err(ApiError::bad_request(format!(
-        "not enough rights to post in channel {:?}: the bot needs to be an administrator with can_post_messages",
-        channel.title
-    )))
-}

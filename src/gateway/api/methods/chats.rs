@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::messages::{chat_id, known_chat, member_group};
+use super::target::{chat_id, known_chat, member_group};
 use super::profile::platform_error;
 use super::store_error;
 use crate::gateway::botapi::members::{self, MemberStatus, MemberView};

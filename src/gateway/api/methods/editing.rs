@@ -6,7 +6,8 @@
 use protobuf::MessageField;
 use serde_json::Value;
 
-use super::messages::{chat_id, formatted, formatted_text, remembered, target_chat, Target, CAPTION, SEND_WAIT};
+use super::messages::{formatted, formatted_text, remembered, CAPTION, SEND_WAIT};
+use super::target::{Target, chat_id, target_chat};
 use crate::gateway::botapi::{markup, types, ApiError, Params};
 use crate::gateway::keyboard;
 use crate::gateway::outbox;

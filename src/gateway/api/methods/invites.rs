@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::admin::admin_error;
-use super::messages::{chat_id, member_group};
+use super::target::{chat_id, member_group};
 use crate::gateway::botapi::{members, ApiError, Params};
 use crate::gateway::runtime::BotShared;
 use crate::gateway::updates;

@@ -15,7 +15,8 @@ use std::io::Read;
 use protobuf::MessageField;
 use serde_json::Value;
 
-use super::messages::{self, Target, CAPTION};
+use super::messages::{self, CAPTION};
+use super::target::{self, channel_media_refused, Target};
 use super::store_error;
 use crate::crypto::file::{FileCryptoError, MAX_PLAINTEXT_LEN};
 use crate::e2e::file::{begin_upload, download_verified, upload_encrypted, FileError, FileSource};
@@ -113,16 +114,11 @@ fn dimension(params: &Params, name: &str) -> Result<u32, ApiError> {
     }
 }
 
-/// Media publications in channels are refused (spec item 12): the send methods,
-/// `sendMediaGroup`, `forwardMessage` and `copyMessage` answer alike.
-pub(super) fn channel_media_refused() -> ApiError {
-    ApiError::bad_request("media publications in channels are not supported by this gateway")
-}
 
 /// Where a file may go: a private chat that produced an update, or a group the bot is in
 /// (through MLS, the per-file key inside the application message); not a channel.
 fn media_target(bot: &BotShared, chat_id: i64) -> Result<Target, ApiError> {
-    let target = messages::target_chat(bot, chat_id)?;
+    let target = target::target_chat(bot, chat_id)?;
     if let Target::Group(g) = &target {
         if g.is_channel() {
             return Err(channel_media_refused());
@@ -135,7 +131,7 @@ fn media_target(bot: &BotShared, chat_id: i64) -> Result<Target, ApiError> {
 /// and keyboard, through the durable outbox, to a private chat or a group; answers the sent
 /// Message with the media object.
 fn send_media(bot: &BotShared, params: &Params, kind: MediaKind) -> Result<Value, ApiError> {
-    let chat_id = messages::chat_id(params, "chat_id")?;
+    let chat_id = target::chat_id(params, "chat_id")?;
     let markup = markup::reply_markup(params)?;
     let request = MediaRequest::read(params, kind, kind.name())?;
     let (reply_to, allow_without) = messages::reply_request(params, chat_id)?;
@@ -227,7 +223,7 @@ pub const ALBUM_MAX: usize = 10;
 /// goes with the first. Every item is read and checked before any file is uploaded. Each
 /// message is its own outbox entry, in order; answers the sent Messages.
 pub(super) fn send_media_group(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
-    let chat_id = messages::chat_id(params, "chat_id")?;
+    let chat_id = target::chat_id(params, "chat_id")?;
     let items = params.nested_items("media")?.ok_or_else(|| ApiError::bad_request("media is required"))?;
     if !(ALBUM_MIN..=ALBUM_MAX).contains(&items.len()) {
         return Err(ApiError::bad_request(format!("media must hold {ALBUM_MIN} to {ALBUM_MAX} items, got {}", items.len())));

@@ -6,13 +6,13 @@ use protobuf::MessageField;
 use serde_json::{json, Value};
 
 use super::store_error;
+use super::target::{chat_id, target_chat, Target};
 use crate::gateway::botapi::text::entities::{check_entity_count, entities_from_json, utf16_len, validate_entities};
 use crate::gateway::botapi::text::{self, ParseMode};
 use crate::gateway::botapi::{markup, types, ApiError, Params};
-use crate::gateway::{keyboard, outbox};
+use crate::gateway::outbox;
 use crate::gateway::runtime::{BotShared, Sent};
 use crate::gateway::store::{chats, groups};
-use crate::gateway::updates::ChatRef;
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::{ChatAction, Content, Entity, ForwardOrigin, Location, Text};
 
@@ -160,29 +160,6 @@ fn checked_text_len(text: &str, field: &TextField) -> Result<usize, ApiError> {
     Ok(units)
 }
 
-/// A chat id parameter: an integer (or its decimal text). A `@username` is not resolvable by
-/// the gateway, so it is answered like an unknown chat.
-pub(super) fn chat_id(params: &Params, name: &str) -> Result<i64, ApiError> {
-    match params.get(name) {
-        Some(Value::String(s)) if s.starts_with('@') => Err(ApiError::bad_request(CHAT_NOT_FOUND)),
-        _ => params.required_i64(name),
-    }
-}
-
-/// The reference server's words for a chat it cannot address; bots and SDKs match on them.
-pub(super) const CHAT_NOT_FOUND: &str = "chat not found";
-
-/// A private chat that has produced an update: the only chats this profile can address.
-pub(super) fn known_chat(bot: &BotShared, chat_id: i64) -> Result<chats::PrivateChat, ApiError> {
-    if chat_id <= 0 {
-        return Err(ApiError::bad_request(CHAT_NOT_FOUND));
-    }
-    bot.store
-        .read(|c| chats::private_chat(c, chat_id as u64))
-        .map_err(store_error)?
-        .ok_or_else(|| ApiError::bad_request(CHAT_NOT_FOUND))
-}
-
 /// A message of the durable history, or `None`.
 pub(super) fn remembered(bot: &BotShared, chat_id: i64, message_id: i64) -> Result<Option<chats::HistoryEntry>, ApiError> {
     bot.store.read(|c| chats::lookup(c, chat_id, message_id)).map_err(store_error)
@@ -216,58 +193,10 @@ pub(super) fn send_new_to(bot: &BotShared, target: &Target, content: Content) ->
 fn submit_to(bot: &BotShared, target: &Target, content: Content) -> Result<Sent, ApiError> {
     if let Target::Group(g) = target {
         if g.is_channel() {
-            super::admin::require_post_right(bot, g)?;
+            super::target::require_post_right(bot, g)?;
         }
     }
     outbox::submit(bot, target.chat_id(), content, SEND_WAIT)
-}
-
-/// A chat the bot can send to: a private chat that produced an update, or a group it is in.
-pub(super) enum Target {
-    Private(chats::PrivateChat),
-    Group(groups::GroupChat),
-}
-
-impl Target {
-    pub(super) fn chat_id(&self) -> i64 {
-        match self {
-            Target::Private(p) => p.user_id as i64,
-            Target::Group(g) => g.chat_id,
-        }
-    }
-
-    pub(super) fn as_ref(&self) -> ChatRef<'_> {
-        match self {
-            Target::Private(p) => ChatRef::Private(p),
-            Target::Group(g) => ChatRef::Group(g),
-        }
-    }
-
-    /// What a keyboard's signed context names as its chat.
-    pub(super) fn keyboard_chat(&self) -> keyboard::KeyboardChat<'_> {
-        match self {
-            Target::Private(p) => keyboard::KeyboardChat::Private(p.user_id),
-            Target::Group(g) => keyboard::KeyboardChat::Group(&g.group_id),
-        }
-    }
-}
-
-/// The chat `chat_id` names: a negative id is a group the bot is in (400 naming the chat
-/// otherwise), a positive one a known private chat.
-pub(super) fn target_chat(bot: &BotShared, chat_id: i64) -> Result<Target, ApiError> {
-    if !groups::is_group_chat_id(chat_id) {
-        return known_chat(bot, chat_id).map(Target::Private);
-    }
-    Ok(Target::Group(member_group(bot, chat_id)?))
-}
-
-/// A group or channel the bot is a member of, by its chat id.
-pub(super) fn member_group(bot: &BotShared, chat_id: i64) -> Result<groups::GroupChat, ApiError> {
-    match bot.store.read(move |c| groups::by_chat_id(c, chat_id)).map_err(store_error)? {
-        Some(g) if g.status == groups::Membership::Member => Ok(g),
-        Some(g) => Err(ApiError::bad_request(format!("chat not found: the bot is not a member of {} {chat_id} any more", g.kind))),
-        None => Err(ApiError::bad_request(format!("chat not found: {chat_id} is not a chat of this bot"))),
-    }
 }
 
 /// The history entry of a message the bot just sent.
@@ -328,7 +257,7 @@ fn destination(bot: &BotShared, params: &Params, entry: &chats::HistoryEntry) ->
     let target = target_chat(bot, chat_id(params, "chat_id")?)?;
     if let (Target::Group(g), Some(Body::Media(_))) = (&target, &entry.content.body) {
         if g.is_channel() {
-            return Err(super::media::channel_media_refused());
+            return Err(super::target::channel_media_refused());
         }
     }
     Ok(target)

@@ -23,6 +23,7 @@ mod polls;
 mod profile;
 mod reactions;
 mod refusals;
+mod target;
 mod updates;
 
 use serde_json::Value;

@@ -7,7 +7,8 @@
 use protobuf::MessageField;
 use serde_json::Value;
 
-use super::messages::{chat_id, reply_request, reply_target, send_new_to, target_chat};
+use super::messages::{reply_request, reply_target, send_new_to};
+use super::target::{chat_id, target_chat};
 use crate::crypto;
 use crate::gateway::botapi::{markup, ApiError, Params};
 use crate::gateway::runtime::BotShared;

@@ -6,7 +6,8 @@
 use protobuf::MessageField;
 use serde_json::Value;
 
-use super::messages::{chat_id, known_chat, reply_request, reply_target, send_new};
+use super::messages::{reply_request, reply_target, send_new};
+use super::target::{chat_id, known_chat};
 use crate::gateway::botapi::{markup, params, ApiError, Params};
 use crate::gateway::runtime::{unix_now, BotShared};
 use crate::gateway::store::groups;

@@ -4,7 +4,8 @@
 
 use serde_json::Value;
 
-use super::messages::{chat_id, known_chat, remembered, SEND_WAIT};
+use super::messages::{remembered, SEND_WAIT};
+use super::target::{chat_id, known_chat};
 use super::store_error;
 use crate::gateway::botapi::{ApiError, Params};
 use crate::gateway::outbox;
