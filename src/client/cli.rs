@@ -22,6 +22,7 @@ use super::display;
 use super::chat;
 use super::profile::Profile;
 use crate::cli::{Args, Opt, Until, UsageError};
+use super::cli_common::{message_id_arg, open_profile, ordered, ordered_raw, print_line, usage, Global, REPLY_TO};
 
 const USAGE: &str = "\
 e2e-chat: a terminal client for people on the platform (end-to-end encrypted dialogs with bots)
@@ -256,14 +257,9 @@ pub fn run_cli(args: Vec<String>) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(super) struct Global {
-    server: Option<String>,
-    profile: PathBuf,
-}
 
 /// The global options: before the command or anywhere among its arguments (before `--`).
 const GLOBAL_OPTIONS: [Opt; 2] = [Opt::value("--server"), Opt::value("--profile")];
-pub(super) const REPLY_TO: Opt = Opt::value("--reply-to");
 const TIMEOUT: Opt = Opt::value("--timeout");
 
 /// The options of each command (besides the global ones); for `group` and `channel` those of
@@ -310,10 +306,6 @@ pub(super) fn parse_command<'a>(command: &str, sub: Option<&str>, args: &'a [Str
     Ok(PROGRAM.parse(&context, args, &options, Until::End)?.0)
 }
 
-/// A usage error (exit status 2): a missing, extra or malformed argument.
-pub(super) fn usage(message: String) -> anyhow::Error {
-    UsageError(message).into()
-}
 
 pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
     let mut top_options = GLOBAL_OPTIONS.to_vec();
@@ -409,9 +401,6 @@ fn default_profile_dir() -> PathBuf {
     home.join(".e2e-chat")
 }
 
-pub(super) fn open_profile(global: &Global) -> anyhow::Result<Profile> {
-    Ok(Profile::open_at(&global.profile, global.server.as_deref())?)
-}
 
 fn register(global: &Global, a: &Args) -> anyhow::Result<()> {
     let username = match a.words[..] {
@@ -651,13 +640,6 @@ fn download_args<'a>(a: &Args<'a>) -> anyhow::Result<(&'a str, u64, PathBuf)> {
     Ok((peer, message_id, PathBuf::from(out)))
 }
 
-/// A per-dialog message id (a positive whole number).
-pub(super) fn message_id_arg(what: &str, v: &str) -> anyhow::Result<u64> {
-    match v.parse::<u64>() {
-        Ok(id) if id > 0 => Ok(id),
-        _ => Err(usage(format!("{what} {v:?} is not a message id (a positive whole number)"))),
-    }
-}
 
 /// The `--timeout` of `command`: zero or more seconds, 30 when not given.
 fn timeout_arg(command: &str, a: &Args) -> anyhow::Result<Duration> {
@@ -1261,24 +1243,8 @@ fn entity_json(e: &Entity) -> Value {
     v
 }
 
-/// A JSON object with keys in the given order (serde_json's own map sorts them).
-pub(super) fn ordered(fields: &[(&str, Value)]) -> String {
-    let raw: Vec<(&str, String)> = fields.iter().map(|(k, v)| (*k, v.to_string())).collect();
-    ordered_raw(&raw)
-}
 
-/// Like `ordered`, with values that are already JSON text.
-fn ordered_raw(fields: &[(&str, String)]) -> String {
-    let body: Vec<String> = fields.iter().map(|(k, v)| format!("{}:{v}", Value::from(*k))).collect();
-    format!("{{{}}}", body.join(","))
-}
 
-/// Prints one JSON line, with DEL, C1 and bidi controls escaped too (`display::json_for_terminal`).
-pub(super) fn print_line(line: &str) -> anyhow::Result<()> {
-    let mut out = io::stdout().lock();
-    writeln!(out, "{}", display::json_for_terminal(line)).context("writing to stdout")?;
-    out.flush().context("writing to stdout")
-}
 
 #[cfg(test)]
 mod tests {

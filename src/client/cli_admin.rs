@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use super::admin::{parse_rights, Joined, LinkOptions};
-use super::cli::{open_profile, ordered, print_line, usage, Global};
+use super::cli_common::{open_profile, ordered, print_line, usage, Global};
 use crate::cli::{Args, Opt};
 use crate::wire::platform::InviteLink;
 

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::cli::{open_profile, ordered, print_line, usage, Global};
+use super::cli_common::{open_profile, ordered, print_line, usage, Global};
 use super::deep_link;
 use crate::cli::{Args, Opt};
 

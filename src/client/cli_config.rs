@@ -12,7 +12,7 @@ use anyhow::Context;
 use serde_json::{json, Value};
 
 use super::bot_config;
-use super::cli::{open_profile, ordered, print_line, usage, Global};
+use super::cli_common::{open_profile, ordered, print_line, usage, Global};
 use crate::cli::{Args, Opt};
 
 /// The options of `save-config`.

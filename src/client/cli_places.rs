@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::cli::{message_id_arg, open_profile, ordered, print_line, usage, Global, REPLY_TO};
+use super::cli_common::{message_id_arg, open_profile, ordered, print_line, usage, Global, REPLY_TO};
 use super::places::{LocationInfo, Shared};
 use crate::cli::{Args, Opt};
 

@@ -45,6 +45,7 @@ mod chat;
 mod deep_link;
 mod cli;
 mod cli_admin;
+mod cli_common;
 mod cli_bot;
 mod cli_config;
 mod cli_places;
