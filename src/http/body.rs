@@ -11,7 +11,7 @@
 use std::io::{self, Read};
 use std::time::{Duration, Instant};
 
-use super::conn::Conn;
+use super::socket::Conn;
 use super::head::Framing;
 use super::slots::{Phase, Slots};
 use super::HttpError;

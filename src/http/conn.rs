@@ -2,15 +2,16 @@
 //! keep-alive loop (head → handler → response), and closing without losing the response.
 
 use std::cell::Cell;
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::io::{self, Write};
+use std::net::Shutdown;
 use std::os::fd::{AsRawFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use super::body::Body;
 use super::head::{self, Framing};
-use super::server::{Handler, Request};
+use super::request::{Handler, Request};
+use super::socket::{is_timeout, Conn};
 use super::slots::{Phase, Slots};
 use super::{HttpError, Limits, Response};
 
@@ -21,109 +22,6 @@ const LINGER_BYTES: usize = 256 * 1024;
 /// An idle or stalled connection is evicted for a new one only after this long without
 /// progress, so a client in the middle of sending is not cut off for a newcomer.
 pub const MIN_STALL_TO_EVICT: Duration = Duration::from_millis(200);
-
-/// A socket with a read buffer that survives from one request to the next (pipelining).
-pub struct Conn {
-    stream: TcpStream,
-    buf: Vec<u8>,
-    start: usize,
-    end: usize,
-}
-
-impl Conn {
-    pub fn new(stream: TcpStream, buf: Vec<u8>) -> Conn {
-        Conn { stream, buf, start: 0, end: 0 }
-    }
-
-    pub fn into_buffer(self) -> Vec<u8> {
-        self.buf
-    }
-
-    fn buffered(&self) -> &[u8] {
-        &self.buf[self.start..self.end]
-    }
-
-    fn consume(&mut self, n: usize) {
-        self.start += n;
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        }
-    }
-
-    /// Reads more bytes into the buffer, waiting at most `timeout`. Ok(0) at end of stream or
-    /// when the buffer is full.
-    fn fill(&mut self, timeout: Duration) -> io::Result<usize> {
-        if self.start > 0 {
-            self.buf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-        }
-        if self.end == self.buf.len() {
-            return Ok(0);
-        }
-        self.stream.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
-        let n = retry_interrupted(|| self.stream.read(&mut self.buf[self.end..]))?;
-        self.end += n;
-        Ok(n)
-    }
-
-    /// Reads body bytes: buffered ones first, else straight from the socket.
-    pub fn read_some(&mut self, out: &mut [u8], timeout: Duration) -> io::Result<usize> {
-        if self.start < self.end {
-            let n = out.len().min(self.end - self.start);
-            out[..n].copy_from_slice(&self.buf[self.start..self.start + n]);
-            self.consume(n);
-            return Ok(n);
-        }
-        self.stream.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
-        retry_interrupted(|| self.stream.read(out))
-    }
-
-    /// One line ending in LF (an optional CR before it is dropped), at most `max` bytes without
-    /// its end. None at end of stream; `InvalidData` when longer.
-    pub fn read_line(&mut self, max: usize, timeout: Duration) -> io::Result<Option<Vec<u8>>> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(i) = self.buffered().iter().position(|&b| b == b'\n') {
-                let line = self.buffered()[..i].strip_suffix(b"\r").unwrap_or(&self.buffered()[..i]).to_vec();
-                self.consume(i + 1);
-                if line.len() > max {
-                    return Err(io::ErrorKind::InvalidData.into());
-                }
-                return Ok(Some(line));
-            }
-            if self.buffered().len() > max + 1 {
-                return Err(io::ErrorKind::InvalidData.into());
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(io::ErrorKind::TimedOut.into());
-            }
-            if self.fill(left)? == 0 {
-                return Ok(None);
-            }
-        }
-    }
-
-    /// Writes an interim response (100 Continue).
-    pub fn write_interim(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.stream.write_all(bytes)
-    }
-}
-
-fn retry_interrupted(mut f: impl FnMut() -> io::Result<usize>) -> io::Result<usize> {
-    loop {
-        match f() {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            r => return r,
-        }
-    }
-}
-
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
-}
 
 /// What a worker needs to serve connections.
 pub struct Worker<'a> {

@@ -20,17 +20,20 @@
 //!   on; accept errors (descriptor exhaustion) are retried with a backoff, and [`Health`] says
 //!   whether the listener is serving.
 //!
-//! Modules: `head` parses request heads, `conn` runs one connection (buffered reads, the
-//! keep-alive loop, writing responses), `body` reads a body, `slots` tracks what each worker
-//! waits for (for eviction and shutdown), `server` binds, accepts, and owns the threads.
+//! Modules: `head` parses request heads, `socket` is a connection's buffered socket, `conn`
+//! runs one connection (the keep-alive loop, writing responses), `body` reads a body,
+//! `request` is what a handler gets, `slots` tracks what each worker waits for (for eviction
+//! and shutdown), `server` binds, accepts, and owns the threads.
 
 mod body;
 mod conn;
 mod head;
 mod limits;
+mod request;
 mod response;
 mod server;
 mod slots;
+mod socket;
 
 use std::fmt;
 
@@ -38,7 +41,8 @@ pub use conn::client_gone;
 pub use head::{Framing, Head, Version};
 pub use limits::Limits;
 pub use response::{BodyWriter, Response};
-pub use server::{Handler, Health, HealthReport, Request, Server};
+pub use request::{Handler, Request};
+pub use server::{Health, HealthReport, Server};
 
 /// A request the server refuses or cannot finish reading: the status to answer and a
 /// description that says what was wrong (no request content in it).

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::http::{Request, Response};
 
 /// Echoes the body it read; `/slow` sleeps first; `/panic` panics; `/ignore` leaves the body.
 #[derive(Default)]
