@@ -189,7 +189,7 @@ fn paths(code: &str) -> Vec<Vec<String>> {
             if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
                 continue;
             }
-            expand(&code[start..], &mut Vec::new(), &mut out);
+            expand(&code[start..], &[], &mut out);
         }
     }
     out
@@ -197,8 +197,8 @@ fn paths(code: &str) -> Vec<Vec<String>> {
 
 /// Reads one path at the start of `s` (after the segments in `prefix`) into `out`, spreading
 /// a `{…}` group into one path per member.
-fn expand(s: &str, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-    let mut segments = prefix.clone();
+fn expand(s: &str, prefix: &[String], out: &mut Vec<Vec<String>>) {
+    let mut segments = prefix.to_vec();
     let mut rest = s;
     loop {
         let word: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
@@ -215,7 +215,7 @@ fn expand(s: &str, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
     if let Some(group) = rest.strip_prefix('{') {
         let end = matching(group);
         for member in split_top(&group[..end]) {
-            expand(member.trim(), &mut segments.clone(), out);
+            expand(member.trim(), &segments, out);
         }
         return;
     }
