@@ -23,14 +23,6 @@ use crate::wire::platform::{
 pub const KEY_PACKAGES_LOW: u32 = 10;
 /// How many key packages the platform holds for the device after an upload.
 pub const KEY_PACKAGES_TARGET: u32 = 20;
-/// Profile schema step 4: the groups this device knows.
-pub(super) const GROUPS_V4: &str = "
-CREATE TABLE client_groups (
-    group_id BLOB PRIMARY KEY,            -- 32 bytes
-    title TEXT NOT NULL,                  -- as the platform last told it
-    type INTEGER NOT NULL,                -- platform.proto GroupType
-    last_seq INTEGER NOT NULL DEFAULT 0   -- the highest group_seq processed
-);";
 
 /// A group this device knows (it is in it, or was told about it).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -495,7 +487,7 @@ fn group_edit(
         text,
         entities,
         keyboard: super::message::keyboard_from_wire(now.keyboard.as_ref()),
-        shared: super::places::Shared::from_content(&now),
+        shared: super::shared_item::Shared::from_content(&now),
     }))
 }
 
@@ -512,7 +504,7 @@ mod tests {
     #[test]
     fn remembered_groups_keep_the_newest_title_and_the_highest_seq() {
         let c = Connection::open_in_memory().expect("db");
-        c.execute_batch(GROUPS_V4).expect("table");
+        c.execute_batch(crate::client::schema::GROUPS_V4).expect("table");
         remember_group(&c, &gid(1), "Old", GroupType::GROUP, 5).expect("remember");
         remember_group(&c, &gid(1), "New", GroupType::GROUP, 3).expect("again");
         remember_group(&c, &gid(2), "Another", GroupType::CHANNEL, 1).expect("remember");

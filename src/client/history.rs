@@ -15,33 +15,7 @@ use crate::wire::e2e::{Content, Edit};
 /// How many received messages a profile remembers (the newest).
 pub const MAX_REMEMBERED: i64 = 10_000;
 
-/// Profile schema step 3: the remembered messages. Insertion order (the rowid) tells the newest.
-pub(super) const HISTORY_V3: &str = "
-CREATE TABLE client_messages (
-    peer_user_id INTEGER NOT NULL,
-    message_id INTEGER NOT NULL,
-    -- The message's date (unix seconds), as its envelope carried it.
-    date INTEGER NOT NULL,
-    -- The encoded e2e.Content as received, later edits applied.
-    content BLOB NOT NULL,
-    PRIMARY KEY (peer_user_id, message_id)
-);";
 
-/// Profile schema step 6: the texts this profile sent, per dialog (or group, under
-/// `group_peer`), so that an edit names only a message of our own and keeps its reply and
-/// forward fields (the newest `MAX_REMEMBERED` are kept, as for received ones); and who sent a
-/// received group message, so that only its sender's edit applies to it.
-pub(super) const SENT_V6: &str = "
--- 0: a dialog's message (its sender is the peer), or one remembered before this step.
-ALTER TABLE client_messages ADD COLUMN sender_user_id INTEGER NOT NULL DEFAULT 0;
-CREATE TABLE client_sent (
-    peer_user_id INTEGER NOT NULL,
-    message_id INTEGER NOT NULL,
-    date INTEGER NOT NULL,
-    -- The encoded e2e.Content as sent, our later edits applied.
-    content BLOB NOT NULL,
-    PRIMARY KEY (peer_user_id, message_id)
-);";
 
 /// The `peer_user_id` under which a group's messages are remembered: the top bit set (user
 /// ids stay below 2^53), then 63 bits of the group id, so a group's message ids never meet a
@@ -216,7 +190,7 @@ mod tests {
 
     fn db() -> Connection {
         let c = Connection::open_in_memory().expect("db");
-        c.execute_batch(HISTORY_V3).expect("table");
+        c.execute_batch(crate::client::schema::HISTORY_V3).expect("table");
         c
     }
 
@@ -266,7 +240,7 @@ mod tests {
     #[test]
     fn sent_texts_are_remembered_apart_from_received_ones() {
         let c = db();
-        c.execute_batch(SENT_V6).expect("table");
+        c.execute_batch(crate::client::schema::SENT_V6).expect("table");
         remember(&c, 7, 5, 100, &text("from the bot")).expect("received");
         assert_eq!(load_sent(&c, 7, 5).expect("load"), None, "a received message is not ours");
         let mut mine = text("hello");
@@ -287,7 +261,7 @@ mod tests {
     #[test]
     fn a_group_message_remembers_its_sender() {
         let c = db();
-        c.execute_batch(SENT_V6).expect("step 6");
+        c.execute_batch(crate::client::schema::SENT_V6).expect("step 6");
         remember_group_message(&c, 1 << 63, 4, 100, &text("hi"), 42).expect("remember");
         assert_eq!(group_message_sender(&c, 1 << 63, 4).expect("sender"), Some(42));
         assert_eq!(group_message_sender(&c, 1 << 63, 5).expect("sender"), None, "not remembered");

@@ -13,19 +13,6 @@ use super::profile::Profile;
 use crate::wire::e2e::{Content, InlineChoice, InlineQuery, InlineResults};
 use crate::wire::platform::{ChooseInlineResultRequest, StartInlineSessionRequest};
 
-/// Profile schema step 3 too: the inline sessions this profile opened, with the bot's latest
-/// results and the message a choice sent.
-pub(super) const INLINE_V3: &str = "
-CREATE TABLE client_inline_sessions (
-    session_id INTEGER PRIMARY KEY,
-    peer_user_id INTEGER NOT NULL,
-    query TEXT NOT NULL,
-    -- The encoded e2e.InlineResults last received; NULL before the first.
-    results BLOB,
-    -- The message our choice sent (0 before a choice).
-    chosen_message_id INTEGER NOT NULL DEFAULT 0,
-    chosen_date INTEGER NOT NULL DEFAULT 0
-);";
 
 impl Profile {
     /// Opens an inline session with `bot` and sends it `query`; returns the session id. The

@@ -2,12 +2,12 @@
 //! received message with its sender, entities (with their wire form), keyboard and forward
 //! origin, and the other events of a dialog (`Incoming`).
 
-pub use super::places::Shared;
+pub use super::shared_item::Shared;
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::reaction_type::Kind as WireReactionKind;
 use crate::wire::e2e::Content;
 use crate::wire::platform::InboxEnvelope;
-pub use super::reply_keyboard::ReplyMarkup;
+pub use super::reply_markup::ReplyMarkup;
 use crate::wire::e2e::{
     Entity as WireEntity, Media as WireMedia, ForwardOrigin as WireForwardOrigin, InlineKeyboard, ReactionType as WireReactionType,
 };

@@ -64,7 +64,10 @@ mod places;
 mod profile;
 mod reader;
 mod reply_keyboard;
+mod reply_markup;
+mod schema;
 mod send;
+mod shared_item;
 mod tui;
 
 #[cfg(test)]

@@ -19,18 +19,6 @@ use super::profile::Profile;
 use super::send::new_client_message_id;
 use crate::wire::e2e::Content;
 
-/// Profile schema step 5: the outbox.
-pub(super) const OUTBOX_V5: &str = "
-CREATE TABLE client_outbox (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    -- The peer as the person named it (a username, looked up again at each attempt), or
-    -- `group:` and a group's id in hex.
-    peer TEXT NOT NULL,
-    client_message_id TEXT NOT NULL UNIQUE,
-    -- The message (wire.e2e.Content), not yet encrypted.
-    content BLOB NOT NULL,
-    queued_at INTEGER NOT NULL
-);";
 
 /// A message waiting in the outbox.
 #[derive(Clone, Debug, PartialEq)]

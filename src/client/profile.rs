@@ -24,12 +24,11 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::error::{ClientError, E2eContext, Result};
-use super::history;
 use super::message::Incoming;
 use super::reader::InboxReader;
 use crate::crypto::{self, IdentityKeyPair};
 use crate::e2e;
-use crate::migrations::{self, Step};
+use crate::migrations;
 use crate::wire::platform::RegisterUserRequest;
 use crate::wire::{Credential, Platform};
 
@@ -251,51 +250,12 @@ fn open_db(dir: &Path) -> Result<Connection> {
     if !mode.eq_ignore_ascii_case("wal") {
         log::warn!("profile database {} is in journal mode {mode}, not WAL", path.display());
     }
-    migrations::migrate(&conn, STEPS)?;
+    migrations::migrate(&conn, super::schema::STEPS)?;
     // openmls' own tables (`openmls_*`, versioned by the storage crate), after ours.
     crypto::mls::migrate_storage(&mut conn).map_err(ClientError::Invalid)?;
     Ok(conn)
 }
 
-/// Every version of a profile database, in order (`crate::migrations`); version 1 is frozen.
-pub(crate) const STEPS: &[Step] = &[
-    Step { version: 1, sql: &[e2e::TABLES_V1, CLIENT_V1] },
-    Step { version: 2, sql: &[e2e::inbound::TABLES_V2, CLIENT_V2] },
-    // The received messages a press, an edit or a deletion refers to (`history`).
-    Step { version: 3, sql: &[history::HISTORY_V3, super::inline::INLINE_V3] },
-    // The groups this device is in (`group`); openmls keeps their MLS state in its own tables.
-    Step { version: 4, sql: &[super::group_delivery::GROUPS_V4] },
-    // Messages typed in chat mode that the platform has not taken yet (`outbox`).
-    Step { version: 5, sql: &[super::outbox::OUTBOX_V5] },
-    // The reply keyboard each conversation shows (`reply_keyboard`).
-    Step { version: 6, sql: &[super::reply_keyboard::REPLY_KEYBOARDS_V6] },
-    // The texts this profile sent, for edits (`history`).
-    Step { version: 7, sql: &[history::SENT_V6] },
-];
-
-/// Step 2: the processed seqs give way to the one inbound rule of `e2e::inbound`. Envelopes
-/// are processed in seq order, so the highest processed seq is the cursor.
-const CLIENT_V2: &str = "
-INSERT OR IGNORE INTO e2e_inbound_cursor (id, seq)
-    SELECT 1, max(seq) FROM client_processed WHERE EXISTS (SELECT 1 FROM client_processed);
-DROP TABLE client_processed;
-";
-
-/// The client tables as the release before schema versions created them at every open.
-const CLIENT_V1: &str = "
-         CREATE TABLE IF NOT EXISTS client_account (
-             id INTEGER PRIMARY KEY CHECK (id = 1),
-             server_url TEXT NOT NULL,
-             identity_seed BLOB NOT NULL,
-             user_id INTEGER NOT NULL,
-             device_id INTEGER NOT NULL,
-             device_secret BLOB NOT NULL,
-             username TEXT NOT NULL,
-             display_name TEXT NOT NULL
-         );
-         -- Inbox seqs already opened, so a redelivery after a crash between commit and ack
-         -- is acknowledged silently. The newest PROCESSED_MEMORY are kept.
-         CREATE TABLE IF NOT EXISTS client_processed (seq INTEGER PRIMARY KEY);";
 
 fn load_account(conn: &Connection) -> Result<Option<Account>> {
     Ok(conn
@@ -331,13 +291,14 @@ fn save_account(conn: &Connection, a: &Account) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::history;
 
     #[test]
     fn step_2_turns_the_processed_seqs_into_the_inbound_cursor() {
         let c = Connection::open_in_memory().expect("db");
-        migrations::migrate(&c, &STEPS[..1]).expect("version 1");
+        migrations::migrate(&c, &crate::client::schema::STEPS[..1]).expect("version 1");
         c.execute_batch("INSERT INTO client_processed (seq) VALUES (3), (9), (5)").expect("old rows");
-        migrations::migrate(&c, &STEPS[..2]).expect("version 2");
+        migrations::migrate(&c, &crate::client::schema::STEPS[..2]).expect("version 2");
         assert_eq!(e2e::inbound::cursor(&c).expect("cursor"), 9);
         assert!(e2e::inbound::is_repeat(&c, 9, 1, "x").expect("check"), "what was processed stays processed");
     }
@@ -345,8 +306,8 @@ mod tests {
     #[test]
     fn step_3_gives_a_version_2_profile_an_empty_message_history() {
         let c = Connection::open_in_memory().expect("db");
-        migrations::migrate(&c, &STEPS[..2]).expect("version 2");
-        migrations::migrate(&c, STEPS).expect("version 3");
+        migrations::migrate(&c, &crate::client::schema::STEPS[..2]).expect("version 2");
+        migrations::migrate(&c, crate::client::schema::STEPS).expect("version 3");
         assert_eq!(history::load(&c, 1, 1).expect("load"), None);
         let content = crate::wire::e2e::Content::new();
         history::remember(&c, 1, 1, 0, &content).expect("remember");
@@ -358,7 +319,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let c = open_db(dir.path()).expect("open");
         let version: u32 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).expect("version");
-        assert_eq!(version, STEPS.last().expect("steps").version);
+        assert_eq!(version, crate::client::schema::STEPS.last().expect("steps").version);
         let count = |sql: &str| -> i64 { c.query_row(sql, [], |r| r.get(0)).expect("count") };
         assert_eq!(count("SELECT COUNT(*) FROM client_groups"), 0);
         assert_eq!(count("SELECT COUNT(*) FROM client_outbox"), 0);
@@ -372,12 +333,12 @@ mod tests {
     #[test]
     fn step_6_keeps_what_a_version_5_profile_holds() {
         let c = Connection::open_in_memory().expect("db");
-        migrations::migrate(&c, &STEPS[..5]).expect("version 5");
+        migrations::migrate(&c, &crate::client::schema::STEPS[..5]).expect("version 5");
         let content = crate::e2e::text_content("kept");
         history::remember(&c, 1, 1, 0, &content).expect("remember");
         c.execute("INSERT INTO client_outbox (peer, client_message_id, content, queued_at) VALUES ('bot', 'c1', x'', 0)", [])
             .expect("queued");
-        migrations::migrate(&c, STEPS).expect("version 6");
+        migrations::migrate(&c, crate::client::schema::STEPS).expect("version 6");
         assert_eq!(history::load(&c, 1, 1).expect("load"), Some(content.clone()));
         assert_eq!(c.query_row("SELECT COUNT(*) FROM client_outbox", [], |r| r.get::<_, i64>(0)).expect("count"), 1);
         assert_eq!(history::load_sent(&c, 1, 1).expect("load"), None, "nothing was sent before");

@@ -12,128 +12,11 @@ use protobuf::Message as _;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::error::{ClientError, Result};
-use super::places::{LocationInfo, Shared};
-use crate::wire::e2e::reply_button::Request;
+use super::shared_item::{LocationInfo, Shared};
+pub use super::reply_markup::{ButtonRequest, ReplyButton, ReplyKeyboard, ReplyMarkup};
 use crate::wire::e2e::{Content, ReplyKeyboard as WireKeyboard};
 
-/// Profile schema step 6: the reply keyboard each conversation shows.
-pub(super) const REPLY_KEYBOARDS_V6: &str = "
-CREATE TABLE client_reply_keyboards (
-    -- The dialog's peer, or a group's `history::group_peer`.
-    peer_user_id INTEGER PRIMARY KEY,
-    -- The message that brought it.
-    message_id INTEGER NOT NULL,
-    -- The encoded e2e.ReplyKeyboard.
-    keyboard BLOB NOT NULL
-);";
 
-/// What a reply keyboard button does when used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ButtonRequest {
-    /// Sends the button's text.
-    Text,
-    /// Sends the person's contact card.
-    Contact,
-    /// Sends a location the person gives.
-    Location,
-}
-
-impl ButtonRequest {
-    pub fn name(self) -> &'static str {
-        match self {
-            ButtonRequest::Text => "text",
-            ButtonRequest::Contact => "contact",
-            ButtonRequest::Location => "location",
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReplyButton {
-    pub text: String,
-    pub request: ButtonRequest,
-}
-
-/// A reply keyboard: its rows, and the bot's wishes for it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReplyKeyboard {
-    pub rows: Vec<Vec<ReplyButton>>,
-    /// Hidden once a button was used.
-    pub one_time: bool,
-    pub resize: bool,
-    pub persistent: bool,
-    /// What the input line shows while the keyboard is up ("" for none).
-    pub placeholder: String,
-}
-
-/// What a message does to the person's keyboard.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ReplyMarkup {
-    /// Shows these buttons.
-    Keyboard(ReplyKeyboard),
-    /// Takes the bot's keyboard away.
-    Remove,
-    /// Asks the person to answer this message (chat mode makes the next line a reply to it).
-    ForceReply { placeholder: String },
-}
-
-impl ReplyKeyboard {
-    pub(crate) fn from_wire(k: &WireKeyboard) -> ReplyKeyboard {
-        let rows = k
-            .rows
-            .iter()
-            .map(|row| {
-                row.buttons
-                    .iter()
-                    .map(|b| ReplyButton {
-                        text: b.text.clone(),
-                        request: match b.request.enum_value() {
-                            Ok(Request::CONTACT) => ButtonRequest::Contact,
-                            Ok(Request::LOCATION) => ButtonRequest::Location,
-                            // A request of a newer release: the button still sends its text.
-                            _ => ButtonRequest::Text,
-                        },
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .filter(|row| !row.is_empty())
-            .collect();
-        ReplyKeyboard {
-            rows,
-            one_time: k.one_time_keyboard,
-            resize: k.resize_keyboard,
-            persistent: k.is_persistent,
-            placeholder: k.input_field_placeholder.clone(),
-        }
-    }
-
-    /// Button `n` (from 1, counted across rows as shown).
-    pub fn button(&self, n: usize) -> Option<&ReplyButton> {
-        self.rows.iter().flatten().nth(n.checked_sub(1)?)
-    }
-
-    pub fn len(&self) -> usize {
-        self.rows.iter().map(Vec::len).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-impl ReplyMarkup {
-    /// The markup a received message carries, if any.
-    pub(crate) fn of(content: &Content) -> Option<ReplyMarkup> {
-        if let Some(k) = content.reply_keyboard.as_ref() {
-            let keyboard = ReplyKeyboard::from_wire(k);
-            return (!keyboard.is_empty()).then_some(ReplyMarkup::Keyboard(keyboard));
-        }
-        if content.remove_keyboard.is_some() {
-            return Some(ReplyMarkup::Remove);
-        }
-        content.force_reply.as_ref().map(|f| ReplyMarkup::ForceReply { placeholder: f.input_field_placeholder.clone() })
-    }
-}
 
 /// Whether a group message's markup is meant for this profile: not `selective`, or the
 /// message mentions our username or answers one of our messages. A member receives every
@@ -267,12 +150,13 @@ impl super::profile::Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::e2e::reply_button::Request;
     use crate::wire::e2e::{ForceReply, RemoveKeyboard, ReplyButton as WireButton, ReplyKeyboardRow, Text};
 
     fn db() -> Connection {
         let c = Connection::open_in_memory().expect("db");
-        c.execute_batch(REPLY_KEYBOARDS_V6).expect("table");
-        c.execute_batch(super::super::history::HISTORY_V3).expect("history");
+        c.execute_batch(crate::client::schema::REPLY_KEYBOARDS_V6).expect("table");
+        c.execute_batch(crate::client::schema::HISTORY_V3).expect("history");
         c
     }
 
