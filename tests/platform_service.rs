@@ -674,6 +674,10 @@ mod groups {
         assert!(carol.p.client.list_groups(&pb::ListGroupsRequest::default(), carol.p.opt()).expect("list").groups.is_empty());
 
         // ── The platform's files hold no group plaintext. ──
+        // Read once the server is stopped: closing a descriptor of a database file that this
+        // process opened outside SQLite drops SQLite's POSIX locks on it ("How To Corrupt", 2.2).
+        drop(reader);
+        server.shutdown();
         let mut bytes = Vec::new();
         for name in ["platform.db", "platform.db-wal"] {
             if let Ok(b) = std::fs::read(data.join(name)) {

@@ -273,6 +273,12 @@ impl Store {
             return;
         }
         let path = self.inner.path.clone();
+        // Only when this is the last handle: dropping it closes every connection and joins the
+        // writer, so no open database is unlinked under SQLite.
+        if Arc::strong_count(&self.inner) != 1 {
+            log::warn!("state database {} is still in use; not discarding it", path.display());
+            return;
+        }
         drop(self);
         for suffix in ["", "-wal", "-shm"] {
             let mut p = path.clone().into_os_string();
