@@ -68,12 +68,7 @@ impl Profile {
             return Ok(sent);
         }
         // The text or the bot's file (a cached result), with the bot's signed buttons.
-        let mut content = Content::new();
-        match article.media.into_option() {
-            Some(media) => content.set_media(media),
-            None => content.set_text(article.message.unwrap_or_default()),
-        }
-        content.keyboard = article.keyboard;
+        let mut content = article.choice_content();
         content.via_bot_user_id = peer.user_id;
         content.inline_choice = MessageField::some(InlineChoice {
             session_id,

@@ -1,8 +1,10 @@
 //! What a `Content` is, named for logs and records (never its text): the one list of its
-//! kinds, so the inbox's log lines and the outbox's given-up records say the same.
+//! kinds, so the inbox's log lines and the outbox's given-up records say the same; and the
+//! message an inline result's choice sends, built alike by the bot that signs its buttons and
+//! the client that sends it.
 
 use super::e2e::content::Body;
-use super::e2e::Content;
+use super::e2e::{Content, InlineArticle};
 
 impl Content {
     /// The kind of this content as a person reads it: "message", "file", "edit", ...
@@ -26,5 +28,20 @@ impl Content {
             Some(Body::Poll(_)) => "poll",
             Some(Body::PollVote(_)) => "vote",
         }
+    }
+}
+
+impl InlineArticle {
+    /// The message choosing this result sends: its file (a cached result) or its text, with
+    /// the bot's buttons. The bot signs the buttons for exactly this content; the user's
+    /// client adds only the choice's marks (`via_bot_user_id`, `inline_choice`).
+    pub fn choice_content(&self) -> Content {
+        let mut content = Content::new();
+        match self.media.as_ref() {
+            Some(media) => content.set_media(media.clone()),
+            None => content.set_text(self.message.clone().unwrap_or_default()),
+        }
+        content.keyboard = self.keyboard.clone();
+        content
     }
 }

@@ -147,9 +147,13 @@ pub(super) fn edit_message_media(bot: &BotShared, params: &Params) -> Result<Val
     let (chat, entry) = own_message(bot, params, Change::Edit, Content::has_media)?;
     if !entry.content.media_group_id.is_empty() {
         let was = MediaKind::of(entry.content.media());
-        check_album_mix(&[was, kind])
-            .and_then(|()| if ALBUM_KINDS.contains(&kind) { Ok(()) } else { Err(ApiError::bad_request("")) })
-            .map_err(|_| ApiError::bad_request(format!("message can't be edited: an album's {} can't become a {}", was.name(), kind.name())))?;
+        if !ALBUM_KINDS.contains(&kind) || check_album_mix(&[was, kind]).is_err() {
+            return Err(ApiError::bad_request(format!(
+                "message can't be edited: an album's {} can't become a {}",
+                was.name(),
+                kind.name()
+            )));
+        }
     }
     let mut new = entry.content.clone();
     new.set_media(request.into_media(bot)?);

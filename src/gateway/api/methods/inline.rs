@@ -55,7 +55,7 @@ pub struct ResultRequest {
 
 /// The results of an answer, checked.
 pub fn results_request(params: &Params) -> Result<Vec<ResultRequest>, ApiError> {
-    let Some(results) = params.optional_array("results")? else {
+    let Some(results) = params.nested_items("results")? else {
         return Err(ApiError::bad_request("results is required"));
     };
     if results.len() > RESULTS_MAX {
@@ -75,19 +75,18 @@ pub fn results_request(params: &Params) -> Result<Vec<ResultRequest>, ApiError> 
         .collect()
 }
 
-fn result(r: &Value, i: usize) -> Result<ResultRequest, ApiError> {
+/// One InlineQueryResult, its fields as parameters named `results[i].` in errors.
+fn result(r: &Params, i: usize) -> Result<ResultRequest, ApiError> {
     let at = format!("results[{i}]");
-    let o = r.as_object().ok_or_else(|| ApiError::bad_request(format!("{at} must be an InlineQueryResult object")))?;
-    let kind = o.get("type").and_then(Value::as_str).unwrap_or("");
-    let str_field = |name: &str| o.get(name).and_then(Value::as_str).map(str::to_string);
+    let str_field = |name: &str| r.get(name).and_then(Value::as_str).map(str::to_string);
+    let kind = str_field("type").unwrap_or_default();
     let id = str_field("id").unwrap_or_default();
     if id.is_empty() || id.len() > RESULT_ID_MAX {
         return Err(ApiError::bad_request(format!("{at}.id must be 1 to {RESULT_ID_MAX} bytes")));
     }
-    let fields = object_params(o, &at);
-    let keyboard = markup::inline_keyboard(&fields)?;
-    let text = match o.get("input_message_content") {
-        None | Some(Value::Null) => None,
+    let keyboard = markup::inline_keyboard(r)?;
+    let text = match r.get("input_message_content") {
+        None => None,
         Some(Value::Object(content)) => Some(text_content(content, &at)?),
         Some(_) => return Err(ApiError::bad_request(format!("{at}.input_message_content must be an object"))),
     };
@@ -95,7 +94,7 @@ fn result(r: &Value, i: usize) -> Result<ResultRequest, ApiError> {
         id,
         title: str_field("title").unwrap_or_default(),
         description: str_field("description").unwrap_or_default(),
-        type_: kind.to_string(),
+        type_: kind.clone(),
         keyboard: MessageField::from_option(keyboard),
         message: MessageField::from_option(text),
         ..Default::default()
@@ -115,7 +114,7 @@ fn result(r: &Value, i: usize) -> Result<ResultRequest, ApiError> {
         )));
     };
     let Some(file_id) = str_field(field).filter(|f| !f.trim().is_empty()) else {
-        return Err(ApiError::bad_request(if o.keys().any(|k| k.ends_with("_url")) {
+        return Err(ApiError::bad_request(if r.names().any(|k| k.ends_with("_url")) {
             format!("{at}: results by URL are not supported (external URLs are not supported); send the file_id of a file this gateway issued in {field}")
         } else {
             format!("{at}.{field} is required")
@@ -125,16 +124,8 @@ fn result(r: &Value, i: usize) -> Result<ResultRequest, ApiError> {
     if article.message.is_some() {
         return Ok(ResultRequest { article, file: None });
     }
-    article.message = MessageField::from_option(formatted(&fields, &CAPTION)?.map(|(text, entities)| Text { text, entities, ..Default::default() }));
+    article.message = MessageField::from_option(formatted(r, &CAPTION)?.map(|(text, entities)| Text { text, entities, ..Default::default() }));
     Ok(ResultRequest { article, file: Some((file_id.trim().to_string(), *media_kind)) })
-}
-
-/// A result's fields as parameters (for the keyboard and caption readers), named
-/// `results[i].` in errors.
-fn object_params(o: &Map<String, Value>, at: &str) -> Params {
-    let mut wrapper = Params::new();
-    wrapper.insert_json(at, Value::Object(o.clone()));
-    wrapper.optional_nested(at).ok().flatten().unwrap_or_default()
 }
 
 /// An InputTextMessageContent: `message_text` with `parse_mode` or `entities`. Other contents
@@ -233,22 +224,10 @@ fn resolved(bot: &BotShared, session_id: u64, user_id: u64, r: ResultRequest, i:
         article.media = MessageField::some(media);
     }
     let inline_message_id = format!("{session_id}_{}", article.id);
-    let mut message = choice_content(&article);
+    let mut message = article.choice_content();
     keyboard::attach_inline_context(&bot.identity, bot.compat_user_id, user_id, &inline_message_id, &mut message);
     article.keyboard = message.keyboard;
     Ok(article)
-}
-
-/// The message a choice of `article` sends, as the user's client builds it: the text or the
-/// file, with the buttons.
-pub fn choice_content(article: &InlineArticle) -> Content {
-    let mut content = Content::new();
-    match article.media.as_ref() {
-        Some(media) => content.set_media(media.clone()),
-        None => content.set_text(article.message.clone().unwrap_or_default()),
-    }
-    content.keyboard = article.keyboard.clone();
-    content
 }
 
 #[cfg(test)]
