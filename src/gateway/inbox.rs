@@ -27,7 +27,7 @@ use crate::wire::rpc;
 use crate::crypto;
 use crate::e2e::{self, inbound};
 use crate::wire::e2e::content::Body;
-use crate::wire::platform::{AckRequest, InboxEnvelope, InboxRequest, UploadPrekeysRequest, VerifyCredentialRequest};
+use crate::wire::platform::{AckRequest, InboxEnvelope, UploadPrekeysRequest, VerifyCredentialRequest};
 
 /// Envelopes buffered between the stream and the decrypting thread; when full the stream
 /// thread blocks, and gRPC flow control pushes back on the platform.
@@ -83,9 +83,9 @@ pub fn stream_loop(shared: Arc<BotShared>, tx: Sender<InboxEnvelope>) {
 /// One stream session: check the credential, then forward envelopes until the stream ends.
 fn stream_once(shared: &BotShared, tx: &Sender<InboxEnvelope>) -> Result<(), grpcio::Error> {
     let p = &shared.platform;
-    p.client.verify_credential(&VerifyCredentialRequest::new(), p.opt())?;
+    p.verify_credential(&VerifyCredentialRequest::new())?;
     let mut cancel = shared.stream_cancel();
-    let mut receiver = p.client.inbox(&InboxRequest::new(), p.opt_with_timeout(None))?;
+    let mut receiver = p.inbox()?;
     shared.status.connected.store(true, Ordering::SeqCst);
     BotMetrics::add(&shared.metrics.stream_connects, 1);
     log::info!("bot @{}: connected to the platform inbox", shared.username);
@@ -152,7 +152,7 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
         }
         let mut ack = AckRequest::new();
         ack.seqs = seqs;
-        if let Err(e) = shared.platform.client.ack(&ack, shared.platform.opt()) {
+        if let Err(e) = shared.platform.ack(&ack) {
             // Harmless: unacknowledged envelopes come again and are skipped by the cursor.
             log::warn!("bot @{}: inbox ack failed: {e}", shared.username);
         }
@@ -353,8 +353,7 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
 pub fn replenish_prekeys(shared: &BotShared) -> Result<(), String> {
     let p = &shared.platform;
     let remaining = p
-        .client
-        .upload_prekeys(&UploadPrekeysRequest::new(), p.opt())
+        .upload_prekeys(&UploadPrekeysRequest::new())
         .map_err(|e| e.to_string())?
         .one_time_prekeys_remaining;
     let fresh = shared
@@ -366,7 +365,7 @@ pub fn replenish_prekeys(shared: &BotShared) -> Result<(), String> {
     }
     let mut req = UploadPrekeysRequest::new();
     req.one_time_prekeys = fresh;
-    p.client.upload_prekeys(&req, p.opt()).map_err(|e| e.to_string())?;
+    p.upload_prekeys(&req).map_err(|e| e.to_string())?;
     Ok(())
 }
 
@@ -426,7 +425,7 @@ fn rotate_signed_prekey(shared: &BotShared, publish: bool) -> Result<(), String>
     let mut req = UploadPrekeysRequest::new();
     req.signed_prekey = protobuf::MessageField::some(key);
     let p = &shared.platform;
-    p.client.upload_prekeys(&req, p.opt()).map_err(|e| e.to_string())?;
+    p.upload_prekeys(&req).map_err(|e| e.to_string())?;
     Ok(())
 }
 

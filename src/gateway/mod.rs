@@ -15,6 +15,7 @@ pub mod inbox;
 pub mod keyboard;
 pub mod metrics;
 pub mod outbox;
+pub mod port;
 pub mod registration;
 pub mod runtime;
 pub mod start_error;
@@ -212,14 +213,14 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
         let db = state.bot_database(bot.compat_user_id);
         let store = store::Store::open(&db, &bot.recovery_secret, &bot.bot_id_hex, &threads::thread_name("wr", index))
             .map_err(|why| StartError::Store { bot: name.clone(), why })?;
-        let platform = match registration::register_or_resume(&config.bot_platform_endpoint, bot, &store) {
+        let platform = match registration::register_or_resume(&config.bot_platform_endpoint, bot, index, &store) {
             Ok(p) => p,
             Err(why) => {
                 store.discard_new();
                 return Err(StartError::Registration { bot: name.clone(), why });
             }
         };
-        let shared = Arc::new(BotShared::new(bot, store, platform).with_delivery(config.delivery.clone()));
+        let shared = Arc::new(BotShared::new(bot, store, Arc::new(platform)).with_delivery(config.delivery.clone()));
         if let Err(e) = inbox::replenish_prekeys(&shared) {
             log::warn!("bot @{name}: one-time prekey top-up failed: {e}");
         }

@@ -21,7 +21,7 @@ use rusqlite::Connection;
 use super::botapi::ApiError;
 use super::metrics::BotMetrics;
 use super::runtime::{unix_now, BotShared, Sent, Waited};
-use super::groups::{self as group_send, GroupSend};
+use super::groups::{self as group_send, GroupError, GroupSend};
 use super::store::{groups, outbox, Store, StoreError};
 use crate::backoff::Backoff;
 use crate::crypto;
@@ -125,6 +125,8 @@ enum SendError {
     Store(StoreError),
     /// The platform did not answer (network, deadline) or refused a call.
     Platform(String),
+    /// A group message's step failed (the platform unanswered, or the store).
+    Group(GroupError),
     /// The platform answered, and a group message must wait (its epoch moved on, removals were
     /// due) while the inbox catches up.
     Later(String),
@@ -134,6 +136,7 @@ impl std::fmt::Display for SendError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SendError::Store(e) => write!(f, "{e}"),
+            SendError::Group(e) => write!(f, "group: {e}"),
             SendError::Platform(e) | SendError::Later(e) => write!(f, "platform: {e}"),
         }
     }
@@ -212,7 +215,7 @@ pub fn run(shared: Arc<BotShared>) {
             continue;
         }
         let result = send_pending(&shared, unanswered);
-        unanswered = matches!(result, Err(SendError::Platform(_) | SendError::Store(_)));
+        unanswered = matches!(result, Err(SendError::Platform(_) | SendError::Store(_) | SendError::Group(_)));
         match result {
             Ok(true) => backoff.reset(),
             Ok(false) => {
@@ -253,7 +256,7 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
     let (group_entries, entries): (Vec<_>, Vec<_>) =
         entries.into_iter().partition(|e| groups::is_group_chat_id(e.chat_id));
     let groups_sent = send_to_groups(shared, group_entries);
-    if let Err(e @ SendError::Platform(_)) = groups_sent {
+    if let Err(e @ (SendError::Platform(_) | SendError::Group(_))) = groups_sent {
         // Unanswered: hand nothing more now.
         return Err(e);
     }
@@ -274,7 +277,7 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
     }
     let mut req = SendMessagesRequest::new();
     req.messages = batch.iter().map(|(_, m)| m.clone()).collect();
-    let resp = match shared.platform.client.send_messages(&req, shared.platform.opt()) {
+    let resp = match shared.platform.send_messages(&req) {
         Ok(r) => r,
         Err(e) => {
             if crate::wire::rpc::is_unauthenticated(&e) {
@@ -351,7 +354,7 @@ fn send_to_groups(shared: &BotShared, entries: Vec<outbox::OutboxEntry>) -> Resu
                 later = Some(why);
             }
             // Unanswered (or the store failed): nothing more is handed to the platform now.
-            Err(e) => return Err(SendError::Platform(e)),
+            Err(e) => return Err(SendError::Group(e)),
         }
     }
     match later {
@@ -387,8 +390,7 @@ fn reserve_ids(shared: &BotShared, entries: &[outbox::OutboxEntry]) -> Result<(R
     }
     let resp = shared
         .platform
-        .client
-        .reserve_message_ids(&req, shared.platform.opt())
+        .reserve_message_ids(&req)
         .map_err(|e| SendError::Platform(format!("reserving message ids: {e}")))?;
     let (ok, refused): (Vec<_>, Vec<_>) = resp.ids.into_iter().partition(|r| r.message_id != 0);
     Ok((
@@ -655,8 +657,7 @@ fn fetch_bundles(shared: &BotShared, peer: u64, devices: Vec<u32>) -> Result<Get
     req.device_ids = devices;
     shared
         .platform
-        .client
-        .get_prekey_bundles(&req, shared.platform.opt())
+        .get_prekey_bundles(&req)
         .map_err(|e| SendError::Platform(format!("prekey bundles of user {peer}: {e}")))
 }
 

@@ -12,17 +12,18 @@ use super::store::Store;
 use crate::crypto;
 use crate::e2e::{self, Registration};
 use crate::wire::platform::{ListDevicesRequest, LookupUserRequest, RegisterBotDeviceRequest, VerifyCredentialRequest};
+use super::port::{GrpcPort, PlatformPort};
 use crate::wire::{rpc, Credential, Platform};
 
 /// How long start-up waits for the platform before giving up (the process then exits).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connects, registers this runtime as a device if the state is new, checks the credential,
-/// and returns the platform client authenticated as that device.
-pub fn register_or_resume(endpoint: &str, bot: &BotConfig, store: &Store) -> Result<Platform, String> {
+/// and returns the platform port authenticated as that device.
+pub fn register_or_resume(endpoint: &str, bot: &BotConfig, index: usize, store: &Store) -> Result<GrpcPort, String> {
     let at = format!("bot @{}", bot.username);
     // Before registering anything: a refused config must not leave a device behind.
-    let mut platform = connect_checked(endpoint, bot)?;
+    let mut port = connect_checked(endpoint, bot, &format!("grpc-{index}"))?;
     let existing = store.read(|c| Ok(e2e::registration(c)?)).map_err(|e| format!("{at}: {e}"))?;
     let reg = match existing {
         Some(reg) if reg.user_id != bot.compat_user_id => {
@@ -32,33 +33,32 @@ pub fn register_or_resume(endpoint: &str, bot: &BotConfig, store: &Store) -> Res
             ))
         }
         Some(reg) => reg,
-        None => register(&platform, bot, store).map_err(|e| format!("{at}: {e}"))?,
+        None => register(&port, bot, store).map_err(|e| format!("{at}: {e}"))?,
     };
-    platform.set_credential(Credential::Bot { token: bot.token.clone(), device_id: Some(reg.device_id) });
-    platform
-        .client
-        .verify_credential(&VerifyCredentialRequest::new(), platform.opt())
-        .map_err(|e| refused(&e, bot, reg.device_id))?;
+    port.set_credential(Credential::Bot { token: bot.token.clone(), device_id: Some(reg.device_id) });
+    port.verify_credential(&VerifyCredentialRequest::new()).map_err(|e| refused(&e, bot, reg.device_id))?;
     log::info!("{at}: running as device {} of bot {}", reg.device_id, reg.user_id);
-    report_other_devices(&platform, &at, reg.device_id);
-    Ok(platform)
+    report_other_devices(&port, &at, reg.device_id);
+    Ok(port)
 }
 
 /// Connects to the platform and checks, without registering anything, that the token is the
 /// bot's current one and its username and first_name are the platform's: what start-up does
-/// first, and all that `check-config --connect` does.
-pub fn connect_checked(endpoint: &str, bot: &BotConfig) -> Result<Platform, String> {
+/// first, and all that `check-config --connect` does. The channel's completion-queue thread is
+/// `<thread>-0`.
+pub fn connect_checked(endpoint: &str, bot: &BotConfig, thread: &str) -> Result<GrpcPort, String> {
     let at = format!("bot @{}", bot.username);
-    let platform = Platform::connect(endpoint, Credential::Bot { token: bot.token.clone(), device_id: None })?;
+    let platform = Platform::connect_named(endpoint, Credential::Bot { token: bot.token.clone(), device_id: None }, thread)?;
     if !platform.wait_connected(CONNECT_TIMEOUT) {
         return Err(format!(
             "cannot reach bot_platform_endpoint {endpoint} (no connection within {CONNECT_TIMEOUT:?}): is the \
              platform server running there, and is the address the one @BotManager's config snippet gave?"
         ));
     }
-    platform.client.verify_credential(&VerifyCredentialRequest::new(), platform.opt()).map_err(|e| refused(&e, bot, 0))?;
-    check_profile(&platform, bot).map_err(|e| format!("{at}: {e}"))?;
-    Ok(platform)
+    let port = GrpcPort::new(platform);
+    port.verify_credential(&VerifyCredentialRequest::new()).map_err(|e| refused(&e, bot, 0))?;
+    check_profile(&port, bot).map_err(|e| format!("{at}: {e}"))?;
+    Ok(port)
 }
 
 /// A failed credential check as a start-up error: the refusal's meaning and what to do.
@@ -75,8 +75,8 @@ fn refused(e: &grpcio::Error, bot: &BotConfig, device_id: u32) -> String {
 /// Logs how many OTHER runtimes of the bot are live (hold an Inbox stream now), warning when
 /// there are any: each of them also receives and answers every message. Informational only:
 /// a platform that cannot list devices does not stop the start.
-fn report_other_devices(platform: &Platform, at: &str, own: u32) {
-    let devices = match platform.client.list_devices(&ListDevicesRequest::new(), platform.opt()) {
+fn report_other_devices(platform: &dyn PlatformPort, at: &str, own: u32) {
+    let devices = match platform.list_devices(&ListDevicesRequest::new()) {
         Ok(r) => r.devices,
         Err(e) => {
             log::warn!("{at}: cannot list the bot's devices: {}", rpc::text(&e));
@@ -103,12 +103,11 @@ fn report_other_devices(platform: &Platform, at: &str, own: u32) {
 /// `getMe` answers from the config, and SDKs route `/command@username` by it: a `username` or
 /// `first_name` that is not the platform's (a typo, a stale copy) is refused at start rather
 /// than served.
-fn check_profile(platform: &Platform, bot: &BotConfig) -> Result<(), String> {
+fn check_profile(platform: &dyn PlatformPort, bot: &BotConfig) -> Result<(), String> {
     let mut req = LookupUserRequest::new();
     req.user_id = bot.compat_user_id;
     let profile = platform
-        .client
-        .lookup_user(&req, platform.opt())
+        .lookup_user(&req)
         .map_err(|e| format!("cannot look up the bot's own profile: {}", rpc::text(&e)))?;
     if profile.username != bot.username {
         return Err(format!(
@@ -125,7 +124,7 @@ fn check_profile(platform: &Platform, bot: &BotConfig) -> Result<(), String> {
     Ok(())
 }
 
-fn register(platform: &Platform, bot: &BotConfig, store: &Store) -> Result<Registration, String> {
+fn register(platform: &dyn PlatformPort, bot: &BotConfig, store: &Store) -> Result<Registration, String> {
     let identity = bot.identity();
     let seed = identity.seed();
     let keys = store
@@ -138,8 +137,7 @@ fn register(platform: &Platform, bot: &BotConfig, store: &Store) -> Result<Regis
     req.timestamp = timestamp;
     req.device = protobuf::MessageField::some(keys);
     let resp = platform
-        .client
-        .register_bot_device(&req, platform.opt())
+        .register_bot_device(&req)
         .map_err(|e| format!("the platform refused to register this gateway as a device: {}", rpc::text(&e)))?;
     if resp.bot_user_id != bot.compat_user_id {
         return Err(format!(

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -18,7 +18,8 @@ use super::store::{chats, outbox, queue, Store, StoreError};
 use super::updates;
 use crate::crypto;
 use crate::wire::token;
-use crate::wire::{rpc, Credential, Platform};
+use super::port::PlatformPort;
+use crate::wire::rpc;
 
 /// State shared by the HTTP workers and the bot's threads.
 pub struct BotShared {
@@ -30,7 +31,8 @@ pub struct BotShared {
     /// presses.
     pub identity: crate::crypto::IdentityKeyPair,
     pub store: Store,
-    pub platform: Platform,
+    /// Every call to the platform (`port`): gRPC in production, an in-memory fake in tests.
+    pub platform: Arc<dyn PlatformPort>,
     /// The config's delivery settings (send wait, webhook secret headers), the same for every
     /// bot.
     pub delivery: Delivery,
@@ -208,7 +210,7 @@ impl Status {
 }
 
 impl BotShared {
-    pub fn new(bot: &BotConfig, store: Store, platform: Platform) -> BotShared {
+    pub fn new(bot: &BotConfig, store: Store, platform: Arc<dyn PlatformPort>) -> BotShared {
         BotShared {
             compat_user_id: bot.compat_user_id,
             username: bot.username.clone(),
@@ -333,11 +335,7 @@ impl BotShared {
 
     /// This runtime's device number on the platform (0 before registration).
     pub fn device_id(&self) -> u32 {
-        match self.platform.credential() {
-            Credential::Bot { device_id, .. } => device_id.unwrap_or(0),
-            Credential::Device { device_id, .. } => *device_id,
-            Credential::Anonymous => 0,
-        }
+        self.platform.device_id()
     }
 
     /// The bot's owner removed this runtime's device: said once in the log, then the bot
@@ -493,17 +491,26 @@ fn store_error(e: StoreError) -> ApiError {
     ApiError::internal(e)
 }
 
-/// A real bot (`@b_bot`) over a temporary store, with a platform address nothing listens on,
-/// whose sending methods wait `send_wait`: the unit tests' bot (api methods, outbox).
+/// A real bot (`@b_bot`, device 1) over a temporary store, on an in-memory platform that
+/// answers nothing (every call UNAVAILABLE), whose sending methods wait `send_wait`: the unit
+/// tests' bot (api methods, outbox).
 #[cfg(test)]
-pub fn test_bot(send_wait: std::time::Duration) -> (tempfile::TempDir, std::sync::Arc<BotShared>) {
+pub fn test_bot(send_wait: std::time::Duration) -> (tempfile::TempDir, Arc<BotShared>) {
+    let (dir, bot, _) = test_bot_on_fake(send_wait);
+    (dir, bot)
+}
+
+/// `test_bot`, and the fake platform it calls, for the test to script and inspect.
+#[cfg(test)]
+pub fn test_bot_on_fake(
+    send_wait: std::time::Duration,
+) -> (tempfile::TempDir, Arc<BotShared>, Arc<super::port::fake::FakePlatform>) {
     use crate::gateway::config::{BotConfig, Delivery};
-    use crate::wire::{Credential, Platform};
     crate::crypto::init();
     let dir = tempfile::tempdir().expect("tempdir");
     let token = format!("1:{}", "ab".repeat(32));
     let store = crate::gateway::store::Store::open(&dir.path().join("bot.db"), &[7u8; 32], &"cd".repeat(32), "b_bot").expect("store");
-    let platform = Platform::connect("http://127.0.0.1:9", Credential::Bot { token: token.clone(), device_id: None }).expect("platform");
+    let fake = Arc::new(super::port::fake::FakePlatform::new(1));
     let config = BotConfig {
         bot_id_hex: "cd".repeat(32),
         token,
@@ -513,5 +520,6 @@ pub fn test_bot(send_wait: std::time::Duration) -> (tempfile::TempDir, std::sync
         first_name: "B".into(),
     };
     let delivery = Delivery { send_wait, ..Delivery::default() };
-    (dir, std::sync::Arc::new(BotShared::new(&config, store, platform).with_delivery(delivery)))
+    let bot = Arc::new(BotShared::new(&config, store, fake.clone()).with_delivery(delivery));
+    (dir, bot, fake)
 }

@@ -173,7 +173,7 @@ fn attempt(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Answer>) ->
 
     // SPEC "Bot credential": re-verified before every attempt.
     let p = &shared.platform;
-    if let Err(e) = p.client.verify_credential(&VerifyCredentialRequest::new(), p.opt()) {
+    if let Err(e) = p.verify_credential(&VerifyCredentialRequest::new()) {
         if is_unauthenticated(&e) {
             shared.revoke(&e.to_string());
             return Outcome::Revoked;

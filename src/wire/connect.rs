@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use grpcio::{CallOption, ChannelBuilder, ChannelCredentialsBuilder, Environment, MetadataBuilder};
+use grpcio::{CallOption, ChannelBuilder, ChannelCredentialsBuilder, EnvBuilder, MetadataBuilder};
 
 use super::platform_grpc::PlatformClient;
 
@@ -57,8 +57,14 @@ pub fn parse_endpoint(endpoint: &str) -> Result<(bool, String), String> {
 impl Platform {
     /// Builds a channel; does not wait for the connection (see `wait_connected`).
     pub fn connect(endpoint: &str, credential: Credential) -> Result<Platform, String> {
+        Platform::connect_named(endpoint, credential, "grpc-poll")
+    }
+
+    /// `connect`, with the channel's completion-queue thread named `<thread>-0` (a gateway
+    /// names each bot's after the bot's number, so a thread dump says whose it is).
+    pub fn connect_named(endpoint: &str, credential: Credential, thread: &str) -> Result<Platform, String> {
         let (tls, addr) = parse_endpoint(endpoint)?;
-        let env = Arc::new(Environment::new(1));
+        let env = Arc::new(EnvBuilder::new().cq_count(1).name_prefix(thread).build());
         let builder = ChannelBuilder::new(env)
             .max_receive_message_len(64 << 20)
             .max_send_message_len(64 << 20)

@@ -61,7 +61,7 @@ pub(super) fn ban_chat_member(bot: &BotShared, params: &Params) -> Result<Value,
     let req =
         RemoveGroupMemberRequest { group_id: group.group_id, user_id, until_date: until_date(params)?, ..Default::default() };
     let p = &bot.platform;
-    p.client.remove_group_member(&req, p.opt()).map_err(|e| admin_error(bot, "RemoveGroupMember", "ban a member", e))?;
+    p.remove_group_member(&req).map_err(|e| admin_error(bot, "RemoveGroupMember", "ban a member", e))?;
     Ok(Value::Bool(true))
 }
 
@@ -72,7 +72,7 @@ pub(super) fn unban_chat_member(bot: &BotShared, params: &Params) -> Result<Valu
     let only_if_banned = params.flag("only_if_banned")?;
     let req = UnbanGroupMemberRequest { group_id: group.group_id, user_id, only_if_banned, ..Default::default() };
     let p = &bot.platform;
-    p.client.unban_group_member(&req, p.opt()).map_err(|e| admin_error(bot, "UnbanGroupMember", "unban a member", e))?;
+    p.unban_group_member(&req).map_err(|e| admin_error(bot, "UnbanGroupMember", "unban a member", e))?;
     Ok(Value::Bool(true))
 }
 
@@ -92,7 +92,7 @@ pub(super) fn restrict_chat_member(bot: &BotShared, params: &Params) -> Result<V
         ..Default::default()
     };
     let p = &bot.platform;
-    p.client.restrict_group_member(&req, p.opt()).map_err(|e| admin_error(bot, "RestrictGroupMember", "restrict a member", e))?;
+    p.restrict_group_member(&req).map_err(|e| admin_error(bot, "RestrictGroupMember", "restrict a member", e))?;
     Ok(Value::Bool(true))
 }
 
@@ -113,7 +113,7 @@ pub(super) fn promote_chat_member(bot: &BotShared, params: &Params) -> Result<Va
     };
     let req = PromoteGroupMemberRequest { group_id: group.group_id, user_id, rights: Some(rights).into(), ..Default::default() };
     let p = &bot.platform;
-    p.client.promote_group_member(&req, p.opt()).map_err(|e| admin_error(bot, "PromoteGroupMember", "promote a member", e))?;
+    p.promote_group_member(&req).map_err(|e| admin_error(bot, "PromoteGroupMember", "promote a member", e))?;
     Ok(Value::Bool(true))
 }
 
@@ -123,7 +123,7 @@ pub(super) fn set_chat_title(bot: &BotShared, params: &Params) -> Result<Value, 
     let title = params.required_str("title")?;
     let req = SetGroupTitleRequest { group_id: group.group_id, title, ..Default::default() };
     let p = &bot.platform;
-    p.client.set_group_title(&req, p.opt()).map_err(|e| admin_error(bot, "SetGroupTitle", "change the title", e))?;
+    p.set_group_title(&req).map_err(|e| admin_error(bot, "SetGroupTitle", "change the title", e))?;
     Ok(Value::Bool(true))
 }
 
@@ -135,8 +135,7 @@ pub(super) fn delete_group_message(bot: &BotShared, group: &GroupChat, message_i
     }
     let req = DeleteGroupMessageRequest { group_id: group.group_id.clone(), message_id: message_id as u64, ..Default::default() };
     let p = &bot.platform;
-    p.client
-        .delete_group_message(&req, p.opt())
+    p.delete_group_message(&req)
         .map_err(|e| admin_error(bot, "DeleteGroupMessage", "delete this message", e))?;
     let chat_id = group.chat_id;
     bot.store.write(move |c| chats::forget(c, chat_id, message_id)).map_err(store_error)?;

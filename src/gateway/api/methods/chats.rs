@@ -19,7 +19,7 @@ use crate::wire::platform::{Group, GroupRequest};
 fn group_with_members(bot: &BotShared, params: &Params) -> Result<(GroupChat, Group), ApiError> {
     let group = member_group(bot, chat_id(params, "chat_id")?)?;
     let req = GroupRequest { group_id: group.group_id.clone(), ..Default::default() };
-    let info = bot.platform.client.get_group(&req, bot.platform.opt()).map_err(|e| platform_error(bot, "GetGroup", e))?;
+    let info = bot.platform.get_group(&req).map_err(|e| platform_error(bot, "GetGroup", e))?;
     Ok((group, info))
 }
 
@@ -98,7 +98,7 @@ pub(super) fn get_chat_administrators(bot: &BotShared, params: &Params) -> Resul
 pub(super) fn leave_chat(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let group = member_group(bot, chat_id(params, "chat_id")?)?;
     let req = GroupRequest { group_id: group.group_id.clone(), ..Default::default() };
-    bot.platform.client.leave_group(&req, bot.platform.opt()).map_err(|e| platform_error(bot, "LeaveGroup", e))?;
+    bot.platform.leave_group(&req).map_err(|e| platform_error(bot, "LeaveGroup", e))?;
     // The platform's LEFT delivery forgets the epoch secrets; the status changes here at once
     // so that no send slips through meanwhile.
     let gid = group.group_id;

@@ -43,7 +43,7 @@ pub(super) fn create_chat_invite_link(bot: &BotShared, params: &Params) -> Resul
     let req =
         CreateInviteLinkRequest { group_id: group.group_id, settings: Some(link_settings(params)?).into(), ..Default::default() };
     let p = &bot.platform;
-    let link = p.client.create_invite_link(&req, p.opt()).map_err(|e| admin_error(bot, "CreateInviteLink", "create an invite link", e))?;
+    let link = p.create_invite_link(&req).map_err(|e| admin_error(bot, "CreateInviteLink", "create an invite link", e))?;
     Ok(link_json(&link))
 }
 
@@ -54,7 +54,7 @@ pub(super) fn edit_chat_invite_link(bot: &BotShared, params: &Params) -> Result<
     let req =
         EditInviteLinkRequest { group_id: group.group_id, link, settings: Some(link_settings(params)?).into(), ..Default::default() };
     let p = &bot.platform;
-    let link = p.client.edit_invite_link(&req, p.opt()).map_err(|e| admin_error(bot, "EditInviteLink", "edit an invite link", e))?;
+    let link = p.edit_invite_link(&req).map_err(|e| admin_error(bot, "EditInviteLink", "edit an invite link", e))?;
     Ok(link_json(&link))
 }
 
@@ -63,7 +63,7 @@ pub(super) fn revoke_chat_invite_link(bot: &BotShared, params: &Params) -> Resul
     let group = member_group(bot, chat_id(params, "chat_id")?)?;
     let req = InviteLinkRequest { group_id: group.group_id, link: params.required_str("invite_link")?, ..Default::default() };
     let p = &bot.platform;
-    let link = p.client.revoke_invite_link(&req, p.opt()).map_err(|e| admin_error(bot, "RevokeInviteLink", "revoke an invite link", e))?;
+    let link = p.revoke_invite_link(&req).map_err(|e| admin_error(bot, "RevokeInviteLink", "revoke an invite link", e))?;
     Ok(link_json(&link))
 }
 
@@ -73,7 +73,7 @@ pub(super) fn export_chat_invite_link(bot: &BotShared, params: &Params) -> Resul
     let group = member_group(bot, chat_id(params, "chat_id")?)?;
     let req = GroupRequest { group_id: group.group_id, ..Default::default() };
     let p = &bot.platform;
-    let link = p.client.export_invite_link(&req, p.opt()).map_err(|e| admin_error(bot, "ExportInviteLink", "export an invite link", e))?;
+    let link = p.export_invite_link(&req).map_err(|e| admin_error(bot, "ExportInviteLink", "export an invite link", e))?;
     Ok(Value::String(link.link))
 }
 
@@ -90,8 +90,7 @@ fn decision(bot: &BotShared, params: &Params) -> Result<JoinRequestDecision, Api
 pub(super) fn approve_chat_join_request(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let req = decision(bot, params)?;
     let p = &bot.platform;
-    p.client
-        .approve_join_request(&req, p.opt())
+    p.approve_join_request(&req)
         .map_err(|e| admin_error(bot, "ApproveJoinRequest", "approve a join request", e))?;
     Ok(Value::Bool(true))
 }
@@ -100,8 +99,7 @@ pub(super) fn approve_chat_join_request(bot: &BotShared, params: &Params) -> Res
 pub(super) fn decline_chat_join_request(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let req = decision(bot, params)?;
     let p = &bot.platform;
-    p.client
-        .decline_join_request(&req, p.opt())
+    p.decline_join_request(&req)
         .map_err(|e| admin_error(bot, "DeclineJoinRequest", "decline a join request", e))?;
     Ok(Value::Bool(true))
 }

@@ -297,7 +297,7 @@ pub(super) fn check_album_mix(kinds: &[MediaKind]) -> Result<(), ApiError> {
 /// (the platform stores it when a method uses it: `upload`).
 impl FileIntake for BotShared {
     fn take(&self, part: &mut dyn Read) -> Result<StreamedFile, FileError> {
-        begin_upload(&self.platform, part).map(StreamedFile::pending).inspect_err(|e| {
+        self.platform.file_transfers().map_err(FileError::Rpc).and_then(|p| begin_upload(p, part)).map(StreamedFile::pending).inspect_err(|e| {
             if !matches!(e, FileError::Crypto(FileCryptoError::TooLarge)) {
                 log::warn!("bot @{}: streaming an uploaded file to the platform failed: {e}", self.username);
             }
@@ -313,7 +313,7 @@ fn upload(bot: &BotShared, file: &UploadedFile, kind: MediaKind) -> Result<Media
     let uploaded = match &file.streamed {
         // Encrypted and sent while the request was read: the platform only has to keep it.
         Some(streamed) => streamed.store(),
-        None => upload_encrypted(&bot.platform, &file.bytes[..]),
+        None => bot.platform.file_transfers().map_err(FileError::Rpc).and_then(|p| upload_encrypted(p, &file.bytes[..])),
     }
     .map_err(|e| transfer_error(bot, "upload", e))?;
     let mime_type = match file.content_type.as_deref().map(str::trim) {
@@ -419,7 +419,7 @@ pub fn download(bot: &BotShared, file_path: &str) -> Result<Download, ApiError> 
     let Some(source) = FileSource::of(m) else {
         return Err(ApiError::internal(format!("stored file {} is malformed", record.file_id)));
     };
-    let verified = download_verified(&bot.platform, &source, bot.store.directory())
+    let verified = bot.platform.file_transfers().map_err(FileError::Rpc).and_then(|p| download_verified(p, &source, bot.store.directory()))
         .map_err(|e| transfer_error(bot, "download", e))?;
     let content_type = if m.mime_type.is_empty() { "application/octet-stream".to_string() } else { m.mime_type.clone() };
     Ok(Download {

@@ -153,8 +153,7 @@ fn store_commands(bot: &BotShared, list: &CommandList, commands: Vec<(String, St
         .map(|(command, description)| BotCommand { command, description, ..Default::default() })
         .collect();
     bot.platform
-        .client
-        .set_bot_commands(&req, bot.platform.opt())
+        .set_bot_commands(&req)
         .map_err(|e| platform_error(bot, "SetBotCommands", e))?;
     Ok(Value::Bool(true))
 }
@@ -182,8 +181,7 @@ pub(super) fn get_my_commands(bot: &BotShared, params: &Params) -> Result<Value,
     req.language_code = list.language_code;
     let resp = bot
         .platform
-        .client
-        .get_bot_commands(&req, bot.platform.opt())
+        .get_bot_commands(&req)
         .map_err(|e| platform_error(bot, "GetBotCommands", e))?;
     Ok(Value::Array(
         resp.commands.iter().map(|c| json!({"command": c.command, "description": c.description})).collect(),
@@ -197,8 +195,7 @@ fn set_description(bot: &BotShared, params: &Params, field: Field, name: &str, m
     req.language_code = language_code(params)?;
     req.text = text;
     bot.platform
-        .client
-        .set_bot_description(&req, bot.platform.opt())
+        .set_bot_description(&req)
         .map_err(|e| platform_error(bot, "SetBotDescription", e))?;
     Ok(Value::Bool(true))
 }
@@ -209,8 +206,7 @@ fn get_description(bot: &BotShared, params: &Params) -> Result<(String, String),
     req.language_code = language_code(params)?;
     let resp = bot
         .platform
-        .client
-        .get_bot_description(&req, bot.platform.opt())
+        .get_bot_description(&req)
         .map_err(|e| platform_error(bot, "GetBotDescription", e))?;
     Ok((resp.description, resp.short_description))
 }

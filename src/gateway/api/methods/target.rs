@@ -91,7 +91,7 @@ pub(super) fn member_group(bot: &BotShared, chat_id: i64) -> Result<groups::Grou
 pub(super) fn require_post_right(bot: &BotShared, channel: &GroupChat) -> Result<(), ApiError> {
     let req = GroupRequest { group_id: channel.group_id.clone(), ..Default::default() };
     let p = &bot.platform;
-    let info = p.client.get_group(&req, p.opt()).map_err(|e| platform_error(bot, "GetGroup", e))?;
+    let info = p.get_group(&req).map_err(|e| platform_error(bot, "GetGroup", e))?;
     let me = info.members.iter().find(|m| m.user.user_id == bot.compat_user_id);
     let may_post = me.is_some_and(|m| match m.role.enum_value_or_default() {
         GroupRole::OWNER => true,

@@ -1,0 +1,141 @@
+//! The bot's own commits: made and recorded in one writer job with a client message id, then
+//! sent; a retry or a restart resends exactly the recorded commit, so a lost answer never
+//! leaves this device and the platform at different epochs. Accepted → merged; refused →
+//! discarded (an external join: the group is forgotten).
+
+use protobuf::Message as _;
+use rusqlite::Connection;
+
+use super::GroupError;
+use crate::clock::unix_now;
+use crate::crypto;
+use crate::e2e::group::{self as mls_group, CommitOut};
+use crate::gateway::runtime::BotShared;
+use crate::gateway::store::groups::{self, Membership, PendingCommit};
+use crate::gateway::store::{Result as StoreResult, StoreError};
+use crate::wire::platform::{
+    group_delivery::Kind as DeliveryKind, send_group_message_response::Status as GroupStatus, GroupRole, InboxEnvelope,
+    SendGroupMessageRequest, SendGroupMessageResponse,
+};
+
+/// How the platform answered one of our commits.
+#[derive(Debug)]
+pub(super) enum CommitAnswer {
+    Accepted,
+    /// STALE_EPOCH, REJECTED or REMOVALS_PENDING: discarded here.
+    Refused(SendGroupMessageResponse),
+    /// Nothing to commit.
+    Nothing,
+}
+
+/// Makes (unless one is recorded already) and sends our commit of a group, and settles it.
+pub(super) fn commit(
+    shared: &BotShared,
+    gid: &[u8],
+    make: impl FnOnce(&Connection) -> StoreResult<Option<(CommitOut, bool)>> + Send + 'static,
+) -> Result<CommitAnswer, GroupError> {
+    let g = gid.to_vec();
+    let pending = shared.store.write(move |c| {
+        if let Some(p) = groups::pending_commit(c, &g)? {
+            return Ok(Some(p));
+        }
+        let Some((out, external)) = make(c)? else { return Ok(None) };
+        let req = SendGroupMessageRequest {
+            group_id: g.clone(),
+            client_message_id: crypto::hex_encode(&crypto::random_bytes::<16>()),
+            message: out.message,
+            group_info: out.group_info,
+            welcome: out.welcome,
+            ..Default::default()
+        };
+        let request = req.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode commit: {e}")))?;
+        let p = PendingCommit { client_message_id: req.client_message_id, request, external };
+        groups::set_pending_commit(c, &g, &p)?;
+        Ok(Some(p))
+    })?;
+    match pending {
+        Some(p) => settle(shared, gid, p),
+        None => Ok(CommitAnswer::Nothing),
+    }
+}
+
+/// Sends a recorded commit (again) and records the answer: merged when accepted, discarded
+/// when refused. A failed call leaves it recorded for the next try.
+fn settle(shared: &BotShared, gid: &[u8], p: PendingCommit) -> Result<CommitAnswer, GroupError> {
+    let req = SendGroupMessageRequest::parse_from_bytes(&p.request)
+        .map_err(|e| StoreError::Corrupt(format!("stored commit of group {}: {e}", mls_group::short_id(gid))))?;
+    let resp = shared.platform.send_group_message(&req).map_err(|e| GroupError::platform("SendGroupMessage (a commit)", gid, e))?;
+    let accepted = resp.status.enum_value_or_default() == GroupStatus::OK;
+    let (g, cmid, external) = (gid.to_vec(), p.client_message_id, p.external);
+    shared.store.write(move |c| {
+        if !groups::clear_pending_commit(c, &g, &cmid)? {
+            return Ok(()); // settled meanwhile (a retry's answer, or a commit that lost)
+        }
+        match (accepted, external) {
+            (true, true) => groups::set_status(c, &g, Membership::Member, unix_now()),
+            (true, false) => Ok(mls_group::commit_accepted(c, &g)?),
+            (false, true) => Ok(mls_group::forget(c, &g)?),
+            (false, false) => Ok(mls_group::commit_refused(c, &g)?),
+        }
+    })?;
+    Ok(if accepted { CommitAnswer::Accepted } else { CommitAnswer::Refused(resp) })
+}
+
+/// Before the inbox processes a group's messages: a commit of ours still awaiting its answer
+/// (a lost reply, a crash) is settled first, or the messages of the epoch it started would not
+/// open. `Err` when one could not be settled (the platform unreachable): the batch must wait.
+pub fn settle_pending(shared: &BotShared, envelopes: &[InboxEnvelope]) -> Result<(), GroupError> {
+    let mut seen: Vec<&[u8]> = Vec::new();
+    for d in envelopes.iter().filter_map(|e| e.group.as_ref()) {
+        let gid = d.group_id.as_slice();
+        if d.kind.enum_value_or_default() != DeliveryKind::MLS_MESSAGE || seen.contains(&gid) {
+            continue;
+        }
+        seen.push(gid);
+        let owned = gid.to_vec();
+        if let Some(p) = shared.store.read(move |c| groups::pending_commit(c, &owned))? {
+            settle(shared, gid, p)?;
+        }
+    }
+    Ok(())
+}
+
+/// The members this bot banned (or removed by `unbanChatMember`) in a batch: (group, user).
+/// Their leaves are the bot's to remove, right after the batch (`commit_removals`).
+pub fn removals_by(me: u64, envelopes: &[InboxEnvelope]) -> Vec<(Vec<u8>, u64)> {
+    let mut due: Vec<(Vec<u8>, u64)> = Vec::new();
+    for d in envelopes.iter().filter_map(|e| e.group.as_ref()) {
+        let Some(change) = d.change.as_ref().filter(|_| d.kind.enum_value_or_default() == DeliveryKind::MEMBERSHIP) else {
+            continue;
+        };
+        let (user, role) = (change.new.user.user_id, change.new.role.enum_value_or_default());
+        let gone = matches!(role, GroupRole::BANNED | GroupRole::LEFT);
+        if gone && change.actor.user_id == me && user != me && !due.contains(&(d.group_id.clone(), user)) {
+            due.push((d.group_id.clone(), user));
+        }
+    }
+    due
+}
+
+/// Commits the removal of the leaves of users this bot removed, so that they read nothing sent
+/// after it. A failure is only logged: the platform refuses application messages until the
+/// leaves are gone (REMOVALS_PENDING), so the next sender commits them then.
+pub fn commit_removals(shared: &BotShared, due: Vec<(Vec<u8>, u64)>) {
+    for (gid, user) in due {
+        let g = gid.clone();
+        let answer = commit(shared, &gid, move |c| {
+            if mls_group::epoch(c, &g)?.is_none() {
+                return Ok(None); // not in the group (any more)
+            }
+            Ok(mls_group::remove_users(c, &g, &[user])?.map(|out| (out, false)))
+        });
+        match answer {
+            Ok(a) => log::debug!("bot @{}: removal of user {user} from group {}: {a:?}", shared.username, mls_group::short_id(&gid)),
+            Err(e) => log::warn!(
+                "bot @{}: committing the removal of user {user} from group {} failed (the next sender commits it): {e}",
+                shared.username,
+                mls_group::short_id(&gid)
+            ),
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Importing one group delivery inside the inbox's writer job: a role change, a title, a
+//! Welcome, a join request, a deletion, or an MLS message (a member's message or a commit).
+//! MLS state, update and inbox cursor commit together.
+
+use protobuf::Message as _;
+use rusqlite::Connection;
+
+use crate::clock::unix_now;
+use crate::e2e::group::{self as mls_group, Received};
+use crate::gateway::botapi::types::UserView;
+use crate::gateway::history::checked_user_message;
+use crate::gateway::store::groups::{self, GroupChat, Membership};
+use crate::gateway::store::{chats, files, Result as StoreResult, StoreError};
+use crate::gateway::updates;
+use crate::wire::e2e::{content::Body, Content};
+use crate::wire::platform::{group_delivery::Kind as DeliveryKind, GroupRole, GroupType, InboxEnvelope};
+
+fn kind_name(t: GroupType) -> &'static str {
+    match t {
+        GroupType::CHANNEL => "channel",
+        GroupType::GROUP => "group",
+    }
+}
+
+/// Imports one group delivery (the envelope's `group` is set) inside the inbox's writer job.
+pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult<()> {
+    let d = env.group.get_or_default();
+    let gid = d.group_id.as_slice();
+    let kind = kind_name(d.type_.enum_value_or_default());
+    let now = unix_now();
+    match d.kind.enum_value_or_default() {
+        DeliveryKind::MEMBERSHIP => {
+            let change = d.change.get_or_default();
+            let new = change.new.get_or_default();
+            let about_me = new.user.user_id == me.id as u64;
+            let known = groups::by_group_id(c, gid)?;
+            let status = match (about_me, new.role.enum_value_or_default()) {
+                (true, GroupRole::INVITED) => Membership::Invited,
+                (true, GroupRole::LEFT | GroupRole::BANNED) => {
+                    // Out: nothing more arrives, and the epoch secrets are deleted.
+                    mls_group::forget(c, gid)?;
+                    groups::clear_commit(c, gid)?;
+                    Membership::Gone
+                }
+                (true, _) => Membership::Member,
+                // Someone else's change: our own standing stays as it was.
+                (false, _) => match &known {
+                    Some(g) => g.status,
+                    None => return Ok(()), // a group we are not in (yet)
+                },
+            };
+            let group = groups::upsert(c, gid, &d.title, kind, status, now)?;
+            updates::enqueue_member_change(c, me, &group, change, env.date)
+        }
+        DeliveryKind::TITLE => {
+            let change = d.change.get_or_default();
+            let Some(known) = groups::by_group_id(c, gid)? else { return Ok(()) };
+            let group = groups::upsert(c, gid, &change.title, kind, known.status, now)?;
+            updates::enqueue_new_chat_title(c, &group, change.actor.get_or_default(), env.message_id, env.date)
+        }
+        DeliveryKind::WELCOME => {
+            // Invited and added at once: this runtime may have joined by its own external
+            // commit already (which replaced the leaf the Welcome is for). Keep that state.
+            if mls_group::epoch(c, gid)?.is_some() {
+                log::debug!("ignoring a Welcome to group {}: joined already", mls_group::short_id(gid));
+                return Ok(());
+            }
+            let joined = mls_group::join_welcome(c, &env.ciphertext)?;
+            if joined != gid {
+                return Err(StoreError::Refused(format!(
+                    "a Welcome for group {} arrived as group {}",
+                    mls_group::short_id(&joined),
+                    mls_group::short_id(gid)
+                )));
+            }
+            groups::upsert(c, gid, &d.title, kind, Membership::Member, now)?;
+            Ok(())
+        }
+        DeliveryKind::JOIN_REQUEST => {
+            let Some(group) = groups::by_group_id(c, gid)? else { return Ok(()) };
+            updates::enqueue_join_request(c, &group, d.join_request.get_or_default())
+        }
+        DeliveryKind::DELETED => {
+            // The platform checked the deleter's right; the message leaves the history (the
+            // Bot API has no update for a deletion).
+            let Some(group) = groups::by_group_id(c, gid)? else { return Ok(()) };
+            chats::forget(c, group.chat_id, d.deleted_message_id as i64)
+        }
+        DeliveryKind::MLS_MESSAGE => {
+            let Some(group) = groups::by_group_id(c, gid)? else {
+                return Err(StoreError::Refused(format!("a message of group {} we are not in", mls_group::short_id(gid))));
+            };
+            match mls_group::receive(c, gid, &env.ciphertext)? {
+                Received::Application { sender, plaintext } => import_message(c, env, me, &group, sender.0, &plaintext),
+                Received::Commit { removed_me, .. } => {
+                    // Another member's commit won this epoch: a commit of ours made in it is
+                    // void (openmls discarded it while merging).
+                    groups::clear_commit(c, gid)?;
+                    if removed_me {
+                        groups::set_status(c, gid, Membership::Gone, now)?;
+                    }
+                    Ok(())
+                }
+                Received::Ignored => Ok(()),
+            }
+        }
+    }
+}
+
+/// A member's application message: its content enters the group's history, and a message (a
+/// text, file, location, venue, contact or dice) becomes a `message` update.
+fn import_message(
+    c: &Connection,
+    env: &InboxEnvelope,
+    me: &UserView,
+    group: &GroupChat,
+    sender: u64,
+    plaintext: &[u8],
+) -> StoreResult<()> {
+    if sender != env.sender_user_id {
+        return Err(StoreError::Refused(format!(
+            "group {}: the platform says user {} sent a message signed by user {sender}",
+            mls_group::short_id(&group.group_id),
+            env.sender_user_id
+        )));
+    }
+    let content = Content::parse_from_bytes(plaintext).map_err(|_| StoreError::E2e(crate::e2e::E2eError::BadContent))?;
+    groups::remember_user(
+        c,
+        &groups::GroupUser {
+            user_id: sender,
+            username: env.sender_username.clone(),
+            first_name: env.sender_display_name.clone(),
+            is_bot: env.sender_is_bot,
+        },
+    )?;
+    // Bots do not see bots' messages, their own (another runtime's) included.
+    if env.sender_is_bot || sender == me.id as u64 {
+        return Ok(());
+    }
+    match &content.body {
+        _ if content.is_message() => {
+            let content = checked_user_message(content, sender)?;
+            if let Some(Body::Media(media)) = &content.body {
+                files::issue(c, media, unix_now())?;
+            }
+            let entry = chats::HistoryEntry {
+                chat_id: group.chat_id,
+                message_id: env.message_id as i64,
+                from_bot: false,
+                sender_id: sender as i64,
+                date: env.date,
+                content,
+                edit_date: 0,
+            };
+            chats::record(c, &entry)?;
+            updates::enqueue_group_message(c, me, group, &entry)
+        }
+        // A member's edit of their own message (a channel's poster's of their post).
+        Some(Body::Edit(edit)) => updates::enqueue_user_edit(c, me, updates::ChatRef::Group(group), sender, edit, env.date),
+        _ => Ok(()),
+    }
+}

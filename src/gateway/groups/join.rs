@@ -1,0 +1,114 @@
+//! Joining (on `in/<n>` after each batch and at start): checks the bot's `groups` capability (a
+//! bot without it leaves at once, so the adding user sees a refusal), fetches the GroupInfo and
+//! joins by an external commit. And the stock of key packages for members who add the bot by
+//! Welcome.
+
+use super::commit::{commit, CommitAnswer};
+use super::GroupError;
+use crate::clock::unix_now;
+use crate::e2e::group as mls_group;
+use crate::gateway::runtime::BotShared;
+use crate::gateway::store::groups::{self, GroupChat, Membership};
+use crate::gateway::store::StoreError;
+use crate::wire::platform::{
+    send_group_message_response::Status as GroupStatus, GroupRequest, KeyPackagesUpload, VerifyCredentialRequest,
+};
+
+/// How often a join is tried again at once after the group moved on under it (STALE_EPOCH).
+const JOIN_TRIES: usize = 5;
+
+/// Joins every group the bot was added to and has not joined yet.
+pub fn join_invited(shared: &BotShared) {
+    let invited = match shared.store.read(groups::invited) {
+        Ok(g) => g,
+        Err(e) => {
+            log::warn!("bot @{}: reading the groups to join: {e}", shared.username);
+            return;
+        }
+    };
+    if invited.is_empty() {
+        return;
+    }
+    // The bot's capabilities as the platform holds them now (@BotManager may change them).
+    let capabilities = match shared.platform.verify_credential(&VerifyCredentialRequest::new()) {
+        Ok(r) => r.capabilities,
+        Err(e) => {
+            log::warn!("bot @{}: reading its capabilities before joining groups failed (tried again later): {e}", shared.username);
+            return;
+        }
+    };
+    for group in invited {
+        if let Err(e) = join(shared, &group, &capabilities) {
+            log::warn!("bot @{}: joining group {:?} failed (tried again later): {e}", shared.username, group.title);
+        }
+    }
+}
+
+/// Joins one group, or leaves it when the bot lacks the capability.
+fn join(shared: &BotShared, group: &GroupChat, capabilities: &str) -> Result<(), GroupError> {
+    let p = &shared.platform;
+    let gid = group.group_id.clone();
+    let needed = if group.kind == "channel" { "channels" } else { "groups" };
+    if !capabilities.split(',').any(|c| c.trim().eq_ignore_ascii_case(needed)) {
+        log::warn!(
+            "bot @{}: added to {} {:?}, but the bot lacks the `{needed}` capability (set it with @BotManager); leaving it",
+            shared.username,
+            group.kind,
+            group.title
+        );
+        let req = GroupRequest { group_id: gid.clone(), ..Default::default() };
+        p.leave_group(&req).map_err(|e| GroupError::platform("LeaveGroup", &gid, e))?;
+        let g = gid.clone();
+        return Ok(shared.store.write(move |c| groups::set_status(c, &g, Membership::Gone, unix_now()))?);
+    }
+    for _ in 0..JOIN_TRIES {
+        let req = GroupRequest { group_id: gid.clone(), ..Default::default() };
+        let info = p.get_group_info(&req).map_err(|e| GroupError::platform("GetGroupInfo", &gid, e))?.group_info;
+        let expected = gid.clone();
+        let answer = commit(shared, &gid, move |c| {
+            let (joined, out) = mls_group::join_external(c, &info)?;
+            if joined != expected {
+                return Err(StoreError::Refused("the platform's GroupInfo is of another group".into()));
+            }
+            Ok(Some((out, true)))
+        })?;
+        match answer {
+            CommitAnswer::Accepted | CommitAnswer::Nothing => {
+                log::info!("bot @{}: joined {} {:?}", shared.username, group.kind, group.title);
+                return Ok(());
+            }
+            CommitAnswer::Refused(r) if r.status.enum_value_or_default() == GroupStatus::STALE_EPOCH => continue,
+            CommitAnswer::Refused(r) => {
+                let g = gid.clone();
+                shared.store.write(move |c| groups::set_status(c, &g, Membership::Gone, unix_now()))?;
+                return Err(GroupError::Refused(format!("the platform refused the join: {}", r.error)));
+            }
+        }
+    }
+    Err(GroupError::Refused(format!("the group kept moving on ({JOIN_TRIES} tries)")))
+}
+
+/// How many unused key packages the platform should hold for this device (members adding the
+/// bot by key package — the Welcome path — take one each).
+const KEY_PACKAGE_TARGET: u32 = 20;
+
+/// Tops this device's key packages on the platform back up to `KEY_PACKAGE_TARGET`.
+pub fn keep_key_packages(shared: &BotShared) {
+    if let Err(e) = top_up_key_packages(shared) {
+        log::warn!("bot @{}: key package top-up failed (tried again later): {e}", shared.username);
+    }
+}
+
+fn top_up_key_packages(shared: &BotShared) -> Result<(), GroupError> {
+    let p = &shared.platform;
+    let failed = |e| GroupError::platform("UploadKeyPackages", &[], e);
+    let remaining = p.upload_key_packages(&KeyPackagesUpload::new()).map_err(failed)?.remaining;
+    if remaining >= KEY_PACKAGE_TARGET / 2 {
+        return Ok(());
+    }
+    let count = (KEY_PACKAGE_TARGET - remaining) as usize;
+    let fresh = shared.store.write(move |c| Ok(mls_group::key_packages(c, count)?))?;
+    let req = KeyPackagesUpload { key_packages: fresh, ..Default::default() };
+    p.upload_key_packages(&req).map_err(failed)?;
+    Ok(())
+}

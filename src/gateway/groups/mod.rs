@@ -1,0 +1,74 @@
+//! The bot's groups over MLS (docs/groups.md): what `in/<n>` does with group deliveries, how
+//! the bot joins a group it was added to, and how its own commits reach the platform. One
+//! file per step: `import.rs`, `join.rs`, `commit.rs`, `send.rs`.
+//!
+//! - **Import** (`import`, inside the inbox's writer job, like a private envelope): a role
+//!   change becomes `my_chat_member` / `chat_member`, a title change a `new_chat_title`
+//!   message, a join request `chat_join_request`, a deletion leaves the history; being added
+//!   marks the group *invited*; a Welcome joins; an MLS message is processed by
+//!   `e2e::group::receive` in the group's order, its text becoming a `message` update of the
+//!   group's negative chat id (`channel_post` in a channel). MLS state, update and inbox
+//!   cursor commit together.
+//! - **Joining** (`join_invited`, on `in/<n>` after each batch and at start): checks the
+//!   bot's `groups` capability (a bot without it leaves at once, so the adding user sees a
+//!   refusal), fetches the GroupInfo and joins by an external commit.
+//! - **Our commits** (`commit`): made and recorded in one writer job with a client message id,
+//!   then sent; a retry or a restart resends exactly the recorded commit, so a lost answer
+//!   never leaves this device and the platform at different epochs. Accepted → merged;
+//!   refused → discarded (an external join: the group is forgotten).
+//! - **Sending** (`send`, on `out/<n>`): a group message is encrypted in the current epoch and
+//!   committed before its first send; STALE_EPOCH means the inbox has commits to process
+//!   first: the ciphertext is dropped (never resent for a stale epoch) and the message is
+//!   encrypted again later; REMOVALS_PENDING makes this device commit those removals first.
+
+use std::fmt;
+
+use super::store::StoreError;
+use crate::e2e::group::short_id;
+
+mod commit;
+mod import;
+mod join;
+mod send;
+
+#[cfg(test)]
+mod tests;
+
+pub use commit::{commit_removals, removals_by, settle_pending};
+pub use import::import;
+pub use join::{join_invited, keep_key_packages};
+pub use send::{send, GroupSend};
+
+/// Why a group step failed (it is tried again later: nothing of it was half done).
+#[derive(Debug)]
+pub enum GroupError {
+    /// The bot's store failed, or refused what the step would have written.
+    Store(StoreError),
+    /// A platform call failed: which call, for which group, and its status.
+    Platform { call: &'static str, group: String, error: grpcio::Error },
+    /// The platform answered something this device cannot accept.
+    Refused(String),
+}
+
+impl GroupError {
+    /// A failed platform call about `group_id`.
+    fn platform(call: &'static str, group_id: &[u8], error: grpcio::Error) -> GroupError {
+        GroupError::Platform { call, group: short_id(group_id), error }
+    }
+}
+
+impl fmt::Display for GroupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GroupError::Store(e) => write!(f, "store: {e}"),
+            GroupError::Platform { call, group, error } => write!(f, "{call} (group {group}): {}", crate::wire::rpc::text(error)),
+            GroupError::Refused(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<StoreError> for GroupError {
+    fn from(e: StoreError) -> GroupError {
+        GroupError::Store(e)
+    }
+}

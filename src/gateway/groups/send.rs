@@ -1,0 +1,139 @@
+//! Sending (on `out/<n>`): a group message is encrypted in the current epoch and committed
+//! before its first send; STALE_EPOCH means the inbox has commits to process first: the
+//! ciphertext is dropped (never resent for a stale epoch) and the message is encrypted again
+//! later; REMOVALS_PENDING makes this device commit those removals first.
+
+use protobuf::Message as _;
+
+use super::commit::commit;
+use super::GroupError;
+use crate::clock::unix_now;
+use crate::e2e::group as mls_group;
+use crate::gateway::botapi::ApiError;
+use crate::gateway::history::record_in_history;
+use crate::gateway::keyboard;
+use crate::gateway::runtime::{BotShared, Sent};
+use crate::gateway::store::groups::{self, Membership};
+use crate::gateway::store::{outbox, StoreError};
+use crate::wire::platform::{
+    send_group_message_response::Status as GroupStatus, MessageIdReservation, ReserveMessageIdsRequest, SendGroupMessageRequest,
+};
+
+/// What happened to one outbox message of a group.
+pub enum GroupSend {
+    /// Acknowledged: left the outbox.
+    Sent(Sent),
+    /// Given up and recorded (`outbox::give_up`): left the outbox unsent; the error is its
+    /// caller's answer.
+    GaveUp(outbox::GivenUp, ApiError),
+    /// Its caller withdrew it before it was handed to the platform: nothing was sent.
+    Withdrawn,
+    /// Not sent this time (the epoch moved on, removals were due): tried again later.
+    Later(String),
+}
+
+/// Gives `entry` up in a writer job: recorded, removed; `Withdrawn` when its caller was first.
+fn give_up(shared: &BotShared, entry: &outbox::OutboxEntry, error: ApiError) -> Result<GroupSend, GroupError> {
+    let (e, reason) = (entry.clone(), error.description.clone());
+    let record = shared.store.write(move |c| outbox::give_up(c, &e, &reason, unix_now()))?;
+    Ok(record.map_or(GroupSend::Withdrawn, |r| GroupSend::GaveUp(r, error)))
+}
+
+/// Sends one outbox message to a group: signs its keyboard (with a reserved message id) and
+/// encrypts it, committed first, unless a ciphertext of the current attempt is recorded; sends;
+/// records the answer.
+pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend, GroupError> {
+    let (id, chat_id) = (entry.id, entry.chat_id);
+    let group = shared.store.read(move |c| groups::by_chat_id(c, chat_id))?;
+    let Some(group) = group.filter(|g| g.status == Membership::Member) else {
+        return give_up(shared, entry, ApiError::bad_request(format!("chat {chat_id} is a group the bot is not a member of")));
+    };
+    let mut entry = entry.clone();
+    if keyboard::needs_context(&entry.content) {
+        match reserve_id(shared, &group.group_id, &entry.client_message_id)? {
+            Ok((message_id, date)) => {
+                let chat = keyboard::KeyboardChat::Group(&group.group_id);
+                keyboard::attach_context(&shared.identity, shared.compat_user_id, chat, message_id, date, &mut entry.content);
+                let content = entry.content.clone();
+                shared.store.write(move |c| outbox::set_content(c, id, &content))?;
+            }
+            Err(refused) => {
+                return give_up(shared, &entry, ApiError::bad_request(format!("the platform refused the message: {refused}")));
+            }
+        }
+    }
+    let (gid, content, cmid) = (group.group_id.clone(), entry.content.clone(), entry.client_message_id.clone());
+    let req = shared
+        .store
+        .write(move |c| {
+            // Committed with what is sent: from now on its caller can no longer withdraw it.
+            if !outbox::mark_handed(c, id, unix_now())? {
+                return Ok(None);
+            }
+            if let Some(req) = outbox::group_sealed(c, id)? {
+                return Ok(Some(req));
+            }
+            let plaintext = content.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode content: {e}")))?;
+            let (message, _epoch) = mls_group::encrypt(c, &gid, &plaintext)?;
+            let req = SendGroupMessageRequest { group_id: gid, client_message_id: cmid, message, ..Default::default() };
+            outbox::set_group_sealed(c, id, Some(&req))?;
+            Ok(Some(req))
+        })?;
+    let Some(req) = req else { return Ok(GroupSend::Withdrawn) };
+    let resp = shared.platform.send_group_message(&req).map_err(|e| GroupError::platform("SendGroupMessage", &req.group_id, e))?;
+    let bot_user_id = shared.compat_user_id;
+    match resp.status.enum_value_or_default() {
+        GroupStatus::OK => {
+            let sent = Sent { message_id: resp.message_id as i64, date: resp.date };
+            shared
+                .store
+                .write(move |c| {
+                    outbox::remove(c, entry.id)?;
+                    record_in_history(c, bot_user_id, &entry, &sent)
+                })?;
+            Ok(GroupSend::Sent(sent))
+        }
+        GroupStatus::STALE_EPOCH => {
+            // Never resent: encrypted again once the inbox has processed the newer epoch.
+            encrypt_again_later(shared, id, "the group's epoch moved on")?;
+            Ok(GroupSend::Later(format!("group {}: epoch {} is current; catching up", mls_group::short_id(&req.group_id), resp.epoch)))
+        }
+        GroupStatus::REMOVALS_PENDING => {
+            encrypt_again_later(shared, id, "removals were due first")?;
+            let (users, gid) = (resp.pending_removals.clone(), req.group_id.clone());
+            let g = gid.clone();
+            let answer = commit(shared, &gid, move |c| Ok(mls_group::remove_users(c, &g, &users)?.map(|out| (out, false))))?;
+            Ok(GroupSend::Later(format!("group {}: committed the removals due first ({answer:?})", mls_group::short_id(&gid))))
+        }
+        GroupStatus::REJECTED => {
+            let mut handed = entry.clone();
+            handed.handed = true;
+            give_up(shared, &handed, ApiError::bad_request(format!("the platform rejected the message: {}", resp.error)))
+        }
+    }
+}
+
+/// Drops the recorded ciphertext of an outbox message the platform did not take, so that the
+/// next try encrypts it anew (in the epoch the inbox has reached by then).
+fn encrypt_again_later(shared: &BotShared, id: i64, why: &'static str) -> Result<(), GroupError> {
+    Ok(shared.store.write(move |c| {
+        outbox::set_group_sealed(c, id, None)?;
+        outbox::note_failure(c, id, why)
+    })?)
+}
+
+/// The message id (and date) the platform reserves in a group for one client message id, so
+/// that a keyboard's signed context can name it; `Ok(Err(why))` when the platform refuses.
+fn reserve_id(shared: &BotShared, group_id: &[u8], cmid: &str) -> Result<Result<(u64, i64), String>, GroupError> {
+    let req = ReserveMessageIdsRequest {
+        reservations: vec![MessageIdReservation {
+            client_message_id: cmid.to_string(),
+            group_id: group_id.to_vec(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let resp = shared.platform.reserve_message_ids(&req).map_err(|e| GroupError::platform("ReserveMessageIds", group_id, e))?;
+    let r = resp.ids.into_iter().next().ok_or_else(|| GroupError::Refused("the platform answered no reservation".into()))?;
+    Ok(if r.message_id != 0 { Ok((r.message_id, r.date)) } else { Err(r.error) })
+}

@@ -1,0 +1,337 @@
+//! The group steps against the in-memory platform (`port::fake`): a real bot store and real
+//! MLS on both sides (the bot's, and a member's in its own database), with the platform's
+//! answers scripted, honest or not.
+
+use std::sync::Arc;
+
+use grpcio::RpcStatusCode;
+use rusqlite::Connection;
+
+use super::*;
+use crate::clock::unix_now;
+use crate::crypto::{mls, IdentityKeyPair};
+use crate::e2e::{self, group as mls_group, Registration};
+use crate::gateway::botapi::types::UserView;
+use crate::gateway::port::fake::FakePlatform;
+use crate::gateway::port::refusal;
+use crate::gateway::runtime::{test_bot_on_fake, BotShared};
+use crate::gateway::store::groups::{self as group_store, Membership};
+use crate::gateway::store::{outbox, queue};
+use crate::wire::e2e::{content::Body, Content, Text};
+use crate::wire::platform::{
+    group_delivery::Kind as DeliveryKind, send_group_message_response::Status, GroupDelivery, GroupInfoResponse,
+    GroupMember, GroupRole, GroupType, InboxEnvelope, MembershipChange, Profile, ReserveMessageIdsResponse,
+    ReservedMessageId, SendGroupMessageRequest, SendGroupMessageResponse, VerifyCredentialResponse,
+};
+
+const GID: [u8; 32] = [5; 32];
+const ALICE: u64 = 100;
+
+/// A member's device: its own database with device keys, a registration and MLS tables.
+fn member_db(user_id: u64) -> Connection {
+    let mut conn = Connection::open_in_memory().expect("db");
+    conn.execute_batch(e2e::TABLES_V1).expect("e2e tables");
+    mls::migrate_storage(&mut conn).expect("openmls tables");
+    e2e::create_device_keys(&conn, &IdentityKeyPair::generate()).expect("device keys");
+    e2e::save_registration(&conn, Registration { user_id, device_id: 1 }).expect("registration");
+    conn
+}
+
+/// The test bot (user 1, device 1) with device keys, on a fake platform that says it has the
+/// `groups` capability.
+fn bot() -> (tempfile::TempDir, Arc<BotShared>, Arc<FakePlatform>) {
+    let (dir, bot, fake) = test_bot_on_fake(std::time::Duration::from_secs(1));
+    let seed = bot.identity.seed();
+    bot.store
+        .write(move |c| {
+            e2e::create_device_keys(c, &IdentityKeyPair::from_seed(&seed))?;
+            Ok(e2e::save_registration(c, Registration { user_id: 1, device_id: 1 })?)
+        })
+        .expect("device keys");
+    fake.answer_always("verify_credential", |_: crate::wire::platform::VerifyCredentialRequest| {
+        Ok(VerifyCredentialResponse { capabilities: "groups".into(), ..Default::default() })
+    });
+    (dir, bot, fake)
+}
+
+fn me(bot: &BotShared) -> UserView {
+    UserView { id: bot.compat_user_id as i64, is_bot: true, first_name: "B".into(), username: Some("b_bot".into()) }
+}
+
+/// A MEMBERSHIP delivery: `user` now has `role` in the group, by `actor`.
+fn membership(user: u64, role: GroupRole, actor: u64) -> InboxEnvelope {
+    let member = |id: u64, role: GroupRole| GroupMember {
+        user: Some(Profile { user_id: id, ..Default::default() }).into(),
+        role: role.into(),
+        ..Default::default()
+    };
+    let change = MembershipChange {
+        new: Some(member(user, role)).into(),
+        actor: Some(Profile { user_id: actor, ..Default::default() }).into(),
+        ..Default::default()
+    };
+    InboxEnvelope {
+        date: unix_now(),
+        group: Some(GroupDelivery {
+            group_id: GID.to_vec(),
+            type_: GroupType::GROUP.into(),
+            kind: DeliveryKind::MEMBERSHIP.into(),
+            title: "Team".into(),
+            change: Some(change).into(),
+            ..Default::default()
+        })
+        .into(),
+        ..Default::default()
+    }
+}
+
+/// An MLS message of the group from `sender`, as the platform delivers it.
+fn mls_message(sender: u64, message_id: u64, ciphertext: Vec<u8>) -> InboxEnvelope {
+    InboxEnvelope {
+        sender_user_id: sender,
+        sender_username: "alice".into(),
+        sender_display_name: "Alice".into(),
+        message_id,
+        date: unix_now(),
+        ciphertext,
+        group: Some(GroupDelivery {
+            group_id: GID.to_vec(),
+            type_: GroupType::GROUP.into(),
+            kind: DeliveryKind::MLS_MESSAGE.into(),
+            ..Default::default()
+        })
+        .into(),
+        ..Default::default()
+    }
+}
+
+fn import_one(bot: &BotShared, env: InboxEnvelope) -> Result<(), crate::gateway::store::StoreError> {
+    let me = me(bot);
+    bot.store.write(move |c| import(c, &env, &me))
+}
+
+fn status(bot: &BotShared) -> Option<Membership> {
+    bot.store.read(|c| group_store::by_group_id(c, &GID)).expect("read").map(|g| g.status)
+}
+
+/// Alice's group, which the bot was invited to (an INVITED delivery imported); the platform
+/// serves `info` as its GroupInfo and takes every commit.
+fn invited(bot: &BotShared, fake: &FakePlatform, alice: &Connection) {
+    let info = mls_group::create(alice, &GID).expect("create");
+    fake.answer_always("get_group_info", move |_: crate::wire::platform::GroupRequest| {
+        Ok(GroupInfoResponse { group_info: info.clone(), ..Default::default() })
+    });
+    import_one(bot, membership(1, GroupRole::INVITED, ALICE)).expect("invitation imported");
+    assert_eq!(status(bot), Some(Membership::Invited));
+}
+
+fn ok_answer(message_id: u64) -> SendGroupMessageResponse {
+    SendGroupMessageResponse { status: Status::OK.into(), message_id, date: unix_now(), ..Default::default() }
+}
+
+#[test]
+fn an_invited_bot_joins_by_external_commit_that_the_members_process() {
+    let (_dir, bot, fake) = bot();
+    let alice = member_db(ALICE);
+    invited(&bot, &fake, &alice);
+    fake.answer_always("send_group_message", |_: SendGroupMessageRequest| Ok(ok_answer(0)));
+
+    join_invited(&bot);
+
+    assert_eq!(status(&bot), Some(Membership::Member));
+    let sent = fake.calls_of("send_group_message");
+    assert_eq!(sent.len(), 1, "one external commit");
+    let commit: SendGroupMessageRequest = sent[0].request();
+    assert_eq!(commit.group_id, GID.to_vec());
+    assert!(!commit.group_info.is_empty(), "an external commit carries the new GroupInfo");
+    // Alice's device takes the commit: the bot is a member of the MLS group now.
+    assert!(matches!(mls_group::receive(&alice, &GID, &commit.message).expect("commit"), mls_group::Received::Commit { .. }));
+    let members = mls_group::members(&alice, &GID).expect("members");
+    assert!(members.iter().any(|d| d.0 == 1), "the bot's leaf is in Alice's tree");
+}
+
+#[test]
+fn a_groupinfo_of_another_group_is_refused_and_no_commit_is_sent() {
+    let (_dir, bot, fake) = bot();
+    let alice = member_db(ALICE);
+    import_one(&bot, membership(1, GroupRole::INVITED, ALICE)).expect("invitation");
+    // A lying platform serves another group's GroupInfo for this one.
+    let other = mls_group::create(&alice, &[9; 32]).expect("other group");
+    fake.answer_always("get_group_info", move |_: crate::wire::platform::GroupRequest| {
+        Ok(GroupInfoResponse { group_info: other.clone(), ..Default::default() })
+    });
+
+    join_invited(&bot);
+
+    assert!(fake.calls_of("send_group_message").is_empty(), "nothing was committed");
+    assert_eq!(status(&bot), Some(Membership::Invited), "still invited: tried again later");
+    assert_eq!(bot.store.read(|c| Ok(mls_group::epoch(c, &[9; 32])?)).expect("read"), None, "the other group was not kept");
+}
+
+#[test]
+fn a_lost_answer_to_a_commit_resends_exactly_the_recorded_commit() {
+    let (_dir, bot, fake) = bot();
+    let alice = member_db(ALICE);
+    invited(&bot, &fake, &alice);
+    // The platform takes the commit but its answer is lost; the next try is answered.
+    fake.answer_once::<SendGroupMessageResponse>("send_group_message", Err(refusal(RpcStatusCode::UNAVAILABLE, "answer lost")));
+    fake.answer_once("send_group_message", Ok(ok_answer(0)));
+
+    join_invited(&bot);
+    assert_eq!(status(&bot), Some(Membership::Invited), "unanswered: not a member yet");
+    join_invited(&bot);
+
+    assert_eq!(status(&bot), Some(Membership::Member));
+    let sent = fake.calls_of("send_group_message");
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0].request, sent[1].request, "the same commit, byte for byte, with the same client message id");
+}
+
+#[test]
+fn a_bot_without_the_capability_leaves_the_group_it_was_added_to() {
+    let (_dir, bot, fake) = bot();
+    let alice = member_db(ALICE);
+    fake.answer_always("verify_credential", |_: crate::wire::platform::VerifyCredentialRequest| {
+        Ok(VerifyCredentialResponse { capabilities: "inline".into(), ..Default::default() })
+    });
+    invited(&bot, &fake, &alice);
+    fake.answer_always("leave_group", |_: crate::wire::platform::GroupRequest| Ok(crate::wire::platform::MembershipResponse::new()));
+
+    join_invited(&bot);
+
+    assert_eq!(fake.calls_of("leave_group").len(), 1);
+    assert!(fake.calls_of("get_group_info").is_empty(), "no join attempted");
+    assert_eq!(status(&bot), Some(Membership::Gone));
+}
+
+/// The bot, joined to Alice's group, and Alice's device having processed its join.
+fn joined() -> (tempfile::TempDir, Arc<BotShared>, Arc<FakePlatform>, Connection) {
+    let (dir, bot, fake) = bot();
+    let alice = member_db(ALICE);
+    invited(&bot, &fake, &alice);
+    fake.answer_once("send_group_message", Ok(ok_answer(0)));
+    join_invited(&bot);
+    let commit: SendGroupMessageRequest = fake.calls_of("send_group_message")[0].request();
+    mls_group::receive(&alice, &GID, &commit.message).expect("Alice processes the join");
+    (dir, bot, fake, alice)
+}
+
+fn text(s: &str) -> Vec<u8> {
+    use protobuf::Message as _;
+    Content { body: Some(Body::Text(Text { text: s.into(), ..Default::default() })), ..Default::default() }
+        .write_to_bytes()
+        .expect("encode")
+}
+
+#[test]
+fn a_members_message_becomes_a_group_update_and_a_forged_sender_is_refused() {
+    let (_dir, bot, _fake, alice) = joined();
+    let (hello, _) = mls_group::encrypt(&alice, &GID, &text("hello")).expect("encrypt");
+    import_one(&bot, mls_message(ALICE, 7, hello)).expect("imported");
+    let updates = bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue");
+    let message = updates.iter().find(|u| u.kind == "message").expect("a message update");
+    assert_eq!(message.payload["text"], "hello", "{}", message.payload);
+    assert_eq!(message.payload["from"]["id"], ALICE as i64);
+    assert!(message.payload["chat"]["id"].as_i64().expect("chat id") < 0, "a group's chat id");
+
+    // A platform that names another sender than the one who signed it is refused.
+    let (forged, _) = mls_group::encrypt(&alice, &GID, &text("who am I")).expect("encrypt");
+    let err = import_one(&bot, mls_message(200, 8, forged)).expect_err("refused");
+    assert!(err.to_string().contains("user 200 sent a message signed by user 100"), "{err}");
+    let after = bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue");
+    assert_eq!(after.len(), updates.len(), "no update from the forged delivery");
+}
+
+/// The bot's first outbox message to the group, as the outbox thread reads it.
+fn outbox_text(bot: &BotShared, s: &str) -> outbox::OutboxEntry {
+    let chat_id = bot.store.read(|c| group_store::by_group_id(c, &GID)).expect("read").expect("group").chat_id;
+    let content = Content { body: Some(Body::Text(Text { text: s.into(), ..Default::default() })), ..Default::default() };
+    bot.store
+        .write(move |c| {
+            outbox::insert(c, "cmid-1", chat_id, &content, unix_now())?;
+            Ok(outbox::pending(c, 1)?.remove(0))
+        })
+        .expect("outbox")
+}
+
+#[test]
+fn a_stale_epoch_drops_the_ciphertext_and_the_next_try_encrypts_anew() {
+    let (_dir, bot, fake, alice) = joined();
+    let entry = outbox_text(&bot, "hi all");
+    fake.answer_once("send_group_message", Ok(SendGroupMessageResponse { status: Status::STALE_EPOCH.into(), epoch: 9, ..Default::default() }));
+    assert!(matches!(send(&bot, &entry), Ok(GroupSend::Later(_))));
+    fake.answer_once("send_group_message", Ok(ok_answer(42)));
+    let entry = bot.store.read(|c| Ok(outbox::pending(c, 1)?.remove(0))).expect("still in the outbox");
+    match send(&bot, &entry) {
+        Ok(GroupSend::Sent(sent)) => assert_eq!(sent.message_id, 42),
+        other => panic!("not sent: {:?}", other.err()),
+    }
+    let sent = fake.calls_of("send_group_message");
+    let (first, second): (SendGroupMessageRequest, SendGroupMessageRequest) = (sent[1].request(), sent[2].request());
+    assert_ne!(first.message, second.message, "never the stale ciphertext again");
+    assert_eq!(first.client_message_id, second.client_message_id);
+    assert!(bot.store.read(|c| outbox::pending(c, 10)).expect("read").is_empty(), "left the outbox");
+    // Alice reads the second ciphertext.
+    match mls_group::receive(&alice, &GID, &second.message).expect("receive") {
+        mls_group::Received::Application { plaintext, .. } => assert_eq!(plaintext, text("hi all")),
+        _ => panic!("not an application message"),
+    }
+}
+
+#[test]
+fn removals_pending_makes_the_bot_commit_the_removal_first() {
+    let (_dir, bot, fake, _alice) = joined();
+    let entry = outbox_text(&bot, "after the ban");
+    fake.answer_once(
+        "send_group_message",
+        Ok(SendGroupMessageResponse { status: Status::REMOVALS_PENDING.into(), pending_removals: vec![ALICE], ..Default::default() }),
+    );
+    fake.answer_once("send_group_message", Ok(ok_answer(0)));
+    assert!(matches!(send(&bot, &entry), Ok(GroupSend::Later(_))));
+    let sent = fake.calls_of("send_group_message");
+    assert_eq!(sent.len(), 3, "join, the refused message, the removal commit");
+    let removal: SendGroupMessageRequest = sent[2].request();
+    assert!(removal.client_message_id != "cmid-1" && !removal.message.is_empty());
+    let members = bot.store.read(|c| Ok(mls_group::members(c, &GID)?)).expect("members");
+    assert!(!members.iter().any(|d| d.0 == ALICE), "Alice's leaf is gone from the bot's tree");
+}
+
+#[test]
+fn a_ban_by_the_bot_is_a_removal_it_commits() {
+    let envelopes = vec![membership(ALICE, GroupRole::BANNED, 1), membership(300, GroupRole::LEFT, 300), membership(ALICE, GroupRole::BANNED, 1)];
+    assert_eq!(removals_by(1, &envelopes), vec![(GID.to_vec(), ALICE)], "only the bot's own removals, once");
+}
+
+#[test]
+fn a_keyboard_in_a_group_needs_a_reserved_id_and_a_refusal_gives_the_message_up() {
+    let (_dir, bot, fake, _alice) = joined();
+    let chat_id = bot.store.read(|c| group_store::by_group_id(c, &GID)).expect("read").expect("group").chat_id;
+    let mut content = Content { body: Some(Body::Text(Text { text: "pick".into(), ..Default::default() })), ..Default::default() };
+    content.keyboard = Some(crate::wire::e2e::InlineKeyboard {
+        rows: vec![crate::wire::e2e::KeyboardRow {
+            buttons: vec![crate::wire::e2e::InlineButton { text: "A".into(), callback_data: "a".into(), ..Default::default() }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    })
+    .into();
+    let entry = bot
+        .store
+        .write(move |c| {
+            outbox::insert(c, "cmid-k", chat_id, &content, unix_now())?;
+            Ok(outbox::pending(c, 1)?.remove(0))
+        })
+        .expect("outbox");
+    fake.answer_once(
+        "reserve_message_ids",
+        Ok(ReserveMessageIdsResponse {
+            ids: vec![ReservedMessageId { error: "too many".into(), ..Default::default() }],
+            ..Default::default()
+        }),
+    );
+    match send(&bot, &entry) {
+        Ok(GroupSend::GaveUp(_, error)) => assert!(error.description.contains("refused the message: too many"), "{}", error.description),
+        other => panic!("not given up: {:?}", other.err()),
+    }
+    assert_eq!(fake.calls_of("send_group_message").len(), 1, "only the join: the message was never sent");
+}

@@ -1,0 +1,50 @@
+//! The real platform port: the bot device's gRPC channel, its credential on every call and
+//! the default deadline (`wire::Platform`).
+
+use super::{unary_calls, InboxStream, PlatformPort, Reply};
+use crate::wire::platform::*;
+use crate::wire::{Credential, Platform};
+
+/// The platform server over gRPC.
+pub struct GrpcPort {
+    platform: Platform,
+}
+
+impl GrpcPort {
+    pub fn new(platform: Platform) -> GrpcPort {
+        GrpcPort { platform }
+    }
+
+    /// Calls from now on as `credential` (the registered device, after registration).
+    pub fn set_credential(&mut self, credential: Credential) {
+        self.platform.set_credential(credential);
+    }
+}
+
+macro_rules! grpc_calls {
+    ($($name:ident($req:ty) -> $resp:ty;)*) => {
+        impl PlatformPort for GrpcPort {
+            $(fn $name(&self, req: &$req) -> Reply<$resp> {
+                self.platform.client.$name(req, self.platform.opt())
+            })*
+
+            fn inbox(&self) -> Reply<InboxStream> {
+                let stream = self.platform.client.inbox(&InboxRequest::new(), self.platform.opt_with_timeout(None))?;
+                Ok(Box::pin(stream))
+            }
+
+            fn file_transfers(&self) -> Reply<&Platform> {
+                Ok(&self.platform)
+            }
+
+            fn device_id(&self) -> u32 {
+                match self.platform.credential() {
+                    Credential::Bot { device_id, .. } => device_id.unwrap_or(0),
+                    Credential::Device { device_id, .. } => *device_id,
+                    Credential::Anonymous => 0,
+                }
+            }
+        }
+    };
+}
+unary_calls!(grpc_calls);

@@ -1,0 +1,102 @@
+//! The platform as one bot's runtime sees it: every call the gateway makes goes through
+//! [`PlatformPort`], held by the bot's shared state (`BotShared::platform`).
+//!
+//! - `grpc.rs`: the real port, the bot device's gRPC channel to the platform server.
+//! - `fake.rs` (tests only): an in-memory platform whose answers a test scripts, so unit tests
+//!   drive the inbox, outbox, groups and administration code without a server, and can play a
+//!   malicious platform (a forged commit, another group's GroupInfo, a dropped answer).
+//!
+//! A call answers as gRPC does (`grpcio::Result`): a refusal is a status with its code and
+//! message, so `wire::rpc` reads a fake's refusal exactly as a real one.
+
+use std::pin::Pin;
+
+use crate::wire::platform::*;
+use crate::wire::Platform;
+
+pub mod grpc;
+
+#[cfg(test)]
+pub mod fake;
+
+pub use grpc::GrpcPort;
+
+/// An answer of the platform.
+pub type Reply<T> = grpcio::Result<T>;
+
+/// The platform's Inbox stream: envelopes until the platform ends it (or the call fails).
+pub type InboxStream = Pin<Box<dyn futures::Stream<Item = grpcio::Result<InboxEnvelope>> + Send>>;
+
+/// Calls `$then!` with the list of the platform's unary calls the gateway makes: the method's
+/// name (the generated client's), its request and its response. One list makes the trait, the
+/// gRPC port and the fake, so they cannot drift apart.
+macro_rules! unary_calls {
+    ($then:ident) => {
+        $then! {
+            // Start-up and the credential.
+            verify_credential(VerifyCredentialRequest) -> VerifyCredentialResponse;
+            register_bot_device(RegisterBotDeviceRequest) -> RegisterBotDeviceResponse;
+            lookup_user(LookupUserRequest) -> Profile;
+            list_devices(ListDevicesRequest) -> ListDevicesResponse;
+            // Private dialogs.
+            get_prekey_bundles(GetPrekeyBundlesRequest) -> GetPrekeyBundlesResponse;
+            upload_prekeys(UploadPrekeysRequest) -> UploadPrekeysResponse;
+            send_messages(SendMessagesRequest) -> SendMessagesResponse;
+            ack(AckRequest) -> AckResponse;
+            reserve_message_ids(ReserveMessageIdsRequest) -> ReserveMessageIdsResponse;
+            // The bot's profile.
+            set_bot_commands(SetBotCommandsRequest) -> SetBotCommandsResponse;
+            get_bot_commands(GetBotCommandsRequest) -> GetBotCommandsResponse;
+            set_bot_description(SetBotDescriptionRequest) -> SetBotDescriptionResponse;
+            get_bot_description(GetBotDescriptionRequest) -> BotDescription;
+            // Groups and channels.
+            upload_key_packages(KeyPackagesUpload) -> KeyPackagesUploadResponse;
+            get_group(GroupRequest) -> Group;
+            get_group_info(GroupRequest) -> GroupInfoResponse;
+            leave_group(GroupRequest) -> MembershipResponse;
+            send_group_message(SendGroupMessageRequest) -> SendGroupMessageResponse;
+            // Administration.
+            set_group_title(SetGroupTitleRequest) -> MembershipResponse;
+            remove_group_member(RemoveGroupMemberRequest) -> MembershipResponse;
+            unban_group_member(UnbanGroupMemberRequest) -> MembershipResponse;
+            restrict_group_member(RestrictGroupMemberRequest) -> MembershipResponse;
+            promote_group_member(PromoteGroupMemberRequest) -> MembershipResponse;
+            delete_group_message(DeleteGroupMessageRequest) -> DeleteGroupMessageResponse;
+            create_invite_link(CreateInviteLinkRequest) -> InviteLink;
+            edit_invite_link(EditInviteLinkRequest) -> InviteLink;
+            revoke_invite_link(InviteLinkRequest) -> InviteLink;
+            export_invite_link(GroupRequest) -> InviteLink;
+            approve_join_request(JoinRequestDecision) -> MembershipResponse;
+            decline_join_request(JoinRequestDecision) -> MembershipResponse;
+        }
+    };
+}
+pub(crate) use unary_calls;
+
+macro_rules! port_trait {
+    ($($name:ident($req:ty) -> $resp:ty;)*) => {
+        /// The platform, one call per method: the unary calls of `unary_calls!`, the Inbox
+        /// stream, and the channel for file transfers.
+        pub trait PlatformPort: Send + Sync {
+            $(fn $name(&self, req: &$req) -> Reply<$resp>;)*
+
+            /// Opens the Inbox stream (no deadline: it lives until the bot stops or the
+            /// platform ends it).
+            fn inbox(&self) -> Reply<InboxStream>;
+
+            /// The channel file transfers stream over. They are shared with the user client
+            /// (`e2e::file`) and speak grpcio's streaming calls directly; a port without
+            /// files (the fake) refuses with UNIMPLEMENTED.
+            fn file_transfers(&self) -> Reply<&Platform>;
+
+            /// This runtime's device number on the platform (0 before registration).
+            fn device_id(&self) -> u32;
+        }
+    };
+}
+unary_calls!(port_trait);
+
+/// A refusal as the platform words one: its status code and message.
+pub fn refusal(code: grpcio::RpcStatusCode, message: impl Into<String>) -> grpcio::Error {
+    grpcio::Error::RpcFailure(grpcio::RpcStatus::with_message(code, message.into()))
+}
