@@ -142,3 +142,103 @@ pub(super) fn delete_group_message(bot: &BotShared, group: &GroupChat, message_i
     Ok(Value::Bool(true))
 }
 
+
+#[cfg(test)]
+mod tests {
+    //! Administration against the in-memory platform: what reaches the platform, and how its
+    //! refusals read.
+
+    use grpcio::RpcStatusCode;
+    use serde_json::json;
+
+    use super::super::testing::{bad, bot_in_group, p, GROUP_ID};
+    use super::*;
+    use crate::gateway::port::refusal;
+    use crate::wire::platform::MembershipResponse;
+
+    #[test]
+    fn a_ban_reaches_the_platform_with_its_date_and_a_missing_right_reads_as_the_bot_api_says() {
+        let (_dir, bot, fake, group) = bot_in_group("group");
+        fake.answer_once("remove_group_member", Ok(MembershipResponse::new()));
+        let soon = unix_now() + 3600;
+        let ok = ban_chat_member(&bot, &p(json!({"chat_id": group.chat_id, "user_id": 42, "until_date": soon})));
+        assert_eq!(ok.expect("banned"), Value::Bool(true));
+        let req: RemoveGroupMemberRequest = fake.calls_of("remove_group_member")[0].request();
+        assert_eq!((req.group_id, req.user_id, req.until_date), (GROUP_ID.to_vec(), 42, soon));
+
+        // Over 366 days is forever (0), as in the Bot API.
+        fake.answer_once("remove_group_member", Ok(MembershipResponse::new()));
+        ban_chat_member(&bot, &p(json!({"chat_id": group.chat_id, "user_id": 42, "until_date": unix_now() + 400 * 86400})))
+            .expect("banned");
+        assert_eq!(fake.calls_of("remove_group_member")[1].request::<RemoveGroupMemberRequest>().until_date, 0);
+
+        fake.answer_once::<MembershipResponse>(
+            "remove_group_member",
+            Err(refusal(RpcStatusCode::PERMISSION_DENIED, "can_restrict_members is missing")),
+        );
+        let e = bad(ban_chat_member(&bot, &p(json!({"chat_id": group.chat_id, "user_id": 42}))));
+        assert_eq!(e, "Bad Request: not enough rights to ban a member: can_restrict_members is missing");
+    }
+
+    #[test]
+    fn bad_input_and_groups_the_bot_left_never_reach_the_platform() {
+        let (_dir, bot, fake, group) = bot_in_group("group");
+        let e = bad(ban_chat_member(&bot, &p(json!({"chat_id": group.chat_id, "user_id": -3}))));
+        assert!(e.contains("user_id must be a user's positive id"), "{e}");
+        let e = bad(restrict_chat_member(&bot, &p(json!({"chat_id": group.chat_id, "user_id": 3}))));
+        assert_eq!(e, "Bad Request: permissions is required");
+        let e = bad(delete_group_message(&bot, &group, 0));
+        assert!(e.contains("message_id must be positive"), "{e}");
+        let gid = group.group_id.clone();
+        bot.store
+            .write(move |c| crate::gateway::store::groups::set_status(c, &gid, crate::gateway::store::groups::Membership::Gone, 2))
+            .expect("left");
+        let e = bad(set_chat_title(&bot, &p(json!({"chat_id": group.chat_id, "title": "New"}))));
+        assert!(e.contains("chat not found: the bot is not a member of group"), "{e}");
+        assert!(fake.calls().is_empty(), "nothing was asked of the platform: {:?}", fake.calls());
+    }
+
+    #[test]
+    fn rights_and_restrictions_travel_as_the_platform_knows_them() {
+        let (_dir, bot, fake, group) = bot_in_group("channel");
+        fake.answer_always("promote_group_member", |_: PromoteGroupMemberRequest| Ok(MembershipResponse::new()));
+        fake.answer_always("restrict_group_member", |_: RestrictGroupMemberRequest| Ok(MembershipResponse::new()));
+        promote_chat_member(
+            &bot,
+            &p(json!({"chat_id": group.chat_id, "user_id": 7, "can_post_messages": true, "can_manage_video_chats": true})),
+        )
+        .expect("promoted");
+        let rights = fake.calls_of("promote_group_member")[0].request::<PromoteGroupMemberRequest>().rights.unwrap_or_default();
+        assert!(rights.can_post_messages && !rights.can_delete_messages && !rights.can_promote_members);
+        restrict_chat_member(&bot, &p(json!({"chat_id": group.chat_id, "user_id": 7, "permissions": {"can_send_messages": false}})))
+            .expect("restricted");
+        let req: RestrictGroupMemberRequest = fake.calls_of("restrict_group_member")[0].request();
+        assert_eq!((req.user_id, req.can_send_messages, req.until_date), (7, false, 0));
+    }
+
+    #[test]
+    fn a_deletion_the_platform_took_leaves_the_history_and_an_unreachable_platform_is_502() {
+        let (_dir, bot, fake, group) = bot_in_group("group");
+        let chat_id = group.chat_id;
+        bot.store
+            .write(move |c| {
+                let entry = chats::HistoryEntry {
+                    chat_id,
+                    message_id: 12,
+                    from_bot: true,
+                    sender_id: 1,
+                    date: 1,
+                    content: Default::default(),
+                    edit_date: 0,
+                };
+                chats::record(c, &entry)
+            })
+            .expect("history");
+        let e = delete_group_message(&bot, &group, 12).expect_err("unanswered");
+        assert_eq!(e.status, 502, "{e}");
+        assert!(bot.store.read(move |c| chats::lookup(c, chat_id, 12)).expect("read").is_some(), "kept while unanswered");
+        fake.answer_once("delete_group_message", Ok(crate::wire::platform::DeleteGroupMessageResponse::new()));
+        delete_group_message(&bot, &group, 12).expect("deleted");
+        assert!(bot.store.read(move |c| chats::lookup(c, chat_id, 12)).expect("read").is_none(), "gone from the history");
+    }
+}

@@ -107,3 +107,76 @@ pub(super) fn leave_chat(bot: &BotShared, params: &Params) -> Result<Value, ApiE
         .map_err(store_error)?;
     Ok(Value::Bool(true))
 }
+
+#[cfg(test)]
+mod tests {
+    //! Chat information against the in-memory platform, which is the authority on roles.
+
+    use serde_json::json;
+
+    use super::super::testing::{bad, bot_in_group, p, GROUP_ID};
+    use super::*;
+    use crate::wire::platform::{AdminRights, GroupMember, GroupRole, Profile};
+
+    fn member(id: u64, is_bot: bool, role: GroupRole) -> GroupMember {
+        GroupMember {
+            user: Some(Profile { user_id: id, username: format!("u{id}"), display_name: format!("U{id}"), is_bot, ..Default::default() })
+                .into(),
+            role: role.into(),
+            rights: Some(AdminRights { can_delete_messages: role == GroupRole::ADMINISTRATOR, ..Default::default() }).into(),
+            ..Default::default()
+        }
+    }
+
+    /// The platform's view of the group: an owner, an administrator bot, a member, one who left
+    /// and one banned.
+    fn roles() -> Group {
+        Group {
+            group_id: GROUP_ID.to_vec(),
+            title: "Team, renamed".into(),
+            members: vec![
+                member(100, false, GroupRole::OWNER),
+                member(1, true, GroupRole::ADMINISTRATOR),
+                member(101, false, GroupRole::MEMBER),
+                member(102, false, GroupRole::LEFT),
+                member(103, false, GroupRole::BANNED),
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn members_counts_and_administrators_come_from_the_platforms_roles() {
+        let (_dir, bot, fake, group) = bot_in_group("group");
+        fake.answer_always("get_group", |_: GroupRequest| Ok(roles()));
+        let id = group.chat_id;
+        assert_eq!(get_chat_member_count(&bot, &p(json!({"chat_id": id}))).expect("count"), json!(3));
+        let admins = get_chat_administrators(&bot, &p(json!({"chat_id": id}))).expect("admins");
+        assert_eq!(admins.as_array().map(Vec::len), Some(1), "the bot is left out without return_bots: {admins}");
+        assert_eq!(admins[0]["status"], "creator");
+        let admins = get_chat_administrators(&bot, &p(json!({"chat_id": id, "return_bots": true}))).expect("admins");
+        assert_eq!(admins.as_array().map(Vec::len), Some(2));
+        let m = get_chat_member(&bot, &p(json!({"chat_id": id, "user_id": 103}))).expect("banned member");
+        assert_eq!(m["status"], "kicked");
+        let e = bad(get_chat_member(&bot, &p(json!({"chat_id": id, "user_id": 555}))));
+        assert!(e.contains("member not found"), "{e}");
+        let chat = get_chat(&bot, &p(json!({"chat_id": id}))).expect("chat");
+        assert_eq!(chat["title"], "Team, renamed", "the platform's current title");
+    }
+
+    #[test]
+    fn leaving_stops_sending_at_once_and_an_unreachable_platform_leaves_nothing_changed() {
+        let (_dir, bot, fake, group) = bot_in_group("group");
+        let id = group.chat_id;
+        let e = leave_chat(&bot, &p(json!({"chat_id": id}))).expect_err("unanswered");
+        assert_eq!(e.status, 502, "{e}");
+        let status = |bot: &BotShared| bot.store.read(|c| groups::by_group_id(c, &GROUP_ID)).expect("read").expect("group").status;
+        assert_eq!(status(&bot), groups::Membership::Member);
+        fake.answer_once("leave_group", Ok(crate::wire::platform::MembershipResponse::new()));
+        leave_chat(&bot, &p(json!({"chat_id": id}))).expect("left");
+        assert_eq!(status(&bot), groups::Membership::Gone);
+        let e = bad(leave_chat(&bot, &p(json!({"chat_id": id}))));
+        assert!(e.contains("not a member"), "{e}");
+        assert_eq!(fake.calls_of("leave_group").len(), 2, "the third never reached the platform");
+    }
+}

@@ -103,3 +103,75 @@ pub(super) fn decline_chat_join_request(bot: &BotShared, params: &Params) -> Res
         .map_err(|e| admin_error(bot, "DeclineJoinRequest", "decline a join request", e))?;
     Ok(Value::Bool(true))
 }
+
+#[cfg(test)]
+mod tests {
+    //! Invite links and join requests against the in-memory platform.
+
+    use grpcio::RpcStatusCode;
+    use serde_json::json;
+
+    use super::super::testing::{bad, bot_in_group, p, GROUP_ID};
+    use super::*;
+    use crate::gateway::port::refusal;
+    use crate::wire::platform::{MembershipResponse, Profile};
+
+    #[test]
+    fn a_new_link_carries_its_settings_and_answers_a_chat_invite_link() {
+        let (_dir, bot, fake, group) = bot_in_group("group");
+        fake.answer_always("create_invite_link", |req: CreateInviteLinkRequest| {
+            let s = req.settings.unwrap_or_default();
+            Ok(InviteLink {
+                link: "https://platform.example/+abc".into(),
+                creator: Some(Profile { user_id: 1, username: "b_bot".into(), display_name: "B".into(), is_bot: true, ..Default::default() })
+                    .into(),
+                name: s.name,
+                member_limit: s.member_limit,
+                group_id: req.group_id,
+                ..Default::default()
+            })
+        });
+        let link = create_chat_invite_link(&bot, &p(json!({"chat_id": group.chat_id, "name": "friends", "member_limit": 5})))
+            .expect("created");
+        assert_eq!(link["invite_link"], "https://platform.example/+abc");
+        assert_eq!(link["name"], "friends");
+        assert_eq!(link["member_limit"], 5);
+        assert_eq!(link["creator"]["id"], 1);
+        let req: CreateInviteLinkRequest = fake.calls_of("create_invite_link")[0].request();
+        assert_eq!(req.group_id, GROUP_ID.to_vec());
+
+        let e = bad(create_chat_invite_link(&bot, &p(json!({"chat_id": group.chat_id, "member_limit": 100_000}))));
+        assert_eq!(e, "Bad Request: member_limit must be 1-99999, got 100000");
+        assert_eq!(fake.calls_of("create_invite_link").len(), 1, "the bad one never reached the platform");
+    }
+
+    #[test]
+    fn join_requests_are_decided_by_user_and_the_platforms_refusal_is_400() {
+        let (_dir, bot, fake, group) = bot_in_group("group");
+        fake.answer_once("approve_join_request", Ok(MembershipResponse::new()));
+        approve_chat_join_request(&bot, &p(json!({"chat_id": group.chat_id, "user_id": 9}))).expect("approved");
+        let req: JoinRequestDecision = fake.calls_of("approve_join_request")[0].request();
+        assert_eq!((req.group_id, req.user_id), (GROUP_ID.to_vec(), 9));
+
+        fake.answer_once::<MembershipResponse>("decline_join_request", Err(refusal(RpcStatusCode::NOT_FOUND, "no pending request of user 9")));
+        let e = bad(decline_chat_join_request(&bot, &p(json!({"chat_id": group.chat_id, "user_id": 9}))));
+        assert_eq!(e, "Bad Request: no pending request of user 9");
+        let e = bad(approve_chat_join_request(&bot, &p(json!({"chat_id": group.chat_id, "user_id": 0}))));
+        assert!(e.contains("positive id"), "{e}");
+        assert_eq!(fake.calls().len(), 2);
+    }
+
+    #[test]
+    fn an_exported_link_is_a_string_and_a_revoked_one_says_so() {
+        let (_dir, bot, fake, group) = bot_in_group("channel");
+        fake.answer_once("export_invite_link", Ok(InviteLink { link: "https://platform.example/+p".into(), is_primary: true, ..Default::default() }));
+        let link = export_chat_invite_link(&bot, &p(json!({"chat_id": group.chat_id}))).expect("exported");
+        assert_eq!(link, Value::String("https://platform.example/+p".into()));
+        fake.answer_once("revoke_invite_link", Ok(InviteLink { link: "https://platform.example/+p".into(), is_revoked: true, ..Default::default() }));
+        let revoked = revoke_chat_invite_link(&bot, &p(json!({"chat_id": group.chat_id, "invite_link": "https://platform.example/+p"})))
+            .expect("revoked");
+        assert_eq!(revoked["is_revoked"], true);
+        let req: InviteLinkRequest = fake.calls_of("revoke_invite_link")[0].request();
+        assert_eq!(req.link, "https://platform.example/+p");
+    }
+}

@@ -203,6 +203,7 @@ pub(crate) mod testing {
     use serde_json::Value;
 
     use crate::gateway::botapi::Params;
+    use crate::gateway::port::fake::FakePlatform;
     use crate::gateway::runtime::BotShared;
 
     pub fn bot() -> (tempfile::TempDir, Arc<BotShared>) {
@@ -213,6 +214,21 @@ pub(crate) mod testing {
     pub fn bot_with_send_wait(send_wait: std::time::Duration) -> (tempfile::TempDir, Arc<BotShared>) {
         crate::gateway::runtime::test_bot(send_wait)
     }
+
+    /// [`bot`] on the in-memory platform (`port::fake`), a member of the group "Team" (or the
+    /// channel, `kind` "channel"): the administration methods' bot, with the platform the test
+    /// scripts.
+    pub fn bot_in_group(
+        kind: &'static str,
+    ) -> (tempfile::TempDir, Arc<BotShared>, Arc<FakePlatform>, crate::gateway::store::groups::GroupChat) {
+        use crate::gateway::store::groups::{self, Membership};
+        let (dir, bot, fake) = crate::gateway::runtime::test_bot_on_fake(crate::gateway::config::DEFAULT_SEND_WAIT);
+        let group = bot.store.write(move |c| groups::upsert(c, &GROUP_ID, "Team", kind, Membership::Member, 1)).expect("group");
+        (dir, bot, fake, group)
+    }
+
+    /// The group of [`bot_in_group`].
+    pub const GROUP_ID: [u8; 32] = [5; 32];
 
     pub fn p(v: Value) -> Params {
         let mut p = Params::new();
