@@ -11,7 +11,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{
     admin_with, change_role, change_role_by_link, deliver, group_for, group_pb, invalid, may_be_in, member,
-    not_found, profile, require_right, seated, Delivery, DeliveryKind, MemberRow, Role, CAN_DELETE, CAN_INVITE,
+    not_found, profile, require_right, seated, Delivery, DeliveryKind, MemberRow, Role, Told, CAN_DELETE, CAN_INVITE,
     CAN_PROMOTE, CAN_RESTRICT,
 };
 use crate::platform::error::{db_error, PlatformError, Result};
@@ -67,8 +67,6 @@ pub const LINK_PREFIX: &str = "e2e://join/";
 const LINK_NAME_MAX: usize = 32;
 /// Largest `member_limit` (as the Bot API's).
 const MEMBER_LIMIT_MAX: u32 = 99_999;
-
-type Told = (pb::Group, BTreeSet<DeviceAddr>);
 
 /// Remembers who sent a group message id (an application message or a service message).
 pub(super) fn record_message(tx: &Connection, group_id: &[u8], message_id: u64, sender: u64, now: i64) -> Result<()> {
@@ -262,9 +260,7 @@ impl Store {
     /// Sets `target`'s administrator rights (bits in AdminRights field order): any →
     /// ADMINISTRATOR, none → MEMBER.
     pub fn promote_group_member(&self, caller: DeviceAddr, group_id: &[u8], target: u64, rights: u32, now: i64) -> Result<Told> {
-        self.write_tx("promoting a group member", |tx| {
-            let (group, me) = group_for(tx, group_id, caller.user_id, seated)?;
-            require_right(&me, CAN_PROMOTE, "can_promote_members", "promoting a member")?;
+        self.admin_action("promoting a member", caller, group_id, (CAN_PROMOTE, "can_promote_members"), |tx, group, me, delivered| {
             if me.role == Role::ADMINISTRATOR && rights & !me.rights != 0 {
                 return Err(PlatformError::PermissionDenied("an administrator may grant only rights it holds itself".into()));
             }
@@ -273,11 +269,10 @@ impl Store {
                 0 => MemberRow::new(Role::MEMBER, now),
                 r => MemberRow { rights: r, ..MemberRow::new(Role::ADMINISTRATOR, now) },
             };
-            let mut delivered = BTreeSet::new();
             if (old.role, old.rights) != (new.role, new.rights) {
-                change_role(tx, group_id, group.epoch, caller, target, new, now, &mut delivered)?;
+                change_role(tx, group_id, group.epoch, caller, target, new, now, delivered)?;
             }
-            Ok((group_pb(tx, group_id)?, delivered))
+            Ok(())
         })
     }
 
@@ -291,9 +286,7 @@ impl Store {
         until: i64,
         now: i64,
     ) -> Result<Told> {
-        self.write_tx("restricting a group member", |tx| {
-            let (group, me) = group_for(tx, group_id, caller.user_id, seated)?;
-            require_right(&me, CAN_RESTRICT, "can_restrict_members", "restricting a member")?;
+        self.admin_action("restricting a member", caller, group_id, (CAN_RESTRICT, "can_restrict_members"), |tx, group, _, delivered| {
             if group.group_type == pb::GroupType::CHANNEL {
                 return Err(PlatformError::FailedPrecondition(
                     "a channel has no restrictions: its subscribers cannot post anyway".into(),
@@ -305,11 +298,10 @@ impl Store {
                 (true, _) => None, // not restricted: nothing to lift
                 (false, _) => Some(MemberRow { until, ..MemberRow::new(Role::RESTRICTED, now) }),
             };
-            let mut delivered = BTreeSet::new();
             if let Some(new) = new {
-                change_role(tx, group_id, group.epoch, caller, target, new, now, &mut delivered)?;
+                change_role(tx, group_id, group.epoch, caller, target, new, now, delivered)?;
             }
-            Ok((group_pb(tx, group_id)?, delivered))
+            Ok(())
         })
     }
 
@@ -322,11 +314,8 @@ impl Store {
         only_if_banned: bool,
         now: i64,
     ) -> Result<Told> {
-        self.write_tx("unbanning a group member", |tx| {
-            let (group, me) = group_for(tx, group_id, caller.user_id, seated)?;
-            require_right(&me, CAN_RESTRICT, "can_restrict_members", "unbanning a member")?;
+        self.admin_action("unbanning a member", caller, group_id, (CAN_RESTRICT, "can_restrict_members"), |tx, group, _, delivered| {
             let role = member(tx, group_id, target)?.map(|m| m.effective(now));
-            let mut delivered = BTreeSet::new();
             let removes = match role {
                 Some(Role::BANNED) => true,
                 Some(Role::INVITED) => !only_if_banned,
@@ -337,9 +326,9 @@ impl Store {
                 _ => false,
             };
             if removes {
-                change_role(tx, group_id, group.epoch, caller, target, MemberRow::new(Role::LEFT, now), now, &mut delivered)?;
+                change_role(tx, group_id, group.epoch, caller, target, MemberRow::new(Role::LEFT, now), now, delivered)?;
             }
-            Ok((group_pb(tx, group_id)?, delivered))
+            Ok(())
         })
     }
 

@@ -1,0 +1,654 @@
+//! Groups: the MLS delivery service's state (docs/groups.md, "The delivery service").
+//!
+//! Per group: the `groups` row (id, title, type, epoch, the current GroupInfo, the per-group
+//! message id and order counters), the members and their roles (`group_members`), the devices
+//! that have a leaf now (`group_devices`: a row is a joined leaf), and openmls' `PublicGroup`
+//! (its own `openmls_*` tables, written through `crypto::mls::MlsProvider` on the writing
+//! connection, so it commits or rolls back with the rest). Besides: key packages per device,
+//! and the OK results of SendGroupMessage per (sender device, client message id).
+//!
+//! Every accepted message and every role change takes the group's next `group_seq` and is
+//! appended to the device inboxes (`inbox::append_inbox`) in the same transaction. The
+//! store's single writer (one connection behind a mutex, IMMEDIATE transactions) is the commit
+//! lock: the epoch is read and advanced inside the transaction.
+//!
+//! Results that go on the wire unchanged (`Group`, `MembershipChange`) are built here as wire
+//! messages; the service only decodes requests and maps outcomes.
+//!
+//! This file holds the rows, roles and rights and the group's order (deliveries and role
+//! changes); the operations are in rooms: `key_packages.rs`, `members.rs` (create, add,
+//! remove, title, leave), `send.rs` (application messages and reservations), `commit.rs`
+//! (commits: leaves, epochs, removals) and `admin.rs` (promotions, restrictions, deletions,
+//! invite links, join requests).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use openmls::messages::group_info::VerifiableGroupInfo;
+use openmls::prelude::*;
+use protobuf::{Enum as _, Message as _};
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::inbox::{append_inbox, GroupColumns, InboxRow};
+use super::{DeviceAddr, Store, CIPHERTEXT_MAX, CLIENT_MESSAGE_ID_MAX};
+use crate::crypto::mls::{self, MlsProvider};
+use crate::e2e::group::short_id;
+use crate::platform::error::{db_error, PlatformError, Result};
+use crate::wire::platform::{self as pb, group_delivery::Kind as DeliveryKind, GroupRole as Role};
+
+/// Key packages kept per device (the newest); older ones are dropped on upload.
+pub const KEY_PACKAGES_PER_DEVICE_MAX: usize = 100;
+
+/// Step 6 of `platform.db`.
+pub(super) const SCHEMA_GROUPS: &str = "
+CREATE TABLE groups (
+    group_id         BLOB PRIMARY KEY,            -- 32 bytes, chosen by the creator
+    title            TEXT NOT NULL,
+    type             INTEGER NOT NULL,            -- GroupType
+    epoch            INTEGER NOT NULL,
+    group_info       BLOB NOT NULL,               -- MLS GroupInfo of `epoch`, ratchet tree included
+    creator_id       INTEGER NOT NULL,
+    created_at       INTEGER NOT NULL,
+    last_message_id  INTEGER NOT NULL DEFAULT 0,  -- application messages, per group
+    last_seq         INTEGER NOT NULL DEFAULT 0   -- the group's total order
+) WITHOUT ROWID;
+CREATE TABLE group_members (
+    group_id  BLOB NOT NULL,
+    user_id   INTEGER NOT NULL,
+    role      INTEGER NOT NULL,                   -- GroupRole
+    rights    INTEGER NOT NULL DEFAULT 0,         -- AdminRights as bits, in field order
+    since     INTEGER NOT NULL,
+    PRIMARY KEY (group_id, user_id)
+) WITHOUT ROWID;
+CREATE INDEX group_members_by_user ON group_members (user_id);
+-- A row per device that has a leaf in the group now.
+CREATE TABLE group_devices (
+    group_id   BLOB NOT NULL,
+    user_id    INTEGER NOT NULL,
+    device_id  INTEGER NOT NULL,
+    since      INTEGER NOT NULL,
+    PRIMARY KEY (group_id, user_id, device_id)
+) WITHOUT ROWID;
+CREATE TABLE key_packages (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    account_id   INTEGER NOT NULL,
+    device_id    INTEGER NOT NULL,
+    key_package  BLOB NOT NULL,                   -- MLSMessage(KeyPackage)
+    created_at   INTEGER NOT NULL
+);
+CREATE INDEX key_packages_by_device ON key_packages (account_id, device_id, id);
+-- SendGroupMessage results that were OK, for repeats; pruned with sent_messages.
+CREATE TABLE sent_group_messages (
+    sender_id          INTEGER NOT NULL,
+    sender_device      INTEGER NOT NULL,
+    client_message_id  TEXT NOT NULL,
+    group_id           BLOB NOT NULL,
+    epoch              INTEGER NOT NULL,
+    group_seq          INTEGER NOT NULL,
+    message_id         INTEGER NOT NULL,
+    date               INTEGER NOT NULL,
+    PRIMARY KEY (sender_id, sender_device, client_message_id)
+) WITHOUT ROWID;
+CREATE INDEX sent_group_by_date ON sent_group_messages (date);
+-- Group message ids taken before a message is encrypted (a keyboard's signed context names
+-- its id); the SendGroupMessage under that client message id gets this id and date. Pruned
+-- with sent_messages.
+CREATE TABLE reserved_group_messages (
+    sender_id          INTEGER NOT NULL,
+    sender_device      INTEGER NOT NULL,
+    client_message_id  TEXT NOT NULL,
+    group_id           BLOB NOT NULL,
+    message_id         INTEGER NOT NULL,
+    date               INTEGER NOT NULL,
+    PRIMARY KEY (sender_id, sender_device, client_message_id)
+) WITHOUT ROWID;
+CREATE INDEX reserved_group_by_date ON reserved_group_messages (date);
+ALTER TABLE inbox ADD COLUMN group_id BLOB;
+ALTER TABLE inbox ADD COLUMN group_kind INTEGER;
+ALTER TABLE inbox ADD COLUMN group_seq INTEGER;
+ALTER TABLE inbox ADD COLUMN group_epoch INTEGER;
+ALTER TABLE inbox ADD COLUMN group_change BLOB;
+";
+
+// ── Types ──
+
+/// A group to create, its GroupInfo decoded (`parse_group_info`).
+pub struct NewGroup {
+    pub group_id: Vec<u8>,
+    pub title: String,
+    pub group_type: pb::GroupType,
+    pub group_info: Vec<u8>,
+    pub parsed_info: VerifiableGroupInfo,
+}
+
+/// One SendGroupMessage, decoded and checked for shape by the service.
+pub struct GroupMessage {
+    pub group_id: Vec<u8>,
+    pub client_message_id: String,
+    /// The MLS message as sent (what members receive).
+    pub bytes: Vec<u8>,
+    pub message: ProtocolMessage,
+    /// Commits: the new epoch's GroupInfo, as sent and decoded.
+    pub group_info: Option<(Vec<u8>, VerifiableGroupInfo)>,
+    /// Commits that add devices: the Welcome (checked to be one).
+    pub welcome: Vec<u8>,
+}
+
+/// The answer to one SendGroupMessage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupSendOutcome {
+    /// Accepted (now or before: a repeat answers the first result). `epoch` is the group's
+    /// epoch after it (a commit's new epoch); `message_id` is 0 for commits.
+    Ok {
+        epoch: u64,
+        group_seq: u64,
+        message_id: u64,
+        date: i64,
+    },
+    /// The message was made for another epoch than the group's (`epoch`).
+    Stale {
+        epoch: u64,
+    },
+    Rejected(String),
+    /// These users left or were removed and their leaves are still in the tree.
+    RemovalsPending(Vec<u64>),
+}
+
+/// Claimed key packages: (device id, key package) each, and the devices that had none.
+pub type Claimed = (Vec<(u32, Vec<u8>)>, Vec<u32>);
+
+/// The parts of a `groups` row the rules need.
+#[derive(Debug, Clone)]
+struct GroupRow {
+    title: String,
+    group_type: pb::GroupType,
+    epoch: u64,
+}
+
+/// One user's role in a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct MemberRow {
+    role: Role,
+    rights: u32,
+    since: i64,
+    /// RESTRICTED and BANNED: when it ends (0 = never).
+    until: i64,
+}
+
+impl MemberRow {
+    fn new(role: Role, now: i64) -> MemberRow {
+        MemberRow { role, since: now, ..MemberRow::default() }
+    }
+
+    /// The role as it acts at `now`: an ended restriction is MEMBER, an ended ban LEFT.
+    fn effective(&self, now: i64) -> Role {
+        let ended = self.until != 0 && now >= self.until;
+        match self.role {
+            Role::RESTRICTED if ended => Role::MEMBER,
+            Role::BANNED if ended => Role::LEFT,
+            role => role,
+        }
+    }
+}
+
+fn rights_pb(bits: u32) -> pb::AdminRights {
+    let f = |i: usize| bits & (1 << i) != 0;
+    pb::AdminRights {
+        can_change_info: f(0),
+        can_delete_messages: f(1),
+        can_invite_users: f(2),
+        can_restrict_members: f(3),
+        can_promote_members: f(4),
+        can_post_messages: f(5),
+        can_manage_chat: f(6),
+        ..Default::default()
+    }
+}
+
+/// Bit of `AdminRights.can_change_info`, `can_invite_users`, `can_restrict_members`,
+/// `can_post_messages`.
+const CAN_CHANGE_INFO: u32 = 1;
+const CAN_DELETE: u32 = 1 << 1;
+const CAN_INVITE: u32 = 1 << 2;
+const CAN_RESTRICT: u32 = 1 << 3;
+const CAN_PROMOTE: u32 = 1 << 4;
+const CAN_POST: u32 = 1 << 5;
+
+/// Holds a seat: may read, and (as the type allows) write.
+fn seated(role: Role) -> bool {
+    matches!(role, Role::OWNER | Role::ADMINISTRATOR | Role::MEMBER | Role::RESTRICTED)
+}
+
+fn admin_with(m: &MemberRow, right: u32) -> bool {
+    m.role == Role::OWNER || (m.role == Role::ADMINISTRATOR && m.rights & right == right)
+}
+
+/// PermissionDenied saying which right `action` needs, unless `m` holds it.
+fn require_right(m: &MemberRow, right: u32, right_name: &str, action: &str) -> Result<()> {
+    if admin_with(m, right) {
+        return Ok(());
+    }
+    Err(PlatformError::PermissionDenied(format!("{action} needs the owner or an administrator with {right_name}")))
+}
+
+/// What an administrative action answers: the group after it, and the devices told.
+type Told = (pb::Group, BTreeSet<DeviceAddr>);
+
+impl Store {
+    /// The preamble and the answer every administrative action shares, in one write
+    /// transaction: the group and the caller's seat in it (NotFound unless seated), refused
+    /// unless the caller is the owner or an administrator holding `right` (its bit and its Bot
+    /// API name); then `act` makes the action's role changes, and the answer is the group as it
+    /// is after them and the devices told. `action` names it in the refusal ("removing a
+    /// member needs …") and in a failure of the transaction.
+    fn admin_action(
+        &self,
+        action: &'static str,
+        caller: DeviceAddr,
+        group_id: &[u8],
+        right: (u32, &'static str),
+        act: impl FnOnce(&Connection, &GroupRow, &MemberRow, &mut BTreeSet<DeviceAddr>) -> Result<()>,
+    ) -> Result<Told> {
+        self.write_tx(action, |tx| {
+            let (group, me) = group_for(tx, group_id, caller.user_id, seated)?;
+            require_right(&me, right.0, right.1, action)?;
+            let mut delivered = BTreeSet::new();
+            act(tx, &group, &me, &mut delivered)?;
+            Ok((group_pb(tx, group_id)?, delivered))
+        })
+    }
+}
+
+fn not_found(group_id: &[u8]) -> PlatformError {
+    PlatformError::NotFound(format!("group {} not found, or you are not in it", short_id(group_id)))
+}
+
+fn mls_storage_error<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> PlatformError {
+    move |e| {
+        log::error!("platform storage: {what}: {e:?}");
+        PlatformError::Internal(format!("storage error while {what}"))
+    }
+}
+
+fn invalid(msg: impl Into<String>) -> PlatformError {
+    PlatformError::InvalidArgument(msg.into())
+}
+
+fn sized<'a>(bytes: &'a [u8], what: &str) -> Result<&'a [u8]> {
+    if bytes.is_empty() || bytes.len() > CIPHERTEXT_MAX {
+        return Err(invalid(format!("{what} must be 1 to {CIPHERTEXT_MAX} bytes, got {}", bytes.len())));
+    }
+    Ok(bytes)
+}
+
+/// Decodes an MLSMessage holding a GroupInfo (InvalidArgument otherwise).
+pub fn parse_group_info(bytes: &[u8]) -> Result<VerifiableGroupInfo> {
+    match mls::parse_message(sized(bytes, "group_info")?).map_err(invalid)?.extract() {
+        MlsMessageBodyIn::GroupInfo(info) => Ok(info),
+        _ => Err(invalid("group_info is an MLS message but not a GroupInfo")),
+    }
+}
+
+impl GroupMessage {
+    /// Decodes a SendGroupMessage: lengths, the message a Public/PrivateMessage of this
+    /// group, group_info a GroupInfo and welcome a Welcome when present (InvalidArgument
+    /// otherwise).
+    pub fn decode(
+        group_id: Vec<u8>,
+        client_message_id: String,
+        bytes: Vec<u8>,
+        group_info: Vec<u8>,
+        welcome: Vec<u8>,
+    ) -> Result<GroupMessage> {
+        let cmid_len = client_message_id.len();
+        if cmid_len == 0 || cmid_len > CLIENT_MESSAGE_ID_MAX {
+            return Err(invalid(format!(
+                "client_message_id must be 1 to {CLIENT_MESSAGE_ID_MAX} bytes, got {cmid_len}"
+            )));
+        }
+        let message = mls::parse_message(sized(&bytes, "message")?)
+            .map_err(invalid)?
+            .try_into_protocol_message()
+            .map_err(|_| invalid("message must be an MLS PublicMessage or PrivateMessage"))?;
+        if message.group_id().as_slice() != group_id.as_slice() {
+            return Err(invalid(format!("message is for another group than {}", short_id(&group_id))));
+        }
+        let group_info = match group_info.is_empty() {
+            true => None,
+            false => {
+                let parsed = parse_group_info(&group_info)?;
+                Some((group_info, parsed))
+            }
+        };
+        if !welcome.is_empty()
+            && !matches!(
+                mls::parse_message(sized(&welcome, "welcome")?).map_err(invalid)?.extract(),
+                MlsMessageBodyIn::Welcome(_)
+            )
+        {
+            return Err(invalid("welcome is an MLS message but not a Welcome"));
+        }
+        Ok(GroupMessage { group_id, client_message_id, bytes, message, group_info, welcome })
+    }
+}
+
+// ── Reading rows ──
+
+fn group_row(tx: &Connection, group_id: &[u8]) -> Result<Option<GroupRow>> {
+    tx.prepare_cached("SELECT title, type, epoch FROM groups WHERE group_id = ?1")
+        .and_then(|mut s| {
+            s.query_row(params![group_id], |r| {
+                Ok(GroupRow {
+                    title: r.get(0)?,
+                    group_type: pb::GroupType::from_i32(r.get(1)?).unwrap_or_default(),
+                    epoch: r.get(2)?,
+                })
+            })
+            .optional()
+        })
+        .map_err(db_error("reading a group"))
+}
+
+fn member(tx: &Connection, group_id: &[u8], user_id: u64) -> Result<Option<MemberRow>> {
+    tx.prepare_cached("SELECT role, rights, since, until_date FROM group_members WHERE group_id = ?1 AND user_id = ?2")
+        .and_then(|mut s| {
+            s.query_row(params![group_id, user_id], |r| {
+                Ok(MemberRow {
+                    role: Role::from_i32(r.get(0)?).unwrap_or_default(),
+                    rights: r.get(1)?,
+                    since: r.get(2)?,
+                    until: r.get(3)?,
+                })
+            })
+            .optional()
+        })
+        .map_err(db_error("reading a group member"))
+}
+
+/// The group and the caller's seat in it; NotFound unless `allowed(role)`.
+fn group_for(
+    tx: &Connection,
+    group_id: &[u8],
+    user_id: u64,
+    allowed: fn(Role) -> bool,
+) -> Result<(GroupRow, MemberRow)> {
+    let group = group_row(tx, group_id)?.ok_or_else(|| not_found(group_id))?;
+    match member(tx, group_id, user_id)? {
+        Some(m) if allowed(m.role) => Ok((group, m)),
+        _ => Err(not_found(group_id)),
+    }
+}
+
+/// Writes a role; the invite link a user came by and who let them in are forgotten
+/// (`change_role_by_link` and `admin::set_joined_by` record them for an INVITED user after
+/// this).
+fn set_member(tx: &Connection, group_id: &[u8], user_id: u64, m: &MemberRow) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO group_members (group_id, user_id, role, rights, since, until_date) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (group_id, user_id) DO UPDATE
+         SET role = ?3, rights = ?4, since = ?5, until_date = ?6, via_link = NULL, via_request = 0, invited_by = NULL",
+    )
+    .and_then(|mut s| s.execute(params![group_id, user_id, m.role.value(), m.rights, m.since, m.until]))
+    .map_err(db_error("writing a group member"))?;
+    Ok(())
+}
+
+/// The active devices with a leaf (a device its owner removed gets nothing more; any member
+/// may commit the removal of its leaf).
+fn joined_devices(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<DeviceAddr>> {
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT g.user_id, g.device_id FROM group_devices g
+             JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = 1
+             WHERE g.group_id = ?1",
+        )
+        .map_err(db_error("reading group devices"))?;
+    let rows = stmt
+        .query_map(params![group_id], |r| Ok(DeviceAddr { user_id: r.get(0)?, device_id: r.get(1)? }))
+        .map_err(db_error("reading group devices"))?;
+    rows.collect::<rusqlite::Result<_>>().map_err(db_error("reading group devices"))
+}
+
+fn active_devices(tx: &Connection, user_id: u64) -> Result<Vec<DeviceAddr>> {
+    let mut stmt = tx
+        .prepare_cached("SELECT device_id FROM devices WHERE account_id = ?1 AND active = 1 ORDER BY device_id")
+        .map_err(db_error("reading devices"))?;
+    let rows = stmt
+        .query_map(params![user_id], |r| Ok(DeviceAddr { user_id, device_id: r.get(0)? }))
+        .map_err(db_error("reading devices"))?;
+    rows.collect::<rusqlite::Result<_>>().map_err(db_error("reading devices"))
+}
+
+/// The registered key of an active device.
+fn device_key(tx: &Connection, addr: DeviceAddr) -> Result<Option<Vec<u8>>> {
+    tx.prepare_cached("SELECT device_key FROM devices WHERE account_id = ?1 AND device_id = ?2 AND active = 1")
+        .and_then(|mut s| s.query_row(params![addr.user_id, addr.device_id], |r| r.get(0)).optional())
+        .map_err(db_error("reading a device key"))
+}
+
+fn profile(tx: &Connection, user_id: u64) -> Result<pb::Profile> {
+    tx.prepare_cached("SELECT username, display_name, is_bot, identity_key FROM accounts WHERE id = ?1")
+        .and_then(|mut s| {
+            s.query_row(params![user_id], |r| {
+                Ok(pb::Profile {
+                    user_id,
+                    username: r.get(0)?,
+                    display_name: r.get(1)?,
+                    is_bot: r.get(2)?,
+                    identity_key: r.get(3)?,
+                    ..Default::default()
+                })
+            })
+            .optional()
+        })
+        .map_err(db_error("reading a profile"))?
+        .ok_or_else(|| PlatformError::NotFound(format!("no user with id {user_id}")))
+}
+
+fn member_pb(tx: &Connection, user_id: u64, m: &MemberRow) -> Result<pb::GroupMember> {
+    Ok(pb::GroupMember {
+        user: Some(profile(tx, user_id)?).into(),
+        role: m.role.into(),
+        rights: if m.role == Role::ADMINISTRATOR { Some(rights_pb(m.rights)).into() } else { None.into() },
+        since: m.since,
+        until_date: m.until,
+        ..Default::default()
+    })
+}
+
+fn group_pb(tx: &Connection, group_id: &[u8]) -> Result<pb::Group> {
+    let g = group_row(tx, group_id)?.ok_or_else(|| not_found(group_id))?;
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT user_id, role, rights, since, until_date FROM group_members WHERE group_id = ?1 ORDER BY since, user_id",
+        )
+        .map_err(db_error("reading group members"))?;
+    let rows: Vec<(u64, MemberRow)> = stmt
+        .query_map(params![group_id], |r| {
+            Ok((
+                r.get(0)?,
+                MemberRow {
+                    role: Role::from_i32(r.get(1)?).unwrap_or_default(),
+                    rights: r.get(2)?,
+                    since: r.get(3)?,
+                    until: r.get(4)?,
+                },
+            ))
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(db_error("reading group members"))?;
+    let members = rows.iter().map(|(user, m)| member_pb(tx, *user, m)).collect::<Result<_>>()?;
+    Ok(pb::Group {
+        group_id: group_id.to_vec(),
+        title: g.title,
+        type_: g.group_type.into(),
+        epoch: g.epoch,
+        members,
+        ..Default::default()
+    })
+}
+
+// ── Writing the group's order ──
+
+fn next_seq(tx: &Connection, group_id: &[u8]) -> Result<u64> {
+    tx.prepare_cached("UPDATE groups SET last_seq = last_seq + 1 WHERE group_id = ?1 RETURNING last_seq")
+        .and_then(|mut s| s.query_row(params![group_id], |r| r.get(0)))
+        .map_err(db_error("taking a group seq"))
+}
+
+/// One delivery of the group's order to some devices.
+struct Delivery<'a> {
+    group_id: &'a [u8],
+    kind: DeliveryKind,
+    epoch: u64,
+    sender: DeviceAddr,
+    message_id: u64,
+    date: i64,
+    client_message_id: &'a str,
+    ciphertext: &'a [u8],
+    change: Option<&'a [u8]>,
+}
+
+/// Takes the next group seq and appends `d` to each device's inbox; returns the seq.
+fn deliver(
+    tx: &Connection,
+    d: &Delivery<'_>,
+    to: impl IntoIterator<Item = DeviceAddr>,
+    delivered: &mut BTreeSet<DeviceAddr>,
+) -> Result<u64> {
+    let group_seq = next_seq(tx, d.group_id)?;
+    for addr in to {
+        let group =
+            GroupColumns { group_id: d.group_id, kind: d.kind.value(), group_seq, epoch: d.epoch, change: d.change };
+        append_inbox(
+            tx,
+            &InboxRow {
+                to: addr,
+                sender: d.sender,
+                message_id: d.message_id,
+                date: d.date,
+                client_message_id: d.client_message_id,
+                ciphertext: d.ciphertext,
+                group: Some(group),
+            },
+        )?;
+        delivered.insert(addr);
+    }
+    Ok(group_seq)
+}
+
+/// Records `user`'s new role and tells every joined device and every device of `user`
+/// (a MEMBERSHIP delivery). A user without a role before counts as LEFT.
+#[allow(clippy::too_many_arguments)]
+fn change_role(
+    tx: &Connection,
+    group_id: &[u8],
+    epoch: u64,
+    actor: DeviceAddr,
+    user_id: u64,
+    new: MemberRow,
+    now: i64,
+    delivered: &mut BTreeSet<DeviceAddr>,
+) -> Result<()> {
+    change_role_by_link(tx, group_id, epoch, actor, user_id, new, now, None, None, delivered)
+}
+
+/// [`change_role`] of a join by invite link: the change names the link, and whether an
+/// approved join request let the user in. `cause` is the user the change names as its actor
+/// when that is not the acting device's user: a join (INVITED → MEMBER, made by the joiner's
+/// commit) names who let the user in, as the Bot API's `from` does. Whoever makes a user
+/// INVITED (the adder, the approving administrator, the user themself by link) is recorded
+/// for that join.
+#[allow(clippy::too_many_arguments)]
+fn change_role_by_link(
+    tx: &Connection,
+    group_id: &[u8],
+    epoch: u64,
+    actor: DeviceAddr,
+    user_id: u64,
+    new: MemberRow,
+    now: i64,
+    joined_by: Option<(pb::InviteLink, bool)>,
+    cause: Option<u64>,
+    delivered: &mut BTreeSet<DeviceAddr>,
+) -> Result<()> {
+    let old = member(tx, group_id, user_id)?.unwrap_or(MemberRow::new(Role::LEFT, 0));
+    set_member(tx, group_id, user_id, &new)?;
+    let cause = cause.unwrap_or(actor.user_id);
+    if new.role == Role::INVITED {
+        admin::set_invited_by(tx, group_id, user_id, cause)?;
+    }
+    let (invite_link, via_join_request) = match joined_by {
+        Some((link, request)) => (Some(link), request),
+        None => (None, false),
+    };
+    let change = pb::MembershipChange {
+        old: Some(member_pb(tx, user_id, &old)?).into(),
+        new: Some(member_pb(tx, user_id, &new)?).into(),
+        actor: Some(profile(tx, cause)?).into(),
+        invite_link: invite_link.into(),
+        via_join_request,
+        ..Default::default()
+    }
+    .write_to_bytes()
+    .map_err(|e| PlatformError::Internal(format!("encoding a membership change: {e}")))?;
+    let mut to = joined_devices(tx, group_id)?;
+    to.extend(active_devices(tx, user_id)?);
+    let d = Delivery {
+        group_id,
+        kind: DeliveryKind::MEMBERSHIP,
+        epoch,
+        sender: actor,
+        message_id: 0,
+        date: now,
+        client_message_id: "",
+        ciphertext: &[],
+        change: Some(&change),
+    };
+    deliver(tx, &d, to, delivered)?;
+    Ok(())
+}
+
+/// The user's username, when they exist and (a bot) hold the capability the group's type
+/// needs: `groups` or `channels` (FAILED_PRECONDITION otherwise).
+fn may_be_in(tx: &Connection, user_id: u64, group_type: pb::GroupType) -> Result<String> {
+    let account = tx
+        .prepare_cached("SELECT username, is_bot, capabilities FROM accounts WHERE id = ?1")
+        .and_then(|mut s| {
+            s.query_row(params![user_id], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?, r.get::<_, Option<String>>(2)?))
+            })
+            .optional()
+        })
+        .map_err(db_error("reading an account"))?;
+    let Some((username, is_bot, capabilities)) = account else {
+        return Err(PlatformError::NotFound(format!("no user with id {user_id}")));
+    };
+    if is_bot {
+        let needed = match group_type {
+            pb::GroupType::GROUP => "groups",
+            pb::GroupType::CHANNEL => "channels",
+        };
+        let caps = capabilities.unwrap_or_default();
+        if !caps.split(',').any(|c| c.trim() == needed) {
+            return Err(PlatformError::FailedPrecondition(format!("bot @{username} does not have the {needed} capability")));
+        }
+    }
+    Ok(username)
+}
+
+pub(super) fn next_group_message_id(tx: &Connection, group_id: &[u8]) -> Result<u64> {
+    tx.prepare_cached("UPDATE groups SET last_message_id = last_message_id + 1 WHERE group_id = ?1 RETURNING last_message_id")
+        .and_then(|mut s| s.query_row(params![group_id], |r| r.get(0)))
+        .map_err(db_error("assigning a group message id"))
+}
+
+mod admin;
+mod commit;
+mod key_packages;
+mod members;
+mod send;
+pub use admin::{LinkSettings, LINK_PREFIX};
+pub(super) use admin::{SCHEMA_ADMIN, SCHEMA_INVITED_BY};
+pub(in crate::platform::store) use send::reserve_group_message_id;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,194 @@
+//! Group messages: SendGroupMessage orders, checks and fans out one MLS message (an
+//! application message here; a commit through `commit.rs`), idempotent per (sender device,
+//! client message id); and the group message ids reserved before a message is encrypted.
+
+use super::commit::accept_commit;
+use super::*;
+use crate::platform::store::Reserved;
+
+impl Store {
+    /// Orders, checks and fans out one group message (see the module comment and
+    /// docs/groups.md). Returns the outcome and the devices whose inbox received entries.
+    pub fn send_group_message(
+        &self,
+        caller: DeviceAddr,
+        m: GroupMessage,
+        now: i64,
+    ) -> Result<(GroupSendOutcome, BTreeSet<DeviceAddr>)> {
+        self.write_tx("a group message", |tx| {
+            let mut delivered = BTreeSet::new();
+            if let Some(previous) = previous_send(tx, caller, &m)? {
+                return Ok((previous, delivered));
+            }
+            let group = group_row(tx, &m.group_id)?.ok_or_else(|| not_found(&m.group_id))?;
+            let Some(me) = member(tx, &m.group_id, caller.user_id)? else {
+                return Err(not_found(&m.group_id));
+            };
+            if m.message.epoch().as_u64() != group.epoch {
+                return Ok((GroupSendOutcome::Stale { epoch: group.epoch }, delivered));
+            }
+            let outcome = match m.message.content_type() {
+                ContentType::Application => accept_application(tx, caller, &me, &group, &m, now, &mut delivered)?,
+                ContentType::Commit => accept_commit(tx, caller, &me, &group, m.clone_parts(), now, &mut delivered)?,
+                ContentType::Proposal => GroupSendOutcome::Rejected(
+                    "standalone proposals are not accepted: send a commit with the proposals inline".into(),
+                ),
+            };
+            if let GroupSendOutcome::Ok { epoch, group_seq, message_id, date } = &outcome {
+                tx.prepare_cached(
+                    "INSERT INTO sent_group_messages (sender_id, sender_device, client_message_id, group_id, epoch,
+                                                      group_seq, message_id, date)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        caller.user_id,
+                        caller.device_id,
+                        m.client_message_id,
+                        m.group_id,
+                        epoch,
+                        group_seq,
+                        message_id,
+                        date
+                    ])
+                })
+                .map_err(db_error("recording a group message"))?;
+            }
+            Ok((outcome, delivered))
+        })
+    }
+}
+
+/// The first OK result of this (sender device, client message id), if any.
+fn previous_send(tx: &Connection, caller: DeviceAddr, m: &GroupMessage) -> Result<Option<GroupSendOutcome>> {
+    let row: Option<(Vec<u8>, u64, u64, u64, i64)> = tx
+        .prepare_cached(
+            "SELECT group_id, epoch, group_seq, message_id, date FROM sent_group_messages
+             WHERE sender_id = ?1 AND sender_device = ?2 AND client_message_id = ?3",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![caller.user_id, caller.device_id, m.client_message_id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .optional()
+        })
+        .map_err(db_error("looking up a group message"))?;
+    Ok(row.map(|(group_id, epoch, group_seq, message_id, date)| {
+        if group_id != m.group_id {
+            GroupSendOutcome::Rejected(format!(
+                "client_message_id {} was used for a message to another group",
+                m.client_message_id
+            ))
+        } else {
+            GroupSendOutcome::Ok { epoch, group_seq, message_id, date }
+        }
+    }))
+}
+
+fn group_reservation(tx: &Connection, caller: DeviceAddr, cmid: &str) -> Result<Option<(Vec<u8>, u64, i64)>> {
+    tx.prepare_cached(
+        "SELECT group_id, message_id, date FROM reserved_group_messages
+         WHERE sender_id = ?1 AND sender_device = ?2 AND client_message_id = ?3",
+    )
+    .and_then(|mut s| {
+        s.query_row(params![caller.user_id, caller.device_id, cmid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()
+    })
+    .map_err(db_error("looking up a group reservation"))
+}
+
+/// Takes the next message id of a group for one client message id of a member that may send
+/// there (idempotent: a repeat answers the same id). The caller checks the id's length.
+pub(in crate::platform::store) fn reserve_group_message_id(
+    tx: &Connection,
+    caller: DeviceAddr,
+    cmid: &str,
+    group_id: &[u8],
+    now: i64,
+) -> Result<Reserved> {
+    use Reserved;
+    if let Some((gid, message_id, date)) = group_reservation(tx, caller, cmid)? {
+        return Ok(if gid == group_id {
+            Reserved::Id { message_id, date }
+        } else {
+            Reserved::Refused(format!("client_message_id {cmid} was reserved for another group"))
+        });
+    }
+    let Some(me) = member(tx, group_id, caller.user_id)? else {
+        return Ok(Reserved::Refused("not a member of this group".into()));
+    };
+    if !seated(me.role) || !joined_devices(tx, group_id)?.contains(&caller) {
+        return Ok(Reserved::Refused("this device has no leaf in the group".into()));
+    }
+    let message_id = next_group_message_id(tx, group_id)?;
+    tx.prepare_cached(
+        "INSERT INTO reserved_group_messages (sender_id, sender_device, client_message_id, group_id, message_id, date)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut s| s.execute(params![caller.user_id, caller.device_id, cmid, group_id, message_id, now]))
+    .map_err(db_error("recording a group reservation"))?;
+    Ok(Reserved::Id { message_id, date: now })
+}
+
+fn accept_application(
+    tx: &Connection,
+    caller: DeviceAddr,
+    me: &MemberRow,
+    group: &GroupRow,
+    m: &GroupMessage,
+    now: i64,
+    delivered: &mut BTreeSet<DeviceAddr>,
+) -> Result<GroupSendOutcome> {
+    let joined = joined_devices(tx, &m.group_id)?;
+    if !joined.contains(&caller) || !seated(me.role) {
+        return Ok(GroupSendOutcome::Rejected("this device has no leaf in the group: join it first".into()));
+    }
+    if !matches!(m.message, ProtocolMessage::PrivateMessage(_)) {
+        return Ok(GroupSendOutcome::Rejected("application messages must be encrypted (PrivateMessage)".into()));
+    }
+    let allowed = match group.group_type {
+        pb::GroupType::GROUP => me.effective(now) != Role::RESTRICTED,
+        pb::GroupType::CHANNEL => admin_with(me, CAN_POST),
+    };
+    if !allowed {
+        return Ok(GroupSendOutcome::Rejected(match group.group_type {
+            pb::GroupType::GROUP => "restricted: this member may not send messages".into(),
+            pb::GroupType::CHANNEL => {
+                "only the owner or an administrator with can_post_messages posts in a channel".into()
+            }
+        }));
+    }
+    let mut pending = BTreeSet::new();
+    for addr in &joined {
+        if member(tx, &m.group_id, addr.user_id)?.is_none_or(|m| matches!(m.role, Role::LEFT | Role::BANNED)) {
+            pending.insert(addr.user_id);
+        }
+    }
+    if !pending.is_empty() {
+        return Ok(GroupSendOutcome::RemovalsPending(pending.into_iter().collect()));
+    }
+    // A reserved message keeps the id and date its content was signed with.
+    let (message_id, now) = match group_reservation(tx, caller, &m.client_message_id)? {
+        Some((group_id, message_id, date)) if group_id == m.group_id => (message_id, date),
+        Some(_) => {
+            return Ok(GroupSendOutcome::Rejected(format!(
+                "client_message_id {} was reserved for another group",
+                m.client_message_id
+            )))
+        }
+        None => (next_group_message_id(tx, &m.group_id)?, now),
+    };
+    let d = Delivery {
+        group_id: &m.group_id,
+        kind: DeliveryKind::MLS_MESSAGE,
+        epoch: group.epoch,
+        sender: caller,
+        message_id,
+        date: now,
+        client_message_id: &m.client_message_id,
+        ciphertext: &m.bytes,
+        change: None,
+    };
+    let group_seq = deliver(tx, &d, joined.into_iter().filter(|a| *a != caller), delivered)?;
+    admin::record_message(tx, &m.group_id, message_id, caller.user_id, now)?;
+    Ok(GroupSendOutcome::Ok { epoch: group.epoch, group_seq, message_id, date: now })
+}
