@@ -141,14 +141,13 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
         }
         let membership = batch.iter().any(|e| e.group.as_ref().is_some_and(|g| g.change.is_some()));
         let removals = groups::removals_by(shared.compat_user_id, &batch);
-        let Some(outcomes) = import_batch(&shared, batch) else {
+        let BatchImport::Committed { outcomes, queued } = import_batch(&shared, batch) else {
             return; // the store is closing: the process is stopping
         };
-        let (outcomes, queued) = outcomes;
         BotMetrics::add(&shared.metrics.updates_received, queued);
-        for o in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+        for why in outcomes.iter().filter_map(Imported::dropped) {
             BotMetrics::add(&shared.metrics.decrypt_failures, 1);
-            shared.status.set_error(format!("inbox: {o}"));
+            shared.status.set_error(format!("inbox: {why}"));
         }
         let mut ack = AckRequest::new();
         ack.seqs = seqs;
@@ -195,15 +194,42 @@ fn settle_group_commits(shared: &BotShared, batch: &[InboxEnvelope]) -> bool {
     }
 }
 
+/// What importing one envelope did.
+#[derive(Debug)]
+enum Imported {
+    /// Stored, or a repeat skipped: acknowledged.
+    Stored,
+    /// The envelope failed on its own (undecryptable, malformed, refused): rolled back alone,
+    /// then acknowledged and dropped with a warning. Why, for `/healthz`.
+    Dropped(String),
+}
+
+impl Imported {
+    fn dropped(&self) -> Option<&str> {
+        match self {
+            Imported::Stored => None,
+            Imported::Dropped(why) => Some(why),
+        }
+    }
+}
+
+/// What importing a batch came to.
+enum BatchImport {
+    /// Committed: each envelope's outcome, in order, and how many updates the batch queued
+    /// (for `/metrics`).
+    Committed { outcomes: Vec<Imported>, queued: u64 },
+    /// The store is closing (the process is stopping): nothing was committed.
+    Stopping,
+}
+
 /// Imports a batch in one writer job. When the storage itself fails (disk full, I/O error),
 /// nothing was committed and nothing may be acknowledged: the same batch is tried again with a
-/// growing delay, and meanwhile the bounded channel holds the stream back. `None` when the store
-/// is closing. With the outcomes, how many updates the batch queued (for `/metrics`).
-fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>) -> Option<(Vec<Result<(), String>>, u64)> {
+/// growing delay, and meanwhile the bounded channel holds the stream back.
+fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>) -> BatchImport {
     let mut backoff = Backoff::new(RECONNECT_START, RECONNECT_MAX);
     loop {
         if shared.is_stopping() {
-            return None;
+            return BatchImport::Stopping;
         }
         let (envelopes, name, me) = (batch.clone(), shared.username.clone(), shared.me());
         let identity_key = shared.identity.public_key();
@@ -214,11 +240,12 @@ fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>) -> Option<(Vec<Re
             for env in &envelopes {
                 outcomes.push(import_one(c, env, &me, &identity_key, &name)?);
             }
-            Ok((outcomes, queue::depth(c)?.saturating_sub(before).max(0) as u64))
+            let queued = queue::depth(c)?.saturating_sub(before).max(0) as u64;
+            Ok(BatchImport::Committed { outcomes, queued })
         });
         match result {
-            Ok(outcomes) => return Some(outcomes),
-            Err(StoreError::Closed) => return None,
+            Ok(committed) => return committed,
+            Err(StoreError::Closed) => return BatchImport::Stopping,
             Err(e) => {
                 let delay = backoff.next_delay();
                 log::error!("bot @{}: cannot store an inbox batch ({e}); retrying in {delay:?}", shared.username);
@@ -231,14 +258,14 @@ fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>) -> Option<(Vec<Re
 
 /// Imports one envelope inside its own savepoint. A failure of the envelope (undecryptable,
 /// malformed, refused) rolls back only this envelope, which is then acknowledged and dropped
-/// with a warning (`Ok(Err(..))`); a failure of the storage fails the whole batch (`Err`).
+/// with a warning (`Imported::Dropped`); a failure of the storage fails the whole batch (`Err`).
 fn import_one(
     c: &Connection,
     env: &InboxEnvelope,
     me: &UserView,
     identity_key: &[u8; 32],
     bot_name: &str,
-) -> StoreResult<Result<(), String>> {
+) -> StoreResult<Imported> {
     c.execute_batch("SAVEPOINT envelope")?;
     let r = import_inner(c, env, me, identity_key);
     let end = match &r {
@@ -247,7 +274,7 @@ fn import_one(
     };
     c.execute_batch(end)?;
     match r {
-        Ok(()) => Ok(Ok(())),
+        Ok(()) => Ok(Imported::Stored),
         Err(e) if is_storage_failure(&e) => Err(e),
         Err(e) => {
             let msg = format!(
@@ -255,7 +282,7 @@ fn import_one(
                 env.message_id, env.sender_user_id, env.sender_device_id
             );
             log::warn!("bot @{bot_name}: {msg}");
-            Ok(Err(msg))
+            Ok(Imported::Dropped(msg))
         }
     }
 }

@@ -18,17 +18,15 @@ use std::time::Duration;
 use crossbeam_channel::RecvTimeoutError;
 use rusqlite::Connection;
 
-use super::botapi::ApiError;
 use super::metrics::BotMetrics;
-use super::runtime::{unix_now, BotShared, Sent, Waited};
+use super::runtime::{unix_now, BotShared, SendFailure, Sent};
 use super::groups::{self as group_send, GroupError, GroupSend};
 use super::store::{groups, outbox, Store, StoreError};
 use crate::backoff::Backoff;
-use crate::crypto;
 use crate::e2e;
 use super::keyboard;
 use crate::crypto::IdentityKeyPair;
-use crate::wire::e2e::{content::Body, Content};
+use crate::wire::e2e::content::Body;
 use crate::wire::platform::{
     send_result::Status as SendStatus, GetPrekeyBundlesRequest, GetPrekeyBundlesResponse, MessageIdReservation,
     OutgoingMessage, ReserveMessageIdsRequest, SendMessagesRequest, SendResult,
@@ -40,85 +38,6 @@ const BACKOFF_START: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// A message whose recipient's device list keeps changing is given up after this many rounds.
 const MAX_DEVICE_REFRESHES: i64 = 8;
-
-/// How a caller of [`submit`] waits, besides the bot's `send_wait_seconds`: whether its client
-/// has gone, so a wait for a message in flight ends with the connection (the HTTP workers pass
-/// `crate::http::client_gone`; this module knows nothing of HTTP).
-#[derive(Clone, Copy)]
-pub struct Wait {
-    pub client_gone: fn() -> bool,
-}
-
-/// How often a wait for a message in flight looks whether its client is still there.
-const CLIENT_CHECK: Duration = Duration::from_secs(1);
-/// `retry_after` of the 429 that answers a withdrawn message.
-pub const RETRY_AFTER_SECS: u32 = 5;
-
-/// Records `content` for `chat_id` in the outbox and answers with the truth: the platform's
-/// message id, or an error after which it is never sent (the HTTP side of the outbox).
-///
-/// Waits `send_wait_seconds` for the platform's answer. Then a message that was never handed
-/// to the platform is withdrawn: 429 with `retry_after`, which SDKs and bots retry safely. One
-/// that was handed is waited for until the platform answers (it may be in the platform's hands
-/// already, so no error may be said of it); the wait ends early only when the client leaves or
-/// the gateway stops, and then without any answer.
-pub fn submit(shared: &BotShared, chat_id: i64, content: Content, wait: Wait) -> Result<Sent, ApiError> {
-    if shared.is_revoked() {
-        return Err(shared.refusal());
-    }
-    let client_message_id = crypto::hex_encode(&crypto::random_bytes::<16>());
-    // Register the waiter before the row exists for the thread, under the same lock the
-    // thread uses to finish, so a fast acknowledgement cannot be missed.
-    let waiting = shared.outbox.register(|| {
-        shared
-            .store
-            .write(move |c| outbox::insert(c, &client_message_id, chat_id, &content, unix_now()))
-            .map_err(|e| ApiError::internal(format!("cannot record the message in the outbox: {e}")))
-    })?;
-    shared.outbox.wake.wake();
-    let send_wait = shared.delivery.send_wait;
-    if let Waited::Answer(answer) = waiting.wait(send_wait) {
-        return answer;
-    }
-    let id = waiting.id();
-    match shared.store.write(move |c| outbox::withdraw(c, id)) {
-        Ok(true) => {
-            shared.outbox.forget(id);
-            BotMetrics::add(&shared.metrics.outbox_withdrawn, 1);
-            log::info!(
-                "bot @{}: withdrew an unsent message to chat {chat_id} (outbox row {id}): the platform did not take it within {}s",
-                shared.username,
-                send_wait.as_secs()
-            );
-            return Err(ApiError::retry_after(
-                RETRY_AFTER_SECS,
-                format!("the platform did not take the message within {}s; it was NOT sent and will not be", send_wait.as_secs()),
-            ));
-        }
-        Ok(false) => {}
-        // Whether it was withdrawn is unknown, so it may still be sent: wait for its answer.
-        Err(e) => log::error!("bot @{}: cannot withdraw outbox row {id} (chat {chat_id}): {e}", shared.username),
-    }
-    loop {
-        match waiting.wait(CLIENT_CHECK) {
-            Waited::Answer(answer) => return answer,
-            Waited::Released => {
-                return Err(ApiError::unanswered(format!(
-                    "the gateway is stopping while outbox row {id} (chat {chat_id}) is with the platform; it is sent after the restart"
-                )));
-            }
-            Waited::TimedOut if (wait.client_gone)() => {
-                shared.outbox.forget(id);
-                log::info!(
-                    "bot @{}: the caller of outbox row {id} (chat {chat_id}) left before the platform answered; it is sent all the same",
-                    shared.username
-                );
-                return Err(ApiError::unanswered("the client left"));
-            }
-            Waited::TimedOut => {}
-        }
-    }
-}
 
 #[derive(Debug)]
 enum SendError {
@@ -144,10 +63,10 @@ impl std::fmt::Display for SendError {
 
 /// Says that a send was given up: counted, logged at warn with its chat and message id (never
 /// its content), and answered to its caller if one still waits.
-fn gave_up(shared: &BotShared, row: i64, record: &outbox::GivenUp, error: ApiError) {
+fn gave_up(shared: &BotShared, row: i64, record: &outbox::GivenUp, failure: SendFailure) {
     BotMetrics::add(&shared.metrics.outbox_given_up, 1);
     let message = record.message_id.map_or(String::new(), |id| format!(", message {id}"));
-    let caller = if shared.outbox.finish(row, Err(error)) { "its caller was told" } else { "no caller waited" };
+    let caller = if shared.outbox.finish(row, Err(failure)) { "its caller was told" } else { "no caller waited" };
     log::warn!(
         "bot @{}: outbox gave up a {} to chat {}{message} (outbox row {row}; {caller}; listed at /outbox/given-up): {}",
         shared.username,
@@ -160,8 +79,7 @@ fn gave_up(shared: &BotShared, row: i64, record: &outbox::GivenUp, error: ApiErr
 /// Gives up every message of the outbox (the platform refuses the credential: nothing more is
 /// sent) and answers their callers with the refusal.
 fn give_up_everything(shared: &BotShared) -> Result<(), StoreError> {
-    let error = shared.refusal();
-    let reason = format!("the platform refused the bot's credential ({})", error.description);
+    let reason = SendFailure::CredentialRefused.reason().to_string();
     loop {
         let entries = shared.store.read(|c| outbox::pending(c, SEND_BATCH))?;
         if entries.is_empty() {
@@ -179,7 +97,7 @@ fn give_up_everything(shared: &BotShared) -> Result<(), StoreError> {
             Ok(records)
         })?;
         for (row, record) in records {
-            gave_up(shared, row, &record, error.clone());
+            gave_up(shared, row, &record, SendFailure::CredentialRefused);
         }
     }
 }
@@ -208,7 +126,7 @@ pub fn run(shared: Arc<BotShared>) {
             if let Err(e) = give_up_everything(&shared) {
                 log::error!("bot @{}: cannot give up the outbox after the credential was refused: {e}", shared.username);
             }
-            shared.outbox.fail_all(shared.refusal());
+            shared.outbox.fail_all(SendFailure::CredentialRefused);
             if wake.recv().is_err() {
                 return;
             }
@@ -308,7 +226,7 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
             Outcome::Sent(sent) => {
                 shared.outbox.finish(id, Ok(sent));
             }
-            Outcome::GaveUp(record, error) => gave_up(shared, id, &record, error),
+            Outcome::GaveUp(record, failure) => gave_up(shared, id, &record, failure),
             Outcome::Resealed => {}
             Outcome::Failed(e) => {
                 failure.get_or_insert(e);
@@ -336,10 +254,10 @@ fn send_to_groups(shared: &BotShared, entries: Vec<outbox::OutboxEntry>) -> Resu
             continue;
         }
         if entry.attempts >= MAX_GROUP_ATTEMPTS {
-            let error = ApiError::platform(502, "the group kept changing under the message; it was not sent");
-            let (e, reason) = (entry.clone(), error.description.clone());
+            let failure = SendFailure::GaveUp("the group kept changing under the message; it was not sent".into());
+            let (e, reason) = (entry.clone(), failure.reason().to_string());
             if let Some(record) = shared.store.write(move |c| outbox::give_up(c, &e, &reason, unix_now()))? {
-                gave_up(shared, entry.id, &record, error);
+                gave_up(shared, entry.id, &record, failure);
             }
             continue;
         }
@@ -347,7 +265,7 @@ fn send_to_groups(shared: &BotShared, entries: Vec<outbox::OutboxEntry>) -> Resu
             Ok(GroupSend::Sent(sent)) => {
                 shared.outbox.finish(entry.id, Ok(sent));
             }
-            Ok(GroupSend::GaveUp(record, error)) => gave_up(shared, entry.id, &record, error),
+            Ok(GroupSend::GaveUp(record, failure)) => gave_up(shared, entry.id, &record, failure),
             Ok(GroupSend::Withdrawn) => {}
             Ok(GroupSend::Later(why)) => {
                 waiting.push(entry.chat_id);
@@ -411,26 +329,25 @@ fn give_up_refused(
     }
     let (gone, kept): (Vec<_>, Vec<_>) =
         entries.into_iter().partition(|e| refused.iter().any(|(cmid, _)| *cmid == e.client_message_id));
-    let gone: Vec<(outbox::OutboxEntry, ApiError)> = gone
+    let gone: Vec<(outbox::OutboxEntry, SendFailure)> = gone
         .into_iter()
         .map(|e| {
             let why = refused.iter().find(|(cmid, _)| *cmid == e.client_message_id).map(|(_, w)| w.as_str()).unwrap_or("");
-            let error = ApiError::bad_request(format!("the platform refused a message id for the message: {why}"));
-            (e, error)
+            (e, SendFailure::Refused(format!("the platform refused a message id for the message: {why}")))
         })
         .collect();
     let now = unix_now();
     let records = shared.store.write(move |c| {
         let mut records = Vec::new();
-        for (e, error) in gone {
-            if let Some(r) = outbox::give_up(c, &e, &error.description, now)? {
-                records.push((e.id, r, error));
+        for (e, failure) in gone {
+            if let Some(r) = outbox::give_up(c, &e, failure.reason(), now)? {
+                records.push((e.id, r, failure));
             }
         }
         Ok(records)
     })?;
-    for (row, record, error) in records {
-        gave_up(shared, row, &record, error);
+    for (row, record, failure) in records {
+        gave_up(shared, row, &record, failure);
     }
     Ok(kept)
 }
@@ -448,7 +365,7 @@ enum Outcome {
     /// Acknowledged with the platform's id: left the outbox.
     Sent(Sent),
     /// Given up and recorded: left the outbox unsent; the error is its caller's answer.
-    GaveUp(outbox::GivenUp, ApiError),
+    GaveUp(outbox::GivenUp, SendFailure),
     /// Mended after STALE_DEVICES and committed; sent again in the next batch.
     Resealed,
     /// Recording failed and was rolled back: the message stays as it was and is sent again.
@@ -552,11 +469,11 @@ fn record_answer(
     mut sealed: OutgoingMessage,
     result: &SendResult,
 ) -> Result<Outcome, StoreError> {
-    let give_up = |error: ApiError| -> Result<Outcome, StoreError> {
+    let give_up = |failure: SendFailure| -> Result<Outcome, StoreError> {
         // Handed rows are never withdrawn, so it is still there.
-        let record = outbox::give_up(c, entry, &error.description, unix_now())?
+        let record = outbox::give_up(c, entry, failure.reason(), unix_now())?
             .ok_or_else(|| StoreError::Corrupt(format!("outbox {} vanished while it was with the platform", entry.id)))?;
-        Ok(Outcome::GaveUp(record, error))
+        Ok(Outcome::GaveUp(record, failure))
     };
     match result.status.enum_value_or_default() {
         SendStatus::OK => {
@@ -566,7 +483,7 @@ fn record_answer(
             Ok(Outcome::Sent(sent))
         }
         SendStatus::STALE_DEVICES if entry.attempts >= MAX_DEVICE_REFRESHES => {
-            give_up(ApiError::platform(502, "the recipient's device list keeps changing"))
+            give_up(SendFailure::GaveUp("the recipient's device list keeps changing".into()))
         }
         SendStatus::STALE_DEVICES => {
             let peer = entry.chat_id as u64;
@@ -576,12 +493,12 @@ fn record_answer(
             outbox::note_failure(c, entry.id, "recipient device list changed")?;
             Ok(Outcome::Resealed)
         }
-        SendStatus::UNKNOWN_RECIPIENT => give_up(ApiError::bad_request("chat not found")),
+        SendStatus::UNKNOWN_RECIPIENT => give_up(SendFailure::Refused("chat not found".into())),
         SendStatus::REJECTED if matches!(entry.content.body, Some(Body::InlineResults(_))) => {
-            give_up(ApiError::bad_request(format!("the platform refused the inline answer: {}", result.error)))
+            give_up(SendFailure::Refused(format!("the platform refused the inline answer: {}", result.error)))
         }
         SendStatus::REJECTED => {
-            give_up(ApiError::bad_request(format!("the platform rejected the message: {}", result.error)))
+            give_up(SendFailure::Refused(format!("the platform rejected the message: {}", result.error)))
         }
     }
 }
@@ -672,6 +589,8 @@ mod tests {
     use protobuf::MessageField;
 
     use super::*;
+    use crate::crypto;
+    use crate::wire::e2e::Content;
     use crate::crypto::IdentityKeyPair;
     use crate::gateway::store::chats;
     use crate::wire::platform::{DeviceKeys, InboxEnvelope, PrekeyBundle, Profile};
@@ -799,7 +718,7 @@ mod tests {
         assert_eq!(bot.notifier().commits(), commits + 2, "one commit records every answer");
 
         assert_eq!(outcomes.iter().map(|(id, _)| *id).collect::<Vec<_>>(), ids);
-        assert!(matches!(&outcomes[0].1, Outcome::GaveUp(r, e) if e.status == 400 && e.description.contains("too long") && r.handed && r.chat_id == PEER as i64));
+        assert!(matches!(&outcomes[0].1, Outcome::GaveUp(r, SendFailure::Refused(why)) if why.contains("too long") && r.handed && r.chat_id == PEER as i64));
         assert!(matches!(outcomes[1].1, Outcome::Resealed));
         for (n, (_, outcome)) in outcomes.iter().enumerate().skip(2) {
             assert!(
@@ -819,94 +738,5 @@ mod tests {
         let history = history.expect("acknowledged messages enter the history");
         assert!(history.from_bot);
         assert_eq!((history.sender_id, history.date, history.content.text().text.as_str()), (BOT as i64, 77, "m5"));
-    }
-}
-
-#[cfg(test)]
-mod submit_tests {
-    //! What a sending call is answered, with a stand-in for `out/<n>` (no platform): the truth
-    //! at the end of every wait.
-
-    use std::sync::Arc;
-    use std::thread;
-
-    use super::*;
-
-    const STAYS: Wait = Wait { client_gone: || false };
-    const LEFT: Wait = Wait { client_gone: || true };
-
-    fn bot(send_wait: Duration) -> (tempfile::TempDir, Arc<BotShared>) {
-        crate::gateway::runtime::test_bot(send_wait)
-    }
-
-    /// Stands in for `out/<n>`: once woken, hands the one pending row to "the platform", then
-    /// runs `then` with its row id.
-    fn hand_over(bot: &Arc<BotShared>, then: impl FnOnce(&BotShared, i64) + Send + 'static) -> thread::JoinHandle<()> {
-        let bot = bot.clone();
-        thread::Builder::new()
-            .name("fake-out".into())
-            .spawn(move || {
-                bot.outbox.wake.receiver().recv_timeout(Duration::from_secs(30)).expect("woken by submit");
-                let row = bot.store.read(|c| outbox::pending(c, 1)).expect("pending")[0].id;
-                assert!(bot.store.write(move |c| outbox::mark_handed(c, row, unix_now())).expect("hand"));
-                then(&bot, row);
-            })
-            .expect("spawn")
-    }
-
-    fn depth(bot: &BotShared) -> i64 {
-        bot.store.read(outbox::depth).expect("depth")
-    }
-
-    #[test]
-    fn a_message_never_handed_is_withdrawn_and_answered_429() {
-        let (_dir, bot) = bot(Duration::from_millis(300));
-        let e = submit(&bot, 42, e2e::text_content("hi"), STAYS).expect_err("withdrawn");
-        assert_eq!((e.status, e.retry_after), (429, Some(RETRY_AFTER_SECS)));
-        assert!(e.description.starts_with("Too Many Requests: retry after 5 ("), "{e}");
-        assert!(e.description.contains("it was NOT sent and will not be"), "{e}");
-        assert_eq!(depth(&bot), 0, "nothing is left to be sent");
-        assert_eq!(bot.metrics.outbox_withdrawn.load(std::sync::atomic::Ordering::Relaxed), 1);
-    }
-
-    #[test]
-    fn a_handed_message_is_waited_for_until_the_platform_answers() {
-        let (_dir, bot) = bot(Duration::from_millis(500));
-        let out = hand_over(&bot, |bot, row| {
-            // The platform answers long after the caller's first wait.
-            thread::sleep(Duration::from_millis(1500));
-            bot.store.write(move |c| outbox::remove(c, row)).expect("remove");
-            assert!(bot.outbox.finish(row, Ok(Sent { message_id: 9, date: 77 })), "the caller still waits");
-        });
-        let sent = submit(&bot, 42, e2e::text_content("hi"), STAYS).expect("the platform's answer");
-        assert_eq!(sent, Sent { message_id: 9, date: 77 });
-        out.join().expect("stand-in");
-        assert_eq!(bot.metrics.outbox_withdrawn.load(std::sync::atomic::Ordering::Relaxed), 0);
-    }
-
-    #[test]
-    fn a_handed_message_whose_client_left_gets_no_answer_and_is_still_sent() {
-        let (_dir, bot) = bot(Duration::from_millis(300));
-        let out = hand_over(&bot, |_, _| {});
-        let e = submit(&bot, 42, e2e::text_content("hi"), LEFT).expect_err("no answer");
-        assert!(e.is_unanswered(), "{e}");
-        out.join().expect("stand-in");
-        assert_eq!(depth(&bot), 1, "it stays in the outbox, to be sent");
-    }
-
-    #[test]
-    fn stopping_ends_the_wait_without_an_answer_and_refuses_new_messages() {
-        let (_dir, bot) = bot(Duration::from_millis(300));
-        let out = hand_over(&bot, |bot, _| {
-            thread::sleep(Duration::from_millis(800));
-            bot.end_requests();
-        });
-        let e = submit(&bot, 42, e2e::text_content("hi"), STAYS).expect_err("no answer");
-        assert!(e.is_unanswered(), "{e}");
-        out.join().expect("stand-in");
-        let e = submit(&bot, 42, e2e::text_content("late"), STAYS).expect_err("stopping");
-        assert_eq!(e.status, 503, "{e}");
-        assert!(e.description.contains("was not sent"), "{e}");
-        assert_eq!(depth(&bot), 1, "only the handed message is kept; the late one was never recorded");
     }
 }

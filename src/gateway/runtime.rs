@@ -78,7 +78,32 @@ pub struct Sent {
     pub date: i64,
 }
 
-type SendOutcome = Result<Sent, ApiError>;
+/// Why the outbox gave a message up: it left the outbox unsent, and never will be. The threads
+/// say it in the platform's words; the HTTP side (`api::methods::submit`) answers it as the
+/// Bot API does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendFailure {
+    /// The platform refused this message for good (an unknown chat, a rejected message, a
+    /// refused message id, a group the bot is not in): 400 with why.
+    Refused(String),
+    /// The platform could not take it in every try (the recipient's devices or the group kept
+    /// changing): 502 with why.
+    GaveUp(String),
+    /// The platform refuses the bot's credential: nothing is sent any more (401).
+    CredentialRefused,
+}
+
+impl SendFailure {
+    /// What the outbox records as the reason (`/outbox/given-up`).
+    pub fn reason(&self) -> &str {
+        match self {
+            SendFailure::Refused(why) | SendFailure::GaveUp(why) => why,
+            SendFailure::CredentialRefused => "the platform refused the bot's credential",
+        }
+    }
+}
+
+type SendOutcome = Result<Sent, SendFailure>;
 
 /// The outbox's shared state: its wake-up, and the callers waiting for the platform's answer
 /// to their message, by outbox row id (`outbox::submit` registers, the outbox thread finishes).
@@ -164,10 +189,10 @@ impl Outbox {
         self.waiters().by_row.remove(&id);
     }
 
-    /// Answers every waiting caller with `error` (the credential was revoked).
-    pub fn fail_all(&self, error: ApiError) {
+    /// Answers every waiting caller with `failure` (the credential was refused).
+    pub fn fail_all(&self, failure: SendFailure) {
         for (_, tx) in self.waiters().by_row.drain() {
-            let _ = tx.send(Err(error.clone()));
+            let _ = tx.send(Err(failure.clone()));
         }
     }
 

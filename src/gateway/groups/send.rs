@@ -9,10 +9,9 @@ use super::commit::commit;
 use super::GroupError;
 use crate::clock::unix_now;
 use crate::e2e::group as mls_group;
-use crate::gateway::botapi::ApiError;
 use crate::gateway::history::record_in_history;
 use crate::gateway::keyboard;
-use crate::gateway::runtime::{BotShared, Sent};
+use crate::gateway::runtime::{BotShared, SendFailure, Sent};
 use crate::gateway::store::groups::{self, Membership};
 use crate::gateway::store::{outbox, StoreError};
 use crate::wire::platform::{
@@ -23,9 +22,9 @@ use crate::wire::platform::{
 pub enum GroupSend {
     /// Acknowledged: left the outbox.
     Sent(Sent),
-    /// Given up and recorded (`outbox::give_up`): left the outbox unsent; the error is its
-    /// caller's answer.
-    GaveUp(outbox::GivenUp, ApiError),
+    /// Given up and recorded (`outbox::give_up`): left the outbox unsent; why is its caller's
+    /// answer.
+    GaveUp(outbox::GivenUp, SendFailure),
     /// Its caller withdrew it before it was handed to the platform: nothing was sent.
     Withdrawn,
     /// Not sent this time (the epoch moved on, removals were due): tried again later.
@@ -33,10 +32,10 @@ pub enum GroupSend {
 }
 
 /// Gives `entry` up in a writer job: recorded, removed; `Withdrawn` when its caller was first.
-fn give_up(shared: &BotShared, entry: &outbox::OutboxEntry, error: ApiError) -> Result<GroupSend, GroupError> {
-    let (e, reason) = (entry.clone(), error.description.clone());
+fn give_up(shared: &BotShared, entry: &outbox::OutboxEntry, failure: SendFailure) -> Result<GroupSend, GroupError> {
+    let (e, reason) = (entry.clone(), failure.reason().to_string());
     let record = shared.store.write(move |c| outbox::give_up(c, &e, &reason, unix_now()))?;
-    Ok(record.map_or(GroupSend::Withdrawn, |r| GroupSend::GaveUp(r, error)))
+    Ok(record.map_or(GroupSend::Withdrawn, |r| GroupSend::GaveUp(r, failure)))
 }
 
 /// Sends one outbox message to a group: signs its keyboard (with a reserved message id) and
@@ -46,7 +45,7 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
     let (id, chat_id) = (entry.id, entry.chat_id);
     let group = shared.store.read(move |c| groups::by_chat_id(c, chat_id))?;
     let Some(group) = group.filter(|g| g.status == Membership::Member) else {
-        return give_up(shared, entry, ApiError::bad_request(format!("chat {chat_id} is a group the bot is not a member of")));
+        return give_up(shared, entry, SendFailure::Refused(format!("chat {chat_id} is a group the bot is not a member of")));
     };
     let mut entry = entry.clone();
     if keyboard::needs_context(&entry.content) {
@@ -58,7 +57,7 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
                 shared.store.write(move |c| outbox::set_content(c, id, &content))?;
             }
             Err(refused) => {
-                return give_up(shared, &entry, ApiError::bad_request(format!("the platform refused the message: {refused}")));
+                return give_up(shared, &entry, SendFailure::Refused(format!("the platform refused the message: {refused}")));
             }
         }
     }
@@ -108,7 +107,7 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
         GroupStatus::REJECTED => {
             let mut handed = entry.clone();
             handed.handed = true;
-            give_up(shared, &handed, ApiError::bad_request(format!("the platform rejected the message: {}", resp.error)))
+            give_up(shared, &handed, SendFailure::Refused(format!("the platform rejected the message: {}", resp.error)))
         }
     }
 }

@@ -8,7 +8,7 @@ use super::store_error;
 use crate::gateway::botapi::text::checked_link;
 use crate::gateway::botapi::text::entities::utf16_len;
 use crate::gateway::botapi::{ApiError, Params};
-use crate::gateway::outbox;
+use super::submit;
 use crate::gateway::runtime::{unix_now, BotShared};
 use crate::gateway::store::chats;
 use crate::wire::e2e::{CallbackAnswer, Content};
@@ -51,7 +51,7 @@ pub(super) fn answer_callback_query(bot: &BotShared, params: &Params) -> Result<
     };
     let mut content = Content::new();
     content.set_callback_answer(CallbackAnswer { press_id: callback.press_id, text, show_alert, url, ..Default::default() });
-    if let Err(e) = outbox::submit(bot, callback.chat_id, content, SEND_WAIT) {
+    if let Err(e) = submit::submit(bot, callback.chat_id, content, SEND_WAIT) {
         // An error means the answer was not sent: a retry must send it, not find it answered.
         // (No answer at all means it may have been: it stays answered.)
         if !e.is_unanswered() {

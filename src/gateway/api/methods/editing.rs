@@ -10,7 +10,7 @@ use super::messages::{formatted, formatted_text, remembered, CAPTION, SEND_WAIT}
 use super::target::{Target, chat_id, target_chat};
 use crate::gateway::botapi::{markup, types, ApiError, Params};
 use crate::gateway::keyboard;
-use crate::gateway::outbox;
+use super::submit;
 use crate::gateway::runtime::{unix_now, BotShared};
 use crate::gateway::store::chats;
 use crate::wire::e2e::content::Body;
@@ -103,7 +103,7 @@ fn submit_edit(bot: &BotShared, chat: &Target, entry: chats::HistoryEntry, mut n
     let edit_date = unix_now();
     let mut content = Content::new();
     content.set_edit(Edit { message_id: entry.message_id as u64, content: MessageField::some(new.clone()), edit_date, ..Default::default() });
-    outbox::submit(bot, chat.chat_id(), content, SEND_WAIT)?;
+    submit::submit(bot, chat.chat_id(), content, SEND_WAIT)?;
     Ok(chats::HistoryEntry { content: new, edit_date, ..entry })
 }
 
@@ -179,7 +179,7 @@ pub(super) fn delete_message(bot: &BotShared, params: &Params) -> Result<Value, 
     let (chat, entry) = own_message(bot, params, Change::Delete, Content::is_message)?;
     let mut content = Content::new();
     content.set_delete(Delete { message_id: entry.message_id as u64, ..Default::default() });
-    outbox::submit(bot, chat.chat_id(), content, SEND_WAIT)?;
+    submit::submit(bot, chat.chat_id(), content, SEND_WAIT)?;
     Ok(Value::Bool(true))
 }
 

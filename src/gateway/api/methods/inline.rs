@@ -21,7 +21,7 @@ use super::store_error;
 use crate::gateway::botapi::types::MediaKind;
 use crate::gateway::botapi::{markup, ApiError, Params};
 use crate::gateway::keyboard;
-use crate::gateway::outbox;
+use super::submit;
 use crate::gateway::runtime::BotShared;
 use crate::gateway::store::{files, inline};
 use crate::wire::e2e::{Content, InlineArticle, InlineResults, InlineResultsButton, Text};
@@ -206,7 +206,7 @@ pub(super) fn answer_inline_query(bot: &BotShared, params: &Params) -> Result<Va
         button: MessageField::from_option(button),
         ..Default::default()
     });
-    outbox::submit(bot, session.user_id as i64, content, SEND_WAIT)?;
+    submit::submit(bot, session.user_id as i64, content, SEND_WAIT)?;
     Ok(Value::Bool(true))
 }
 

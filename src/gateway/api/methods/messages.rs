@@ -10,7 +10,7 @@ use super::target::{chat_id, target_chat, Target};
 use crate::gateway::botapi::text::entities::{check_entity_count, entities_from_json, utf16_len, validate_entities};
 use crate::gateway::botapi::text::{self, ParseMode};
 use crate::gateway::botapi::{markup, types, ApiError, Params};
-use crate::gateway::outbox;
+use super::submit;
 use crate::gateway::runtime::{BotShared, Sent};
 use crate::gateway::store::{chats, groups};
 use crate::wire::e2e::content::Body;
@@ -19,10 +19,10 @@ use crate::wire::e2e::{ChatAction, Content, Entity, ForwardOrigin, Location, Tex
 /// Longest message text, in UTF-16 code units.
 pub const MAX_TEXT_UTF16: usize = 4096;
 
-/// How a sending method waits for its message (`outbox::submit`): `send_wait_seconds`, then,
+/// How a sending method waits for its message (`submit::submit`): `send_wait_seconds`, then,
 /// if the message is already with the platform, for its answer for as long as the client is
 /// connected. Never an error for a message that may still be sent.
-pub const SEND_WAIT: outbox::Wait = outbox::Wait { client_gone: crate::http::client_gone };
+pub const SEND_WAIT: submit::Wait = submit::Wait { client_gone: crate::http::client_gone };
 
 /// The chat actions of the Bot API; the user's client shows each for about 5 seconds.
 pub const CHAT_ACTIONS: &[&str] = &[
@@ -196,7 +196,7 @@ fn submit_to(bot: &BotShared, target: &Target, content: Content) -> Result<Sent,
             super::target::require_post_right(bot, g)?;
         }
     }
-    outbox::submit(bot, target.chat_id(), content, SEND_WAIT)
+    submit::submit(bot, target.chat_id(), content, SEND_WAIT)
 }
 
 /// The history entry of a message the bot just sent.

@@ -23,6 +23,7 @@ mod polls;
 mod profile;
 mod reactions;
 mod refusals;
+mod submit;
 mod target;
 mod updates;
 

@@ -8,7 +8,7 @@ use super::messages::{remembered, SEND_WAIT};
 use super::target::{chat_id, known_chat};
 use super::store_error;
 use crate::gateway::botapi::{ApiError, Params};
-use crate::gateway::outbox;
+use super::submit;
 use crate::gateway::runtime::BotShared;
 use crate::gateway::store::chats;
 use crate::wire::e2e::{reaction_type::Kind, Content, Reaction, ReactionType};
@@ -63,7 +63,7 @@ pub(super) fn set_message_reaction(bot: &BotShared, params: &Params) -> Result<V
     }
     let mut content = Content::new();
     content.set_reaction(reaction.clone());
-    outbox::submit(bot, chat_id, content, SEND_WAIT)?;
+    submit::submit(bot, chat_id, content, SEND_WAIT)?;
     let me = bot.compat_user_id as i64;
     bot.store.write(move |c| chats::set_reaction(c, chat_id, message_id, me, &reaction)).map_err(store_error)?;
     Ok(Value::Bool(true))
