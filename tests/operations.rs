@@ -254,3 +254,22 @@ fn a_refused_credential_says_disabled_or_replaced_and_what_to_do() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("no longer accepts bot @replaced_bot's token") && err.contains("bots[].token"), "{err}");
 }
+
+/// A thread dump names every thread of the gateway by its job and its bot (docs/operations.md,
+/// "Threads"): the per-bot threads, and gRPC core's completion queue of the bot's channel.
+#[cfg(target_os = "linux")]
+#[test]
+fn every_thread_of_a_bot_is_named_after_its_number() {
+    let w = World::start("named_bot");
+    let pid = w.gateway.proc.child.id();
+    let names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the gateway's threads")
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect();
+    for expected in ["bot-gateway", "wr/1", "ins/1", "in/1", "out/1", "wh/1", "whr/1", "grpc-1-0", "compat-http-acc"] {
+        assert!(names.iter().any(|n| n == expected), "no thread {expected} in {names:?}");
+    }
+    assert!(!names.iter().any(|n| n.starts_with("grpc-poll")), "an unnamed completion queue: {names:?}");
+}

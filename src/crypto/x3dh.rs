@@ -64,17 +64,39 @@ impl PrekeyHeader {
     }
 }
 
-/// SK = HKDF(F || DH1 || DH2 || DH3 [|| DH4]) with F = 32 bytes of 0xFF and a zero salt.
-fn shared_secret(dhs: &[[u8; 32]]) -> [u8; 32] {
-    let mut ikm = Vec::with_capacity(32 * (1 + dhs.len()));
-    ikm.extend_from_slice(&[0xFF; 32]);
-    for d in dhs {
-        ikm.extend_from_slice(d);
+/// Key material that zeroes itself when dropped, on every way out of a function (an error
+/// included): the identity's X25519 secret, the DH outputs and the shared secret.
+struct Zeroing<T: AsMut<[u8]>>(T);
+
+impl<T: AsMut<[u8]>> Drop for Zeroing<T> {
+    fn drop(&mut self) {
+        memzero(self.0.as_mut());
     }
-    let mut sk = [0u8; 32];
-    hkdf_sha256(&[0u8; 32], &ikm, X3DH_INFO, &mut sk);
-    memzero(&mut ikm);
-    sk
+}
+
+/// The HKDF input F || DH1 || DH2 || DH3 [|| DH4], F = 32 bytes of 0xFF; its capacity is
+/// reserved up front so that no copy is left behind by a reallocation.
+struct KeyInput(Zeroing<Vec<u8>>);
+
+impl KeyInput {
+    fn new() -> KeyInput {
+        let mut ikm = Vec::with_capacity(32 * 5);
+        ikm.extend_from_slice(&[0xFF; 32]);
+        KeyInput(Zeroing(ikm))
+    }
+
+    fn push(&mut self, dh: Result<[u8; 32]>) -> Result<()> {
+        let dh = Zeroing(dh?);
+        self.0 .0.extend_from_slice(&dh.0);
+        Ok(())
+    }
+
+    /// SK = HKDF(F || DH1 || DH2 || DH3 [|| DH4]) with a zero salt.
+    fn shared_secret(&self) -> Zeroing<[u8; 32]> {
+        let mut sk = Zeroing([0u8; 32]);
+        hkdf_sha256(&[0u8; 32], &self.0 .0, X3DH_INFO, &mut sk.0);
+        sk
+    }
 }
 
 /// Initiator device key then responder device key.
@@ -89,26 +111,17 @@ fn associated_data(initiator: &[u8; 32], responder: &[u8; 32]) -> [u8; 64] {
 pub fn initiate_session(own_device: &IdentityKeyPair, bundle: &PrekeyBundle) -> Result<Session> {
     verify_signed_prekey(&bundle.device_key, &bundle.signed_prekey, &bundle.signed_prekey_signature)?;
     let their_identity = x25519_public(&bundle.device_key)?;
-    let mut own_identity = own_device.x25519_secret()?;
+    let own_identity = Zeroing(own_device.x25519_secret()?);
     let ephemeral = X25519KeyPair::generate();
 
-    let mut dhs = Vec::with_capacity(4);
-    let computed = (|| -> Result<()> {
-        dhs.push(dh(&own_identity, &bundle.signed_prekey)?);
-        dhs.push(ephemeral.dh(&their_identity)?);
-        dhs.push(ephemeral.dh(&bundle.signed_prekey)?);
-        if let Some((_, one_time)) = &bundle.one_time_prekey {
-            dhs.push(ephemeral.dh(one_time)?);
-        }
-        Ok(())
-    })();
-    memzero(&mut own_identity);
-    if let Err(e) = computed {
-        dhs.iter_mut().for_each(|d| memzero(d));
-        return Err(e);
+    let mut ikm = KeyInput::new();
+    ikm.push(dh(&own_identity.0, &bundle.signed_prekey))?;
+    ikm.push(ephemeral.dh(&their_identity))?;
+    ikm.push(ephemeral.dh(&bundle.signed_prekey))?;
+    if let Some((_, one_time)) = &bundle.one_time_prekey {
+        ikm.push(ephemeral.dh(one_time))?;
     }
-    let mut sk = shared_secret(&dhs);
-    dhs.iter_mut().for_each(|d| memzero(d));
+    let sk = ikm.shared_secret();
 
     let header = PrekeyHeader {
         initiator_device_key: own_device.public_key(),
@@ -117,9 +130,7 @@ pub fn initiate_session(own_device: &IdentityKeyPair, bundle: &PrekeyBundle) -> 
         one_time_prekey_id: bundle.one_time_prekey.map(|(id, _)| id),
     };
     let ad = associated_data(&own_device.public_key(), &bundle.device_key);
-    let session = Session::new_initiator(&sk, ad, bundle.device_key, bundle.signed_prekey, header);
-    memzero(&mut sk);
-    session
+    Session::new_initiator(&sk.0, ad, bundle.device_key, bundle.signed_prekey, header)
 }
 
 /// Reads the X3DH header of an envelope, if it carries one, without decrypting anything.
@@ -151,30 +162,19 @@ pub fn accept_session(
         (None, _) => None,
     };
     let their_identity = x25519_public(&header.initiator_device_key)?;
-    let mut own_identity = own_device.x25519_secret()?;
+    let own_identity = Zeroing(own_device.x25519_secret()?);
 
-    let mut dhs = Vec::with_capacity(4);
-    let computed = (|| -> Result<()> {
-        dhs.push(signed_prekey.key.dh(&their_identity)?);
-        dhs.push(dh(&own_identity, &header.ephemeral_key)?);
-        dhs.push(signed_prekey.key.dh(&header.ephemeral_key)?);
-        if let Some(k) = one_time {
-            dhs.push(k.key.dh(&header.ephemeral_key)?);
-        }
-        Ok(())
-    })();
-    memzero(&mut own_identity);
-    if let Err(e) = computed {
-        dhs.iter_mut().for_each(|d| memzero(d));
-        return Err(e);
+    let mut ikm = KeyInput::new();
+    ikm.push(signed_prekey.key.dh(&their_identity))?;
+    ikm.push(dh(&own_identity.0, &header.ephemeral_key))?;
+    ikm.push(signed_prekey.key.dh(&header.ephemeral_key))?;
+    if let Some(k) = one_time {
+        ikm.push(k.key.dh(&header.ephemeral_key))?;
     }
-    let mut sk = shared_secret(&dhs);
-    dhs.iter_mut().for_each(|d| memzero(d));
+    let sk = ikm.shared_secret();
 
     let ad = associated_data(&header.initiator_device_key, &own_device.public_key());
-    let session = Session::new_responder(&sk, ad, header.initiator_device_key, signed_prekey.key.clone(), header.clone());
-    memzero(&mut sk);
-    session
+    Session::new_responder(&sk.0, ad, header.initiator_device_key, signed_prekey.key.clone(), header.clone())
 }
 
 #[cfg(test)]

@@ -59,10 +59,6 @@ pub fn stream_loop(shared: Arc<BotShared>, tx: Sender<InboxEnvelope>) {
                 backoff.reset();
                 backoff.next_delay()
             }
-            Err(e) if rpc::is_device_removed(&e) => {
-                shared.device_removed();
-                return;
-            }
             Err(e) if rpc::is_unauthenticated(&e) => {
                 shared.revoke(&e.to_string());
                 return;

@@ -332,14 +332,20 @@ impl BotShared {
         }
     }
 
-    /// Marks the credential revoked: every API call answers 401 and nothing more is sent. A
-    /// refusal that says the device was removed (`rpc::DEVICE_REMOVED`, whichever thread met
-    /// it) is [`BotShared::device_removed`].
+    /// The platform refused the credential, as its message `why` says (`rpc::Refusal::of`):
+    /// see [`BotShared::refused`].
     pub fn revoke(&self, why: &str) {
-        let refusal = rpc::Refusal::of(why);
+        self.refused(rpc::Refusal::of(why));
+    }
+
+    /// The one step for every refusal of the credential (a replaced token, a disabled bot, this
+    /// runtime's device removed by `/removedevice`), whichever thread met it: said once in the
+    /// log with its advice, then every API call answers 401 (with the advice when the device was
+    /// removed), nothing more is sent, the Inbox stream is not retried, and `/healthz` is
+    /// unhealthy with the reason.
+    pub fn refused(&self, refusal: rpc::Refusal) {
         if refusal == rpc::Refusal::DeviceRemoved {
-            self.device_removed();
-            return;
+            self.status.device_removed.store(true, Ordering::SeqCst);
         }
         *self.status.refusal.lock().unwrap_or_else(|e| e.into_inner()) = Some(refusal);
         let advice = refusal_advice(refusal, &self.username, self.device_id());
@@ -361,23 +367,6 @@ impl BotShared {
     /// This runtime's device number on the platform (0 before registration).
     pub fn device_id(&self) -> u32 {
         self.platform.device_id()
-    }
-
-    /// The bot's owner removed this runtime's device: said once in the log, then the bot
-    /// behaves as revoked (every API call 401 with its own description, nothing sent, the
-    /// Inbox stream not retried) and `/healthz` is unhealthy with the reason.
-    pub fn device_removed(&self) {
-        let why = self.device_removed_reason();
-        self.status.device_removed.store(true, Ordering::SeqCst);
-        *self.status.refusal.lock().unwrap_or_else(|e| e.into_inner()) = Some(rpc::Refusal::DeviceRemoved);
-        if !self.status.revoked.swap(true, Ordering::SeqCst) {
-            log::error!("bot @{}: {why}", self.username);
-        }
-        self.status.set_error(why);
-        self.status.connected.store(false, Ordering::SeqCst);
-        self.outbox.wake.wake();
-        self.webhook.wake();
-        self.store.notifier().committed();
     }
 
     pub fn is_device_removed(&self) -> bool {

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use futures::channel::mpsc;
 use grpcio::{RpcStatus, RpcStatusCode, ServerStreamingSink, WriteFlags};
 
+use super::call_threads::CallThreads;
 use super::store::{self, DeviceAddr, InboxEntry, Store};
 use crate::e2e::group::short_id;
 use crate::wire::platform::{group_delivery, GroupDelivery, GroupType, InboxEnvelope, JoinRequest, MembershipChange};
@@ -309,6 +310,7 @@ static STREAMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 pub fn start(
     hub: &Arc<InboxHub>,
     store: &Arc<Store>,
+    threads: &CallThreads,
     ctx: &grpcio::RpcContext<'_>,
     addr: DeviceAddr,
     mut sink: ServerStreamingSink<InboxEnvelope>,
@@ -322,7 +324,7 @@ pub fn start(
         // a stream number fits, and the log says whose stream it is.
         let name = format!("inbox#{}", STREAMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         log::debug!("{name} feeds device {} of user {}", addr.device_id, addr.user_id);
-        std::thread::Builder::new().name(name).spawn(move || feed(&store, addr, &signal, tx))
+        threads.spawn(name, move || feed(&store, addr, &signal, tx))
     };
     if let Err(e) = feeder {
         log::error!("cannot start an inbox thread for device {} of user {}: {e}", addr.device_id, addr.user_id);

@@ -17,6 +17,7 @@
 
 mod auth;
 mod bots;
+mod call_threads;
 mod cli;
 mod convert;
 mod error;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use grpcio::{ChannelBuilder, EnvBuilder, ServerBuilder, ServerCredentials};
 
+use super::call_threads::CallThreads;
 use super::error::{PlatformError, Result};
 use super::inbox::InboxHub;
 use super::manager::{ManagerBot, ManagerConfig};
@@ -46,6 +47,8 @@ pub struct RunningServer {
     port: u16,
     hub: Arc<InboxHub>,
     store: Arc<Store>,
+    /// The Inbox feeders and file transfers, joined once every call is cancelled.
+    threads: Arc<CallThreads>,
 }
 
 /// Splits `host:port`, accepting `[v6]:port`.
@@ -99,7 +102,8 @@ impl RunningServer {
             log::info!("deleted {swept} incomplete file uploads left by an earlier run");
         }
         let hub = Arc::new(InboxHub::new());
-        let service = PlatformService::new(store.clone(), hub.clone());
+        let call_threads = Arc::new(CallThreads::default());
+        let service = PlatformService::new(store.clone(), hub.clone(), call_threads.clone());
 
         let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8);
         let env = Arc::new(EnvBuilder::new().cq_count(threads).name_prefix("grpc-platform").build());
@@ -133,7 +137,7 @@ impl RunningServer {
         };
         server.start();
         log::info!("platform server on {host}:{port}, data in {}", store.path().display());
-        Ok(RunningServer { server: Some(server), manager, host, port, hub, store })
+        Ok(RunningServer { server: Some(server), manager, host, port, hub, store, threads: call_threads })
     }
 
     /// The bound port (the real one when 0 was asked for).
@@ -178,6 +182,7 @@ impl RunningServer {
             if let Err(e) = futures::executor::block_on(done) {
                 log::warn!("gRPC server shutdown: {e}");
             }
+            self.threads.join_all();
             log::info!("platform server on {}:{} stopped", self.host, self.port);
         }
     }

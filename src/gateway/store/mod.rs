@@ -216,9 +216,9 @@ impl Store {
         crypto::mls::migrate_storage(&mut conn).map_err(|e| format!("state database {}: {e}", path.display()))?;
         match schema::meta_get(&conn, "bot_id_hex").map_err(|e| e.to_string())? {
             None => {
+                // (Earlier versions also wrote a random `bot_runtime_id` that nothing read; an
+                // old database keeps that row, harmlessly.)
                 schema::meta_set(&conn, "bot_id_hex", bot_id_hex).map_err(|e| e.to_string())?;
-                let runtime_id = crypto::hex_encode(&crypto::random_bytes::<16>());
-                schema::meta_set(&conn, "bot_runtime_id", &runtime_id).map_err(|e| e.to_string())?;
             }
             Some(existing) if existing == bot_id_hex => {}
             Some(existing) => {

@@ -20,6 +20,7 @@ use futures::{SinkExt, StreamExt};
 use grpcio::{ClientStreamingSink, RequestStream, RpcContext, RpcStatus, RpcStatusCode, ServerStreamingSink, WriteFlags};
 
 use crate::crypto::file::{CHUNK_OVERHEAD, HEADER_LEN, MAX_CIPHERTEXT_LEN};
+use crate::platform::call_threads::CallThreads;
 use crate::platform::store::{DeviceAddr, Store};
 use crate::wire::platform as pb;
 
@@ -86,6 +87,7 @@ enum Piece {
 pub fn upload(
     store: &Arc<Store>,
     transfers: &Arc<Transfers>,
+    threads: &CallThreads,
     ctx: &RpcContext<'_>,
     addr: DeviceAddr,
     mut requests: RequestStream<pb::FileChunk>,
@@ -95,9 +97,8 @@ pub fn upload(
     let (done_tx, done_rx) = oneshot::channel::<Result<pb::UploadFileResponse, RpcStatus>>();
     let started = transfers.try_acquire().ok_or_else(busy).and_then(|slot| {
         let store = store.clone();
-        std::thread::Builder::new()
-            .name(format!("file-up#{}", slot.number))
-            .spawn(move || {
+        threads
+            .spawn(format!("file-up#{}", slot.number), move || {
                 let outcome = receive(&store, addr, rx);
                 drop(slot);
                 let _ = done_tx.send(outcome);
@@ -208,6 +209,7 @@ enum Outgoing {
 pub fn download(
     store: &Arc<Store>,
     transfers: &Arc<Transfers>,
+    threads: &CallThreads,
     ctx: &RpcContext<'_>,
     addr: DeviceAddr,
     req: pb::DownloadFileRequest,
@@ -219,13 +221,11 @@ pub fn download(
     let started = opened.and_then(|(file, size)| {
         let slot = transfers.try_acquire().ok_or_else(busy)?;
         log::debug!("device {} of user {} downloads a file of {size} bytes", addr.device_id, addr.user_id);
-        std::thread::Builder::new()
-            .name(format!("file-dn#{}", slot.number))
-            .spawn(move || {
+        threads
+            .spawn(format!("file-dn#{}", slot.number), move || {
                 send_file(file, size, tx);
                 drop(slot);
             })
-            .map(|_| ())
             .map_err(|e| {
                 log::error!("cannot start a download thread for device {} of user {}: {e}", addr.device_id, addr.user_id);
                 busy()

@@ -38,6 +38,7 @@ use grpcio::{ClientStreamingSink, RequestStream, RpcContext, ServerStreamingSink
 
 use super::auth::{self, Caller, Need};
 use super::error::{PlatformError, Result};
+use super::call_threads::CallThreads;
 use super::inbox::{self, InboxHub};
 use super::store::{DeviceAddr, Store};
 use crate::wire::platform as pb;
@@ -49,11 +50,13 @@ pub struct PlatformService {
     hub: Arc<InboxHub>,
     /// The running file transfers (their threads are bounded).
     transfers: Arc<files::Transfers>,
+    /// The threads of streaming calls, joined when the server stops.
+    threads: Arc<CallThreads>,
 }
 
 impl PlatformService {
-    pub fn new(store: Arc<Store>, hub: Arc<InboxHub>) -> PlatformService {
-        PlatformService { store, hub, transfers: Arc::default() }
+    pub fn new(store: Arc<Store>, hub: Arc<InboxHub>, threads: Arc<CallThreads>) -> PlatformService {
+        PlatformService { store, hub, transfers: Arc::default(), threads }
     }
 
     /// One unary call: checks the caller as `access` says, runs `handler` with what the check
@@ -223,7 +226,7 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
 
     fn inbox(&mut self, ctx: RpcContext, _req: pb::InboxRequest, sink: ServerStreamingSink<pb::InboxEnvelope>) {
         match ActiveDevice.check(&self.store, &ctx) {
-            Ok(addr) => inbox::start(&self.hub, &self.store, &ctx, addr, sink),
+            Ok(addr) => inbox::start(&self.hub, &self.store, &self.threads, &ctx, addr, sink),
             Err(err) => {
                 log::debug!("Inbox: {err}");
                 let status = err.to_status();
@@ -328,7 +331,7 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         sink: ClientStreamingSink<pb::UploadFileResponse>,
     ) {
         match ActiveDevice.check(&self.store, &ctx) {
-            Ok(addr) => files::upload(&self.store, &self.transfers, &ctx, addr, requests, sink),
+            Ok(addr) => files::upload(&self.store, &self.transfers, &self.threads, &ctx, addr, requests, sink),
             Err(err) => fail_stream("UploadFile", &ctx, err, |status| async move {
                 let _ = sink.fail(status).await;
                 drop(requests);
@@ -343,7 +346,7 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         sink: ServerStreamingSink<pb::FileChunk>,
     ) {
         match ActiveDevice.check(&self.store, &ctx) {
-            Ok(addr) => files::download(&self.store, &self.transfers, &ctx, addr, req, sink),
+            Ok(addr) => files::download(&self.store, &self.transfers, &self.threads, &ctx, addr, req, sink),
             Err(err) => fail_stream("DownloadFile", &ctx, err, |status| async move {
                 let _ = sink.fail(status).await;
             }),
