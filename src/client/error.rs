@@ -106,6 +106,12 @@ fn rpc_sentence(call: &str, status: &grpcio::Error) -> String {
     }
 }
 
+impl From<crate::wire::Invalid> for ClientError {
+    fn from(e: crate::wire::Invalid) -> Self {
+        ClientError::Invalid(e.0)
+    }
+}
+
 impl From<crate::migrations::MigrationError> for ClientError {
     fn from(e: crate::migrations::MigrationError) -> Self {
         ClientError::Schema(e)

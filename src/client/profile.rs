@@ -85,7 +85,7 @@ impl Profile {
         let device_keys = write_txn(&conn, |c| {
             e2e::create_device_keys(c, &identity).context(|| format!("creating device keys in {}", dir.display()))
         })?;
-        let platform = Platform::connect(server_url, Credential::Anonymous).map_err(ClientError::Invalid)?;
+        let platform = Platform::connect(server_url, Credential::Anonymous).map_err(ClientError::from)?;
         let mut req = RegisterUserRequest::new();
         req.username = username.to_string();
         req.display_name = display_name.to_string();
@@ -156,7 +156,7 @@ impl Profile {
             device_id: account.device_id,
             secret_hex: crypto::hex_encode(&account.device_secret),
         };
-        let platform = Platform::connect(&account.server_url, credential).map_err(ClientError::Invalid)?;
+        let platform = Platform::connect(&account.server_url, credential).map_err(ClientError::from)?;
         Ok(Profile {
             inbox: RefCell::new(None),
             pending: RefCell::new(VecDeque::new()),
@@ -175,7 +175,7 @@ impl Profile {
     /// Talks to another server address from now on (not stored in the profile).
     pub fn set_server_url(&mut self, server_url: &str) -> Result<()> {
         let credential = self.platform.credential().clone();
-        self.platform = Platform::connect(server_url, credential).map_err(ClientError::Invalid)?;
+        self.platform = Platform::connect(server_url, credential).map_err(ClientError::from)?;
         *self.inbox.get_mut() = None;
         self.server_url = server_url.to_string();
         Ok(())

@@ -194,7 +194,7 @@ impl Shared {
                 ..Default::default()
             }),
         }
-        places::check_shared(&content).map_err(ClientError::Invalid)?;
+        places::check_shared(&content).map_err(ClientError::from)?;
         content.reply_to_message_id = reply_to_message_id.unwrap_or(0);
         Ok(content)
     }

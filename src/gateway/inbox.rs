@@ -372,23 +372,40 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
 }
 
 
+/// Why a prekey upkeep step failed (it is tried again later).
+#[derive(Debug)]
+pub enum UpkeepError {
+    Store(StoreError),
+    /// UploadPrekeys failed: its status.
+    Platform(grpcio::Error),
+}
+
+impl std::fmt::Display for UpkeepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpkeepError::Store(e) => write!(f, "store: {e}"),
+            UpkeepError::Platform(e) => write!(f, "UploadPrekeys: {}", rpc::text(e)),
+        }
+    }
+}
+
+impl From<StoreError> for UpkeepError {
+    fn from(e: StoreError) -> Self {
+        UpkeepError::Store(e)
+    }
+}
+
 /// Tops the platform's stock of this device's one-time prekeys back up.
-pub fn replenish_prekeys(shared: &BotShared) -> Result<(), String> {
+pub fn replenish_prekeys(shared: &BotShared) -> Result<(), UpkeepError> {
     let p = &shared.platform;
-    let remaining = p
-        .upload_prekeys(&UploadPrekeysRequest::new())
-        .map_err(|e| e.to_string())?
-        .one_time_prekeys_remaining;
-    let fresh = shared
-        .store
-        .write(move |c| Ok(e2e::replenish_one_time_prekeys(c, remaining)?))
-        .map_err(|e: StoreError| e.to_string())?;
+    let remaining = p.upload_prekeys(&UploadPrekeysRequest::new()).map_err(UpkeepError::Platform)?.one_time_prekeys_remaining;
+    let fresh = shared.store.write(move |c| Ok(e2e::replenish_one_time_prekeys(c, remaining)?))?;
     if fresh.is_empty() {
         return Ok(());
     }
     let mut req = UploadPrekeysRequest::new();
     req.one_time_prekeys = fresh;
-    p.upload_prekeys(&req).map_err(|e| e.to_string())?;
+    p.upload_prekeys(&req).map_err(UpkeepError::Platform)?;
     Ok(())
 }
 
@@ -429,11 +446,11 @@ impl SignedPrekeyUpkeep {
 
 /// Replaces the signed prekey when it is due and publishes the new one; with `publish`, the
 /// current one is published when none is due.
-fn rotate_signed_prekey(shared: &BotShared, publish: bool) -> Result<(), String> {
+fn rotate_signed_prekey(shared: &BotShared, publish: bool) -> Result<(), UpkeepError> {
     let schedule = e2e::SignedPrekeySchedule::DEFAULT;
-    let due = shared.store.read(|c| Ok(e2e::signed_prekey_due(c, &schedule)?)).map_err(|e| e.to_string())?;
+    let due = shared.store.read(|c| Ok(e2e::signed_prekey_due(c, &schedule)?))?;
     let key = if due {
-        shared.store.write(move |c| Ok(e2e::rotate_signed_prekey_if_due(c, &schedule)?)).map_err(|e| e.to_string())?
+        shared.store.write(move |c| Ok(e2e::rotate_signed_prekey_if_due(c, &schedule)?))?
     } else {
         None
     };
@@ -442,13 +459,12 @@ fn rotate_signed_prekey(shared: &BotShared, publish: bool) -> Result<(), String>
             log::info!("bot @{}: new signed prekey {}", shared.username, fresh.id);
             fresh
         }
-        None if publish => shared.store.read(|c| Ok(e2e::current_signed_prekey(c)?)).map_err(|e| e.to_string())?,
+        None if publish => shared.store.read(|c| Ok(e2e::current_signed_prekey(c)?))?,
         None => return Ok(()),
     };
     let mut req = UploadPrekeysRequest::new();
     req.signed_prekey = protobuf::MessageField::some(key);
-    let p = &shared.platform;
-    p.upload_prekeys(&req).map_err(|e| e.to_string())?;
+    shared.platform.upload_prekeys(&req).map_err(UpkeepError::Platform)?;
     Ok(())
 }
 

@@ -48,7 +48,8 @@ pub fn register_or_resume(endpoint: &str, bot: &BotConfig, index: usize, store: 
 /// `<thread>-0`.
 pub fn connect_checked(endpoint: &str, bot: &BotConfig, thread: &str) -> Result<GrpcPort, String> {
     let at = format!("bot @{}", bot.username);
-    let platform = Platform::connect_named(endpoint, Credential::Bot { token: bot.token.clone(), device_id: None }, thread)?;
+    let platform = Platform::connect_named(endpoint, Credential::Bot { token: bot.token.clone(), device_id: None }, thread)
+        .map_err(|e| format!("bot_platform_endpoint: {e}"))?;
     if !platform.wait_connected(CONNECT_TIMEOUT) {
         return Err(format!(
             "cannot reach bot_platform_endpoint {endpoint} (no connection within {CONNECT_TIMEOUT:?}): is the \

@@ -18,6 +18,7 @@ use super::botapi::types::{
 };
 use super::botapi::members::{self, AdminRights, MemberStatus, MemberView};
 use super::store::{chats, files, groups, inline, polls, queue, Result as StoreResult, StoreError};
+use crate::wire::invalid::{invalid, Invalid};
 use crate::wire::platform::{join_request, GroupMember, GroupRole, InviteLink, JoinRequest, MembershipChange, Profile};
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::reaction_type::Kind as ReactionKind;
@@ -47,12 +48,12 @@ const MAX_KIND_NAME: usize = 64;
 /// has `managed_bot` and `guest_message`, newer than this gateway), and a refusal would stop
 /// such a bot at its first poll. Only the kinds this gateway produces are ever delivered. A
 /// list only refuses what no SDK sends: more than 100 names, or an empty or overlong one.
-pub fn validate_kinds(list: &[String]) -> Result<(), String> {
+pub fn validate_kinds(list: &[String]) -> Result<(), Invalid> {
     if list.len() > MAX_ALLOWED_NAMES {
-        return Err(format!("allowed_updates may name at most {MAX_ALLOWED_NAMES} update types, got {}", list.len()));
+        return invalid(format!("allowed_updates may name at most {MAX_ALLOWED_NAMES} update types, got {}", list.len()));
     }
     match list.iter().find(|k| k.is_empty() || k.len() > MAX_KIND_NAME) {
-        Some(k) => Err(format!("allowed_updates names must be 1 to {MAX_KIND_NAME} bytes, got {} bytes", k.len())),
+        Some(k) => invalid(format!("allowed_updates names must be 1 to {MAX_KIND_NAME} bytes, got {} bytes", k.len())),
         None => Ok(()),
     }
 }

@@ -3,6 +3,7 @@
 //! gateway (which answers the Bot API's errors), the platform (which never trusts a caller) and
 //! the user client, so the three cannot disagree.
 
+use super::invalid::Invalid;
 use super::platform::{bot_command_scope::Kind, BotCommandScope};
 
 /// Most commands in one list (Bot API `setMyCommands`).
@@ -17,48 +18,48 @@ pub const MAX_DESCRIPTION: usize = 512;
 pub const MAX_SHORT_DESCRIPTION: usize = 120;
 
 /// A command: 1-32 characters, lowercase English letters, digits and underscores.
-pub fn check_command(command: &str) -> Result<(), String> {
+pub fn check_command(command: &str) -> Result<(), Invalid> {
     if command.is_empty() || command.len() > MAX_COMMAND_LEN {
-        return Err(format!("must be 1-{MAX_COMMAND_LEN} characters long"));
+        return Err(Invalid::new(format!("must be 1-{MAX_COMMAND_LEN} characters long")));
     }
     if !command.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
-        return Err("can contain only lowercase English letters, digits and underscores".into());
+        return Err(Invalid::new("can contain only lowercase English letters, digits and underscores"));
     }
     Ok(())
 }
 
 /// A command's description: 1-256 characters.
-pub fn check_command_description(description: &str) -> Result<(), String> {
+pub fn check_command_description(description: &str) -> Result<(), Invalid> {
     let n = description.chars().count();
     if n == 0 || n > MAX_COMMAND_DESCRIPTION {
-        return Err(format!("must be 1-{MAX_COMMAND_DESCRIPTION} characters long"));
+        return Err(Invalid::new(format!("must be 1-{MAX_COMMAND_DESCRIPTION} characters long")));
     }
     Ok(())
 }
 
 /// A whole list: at most 100 commands, each valid, no command twice. The error names the
 /// command's place (`commands[3].command ...`).
-pub fn check_commands<'a>(commands: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<(), String> {
+pub fn check_commands<'a>(commands: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<(), Invalid> {
     let mut seen = std::collections::BTreeSet::new();
     for (i, (command, description)) in commands.into_iter().enumerate() {
         if i >= MAX_COMMANDS {
-            return Err(format!("commands: at most {MAX_COMMANDS} commands are allowed"));
+            return Err(Invalid::new(format!("commands: at most {MAX_COMMANDS} commands are allowed")));
         }
-        check_command(command).map_err(|e| format!("commands[{i}].command {e}"))?;
-        check_command_description(description).map_err(|e| format!("commands[{i}].description {e}"))?;
+        check_command(command).map_err(|e| Invalid::new(format!("commands[{i}].command {e}")))?;
+        check_command_description(description).map_err(|e| Invalid::new(format!("commands[{i}].description {e}")))?;
         if !seen.insert(command) {
-            return Err(format!("commands[{i}].command /{command} is given twice"));
+            return Err(Invalid::new(format!("commands[{i}].command /{command} is given twice")));
         }
     }
     Ok(())
 }
 
 /// A language code as stored: two lowercase letters, or empty for every language.
-pub fn check_language_code(code: &str) -> Result<(), String> {
+pub fn check_language_code(code: &str) -> Result<(), Invalid> {
     if code.is_empty() || (code.len() == 2 && code.bytes().all(|b| b.is_ascii_lowercase())) {
         Ok(())
     } else {
-        Err("must be a two-letter ISO 639-1 language code or empty".into())
+        Err(Invalid::new("must be a two-letter ISO 639-1 language code or empty"))
     }
 }
 

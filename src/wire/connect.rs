@@ -1,6 +1,7 @@
 //! One way to reach the platform server: a channel, the caller's credentials as call metadata,
 //! and a per-call deadline. Used by the gateway and by the user client.
 
+use super::invalid::Invalid;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,32 +38,32 @@ pub struct Platform {
 }
 
 /// Parses `http://host:port` / `https://host:port` (a bare `host:port` is taken as http).
-pub fn parse_endpoint(endpoint: &str) -> Result<(bool, String), String> {
+pub fn parse_endpoint(endpoint: &str) -> Result<(bool, String), Invalid> {
     let (tls, rest) = if let Some(r) = endpoint.strip_prefix("https://") {
         (true, r)
     } else if let Some(r) = endpoint.strip_prefix("http://") {
         (false, r)
     } else if endpoint.contains("://") {
-        return Err(format!("unsupported scheme in endpoint {endpoint:?} (use http:// or https://)"));
+        return Err(Invalid::new(format!("unsupported scheme in endpoint {endpoint:?} (use http:// or https://)")));
     } else {
         (false, endpoint)
     };
     let addr = rest.trim_end_matches('/');
     match addr.rsplit_once(':') {
         Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok((tls, addr.to_string())),
-        _ => Err(format!("endpoint {endpoint:?} is not host:port")),
+        _ => Err(Invalid::new(format!("endpoint {endpoint:?} is not host:port"))),
     }
 }
 
 impl Platform {
     /// Builds a channel; does not wait for the connection (see `wait_connected`).
-    pub fn connect(endpoint: &str, credential: Credential) -> Result<Platform, String> {
+    pub fn connect(endpoint: &str, credential: Credential) -> Result<Platform, Invalid> {
         Platform::connect_named(endpoint, credential, "grpc-poll")
     }
 
     /// `connect`, with the channel's completion-queue thread named `<thread>-0` (a gateway
     /// names each bot's after the bot's number, so a thread dump says whose it is).
-    pub fn connect_named(endpoint: &str, credential: Credential, thread: &str) -> Result<Platform, String> {
+    pub fn connect_named(endpoint: &str, credential: Credential, thread: &str) -> Result<Platform, Invalid> {
         let (tls, addr) = parse_endpoint(endpoint)?;
         let env = Arc::new(EnvBuilder::new().cq_count(1).name_prefix(thread).build());
         let builder = ChannelBuilder::new(env)

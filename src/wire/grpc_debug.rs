@@ -4,6 +4,7 @@
 //! it is first initialised, so every program of this package checks them before that and
 //! refuses to start rather than let its logs carry a secret.
 
+use super::invalid::Invalid;
 use std::ffi::OsString;
 
 /// Names gRPC core's tracer, whatever its value lists.
@@ -15,22 +16,22 @@ const QUIET_VERBOSITIES: &[&str] = &["ERROR", "NONE"];
 /// Why the environment `var` describes is refused, if it is: `GRPC_TRACE` set to anything
 /// non-empty, or `GRPC_VERBOSITY` set to anything but ERROR or NONE. An empty value counts as
 /// unset, as gRPC core treats it.
-pub fn check_debug_switches(var: impl Fn(&str) -> Option<OsString>) -> Result<(), String> {
+pub fn check_debug_switches(var: impl Fn(&str) -> Option<OsString>) -> Result<(), Invalid> {
     let set = |name: &str| var(name).filter(|v| !v.is_empty());
     let why = "gRPC core's tracer and its debug logs print call metadata, which carries the bot token and \
                device credentials";
     let fix = "RUST_LOG controls this program's own logs (e.g. RUST_LOG=debug)";
     if let Some(value) = set(TRACE_VAR) {
-        return Err(format!(
+        return Err(Invalid::new(format!(
             "refusing to start: {TRACE_VAR} is set ({value:?}), and {why}; unset {TRACE_VAR}. {fix}"
-        ));
+        )));
     }
     if let Some(value) = set(VERBOSITY_VAR) {
         let quiet = value.to_str().is_some_and(|v| QUIET_VERBOSITIES.iter().any(|q| v.eq_ignore_ascii_case(q)));
         if !quiet {
-            return Err(format!(
+            return Err(Invalid::new(format!(
                 "refusing to start: {VERBOSITY_VAR} is {value:?}, and {why}; unset it or set it to ERROR or NONE. {fix}"
-            ));
+            )));
         }
     }
     Ok(())
@@ -50,7 +51,7 @@ pub fn exit_if_debug_switches(program: &str) {
 mod tests {
     use super::*;
 
-    fn check(vars: &[(&str, &str)]) -> Result<(), String> {
+    fn check(vars: &[(&str, &str)]) -> Result<(), Invalid> {
         check_debug_switches(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| OsString::from(v)))
     }
 

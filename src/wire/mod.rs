@@ -20,12 +20,14 @@ pub mod bot_profile;
 pub mod connect;
 mod content;
 pub mod grpc_debug;
+pub mod invalid;
 pub mod places;
 pub mod polls;
 pub mod rpc;
 pub mod token;
 
 pub use connect::{Credential, Platform};
+pub use invalid::Invalid;
 
 /// HTTP/2 stream window of both ends (gRPC's default is 64 KiB): a file transfer moves 256 KiB
 /// messages, which a small window splits into round trips between the processes.

@@ -3,6 +3,7 @@
 //! carry) and the client (what `e2e-chat` sends, what it shows). Each check names the field
 //! the way the Bot API parameter is named, so a refusal reads the same on both sides.
 
+use super::invalid::Invalid;
 use super::e2e::content::Body;
 use super::e2e::{Contact, Content, Dice, Location, Venue};
 
@@ -64,7 +65,7 @@ impl Content {
 
 /// Checks the location, venue, contact, dice or poll a content carries (any other content
 /// passes).
-pub fn check_shared(content: &Content) -> Result<(), String> {
+pub fn check_shared(content: &Content) -> Result<(), Invalid> {
     match &content.body {
         Some(Body::Poll(p)) => super::polls::check_poll(p),
         Some(Body::Location(l)) => check_location(l),
@@ -76,50 +77,50 @@ pub fn check_shared(content: &Content) -> Result<(), String> {
 }
 
 /// A point on the map, and for a live one its period, heading and alert radius.
-pub fn check_location(l: &Location) -> Result<(), String> {
+pub fn check_location(l: &Location) -> Result<(), Invalid> {
     check_degrees("latitude", l.latitude, 90.0)?;
     check_degrees("longitude", l.longitude, 180.0)?;
     if !l.horizontal_accuracy.is_finite() || !(0.0..=MAX_ACCURACY).contains(&l.horizontal_accuracy) {
-        return Err(format!("horizontal_accuracy must be between 0 and {MAX_ACCURACY} meters"));
+        return Err(Invalid::new(format!("horizontal_accuracy must be between 0 and {MAX_ACCURACY} meters")));
     }
     if l.live_period != 0 {
         check_live_period(l.live_period)?;
     } else if l.heading != 0 || l.proximity_alert_radius != 0 || l.live_stopped {
-        return Err("heading and proximity_alert_radius apply to live locations only (give live_period)".into());
+        return Err(Invalid::new("heading and proximity_alert_radius apply to live locations only (give live_period)"));
     }
     if l.heading > 360 {
-        return Err("heading must be between 1 and 360 degrees".into());
+        return Err(Invalid::new("heading must be between 1 and 360 degrees"));
     }
     if l.proximity_alert_radius > MAX_PROXIMITY_RADIUS {
-        return Err(format!("proximity_alert_radius must be between 1 and {MAX_PROXIMITY_RADIUS} meters"));
+        return Err(Invalid::new(format!("proximity_alert_radius must be between 1 and {MAX_PROXIMITY_RADIUS} meters")));
     }
     Ok(())
 }
 
 /// 60..86400 seconds, or 0x7FFFFFFF for "until stopped".
-pub fn check_live_period(period: u32) -> Result<(), String> {
+pub fn check_live_period(period: u32) -> Result<(), Invalid> {
     if period == LIVE_FOREVER || (LIVE_PERIOD_MIN..=LIVE_PERIOD_MAX).contains(&period) {
         return Ok(());
     }
-    Err(format!(
+    Err(Invalid::new(format!(
         "live_period must be between {LIVE_PERIOD_MIN} and {LIVE_PERIOD_MAX} seconds, or {LIVE_FOREVER} (0x7FFFFFFF) for a live location that runs until stopped"
-    ))
+    )))
 }
 
-fn check_degrees(name: &str, v: f64, bound: f64) -> Result<(), String> {
+fn check_degrees(name: &str, v: f64, bound: f64) -> Result<(), Invalid> {
     if v.is_finite() && (-bound..=bound).contains(&v) {
         Ok(())
     } else {
-        Err(format!("{name} must be a number between -{bound} and {bound}"))
+        Err(Invalid::new(format!("{name} must be a number between -{bound} and {bound}")))
     }
 }
 
 /// A static point with a non-empty title and address.
-pub fn check_venue(v: &Venue) -> Result<(), String> {
-    let location = v.location.as_ref().ok_or("a venue needs its latitude and longitude")?;
+pub fn check_venue(v: &Venue) -> Result<(), Invalid> {
+    let location = v.location.as_ref().ok_or_else(|| Invalid::new("a venue needs its latitude and longitude"))?;
     check_location(location)?;
     if location.live_period != 0 {
-        return Err("a venue can't be a live location".into());
+        return Err(Invalid::new("a venue can't be a live location"));
     }
     check_text("title", &v.title, MAX_PLACE_TEXT, true)?;
     check_text("address", &v.address, MAX_PLACE_TEXT, true)?;
@@ -135,31 +136,31 @@ pub fn check_venue(v: &Venue) -> Result<(), String> {
 }
 
 /// A card with a first name; the phone number may be empty (a platform user has none).
-pub fn check_contact(c: &Contact) -> Result<(), String> {
+pub fn check_contact(c: &Contact) -> Result<(), Invalid> {
     check_text("first_name", &c.first_name, MAX_CONTACT_NAME, true)?;
     check_text("last_name", &c.last_name, MAX_CONTACT_NAME, false)?;
     check_text("phone_number", &c.phone_number, MAX_PHONE_NUMBER, false)?;
     if c.vcard.len() > MAX_VCARD_BYTES {
-        return Err(format!("vcard must be at most {MAX_VCARD_BYTES} bytes"));
+        return Err(Invalid::new(format!("vcard must be at most {MAX_VCARD_BYTES} bytes")));
     }
     Ok(())
 }
 
 /// A dice emoji with a value in its range.
-pub fn check_dice(d: &Dice) -> Result<(), String> {
-    let max = dice_max(&d.emoji).ok_or_else(|| format!("emoji must be one of {}", dice_names()))?;
+pub fn check_dice(d: &Dice) -> Result<(), Invalid> {
+    let max = dice_max(&d.emoji).ok_or_else(|| Invalid::new(format!("emoji must be one of {}", dice_names())))?;
     if !(1..=max).contains(&d.value) {
-        return Err(format!("the value of {} must be between 1 and {max}", d.emoji));
+        return Err(Invalid::new(format!("the value of {} must be between 1 and {max}", d.emoji)));
     }
     Ok(())
 }
 
-fn check_text(name: &str, value: &str, max_chars: usize, required: bool) -> Result<(), String> {
+fn check_text(name: &str, value: &str, max_chars: usize, required: bool) -> Result<(), Invalid> {
     if required && value.trim().is_empty() {
-        return Err(format!("{name} is required"));
+        return Err(Invalid::new(format!("{name} is required")));
     }
     if value.chars().count() > max_chars {
-        return Err(format!("{name} must be at most {max_chars} characters"));
+        return Err(Invalid::new(format!("{name} must be at most {max_chars} characters")));
     }
     Ok(())
 }

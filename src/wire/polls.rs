@@ -2,6 +2,7 @@
 //! vote arriving) and the client (what `e2e-chat vote` may send). Each refusal names the Bot
 //! API parameter it is about.
 
+use super::invalid::Invalid;
 use super::e2e::poll::Type as PollType;
 use super::e2e::{Poll, PollVote};
 
@@ -17,39 +18,39 @@ pub const MIN_OPEN_PERIOD: i64 = 5;
 pub const MAX_OPEN_PERIOD: i64 = 600;
 
 /// A poll as a sender may send it.
-pub fn check_poll(p: &Poll) -> Result<(), String> {
+pub fn check_poll(p: &Poll) -> Result<(), Invalid> {
     let chars = |s: &str| s.chars().count();
     if p.question.trim().is_empty() || chars(&p.question) > MAX_QUESTION {
-        return Err(format!("question must be 1 to {MAX_QUESTION} characters"));
+        return Err(Invalid::new(format!("question must be 1 to {MAX_QUESTION} characters")));
     }
     if !(MIN_OPTIONS..=MAX_OPTIONS).contains(&p.options.len()) {
-        return Err(format!("a poll must have {MIN_OPTIONS} to {MAX_OPTIONS} options, got {}", p.options.len()));
+        return Err(Invalid::new(format!("a poll must have {MIN_OPTIONS} to {MAX_OPTIONS} options, got {}", p.options.len())));
     }
     if let Some(i) = p.options.iter().position(|o| o.text.trim().is_empty() || chars(&o.text) > MAX_OPTION_TEXT) {
-        return Err(format!("options[{i}] must be 1 to {MAX_OPTION_TEXT} characters"));
+        return Err(Invalid::new(format!("options[{i}] must be 1 to {MAX_OPTION_TEXT} characters")));
     }
     if chars(&p.explanation) > MAX_EXPLANATION {
-        return Err(format!("explanation must be at most {MAX_EXPLANATION} characters"));
+        return Err(Invalid::new(format!("explanation must be at most {MAX_EXPLANATION} characters")));
     }
     match p.type_.enum_value() {
         Ok(PollType::QUIZ) => {
             let ids = &p.correct_option_ids;
             if ids.is_empty() || ids.windows(2).any(|w| w[0] >= w[1]) || ids.iter().any(|&i| i as usize >= p.options.len()) {
-                return Err(format!(
+                return Err(Invalid::new(format!(
                     "correct_option_ids must be ascending indexes of options (0 to {}), at least one",
                     p.options.len() - 1
-                ));
+                )));
             }
             if ids.len() > 1 && !p.allows_multiple_answers {
-                return Err("a quiz with several correct options must allow multiple answers".into());
+                return Err(Invalid::new("a quiz with several correct options must allow multiple answers"));
             }
         }
         Ok(PollType::REGULAR) if !p.correct_option_ids.is_empty() => {
-            return Err("correct_option_ids is for quizzes only".into())
+            return Err(Invalid::new("correct_option_ids is for quizzes only"))
         }
-        Ok(PollType::REGULAR) if !p.explanation.is_empty() => return Err("explanation is for quizzes only".into()),
+        Ok(PollType::REGULAR) if !p.explanation.is_empty() => return Err(Invalid::new("explanation is for quizzes only")),
         Ok(PollType::REGULAR) => {}
-        Err(_) => return Err("type must be \"regular\" or \"quiz\"".into()),
+        Err(_) => return Err(Invalid::new("type must be \"regular\" or \"quiz\"")),
     }
     Ok(())
 }
@@ -62,23 +63,23 @@ pub fn is_open(p: &Poll, now: i64) -> bool {
 /// A vote in `poll` at `now`: the poll is open, the options exist and are distinct, more than
 /// one only where the poll allows it, and a vote is changed or retracted only where the poll
 /// allows revoting.
-pub fn check_vote(poll: &Poll, vote: &PollVote, had_voted: bool, now: i64) -> Result<(), String> {
+pub fn check_vote(poll: &Poll, vote: &PollVote, had_voted: bool, now: i64) -> Result<(), Invalid> {
     if !is_open(poll, now) {
-        return Err("the poll is closed".into());
+        return Err(Invalid::new("the poll is closed"));
     }
     let mut seen = vec![false; poll.options.len()];
     for &id in &vote.option_ids {
         match seen.get_mut(id as usize) {
             Some(s) if !*s => *s = true,
-            Some(_) => return Err(format!("option {id} is chosen twice")),
-            None => return Err(format!("the poll has no option {id} (options are 0 to {})", poll.options.len().saturating_sub(1))),
+            Some(_) => return Err(Invalid::new(format!("option {id} is chosen twice"))),
+            None => return Err(Invalid::new(format!("the poll has no option {id} (options are 0 to {})", poll.options.len().saturating_sub(1)))),
         }
     }
     if vote.option_ids.len() > 1 && !poll.allows_multiple_answers {
-        return Err("the poll allows one answer only".into());
+        return Err(Invalid::new("the poll allows one answer only"));
     }
     if had_voted && !poll.allows_revoting {
-        return Err("the poll does not allow changing a vote".into());
+        return Err(Invalid::new("the poll does not allow changing a vote"));
     }
     Ok(())
 }

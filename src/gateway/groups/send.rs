@@ -14,6 +14,7 @@ use crate::gateway::keyboard;
 use crate::gateway::runtime::{BotShared, SendFailure, Sent};
 use crate::gateway::store::groups::{self, Membership};
 use crate::gateway::store::{outbox, StoreError};
+use crate::wire::Invalid;
 use crate::wire::platform::{
     send_group_message_response::Status as GroupStatus, MessageIdReservation, ReserveMessageIdsRequest, SendGroupMessageRequest,
 };
@@ -123,7 +124,7 @@ fn encrypt_again_later(shared: &BotShared, id: i64, why: &'static str) -> Result
 
 /// The message id (and date) the platform reserves in a group for one client message id, so
 /// that a keyboard's signed context can name it; `Ok(Err(why))` when the platform refuses.
-fn reserve_id(shared: &BotShared, group_id: &[u8], cmid: &str) -> Result<Result<(u64, i64), String>, GroupError> {
+fn reserve_id(shared: &BotShared, group_id: &[u8], cmid: &str) -> Result<Result<(u64, i64), Invalid>, GroupError> {
     let req = ReserveMessageIdsRequest {
         reservations: vec![MessageIdReservation {
             client_message_id: cmid.to_string(),
@@ -134,5 +135,5 @@ fn reserve_id(shared: &BotShared, group_id: &[u8], cmid: &str) -> Result<Result<
     };
     let resp = shared.platform.reserve_message_ids(&req).map_err(|e| GroupError::platform("ReserveMessageIds", group_id, e))?;
     let r = resp.ids.into_iter().next().ok_or_else(|| GroupError::Refused("the platform answered no reservation".into()))?;
-    Ok(if r.message_id != 0 { Ok((r.message_id, r.date)) } else { Err(r.error) })
+    Ok(if r.message_id != 0 { Ok((r.message_id, r.date)) } else { Err(Invalid(r.error)) })
 }

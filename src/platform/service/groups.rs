@@ -9,6 +9,7 @@ use super::super::convert::invalid;
 use super::super::error::{PlatformError, Result};
 use super::super::inbox::InboxHub;
 use super::super::store::{parse_group_info, DeviceAddr, GroupMessage, GroupSendOutcome, LinkSettings, NewGroup, Store, LINK_PREFIX};
+use crate::wire::Invalid;
 use crate::clock::unix_now;
 use crate::crypto::mls;
 use crate::e2e::group::short_id;
@@ -59,23 +60,23 @@ fn check_key_package(
     bytes: &[u8],
     caller: DeviceAddr,
     device_key: &[u8],
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), Invalid> {
     if bytes.is_empty() || bytes.len() > KEY_PACKAGE_MAX {
-        return Err(format!("must be 1 to {KEY_PACKAGE_MAX} bytes, got {}", bytes.len()));
+        return Err(Invalid::new(format!("must be 1 to {KEY_PACKAGE_MAX} bytes, got {}", bytes.len())));
     }
-    let MlsMessageBodyIn::KeyPackage(kp) = mls::parse_message(bytes)?.extract() else {
-        return Err("is an MLS message but not a KeyPackage".into());
+    let MlsMessageBodyIn::KeyPackage(kp) = mls::parse_message(bytes).map_err(Invalid)?.extract() else {
+        return Err(Invalid::new("is an MLS message but not a KeyPackage"));
     };
-    let kp = kp.validate(crypto, ProtocolVersion::Mls10).map_err(|e| format!("does not verify: {e}"))?;
+    let kp = kp.validate(crypto, ProtocolVersion::Mls10).map_err(|e| Invalid(format!("does not verify: {e}")))?;
     if kp.ciphersuite() != mls::CIPHERSUITE {
-        return Err(format!("uses {:?}; the platform serves {:?}", kp.ciphersuite(), mls::CIPHERSUITE));
+        return Err(Invalid::new(format!("uses {:?}; the platform serves {:?}", kp.ciphersuite(), mls::CIPHERSUITE)));
     }
     let leaf = kp.leaf_node();
     if mls::device_of(leaf.credential()) != Some((caller.user_id, caller.device_id)) {
-        return Err("its credential does not name the calling device (12 bytes: user id, device id)".into());
+        return Err(Invalid::new("its credential does not name the calling device (12 bytes: user id, device id)"));
     }
     if leaf.signature_key().as_slice() != device_key {
-        return Err("its signature key is not the device's registered key".into());
+        return Err(Invalid::new("its signature key is not the device's registered key"));
     }
     Ok(())
 }

@@ -19,7 +19,7 @@ pub(super) fn set_bot_commands(
 ) -> Result<pb::SetBotCommandsResponse> {
     let bot_id = bot_itself(&caller, "SetBotCommands")?;
     let key = commands_key(store, req.scope.as_ref(), &req.language_code)?;
-    rules::check_commands(req.commands.iter().map(|c| (c.command.as_str(), c.description.as_str()))).map_err(invalid)?;
+    rules::check_commands(req.commands.iter().map(|c| (c.command.as_str(), c.description.as_str()))).map_err(|e| invalid(e.0))?;
     let commands: Vec<(String, String)> = req.commands.into_iter().map(|c| (c.command, c.description)).collect();
     store.set_bot_commands(bot_id, &key, &commands)?;
     log::debug!("bot {bot_id}: {} commands for scope {} language {:?}", commands.len(), key.scope, key.language_code);

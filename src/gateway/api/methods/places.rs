@@ -66,7 +66,7 @@ fn send_shared(bot: &BotShared, params: &Params, mut content: Content) -> Result
 }
 
 /// A 400 from a rule of `wire::places`.
-fn refused(why: String) -> ApiError {
+fn refused(why: crate::wire::Invalid) -> ApiError {
     ApiError::bad_request(why)
 }
 

@@ -3,6 +3,7 @@
 //! the GroupInfo and the joined devices.
 
 use super::*;
+use crate::wire::Invalid;
 
 impl GroupMessage {
     /// The parts a commit consumes, leaving `self` usable for the idempotency record.
@@ -49,15 +50,15 @@ pub(super) fn check_leaf(
     tx: &Connection,
     credential: &Credential,
     signature_key: &[u8],
-) -> Result<std::result::Result<DeviceAddr, String>> {
+) -> Result<std::result::Result<DeviceAddr, Invalid>> {
     let Some((user_id, device_id)) = mls::device_of(credential) else {
-        return Ok(Err("a leaf's credential is not a basic credential naming a device (user id, device id)".into()));
+        return Ok(Err(Invalid::new("a leaf's credential is not a basic credential naming a device (user id, device id)")));
     };
     let addr = DeviceAddr { user_id, device_id };
     Ok(match device_key(tx, addr)? {
-        None => Err(format!("a leaf names device {device_id} of user {user_id}, which is not an active device")),
+        None => Err(Invalid(format!("a leaf names device {device_id} of user {user_id}, which is not an active device"))),
         Some(key) if key != signature_key => {
-            Err(format!("the leaf of device {device_id} of user {user_id} does not carry that device's registered key"))
+            Err(Invalid(format!("the leaf of device {device_id} of user {user_id} does not carry that device's registered key")))
         }
         Some(_) => Ok(addr),
     })
@@ -105,7 +106,7 @@ pub(super) fn accept_commit(
     let joined = joined_devices(tx, m.group_id)?;
     let effect = match check_commit(tx, caller, me, m.group_id, &sender, &staged, &before, &joined)? {
         Ok(effect) => effect,
-        Err(why) => return reject(why),
+        Err(why) => return reject(why.0),
     };
     if !effect.added.is_empty() && m.welcome.is_empty() {
         return reject("a commit that adds devices needs their welcome".into());
@@ -173,14 +174,14 @@ fn check_commit(
     staged: &StagedCommit,
     before: &BTreeMap<LeafNodeIndex, Member>,
     joined: &BTreeSet<DeviceAddr>,
-) -> Result<std::result::Result<CommitEffect, String>> {
+) -> Result<std::result::Result<CommitEffect, Invalid>> {
     let mut effect = CommitEffect::default();
     for p in staged.queued_proposals() {
         if !matches!(
             p.proposal(),
             Proposal::Add(_) | Proposal::Remove(_) | Proposal::Update(_) | Proposal::ExternalInit(_)
         ) {
-            return Ok(Err(format!("a commit with a {:?} proposal is not accepted", p.proposal().proposal_type())));
+            return Ok(Err(Invalid::new(format!("a commit with a {:?} proposal is not accepted", p.proposal().proposal_type()))));
         }
     }
     // Who commits: a joined device of a seated member, or an external joiner.
@@ -189,28 +190,28 @@ fn check_commit(
         Sender::Member(index) => {
             let leaf = before.get(index);
             if leaf.and_then(|l| mls::device_of(&l.credential)) != Some((caller.user_id, caller.device_id)) {
-                return Ok(Err("the commit's sender leaf is not the calling device".into()));
+                return Ok(Err(Invalid::new("the commit's sender leaf is not the calling device")));
             }
             if !seated(me.role) || !joined.contains(&caller) {
-                return Ok(Err("only a member's device with a leaf may commit".into()));
+                return Ok(Err(Invalid::new("only a member's device with a leaf may commit")));
             }
         }
         Sender::NewMemberCommit => {
             if !(seated(me.role) || me.role == Role::INVITED) {
-                return Ok(Err("only a member or an invited user may join by external commit".into()));
+                return Ok(Err(Invalid::new("only a member or an invited user may join by external commit")));
             }
             effect.joiner = Some(caller);
         }
-        _ => return Ok(Err("a commit must come from a member or an external joiner".into())),
+        _ => return Ok(Err(Invalid::new("a commit must come from a member or an external joiner"))),
     }
     if let Some(leaf) = path_leaf {
         match check_leaf(tx, leaf.credential(), leaf.signature_key().as_slice())? {
             Ok(addr) if addr == caller => {}
-            Ok(_) => return Ok(Err("the commit's own leaf must name the calling device".into())),
+            Ok(_) => return Ok(Err(Invalid::new("the commit's own leaf must name the calling device"))),
             Err(why) => return Ok(Err(why)),
         }
     } else if effect.joiner.is_some() {
-        return Ok(Err("an external commit needs an update path".into()));
+        return Ok(Err(Invalid::new("an external commit needs an update path")));
     }
     for add in staged.add_proposals() {
         let leaf = add.add_proposal().key_package().leaf_node();
@@ -220,31 +221,31 @@ fn check_commit(
         };
         let role = member(tx, group_id, addr.user_id)?.map(|m| m.role);
         if !role.is_some_and(|r| seated(r) || r == Role::INVITED) {
-            return Ok(Err(format!(
+            return Ok(Err(Invalid::new(format!(
                 "user {} is not invited to this group: AddGroupMember comes before the commit that adds their devices",
                 addr.user_id
-            )));
+            ))));
         }
         if joined.contains(&addr) || !effect.added.insert(addr) {
-            return Ok(Err(format!("device {} of user {} has a leaf already", addr.device_id, addr.user_id)));
+            return Ok(Err(Invalid::new(format!("device {} of user {} has a leaf already", addr.device_id, addr.user_id))));
         }
     }
     for remove in staged.remove_proposals() {
         let index = remove.remove_proposal().removed();
         let Some(leaf) = before.get(&index) else {
-            return Ok(Err(format!("the commit removes leaf {index:?}, which is empty")));
+            return Ok(Err(Invalid::new(format!("the commit removes leaf {index:?}, which is empty"))));
         };
         let Some((user_id, device_id)) = mls::device_of(&leaf.credential) else {
-            return Ok(Err("the commit removes a leaf that names no device".into()));
+            return Ok(Err(Invalid::new("the commit removes a leaf that names no device")));
         };
         let addr = DeviceAddr { user_id, device_id };
         let gone = member(tx, group_id, user_id)?.is_none_or(|m| matches!(m.role, Role::LEFT | Role::BANNED));
         let own_old_leaf = effect.joiner == Some(addr);
         let device_removed = device_key(tx, addr)?.is_none();
         if !(gone || own_old_leaf || device_removed) {
-            return Ok(Err(format!(
+            return Ok(Err(Invalid::new(format!(
                 "user {user_id} is a member: RemoveGroupMember comes before the commit that removes their leaves"
-            )));
+            ))));
         }
         effect.removed.insert(addr);
     }

@@ -51,7 +51,7 @@ impl Store {
                 )));
             };
             let leaf_dev =
-                check_leaf(tx, &leaf.credential, &leaf.signature_key)?.map_err(PlatformError::InvalidArgument)?;
+                check_leaf(tx, &leaf.credential, &leaf.signature_key)?.map_err(|why| PlatformError::InvalidArgument(why.0))?;
             if leaf_dev != caller {
                 return Err(PlatformError::InvalidArgument(format!(
                     "the group's leaf is device {} of user {}, not the caller's device",
