@@ -10,7 +10,7 @@ use super::cli_common::{open_profile, ordered, print_line, usage, Global};
 use crate::cli::{Args, Opt};
 use crate::wire::platform::InviteLink;
 
-/// The administering `group` subcommands (the others are in `cli.rs`).
+/// The administering `group` subcommands (the others are in `cli/groups.rs`).
 pub(super) const GROUP_ADMIN_SUBCOMMANDS: &[&str] =
     &["promote", "ban", "unban", "restrict", "unrestrict", "link", "revoke-link", "export-link", "approve", "decline", "delete"];
 
@@ -189,7 +189,7 @@ pub(super) fn group_admin(global: &Global, sub: &str, a: &Args) -> anyhow::Resul
 }
 
 /// `channel create TITLE...` and `channel post CHANNEL TEXT...` (`sub` is known: see
-/// `command_options` in `cli.rs`).
+/// `command_options` in `cli/mod.rs`).
 pub(super) fn channel(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()> {
     if sub == "create" {
         let title = a.words.join(" ");

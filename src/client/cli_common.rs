@@ -1,7 +1,7 @@
 //! What every command family of `e2e-chat` shares: the global options and the profile they
 //! open, the usage error, the `--reply-to` option and message id arguments, and the one JSON
 //! line each result is printed as (keys in order, controls escaped for the terminal). The
-//! families (`cli.rs` and the `cli_*.rs` files) import it; it imports none of them.
+//! families (`cli/` and the `cli_*.rs` files) import it; it imports none of them.
 
 use std::io::{self, Write};
 use std::path::PathBuf;

@@ -1,8 +1,8 @@
-//! `e2e-chat send-location` and `send-contact`, and how `listen` shows a location, venue,
-//! contact or dice (`shared_field`). Both commands go through `Profile::send_shared`, the one
-//! way the client shares such an item.
+//! `e2e-chat send-location`, `send-contact` and `vote`. Both sending commands go through
+//! `Profile::send_shared`, the one way the client shares such an item; how `listen` shows one
+//! is `cli/json.rs` (`shared_field`).
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::cli_common::{message_id_arg, open_profile, ordered, print_line, usage, Global, REPLY_TO};
 use super::places::{LocationInfo, Shared};
@@ -99,90 +99,9 @@ fn location_args<'a>(a: &Args<'a>) -> anyhow::Result<(&'a str, LocationInfo)> {
     Ok((peer, location))
 }
 
-/// The `listen` field of a location, venue, contact or dice message, named as in the Bot API:
-/// `location` {latitude, longitude, + horizontal_accuracy, live_period, heading,
-/// proximity_alert_radius, live_stopped when set}, `venue` {location, title, address, + ids},
-/// `contact` {phone_number, first_name, + last_name, user_id, vcard}, `dice` {emoji, value}.
-pub(super) fn shared_field(s: &Shared) -> (&'static str, String) {
-    match s {
-        Shared::Location(l) => ("location", location_json(l)),
-        Shared::Venue(v) => {
-            let mut fields = vec![
-                ("location", location_json(&v.location)),
-                ("title", json!(v.title).to_string()),
-                ("address", json!(v.address).to_string()),
-            ];
-            push_set(&mut fields, "foursquare_id", &v.foursquare_id);
-            push_set(&mut fields, "google_place_id", &v.google_place_id);
-            ("venue", raw(&fields))
-        }
-        Shared::Contact(c) => {
-            let mut fields =
-                vec![("phone_number", json!(c.phone_number).to_string()), ("first_name", json!(c.first_name).to_string())];
-            push_set(&mut fields, "last_name", &c.last_name);
-            if c.user_id != 0 {
-                fields.push(("user_id", json!(c.user_id).to_string()));
-            }
-            push_set(&mut fields, "vcard", &c.vcard);
-            ("contact", raw(&fields))
-        }
-        Shared::Dice(d) => ("dice", ordered(&[("emoji", json!(d.emoji)), ("value", json!(d.value))])),
-        Shared::Poll(p) => {
-            let options: Vec<Value> = p.options.iter().map(|(text, n)| json!({"text": text, "voter_count": n})).collect();
-            let mut fields = vec![
-                ("question", json!(p.question).to_string()),
-                ("options", Value::Array(options).to_string()),
-                ("type", json!(if p.quiz { "quiz" } else { "regular" }).to_string()),
-                ("is_anonymous", json!(p.is_anonymous).to_string()),
-                ("allows_multiple_answers", json!(p.allows_multiple_answers).to_string()),
-                ("is_closed", json!(p.is_closed).to_string()),
-                ("total_voter_count", json!(p.total_voter_count).to_string()),
-            ];
-            fields.push(("allows_revoting", json!(p.allows_revoting).to_string()));
-            if p.quiz {
-                fields.push(("correct_option_ids", json!(p.correct_option_ids).to_string()));
-            }
-            push_set(&mut fields, "explanation", &p.explanation);
-            if p.close_date != 0 {
-                fields.push(("close_date", json!(p.close_date).to_string()));
-            }
-            ("poll", raw(&fields))
-        }
-    }
-}
-
-fn location_json(l: &LocationInfo) -> String {
-    let mut fields: Vec<(&str, Value)> = vec![("latitude", json!(l.latitude)), ("longitude", json!(l.longitude))];
-    if l.horizontal_accuracy > 0.0 {
-        fields.push(("horizontal_accuracy", json!(l.horizontal_accuracy)));
-    }
-    for (name, v) in [("live_period", l.live_period), ("heading", l.heading), ("proximity_alert_radius", l.proximity_alert_radius)] {
-        if v != 0 {
-            fields.push((name, json!(v)));
-        }
-    }
-    if l.live_stopped {
-        fields.push(("live_stopped", json!(true)));
-    }
-    ordered(&fields)
-}
-
-fn push_set(fields: &mut Vec<(&'static str, String)>, name: &'static str, value: &str) {
-    if !value.is_empty() {
-        fields.push((name, json!(value).to_string()));
-    }
-}
-
-/// A JSON object of fields whose values are JSON text already, in order.
-fn raw(fields: &[(&str, String)]) -> String {
-    let body: Vec<String> = fields.iter().map(|(k, v)| format!("{}:{v}", Value::from(*k))).collect();
-    format!("{{{}}}", body.join(","))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::places::{ContactCard, DiceInfo, VenueInfo};
 
     fn parse(words: &[&str]) -> anyhow::Result<(String, LocationInfo)> {
         let args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
@@ -216,24 +135,5 @@ mod tests {
         assert_eq!(parse(&["@bot", "5"]).expect("retract").2, Vec::<u32>::new());
         assert!(parse(&["@bot", "5", "0"]).expect_err("zero").to_string().contains("OPTION \"0\""));
         assert!(parse(&["@bot"]).is_err());
-    }
-
-    #[test]
-    fn listen_fields_follow_the_bot_api_names() {
-        let (name, v) = shared_field(&Shared::Location(LocationInfo { live_period: 60, ..LocationInfo::point(1.5, 2.0) }));
-        assert_eq!((name, v.as_str()), ("location", r#"{"latitude":1.5,"longitude":2.0,"live_period":60}"#));
-        let (name, v) = shared_field(&Shared::Venue(VenueInfo {
-            location: LocationInfo::point(1.0, 2.0),
-            title: "Cafe".into(),
-            address: "Main St".into(),
-            ..Default::default()
-        }));
-        assert_eq!(name, "venue");
-        let v: Value = serde_json::from_str(&v).expect("json");
-        assert_eq!(v, json!({"location": {"latitude": 1.0, "longitude": 2.0}, "title": "Cafe", "address": "Main St"}));
-        let (name, v) = shared_field(&Shared::Contact(ContactCard { first_name: "Ann".into(), user_id: 3, ..Default::default() }));
-        assert_eq!((name, v.as_str()), ("contact", r#"{"phone_number":"","first_name":"Ann","user_id":3}"#));
-        let (name, v) = shared_field(&Shared::Dice(DiceInfo { emoji: "🎲".into(), value: 4 }));
-        assert_eq!((name, v.as_str()), ("dice", r#"{"emoji":"🎲","value":4}"#));
     }
 }

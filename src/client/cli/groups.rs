@@ -1,0 +1,201 @@
+//! The `group` commands (their administration is `cli_admin`).
+
+use super::*;
+use super::dialog::{edit_args, press_args, print_answer, text_args};
+use super::files::{send_file_args, SendFileArgs, SEND_FILE_OPTIONS};
+use super::json::{member_lines, sender_json};
+
+/// The `group` subcommands. Arguments are checked before the profile is opened.
+pub(super) fn group(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()> {
+    if crate::client::cli_admin::GROUP_ADMIN_SUBCOMMANDS.contains(&sub) {
+        return crate::client::cli_admin::group_admin(global, sub, a);
+    }
+    let sub = group_args(sub, a)?;
+    let profile = open_profile(global)?;
+    let find = |spec: &str| profile.find_group(spec);
+    match sub {
+        GroupCommand::Create { title } => {
+            let id = profile.create_group(&title)?;
+            print_line(&ordered(&[("group_id", json!(id.hex())), ("title", json!(title.trim()))]))
+        }
+        GroupCommand::Add { group, user } => {
+            let id = find(group)?;
+            let added = profile.add_to_group(&id, user).with_context(|| format!("group add {user}"))?;
+            print_line(&ordered_raw(&[
+                ("group_id", json!(id.hex()).to_string()),
+                ("user", sender_json(&added.user)),
+                ("devices_added", json!(added.devices).to_string()),
+            ]))
+        }
+        GroupCommand::Remove { group, user } => {
+            let id = find(group)?;
+            let user_id = profile.lookup(user)?.user_id;
+            let removed = profile.remove_from_group(&id, user).with_context(|| format!("group remove {user}"))?;
+            print_line(&ordered(&[("group_id", json!(id.hex())), ("user_id", json!(user_id)), ("leaves_removed", json!(removed))]))
+        }
+        GroupCommand::Send { group, reply_to, text } => {
+            let id = find(group)?;
+            let sent = profile.send_group_text(&id, &text, reply_to)?;
+            print_line(&ordered(&[
+                ("group_id", json!(id.hex())),
+                ("message_id", json!(sent.message_id)),
+                ("date", json!(sent.date)),
+            ]))
+        }
+        GroupCommand::SendFile { group, file } => {
+            let id = find(group)?;
+            let path = &file.paths[0];
+            let sent = profile
+                .send_group_file(&id, path, file.kind, &file.caption)
+                .with_context(|| format!("group send-file {}", path.display()))?;
+            print_line(&ordered(&[
+                ("group_id", json!(id.hex())),
+                ("message_id", json!(sent.message_id)),
+                ("date", json!(sent.date)),
+            ]))
+        }
+        GroupCommand::Download { group, message_id, out } => {
+            let id = find(group)?;
+            let size = profile.download_group(&id, message_id, &out)?;
+            print_line(&ordered(&[
+                ("group_id", json!(id.hex())),
+                ("message_id", json!(message_id)),
+                ("path", json!(out.display().to_string())),
+                ("size", json!(size)),
+            ]))
+        }
+        GroupCommand::Edit { group, message_id, text } => {
+            let id = find(group)?;
+            let edited = profile.edit_group_message(&id, message_id, &text).with_context(|| format!("group edit {message_id}"))?;
+            print_line(&ordered(&[
+                ("group_id", json!(id.hex())),
+                ("message_id", json!(edited.message_id)),
+                ("edit_date", json!(edited.edit_date)),
+            ]))
+        }
+        GroupCommand::Press { group, message_id, data, timeout } => {
+            let id = find(group)?;
+            let pressed = profile.press_in_group(&id, message_id, data)?;
+            print_answer(&profile, &pressed, "the bot", timeout)
+        }
+        GroupCommand::Title { group, title } => {
+            let id = find(group)?;
+            profile.set_group_title(&id, title.trim())?;
+            print_line(&ordered(&[("group_id", json!(id.hex())), ("title", json!(title.trim()))]))
+        }
+        GroupCommand::Members { group } => {
+            let id = find(group)?;
+            let details = profile.group_members(&id)?;
+            for line in member_lines(&details) {
+                print_line(&line)?;
+            }
+            Ok(())
+        }
+        GroupCommand::Leave { group } => {
+            let id = find(group)?;
+            profile.leave_group(&id)?;
+            print_line(&ordered(&[("group_id", json!(id.hex())), ("role", json!(role_name(GroupRole::LEFT)))]))
+        }
+        GroupCommand::List => {
+            for g in profile.list_groups()? {
+                let role = g.role_of(profile.user_id()).map(role_name).unwrap_or("none");
+                let joined = profile.group_epoch(&g.id)?.is_some();
+                print_line(&ordered(&[
+                    ("group_id", json!(g.id.hex())),
+                    ("title", json!(g.title)),
+                    ("role", json!(role)),
+                    ("joined", json!(joined)),
+                ]))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// One `group` subcommand with its arguments.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum GroupCommand<'a> {
+    Create { title: String },
+    Add { group: &'a str, user: &'a str },
+    Remove { group: &'a str, user: &'a str },
+    Send { group: &'a str, reply_to: Option<u64>, text: String },
+    Edit { group: &'a str, message_id: u64, text: String },
+    Members { group: &'a str },
+    Leave { group: &'a str },
+    List,
+    Press { group: &'a str, message_id: u64, data: &'a str, timeout: Duration },
+    Title { group: &'a str, title: String },
+    SendFile { group: &'a str, file: SendFileArgs },
+    Download { group: &'a str, message_id: u64, out: PathBuf },
+}
+
+pub(super) const GROUP_SUBCOMMANDS: &str = "create, add, remove, send, send-file, download, edit, press, title, members, leave, list, promote, ban, unban, restrict, unrestrict, link, revoke-link, export-link, approve, decline, delete";
+pub(super) const CHANNEL_SUBCOMMANDS: &str = "create, post";
+
+pub(super) fn unknown_group_command(other: &str) -> UsageError {
+    UsageError(format!("unknown group command {other:?}; the group commands are: {GROUP_SUBCOMMANDS}"))
+}
+
+/// `group SUB ...` but the administering subcommands (`cli_admin.rs`).
+pub(super) fn group_args<'a>(sub: &str, a: &Args<'a>) -> anyhow::Result<GroupCommand<'a>> {
+    let words = &a.words[..];
+    let expected = |what: &str| usage(format!("group {sub}: expected {what}"));
+    Ok(match sub {
+        "create" => {
+            let title = words.join(" ");
+            if title.trim().is_empty() {
+                return Err(usage("group create: TITLE missing".into()));
+            }
+            GroupCommand::Create { title }
+        }
+        "add" => {
+            let [group, user] = words[..] else { return Err(expected("GROUP @USER_OR_BOT")) };
+            GroupCommand::Add { group, user }
+        }
+        "remove" => {
+            let [group, user] = words[..] else { return Err(expected("GROUP @USER")) };
+            GroupCommand::Remove { group, user }
+        }
+        "send" => {
+            let (group, reply_to, text) = text_args("group send", "GROUP", a)?;
+            GroupCommand::Send { group, reply_to, text }
+        }
+        "edit" => {
+            let (group, message_id, text) = edit_args("group edit", "GROUP", a)?;
+            GroupCommand::Edit { group, message_id, text }
+        }
+        "send-file" => {
+            // The words of `send-file`, the group in the peer's place; one file at a time.
+            let file = send_file_args(a).map_err(|_| expected(&format!("GROUP PATH {SEND_FILE_OPTIONS}")))?;
+            if file.paths.len() != 1 {
+                return Err(expected(&format!("GROUP PATH {SEND_FILE_OPTIONS}")));
+            }
+            let group = words[0];
+            GroupCommand::SendFile { group, file }
+        }
+        "download" => {
+            let [group, message_id, out] = words[..] else { return Err(expected("GROUP MESSAGE_ID OUT")) };
+            let message_id = message_id_arg("group download: MESSAGE_ID", message_id)?;
+            GroupCommand::Download { group, message_id, out: PathBuf::from(out) }
+        }
+        "press" => {
+            let (group, message_id, data, timeout) = press_args("group press", "GROUP", a)?;
+            GroupCommand::Press { group, message_id, data, timeout }
+        }
+        "title" => match words.split_first() {
+            Some((&group, title)) if !title.join(" ").trim().is_empty() => GroupCommand::Title { group, title: title.join(" ") },
+            _ => return Err(expected("GROUP TITLE")),
+        },
+        "members" => {
+            let [group] = words[..] else { return Err(expected("GROUP")) };
+            GroupCommand::Members { group }
+        }
+        "leave" => {
+            let [group] = words[..] else { return Err(expected("GROUP")) };
+            GroupCommand::Leave { group }
+        }
+        "list" if words.is_empty() => GroupCommand::List,
+        "list" => return Err(usage("group list: takes no arguments".into())),
+        other => return Err(unknown_group_command(other).into()),
+    })
+}
