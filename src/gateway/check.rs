@@ -13,12 +13,12 @@ pub fn run(path: &Path, connect: bool) -> bool {
     let mut r = Report::default();
     match config::check_mode(path) {
         Ok(()) => r.ok(format!("config {} is readable by its owner only", path.display())),
-        Err(e) => r.problem(e),
+        Err(e) => r.problem(e.to_string()),
     }
     let config = match config::read(path) {
         Ok(c) => c,
         Err(e) => {
-            r.problem(e);
+            r.problem(e.to_string());
             return r.finish(path);
         }
     };
@@ -52,7 +52,7 @@ pub fn run(path: &Path, connect: bool) -> bool {
                     "bot @{}: {} accepts the token; username and first_name match",
                     bot.username, config.bot_platform_endpoint
                 )),
-                Err(e) => r.problem(e),
+                Err(e) => r.problem(format!("bot @{}: {e}", bot.username)),
             }
         }
     } else {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::wire::token;
+use crate::wire::{token, Invalid};
 use crate::crypto::{self, IdentityKeyPair};
 
 pub use crate::compat::COMPATIBILITY_PROFILE_ID;
@@ -164,32 +164,56 @@ impl BotConfig {
     }
 }
 
+/// Why the config file cannot be used. Each names the file, and says the field and the fix.
+#[derive(Debug)]
+pub enum ConfigError {
+    Unreadable { path: PathBuf, error: std::io::Error },
+    /// Group or others may read it, and it holds bot secrets.
+    Mode { path: PathBuf, mode: u32 },
+    NotJson { path: PathBuf, error: serde_json::Error },
+    /// A field is missing, unknown or wrong (`parse`'s sentence says which and why).
+    Field { path: PathBuf, why: Invalid },
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::Unreadable { path, error } => write!(f, "cannot read config {}: {error}", path.display()),
+            ConfigError::Mode { path, mode } => write!(
+                f,
+                "config {} is readable by group or others (mode {mode:o}); it holds bot secrets: run chmod 600 {}",
+                path.display(),
+                path.display()
+            ),
+            ConfigError::NotJson { path, error } => write!(f, "config {} is not valid JSON: {error}", path.display()),
+            ConfigError::Field { path, why } => write!(f, "config {}: {why}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
 /// Reads and validates the config file. Every error names the file, the field and the fix.
-pub fn load(path: &Path) -> Result<Config, String> {
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
     check_mode(path)?;
     read(path)
 }
 
 /// The file holds bot secrets: nobody but its owner may read it (0600).
-pub fn check_mode(path: &Path) -> Result<(), String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
+pub fn check_mode(path: &Path) -> Result<(), ConfigError> {
+    let meta = std::fs::metadata(path).map_err(|error| ConfigError::Unreadable { path: path.to_path_buf(), error })?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(format!(
-            "config {} is readable by group or others (mode {mode:o}); it holds bot secrets: run chmod 600 {}",
-            path.display(),
-            path.display()
-        ));
+        return Err(ConfigError::Mode { path: path.to_path_buf(), mode });
     }
     Ok(())
 }
 
 /// Reads and validates the file's content (not its mode: [`check_mode`]).
-pub fn read(path: &Path) -> Result<Config, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
-    let value: Value =
-        serde_json::from_str(&text).map_err(|e| format!("config {} is not valid JSON: {e}", path.display()))?;
-    parse(&value).map_err(|e| format!("config {}: {e}", path.display()))
+pub fn read(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Unreadable { path: path.to_path_buf(), error })?;
+    let value: Value = serde_json::from_str(&text).map_err(|error| ConfigError::NotJson { path: path.to_path_buf(), error })?;
+    parse(&value).map_err(|why| ConfigError::Field { path: path.to_path_buf(), why })
 }
 
 /// Whether the gateway runs in a container, where listeners bind all interfaces by design
@@ -214,44 +238,44 @@ fn listener_warning(field: &str, addr: SocketAddr, in_container: bool) -> Option
 }
 
 /// Validates a parsed config document.
-pub fn parse(value: &Value) -> Result<Config, String> {
-    let obj = value.as_object().ok_or("the top level must be a JSON object")?;
+pub fn parse(value: &Value) -> Result<Config, Invalid> {
+    let obj = value.as_object().ok_or_else(|| Invalid::new("the top level must be a JSON object"))?;
     let allowed: Vec<&str> = names(FIELDS).into_iter().chain(OPTIONAL_FIELDS.iter().map(|f| f.name)).collect();
     only_fields(obj, &allowed)?;
     let profile = string(obj, "compatibility_profile_id")?;
     if profile != COMPATIBILITY_PROFILE_ID {
-        return Err(format!(
+        return Err(Invalid::new(format!(
             "compatibility_profile_id is {profile:?}, but this gateway implements {COMPATIBILITY_PROFILE_ID:?}"
-        ));
+        )));
     }
     let mut warnings = Vec::new();
     let endpoint = string(obj, "bot_platform_endpoint")?;
-    let (tls, addr) = crate::wire::connect::parse_endpoint(&endpoint).map_err(|e| format!("bot_platform_endpoint: {e}"))?;
+    let (tls, addr) = crate::wire::connect::parse_endpoint(&endpoint).map_err(|e| Invalid::new(format!("bot_platform_endpoint: {e}")))?;
     if !tls && !is_loopback_host(&addr) {
         warnings.push(format!("bot_platform_endpoint {endpoint} is plain http:// to a non-loopback host; use https://"));
     }
     let compat_listen_addr = socket_addr(obj, "compat_listen_addr")?;
     let extensions_listen_addr = socket_addr(obj, "extensions_listen_addr")?;
     if compat_listen_addr == extensions_listen_addr && compat_listen_addr.port() != 0 {
-        return Err("compat_listen_addr and extensions_listen_addr must differ".into());
+        return Err(Invalid::new("compat_listen_addr and extensions_listen_addr must differ"));
     }
     let container = in_container();
     warnings.extend(listener_warning("compat_listen_addr", compat_listen_addr, container));
     warnings.extend(listener_warning("extensions_listen_addr", extensions_listen_addr, container));
     let state_dir = PathBuf::from(string(obj, "state_dir")?);
     if state_dir.as_os_str().is_empty() {
-        return Err("state_dir is empty".into());
+        return Err(Invalid::new("state_dir is empty"));
     }
-    let bots_value = obj.get("bots").ok_or("missing field bots")?;
-    let bots_array = bots_value.as_array().ok_or("bots must be an array")?;
+    let bots_value = obj.get("bots").ok_or_else(|| Invalid::new("missing field bots"))?;
+    let bots_array = bots_value.as_array().ok_or_else(|| Invalid::new("bots must be an array"))?;
     if bots_array.is_empty() {
-        return Err("bots is empty: configure at least one bot".into());
+        return Err(Invalid::new("bots is empty: configure at least one bot"));
     }
     let mut bots: Vec<BotConfig> = Vec::new();
     for (i, b) in bots_array.iter().enumerate() {
-        let bot = parse_bot(b).map_err(|e| format!("bots[{i}]: {e}"))?;
+        let bot = parse_bot(b).map_err(|e| Invalid::new(format!("bots[{i}]: {e}")))?;
         if bots.iter().any(|o| o.compat_user_id == bot.compat_user_id) {
-            return Err(format!("bots[{i}]: bot {} is configured twice", bot.compat_user_id));
+            return Err(Invalid::new(format!("bots[{i}]: bot {} is configured twice", bot.compat_user_id)));
         }
         bots.push(bot);
     }
@@ -260,108 +284,108 @@ pub fn parse(value: &Value) -> Result<Config, String> {
 }
 
 /// The optional fields, or their defaults.
-fn delivery(obj: &Map<String, Value>) -> Result<Delivery, String> {
+fn delivery(obj: &Map<String, Value>) -> Result<Delivery, Invalid> {
     let mut d = Delivery::default();
     if let Some(v) = obj.get("send_wait_seconds") {
         let secs = v.as_u64().filter(|s| SEND_WAIT_RANGE.contains(s)).ok_or_else(|| {
-            format!(
+            Invalid(format!(
                 "send_wait_seconds must be an integer from {} to {} (seconds; default {}), not {v}",
                 SEND_WAIT_RANGE.start(),
                 SEND_WAIT_RANGE.end(),
                 DEFAULT_SEND_WAIT.as_secs()
-            )
+            ))
         })?;
         d.send_wait = Duration::from_secs(secs);
     }
     if let Some(v) = obj.get("webhook_secret_token_headers") {
-        d.webhook_secret_headers = secret_headers(v).map_err(|e| format!("webhook_secret_token_headers: {e}"))?;
+        d.webhook_secret_headers = secret_headers(v).map_err(|e| Invalid::new(format!("webhook_secret_token_headers: {e}")))?;
     }
     Ok(d)
 }
 
 /// A non-empty array of distinct HTTP header names that the webhook request does not set
 /// itself.
-fn secret_headers(v: &Value) -> Result<Vec<String>, String> {
-    let list = v.as_array().ok_or_else(|| format!("must be an array of header names, e.g. [\"{SPEC_SECRET_HEADER}\"]"))?;
+fn secret_headers(v: &Value) -> Result<Vec<String>, Invalid> {
+    let list = v.as_array().ok_or_else(|| Invalid::new(format!("must be an array of header names, e.g. [\"{SPEC_SECRET_HEADER}\"]")))?;
     if list.is_empty() {
-        return Err(format!(
+        return Err(Invalid::new(format!(
             "is empty: name at least one header to carry the secret (the spec's is \"{SPEC_SECRET_HEADER}\"), or leave the field out"
-        ));
+        )));
     }
     let mut names: Vec<String> = Vec::with_capacity(list.len());
     for item in list {
-        let name = item.as_str().ok_or_else(|| format!("{item} is not a string"))?;
+        let name = item.as_str().ok_or_else(|| Invalid::new(format!("{item} is not a string")))?;
         // RFC 9110 token characters; a name is short.
         let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
         if name.is_empty() || name.len() > 64 || !name.bytes().all(token) {
-            return Err(format!("{name:?} is not an HTTP header name (1 to 64 letters, digits and -, e.g. X-Telegram-Bot-Api-Secret-Token)"));
+            return Err(Invalid::new(format!("{name:?} is not an HTTP header name (1 to 64 letters, digits and -, e.g. X-Telegram-Bot-Api-Secret-Token)")));
         }
         if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
-            return Err(format!("{name:?} is a header the webhook request sets itself; choose another name"));
+            return Err(Invalid::new(format!("{name:?} is a header the webhook request sets itself; choose another name")));
         }
         if names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
-            return Err(format!("{name:?} is named twice (header names ignore case)"));
+            return Err(Invalid::new(format!("{name:?} is named twice (header names ignore case)")));
         }
         names.push(name.to_string());
     }
     Ok(names)
 }
 
-fn parse_bot(value: &Value) -> Result<BotConfig, String> {
-    let obj = value.as_object().ok_or("must be an object")?;
+fn parse_bot(value: &Value) -> Result<BotConfig, Invalid> {
+    let obj = value.as_object().ok_or_else(|| Invalid::new("must be an object"))?;
     only_fields(obj, &names(BOT_FIELDS))?;
     let username = string(obj, "username")?;
     let at = format!("bot @{username}");
     let bot_id_hex = string(obj, "bot_id_hex")?.to_ascii_lowercase();
     if crypto::hex_decode_32(&bot_id_hex).is_none() {
-        return Err(format!("{at}: bot_id_hex must be 64 hex characters"));
+        return Err(Invalid::new(format!("{at}: bot_id_hex must be 64 hex characters")));
     }
     let token = string(obj, "token")?;
     let parsed = token::parse(&token).ok_or_else(|| {
-        format!("{at}: token is not in the <numeric_id>:<64 hex> format (tokens of the old format must be reissued with /token)")
+        Invalid(format!("{at}: token is not in the <numeric_id>:<64 hex> format (tokens of the old format must be reissued with /token)"))
     })?;
     let secret_hex = string(obj, "identity_recovery_secret_hex")?;
     let recovery_secret = crypto::hex_decode_32(&secret_hex)
-        .ok_or_else(|| format!("{at}: identity_recovery_secret_hex must be 64 hex characters"))?;
+        .ok_or_else(|| Invalid::new(format!("{at}: identity_recovery_secret_hex must be 64 hex characters")))?;
     let compat_user_id = obj
         .get("compat_user_id")
         .and_then(Value::as_u64)
-        .ok_or_else(|| format!("{at}: compat_user_id must be a positive integer"))?;
+        .ok_or_else(|| Invalid::new(format!("{at}: compat_user_id must be a positive integer")))?;
     if compat_user_id != parsed.numeric_id {
-        return Err(format!(
+        return Err(Invalid::new(format!(
             "{at}: compat_user_id {compat_user_id} does not match the token's numeric id {}",
             parsed.numeric_id
-        ));
+        )));
     }
     let first_name = string(obj, "first_name")?;
     let bot = BotConfig { bot_id_hex, token, recovery_secret, compat_user_id, username, first_name };
     if crypto::hex_encode(&bot.identity().public_key()) != bot.bot_id_hex {
-        return Err(format!(
+        return Err(Invalid::new(format!(
             "{at}: identity_recovery_secret_hex does not belong to bot_id_hex (the recovery secret derives a different Bot ID)"
-        ));
+        )));
     }
     Ok(bot)
 }
 
-fn only_fields(obj: &Map<String, Value>, allowed: &[&str]) -> Result<(), String> {
+fn only_fields(obj: &Map<String, Value>, allowed: &[&str]) -> Result<(), Invalid> {
     for k in obj.keys() {
         if !allowed.contains(&k.as_str()) {
-            return Err(format!("unknown field {k:?} (allowed: {})", allowed.join(", ")));
+            return Err(Invalid::new(format!("unknown field {k:?} (allowed: {})", allowed.join(", "))));
         }
     }
     Ok(())
 }
 
-fn string(obj: &Map<String, Value>, key: &str) -> Result<String, String> {
+fn string(obj: &Map<String, Value>, key: &str) -> Result<String, Invalid> {
     match obj.get(key) {
-        None => Err(format!("missing field {key}")),
+        None => Err(Invalid::new(format!("missing field {key}"))),
         // first_name is free text (a display name may well read "<Bot>"); the platform checks it.
-        Some(Value::String(s)) if key != "first_name" && is_placeholder(s) => Err(format!(
+        Some(Value::String(s)) if key != "first_name" && is_placeholder(s) => Err(Invalid::new(format!(
             "{key} is still the placeholder {s:?} from the example config: replace it with the real value{}",
             if key == "state_dir" { " (a directory of your choice for this gateway's state, created 0700 if missing)" } else { "" }
-        )),
+        ))),
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(_) => Err(format!("{key} must be a string")),
+        Some(_) => Err(Invalid::new(format!("{key} must be a string"))),
     }
 }
 
@@ -371,9 +395,9 @@ fn is_placeholder(value: &str) -> bool {
     value.find('<').is_some_and(|open| value[open..].contains('>'))
 }
 
-fn socket_addr(obj: &Map<String, Value>, key: &str) -> Result<SocketAddr, String> {
+fn socket_addr(obj: &Map<String, Value>, key: &str) -> Result<SocketAddr, Invalid> {
     let s = string(obj, key)?;
-    s.parse().map_err(|_| format!("{key} {s:?} is not host:port with a numeric IP (e.g. 127.0.0.1:8081)"))
+    s.parse().map_err(|_| Invalid::new(format!("{key} {s:?} is not host:port with a numeric IP (e.g. 127.0.0.1:8081)")))
 }
 
 fn is_loopback_host(addr: &str) -> bool {

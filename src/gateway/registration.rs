@@ -8,35 +8,78 @@ use std::time::Duration;
 
 use super::config::BotConfig;
 use super::runtime::unix_now;
-use super::store::Store;
+use super::store::{Store, StoreError};
 use crate::crypto;
 use crate::e2e::{self, Registration};
 use crate::wire::platform::{ListDevicesRequest, LookupUserRequest, RegisterBotDeviceRequest, VerifyCredentialRequest};
 use super::port::{GrpcPort, PlatformPort};
-use crate::wire::{rpc, Credential, Platform};
+use crate::wire::{rpc, Credential, Invalid, Platform};
 
 /// How long start-up waits for the platform before giving up (the process then exits).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Why a bot could not become (or resume as) its device on the platform. Said without the
+/// bot's name: `StartError::Registration` and `check-config` put it first.
+#[derive(Debug)]
+pub enum RegistrationError {
+    /// `bot_platform_endpoint` is not an endpoint.
+    Endpoint(Invalid),
+    /// Nothing answered at the endpoint within `CONNECT_TIMEOUT`.
+    Unreachable { endpoint: String },
+    /// The platform refused the bot's credential: what it means and what to do.
+    Refused(String),
+    /// A call to the platform failed: what it was for, and its status.
+    Platform { what: &'static str, error: grpcio::Error },
+    /// The config, the state and the platform disagree (the bot's username or first_name,
+    /// the token's bot, the state_dir's bot).
+    Mismatch(String),
+    Store(StoreError),
+}
+
+impl std::fmt::Display for RegistrationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegistrationError::Endpoint(why) => write!(f, "bot_platform_endpoint: {why}"),
+            RegistrationError::Unreachable { endpoint } => write!(
+                f,
+                "cannot reach bot_platform_endpoint {endpoint} (no connection within {CONNECT_TIMEOUT:?}): is the \
+                 platform server running there, and is the address the one @BotManager's config snippet gave?"
+            ),
+            RegistrationError::Refused(advice) => f.write_str(advice),
+            RegistrationError::Platform { what, error } => write!(f, "{what}: {}", rpc::text(error)),
+            RegistrationError::Mismatch(why) => f.write_str(why),
+            RegistrationError::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for RegistrationError {}
+
+impl From<StoreError> for RegistrationError {
+    fn from(e: StoreError) -> Self {
+        RegistrationError::Store(e)
+    }
+}
+
 /// Connects, registers this runtime as a device if the state is new, checks the credential,
 /// and returns the platform port authenticated as that device.
-pub fn register_or_resume(endpoint: &str, bot: &BotConfig, index: usize, store: &Store) -> Result<GrpcPort, String> {
+pub fn register_or_resume(endpoint: &str, bot: &BotConfig, index: usize, store: &Store) -> Result<GrpcPort, RegistrationError> {
     let at = format!("bot @{}", bot.username);
     // Before registering anything: a refused config must not leave a device behind.
     let mut port = connect_checked(endpoint, bot, &format!("grpc-{index}"))?;
-    let existing = store.read(|c| Ok(e2e::registration(c)?)).map_err(|e| format!("{at}: {e}"))?;
+    let existing = store.read(|c| Ok(e2e::registration(c)?))?;
     let reg = match existing {
         Some(reg) if reg.user_id != bot.compat_user_id => {
-            return Err(format!(
-                "{at}: state_dir holds a device of bot {}, not of {}; use this bot's own state_dir",
+            return Err(RegistrationError::Mismatch(format!(
+                "state_dir holds a device of bot {}, not of {}; use this bot's own state_dir",
                 reg.user_id, bot.compat_user_id
-            ))
+            )))
         }
         Some(reg) => reg,
-        None => register(&port, bot, store).map_err(|e| format!("{at}: {e}"))?,
+        None => register(&port, bot, store)?,
     };
     port.set_credential(Credential::Bot { token: bot.token.clone(), device_id: Some(reg.device_id) });
-    port.verify_credential(&VerifyCredentialRequest::new()).map_err(|e| refused(&e, bot, reg.device_id))?;
+    port.verify_credential(&VerifyCredentialRequest::new()).map_err(|e| refused(e, bot, reg.device_id))?;
     log::info!("{at}: running as device {} of bot {}", reg.device_id, reg.user_id);
     report_other_devices(&port, &at, reg.device_id);
     Ok(port)
@@ -46,30 +89,25 @@ pub fn register_or_resume(endpoint: &str, bot: &BotConfig, index: usize, store: 
 /// bot's current one and its username and first_name are the platform's: what start-up does
 /// first, and all that `check-config --connect` does. The channel's completion-queue thread is
 /// `<thread>-0`.
-pub fn connect_checked(endpoint: &str, bot: &BotConfig, thread: &str) -> Result<GrpcPort, String> {
-    let at = format!("bot @{}", bot.username);
+pub fn connect_checked(endpoint: &str, bot: &BotConfig, thread: &str) -> Result<GrpcPort, RegistrationError> {
     let platform = Platform::connect_named(endpoint, Credential::Bot { token: bot.token.clone(), device_id: None }, thread)
-        .map_err(|e| format!("bot_platform_endpoint: {e}"))?;
+        .map_err(RegistrationError::Endpoint)?;
     if !platform.wait_connected(CONNECT_TIMEOUT) {
-        return Err(format!(
-            "cannot reach bot_platform_endpoint {endpoint} (no connection within {CONNECT_TIMEOUT:?}): is the \
-             platform server running there, and is the address the one @BotManager's config snippet gave?"
-        ));
+        return Err(RegistrationError::Unreachable { endpoint: endpoint.to_string() });
     }
     let port = GrpcPort::new(platform);
-    port.verify_credential(&VerifyCredentialRequest::new()).map_err(|e| refused(&e, bot, 0))?;
-    check_profile(&port, bot).map_err(|e| format!("{at}: {e}"))?;
+    port.verify_credential(&VerifyCredentialRequest::new()).map_err(|e| refused(e, bot, 0))?;
+    check_profile(&port, bot)?;
     Ok(port)
 }
 
 /// A failed credential check as a start-up error: the refusal's meaning and what to do.
-fn refused(e: &grpcio::Error, bot: &BotConfig, device_id: u32) -> String {
-    let at = format!("bot @{}", bot.username);
-    if rpc::is_unauthenticated(e) {
-        let refusal = rpc::Refusal::of(&rpc::text(e));
-        format!("{at}: {}", super::runtime::refusal_advice(refusal, &bot.username, device_id))
+fn refused(e: grpcio::Error, bot: &BotConfig, device_id: u32) -> RegistrationError {
+    if rpc::is_unauthenticated(&e) {
+        let refusal = rpc::Refusal::of(&rpc::text(&e));
+        RegistrationError::Refused(super::runtime::refusal_advice(refusal, &bot.username, device_id))
     } else {
-        format!("{at}: cannot check the credential with the platform: {}", rpc::text(e))
+        RegistrationError::Platform { what: "cannot check the credential with the platform", error: e }
     }
 }
 
@@ -104,33 +142,31 @@ fn report_other_devices(platform: &dyn PlatformPort, at: &str, own: u32) {
 /// `getMe` answers from the config, and SDKs route `/command@username` by it: a `username` or
 /// `first_name` that is not the platform's (a typo, a stale copy) is refused at start rather
 /// than served.
-fn check_profile(platform: &dyn PlatformPort, bot: &BotConfig) -> Result<(), String> {
+fn check_profile(platform: &dyn PlatformPort, bot: &BotConfig) -> Result<(), RegistrationError> {
     let mut req = LookupUserRequest::new();
     req.user_id = bot.compat_user_id;
     let profile = platform
         .lookup_user(&req)
-        .map_err(|e| format!("cannot look up the bot's own profile: {}", rpc::text(&e)))?;
+        .map_err(|error| RegistrationError::Platform { what: "cannot look up the bot's own profile", error })?;
     if profile.username != bot.username {
-        return Err(format!(
+        return Err(RegistrationError::Mismatch(format!(
             "username {:?} does not match the platform, which knows bot {} as @{}",
             bot.username, bot.compat_user_id, profile.username
-        ));
+        )));
     }
     if profile.display_name != bot.first_name {
-        return Err(format!(
+        return Err(RegistrationError::Mismatch(format!(
             "first_name {:?} does not match the bot's display name on the platform, {:?}",
             bot.first_name, profile.display_name
-        ));
+        )));
     }
     Ok(())
 }
 
-fn register(platform: &dyn PlatformPort, bot: &BotConfig, store: &Store) -> Result<Registration, String> {
+fn register(platform: &dyn PlatformPort, bot: &BotConfig, store: &Store) -> Result<Registration, RegistrationError> {
     let identity = bot.identity();
     let seed = identity.seed();
-    let keys = store
-        .write(move |c| Ok(e2e::create_device_keys(c, &crypto::IdentityKeyPair::from_seed(&seed))?))
-        .map_err(|e| e.to_string())?;
+    let keys = store.write(move |c| Ok(e2e::create_device_keys(c, &crypto::IdentityKeyPair::from_seed(&seed))?))?;
     let timestamp = unix_now();
     let statement = crypto::identity::bot_registration_statement(bot.compat_user_id, &keys.device_key, timestamp);
     let mut req = RegisterBotDeviceRequest::new();
@@ -139,15 +175,15 @@ fn register(platform: &dyn PlatformPort, bot: &BotConfig, store: &Store) -> Resu
     req.device = protobuf::MessageField::some(keys);
     let resp = platform
         .register_bot_device(&req)
-        .map_err(|e| format!("the platform refused to register this gateway as a device: {}", rpc::text(&e)))?;
+        .map_err(|error| RegistrationError::Platform { what: "the platform refused to register this gateway as a device", error })?;
     if resp.bot_user_id != bot.compat_user_id {
-        return Err(format!(
+        return Err(RegistrationError::Mismatch(format!(
             "the token belongs to bot {}, but compat_user_id is {}",
             resp.bot_user_id, bot.compat_user_id
-        ));
+        )));
     }
     let reg = Registration { user_id: resp.bot_user_id, device_id: resp.device_id };
-    store.write(move |c| Ok(e2e::save_registration(c, reg)?)).map_err(|e| e.to_string())?;
+    store.write(move |c| Ok(e2e::save_registration(c, reg)?))?;
     log::info!("bot @{}: registered new device {}", bot.username, reg.device_id);
     Ok(reg)
 }

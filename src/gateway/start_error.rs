@@ -12,13 +12,13 @@ pub enum StartError {
     /// `check-config` found problems (it printed them; exit status 1).
     CheckFailed,
     /// The config file: unreadable, not JSON, a wrong or missing field, a wrong mode.
-    Config(String),
+    Config(super::config::ConfigError),
     /// The state directory: mode, owner, or the lock held by another gateway.
     StateDir(String),
     /// One bot's state database: a wrong recovery secret, a newer schema, I/O.
     Store { bot: String, why: String },
     /// Registering or resuming one bot's device on the platform (unreachable, refused).
-    Registration { bot: String, why: String },
+    Registration { bot: String, why: super::registration::RegistrationError },
     /// A listener could not bind its address.
     Listen { field: &'static str, addr: SocketAddr, why: std::io::Error },
     /// A thread of a bot could not be started.
@@ -30,9 +30,10 @@ impl fmt::Display for StartError {
         match self {
             StartError::Usage(why) => write!(f, "{why}"),
             StartError::CheckFailed => write!(f, "the config has problems (see above)"),
-            StartError::Config(why) | StartError::StateDir(why) => write!(f, "{why}"),
+            StartError::Config(e) => write!(f, "{e}"),
+            StartError::StateDir(why) => write!(f, "{why}"),
             StartError::Store { bot, why } => write!(f, "bot @{bot}: {why}"),
-            StartError::Registration { why, .. } => write!(f, "{why}"),
+            StartError::Registration { bot, why } => write!(f, "bot @{bot}: {why}"),
             StartError::Listen { field, addr, why } => write!(f, "cannot listen on {field} {addr}: {why}"),
             StartError::Thread { bot, why } => write!(f, "bot @{bot}: cannot start a thread: {why}"),
         }
