@@ -4,6 +4,7 @@
 
 use serde_json::json;
 
+use super::cli::json::sent_fields;
 use super::cli_common::{open_profile, ordered, print_line, usage, Global};
 use super::deep_link;
 use crate::cli::{Args, Opt};
@@ -27,13 +28,9 @@ pub(super) fn reply_button(global: &Global, a: &Args) -> anyhow::Result<()> {
     let chosen = profile.choose_reply_button(bot.user_id, &format!("@{}", bot.username), number, location)?;
     let sent = profile.send_content(&bot, &chosen.content)?;
     profile.reply_keyboard_used(bot.user_id, chosen.keyboard_message_id)?;
-    print_line(&ordered(&[
-        ("chat_id", json!(sent.chat_id)),
-        ("message_id", json!(sent.message_id)),
-        ("date", json!(sent.date)),
-        ("button", json!(chosen.button.text)),
-        ("sent", json!(chosen.button.request.name())),
-    ]))
+    let mut fields = sent_fields(&sent);
+    fields.extend([("button", json!(chosen.button.text)), ("sent", json!(chosen.button.request.name()))]);
+    print_line(&ordered(&fields))
 }
 
 /// `start @BOT [PAYLOAD]` or `start LINK`: sends `/start` (with the payload) to the bot.
@@ -46,12 +43,9 @@ pub(super) fn start(global: &Global, a: &Args) -> anyhow::Result<()> {
     .map_err(|e| usage(format!("start: {e}")))?;
     let profile = open_profile(global)?;
     let sent = profile.send_text(&link.bot, &link.start_text())?;
-    print_line(&ordered(&[
-        ("chat_id", json!(sent.chat_id)),
-        ("message_id", json!(sent.message_id)),
-        ("date", json!(sent.date)),
-        ("text", json!(link.start_text())),
-    ]))
+    let mut fields = sent_fields(&sent);
+    fields.push(("text", json!(link.start_text())));
+    print_line(&ordered(&fields))
 }
 
 /// `LATITUDE,LONGITUDE` in degrees (-90..90, -180..180).

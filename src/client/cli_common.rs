@@ -1,17 +1,19 @@
 //! What every command family of `e2e-chat` shares: the global options and the profile they
-//! open, the usage error, the `--reply-to` option and message id arguments, and the one JSON
-//! line each result is printed as (keys in order, controls escaped for the terminal). The
-//! families (`cli/` and the `cli_*.rs` files) import it; it imports none of them.
+//! open, the usage error, the arguments more than one family reads (`--reply-to`, message ids,
+//! `--timeout`, a text, an edit, a press), and the one JSON line each result is printed as
+//! (keys in order, controls escaped for the terminal). The families (`cli/` and the
+//! `cli_*.rs` files) import it; it imports none of them.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::Value;
 
 use super::display;
 use super::profile::Profile;
-use crate::cli::{Opt, UsageError};
+use crate::cli::{Args, Opt, UsageError};
 
 /// The options every command takes: the platform server and the profile directory.
 pub(super) struct Global {
@@ -37,6 +39,57 @@ pub(super) fn message_id_arg(what: &str, v: &str) -> anyhow::Result<u64> {
         Ok(id) if id > 0 => Ok(id),
         _ => Err(usage(format!("{what} {v:?} is not a message id (a positive whole number)"))),
     }
+}
+
+/// Default `listen` duration.
+const DEFAULT_LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The `--timeout` of `command`: zero or more seconds, 30 when not given.
+pub(super) fn timeout_arg(command: &str, a: &Args) -> anyhow::Result<Duration> {
+    let Some(v) = a.value("--timeout") else {
+        return Ok(DEFAULT_LISTEN_TIMEOUT);
+    };
+    let secs: f64 = v.parse().map_err(|_| usage(format!("{command}: --timeout {v:?} is not a number of seconds")))?;
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err(usage(format!("{command}: --timeout must be zero or more seconds")));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// `COMMAND TARGET MESSAGE_ID TEXT...` of an edit.
+pub(super) fn edit_args<'a>(command: &str, target: &str, a: &Args<'a>) -> anyhow::Result<(&'a str, u64, String)> {
+    let [where_, id, text @ ..] = &a.words[..] else {
+        return Err(usage(format!("{command}: expected {target} MESSAGE_ID TEXT")));
+    };
+    let message_id = message_id_arg(&format!("{command}: MESSAGE_ID"), id)?;
+    let text = text.join(" ");
+    if text.trim().is_empty() {
+        return Err(usage(format!("{command}: no text given (a message cannot be edited to nothing)")));
+    }
+    Ok((*where_, message_id, text))
+}
+
+/// `COMMAND TARGET TEXT... [--reply-to M]`: the first word is the target, the others the text.
+pub(super) fn text_args<'a>(command: &str, target: &str, a: &Args<'a>) -> anyhow::Result<(&'a str, Option<u64>, String)> {
+    let Some((peer, text)) = a.words.split_first() else {
+        return Err(usage(format!("{command}: {target} missing")));
+    };
+    let reply_to = a.value("--reply-to").map(|v| message_id_arg(&format!("{command}: --reply-to"), v)).transpose()?;
+    let text = text.join(" ");
+    if text.trim().is_empty() {
+        return Err(usage(format!("{command}: no text given (an empty message is not sent)")));
+    }
+    Ok((*peer, reply_to, text))
+}
+
+/// The arguments of a press (`press`, `group press`): WHERE MESSAGE_ID CALLBACK_DATA and an
+/// optional `--timeout S` for the answer.
+pub(super) fn press_args<'a>(command: &str, where_: &str, a: &Args<'a>) -> anyhow::Result<(&'a str, u64, &'a str, Duration)> {
+    let [target, message_id, data] = a.words[..] else {
+        return Err(usage(format!("{command}: expected {where_} MESSAGE_ID CALLBACK_DATA")));
+    };
+    let message_id = message_id_arg(&format!("{command}: MESSAGE_ID"), message_id)?;
+    Ok((target, message_id, data, timeout_arg(command, a)?))
 }
 
 /// A JSON object with keys in the given order (serde_json's own map sorts them).

@@ -1,9 +1,10 @@
 //! `e2e-chat send-location`, `send-contact` and `vote`. Both sending commands go through
 //! `Profile::send_shared`, the one way the client shares such an item; how `listen` shows one
-//! is `cli/json.rs` (`shared_field`).
+//! is in `cli/json.rs`.
 
 use serde_json::json;
 
+use super::cli::json::sent_json;
 use super::cli_common::{message_id_arg, open_profile, ordered, print_line, usage, Global, REPLY_TO};
 use super::places::{LocationInfo, Shared};
 use crate::cli::{Args, Opt};
@@ -17,7 +18,7 @@ pub(super) fn send_location(global: &Global, a: &Args) -> anyhow::Result<()> {
     let reply_to = reply_to_arg("send-location", a)?;
     let profile = open_profile(global)?;
     let sent = profile.send_shared(peer, &Shared::Location(location), reply_to)?;
-    print_sent(sent.chat_id, sent.message_id, sent.date)
+    print_line(&sent_json(&sent))
 }
 
 /// `vote @BOT MESSAGE_ID [OPTION...]`: OPTION is an option's number as shown, from 1; none
@@ -55,11 +56,7 @@ pub(super) fn send_contact(global: &Global, a: &Args) -> anyhow::Result<()> {
     let profile = open_profile(global)?;
     let card = profile.own_contact_card();
     let sent = profile.send_shared(peer, &Shared::Contact(card), reply_to)?;
-    print_sent(sent.chat_id, sent.message_id, sent.date)
-}
-
-fn print_sent(chat_id: u64, message_id: u64, date: i64) -> anyhow::Result<()> {
-    print_line(&ordered(&[("chat_id", json!(chat_id)), ("message_id", json!(message_id)), ("date", json!(date))]))
+    print_line(&sent_json(&sent))
 }
 
 fn reply_to_arg(command: &str, a: &Args) -> anyhow::Result<Option<u64>> {

@@ -21,7 +21,8 @@
 //!   or (one-time) used.
 //! - `media`: sending a file (encrypted while streamed to the platform) and downloading one
 //!   (verified whole before a byte is written).
-//! - `cli`, `chat`: the `e2e-chat` program and its chat mode; `tui`: chat mode on a terminal
+//! - `cli`, `chat`: the `e2e-chat` program (its command families in `cli/`, the JSON lines it
+//!   prints in `cli/json.rs`) and its chat mode; `tui`: chat mode on a terminal
 //!   (a screen drawn from a model, a line editor); `display`: what it shows a person, made safe
 //!   for a terminal.
 //!
@@ -44,7 +45,6 @@ mod bot_profile;
 mod chat;
 mod deep_link;
 mod cli;
-mod cli_admin;
 mod cli_common;
 mod cli_bot;
 mod cli_config;

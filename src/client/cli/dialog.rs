@@ -1,8 +1,17 @@
-//! The private-dialog commands: register, send, edit, press, react, inline, choose, listen,
-//! commands and chat.
+//! The private-dialog commands of `e2e-chat`: `register`, `send`, `edit`, `press`, `react`,
+//! `inline`, `choose`, `listen`, `commands` and `chat`.
 
-use super::*;
-use super::json::{edited_line, incoming_json, menu_lines, sent_line};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use serde_json::json;
+
+use super::json::{incoming_json, menu_lines, sent_json};
+use crate::cli::Args;
+use crate::client::chat;
+use crate::client::cli_common::{edit_args, message_id_arg, open_profile, ordered, press_args, print_line, text_args, timeout_arg, usage, Global};
+use crate::client::message::{Incoming, SentPress};
+use crate::client::profile::Profile;
 
 pub(super) fn register(global: &Global, a: &Args) -> anyhow::Result<()> {
     let username = match a.words[..] {
@@ -27,55 +36,23 @@ pub(super) fn send(global: &Global, a: &Args) -> anyhow::Result<()> {
     let (peer, reply_to, text) = send_args(a)?;
     let profile = open_profile(global)?;
     let sent = profile.send_message(peer, &text, &[], reply_to)?;
-    print_line(&sent_line(&sent))
+    print_line(&sent_json(&sent))
 }
 
 pub(super) fn edit(global: &Global, a: &Args) -> anyhow::Result<()> {
     let (peer, message_id, text) = edit_args("edit", "@PEER", a)?;
     let profile = open_profile(global)?;
     let edited = profile.edit_message(peer, message_id, &text).with_context(|| format!("edit message {message_id}"))?;
-    print_line(&edited_line(&edited))
-}
-
-/// `COMMAND TARGET MESSAGE_ID TEXT...` of an edit.
-pub(super) fn edit_args<'a>(command: &str, target: &str, a: &Args<'a>) -> anyhow::Result<(&'a str, u64, String)> {
-    let [where_, id, text @ ..] = &a.words[..] else {
-        return Err(usage(format!("{command}: expected {target} MESSAGE_ID TEXT")));
-    };
-    let message_id = message_id_arg(&format!("{command}: MESSAGE_ID"), id)?;
-    let text = text.join(" ");
-    if text.trim().is_empty() {
-        return Err(usage(format!("{command}: no text given (a message cannot be edited to nothing)")));
-    }
-    Ok((*where_, message_id, text))
+    print_line(&ordered(&[
+        ("chat_id", json!(edited.chat_id)),
+        ("message_id", json!(edited.message_id)),
+        ("edit_date", json!(edited.edit_date)),
+    ]))
 }
 
 /// `send`'s @PEER, `--reply-to` and text.
-pub(super) fn send_args<'a>(a: &Args<'a>) -> anyhow::Result<(&'a str, Option<u64>, String)> {
+fn send_args<'a>(a: &Args<'a>) -> anyhow::Result<(&'a str, Option<u64>, String)> {
     text_args("send", "@PEER", a)
-}
-
-/// `COMMAND TARGET TEXT... [--reply-to M]`: the first word is the target, the others the text.
-pub(super) fn text_args<'a>(command: &str, target: &str, a: &Args<'a>) -> anyhow::Result<(&'a str, Option<u64>, String)> {
-    let Some((peer, text)) = a.words.split_first() else {
-        return Err(usage(format!("{command}: {target} missing")));
-    };
-    let reply_to = a.value("--reply-to").map(|v| message_id_arg(&format!("{command}: --reply-to"), v)).transpose()?;
-    let text = text.join(" ");
-    if text.trim().is_empty() {
-        return Err(usage(format!("{command}: no text given (an empty message is not sent)")));
-    }
-    Ok((*peer, reply_to, text))
-}
-
-/// The arguments of a press (`press`, `group press`): WHERE MESSAGE_ID CALLBACK_DATA and an
-/// optional `--timeout S` for the answer.
-pub(super) fn press_args<'a>(command: &str, where_: &str, a: &Args<'a>) -> anyhow::Result<(&'a str, u64, &'a str, Duration)> {
-    let [target, message_id, data] = a.words[..] else {
-        return Err(usage(format!("{command}: expected {where_} MESSAGE_ID CALLBACK_DATA")));
-    };
-    let message_id = message_id_arg(&format!("{command}: MESSAGE_ID"), message_id)?;
-    Ok((target, message_id, data, timeout_arg(command, a)?))
 }
 
 pub(super) fn press(global: &Global, a: &Args) -> anyhow::Result<()> {
@@ -156,7 +133,7 @@ pub(super) fn choose(global: &Global, a: &Args) -> anyhow::Result<()> {
     let session_id = message_id_arg("choose: SESSION_ID", session)?;
     let profile = open_profile(global)?;
     let sent = profile.choose_inline(bot, session_id, result)?;
-    print_line(&sent_line(&sent))
+    print_line(&sent_json(&sent))
 }
 
 pub(super) fn listen(global: &Global, a: &Args) -> anyhow::Result<()> {
@@ -209,5 +186,61 @@ pub(super) fn chat(global: &Global, a: &Args) -> anyhow::Result<()> {
         [peer] => chat::chat(&global.profile, global.server.as_deref(), peer),
         [] => Err(usage("chat: @PEER missing".into())),
         _ => Err(usage("chat: expected exactly one @PEER".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{parse_command, run};
+    use super::super::tests::strings;
+    use super::*;
+    use crate::cli::UsageError;
+
+    #[test]
+    fn send_takes_its_options_anywhere_before_the_double_dash() {
+        let send = |a: &[&str]| {
+            let v = strings(a);
+            let parsed = parse_command("send", None, &v)?;
+            send_args(&parsed).map(|(peer, reply_to, text)| (peer.to_string(), reply_to, text))
+        };
+        let ok = |peer: &str, reply_to: Option<u64>, text: &str| (peer.to_string(), reply_to, text.to_string());
+        for a in [
+            &["@bot", "hello", "--reply-to", "5"][..],
+            &["@bot", "--reply-to", "5", "hello"],
+            &["--reply-to=5", "@bot", "hello"],
+            &["@bot", "--reply-to=4", "hello", "--reply-to", "5"],
+        ] {
+            assert_eq!(send(a).expect("ok"), ok("@bot", Some(5), "hello"), "{a:?}");
+        }
+        assert_eq!(send(&["@bot", "it", "is", "--reply-to", "2", "warm"]).expect("ok"), ok("@bot", Some(2), "it is warm"));
+        assert_eq!(send(&["@bot", "plain"]).expect("ok"), ok("@bot", None, "plain"));
+        // A text that starts with - (or is an option's name) goes after --.
+        assert_eq!(send(&["@bot", "--", "-5", "degrees"]).expect("ok"), ok("@bot", None, "-5 degrees"));
+        assert_eq!(send(&["@bot", "--reply-to", "3", "--", "--reply-to", "-"]).expect("ok"), ok("@bot", Some(3), "--reply-to -"));
+        let err = send(&["@bot", "-5", "degrees"]).expect_err("an unknown option");
+        assert!(err.downcast_ref::<UsageError>().is_some() && err.to_string().contains("unknown option -5 for send"), "{err}");
+        let err = send(&["@bot", "--reply-to", "x", "hi"]).expect_err("not a number");
+        assert!(err.to_string().contains("not a message id"), "{err}");
+        assert!(send(&["@bot", "hi", "--reply-to", "0"]).is_err(), "ids start at 1");
+        assert!(send(&["@bot", "hi", "--reply-to"]).expect_err("no value").to_string().contains("--reply-to needs a value"));
+        assert!(send(&["@bot", "--reply-to", "3"]).expect_err("no text").to_string().contains("no text"));
+        assert!(send(&["@bot", "--"]).expect_err("no text").to_string().contains("no text"));
+    }
+
+    #[test]
+    fn press_and_react_check_their_arguments_before_opening_the_profile() {
+        let run_in = |args: &[&str]| {
+            let mut all = strings(&["--profile", "/nonexistent/e2e"]);
+            all.extend(strings(args));
+            format!("{:#}", run(&all).expect_err("refused"))
+        };
+        assert!(run_in(&["press", "@bot", "3"]).contains("expected @BOT MESSAGE_ID CALLBACK_DATA"));
+        assert!(run_in(&["press", "@bot", "x", "data"]).contains("not a message id"));
+        assert!(run_in(&["press", "@bot", "3", "d", "--timeout", "-1"]).contains("zero or more seconds"));
+        assert!(run_in(&["react", "@bot"]).contains("expected @PEER MESSAGE_ID [EMOJI]"));
+        assert!(run_in(&["react", "@bot", "1", "a", "b"]).contains("expected @PEER MESSAGE_ID [EMOJI]"));
+        assert!(run_in(&["react", "@bot", "--", "-3"]).contains("not a message id"));
+        assert!(run_in(&["react", "@bot", "-3"]).contains("unknown option -3 for react"));
+        assert!(run_in(&["react", "@bot", "3", "👍"]).contains("no registered profile"));
     }
 }

@@ -1,14 +1,25 @@
-//! The `group` commands (their administration is `cli_admin`).
+//! The `group` subcommands of `e2e-chat` (but the administering ones, in `admin.rs`): their
+//! arguments (`group_args`, into a `GroupCommand`) and what each does and prints.
 
-use super::*;
-use super::dialog::{edit_args, press_args, print_answer, text_args};
-use super::files::{send_file_args, SendFileArgs, SEND_FILE_OPTIONS};
-use super::json::{member_lines, sender_json};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::json;
+
+use super::admin::{group_admin, GROUP_ADMIN_SUBCOMMANDS};
+use super::dialog::print_answer;
+use super::files::{send_file_args, SendFileArgs};
+use super::json::{group_sent_json, member_lines, sender_json};
+use super::usage::{unknown_group_command, SEND_FILE_OPTIONS};
+use crate::cli::Args;
+use crate::client::cli_common::{edit_args, message_id_arg, open_profile, ordered, ordered_raw, press_args, print_line, text_args, usage, Global};
+use crate::client::message::{role_name, GroupRole};
 
 /// The `group` subcommands. Arguments are checked before the profile is opened.
 pub(super) fn group(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()> {
-    if crate::client::cli_admin::GROUP_ADMIN_SUBCOMMANDS.contains(&sub) {
-        return crate::client::cli_admin::group_admin(global, sub, a);
+    if GROUP_ADMIN_SUBCOMMANDS.contains(&sub) {
+        return group_admin(global, sub, a);
     }
     let sub = group_args(sub, a)?;
     let profile = open_profile(global)?;
@@ -36,11 +47,7 @@ pub(super) fn group(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()> 
         GroupCommand::Send { group, reply_to, text } => {
             let id = find(group)?;
             let sent = profile.send_group_text(&id, &text, reply_to)?;
-            print_line(&ordered(&[
-                ("group_id", json!(id.hex())),
-                ("message_id", json!(sent.message_id)),
-                ("date", json!(sent.date)),
-            ]))
+            print_line(&group_sent_json(&id, sent.message_id, sent.date))
         }
         GroupCommand::SendFile { group, file } => {
             let id = find(group)?;
@@ -48,11 +55,7 @@ pub(super) fn group(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()> 
             let sent = profile
                 .send_group_file(&id, path, file.kind, &file.caption)
                 .with_context(|| format!("group send-file {}", path.display()))?;
-            print_line(&ordered(&[
-                ("group_id", json!(id.hex())),
-                ("message_id", json!(sent.message_id)),
-                ("date", json!(sent.date)),
-            ]))
+            print_line(&group_sent_json(&id, sent.message_id, sent.date))
         }
         GroupCommand::Download { group, message_id, out } => {
             let id = find(group)?;
@@ -114,7 +117,7 @@ pub(super) fn group(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()> 
 
 /// One `group` subcommand with its arguments.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum GroupCommand<'a> {
+enum GroupCommand<'a> {
     Create { title: String },
     Add { group: &'a str, user: &'a str },
     Remove { group: &'a str, user: &'a str },
@@ -129,15 +132,8 @@ pub(super) enum GroupCommand<'a> {
     Download { group: &'a str, message_id: u64, out: PathBuf },
 }
 
-pub(super) const GROUP_SUBCOMMANDS: &str = "create, add, remove, send, send-file, download, edit, press, title, members, leave, list, promote, ban, unban, restrict, unrestrict, link, revoke-link, export-link, approve, decline, delete";
-pub(super) const CHANNEL_SUBCOMMANDS: &str = "create, post";
-
-pub(super) fn unknown_group_command(other: &str) -> UsageError {
-    UsageError(format!("unknown group command {other:?}; the group commands are: {GROUP_SUBCOMMANDS}"))
-}
-
-/// `group SUB ...` but the administering subcommands (`cli_admin.rs`).
-pub(super) fn group_args<'a>(sub: &str, a: &Args<'a>) -> anyhow::Result<GroupCommand<'a>> {
+/// `group SUB ...` but the administering subcommands (`admin.rs`).
+fn group_args<'a>(sub: &str, a: &Args<'a>) -> anyhow::Result<GroupCommand<'a>> {
     let words = &a.words[..];
     let expected = |what: &str| usage(format!("group {sub}: expected {what}"));
     Ok(match sub {
@@ -198,4 +194,64 @@ pub(super) fn group_args<'a>(sub: &str, a: &Args<'a>) -> anyhow::Result<GroupCom
         "list" => return Err(usage("group list: takes no arguments".into())),
         other => return Err(unknown_group_command(other).into()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{refused, strings};
+    use super::super::usage::GROUP_SUBCOMMANDS;
+    use super::super::{parse_command, run};
+    use super::*;
+
+    #[test]
+    fn group_subcommands_parse_their_arguments_before_opening_the_profile() {
+        let parse = |a: &[&str]| {
+            let v = strings(a);
+            let (sub, rest) = v.split_first().expect("a subcommand");
+            parse_command("group", Some(sub), rest)
+                .map_err(anyhow::Error::from)
+                .and_then(|parsed| group_args(sub, &parsed).map(|c| format!("{c:?}")))
+                .map_err(|e| format!("{e:#}"))
+        };
+        let ok = |c: GroupCommand| Ok::<String, String>(format!("{c:?}"));
+        assert_eq!(parse(&["create", "Team", "Rocket"]), ok(GroupCommand::Create { title: "Team Rocket".into() }));
+        assert_eq!(parse(&["add", "abcdef01", "@bob"]), ok(GroupCommand::Add { group: "abcdef01", user: "@bob" }));
+        assert_eq!(parse(&["remove", "Team", "@bob"]), ok(GroupCommand::Remove { group: "Team", user: "@bob" }));
+        assert_eq!(
+            parse(&["send", "Team", "--reply-to", "3", "hi", "--reply-to", "4"]),
+            ok(GroupCommand::Send { group: "Team", reply_to: Some(4), text: "hi".into() })
+        );
+        assert_eq!(
+            parse(&["send", "Team", "hi", "--", "--reply-to", "4"]),
+            ok(GroupCommand::Send { group: "Team", reply_to: None, text: "hi --reply-to 4".into() })
+        );
+        assert_eq!(
+            parse(&["press", "Team", "3", "--timeout=2", "--", "-data"]),
+            ok(GroupCommand::Press { group: "Team", message_id: 3, data: "-data", timeout: Duration::from_secs(2) })
+        );
+        assert_eq!(
+            parse(&["edit", "Team", "3", "hi", "--", "-all"]),
+            ok(GroupCommand::Edit { group: "Team", message_id: 3, text: "hi -all".into() })
+        );
+        assert!(parse(&["edit", "Team", "3"]).expect_err("no text").contains("group edit: no text"));
+        assert!(parse(&["edit", "Team"]).expect_err("no id").contains("group edit: expected GROUP MESSAGE_ID TEXT"));
+        assert!(parse(&["edit", "Team", "x", "hi"]).expect_err("bad id").contains("not a message id"));
+        assert_eq!(parse(&["members", "Team"]), ok(GroupCommand::Members { group: "Team" }));
+        assert_eq!(parse(&["leave", "Team"]), ok(GroupCommand::Leave { group: "Team" }));
+        assert_eq!(parse(&["list"]), ok(GroupCommand::List));
+        assert!(parse(&["create"]).expect_err("no title").contains("TITLE missing"));
+        assert!(parse(&["add", "Team"]).expect_err("no user").contains("expected GROUP @USER_OR_BOT"));
+        assert!(parse(&["send", "Team"]).expect_err("no text").contains("group send: no text"));
+        assert!(parse(&["send", "Team", "--reply-to", "x", "hi"]).expect_err("bad id").contains("not a message id"));
+        assert!(parse(&["list", "x"]).is_err());
+        assert!(parse(&["send", "Team", "hi", "--timeout", "3"]).expect_err("press's").contains("unknown option --timeout for group send"));
+        let (usage, err) = refused(&["group", "frob", "--bogus"]);
+        assert!(usage, "an unknown group command is a usage error");
+        assert!(err.contains("unknown group command \"frob\"") && err.contains(GROUP_SUBCOMMANDS), "{err}");
+        assert!(refused(&["group"]).0);
+        let mut all = strings(&["--profile", "/nonexistent/e2e", "group", "members", "Team"]);
+        assert!(format!("{:#}", run(&all).expect_err("no profile")).contains("no registered profile"));
+        all.push("extra".into());
+        assert!(format!("{:#}", run(&all).expect_err("refused")).contains("expected GROUP"));
+    }
 }

@@ -1,17 +1,45 @@
-//! The output contract: every JSON line `e2e-chat` prints, in one place. serde_json escapes
-//! C0 controls; `display::json_for_terminal` adds DEL, C1 and bidi controls.
+//! The one-JSON-object-per-line output that scripts depend on (change it only together with
+//! them): what `listen` prints of every arrival and the objects it is made of, and the lines
+//! of a sent message, a group's members, a bot's menu and an invite link, for every command.
 
-use super::*;
+use serde_json::{json, Value};
+
+use crate::client::bot_profile::BotMenu;
+use crate::client::cli_common::{ordered, ordered_raw};
+use crate::client::display;
+use crate::client::group::GroupDetails;
+use crate::client::message::{
+    role_name, Entity, GroupId, GroupRef, Incoming, Keyboard, MediaInfo, ReactionType, ReceivedMessage, ReplyMarkup, SentMessage, Sender,
+};
 use crate::client::places::{LocationInfo, Shared};
+use crate::client::reply_keyboard::ReplyKeyboard;
+use crate::wire::platform::InviteLink;
 
-/// The line of a message the platform took (`send`, `choose`, `send-file`).
-pub(super) fn sent_line(sent: &crate::client::message::SentMessage) -> String {
-    ordered(&[("chat_id", json!(sent.chat_id)), ("message_id", json!(sent.message_id)), ("date", json!(sent.date))])
+/// `{"chat_id","message_id","date"}`: a message sent in a dialog.
+pub(crate) fn sent_json(sent: &SentMessage) -> String {
+    ordered(&sent_fields(sent))
 }
 
-/// The line of an edit the platform took (`edit`).
-pub(super) fn edited_line(edited: &crate::client::edit::EditedMessage) -> String {
-    ordered(&[("chat_id", json!(edited.chat_id)), ("message_id", json!(edited.message_id)), ("edit_date", json!(edited.edit_date))])
+/// The fields of `sent_json`, for a line that says more of what was sent.
+pub(crate) fn sent_fields(sent: &SentMessage) -> Vec<(&'static str, Value)> {
+    vec![("chat_id", json!(sent.chat_id)), ("message_id", json!(sent.message_id)), ("date", json!(sent.date))]
+}
+
+/// `{"group_id","message_id","date"}`: a message sent to a group or posted in a channel.
+pub(super) fn group_sent_json(group: &GroupId, message_id: u64, date: i64) -> String {
+    ordered(&[("group_id", json!(group.hex())), ("message_id", json!(message_id)), ("date", json!(date))])
+}
+
+/// The `group members` lines: one per user with a role.
+pub(super) fn member_lines(g: &GroupDetails) -> Vec<String> {
+    g.members
+        .iter()
+        .map(|m| {
+            let mut fields = sender_fields(&m.user);
+            fields.push(("role", json!(role_name(m.role))));
+            ordered(&fields)
+        })
+        .collect()
 }
 
 /// The `commands` output: the bot line, then a line per command.
@@ -29,36 +57,20 @@ pub(super) fn menu_lines(menu: &BotMenu) -> Vec<String> {
     lines
 }
 
-/// The `group members` lines: one per user with a role.
-pub(super) fn member_lines(g: &GroupDetails) -> Vec<String> {
-    g.members
-        .iter()
-        .map(|m| {
-            ordered(&[
-                ("user_id", json!(m.user.user_id)),
-                ("username", json!(m.user.username)),
-                ("display_name", json!(m.user.display_name)),
-                ("is_bot", json!(m.user.is_bot)),
-                ("role", json!(role_name(m.role))),
-            ])
-        })
-        .collect()
-}
-
 /// The `listen` line of one message. serde_json escapes C0 controls; `json_for_terminal` adds
 /// DEL, C1 and bidi controls, so the line is as safe on a terminal as in a pipe.
-pub(super) fn message_json(m: &ReceivedMessage) -> String {
+fn message_json(m: &ReceivedMessage) -> String {
     display::json_for_terminal(&message_json_raw(m))
 }
 
-pub(super) fn message_json_raw(m: &ReceivedMessage) -> String {
+fn message_json_raw(m: &ReceivedMessage) -> String {
     let mut fields = vec![("chat_id", json!(m.chat_id).to_string())];
     fields.extend(message_fields(m));
     ordered_raw(&fields)
 }
 
 /// A message's fields after its chat: ids, sender, text or file, reply, keyboard, forward, via.
-pub(super) fn message_fields(m: &ReceivedMessage) -> Vec<(&'static str, String)> {
+fn message_fields(m: &ReceivedMessage) -> Vec<(&'static str, String)> {
     let from = sender_json(&m.sender);
     let mut fields = vec![
         ("message_id", json!(m.message_id).to_string()),
@@ -124,12 +136,12 @@ pub(super) fn message_fields(m: &ReceivedMessage) -> Vec<(&'static str, String)>
 }
 
 /// `{"id":HEX,"title":T}`.
-pub(super) fn group_json(g: &GroupRef) -> String {
+fn group_json(g: &GroupRef) -> String {
     ordered(&[("id", json!(g.id.hex())), ("title", json!(g.title))])
 }
 
 /// `[{"user_id","device_id"}]`.
-pub(super) fn devices_json(devices: &[(u64, u32)]) -> String {
+fn devices_json(devices: &[(u64, u32)]) -> String {
     let all: Vec<String> = devices.iter().map(|(u, d)| ordered(&[("user_id", json!(u)), ("device_id", json!(d))])).collect();
     format!("[{}]", all.join(","))
 }
@@ -270,12 +282,12 @@ pub(super) fn incoming_json(e: &Incoming) -> String {
 /// What an edit line says of the message now: its date, text, entities, keyboard (always
 /// present: an empty one says the buttons are gone) and, for a live location that moved or
 /// stopped, where it is now.
-pub(super) fn edited_fields(
+fn edited_fields(
     edit_date: i64,
     text: &str,
     entities: &[Entity],
     keyboard: &Keyboard,
-    shared: Option<&crate::client::places::Shared>,
+    shared: Option<&Shared>,
 ) -> Vec<(&'static str, String)> {
     let mut fields = vec![
         ("edit_date", json!(edit_date).to_string()),
@@ -288,7 +300,7 @@ pub(super) fn edited_fields(
 }
 
 /// `{"kind","file_name","mime_type","size"}`, then width, height and duration where known.
-pub(super) fn media_json(m: &MediaInfo) -> String {
+fn media_json(m: &MediaInfo) -> String {
     let mut fields = vec![
         ("kind", json!(m.kind.name())),
         ("file_name", json!(m.file_name)),
@@ -303,17 +315,23 @@ pub(super) fn media_json(m: &MediaInfo) -> String {
     ordered(&fields)
 }
 
+/// `{"user_id","username","display_name","is_bot"}`.
 pub(super) fn sender_json(s: &Sender) -> String {
-    ordered(&[
+    ordered(&sender_fields(s))
+}
+
+/// A user's fields, as `sender_json` and the `group members` lines show them.
+fn sender_fields(s: &Sender) -> Vec<(&'static str, Value)> {
+    vec![
         ("user_id", json!(s.user_id)),
         ("username", json!(s.username)),
         ("display_name", json!(s.display_name)),
         ("is_bot", json!(s.is_bot)),
-    ])
+    ]
 }
 
 /// Rows of `{"text", "callback_data"}` objects (a link button: `{"text", "url"}`).
-pub(super) fn keyboard_json(k: &Keyboard) -> String {
+fn keyboard_json(k: &Keyboard) -> String {
     rows_json(k, |b| match b.url.is_empty() {
         true => ordered(&[("text", json!(b.text)), ("callback_data", json!(b.callback_data))]),
         false => ordered(&[("text", json!(b.text)), ("url", json!(b.url))]),
@@ -322,7 +340,7 @@ pub(super) fn keyboard_json(k: &Keyboard) -> String {
 
 /// `{"rows":[[{"text","request"}]],"one_time","placeholder"}`; request is text, contact or
 /// location.
-pub(super) fn reply_keyboard_json(k: &ReplyKeyboard) -> String {
+fn reply_keyboard_json(k: &ReplyKeyboard) -> String {
     let rows = rows_json(&k.rows, |b| ordered(&[("text", json!(b.text)), ("request", json!(b.request.name()))]));
     ordered_raw(&[
         ("rows", rows),
@@ -331,13 +349,13 @@ pub(super) fn reply_keyboard_json(k: &ReplyKeyboard) -> String {
     ])
 }
 
-pub(super) fn rows_json<B>(rows: &[Vec<B>], button: impl Fn(&B) -> String) -> String {
+fn rows_json<B>(rows: &[Vec<B>], button: impl Fn(&B) -> String) -> String {
     let rows: Vec<String> = rows.iter().map(|row| format!("[{}]", row.iter().map(&button).collect::<Vec<_>>().join(","))).collect();
     format!("[{}]", rows.join(","))
 }
 
 /// A reaction as the Bot API's ReactionType object.
-pub(super) fn reaction_json(r: &ReactionType) -> Value {
+fn reaction_json(r: &ReactionType) -> Value {
     match r {
         ReactionType::Emoji(e) => json!({"type": "emoji", "emoji": e}),
         ReactionType::CustomEmoji(id) => json!({"type": "custom_emoji", "custom_emoji_id": id}),
@@ -345,7 +363,7 @@ pub(super) fn reaction_json(r: &ReactionType) -> Value {
     }
 }
 
-pub(super) fn entity_json(e: &Entity) -> Value {
+fn entity_json(e: &Entity) -> Value {
     let mut v = json!({"type": e.kind, "offset": e.offset, "length": e.length});
     if let Some(url) = &e.url {
         v["url"] = json!(url);
@@ -360,7 +378,7 @@ pub(super) fn entity_json(e: &Entity) -> Value {
 /// `location` {latitude, longitude, + horizontal_accuracy, live_period, heading,
 /// proximity_alert_radius, live_stopped when set}, `venue` {location, title, address, + ids},
 /// `contact` {phone_number, first_name, + last_name, user_id, vcard}, `dice` {emoji, value}.
-pub(crate) fn shared_field(s: &Shared) -> (&'static str, String) {
+fn shared_field(s: &Shared) -> (&'static str, String) {
     match s {
         Shared::Location(l) => ("location", location_json(l)),
         Shared::Venue(v) => {
@@ -427,5 +445,283 @@ fn location_json(l: &LocationInfo) -> String {
 fn push_set(fields: &mut Vec<(&'static str, String)>, name: &'static str, value: &str) {
     if !value.is_empty() {
         fields.push((name, json!(value).to_string()));
+    }
+}
+
+
+/// An invite link of `group link`, `revoke-link` and `export-link`.
+pub(super) fn invite_link_json(group: &str, l: &InviteLink) -> String {
+    ordered(&[
+        ("group_id", json!(group)),
+        ("invite_link", json!(l.link)),
+        ("name", json!(l.name)),
+        ("expire_date", json!(l.expire_date)),
+        ("member_limit", json!(l.member_limit)),
+        ("creates_join_request", json!(l.creates_join_request)),
+        ("is_primary", json!(l.is_primary)),
+        ("is_revoked", json!(l.is_revoked)),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::message::{Button, ForwardOrigin, GroupRole, MediaKind};
+    use crate::client::places::{ContactCard, DiceInfo, VenueInfo};
+
+    #[test]
+    fn message_line_has_the_contract_fields_in_order() {
+        let mut m = ReceivedMessage {
+            chat_id: 5,
+            sender: Sender { user_id: 5, username: "echo_bot".into(), display_name: "Echo \"Bot\"".into(), is_bot: true },
+            date: 1_700_000_000,
+            ..ReceivedMessage::sample("echo_bot", 12, "héllo\nworld")
+        };
+        let line = message_json(&m);
+        assert_eq!(
+            line,
+            r#"{"chat_id":5,"message_id":12,"date":1700000000,"from":{"user_id":5,"username":"echo_bot","display_name":"Echo \"Bot\"","is_bot":true},"text":"héllo\nworld"}"#
+        );
+        m.entities.push(Entity { url: Some("https://a.test".into()), ..Entity::new("text_link", 0, 5) });
+        m.reply_to_message_id = Some(11);
+        let v: Value = serde_json::from_str(&message_json(&m)).expect("valid JSON");
+        assert_eq!(v["entities"][0]["type"], "text_link");
+        assert_eq!(v["entities"][0]["url"], "https://a.test");
+        assert!(v["entities"][0].get("language").is_none());
+        assert_eq!(v["reply_to_message_id"], 11);
+        assert_eq!(v["from"]["is_bot"], true);
+    }
+
+    #[test]
+    fn message_line_shows_keyboard_and_forward_origin() {
+        let m = ReceivedMessage {
+            chat_id: 5,
+            sender: Sender { user_id: 5, username: "b".into(), display_name: "B".into(), is_bot: true },
+            message_id: 3,
+            date: 1,
+            text: "t".into(),
+            entities: vec![],
+            reply_to_message_id: None,
+            keyboard: vec![
+                vec![Button { text: "Yes".into(), callback_data: "y".into(), ..Default::default() }, Button { text: "No".into(), callback_data: "n".into(), ..Default::default() }],
+                vec![Button { text: "Later".into(), callback_data: "l".into(), ..Default::default() }],
+            ],
+            forward_origin: Some(ForwardOrigin {
+                sender_user_id: 9,
+                sender_username: "carol".into(),
+                sender_first_name: "Carol".into(),
+                sender_is_bot: false,
+                date: 2,
+                channel: None,
+            }),
+            via_bot_user_id: None,
+            reply_markup: None,
+            media: None,
+            shared: None,
+        };
+        let line = incoming_json(&Incoming::Message(m));
+        assert!(line.contains(r#""keyboard":[[{"text":"Yes","callback_data":"y"},{"text":"No","callback_data":"n"}],[{"text":"Later","callback_data":"l"}]]"#), "{line}");
+        let v: Value = serde_json::from_str(&line).expect("valid JSON");
+        assert!(v.get("event").is_none(), "messages keep the shape scripts parse");
+        assert_eq!(v["forward_origin"], json!({"sender_user_id": 9, "sender_username": "carol", "sender_first_name": "Carol", "sender_is_bot": false, "date": 2}));
+
+        // A channel's post forwarded: the channel, not a user.
+        let mut m = ReceivedMessage::sample("b", 4, "t");
+        m.forward_origin = Some(ForwardOrigin { date: 3, channel: Some(("Cat news".into(), 8)), ..Default::default() });
+        let v: Value = serde_json::from_str(&incoming_json(&Incoming::Message(m))).expect("valid JSON");
+        assert_eq!(v["forward_origin"], json!({"channel_title": "Cat news", "channel_message_id": 8, "date": 3}));
+    }
+
+    #[test]
+    fn message_line_shows_link_buttons_and_the_reply_markup() {
+        use crate::client::reply_keyboard::{ButtonRequest, ReplyButton};
+        let mut m = ReceivedMessage::sample("b", 3, "t");
+        m.keyboard = vec![vec![Button { text: "Docs".into(), url: "https://a.test/".into(), ..Default::default() }]];
+        m.reply_markup = Some(ReplyMarkup::Keyboard(ReplyKeyboard {
+            rows: vec![vec![
+                ReplyButton { text: "Yes".into(), request: ButtonRequest::Text },
+                ReplyButton { text: "Phone".into(), request: ButtonRequest::Contact },
+            ]],
+            one_time: true,
+            resize: false,
+            persistent: false,
+            placeholder: "Pick".into(),
+        }));
+        let v: Value = serde_json::from_str(&message_json(&m)).expect("valid JSON");
+        assert_eq!(v["keyboard"], json!([[{"text": "Docs", "url": "https://a.test/"}]]));
+        assert_eq!(
+            v["reply_keyboard"],
+            json!({"rows": [[{"text": "Yes", "request": "text"}, {"text": "Phone", "request": "contact"}]], "one_time": true, "placeholder": "Pick"})
+        );
+        m.reply_markup = Some(ReplyMarkup::Remove);
+        let v: Value = serde_json::from_str(&message_json(&m)).expect("valid JSON");
+        assert_eq!((v["remove_keyboard"].as_bool(), v.get("reply_keyboard")), (Some(true), None));
+        m.reply_markup = Some(ReplyMarkup::ForceReply { placeholder: "Name".into() });
+        let v: Value = serde_json::from_str(&message_json(&m)).expect("valid JSON");
+        assert_eq!(v["force_reply"], json!({"placeholder": "Name"}));
+        let answer = Incoming::CallbackAnswer { chat_id: 5, press_id: "p".into(), text: String::new(), show_alert: false, url: "https://t.me/b?start=x".into() };
+        let v: Value = serde_json::from_str(&incoming_json(&answer)).expect("valid JSON");
+        assert_eq!(v["url"], "https://t.me/b?start=x");
+    }
+
+    #[test]
+    fn other_events_carry_an_event_field() {
+        let bot = Sender { user_id: 5, username: "b".into(), display_name: "B".into(), is_bot: true };
+        let parse = |e: Incoming| -> Value { serde_json::from_str(&incoming_json(&e)).expect("valid JSON") };
+        let v = parse(Incoming::Edited {
+            chat_id: 5,
+            message_id: 3,
+            edit_date: 7,
+            text: "new".into(),
+            entities: vec![],
+            keyboard: vec![],
+            shared: None,
+        });
+        assert_eq!(v, json!({"event": "edited", "chat_id": 5, "message_id": 3, "edit_date": 7, "text": "new", "entities": [], "keyboard": []}));
+        assert_eq!(parse(Incoming::Deleted { chat_id: 5, message_id: 3 }), json!({"event": "deleted", "chat_id": 5, "message_id": 3}));
+        let v = parse(Incoming::Reaction {
+            chat_id: 5,
+            message_id: 3,
+            from: bot.clone(),
+            reactions: vec![ReactionType::Emoji("👍".into()), ReactionType::CustomEmoji("c1".into()), ReactionType::Paid],
+        });
+        assert_eq!(v["event"], "reaction");
+        assert_eq!(v["from"]["username"], "b");
+        assert_eq!(v["reactions"], json!([{"type": "emoji", "emoji": "👍"}, {"type": "custom_emoji", "custom_emoji_id": "c1"}, {"type": "paid"}]));
+        let v = parse(Incoming::ChatAction { chat_id: 5, from: bot, action: "typing".into() });
+        assert_eq!((v["event"].as_str(), v["action"].as_str(), v["from"]["is_bot"].as_bool()), (Some("chat_action"), Some("typing"), Some(true)));
+        let line = incoming_json(&Incoming::CallbackAnswer { chat_id: 5, press_id: "ab".into(), text: "ok".into(), show_alert: false, url: String::new() });
+        assert_eq!(line, r#"{"event":"callback_answer","chat_id":5,"press_id":"ab","text":"ok","show_alert":false}"#);
+    }
+
+    #[test]
+    fn a_file_message_line_has_media_and_caption_instead_of_text() {
+        let m = ReceivedMessage {
+            chat_id: 5,
+            sender: Sender { user_id: 5, username: "b".into(), display_name: "B".into(), is_bot: true },
+            message_id: 4,
+            date: 9,
+            text: String::new(),
+            entities: vec![],
+            reply_to_message_id: None,
+            keyboard: vec![],
+            forward_origin: None,
+            via_bot_user_id: None,
+            reply_markup: None,
+            media: Some(MediaInfo {
+                kind: MediaKind::Photo,
+                file_name: "report.png".into(),
+                mime_type: "image/png".into(),
+                size: 12_345,
+                width: 640,
+                height: 480,
+                duration: 0,
+                caption: "Q3 \u{1b}".into(),
+                caption_entities: vec![Entity::new("bold", 0, 2)],
+                media_group_id: String::new(),
+            }),
+            shared: None,
+        };
+        let line = incoming_json(&Incoming::Message(m.clone()));
+        assert!(
+            line.starts_with(r#"{"chat_id":5,"message_id":4,"date":9,"from":{"user_id":5,"username":"b","display_name":"B","is_bot":true},"media":{"kind":"photo","file_name":"report.png","mime_type":"image/png","size":12345,"width":640,"height":480},"caption":"Q3 \u001b""#),
+            "{line}"
+        );
+        let v: Value = serde_json::from_str(&line).expect("valid JSON");
+        assert!(v.get("text").is_none(), "a file message has a caption, not a text");
+        assert!(v["media"].get("duration").is_none(), "unknown dimensions are left out");
+        assert_eq!(v["caption_entities"], json!([{"type": "bold", "offset": 0, "length": 2}]));
+        assert!(!line.contains("key") && !line.contains("file_ref"), "{line}");
+    }
+
+    #[test]
+    fn group_events_carry_the_group_and_an_event_field() {
+        use crate::client::message::{GroupId, GroupRef};
+        let group = GroupRef { id: GroupId([0xab; 32]), title: "Team \u{1b}[2J".into(), channel: false };
+        let alice = Sender { user_id: 7, username: "alice".into(), display_name: "Alice".into(), is_bot: false };
+        let parse = |e: Incoming| -> Value { serde_json::from_str(&incoming_json(&e)).expect("valid JSON") };
+        let message = ReceivedMessage {
+            chat_id: 0,
+            sender: alice.clone(),
+            message_id: 3,
+            date: 9,
+            text: "hi".into(),
+            entities: vec![],
+            reply_to_message_id: Some(2),
+            keyboard: vec![],
+            forward_origin: None,
+            via_bot_user_id: None,
+            reply_markup: None,
+            media: None,
+            shared: None,
+        };
+        let line = incoming_json(&Incoming::GroupMessage { group: group.clone(), message: message.clone() });
+        assert!(line.starts_with(&format!(r#"{{"event":"group_message","group":{{"id":"{}","title":"Team \u001b[2J"}},"message_id":3"#, "ab".repeat(32))), "{line}");
+        let v: Value = serde_json::from_str(&line).expect("valid JSON");
+        assert!(v.get("chat_id").is_none(), "a group is no dialog");
+        assert_eq!((v["from"]["username"].as_str(), v["text"].as_str(), v["reply_to_message_id"].as_u64()), (Some("alice"), Some("hi"), Some(2)));
+        let v = parse(Incoming::GroupMembership {
+            group: group.clone(),
+            user: alice.clone(),
+            old: GroupRole::MEMBER,
+            new: GroupRole::BANNED,
+            actor: Sender { user_id: 1, username: "owner".into(), display_name: "O".into(), is_bot: false },
+            invite_link: String::new(),
+        });
+        assert_eq!((v["event"].as_str(), v["old_role"].as_str(), v["new_role"].as_str()), (Some("group_membership"), Some("member"), Some("banned")));
+        assert_eq!((v["user"]["user_id"].as_u64(), v["actor"]["username"].as_str()), (Some(7), Some("owner")));
+        assert!(v.get("invite_link").is_none(), "only for joins by link");
+        let v = parse(Incoming::JoinRequest { group: group.clone(), user: alice.clone(), invite_link: "e2e://join/x".into() });
+        assert_eq!((v["event"].as_str(), v["invite_link"].as_str()), (Some("join_request"), Some("e2e://join/x")));
+        let v = parse(Incoming::GroupDeleted { group: group.clone(), message_id: 4, actor: alice.clone() });
+        assert_eq!((v["event"].as_str(), v["message_id"].as_u64()), (Some("group_message_deleted"), Some(4)));
+        let post = Incoming::GroupMessage { group: GroupRef { channel: true, ..group.clone() }, message };
+        assert_eq!(parse(post)["event"], "channel_post");
+        let v = parse(Incoming::GroupCommit { group: group.clone(), added: vec![(7, 1)], removed: vec![], removed_me: false, epoch: 4 });
+        assert_eq!(v["added"], json!([{"user_id": 7, "device_id": 1}]));
+        assert_eq!((v["epoch"].as_u64(), v["removed_me"].as_bool()), (Some(4), Some(false)));
+        let v = parse(Incoming::GroupChatAction { group: group.clone(), from: alice.clone(), action: "typing".into() });
+        assert_eq!((v["event"].as_str(), v["action"].as_str(), v["from"]["user_id"].as_u64()), (Some("chat_action"), Some("typing"), Some(7)));
+        assert_eq!(v["group"]["id"], "ab".repeat(32));
+        assert!(v.get("chat_id").is_none(), "scoped to the group, not a dialog");
+        assert_eq!(parse(Incoming::GroupJoined { group })["event"], "group_joined");
+    }
+
+    #[test]
+    fn commands_lines_start_with_the_bot_then_one_per_command() {
+        let menu = BotMenu {
+            bot: "echo_bot".into(),
+            commands: vec![crate::client::bot_profile::BotCommand { command: "start".into(), description: "Go \"now\"".into() }],
+            description: "An echo".into(),
+            short_description: String::new(),
+        };
+        assert_eq!(
+            menu_lines(&menu),
+            vec![
+                r#"{"bot":"echo_bot","description":"An echo","short_description":""}"#.to_string(),
+                r#"{"command":"start","description":"Go \"now\""}"#.to_string(),
+            ]
+        );
+        assert!(super::super::run(&["commands".to_string()]).is_err(), "@BOT missing");
+    }
+
+
+    #[test]
+    fn listen_fields_follow_the_bot_api_names() {
+        let (name, v) = shared_field(&Shared::Location(LocationInfo { live_period: 60, ..LocationInfo::point(1.5, 2.0) }));
+        assert_eq!((name, v.as_str()), ("location", r#"{"latitude":1.5,"longitude":2.0,"live_period":60}"#));
+        let (name, v) = shared_field(&Shared::Venue(VenueInfo {
+            location: LocationInfo::point(1.0, 2.0),
+            title: "Cafe".into(),
+            address: "Main St".into(),
+            ..Default::default()
+        }));
+        assert_eq!(name, "venue");
+        let v: Value = serde_json::from_str(&v).expect("json");
+        assert_eq!(v, json!({"location": {"latitude": 1.0, "longitude": 2.0}, "title": "Cafe", "address": "Main St"}));
+        let (name, v) = shared_field(&Shared::Contact(ContactCard { first_name: "Ann".into(), user_id: 3, ..Default::default() }));
+        assert_eq!((name, v.as_str()), ("contact", r#"{"phone_number":"","first_name":"Ann","user_id":3}"#));
+        let (name, v) = shared_field(&Shared::Dice(DiceInfo { emoji: "🎲".into(), value: 4 }));
+        assert_eq!((name, v.as_str()), ("dice", r#"{"emoji":"🎲","value":4}"#));
     }
 }

@@ -1,49 +1,36 @@
 //! The `e2e-chat` command line: its commands and their options (read by the one option parser,
-//! `crate::cli::Program::parse`: options anywhere before `--`), the one-JSON-object-per-line output of
-//! `register`, `send`, `press`, `react` and `listen` (and `send-location`, `send-contact` in
-//! `cli_places`), and the error line on stderr. Scripts depend on this output; change it only
-//! together with them.
+//! `crate::cli::Program::parse`: options anywhere before `--`), the dispatch to each command
+//! family's file, and the error line on stderr.
 //!
-//! By command family: `dialog.rs` (register, send, edit, press, react, inline, choose, listen,
-//! commands, chat), `files.rs` (send-file, download), `groups.rs` (the `group` commands; their
-//! administration is `cli_admin`), `usage.rs` (the help text) and `json.rs` (the output
-//! contract: every JSON line the commands print, in one place).
+//! - `usage`: the help text and the lists usage errors name.
+//! - `dialog`: the private-dialog commands (`register`, `send`, `edit`, `press`, `react`,
+//!   `inline`, `choose`, `listen`, `commands`, `chat`).
+//! - `files`: `send-file` and `download`.
+//! - `groups`: the `group` subcommands; `admin`: the administering ones, `channel` and `join`.
+//! - `json`: the one-JSON-object-per-line output of every command (and of `send-location`,
+//!   `send-contact`, `reply-button` and `start` in `client/cli_*.rs`). Scripts depend on this
+//!   output; change it only together with them.
+//!
+//! This file imports the families; they import `json`, `usage`, `client::cli_common` and the
+//! rest of `client`, and `groups` builds on `dialog`, `files` and `admin`, never the reverse.
 
-use std::io::{self, Write};
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
-
-use anyhow::{bail, Context};
-use serde_json::{json, Value};
-
-use super::bot_profile::BotMenu;
-use super::group::GroupDetails;
-use super::message::{
-    role_name, Entity, GroupRef, GroupRole, Incoming, Keyboard, MediaInfo, MediaKind, ReactionType, ReceivedMessage, ReplyMarkup,
-    Sender, SentPress,
-};
-use super::reply_keyboard::ReplyKeyboard;
-use super::display;
-use super::chat;
-use super::profile::Profile;
-use crate::cli::{Args, Opt, Until, UsageError};
-use super::cli_common::{message_id_arg, open_profile, ordered, ordered_raw, print_line, usage, Global, REPLY_TO};
-
+mod admin;
 mod dialog;
 mod files;
 mod groups;
-mod json;
+pub(super) mod json;
 mod usage;
-#[cfg(test)]
-mod tests;
 
-use dialog::{chat, choose, commands, edit, inline, listen, press, react, register, send};
-use files::{download, send_file};
-use groups::{group, unknown_group_command, CHANNEL_SUBCOMMANDS, GROUP_SUBCOMMANDS};
-use usage::USAGE;
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use self::usage::{unknown_group_command, CHANNEL_SUBCOMMANDS, GROUP_SUBCOMMANDS, USAGE};
+use super::cli_common::{usage, Global, REPLY_TO};
+use super::{cli_bot, cli_config, cli_places, tui};
+use crate::cli::{Args, Opt, Until, UsageError};
 
 /// The program's command-line conventions (`crate::cli`).
-pub const PROGRAM: crate::cli::Program = crate::cli::Program {
+pub(crate) const PROGRAM: crate::cli::Program = crate::cli::Program {
     name: "e2e-chat",
     help: USAGE,
     commands: &[
@@ -53,15 +40,12 @@ pub const PROGRAM: crate::cli::Program = crate::cli::Program {
     ],
 };
 
-/// Default `listen` duration.
-const DEFAULT_LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// Entry point of the `e2e-chat` program. On failure prints one line to stderr and exits 1
 /// (the error never reaches `main`, whose default report spans several lines).
 pub fn run_cli(args: Vec<String>) -> anyhow::Result<()> {
     // Through the chat view's sink: while chat mode draws the screen, log lines are shown in it.
     let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
-        .target(env_logger::Target::Pipe(Box::new(super::tui::logs::Sink)))
+        .target(env_logger::Target::Pipe(Box::new(tui::logs::Sink)))
         .try_init();
     if let Err(e) = run(&args) {
         let _ = io::stdout().flush();
@@ -72,7 +56,6 @@ pub fn run_cli(args: Vec<String>) -> anyhow::Result<()> {
     }
     Ok(())
 }
-
 
 /// The global options: before the command or anywhere among its arguments (before `--`).
 const GLOBAL_OPTIONS: [Opt; 2] = [Opt::value("--server"), Opt::value("--profile")];
@@ -91,13 +74,13 @@ fn command_options(command: &str, sub: Option<&str>) -> Result<&'static [Opt], U
         ("send", _) | ("group", Some("send")) => &[REPLY_TO],
         ("press" | "inline", _) | ("group", Some("press")) => &[TIMEOUT],
         ("send-file", _) => SEND_FILE,
-        ("send-location", _) => super::cli_places::LOCATION_OPTIONS,
+        ("send-location", _) => cli_places::LOCATION_OPTIONS,
         ("send-contact", _) => &[REPLY_TO],
         ("listen", _) => LISTEN,
         ("commands", _) => COMMANDS,
-        ("save-config", _) => super::cli_config::OPTIONS,
-        ("reply-button", _) => super::cli_bot::REPLY_BUTTON_OPTIONS,
-        ("group", Some(s)) if super::cli_admin::GROUP_ADMIN_SUBCOMMANDS.contains(&s) => super::cli_admin::admin_options(s),
+        ("save-config", _) => cli_config::OPTIONS,
+        ("reply-button", _) => cli_bot::REPLY_BUTTON_OPTIONS,
+        ("group", Some(s)) if admin::GROUP_ADMIN_SUBCOMMANDS.contains(&s) => admin::admin_options(s),
         ("group", Some("send-file")) => SEND_FILE,
         ("group", Some("create" | "add" | "remove" | "edit" | "title" | "members" | "leave" | "list" | "download")) => NONE,
         ("group", None) => return Err(UsageError(format!("group: which one? the group commands are: {GROUP_SUBCOMMANDS}"))),
@@ -121,7 +104,6 @@ pub(super) fn parse_command<'a>(command: &str, sub: Option<&str>, args: &'a [Str
     };
     Ok(PROGRAM.parse(&context, args, &options, Until::End)?.0)
 }
-
 
 pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
     let mut top_options = GLOBAL_OPTIONS.to_vec();
@@ -184,27 +166,27 @@ pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
     };
     let sub = sub.unwrap_or_default();
     match command.as_str() {
-        "register" => register(&global, &a),
-        "send" => send(&global, &a),
-        "edit" => edit(&global, &a),
-        "listen" => listen(&global, &a),
-        "commands" => commands(&global, &a),
-        "press" => press(&global, &a),
-        "reply-button" => super::cli_bot::reply_button(&global, &a),
-        "start" => super::cli_bot::start(&global, &a),
-        "react" => react(&global, &a),
-        "inline" => inline(&global, &a),
-        "choose" => choose(&global, &a),
-        "send-file" => send_file(&global, &a),
-        "send-location" => super::cli_places::send_location(&global, &a),
-        "send-contact" => super::cli_places::send_contact(&global, &a),
-        "vote" => super::cli_places::vote(&global, &a),
-        "download" => download(&global, &a),
-        "chat" => chat(&global, &a),
-        "save-config" => super::cli_config::save_config(&global, &a),
-        "group" => group(&global, sub, &a),
-        "channel" => super::cli_admin::channel(&global, sub, &a),
-        "join" => super::cli_admin::join(&global, &a),
+        "register" => dialog::register(&global, &a),
+        "send" => dialog::send(&global, &a),
+        "edit" => dialog::edit(&global, &a),
+        "listen" => dialog::listen(&global, &a),
+        "commands" => dialog::commands(&global, &a),
+        "press" => dialog::press(&global, &a),
+        "reply-button" => cli_bot::reply_button(&global, &a),
+        "start" => cli_bot::start(&global, &a),
+        "react" => dialog::react(&global, &a),
+        "inline" => dialog::inline(&global, &a),
+        "choose" => dialog::choose(&global, &a),
+        "send-file" => files::send_file(&global, &a),
+        "send-location" => cli_places::send_location(&global, &a),
+        "send-contact" => cli_places::send_contact(&global, &a),
+        "vote" => cli_places::vote(&global, &a),
+        "download" => files::download(&global, &a),
+        "chat" => dialog::chat(&global, &a),
+        "save-config" => cli_config::save_config(&global, &a),
+        "group" => groups::group(&global, sub, &a),
+        "channel" => admin::channel(&global, sub, &a),
+        "join" => admin::join(&global, &a),
         other => Err(PROGRAM.unknown_command(other).into()),
     }
 }
@@ -217,14 +199,134 @@ fn default_profile_dir() -> PathBuf {
     home.join(".e2e-chat")
 }
 
-/// The `--timeout` of `command`: zero or more seconds, 30 when not given.
-pub(super) fn timeout_arg(command: &str, a: &Args) -> anyhow::Result<Duration> {
-    let Some(v) = a.value("--timeout") else {
-        return Ok(DEFAULT_LISTEN_TIMEOUT);
-    };
-    let secs: f64 = v.parse().map_err(|_| usage(format!("{command}: --timeout {v:?} is not a number of seconds")))?;
-    if !(secs.is_finite() && secs >= 0.0) {
-        return Err(usage(format!("{command}: --timeout must be zero or more seconds")));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(super) fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
     }
-    Ok(Duration::from_secs_f64(secs))
+
+    /// `run`'s error for `args` after `--profile /nonexistent/e2e`: (a usage error?, message).
+    pub(super) fn refused(args: &[&str]) -> (bool, String) {
+        let mut all = strings(&["--profile", "/nonexistent/e2e"]);
+        all.extend(strings(args));
+        let err = run(&all).expect_err("refused");
+        (err.downcast_ref::<UsageError>().is_some(), format!("{err:#}"))
+    }
+
+    #[test]
+    fn every_argument_problem_is_a_usage_error_and_the_operations_own_failures_are_not() {
+        for args in [
+            &["send"][..],
+            &["send", "@bot"],
+            &["send", "@bot", "hi", "--bogus"],
+            &["register"],
+            &["register", "a", "b"],
+            &["register", "alice"], // no --server
+            &["press", "@bot", "1"],
+            &["press", "@bot", "1", "d", "--timeout", "x"],
+            &["react", "@bot"],
+            &["react", "@bot", "x"],
+            &["inline"],
+            &["inline", "@bot", "q", "--timeout"],
+            &["choose", "@bot", "1"],
+            &["send-file", "@bot"],
+            &["send-file", "@bot", "f", "--as", "gif"],
+            &["download", "@bot", "1"],
+            &["listen", "extra"],
+            &["listen", "--count", "many"],
+            &["commands"],
+            &["commands", "@a", "@b"],
+            &["chat"],
+            &["chat", "@a", "@b"],
+            &["join"],
+            &["group"],
+            &["group", "frob"],
+            &["group", "create"],
+            &["group", "add", "T"],
+            &["group", "send", "T"],
+            &["group", "press", "T", "1"],
+            &["group", "title", "T"],
+            &["group", "members"],
+            &["group", "list", "x"],
+            &["group", "ban", "T", "@u", "--until", "soon"],
+            &["group", "promote", "T", "@u"],
+            &["group", "link", "T", "--limit"],
+            &["group", "link", "T", "--request=yes"],
+            &["group", "delete", "T", "x"],
+            &["group", "export-link"],
+            &["channel"],
+            &["channel", "frob"],
+            &["channel", "create"],
+            &["channel", "post", "C"],
+        ] {
+            let (usage, message) = refused(args);
+            assert!(usage, "{args:?}: {message}");
+        }
+        // Well-formed: the failure is the operation's own (no profile here), status 1.
+        for args in [
+            &["send", "@bot", "hi", "--reply-to", "3"][..],
+            &["send", "@bot", "--", "--help"],
+            &["listen", "--timeout", "0"],
+            &["group", "members", "Team"],
+            &["group", "link", "T", "--request", "--limit=3"],
+            &["channel", "post", "C", "hello", "--", "-world"],
+            &["join", "e2e://join/x"],
+        ] {
+            let (usage, message) = refused(args);
+            assert!(!usage && message.contains("no registered profile"), "{args:?}: {message}");
+        }
+    }
+
+    #[test]
+    fn global_options_may_come_after_the_command() {
+        // A profile directory that cannot be made (its parent is a file): register fails
+        // there, after it took the --server from wherever it came.
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("file"), "").expect("write");
+        let p = dir.path().join("file").join("p").display().to_string();
+        for args in [
+            vec!["--profile", &p, "register", "alice", "--server", "http://127.0.0.1:9"],
+            vec!["register", "alice", "--server=http://127.0.0.1:9", "--profile", &p],
+            vec!["register", "--profile", &p, "--server", "http://127.0.0.1:9", "alice"],
+        ] {
+            let err = run(&strings(&args)).expect_err("no profile directory");
+            assert!(err.downcast_ref::<UsageError>().is_none() && !format!("{err:#}").contains("--server"), "{args:?}: {err:#}");
+        }
+        // --profile after the command is the profile opened; the last one counts.
+        let err = run(&strings(&["send", "@bot", "hi", "--profile", "/nonexistent/second"])).expect_err("no profile");
+        assert!(format!("{err:#}").contains("/nonexistent/second"), "{err:#}");
+        let err = run(&strings(&["--profile", "/nonexistent/first", "listen", "--profile=/nonexistent/second"])).expect_err("no profile");
+        assert!(format!("{err:#}").contains("/nonexistent/second") && !format!("{err:#}").contains("/nonexistent/first"), "{err:#}");
+        // Between `group` and its subcommand, too.
+        let err = run(&strings(&["group", "--profile", "/nonexistent/g", "members", "Team"])).expect_err("no profile");
+        assert!(format!("{err:#}").contains("/nonexistent/g"), "{err:#}");
+        let err = run(&strings(&["send", "@bot", "hi", "--profile"])).expect_err("no value");
+        assert!(err.downcast_ref::<UsageError>().is_some() && err.to_string().contains("--profile needs a value"), "{err}");
+    }
+
+    #[test]
+    fn options_accept_both_spellings_and_refuse_unknown_ones() {
+        let args = strings(&["--server=http://127.0.0.1:1", "--profile", "/tmp/p", "listen"]);
+        let (top, rest) = PROGRAM.parse("e2e-chat", &args, &GLOBAL_OPTIONS, Until::FirstWord).expect("ok");
+        assert_eq!((top.value("--server"), top.value("--profile"), rest), (Some("http://127.0.0.1:1"), Some("/tmp/p"), &args[3..]));
+        assert!(run(&strings(&["--profile"])).expect_err("no value").to_string().contains("--profile needs a value"));
+        for args in [&["--bogus"][..], &["frobnicate"], &["--", "listen"], &["--profile", "/tmp/p"]] {
+            let err = run(&strings(args)).expect_err("refused");
+            assert!(err.downcast_ref::<UsageError>().is_some(), "{args:?}: {err}");
+        }
+        let err = run(&["--profile".into(), "/nonexistent/e2e".into(), "send".into(), "@x".into()]).expect_err("no text");
+        assert!(err.to_string().contains("no text"));
+    }
+
+    #[test]
+    fn register_needs_a_server_and_open_names_missing_profile() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("p").display().to_string();
+        let err = run(&["--profile".into(), p.clone(), "register".into(), "alice".into()]).expect_err("no server");
+        assert!(err.to_string().contains("--server"), "{err}");
+        let err = run(&["--profile".into(), p, "listen".into(), "--timeout".into(), "0".into()]).expect_err("no profile");
+        assert!(format!("{err:#}").contains("no registered profile"), "{err:#}");
+    }
 }

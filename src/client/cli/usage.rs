@@ -1,4 +1,7 @@
-//! The `e2e-chat --help` text.
+//! The `e2e-chat --help` text, and the lists that usage errors name: the `group` and
+//! `channel` subcommands and `send-file`'s options.
+
+use crate::cli::UsageError;
 
 pub(super) const USAGE: &str = "\
 e2e-chat: a terminal client for people on the platform (end-to-end encrypted dialogs with bots)
@@ -201,3 +204,15 @@ Errors go to stderr as one line and make the exit status non-zero: 2 for a usage
 failure.
 Set RUST_LOG=info (or debug) for more detail on stderr.
 ";
+
+/// `send-file`'s options, as its usage errors show them.
+pub(super) const SEND_FILE_OPTIONS: &str = "[--as photo|document|audio|video|voice|animation|video_note|sticker] [--caption TEXT]";
+
+/// The `group` and `channel` subcommands, as usage errors list them.
+pub(super) const GROUP_SUBCOMMANDS: &str = "create, add, remove, send, send-file, download, edit, press, title, members, leave, list, promote, ban, unban, restrict, unrestrict, link, revoke-link, export-link, approve, decline, delete";
+pub(super) const CHANNEL_SUBCOMMANDS: &str = "create, post";
+
+/// The usage error of a `group` subcommand that does not exist.
+pub(super) fn unknown_group_command(other: &str) -> UsageError {
+    UsageError(format!("unknown group command {other:?}; the group commands are: {GROUP_SUBCOMMANDS}"))
+}

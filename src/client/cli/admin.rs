@@ -5,12 +5,13 @@
 
 use serde_json::json;
 
-use super::admin::{parse_rights, Joined, LinkOptions};
-use super::cli_common::{open_profile, ordered, print_line, usage, Global};
+use super::json::{group_sent_json, invite_link_json};
 use crate::cli::{Args, Opt};
-use crate::wire::platform::InviteLink;
+use crate::client::admin::{parse_rights, Joined, LinkOptions};
+use crate::client::cli_common::{open_profile, ordered, print_line, usage, Global};
+use crate::client::message::GroupId;
 
-/// The administering `group` subcommands (the others are in `cli/groups.rs`).
+/// The administering `group` subcommands (the others are in `groups.rs`).
 pub(super) const GROUP_ADMIN_SUBCOMMANDS: &[&str] =
     &["promote", "ban", "unban", "restrict", "unrestrict", "link", "revoke-link", "export-link", "approve", "decline", "delete"];
 
@@ -117,24 +118,11 @@ fn admin_args<'a>(sub: &str, a: &Args<'a>) -> anyhow::Result<Admin<'a>> {
     })
 }
 
-fn link_line(group: &str, l: &InviteLink) -> String {
-    ordered(&[
-        ("group_id", json!(group)),
-        ("invite_link", json!(l.link)),
-        ("name", json!(l.name)),
-        ("expire_date", json!(l.expire_date)),
-        ("member_limit", json!(l.member_limit)),
-        ("creates_join_request", json!(l.creates_join_request)),
-        ("is_primary", json!(l.is_primary)),
-        ("is_revoked", json!(l.is_revoked)),
-    ])
-}
-
 /// `group SUB ...` for the administering subcommands.
 pub(super) fn group_admin(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()> {
     let cmd = admin_args(sub, a)?;
     let profile = open_profile(global)?;
-    let done = |group: &super::message::GroupId, what: &str, user: &str| {
+    let done = |group: &GroupId, what: &str, user: &str| {
         print_line(&ordered(&[("group_id", json!(group.hex())), ("done", json!(what)), ("user", json!(user))]))
     };
     match cmd {
@@ -165,15 +153,15 @@ pub(super) fn group_admin(global: &Global, sub: &str, a: &Args) -> anyhow::Resul
         }
         Admin::Link { group, options } => {
             let id = profile.find_group(group)?;
-            print_line(&link_line(&id.hex(), &profile.create_invite_link(&id, &options)?))
+            print_line(&invite_link_json(&id.hex(), &profile.create_invite_link(&id, &options)?))
         }
         Admin::RevokeLink { group, link } => {
             let id = profile.find_group(group)?;
-            print_line(&link_line(&id.hex(), &profile.revoke_invite_link(&id, link)?))
+            print_line(&invite_link_json(&id.hex(), &profile.revoke_invite_link(&id, link)?))
         }
         Admin::ExportLink { group } => {
             let id = profile.find_group(group)?;
-            print_line(&link_line(&id.hex(), &profile.export_invite_link(&id)?))
+            print_line(&invite_link_json(&id.hex(), &profile.export_invite_link(&id)?))
         }
         Admin::Decide { group, user, approve } => {
             let id = profile.find_group(group)?;
@@ -189,7 +177,7 @@ pub(super) fn group_admin(global: &Global, sub: &str, a: &Args) -> anyhow::Resul
 }
 
 /// `channel create TITLE...` and `channel post CHANNEL TEXT...` (`sub` is known: see
-/// `command_options` in `cli/mod.rs`).
+/// `command_options` in `mod.rs`).
 pub(super) fn channel(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()> {
     if sub == "create" {
         let title = a.words.join(" ");
@@ -205,7 +193,7 @@ pub(super) fn channel(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()
     let profile = open_profile(global)?;
     let id = profile.find_group(channel)?;
     let sent = profile.send_group_text(&id, &text, None)?;
-    print_line(&ordered(&[("group_id", json!(id.hex())), ("message_id", json!(sent.message_id)), ("date", json!(sent.date))]))
+    print_line(&group_sent_json(&id, sent.message_id, sent.date))
 }
 
 /// `join LINK`: joins at once, or asks (a join request).
@@ -226,7 +214,7 @@ mod tests {
     /// `group SUB ARGS...` parsed as `e2e-chat` does, as `Admin`'s Debug text.
     fn admin(sub: &str, args: &[&str]) -> Result<String, String> {
         let v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let parsed = super::super::cli::parse_command("group", Some(sub), &v).map_err(|e| e.to_string())?;
+        let parsed = super::super::parse_command("group", Some(sub), &v).map_err(|e| e.to_string())?;
         admin_args(sub, &parsed).map(|a| format!("{a:?}")).map_err(|e| {
             assert!(e.downcast_ref::<crate::cli::UsageError>().is_some(), "a usage error: {e}");
             e.to_string()
