@@ -30,7 +30,7 @@ fn setup() -> Setup {
     let dir = tempfile::tempdir().expect("tempdir");
     let platform = PlatformServer::start(&dir.path().join("platform"));
     let register = |name: &str| {
-        bot_gateway::client::Profile::register(&platform.url, &dir.path().join(name), name, name)
+        bot_gateway::client::Profile::register(&platform.url, dir.path().join(name), name, name)
             .unwrap_or_else(|e| panic!("register {name}: {e}"))
     };
     let (alice, bob) = (register("alice"), register("bob"));

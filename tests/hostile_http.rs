@@ -205,7 +205,7 @@ fn hostile_clients_cannot_crash_starve_or_smuggle() {
     assert_eq!(got.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(), ["yes"]);
 }
 
-/// 4. Descriptor exhaustion: with a small limit (systemd's default is 1024), a burst of held
+/// Case 4, descriptor exhaustion: with a small limit (systemd's default is 1024), a burst of held
 /// connections exhausts the descriptors; the listener must come back once the load is gone.
 #[test]
 fn the_listener_survives_descriptor_exhaustion() {

@@ -56,6 +56,9 @@ enum Wake {
     Stop,
 }
 
+/// Whether a wait for arrivals is over, asked after each batch.
+type DoneCheck<'a> = &'a dyn Fn(&Profile) -> Result<bool>;
+
 impl Profile {
     /// Receives up to `max_count` messages, waiting at most `timeout` in all. Returns early once
     /// `max_count` arrived. Fails only if the inbox stream cannot be opened or breaks before
@@ -174,7 +177,7 @@ impl Profile {
         stop: Option<&Receiver<()>>,
         // Takes each event; says whether it counts towards `max_count`.
         on_event: &mut dyn FnMut(&Incoming) -> bool,
-        done: Option<&dyn Fn(&Profile) -> Result<bool>>,
+        done: Option<DoneCheck<'_>>,
     ) -> Result<(usize, Option<String>)> {
         let mut count = 0;
         if done.is_none() {

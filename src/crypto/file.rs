@@ -134,7 +134,9 @@ pub struct FileDigest {
     pub bytes: [u8; 32],
 }
 
-/// The ciphertext's digest, streaming, in the algorithm asked for.
+/// The ciphertext's digest, streaming, in the algorithm asked for. (One lives per transfer,
+/// on its thread's stack: the size of libsodium's state does not matter.)
+#[allow(clippy::large_enum_variant)]
 pub enum CiphertextHash {
     Blake2b256(generichash::State),
     Blake3(Box<blake3::Hasher>),

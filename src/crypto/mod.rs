@@ -94,7 +94,7 @@ pub fn hex_decode(s: &str) -> Option<Vec<u8>> {
         }
     }
     let b = s.as_bytes();
-    if b.len() % 2 != 0 {
+    if b.len() & 1 != 0 {
         return None;
     }
     b.chunks(2).map(|p| Some(nibble(p[0])? << 4 | nibble(p[1])?)).collect()

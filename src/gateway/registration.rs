@@ -29,7 +29,7 @@ pub enum RegistrationError {
     /// The platform refused the bot's credential: what it means and what to do.
     Refused(String),
     /// A call to the platform failed: what it was for, and its status.
-    Platform { what: &'static str, error: grpcio::Error },
+    Platform { what: &'static str, error: Box<grpcio::Error> },
     /// The config, the state and the platform disagree (the bot's username or first_name,
     /// the token's bot, the state_dir's bot).
     Mismatch(String),
@@ -107,7 +107,7 @@ fn refused(e: grpcio::Error, bot: &BotConfig, device_id: u32) -> RegistrationErr
         let refusal = rpc::Refusal::of(&rpc::text(&e));
         RegistrationError::Refused(super::runtime::refusal_advice(refusal, &bot.username, device_id))
     } else {
-        RegistrationError::Platform { what: "cannot check the credential with the platform", error: e }
+        RegistrationError::Platform { what: "cannot check the credential with the platform", error: Box::new(e) }
     }
 }
 
@@ -147,7 +147,7 @@ fn check_profile(platform: &dyn PlatformPort, bot: &BotConfig) -> Result<(), Reg
     req.user_id = bot.compat_user_id;
     let profile = platform
         .lookup_user(&req)
-        .map_err(|error| RegistrationError::Platform { what: "cannot look up the bot's own profile", error })?;
+        .map_err(|e| RegistrationError::Platform { what: "cannot look up the bot's own profile", error: Box::new(e) })?;
     if profile.username != bot.username {
         return Err(RegistrationError::Mismatch(format!(
             "username {:?} does not match the platform, which knows bot {} as @{}",
@@ -175,7 +175,7 @@ fn register(platform: &dyn PlatformPort, bot: &BotConfig, store: &Store) -> Resu
     req.device = protobuf::MessageField::some(keys);
     let resp = platform
         .register_bot_device(&req)
-        .map_err(|error| RegistrationError::Platform { what: "the platform refused to register this gateway as a device", error })?;
+        .map_err(|e| RegistrationError::Platform { what: "the platform refused to register this gateway as a device", error: Box::new(e) })?;
     if resp.bot_user_id != bot.compat_user_id {
         return Err(RegistrationError::Mismatch(format!(
             "the token belongs to bot {}, but compat_user_id is {}",

@@ -170,7 +170,7 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
             return response::json_response(200, &backend.given_up());
         }
         if path.starts_with("/bot") || path.starts_with("/file/bot") {
-            return response::error(&ApiError::not_found(&format!(
+            return response::error(&ApiError::not_found(format!(
                 "this is the extensions listener (/healthz, /metrics, /outbox/given-up); the Bot API is served on http://{bot_api}"
             )));
         }

@@ -57,6 +57,8 @@ pub struct StreamedFile {
     state: Mutex<Streamed>,
 }
 
+/// (One per file part of a request, behind its mutex: the pending upload's size does not matter.)
+#[allow(clippy::large_enum_variant)]
 enum Streamed {
     Pending(PendingUpload),
     Stored(StoredFile),

@@ -45,7 +45,7 @@ pub enum GroupError {
     /// The bot's store failed, or refused what the step would have written.
     Store(StoreError),
     /// A platform call failed: which call, for which group, and its status.
-    Platform { call: &'static str, group: String, error: grpcio::Error },
+    Platform { call: &'static str, group: String, error: Box<grpcio::Error> },
     /// The platform answered something this device cannot accept.
     Refused(String),
 }
@@ -53,7 +53,7 @@ pub enum GroupError {
 impl GroupError {
     /// A failed platform call about `group_id`.
     fn platform(call: &'static str, group_id: &[u8], error: grpcio::Error) -> GroupError {
-        GroupError::Platform { call, group: short_id(group_id), error }
+        GroupError::Platform { call, group: short_id(group_id), error: Box::new(error) }
     }
 }
 
