@@ -21,6 +21,7 @@ use super::metrics::BotMetrics;
 use super::store::{chats, files, groups as groups_store, queue, Result as StoreResult, StoreError};
 use super::keyboard;
 use super::groups;
+use super::port::StepError;
 use super::updates;
 use crate::backoff::Backoff;
 use crate::wire::rpc;
@@ -372,40 +373,17 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
 }
 
 
-/// Why a prekey upkeep step failed (it is tried again later).
-#[derive(Debug)]
-pub enum UpkeepError {
-    Store(StoreError),
-    /// UploadPrekeys failed: its status.
-    Platform(grpcio::Error),
-}
-
-impl std::fmt::Display for UpkeepError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            UpkeepError::Store(e) => write!(f, "store: {e}"),
-            UpkeepError::Platform(e) => write!(f, "UploadPrekeys: {}", rpc::text(e)),
-        }
-    }
-}
-
-impl From<StoreError> for UpkeepError {
-    fn from(e: StoreError) -> Self {
-        UpkeepError::Store(e)
-    }
-}
-
 /// Tops the platform's stock of this device's one-time prekeys back up.
-pub fn replenish_prekeys(shared: &BotShared) -> Result<(), UpkeepError> {
+pub fn replenish_prekeys(shared: &BotShared) -> Result<(), StepError> {
     let p = &shared.platform;
-    let remaining = p.upload_prekeys(&UploadPrekeysRequest::new()).map_err(UpkeepError::Platform)?.one_time_prekeys_remaining;
+    let remaining = p.upload_prekeys(&UploadPrekeysRequest::new()).map_err(|e| StepError::platform("UploadPrekeys", e))?.one_time_prekeys_remaining;
     let fresh = shared.store.write(move |c| Ok(e2e::replenish_one_time_prekeys(c, remaining)?))?;
     if fresh.is_empty() {
         return Ok(());
     }
     let mut req = UploadPrekeysRequest::new();
     req.one_time_prekeys = fresh;
-    p.upload_prekeys(&req).map_err(UpkeepError::Platform)?;
+    p.upload_prekeys(&req).map_err(|e| StepError::platform("UploadPrekeys", e))?;
     Ok(())
 }
 
@@ -446,7 +424,7 @@ impl SignedPrekeyUpkeep {
 
 /// Replaces the signed prekey when it is due and publishes the new one; with `publish`, the
 /// current one is published when none is due.
-fn rotate_signed_prekey(shared: &BotShared, publish: bool) -> Result<(), UpkeepError> {
+fn rotate_signed_prekey(shared: &BotShared, publish: bool) -> Result<(), StepError> {
     let schedule = e2e::SignedPrekeySchedule::DEFAULT;
     let due = shared.store.read(|c| Ok(e2e::signed_prekey_due(c, &schedule)?))?;
     let key = if due {
@@ -464,7 +442,7 @@ fn rotate_signed_prekey(shared: &BotShared, publish: bool) -> Result<(), UpkeepE
     };
     let mut req = UploadPrekeysRequest::new();
     req.signed_prekey = protobuf::MessageField::some(key);
-    shared.platform.upload_prekeys(&req).map_err(UpkeepError::Platform)?;
+    shared.platform.upload_prekeys(&req).map_err(|e| StepError::platform("UploadPrekeys", e))?;
     Ok(())
 }
 

@@ -20,7 +20,8 @@ use rusqlite::Connection;
 
 use super::metrics::BotMetrics;
 use super::runtime::{unix_now, BotShared, SendFailure, Sent};
-use super::groups::{self as group_send, GroupError, GroupSend};
+use super::groups::{self as group_send, GroupSend};
+use super::port::StepError;
 use super::store::{groups, outbox, Store, StoreError};
 use crate::backoff::Backoff;
 use crate::e2e;
@@ -45,7 +46,7 @@ enum SendError {
     /// The platform did not answer (network, deadline) or refused a call.
     Platform(String),
     /// A group message's step failed (the platform unanswered, or the store).
-    Group(GroupError),
+    Group(StepError),
     /// The platform answered, and a group message must wait (its epoch moved on, removals were
     /// due) while the inbox catches up.
     Later(String),

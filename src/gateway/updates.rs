@@ -18,7 +18,7 @@ use super::botapi::types::{
 };
 use super::botapi::members::{self, AdminRights, MemberStatus, MemberView};
 use super::store::{chats, files, groups, inline, polls, queue, Result as StoreResult, StoreError};
-use crate::wire::invalid::{invalid, Invalid};
+use crate::wire::Invalid;
 use crate::wire::platform::{join_request, GroupMember, GroupRole, InviteLink, JoinRequest, MembershipChange, Profile};
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::reaction_type::Kind as ReactionKind;
@@ -50,10 +50,10 @@ const MAX_KIND_NAME: usize = 64;
 /// list only refuses what no SDK sends: more than 100 names, or an empty or overlong one.
 pub fn validate_kinds(list: &[String]) -> Result<(), Invalid> {
     if list.len() > MAX_ALLOWED_NAMES {
-        return invalid(format!("allowed_updates may name at most {MAX_ALLOWED_NAMES} update types, got {}", list.len()));
+        return Err(Invalid::new(format!("allowed_updates may name at most {MAX_ALLOWED_NAMES} update types, got {}", list.len())));
     }
     match list.iter().find(|k| k.is_empty() || k.len() > MAX_KIND_NAME) {
-        Some(k) => invalid(format!("allowed_updates names must be 1 to {MAX_KIND_NAME} bytes, got {} bytes", k.len())),
+        Some(k) => Err(Invalid::new(format!("allowed_updates names must be 1 to {MAX_KIND_NAME} bytes, got {} bytes", k.len()))),
         None => Ok(()),
     }
 }

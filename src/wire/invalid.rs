@@ -35,8 +35,3 @@ impl std::ops::Deref for Invalid {
         &self.0
     }
 }
-
-/// `Err(Invalid)` from a sentence: `Err(format!(…))` in a rule reads `invalid(format!(…))`.
-pub fn invalid<T>(why: impl Into<String>) -> Result<T, Invalid> {
-    Err(Invalid(why.into()))
-}

@@ -6,7 +6,7 @@
 use protobuf::Message as _;
 use rusqlite::Connection;
 
-use super::GroupError;
+use crate::gateway::port::StepError;
 use crate::clock::unix_now;
 use crate::crypto;
 use crate::e2e::group::{self as mls_group, CommitOut};
@@ -33,7 +33,7 @@ pub(super) fn commit(
     shared: &BotShared,
     gid: &[u8],
     make: impl FnOnce(&Connection) -> StoreResult<Option<(CommitOut, bool)>> + Send + 'static,
-) -> Result<CommitAnswer, GroupError> {
+) -> Result<CommitAnswer, StepError> {
     let g = gid.to_vec();
     let pending = shared.store.write(move |c| {
         if let Some(p) = groups::pending_commit(c, &g)? {
@@ -61,10 +61,10 @@ pub(super) fn commit(
 
 /// Sends a recorded commit (again) and records the answer: merged when accepted, discarded
 /// when refused. A failed call leaves it recorded for the next try.
-fn settle(shared: &BotShared, gid: &[u8], p: PendingCommit) -> Result<CommitAnswer, GroupError> {
+fn settle(shared: &BotShared, gid: &[u8], p: PendingCommit) -> Result<CommitAnswer, StepError> {
     let req = SendGroupMessageRequest::parse_from_bytes(&p.request)
         .map_err(|e| StoreError::Corrupt(format!("stored commit of group {}: {e}", mls_group::short_id(gid))))?;
-    let resp = shared.platform.send_group_message(&req).map_err(|e| GroupError::platform("SendGroupMessage (a commit)", gid, e))?;
+    let resp = shared.platform.send_group_message(&req).map_err(|e| StepError::group_call("SendGroupMessage (a commit)", gid, e))?;
     let accepted = resp.status.enum_value_or_default() == GroupStatus::OK;
     let (g, cmid, external) = (gid.to_vec(), p.client_message_id, p.external);
     shared.store.write(move |c| {
@@ -84,7 +84,7 @@ fn settle(shared: &BotShared, gid: &[u8], p: PendingCommit) -> Result<CommitAnsw
 /// Before the inbox processes a group's messages: a commit of ours still awaiting its answer
 /// (a lost reply, a crash) is settled first, or the messages of the epoch it started would not
 /// open. `Err` when one could not be settled (the platform unreachable): the batch must wait.
-pub fn settle_pending(shared: &BotShared, envelopes: &[InboxEnvelope]) -> Result<(), GroupError> {
+pub fn settle_pending(shared: &BotShared, envelopes: &[InboxEnvelope]) -> Result<(), StepError> {
     let mut seen: Vec<&[u8]> = Vec::new();
     for d in envelopes.iter().filter_map(|e| e.group.as_ref()) {
         let gid = d.group_id.as_slice();

@@ -4,7 +4,7 @@
 //! Welcome.
 
 use super::commit::{commit, CommitAnswer};
-use super::GroupError;
+use crate::gateway::port::StepError;
 use crate::clock::unix_now;
 use crate::e2e::group as mls_group;
 use crate::gateway::runtime::BotShared;
@@ -45,7 +45,7 @@ pub fn join_invited(shared: &BotShared) {
 }
 
 /// Joins one group, or leaves it when the bot lacks the capability.
-fn join(shared: &BotShared, group: &GroupChat, capabilities: &str) -> Result<(), GroupError> {
+fn join(shared: &BotShared, group: &GroupChat, capabilities: &str) -> Result<(), StepError> {
     let p = &shared.platform;
     let gid = group.group_id.clone();
     let needed = if group.kind == "channel" { "channels" } else { "groups" };
@@ -57,13 +57,13 @@ fn join(shared: &BotShared, group: &GroupChat, capabilities: &str) -> Result<(),
             group.title
         );
         let req = GroupRequest { group_id: gid.clone(), ..Default::default() };
-        p.leave_group(&req).map_err(|e| GroupError::platform("LeaveGroup", &gid, e))?;
+        p.leave_group(&req).map_err(|e| StepError::group_call("LeaveGroup", &gid, e))?;
         let g = gid.clone();
         return Ok(shared.store.write(move |c| groups::set_status(c, &g, Membership::Gone, unix_now()))?);
     }
     for _ in 0..JOIN_TRIES {
         let req = GroupRequest { group_id: gid.clone(), ..Default::default() };
-        let info = p.get_group_info(&req).map_err(|e| GroupError::platform("GetGroupInfo", &gid, e))?.group_info;
+        let info = p.get_group_info(&req).map_err(|e| StepError::group_call("GetGroupInfo", &gid, e))?.group_info;
         let expected = gid.clone();
         let answer = commit(shared, &gid, move |c| {
             let (joined, out) = mls_group::join_external(c, &info)?;
@@ -81,11 +81,11 @@ fn join(shared: &BotShared, group: &GroupChat, capabilities: &str) -> Result<(),
             CommitAnswer::Refused(r) => {
                 let g = gid.clone();
                 shared.store.write(move |c| groups::set_status(c, &g, Membership::Gone, unix_now()))?;
-                return Err(GroupError::Refused(format!("the platform refused the join: {}", r.error)));
+                return Err(StepError::Refused(format!("the platform refused the join: {}", r.error)));
             }
         }
     }
-    Err(GroupError::Refused(format!("the group kept moving on ({JOIN_TRIES} tries)")))
+    Err(StepError::Refused(format!("the group kept moving on ({JOIN_TRIES} tries)")))
 }
 
 /// How many unused key packages the platform should hold for this device (members adding the
@@ -99,9 +99,9 @@ pub fn keep_key_packages(shared: &BotShared) {
     }
 }
 
-fn top_up_key_packages(shared: &BotShared) -> Result<(), GroupError> {
+fn top_up_key_packages(shared: &BotShared) -> Result<(), StepError> {
     let p = &shared.platform;
-    let failed = |e| GroupError::platform("UploadKeyPackages", &[], e);
+    let failed = |e| StepError::platform("UploadKeyPackages", e);
     let remaining = p.upload_key_packages(&KeyPackagesUpload::new()).map_err(failed)?.remaining;
     if remaining >= KEY_PACKAGE_TARGET / 2 {
         return Ok(());

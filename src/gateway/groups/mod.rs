@@ -21,11 +21,6 @@
 //!   first: the ciphertext is dropped (never resent for a stale epoch) and the message is
 //!   encrypted again later; REMOVALS_PENDING makes this device commit those removals first.
 
-use std::fmt;
-
-use super::store::StoreError;
-use crate::e2e::group::short_id;
-
 mod commit;
 mod import;
 mod join;
@@ -38,37 +33,3 @@ pub use commit::{commit_removals, removals_by, settle_pending};
 pub use import::import;
 pub use join::{join_invited, keep_key_packages};
 pub use send::{send, GroupSend};
-
-/// Why a group step failed (it is tried again later: nothing of it was half done).
-#[derive(Debug)]
-pub enum GroupError {
-    /// The bot's store failed, or refused what the step would have written.
-    Store(StoreError),
-    /// A platform call failed: which call, for which group, and its status.
-    Platform { call: &'static str, group: String, error: Box<grpcio::Error> },
-    /// The platform answered something this device cannot accept.
-    Refused(String),
-}
-
-impl GroupError {
-    /// A failed platform call about `group_id`.
-    fn platform(call: &'static str, group_id: &[u8], error: grpcio::Error) -> GroupError {
-        GroupError::Platform { call, group: short_id(group_id), error: Box::new(error) }
-    }
-}
-
-impl fmt::Display for GroupError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GroupError::Store(e) => write!(f, "store: {e}"),
-            GroupError::Platform { call, group, error } => write!(f, "{call} (group {group}): {}", crate::wire::rpc::text(error)),
-            GroupError::Refused(why) => f.write_str(why),
-        }
-    }
-}
-
-impl From<StoreError> for GroupError {
-    fn from(e: StoreError) -> GroupError {
-        GroupError::Store(e)
-    }
-}

@@ -6,7 +6,7 @@
 use protobuf::Message as _;
 
 use super::commit::commit;
-use super::GroupError;
+use crate::gateway::port::StepError;
 use crate::clock::unix_now;
 use crate::e2e::group as mls_group;
 use crate::gateway::history::record_in_history;
@@ -33,7 +33,7 @@ pub enum GroupSend {
 }
 
 /// Gives `entry` up in a writer job: recorded, removed; `Withdrawn` when its caller was first.
-fn give_up(shared: &BotShared, entry: &outbox::OutboxEntry, failure: SendFailure) -> Result<GroupSend, GroupError> {
+fn give_up(shared: &BotShared, entry: &outbox::OutboxEntry, failure: SendFailure) -> Result<GroupSend, StepError> {
     let (e, reason) = (entry.clone(), failure.reason().to_string());
     let record = shared.store.write(move |c| outbox::give_up(c, &e, &reason, unix_now()))?;
     Ok(record.map_or(GroupSend::Withdrawn, |r| GroupSend::GaveUp(r, failure)))
@@ -42,7 +42,7 @@ fn give_up(shared: &BotShared, entry: &outbox::OutboxEntry, failure: SendFailure
 /// Sends one outbox message to a group: signs its keyboard (with a reserved message id) and
 /// encrypts it, committed first, unless a ciphertext of the current attempt is recorded; sends;
 /// records the answer.
-pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend, GroupError> {
+pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend, StepError> {
     let (id, chat_id) = (entry.id, entry.chat_id);
     let group = shared.store.read(move |c| groups::by_chat_id(c, chat_id))?;
     let Some(group) = group.filter(|g| g.status == Membership::Member) else {
@@ -80,7 +80,7 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
             Ok(Some(req))
         })?;
     let Some(req) = req else { return Ok(GroupSend::Withdrawn) };
-    let resp = shared.platform.send_group_message(&req).map_err(|e| GroupError::platform("SendGroupMessage", &req.group_id, e))?;
+    let resp = shared.platform.send_group_message(&req).map_err(|e| StepError::group_call("SendGroupMessage", &req.group_id, e))?;
     let bot_user_id = shared.compat_user_id;
     match resp.status.enum_value_or_default() {
         GroupStatus::OK => {
@@ -115,7 +115,7 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
 
 /// Drops the recorded ciphertext of an outbox message the platform did not take, so that the
 /// next try encrypts it anew (in the epoch the inbox has reached by then).
-fn encrypt_again_later(shared: &BotShared, id: i64, why: &'static str) -> Result<(), GroupError> {
+fn encrypt_again_later(shared: &BotShared, id: i64, why: &'static str) -> Result<(), StepError> {
     Ok(shared.store.write(move |c| {
         outbox::set_group_sealed(c, id, None)?;
         outbox::note_failure(c, id, why)
@@ -124,7 +124,7 @@ fn encrypt_again_later(shared: &BotShared, id: i64, why: &'static str) -> Result
 
 /// The message id (and date) the platform reserves in a group for one client message id, so
 /// that a keyboard's signed context can name it; `Ok(Err(why))` when the platform refuses.
-fn reserve_id(shared: &BotShared, group_id: &[u8], cmid: &str) -> Result<Result<(u64, i64), Invalid>, GroupError> {
+fn reserve_id(shared: &BotShared, group_id: &[u8], cmid: &str) -> Result<Result<(u64, i64), Invalid>, StepError> {
     let req = ReserveMessageIdsRequest {
         reservations: vec![MessageIdReservation {
             client_message_id: cmid.to_string(),
@@ -133,7 +133,7 @@ fn reserve_id(shared: &BotShared, group_id: &[u8], cmid: &str) -> Result<Result<
         }],
         ..Default::default()
     };
-    let resp = shared.platform.reserve_message_ids(&req).map_err(|e| GroupError::platform("ReserveMessageIds", group_id, e))?;
-    let r = resp.ids.into_iter().next().ok_or_else(|| GroupError::Refused("the platform answered no reservation".into()))?;
+    let resp = shared.platform.reserve_message_ids(&req).map_err(|e| StepError::group_call("ReserveMessageIds", group_id, e))?;
+    let r = resp.ids.into_iter().next().ok_or_else(|| StepError::Refused("the platform answered no reservation".into()))?;
     Ok(if r.message_id != 0 { Ok((r.message_id, r.date)) } else { Err(Invalid(r.error)) })
 }

@@ -1,6 +1,7 @@
 //! An in-memory platform for unit tests: each call is recorded, and answered by what the test
 //! scripted for it: first a queued one-time answer, then a standing handler, else UNAVAILABLE
-//! (as an unreachable platform would answer). The Inbox stream delivers what the test pushes.
+//! (as an unreachable platform would answer; the Inbox stream too). File transfers are refused
+//! (UNIMPLEMENTED): the fake holds no files.
 //!
 //! It holds no state of its own: a test plays the platform, honest or not, by its answers.
 
@@ -36,7 +37,6 @@ pub struct FakePlatform {
     calls: Mutex<Vec<Call>>,
     queued: Mutex<HashMap<&'static str, VecDeque<Reply<Vec<u8>>>>>,
     handlers: Mutex<HashMap<&'static str, Handler>>,
-    inbox: Mutex<Vec<InboxEnvelope>>,
 }
 
 impl FakePlatform {
@@ -63,11 +63,6 @@ impl FakePlatform {
         self.handlers.lock().unwrap().insert(method, handler);
     }
 
-    /// Every call of `method` refuses with `code` and `message`.
-    pub fn refuse_always(&self, method: &'static str, code: RpcStatusCode, message: &'static str) {
-        self.handlers.lock().unwrap().insert(method, Box::new(move |_| Err(refusal(code, message))));
-    }
-
     /// The calls made so far, in order.
     pub fn calls(&self) -> Vec<Call> {
         self.calls.lock().unwrap().clone()
@@ -76,11 +71,6 @@ impl FakePlatform {
     /// The calls of one method so far.
     pub fn calls_of(&self, method: &str) -> Vec<Call> {
         self.calls().into_iter().filter(|c| c.method == method).collect()
-    }
-
-    /// Envelopes the next Inbox stream delivers (then it ends).
-    pub fn push_inbox(&self, envelope: InboxEnvelope) {
-        self.inbox.lock().unwrap().push(envelope);
     }
 
     fn call<Q: Message, M: Message>(&self, method: &'static str, req: &Q) -> Reply<M> {
@@ -106,8 +96,7 @@ macro_rules! fake_calls {
             })*
 
             fn inbox(&self) -> Reply<InboxStream> {
-                let envelopes: Vec<_> = self.inbox.lock().unwrap().drain(..).map(Ok).collect();
-                Ok(Box::pin(futures::stream::iter(envelopes)))
+                Err(refusal(RpcStatusCode::UNAVAILABLE, "fake platform: no Inbox stream"))
             }
 
             fn file_transfers(&self) -> Reply<&Platform> {

@@ -11,8 +11,10 @@
 
 use std::pin::Pin;
 
+use crate::e2e::group::short_id;
+use crate::gateway::store::StoreError;
 use crate::wire::platform::*;
-use crate::wire::Platform;
+use crate::wire::{rpc, Platform};
 
 pub mod grpc;
 
@@ -99,4 +101,45 @@ unary_calls!(port_trait);
 /// A refusal as the platform words one: its status code and message.
 pub fn refusal(code: grpcio::RpcStatusCode, message: impl Into<String>) -> grpcio::Error {
     grpcio::Error::RpcFailure(grpcio::RpcStatus::with_message(code, message.into()))
+}
+
+/// Why a thread's step that calls the platform failed (a group step, a prekey or key package
+/// top-up): it is tried again later, and nothing of it was half done.
+#[derive(Debug)]
+pub enum StepError {
+    /// The bot's store failed, or refused what the step would have written.
+    Store(StoreError),
+    /// A platform call failed: which call, the group it was about (if any), and its status.
+    Platform { call: &'static str, group: Option<String>, error: Box<grpcio::Error> },
+    /// The platform answered something this device cannot accept.
+    Refused(String),
+}
+
+impl StepError {
+    /// A failed platform call.
+    pub fn platform(call: &'static str, error: grpcio::Error) -> StepError {
+        StepError::Platform { call, group: None, error: Box::new(error) }
+    }
+
+    /// A failed platform call about the group `group_id`.
+    pub fn group_call(call: &'static str, group_id: &[u8], error: grpcio::Error) -> StepError {
+        StepError::Platform { call, group: Some(short_id(group_id)), error: Box::new(error) }
+    }
+}
+
+impl std::fmt::Display for StepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StepError::Store(e) => write!(f, "store: {e}"),
+            StepError::Platform { call, group: Some(group), error } => write!(f, "{call} (group {group}): {}", rpc::text(error)),
+            StepError::Platform { call, group: None, error } => write!(f, "{call}: {}", rpc::text(error)),
+            StepError::Refused(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<StoreError> for StepError {
+    fn from(e: StoreError) -> StepError {
+        StepError::Store(e)
+    }
 }
