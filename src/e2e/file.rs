@@ -4,9 +4,10 @@
 //! [`download_verified`] releases plaintext only once everything has been verified.
 //!
 //! Here rather than in `client`, because the gateway needs it too and must not depend on the
-//! user client; it is the one part of `e2e` that talks to the platform itself, because a file
-//! is streamed, never held in memory, so the caller cannot hand bytes in and out the way it
-//! does for envelopes. The key, the digest and its algorithm returned by an upload are what
+//! user client; it is the one part of `e2e` that talks to the platform itself (through a
+//! [`FileTransport`]: the gRPC channel, or the gateway's fake platform in tests), because a
+//! file is streamed, never held in memory, so the caller cannot hand bytes in and out the way
+//! it does for envelopes. The key, the digest and its algorithm returned by an upload are what
 //! the end-to-end message carries to the recipient ([`UploadedFile::to_media`],
 //! [`FileSource::of`]).
 //!
@@ -26,10 +27,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::time::Duration;
 
-use futures::{SinkExt, StreamExt};
-use grpcio::WriteFlags;
+use futures::StreamExt;
 
 use crate::crypto::file::{
     self as file_crypto, CiphertextHash, Decryptor, DigestAlgorithm, FileCryptoError, FileDigest, FileKey, MAX_CIPHERTEXT_LEN,
@@ -37,13 +36,12 @@ use crate::crypto::file::{
 use crate::wire::e2e::media::DigestAlgorithm as WireDigestAlgorithm;
 use crate::wire::e2e::media::Kind as WireMediaKind;
 use crate::wire::e2e::Media;
-use crate::wire::connect::Platform;
 use crate::wire::platform as pb;
+
+pub use super::file_transport::{ChunkStream, FileTransport, UploadCall, TRANSFER_TIMEOUT};
 
 /// Ciphertext bytes per `FileChunk` sent (the platform accepts up to 256 KiB).
 const UPLOAD_CHUNK: usize = 256 * 1024;
-/// Deadline of one transfer: 50 MiB over a slow link, not a stuck call for ever.
-pub const TRANSFER_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// A file stored on the platform, and what its recipients need to read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -302,10 +300,9 @@ impl Write for ChunkSender {
 
 /// The sending thread: each queued piece as one chunk of the call, until the queue closes;
 /// stops at the first refusal (the platform has answered, and its status is the real error).
-fn send_queued(sink: &mut grpcio::ClientCStreamSender<pb::FileChunk>, queue: crossbeam_channel::Receiver<Vec<u8>>) -> grpcio::Result<()> {
+fn send_queued(call: &mut dyn UploadCall, queue: crossbeam_channel::Receiver<Vec<u8>>) -> grpcio::Result<()> {
     for data in queue {
-        let chunk = pb::FileChunk { data, last: false, ..Default::default() };
-        futures::executor::block_on(sink.send((chunk, WriteFlags::default())))?;
+        call.send(pb::FileChunk { data, last: false, ..Default::default() })?;
     }
     Ok(())
 }
@@ -313,7 +310,7 @@ fn send_queued(sink: &mut grpcio::ClientCStreamSender<pb::FileChunk>, queue: cro
 /// Encrypts `input` under a fresh key while streaming the ciphertext to the platform; returns
 /// the reference, the key, the digest and the sizes. Over `crypto::file::MAX_PLAINTEXT_LEN`
 /// fails with `TooLarge` and the platform keeps nothing.
-pub fn upload_encrypted(platform: &Platform, input: impl Read) -> Result<UploadedFile, FileError> {
+pub fn upload_encrypted(platform: &dyn FileTransport, input: impl Read) -> Result<UploadedFile, FileError> {
     begin_upload(platform, input)?.commit()
 }
 
@@ -323,8 +320,7 @@ pub fn upload_encrypted(platform: &Platform, input: impl Read) -> Result<Uploade
 /// this way while it reads the body, so encrypting, sending and storing overlap, and commits
 /// it when a method uses the part.
 pub struct PendingUpload {
-    sink: grpcio::ClientCStreamSender<pb::FileChunk>,
-    receiver: grpcio::ClientCStreamReceiver<pb::UploadFileResponse>,
+    call: Box<dyn UploadCall>,
     /// The final piece of ciphertext (fewer than `UPLOAD_CHUNK` bytes, maybe none).
     rest: Vec<u8>,
     pub encrypted: file_crypto::EncryptedFile,
@@ -333,8 +329,8 @@ pub struct PendingUpload {
 /// Encrypts `input` under a fresh key while streaming all of the ciphertext but its final
 /// piece to the platform. Over `MAX_PLAINTEXT_LEN` fails with `TooLarge` (the call is
 /// cancelled); a platform refusal fails with its status.
-pub fn begin_upload(platform: &Platform, input: impl Read) -> Result<PendingUpload, FileError> {
-    let (mut sink, receiver) = platform.client.upload_file(platform.opt_with_timeout(Some(TRANSFER_TIMEOUT)))?;
+pub fn begin_upload(platform: &dyn FileTransport, input: impl Read) -> Result<PendingUpload, FileError> {
+    let mut call = platform.upload_file()?;
     let (queue, queued) = crossbeam_channel::bounded(SEND_QUEUE);
     let mut chunks = ChunkSender { queue, buf: Vec::with_capacity(UPLOAD_CHUNK) };
     let number = TRANSFERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
@@ -342,7 +338,7 @@ pub fn begin_upload(platform: &Platform, input: impl Read) -> Result<PendingUplo
     let (encrypted, sent, rest) = std::thread::scope(|scope| {
         let sender = std::thread::Builder::new()
             .name(format!("file-send#{number}"))
-            .spawn_scoped(scope, || send_queued(&mut sink, queued))
+            .spawn_scoped(scope, || send_queued(call.as_mut(), queued))
             .map_err(FileError::Io)?;
         let encrypted = file_crypto::encrypt(input, &mut chunks);
         let ChunkSender { queue, buf: rest } = chunks;
@@ -351,12 +347,12 @@ pub fn begin_upload(platform: &Platform, input: impl Read) -> Result<PendingUplo
         Ok::<_, FileError>((encrypted, sent, rest))
     })?;
     match (encrypted, sent) {
-        (Ok(encrypted), Ok(())) => Ok(PendingUpload { sink, receiver, rest, encrypted }),
+        (Ok(encrypted), Ok(())) => Ok(PendingUpload { call, rest, encrypted }),
         // The call ended on the platform's side: its status says why.
-        (_, Err(e)) => Err(FileError::Rpc(futures::executor::block_on(receiver).err().unwrap_or(e))),
-        // Dropping the unclosed sink cancels the call, so the platform stores nothing.
+        (_, Err(e)) => Err(FileError::Rpc(call.answer().err().unwrap_or(e))),
+        // Dropping the unclosed call cancels it, so the platform stores nothing.
         (Err(e), Ok(())) => {
-            drop(sink);
+            drop(call);
             Err(FileError::Crypto(e))
         }
     }
@@ -366,14 +362,13 @@ impl PendingUpload {
     /// Sends the final piece and waits for the platform to store the file; its answer is
     /// checked against the ciphertext's length.
     pub fn commit(self) -> Result<UploadedFile, FileError> {
-        let PendingUpload { mut sink, receiver, rest, encrypted } = self;
-        let chunk = pb::FileChunk { data: rest, last: true, ..Default::default() };
-        if let Err(e) = futures::executor::block_on(sink.send((chunk, WriteFlags::default()))) {
+        let PendingUpload { mut call, rest, encrypted } = self;
+        if let Err(e) = call.send(pb::FileChunk { data: rest, last: true, ..Default::default() }) {
             // Refused: the platform has answered, and its status is the real error.
-            return Err(FileError::Rpc(futures::executor::block_on(receiver).err().unwrap_or(e)));
+            return Err(FileError::Rpc(call.answer().err().unwrap_or(e)));
         }
-        futures::executor::block_on(sink.close())?;
-        let resp = futures::executor::block_on(receiver)?;
+        call.close()?;
+        let resp = call.answer()?;
         if resp.size != encrypted.ciphertext_len {
             return Err(FileError::Crypto(FileCryptoError::Io(io::Error::other(format!(
                 "the platform stored {} bytes of a {}-byte upload",
@@ -396,10 +391,10 @@ impl PendingUpload {
 /// Any failure (platform error, broken stream, wrong digest, a chunk that does not
 /// authenticate, a missing FINAL chunk) returns an error, and no plaintext byte has been
 /// produced.
-pub fn download_verified(platform: &Platform, source: &FileSource, tmp_dir: &Path) -> Result<VerifiedFile, FileError> {
+pub fn download_verified(platform: &dyn FileTransport, source: &FileSource, tmp_dir: &Path) -> Result<VerifiedFile, FileError> {
     let FileSource { file_ref, key, digest } = source;
     let req = pb::DownloadFileRequest { file_ref: file_ref.clone(), ..Default::default() };
-    let mut stream = platform.client.download_file(&req, platform.opt_with_timeout(Some(TRANSFER_TIMEOUT)))?;
+    let mut stream = platform.download_file(&req)?;
     let ciphertext = unlinked_private_file(tmp_dir)?;
 
     // One pass over the stream, on two threads: a scoped receiving thread keeps each chunk
@@ -437,15 +432,12 @@ const RECEIVE_QUEUE: usize = 4;
 
 /// The receiving thread of a download: the whole stream into `file` and the digest, each chunk
 /// then handed to the verifier. `Err(None)`: the verifier hung up first.
-fn receive<S>(
-    stream: &mut S,
+fn receive(
+    stream: &mut ChunkStream,
     file: File,
     algorithm: DigestAlgorithm,
     chunks: crossbeam_channel::Sender<Vec<u8>>,
-) -> Result<(File, FileDigest), Option<FileError>>
-where
-    S: futures::Stream<Item = grpcio::Result<pb::FileChunk>> + Unpin,
-{
+) -> Result<(File, FileDigest), Option<FileError>> {
     let mut file = BufWriter::new(file);
     let mut hash = CiphertextHash::new(algorithm);
     let mut received = 0u64;

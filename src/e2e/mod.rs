@@ -26,6 +26,8 @@
 //! # Contents
 //! - `file`: encrypted files over the platform (`upload_encrypted`, `download_verified`); the
 //!   one module here that calls the platform itself, because a file is streamed, not handed in.
+//! - `file_transport`: the two file calls `file` makes (`FileTransport`: an upload call and a
+//!   chunk stream), for the gRPC channel and the gateway's fake platform.
 //! - `device`: this device's keys (`create_device_keys`, `device_key`, the registration),
 //!   one-time prekey top-up (`replenish_one_time_prekeys`), and signed prekey rotation and its
 //!   schedule (`SignedPrekeySchedule`, `rotate_signed_prekey_if_due`).
@@ -41,6 +43,7 @@
 
 mod device;
 pub mod file;
+mod file_transport;
 pub mod group;
 pub mod inbound;
 mod open;

@@ -1,19 +1,20 @@
 //! An in-memory platform for unit tests: each call is recorded, and answered by what the test
 //! scripted for it: first a queued one-time answer, then a standing handler, else UNAVAILABLE
-//! (as an unreachable platform would answer; the Inbox stream too). File transfers are refused
-//! (UNIMPLEMENTED): the fake holds no files.
+//! (as an unreachable platform would answer; the Inbox stream too).
 //!
-//! It holds no state of its own: a test plays the platform, honest or not, by its answers.
+//! It holds no state of its own but files: a test plays the platform, honest or not, by its
+//! answers. Uploaded files are kept (`stored_file`) and served back by reference; a test can
+//! serve other bytes under a reference (`replace_file`) as a dishonest platform would.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use grpcio::RpcStatusCode;
 use protobuf::Message;
 
 use super::{refusal, unary_calls, InboxStream, PlatformPort, Reply};
+use crate::e2e::file::{ChunkStream, FileTransport, UploadCall};
 use crate::wire::platform::*;
-use crate::wire::Platform;
 
 type Handler = Box<dyn Fn(&[u8]) -> Reply<Vec<u8>> + Send>;
 
@@ -37,7 +38,11 @@ pub struct FakePlatform {
     calls: Mutex<Vec<Call>>,
     queued: Mutex<HashMap<&'static str, VecDeque<Reply<Vec<u8>>>>>,
     handlers: Mutex<HashMap<&'static str, Handler>>,
+    /// Uploaded files (ciphertext) by reference.
+    files: Files,
 }
+
+type Files = Arc<Mutex<HashMap<String, Vec<u8>>>>;
 
 impl FakePlatform {
     pub fn new(device_id: u32) -> FakePlatform {
@@ -73,9 +78,29 @@ impl FakePlatform {
         self.calls().into_iter().filter(|c| c.method == method).collect()
     }
 
-    fn call<Q: Message, M: Message>(&self, method: &'static str, req: &Q) -> Reply<M> {
+    /// The bytes stored under `file_ref` (what reached the platform: ciphertext).
+    pub fn stored_file(&self, file_ref: &str) -> Option<Vec<u8>> {
+        self.files.lock().unwrap().get(file_ref).cloned()
+    }
+
+    /// How many files the platform keeps.
+    pub fn stored_files(&self) -> usize {
+        self.files.lock().unwrap().len()
+    }
+
+    /// From now on serves `bytes` for `file_ref`.
+    pub fn replace_file(&self, file_ref: &str, bytes: Vec<u8>) {
+        self.files.lock().unwrap().insert(file_ref.to_string(), bytes);
+    }
+
+    fn record<Q: Message>(&self, method: &'static str, req: &Q) -> Vec<u8> {
         let request = req.write_to_bytes().expect("encode request");
         self.calls.lock().unwrap().push(Call { method, request: request.clone() });
+        request
+    }
+
+    fn call<Q: Message, M: Message>(&self, method: &'static str, req: &Q) -> Reply<M> {
+        let request = self.record(method, req);
         let queued = self.queued.lock().unwrap().get_mut(method).and_then(|q| q.pop_front());
         let answer = match queued {
             Some(a) => a,
@@ -99,8 +124,8 @@ macro_rules! fake_calls {
                 Err(refusal(RpcStatusCode::UNAVAILABLE, "fake platform: no Inbox stream"))
             }
 
-            fn file_transfers(&self) -> Reply<&Platform> {
-                Err(refusal(RpcStatusCode::UNIMPLEMENTED, "fake platform: no file transfers"))
+            fn files(&self) -> &dyn FileTransport {
+                self
             }
 
             fn device_id(&self) -> u32 {
@@ -110,3 +135,58 @@ macro_rules! fake_calls {
     };
 }
 unary_calls!(fake_calls);
+
+/// Chunks served per download message (the real platform's size).
+const DOWNLOAD_CHUNK: usize = 256 * 1024;
+
+impl FileTransport for FakePlatform {
+    fn upload_file(&self) -> Reply<Box<dyn UploadCall>> {
+        self.record("upload_file", &FileChunk::new());
+        Ok(Box::new(FakeUpload { files: Arc::clone(&self.files), data: Vec::new(), last: false, closed: false }))
+    }
+
+    fn download_file(&self, req: &DownloadFileRequest) -> Reply<ChunkStream> {
+        self.record("download_file", req);
+        let Some(bytes) = self.stored_file(&req.file_ref) else {
+            return Err(refusal(RpcStatusCode::NOT_FOUND, "fake platform: no such file"));
+        };
+        let chunks: Vec<_> =
+            bytes.chunks(DOWNLOAD_CHUNK).map(|data| Ok(FileChunk { data: data.to_vec(), ..Default::default() })).collect();
+        Ok(Box::pin(futures::stream::iter(chunks)))
+    }
+}
+
+/// An upload to the fake: stored under a new reference once closed after its last chunk.
+struct FakeUpload {
+    files: Files,
+    data: Vec<u8>,
+    last: bool,
+    closed: bool,
+}
+
+impl UploadCall for FakeUpload {
+    fn send(&mut self, chunk: FileChunk) -> Reply<()> {
+        if self.last {
+            return Err(refusal(RpcStatusCode::INVALID_ARGUMENT, "fake platform: a chunk after the last one"));
+        }
+        self.data.extend_from_slice(&chunk.data);
+        self.last = chunk.last;
+        Ok(())
+    }
+
+    fn close(&mut self) -> Reply<()> {
+        self.closed = true;
+        Ok(())
+    }
+
+    fn answer(self: Box<Self>) -> Reply<UploadFileResponse> {
+        if !(self.closed && self.last) {
+            return Err(refusal(RpcStatusCode::INVALID_ARGUMENT, "fake platform: the upload ended without its last chunk"));
+        }
+        let mut files = self.files.lock().unwrap();
+        let file_ref = format!("{:064x}", files.len() + 1);
+        let size = self.data.len() as u64;
+        files.insert(file_ref.clone(), self.data);
+        Ok(UploadFileResponse { file_ref, size, ..Default::default() })
+    }
+}

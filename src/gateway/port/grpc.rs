@@ -2,6 +2,7 @@
 //! the default deadline (`wire::Platform`).
 
 use super::{unary_calls, InboxStream, PlatformPort, Reply};
+use crate::e2e::file::FileTransport;
 use crate::wire::platform::*;
 use crate::wire::{Credential, Platform};
 
@@ -33,8 +34,8 @@ macro_rules! grpc_calls {
                 Ok(Box::pin(stream))
             }
 
-            fn file_transfers(&self) -> Reply<&Platform> {
-                Ok(&self.platform)
+            fn files(&self) -> &dyn FileTransport {
+                &self.platform
             }
 
             fn device_id(&self) -> u32 {

@@ -3,18 +3,20 @@
 //!
 //! - `grpc.rs`: the real port, the bot device's gRPC channel to the platform server.
 //! - `fake.rs` (tests only): an in-memory platform whose answers a test scripts, so unit tests
-//!   drive the inbox, outbox, groups and administration code without a server, and can play a
-//!   malicious platform (a forged commit, another group's GroupInfo, a dropped answer).
+//!   drive the inbox, outbox, groups, administration and media code without a server, and can
+//!   play a malicious platform (a forged commit, another group's GroupInfo, a dropped answer,
+//!   a file with other bytes).
 //!
 //! A call answers as gRPC does (`grpcio::Result`): a refusal is a status with its code and
 //! message, so `wire::rpc` reads a fake's refusal exactly as a real one.
 
 use std::pin::Pin;
 
+use crate::e2e::file::FileTransport;
 use crate::e2e::group::short_id;
 use crate::gateway::store::StoreError;
 use crate::wire::platform::*;
-use crate::wire::{rpc, Platform};
+use crate::wire::rpc;
 
 pub mod grpc;
 
@@ -78,7 +80,7 @@ pub(crate) use unary_calls;
 macro_rules! port_trait {
     ($($name:ident($req:ty) -> $resp:ty;)*) => {
         /// The platform, one call per method: the unary calls of `unary_calls!`, the Inbox
-        /// stream, and the channel for file transfers.
+        /// stream, and the file transfers.
         pub trait PlatformPort: Send + Sync {
             $(fn $name(&self, req: &$req) -> Reply<$resp>;)*
 
@@ -86,10 +88,9 @@ macro_rules! port_trait {
             /// platform ends it).
             fn inbox(&self) -> Reply<InboxStream>;
 
-            /// The channel file transfers stream over. They are shared with the user client
-            /// (`e2e::file`) and speak grpcio's streaming calls directly; a port without
-            /// files (the fake) refuses with UNIMPLEMENTED.
-            fn file_transfers(&self) -> Reply<&Platform>;
+            /// Where the media methods upload and download files (`e2e::file`, shared with
+            /// the user client): the gRPC channel, or the fake's files in memory.
+            fn files(&self) -> &dyn FileTransport;
 
             /// This runtime's device number on the platform (0 before registration).
             fn device_id(&self) -> u32;

@@ -297,7 +297,7 @@ pub(super) fn check_album_mix(kinds: &[MediaKind]) -> Result<(), ApiError> {
 /// (the platform stores it when a method uses it: `upload`).
 impl FileIntake for BotShared {
     fn take(&self, part: &mut dyn Read) -> Result<StreamedFile, FileError> {
-        self.platform.file_transfers().map_err(FileError::Rpc).and_then(|p| begin_upload(p, part)).map(StreamedFile::pending).inspect_err(|e| {
+        begin_upload(self.platform.files(), part).map(StreamedFile::pending).inspect_err(|e| {
             if !matches!(e, FileError::Crypto(FileCryptoError::TooLarge)) {
                 log::warn!("bot @{}: streaming an uploaded file to the platform failed: {e}", self.username);
             }
@@ -313,7 +313,7 @@ fn upload(bot: &BotShared, file: &UploadedFile, kind: MediaKind) -> Result<Media
     let uploaded = match &file.streamed {
         // Encrypted and sent while the request was read: the platform only has to keep it.
         Some(streamed) => streamed.store(),
-        None => bot.platform.file_transfers().map_err(FileError::Rpc).and_then(|p| upload_encrypted(p, &file.bytes[..])),
+        None => upload_encrypted(bot.platform.files(), &file.bytes[..]),
     }
     .map_err(|e| transfer_error(bot, "upload", e))?;
     let mime_type = match file.content_type.as_deref().map(str::trim) {
@@ -419,7 +419,7 @@ pub fn download(bot: &BotShared, file_path: &str) -> Result<Download, ApiError> 
     let Some(source) = FileSource::of(m) else {
         return Err(ApiError::internal(format!("stored file {} is malformed", record.file_id)));
     };
-    let verified = bot.platform.file_transfers().map_err(FileError::Rpc).and_then(|p| download_verified(p, &source, bot.store.directory()))
+    let verified = download_verified(bot.platform.files(), &source, bot.store.directory())
         .map_err(|e| transfer_error(bot, "download", e))?;
     let content_type = if m.mime_type.is_empty() { "application/octet-stream".to_string() } else { m.mime_type.clone() };
     Ok(Download {
@@ -477,6 +477,67 @@ mod tests {
         let e = download(&bot, "documents/nope/a.txt").err().expect("unknown");
         assert_eq!(e.status, 404);
         assert!(download(&bot, "").is_err());
+    }
+
+    /// A file sent by the bot: uploaded to the fake platform and issued a file_id.
+    fn sent(bot: &BotShared, plaintext: &[u8]) -> FileRecord {
+        let part = UploadedFile::in_memory("report.txt", None, plaintext.to_vec());
+        let media = upload(bot, &part, MediaKind::Document).expect("upload");
+        bot.store.write(move |c| files::issue(c, &media, 0)).expect("issue")
+    }
+
+    fn downloaded(bot: &BotShared, record: &FileRecord) -> Result<Vec<u8>, ApiError> {
+        let download = download(bot, &file_path(record))?;
+        let mut out = Vec::new();
+        (download.write)(&mut out).expect("write");
+        assert_eq!(download.len, out.len() as u64);
+        Ok(out)
+    }
+
+    #[test]
+    fn a_file_reaches_the_platform_encrypted_and_comes_back_verified() {
+        let (_dir, bot, fake) = crate::gateway::runtime::test_bot_on_fake(crate::gateway::config::DEFAULT_SEND_WAIT);
+        let plaintext: Vec<u8> = b"quarterly figures ".iter().copied().cycle().take(600_000).collect();
+        let record = sent(&bot, &plaintext);
+        assert_eq!(fake.calls_of("upload_file").len(), 1);
+        let stored = fake.stored_file(&record.media.file_ref).expect("the platform keeps the file");
+        assert!(stored.len() as u64 > plaintext.len() as u64, "ciphertext carries tags");
+        assert!(!stored.windows(18).any(|w| w == b"quarterly figures "), "no plaintext reaches the platform");
+        assert_eq!((record.media.mime_type.as_str(), record.media.size), ("text/plain", plaintext.len() as u64));
+        assert_eq!(downloaded(&bot, &record).expect("download"), plaintext);
+        let asked = fake.calls_of("download_file");
+        assert_eq!(asked[0].request::<crate::wire::platform::DownloadFileRequest>().file_ref, record.media.file_ref);
+    }
+
+    #[test]
+    fn a_file_the_platform_changed_or_cut_short_is_refused_before_any_plaintext() {
+        let (_dir, bot, fake) = crate::gateway::runtime::test_bot_on_fake(crate::gateway::config::DEFAULT_SEND_WAIT);
+        let record = sent(&bot, &[7u8; 300_000]);
+        let file_ref = &record.media.file_ref;
+        let honest = fake.stored_file(file_ref).expect("stored");
+        let mut flipped = honest.clone();
+        flipped[1000] ^= 1;
+        for (what, bytes) in [("one bit flipped", flipped), ("cut short", honest[..honest.len() - 100].to_vec())] {
+            fake.replace_file(file_ref, bytes);
+            let e = downloaded(&bot, &record).expect_err(what);
+            assert_eq!(e.status, 502, "{what}: {e}");
+            assert!(e.description.contains("file download failed"), "{what}: {e}");
+        }
+        fake.replace_file(file_ref, honest);
+        assert_eq!(downloaded(&bot, &record).expect("the honest bytes again"), vec![7u8; 300_000]);
+    }
+
+    #[test]
+    fn a_streamed_part_is_kept_only_once_a_method_uses_it() {
+        let (_dir, bot, fake) = crate::gateway::runtime::test_bot_on_fake(crate::gateway::config::DEFAULT_SEND_WAIT);
+        let unused = bot.take(&mut &[1u8; 70_000][..]).expect("stream");
+        drop(unused);
+        let used = bot.take(&mut &[2u8; 70_000][..]).expect("stream");
+        assert_eq!(fake.stored_files(), 0, "nothing is kept while the request is read");
+        let first = used.store().expect("store");
+        assert_eq!(used.store().expect("a part used twice"), first, "one file");
+        assert_eq!((fake.stored_files(), fake.calls_of("upload_file").len()), (1, 2));
+        assert_eq!(first.size, 70_000);
     }
 
     #[test]
