@@ -261,7 +261,11 @@ fn a_member_may_add_the_bot_by_its_key_packages_and_the_bot_leaves_with_leave_ch
         .claim_key_packages(&pb::ClaimKeyPackagesRequest { user_id: bot_id, ..Default::default() }, alice.p.opt())
         .expect("claim");
     assert_eq!(claimed.key_packages.len(), 1, "the runtime's device has key packages: {claimed:?}");
-    let kps: Vec<Vec<u8>> = claimed.key_packages.into_iter().map(|k| k.key_package).collect();
+    let kps: Vec<e2e::group::Claimed> = claimed
+        .key_packages
+        .into_iter()
+        .map(|k| e2e::group::Claimed { user_id: bot_id, device_id: k.device_id, key_package: k.key_package })
+        .collect();
     let out = e2e::group::add(&alice.conn, &gid, &kps).expect("add");
     let r = alice.send(&gid, &out);
     if r.status.enum_value_or_default() == Status::OK {

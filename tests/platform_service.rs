@@ -385,7 +385,7 @@ fn many_messages_arrive_in_order() {
 mod groups {
     use super::*;
     use bot_gateway::crypto::mls;
-    use bot_gateway::e2e::{self, group::CommitOut, group::Received, Registration};
+    use bot_gateway::e2e::{self, group::Claimed, group::CommitOut, group::Received, Registration};
     use pb::group_delivery::Kind;
     use pb::send_group_message_response::Status as GroupStatus;
     use rusqlite::Connection;
@@ -398,9 +398,15 @@ mod groups {
         inbox: Receiver<Item>,
     }
 
+    /// The first key package ClaimKeyPackages handed out for `user_id`, as `e2e::group::add` takes it.
+    fn claimed_of(user_id: u64, claimed: &pb::ClaimKeyPackagesResponse) -> Vec<Claimed> {
+        let k = &claimed.key_packages[0];
+        vec![Claimed { user_id, device_id: k.device_id, key_package: k.key_package.clone() }]
+    }
+
     fn member(server: &RunningServer, anon: &Platform, name: &str) -> Member {
         let mut conn = Connection::open_in_memory().expect("db");
-        conn.execute_batch(e2e::TABLES_V1).expect("e2e tables");
+        e2e::create_all_tables(&conn).expect("e2e tables");
         mls::migrate_storage(&mut conn).expect("openmls tables");
         let identity = IdentityKeyPair::generate();
         let keys = e2e::create_device_keys(&conn, &identity).expect("device keys");
@@ -541,7 +547,7 @@ mod groups {
         let claim = pb::ClaimKeyPackagesRequest { user_id: carol.user_id, ..Default::default() };
         let claimed = alice.p.client.claim_key_packages(&claim, alice.p.opt()).expect("claim");
         assert_eq!(claimed.key_packages.len(), 1);
-        let add = e2e::group::add(&alice.conn, &gid, &[claimed.key_packages[0].key_package.clone()]).expect("add");
+        let add = e2e::group::add(&alice.conn, &gid, &claimed_of(carol.user_id, &claimed)).expect("add");
         let r = send(&alice, &gid, "add-carol", &add);
         assert_eq!((status(&r), r.epoch), (GroupStatus::OK, 2), "{}", r.error);
         e2e::group::commit_accepted(&alice.conn, &gid).expect("merge");
@@ -590,8 +596,8 @@ mod groups {
         for m in [&alice, &bob, &carol] {
             assert_eq!(kind(&next_group(m, &gid).0), Kind::MEMBERSHIP, "dave invited");
         }
-        let by_alice = e2e::group::add(&alice.conn, &gid, &dave_kps[..1]).expect("alice adds dave");
-        let by_bob = e2e::group::add(&bob.conn, &gid, &dave_kps[1..]).expect("bob adds dave");
+        let by_alice = e2e::group::add(&alice.conn, &gid, &Claimed::of(dave.user_id, 1, &dave_kps[..1])).expect("alice adds dave");
+        let by_bob = e2e::group::add(&bob.conn, &gid, &Claimed::of(dave.user_id, 1, &dave_kps[1..])).expect("bob adds dave");
         let (ra, rb) = std::thread::scope(|s| {
             let a = std::thread::Builder::new()
                 .name("race-alice".into())
@@ -631,7 +637,7 @@ mod groups {
         let up = pb::KeyPackagesUpload { key_packages: eve_kps, ..Default::default() };
         eve.p.client.upload_key_packages(&up, eve.p.opt()).expect("upload");
         let claimed = alice.p.client.claim_key_packages(&pb::ClaimKeyPackagesRequest { user_id: eve.user_id, ..Default::default() }, alice.p.opt()).expect("claim");
-        let sneak = e2e::group::add(&alice.conn, &gid, &[claimed.key_packages[0].key_package.clone()]).expect("add");
+        let sneak = e2e::group::add(&alice.conn, &gid, &claimed_of(eve.user_id, &claimed)).expect("add");
         let r = send(&alice, &gid, "sneak", &sneak);
         assert_eq!(status(&r), GroupStatus::REJECTED);
         assert!(r.error.contains("not invited"), "{}", r.error);

@@ -191,7 +191,7 @@ impl BotDevice {
         let secret = crypto::hex_decode_32(&creds.identity_recovery_secret_hex).expect("hex secret");
         let identity = IdentityKeyPair::from_recovery_secret(&secret);
         let conn = Connection::open_in_memory().expect("db");
-        conn.execute_batch(e2e::TABLES_V1).expect("tables");
+        e2e::create_all_tables(&conn).expect("e2e tables");
         let keys = e2e::create_device_keys(&conn, &identity).expect("keys");
         let timestamp = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs() as i64;
         let mut req = RegisterBotDeviceRequest::new();

@@ -177,10 +177,10 @@ impl Profile {
                 claimed.devices_without
             );
         }
-        let packages: Vec<Vec<u8>> = claimed
+        let packages: Vec<mls_group::Claimed> = claimed
             .key_packages
             .into_iter()
-            .map(|k| k.key_package)
+            .map(|k| mls_group::Claimed { user_id: peer.user_id, device_id: k.device_id, key_package: k.key_package })
             .collect();
         if packages.is_empty() {
             return Err(ClientError::Invalid(format!(
@@ -194,11 +194,12 @@ impl Profile {
     }
 
     /// Commits the addition of the devices of `key_packages` (as ClaimKeyPackages hands them
-    /// out, of users the platform admitted); they join from the Welcome.
+    /// out, of users the platform admitted); they join from the Welcome. A key package whose
+    /// leaf this device does not trust, or that names another device, fails it: nothing is sent.
     pub fn add_to_group_by_key_packages(
         &self,
         group: &GroupId,
-        key_packages: &[Vec<u8>],
+        key_packages: &[mls_group::Claimed],
     ) -> Result<()> {
         self.commit_own(group, "adding members", |c| {
             mls_group::add(c, &group.0, key_packages).map(Some)

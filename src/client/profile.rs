@@ -157,6 +157,11 @@ impl Profile {
             secret_hex: crypto::hex_encode(&account.device_secret),
         };
         let platform = Platform::connect(&account.server_url, credential).map_err(ClientError::from)?;
+        let identity = IdentityKeyPair::from_seed(&seed);
+        // A profile from before group leaves carried proof gets its proof here (idempotent).
+        write_txn(&conn, |c| {
+            e2e::leaf::save_own_proof(c, &identity).context(|| format!("recording the device's proof in {}", dir.display()))
+        })?;
         Ok(Profile {
             inbox: RefCell::new(None),
             pending: RefCell::new(VecDeque::new()),
@@ -164,7 +169,7 @@ impl Profile {
             platform,
             dir: dir.to_path_buf(),
             server_url: account.server_url,
-            identity: IdentityKeyPair::from_seed(&seed),
+            identity,
             user_id: account.user_id,
             device_id: account.device_id,
             username: account.username,

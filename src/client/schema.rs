@@ -20,6 +20,9 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 6, sql: &[REPLY_KEYBOARDS_V6] },
     // The texts this profile sent, for edits (`history`).
     Step { version: 7, sql: &[SENT_V6] },
+    // Group leaves carry proof: this device's own, and the identity key pinned per user
+    // (`e2e::leaf`); the profile records its proof when it opens.
+    Step { version: 8, sql: &[e2e::leaf::TABLES] },
 ];
 
 /// Step 2: the processed seqs give way to the one inbound rule of `e2e::inbound`. Envelopes

@@ -4,10 +4,11 @@
 //! the leaf credential that names a device.
 //!
 //! Every leaf of a group is one device. Its BasicCredential identity is
-//! [`credential_identity`] (user id and device id) and its signature key is that device's
-//! Ed25519 device key, which the platform checks against the device's registration; so a
-//! member trusts a leaf as far as it trusts the platform's device list, exactly as for 1:1
-//! sessions. Two runtimes of one bot are two devices with two keys (an external commit
+//! [`credential_identity`]: user id, device id, the account's identity key and the device
+//! certificate by which that key vouches for the leaf's signature key (the device's Ed25519
+//! device key). The platform checks it against the device's registration; every member checks
+//! it against the identity key it pinned for the user (`e2e::leaf`), so the platform cannot
+//! slip in a leaf of its own. Two runtimes of one bot are two devices with two keys (an external commit
 //! removes an older leaf with the same key, so a shared key would make them evict each other).
 
 use std::borrow::{Borrow, BorrowMut};
@@ -56,31 +57,83 @@ pub fn join_config() -> MlsGroupJoinConfig {
         .build()
 }
 
-/// The 12-byte credential identity of a device: user id (u64 BE), device id (u32 BE).
-pub fn credential_identity(user_id: u64, device_id: u32) -> Vec<u8> {
-    let mut id = Vec::with_capacity(12);
+/// What a leaf's credential says about its device: who it is, and the proof that the account
+/// vouches for the leaf's signature key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeafIdentity {
+    pub user_id: u64,
+    pub device_id: u32,
+    /// `None` for a leaf made before leaves carried proof (a 12-byte identity).
+    pub proof: Option<LeafProof>,
+}
+
+/// The account's identity key and its device certificate over the leaf's signature key (the
+/// device key): `crypto::identity::verify_device_certificate` checks one against the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeafProof {
+    pub identity_key: [u8; 32],
+    pub certificate: [u8; 64],
+}
+
+impl LeafIdentity {
+    /// The account identity key that vouches for `signature_key` in this credential; `None`
+    /// when it carries no proof or its certificate does not verify that key. The platform
+    /// compares it with the account's registered key, a member with the key it pinned.
+    pub fn vouching_key(&self, signature_key: &[u8]) -> Option<[u8; 32]> {
+        let proof = self.proof?;
+        super::identity::verify_device_certificate(&proof.identity_key, signature_key, &proof.certificate)
+            .ok()
+            .map(|()| proof.identity_key)
+    }
+}
+
+/// Bytes of a credential identity without proof (user id, device id) and with it.
+const IDENTITY_LEN: usize = 12;
+const PROVEN_IDENTITY_LEN: usize = IDENTITY_LEN + 32 + 64;
+
+/// The credential identity of a device: user id (u64 BE), device id (u32 BE), then the
+/// account's identity key (32 bytes) and the device certificate (64 bytes).
+pub fn credential_identity(user_id: u64, device_id: u32, proof: &LeafProof) -> Vec<u8> {
+    let mut id = Vec::with_capacity(PROVEN_IDENTITY_LEN);
     id.extend_from_slice(&user_id.to_be_bytes());
     id.extend_from_slice(&device_id.to_be_bytes());
+    id.extend_from_slice(&proof.identity_key);
+    id.extend_from_slice(&proof.certificate);
     id
 }
 
-/// The (user id, device id) a credential identity names; `None` for any other shape.
-pub fn parse_credential_identity(identity: &[u8]) -> Option<(u64, u32)> {
-    let user: [u8; 8] = identity.get(..8)?.try_into().ok()?;
-    let device: [u8; 4] = identity.get(8..)?.try_into().ok()?;
-    Some((u64::from_be_bytes(user), u32::from_be_bytes(device)))
+/// What a credential identity says; `None` for any shape but the two of ours.
+pub fn parse_credential_identity(identity: &[u8]) -> Option<LeafIdentity> {
+    if identity.len() != IDENTITY_LEN && identity.len() != PROVEN_IDENTITY_LEN {
+        return None;
+    }
+    let user_id = u64::from_be_bytes(identity[..8].try_into().ok()?);
+    let device_id = u32::from_be_bytes(identity[8..12].try_into().ok()?);
+    let proof = match identity.len() {
+        PROVEN_IDENTITY_LEN => {
+            Some(LeafProof { identity_key: identity[12..44].try_into().ok()?, certificate: identity[44..].try_into().ok()? })
+        }
+        _ => None,
+    };
+    Some(LeafIdentity { user_id, device_id, proof })
 }
 
-/// The (user id, device id) of a leaf's credential, if it is a basic credential of our shape.
-pub fn device_of(credential: &Credential) -> Option<(u64, u32)> {
+/// What a leaf's credential says, if it is a basic credential of our shape.
+pub fn leaf_identity(credential: &Credential) -> Option<LeafIdentity> {
     let basic = BasicCredential::try_from(credential.clone()).ok()?;
     parse_credential_identity(basic.identity())
 }
 
+/// The (user id, device id) a leaf's credential names, proven or not (for naming and removing
+/// leaves; trusting one is `e2e::leaf`'s check).
+pub fn device_of(credential: &Credential) -> Option<(u64, u32)> {
+    leaf_identity(credential).map(|l| (l.user_id, l.device_id))
+}
+
 /// A device's leaf credential with its signature key.
-pub fn credential_with_key(user_id: u64, device_id: u32, signer: &DeviceSigner) -> CredentialWithKey {
+pub fn credential_with_key(user_id: u64, device_id: u32, proof: &LeafProof, signer: &DeviceSigner) -> CredentialWithKey {
     CredentialWithKey {
-        credential: BasicCredential::new(credential_identity(user_id, device_id)).into(),
+        credential: BasicCredential::new(credential_identity(user_id, device_id, proof)).into(),
         signature_key: signer.0.public_key().to_vec().into(),
     }
 }
@@ -168,10 +221,15 @@ mod tests {
 
     #[test]
     fn credential_identity_round_trips_and_refuses_other_shapes() {
-        let id = credential_identity(2061135349770142, 7);
-        assert_eq!(id.len(), 12);
-        assert_eq!(parse_credential_identity(&id), Some((2061135349770142, 7)));
+        let proof = LeafProof { identity_key: [3; 32], certificate: [4; 64] };
+        let id = credential_identity(2061135349770142, 7, &proof);
+        assert_eq!(id.len(), 108);
+        let parsed = parse_credential_identity(&id).expect("ours");
+        assert_eq!((parsed.user_id, parsed.device_id, parsed.proof), (2061135349770142, 7, Some(proof)));
+        let old = parse_credential_identity(&id[..12]).expect("an earlier leaf");
+        assert_eq!((old.user_id, old.device_id, old.proof), (2061135349770142, 7, None));
         assert_eq!(parse_credential_identity(&id[..11]), None);
+        assert_eq!(parse_credential_identity(&id[..107]), None);
         assert_eq!(parse_credential_identity(&[0u8; 13]), None);
     }
 
@@ -182,7 +240,7 @@ mod tests {
         let sig = signer.sign(b"labelled content").unwrap();
         assert!(crate::crypto::identity::verify_signature(&signer.0.public_key(), b"labelled content", &sig));
         assert_eq!(signer.signature_scheme(), SignatureScheme::ED25519);
-        let cwk = credential_with_key(5, 9, &signer);
+        let cwk = credential_with_key(5, 9, &LeafProof { identity_key: [1; 32], certificate: [2; 64] }, &signer);
         assert_eq!(device_of(&cwk.credential), Some((5, 9)));
     }
 }

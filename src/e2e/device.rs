@@ -34,6 +34,7 @@ pub fn create_device_keys(conn: &Connection, account: &IdentityKeyPair) -> Resul
             .iter()
             .map(|b| OneTimePrekeyPair::from_bytes(b))
             .collect::<crypto::Result<Vec<_>>>()?;
+        super::leaf::save_own_proof(conn, account)?;
         return Ok(device_keys_message(account, &device, &signed, &one_time));
     }
     let device = IdentityKeyPair::generate();
@@ -51,6 +52,7 @@ pub fn create_device_keys(conn: &Connection, account: &IdentityKeyPair) -> Resul
     for p in &one_time {
         store::insert_one_time_prekey(conn, p.id, &p.to_bytes())?;
     }
+    super::leaf::save_own_proof(conn, account)?;
     Ok(device_keys_message(account, &device, &signed, &one_time))
 }
 

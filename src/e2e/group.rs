@@ -19,7 +19,8 @@ use openmls::messages::group_info::GroupInfo;
 use openmls::prelude::*;
 use rusqlite::Connection;
 
-use super::{device_key, registration, E2eError, Registration, Result};
+use super::leaf::{self, LeafRefusal, Untrusted};
+use super::{device_key, registration, E2eError, Result};
 use crate::crypto::mls::{self, DeviceSigner, MlsProvider};
 
 /// What a commit sends to the platform (SendGroupMessageRequest).
@@ -58,10 +59,25 @@ fn fail<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> E2eError {
     move |e| E2eError::Mls(format!("{what}: {e:?}"))
 }
 
-/// This device: its registration and its key as MLS signer.
-fn me(conn: &Connection) -> Result<(Registration, DeviceSigner)> {
+/// This device: its key as MLS signer, and its leaf credential (with its proof).
+fn me(conn: &Connection) -> Result<(CredentialWithKey, DeviceSigner)> {
     let reg = registration(conn)?.ok_or(E2eError::NotInitialized)?;
-    Ok((reg, DeviceSigner(device_key(conn)?)))
+    let signer = DeviceSigner(device_key(conn)?);
+    let credential = mls::credential_with_key(reg.user_id, reg.device_id, &leaf::own_proof(conn)?, &signer);
+    Ok((credential, signer))
+}
+
+/// A leaf a member does not trust, as the error of the step that met it.
+fn untrusted(group_id: &[u8], refusal: LeafRefusal) -> E2eError {
+    E2eError::UntrustedLeaf { group: short_id(group_id), refusal }
+}
+
+/// Checks every leaf of a group being joined but this device's own (`leaf::check_leaf`).
+fn check_members(conn: &Connection, group_id: &[u8], members: impl Iterator<Item = Member>, own: &[u8]) -> Result<()> {
+    for m in members.filter(|m| m.signature_key != own) {
+        leaf::check_leaf(conn, &m.credential, &m.signature_key)?.map_err(|r| untrusted(group_id, r))?;
+    }
+    Ok(())
 }
 
 fn load(provider: &MlsProvider<&Connection>, group_id: &[u8]) -> Result<MlsGroup> {
@@ -83,12 +99,12 @@ pub fn new_group_id() -> [u8; 32] {
 /// `count` new key packages of this device, for the platform to hand out (each used once);
 /// their private keys are stored here until a Welcome uses them.
 pub fn key_packages(conn: &Connection, count: usize) -> Result<Vec<Vec<u8>>> {
-    let (reg, signer) = me(conn)?;
+    let (credential, signer) = me(conn)?;
     let provider = MlsProvider::new(conn);
     (0..count)
         .map(|_| {
             let bundle = KeyPackage::builder()
-                .build(mls::CIPHERSUITE, &provider, &signer, mls::credential_with_key(reg.user_id, reg.device_id, &signer))
+                .build(mls::CIPHERSUITE, &provider, &signer, credential.clone())
                 .map_err(fail("making a key package"))?;
             mls::to_bytes(&MlsMessageOut::from(bundle.key_package().clone())).map_err(mls_err("key package"))
         })
@@ -98,24 +114,20 @@ pub fn key_packages(conn: &Connection, count: usize) -> Result<Vec<Vec<u8>>> {
 /// Starts a group with this device as its only member; returns its GroupInfo (epoch 0) for
 /// the platform.
 pub fn create(conn: &Connection, group_id: &[u8]) -> Result<Vec<u8>> {
-    let (reg, signer) = me(conn)?;
+    let (credential, signer) = me(conn)?;
     let provider = MlsProvider::new(conn);
-    let group = MlsGroup::new_with_group_id(
-        &provider,
-        &signer,
-        &mls::create_config(),
-        GroupId::from_slice(group_id),
-        mls::credential_with_key(reg.user_id, reg.device_id, &signer),
-    )
+    let group = MlsGroup::new_with_group_id(&provider, &signer, &mls::create_config(), GroupId::from_slice(group_id), credential)
     .map_err(fail("creating a group"))?;
     let info = group.export_group_info(provider.crypto(), &signer, true).map_err(fail("exporting a GroupInfo"))?;
     mls::to_bytes(&info).map_err(mls_err("GroupInfo"))
 }
 
 /// Joins a group by an external commit from the platform's GroupInfo. The group is stored at
-/// the new epoch on return; send the commit, and `forget` the group if it is refused.
+/// the new epoch on return; send the commit, and `forget` the group if it is refused. Every
+/// leaf of the group's tree is checked first (`leaf`): one this device does not trust fails the
+/// join with `UntrustedLeaf`, and the caller rolls back what was stored.
 pub fn join_external(conn: &Connection, group_info: &[u8]) -> Result<(Vec<u8>, CommitOut)> {
-    let (reg, signer) = me(conn)?;
+    let (credential, signer) = me(conn)?;
     let provider = MlsProvider::new(conn);
     let MlsMessageBodyIn::GroupInfo(info) = mls::parse_message(group_info).map_err(mls_err("GroupInfo"))?.extract()
     else {
@@ -127,7 +139,7 @@ pub fn join_external(conn: &Connection, group_info: &[u8]) -> Result<(Vec<u8>, C
     forget(conn, &group_id)?;
     let (group, bundle) = MlsGroup::external_commit_builder()
         .with_config(mls::join_config())
-        .build_group(&provider, info, mls::credential_with_key(reg.user_id, reg.device_id, &signer))
+        .build_group(&provider, info, credential)
         .map_err(fail("joining a group"))?
         .load_psks(provider.storage())
         .map_err(fail("joining a group"))?
@@ -135,6 +147,7 @@ pub fn join_external(conn: &Connection, group_info: &[u8]) -> Result<(Vec<u8>, C
         .map_err(fail("joining a group"))?
         .finalize(&provider)
         .map_err(fail("joining a group"))?;
+    check_members(conn, &group_id, group.members(), signer.0.public_key().as_slice())?;
     let (commit, _welcome, info) = bundle.into_messages();
     let group_info = match info {
         Some(info) => mls::to_bytes(&info).map_err(mls_err("GroupInfo"))?,
@@ -146,7 +159,7 @@ pub fn join_external(conn: &Connection, group_info: &[u8]) -> Result<(Vec<u8>, C
 }
 
 /// Joins a group from a Welcome made for one of this device's key packages; returns the
-/// group id.
+/// group id. Every leaf of the group's tree is checked first, as for `join_external`.
 pub fn join_welcome(conn: &Connection, welcome: &[u8]) -> Result<Vec<u8>> {
     let provider = MlsProvider::new(conn);
     let MlsMessageBodyIn::Welcome(welcome) = mls::parse_message(welcome).map_err(mls_err("Welcome"))?.extract() else {
@@ -155,23 +168,49 @@ pub fn join_welcome(conn: &Connection, welcome: &[u8]) -> Result<Vec<u8>> {
     let staged =
         StagedWelcome::new_from_welcome(&provider, &mls::join_config(), welcome, None).map_err(fail("opening a Welcome"))?;
     let group_id = staged.group_context().group_id().as_slice().to_vec();
+    check_members(conn, &group_id, staged.members(), device_key(conn)?.public_key().as_slice())?;
     // A group left or lost earlier under the same id gives way to the new membership.
     forget(conn, &group_id)?;
     staged.into_group(&provider).map_err(fail("joining from a Welcome"))?;
     Ok(group_id)
 }
 
-/// A pending commit adding the devices of `key_packages` (as ClaimKeyPackages handed them out).
-pub fn add(conn: &Connection, group_id: &[u8], key_packages: &[Vec<u8>]) -> Result<CommitOut> {
+/// A key package ClaimKeyPackages handed out, and the device it was handed out for.
+#[derive(Clone, Debug)]
+pub struct Claimed {
+    pub user_id: u64,
+    pub device_id: u32,
+    pub key_package: Vec<u8>,
+}
+
+impl Claimed {
+    /// Key packages of one device, as claimed for it.
+    pub fn of(user_id: u64, device_id: u32, key_packages: &[Vec<u8>]) -> Vec<Claimed> {
+        key_packages.iter().map(|kp| Claimed { user_id, device_id, key_package: kp.clone() }).collect()
+    }
+}
+
+/// A pending commit adding the devices of `claimed`. Each key package must verify, carry a leaf
+/// this device trusts (`leaf`), and name the device it was claimed for; else `UntrustedLeaf`.
+pub fn add(conn: &Connection, group_id: &[u8], claimed: &[Claimed]) -> Result<CommitOut> {
     let (_, signer) = me(conn)?;
     let provider = MlsProvider::new(conn);
     let mut group = load(&provider, group_id)?;
-    let mut packages = Vec::with_capacity(key_packages.len());
-    for bytes in key_packages {
-        let MlsMessageBodyIn::KeyPackage(kp) = mls::parse_message(bytes).map_err(mls_err("key package"))?.extract() else {
+    let mut packages = Vec::with_capacity(claimed.len());
+    for c in claimed {
+        let MlsMessageBodyIn::KeyPackage(kp) = mls::parse_message(&c.key_package).map_err(mls_err("key package"))?.extract()
+        else {
             return Err(E2eError::Mls("a key package from the platform is not a key package".into()));
         };
-        packages.push(kp.validate(provider.crypto(), ProtocolVersion::Mls10).map_err(fail("checking a key package"))?);
+        let kp = kp.validate(provider.crypto(), ProtocolVersion::Mls10).map_err(fail("checking a key package"))?;
+        let leaf_node = kp.leaf_node();
+        let device = leaf::check_leaf(conn, leaf_node.credential(), leaf_node.signature_key().as_slice())?
+            .map_err(|r| untrusted(group_id, r))?;
+        if device != (c.user_id, c.device_id) {
+            let why = Untrusted::NotRequested { user_id: c.user_id, device_id: c.device_id };
+            return Err(untrusted(group_id, LeafRefusal { user_id: device.0, device_id: device.1, why }));
+        }
+        packages.push(kp);
     }
     let epoch = group.epoch().as_u64();
     let (commit, welcome, info) = group.add_members(&provider, &signer, &packages).map_err(fail("adding members"))?;
@@ -246,7 +285,9 @@ pub fn encrypt(conn: &Connection, group_id: &[u8], plaintext: &[u8]) -> Result<(
 }
 
 /// Processes one message the platform delivered, in the group's order: decrypts an
-/// application message, or checks and merges a commit.
+/// application message, or checks and merges a commit. A commit bringing a leaf this device does
+/// not trust (`leaf`: an added key package, the committer's new leaf, an updated leaf) is not
+/// merged: `UntrustedLeaf`. A device that joined by external commit is reported as added.
 pub fn receive(conn: &Connection, group_id: &[u8], bytes: &[u8]) -> Result<Received> {
     let provider = MlsProvider::new(conn);
     let mut group = load(&provider, group_id)?;
@@ -259,6 +300,10 @@ pub fn receive(conn: &Connection, group_id: &[u8], bytes: &[u8]) -> Result<Recei
     }
     let processed = group.process_message(&provider, message).map_err(fail("processing a group message"))?;
     let sender = processed.credential().clone();
+    let sender_kind = match processed.sender() {
+        Sender::NewMemberCommit => SenderKind::Joiner,
+        _ => SenderKind::Other,
+    };
     match processed.into_content() {
         ProcessedMessageContent::ApplicationMessage(m) => {
             let sender = mls::device_of(&sender)
@@ -266,17 +311,55 @@ pub fn receive(conn: &Connection, group_id: &[u8], bytes: &[u8]) -> Result<Recei
             Ok(Received::Application { sender, plaintext: m.into_bytes() })
         }
         ProcessedMessageContent::StagedCommitMessage(staged) => {
-            let added = staged.add_proposals().filter_map(|p| mls::device_of(p.add_proposal().key_package().leaf_node().credential())).collect();
-            let removed = staged
+            let mut added = Vec::new();
+            for (leaf_node, is_new_member) in new_leaves(&staged) {
+                let device = leaf::check_leaf(conn, leaf_node.credential(), leaf_node.signature_key().as_slice())?
+                    .map_err(|r| untrusted(group_id, r))?;
+                if is_new_member {
+                    added.push(device);
+                }
+            }
+            let mut removed: Vec<Device> = staged
                 .remove_proposals()
                 .filter_map(|p| group.member(p.remove_proposal().removed()).and_then(mls::device_of))
                 .collect();
+            if matches!(sender_kind, SenderKind::Joiner) {
+                // An external joiner: added by its path; replacing its own old leaf, it rejoined.
+                let joiner = staged.update_path_leaf_node().and_then(|l| mls::device_of(l.credential()));
+                match joiner {
+                    Some(d) if removed.contains(&d) => removed.retain(|r| *r != d),
+                    Some(d) => added.push(d),
+                    None => {}
+                }
+            }
             let removed_me = staged.self_removed();
             group.merge_staged_commit(&provider, *staged).map_err(fail("merging a commit"))?;
             Ok(Received::Commit { added, removed, removed_me, epoch: group.epoch().as_u64() })
         }
         _ => Ok(Received::Ignored),
     }
+}
+
+/// Who sent a processed message, as far as `receive` cares.
+enum SenderKind {
+    /// A device joining by external commit.
+    Joiner,
+    Other,
+}
+
+/// The leaves a commit brings in or changes: added key packages' (`true`: a new member),
+/// updated ones, and the committer's new leaf (its path).
+fn new_leaves(staged: &StagedCommit) -> Vec<(&LeafNode, bool)> {
+    let mut leaves: Vec<(&LeafNode, bool)> = staged
+        .queued_proposals()
+        .filter_map(|p| match p.proposal() {
+            Proposal::Add(add) => Some((add.key_package().leaf_node(), true)),
+            Proposal::Update(update) => Some((update.leaf_node(), false)),
+            _ => None,
+        })
+        .collect();
+    leaves.extend(staged.update_path_leaf_node().map(|l| (l, false)));
+    leaves
 }
 
 /// The current epoch of a group this device is in; `None` when it is not (or no longer) in it.
@@ -304,9 +387,62 @@ pub fn forget(conn: &Connection, group_id: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// What a test playing a dishonest platform makes: leaves nobody vouched for, and external
+/// commits that bring them into a group.
+#[cfg(test)]
+pub(crate) mod forge {
+    use super::*;
+
+    /// A leaf credential of `signer`'s key, naming `(user, device)`: with the given proof, or
+    /// none (the 12-byte form of earlier releases).
+    pub fn leaf_as(user: u64, device: u32, proof: Option<mls::LeafProof>, signer: &DeviceSigner) -> CredentialWithKey {
+        let identity = match proof {
+            Some(proof) => mls::credential_identity(user, device, &proof),
+            None => mls::credential_identity(user, device, &mls::LeafProof { identity_key: [0; 32], certificate: [0; 64] })[..12].to_vec(),
+        };
+        CredentialWithKey { credential: BasicCredential::new(identity).into(), signature_key: signer.0.public_key().to_vec().into() }
+    }
+
+    /// An external commit into the group of `info` (a GroupInfo as the platform stores it) with
+    /// the leaf `leaf` makes for a fresh key.
+    pub fn external_commit(info: &[u8], leaf: impl FnOnce(&DeviceSigner) -> CredentialWithKey) -> Vec<u8> {
+        let mut conn = Connection::open_in_memory().expect("db");
+        mls::migrate_storage(&mut conn).expect("openmls tables");
+        let signer = DeviceSigner(crate::crypto::IdentityKeyPair::generate());
+        let provider = MlsProvider::new(&conn);
+        let MlsMessageBodyIn::GroupInfo(info) = mls::parse_message(info).expect("info").extract() else { panic!("not a GroupInfo") };
+        let (_, bundle) = MlsGroup::external_commit_builder()
+            .with_config(mls::join_config())
+            .build_group(&provider, info, leaf(&signer))
+            .expect("build")
+            .load_psks(provider.storage())
+            .expect("psks")
+            .build(provider.rand(), provider.crypto(), &signer, |_| true)
+            .expect("commit")
+            .finalize(&provider)
+            .expect("finalize");
+        mls::to_bytes(&bundle.into_messages().0).expect("bytes")
+    }
+
+    /// The GroupInfo of a group `group_id` made by a device the platform invented: its one leaf
+    /// (device 5 of user 1) carries no proof.
+    pub fn unvouched_group_info(group_id: &[u8]) -> Vec<u8> {
+        let mut conn = Connection::open_in_memory().expect("db");
+        mls::migrate_storage(&mut conn).expect("openmls tables");
+        let signer = DeviceSigner(crate::crypto::IdentityKeyPair::generate());
+        let provider = MlsProvider::new(&conn);
+        let leaf = leaf_as(1, 5, None, &signer);
+        let group = MlsGroup::new_with_group_id(&provider, &signer, &mls::create_config(), GroupId::from_slice(group_id), leaf)
+            .expect("create");
+        mls::to_bytes(&group.export_group_info(provider.crypto(), &signer, true).expect("info")).expect("bytes")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testing::Device as TestDevice;
+    use super::forge::{external_commit as forged_join, leaf_as};
+    use super::leaf::pinned_identity;
     use super::*;
 
     fn device(user: u64, dev: u32) -> TestDevice {
@@ -337,7 +473,7 @@ mod tests {
         assert_eq!(epoch(&bot.conn, &gid).unwrap(), Some(1));
         match receive(&alice.conn, &gid, &commit.message).expect("alice processes the join") {
             Received::Commit { added, removed, removed_me, epoch } => {
-                assert!(added.is_empty(), "an external join adds by its path, not a proposal");
+                assert_eq!(added, vec![(3, 7)], "an external joiner is reported as added");
                 assert!(removed.is_empty());
                 assert!(!removed_me);
                 assert_eq!(epoch, 1);
@@ -348,7 +484,7 @@ mod tests {
         // Bob is added from a key package and joins from the Welcome.
         let kps = key_packages(&bob.conn, 2).expect("key packages");
         assert_eq!(kps.len(), 2);
-        let add_bob = add(&alice.conn, &gid, &kps[..1]).expect("add");
+        let add_bob = add(&alice.conn, &gid, &Claimed::of(2, 1, &kps[..1])).expect("add");
         assert!(!add_bob.welcome.is_empty());
         let seen = send_commit(&alice, &gid, &add_bob, &[&bot]);
         assert!(matches!(&seen[0], Received::Commit { added, .. } if added == &vec![(2, 1)]), "{seen:?}");
@@ -388,5 +524,109 @@ mod tests {
         // A refused external join is forgotten and made again from a newer GroupInfo.
         forget(&bot.conn, &gid).expect("forget");
         assert_eq!(epoch(&bot.conn, &gid).unwrap(), None);
+    }
+
+    fn refusal(e: E2eError) -> LeafRefusal {
+        match e {
+            E2eError::UntrustedLeaf { refusal, .. } => refusal,
+            other => panic!("expected an untrusted leaf, got {other}"),
+        }
+    }
+
+    #[test]
+    fn a_leaf_the_platform_makes_up_is_refused_by_every_member_and_nothing_is_merged() {
+        let alice = device(1, 1);
+        let bob = device(2, 1);
+        let gid = new_group_id();
+        let info = create(&alice.conn, &gid).expect("create");
+        let (_, joined) = join_external(&bob.conn, &info).expect("bob joins");
+        assert!(matches!(receive(&alice.conn, &gid, &joined.message).expect("alice"), Received::Commit { .. }));
+        let info = joined.group_info;
+        let bob_identity = bob.account.public_key();
+        let other_account = crate::crypto::IdentityKeyPair::generate();
+
+        let forgeries: Vec<(&str, Vec<u8>, Untrusted)> = vec![
+            ("a leaf without proof", forged_join(&info, |s| leaf_as(77, 1, None, s)), Untrusted::NoProof),
+            (
+                "a certificate over another key",
+                forged_join(&info, |s| {
+                    let other_key = crate::crypto::IdentityKeyPair::generate().public_key();
+                    let certificate = crate::crypto::identity::sign_device_certificate(&other_account, &other_key);
+                    leaf_as(77, 1, Some(mls::LeafProof { identity_key: other_account.public_key(), certificate }), s)
+                }),
+                Untrusted::BadCertificate,
+            ),
+            (
+                "a new device of bob under another identity",
+                forged_join(&info, |s| {
+                    let certificate = crate::crypto::identity::sign_device_certificate(&other_account, &s.0.public_key());
+                    leaf_as(2, 9, Some(mls::LeafProof { identity_key: other_account.public_key(), certificate }), s)
+                }),
+                Untrusted::IdentityChanged,
+            ),
+        ];
+        assert_ne!(bob_identity, other_account.public_key());
+        for (what, commit, why) in forgeries {
+            for member in [&alice, &bob] {
+                let before = epoch(&member.conn, &gid).unwrap();
+                let e = receive(&member.conn, &gid, &commit).expect_err(what);
+                assert_eq!(refusal(e).why, why, "{what}");
+                assert_eq!(epoch(&member.conn, &gid).unwrap(), before, "{what}: not merged");
+            }
+        }
+        // The honest group goes on.
+        let (hi, _) = encrypt(&alice.conn, &gid, b"still us").expect("encrypt");
+        assert!(matches!(receive(&bob.conn, &gid, &hi).expect("bob reads"), Received::Application { .. }));
+    }
+
+    #[test]
+    fn a_tree_with_a_leaf_nobody_vouches_for_is_not_joined() {
+        // The platform serves a GroupInfo of a group it made, with a leaf of its own.
+        let info = super::forge::unvouched_group_info(&new_group_id());
+        let bot = device(3, 7);
+        let e = join_external(&bot.conn, &info).expect_err("an untrusted tree");
+        assert_eq!(refusal(e), LeafRefusal { user_id: 1, device_id: 5, why: Untrusted::NoProof });
+    }
+
+    #[test]
+    fn a_claimed_key_package_must_be_trusted_and_name_the_device_asked_for() {
+        let alice = device(1, 1);
+        let bob = device(2, 1);
+        let carol = device(4, 2);
+        let gid = new_group_id();
+        create(&alice.conn, &gid).expect("create");
+        let carols = key_packages(&carol.conn, 1).expect("kps");
+        // Handed out as bob's: refused, naming what it is.
+        let e = add(&alice.conn, &gid, &Claimed::of(2, 1, &carols)).expect_err("another device's package");
+        assert_eq!(refusal(e), LeafRefusal { user_id: 4, device_id: 2, why: Untrusted::NotRequested { user_id: 2, device_id: 1 } });
+        // A package of bob's device whose proof is another account's: refused.
+        let bobs = key_packages(&bob.conn, 1).expect("kps");
+        pin(&alice, 2, [9; 32]);
+        let e = add(&alice.conn, &gid, &Claimed::of(2, 1, &bobs)).expect_err("another identity");
+        assert_eq!(refusal(e).why, Untrusted::IdentityChanged);
+        // The right package of the right device.
+        alice.conn.execute("DELETE FROM e2e_identity_pins WHERE user_id = 2", []).expect("unpin");
+        let out = add(&alice.conn, &gid, &Claimed::of(2, 1, &bobs)).expect("add bob");
+        assert!(!out.welcome.is_empty());
+        assert_eq!(pinned_identity(&alice.conn, 2).unwrap(), Some(bob.account.public_key()), "pinned on first use");
+    }
+
+    fn pin(d: &TestDevice, user: u64, key: [u8; 32]) {
+        d.conn
+            .execute("INSERT INTO e2e_identity_pins (user_id, identity_key, pinned_at) VALUES (?1, ?2, 0)", rusqlite::params![user as i64, key.to_vec()])
+            .expect("pin");
+    }
+
+    #[test]
+    fn an_application_message_delivered_twice_is_read_once() {
+        let alice = device(1, 1);
+        let bob = device(2, 1);
+        let gid = new_group_id();
+        let info = create(&alice.conn, &gid).expect("create");
+        let (_, joined) = join_external(&bob.conn, &info).expect("join");
+        receive(&alice.conn, &gid, &joined.message).expect("alice");
+        let (hi, _) = encrypt(&alice.conn, &gid, b"once").expect("encrypt");
+        assert!(matches!(receive(&bob.conn, &gid, &hi).expect("first"), Received::Application { .. }));
+        assert!(receive(&bob.conn, &gid, &hi).is_err(), "the same ciphertext again is refused (its key is used up)");
     }
 }

@@ -36,6 +36,8 @@
 //!   devices of a peer).
 //! - `group`: MLS groups of this device: key packages, create, join (external commit or
 //!   Welcome), commits that add or remove members, group messages both ways.
+//! - `leaf`: trusting a group leaf (its proof, the identity key pinned for its user), this
+//!   device's own proof (`save_own_proof`).
 //! - `store`: the tables (`TABLES_V1`) and their queries.
 //!
 //! This file holds the error type, `Registration`, and the re-exports callers use
@@ -46,6 +48,7 @@ pub mod file;
 mod file_transport;
 pub mod group;
 pub mod inbound;
+pub mod leaf;
 mod open;
 mod seal;
 mod store;
@@ -61,6 +64,15 @@ pub use seal::{
     reseal_after_stale, seal, seal_for,
 };
 pub use store::TABLES_V1;
+
+/// Creates every `e2e` table at once in a database that has none, for one that is not opened
+/// through numbered migrations (tests, a member's device in them); migrated databases list
+/// `TABLES_V1`, `inbound::TABLES_V2` and `leaf::TABLES` as their steps.
+pub fn create_all_tables(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(TABLES_V1)?;
+    conn.execute_batch(inbound::TABLES_V2)?;
+    conn.execute_batch(leaf::TABLES)
+}
 
 /// A plain text message as it travels end to end (no entities, no reply).
 pub fn text_content(text: &str) -> crate::wire::e2e::Content {
@@ -87,6 +99,9 @@ pub enum E2eError {
     NotInitialized,
     /// An MLS group operation failed (openmls' reason, naming the group where it can).
     Mls(String),
+    /// A group leaf this device does not trust (`leaf`): nothing of the step that brought it
+    /// was kept. A security alert: the platform, or a member, tried to add a device.
+    UntrustedLeaf { group: String, refusal: leaf::LeafRefusal },
 }
 
 impl std::fmt::Display for E2eError {
@@ -106,6 +121,7 @@ impl std::fmt::Display for E2eError {
             E2eError::BadContent => write!(f, "decrypted payload is not a valid message"),
             E2eError::NotInitialized => write!(f, "device keys not created"),
             E2eError::Mls(e) => write!(f, "group: {e}"),
+            E2eError::UntrustedLeaf { group, refusal } => write!(f, "group {group}: leaf refused: {refusal}"),
         }
     }
 }
@@ -158,7 +174,7 @@ mod testing {
         pub(super) fn new(user_id: u64, device_id: u32) -> Device {
             crypto::init();
             let conn = Connection::open_in_memory().expect("in-memory db");
-            conn.execute_batch(TABLES_V1).expect("tables");
+            create_all_tables(&conn).expect("tables");
             let account = IdentityKeyPair::generate();
             let keys = create_device_keys(&conn, &account).expect("device keys");
             save_registration(&conn, Registration { user_id, device_id }).expect("registration");

@@ -138,13 +138,8 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
         }
         let membership = batch.iter().any(|e| e.group.as_ref().is_some_and(|g| g.change.is_some()));
         let removals = groups::removals_by(shared.compat_user_id, &batch);
-        let BatchImport::Committed { outcomes, queued } = import_batch(&shared, batch) else {
+        if !import_reported(&shared, batch) {
             return; // the store is closing: the process is stopping
-        };
-        BotMetrics::add(&shared.metrics.updates_received, queued);
-        for why in outcomes.iter().filter_map(Imported::dropped) {
-            BotMetrics::add(&shared.metrics.decrypt_failures, 1);
-            shared.status.set_error(format!("inbox: {why}"));
         }
         let mut ack = AckRequest::new();
         ack.seqs = seqs;
@@ -191,6 +186,26 @@ fn settle_group_commits(shared: &BotShared, batch: &[InboxEnvelope]) -> bool {
     }
 }
 
+/// Imports a batch (`import_batch`) and reports what it came to: updates counted, dropped
+/// envelopes counted and shown in `/healthz`, security alerts raised. False when stopping.
+pub(crate) fn import_reported(shared: &BotShared, batch: Vec<InboxEnvelope>) -> bool {
+    let BatchImport::Committed { outcomes, queued } = import_batch(shared, batch) else {
+        return false;
+    };
+    BotMetrics::add(&shared.metrics.updates_received, queued);
+    for outcome in &outcomes {
+        match outcome {
+            Imported::Stored => {}
+            Imported::Dropped(why) => {
+                BotMetrics::add(&shared.metrics.decrypt_failures, 1);
+                shared.status.set_error(format!("inbox: {why}"));
+            }
+            Imported::Alert(what) => shared.security_alert(what),
+        }
+    }
+    true
+}
+
 /// What importing one envelope did.
 #[derive(Debug)]
 enum Imported {
@@ -199,15 +214,9 @@ enum Imported {
     /// The envelope failed on its own (undecryptable, malformed, refused): rolled back alone,
     /// then acknowledged and dropped with a warning. Why, for `/healthz`.
     Dropped(String),
-}
-
-impl Imported {
-    fn dropped(&self) -> Option<&str> {
-        match self {
-            Imported::Stored => None,
-            Imported::Dropped(why) => Some(why),
-        }
-    }
+    /// It brought a group leaf nobody vouched for (`e2e::leaf`): rolled back alone (nothing of
+    /// it merged), acknowledged, and raised as a security alert. What, for the alert.
+    Alert(String),
 }
 
 /// What importing a batch came to.
@@ -273,6 +282,10 @@ fn import_one(
     match r {
         Ok(()) => Ok(Imported::Stored),
         Err(e) if is_storage_failure(&e) => Err(e),
+        Err(StoreError::E2e(e @ e2e::E2eError::UntrustedLeaf { .. })) => Ok(Imported::Alert(format!(
+            "{e} (message {} from user {} device {}); nothing of it was kept",
+            env.message_id, env.sender_user_id, env.sender_device_id
+        ))),
         Err(e) => {
             let msg = format!(
                 "dropped message {} from user {} device {}: {e}",

@@ -78,6 +78,9 @@ pub fn register_or_resume(endpoint: &str, bot: &BotConfig, index: usize, store: 
         Some(reg) => reg,
         None => register(&port, bot, store)?,
     };
+    // A state_dir from before group leaves carried proof gets its proof here (idempotent).
+    let seed = bot.identity().seed();
+    store.write(move |c| Ok(e2e::leaf::save_own_proof(c, &crate::crypto::IdentityKeyPair::from_seed(&seed))?))?;
     port.set_credential(Credential::Bot { token: bot.token.clone(), device_id: Some(reg.device_id) });
     port.verify_credential(&VerifyCredentialRequest::new()).map_err(|e| refused(e, bot, reg.device_id))?;
     log::info!("{at}: running as device {} of bot {}", reg.device_id, reg.user_id);

@@ -224,6 +224,8 @@ pub struct Status {
     /// Why the platform refused the credential, once it did.
     pub refusal: Mutex<Option<rpc::Refusal>>,
     pub last_error: Mutex<Option<String>>,
+    /// The last security alert (a group leaf nobody vouched for, refused) and its date.
+    pub security_alert: Mutex<Option<(i64, String)>>,
     /// Threads of this bot that panicked (their short names): the bot is unhealthy.
     pub failed_threads: Mutex<Vec<String>>,
 }
@@ -302,6 +304,15 @@ impl BotShared {
     /// instead of sleeping, so that stopping is never held up.
     pub fn stop_signal(&self) -> &Receiver<()> {
         &self.stop.rx
+    }
+
+    /// A group leaf nobody vouched for was refused (`e2e::leaf`): the platform, or a member,
+    /// tried to add a device to a group. Logged as a security warning, counted
+    /// (`botgw_security_alerts_total`) and shown in `/healthz`.
+    pub fn security_alert(&self, what: &str) {
+        log::warn!("bot @{}: SECURITY ALERT: {what}", self.username);
+        super::metrics::BotMetrics::add(&self.metrics.security_alerts, 1);
+        *self.status.security_alert.lock().unwrap_or_else(|e| e.into_inner()) = Some((unix_now(), what.to_string()));
     }
 
     /// A thread of this bot panicked: logged, and `/healthz` reports the bot unhealthy.
@@ -466,6 +477,10 @@ impl BotShared {
         let failed = self.status.failed_threads.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if !failed.is_empty() {
             h["failed_threads"] = json!(failed);
+        }
+        if let Some((date, what)) = self.status.security_alert.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            let count = self.metrics.security_alerts.load(Ordering::Relaxed);
+            h["security_alert"] = json!({"count": count, "last": what, "date": date});
         }
         h
     }

@@ -34,7 +34,7 @@ pub struct Member {
 /// A fresh device database: the e2e and openmls tables, device keys and a registration.
 pub fn device_db(identity: &IdentityKeyPair) -> (Connection, pb::DeviceKeys) {
     let mut conn = Connection::open_in_memory().expect("db");
-    conn.execute_batch(e2e::TABLES_V1).expect("e2e tables");
+    e2e::create_all_tables(&conn).expect("e2e tables");
     mls::migrate_storage(&mut conn).expect("openmls tables");
     let keys = e2e::create_device_keys(&conn, identity).expect("device keys");
     (conn, keys)
@@ -265,7 +265,11 @@ impl Member {
             self.invite(gid, other.user_id).expect("invite");
             let req = pb::ClaimKeyPackagesRequest { user_id: other.user_id, ..Default::default() };
             let claimed = self.p.client.claim_key_packages(&req, self.p.opt()).expect("claim");
-            kps.extend(claimed.key_packages.into_iter().map(|k| k.key_package));
+            kps.extend(claimed.key_packages.into_iter().map(|k| e2e::group::Claimed {
+                user_id: other.user_id,
+                device_id: k.device_id,
+                key_package: k.key_package,
+            }));
         }
         let out = e2e::group::add(&self.conn, gid, &kps).expect("add");
         self.commit(gid, &out);

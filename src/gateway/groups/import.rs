@@ -35,6 +35,12 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
             let about_me = new.user.user_id == me.id as u64;
             let known = groups::by_group_id(c, gid)?;
             let status = match (about_me, new.role.enum_value_or_default()) {
+                // Invited to a group this device is an active member of: the platform's word
+                // never makes it drop its state and rejoin from the platform's GroupInfo.
+                (true, GroupRole::INVITED) if mls_group::epoch(c, gid)?.is_some() => {
+                    log::warn!("ignoring an invitation to group {}: this device is a member of it", mls_group::short_id(gid));
+                    Membership::Member
+                }
                 (true, GroupRole::INVITED) => Membership::Invited,
                 (true, GroupRole::LEFT | GroupRole::BANNED) => {
                     // Out: nothing more arrives, and the epoch secrets are deleted.

@@ -7,6 +7,7 @@ use super::commit::{commit, CommitAnswer};
 use crate::gateway::port::StepError;
 use crate::clock::unix_now;
 use crate::e2e::group as mls_group;
+use crate::e2e::E2eError;
 use crate::gateway::runtime::BotShared;
 use crate::gateway::store::groups::{self, GroupChat, Membership};
 use crate::gateway::store::StoreError;
@@ -38,8 +39,12 @@ pub fn join_invited(shared: &BotShared) {
         }
     };
     for group in invited {
-        if let Err(e) = join(shared, &group, &capabilities) {
-            log::warn!("bot @{}: joining group {:?} failed (tried again later): {e}", shared.username, group.title);
+        match join(shared, &group, &capabilities) {
+            Ok(()) => {}
+            Err(StepError::Store(StoreError::E2e(e @ E2eError::UntrustedLeaf { .. }))) => {
+                shared.security_alert(&format!("joining group {:?}: {e}; not joined (tried again later)", group.title))
+            }
+            Err(e) => log::warn!("bot @{}: joining group {:?} failed (tried again later): {e}", shared.username, group.title),
         }
     }
 }

@@ -30,7 +30,7 @@ const ALICE: u64 = 100;
 /// A member's device: its own database with device keys, a registration and MLS tables.
 fn member_db(user_id: u64) -> Connection {
     let mut conn = Connection::open_in_memory().expect("db");
-    conn.execute_batch(e2e::TABLES_V1).expect("e2e tables");
+    e2e::create_all_tables(&conn).expect("e2e tables");
     mls::migrate_storage(&mut conn).expect("openmls tables");
     e2e::create_device_keys(&conn, &IdentityKeyPair::generate()).expect("device keys");
     e2e::save_registration(&conn, Registration { user_id, device_id: 1 }).expect("registration");
@@ -334,4 +334,61 @@ fn a_keyboard_in_a_group_needs_a_reserved_id_and_a_refusal_gives_the_message_up(
         other => panic!("not given up: {:?}", other.err()),
     }
     assert_eq!(fake.calls_of("send_group_message").len(), 1, "only the join: the message was never sent");
+}
+
+/// The GroupInfo Alice's group has now: the one the bot's join commit carried.
+fn current_group_info(fake: &FakePlatform) -> Vec<u8> {
+    let commits = fake.calls_of("send_group_message");
+    commits.last().expect("the bot's join").request::<SendGroupMessageRequest>().group_info
+}
+
+fn epoch(bot: &BotShared) -> Option<u64> {
+    bot.store.read(|c| Ok(mls_group::epoch(c, &GID)?)).expect("epoch")
+}
+
+#[test]
+fn a_joiner_nobody_vouched_for_is_refused_raises_the_alert_and_the_group_goes_on() {
+    let (_dir, bot, fake, alice) = joined();
+    let before = epoch(&bot);
+    let forged = mls_group::forge::external_commit(&current_group_info(&fake), |s| mls_group::forge::leaf_as(77, 1, None, s));
+    assert!(crate::gateway::inbox::import_reported(&bot, vec![InboxEnvelope { seq: 10, ..mls_message(77, 0, forged) }]));
+    assert_eq!(epoch(&bot), before, "the forged commit is not merged");
+    assert_eq!(bot.metrics.security_alerts.load(std::sync::atomic::Ordering::Relaxed), 1);
+    let health = bot.health();
+    let alert = health["security_alert"]["last"].as_str().expect("shown in /healthz");
+    assert!(alert.contains("device 1 of user 77 carries no proof"), "{alert}");
+    assert!(health.get("last_error").is_none(), "an alert, not a decryption failure: {health}");
+
+    // Alice's next message is read: the group goes on.
+    let (hello, _) = mls_group::encrypt(&alice, &GID, &text("still here")).expect("encrypt");
+    assert!(crate::gateway::inbox::import_reported(&bot, vec![InboxEnvelope { seq: 11, ..mls_message(ALICE, 9, hello) }]));
+    let updates = bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue");
+    assert!(updates.iter().any(|u| u.payload["text"] == "still here"), "{updates:?}");
+}
+
+#[test]
+fn a_tree_with_a_leaf_nobody_vouched_for_is_not_joined() {
+    let (_dir, bot, fake) = bot();
+    let info = mls_group::forge::unvouched_group_info(&GID);
+    fake.answer_always("get_group_info", move |_: crate::wire::platform::GroupRequest| {
+        Ok(GroupInfoResponse { group_info: info.clone(), ..Default::default() })
+    });
+    import_one(&bot, membership(1, GroupRole::INVITED, ALICE)).expect("invitation imported");
+    join_invited(&bot);
+    assert!(fake.calls_of("send_group_message").is_empty(), "no commit is sent");
+    assert_eq!((status(&bot), epoch(&bot)), (Some(Membership::Invited), None), "still invited, nothing stored");
+    assert_eq!(bot.metrics.security_alerts.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert!(bot.health()["security_alert"]["last"].as_str().expect("alert").contains("carries no proof"));
+}
+
+#[test]
+fn an_invitation_to_a_group_the_bot_is_in_never_drops_its_state() {
+    let (_dir, bot, fake, _alice) = joined();
+    let before = epoch(&bot);
+    let asked = fake.calls_of("get_group_info").len();
+    import_one(&bot, membership(1, GroupRole::INVITED, ALICE)).expect("imported");
+    assert_eq!(status(&bot), Some(Membership::Member));
+    join_invited(&bot);
+    assert_eq!(fake.calls_of("get_group_info").len(), asked, "no rejoin from the platform's GroupInfo");
+    assert_eq!(epoch(&bot), before);
 }

@@ -19,6 +19,9 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 6, sql: &[super::outbox::SCHEMA_HANDED_AND_GIVEN_UP] },
     // Polls: the votes of each voter (`store::polls`).
     Step { version: 7, sql: &[super::polls::SCHEMA] },
+    // Group leaves carry proof: this device's own, and the identity key pinned per user
+    // (`e2e::leaf`); the runtime records the proof at start.
+    Step { version: 8, sql: &[crate::e2e::leaf::TABLES] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).

@@ -31,6 +31,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 1, sql: &[MANAGER_V1, e2e::TABLES_V1] },
     Step { version: 2, sql: &[e2e::inbound::TABLES_V2, MANAGER_V2] },
     Step { version: 3, sql: &[MANAGER_EFFECT_DEVICE] },
+    // The e2e tables of group-leaf proof (`e2e::leaf`): the device keys record their proof.
+    Step { version: 4, sql: &[e2e::leaf::TABLES] },
 ];
 
 /// Step 3: `/removedevice` records which device of the bot it removes.

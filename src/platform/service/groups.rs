@@ -45,21 +45,28 @@ pub(super) fn upload_key_packages(
         .filter(|d| d.active)
         .ok_or_else(|| PlatformError::Unauthenticated("this call needs an active device".into()))?
         .device_key;
+    let identity_key = store
+        .account_by_id(caller.user_id)?
+        .ok_or_else(|| PlatformError::Unauthenticated("this call needs an active device".into()))?
+        .identity_key;
     let crypto = openmls_rust_crypto::RustCrypto::default();
     for (i, bytes) in req.key_packages.iter().enumerate() {
-        check_key_package(&crypto, bytes, caller, &device_key).map_err(|e| invalid(format!("key package {i}: {e}")))?;
+        check_key_package(&crypto, bytes, caller, &device_key, &identity_key)
+            .map_err(|e| invalid(format!("key package {i}: {e}")))?;
     }
     let remaining = store.upload_key_packages(caller, &req.key_packages, unix_now())?;
     Ok(pb::KeyPackagesUploadResponse { remaining, ..Default::default() })
 }
 
 /// A key package of the caller's device: it verifies, uses the platform's ciphersuite, and
-/// its leaf names the device and carries its registered key.
+/// its leaf names the device, carries its registered key, and the proof by which the account's
+/// identity key vouches for that key.
 fn check_key_package(
     crypto: &impl openmls_traits::crypto::OpenMlsCrypto,
     bytes: &[u8],
     caller: DeviceAddr,
     device_key: &[u8],
+    identity_key: &[u8],
 ) -> std::result::Result<(), Invalid> {
     if bytes.is_empty() || bytes.len() > KEY_PACKAGE_MAX {
         return Err(Invalid::new(format!("must be 1 to {KEY_PACKAGE_MAX} bytes, got {}", bytes.len())));
@@ -73,10 +80,14 @@ fn check_key_package(
     }
     let leaf = kp.leaf_node();
     if mls::device_of(leaf.credential()) != Some((caller.user_id, caller.device_id)) {
-        return Err(Invalid::new("its credential does not name the calling device (12 bytes: user id, device id)"));
+        return Err(Invalid::new("its credential does not name the calling device (user id, device id, identity key, certificate)"));
     }
     if leaf.signature_key().as_slice() != device_key {
         return Err(Invalid::new("its signature key is not the device's registered key"));
+    }
+    let vouched = mls::leaf_identity(leaf.credential()).and_then(|l| l.vouching_key(device_key));
+    if vouched.map(|k| k.to_vec()).as_deref() != Some(identity_key) {
+        return Err(Invalid::new("its credential carries no proof by the account's identity key"));
     }
     Ok(())
 }

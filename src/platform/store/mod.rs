@@ -62,6 +62,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 7, sql: &[groups::SCHEMA_ADMIN] },
     // Who let an invited user in, named by the change of their join (`groups::admin`).
     Step { version: 8, sql: &[groups::SCHEMA_INVITED_BY] },
+    // Group leaves carry proof: the key packages uploaded before are dropped (`groups`).
+    Step { version: 9, sql: &[groups::SCHEMA_DROP_UNPROVEN] },
 ];
 
 /// Step 4: devices of a bot: when each was last seen (an authenticated call or an Inbox stream,

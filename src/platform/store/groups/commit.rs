@@ -44,21 +44,26 @@ fn drop_device(tx: &Connection, group_id: &[u8], addr: DeviceAddr) -> Result<()>
     Ok(())
 }
 
-/// Checks a leaf: its credential names a device (12-byte identity) whose registered, active
-/// key is the leaf's signature key. `Ok(Err(why))` for a leaf the platform refuses.
+/// Checks a new leaf: its credential names a device whose registered, active key is the leaf's
+/// signature key, and carries the proof (`crypto::mls::LeafIdentity`) by which the account's
+/// registered identity key vouches for it. `Ok(Err(why))` for a leaf the platform refuses.
 pub(super) fn check_leaf(
     tx: &Connection,
     credential: &Credential,
     signature_key: &[u8],
 ) -> Result<std::result::Result<DeviceAddr, Invalid>> {
-    let Some((user_id, device_id)) = mls::device_of(credential) else {
+    let Some(leaf) = mls::leaf_identity(credential) else {
         return Ok(Err(Invalid::new("a leaf's credential is not a basic credential naming a device (user id, device id)")));
     };
+    let (user_id, device_id) = (leaf.user_id, leaf.device_id);
     let addr = DeviceAddr { user_id, device_id };
     Ok(match device_key(tx, addr)? {
         None => Err(Invalid(format!("a leaf names device {device_id} of user {user_id}, which is not an active device"))),
         Some(key) if key != signature_key => {
             Err(Invalid(format!("the leaf of device {device_id} of user {user_id} does not carry that device's registered key")))
+        }
+        Some(_) if leaf.vouching_key(signature_key).map(|k| k.to_vec()) != Some(profile(tx, user_id)?.identity_key) => {
+            Err(Invalid(format!("the leaf of device {device_id} of user {user_id} carries no proof by that user's identity key")))
         }
         Some(_) => Ok(addr),
     })

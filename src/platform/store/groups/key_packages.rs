@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// Step 9 of `platform.db`: key packages stored before leaves carried proof (every one at the
+/// time) would be refused by the members who add them; the devices upload new ones when they
+/// see their stock is short.
+pub(in crate::platform::store) const SCHEMA_DROP_UNPROVEN: &str = "DELETE FROM key_packages;";
+
 impl Store {
     /// Keeps a device's key packages (checked by the caller), dropping the oldest beyond
     /// `KEY_PACKAGES_PER_DEVICE_MAX`; returns how many it holds now.

@@ -5,6 +5,7 @@ use protobuf::{Enum as _, Message as _};
 use rusqlite::Connection;
 
 use super::*;
+use crate::e2e::group::Claimed;
 use crate::crypto::IdentityKeyPair;
 use crate::e2e::{self, group::CommitOut, group::Received, Registration};
 use crate::platform::store::tests::store;
@@ -19,7 +20,7 @@ struct Dev {
 fn new_device_state() -> (Connection, NewDevice, IdentityKeyPair) {
     crate::crypto::init();
     let mut conn = Connection::open_in_memory().expect("in-memory db");
-    conn.execute_batch(e2e::TABLES_V1).expect("e2e tables");
+    e2e::create_all_tables(&conn).expect("e2e tables");
     mls::migrate_storage(&mut conn).expect("openmls tables");
     let account = IdentityKeyPair::generate();
     let keys = e2e::create_device_keys(&conn, &account).expect("device keys");
@@ -181,7 +182,7 @@ fn adds_joins_messages_and_epochs() {
     store.add_group_member(bob.addr, &GID, carol.addr.user_id, 1200).expect("a member invites");
     let (claimed, without) = store.claim_key_packages(alice.addr, carol.addr.user_id).expect("claim");
     assert_eq!((claimed.len(), without.len()), (1, 0));
-    let add = e2e::group::add(&alice.conn, &GID, &[claimed[0].1.clone()]).expect("add");
+    let add = e2e::group::add(&alice.conn, &GID, &Claimed::of(carol.addr.user_id, claimed[0].0, &[claimed[0].1.clone()])).expect("add");
     let mut no_welcome = add.clone();
     no_welcome.welcome.clear();
     assert!(
@@ -218,8 +219,8 @@ fn adds_joins_messages_and_epochs() {
     store.add_group_member(alice.addr, &GID, dave.addr.user_id, 1300).expect("invite dave");
     let kps = e2e::group::key_packages(&dave.conn, 2).expect("kps");
     store.upload_key_packages(dave.addr, &kps, 1300).expect("upload");
-    let a = e2e::group::add(&alice.conn, &GID, &kps[..1]).expect("alice adds");
-    let b = e2e::group::add(&bob.conn, &GID, &kps[1..]).expect("bob adds");
+    let a = e2e::group::add(&alice.conn, &GID, &Claimed::of(dave.addr.user_id, dave.addr.device_id, &kps[..1])).expect("alice adds");
+    let b = e2e::group::add(&bob.conn, &GID, &Claimed::of(dave.addr.user_id, dave.addr.device_id, &kps[1..])).expect("bob adds");
     let stale_app = e2e::group::encrypt(&carol.conn, &GID, b"old epoch").expect("encrypt").0;
     assert_eq!(ok(&send(&store, &alice, "race-a", &a)).0, 3);
     e2e::group::commit_accepted(&alice.conn, &GID).expect("merge");
@@ -233,7 +234,7 @@ fn adds_joins_messages_and_epochs() {
     catch_up(&store, &carol);
     catch_up(&store, &dave);
     // Bob's commit, re-derived, is now a repeat of nothing: dave's device has a leaf.
-    let again = e2e::group::add(&bob.conn, &GID, &kps[1..]);
+    let again = e2e::group::add(&bob.conn, &GID, &Claimed::of(dave.addr.user_id, dave.addr.device_id, &kps[1..]));
     if let Ok(again) = again {
         assert!(
             matches!(send(&store, &bob, "race-b", &again), GroupSendOutcome::Rejected(e) if e.contains("has a leaf"))
@@ -260,7 +261,7 @@ fn membership_rules_and_removals() {
     create(&store, &alice, pb::GroupType::GROUP);
 
     let kps = e2e::group::key_packages(&eve.conn, 1).expect("kps");
-    let sneak = e2e::group::add(&alice.conn, &GID, &kps).expect("add");
+    let sneak = e2e::group::add(&alice.conn, &GID, &Claimed::of(eve.addr.user_id, eve.addr.device_id, &kps)).expect("add");
     assert!(
         matches!(send(&store, &alice, "sneak", &sneak), GroupSendOutcome::Rejected(e) if e.contains("not invited"))
     );
@@ -570,7 +571,7 @@ fn a_join_names_who_let_the_user_in() {
     let kps = e2e::group::key_packages(&erin.conn, 1).expect("kps");
     store.upload_key_packages(erin.addr, &kps, 1200).expect("upload");
     store.add_group_member(bob.addr, &GID, erin.addr.user_id, 1200).expect("bob invites");
-    let add = e2e::group::add(&alice.conn, &GID, &kps).expect("add");
+    let add = e2e::group::add(&alice.conn, &GID, &Claimed::of(erin.addr.user_id, erin.addr.device_id, &kps)).expect("add");
     ok(&send(&store, &alice, "add-erin", &add));
     e2e::group::commit_accepted(&alice.conn, &GID).expect("merge");
     let e = erin.addr.user_id;

@@ -1,0 +1,157 @@
+//! Trusting a group leaf: the check every member makes of every new or changed leaf, so that
+//! the platform alone cannot decide who reads a group.
+//!
+//! A leaf's credential carries its proof (`crypto::mls::LeafIdentity`): the account's identity
+//! key and the device certificate by which that key vouches for the leaf's signature key. A
+//! member accepts a leaf when
+//! - the certificate verifies against the identity key it carries;
+//! - that identity key is the one pinned for the user: the first key seen for a user is pinned
+//!   (trust on first use; a bot's is its Bot ID), and a later leaf of the user under another
+//!   key is refused; for this device's own user the key is its own account's;
+//! - a device whose key this device already knows (from a private dialog) keeps that key.
+//!
+//! A leaf without proof (made before leaves carried one) is refused when it is new: the
+//! platform could make one up. Leaves already in a group this device is in stay as they are.
+//!
+//! Like the rest of `e2e`, the functions write on the caller's connection (a pin is recorded in
+//! the caller's transaction, and rolled back with it).
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::{device_key, registration, E2eError, Result};
+use crate::clock::unix_now;
+use crate::crypto::identity::{self, IdentityKeyPair};
+use crate::crypto::mls::{self, LeafProof};
+
+/// The tables of this module (schema step of each database that holds `e2e` tables): this
+/// device's own proof, and the account identity key pinned for each user.
+pub const TABLES: &str = "
+    CREATE TABLE e2e_own_proof (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        identity_key BLOB NOT NULL,
+        certificate BLOB NOT NULL
+    );
+    CREATE TABLE e2e_identity_pins (
+        user_id INTEGER PRIMARY KEY,
+        identity_key BLOB NOT NULL,
+        pinned_at INTEGER NOT NULL
+    );";
+
+/// Records this device's proof (the account's identity key and its certificate over the device
+/// key) for the leaves it makes. Idempotent: made with the device keys, and again at every
+/// start, so a database made before leaves carried proof gets one.
+pub fn save_own_proof(conn: &Connection, account: &IdentityKeyPair) -> Result<()> {
+    let identity_key = account.public_key();
+    let certificate = identity::sign_device_certificate(account, &device_key(conn)?.public_key());
+    conn.execute(
+        "INSERT INTO e2e_own_proof (id, identity_key, certificate) VALUES (1, ?1, ?2)
+         ON CONFLICT (id) DO UPDATE SET identity_key = excluded.identity_key, certificate = excluded.certificate",
+        params![identity_key.to_vec(), certificate.to_vec()],
+    )?;
+    Ok(())
+}
+
+/// This device's proof, for the leaves it makes.
+pub(super) fn own_proof(conn: &Connection) -> Result<LeafProof> {
+    let row: Option<(Vec<u8>, Vec<u8>)> = conn
+        .query_row("SELECT identity_key, certificate FROM e2e_own_proof WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let (identity_key, certificate) = row.ok_or(E2eError::NotInitialized)?;
+    Ok(LeafProof {
+        identity_key: identity_key.try_into().map_err(|_| E2eError::Mls("the stored own identity key is damaged".into()))?,
+        certificate: certificate.try_into().map_err(|_| E2eError::Mls("the stored own certificate is damaged".into()))?,
+    })
+}
+
+/// The identity key pinned for `user_id`, if any: for this device's own user, its account's.
+pub fn pinned_identity(conn: &Connection, user_id: u64) -> Result<Option<[u8; 32]>> {
+    if registration(conn)?.is_some_and(|r| r.user_id == user_id) {
+        return own_proof(conn).map(|p| Some(p.identity_key));
+    }
+    let key: Option<Vec<u8>> = conn
+        .query_row("SELECT identity_key FROM e2e_identity_pins WHERE user_id = ?1", params![user_id as i64], |r| r.get(0))
+        .optional()?;
+    Ok(key.and_then(|k| k.try_into().ok()))
+}
+
+/// A leaf this device refused, and why: what a security alert names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeafRefusal {
+    /// The user and device the leaf claims (0 when it names none).
+    pub user_id: u64,
+    pub device_id: u32,
+    pub why: Untrusted,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Untrusted {
+    /// The credential is not one of ours.
+    NoDevice,
+    /// A new leaf without proof.
+    NoProof,
+    /// The certificate does not verify the leaf's signature key under the identity key.
+    BadCertificate,
+    /// The identity key is not the one pinned for the user.
+    IdentityChanged,
+    /// The device is known under another key.
+    DeviceKeyChanged,
+    /// A claimed key package that names another device than the one asked for.
+    NotRequested { user_id: u64, device_id: u32 },
+}
+
+impl std::fmt::Display for LeafRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let LeafRefusal { user_id, device_id, why } = self;
+        let who = format!("a leaf claiming device {device_id} of user {user_id}");
+        match why {
+            Untrusted::NoDevice => write!(f, "a leaf whose credential names no device"),
+            Untrusted::NoProof => write!(f, "{who} carries no proof of its account"),
+            Untrusted::BadCertificate => write!(f, "{who} carries a certificate that does not verify its key"),
+            Untrusted::IdentityChanged => write!(f, "{who} is vouched for by another identity key than the one pinned for the user"),
+            Untrusted::DeviceKeyChanged => write!(f, "{who} carries another key than the one known for that device"),
+            Untrusted::NotRequested { user_id: u, device_id: d } => {
+                write!(f, "{who} was handed out for device {d} of user {u}")
+            }
+        }
+    }
+}
+
+/// Checks one new or changed leaf (module doc); pins the user's identity key on first use.
+/// `Ok(Err(_))` for a leaf this device does not trust.
+pub(super) fn check_leaf(
+    conn: &Connection,
+    credential: &openmls::prelude::Credential,
+    signature_key: &[u8],
+) -> Result<std::result::Result<(u64, u32), LeafRefusal>> {
+    let Some(leaf) = mls::leaf_identity(credential) else {
+        return Ok(Err(LeafRefusal { user_id: 0, device_id: 0, why: Untrusted::NoDevice }));
+    };
+    let refused = |why| Ok(Err(LeafRefusal { user_id: leaf.user_id, device_id: leaf.device_id, why }));
+    if leaf.proof.is_none() {
+        return refused(Untrusted::NoProof);
+    }
+    let Some(identity_key) = leaf.vouching_key(signature_key) else {
+        return refused(Untrusted::BadCertificate);
+    };
+    match pinned_identity(conn, leaf.user_id)? {
+        Some(pinned) if pinned != identity_key => return refused(Untrusted::IdentityChanged),
+        Some(_) => {}
+        None => {
+            conn.execute(
+                "INSERT INTO e2e_identity_pins (user_id, identity_key, pinned_at) VALUES (?1, ?2, ?3)",
+                params![leaf.user_id as i64, identity_key.to_vec(), unix_now()],
+            )?;
+        }
+    }
+    let known: Option<Vec<u8>> = conn
+        .query_row(
+            "SELECT device_key FROM e2e_peer_devices WHERE user_id = ?1 AND device_id = ?2",
+            params![leaf.user_id as i64, leaf.device_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if known.is_some_and(|k| k != signature_key) {
+        return refused(Untrusted::DeviceKeyChanged);
+    }
+    Ok(Ok((leaf.user_id, leaf.device_id)))
+}
