@@ -204,6 +204,7 @@ fn render_incoming(event: &Incoming, chat: &str, via: Option<&str>) -> String {
             render_message(message, &format!("[@{} in {}] ", name_of(&message.sender), sanitize(&group.title)), via)
         }
         Incoming::GroupJoined { group } => format!("you joined the group {}", sanitize(&group.title)),
+        Incoming::SecurityAlert { text, .. } => format!("SECURITY ALERT: {}; nothing of it was kept", sanitize(text)),
         Incoming::GroupCommit { group, removed_me: true, .. } => format!("you were removed from the group {}", sanitize(&group.title)),
         Incoming::GroupCommit { group, added, removed, epoch, .. } => {
             let mut changes = Vec::new();

@@ -265,6 +265,9 @@ impl Profile {
                 return Ok(None);
             }
             inbound::accept(c, envelope.seq, envelope.sender_user_id, &envelope.client_message_id)?;
+            // A savepoint per envelope: one that fails keeps nothing (a half-applied group
+            // delivery, a pin of a leaf whose commit was refused), but still counts as seen.
+            c.execute_batch("SAVEPOINT envelope")?;
             let opened = match envelope.group.as_ref() {
                 Some(delivery) => group_delivery::open_delivery(c, self.user_id(), envelope, delivery),
                 None => match e2e::open_envelope(c, envelope) {
@@ -272,6 +275,7 @@ impl Profile {
                     Err(e) => Err(e),
                 },
             };
+            c.execute_batch(if opened.is_ok() { "RELEASE envelope" } else { "ROLLBACK TO envelope; RELEASE envelope" })?;
             match opened {
                 Ok(opened) => Ok(Some(Ok(opened))),
                 // A database failure is ours, not the message's: do not acknowledge.
@@ -284,6 +288,17 @@ impl Profile {
             None => {
                 log::debug!("inbox envelope {} was already processed", envelope.seq);
                 Ok(None)
+            }
+            Some(Err(E2eError::UntrustedLeaf { group, refusal })) => {
+                let text = format!("group {group}: {refusal}");
+                log::error!("SECURITY ALERT: {text} (message {} from user {})", envelope.message_id, envelope.sender_user_id);
+                let group = envelope.group.as_ref().and_then(|d| {
+                    let id = super::GroupId::from_slice(&d.group_id)?;
+                    let title = if d.title.is_empty() { id.hex()[..16].to_string() } else { d.title.clone() };
+                    Some(super::GroupRef { id, title, channel: d.type_.enum_value_or_default() == crate::wire::platform::GroupType::CHANNEL })
+                });
+                let event = Incoming::SecurityAlert { group, user_id: refusal.user_id, device_id: refusal.device_id, text };
+                Ok(Some(Processed { event: Some(event), was_prekey, follow_up: None }))
             }
             Some(Err(e)) => {
                 let what = if envelope.group.is_some() { "group message" } else { "message" };

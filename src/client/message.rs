@@ -255,8 +255,8 @@ pub enum Incoming {
     GroupMessage { group: GroupRef, message: ReceivedMessage },
     /// This device joined a group from a Welcome (someone added us).
     GroupJoined { group: GroupRef },
-    /// A commit changed the group's MLS tree: the devices it added (an external joiner comes in
-    /// by its own path, not as an added device) and removed, and the epoch it started.
+    /// A commit changed the group's MLS tree: the devices it added (an external joiner too) and
+    /// removed, and the epoch it started.
     /// `removed_me`: this device is out of the group and forgot it.
     GroupCommit { group: GroupRef, added: Vec<(u64, u32)>, removed: Vec<(u64, u32)>, removed_me: bool, epoch: u64 },
     /// A user's role changed (invited, joined, left, banned, restricted, promoted), by
@@ -283,6 +283,10 @@ pub enum Incoming {
         keyboard: Keyboard,
         shared: Option<Shared>,
     },
+    /// A group delivery brought a leaf this device does not trust (`e2e::leaf`): the platform,
+    /// or a member, tried to add a device nobody vouched for. Nothing of it was kept. `user_id`
+    /// and `device_id` are what the leaf claims; `text` says why it was refused.
+    SecurityAlert { group: Option<GroupRef>, user_id: u64, device_id: u32, text: String },
 }
 
 pub use crate::wire::platform::GroupRole;
@@ -352,6 +356,7 @@ impl Incoming {
             | Incoming::GroupDeleted { .. }
             | Incoming::GroupEdited { .. } => 0,
             | Incoming::GroupChatAction { .. } => 0,
+            Incoming::SecurityAlert { .. } => 0,
         }
     }
 
@@ -368,6 +373,7 @@ impl Incoming {
             | Incoming::GroupDeleted { group, .. }
             | Incoming::GroupEdited { group, .. } => Some(group),
             | Incoming::GroupChatAction { group, .. } => Some(group),
+            Incoming::SecurityAlert { group, .. } => group.as_ref(),
             _ => None,
         }
     }

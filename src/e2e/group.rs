@@ -406,18 +406,24 @@ pub(crate) mod forge {
     /// An external commit into the group of `info` (a GroupInfo as the platform stores it) with
     /// the leaf `leaf` makes for a fresh key.
     pub fn external_commit(info: &[u8], leaf: impl FnOnce(&DeviceSigner) -> CredentialWithKey) -> Vec<u8> {
+        let signer = DeviceSigner(crate::crypto::IdentityKeyPair::generate());
+        let credential = leaf(&signer);
+        external_commit_as(info, &signer, credential)
+    }
+
+    /// An external commit into the group of `info`, signed by `signer`, with the leaf `credential`.
+    pub fn external_commit_as(info: &[u8], signer: &DeviceSigner, credential: CredentialWithKey) -> Vec<u8> {
         let mut conn = Connection::open_in_memory().expect("db");
         mls::migrate_storage(&mut conn).expect("openmls tables");
-        let signer = DeviceSigner(crate::crypto::IdentityKeyPair::generate());
         let provider = MlsProvider::new(&conn);
         let MlsMessageBodyIn::GroupInfo(info) = mls::parse_message(info).expect("info").extract() else { panic!("not a GroupInfo") };
         let (_, bundle) = MlsGroup::external_commit_builder()
             .with_config(mls::join_config())
-            .build_group(&provider, info, leaf(&signer))
+            .build_group(&provider, info, credential)
             .expect("build")
             .load_psks(provider.storage())
             .expect("psks")
-            .build(provider.rand(), provider.crypto(), &signer, |_| true)
+            .build(provider.rand(), provider.crypto(), signer, |_| true)
             .expect("commit")
             .finalize(&provider)
             .expect("finalize");

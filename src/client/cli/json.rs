@@ -160,6 +160,13 @@ pub(super) fn incoming_json(e: &Incoming) -> String {
             fields
         }
         Incoming::GroupJoined { group } => vec![event("group_joined"), ("group", group_json(group))],
+        Incoming::SecurityAlert { group, user_id, device_id, text } => vec![
+            event("security_alert"),
+            ("group", group.as_ref().map_or_else(|| "null".to_string(), group_json)),
+            ("user_id", num(*user_id)),
+            ("device_id", num(u64::from(*device_id))),
+            ("text", json!(text).to_string()),
+        ],
         Incoming::GroupCommit { group, added, removed, removed_me, epoch } => vec![
             event("group_commit"),
             ("group", group_json(group)),
@@ -632,6 +639,21 @@ mod tests {
         assert!(v["media"].get("duration").is_none(), "unknown dimensions are left out");
         assert_eq!(v["caption_entities"], json!([{"type": "bold", "offset": 0, "length": 2}]));
         assert!(!line.contains("key") && !line.contains("file_ref"), "{line}");
+    }
+
+    #[test]
+    fn a_security_alert_names_the_group_the_claimed_device_and_why() {
+        use crate::client::message::{GroupId, GroupRef};
+        let group = GroupRef { id: GroupId([0xab; 32]), title: "Team".into(), channel: false };
+        let text = "group abababababababab: a leaf claiming device 1 of user 77 carries no proof of its account".to_string();
+        let alert = Incoming::SecurityAlert { group: Some(group), user_id: 77, device_id: 1, text: text.clone() };
+        let v: Value = serde_json::from_str(&incoming_json(&alert)).expect("valid JSON");
+        assert_eq!(v["event"], "security_alert");
+        assert_eq!((v["group"]["id"].as_str(), v["user_id"].as_u64(), v["device_id"].as_u64()), (Some("ab".repeat(32).as_str()), Some(77), Some(1)));
+        assert_eq!(v["text"], text);
+        let alone = Incoming::SecurityAlert { group: None, user_id: 0, device_id: 0, text: "x".into() };
+        assert!(serde_json::from_str::<Value>(&incoming_json(&alone)).expect("JSON")["group"].is_null());
+        assert!(crate::client::display::ChatEvent::Incoming { event: &alert, chat: "x", via: None }.render().starts_with("SECURITY ALERT: "));
     }
 
     #[test]

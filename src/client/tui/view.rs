@@ -268,13 +268,13 @@ impl View {
         if !shown {
             let text = ChatEvent::Incoming { event, chat: peer_name, via: None }.render();
             let style = match event {
-                Incoming::CallbackAnswer { show_alert: true, .. } => Style::ALERT,
+                Incoming::CallbackAnswer { show_alert: true, .. } | Incoming::SecurityAlert { .. } => Style::ALERT,
                 Incoming::ChatAction { .. } | Incoming::GroupChatAction { .. } => Style::DIM,
                 _ => Style::NOTE,
             };
             conv.push(Entry::Note { time: now, text, style });
         }
-        if at != self.current && matches!(event, Incoming::Message(_) | Incoming::GroupMessage { .. }) {
+        if at != self.current && matches!(event, Incoming::Message(_) | Incoming::GroupMessage { .. } | Incoming::SecurityAlert { .. }) {
             conv.unread += 1;
         }
     }

@@ -605,3 +605,33 @@ fn a_join_names_who_let_the_user_in() {
     assert_eq!(member_changes(&store, &alice), vec![(c, Role::BANNED, b)]);
     assert_eq!(admin::invited_by(&store.open_reader().expect("reader"), &GID, c).expect("read"), None);
 }
+
+/// An invited device's external commit whose leaf carries its registered key but no proof by
+/// the user's identity key (none at all, or another account's) is refused; with it, accepted.
+#[test]
+fn a_leaf_must_carry_the_proof_of_the_users_identity_key() {
+    use crate::crypto::mls::{DeviceSigner, LeafProof};
+    use crate::e2e::group::forge::{external_commit_as, leaf_as};
+    let (_d, store) = store();
+    let alice = user(&store, "alice");
+    let bob = user(&store, "bob");
+    create(&store, &alice, pb::GroupType::GROUP);
+    store.add_group_member(alice.addr, &GID, bob.addr.user_id, 1100).expect("invite");
+    let (info, _) = store.group_info(bob.addr.user_id, &GID).expect("info");
+    let signer = DeviceSigner(e2e::device_key(&bob.conn).expect("bob's device key"));
+    let (user, device) = (bob.addr.user_id, bob.addr.device_id);
+    let other = IdentityKeyPair::generate();
+    let by_other = LeafProof {
+        identity_key: other.public_key(),
+        certificate: crate::crypto::identity::sign_device_certificate(&other, &signer.0.public_key()),
+    };
+    for (what, leaf) in [("no proof", leaf_as(user, device, None, &signer)), ("another account's proof", leaf_as(user, device, Some(by_other), &signer))] {
+        let message = external_commit_as(&info, &signer, leaf);
+        let m = GroupMessage::decode(GID.to_vec(), format!("forged-{what}"), message, info.clone(), Vec::new()).expect("decodes");
+        match store.send_group_message(bob.addr, m, 2000).expect("send").0 {
+            GroupSendOutcome::Rejected(e) => assert!(e.contains("carries no proof by that user's identity key"), "{what}: {e}"),
+            other => panic!("{what}: expected a refusal, got {other:?}"),
+        }
+    }
+    join_external(&store, &bob, "honest");
+}
