@@ -2,7 +2,7 @@
 //!
 //! `platform` is the gRPC contract with the platform server; `e2e` holds shapes that only ever
 //! travel inside end-to-end encryption or lie in our encrypted state. `token` is the one
-//! bot-token parser of both sides; `places` the rules of locations, venues, contacts and dice; `polls` those of polls and votes.
+//! bot-token parser of both sides; `places` the rules of locations, venues, contacts and dice; `polls` those of polls and votes; `roles` who may post in a channel.
 
 #[allow(clippy::all, unused_mut, unused_imports, unused_results, unknown_lints, non_camel_case_types, non_upper_case_globals, non_snake_case, missing_docs)]
 pub mod platform {
@@ -23,6 +23,7 @@ pub mod grpc_debug;
 pub mod invalid;
 pub mod places;
 pub mod polls;
+pub mod roles;
 pub mod rpc;
 pub mod token;
 

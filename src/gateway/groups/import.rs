@@ -14,6 +14,7 @@ use crate::gateway::store::{chats, files, Result as StoreResult, StoreError};
 use crate::gateway::updates;
 use crate::wire::e2e::{content::Body, Content};
 use crate::wire::platform::{group_delivery::Kind as DeliveryKind, GroupRole, GroupType, InboxEnvelope};
+use crate::wire::roles::may_post_in_channel;
 
 fn kind_name(t: GroupType) -> &'static str {
     match t {
@@ -56,6 +57,9 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
                 },
             };
             let group = groups::upsert(c, gid, &d.title, kind, status, now)?;
+            if group.is_channel() {
+                groups::set_poster(c, gid, new.user.user_id, may_post_in_channel(new))?;
+            }
             updates::enqueue_member_change(c, me, &group, change, env.date)
         }
         DeliveryKind::TITLE => {
@@ -128,6 +132,12 @@ fn import_message(
             "group {}: the platform says user {} sent a message signed by user {sender}",
             mls_group::short_id(&group.group_id),
             env.sender_user_id
+        )));
+    }
+    if group.is_channel() && groups::may_post(c, &group.group_id, sender)? == Some(false) {
+        return Err(StoreError::Refused(format!(
+            "channel {}: user {sender} is neither its owner nor an administrator with can_post_messages; their post is dropped",
+            mls_group::short_id(&group.group_id)
         )));
     }
     let content = Content::parse_from_bytes(plaintext).map_err(|_| StoreError::E2e(crate::e2e::E2eError::BadContent))?;

@@ -8,6 +8,7 @@ use crate::gateway::port::StepError;
 use crate::clock::unix_now;
 use crate::e2e::group as mls_group;
 use crate::e2e::E2eError;
+use crate::wire::roles::may_post_in_channel;
 use crate::gateway::runtime::BotShared;
 use crate::gateway::store::groups::{self, GroupChat, Membership};
 use crate::gateway::store::StoreError;
@@ -47,6 +48,7 @@ pub fn join_invited(shared: &BotShared) {
             Err(e) => log::warn!("bot @{}: joining group {:?} failed (tried again later): {e}", shared.username, group.title),
         }
     }
+    know_channel_posters(shared);
 }
 
 /// Joins one group, or leaves it when the bot lacks the capability.
@@ -91,6 +93,35 @@ fn join(shared: &BotShared, group: &GroupChat, capabilities: &str) -> Result<(),
         }
     }
     Err(StepError::Refused(format!("the group kept moving on ({JOIN_TRIES} tries)")))
+}
+
+/// Reads who may post in each channel this device joined and has no list for yet (the join by
+/// external commit, a Welcome): from then on a post from anyone else is dropped (`import`).
+pub fn know_channel_posters(shared: &BotShared) {
+    let channels = match shared.store.read(groups::channels_without_posters) {
+        Ok(c) => c,
+        Err(e) => {
+            log::warn!("bot @{}: reading the channels to learn the posters of: {e}", shared.username);
+            return;
+        }
+    };
+    for channel in channels {
+        let req = GroupRequest { group_id: channel.group_id.clone(), ..Default::default() };
+        let group = match shared.platform.get_group(&req) {
+            Ok(g) => g,
+            Err(e) => {
+                let e = StepError::group_call("GetGroup", &channel.group_id, e);
+                log::warn!("bot @{}: learning who posts in channel {:?} failed (tried again later): {e}", shared.username, channel.title);
+                continue;
+            }
+        };
+        let posters: Vec<u64> =
+            group.members.iter().filter(|m| may_post_in_channel(m)).map(|m| m.user.user_id).collect();
+        let gid = channel.group_id.clone();
+        if let Err(e) = shared.store.write(move |c| groups::set_posters(c, &gid, &posters)) {
+            log::warn!("bot @{}: storing who posts in channel {:?}: {e}", shared.username, channel.title);
+        }
+    }
 }
 
 /// How many unused key packages the platform should hold for this device (members adding the

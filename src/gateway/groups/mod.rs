@@ -31,5 +31,5 @@ mod tests;
 
 pub use commit::{commit_removals, removals_by, settle_pending};
 pub use import::import;
-pub use join::{join_invited, keep_key_packages};
+pub use join::{join_invited, keep_key_packages, know_channel_posters};
 pub use send::{send, GroupSend};

@@ -392,3 +392,57 @@ fn an_invitation_to_a_group_the_bot_is_in_never_drops_its_state() {
     assert_eq!(fake.calls_of("get_group_info").len(), asked, "no rejoin from the platform's GroupInfo");
     assert_eq!(epoch(&bot), before);
 }
+
+/// `env`, a delivery of a channel.
+fn in_channel(mut env: InboxEnvelope) -> InboxEnvelope {
+    env.group.as_mut().expect("a group delivery").type_ = GroupType::CHANNEL.into();
+    env
+}
+
+fn member_with(user: u64, role: GroupRole, can_post: bool) -> GroupMember {
+    GroupMember {
+        user: Some(Profile { user_id: user, ..Default::default() }).into(),
+        role: role.into(),
+        rights: Some(crate::wire::platform::AdminRights { can_post_messages: can_post, ..Default::default() }).into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_post_the_platform_lets_through_from_someone_without_the_right_is_dropped() {
+    let (_dir, bot, fake) = bot();
+    let alice = member_db(ALICE);
+    let info = mls_group::create(&alice, &GID).expect("create");
+    fake.answer_always("get_group_info", move |_: crate::wire::platform::GroupRequest| {
+        Ok(GroupInfoResponse { group_info: info.clone(), ..Default::default() })
+    });
+    fake.answer_always("verify_credential", |_: crate::wire::platform::VerifyCredentialRequest| {
+        Ok(VerifyCredentialResponse { capabilities: "groups,channels".into(), ..Default::default() })
+    });
+    // The platform's member list: user 300 owns the channel; Alice is a subscriber.
+    fake.answer_always("get_group", |_: crate::wire::platform::GroupRequest| {
+        let members = vec![member_with(300, GroupRole::OWNER, false), member_with(ALICE, GroupRole::MEMBER, false)];
+        Ok(crate::wire::platform::Group { group_id: GID.to_vec(), members, ..Default::default() })
+    });
+    fake.answer_always("send_group_message", |_: SendGroupMessageRequest| Ok(ok_answer(0)));
+    import_one(&bot, in_channel(membership(1, GroupRole::INVITED, 300))).expect("invited");
+    join_invited(&bot);
+    let commit: SendGroupMessageRequest = fake.calls_of("send_group_message")[0].request();
+    mls_group::receive(&alice, &GID, &commit.message).expect("Alice processes the join");
+    assert_eq!(fake.calls_of("get_group").len(), 1, "the posters are read once joined");
+
+    let posts = |bot: &BotShared| bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue").into_iter().filter(|u| u.kind == "channel_post").count();
+    let (post, _) = mls_group::encrypt(&alice, &GID, &text("a subscriber's post")).expect("encrypt");
+    let e = import_one(&bot, in_channel(mls_message(ALICE, 5, post))).expect_err("dropped");
+    assert!(e.to_string().contains("neither its owner nor an administrator with can_post_messages"), "{e}");
+    assert_eq!(posts(&bot), 0);
+
+    // Promoted with the right to post (a role change the bot receives): her posts count.
+    let mut promoted = membership(ALICE, GroupRole::ADMINISTRATOR, 300);
+    let change = promoted.group.as_mut().unwrap().change.as_mut().unwrap();
+    change.new = Some(member_with(ALICE, GroupRole::ADMINISTRATOR, true)).into();
+    import_one(&bot, in_channel(promoted)).expect("promotion");
+    let (post, _) = mls_group::encrypt(&alice, &GID, &text("an administrator's post")).expect("encrypt");
+    import_one(&bot, in_channel(mls_message(ALICE, 6, post))).expect("a post");
+    assert_eq!(posts(&bot), 1);
+}

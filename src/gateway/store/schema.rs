@@ -22,6 +22,9 @@ pub(crate) const STEPS: &[Step] = &[
     // Group leaves carry proof: this device's own, and the identity key pinned per user
     // (`e2e::leaf`); the runtime records the proof at start.
     Step { version: 8, sql: &[crate::e2e::leaf::TABLES] },
+    // Who may post in each channel, as received, so a post the platform let through from anyone
+    // else is dropped (`store::groups`).
+    Step { version: 9, sql: &[super::groups::SCHEMA_POSTERS] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).

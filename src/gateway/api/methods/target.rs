@@ -12,7 +12,7 @@ use crate::gateway::runtime::BotShared;
 use crate::gateway::store::groups::{self, GroupChat};
 use crate::gateway::store::chats;
 use crate::gateway::updates::ChatRef;
-use crate::wire::platform::{GroupRequest, GroupRole};
+use crate::wire::platform::GroupRequest;
 
 /// A chat id parameter: an integer (or its decimal text). A `@username` is not resolvable by
 /// the gateway, so it is answered like an unknown chat.
@@ -93,11 +93,7 @@ pub(super) fn require_post_right(bot: &BotShared, channel: &GroupChat) -> Result
     let p = &bot.platform;
     let info = p.get_group(&req).map_err(|e| platform_error(bot, "GetGroup", e))?;
     let me = info.members.iter().find(|m| m.user.user_id == bot.compat_user_id);
-    let may_post = me.is_some_and(|m| match m.role.enum_value_or_default() {
-        GroupRole::OWNER => true,
-        GroupRole::ADMINISTRATOR => m.rights.can_post_messages,
-        _ => false,
-    });
+    let may_post = me.is_some_and(crate::wire::roles::may_post_in_channel);
     if may_post {
         return Ok(());
     }

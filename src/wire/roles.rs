@@ -1,0 +1,14 @@
+//! The rules of group roles that every side reads the same way.
+
+use super::platform::{GroupMember, GroupRole};
+
+/// Who may post in a channel: its owner, and administrators with `can_post_messages`. The
+/// platform refuses other posts; a bot checks its own right before sending, and receivers drop
+/// a post from anyone else (a platform that let it through).
+pub fn may_post_in_channel(member: &GroupMember) -> bool {
+    match member.role.enum_value_or_default() {
+        GroupRole::OWNER => true,
+        GroupRole::ADMINISTRATOR => member.rights.can_post_messages,
+        _ => false,
+    }
+}
