@@ -158,6 +158,7 @@ impl Profile {
                 Ok(Ok(Status::OK)) => {
                     self.write(|c| remember_group(c, group, title, kind, 0))?;
                     log::info!("@{} joined group {} by an external commit", self.username(), short(group));
+                    self.learn_posters(group, kind);
                     return Ok(());
                 }
                 Ok(Ok(Status::STALE_EPOCH)) => {

@@ -121,6 +121,10 @@ impl Profile {
         match self.platform.client.create_group(&req, self.platform.opt()) {
             Ok(group) => {
                 self.write(|c| remember_group(c, &id, &group.title, kind, 0))?;
+                // The creator owns a channel: it alone posts, until it promotes someone.
+                if kind == GroupType::CHANNEL {
+                    self.write(|c| crate::e2e::posters::set_posters(c, &id.0, &[self.user_id()]).context(|| format!("channel {}", short(&id))))?;
+                }
                 log::info!("@{} created group {}", self.username(), short(&id));
                 Ok(id)
             }

@@ -12,7 +12,8 @@ use super::message::{received_message, GroupId, GroupRef, GroupRole, Incoming, S
 use super::profile::Profile;
 use crate::crypto;
 use crate::e2e::group::{self as mls_group, Received};
-use crate::e2e::E2eError;
+use crate::e2e::{posters, E2eError};
+use crate::wire::roles::may_post_in_channel;
 use crate::wire::e2e::Content;
 use crate::wire::platform::{
     group_delivery, send_group_message_response::Status, GroupDelivery, GroupType, InboxEnvelope,
@@ -38,13 +39,35 @@ pub struct KnownGroup {
 pub(super) enum FollowUp {
     /// These users left or were removed and may still have leaves: commit their removal.
     RemoveLeaves { group: GroupId, users: Vec<u64> },
-    /// A Welcome used one of our key packages.
-    Joined,
+    /// A Welcome used one of our key packages: this device is in `group` now.
+    Joined { group: GroupId, kind: GroupType },
     /// Our join request was approved: join by an external commit.
     JoinApproved { group: GroupId, title: String, kind: GroupType },
 }
 
 impl Profile {
+    /// Reads who may post in the channel `group` from the platform's member list, once this
+    /// device is in it: from then on a post from anyone else is dropped. A failure is logged;
+    /// until the list is read, posts are not checked.
+    pub(super) fn learn_posters(&self, group: &GroupId, kind: GroupType) {
+        if kind != GroupType::CHANNEL {
+            return;
+        }
+        let req = crate::wire::platform::GroupRequest { group_id: group.0.to_vec(), ..Default::default() };
+        let learned = self
+            .platform
+            .client
+            .get_group(&req, self.platform.opt())
+            .map_err(|status| ClientError::Rpc { call: "GetGroup", status })
+            .and_then(|g| {
+                let users: Vec<u64> = g.members.iter().filter(|m| may_post_in_channel(m)).map(|m| m.user.user_id).collect();
+                self.write(|c| posters::set_posters(c, &group.0, &users).context(|| format!("channel {}", short(group))))
+            });
+        if let Err(e) = learned {
+            log::warn!("could not learn who posts in channel {}: {e}", short(group));
+        }
+    }
+
     /// Asks the platform how many key packages it holds for this device (an empty upload)
     /// and uploads new ones when fewer than `KEY_PACKAGES_LOW` remain. Returns the count on
     /// the platform. Runs at registration, when receiving starts, and after a Welcome used one.
@@ -108,7 +131,8 @@ impl Profile {
     /// member takes it up again).
     pub(super) fn follow_up(&self, follow_up: FollowUp) {
         match follow_up {
-            FollowUp::Joined => {
+            FollowUp::Joined { group, kind } => {
+                self.learn_posters(&group, kind);
                 if let Err(e) = self.keep_key_packages() {
                     log::warn!(
                         "could not replenish the key packages of @{}: {e}",
@@ -210,6 +234,7 @@ pub(super) fn remember_group(
 
 pub(super) fn forget_group(c: &Connection, id: &GroupId) -> Result<()> {
     mls_group::forget(c, &id.0).context(|| format!("forgetting group {}", short(id)))?;
+    posters::forget(c, &id.0).context(|| format!("forgetting group {}", short(id)))?;
     c.execute(
         "DELETE FROM client_groups WHERE group_id = ?1",
         [id.0.to_vec()],
@@ -302,7 +327,7 @@ pub(super) fn open_delivery(
             remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
             Ok((
                 Some(Incoming::GroupJoined { group }),
-                Some(FollowUp::Joined),
+                Some(FollowUp::Joined { group: id, kind }),
             ))
         }
         Ok(group_delivery::Kind::MLS_MESSAGE) => {
@@ -318,6 +343,13 @@ pub(super) fn open_delivery(
             remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
             match received {
                 Received::Application { sender, plaintext } => {
+                    if kind == GroupType::CHANNEL && posters::may_post(c, &id.0, sender.0)? == Some(false) {
+                        return Err(E2eError::Mls(format!(
+                            "channel {}: user {} is neither its owner nor an administrator with can_post_messages; their post is dropped",
+                            short(&id),
+                            sender.0
+                        )));
+                    }
                     if sender.0 != envelope.sender_user_id {
                         return Err(E2eError::Mls(format!(
                             "group {}: a message of user {} arrived as from user {}",
@@ -396,6 +428,9 @@ pub(super) fn open_delivery(
             let in_group = mls_group::epoch(c, &id.0)?.is_some();
             if in_group || user.user_id == me {
                 remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
+            }
+            if kind == GroupType::CHANNEL {
+                posters::set_poster(c, &id.0, user.user_id, may_post_in_channel(new))?;
             }
             // Whoever left or was removed must lose their leaves; any member may commit it.
             let follow_up = if in_group && user.user_id != me && matches!(new_role, GroupRole::LEFT | GroupRole::BANNED) {

@@ -23,6 +23,9 @@ pub(crate) const STEPS: &[Step] = &[
     // Group leaves carry proof: this device's own, and the identity key pinned per user
     // (`e2e::leaf`); the profile records its proof when it opens.
     Step { version: 8, sql: &[e2e::leaf::TABLES] },
+    // Who may post in each channel, as received, so a post from anyone else is dropped
+    // (`e2e::posters`).
+    Step { version: 9, sql: &[e2e::posters::TABLES] },
 ];
 
 /// Step 2: the processed seqs give way to the one inbound rule of `e2e::inbound`. Envelopes

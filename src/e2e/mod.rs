@@ -38,6 +38,8 @@
 //!   Welcome), commits that add or remove members, group messages both ways.
 //! - `leaf`: trusting a group leaf (its proof, the identity key pinned for its user), this
 //!   device's own proof (`save_own_proof`).
+//! - `posters`: who may post in each channel, as received, so a post from anyone else is
+//!   dropped.
 //! - `store`: the tables (`TABLES_V1`) and their queries.
 //!
 //! This file holds the error type, `Registration`, and the re-exports callers use
@@ -49,6 +51,7 @@ mod file_transport;
 pub mod group;
 pub mod inbound;
 pub mod leaf;
+pub mod posters;
 mod open;
 mod seal;
 mod store;
@@ -67,11 +70,12 @@ pub use store::TABLES_V1;
 
 /// Creates every `e2e` table at once in a database that has none, for one that is not opened
 /// through numbered migrations (tests, a member's device in them); migrated databases list
-/// `TABLES_V1`, `inbound::TABLES_V2` and `leaf::TABLES` as their steps.
+/// `TABLES_V1`, `inbound::TABLES_V2`, `leaf::TABLES` and `posters::TABLES` as their steps.
 pub fn create_all_tables(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     conn.execute_batch(TABLES_V1)?;
     conn.execute_batch(inbound::TABLES_V2)?;
-    conn.execute_batch(leaf::TABLES)
+    conn.execute_batch(leaf::TABLES)?;
+    conn.execute_batch(posters::TABLES)
 }
 
 /// A plain text message as it travels end to end (no entities, no reply).

@@ -7,6 +7,7 @@ use rusqlite::Connection;
 
 use crate::clock::unix_now;
 use crate::e2e::group::{self as mls_group, Received};
+use crate::e2e::posters;
 use crate::gateway::botapi::types::UserView;
 use crate::gateway::history::checked_user_message;
 use crate::gateway::store::groups::{self, GroupChat, Membership};
@@ -46,6 +47,7 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
                 (true, GroupRole::LEFT | GroupRole::BANNED) => {
                     // Out: nothing more arrives, and the epoch secrets are deleted.
                     mls_group::forget(c, gid)?;
+                    posters::forget(c, gid)?;
                     groups::clear_commit(c, gid)?;
                     Membership::Gone
                 }
@@ -58,7 +60,7 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
             };
             let group = groups::upsert(c, gid, &d.title, kind, status, now)?;
             if group.is_channel() {
-                groups::set_poster(c, gid, new.user.user_id, may_post_in_channel(new))?;
+                posters::set_poster(c, gid, new.user.user_id, may_post_in_channel(new))?;
             }
             updates::enqueue_member_change(c, me, &group, change, env.date)
         }
@@ -134,7 +136,7 @@ fn import_message(
             env.sender_user_id
         )));
     }
-    if group.is_channel() && groups::may_post(c, &group.group_id, sender)? == Some(false) {
+    if group.is_channel() && posters::may_post(c, &group.group_id, sender)? == Some(false) {
         return Err(StoreError::Refused(format!(
             "channel {}: user {sender} is neither its owner nor an administrator with can_post_messages; their post is dropped",
             mls_group::short_id(&group.group_id)

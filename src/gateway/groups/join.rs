@@ -7,7 +7,7 @@ use super::commit::{commit, CommitAnswer};
 use crate::gateway::port::StepError;
 use crate::clock::unix_now;
 use crate::e2e::group as mls_group;
-use crate::e2e::E2eError;
+use crate::e2e::{posters, E2eError};
 use crate::wire::roles::may_post_in_channel;
 use crate::gateway::runtime::BotShared;
 use crate::gateway::store::groups::{self, GroupChat, Membership};
@@ -118,7 +118,7 @@ pub fn know_channel_posters(shared: &BotShared) {
         let posters: Vec<u64> =
             group.members.iter().filter(|m| may_post_in_channel(m)).map(|m| m.user.user_id).collect();
         let gid = channel.group_id.clone();
-        if let Err(e) = shared.store.write(move |c| groups::set_posters(c, &gid, &posters)) {
+        if let Err(e) = shared.store.write(move |c| Ok(posters::set_posters(c, &gid, &posters)?)) {
             log::warn!("bot @{}: storing who posts in channel {:?}: {e}", shared.username, channel.title);
         }
     }

@@ -174,64 +174,15 @@ pub fn invited(conn: &Connection) -> Result<Vec<GroupChat>> {
     Ok(rows)
 }
 
-/// Step "channel posters" of the bot database: who may post in each channel, as the roles this
-/// device received say (`wire::roles::may_post_in_channel`); `posters_known` once the whole
-/// list was read from the platform (at the join), before which posts are not checked.
-pub const SCHEMA_POSTERS: &str = "
-CREATE TABLE channel_posters (
-    group_id BLOB NOT NULL,
-    user_id  INTEGER NOT NULL,
-    PRIMARY KEY (group_id, user_id)
-);
-ALTER TABLE groups ADD COLUMN posters_known INTEGER NOT NULL DEFAULT 0;
-";
-
-/// Records whether `user_id` may post in the channel `group_id` (a role they received).
-pub fn set_poster(conn: &Connection, group_id: &[u8], user_id: u64, may_post: bool) -> Result<()> {
-    if may_post {
-        conn.execute("INSERT OR IGNORE INTO channel_posters (group_id, user_id) VALUES (?1, ?2)", params![group_id, user_id as i64])?;
-    } else {
-        conn.execute("DELETE FROM channel_posters WHERE group_id = ?1 AND user_id = ?2", params![group_id, user_id as i64])?;
-    }
-    Ok(())
-}
-
-/// The whole list of who may post in the channel `group_id`, as the platform's member list says.
-pub fn set_posters(conn: &Connection, group_id: &[u8], users: &[u64]) -> Result<()> {
-    conn.execute("DELETE FROM channel_posters WHERE group_id = ?1", params![group_id])?;
-    for user in users {
-        set_poster(conn, group_id, *user, true)?;
-    }
-    conn.execute("UPDATE groups SET posters_known = 1 WHERE group_id = ?1", params![group_id])?;
-    Ok(())
-}
-
 /// Channels this device is a member of whose posters it has not read yet.
 pub fn channels_without_posters(conn: &Connection) -> Result<Vec<GroupChat>> {
     let mut stmt = conn.prepare_cached(
         "SELECT group_id, chat_id, title, kind, status FROM groups
-         WHERE kind = 'channel' AND status = 'member' AND posters_known = 0 ORDER BY updated_at",
+         WHERE kind = 'channel' AND status = 'member'
+           AND group_id NOT IN (SELECT group_id FROM e2e_channel_posters_known) ORDER BY updated_at",
     )?;
     let rows = stmt.query_map([], row)?.collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(rows)
-}
-
-/// Whether `user_id` may post in the channel `group_id`; `None` while its posters are not
-/// known yet (the bot joined by Welcome and has not read the member list).
-pub fn may_post(conn: &Connection, group_id: &[u8], user_id: u64) -> Result<Option<bool>> {
-    let known: Option<bool> =
-        conn.query_row("SELECT posters_known FROM groups WHERE group_id = ?1", params![group_id], |r| r.get(0)).optional()?;
-    if known != Some(true) {
-        return Ok(None);
-    }
-    let poster: Option<i64> = conn
-        .query_row(
-            "SELECT 1 FROM channel_posters WHERE group_id = ?1 AND user_id = ?2",
-            params![group_id, user_id as i64],
-            |r| r.get(0),
-        )
-        .optional()?;
-    Ok(Some(poster.is_some()))
 }
 
 /// A user seen in a group.

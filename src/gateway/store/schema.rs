@@ -23,8 +23,8 @@ pub(crate) const STEPS: &[Step] = &[
     // (`e2e::leaf`); the runtime records the proof at start.
     Step { version: 8, sql: &[crate::e2e::leaf::TABLES] },
     // Who may post in each channel, as received, so a post the platform let through from anyone
-    // else is dropped (`store::groups`).
-    Step { version: 9, sql: &[super::groups::SCHEMA_POSTERS] },
+    // else is dropped (`e2e::posters`).
+    Step { version: 9, sql: &[crate::e2e::posters::TABLES] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).
