@@ -4,7 +4,8 @@
 //! - `--help`, `-h` and `help` print the program's help, `help COMMAND` and
 //!   `COMMAND --help` that command's part of it;
 //! - a usage error (an unknown command or option, a missing argument) says what exists and
-//!   exits with status 2 ([`USAGE_EXIT`]); help and version exit 0; any other failure 1;
+//!   exits with status 2 ([`USAGE_EXIT`]); help and version exit 0; any other failure 1
+//!   ([`CliError`] of `e2e-chat` and `platform-server` says which; [`exit_with`] prints it);
 //! - options may come anywhere before `--`, and everything after `--` is an argument
 //!   ([`Program::parse`], the one option parser of `e2e-chat`).
 //!
@@ -12,6 +13,7 @@
 //! line that names it (`  bot-gateway serve CONFIG`, `  register USERNAME …`) and the lines
 //! indented below it.
 
+use std::error::Error;
 use std::fmt;
 
 /// Exit status of a usage error (the convention of BSD `sysexits` and most CLIs).
@@ -27,7 +29,95 @@ impl fmt::Display for UsageError {
     }
 }
 
-impl std::error::Error for UsageError {}
+impl Error for UsageError {}
+
+/// Why a command of `e2e-chat` or `platform-server` did not do what it was asked: the command
+/// line is wrong (exit status [`USAGE_EXIT`]) or doing it failed (1). `{e}` is this error's
+/// own message, `{e:#}` that followed by its causes' ("context: cause: cause"), the one line
+/// [`exit_with`] prints.
+#[derive(Debug)]
+pub enum CliError {
+    Usage(UsageError),
+    /// A failure its message says all of ("press: no answer from @bot ...").
+    Failed(String),
+    /// What was being done ("writing to stdout"), and the error that stopped it.
+    Context { what: String, source: Box<dyn Error + Send + Sync> },
+    /// An operation's own error, whose message names what failed (a `ClientError`).
+    Operation(Box<dyn Error + Send + Sync>),
+}
+
+impl CliError {
+    /// The program's exit status for this error.
+    pub fn exit_status(&self) -> i32 {
+        match self {
+            CliError::Usage(_) => USAGE_EXIT,
+            _ => 1,
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Usage(e) => write!(f, "{e}")?,
+            CliError::Failed(message) => f.write_str(message)?,
+            CliError::Context { what, .. } => f.write_str(what)?,
+            CliError::Operation(e) => write!(f, "{e}")?,
+        }
+        if f.alternate() {
+            let mut cause = self.source();
+            while let Some(e) = cause {
+                write!(f, ": {e}")?;
+                cause = e.source();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Error for CliError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            CliError::Usage(_) | CliError::Failed(_) => None,
+            CliError::Context { source, .. } => Some(source.as_ref()),
+            // The operation's error is this one's message: its causes come next.
+            CliError::Operation(e) => e.source(),
+        }
+    }
+}
+
+impl From<UsageError> for CliError {
+    fn from(e: UsageError) -> Self {
+        CliError::Usage(e)
+    }
+}
+
+/// `.context("what was being done")` on a failed operation's `Result`: a [`CliError::Context`].
+pub trait Context<T> {
+    fn context(self, what: &str) -> Result<T, CliError>;
+    /// The same, with a message made only on failure.
+    fn with_context(self, what: impl FnOnce() -> String) -> Result<T, CliError>;
+}
+
+impl<T, E: Error + Send + Sync + 'static> Context<T> for Result<T, E> {
+    fn context(self, what: &str) -> Result<T, CliError> {
+        self.with_context(|| what.to_string())
+    }
+
+    fn with_context(self, what: impl FnOnce() -> String) -> Result<T, CliError> {
+        self.map_err(|e| CliError::Context { what: what(), source: Box::new(e) })
+    }
+}
+
+/// Ends `program` after `e`: what stdout holds goes first, then one line on stderr naming what
+/// failed (no backtrace, whatever RUST_BACKTRACE says), then the exit status of `e`.
+pub fn exit_with(program: &str, e: &CliError) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let line = format!("{e:#}").replace('\n', " ");
+    eprintln!("{program}: {line}");
+    std::process::exit(e.exit_status())
+}
 
 /// One program's name, help text and commands.
 pub struct Program {
@@ -308,6 +398,22 @@ Usage:
         assert!(err.0.contains("\"frob\"") && err.0.contains("serve, check"), "{err}");
         assert_eq!(p.early(&args(&["serve", "x.json"])), Ok(Early::Run));
         assert_eq!(p.early(&args(&[])), Ok(Early::Run));
+    }
+
+    #[test]
+    fn a_cli_error_prints_its_context_chain_and_says_its_exit_status() {
+        let io = || std::io::Error::new(std::io::ErrorKind::BrokenPipe, "pipe closed");
+        let usage = CliError::from(UsageError("send: @PEER missing".into()));
+        assert_eq!((format!("{usage:#}"), usage.exit_status(), usage.source().is_none()), ("send: @PEER missing".into(), USAGE_EXIT, true));
+        let failed = Err::<(), _>(io()).context("writing to stdout").expect_err("failed");
+        assert_eq!((failed.to_string(), format!("{failed:#}")), ("writing to stdout".into(), "writing to stdout: pipe closed".into()));
+        assert_eq!((failed.exit_status(), failed.source().map(|e| e.to_string())), (1, Some("pipe closed".into())));
+        // An operation's own error is the message; what caused it follows.
+        let outer = Err::<(), _>(failed).with_context(|| "saving @bot".into()).expect_err("failed");
+        let operation = CliError::Operation(Box::new(outer));
+        assert_eq!(format!("{operation:#}"), "saving @bot: writing to stdout: pipe closed");
+        assert_eq!(operation.source().map(|e| e.to_string()), Some("writing to stdout".into()));
+        assert_eq!(format!("{:#}", CliError::Failed("no answer".into())), "no answer");
     }
 
     const OPTIONS: &[Opt] = &[Opt::value("--reply-to"), Opt::switch("--request"), Opt::switch("--version").or("-V")];

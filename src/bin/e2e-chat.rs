@@ -1,4 +1,6 @@
-fn main() -> anyhow::Result<()> {
+fn main() {
     bot_gateway::wire::grpc_debug::exit_if_debug_switches("e2e-chat");
-    bot_gateway::client::run_cli(std::env::args().skip(1).collect())
+    if let Err(e) = bot_gateway::client::run_cli(std::env::args().skip(1).collect()) {
+        bot_gateway::cli::exit_with("e2e-chat", &e);
+    }
 }

@@ -7,13 +7,13 @@ use serde_json::json;
 use super::cli::json::sent_fields;
 use super::cli_common::{open_profile, ordered, print_line, usage, Global};
 use super::deep_link;
-use crate::cli::{Args, Opt};
+use crate::cli::{Args, CliError, Opt};
 
 /// `reply-button`'s option: the location a location button sends.
 pub(super) const REPLY_BUTTON_OPTIONS: &[Opt] = &[Opt::value("--location")];
 
 /// `reply-button @BOT N [--location LAT,LON]`: uses button N of the bot's reply keyboard.
-pub(super) fn reply_button(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn reply_button(global: &Global, a: &Args) -> Result<(), CliError> {
     let [peer, number] = a.words[..] else {
         return Err(usage("reply-button: expected @BOT BUTTON_NUMBER".into()));
     };
@@ -34,7 +34,7 @@ pub(super) fn reply_button(global: &Global, a: &Args) -> anyhow::Result<()> {
 }
 
 /// `start @BOT [PAYLOAD]` or `start LINK`: sends `/start` (with the payload) to the bot.
-pub(super) fn start(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn start(global: &Global, a: &Args) -> Result<(), CliError> {
     let link = match a.words[..] {
         [link] => deep_link::parse(link),
         [bot, payload] => deep_link::with_payload(bot, payload),
@@ -49,7 +49,7 @@ pub(super) fn start(global: &Global, a: &Args) -> anyhow::Result<()> {
 }
 
 /// `LATITUDE,LONGITUDE` in degrees (-90..90, -180..180).
-pub(super) fn location_arg(what: &str, v: &str) -> anyhow::Result<(f64, f64)> {
+pub(super) fn location_arg(what: &str, v: &str) -> Result<(f64, f64), CliError> {
     let parsed = v.split_once(',').and_then(|(lat, lon)| Some((lat.trim().parse::<f64>().ok()?, lon.trim().parse::<f64>().ok()?)));
     match parsed {
         Some((lat, lon)) if (-90.0..=90.0).contains(&lat) && (-180.0..=180.0).contains(&lon) => Ok((lat, lon)),

@@ -8,12 +8,12 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use serde_json::Value;
 
 use super::display;
+use super::error::ClientError;
 use super::profile::Profile;
-use crate::cli::{Args, Opt, UsageError};
+use crate::cli::{Args, CliError, Context, Opt, UsageError};
 
 /// The options every command takes: the platform server and the profile directory.
 pub(super) struct Global {
@@ -24,17 +24,25 @@ pub(super) struct Global {
 pub(super) const REPLY_TO: Opt = Opt::value("--reply-to");
 
 /// A usage error (exit status 2): a missing, extra or malformed argument.
-pub(super) fn usage(message: String) -> anyhow::Error {
-    UsageError(message).into()
+pub(super) fn usage(message: String) -> CliError {
+    CliError::Usage(UsageError(message))
+}
+
+/// A failed client operation, printed as its own message (which names what failed) with its
+/// causes: `profile.send_message(..)?` in a command.
+impl From<ClientError> for CliError {
+    fn from(e: ClientError) -> Self {
+        CliError::Operation(Box::new(e))
+    }
 }
 
 /// The profile of the global options.
-pub(super) fn open_profile(global: &Global) -> anyhow::Result<Profile> {
+pub(super) fn open_profile(global: &Global) -> Result<Profile, CliError> {
     Ok(Profile::open_at(&global.profile, global.server.as_deref())?)
 }
 
 /// A per-dialog message id (a positive whole number).
-pub(super) fn message_id_arg(what: &str, v: &str) -> anyhow::Result<u64> {
+pub(super) fn message_id_arg(what: &str, v: &str) -> Result<u64, CliError> {
     match v.parse::<u64>() {
         Ok(id) if id > 0 => Ok(id),
         _ => Err(usage(format!("{what} {v:?} is not a message id (a positive whole number)"))),
@@ -45,7 +53,7 @@ pub(super) fn message_id_arg(what: &str, v: &str) -> anyhow::Result<u64> {
 const DEFAULT_LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The `--timeout` of `command`: zero or more seconds, 30 when not given.
-pub(super) fn timeout_arg(command: &str, a: &Args) -> anyhow::Result<Duration> {
+pub(super) fn timeout_arg(command: &str, a: &Args) -> Result<Duration, CliError> {
     let Some(v) = a.value("--timeout") else {
         return Ok(DEFAULT_LISTEN_TIMEOUT);
     };
@@ -57,7 +65,7 @@ pub(super) fn timeout_arg(command: &str, a: &Args) -> anyhow::Result<Duration> {
 }
 
 /// `COMMAND TARGET MESSAGE_ID TEXT...` of an edit.
-pub(super) fn edit_args<'a>(command: &str, target: &str, a: &Args<'a>) -> anyhow::Result<(&'a str, u64, String)> {
+pub(super) fn edit_args<'a>(command: &str, target: &str, a: &Args<'a>) -> Result<(&'a str, u64, String), CliError> {
     let [where_, id, text @ ..] = &a.words[..] else {
         return Err(usage(format!("{command}: expected {target} MESSAGE_ID TEXT")));
     };
@@ -70,7 +78,7 @@ pub(super) fn edit_args<'a>(command: &str, target: &str, a: &Args<'a>) -> anyhow
 }
 
 /// `COMMAND TARGET TEXT... [--reply-to M]`: the first word is the target, the others the text.
-pub(super) fn text_args<'a>(command: &str, target: &str, a: &Args<'a>) -> anyhow::Result<(&'a str, Option<u64>, String)> {
+pub(super) fn text_args<'a>(command: &str, target: &str, a: &Args<'a>) -> Result<(&'a str, Option<u64>, String), CliError> {
     let Some((peer, text)) = a.words.split_first() else {
         return Err(usage(format!("{command}: {target} missing")));
     };
@@ -84,7 +92,7 @@ pub(super) fn text_args<'a>(command: &str, target: &str, a: &Args<'a>) -> anyhow
 
 /// The arguments of a press (`press`, `group press`): WHERE MESSAGE_ID CALLBACK_DATA and an
 /// optional `--timeout S` for the answer.
-pub(super) fn press_args<'a>(command: &str, where_: &str, a: &Args<'a>) -> anyhow::Result<(&'a str, u64, &'a str, Duration)> {
+pub(super) fn press_args<'a>(command: &str, where_: &str, a: &Args<'a>) -> Result<(&'a str, u64, &'a str, Duration), CliError> {
     let [target, message_id, data] = a.words[..] else {
         return Err(usage(format!("{command}: expected {where_} MESSAGE_ID CALLBACK_DATA")));
     };
@@ -105,7 +113,7 @@ pub(super) fn ordered_raw(fields: &[(&str, String)]) -> String {
 }
 
 /// Prints one JSON line, with DEL, C1 and bidi controls escaped too (`display::json_for_terminal`).
-pub(super) fn print_line(line: &str) -> anyhow::Result<()> {
+pub(super) fn print_line(line: &str) -> Result<(), CliError> {
     let mut out = io::stdout().lock();
     writeln!(out, "{}", display::json_for_terminal(line)).context("writing to stdout")?;
     out.flush().context("writing to stdout")

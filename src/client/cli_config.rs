@@ -8,12 +8,11 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use serde_json::{json, Value};
 
 use super::bot_config;
 use super::cli_common::{open_profile, ordered, print_line, usage, Global};
-use crate::cli::{Args, Opt};
+use crate::cli::{Args, CliError, Context, Opt};
 
 /// The options of `save-config`.
 pub(super) const OPTIONS: &[Opt] = &[Opt::value("--state-dir"), Opt::value("--bot"), Opt::switch("--force")];
@@ -21,7 +20,7 @@ pub(super) const OPTIONS: &[Opt] = &[Opt::value("--state-dir"), Opt::value("--bo
 /// How many of the manager's newest messages are searched.
 const SEARCHED: usize = 500;
 
-pub(super) fn save_config(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn save_config(global: &Global, a: &Args) -> Result<(), CliError> {
     let (manager, file) = match a.words[..] {
         [manager, file] => (manager, Path::new(file)),
         [_] => return Err(usage("save-config: FILE missing (where to write the config)".into())),
@@ -32,9 +31,11 @@ pub(super) fn save_config(global: &Global, a: &Args) -> anyhow::Result<()> {
     let peer = profile.lookup(manager)?;
     let texts = profile.remembered_texts(peer.user_id, SEARCHED)?;
     let bot = a.value("--bot");
-    let found = bot_config::find(&texts, bot).with_context(|| match bot {
-        Some(bot) => format!("no gateway config for {bot} in your dialog with @{}: create the bot there with /newbot (as this profile)", peer.username),
-        None => format!("no gateway config in your dialog with @{}: create a bot there with /newbot (as this profile)", peer.username),
+    let found = bot_config::find(&texts, bot).ok_or_else(|| {
+        CliError::Failed(match bot {
+            Some(bot) => format!("no gateway config for {bot} in your dialog with @{}: create the bot there with /newbot (as this profile)", peer.username),
+            None => format!("no gateway config in your dialog with @{}: create a bot there with /newbot (as this profile)", peer.username),
+        })
     })?;
     let state_dir = match a.value("--state-dir") {
         Some(dir) => absolute(Path::new(dir))?,
@@ -52,7 +53,7 @@ pub(super) fn save_config(global: &Global, a: &Args) -> anyhow::Result<()> {
 }
 
 /// `path` made absolute (the gateway may run from another directory).
-fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
+fn absolute(path: &Path) -> Result<PathBuf, CliError> {
     if path.is_absolute() {
         return Ok(path.to_path_buf());
     }
@@ -60,7 +61,7 @@ fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
 }
 
 /// Writes the config 0600; an existing file only with `force`.
-fn write_private(path: &Path, config: &Value, force: bool) -> anyhow::Result<()> {
+fn write_private(path: &Path, config: &Value, force: bool) -> Result<(), CliError> {
     let mut options = OpenOptions::new();
     options.write(true).mode(0o600);
     if force {

@@ -7,13 +7,13 @@ use serde_json::json;
 use super::cli::json::sent_json;
 use super::cli_common::{message_id_arg, open_profile, ordered, print_line, usage, Global, REPLY_TO};
 use super::places::{LocationInfo, Shared};
-use crate::cli::{Args, Opt};
+use crate::cli::{Args, CliError, Opt};
 
 /// The options of `send-location`.
 pub(super) const LOCATION_OPTIONS: &[Opt] =
     &[REPLY_TO, Opt::value("--live"), Opt::value("--accuracy"), Opt::value("--heading")];
 
-pub(super) fn send_location(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn send_location(global: &Global, a: &Args) -> Result<(), CliError> {
     let (peer, location) = location_args(a)?;
     let reply_to = reply_to_arg("send-location", a)?;
     let profile = open_profile(global)?;
@@ -23,7 +23,7 @@ pub(super) fn send_location(global: &Global, a: &Args) -> anyhow::Result<()> {
 
 /// `vote @BOT MESSAGE_ID [OPTION...]`: OPTION is an option's number as shown, from 1; none
 /// retracts the vote.
-pub(super) fn vote(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn vote(global: &Global, a: &Args) -> Result<(), CliError> {
     let (peer, message_id, options) = vote_args(a)?;
     let profile = open_profile(global)?;
     let sent = profile.vote(peer, message_id, &options)?;
@@ -31,7 +31,7 @@ pub(super) fn vote(global: &Global, a: &Args) -> anyhow::Result<()> {
 }
 
 /// The vote's peer, poll message and option indexes (from 0).
-fn vote_args<'a>(a: &Args<'a>) -> anyhow::Result<(&'a str, u64, Vec<u32>)> {
+fn vote_args<'a>(a: &Args<'a>) -> Result<(&'a str, u64, Vec<u32>), CliError> {
     let [peer, message_id, options @ ..] = &a.words[..] else {
         return Err(usage("vote: expected @BOT MESSAGE_ID [OPTION...] (options by their number, from 1; none retracts)".into()));
     };
@@ -42,11 +42,11 @@ fn vote_args<'a>(a: &Args<'a>) -> anyhow::Result<(&'a str, u64, Vec<u32>)> {
             Ok(n) if n > 0 => Ok(n - 1),
             _ => Err(usage(format!("vote: OPTION {o:?} is not an option's number (1, 2, ...)"))),
         })
-        .collect::<anyhow::Result<Vec<u32>>>()?;
+        .collect::<Result<Vec<u32>, CliError>>()?;
     Ok((peer, message_id, options))
 }
 
-pub(super) fn send_contact(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn send_contact(global: &Global, a: &Args) -> Result<(), CliError> {
     let peer = match a.words[..] {
         [peer] => peer,
         [] => return Err(usage("send-contact: @PEER missing".into())),
@@ -59,13 +59,13 @@ pub(super) fn send_contact(global: &Global, a: &Args) -> anyhow::Result<()> {
     print_line(&sent_json(&sent))
 }
 
-fn reply_to_arg(command: &str, a: &Args) -> anyhow::Result<Option<u64>> {
+fn reply_to_arg(command: &str, a: &Args) -> Result<Option<u64>, CliError> {
     a.value("--reply-to").map(|v| message_id_arg(&format!("{command}: --reply-to"), v)).transpose()
 }
 
 /// `send-location @PEER LATITUDE LONGITUDE [--live SECONDS] [--accuracy METERS] [--heading
 /// DEGREES]`; the ranges are checked by `wire::places` when the item is sent.
-fn location_args<'a>(a: &Args<'a>) -> anyhow::Result<(&'a str, LocationInfo)> {
+fn location_args<'a>(a: &Args<'a>) -> Result<(&'a str, LocationInfo), CliError> {
     let [peer, latitude, longitude] = a.words[..] else {
         return Err(usage(
             "send-location: expected @PEER LATITUDE LONGITUDE (decimal degrees; a negative one goes after --: \
@@ -73,13 +73,13 @@ fn location_args<'a>(a: &Args<'a>) -> anyhow::Result<(&'a str, LocationInfo)> {
                 .into(),
         ));
     };
-    let number = |what: &str, v: &str| -> anyhow::Result<f64> {
+    let number = |what: &str, v: &str| -> Result<f64, CliError> {
         v.parse::<f64>()
             .ok()
             .filter(|f| f.is_finite())
             .ok_or_else(|| usage(format!("send-location: {what} {v:?} is not a number")))
     };
-    let whole = |what: &str| -> anyhow::Result<u32> {
+    let whole = |what: &str| -> Result<u32, CliError> {
         match a.value(what) {
             None => Ok(0),
             Some(v) => v.parse::<u32>().map_err(|_| usage(format!("send-location: {what} {v:?} is not a whole number"))),
@@ -100,7 +100,7 @@ fn location_args<'a>(a: &Args<'a>) -> anyhow::Result<(&'a str, LocationInfo)> {
 mod tests {
     use super::*;
 
-    fn parse(words: &[&str]) -> anyhow::Result<(String, LocationInfo)> {
+    fn parse(words: &[&str]) -> Result<(String, LocationInfo), CliError> {
         let args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
         let a = super::super::cli::parse_command("send-location", None, &args)?;
         location_args(&a).map(|(p, l)| (p.to_string(), l))

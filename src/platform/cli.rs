@@ -9,9 +9,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{anyhow, Context};
-
-use crate::cli::UsageError;
+use crate::cli::{CliError, Context, UsageError};
 
 use super::bots::provision_bot;
 use super::manager::ManagerConfig;
@@ -55,7 +53,7 @@ pub const PROGRAM: crate::cli::Program =
     crate::cli::Program { name: "platform-server", help: USAGE, commands: &["serve", "create-bot", "help"] };
 
 /// Entry point of the `platform-server` program (`args` without the program name).
-pub fn run_cli(args: Vec<String>) -> anyhow::Result<()> {
+pub fn run_cli(args: Vec<String>) -> Result<(), CliError> {
     if let crate::cli::Early::Print(text) = PROGRAM.early(&args)? {
         crate::cli::print(&text);
         return Ok(());
@@ -82,7 +80,7 @@ fn init_logging() {
 }
 
 /// Parses `--name value` / `--name=value` pairs; every name must be in `allowed`, at most once.
-fn parse_flags(args: &[String], allowed: &[&str]) -> anyhow::Result<HashMap<String, String>> {
+fn parse_flags(args: &[String], allowed: &[&str]) -> Result<HashMap<String, String>, CliError> {
     let mut flags = HashMap::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -115,18 +113,18 @@ fn parse_flags(args: &[String], allowed: &[&str]) -> anyhow::Result<HashMap<Stri
     Ok(flags)
 }
 
-fn required(flags: &HashMap<String, String>, name: &str) -> anyhow::Result<String> {
+fn required(flags: &HashMap<String, String>, name: &str) -> Result<String, CliError> {
     flags.get(name).cloned().ok_or_else(|| UsageError(format!("--{name} is required (see platform-server --help)")).into())
 }
 
-fn serve(args: &[String]) -> anyhow::Result<()> {
+fn serve(args: &[String]) -> Result<(), CliError> {
     let flags = parse_flags(args, &["listen", "data-dir", "manager-username", "advertise-url"])?;
     let listen = required(&flags, "listen")?;
     let data_dir = PathBuf::from(required(&flags, "data-dir")?);
     let mut manager = ManagerConfig::default();
     if let Some(name) = flags.get("manager-username") {
         let name = rules::strip_at(name);
-        rules::validate_username(name).map_err(|e| anyhow!("--manager-username: {}", e.message()))?;
+        rules::validate_username(name).map_err(|e| CliError::Failed(format!("--manager-username: {}", e.message())))?;
         manager.username = name.to_string();
     }
     if let Some(url) = flags.get("advertise-url") {
@@ -136,7 +134,7 @@ fn serve(args: &[String]) -> anyhow::Result<()> {
     // Block the stop signals before gRPC starts its threads, so they inherit the mask and the
     // main thread alone receives them in `sigwait`.
     let signals = crate::signals::block();
-    let server = RunningServer::start_with(&listen, &data_dir, &options).map_err(|e| anyhow!("cannot start: {e}"))?;
+    let server = RunningServer::start_with(&listen, &data_dir, &options).context("cannot start")?;
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on {}", server.address()).context("writing the listening line to stdout")?;
@@ -148,15 +146,15 @@ fn serve(args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn create_bot(args: &[String]) -> anyhow::Result<()> {
+fn create_bot(args: &[String]) -> Result<(), CliError> {
     let flags = parse_flags(args, &["data-dir", "username", "name", "capabilities"])?;
     let data_dir = PathBuf::from(required(&flags, "data-dir")?);
     let username = required(&flags, "username")?;
     let name = required(&flags, "name")?;
     let capabilities = flags.get("capabilities").cloned().unwrap_or_else(|| "default".into());
-    let store = Store::open(&data_dir).map_err(|e| anyhow!("cannot open {}: {e}", data_dir.display()))?;
+    let store = Store::open(&data_dir).with_context(|| format!("cannot open {}", data_dir.display()))?;
     let created = provision_bot(&store, &username, &name, &capabilities, None)
-        .map_err(|e| anyhow!("cannot create bot @{username}: {}", e.message()))?;
+        .map_err(|e| CliError::Failed(format!("cannot create bot @{username}: {}", e.message())))?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", created.to_json_line()).context("writing the bot credentials to stdout")?;
     out.flush().context("flushing stdout")?;

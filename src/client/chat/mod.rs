@@ -27,7 +27,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
-use anyhow::Context;
 use crossbeam_channel::{bounded, Sender};
 
 use super::display::ChatEvent;
@@ -41,6 +40,7 @@ use super::tui::logs as tui_log;
 use super::tui::Tui;
 use super::reply_keyboard::ButtonRequest;
 use super::places::LocationInfo;
+use crate::cli::{CliError, Context};
 use crate::wire::e2e::{Content, Text};
 use crate::wire::platform::Profile as PeerProfile;
 use command::{command, Command};
@@ -144,7 +144,7 @@ fn lock(target: &SharedTarget) -> std::sync::MutexGuard<'_, Target> {
     target.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-pub(super) fn chat(dir: &Path, server: Option<&str>, peer: &str) -> anyhow::Result<()> {
+pub(super) fn chat(dir: &Path, server: Option<&str>, peer: &str) -> Result<(), CliError> {
     let typist = Profile::open_at(dir, server)?;
     let peer_profile = typist.lookup(peer)?;
     let sender = Profile::open_at(dir, server)?;
@@ -205,7 +205,7 @@ pub(super) fn chat(dir: &Path, server: Option<&str>, peer: &str) -> anyhow::Resu
         }
     }
     if sent.is_err() || read.is_err() {
-        anyhow::bail!("a chat thread panicked");
+        return Err(CliError::Failed("a chat thread panicked".into()));
     }
     typed
 }
@@ -225,7 +225,7 @@ fn open_screen(own: &str, peer: &PeerProfile) -> Screen {
 }
 
 /// Reads keys until the person leaves.
-fn type_keys(tui: &Tui, screen: &Screen, typist: &Profile, target: &SharedTarget, jobs: &Sender<Job>) -> anyhow::Result<()> {
+fn type_keys(tui: &Tui, screen: &Screen, typist: &Profile, target: &SharedTarget, jobs: &Sender<Job>) -> Result<(), CliError> {
     let mut decoder = Decoder::default();
     let mut size = tui.size();
     loop {
@@ -259,7 +259,7 @@ fn type_keys(tui: &Tui, screen: &Screen, typist: &Profile, target: &SharedTarget
 }
 
 /// Reads plain lines until the person (or the script) leaves.
-fn type_lines(screen: &Screen, typist: &Profile, target: &SharedTarget, jobs: &Sender<Job>) -> anyhow::Result<()> {
+fn type_lines(screen: &Screen, typist: &Profile, target: &SharedTarget, jobs: &Sender<Job>) -> Result<(), CliError> {
     for line in io::stdin().lock().lines() {
         if !handle_line(&line.context("reading stdin")?, screen, typist, target, jobs) {
             break;

@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use super::json::{group_sent_json, invite_link_json};
-use crate::cli::{Args, Opt};
+use crate::cli::{Args, CliError, Opt};
 use crate::client::admin::{parse_rights, Joined, LinkOptions};
 use crate::client::cli_common::{open_profile, ordered, print_line, usage, Global};
 use crate::client::message::GroupId;
@@ -41,11 +41,11 @@ pub(super) fn admin_options(sub: &str) -> &'static [Opt] {
     }
 }
 
-fn number<T: std::str::FromStr>(sub: &str, what: &str, v: &str) -> anyhow::Result<T> {
+fn number<T: std::str::FromStr>(sub: &str, what: &str, v: &str) -> Result<T, CliError> {
     v.parse().map_err(|_| usage(format!("{sub}: {what} must be a number, got {v:?}")))
 }
 
-fn admin_args<'a>(sub: &str, a: &Args<'a>) -> anyhow::Result<Admin<'a>> {
+fn admin_args<'a>(sub: &str, a: &Args<'a>) -> Result<Admin<'a>, CliError> {
     let name = format!("group {sub}");
     let words = &a.words[..];
     let until = match a.value("--until") {
@@ -53,7 +53,7 @@ fn admin_args<'a>(sub: &str, a: &Args<'a>) -> anyhow::Result<Admin<'a>> {
         None => 0,
     };
     let expected = |what: &str| usage(format!("{name}: expected {what}"));
-    let two = |what: &str| -> anyhow::Result<(&'a str, &'a str)> {
+    let two = |what: &str| -> Result<(&'a str, &'a str), CliError> {
         match words[..] {
             [a, b] => Ok((a, b)),
             _ => Err(expected(what)),
@@ -119,7 +119,7 @@ fn admin_args<'a>(sub: &str, a: &Args<'a>) -> anyhow::Result<Admin<'a>> {
 }
 
 /// `group SUB ...` for the administering subcommands.
-pub(super) fn group_admin(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()> {
+pub(super) fn group_admin(global: &Global, sub: &str, a: &Args) -> Result<(), CliError> {
     let cmd = admin_args(sub, a)?;
     let profile = open_profile(global)?;
     let done = |group: &GroupId, what: &str, user: &str| {
@@ -178,7 +178,7 @@ pub(super) fn group_admin(global: &Global, sub: &str, a: &Args) -> anyhow::Resul
 
 /// `channel create TITLE...` and `channel post CHANNEL TEXT...` (`sub` is known: see
 /// `command_options` in `mod.rs`).
-pub(super) fn channel(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()> {
+pub(super) fn channel(global: &Global, sub: &str, a: &Args) -> Result<(), CliError> {
     if sub == "create" {
         let title = a.words.join(" ");
         if title.trim().is_empty() {
@@ -197,7 +197,7 @@ pub(super) fn channel(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()
 }
 
 /// `join LINK`: joins at once, or asks (a join request).
-pub(super) fn join(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn join(global: &Global, a: &Args) -> Result<(), CliError> {
     let [link] = a.words[..] else { return Err(usage("join: expected LINK (e2e://join/...)".into())) };
     let joined = open_profile(global)?.join_by_link(link)?;
     let (group, title, status) = match &joined {
@@ -216,7 +216,7 @@ mod tests {
         let v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let parsed = super::super::parse_command("group", Some(sub), &v).map_err(|e| e.to_string())?;
         admin_args(sub, &parsed).map(|a| format!("{a:?}")).map_err(|e| {
-            assert!(e.downcast_ref::<crate::cli::UsageError>().is_some(), "a usage error: {e}");
+            assert!(matches!(e, CliError::Usage(_)), "a usage error: {e}");
             e.to_string()
         })
     }

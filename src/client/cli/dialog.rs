@@ -3,17 +3,16 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
 use serde_json::json;
 
 use super::json::{incoming_json, menu_lines, sent_json};
-use crate::cli::Args;
+use crate::cli::{Args, CliError, Context};
 use crate::client::chat;
 use crate::client::cli_common::{edit_args, message_id_arg, open_profile, ordered, press_args, print_line, text_args, timeout_arg, usage, Global};
 use crate::client::message::{Incoming, SentPress};
 use crate::client::profile::Profile;
 
-pub(super) fn register(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn register(global: &Global, a: &Args) -> Result<(), CliError> {
     let username = match a.words[..] {
         [username] => username,
         [] => return Err(usage("register: USERNAME missing".into())),
@@ -32,14 +31,14 @@ pub(super) fn register(global: &Global, a: &Args) -> anyhow::Result<()> {
     ]))
 }
 
-pub(super) fn send(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn send(global: &Global, a: &Args) -> Result<(), CliError> {
     let (peer, reply_to, text) = send_args(a)?;
     let profile = open_profile(global)?;
     let sent = profile.send_message(peer, &text, &[], reply_to)?;
     print_line(&sent_json(&sent))
 }
 
-pub(super) fn edit(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn edit(global: &Global, a: &Args) -> Result<(), CliError> {
     let (peer, message_id, text) = edit_args("edit", "@PEER", a)?;
     let profile = open_profile(global)?;
     let edited = profile.edit_message(peer, message_id, &text).with_context(|| format!("edit message {message_id}"))?;
@@ -51,11 +50,11 @@ pub(super) fn edit(global: &Global, a: &Args) -> anyhow::Result<()> {
 }
 
 /// `send`'s @PEER, `--reply-to` and text.
-fn send_args<'a>(a: &Args<'a>) -> anyhow::Result<(&'a str, Option<u64>, String)> {
+fn send_args<'a>(a: &Args<'a>) -> Result<(&'a str, Option<u64>, String), CliError> {
     text_args("send", "@PEER", a)
 }
 
-pub(super) fn press(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn press(global: &Global, a: &Args) -> Result<(), CliError> {
     let (bot, message_id, data, timeout) = press_args("press", "@BOT", a)?;
     let profile = open_profile(global)?;
     let pressed = profile.press(bot, message_id, data)?;
@@ -63,16 +62,16 @@ pub(super) fn press(global: &Global, a: &Args) -> anyhow::Result<()> {
 }
 
 /// Waits up to `timeout` for the bot's answer to a press and prints it.
-pub(super) fn print_answer(profile: &Profile, pressed: &SentPress, bot: &str, timeout: Duration) -> anyhow::Result<()> {
+pub(super) fn print_answer(profile: &Profile, pressed: &SentPress, bot: &str, timeout: Duration) -> Result<(), CliError> {
     let deadline = Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            bail!(
+            return Err(CliError::Failed(format!(
                 "press: no answer from {bot} to press {} within {} s (other arrivals were processed, not printed)",
                 pressed.press_id,
                 timeout.as_secs_f64()
-            );
+            )));
         }
         let mut answer = None;
         profile.receive_events_with(left, 1, |e| {
@@ -88,7 +87,7 @@ pub(super) fn print_answer(profile: &Profile, pressed: &SentPress, bot: &str, ti
     }
 }
 
-pub(super) fn react(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn react(global: &Global, a: &Args) -> Result<(), CliError> {
     let (peer, message_id, emoji) = match a.words[..] {
         [peer, id] => (peer, id, ""),
         [peer, id, emoji] => (peer, id, emoji),
@@ -100,7 +99,7 @@ pub(super) fn react(global: &Global, a: &Args) -> anyhow::Result<()> {
     print_line(&ordered(&[("chat_id", json!(sent.chat_id)), ("message_id", json!(sent.message_id))]))
 }
 
-pub(super) fn inline(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn inline(global: &Global, a: &Args) -> Result<(), CliError> {
     let Some((bot, query)) = a.words.split_first() else {
         return Err(usage("inline: @BOT missing".into()));
     };
@@ -112,7 +111,10 @@ pub(super) fn inline(global: &Global, a: &Args) -> anyhow::Result<()> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            bail!("inline: no results from {bot} for session {session_id} within {} s", timeout.as_secs_f64());
+            return Err(CliError::Failed(format!(
+                "inline: no results from {bot} for session {session_id} within {} s",
+                timeout.as_secs_f64()
+            )));
         }
         let mut results = None;
         profile.receive_events_with(left, 1, |e| {
@@ -126,7 +128,7 @@ pub(super) fn inline(global: &Global, a: &Args) -> anyhow::Result<()> {
     }
 }
 
-pub(super) fn choose(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn choose(global: &Global, a: &Args) -> Result<(), CliError> {
     let [bot, session, result] = a.words[..] else {
         return Err(usage("choose: expected @BOT SESSION_ID RESULT_ID".into()));
     };
@@ -136,7 +138,7 @@ pub(super) fn choose(global: &Global, a: &Args) -> anyhow::Result<()> {
     print_line(&sent_json(&sent))
 }
 
-pub(super) fn listen(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn listen(global: &Global, a: &Args) -> Result<(), CliError> {
     if let Some(w) = a.words.first() {
         return Err(usage(format!("listen: unexpected argument {w:?}")));
     }
@@ -167,7 +169,7 @@ pub(super) fn listen(global: &Global, a: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(super) fn commands(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn commands(global: &Global, a: &Args) -> Result<(), CliError> {
     let bot = match a.words[..] {
         [bot] => bot,
         [] => return Err(usage("commands: @BOT missing".into())),
@@ -181,7 +183,7 @@ pub(super) fn commands(global: &Global, a: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(super) fn chat(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn chat(global: &Global, a: &Args) -> Result<(), CliError> {
     match a.words[..] {
         [peer] => chat::chat(&global.profile, global.server.as_deref(), peer),
         [] => Err(usage("chat: @PEER missing".into())),
@@ -194,7 +196,6 @@ mod tests {
     use super::super::{parse_command, run};
     use super::super::tests::strings;
     use super::*;
-    use crate::cli::UsageError;
 
     #[test]
     fn send_takes_its_options_anywhere_before_the_double_dash() {
@@ -218,7 +219,7 @@ mod tests {
         assert_eq!(send(&["@bot", "--", "-5", "degrees"]).expect("ok"), ok("@bot", None, "-5 degrees"));
         assert_eq!(send(&["@bot", "--reply-to", "3", "--", "--reply-to", "-"]).expect("ok"), ok("@bot", Some(3), "--reply-to -"));
         let err = send(&["@bot", "-5", "degrees"]).expect_err("an unknown option");
-        assert!(err.downcast_ref::<UsageError>().is_some() && err.to_string().contains("unknown option -5 for send"), "{err}");
+        assert!(matches!(err, CliError::Usage(_)) && err.to_string().contains("unknown option -5 for send"), "{err}");
         let err = send(&["@bot", "--reply-to", "x", "hi"]).expect_err("not a number");
         assert!(err.to_string().contains("not a message id"), "{err}");
         assert!(send(&["@bot", "hi", "--reply-to", "0"]).is_err(), "ids start at 1");

@@ -3,17 +3,16 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use serde_json::json;
 
 use super::json::sent_json;
 use super::usage::SEND_FILE_OPTIONS;
-use crate::cli::Args;
+use crate::cli::{Args, CliError, Context};
 use crate::client::cli_common::{message_id_arg, open_profile, ordered, print_line, usage, Global};
 use crate::client::media;
 use crate::client::message::MediaKind;
 
-pub(super) fn send_file(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn send_file(global: &Global, a: &Args) -> Result<(), CliError> {
     let a = send_file_args(a)?;
     let profile = open_profile(global)?;
     let sent = match &a.paths[..] {
@@ -38,7 +37,7 @@ pub(super) struct SendFileArgs {
 }
 
 /// `send-file @PEER PATH [PATH...] [--as KIND] [--caption TEXT]`.
-pub(super) fn send_file_args(a: &Args) -> anyhow::Result<SendFileArgs> {
+pub(super) fn send_file_args(a: &Args) -> Result<SendFileArgs, CliError> {
     let kind = match a.value("--as") {
         Some(v) => Some(MediaKind::from_name(v).ok_or_else(|| {
             let names: Vec<&str> = MediaKind::ALL.iter().map(|k| k.name()).collect();
@@ -59,7 +58,7 @@ pub(super) fn send_file_args(a: &Args) -> anyhow::Result<SendFileArgs> {
     Ok(SendFileArgs { peer: peer.to_string(), paths: paths.iter().map(PathBuf::from).collect(), kind, caption })
 }
 
-pub(super) fn download(global: &Global, a: &Args) -> anyhow::Result<()> {
+pub(super) fn download(global: &Global, a: &Args) -> Result<(), CliError> {
     let (peer, message_id, out) = download_args(a)?;
     let profile = open_profile(global)?;
     let size = profile.download(peer, message_id, &out)?;
@@ -67,7 +66,7 @@ pub(super) fn download(global: &Global, a: &Args) -> anyhow::Result<()> {
 }
 
 /// `download @PEER MESSAGE_ID OUT_PATH`.
-fn download_args<'a>(a: &Args<'a>) -> anyhow::Result<(&'a str, u64, PathBuf)> {
+fn download_args<'a>(a: &Args<'a>) -> Result<(&'a str, u64, PathBuf), CliError> {
     let [peer, id, out] = a.words[..] else {
         return Err(usage("download: expected @PEER MESSAGE_ID OUT_PATH".into()));
     };

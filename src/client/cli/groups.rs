@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use serde_json::json;
 
 use super::admin::{group_admin, GROUP_ADMIN_SUBCOMMANDS};
@@ -12,12 +11,12 @@ use super::dialog::print_answer;
 use super::files::{send_file_args, SendFileArgs};
 use super::json::{group_sent_json, member_lines, sender_json};
 use super::usage::{unknown_group_command, SEND_FILE_OPTIONS};
-use crate::cli::Args;
+use crate::cli::{Args, CliError, Context};
 use crate::client::cli_common::{edit_args, message_id_arg, open_profile, ordered, ordered_raw, press_args, print_line, text_args, usage, Global};
 use crate::client::message::{role_name, GroupRole};
 
 /// The `group` subcommands. Arguments are checked before the profile is opened.
-pub(super) fn group(global: &Global, sub: &str, a: &Args) -> anyhow::Result<()> {
+pub(super) fn group(global: &Global, sub: &str, a: &Args) -> Result<(), CliError> {
     if GROUP_ADMIN_SUBCOMMANDS.contains(&sub) {
         return group_admin(global, sub, a);
     }
@@ -133,7 +132,7 @@ enum GroupCommand<'a> {
 }
 
 /// `group SUB ...` but the administering subcommands (`admin.rs`).
-fn group_args<'a>(sub: &str, a: &Args<'a>) -> anyhow::Result<GroupCommand<'a>> {
+fn group_args<'a>(sub: &str, a: &Args<'a>) -> Result<GroupCommand<'a>, CliError> {
     let words = &a.words[..];
     let expected = |what: &str| usage(format!("group {sub}: expected {what}"));
     Ok(match sub {
@@ -209,7 +208,7 @@ mod tests {
             let v = strings(a);
             let (sub, rest) = v.split_first().expect("a subcommand");
             parse_command("group", Some(sub), rest)
-                .map_err(anyhow::Error::from)
+                .map_err(CliError::from)
                 .and_then(|parsed| group_args(sub, &parsed).map(|c| format!("{c:?}")))
                 .map_err(|e| format!("{e:#}"))
         };

@@ -21,13 +21,12 @@ mod groups;
 pub(super) mod json;
 mod usage;
 
-use std::io::{self, Write};
 use std::path::PathBuf;
 
 use self::usage::{unknown_group_command, CHANNEL_SUBCOMMANDS, GROUP_SUBCOMMANDS, USAGE};
 use super::cli_common::{usage, Global, REPLY_TO};
 use super::{cli_bot, cli_config, cli_places, tui};
-use crate::cli::{Args, Opt, Until, UsageError};
+use crate::cli::{Args, CliError, Opt, Until, UsageError};
 
 /// The program's command-line conventions (`crate::cli`).
 pub(crate) const PROGRAM: crate::cli::Program = crate::cli::Program {
@@ -40,21 +39,14 @@ pub(crate) const PROGRAM: crate::cli::Program = crate::cli::Program {
     ],
 };
 
-/// Entry point of the `e2e-chat` program. On failure prints one line to stderr and exits 1
-/// (the error never reaches `main`, whose default report spans several lines).
-pub fn run_cli(args: Vec<String>) -> anyhow::Result<()> {
+/// Entry point of the `e2e-chat` program (`args` without the program name); `main` prints an
+/// error as one line (`crate::cli::exit_with`).
+pub fn run_cli(args: Vec<String>) -> Result<(), CliError> {
     // Through the chat view's sink: while chat mode draws the screen, log lines are shown in it.
     let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .target(env_logger::Target::Pipe(Box::new(tui::logs::Sink)))
         .try_init();
-    if let Err(e) = run(&args) {
-        let _ = io::stdout().flush();
-        let line = format!("{e:#}").replace('\n', " ");
-        eprintln!("e2e-chat: {line}");
-        let usage = e.downcast_ref::<crate::cli::UsageError>().is_some();
-        std::process::exit(if usage { crate::cli::USAGE_EXIT } else { 1 });
-    }
-    Ok(())
+    run(&args)
 }
 
 /// The global options: before the command or anywhere among its arguments (before `--`).
@@ -105,7 +97,7 @@ pub(super) fn parse_command<'a>(command: &str, sub: Option<&str>, args: &'a [Str
     Ok(PROGRAM.parse(&context, args, &options, Until::End)?.0)
 }
 
-pub(super) fn run(args: &[String]) -> anyhow::Result<()> {
+pub(super) fn run(args: &[String]) -> Result<(), CliError> {
     let mut top_options = GLOBAL_OPTIONS.to_vec();
     top_options.push(Opt::switch("--version").or("-V"));
     let (top, rest) = PROGRAM.parse("e2e-chat", args, &top_options, Until::FirstWord)?;
@@ -212,7 +204,7 @@ mod tests {
         let mut all = strings(&["--profile", "/nonexistent/e2e"]);
         all.extend(strings(args));
         let err = run(&all).expect_err("refused");
-        (err.downcast_ref::<UsageError>().is_some(), format!("{err:#}"))
+        (matches!(err, CliError::Usage(_)), format!("{err:#}"))
     }
 
     #[test]
@@ -292,7 +284,7 @@ mod tests {
             vec!["register", "--profile", &p, "--server", "http://127.0.0.1:9", "alice"],
         ] {
             let err = run(&strings(&args)).expect_err("no profile directory");
-            assert!(err.downcast_ref::<UsageError>().is_none() && !format!("{err:#}").contains("--server"), "{args:?}: {err:#}");
+            assert!(!matches!(err, CliError::Usage(_)) && !format!("{err:#}").contains("--server"), "{args:?}: {err:#}");
         }
         // --profile after the command is the profile opened; the last one counts.
         let err = run(&strings(&["send", "@bot", "hi", "--profile", "/nonexistent/second"])).expect_err("no profile");
@@ -303,7 +295,7 @@ mod tests {
         let err = run(&strings(&["group", "--profile", "/nonexistent/g", "members", "Team"])).expect_err("no profile");
         assert!(format!("{err:#}").contains("/nonexistent/g"), "{err:#}");
         let err = run(&strings(&["send", "@bot", "hi", "--profile"])).expect_err("no value");
-        assert!(err.downcast_ref::<UsageError>().is_some() && err.to_string().contains("--profile needs a value"), "{err}");
+        assert!(matches!(err, CliError::Usage(_)) && err.to_string().contains("--profile needs a value"), "{err}");
     }
 
     #[test]
@@ -314,7 +306,7 @@ mod tests {
         assert!(run(&strings(&["--profile"])).expect_err("no value").to_string().contains("--profile needs a value"));
         for args in [&["--bogus"][..], &["frobnicate"], &["--", "listen"], &["--profile", "/tmp/p"]] {
             let err = run(&strings(args)).expect_err("refused");
-            assert!(err.downcast_ref::<UsageError>().is_some(), "{args:?}: {err}");
+            assert!(matches!(err, CliError::Usage(_)), "{args:?}: {err}");
         }
         let err = run(&["--profile".into(), "/nonexistent/e2e".into(), "send".into(), "@x".into()]).expect_err("no text");
         assert!(err.to_string().contains("no text"));
