@@ -106,8 +106,6 @@ def free_loopback_ports(n):
 def child_env(extra=None):
     env = dict(os.environ)
     env.setdefault("RUST_LOG", "info")
-    # anyhow would append a long backtrace to a fatal error and push the message out of the tail.
-    env.setdefault("RUST_LIB_BACKTRACE", "0")
     env.update(extra or {})
     return env
 
