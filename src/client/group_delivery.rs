@@ -565,4 +565,57 @@ mod tests {
         .expect("delete");
         assert_eq!(known_title(&c, &gid(1)).expect("title"), None);
     }
+
+    /// A device of `user_id` with a profile's tables and openmls', registered as device 1.
+    fn device(user_id: u64) -> Connection {
+        let mut c = Connection::open_in_memory().expect("db");
+        crate::migrations::migrate(&c, crate::client::schema::STEPS).expect("profile tables");
+        crate::crypto::mls::migrate_storage(&mut c).expect("openmls tables");
+        crate::e2e::create_device_keys(&c, &crate::crypto::IdentityKeyPair::generate()).expect("keys");
+        crate::e2e::save_registration(&c, crate::e2e::Registration { user_id, device_id: 1 }).expect("registration");
+        c.execute(
+            "INSERT INTO client_account (id, server_url, identity_seed, user_id, device_id, device_secret, username, display_name)
+             VALUES (1, 'http://127.0.0.1:1', x'00', ?1, 1, x'00', 'me', 'Me')",
+            [user_id as i64],
+        )
+        .expect("account");
+        c
+    }
+
+    fn post(sender: u64, ciphertext: Vec<u8>, group: &GroupId) -> (InboxEnvelope, GroupDelivery) {
+        let delivery = GroupDelivery {
+            group_id: group.0.to_vec(),
+            type_: GroupType::CHANNEL.into(),
+            kind: group_delivery::Kind::MLS_MESSAGE.into(),
+            title: "News".into(),
+            ..Default::default()
+        };
+        let envelope = InboxEnvelope { sender_user_id: sender, ciphertext, group: Some(delivery.clone()).into(), ..Default::default() };
+        (envelope, delivery)
+    }
+
+    #[test]
+    fn a_channel_post_from_a_subscriber_that_the_platform_let_through_is_dropped() {
+        let (owner, subscriber, me) = (device(1), device(2), device(3));
+        let id = GroupId(mls_group::new_group_id());
+        let info = mls_group::create(&owner, &id.0).expect("create");
+        let (_, joined) = mls_group::join_external(&subscriber, &info).expect("subscriber joins");
+        mls_group::receive(&owner, &id.0, &joined.message).expect("owner");
+        let (_, mine) = mls_group::join_external(&me, &joined.group_info).expect("this device joins");
+        for other in [&owner, &subscriber] {
+            mls_group::receive(other, &id.0, &mine.message).expect("processes");
+        }
+        posters::set_posters(&me, &id.0, &[1]).expect("the member list: user 1 owns it");
+
+        let (bytes, _) = mls_group::encrypt(&subscriber, &id.0, b"not a post").expect("encrypt");
+        let (envelope, delivery) = post(2, bytes, &id);
+        let e = open_delivery(&me, 3, &envelope, &delivery).err().expect("dropped");
+        assert!(e.to_string().contains("user 2 is neither its owner nor an administrator"), "{e}");
+
+        let content = crate::e2e::text_content("a post");
+        let (bytes, _) = mls_group::encrypt(&owner, &id.0, &content.write_to_bytes().expect("encode")).expect("encrypt");
+        let (envelope, delivery) = post(1, bytes, &id);
+        let (event, _) = open_delivery(&me, 3, &envelope, &delivery).expect("the owner's post");
+        assert!(matches!(event, Some(Incoming::GroupMessage { .. })), "{event:?}");
+    }
 }
