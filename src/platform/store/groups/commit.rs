@@ -3,6 +3,8 @@
 //! the GroupInfo and the joined devices.
 
 use super::*;
+use openmls::prelude::tls_codec::Serialize as _;
+
 use crate::wire::Invalid;
 
 impl GroupMessage {
@@ -119,10 +121,23 @@ pub(super) fn accept_commit(
     if info.group_context() != staged.group_context() {
         return reject("group_info is not the GroupInfo of the epoch this commit starts".into());
     }
-    if info.extensions().ratchet_tree().is_none() {
+    let Some(info_tree) = info.extensions().ratchet_tree() else {
         return reject("group_info carries no ratchet tree".into());
+    };
+    // What joiners will trust: signed by the committer, and the tree the commit makes.
+    if !signed_by_committer(&provider, &info, &sender, &staged, &before) {
+        return reject("group_info is not signed by the commit's sender".into());
     }
+    let info_tree = info_tree.ratchet_tree().tls_serialize_detached();
+    // The tree the commit makes is known once merged: merged in a savepoint, undone if it differs.
+    tx.execute_batch("SAVEPOINT merge").map_err(db_error("merging a commit"))?;
     public.merge_commit(provider.storage(), *staged).map_err(mls_storage_error("merging a commit"))?;
+    let commit_tree = public.export_ratchet_tree().tls_serialize_detached();
+    if info_tree.is_err() || info_tree.ok() != commit_tree.ok() {
+        tx.execute_batch("ROLLBACK TO merge; RELEASE merge").map_err(db_error("undoing a merge"))?;
+        return reject("group_info carries another ratchet tree than the one this commit makes".into());
+    }
+    tx.execute_batch("RELEASE merge").map_err(db_error("merging a commit"))?;
     let epoch = public.group_context().epoch().as_u64();
     tx.prepare_cached("UPDATE groups SET epoch = ?2, group_info = ?3 WHERE group_id = ?1")
         .and_then(|mut s| s.execute(params![m.group_id, epoch, info_bytes]))
@@ -166,6 +181,29 @@ pub(super) fn accept_commit(
         }
     }
     Ok(GroupSendOutcome::Ok { epoch, group_seq, message_id: 0, date: now })
+}
+
+/// Whether `info` is signed by the commit's sender: its new leaf's key (its path), else the
+/// key of its leaf before the commit. A joiner checks this signature against the tree's leaf
+/// of the signer; checking it here keeps a committer from storing a GroupInfo no one can join
+/// by.
+fn signed_by_committer(
+    provider: &MlsProvider<&Connection>,
+    info: &VerifiableGroupInfo,
+    sender: &Sender,
+    staged: &StagedCommit,
+    before: &BTreeMap<LeafNodeIndex, Member>,
+) -> bool {
+    let key = match (staged.update_path_leaf_node(), sender) {
+        (Some(leaf), _) => leaf.signature_key().clone(),
+        (None, Sender::Member(index)) => match before.get(index) {
+            Some(m) => m.signature_key.clone().into(),
+            None => return false,
+        },
+        _ => return false,
+    };
+    let key = OpenMlsSignaturePublicKey::from_signature_key(key, SignatureScheme::ED25519);
+    info.verify_no_out(provider.crypto(), &key).is_ok()
 }
 
 /// Checks a staged commit against the platform's membership; `Ok(Err(why))` refuses it.

@@ -635,3 +635,24 @@ fn a_leaf_must_carry_the_proof_of_the_users_identity_key() {
     }
     join_external(&store, &bob, "honest");
 }
+
+/// A commit whose GroupInfo does not verify under the committer's key is refused, and the
+/// group stays at its epoch; the same commit with its own GroupInfo is taken.
+#[test]
+fn a_group_info_the_committer_did_not_sign_is_refused() {
+    let (_d, store) = store();
+    let alice = user(&store, "alice");
+    let bob = user(&store, "bob");
+    create(&store, &alice, pb::GroupType::GROUP);
+    store.add_group_member(alice.addr, &GID, bob.addr.user_id, 1100).expect("invite");
+    let (info, _) = store.group_info(bob.addr.user_id, &GID).expect("info");
+    let (_, join) = e2e::group::join_external(&bob.conn, &info).expect("join");
+    let mut broken = join.clone();
+    *broken.group_info.last_mut().expect("a signature") ^= 1;
+    match send(&store, &bob, "join-broken", &broken) {
+        GroupSendOutcome::Rejected(e) => assert!(e.contains("group_info is not signed by the commit's sender"), "{e}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(store.group_info(bob.addr.user_id, &GID).expect("info").1, 0, "still at epoch 0");
+    assert_eq!(ok(&send(&store, &bob, "join", &join)).0, 1);
+}
