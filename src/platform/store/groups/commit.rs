@@ -125,7 +125,7 @@ pub(super) fn accept_commit(
         return reject("group_info carries no ratchet tree".into());
     };
     // What joiners will trust: signed by the committer, and the tree the commit makes.
-    if !signed_by_committer(&provider, &info, &sender, &staged, &before) {
+    if !signed_by_committer(&provider, info, &sender, &staged, &before) {
         return reject("group_info is not signed by the commit's sender".into());
     }
     let info_tree = info_tree.ratchet_tree().tls_serialize_detached();
