@@ -343,12 +343,16 @@ impl Profile {
                     self.catch_up(group, resp.epoch)?;
                 }
                 Ok(Status::REMOVALS_PENDING) => {
+                    let devices: Vec<mls_group::Device> =
+                        resp.pending_device_removals.iter().map(|d| (d.user_id, d.device_id)).collect();
                     log::info!(
-                        "group {}: removing the leaves of {:?} first (attempt {attempt})",
+                        "group {}: removing the leaves of users {:?} and devices {devices:?} first (attempt {attempt})",
                         short(group),
                         resp.pending_removals
                     );
-                    self.commit_removals(group, &resp.pending_removals)?;
+                    self.commit_own(group, "removing members", |c| {
+                        mls_group::remove_leaves(c, &group.0, &resp.pending_removals, &devices)
+                    })?;
                 }
                 Ok(Status::REJECTED) | Err(_) => return Err(refused(group, &resp)),
             }

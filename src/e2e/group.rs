@@ -219,12 +219,18 @@ pub fn add(conn: &Connection, group_id: &[u8], claimed: &[Claimed]) -> Result<Co
 
 /// A pending commit removing every leaf of `users`; `None` when none of them has a leaf.
 pub fn remove_users(conn: &Connection, group_id: &[u8], users: &[u64]) -> Result<Option<CommitOut>> {
+    remove_leaves(conn, group_id, users, &[])
+}
+
+/// A pending commit removing, in one commit, every leaf of `users` and the leaves of `devices`
+/// (removed devices of users who stay); `None` when none of them has a leaf.
+pub fn remove_leaves(conn: &Connection, group_id: &[u8], users: &[u64], devices: &[Device]) -> Result<Option<CommitOut>> {
     let (_, signer) = me(conn)?;
     let provider = MlsProvider::new(conn);
     let mut group = load(&provider, group_id)?;
     let leaves: Vec<LeafNodeIndex> = group
         .members()
-        .filter(|m| mls::device_of(&m.credential).is_some_and(|(user, _)| users.contains(&user)))
+        .filter(|m| mls::device_of(&m.credential).is_some_and(|d| users.contains(&d.0) || devices.contains(&d)))
         .map(|m| m.index)
         .collect();
     if leaves.is_empty() {

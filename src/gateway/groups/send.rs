@@ -101,8 +101,10 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
         GroupStatus::REMOVALS_PENDING => {
             encrypt_again_later(shared, id, "removals were due first")?;
             let (users, gid) = (resp.pending_removals.clone(), req.group_id.clone());
+            let devices: Vec<mls_group::Device> = resp.pending_device_removals.iter().map(|d| (d.user_id, d.device_id)).collect();
             let g = gid.clone();
-            let answer = commit(shared, &gid, move |c| Ok(mls_group::remove_users(c, &g, &users)?.map(|out| (out, false))))?;
+            let answer =
+                commit(shared, &gid, move |c| Ok(mls_group::remove_leaves(c, &g, &users, &devices)?.map(|out| (out, false))))?;
             Ok(GroupSend::Later(format!("group {}: committed the removals due first ({answer:?})", mls_group::short_id(&gid))))
         }
         GroupStatus::REJECTED => {

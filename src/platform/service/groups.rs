@@ -237,10 +237,14 @@ pub(super) fn send_group_message(
             r.status = Status::REJECTED.into();
             r.error = error;
         }
-        GroupSendOutcome::RemovalsPending(users) => {
+        GroupSendOutcome::RemovalsPending { users, devices } => {
             r.status = Status::REMOVALS_PENDING.into();
-            r.error = "commit the removal of the leaves of the users who left or were removed first".into();
+            r.error = "commit the removal of the leaves of the users who left or were removed, and of removed devices, first".into();
             r.pending_removals = users;
+            r.pending_device_removals = devices
+                .into_iter()
+                .map(|d| pb::LeafDevice { user_id: d.user_id, device_id: d.device_id, ..Default::default() })
+                .collect();
         }
     }
     Ok(r)

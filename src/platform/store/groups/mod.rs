@@ -149,8 +149,9 @@ pub enum GroupSendOutcome {
         epoch: u64,
     },
     Rejected(String),
-    /// These users left or were removed and their leaves are still in the tree.
-    RemovalsPending(Vec<u64>),
+    /// Leaves still in the tree that must go before anyone sends: of these users, who left or
+    /// were removed, and of these devices, removed while their users stayed.
+    RemovalsPending { users: Vec<u64>, devices: Vec<DeviceAddr> },
 }
 
 /// Claimed key packages: (device id, key package) each, and the devices that had none.
@@ -394,6 +395,21 @@ fn set_member(tx: &Connection, group_id: &[u8], user_id: u64, m: &MemberRow) -> 
 
 /// The active devices with a leaf (a device its owner removed gets nothing more; any member
 /// may commit the removal of its leaf).
+/// Devices with a leaf in the group that were removed (inactive): their leaves must go.
+fn removed_devices_with_leaves(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<DeviceAddr>> {
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT g.user_id, g.device_id FROM group_devices g
+             JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = 0
+             WHERE g.group_id = ?1",
+        )
+        .map_err(db_error("reading removed group devices"))?;
+    let rows = stmt
+        .query_map(params![group_id], |r| Ok(DeviceAddr { user_id: r.get(0)?, device_id: r.get(1)? }))
+        .map_err(db_error("reading removed group devices"))?;
+    rows.collect::<rusqlite::Result<_>>().map_err(db_error("reading removed group devices"))
+}
+
 fn joined_devices(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<DeviceAddr>> {
     let mut stmt = tx
         .prepare_cached(

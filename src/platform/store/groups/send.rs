@@ -163,8 +163,11 @@ fn accept_application(
             pending.insert(addr.user_id);
         }
     }
-    if !pending.is_empty() {
-        return Ok(GroupSendOutcome::RemovalsPending(pending.into_iter().collect()));
+    // A removed device keeps its epoch secrets: no message goes out until its leaf is gone.
+    let devices: Vec<DeviceAddr> =
+        removed_devices_with_leaves(tx, &m.group_id)?.into_iter().filter(|d| !pending.contains(&d.user_id)).collect();
+    if !pending.is_empty() || !devices.is_empty() {
+        return Ok(GroupSendOutcome::RemovalsPending { users: pending.into_iter().collect(), devices });
     }
     // A reserved message keeps the id and date its content was signed with.
     let (message_id, now) = match group_reservation(tx, caller, &m.client_message_id)? {

@@ -19,11 +19,17 @@ struct Dev {
 
 fn new_device_state() -> (Connection, NewDevice, IdentityKeyPair) {
     crate::crypto::init();
+    let account = IdentityKeyPair::generate();
+    let (conn, device) = device_state_of(&account);
+    (conn, device, account)
+}
+
+/// A new device of `account`: its e2e state, and what registering it sends.
+fn device_state_of(account: &IdentityKeyPair) -> (Connection, NewDevice) {
     let mut conn = Connection::open_in_memory().expect("in-memory db");
     e2e::create_all_tables(&conn).expect("e2e tables");
     mls::migrate_storage(&mut conn).expect("openmls tables");
-    let account = IdentityKeyPair::generate();
-    let keys = e2e::create_device_keys(&conn, &account).expect("device keys");
+    let keys = e2e::create_device_keys(&conn, account).expect("device keys");
     let spk = keys.signed_prekey.as_ref().expect("spk");
     let device = NewDevice {
         device_key: keys.device_key.as_slice().try_into().expect("32"),
@@ -35,7 +41,7 @@ fn new_device_state() -> (Connection, NewDevice, IdentityKeyPair) {
         },
         one_time_prekeys: Vec::new(),
     };
-    (conn, device, account)
+    (conn, device)
 }
 
 fn registered(conn: Connection, addr: DeviceAddr) -> Dev {
@@ -303,7 +309,7 @@ fn membership_rules_and_removals() {
     inbox(&store, &bob);
     let (g, _) = store.leave_group(bob.addr, &GID, 3000).expect("leave");
     assert!(roles(&g).contains(&(bob.addr.user_id, Role::LEFT)));
-    assert_eq!(say(&store, &alice, "blocked", "hello?"), GroupSendOutcome::RemovalsPending(vec![bob.addr.user_id]));
+    assert_eq!(say(&store, &alice, "blocked", "hello?"), GroupSendOutcome::RemovalsPending { users: vec![bob.addr.user_id], devices: vec![] });
     // Removing a member who did not leave is refused.
     let carol = user(&store, "carol");
     store.add_group_member(alice.addr, &GID, carol.addr.user_id, 1).unwrap();
@@ -655,4 +661,47 @@ fn a_group_info_the_committer_did_not_sign_is_refused() {
     }
     assert_eq!(store.group_info(bob.addr.user_id, &GID).expect("info").1, 0, "still at epoch 0");
     assert_eq!(ok(&send(&store, &bob, "join", &join)).0, 1);
+}
+
+/// A removed device of a user who stays keeps its leaf until a member commits its removal:
+/// nobody sends before that (REMOVALS_PENDING names the device), nothing is delivered to it,
+/// and its stored state reads nothing sent after.
+#[test]
+fn a_removed_device_loses_its_leaf_before_anyone_sends_and_reads_nothing_after() {
+    let (_d, store) = store();
+    let alice = user(&store, "alice");
+    let (conn, device, account) = new_device_state();
+    let (bot_id, _) = store.create_bot("two_bot", "two_bot", "groups", &account.public_key(), None, 100).expect("bot");
+    let first = store.register_bot_device(bot_id, &device, 100).expect("device");
+    let kept = registered(conn, DeviceAddr { user_id: bot_id, device_id: first });
+    let (conn, device) = device_state_of(&account);
+    let second = store.register_bot_device(bot_id, &device, 100).expect("second device");
+    let stolen = registered(conn, DeviceAddr { user_id: bot_id, device_id: second });
+    create(&store, &alice, pb::GroupType::GROUP);
+    store.add_group_member(alice.addr, &GID, bot_id, 1100).expect("invite");
+    inbox(&store, &stolen);
+    join_external(&store, &kept, "kept");
+    join_external(&store, &stolen, "stolen");
+    catch_up(&store, &alice);
+    catch_up(&store, &kept);
+    ok(&say(&store, &alice, "before", "before"));
+    catch_up(&store, &kept);
+    catch_up(&store, &stolen);
+
+    store.remove_device(stolen.addr, 3000).expect("removed");
+    let pending = say(&store, &alice, "blocked", "after?");
+    assert_eq!(pending, GroupSendOutcome::RemovalsPending { users: vec![], devices: vec![stolen.addr] });
+    let removal = e2e::group::remove_leaves(&alice.conn, &GID, &[], &[(bot_id, second)]).expect("remove").expect("a leaf");
+    ok(&send(&store, &alice, "remove-stolen", &removal));
+    e2e::group::commit_accepted(&alice.conn, &GID).expect("merge");
+    let (got, _) = catch_up(&store, &kept);
+    assert!(matches!(&got[..], [Received::Commit { removed, .. }] if removed == &vec![(bot_id, second)]), "{got:?}");
+
+    let (secret, _) = e2e::group::encrypt(&alice.conn, &GID, b"after the removal").expect("encrypt");
+    ok(&send(&store, &alice, "after", &CommitOut { message: secret.clone(), ..Default::default() }));
+    assert!(inbox(&store, &stolen).is_empty(), "nothing is delivered to the removed device");
+    assert!(e2e::group::receive(&stolen.conn, &GID, &removal.message).is_ok(), "it may still read its own removal");
+    assert!(e2e::group::receive(&stolen.conn, &GID, &secret).is_err(), "its stored state cannot read what follows");
+    let (got, _) = catch_up(&store, &kept);
+    assert!(matches!(&got[..], [Received::Application { plaintext, .. }] if plaintext == b"after the removal"));
 }
