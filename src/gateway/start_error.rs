@@ -14,7 +14,7 @@ pub enum StartError {
     /// The config file: unreadable, not JSON, a wrong or missing field, a wrong mode.
     Config(super::config::ConfigError),
     /// The state directory: mode, owner, or the lock held by another gateway.
-    StateDir(String),
+    StateDir(super::state_dir::StateDirError),
     /// One bot's state database: a wrong recovery secret, a newer schema, I/O.
     Store { bot: String, why: String },
     /// Registering or resuming one bot's device on the platform (unreachable, refused).
