@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use bot_gateway::gateway::store::{self, webhook, Store};
+use bot_gateway::gateway::store::{self, webhook, Store, StoreOpenError};
 use rusqlite::Connection;
 use serde_json::{json, Value};
 use support::{ask_manager, gateway_config, write_config, Gateway, PlatformServer, Proc};
@@ -57,7 +57,7 @@ impl Fixture {
         bot_gateway::crypto::hex_decode_32(hex).expect("32 bytes of hex")
     }
 
-    fn open_store(&self) -> Result<Store, String> {
+    fn open_store(&self) -> Result<Store, StoreOpenError> {
         Store::open(&self.bot_db(), &self.recovery_secret(), self.bot_id_hex(), "upgrade")
     }
 
@@ -284,6 +284,8 @@ fn a_bot_database_from_a_newer_release_is_refused_and_left_untouched() {
     fx.raw_bot_db().pragma_update(None, "user_version", newer).expect("as a later release leaves it");
 
     let err = fx.open_store().err().expect("refused");
+    assert!(matches!(err, StoreOpenError::Schema(_)), "a schema refusal: {err:?}");
+    let err = err.to_string();
     let path = fx.bot_db().display().to_string();
     assert!(err.contains(&path), "names the file: {err}");
     assert!(err.contains(&format!("schema version {newer}")) && err.contains(&format!("up to {latest}")), "{err}");

@@ -257,7 +257,7 @@ fn open_db(dir: &Path) -> Result<Connection> {
     }
     migrations::migrate(&conn, super::schema::STEPS)?;
     // openmls' own tables (`openmls_*`, versioned by the storage crate), after ours.
-    crypto::mls::migrate_storage(&mut conn).map_err(ClientError::Invalid)?;
+    crypto::mls::migrate_storage(&mut conn).map_err(|e| ClientError::Invalid(e.to_string()))?;
     Ok(conn)
 }
 

@@ -199,20 +199,51 @@ impl<C: Borrow<Connection>> OpenMlsProvider for MlsProvider<C> {
     }
 }
 
+/// Why one of the MLS helpers below failed.
+#[derive(Debug)]
+pub enum MlsError {
+    /// openmls' own tables could not be created or upgraded.
+    StorageMigrations(Box<dyn std::error::Error + Send + Sync>),
+    /// The bytes are not exactly one MLSMessage.
+    NotAMessage(tls_codec::Error),
+    /// A message could not be serialised for the wire.
+    Encoding(openmls::framing::errors::MlsMessageError),
+}
+
+impl std::fmt::Display for MlsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MlsError::StorageMigrations(e) => write!(f, "openmls storage migrations: {e}"),
+            MlsError::NotAMessage(e) => write!(f, "not an MLS message: {e}"),
+            MlsError::Encoding(e) => write!(f, "encoding an MLS message: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for MlsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            MlsError::StorageMigrations(e) => Some(e.as_ref()),
+            MlsError::NotAMessage(e) => Some(e),
+            MlsError::Encoding(e) => Some(e),
+        }
+    }
+}
+
 /// Creates or upgrades openmls' own tables (`openmls_*`, versioned by the storage crate in
 /// `openmls_sqlite_storage_migrations`) in a database; call once at open.
-pub fn migrate_storage<C: BorrowMut<Connection>>(conn: C) -> Result<(), String> {
-    SqliteStorageProvider::<JsonCodec, C>::new(conn).run_migrations().map_err(|e| format!("openmls storage migrations: {e}"))
+pub fn migrate_storage<C: BorrowMut<Connection>>(conn: C) -> Result<(), MlsError> {
+    SqliteStorageProvider::<JsonCodec, C>::new(conn).run_migrations().map_err(|e| MlsError::StorageMigrations(Box::new(e)))
 }
 
 /// Decodes an MLSMessage from the wire.
-pub fn parse_message(bytes: &[u8]) -> Result<MlsMessageIn, String> {
-    MlsMessageIn::tls_deserialize_exact(bytes).map_err(|e| format!("not an MLS message: {e}"))
+pub fn parse_message(bytes: &[u8]) -> Result<MlsMessageIn, MlsError> {
+    MlsMessageIn::tls_deserialize_exact(bytes).map_err(MlsError::NotAMessage)
 }
 
 /// Serialises an MLSMessage for the wire.
-pub fn to_bytes(message: &MlsMessageOut) -> Result<Vec<u8>, String> {
-    message.to_bytes().map_err(|e| format!("encoding an MLS message: {e}"))
+pub fn to_bytes(message: &MlsMessageOut) -> Result<Vec<u8>, MlsError> {
+    message.to_bytes().map_err(MlsError::Encoding)
 }
 
 #[cfg(test)]

@@ -51,7 +51,7 @@ pub enum Received {
     Ignored,
 }
 
-fn mls_err(what: &str) -> impl FnOnce(String) -> E2eError + '_ {
+fn mls_err(what: &str) -> impl FnOnce(mls::MlsError) -> E2eError + '_ {
     move |e| E2eError::Mls(format!("{what}: {e}"))
 }
 

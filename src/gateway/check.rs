@@ -33,7 +33,7 @@ pub fn run(path: &Path, connect: bool) -> bool {
             in_use
         }
         Err(e) => {
-            r.problem(e);
+            r.problem(e.to_string());
             false
         }
     };

@@ -212,7 +212,7 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
         log::info!("bot #{index} is @{name}: its threads are wr/{index}, ins/{index}, in/{index}, out/{index}, wh/{index}, whr/{index}");
         let db = state.bot_database(bot.compat_user_id);
         let store = store::Store::open(&db, &bot.recovery_secret, &bot.bot_id_hex, &threads::thread_name("wr", index))
-            .map_err(|why| StartError::Store { bot: name.clone(), why })?;
+            .map_err(|why| StartError::Store { bot: name.clone(), why: Box::new(why) })?;
         let platform = match registration::register_or_resume(&config.bot_platform_endpoint, bot, index, &store) {
             Ok(p) => p,
             Err(why) => {

@@ -14,9 +14,10 @@ pub enum StartError {
     /// The config file: unreadable, not JSON, a wrong or missing field, a wrong mode.
     Config(super::config::ConfigError),
     /// The state directory: mode, owner, or the lock held by another gateway.
-    StateDir(String),
-    /// One bot's state database: a wrong recovery secret, a newer schema, I/O.
-    Store { bot: String, why: String },
+    StateDir(super::state_dir::StateDirError),
+    /// One bot's state database: a wrong recovery secret, a newer schema, I/O (boxed: it is
+    /// the largest case, and the others should not carry its size).
+    Store { bot: String, why: Box<super::store::StoreOpenError> },
     /// Registering or resuming one bot's device on the platform (unreachable, refused).
     Registration { bot: String, why: super::registration::RegistrationError },
     /// A listener could not bind its address.

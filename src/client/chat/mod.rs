@@ -17,6 +17,7 @@
 //! reaches the terminal raw.
 
 mod command;
+mod command_error;
 mod reader;
 mod screen;
 mod sender;

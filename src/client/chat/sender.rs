@@ -16,6 +16,7 @@ use super::super::profile::Profile;
 use super::super::tui::view::ChatKey;
 use super::super::deep_link;
 use super::command::{language_from_env, pick_button};
+use super::command_error::CommandError;
 use crate::wire::e2e::Content;
 use super::screen::Screen;
 use super::{lock, Job, SharedTarget, Target};
@@ -88,46 +89,46 @@ impl Dialog {
 
     fn run_one(&mut self, job: Job) {
         let peer = lock(&self.target).peer.clone();
-        let in_dialog = |command: &'static str| {
-            peer.clone().ok_or_else(|| format!("{command} works in a dialog; /switch @NAME to one"))
+        let in_dialog = |command: &'static str| peer.clone().ok_or(CommandError::NotInDialog { command });
+        let failed = |command: &'static str, reason: CommandError| {
+            self.screen.show(&ChatEvent::Failed { command, reason: &reason.to_string() })
         };
         match job {
             Job::Flush => {}
             Job::Press { message_id, button } => match in_dialog("/press").and_then(|p| self.press(&p.username, p.user_id, message_id, &button)) {
                 Ok((message_id, number, text)) => self.screen.show(&ChatEvent::Pressed { message_id, number, text: &text }),
-                Err(reason) => self.screen.show(&ChatEvent::Failed { command: "/press", reason: &reason }),
+                Err(reason) => failed("/press", reason),
             },
             Job::React { message_id, emoji } => {
-                match in_dialog("/react").and_then(|p| self.profile.react(&p.username, message_id, &emoji).map_err(|e| e.to_string())) {
+                match in_dialog("/react").and_then(|p| Ok(self.profile.react(&p.username, message_id, &emoji)?)) {
                     Ok(_) => self.screen.show(&ChatEvent::Reacted { message_id, emoji: &emoji }),
-                    Err(reason) => self.screen.show(&ChatEvent::Failed { command: "/react", reason: &reason }),
+                    Err(reason) => failed("/react", reason),
                 }
             }
             Job::Edit { message_id, text } => {
                 // In the open conversation: a dialog's peer, or a group.
                 let group = lock(&self.target).group.as_ref().map(|(id, _)| *id);
                 let edited = match (group, peer.as_ref()) {
-                    (Some(group), _) => self.profile.edit_group_message(&group, message_id, &text).map_err(|e| e.to_string()),
-                    (None, Some(p)) => self.profile.edit_message(&p.username, message_id, &text).map_err(|e| e.to_string()),
-                    (None, None) => Err("/edit works in a dialog or a group; /switch to one".to_string()),
+                    (Some(group), _) => self.profile.edit_group_message(&group, message_id, &text).map_err(CommandError::from),
+                    (None, Some(p)) => self.profile.edit_message(&p.username, message_id, &text).map_err(CommandError::from),
+                    (None, None) => Err(CommandError::NothingToEdit),
                 };
                 match edited {
                     Ok(_) => self.screen.show(&ChatEvent::Edited { message_id, text: &text }),
-                    Err(reason) => self.screen.show(&ChatEvent::Failed { command: "/edit", reason: &reason }),
+                    Err(reason) => failed("/edit", reason),
                 }
             }
             Job::Inline(query) => {
-                match in_dialog("/inline").and_then(|p| self.profile.inline_query(&p.username, &query).map(|s| (p, s)).map_err(|e| e.to_string())) {
-                    Ok((p, session_id)) => self.screen.show(&ChatEvent::InlineAsked { bot: &p.username, session_id }),
-                    Err(reason) => self.screen.show(&ChatEvent::Failed { command: "/inline", reason: &reason }),
+                match in_dialog("/inline").and_then(|p| Ok((self.profile.inline_query(&p.username, &query)?, p))) {
+                    Ok((session_id, p)) => self.screen.show(&ChatEvent::InlineAsked { bot: &p.username, session_id }),
+                    Err(reason) => failed("/inline", reason),
                 }
             }
             Job::Choose { session_id, result_id } => {
-                let chosen = in_dialog("/choose")
-                    .and_then(|p| self.profile.choose_inline(&p.username, session_id, &result_id).map_err(|e| e.to_string()));
+                let chosen = in_dialog("/choose").and_then(|p| Ok(self.profile.choose_inline(&p.username, session_id, &result_id)?));
                 match chosen {
                     Ok(sent) => self.screen.show(&ChatEvent::Chose { session_id, result_id: &result_id, message_id: sent.message_id }),
-                    Err(reason) => self.screen.show(&ChatEvent::Failed { command: "/choose", reason: &reason }),
+                    Err(reason) => failed("/choose", reason),
                 }
             }
             Job::AtName { name, query, line } => self.at_name(&name, &query, &line),
@@ -143,13 +144,13 @@ impl Dialog {
                 let command = if matches!(shared, Shared::Location(_)) { "/location" } else { "/contact" };
                 match self.share(&shared) {
                     Ok(message_id) => self.screen.show(&ChatEvent::Shared { what: &shared_text(&shared), message_id }),
-                    Err(reason) => self.screen.show(&ChatEvent::Failed { command, reason: &reason }),
+                    Err(reason) => failed(command, reason),
                 }
             }
             Job::Vote { message_id, options } => {
-                match in_dialog("/vote").and_then(|p| self.profile.vote(&p.username, message_id, &options).map_err(|e| e.to_string())) {
+                match in_dialog("/vote").and_then(|p| Ok(self.profile.vote(&p.username, message_id, &options)?)) {
                     Ok(_) => self.screen.show(&ChatEvent::Voted { message_id, options: &options }),
-                    Err(reason) => self.screen.show(&ChatEvent::Failed { command: "/vote", reason: &reason }),
+                    Err(reason) => failed("/vote", reason),
                 }
             }
             Job::Commands | Job::Menu => {
@@ -169,26 +170,23 @@ impl Dialog {
     /// Presses `button` (its number as shown, or its callback data) under `message_id` (none:
     /// the last message with buttons). The keyboard is the one the profile remembers, edits
     /// applied, so the numbers are those last shown. Returns the message, number and text.
-    fn press(&self, peer: &str, peer_user_id: u64, message_id: Option<u64>, button: &str) -> Result<(u64, usize, String), String> {
+    fn press(&self, peer: &str, peer_user_id: u64, message_id: Option<u64>, button: &str) -> Result<(u64, usize, String), CommandError> {
         let message_id = match message_id {
             Some(id) => id,
-            None => lock(&self.target).last_keyboard.ok_or_else(|| {
-                "no message with buttons has arrived in this chat yet; name one: /press N BUTTON".to_string()
-            })?,
+            None => lock(&self.target).last_keyboard.ok_or(CommandError::NoKeyboardYet)?,
         };
         let content = self
             .profile
-            .remembered(peer_user_id, message_id)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("no message #{message_id} from @{peer} is known to this profile"))?;
+            .remembered(peer_user_id, message_id)?
+            .ok_or_else(|| CommandError::UnknownMessage { peer: peer.to_string(), message_id })?;
         let keyboard = keyboard_from_wire(content.keyboard.as_ref());
         let (number, chosen) = pick_button(&keyboard, button)
-            .ok_or_else(|| format!("message #{message_id} has no button {button:?} (a number as shown, or its callback data)"))?;
+            .ok_or_else(|| CommandError::NoSuchButton { message_id, button: button.to_string() })?;
         let chosen = chosen.clone();
         if !chosen.url.is_empty() {
-            return Err(format!("button {number} of #{message_id} is a link, not a button to press: {}", chosen.url));
+            return Err(CommandError::LinkButton { message_id, number, url: chosen.url });
         }
-        self.profile.press(peer, message_id, &chosen.callback_data).map_err(|e| e.to_string())?;
+        self.profile.press(peer, message_id, &chosen.callback_data)?;
         Ok((message_id, number, chosen.text))
     }
 
@@ -247,7 +245,7 @@ impl Dialog {
 
     /// Shares `shared` in the current conversation (a dialog or a group), through the one
     /// sending path of such items; returns the message id.
-    fn share(&self, shared: &Shared) -> Result<u64, String> {
+    fn share(&self, shared: &Shared) -> Result<u64, CommandError> {
         let (peer, group) = {
             let target = lock(&self.target);
             (target.peer.as_ref().map(|p| p.username.clone()), target.group.as_ref().map(|(id, _)| *id))
@@ -255,9 +253,9 @@ impl Dialog {
         match (group, peer) {
             (Some(id), _) => self.profile.send_group_shared(&id, shared, None).map(|s| s.message_id),
             (None, Some(peer)) => self.profile.send_shared(&peer, shared, None).map(|s| s.message_id),
-            (None, None) => return Err("no conversation is open; /switch @NAME to one".into()),
+            (None, None) => return Err(CommandError::NoConversation),
         }
-        .map_err(|e| e.to_string())
+        .map_err(CommandError::from)
     }
 
     /// `/switch NAME`: a user or bot (`@name`), else a group of this device by title or id.

@@ -5,6 +5,7 @@
 //! keys and sessions never lie on disk in clear, and a `state_dir` of another bot cannot be
 //! opened at all.
 
+mod open_error;
 mod schema;
 mod writer;
 
@@ -26,6 +27,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use rusqlite::{Connection, OpenFlags};
 
+pub use open_error::StoreOpenError;
 pub use writer::Writer;
 
 use crate::crypto;
@@ -198,38 +200,35 @@ impl Store {
     /// Opens (creating if needed) the database, migrates it to the newest schema version
     /// (refusing a file from a newer release), checks that it belongs to
     /// `bot_id_hex`, and starts the writer thread named `name` (`wr/<n>` in the gateway).
-    pub fn open(path: &Path, recovery_secret: &[u8; 32], bot_id_hex: &str, name: &str) -> std::result::Result<Store, String> {
+    pub fn open(path: &Path, recovery_secret: &[u8; 32], bot_id_hex: &str, name: &str) -> std::result::Result<Store, StoreOpenError> {
         let key = database_key(recovery_secret);
         let created = !path.exists();
         let mut conn = open_connection(path, &key, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)
-            .map_err(|e| {
-                format!(
-                    "cannot open state database {}: {e} (a state_dir of another bot, or a wrong identity_recovery_secret_hex?)",
-                    path.display()
-                )
-            })?;
+            .map_err(|error| StoreOpenError::Open { path: path.to_path_buf(), error })?;
         let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-        schema::configure(&conn).map_err(|e| format!("cannot configure state database {}: {e}", path.display()))?;
+        schema::configure(&conn).map_err(|error| StoreOpenError::Configure { path: path.to_path_buf(), error })?;
         // The error names the file and, for a file from a newer release, both versions.
-        schema::migrate(&conn).map_err(|e| e.to_string())?;
+        schema::migrate(&conn).map_err(StoreOpenError::Schema)?;
         // openmls' own tables (MLS group state), versioned by its storage crate.
-        crypto::mls::migrate_storage(&mut conn).map_err(|e| format!("state database {}: {e}", path.display()))?;
-        match schema::meta_get(&conn, "bot_id_hex").map_err(|e| e.to_string())? {
+        crypto::mls::migrate_storage(&mut conn)
+            .map_err(|error| StoreOpenError::MlsStorage { path: path.to_path_buf(), error })?;
+        match schema::meta_get(&conn, "bot_id_hex").map_err(StoreOpenError::Owner)? {
             None => {
                 // (Earlier versions also wrote a random `bot_runtime_id` that nothing read; an
                 // old database keeps that row, harmlessly.)
-                schema::meta_set(&conn, "bot_id_hex", bot_id_hex).map_err(|e| e.to_string())?;
+                schema::meta_set(&conn, "bot_id_hex", bot_id_hex).map_err(StoreOpenError::Owner)?;
             }
             Some(existing) if existing == bot_id_hex => {}
             Some(existing) => {
-                return Err(format!(
-                    "state database {} belongs to bot {existing}, not to {bot_id_hex}; use the state_dir of this bot",
-                    path.display()
-                ))
+                return Err(StoreOpenError::OtherBot {
+                    path: path.to_path_buf(),
+                    existing,
+                    expected: bot_id_hex.to_string(),
+                })
             }
         }
         let notifier = Arc::new(Notifier::default());
-        let writer = Writer::start(conn, name, notifier.clone()).map_err(|e| format!("cannot start store writer: {e}"))?;
+        let writer = Writer::start(conn, name, notifier.clone()).map_err(StoreOpenError::Writer)?;
         Ok(Store {
             inner: Arc::new(StoreInner { path: path.to_path_buf(), created, key, writer, readers: Mutex::new(Vec::new()), notifier }),
         })

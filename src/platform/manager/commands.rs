@@ -265,7 +265,7 @@ fn command_decision(
             };
             let bot = match owned_bot(dir, name, user_id)? {
                 Ok(bot) => bot,
-                Err(refusal) => return Ok(with_reminder(vec![refusal], scenario)),
+                Err(refusal) => return Ok(with_reminder(vec![refusal.to_string()], scenario)),
             };
             let devices = dir.bot_devices(bot.id)?;
             Ok(with_reminder(vec![devices_reply(&bot.username, &devices)], scenario))
@@ -276,7 +276,7 @@ fn command_decision(
             };
             let bot = match owned_bot(dir, name, user_id)? {
                 Ok(bot) => bot,
-                Err(refusal) => return Ok(with_reminder(vec![refusal], scenario)),
+                Err(refusal) => return Ok(with_reminder(vec![refusal.to_string()], scenario)),
             };
             let devices = dir.bot_devices(bot.id)?;
             let refusal = match devices.iter().find(|d| d.device_id == device_id) {
@@ -302,7 +302,7 @@ fn command_decision(
             };
             let bot = match owned_bot(dir, name, user_id)? {
                 Ok(bot) => bot,
-                Err(refusal) => return Ok(with_reminder(vec![refusal], scenario)),
+                Err(refusal) => return Ok(with_reminder(vec![refusal.to_string()], scenario)),
             };
             let refusal = match (command, bot.active) {
                 (Command::Token, false) => {
@@ -325,13 +325,27 @@ fn command_decision(
     }
 }
 
-/// The bot `name` if `user_id` owns it, else the reply that says they have no such bot (the
-/// same for someone else's bot and for no bot, so nobody learns whose bots exist).
-fn owned_bot(dir: &dyn Directory, name: &str, user_id: u64) -> Result<std::result::Result<BotInfo, String>> {
+/// A command named bot `name`, and the sender owns no bot of that name: the same refusal for
+/// someone else's bot and for no bot, so nobody learns whose bots exist. Its text is the reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NoSuchBot {
+    name: String,
+}
+
+impl std::fmt::Display for NoSuchBot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "You have no bot @{}. Send /mybots to see your bots.", self.name)
+    }
+}
+
+impl std::error::Error for NoSuchBot {}
+
+/// The bot `name` if `user_id` owns it, else [`NoSuchBot`].
+fn owned_bot(dir: &dyn Directory, name: &str, user_id: u64) -> Result<std::result::Result<BotInfo, NoSuchBot>> {
     Ok(dir
         .bot_named(name)?
         .filter(|b| b.owner_id == Some(user_id))
-        .ok_or_else(|| format!("You have no bot @{name}. Send /mybots to see your bots.")))
+        .ok_or_else(|| NoSuchBot { name: name.to_string() }))
 }
 
 /// `@name N` (or `name #N`): the bot and a device number; `None` when malformed.

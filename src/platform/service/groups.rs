@@ -71,7 +71,7 @@ fn check_key_package(
     if bytes.is_empty() || bytes.len() > KEY_PACKAGE_MAX {
         return Err(Invalid::new(format!("must be 1 to {KEY_PACKAGE_MAX} bytes, got {}", bytes.len())));
     }
-    let MlsMessageBodyIn::KeyPackage(kp) = mls::parse_message(bytes).map_err(Invalid)?.extract() else {
+    let MlsMessageBodyIn::KeyPackage(kp) = mls::parse_message(bytes).map_err(|e| Invalid::new(e.to_string()))?.extract() else {
         return Err(Invalid::new("is an MLS message but not a KeyPackage"));
     };
     let kp = kp.validate(crypto, ProtocolVersion::Mls10).map_err(|e| Invalid(format!("does not verify: {e}")))?;

@@ -1,6 +1,6 @@
 //! HTML `parse_mode`: TDLib's `parse_html` (see the `text` module note for the differences).
 
-use super::{at, checked_link, is_space, utf16_units, Kind, Parsed, Span};
+use super::{at, checked_link, is_space, utf16_units, Kind, MarkupError, Parsed, Span};
 
 /// `&lt;` `&gt;` `&amp;` `&quot;` and numeric references at `pos`; advances `pos` past it.
 fn decode_html_entity(t: &[u8], pos: &mut usize) -> Option<u32> {
@@ -40,11 +40,8 @@ fn decode_html_entity(t: &[u8], pos: &mut usize) -> Option<u32> {
     Some(res)
 }
 
-fn push_code_point(out: &mut Vec<u8>, code: u32) -> Result<(), String> {
-    let c = char::from_u32(code).ok_or_else(|| {
-        "Text contains invalid Unicode characters after decoding HTML entities, check for unmatched surrogate code units"
-            .to_string()
-    })?;
+fn push_code_point(out: &mut Vec<u8>, code: u32) -> Result<(), MarkupError> {
+    let c = char::from_u32(code).ok_or(MarkupError::InvalidUnicode)?;
     let mut buf = [0u8; 4];
     out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
     Ok(())
@@ -109,11 +106,11 @@ pub(super) fn parse_html(t: &[u8]) -> Parsed {
                 i += 1;
             }
             if at(t, i) == 0 {
-                return Err(format!("Unclosed start tag at byte offset {begin}"));
+                return Err(MarkupError::UnclosedStartTag { at: begin });
             }
             let name = String::from_utf8_lossy(&t[begin + 1..i]).to_lowercase();
             if !HTML_TAGS.contains(&name.as_str()) {
-                return Err(format!("Unsupported start tag \"{name}\" at byte offset {begin}"));
+                return Err(MarkupError::UnsupportedStartTag { tag: name, at: begin });
             }
             let mut argument = String::new();
             while at(t, i) != b'>' {
@@ -129,14 +126,14 @@ pub(super) fn parse_html(t: &[u8]) -> Parsed {
                 }
                 let attr = String::from_utf8_lossy(&t[attr_begin..i]).to_string();
                 if attr.is_empty() {
-                    return Err(format!("Empty attribute name in the tag \"{name}\" at byte offset {begin}"));
+                    return Err(MarkupError::EmptyAttributeName { tag: name, at: begin });
                 }
                 while at(t, i) != 0 && is_space(at(t, i)) {
                     i += 1;
                 }
                 if at(t, i) != b'=' {
                     if at(t, i) == 0 {
-                        return Err(format!("Unclosed start tag \"{name}\" at byte offset {begin}"));
+                        return Err(MarkupError::UnclosedNamedStartTag { tag: name, at: begin });
                     }
                     if name == "blockquote" && attr == "expandable" {
                         argument = "1".into();
@@ -148,7 +145,7 @@ pub(super) fn parse_html(t: &[u8]) -> Parsed {
                     i += 1;
                 }
                 if at(t, i) == 0 {
-                    return Err(format!("Unclosed start tag \"{name}\" at byte offset {begin}"));
+                    return Err(MarkupError::UnclosedNamedStartTag { tag: name, at: begin });
                 }
                 let value = if at(t, i) != b'\'' && at(t, i) != b'"' {
                     let token_begin = i;
@@ -157,7 +154,7 @@ pub(super) fn parse_html(t: &[u8]) -> Parsed {
                     }
                     let v = String::from_utf8_lossy(&t[token_begin..i]).to_lowercase();
                     if !is_space(at(t, i)) && at(t, i) != b'>' {
-                        return Err(format!("Unexpected end of name token at byte offset {token_begin}"));
+                        return Err(MarkupError::UnexpectedEndOfNameToken { at: token_begin });
                     }
                     v
                 } else {
@@ -182,7 +179,7 @@ pub(super) fn parse_html(t: &[u8]) -> Parsed {
                     String::from_utf8_lossy(&v).to_string()
                 };
                 if at(t, i) == 0 {
-                    return Err(format!("Unclosed start tag at byte offset {begin}"));
+                    return Err(MarkupError::UnclosedStartTag { at: begin });
                 }
                 match (name.as_str(), attr.as_str()) {
                     ("a", "href") | ("tg-emoji", "emoji-id") => argument = value,
@@ -195,7 +192,7 @@ pub(super) fn parse_html(t: &[u8]) -> Parsed {
                 }
             }
             if name == "span" && argument != "spoiler" {
-                return Err(format!("Tag \"span\" must have class \"tg-spoiler\" at byte offset {begin}"));
+                return Err(MarkupError::SpanWithoutSpoilerClass { at: begin });
             }
             let inside_link = open.last().is_some_and(|o| o.name == "a" || o.inside_link);
             open.push(OpenTag { name, argument, offset: utf16, begin: out.len(), inside_link });
@@ -203,7 +200,7 @@ pub(super) fn parse_html(t: &[u8]) -> Parsed {
         } else {
             // An end tag.
             let Some(top) = open.pop() else {
-                return Err(format!("Unexpected end tag at byte offset {begin}"));
+                return Err(MarkupError::UnexpectedEndTag { at: begin });
             };
             while !is_space(at(t, i)) && at(t, i) != b'>' {
                 i += 1;
@@ -213,13 +210,10 @@ pub(super) fn parse_html(t: &[u8]) -> Parsed {
                 i += 1;
             }
             if at(t, i) != b'>' {
-                return Err(format!("Unclosed end tag at byte offset {begin}"));
+                return Err(MarkupError::UnclosedEndTag { at: begin });
             }
             if !end_name.is_empty() && end_name != top.name {
-                return Err(format!(
-                    "Unmatched end tag at byte offset {begin}, expected \"</{}>\", found \"</{end_name}>\"",
-                    top.name
-                ));
+                return Err(MarkupError::UnmatchedEndTag { at: begin, expected: top.name, found: end_name });
             }
             i += 1; // the '>'
             if utf16 > top.offset {
@@ -228,7 +222,7 @@ pub(super) fn parse_html(t: &[u8]) -> Parsed {
         }
     }
     if let Some(top) = open.last() {
-        return Err(format!("Can't find end tag corresponding to start tag \"{}\"", top.name));
+        return Err(MarkupError::MissingEndTag { tag: top.name.clone() });
     }
     for s in &mut spans {
         if s.kind == Kind::Code {
@@ -238,7 +232,7 @@ pub(super) fn parse_html(t: &[u8]) -> Parsed {
     Ok((out, spans))
 }
 
-fn close_html_tag(spans: &mut Vec<Span>, top: OpenTag, utf16: u32, out: &[u8]) -> Result<(), String> {
+fn close_html_tag(spans: &mut Vec<Span>, top: OpenTag, utf16: u32, out: &[u8]) -> Result<(), MarkupError> {
     let offset = top.offset;
     let length = utf16 - offset;
     let plain = |kind| Span { kind, offset, length, argument: String::new() };
@@ -250,7 +244,7 @@ fn close_html_tag(spans: &mut Vec<Span>, top: OpenTag, utf16: u32, out: &[u8]) -
         "tg-spoiler" | "span" => spans.push(plain(Kind::Spoiler)),
         "tg-emoji" => {
             if top.argument.parse::<i64>().map_or(true, |id| id == 0) {
-                return Err("Invalid custom emoji identifier specified".into());
+                return Err(MarkupError::InvalidCustomEmojiId);
             }
             spans.push(plain(Kind::CustomEmoji));
         }

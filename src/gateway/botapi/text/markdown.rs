@@ -1,7 +1,7 @@
 //! Legacy Markdown `parse_mode`: TDLib's `parse_markdown` (see the `text` module note for the
 //! differences).
 
-use super::{at, checked_link, is_space, skip_one_newline, utf16_units, Kind, Parsed, Span};
+use super::{at, checked_link, is_space, skip_one_newline, utf16_units, Kind, MarkupError, Parsed, Span};
 
 pub(super) fn parse_markdown(t: &[u8]) -> Parsed {
     let size = t.len();
@@ -48,7 +48,7 @@ pub(super) fn parse_markdown(t: &[u8]) -> Parsed {
             i += 1;
         }
         if i >= size {
-            return Err(format!("Can't find end of the entity starting at byte offset {begin}"));
+            return Err(MarkupError::UnclosedEntity { at: begin });
         }
         if offset != utf16 {
             let length = utf16 - offset;

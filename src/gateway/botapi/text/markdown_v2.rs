@@ -1,7 +1,7 @@
 //! MarkdownV2 `parse_mode`: TDLib's `parse_markdown_v2` (see the `text` module note for the
 //! differences).
 
-use super::{at, checked_link, is_space, skip_one_newline, utf16_units, Kind, Parsed, Span};
+use super::{at, checked_link, is_space, skip_one_newline, utf16_units, Kind, MarkupError, Parsed, Span};
 
 struct OpenMd {
     kind: Kind,
@@ -11,10 +11,6 @@ struct OpenMd {
     begin: usize,
     /// Opened inside a `[...]` link (see the `text` module note on nested links).
     inside_link: bool,
-}
-
-fn reserved(c: u8) -> String {
-    format!("Character '{}' is reserved and must be escaped with the preceding '\\'", c as char)
 }
 
 pub(super) fn parse_markdown_v2(t: &[u8]) -> Parsed {
@@ -118,7 +114,7 @@ pub(super) fn parse_markdown_v2(t: &[u8]) -> Parsed {
                     have_blockquote = true;
                     Kind::BlockQuote
                 }
-                _ => return Err(reserved(c)),
+                _ => return Err(MarkupError::Reserved(c)),
             };
             let inside_link = open.last().is_some_and(|o| o.kind == Kind::TextUrl || o.inside_link);
             open.push(OpenMd { kind, argument, offset: utf16, byte_offset, begin: out.len(), inside_link });
@@ -133,20 +129,12 @@ pub(super) fn parse_markdown_v2(t: &[u8]) -> Parsed {
             let ends_expandable = kind == Kind::Spoiler
                 && (top.byte_offset + 2 == i || (top.byte_offset + 3 == i && out.last() == Some(&b'\r')));
             if !ends_expandable {
-                return Err(format!(
-                    "Can't find end of {} entity at byte offset {}",
-                    kind.tdlib_name(),
-                    top.byte_offset
-                ));
+                return Err(MarkupError::MissingEntityEnd { kind, at: top.byte_offset });
             }
             open.pop();
             let top = open.last().expect("a spoiler closing a blockquote is inside it");
             if top.kind != Kind::BlockQuote {
-                return Err(format!(
-                    "Can't find end of {} entity at byte offset {}",
-                    top.kind.tdlib_name(),
-                    top.byte_offset
-                ));
+                return Err(MarkupError::MissingEntityEnd { kind: top.kind, at: top.byte_offset });
             }
             kind = Kind::ExpandableBlockQuote;
         }
@@ -160,7 +148,7 @@ pub(super) fn parse_markdown_v2(t: &[u8]) -> Parsed {
             Kind::TextUrl => {
                 let url = if at(t, i + 1) == b'(' {
                     i += 2;
-                    read_md_url(t, &mut i, "a URL")?
+                    read_md_url(t, &mut i, Kind::TextUrl)?
                 } else if top.inside_link {
                     String::new() // dropped below; its text is not copied
                 } else {
@@ -173,10 +161,10 @@ pub(super) fn parse_markdown_v2(t: &[u8]) -> Parsed {
             }
             Kind::CustomEmoji => {
                 if at(t, i + 1) != b'(' {
-                    return Err("Custom emoji entity must contain a tg://emoji URL".into());
+                    return Err(MarkupError::CustomEmojiWithoutUrl);
                 }
                 i += 2;
-                read_md_url(t, &mut i, "a custom emoji URL")?;
+                read_md_url(t, &mut i, Kind::CustomEmoji)?;
             }
             Kind::BlockQuote | Kind::ExpandableBlockQuote => {
                 have_blockquote = false;
@@ -207,13 +195,14 @@ pub(super) fn parse_markdown_v2(t: &[u8]) -> Parsed {
         }
     }
     if let Some(top) = open.last() {
-        return Err(format!("Can't find end of {} entity at byte offset {}", top.kind.tdlib_name(), top.byte_offset));
+        return Err(MarkupError::MissingEntityEnd { kind: top.kind, at: top.byte_offset });
     }
     Ok((out, spans))
 }
 
-/// Reads `url)` (with `\` escapes) starting at `*i`; leaves `*i` on the `)`.
-fn read_md_url(t: &[u8], i: &mut usize, what: &str) -> Result<String, String> {
+/// Reads `url)` (with `\` escapes) of a link or custom emoji (`of`) starting at `*i`; leaves
+/// `*i` on the `)`.
+fn read_md_url(t: &[u8], i: &mut usize, of: Kind) -> Result<String, MarkupError> {
     let begin = *i;
     let mut url = Vec::new();
     while *i < t.len() && t[*i] != b')' {
@@ -226,7 +215,7 @@ fn read_md_url(t: &[u8], i: &mut usize, what: &str) -> Result<String, String> {
         *i += 1;
     }
     if at(t, *i) != b')' {
-        return Err(format!("Can't find end of {what} at byte offset {begin}"));
+        return Err(MarkupError::UnclosedUrl { of, at: begin });
     }
     Ok(String::from_utf8_lossy(&url).to_string())
 }

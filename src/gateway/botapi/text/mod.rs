@@ -23,10 +23,12 @@ pub(crate) mod entities;
 mod html;
 mod markdown;
 mod markdown_v2;
+mod markup_error;
 
 use html::parse_html;
 use markdown::parse_markdown;
 use markdown_v2::parse_markdown_v2;
+use markup_error::MarkupError;
 
 use super::ApiError;
 use crate::wire::e2e::Entity;
@@ -58,10 +60,9 @@ pub fn parse(text: &str, mode: ParseMode) -> Result<(String, Vec<Entity>), ApiEr
         ParseMode::MarkdownV2 => parse_markdown_v2(text.as_bytes()),
         ParseMode::Markdown => parse_markdown(text.as_bytes()),
     };
-    let (bytes, mut spans) = parsed.map_err(|e| ApiError::bad_request(format!("can't parse entities: {e}")))?;
-    let text = String::from_utf8(bytes).map_err(|_| {
-        ApiError::bad_request("can't parse entities: the text is not valid UTF-8 after decoding the markup")
-    })?;
+    let refused = |e: MarkupError| ApiError::bad_request(format!("can't parse entities: {e}"));
+    let (bytes, mut spans) = parsed.map_err(refused)?;
+    let text = String::from_utf8(bytes).map_err(|_| refused(MarkupError::NotUtf8))?;
     spans.sort_by_key(|s| (s.offset, std::cmp::Reverse(s.length), s.kind.priority()));
     let entities = spans
         .into_iter()
@@ -163,7 +164,7 @@ struct Span {
     argument: String,
 }
 
-type Parsed = Result<(Vec<u8>, Vec<Span>), String>;
+type Parsed = Result<(Vec<u8>, Vec<Span>), MarkupError>;
 
 /// The byte at `i`, or 0 past the end (TDLib reads the C string's terminator there).
 fn at(t: &[u8], i: usize) -> u8 {

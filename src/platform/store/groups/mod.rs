@@ -270,8 +270,9 @@ fn mls_storage_error<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> Pl
     }
 }
 
-fn invalid(msg: impl Into<String>) -> PlatformError {
-    PlatformError::InvalidArgument(msg.into())
+/// An InvalidArgument saying `why` (a sentence, or an MLS decoding error).
+fn invalid(why: impl std::fmt::Display) -> PlatformError {
+    PlatformError::InvalidArgument(why.to_string())
 }
 
 fn sized<'a>(bytes: &'a [u8], what: &str) -> Result<&'a [u8]> {

@@ -1,0 +1,65 @@
+//! Why a bot's state database could not be opened: each case names the file (or the bot it
+//! belongs to) so the gateway's start-up line says what to fix.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use super::StoreError;
+use crate::crypto::mls::MlsError;
+use crate::migrations::MigrationError;
+
+#[derive(Debug)]
+pub enum StoreOpenError {
+    /// The file cannot be opened or read with this key: most often another bot's database or
+    /// a wrong recovery secret.
+    Open { path: PathBuf, error: StoreError },
+    /// Setting the connection's pragmas failed.
+    Configure { path: PathBuf, error: rusqlite::Error },
+    /// Our schema could not be migrated (or the file is from a newer release); names the file.
+    Schema(MigrationError),
+    /// openmls' own tables could not be migrated.
+    MlsStorage { path: PathBuf, error: MlsError },
+    /// Reading or writing which bot the database belongs to.
+    Owner(rusqlite::Error),
+    /// The database belongs to bot `existing`, not to `expected`.
+    OtherBot { path: PathBuf, existing: String, expected: String },
+    /// The writer thread could not be started.
+    Writer(std::io::Error),
+}
+
+impl fmt::Display for StoreOpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreOpenError::Open { path, error } => write!(
+                f,
+                "cannot open state database {}: {error} (a state_dir of another bot, or a wrong identity_recovery_secret_hex?)",
+                path.display()
+            ),
+            StoreOpenError::Configure { path, error } => {
+                write!(f, "cannot configure state database {}: {error}", path.display())
+            }
+            StoreOpenError::Schema(e) => write!(f, "{e}"),
+            StoreOpenError::MlsStorage { path, error } => write!(f, "state database {}: {error}", path.display()),
+            StoreOpenError::Owner(e) => write!(f, "{e}"),
+            StoreOpenError::OtherBot { path, existing, expected } => write!(
+                f,
+                "state database {} belongs to bot {existing}, not to {expected}; use the state_dir of this bot",
+                path.display()
+            ),
+            StoreOpenError::Writer(e) => write!(f, "cannot start store writer: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreOpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreOpenError::Open { error, .. } => Some(error),
+            StoreOpenError::Configure { error, .. } | StoreOpenError::Owner(error) => Some(error),
+            StoreOpenError::Schema(e) => Some(e),
+            StoreOpenError::MlsStorage { error, .. } => Some(error),
+            StoreOpenError::OtherBot { .. } => None,
+            StoreOpenError::Writer(e) => Some(e),
+        }
+    }
+}
