@@ -12,6 +12,7 @@ use rusqlite::Connection;
 use super::*;
 use crate::crypto::{self, identity, IdentityKeyPair};
 use crate::e2e;
+use crate::e2e::group as mls_group;
 use crate::platform::{provision_bot, BotCredentials, RunningServer};
 use super::history;
 use crate::wire::e2e::{
@@ -746,4 +747,54 @@ fn the_outbox_keeps_order_waits_out_an_outage_and_sends_each_message_once() {
     }
     assert_eq!(got, ["three", "four"], "each once, in order");
     assert!(bob.receive(Duration::from_secs(2), 1).expect("bob receives").is_empty(), "nothing twice");
+}
+
+/// A commit whose answer was lost (the platform took it; the answer never came back) is sent
+/// again under its client message id before anything else happens in the group: the platform
+/// answers the repeat with its first answer, and the group goes on.
+#[test]
+fn a_commit_whose_answer_was_lost_is_settled_and_the_group_goes_on() {
+    let world = World::start();
+    let alice = world.user("alice");
+    let bob = world.user("bob");
+    let carol = world.user("carol");
+    let team = alice.create_group("Team").expect("create");
+    alice.add_to_group(&team, "bob").expect("add bob");
+    let joined = bob.receive_events(WAIT, 10).expect("receive");
+    assert!(joined.iter().any(|e| matches!(e, Incoming::GroupJoined { .. })), "{joined:?}");
+
+    // Alice's commit adding Carol reaches the platform, which takes it; its answer is lost.
+    let invite = crate::wire::platform::AddGroupMemberRequest { group_id: team.0.to_vec(), user_id: carol.user_id(), ..Default::default() };
+    alice.platform().client.add_group_member(&invite, alice.platform().opt()).expect("invite carol");
+    let claim = crate::wire::platform::ClaimKeyPackagesRequest { user_id: carol.user_id(), ..Default::default() };
+    let claimed = alice.platform().client.claim_key_packages(&claim, alice.platform().opt()).expect("claim");
+    let packages: Vec<mls_group::Claimed> = claimed
+        .key_packages
+        .into_iter()
+        .map(|k| mls_group::Claimed { user_id: carol.user_id(), device_id: k.device_id, key_package: k.key_package })
+        .collect();
+    let commit = alice.make_commit(&team, "adding carol", |c| mls_group::add(c, &team.0, &packages).map(Some)).expect("make").expect("a commit");
+    let out = commit.out.clone();
+    let req = crate::wire::platform::SendGroupMessageRequest {
+        group_id: team.0.to_vec(),
+        client_message_id: commit.client_message_id.clone(),
+        message: out.message,
+        group_info: out.group_info,
+        welcome: out.welcome,
+        ..Default::default()
+    };
+    let taken = alice.platform().client.send_group_message(&req, alice.platform().opt()).expect("the platform takes it");
+    assert_eq!(taken.status.enum_value(), Ok(crate::wire::platform::send_group_message_response::Status::OK));
+    let before = alice.group_epoch(&team).expect("epoch");
+
+    // Alice's next message settles the commit first (merged: the platform's repeat is OK), then goes out.
+    alice.send_group_text(&team, "carol is in", None).expect("the next send works");
+    assert_eq!(alice.group_epoch(&team).expect("epoch"), before.map(|e| e + 1), "the commit was merged");
+    for member in [&bob, &carol] {
+        let events = member.receive_events(WAIT, 10).expect("receive");
+        assert!(
+            events.iter().any(|e| matches!(e, Incoming::GroupMessage { message, .. } if message.text == "carol is in")),
+            "{events:?}"
+        );
+    }
 }

@@ -317,6 +317,7 @@ impl Profile {
         })?;
         self.ensure_joined(group)?;
         for attempt in 1..=MAX_GROUP_ATTEMPTS {
+            self.settle_commit(group)?;
             let (message, _) = self.write(|c| {
                 mls_group::encrypt(c, &group.0, &plaintext)
                     .context(|| format!("encrypting for group {}", short(group)))
@@ -457,54 +458,32 @@ impl Profile {
 
     /// Sends a commit `derive` makes, merging it when the platform accepts it; on a stale
     /// epoch discards it, catches up and derives again. `derive` returning `None` means there
-    /// is nothing (left) to commit: false.
+    /// is nothing (left) to commit: false. A lost answer keeps the commit, sent again before
+    /// anything else happens in the group (`group_commit`).
     fn commit_own(
         &self,
         group: &GroupId,
         what: &str,
         derive: impl Fn(&Connection) -> std::result::Result<Option<CommitOut>, E2eError>,
     ) -> Result<bool> {
-        let context = || format!("{what} in group {}", short(group));
         for attempt in 1..=MAX_GROUP_ATTEMPTS {
-            let Some(commit) = self.write(|c| derive(c).context(context))? else {
+            self.settle_commit(group)?;
+            let Some(commit) = self.make_commit(group, what, &derive)? else {
                 return Ok(false);
             };
-            let client_message_id = new_client_message_id();
-            let answer = self.send_to_group(
-                group,
-                &client_message_id,
-                commit.message,
-                commit.group_info,
-                commit.welcome,
-            );
-            let resp = match answer {
-                Ok(resp) => resp,
-                Err(e) => {
-                    // Not knowing whether it was accepted, the commit is dropped: the next
-                    // message from the group tells (docs/decisions.md, "Groups in e2e-chat").
-                    self.write(|c| mls_group::commit_refused(c, &group.0).context(context))?;
-                    return Err(e);
-                }
-            };
+            let resp = self.send_recorded(group, &commit)?;
             match resp.status.enum_value() {
-                Ok(Status::OK) => {
-                    self.write(|c| mls_group::commit_accepted(c, &group.0).context(context))?;
-                    return Ok(true);
-                }
+                Ok(Status::OK) => return Ok(true),
                 Ok(Status::STALE_EPOCH) => {
-                    self.write(|c| mls_group::commit_refused(c, &group.0).context(context))?;
                     log::info!("group {}: our commit was stale (attempt {attempt}); catching up to epoch {}", short(group), resp.epoch);
                     self.catch_up(group, resp.epoch)?;
                 }
-                _ => {
-                    self.write(|c| mls_group::commit_refused(c, &group.0).context(context))?;
-                    return Err(refused(group, &resp));
-                }
+                _ => return Err(refused(group, &resp)),
             }
         }
         Err(ClientError::Invalid(format!(
-            "{}: the group kept changing after {MAX_GROUP_ATTEMPTS} attempts",
-            context()
+            "{what} in group {}: the group kept changing after {MAX_GROUP_ATTEMPTS} attempts",
+            short(group)
         )))
     }
 

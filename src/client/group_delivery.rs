@@ -10,7 +10,6 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::error::{ClientError, E2eContext, Result};
 use super::message::{received_message, GroupId, GroupRef, GroupRole, Incoming, Sender};
 use super::profile::Profile;
-use crate::crypto;
 use crate::e2e::group::{self as mls_group, Received};
 use crate::e2e::{posters, E2eError};
 use crate::wire::roles::may_post_in_channel;
@@ -148,54 +147,16 @@ impl Profile {
             FollowUp::RemoveLeaves { group, users } => {
                 // One try: on a stale epoch another member's commit came first, and it is on
                 // its way through the inbox (it removes them, or the next sender will).
-                match self.write(|c| {
-                    mls_group::remove_users(c, &group.0, &users)
-                        .context(|| format!("group {}", short(&group)))
-                }) {
+                let removal = self.settle_commit(&group).and_then(|()| {
+                    self.make_commit(&group, "removing members", |c| mls_group::remove_users(c, &group.0, &users))
+                });
+                match removal.and_then(|commit| commit.map(|commit| self.send_recorded(&group, &commit)).transpose()) {
                     Ok(None) => {}
-                    Ok(Some(commit)) => {
-                        let id = crypto::hex_encode(&crypto::random_bytes::<16>());
-                        let answer = self.send_to_group(
-                            &group,
-                            &id,
-                            commit.message,
-                            commit.group_info,
-                            commit.welcome,
-                        );
-                        let ok =
-                            matches!(&answer, Ok(r) if r.status.enum_value() == Ok(Status::OK));
-                        let settled = self.write(|c| {
-                            if ok {
-                                mls_group::commit_accepted(c, &group.0)
-                            } else {
-                                mls_group::commit_refused(c, &group.0)
-                            }
-                            .context(|| format!("group {}", short(&group)))
-                        });
-                        match (answer, settled) {
-                            (_, Err(e)) => log::warn!(
-                                "group {}: settling our removal commit: {e}",
-                                short(&group)
-                            ),
-                            (Ok(_), Ok(())) if ok => log::info!(
-                                "group {}: removed the leaves of {users:?}",
-                                short(&group)
-                            ),
-                            (Ok(r), Ok(())) => log::info!(
-                                "group {}: removal of {users:?} not ours ({:?})",
-                                short(&group),
-                                r.status
-                            ),
-                            (Err(e), Ok(())) => log::warn!(
-                                "group {}: sending the removal of {users:?}: {e}",
-                                short(&group)
-                            ),
-                        }
+                    Ok(Some(r)) if r.status.enum_value() == Ok(Status::OK) => {
+                        log::info!("group {}: removed the leaves of {users:?}", short(&group))
                     }
-                    Err(e) => log::warn!(
-                        "group {}: could not remove the leaves of {users:?}: {e}",
-                        short(&group)
-                    ),
+                    Ok(Some(r)) => log::info!("group {}: removal of {users:?} not ours ({:?})", short(&group), r.status),
+                    Err(e) => log::warn!("group {}: could not remove the leaves of {users:?}: {e}", short(&group)),
                 }
             }
         }

@@ -259,6 +259,10 @@ impl Profile {
     /// redelivery or an envelope that could not be opened (logged); an event of `None` for a
     /// content that is nothing for a user device (an empty or unknown kind, a press).
     fn process_envelope(&self, envelope: &InboxEnvelope) -> Result<Option<Processed>> {
+        // Our commit of the group left unanswered goes first: the delivery may follow it.
+        if let Some(group) = envelope.group.as_ref().and_then(|d| super::GroupId::from_slice(&d.group_id)) {
+            self.settle_commit(&group)?;
+        }
         let was_prekey = envelope.group.is_none() && matches!(x3dh::peek_prekey_header(&envelope.ciphertext), Ok(Some(_)));
         let outcome = self.write(|c| {
             if inbound::is_repeat(c, envelope.seq, envelope.sender_user_id, &envelope.client_message_id)? {

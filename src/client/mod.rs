@@ -53,6 +53,7 @@ pub mod display;
 mod edit;
 mod error;
 mod group;
+mod group_commit;
 mod group_delivery;
 mod history;
 mod inline;

@@ -26,7 +26,20 @@ pub(crate) const STEPS: &[Step] = &[
     // Who may post in each channel, as received, so a post from anyone else is dropped
     // (`e2e::posters`).
     Step { version: 9, sql: &[e2e::posters::TABLES] },
+    // Our commits until the platform answers, resent under their client message id after a
+    // lost answer (`group_commit`).
+    Step { version: 10, sql: &[GROUP_COMMITS_V10] },
 ];
+
+/// Step 10: a group's commit of ours awaiting the platform's answer.
+const GROUP_COMMITS_V10: &str = "
+CREATE TABLE client_group_commits (
+    group_id BLOB PRIMARY KEY,
+    client_message_id TEXT NOT NULL,
+    message BLOB NOT NULL,
+    group_info BLOB NOT NULL,
+    welcome BLOB NOT NULL
+);";
 
 /// Step 2: the processed seqs give way to the one inbound rule of `e2e::inbound`. Envelopes
 /// are processed in seq order, so the highest processed seq is the cursor.
