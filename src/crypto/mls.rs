@@ -25,10 +25,22 @@ use super::identity::IdentityKeyPair;
 pub const CIPHERSUITE: Ciphersuite = Ciphersuite::MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519;
 
 /// How many past epochs' secrets a member keeps to decrypt application messages that were
-/// sent before a commit it merged. The platform orders everything, but a member merges its own
-/// commit when the platform accepts it, possibly before it has read messages accepted just
-/// earlier. Older secrets are deleted (forward secrecy).
-pub const MAX_PAST_EPOCHS: usize = 8;
+/// sent before a commit it merged. The platform orders everything and refuses an application
+/// message of any epoch but the current one, so a message of an older epoch only ever reaches
+/// a member after a commit *of its own*, merged when the platform accepted it, possibly before
+/// its inbox had read the messages accepted just earlier. Another member's commit arrives in
+/// order, after everything of the epoch it ends. So the window is the number of own commits
+/// that can be accepted before the inbox passes the first: one, plus one for a second in a row
+/// (a removal right after a self-update, or the reverse). Once the inbox has passed our latest
+/// commit, `e2e::group::delete_past_epochs` deletes even these (forward secrecy; a removed
+/// member can then no longer inject messages into old epochs).
+pub const MAX_PAST_EPOCHS: usize = 2;
+
+/// How long a key package, and the group leaf it becomes, is valid: openmls' default and its
+/// maximum (12 weeks; a longer one is refused). Joins skip this check for leaves that were
+/// never updated, each member updates its own leaf (`e2e::group::self_update`), and devices
+/// replace key packages older than half of it.
+pub const KEY_PACKAGE_LIFETIME_SECS: u64 = 60 * 60 * 24 * 28 * 3;
 
 /// Handshake messages (commits) travel as PublicMessage so that the platform can check who
 /// adds and removes whom; application messages are always encrypted (PrivateMessage).
@@ -39,8 +51,14 @@ pub fn wire_format_policy() -> WireFormatPolicy {
 /// The configuration of a group its creator starts: the ratchet tree travels inside each
 /// GroupInfo, so an external joiner needs nothing else.
 pub fn create_config() -> MlsGroupCreateConfig {
+    create_config_lasting(KEY_PACKAGE_LIFETIME_SECS)
+}
+
+/// `create_config` with the creator's first leaf valid for `lifetime_secs`.
+pub fn create_config_lasting(lifetime_secs: u64) -> MlsGroupCreateConfig {
     MlsGroupCreateConfig::builder()
         .ciphersuite(CIPHERSUITE)
+        .lifetime(Lifetime::new(lifetime_secs))
         .use_ratchet_tree_extension(true)
         .wire_format_policy(wire_format_policy())
         .max_past_epochs(MAX_PAST_EPOCHS)
