@@ -175,6 +175,15 @@ pub fn parse_message(bytes: &[u8]) -> Result<MlsMessageIn, String> {
     MlsMessageIn::tls_deserialize_exact(bytes).map_err(|e| format!("not an MLS message: {e}"))
 }
 
+/// The end of a key package's lifetime (unix seconds), once its signature verifies.
+pub fn key_package_expiry(bytes: &[u8]) -> Result<u64, String> {
+    let MlsMessageBodyIn::KeyPackage(kp) = parse_message(bytes)?.extract() else {
+        return Err("not a KeyPackage".into());
+    };
+    let kp = kp.validate(&RustCrypto::default(), ProtocolVersion::Mls10).map_err(|e| format!("does not verify: {e}"))?;
+    Ok(kp.life_time().not_after())
+}
+
 /// Serialises an MLSMessage for the wire.
 pub fn to_bytes(message: &MlsMessageOut) -> Result<Vec<u8>, String> {
     message.to_bytes().map_err(|e| format!("encoding an MLS message: {e}"))

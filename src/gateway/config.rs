@@ -55,6 +55,13 @@ pub const OPTIONAL_FIELDS: &[OptionalField] = &[
                   add \"X-Telegram-Bot-Api-Secret-Token\" for the stock webhook handlers of python-telegram-bot, \
                   aiogram and telegraf",
     },
+    OptionalField {
+        name: "group_self_update_days",
+        kind: "integer 1-28",
+        default: "7",
+        meaning: "how often each bot replaces its own leaf in every MLS group it is in (a commit with new keys: \
+                  post-compromise security, and a leaf that never expires); also done right after joining by a Welcome",
+    },
 ];
 
 /// A field that may be left out, with the default it then has.
@@ -70,6 +77,10 @@ pub const SPEC_SECRET_HEADER: &str = "X-Compat-Bot-Api-Secret-Token";
 /// The default of `send_wait_seconds`.
 pub const DEFAULT_SEND_WAIT: Duration = Duration::from_secs(25);
 const SEND_WAIT_RANGE: std::ops::RangeInclusive<u64> = 1..=300;
+/// The default of `group_self_update_days`.
+pub const DEFAULT_GROUP_SELF_UPDATE: Duration = Duration::from_secs(7 * 86_400);
+/// Up to 4 weeks: well inside the 12 weeks a key package's leaf is valid.
+const GROUP_SELF_UPDATE_DAYS: std::ops::RangeInclusive<u64> = 1..=28;
 /// Headers the webhook request sets itself or that would change how it travels: naming one of
 /// them for the secret is refused.
 const RESERVED_HEADERS: &[&str] =
@@ -82,11 +93,17 @@ pub struct Delivery {
     pub send_wait: Duration,
     /// `webhook_secret_token_headers`: never empty, no two alike (ignoring case).
     pub webhook_secret_headers: Vec<String>,
+    /// `group_self_update_days`: the period of the bot's self-updates in its groups.
+    pub group_self_update: Duration,
 }
 
 impl Default for Delivery {
     fn default() -> Delivery {
-        Delivery { send_wait: DEFAULT_SEND_WAIT, webhook_secret_headers: vec![SPEC_SECRET_HEADER.to_string()] }
+        Delivery {
+            send_wait: DEFAULT_SEND_WAIT,
+            webhook_secret_headers: vec![SPEC_SECRET_HEADER.to_string()],
+            group_self_update: DEFAULT_GROUP_SELF_UPDATE,
+        }
     }
 }
 
@@ -300,6 +317,17 @@ fn delivery(obj: &Map<String, Value>) -> Result<Delivery, Invalid> {
     if let Some(v) = obj.get("webhook_secret_token_headers") {
         d.webhook_secret_headers = secret_headers(v).map_err(|e| Invalid::new(format!("webhook_secret_token_headers: {e}")))?;
     }
+    if let Some(v) = obj.get("group_self_update_days") {
+        let days = v.as_u64().filter(|d| GROUP_SELF_UPDATE_DAYS.contains(d)).ok_or_else(|| {
+            Invalid(format!(
+                "group_self_update_days must be an integer from {} to {} (days; default {}), not {v}",
+                GROUP_SELF_UPDATE_DAYS.start(),
+                GROUP_SELF_UPDATE_DAYS.end(),
+                DEFAULT_GROUP_SELF_UPDATE.as_secs() / 86_400
+            ))
+        })?;
+        d.group_self_update = Duration::from_secs(days * 86_400);
+    }
     Ok(d)
 }
 
@@ -481,6 +509,23 @@ mod tests {
         }
         for f in OPTIONAL_FIELDS {
             assert!(text.contains(&format!("{} ({}, default {})", f.name, f.kind, f.default)), "{} in the reference", f.name);
+        }
+    }
+
+    #[test]
+    fn group_self_update_days_is_a_week_by_default_and_checked() {
+        crypto::init();
+        let c = parse(&config_json(bot_json([7; 32], 42))).expect("valid");
+        assert_eq!(c.delivery.group_self_update, Duration::from_secs(7 * 86_400));
+        let with = |v: Value| {
+            let mut j = config_json(bot_json([7; 32], 42));
+            j["group_self_update_days"] = v;
+            parse(&j)
+        };
+        assert_eq!(with(json!(1)).expect("valid").delivery.group_self_update, Duration::from_secs(86_400));
+        for bad in [json!(0), json!(29), json!(1.5), json!("7")] {
+            let e = with(bad.clone()).err().expect("refused");
+            assert!(e.starts_with("group_self_update_days must be an integer from 1 to 28 (days; default 7)"), "{bad}: {e}");
         }
     }
 

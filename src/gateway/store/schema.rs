@@ -19,6 +19,9 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 6, sql: &[super::outbox::SCHEMA_HANDED_AND_GIVEN_UP] },
     // Polls: the votes of each voter (`store::polls`).
     Step { version: 7, sql: &[super::polls::SCHEMA] },
+    // Groups live for years: when our leaf was last replaced, and our latest accepted commit
+    // until the inbox passes it (`store::groups`).
+    Step { version: 8, sql: &[super::groups::SCHEMA_YEARS] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).
@@ -151,9 +154,14 @@ CREATE TABLE IF NOT EXISTS outbox (
 
 /// Journal settings of the writable connection (outside any transaction, so before [`migrate`]).
 /// `secure_delete` zeroes freed pages: MLS epoch secrets and ratchet keys openmls and the
-/// sessions delete must not linger in the file (forward secrecy; docs/groups.md).
+/// sessions delete must not linger in the file (forward secrecy; docs/groups.md). Old page
+/// images stay in the write-ahead log until it is overwritten, so the log is cut back to
+/// nothing at each checkpoint (`journal_size_limit`), and the writer checkpoints after a batch
+/// that deleted epoch secrets (`writer::checkpoint_after_commit`).
 pub fn configure(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA secure_delete = ON;")
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA secure_delete = ON; PRAGMA journal_size_limit = 0;",
+    )
 }
 
 /// Brings a bot database to the newest schema version, or refuses one from a newer release.

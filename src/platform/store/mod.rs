@@ -62,6 +62,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 7, sql: &[groups::SCHEMA_ADMIN] },
     // Who let an invited user in, named by the change of their join (`groups::admin`).
     Step { version: 8, sql: &[groups::SCHEMA_INVITED_BY] },
+    // When each key package expires: an expired one is never handed out (`groups::key_packages`).
+    Step { version: 9, sql: &[groups::SCHEMA_KEY_PACKAGE_EXPIRY] },
 ];
 
 /// Step 4: devices of a bot: when each was last seen (an authenticated call or an Inbox stream,

@@ -649,6 +649,7 @@ mod members;
 mod send;
 pub use admin::{LinkSettings, LINK_PREFIX};
 pub(super) use admin::{SCHEMA_ADMIN, SCHEMA_INVITED_BY};
+pub(super) use key_packages::SCHEMA_KEY_PACKAGE_EXPIRY;
 pub(in crate::platform::store) use send::reserve_group_message_id;
 #[cfg(test)]
 mod tests;
