@@ -21,7 +21,7 @@ use rusqlite::Connection;
 
 use super::error::{ClientError, E2eContext, Result};
 use super::group_delivery::{
-    forget_group, known_groups, remember_group, sender_of, short, KnownGroup,
+    forget_group, known_groups, own_commit_accepted, remember_group, sender_of, set_self_updated, short, KnownGroup,
 };
 use super::history;
 use super::message::{Entity, GroupId, GroupRole, SentMessage, Sender};
@@ -120,7 +120,11 @@ impl Profile {
         req.group_info = info;
         match self.platform.client.create_group(&req, self.platform.opt()) {
             Ok(group) => {
-                self.write(|c| remember_group(c, &id, &group.title, kind, 0))?;
+                let now = crate::clock::unix_now();
+                self.write(|c| {
+                    remember_group(c, &id, &group.title, kind, 0)?;
+                    set_self_updated(c, &id, now)
+                })?;
                 log::info!("@{} created group {}", self.username(), short(&id));
                 Ok(id)
             }
@@ -200,6 +204,7 @@ impl Profile {
         group: &GroupId,
         key_packages: &[Vec<u8>],
     ) -> Result<()> {
+        self.self_update_if_due(group, false);
         self.commit_own(group, "adding members", |c| {
             mls_group::add(c, &group.0, key_packages).map(Some)
         })?;
@@ -436,6 +441,7 @@ impl Profile {
     /// not processed yet is joined from the inbox first.
     fn ensure_joined(&self, group: &GroupId) -> Result<()> {
         if self.group_epoch(group)?.is_some() {
+            self.self_update_if_due(group, false);
             return Ok(());
         }
         self.catch_up(group, 0).map_err(|_| {
@@ -449,7 +455,7 @@ impl Profile {
     /// Sends a commit `derive` makes, merging it when the platform accepts it; on a stale
     /// epoch discards it, catches up and derives again. `derive` returning `None` means there
     /// is nothing (left) to commit: false.
-    fn commit_own(
+    pub(super) fn commit_own(
         &self,
         group: &GroupId,
         what: &str,
@@ -479,7 +485,10 @@ impl Profile {
             };
             match resp.status.enum_value() {
                 Ok(Status::OK) => {
-                    self.write(|c| mls_group::commit_accepted(c, &group.0).context(context))?;
+                    self.write(|c| {
+                        own_commit_accepted(c, group, resp.group_seq)?;
+                        mls_group::commit_accepted(c, &group.0).context(context)
+                    })?;
                     return Ok(true);
                 }
                 Ok(Status::STALE_EPOCH) => {

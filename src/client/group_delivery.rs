@@ -23,6 +23,9 @@ use crate::wire::platform::{
 pub const KEY_PACKAGES_LOW: u32 = 10;
 /// How many key packages the platform holds for the device after an upload.
 pub const KEY_PACKAGES_TARGET: u32 = 20;
+/// How often this device replaces its own leaf in a group it uses (post-compromise security;
+/// a leaf from a key package then never lives long enough to expire).
+pub const SELF_UPDATE_PERIOD_SECS: i64 = 7 * 86_400;
 
 /// A group this device knows (it is in it, or was told about it).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,8 +41,8 @@ pub struct KnownGroup {
 pub(super) enum FollowUp {
     /// These users left or were removed and may still have leaves: commit their removal.
     RemoveLeaves { group: GroupId, users: Vec<u64> },
-    /// A Welcome used one of our key packages.
-    Joined,
+    /// A Welcome used one of our key packages: top them up, and replace our leaf.
+    Joined { group: GroupId },
     /// Our join request was approved: join by an external commit.
     JoinApproved { group: GroupId, title: String, kind: GroupType },
 }
@@ -48,12 +51,21 @@ impl Profile {
     /// Asks the platform how many key packages it holds for this device (an empty upload)
     /// and uploads new ones when fewer than `KEY_PACKAGES_LOW` remain. Returns the count on
     /// the platform. Runs at registration, when receiving starts, and after a Welcome used one.
+    /// A batch older than half its lifetime is replaced whole (`e2e::group::key_packages_due`).
     pub fn keep_key_packages(&self) -> Result<u32> {
         let remaining = self.upload_key_packages(Vec::new())?;
-        if remaining >= KEY_PACKAGES_LOW {
+        let now = crate::clock::unix_now();
+        let made_at: Option<i64> =
+            self.conn.query_row("SELECT key_packages_made_at FROM client_account WHERE id = 1", [], |r| r.get(0))?;
+        let (count, renew) = mls_group::key_packages_due(remaining, made_at, now, KEY_PACKAGES_LOW, KEY_PACKAGES_TARGET);
+        if count == 0 {
             return Ok(remaining);
         }
-        self.upload_fresh_key_packages((KEY_PACKAGES_TARGET - remaining) as usize)
+        let held = self.upload_fresh_key_packages(count)?;
+        if renew {
+            self.write(|c| Ok(c.execute("UPDATE client_account SET key_packages_made_at = ?1 WHERE id = 1", [now])?))?;
+        }
+        Ok(held)
     }
 
     fn upload_fresh_key_packages(&self, count: usize) -> Result<u32> {
@@ -66,6 +78,37 @@ impl Profile {
             self.username()
         );
         Ok(now)
+    }
+
+    /// Replaces this device's leaf in the group when it is older than `SELF_UPDATE_PERIOD_SECS`
+    /// (or was never replaced: joined by a Welcome, or a profile of an earlier release).
+    /// Failures are logged: the command that asked goes on, and the next one tries again.
+    /// `in_follow_up`: one try (see `commit_once`); a command catches up and derives again.
+    pub(super) fn self_update_if_due(&self, group: &GroupId, in_follow_up: bool) {
+        let now = crate::clock::unix_now();
+        let due = self.conn.query_row(
+            "SELECT self_updated_at <= ?2 FROM client_groups WHERE group_id = ?1",
+            params![group.0.to_vec(), now - SELF_UPDATE_PERIOD_SECS],
+            |r| r.get::<_, bool>(0),
+        );
+        if !matches!(due, Ok(true)) || !matches!(mls_group::epoch(&self.conn, &group.0), Ok(Some(_))) {
+            return;
+        }
+        let what = "updating our leaf";
+        let derive = |c: &Connection| mls_group::self_update(c, &group.0).map(Some);
+        let done = if in_follow_up {
+            self.commit_once(group, what, derive).map(|ok| ok == Some(true))
+        } else {
+            self.commit_own(group, what, derive)
+        };
+        match done {
+            Ok(true) => match self.write(|c| set_self_updated(c, group, now)) {
+                Ok(()) => log::info!("group {}: replaced our leaf (self-update)", short(group)),
+                Err(e) => log::warn!("group {}: recording our self-update: {e}", short(group)),
+            },
+            Ok(false) => log::info!("group {}: our self-update was not taken; tried again at the next command", short(group)),
+            Err(e) => log::warn!("group {}: self-update failed (tried again at the next command): {e}", short(group)),
+        }
     }
 
     fn upload_key_packages(&self, key_packages: Vec<Vec<u8>>) -> Result<u32> {
@@ -108,13 +151,14 @@ impl Profile {
     /// member takes it up again).
     pub(super) fn follow_up(&self, follow_up: FollowUp) {
         match follow_up {
-            FollowUp::Joined => {
+            FollowUp::Joined { group } => {
                 if let Err(e) = self.keep_key_packages() {
                     log::warn!(
                         "could not replenish the key packages of @{}: {e}",
                         self.username()
                     );
                 }
+                self.self_update_if_due(&group, true);
             }
             FollowUp::JoinApproved { group, title, kind } => {
                 if let Err(e) = self.join_external(&group, &title, kind) {
@@ -124,57 +168,44 @@ impl Profile {
             FollowUp::RemoveLeaves { group, users } => {
                 // One try: on a stale epoch another member's commit came first, and it is on
                 // its way through the inbox (it removes them, or the next sender will).
-                match self.write(|c| {
-                    mls_group::remove_users(c, &group.0, &users)
-                        .context(|| format!("group {}", short(&group)))
-                }) {
+                let what = format!("the removal of the leaves of {users:?}");
+                match self.commit_once(&group, &what, |c| mls_group::remove_users(c, &group.0, &users)) {
                     Ok(None) => {}
-                    Ok(Some(commit)) => {
-                        let id = crypto::hex_encode(&crypto::random_bytes::<16>());
-                        let answer = self.send_to_group(
-                            &group,
-                            &id,
-                            commit.message,
-                            commit.group_info,
-                            commit.welcome,
-                        );
-                        let ok =
-                            matches!(&answer, Ok(r) if r.status.enum_value() == Ok(Status::OK));
-                        let settled = self.write(|c| {
-                            if ok {
-                                mls_group::commit_accepted(c, &group.0)
-                            } else {
-                                mls_group::commit_refused(c, &group.0)
-                            }
-                            .context(|| format!("group {}", short(&group)))
-                        });
-                        match (answer, settled) {
-                            (_, Err(e)) => log::warn!(
-                                "group {}: settling our removal commit: {e}",
-                                short(&group)
-                            ),
-                            (Ok(_), Ok(())) if ok => log::info!(
-                                "group {}: removed the leaves of {users:?}",
-                                short(&group)
-                            ),
-                            (Ok(r), Ok(())) => log::info!(
-                                "group {}: removal of {users:?} not ours ({:?})",
-                                short(&group),
-                                r.status
-                            ),
-                            (Err(e), Ok(())) => log::warn!(
-                                "group {}: sending the removal of {users:?}: {e}",
-                                short(&group)
-                            ),
-                        }
-                    }
-                    Err(e) => log::warn!(
-                        "group {}: could not remove the leaves of {users:?}: {e}",
-                        short(&group)
-                    ),
+                    Ok(Some(true)) => log::info!("group {}: removed the leaves of {users:?}", short(&group)),
+                    Ok(Some(false)) => log::info!("group {}: removal of {users:?} not ours", short(&group)),
+                    Err(e) => log::warn!("group {}: {what}: {e}", short(&group)),
                 }
             }
         }
+    }
+
+    /// Sends one commit `derive` makes and settles it, without catching up (a follow-up runs
+    /// inside the receive loop, which brings whatever commit came first). `None`: nothing to
+    /// commit; otherwise whether the platform accepted it.
+    fn commit_once(
+        &self,
+        group: &GroupId,
+        what: &str,
+        derive: impl FnOnce(&Connection) -> std::result::Result<Option<mls_group::CommitOut>, E2eError>,
+    ) -> Result<Option<bool>> {
+        let context = || format!("{what} in group {}", short(group));
+        let Some(commit) = self.write(|c| derive(c).context(context))? else {
+            return Ok(None);
+        };
+        let id = crypto::hex_encode(&crypto::random_bytes::<16>());
+        let answer = self.send_to_group(group, &id, commit.message, commit.group_info, commit.welcome);
+        let ok = matches!(&answer, Ok(r) if r.status.enum_value() == Ok(Status::OK));
+        let group_seq = answer.as_ref().map_or(0, |r| r.group_seq);
+        self.write(|c| {
+            if ok {
+                own_commit_accepted(c, group, group_seq)?;
+                mls_group::commit_accepted(c, &group.0)
+            } else {
+                mls_group::commit_refused(c, &group.0)
+            }
+            .context(context)
+        })?;
+        answer.map(|_| Some(ok))
     }
 }
 
@@ -205,6 +236,37 @@ pub(super) fn remember_group(
              last_seq = max(last_seq, excluded.last_seq)",
         params![id.0.to_vec(), title, kind as i32, seq as i64],
     )?;
+    Ok(())
+}
+
+/// Our leaf of the group was replaced at `at` (0: never; a self-update is due).
+pub(super) fn set_self_updated(c: &Connection, id: &GroupId, at: i64) -> Result<()> {
+    c.execute("UPDATE client_groups SET self_updated_at = ?2 WHERE group_id = ?1", params![id.0.to_vec(), at])?;
+    Ok(())
+}
+
+/// The platform accepted a commit of ours at `group_seq`: merged ahead of what the inbox has
+/// not read yet, so the past epochs stay until the inbox passes it.
+pub(super) fn own_commit_accepted(c: &Connection, id: &GroupId, group_seq: u64) -> Result<()> {
+    c.execute(
+        "UPDATE client_groups SET own_commit_seq = max(own_commit_seq, ?2) WHERE group_id = ?1",
+        params![id.0.to_vec(), group_seq as i64],
+    )?;
+    Ok(())
+}
+
+/// Forward secrecy: a delivery past our latest accepted commit means nothing of an earlier
+/// epoch can arrive any more (the platform orders everything), so their secrets go.
+fn forget_past_epochs(c: &Connection, id: &GroupId, group_seq: u64) -> std::result::Result<(), E2eError> {
+    let passed = c
+        .execute(
+            "UPDATE client_groups SET own_commit_seq = 0 WHERE group_id = ?1 AND own_commit_seq > 0 AND own_commit_seq < ?2",
+            params![id.0.to_vec(), group_seq as i64],
+        )
+        .map_err(E2eError::Db)?;
+    if passed > 0 {
+        mls_group::delete_past_epochs(c, &id.0)?;
+    }
     Ok(())
 }
 
@@ -284,6 +346,7 @@ pub(super) fn open_delivery(
         delivery.title.clone()
     };
     let kind = delivery.type_.enum_value_or_default();
+    forget_past_epochs(c, &id, delivery.group_seq)?;
     let group = GroupRef {
         id,
         title: title.clone(),
@@ -300,9 +363,11 @@ pub(super) fn open_delivery(
                 )));
             }
             remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
+            // Our leaf came from a key package: replaced right after (`FollowUp::Joined`).
+            set_self_updated(c, &id, 0).map_err(db)?;
             Ok((
                 Some(Incoming::GroupJoined { group }),
-                Some(FollowUp::Joined),
+                Some(FollowUp::Joined { group: id }),
             ))
         }
         Ok(group_delivery::Kind::MLS_MESSAGE) => {

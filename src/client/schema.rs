@@ -20,6 +20,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 6, sql: &[REPLY_KEYBOARDS_V6] },
     // The texts this profile sent, for edits (`history`).
     Step { version: 7, sql: &[SENT_V6] },
+    // Groups live for years: leaf and key package ages, our latest accepted commit (`group`).
+    Step { version: 8, sql: &[YEARS_V8] },
 ];
 
 /// Step 2: the processed seqs give way to the one inbound rule of `e2e::inbound`. Envelopes
@@ -120,3 +122,13 @@ CREATE TABLE client_sent (
     content BLOB NOT NULL,
     PRIMARY KEY (peer_user_id, message_id)
 );";
+
+/// Profile schema step 8: per group, when our leaf was last replaced (0: never, or joined by
+/// a Welcome: due) and the group_seq of our latest accepted commit until the inbox passes it
+/// (0: none; then the past epoch secrets go); and when the key packages the platform holds
+/// for this device were made (NULL: unknown).
+pub(super) const YEARS_V8: &str = "
+ALTER TABLE client_groups ADD COLUMN self_updated_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE client_groups ADD COLUMN own_commit_seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE client_account ADD COLUMN key_packages_made_at INTEGER;
+";

@@ -108,6 +108,22 @@ pub fn key_packages_lasting(conn: &Connection, count: usize, lifetime_secs: u64)
         .collect()
 }
 
+/// How many key packages a device should make and upload now, given how many valid ones the
+/// platform holds and when it made the batch it relies on (`None`: unknown, a state of an
+/// earlier release). A batch older than half its lifetime is replaced whole (`renew`: record
+/// the new time once uploaded), so a claimed key package has most of its lifetime left;
+/// otherwise the stock is topped up to `target` once it falls below `low`.
+pub fn key_packages_due(remaining: u32, made_at: Option<i64>, now: i64, low: u32, target: u32) -> (usize, bool) {
+    let half_life = i64::try_from(mls::KEY_PACKAGE_LIFETIME_SECS / 2).unwrap_or(i64::MAX);
+    if made_at.is_none_or(|t| now.saturating_sub(t) >= half_life) {
+        return (target as usize, true);
+    }
+    if remaining < low {
+        return (target.saturating_sub(remaining) as usize, false);
+    }
+    (0, false)
+}
+
 /// Starts a group with this device as its only member; returns its GroupInfo (epoch 0) for
 /// the platform.
 pub fn create(conn: &Connection, group_id: &[u8]) -> Result<Vec<u8>> {
@@ -236,7 +252,8 @@ pub fn self_update(conn: &Connection, group_id: &[u8]) -> Result<CommitOut> {
 /// Forward secrecy once our own commits are behind us: deletes the secrets of every past
 /// epoch of the group (kept only for messages sent before a commit of ours that we merged
 /// ahead of reading them; see `mls::MAX_PAST_EPOCHS`). Call it when the inbox has passed our
-/// latest accepted commit. Groups made with a larger window get the current one.
+/// latest accepted commit; whoever commits the transaction then checkpoints (`wal`). Groups
+/// made with a larger window get the current one.
 pub fn delete_past_epochs(conn: &Connection, group_id: &[u8]) -> Result<()> {
     let provider = MlsProvider::new(conn);
     let Some(mut group) =
@@ -247,6 +264,7 @@ pub fn delete_past_epochs(conn: &Connection, group_id: &[u8]) -> Result<()> {
     group
         .delete_past_epoch_secrets(&provider, PastEpochDeletion::delete_all())
         .map_err(fail("deleting past epoch secrets"))?;
+    super::wal::secrets_deleted();
     let window = PastEpochDeletionPolicy::MaxEpochs(mls::MAX_PAST_EPOCHS);
     if group.past_epoch_deletion_policy() != &window {
         group.set_past_epoch_deletion_policy(&provider, window).map_err(fail("narrowing the past epoch window"))?;
@@ -446,6 +464,15 @@ mod tests {
         // A refused external join is forgotten and made again from a newer GroupInfo.
         forget(&bot.conn, &gid).expect("forget");
         assert_eq!(epoch(&bot.conn, &gid).unwrap(), None);
+    }
+
+    #[test]
+    fn key_packages_are_topped_up_when_few_and_renewed_when_half_their_lifetime_passed() {
+        let day = 86_400;
+        assert_eq!(key_packages_due(20, None, 100 * day, 10, 20), (20, true), "an unknown age counts as old");
+        assert_eq!(key_packages_due(20, Some(0), 41 * day, 10, 20), (0, false));
+        assert_eq!(key_packages_due(4, Some(0), 41 * day, 10, 20), (16, false));
+        assert_eq!(key_packages_due(20, Some(0), 42 * day, 10, 20), (20, true), "half of 84 days");
     }
 
     /// The encryption key of a device's leaf in `viewer`'s tree: it changes when that device

@@ -110,12 +110,11 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
 }
 
 /// Forward secrecy: a delivery past our latest accepted commit means nothing of the epochs
-/// before it can arrive any more (the platform orders everything), so their secrets go, and
-/// the writer checkpoints so that no copy stays in the write-ahead log.
+/// before it can arrive any more (the platform orders everything), so their secrets go (and
+/// the writer checkpoints after the batch, `e2e::wal`).
 fn forget_past_epochs(c: &Connection, gid: &[u8], group_seq: u64) -> StoreResult<()> {
     if groups::passed_own_commit(c, gid, group_seq)? {
         mls_group::delete_past_epochs(c, gid)?;
-        crate::gateway::store::checkpoint_after_commit();
     }
     Ok(())
 }

@@ -6,7 +6,6 @@
 use super::commit::{commit, CommitAnswer};
 use crate::gateway::port::StepError;
 use crate::clock::unix_now;
-use crate::crypto::mls;
 use crate::e2e::group as mls_group;
 use crate::gateway::runtime::BotShared;
 use crate::gateway::store::groups::{self, GroupChat, Membership};
@@ -111,18 +110,16 @@ fn top_up_key_packages(shared: &BotShared, now: i64) -> Result<(), StepError> {
     let failed = |e| StepError::platform("UploadKeyPackages", e);
     let remaining = p.upload_key_packages(&KeyPackagesUpload::new()).map_err(failed)?.remaining;
     let made_at = shared.store.read(groups::key_packages_made_at)?;
-    // Unknown (a state_dir of an earlier release) counts as old. The platform hands out the
-    // newest first and deletes expired ones, so a full fresh batch replaces the old.
-    let half_life = (mls::KEY_PACKAGE_LIFETIME_SECS / 2) as i64;
-    let old = made_at.is_none_or(|t| now.saturating_sub(t) >= half_life);
-    if !old && remaining >= KEY_PACKAGE_TARGET / 2 {
+    // The platform hands out the newest first and deletes expired ones, so a fresh batch
+    // replaces the old.
+    let (count, renew) = mls_group::key_packages_due(remaining, made_at, now, KEY_PACKAGE_TARGET / 2, KEY_PACKAGE_TARGET);
+    if count == 0 {
         return Ok(());
     }
-    let count = if old { KEY_PACKAGE_TARGET } else { KEY_PACKAGE_TARGET.saturating_sub(remaining) } as usize;
     let fresh = shared.store.write(move |c| Ok(mls_group::key_packages(c, count)?))?;
     let req = KeyPackagesUpload { key_packages: fresh, ..Default::default() };
     p.upload_key_packages(&req).map_err(failed)?;
-    if old {
+    if renew {
         shared.store.write(move |c| groups::set_key_packages_made_at(c, now))?;
     }
     Ok(())

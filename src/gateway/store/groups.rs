@@ -218,11 +218,11 @@ pub fn passed_own_commit(conn: &Connection, group_id: &[u8], group_seq: u64) -> 
 /// When the key packages the platform holds for this device were made (the oldest batch we
 /// rely on); `None` before the first batch of this release.
 pub fn key_packages_made_at(conn: &Connection) -> Result<Option<i64>> {
-    Ok(super::schema::meta_get(conn, KEY_PACKAGES_MADE_AT)?.and_then(|v| v.parse().ok()))
+    Ok(super::meta_get(conn, KEY_PACKAGES_MADE_AT)?.and_then(|v| v.parse().ok()))
 }
 
 pub fn set_key_packages_made_at(conn: &Connection, at: i64) -> Result<()> {
-    Ok(super::schema::meta_set(conn, KEY_PACKAGES_MADE_AT, &at.to_string())?)
+    Ok(super::meta_set(conn, KEY_PACKAGES_MADE_AT, &at.to_string())?)
 }
 
 const KEY_PACKAGES_MADE_AT: &str = "key_packages_made_at";

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use rusqlite::{Connection, OpenFlags};
 
-pub use writer::{checkpoint_after_commit, Writer};
+pub use writer::Writer;
 
 use crate::crypto;
 

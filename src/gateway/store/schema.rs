@@ -157,11 +157,10 @@ CREATE TABLE IF NOT EXISTS outbox (
 /// sessions delete must not linger in the file (forward secrecy; docs/groups.md). Old page
 /// images stay in the write-ahead log until it is overwritten, so the log is cut back to
 /// nothing at each checkpoint (`journal_size_limit`), and the writer checkpoints after a batch
-/// that deleted epoch secrets (`writer::checkpoint_after_commit`).
+/// that deleted epoch secrets (`crate::e2e::wal`).
 pub fn configure(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA secure_delete = ON; PRAGMA journal_size_limit = 0;",
-    )
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA secure_delete = ON;")?;
+    conn.execute_batch(crate::e2e::wal::JOURNAL_SIZE_LIMIT)
 }
 
 /// Brings a bot database to the newest schema version, or refuses one from a newer release.

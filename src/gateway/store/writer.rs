@@ -5,11 +5,9 @@
 //! fsync for the whole group), and only then answers each job. A failing job rolls back its
 //! own savepoint and nothing else.
 //!
-//! A job that deleted secrets (past MLS epochs) asks for a WAL checkpoint after the commit
-//! (`checkpoint_after_commit`): with `journal_size_limit = 0` it leaves no old page images of
-//! them in the `-wal` file.
+//! A batch in which a job deleted secrets (past MLS epochs) is followed by a WAL checkpoint
+//! (`e2e::wal`): no old page images of them stay in the `-wal` file.
 
-use std::cell::Cell;
 use std::thread;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -23,28 +21,6 @@ use std::sync::Arc;
 const QUEUE_CAPACITY: usize = 1024;
 /// Jobs committed together at most.
 const MAX_BATCH: usize = 256;
-
-thread_local! {
-    /// Set by a job on the writer thread: checkpoint once its batch has committed.
-    static CHECKPOINT: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Called from inside a writer job that deleted secrets: once the batch commits, the writer
-/// runs `PRAGMA wal_checkpoint(TRUNCATE)`. (A job whose savepoint rolls back costs a needless
-/// checkpoint, nothing more.)
-pub fn checkpoint_after_commit() {
-    CHECKPOINT.with(|c| c.set(true));
-}
-
-/// Copies the log into the database file and truncates it, if the batch asked for it. Readers
-/// in the middle of a read may keep part of it for now; the next checkpoint takes the rest.
-fn checkpoint_if_asked(conn: &Connection) {
-    if CHECKPOINT.with(|c| c.replace(false)) {
-        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
-            log::warn!("state database checkpoint after deleting secrets failed: {e}");
-        }
-    }
-}
 
 /// A job runs against the transaction and returns whether it succeeded plus the reply to
 /// deliver once the outcome of the commit is known.
@@ -128,7 +104,7 @@ fn run(conn: Connection, jobs: Receiver<Job>, notifier: Arc<Notifier>) {
         match &commit {
             Ok(()) => {
                 notifier.committed();
-                checkpoint_if_asked(&conn);
+                crate::e2e::wal::checkpoint_if_secrets_deleted(&conn);
             }
             Err(e) => {
                 log::error!("state database commit failed: {e}");
