@@ -304,31 +304,29 @@ pub fn parse(value: &Value) -> Result<Config, Invalid> {
 fn delivery(obj: &Map<String, Value>) -> Result<Delivery, Invalid> {
     let mut d = Delivery::default();
     if let Some(v) = obj.get("send_wait_seconds") {
-        let secs = v.as_u64().filter(|s| SEND_WAIT_RANGE.contains(s)).ok_or_else(|| {
-            Invalid(format!(
-                "send_wait_seconds must be an integer from {} to {} (seconds; default {}), not {v}",
-                SEND_WAIT_RANGE.start(),
-                SEND_WAIT_RANGE.end(),
-                DEFAULT_SEND_WAIT.as_secs()
-            ))
-        })?;
+        let secs = integer_in("send_wait_seconds", v, &SEND_WAIT_RANGE, "seconds", DEFAULT_SEND_WAIT.as_secs())?;
         d.send_wait = Duration::from_secs(secs);
     }
     if let Some(v) = obj.get("webhook_secret_token_headers") {
         d.webhook_secret_headers = secret_headers(v).map_err(|e| Invalid::new(format!("webhook_secret_token_headers: {e}")))?;
     }
     if let Some(v) = obj.get("group_self_update_days") {
-        let days = v.as_u64().filter(|d| GROUP_SELF_UPDATE_DAYS.contains(d)).ok_or_else(|| {
-            Invalid(format!(
-                "group_self_update_days must be an integer from {} to {} (days; default {}), not {v}",
-                GROUP_SELF_UPDATE_DAYS.start(),
-                GROUP_SELF_UPDATE_DAYS.end(),
-                DEFAULT_GROUP_SELF_UPDATE.as_secs() / 86_400
-            ))
-        })?;
+        let default = DEFAULT_GROUP_SELF_UPDATE.as_secs() / 86_400;
+        let days = integer_in("group_self_update_days", v, &GROUP_SELF_UPDATE_DAYS, "days", default)?;
         d.group_self_update = Duration::from_secs(days * 86_400);
     }
     Ok(d)
+}
+
+/// An optional field's whole number within `range` (in `unit`), or why not.
+fn integer_in(name: &str, v: &Value, range: &std::ops::RangeInclusive<u64>, unit: &str, default: u64) -> Result<u64, Invalid> {
+    v.as_u64().filter(|n| range.contains(n)).ok_or_else(|| {
+        Invalid(format!(
+            "{name} must be an integer from {} to {} ({unit}; default {default}), not {v}",
+            range.start(),
+            range.end()
+        ))
+    })
 }
 
 /// A non-empty array of distinct HTTP header names that the webhook request does not set
