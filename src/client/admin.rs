@@ -4,7 +4,7 @@
 
 use super::error::{ClientError, E2eContext, Result};
 use super::group::MAX_GROUP_ATTEMPTS;
-use super::group_delivery::{forget_group, remember_group, short};
+use super::group_delivery::{forget_group, remember_group, set_self_updated, short};
 use super::message::GroupId;
 use super::profile::Profile;
 use crate::crypto;
@@ -156,7 +156,12 @@ impl Profile {
             let answer = self.send_to_group(group, &cmid, out.message, out.group_info, out.welcome);
             match answer.as_ref().map(|r| r.status.enum_value()) {
                 Ok(Ok(Status::OK)) => {
-                    self.write(|c| remember_group(c, group, title, kind, 0))?;
+                    // The join made our leaf: nothing to update yet.
+                    let now = crate::clock::unix_now();
+                    self.write(|c| {
+                        remember_group(c, group, title, kind, 0)?;
+                        set_self_updated(c, group, now)
+                    })?;
                     log::info!("@{} joined group {} by an external commit", self.username(), short(group));
                     self.learn_posters(group, kind);
                     return Ok(());

@@ -762,6 +762,9 @@ fn a_commit_whose_answer_was_lost_is_settled_and_the_group_goes_on() {
     alice.add_to_group(&team, "bob").expect("add bob");
     let joined = bob.receive_events(WAIT, 10).expect("receive");
     assert!(joined.iter().any(|e| matches!(e, Incoming::GroupJoined { .. })), "{joined:?}");
+    // Bob replaced his leaf once joined (a self-update): Alice reads it first.
+    let bobs = bob.group_epoch(&team).expect("epoch").expect("bob is in");
+    alice.catch_up(&team, bobs).expect("alice catches up");
 
     // Alice's commit adding Carol reaches the platform, which takes it; its answer is lost.
     let invite = crate::wire::platform::AddGroupMemberRequest { group_id: team.0.to_vec(), user_id: carol.user_id(), ..Default::default() };

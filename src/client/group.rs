@@ -21,7 +21,7 @@ use rusqlite::Connection;
 
 use super::error::{ClientError, E2eContext, Result};
 use super::group_delivery::{
-    forget_group, known_groups, remember_group, sender_of, short, KnownGroup,
+    forget_group, known_groups, remember_group, sender_of, set_self_updated, short, KnownGroup,
 };
 use super::history;
 use super::message::{Entity, GroupId, GroupRole, SentMessage, Sender};
@@ -120,11 +120,16 @@ impl Profile {
         req.group_info = info;
         match self.platform.client.create_group(&req, self.platform.opt()) {
             Ok(group) => {
-                self.write(|c| remember_group(c, &id, &group.title, kind, 0))?;
-                // The creator owns a channel: it alone posts, until it promotes someone.
-                if kind == GroupType::CHANNEL {
-                    self.write(|c| crate::e2e::posters::set_posters(c, &id.0, &[self.user_id()]).context(|| format!("channel {}", short(&id))))?;
-                }
+                let now = crate::clock::unix_now();
+                self.write(|c| {
+                    remember_group(c, &id, &group.title, kind, 0)?;
+                    set_self_updated(c, &id, now)?;
+                    // The creator owns a channel: it alone posts, until it promotes someone.
+                    if kind == GroupType::CHANNEL {
+                        crate::e2e::posters::set_posters(c, &id.0, &[self.user_id()]).context(|| format!("channel {}", short(&id)))?;
+                    }
+                    Ok(())
+                })?;
                 log::info!("@{} created group {}", self.username(), short(&id));
                 Ok(id)
             }
@@ -205,6 +210,7 @@ impl Profile {
         group: &GroupId,
         key_packages: &[mls_group::Claimed],
     ) -> Result<()> {
+        self.self_update_if_due(group, false);
         self.commit_own(group, "adding members", |c| {
             mls_group::add(c, &group.0, key_packages).map(Some)
         })?;
@@ -446,6 +452,7 @@ impl Profile {
     /// not processed yet is joined from the inbox first.
     fn ensure_joined(&self, group: &GroupId) -> Result<()> {
         if self.group_epoch(group)?.is_some() {
+            self.self_update_if_due(group, false);
             return Ok(());
         }
         self.catch_up(group, 0).map_err(|_| {
@@ -460,7 +467,7 @@ impl Profile {
     /// epoch discards it, catches up and derives again. `derive` returning `None` means there
     /// is nothing (left) to commit: false. A lost answer keeps the commit, sent again before
     /// anything else happens in the group (`group_commit`).
-    fn commit_own(
+    pub(super) fn commit_own(
         &self,
         group: &GroupId,
         what: &str,

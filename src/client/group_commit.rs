@@ -9,7 +9,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::error::{E2eContext, Result};
-use super::group_delivery::short;
+use super::group_delivery::{own_commit_accepted, short};
 use super::message::GroupId;
 use super::profile::Profile;
 use super::send::new_client_message_id;
@@ -76,6 +76,7 @@ impl Profile {
         let accepted = resp.status.enum_value() == Ok(Status::OK);
         self.write(|c| {
             if accepted {
+                own_commit_accepted(c, group, resp.group_seq)?;
                 mls_group::commit_accepted(c, &group.0)
             } else {
                 mls_group::commit_refused(c, &group.0)

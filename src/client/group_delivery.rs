@@ -23,6 +23,9 @@ use crate::wire::platform::{
 pub const KEY_PACKAGES_LOW: u32 = 10;
 /// How many key packages the platform holds for the device after an upload.
 pub const KEY_PACKAGES_TARGET: u32 = 20;
+/// How often this device replaces its own leaf in a group it uses (post-compromise security;
+/// a leaf from a key package then never lives long enough to expire).
+pub const SELF_UPDATE_PERIOD_SECS: i64 = 7 * 86_400;
 
 /// A group this device knows (it is in it, or was told about it).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,7 +41,8 @@ pub struct KnownGroup {
 pub(super) enum FollowUp {
     /// These users left or were removed and may still have leaves: commit their removal.
     RemoveLeaves { group: GroupId, users: Vec<u64> },
-    /// A Welcome used one of our key packages: this device is in `group` now.
+    /// A Welcome used one of our key packages: this device is in `group` now. Top them up,
+    /// replace our leaf, and learn who posts in it if it is a channel.
     Joined { group: GroupId, kind: GroupType },
     /// Our join request was approved: join by an external commit.
     JoinApproved { group: GroupId, title: String, kind: GroupType },
@@ -70,12 +74,21 @@ impl Profile {
     /// Asks the platform how many key packages it holds for this device (an empty upload)
     /// and uploads new ones when fewer than `KEY_PACKAGES_LOW` remain. Returns the count on
     /// the platform. Runs at registration, when receiving starts, and after a Welcome used one.
+    /// A batch older than half its lifetime is replaced whole (`e2e::group::key_packages_due`).
     pub fn keep_key_packages(&self) -> Result<u32> {
         let remaining = self.upload_key_packages(Vec::new())?;
-        if remaining >= KEY_PACKAGES_LOW {
+        let now = crate::clock::unix_now();
+        let made_at: Option<i64> =
+            self.conn.query_row("SELECT key_packages_made_at FROM client_account WHERE id = 1", [], |r| r.get(0))?;
+        let (count, renew) = mls_group::key_packages_due(remaining, made_at, now, KEY_PACKAGES_LOW, KEY_PACKAGES_TARGET);
+        if count == 0 {
             return Ok(remaining);
         }
-        self.upload_fresh_key_packages((KEY_PACKAGES_TARGET - remaining) as usize)
+        let held = self.upload_fresh_key_packages(count)?;
+        if renew {
+            self.write(|c| Ok(c.execute("UPDATE client_account SET key_packages_made_at = ?1 WHERE id = 1", [now])?))?;
+        }
+        Ok(held)
     }
 
     fn upload_fresh_key_packages(&self, count: usize) -> Result<u32> {
@@ -88,6 +101,37 @@ impl Profile {
             self.username()
         );
         Ok(now)
+    }
+
+    /// Replaces this device's leaf in the group when it is older than `SELF_UPDATE_PERIOD_SECS`
+    /// (or was never replaced: joined by a Welcome, or a profile of an earlier release).
+    /// Failures are logged: the command that asked goes on, and the next one tries again.
+    /// `in_follow_up`: one try (see `commit_once`); a command catches up and derives again.
+    pub(super) fn self_update_if_due(&self, group: &GroupId, in_follow_up: bool) {
+        let now = crate::clock::unix_now();
+        let due = self.conn.query_row(
+            "SELECT self_updated_at <= ?2 FROM client_groups WHERE group_id = ?1",
+            params![group.0.to_vec(), now - SELF_UPDATE_PERIOD_SECS],
+            |r| r.get::<_, bool>(0),
+        );
+        if !matches!(due, Ok(true)) || !matches!(mls_group::epoch(&self.conn, &group.0), Ok(Some(_))) {
+            return;
+        }
+        let what = "updating our leaf";
+        let derive = |c: &Connection| mls_group::self_update(c, &group.0).map(Some);
+        let done = if in_follow_up {
+            self.commit_once(group, what, derive).map(|ok| ok == Some(true))
+        } else {
+            self.commit_own(group, what, derive)
+        };
+        match done {
+            Ok(true) => match self.write(|c| set_self_updated(c, group, now)) {
+                Ok(()) => log::info!("group {}: replaced our leaf (self-update)", short(group)),
+                Err(e) => log::warn!("group {}: recording our self-update: {e}", short(group)),
+            },
+            Ok(false) => log::info!("group {}: our self-update was not taken; tried again at the next command", short(group)),
+            Err(e) => log::warn!("group {}: self-update failed (tried again at the next command): {e}", short(group)),
+        }
     }
 
     fn upload_key_packages(&self, key_packages: Vec<Vec<u8>>) -> Result<u32> {
@@ -138,6 +182,7 @@ impl Profile {
                         self.username()
                     );
                 }
+                self.self_update_if_due(&group, true);
             }
             FollowUp::JoinApproved { group, title, kind } => {
                 if let Err(e) = self.join_external(&group, &title, kind) {
@@ -147,19 +192,32 @@ impl Profile {
             FollowUp::RemoveLeaves { group, users } => {
                 // One try: on a stale epoch another member's commit came first, and it is on
                 // its way through the inbox (it removes them, or the next sender will).
-                let removal = self.settle_commit(&group).and_then(|()| {
-                    self.make_commit(&group, "removing members", |c| mls_group::remove_users(c, &group.0, &users))
-                });
-                match removal.and_then(|commit| commit.map(|commit| self.send_recorded(&group, &commit)).transpose()) {
+                let what = format!("the removal of the leaves of {users:?}");
+                match self.commit_once(&group, &what, |c| mls_group::remove_users(c, &group.0, &users)) {
                     Ok(None) => {}
-                    Ok(Some(r)) if r.status.enum_value() == Ok(Status::OK) => {
-                        log::info!("group {}: removed the leaves of {users:?}", short(&group))
-                    }
-                    Ok(Some(r)) => log::info!("group {}: removal of {users:?} not ours ({:?})", short(&group), r.status),
-                    Err(e) => log::warn!("group {}: could not remove the leaves of {users:?}: {e}", short(&group)),
+                    Ok(Some(true)) => log::info!("group {}: removed the leaves of {users:?}", short(&group)),
+                    Ok(Some(false)) => log::info!("group {}: removal of {users:?} not ours", short(&group)),
+                    Err(e) => log::warn!("group {}: {what}: {e}", short(&group)),
                 }
             }
         }
+    }
+
+    /// Sends one commit `derive` makes and settles it, without catching up (a follow-up runs
+    /// inside the receive loop, which brings whatever commit came first). `None`: nothing to
+    /// commit; otherwise whether the platform accepted it.
+    fn commit_once(
+        &self,
+        group: &GroupId,
+        what: &str,
+        derive: impl FnOnce(&Connection) -> std::result::Result<Option<mls_group::CommitOut>, E2eError>,
+    ) -> Result<Option<bool>> {
+        self.settle_commit(group)?;
+        let Some(commit) = self.make_commit(group, what, derive)? else {
+            return Ok(None);
+        };
+        let resp = self.send_recorded(group, &commit)?;
+        Ok(Some(resp.status.enum_value() == Ok(Status::OK)))
     }
 }
 
@@ -190,6 +248,37 @@ pub(super) fn remember_group(
              last_seq = max(last_seq, excluded.last_seq)",
         params![id.0.to_vec(), title, kind as i32, seq as i64],
     )?;
+    Ok(())
+}
+
+/// Our leaf of the group was replaced at `at` (0: never; a self-update is due).
+pub(super) fn set_self_updated(c: &Connection, id: &GroupId, at: i64) -> Result<()> {
+    c.execute("UPDATE client_groups SET self_updated_at = ?2 WHERE group_id = ?1", params![id.0.to_vec(), at])?;
+    Ok(())
+}
+
+/// The platform accepted a commit of ours at `group_seq`: merged ahead of what the inbox has
+/// not read yet, so the past epochs stay until the inbox passes it.
+pub(super) fn own_commit_accepted(c: &Connection, id: &GroupId, group_seq: u64) -> Result<()> {
+    c.execute(
+        "UPDATE client_groups SET own_commit_seq = max(own_commit_seq, ?2) WHERE group_id = ?1",
+        params![id.0.to_vec(), group_seq as i64],
+    )?;
+    Ok(())
+}
+
+/// Forward secrecy: a delivery past our latest accepted commit means nothing of an earlier
+/// epoch can arrive any more (the platform orders everything), so their secrets go.
+fn forget_past_epochs(c: &Connection, id: &GroupId, group_seq: u64) -> std::result::Result<(), E2eError> {
+    let passed = c
+        .execute(
+            "UPDATE client_groups SET own_commit_seq = 0 WHERE group_id = ?1 AND own_commit_seq > 0 AND own_commit_seq < ?2",
+            params![id.0.to_vec(), group_seq as i64],
+        )
+        .map_err(E2eError::Db)?;
+    if passed > 0 {
+        mls_group::delete_past_epochs(c, &id.0)?;
+    }
     Ok(())
 }
 
@@ -270,6 +359,7 @@ pub(super) fn open_delivery(
         delivery.title.clone()
     };
     let kind = delivery.type_.enum_value_or_default();
+    forget_past_epochs(c, &id, delivery.group_seq)?;
     let group = GroupRef {
         id,
         title: title.clone(),
@@ -286,6 +376,8 @@ pub(super) fn open_delivery(
                 )));
             }
             remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
+            // Our leaf came from a key package: replaced right after (`FollowUp::Joined`).
+            set_self_updated(c, &id, 0).map_err(db)?;
             Ok((
                 Some(Incoming::GroupJoined { group }),
                 Some(FollowUp::Joined { group: id, kind }),

@@ -223,6 +223,7 @@ fn write_txn<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> 
     let tx = Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
     let value = f(&tx)?;
     tx.commit()?;
+    crate::e2e::wal::checkpoint_if_secrets_deleted(conn);
     Ok(value)
 }
 
@@ -249,8 +250,10 @@ fn open_db(dir: &Path) -> Result<Connection> {
     fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
         .map_err(|source| ClientError::Io { what: format!("restricting {} to 0600", path.display()), source })?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
-    // Deleted epoch secrets and message keys are zeroed in the file (forward secrecy).
+    // Deleted epoch secrets and message keys are zeroed in the file (forward secrecy), and
+    // leave no old page images in the write-ahead log (`e2e::wal`).
     conn.execute_batch("PRAGMA secure_delete = ON;")?;
+    conn.execute_batch(crate::e2e::wal::JOURNAL_SIZE_LIMIT)?;
     let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         log::warn!("profile database {} is in journal mode {mode}, not WAL", path.display());

@@ -29,6 +29,8 @@ pub(crate) const STEPS: &[Step] = &[
     // Our commits until the platform answers, resent under their client message id after a
     // lost answer (`group_commit`).
     Step { version: 10, sql: &[GROUP_COMMITS_V10] },
+    // Groups live for years: leaf and key package ages, our latest accepted commit (`group`).
+    Step { version: 11, sql: &[YEARS_V11] },
 ];
 
 /// Step 10: a group's commit of ours awaiting the platform's answer.
@@ -139,3 +141,13 @@ CREATE TABLE client_sent (
     content BLOB NOT NULL,
     PRIMARY KEY (peer_user_id, message_id)
 );";
+
+/// Profile schema step 11: per group, when our leaf was last replaced (0: never, or joined by
+/// a Welcome: due) and the group_seq of our latest accepted commit until the inbox passes it
+/// (0: none; then the past epoch secrets go); and when the key packages the platform holds
+/// for this device were made (NULL: unknown).
+pub(super) const YEARS_V11: &str = "
+ALTER TABLE client_groups ADD COLUMN self_updated_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE client_groups ADD COLUMN own_commit_seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE client_account ADD COLUMN key_packages_made_at INTEGER;
+";

@@ -26,10 +26,22 @@ use super::identity::IdentityKeyPair;
 pub const CIPHERSUITE: Ciphersuite = Ciphersuite::MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519;
 
 /// How many past epochs' secrets a member keeps to decrypt application messages that were
-/// sent before a commit it merged. The platform orders everything, but a member merges its own
-/// commit when the platform accepts it, possibly before it has read messages accepted just
-/// earlier. Older secrets are deleted (forward secrecy).
-pub const MAX_PAST_EPOCHS: usize = 8;
+/// sent before a commit it merged. The platform orders everything and refuses an application
+/// message of any epoch but the current one, so a message of an older epoch only ever reaches
+/// a member after a commit *of its own*, merged when the platform accepted it, possibly before
+/// its inbox had read the messages accepted just earlier. Another member's commit arrives in
+/// order, after everything of the epoch it ends. So the window is the number of own commits
+/// that can be accepted before the inbox passes the first: one, plus one for a second in a row
+/// (a removal right after a self-update, or the reverse). Once the inbox has passed our latest
+/// commit, `e2e::group::delete_past_epochs` deletes even these (forward secrecy; a removed
+/// member can then no longer inject messages into old epochs).
+pub const MAX_PAST_EPOCHS: usize = 2;
+
+/// How long a key package, and the group leaf it becomes, is valid: openmls' default and its
+/// maximum (12 weeks; a longer one is refused). Joins skip this check for leaves that were
+/// never updated, each member updates its own leaf (`e2e::group::self_update`), and devices
+/// replace key packages older than half of it.
+pub const KEY_PACKAGE_LIFETIME_SECS: u64 = 60 * 60 * 24 * 28 * 3;
 
 /// Handshake messages (commits) travel as PublicMessage so that the platform can check who
 /// adds and removes whom; application messages are always encrypted (PrivateMessage).
@@ -40,8 +52,14 @@ pub fn wire_format_policy() -> WireFormatPolicy {
 /// The configuration of a group its creator starts: the ratchet tree travels inside each
 /// GroupInfo, so an external joiner needs nothing else.
 pub fn create_config() -> MlsGroupCreateConfig {
+    create_config_lasting(KEY_PACKAGE_LIFETIME_SECS)
+}
+
+/// `create_config` with the creator's first leaf valid for `lifetime_secs`.
+pub fn create_config_lasting(lifetime_secs: u64) -> MlsGroupCreateConfig {
     MlsGroupCreateConfig::builder()
         .ciphersuite(CIPHERSUITE)
+        .lifetime(Lifetime::new(lifetime_secs))
         .use_ratchet_tree_extension(true)
         .wire_format_policy(wire_format_policy())
         .max_past_epochs(MAX_PAST_EPOCHS)
@@ -208,6 +226,10 @@ pub enum MlsError {
     NotAMessage(tls_codec::Error),
     /// A message could not be serialised for the wire.
     Encoding(openmls::framing::errors::MlsMessageError),
+    /// An MLSMessage that should be a KeyPackage is another kind.
+    NotAKeyPackage,
+    /// A KeyPackage whose signature or contents do not verify.
+    BadKeyPackage(KeyPackageVerifyError),
 }
 
 impl std::fmt::Display for MlsError {
@@ -216,6 +238,8 @@ impl std::fmt::Display for MlsError {
             MlsError::StorageMigrations(e) => write!(f, "openmls storage migrations: {e}"),
             MlsError::NotAMessage(e) => write!(f, "not an MLS message: {e}"),
             MlsError::Encoding(e) => write!(f, "encoding an MLS message: {e}"),
+            MlsError::NotAKeyPackage => write!(f, "not a KeyPackage"),
+            MlsError::BadKeyPackage(e) => write!(f, "does not verify: {e}"),
         }
     }
 }
@@ -226,6 +250,8 @@ impl std::error::Error for MlsError {
             MlsError::StorageMigrations(e) => Some(e.as_ref()),
             MlsError::NotAMessage(e) => Some(e),
             MlsError::Encoding(e) => Some(e),
+            MlsError::NotAKeyPackage => None,
+            MlsError::BadKeyPackage(e) => Some(e),
         }
     }
 }
@@ -239,6 +265,15 @@ pub fn migrate_storage<C: BorrowMut<Connection>>(conn: C) -> Result<(), MlsError
 /// Decodes an MLSMessage from the wire.
 pub fn parse_message(bytes: &[u8]) -> Result<MlsMessageIn, MlsError> {
     MlsMessageIn::tls_deserialize_exact(bytes).map_err(MlsError::NotAMessage)
+}
+
+/// The end of a key package's lifetime (unix seconds), once its signature verifies.
+pub fn key_package_expiry(bytes: &[u8]) -> Result<u64, MlsError> {
+    let MlsMessageBodyIn::KeyPackage(kp) = parse_message(bytes)?.extract() else {
+        return Err(MlsError::NotAKeyPackage);
+    };
+    let kp = kp.validate(&RustCrypto::default(), ProtocolVersion::Mls10).map_err(MlsError::BadKeyPackage)?;
+    Ok(kp.life_time().not_after())
 }
 
 /// Serialises an MLSMessage for the wire.

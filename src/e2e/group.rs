@@ -9,11 +9,17 @@
 //! loaded from storage in each call and dropped at its end, never kept in memory across calls:
 //! after a rollback the stored state is the truth.
 //!
-//! Commits are two-step. `add`, `remove_users` leave a *pending* commit; the caller sends it to
+//! Commits are two-step. `add`, `remove_users`, `self_update` leave a *pending* commit; the caller sends it to
 //! the platform and then calls `commit_accepted` (merge) or `commit_refused` (discard; after a
 //! STALE_EPOCH answer the caller processes what it missed and derives the commit again). An
 //! external join is already merged when `join_external` returns (openmls 0.9): if the platform
 //! refuses it, `forget` the group and join again from a fresh GroupInfo.
+//!
+//! Groups live for years (docs/groups.md, "Lifetimes"): joins skip the lifetime check of leaves
+//! that were never updated (RFC 9420 §7.3 allows it; otherwise a group would become unjoinable
+//! once its oldest such leaf expires), each member replaces its own leaf with `self_update`, and
+//! `delete_past_epochs` drops the secrets of earlier epochs once nothing of them can still
+//! arrive.
 
 use openmls::messages::group_info::GroupInfo;
 use openmls::prelude::*;
@@ -97,13 +103,20 @@ pub fn new_group_id() -> [u8; 32] {
 }
 
 /// `count` new key packages of this device, for the platform to hand out (each used once);
-/// their private keys are stored here until a Welcome uses them.
+/// their private keys are stored here until a Welcome uses them. They are valid for
+/// `mls::KEY_PACKAGE_LIFETIME_SECS`.
 pub fn key_packages(conn: &Connection, count: usize) -> Result<Vec<Vec<u8>>> {
+    key_packages_lasting(conn, count, mls::KEY_PACKAGE_LIFETIME_SECS)
+}
+
+/// `key_packages` valid for `lifetime_secs` from now (tests use a few seconds).
+pub fn key_packages_lasting(conn: &Connection, count: usize, lifetime_secs: u64) -> Result<Vec<Vec<u8>>> {
     let (credential, signer) = me(conn)?;
     let provider = MlsProvider::new(conn);
     (0..count)
         .map(|_| {
             let bundle = KeyPackage::builder()
+                .key_package_lifetime(Lifetime::new(lifetime_secs))
                 .build(mls::CIPHERSUITE, &provider, &signer, credential.clone())
                 .map_err(fail("making a key package"))?;
             mls::to_bytes(&MlsMessageOut::from(bundle.key_package().clone())).map_err(mls_err("key package"))
@@ -111,12 +124,39 @@ pub fn key_packages(conn: &Connection, count: usize) -> Result<Vec<Vec<u8>>> {
         .collect()
 }
 
+/// How many key packages a device should make and upload now, given how many valid ones the
+/// platform holds and when it made the batch it relies on (`None`: unknown, a state of an
+/// earlier release). A batch older than half its lifetime is replaced whole (`renew`: record
+/// the new time once uploaded), so a claimed key package has most of its lifetime left;
+/// otherwise the stock is topped up to `target` once it falls below `low`.
+pub fn key_packages_due(remaining: u32, made_at: Option<i64>, now: i64, low: u32, target: u32) -> (usize, bool) {
+    let half_life = i64::try_from(mls::KEY_PACKAGE_LIFETIME_SECS / 2).unwrap_or(i64::MAX);
+    if made_at.is_none_or(|t| now.saturating_sub(t) >= half_life) {
+        return (target as usize, true);
+    }
+    if remaining < low {
+        return (target.saturating_sub(remaining) as usize, false);
+    }
+    (0, false)
+}
+
 /// Starts a group with this device as its only member; returns its GroupInfo (epoch 0) for
 /// the platform.
 pub fn create(conn: &Connection, group_id: &[u8]) -> Result<Vec<u8>> {
+    create_lasting(conn, group_id, mls::KEY_PACKAGE_LIFETIME_SECS)
+}
+
+/// `create` with the creator's first leaf valid for `lifetime_secs` (tests use a few seconds).
+pub fn create_lasting(conn: &Connection, group_id: &[u8], lifetime_secs: u64) -> Result<Vec<u8>> {
     let (credential, signer) = me(conn)?;
     let provider = MlsProvider::new(conn);
-    let group = MlsGroup::new_with_group_id(&provider, &signer, &mls::create_config(), GroupId::from_slice(group_id), credential)
+    let group = MlsGroup::new_with_group_id(
+        &provider,
+        &signer,
+        &mls::create_config_lasting(lifetime_secs),
+        GroupId::from_slice(group_id),
+        credential,
+    )
     .map_err(fail("creating a group"))?;
     let info = group.export_group_info(provider.crypto(), &signer, true).map_err(fail("exporting a GroupInfo"))?;
     mls::to_bytes(&info).map_err(mls_err("GroupInfo"))
@@ -139,6 +179,7 @@ pub fn join_external(conn: &Connection, group_info: &[u8]) -> Result<(Vec<u8>, C
     forget(conn, &group_id)?;
     let (group, bundle) = MlsGroup::external_commit_builder()
         .with_config(mls::join_config())
+        .skip_lifetime_validation()
         .build_group(&provider, info, credential)
         .map_err(fail("joining a group"))?
         .load_psks(provider.storage())
@@ -165,8 +206,11 @@ pub fn join_welcome(conn: &Connection, welcome: &[u8]) -> Result<Vec<u8>> {
     let MlsMessageBodyIn::Welcome(welcome) = mls::parse_message(welcome).map_err(mls_err("Welcome"))?.extract() else {
         return Err(E2eError::Mls("the delivery is not a Welcome".into()));
     };
-    let staged =
-        StagedWelcome::new_from_welcome(&provider, &mls::join_config(), welcome, None).map_err(fail("opening a Welcome"))?;
+    let staged = StagedWelcome::build_from_welcome(&provider, &mls::join_config(), welcome)
+        .map_err(fail("opening a Welcome"))?
+        .skip_lifetime_validation()
+        .build()
+        .map_err(fail("opening a Welcome"))?;
     let group_id = staged.group_context().group_id().as_slice().to_vec();
     check_members(conn, &group_id, staged.members(), device_key(conn)?.public_key().as_slice())?;
     // A group left or lost earlier under the same id gives way to the new membership.
@@ -239,6 +283,45 @@ pub fn remove_leaves(conn: &Connection, group_id: &[u8], users: &[u64], devices:
     let epoch = group.epoch().as_u64();
     let (commit, welcome, info) = group.remove_members(&provider, &signer, &leaves).map_err(fail("removing members"))?;
     commit_out(&provider, &group, &signer, commit, welcome, info, epoch).map(Some)
+}
+
+/// A pending commit that replaces this device's own leaf (new HPKE and path keys, signed
+/// anew): post-compromise security, and a leaf no lifetime check can expire. Sent and settled
+/// like every other commit.
+pub fn self_update(conn: &Connection, group_id: &[u8]) -> Result<CommitOut> {
+    let (credential, signer) = me(conn)?;
+    let provider = MlsProvider::new(conn);
+    let mut group = load(&provider, group_id)?;
+    let epoch = group.epoch().as_u64();
+    // The current credential: a leaf made before leaves carried proof gets its proof here.
+    let leaf = LeafNodeParameters::builder().with_credential_with_key(credential).build();
+    let bundle = group.self_update(&provider, &signer, leaf).map_err(fail("updating our own leaf"))?;
+    let (commit, welcome, info) = bundle.into_contents();
+    let welcome = welcome.map(|w| MlsMessageOut::from_welcome(w, ProtocolVersion::Mls10));
+    commit_out(&provider, &group, &signer, commit, welcome, info, epoch)
+}
+
+/// Forward secrecy once our own commits are behind us: deletes the secrets of every past
+/// epoch of the group (kept only for messages sent before a commit of ours that we merged
+/// ahead of reading them; see `mls::MAX_PAST_EPOCHS`). Call it when the inbox has passed our
+/// latest accepted commit; whoever commits the transaction then checkpoints (`wal`). Groups
+/// made with a larger window get the current one.
+pub fn delete_past_epochs(conn: &Connection, group_id: &[u8]) -> Result<()> {
+    let provider = MlsProvider::new(conn);
+    let Some(mut group) =
+        MlsGroup::load(provider.storage(), &GroupId::from_slice(group_id)).map_err(fail("loading a group"))?
+    else {
+        return Ok(()); // left or forgotten: nothing kept
+    };
+    group
+        .delete_past_epoch_secrets(&provider, PastEpochDeletion::delete_all())
+        .map_err(fail("deleting past epoch secrets"))?;
+    super::wal::secrets_deleted();
+    let window = PastEpochDeletionPolicy::MaxEpochs(mls::MAX_PAST_EPOCHS);
+    if group.past_epoch_deletion_policy() != &window {
+        group.set_past_epoch_deletion_policy(&provider, window).map_err(fail("narrowing the past epoch window"))?;
+    }
+    Ok(())
 }
 
 fn commit_out(
@@ -640,5 +723,88 @@ mod tests {
         let (hi, _) = encrypt(&alice.conn, &gid, b"once").expect("encrypt");
         assert!(matches!(receive(&bob.conn, &gid, &hi).expect("first"), Received::Application { .. }));
         assert!(receive(&bob.conn, &gid, &hi).is_err(), "the same ciphertext again is refused (its key is used up)");
+    }
+
+    #[test]
+    fn key_packages_are_topped_up_when_few_and_renewed_when_half_their_lifetime_passed() {
+        let day = 86_400;
+        assert_eq!(key_packages_due(20, None, 100 * day, 10, 20), (20, true), "an unknown age counts as old");
+        assert_eq!(key_packages_due(20, Some(0), 41 * day, 10, 20), (0, false));
+        assert_eq!(key_packages_due(4, Some(0), 41 * day, 10, 20), (16, false));
+        assert_eq!(key_packages_due(20, Some(0), 42 * day, 10, 20), (20, true), "half of 84 days");
+    }
+
+    /// The encryption key of a device's leaf in `viewer`'s tree: it changes when that device
+    /// updates its leaf.
+    fn leaf_key(viewer: &TestDevice, gid: &[u8], of: Device) -> Vec<u8> {
+        let provider = MlsProvider::new(&viewer.conn);
+        let group = load(&provider, gid).expect("group");
+        let member = group.members().find(|m| mls::device_of(&m.credential) == Some(of)).expect("a leaf of the device");
+        member.encryption_key
+    }
+
+    #[test]
+    fn expired_lifetimes_break_no_join_and_self_updates_replace_the_leaf() {
+        let alice = device(1, 1);
+        let bob = device(2, 1);
+        let bot = device(3, 7);
+        let gid = new_group_id();
+        // Alice's first leaf and Bob's key package last two seconds; Alice's add commit has no
+        // path, so both leaves keep those lifetimes.
+        create_lasting(&alice.conn, &gid, 2).expect("create");
+        let kps = key_packages_lasting(&bob.conn, 1, 2).expect("key package");
+        let add_bob = add(&alice.conn, &gid, &Claimed::of(2, 1, &kps)).expect("add while the key package is valid");
+        commit_accepted(&alice.conn, &gid).expect("merge");
+        std::thread::sleep(std::time::Duration::from_secs(3));
+
+        // Every lifetime in the tree has passed: a Welcome join and an external join still work.
+        assert_eq!(join_welcome(&bob.conn, &add_bob.welcome).expect("Welcome join after expiry"), gid.to_vec());
+        let (_, joined) = join_external(&bot.conn, &add_bob.group_info).expect("external join after expiry");
+        for member in [&alice, &bob] {
+            assert!(matches!(receive(&member.conn, &gid, &joined.message).expect("join"), Received::Commit { .. }));
+        }
+        let (hi, _) = encrypt(&bob.conn, &gid, b"still here").expect("encrypt");
+        for member in [&alice, &bot] {
+            assert!(matches!(receive(&member.conn, &gid, &hi).expect("decrypt"), Received::Application { .. }));
+        }
+
+        // Bob replaces his leaf: a commit with a path that everyone merges.
+        let before = leaf_key(&alice, &gid, (2, 1));
+        let update = self_update(&bob.conn, &gid).expect("self-update");
+        assert!(update.welcome.is_empty() && !update.group_info.is_empty());
+        let seen = send_commit(&bob, &gid, &update, &[&alice, &bot]);
+        assert!(seen.iter().all(|r| matches!(r, Received::Commit { added, removed, .. } if added.is_empty() && removed.is_empty())));
+        assert_ne!(leaf_key(&alice, &gid, (2, 1)), before, "Bob's leaf has new keys");
+        assert_eq!(leaf_key(&bot, &gid, (2, 1)), leaf_key(&bob, &gid, (2, 1)));
+        let (after, _) = encrypt(&alice.conn, &gid, b"after the update").expect("encrypt");
+        for member in [&bob, &bot] {
+            assert!(matches!(receive(&member.conn, &gid, &after).expect("decrypt"), Received::Application { .. }));
+        }
+    }
+
+    #[test]
+    fn past_epoch_secrets_are_gone_once_our_commit_is_behind_us() {
+        let alice = device(1, 1);
+        let bob = device(2, 1);
+        let gid = new_group_id();
+        create(&alice.conn, &gid).expect("create");
+        let add_bob = add(&alice.conn, &gid, &Claimed::of(2, 1, &key_packages(&bob.conn, 1).expect("kp"))).expect("add");
+        commit_accepted(&alice.conn, &gid).expect("merge");
+        join_welcome(&bob.conn, &add_bob.welcome).expect("welcome");
+
+        // Bob's messages of epoch 1 were accepted before Alice's commit, which she merged on
+        // the platform's OK, ahead of reading them: the past epoch opens them.
+        let (early, _) = encrypt(&bob.conn, &gid, b"sent before the commit").expect("encrypt");
+        let (held_back, _) = encrypt(&bob.conn, &gid, b"also of epoch 1").expect("encrypt");
+        self_update(&alice.conn, &gid).expect("self-update");
+        commit_accepted(&alice.conn, &gid).expect("merge");
+        assert_eq!(epoch(&alice.conn, &gid).unwrap(), Some(2));
+        assert!(matches!(receive(&alice.conn, &gid, &early).expect("past epoch"), Received::Application { .. }));
+
+        // Her inbox passed her commit: epoch 1 is deleted, and what is left of it no longer opens.
+        delete_past_epochs(&alice.conn, &gid).expect("delete");
+        assert!(receive(&alice.conn, &gid, &held_back).is_err(), "a message of the deleted epoch must not open");
+        delete_past_epochs(&alice.conn, &gid).expect("deleting twice is harmless");
+        delete_past_epochs(&alice.conn, &[9; 32]).expect("a group we are not in: nothing to do");
     }
 }

@@ -55,6 +55,7 @@ pub mod posters;
 mod open;
 mod seal;
 mod store;
+pub mod wal;
 
 pub use device::{
     create_device_keys, current_signed_prekey, device_key, local_one_time_prekey_count, registration,

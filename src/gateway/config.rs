@@ -55,6 +55,13 @@ pub const OPTIONAL_FIELDS: &[OptionalField] = &[
                   add \"X-Telegram-Bot-Api-Secret-Token\" for the stock webhook handlers of python-telegram-bot, \
                   aiogram and telegraf",
     },
+    OptionalField {
+        name: "group_self_update_days",
+        kind: "integer 1-28",
+        default: "7",
+        meaning: "how often each bot replaces its own leaf in every MLS group it is in (a commit with new keys: \
+                  post-compromise security, and a leaf that never expires); also done right after joining by a Welcome",
+    },
 ];
 
 /// A field that may be left out, with the default it then has.
@@ -70,6 +77,10 @@ pub const SPEC_SECRET_HEADER: &str = "X-Compat-Bot-Api-Secret-Token";
 /// The default of `send_wait_seconds`.
 pub const DEFAULT_SEND_WAIT: Duration = Duration::from_secs(25);
 const SEND_WAIT_RANGE: std::ops::RangeInclusive<u64> = 1..=300;
+/// The default of `group_self_update_days`.
+pub const DEFAULT_GROUP_SELF_UPDATE: Duration = Duration::from_secs(7 * 86_400);
+/// Up to 4 weeks: well inside the 12 weeks a key package's leaf is valid.
+const GROUP_SELF_UPDATE_DAYS: std::ops::RangeInclusive<u64> = 1..=28;
 /// Headers the webhook request sets itself or that would change how it travels: naming one of
 /// them for the secret is refused.
 const RESERVED_HEADERS: &[&str] =
@@ -82,11 +93,17 @@ pub struct Delivery {
     pub send_wait: Duration,
     /// `webhook_secret_token_headers`: never empty, no two alike (ignoring case).
     pub webhook_secret_headers: Vec<String>,
+    /// `group_self_update_days`: the period of the bot's self-updates in its groups.
+    pub group_self_update: Duration,
 }
 
 impl Default for Delivery {
     fn default() -> Delivery {
-        Delivery { send_wait: DEFAULT_SEND_WAIT, webhook_secret_headers: vec![SPEC_SECRET_HEADER.to_string()] }
+        Delivery {
+            send_wait: DEFAULT_SEND_WAIT,
+            webhook_secret_headers: vec![SPEC_SECRET_HEADER.to_string()],
+            group_self_update: DEFAULT_GROUP_SELF_UPDATE,
+        }
     }
 }
 
@@ -287,20 +304,29 @@ pub fn parse(value: &Value) -> Result<Config, Invalid> {
 fn delivery(obj: &Map<String, Value>) -> Result<Delivery, Invalid> {
     let mut d = Delivery::default();
     if let Some(v) = obj.get("send_wait_seconds") {
-        let secs = v.as_u64().filter(|s| SEND_WAIT_RANGE.contains(s)).ok_or_else(|| {
-            Invalid(format!(
-                "send_wait_seconds must be an integer from {} to {} (seconds; default {}), not {v}",
-                SEND_WAIT_RANGE.start(),
-                SEND_WAIT_RANGE.end(),
-                DEFAULT_SEND_WAIT.as_secs()
-            ))
-        })?;
+        let secs = integer_in("send_wait_seconds", v, &SEND_WAIT_RANGE, "seconds", DEFAULT_SEND_WAIT.as_secs())?;
         d.send_wait = Duration::from_secs(secs);
     }
     if let Some(v) = obj.get("webhook_secret_token_headers") {
         d.webhook_secret_headers = secret_headers(v).map_err(|e| Invalid::new(format!("webhook_secret_token_headers: {e}")))?;
     }
+    if let Some(v) = obj.get("group_self_update_days") {
+        let default = DEFAULT_GROUP_SELF_UPDATE.as_secs() / 86_400;
+        let days = integer_in("group_self_update_days", v, &GROUP_SELF_UPDATE_DAYS, "days", default)?;
+        d.group_self_update = Duration::from_secs(days * 86_400);
+    }
     Ok(d)
+}
+
+/// An optional field's whole number within `range` (in `unit`), or why not.
+fn integer_in(name: &str, v: &Value, range: &std::ops::RangeInclusive<u64>, unit: &str, default: u64) -> Result<u64, Invalid> {
+    v.as_u64().filter(|n| range.contains(n)).ok_or_else(|| {
+        Invalid(format!(
+            "{name} must be an integer from {} to {} ({unit}; default {default}), not {v}",
+            range.start(),
+            range.end()
+        ))
+    })
 }
 
 /// A non-empty array of distinct HTTP header names that the webhook request does not set
@@ -481,6 +507,23 @@ mod tests {
         }
         for f in OPTIONAL_FIELDS {
             assert!(text.contains(&format!("{} ({}, default {})", f.name, f.kind, f.default)), "{} in the reference", f.name);
+        }
+    }
+
+    #[test]
+    fn group_self_update_days_is_a_week_by_default_and_checked() {
+        crypto::init();
+        let c = parse(&config_json(bot_json([7; 32], 42))).expect("valid");
+        assert_eq!(c.delivery.group_self_update, Duration::from_secs(7 * 86_400));
+        let with = |v: Value| {
+            let mut j = config_json(bot_json([7; 32], 42));
+            j["group_self_update_days"] = v;
+            parse(&j)
+        };
+        assert_eq!(with(json!(1)).expect("valid").delivery.group_self_update, Duration::from_secs(86_400));
+        for bad in [json!(0), json!(29), json!(1.5), json!("7")] {
+            let e = with(bad.clone()).err().expect("refused");
+            assert!(e.starts_with("group_self_update_days must be an integer from 1 to 28 (days; default 7)"), "{bad}: {e}");
         }
     }
 

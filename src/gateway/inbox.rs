@@ -109,6 +109,7 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
     // failure are taken up again.
     groups::keep_key_packages(&shared);
     groups::join_invited(&shared);
+    groups::self_update_due(&shared, crate::clock::unix_now());
     loop {
         let first = select! {
             recv(rx) -> r => match r {
@@ -118,6 +119,7 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
             recv(shared.stop_signal()) -> _ => return,
             default(upkeep.next_check.saturating_duration_since(Instant::now())) => {
                 upkeep.check(&shared);
+                group_upkeep(&shared);
                 continue;
             }
         };
@@ -137,6 +139,7 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
             return; // stopping
         }
         let membership = batch.iter().any(|e| e.group.as_ref().is_some_and(|g| g.change.is_some()));
+        let grouped = batch.iter().any(|e| e.group.is_some());
         let removals = groups::removals_by(shared.compat_user_id, &batch);
         if !import_reported(&shared, batch) {
             return; // the store is closing: the process is stopping
@@ -154,6 +157,10 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
             groups::keep_key_packages(&shared);
             groups::commit_removals(&shared, removals);
         }
+        if grouped {
+            // A Welcome join is followed by a self-update at once.
+            groups::self_update_due(&shared, crate::clock::unix_now());
+        }
         if prekey_messages >= PREKEY_CHECK_EVERY {
             prekey_messages = 0;
             if let Err(e) = replenish_prekeys(&shared) {
@@ -163,8 +170,16 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
         // A busy inbox never times out above.
         if Instant::now() >= upkeep.next_check {
             upkeep.check(&shared);
+            group_upkeep(&shared);
         }
     }
+}
+
+/// The hourly part of groups: key packages replaced before they age, leaves updated on
+/// their period (a quiet group gets no batch to trigger them).
+fn group_upkeep(shared: &BotShared) {
+    groups::keep_key_packages(shared);
+    groups::self_update_due(shared, crate::clock::unix_now());
 }
 
 /// Settles our unanswered group commits before a batch with messages of those groups is

@@ -66,14 +66,23 @@ fn settle(shared: &BotShared, gid: &[u8], p: PendingCommit) -> Result<CommitAnsw
         .map_err(|e| StoreError::Corrupt(format!("stored commit of group {}: {e}", mls_group::short_id(gid))))?;
     let resp = shared.platform.send_group_message(&req).map_err(|e| StepError::group_call("SendGroupMessage (a commit)", gid, e))?;
     let accepted = resp.status.enum_value_or_default() == GroupStatus::OK;
-    let (g, cmid, external) = (gid.to_vec(), p.client_message_id, p.external);
+    let (g, cmid, external, group_seq) = (gid.to_vec(), p.client_message_id, p.external, resp.group_seq);
     shared.store.write(move |c| {
         if !groups::clear_pending_commit(c, &g, &cmid)? {
             return Ok(()); // settled meanwhile (a retry's answer, or a commit that lost)
         }
         match (accepted, external) {
-            (true, true) => groups::set_status(c, &g, Membership::Member, unix_now()),
-            (true, false) => Ok(mls_group::commit_accepted(c, &g)?),
+            (true, true) => {
+                // An external join brings a leaf of our own making: nothing to update yet.
+                groups::set_self_updated(c, &g, unix_now())?;
+                groups::set_status(c, &g, Membership::Member, unix_now())
+            }
+            (true, false) => {
+                // Merged ahead of what the inbox has not read yet: the past epochs stay
+                // until it has passed this commit (`import`, forward secrecy).
+                groups::own_commit_accepted(c, &g, group_seq)?;
+                Ok(mls_group::commit_accepted(c, &g)?)
+            }
             (false, true) => Ok(mls_group::forget(c, &g)?),
             (false, false) => Ok(mls_group::commit_refused(c, &g)?),
         }
@@ -118,21 +127,30 @@ pub fn removals_by(me: u64, envelopes: &[InboxEnvelope]) -> Vec<(Vec<u8>, u64)> 
 }
 
 /// Commits the removal of the leaves of users this bot removed, so that they read nothing sent
-/// after it. A failure is only logged: the platform refuses application messages until the
-/// leaves are gone (REMOVALS_PENDING), so the next sender commits them then.
+/// after it: one commit per group for all of its users due together (each commit of ours is
+/// a past epoch to keep until the inbox passes it). A failure is only logged: the platform
+/// refuses application messages until the leaves are gone (REMOVALS_PENDING), so the next
+/// sender commits them then.
 pub fn commit_removals(shared: &BotShared, due: Vec<(Vec<u8>, u64)>) {
+    let mut by_group: Vec<(Vec<u8>, Vec<u64>)> = Vec::new();
     for (gid, user) in due {
-        let g = gid.clone();
+        match by_group.iter_mut().find(|(g, _)| *g == gid) {
+            Some((_, users)) => users.push(user),
+            None => by_group.push((gid, vec![user])),
+        }
+    }
+    for (gid, users) in by_group {
+        let (g, u) = (gid.clone(), users.clone());
         let answer = commit(shared, &gid, move |c| {
             if mls_group::epoch(c, &g)?.is_none() {
                 return Ok(None); // not in the group (any more)
             }
-            Ok(mls_group::remove_users(c, &g, &[user])?.map(|out| (out, false)))
+            Ok(mls_group::remove_users(c, &g, &u)?.map(|out| (out, false)))
         });
         match answer {
-            Ok(a) => log::debug!("bot @{}: removal of user {user} from group {}: {a:?}", shared.username, mls_group::short_id(&gid)),
+            Ok(a) => log::debug!("bot @{}: removal of users {users:?} from group {}: {a:?}", shared.username, mls_group::short_id(&gid)),
             Err(e) => log::warn!(
-                "bot @{}: committing the removal of user {user} from group {} failed (the next sender commits it): {e}",
+                "bot @{}: committing the removal of users {users:?} from group {} failed (the next sender commits it): {e}",
                 shared.username,
                 mls_group::short_id(&gid)
             ),

@@ -30,6 +30,7 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
     let gid = d.group_id.as_slice();
     let kind = kind_name(d.type_.enum_value_or_default());
     let now = unix_now();
+    forget_past_epochs(c, gid, d.group_seq)?;
     match d.kind.enum_value_or_default() {
         DeliveryKind::MEMBERSHIP => {
             let change = d.change.get_or_default();
@@ -86,7 +87,8 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
                 )));
             }
             groups::upsert(c, gid, &d.title, kind, Membership::Member, now)?;
-            Ok(())
+            // Our leaf came from a key package: replace it right away (`self_update_due`).
+            groups::set_self_updated(c, gid, 0)
         }
         DeliveryKind::JOIN_REQUEST => {
             let Some(group) = groups::by_group_id(c, gid)? else { return Ok(()) };
@@ -117,6 +119,16 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
             }
         }
     }
+}
+
+/// Forward secrecy: a delivery past our latest accepted commit means nothing of the epochs
+/// before it can arrive any more (the platform orders everything), so their secrets go (and
+/// the writer checkpoints after the batch, `e2e::wal`).
+fn forget_past_epochs(c: &Connection, gid: &[u8], group_seq: u64) -> StoreResult<()> {
+    if groups::passed_own_commit(c, gid, group_seq)? {
+        mls_group::delete_past_epochs(c, gid)?;
+    }
+    Ok(())
 }
 
 /// A member's application message: its content enters the group's history, and a message (a

@@ -1,7 +1,7 @@
 //! Joining (on `in/<n>` after each batch and at start): checks the bot's `groups` capability (a
 //! bot without it leaves at once, so the adding user sees a refusal), fetches the GroupInfo and
 //! joins by an external commit. And the stock of key packages for members who add the bot by
-//! Welcome.
+//! Welcome, replaced before it ages (docs/groups.md, "Lifetimes").
 
 use super::commit::{commit, CommitAnswer};
 use crate::gateway::port::StepError;
@@ -128,23 +128,35 @@ pub fn know_channel_posters(shared: &BotShared) {
 /// bot by key package — the Welcome path — take one each).
 const KEY_PACKAGE_TARGET: u32 = 20;
 
-/// Tops this device's key packages on the platform back up to `KEY_PACKAGE_TARGET`.
+/// Tops this device's key packages on the platform back up to `KEY_PACKAGE_TARGET`, and
+/// replaces them all once they are older than half their lifetime.
 pub fn keep_key_packages(shared: &BotShared) {
-    if let Err(e) = top_up_key_packages(shared) {
+    keep_key_packages_at(shared, unix_now());
+}
+
+/// `keep_key_packages` at the time `now` (the project's clock; a test passes a later time).
+pub fn keep_key_packages_at(shared: &BotShared, now: i64) {
+    if let Err(e) = top_up_key_packages(shared, now) {
         log::warn!("bot @{}: key package top-up failed (tried again later): {e}", shared.username);
     }
 }
 
-fn top_up_key_packages(shared: &BotShared) -> Result<(), StepError> {
+fn top_up_key_packages(shared: &BotShared, now: i64) -> Result<(), StepError> {
     let p = &shared.platform;
     let failed = |e| StepError::platform("UploadKeyPackages", e);
     let remaining = p.upload_key_packages(&KeyPackagesUpload::new()).map_err(failed)?.remaining;
-    if remaining >= KEY_PACKAGE_TARGET / 2 {
+    let made_at = shared.store.read(groups::key_packages_made_at)?;
+    // The platform hands out the newest first and deletes expired ones, so a fresh batch
+    // replaces the old.
+    let (count, renew) = mls_group::key_packages_due(remaining, made_at, now, KEY_PACKAGE_TARGET / 2, KEY_PACKAGE_TARGET);
+    if count == 0 {
         return Ok(());
     }
-    let count = (KEY_PACKAGE_TARGET - remaining) as usize;
     let fresh = shared.store.write(move |c| Ok(mls_group::key_packages(c, count)?))?;
     let req = KeyPackagesUpload { key_packages: fresh, ..Default::default() };
     p.upload_key_packages(&req).map_err(failed)?;
+    if renew {
+        shared.store.write(move |c| groups::set_key_packages_made_at(c, now))?;
+    }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! The bot's groups over MLS (docs/groups.md): what `in/<n>` does with group deliveries, how
 //! the bot joins a group it was added to, and how its own commits reach the platform. One
-//! file per step: `import.rs`, `join.rs`, `commit.rs`, `send.rs`.
+//! file per step: `import.rs`, `join.rs`, `commit.rs`, `self_update.rs`, `send.rs`.
 //!
 //! - **Import** (`import`, inside the inbox's writer job, like a private envelope): a role
 //!   change becomes `my_chat_member` / `chat_member`, a title change a `new_chat_title`
@@ -16,6 +16,11 @@
 //!   then sent; a retry or a restart resends exactly the recorded commit, so a lost answer
 //!   never leaves this device and the platform at different epochs. Accepted → merged;
 //!   refused → discarded (an external join: the group is forgotten).
+//! - **Self-updates** (`self_update_due`, after batches with group deliveries and hourly):
+//!   a commit replacing our own leaf right after a Welcome join and then every
+//!   `group_self_update_days`.
+//! - **Forward secrecy** (in `import`): once a delivery past our latest accepted commit
+//!   arrives, the group's past epoch secrets are deleted and the writer checkpoints its log.
 //! - **Sending** (`send`, on `out/<n>`): a group message is encrypted in the current epoch and
 //!   committed before its first send; STALE_EPOCH means the inbox has commits to process
 //!   first: the ciphertext is dropped (never resent for a stale epoch) and the message is
@@ -24,6 +29,7 @@
 mod commit;
 mod import;
 mod join;
+mod self_update;
 mod send;
 
 #[cfg(test)]
@@ -31,5 +37,6 @@ mod tests;
 
 pub use commit::{commit_removals, removals_by, settle_pending};
 pub use import::import;
-pub use join::{join_invited, keep_key_packages, know_channel_posters};
+pub use join::{join_invited, keep_key_packages, keep_key_packages_at, know_channel_posters};
+pub use self_update::self_update_due;
 pub use send::{send, GroupSend};

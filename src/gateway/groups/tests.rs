@@ -408,6 +408,23 @@ fn member_with(user: u64, role: GroupRole, can_post: bool) -> GroupMember {
     }
 }
 
+/// A WELCOME delivery of the group carrying `welcome`.
+fn welcome_delivery(welcome: Vec<u8>) -> InboxEnvelope {
+    InboxEnvelope {
+        date: unix_now(),
+        ciphertext: welcome,
+        group: Some(GroupDelivery {
+            group_id: GID.to_vec(),
+            type_: GroupType::GROUP.into(),
+            kind: DeliveryKind::WELCOME.into(),
+            title: "Team".into(),
+            ..Default::default()
+        })
+        .into(),
+        ..Default::default()
+    }
+}
+
 #[test]
 fn a_post_the_platform_lets_through_from_someone_without_the_right_is_dropped() {
     let (_dir, bot, fake) = bot();
@@ -445,4 +462,159 @@ fn a_post_the_platform_lets_through_from_someone_without_the_right_is_dropped() 
     let (post, _) = mls_group::encrypt(&alice, &GID, &text("an administrator's post")).expect("encrypt");
     import_one(&bot, in_channel(mls_message(ALICE, 6, post))).expect("a post");
     assert_eq!(posts(&bot), 1);
+}
+
+/// `mls_message` at a place in the group's order.
+fn mls_message_at(sender: u64, message_id: u64, ciphertext: Vec<u8>, group_seq: u64) -> InboxEnvelope {
+    let mut env = mls_message(sender, message_id, ciphertext);
+    env.group.mut_or_insert_default().group_seq = group_seq;
+    env
+}
+
+/// The commits the bot sent, in order.
+fn commits_sent(fake: &FakePlatform) -> Vec<SendGroupMessageRequest> {
+    fake.calls_of("send_group_message").iter().map(|c| c.request()).collect()
+}
+
+const WEEK: i64 = 7 * 86_400;
+
+#[test]
+fn after_every_lifetime_passed_the_bot_joins_by_link_and_self_updates_on_its_period() {
+    let (_dir, bot, fake) = bot();
+    let alice = member_db(ALICE);
+    // Alice's group, whose only leaf lasts two seconds and is never updated.
+    let info = mls_group::create_lasting(&alice, &GID, 2).expect("create");
+    fake.answer_always("get_group_info", move |_: crate::wire::platform::GroupRequest| {
+        Ok(GroupInfoResponse { group_info: info.clone(), ..Default::default() })
+    });
+    import_one(&bot, membership(1, GroupRole::INVITED, ALICE)).expect("invitation");
+    fake.answer_always("send_group_message", |_: SendGroupMessageRequest| Ok(ok_answer(0)));
+    std::thread::sleep(std::time::Duration::from_secs(3));
+
+    join_invited(&bot);
+    assert_eq!(status(&bot), Some(Membership::Member), "joined although Alice's leaf expired");
+    let join = commits_sent(&fake).remove(0);
+    mls_group::receive(&alice, &GID, &join.message).expect("Alice processes the join");
+
+    // A fresh leaf from the join: no self-update until the period has passed.
+    self_update_due(&bot, unix_now());
+    assert_eq!(commits_sent(&fake).len(), 1);
+    self_update_due(&bot, unix_now() + WEEK + 1);
+    let sent = commits_sent(&fake);
+    assert_eq!(sent.len(), 2, "one self-update a week later");
+    match mls_group::receive(&alice, &GID, &sent[1].message).expect("Alice processes the update") {
+        mls_group::Received::Commit { added, removed, .. } => assert!(added.is_empty() && removed.is_empty()),
+        other => panic!("not a commit: {other:?}"),
+    }
+    self_update_due(&bot, unix_now() + WEEK + 2);
+    assert_eq!(commits_sent(&fake).len(), 2, "recorded: not again before the next period");
+
+    // Messages still flow both ways.
+    let (hello, _) = mls_group::encrypt(&alice, &GID, &text("still here")).expect("encrypt");
+    import_one(&bot, mls_message(ALICE, 7, hello)).expect("imported");
+    let (back, _) = bot.store.write(|c| Ok(mls_group::encrypt(c, &GID, b"hi")?)).expect("encrypt");
+    assert!(matches!(mls_group::receive(&alice, &GID, &back).expect("decrypt"), mls_group::Received::Application { .. }));
+}
+
+#[test]
+fn a_welcome_join_after_every_lifetime_passed_is_followed_by_a_self_update() {
+    let (_dir, bot, fake) = bot();
+    let alice = member_db(ALICE);
+    mls_group::create_lasting(&alice, &GID, 2).expect("create");
+    let kp = bot.store.write(|c| Ok(mls_group::key_packages_lasting(c, 1, 2)?)).expect("key package");
+    let add = mls_group::add(&alice, &GID, &mls_group::Claimed::of(1, 1, &kp)).expect("add the bot");
+    mls_group::commit_accepted(&alice, &GID).expect("merge");
+    fake.answer_always("send_group_message", |_: SendGroupMessageRequest| Ok(ok_answer(0)));
+    std::thread::sleep(std::time::Duration::from_secs(3));
+
+    import_one(&bot, welcome_delivery(add.welcome)).expect("Welcome join although every leaf expired");
+    assert_eq!(status(&bot), Some(Membership::Member));
+    self_update_due(&bot, unix_now());
+    let sent = commits_sent(&fake);
+    assert_eq!(sent.len(), 1, "a self-update right after the Welcome join");
+    assert!(matches!(mls_group::receive(&alice, &GID, &sent[0].message).expect("commit"), mls_group::Received::Commit { .. }));
+    let (hello, _) = mls_group::encrypt(&alice, &GID, &text("welcome")).expect("encrypt");
+    import_one(&bot, mls_message(ALICE, 1, hello)).expect("imported");
+    let updates = bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue");
+    assert!(updates.iter().any(|u| u.kind == "message" && u.payload["text"] == "welcome"));
+}
+
+#[test]
+fn two_removals_due_together_make_one_commit() {
+    let (_dir, bot, fake, alice) = joined();
+    let (bob, carol) = (member_db(300), member_db(400));
+    let mut kps = mls_group::Claimed::of(300, 1, &mls_group::key_packages(&bob, 1).expect("kp"));
+    kps.extend(mls_group::Claimed::of(400, 1, &mls_group::key_packages(&carol, 1).expect("kp")));
+    let add = mls_group::add(&alice, &GID, &kps).expect("add");
+    mls_group::commit_accepted(&alice, &GID).expect("merge");
+    import_one(&bot, mls_message(ALICE, 0, add.message)).expect("the bot processes the add");
+    fake.answer_always("send_group_message", |_: SendGroupMessageRequest| Ok(ok_answer(0)));
+
+    commit_removals(&bot, vec![(GID.to_vec(), 300), (GID.to_vec(), 400)]);
+
+    let sent = commits_sent(&fake);
+    assert_eq!(sent.len(), 2, "the join and ONE removal commit");
+    match mls_group::receive(&alice, &GID, &sent[1].message).expect("commit") {
+        mls_group::Received::Commit { mut removed, .. } => {
+            removed.sort();
+            assert_eq!(removed, vec![(300, 1), (400, 1)]);
+        }
+        other => panic!("not a commit: {other:?}"),
+    }
+}
+
+#[test]
+fn once_the_inbox_passes_our_commit_the_past_epoch_no_longer_opens() {
+    let (_dir, bot, fake, alice) = joined();
+    // Alice's messages of the current epoch, accepted before the bot's commit (seq 10).
+    let (early, _) = mls_group::encrypt(&alice, &GID, &text("before")).expect("encrypt");
+    let (late, _) = mls_group::encrypt(&alice, &GID, &text("also before")).expect("encrypt");
+    fake.answer_once("send_group_message", Ok(SendGroupMessageResponse { group_seq: 10, ..ok_answer(0) }));
+    self_update_due(&bot, unix_now() + WEEK + 1);
+    let update = commits_sent(&fake).pop().expect("the self-update");
+
+    // Read after our commit was merged: the past epoch opens it.
+    import_one(&bot, mls_message_at(ALICE, 1, early, 9)).expect("a message of the past epoch");
+    // A delivery past our commit: the past epoch is deleted with it.
+    mls_group::receive(&alice, &GID, &update.message).expect("Alice processes the update");
+    let (after, _) = mls_group::encrypt(&alice, &GID, &text("after")).expect("encrypt");
+    import_one(&bot, mls_message_at(ALICE, 2, after, 11)).expect("a message of the new epoch");
+    let err = import_one(&bot, mls_message_at(ALICE, 3, late, 12)).expect_err("the past epoch is gone");
+    assert!(err.to_string().contains("processing a group message"), "{err}");
+    let texts: Vec<String> = bot
+        .store
+        .read(|c| queue::fetch(c, None, 10))
+        .expect("queue")
+        .iter()
+        .filter(|u| u.kind == "message")
+        .map(|u| u.payload["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(texts, ["before", "after"]);
+}
+
+#[test]
+fn key_packages_are_replaced_once_older_than_half_their_lifetime() {
+    let (_dir, bot, fake) = bot();
+    fake.answer_always("upload_key_packages", |r: crate::wire::platform::KeyPackagesUpload| {
+        Ok(crate::wire::platform::KeyPackagesUploadResponse { remaining: 20 + r.key_packages.len() as u32, ..Default::default() })
+    });
+    let uploaded = |fake: &FakePlatform| -> Vec<usize> {
+        fake.calls_of("upload_key_packages")
+            .iter()
+            .map(|c| c.request::<crate::wire::platform::KeyPackagesUpload>().key_packages.len())
+            .filter(|n| *n > 0)
+            .collect()
+    };
+    let now = unix_now();
+    // A state_dir of an earlier release does not know their age: replaced.
+    keep_key_packages_at(&bot, now);
+    assert_eq!(uploaded(&fake), [20]);
+    // Plenty, and young: nothing to do.
+    keep_key_packages_at(&bot, now + 41 * 86_400);
+    assert_eq!(uploaded(&fake), [20]);
+    // Half of the 84 days has passed: a fresh batch.
+    keep_key_packages_at(&bot, now + 42 * 86_400);
+    assert_eq!(uploaded(&fake), [20, 20]);
+    keep_key_packages_at(&bot, now + 43 * 86_400);
+    assert_eq!(uploaded(&fake), [20, 20], "counted from the new batch");
 }

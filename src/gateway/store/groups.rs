@@ -84,6 +84,14 @@ CREATE TABLE group_users (
 ALTER TABLE outbox ADD COLUMN group_sealed BLOB;
 ";
 
+/// Step 10: groups live for years. `self_updated_at` is when our leaf was last replaced (0:
+/// never, or joined by a Welcome: due now); `own_commit_seq` is the group_seq of our latest
+/// accepted commit until the inbox has passed it (0: none), when the past epochs' secrets go.
+pub const SCHEMA_YEARS: &str = "
+ALTER TABLE groups ADD COLUMN self_updated_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE groups ADD COLUMN own_commit_seq INTEGER NOT NULL DEFAULT 0;
+";
+
 /// Chat ids of groups are in -(2^52 - 1) ..= -2^51: negative, within the 52 bits every SDK
 /// (JavaScript numbers included) holds exactly, and far from any user id.
 const CHAT_ID_BASE: i64 = 1 << 51;
@@ -184,6 +192,51 @@ pub fn channels_without_posters(conn: &Connection) -> Result<Vec<GroupChat>> {
     let rows = stmt.query_map([], row)?.collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(rows)
 }
+
+/// The groups we are a member of whose leaf was last replaced at or before `before`.
+pub fn self_update_due(conn: &Connection, before: i64) -> Result<Vec<Vec<u8>>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT group_id FROM groups WHERE status = 'member' AND self_updated_at <= ?1 ORDER BY self_updated_at",
+    )?;
+    let rows = stmt.query_map(params![before], |r| r.get(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
+/// Our leaf of the group was replaced at `at` (0: never; a self-update is due).
+pub fn set_self_updated(conn: &Connection, group_id: &[u8], at: i64) -> Result<()> {
+    conn.execute("UPDATE groups SET self_updated_at = ?2 WHERE group_id = ?1", params![group_id, at])?;
+    Ok(())
+}
+
+/// The platform accepted a commit of ours at `group_seq`.
+pub fn own_commit_accepted(conn: &Connection, group_id: &[u8], group_seq: u64) -> Result<()> {
+    conn.execute(
+        "UPDATE groups SET own_commit_seq = max(own_commit_seq, ?2) WHERE group_id = ?1",
+        params![group_id, group_seq as i64],
+    )?;
+    Ok(())
+}
+
+/// A delivery of the group at `group_seq` arrived: true (once) when it is past our latest
+/// accepted commit, so nothing of an earlier epoch can arrive any more.
+pub fn passed_own_commit(conn: &Connection, group_id: &[u8], group_seq: u64) -> Result<bool> {
+    Ok(conn.execute(
+        "UPDATE groups SET own_commit_seq = 0 WHERE group_id = ?1 AND own_commit_seq > 0 AND own_commit_seq < ?2",
+        params![group_id, group_seq as i64],
+    )? > 0)
+}
+
+/// When the key packages the platform holds for this device were made (the oldest batch we
+/// rely on); `None` before the first batch of this release.
+pub fn key_packages_made_at(conn: &Connection) -> Result<Option<i64>> {
+    Ok(super::meta_get(conn, KEY_PACKAGES_MADE_AT)?.and_then(|v| v.parse().ok()))
+}
+
+pub fn set_key_packages_made_at(conn: &Connection, at: i64) -> Result<()> {
+    Ok(super::meta_set(conn, KEY_PACKAGES_MADE_AT, &at.to_string())?)
+}
+
+const KEY_PACKAGES_MADE_AT: &str = "key_packages_made_at";
 
 /// A user seen in a group.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -25,6 +25,9 @@ pub(crate) const STEPS: &[Step] = &[
     // Who may post in each channel, as received, so a post the platform let through from anyone
     // else is dropped (`e2e::posters`).
     Step { version: 9, sql: &[crate::e2e::posters::TABLES] },
+    // Groups live for years: when our leaf was last replaced, and our latest accepted commit
+    // until the inbox passes it (`store::groups`).
+    Step { version: 10, sql: &[super::groups::SCHEMA_YEARS] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).
@@ -157,9 +160,13 @@ CREATE TABLE IF NOT EXISTS outbox (
 
 /// Journal settings of the writable connection (outside any transaction, so before [`migrate`]).
 /// `secure_delete` zeroes freed pages: MLS epoch secrets and ratchet keys openmls and the
-/// sessions delete must not linger in the file (forward secrecy; docs/groups.md).
+/// sessions delete must not linger in the file (forward secrecy; docs/groups.md). Old page
+/// images stay in the write-ahead log until it is overwritten, so the log is cut back to
+/// nothing at each checkpoint (`journal_size_limit`), and the writer checkpoints after a batch
+/// that deleted epoch secrets (`crate::e2e::wal`).
 pub fn configure(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA secure_delete = ON;")
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA secure_delete = ON;")?;
+    conn.execute_batch(crate::e2e::wal::JOURNAL_SIZE_LIMIT)
 }
 
 /// Brings a bot database to the newest schema version, or refuses one from a newer release.

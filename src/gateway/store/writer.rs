@@ -4,6 +4,9 @@
 //! `MAX_BATCH`), runs each job in its own savepoint inside ONE transaction, commits once (one
 //! fsync for the whole group), and only then answers each job. A failing job rolls back its
 //! own savepoint and nothing else.
+//!
+//! A batch in which a job deleted secrets (past MLS epochs) is followed by a WAL checkpoint
+//! (`e2e::wal`): no old page images of them stay in the `-wal` file.
 
 use std::thread;
 
@@ -99,7 +102,10 @@ fn run(conn: Connection, jobs: Receiver<Job>, notifier: Arc<Notifier>) {
         })();
         let outcome_for = |e: &rusqlite::Error| StoreError::CommitFailed(e.to_string());
         match &commit {
-            Ok(()) => notifier.committed(),
+            Ok(()) => {
+                notifier.committed();
+                crate::e2e::wal::checkpoint_if_secrets_deleted(&conn);
+            }
             Err(e) => {
                 log::error!("state database commit failed: {e}");
                 let _ = conn.execute_batch("ROLLBACK");

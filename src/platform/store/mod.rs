@@ -64,6 +64,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 8, sql: &[groups::SCHEMA_INVITED_BY] },
     // Group leaves carry proof: the key packages uploaded before are dropped (`groups`).
     Step { version: 9, sql: &[groups::SCHEMA_DROP_UNPROVEN] },
+    // When each key package expires: an expired one is never handed out (`groups::key_packages`).
+    Step { version: 10, sql: &[groups::SCHEMA_KEY_PACKAGE_EXPIRY] },
 ];
 
 /// Step 4: devices of a bot: when each was last seen (an authenticated call or an Inbox stream,

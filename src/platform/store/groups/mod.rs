@@ -667,6 +667,7 @@ mod send;
 pub use admin::{LinkSettings, LINK_PREFIX};
 pub(super) use admin::{SCHEMA_ADMIN, SCHEMA_INVITED_BY};
 pub(super) use key_packages::SCHEMA_DROP_UNPROVEN;
+pub(super) use key_packages::SCHEMA_KEY_PACKAGE_EXPIRY;
 pub(in crate::platform::store) use send::reserve_group_message_id;
 #[cfg(test)]
 mod tests;

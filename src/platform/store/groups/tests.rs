@@ -377,6 +377,38 @@ fn create_checks_the_leaf_and_key_packages_are_claimed_once() {
     assert!(matches!(store.claim_key_packages(alice.addr, 424242), Err(PlatformError::NotFound(_))));
 }
 
+/// An expired key package is never handed out (the adder could not use it) and is deleted;
+/// the count an upload answers holds only valid ones.
+#[test]
+fn expired_key_packages_are_not_handed_out() {
+    let (_d, store) = store();
+    let alice = user(&store, "alice");
+    let bob = user(&store, "bob");
+    let now = crate::clock::unix_now();
+    let long = e2e::group::key_packages(&bob.conn, 1).unwrap();
+    let short = e2e::group::key_packages_lasting(&bob.conn, 2, 60).unwrap();
+    store.upload_key_packages(bob.addr, &long, now).unwrap();
+    // The newest are handed out first: the short-lived ones, while they are valid.
+    assert_eq!(store.upload_key_packages(bob.addr, &short, now).unwrap(), 3);
+    let (taken, _) = store.claim_key_packages_at(alice.addr, bob.addr.user_id, now).unwrap();
+    assert_eq!(taken[0].1, short[1]);
+
+    // Two minutes later the other short one has expired: the long-lived one comes instead.
+    let later = now + 120;
+    let (taken, without) = store.claim_key_packages_at(alice.addr, bob.addr.user_id, later).unwrap();
+    assert!(without.is_empty());
+    assert_eq!(taken[0].1, long[0], "the expired key package was skipped");
+    let (taken, without) = store.claim_key_packages_at(alice.addr, bob.addr.user_id, later).unwrap();
+    assert_eq!((taken, without), (vec![], vec![bob.addr.device_id]), "and it is gone, not kept for later");
+    let n: i64 = store.lock().query_row("SELECT count(*) FROM key_packages", [], |r| r.get(0)).expect("count");
+    assert_eq!(n, 0);
+
+    // An upload counts only what is still valid.
+    let again = e2e::group::key_packages_lasting(&bob.conn, 1, 60).unwrap();
+    store.upload_key_packages(bob.addr, &again, now).unwrap();
+    assert_eq!(store.upload_key_packages(bob.addr, &[], later).unwrap(), 0, "the expired one was dropped");
+}
+
 /// `d` joins by an external commit from the platform's GroupInfo; the owner catches up.
 fn join_external(store: &Store, d: &Dev, cmid: &str) {
     let (info, _) = store.group_info(d.addr.user_id, &GID).expect("info");

@@ -1,0 +1,59 @@
+//! Self-updates (on `in/<n>`, after batches with group deliveries and on the hourly upkeep):
+//! the bot replaces its own leaf in each group right after a Welcome join and then every
+//! `group_self_update_days`, by a commit with a path sent like every other commit of ours.
+//! This is the groups' post-compromise security, and a leaf made from a key package never
+//! stays long enough to expire.
+
+use super::commit::{commit, CommitAnswer};
+use crate::e2e::group as mls_group;
+use crate::gateway::runtime::BotShared;
+use crate::gateway::store::groups;
+use crate::wire::platform::send_group_message_response::Status as GroupStatus;
+
+/// Self-updates every group whose leaf of ours is older than the period at `now` (the
+/// project's clock; a test passes a later time). Failures are logged and tried again later.
+pub fn self_update_due(shared: &BotShared, now: i64) {
+    let period = i64::try_from(shared.delivery.group_self_update.as_secs()).unwrap_or(i64::MAX);
+    let due = match shared.store.read(move |c| groups::self_update_due(c, now.saturating_sub(period))) {
+        Ok(due) => due,
+        Err(e) => {
+            log::warn!("bot @{}: reading the groups due for a self-update: {e}", shared.username);
+            return;
+        }
+    };
+    for gid in due {
+        let g = gid.clone();
+        let answer = commit(shared, &gid, move |c| {
+            if mls_group::epoch(c, &g)?.is_none() {
+                return Ok(None); // not in the group (any more)
+            }
+            Ok(Some((mls_group::self_update(c, &g)?, false)))
+        });
+        let short = mls_group::short_id(&gid);
+        let done = match answer {
+            Ok(CommitAnswer::Accepted) => {
+                log::debug!("bot @{}: updated its leaf in group {short}", shared.username);
+                true
+            }
+            Ok(CommitAnswer::Nothing) => true,
+            // Another member's commit came first: ours is derived again after the inbox
+            // has processed it (the next batch).
+            Ok(CommitAnswer::Refused(r)) if r.status.enum_value_or_default() == GroupStatus::STALE_EPOCH => false,
+            Ok(CommitAnswer::Refused(r)) => {
+                // Not tried again before the next period, rather than after every batch.
+                log::warn!("bot @{}: the platform refused our self-update in group {short}: {}", shared.username, r.error);
+                true
+            }
+            Err(e) => {
+                log::warn!("bot @{}: self-update in group {short} failed (tried again later): {e}", shared.username);
+                false
+            }
+        };
+        if done {
+            let g = gid.clone();
+            if let Err(e) = shared.store.write(move |c| groups::set_self_updated(c, &g, now)) {
+                log::warn!("bot @{}: recording the self-update of group {short}: {e}", shared.username);
+            }
+        }
+    }
+}
