@@ -46,6 +46,9 @@ pub(super) enum FollowUp {
     Joined { group: GroupId, kind: GroupType },
     /// Our join request was approved: join by an external commit.
     JoinApproved { group: GroupId, title: String, kind: GroupType },
+    /// A commit of the group could not be processed: rejoin by external commit from the newest
+    /// GroupInfo (replacing our old leaf), or this device stays behind for good.
+    Rejoin { group: GroupId, title: String, kind: GroupType },
 }
 
 impl Profile {
@@ -183,6 +186,12 @@ impl Profile {
                     );
                 }
                 self.self_update_if_due(&group, true);
+            }
+            FollowUp::Rejoin { group, title, kind } => {
+                log::warn!("group {}: rejoining by external commit from the newest GroupInfo", short(&group));
+                if let Err(e) = self.join_external(&group, &title, kind) {
+                    log::warn!("rejoining group {} failed (the next delivery tries again): {e}", short(&group));
+                }
             }
             FollowUp::JoinApproved { group, title, kind } => {
                 if let Err(e) = self.join_external(&group, &title, kind) {
@@ -392,7 +401,16 @@ pub(super) fn open_delivery(
                 );
                 return Ok((None, None));
             }
-            let received = mls_group::receive(c, &id.0, &envelope.ciphertext)?;
+            let received = match mls_group::receive(c, &id.0, &envelope.ciphertext) {
+                Ok(received) => received,
+                // A commit this device cannot process (it missed one, or it does not apply):
+                // behind for good unless it rejoins. A leaf nobody vouched for is refused instead.
+                Err(e @ E2eError::Mls(_)) if mls_group::is_commit(&envelope.ciphertext) => {
+                    log::warn!("group {}: a commit this device cannot process ({e}); it rejoins", short(&id));
+                    return Ok((None, Some(FollowUp::Rejoin { group: id, title, kind })));
+                }
+                Err(e) => return Err(e),
+            };
             remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
             match received {
                 Received::Application { sender, plaintext } => {

@@ -451,6 +451,15 @@ fn new_leaves(staged: &StagedCommit) -> Vec<(&LeafNode, bool)> {
     leaves
 }
 
+/// Whether `bytes` is a commit (a PublicMessage carrying one), as a delivery that failed to
+/// process is told apart from an application message.
+pub fn is_commit(bytes: &[u8]) -> bool {
+    match mls::parse_message(bytes).map(|m| m.extract()) {
+        Ok(MlsMessageBodyIn::PublicMessage(m)) => m.content_type() == ContentType::Commit,
+        _ => false,
+    }
+}
+
 /// The current epoch of a group this device is in; `None` when it is not (or no longer) in it.
 pub fn epoch(conn: &Connection, group_id: &[u8]) -> Result<Option<u64>> {
     let provider = MlsProvider::new(conn);

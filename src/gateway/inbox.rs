@@ -158,7 +158,9 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
             groups::commit_removals(&shared, removals);
         }
         if grouped {
-            // A Welcome join is followed by a self-update at once.
+            // A group whose commit this device could not process is rejoined (`groups::import`
+            // marked it invited again); a Welcome join is followed by a self-update at once.
+            groups::join_invited(&shared);
             groups::self_update_due(&shared, crate::clock::unix_now());
         }
         if prekey_messages >= PREKEY_CHECK_EVERY {

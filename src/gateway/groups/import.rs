@@ -104,7 +104,23 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
             let Some(group) = groups::by_group_id(c, gid)? else {
                 return Err(StoreError::Refused(format!("a message of group {} we are not in", mls_group::short_id(gid))));
             };
-            match mls_group::receive(c, gid, &env.ciphertext)? {
+            let received = match mls_group::receive(c, gid, &env.ciphertext) {
+                Ok(received) => received,
+                // A commit this device cannot process (it missed one, or a member sent one that
+                // does not apply) would leave it behind for good: it rejoins by external commit
+                // from the newest GroupInfo, which replaces its old leaf (`join_invited`, after
+                // this batch). A leaf nobody vouched for is not that: it is refused and alerted.
+                Err(e @ crate::e2e::E2eError::Mls(_)) if group.status == Membership::Member && mls_group::is_commit(&env.ciphertext) => {
+                    log::warn!(
+                        "group {}: a commit this device cannot process ({e}); rejoining by external commit from the newest GroupInfo",
+                        mls_group::short_id(gid)
+                    );
+                    groups::set_status(c, gid, Membership::Invited, now)?;
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            };
+            match received {
                 Received::Application { sender, plaintext } => import_message(c, env, me, &group, sender.0, &plaintext),
                 Received::Commit { removed_me, .. } => {
                     // Another member's commit won this epoch: a commit of ours made in it is

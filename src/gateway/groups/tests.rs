@@ -618,3 +618,34 @@ fn key_packages_are_replaced_once_older_than_half_their_lifetime() {
     keep_key_packages_at(&bot, now + 43 * 86_400);
     assert_eq!(uploaded(&fake), [20, 20], "counted from the new batch");
 }
+
+#[test]
+fn a_member_that_cannot_process_a_commit_rejoins_and_reads_the_next_message() {
+    let (_dir, bot, fake, alice) = joined();
+    // Two commits of Alice's; the bot never gets the first, so it cannot process the second.
+    let _missed = mls_group::self_update(&alice, &GID).expect("first commit");
+    mls_group::commit_accepted(&alice, &GID).expect("merge");
+    let second = mls_group::self_update(&alice, &GID).expect("second commit");
+    mls_group::commit_accepted(&alice, &GID).expect("merge");
+    import_one(&bot, mls_message(ALICE, 0, second.message.clone())).expect("kept, not dropped");
+    assert_eq!(status(&bot), Some(Membership::Invited), "marked to rejoin");
+
+    // It rejoins from the newest GroupInfo, replacing its own old leaf.
+    fake.answer_once("get_group_info", Ok(GroupInfoResponse { group_info: second.group_info.clone(), ..Default::default() }));
+    fake.answer_once("send_group_message", Ok(ok_answer(0)));
+    join_invited(&bot);
+    assert_eq!(status(&bot), Some(Membership::Member));
+    let rejoin: SendGroupMessageRequest = fake.calls_of("send_group_message").last().expect("the rejoin").request();
+    match mls_group::receive(&alice, &GID, &rejoin.message).expect("Alice processes the rejoin") {
+        mls_group::Received::Commit { added, removed, .. } => {
+            assert!(added.is_empty() && removed.is_empty(), "the same device, its old leaf replaced: {added:?} {removed:?}")
+        }
+        other => panic!("expected a commit, got {other:?}"),
+    }
+    let devices = mls_group::members(&alice, &GID).expect("members");
+    assert_eq!(devices.iter().filter(|d| d.0 == 1).count(), 1, "one leaf of the bot: {devices:?}");
+    let (hello, _) = mls_group::encrypt(&alice, &GID, &text("welcome back")).expect("encrypt");
+    import_one(&bot, mls_message(ALICE, 12, hello)).expect("read");
+    let updates = bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue");
+    assert!(updates.iter().any(|u| u.payload["text"] == "welcome back"), "{updates:?}");
+}
