@@ -649,3 +649,15 @@ fn a_member_that_cannot_process_a_commit_rejoins_and_reads_the_next_message() {
     let updates = bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue");
     assert!(updates.iter().any(|u| u.payload["text"] == "welcome back"), "{updates:?}");
 }
+
+#[test]
+fn a_group_message_delivered_twice_is_one_update() {
+    let (_dir, bot, _fake, alice) = joined();
+    let (hello, _) = mls_group::encrypt(&alice, &GID, &text("only once")).expect("encrypt");
+    // The same ciphertext again, under another seq and client message id (a replaying platform).
+    let first = InboxEnvelope { seq: 30, client_message_id: "a".into(), ..mls_message(ALICE, 7, hello.clone()) };
+    let again = InboxEnvelope { seq: 31, client_message_id: "b".into(), ..mls_message(ALICE, 7, hello) };
+    assert!(crate::gateway::inbox::import_reported(&bot, vec![first, again]));
+    let updates = bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue");
+    assert_eq!(updates.iter().filter(|u| u.payload["text"] == "only once").count(), 1, "{updates:?}");
+}
