@@ -78,10 +78,11 @@ fn untrusted(group_id: &[u8], refusal: LeafRefusal) -> E2eError {
     E2eError::UntrustedLeaf { group: short_id(group_id), refusal }
 }
 
-/// Checks every leaf of a group being joined but this device's own (`leaf::check_leaf`).
+/// Checks every leaf of a group being joined but this device's own (`leaf::LeafCheck`).
 fn check_members(conn: &Connection, group_id: &[u8], members: impl Iterator<Item = Member>, own: &[u8]) -> Result<()> {
+    let check = leaf::LeafCheck::new(conn)?;
     for m in members.filter(|m| m.signature_key != own) {
-        leaf::check_leaf(conn, &m.credential, &m.signature_key)?.map_err(|r| untrusted(group_id, r))?;
+        check.check(&m.credential, &m.signature_key)?.map_err(|r| untrusted(group_id, r))?;
     }
     Ok(())
 }
@@ -241,6 +242,7 @@ pub fn add(conn: &Connection, group_id: &[u8], claimed: &[Claimed]) -> Result<Co
     let provider = MlsProvider::new(conn);
     let mut group = load(&provider, group_id)?;
     let mut packages = Vec::with_capacity(claimed.len());
+    let check = leaf::LeafCheck::new(conn)?;
     for c in claimed {
         let MlsMessageBodyIn::KeyPackage(kp) = mls::parse_message(&c.key_package).map_err(mls_err("key package"))?.extract()
         else {
@@ -248,8 +250,7 @@ pub fn add(conn: &Connection, group_id: &[u8], claimed: &[Claimed]) -> Result<Co
         };
         let kp = kp.validate(provider.crypto(), ProtocolVersion::Mls10).map_err(fail("checking a key package"))?;
         let leaf_node = kp.leaf_node();
-        let device = leaf::check_leaf(conn, leaf_node.credential(), leaf_node.signature_key().as_slice())?
-            .map_err(|r| untrusted(group_id, r))?;
+        let device = check.check(leaf_node.credential(), leaf_node.signature_key().as_slice())?.map_err(|r| untrusted(group_id, r))?;
         if device != (c.user_id, c.device_id) {
             let why = Untrusted::NotRequested { user_id: c.user_id, device_id: c.device_id };
             return Err(untrusted(group_id, LeafRefusal { user_id: device.0, device_id: device.1, why }));
@@ -401,9 +402,9 @@ pub fn receive(conn: &Connection, group_id: &[u8], bytes: &[u8]) -> Result<Recei
         }
         ProcessedMessageContent::StagedCommitMessage(staged) => {
             let mut added = Vec::new();
+            let check = leaf::LeafCheck::new(conn)?;
             for (leaf_node, is_new_member) in new_leaves(&staged) {
-                let device = leaf::check_leaf(conn, leaf_node.credential(), leaf_node.signature_key().as_slice())?
-                    .map_err(|r| untrusted(group_id, r))?;
+                let device = check.check(leaf_node.credential(), leaf_node.signature_key().as_slice())?.map_err(|r| untrusted(group_id, r))?;
                 if is_new_member {
                     added.push(device);
                 }

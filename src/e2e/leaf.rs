@@ -65,13 +65,76 @@ pub(super) fn own_proof(conn: &Connection) -> Result<LeafProof> {
 
 /// The identity key pinned for `user_id`, if any: for this device's own user, its account's.
 pub fn pinned_identity(conn: &Connection, user_id: u64) -> Result<Option<[u8; 32]>> {
-    if registration(conn)?.is_some_and(|r| r.user_id == user_id) {
-        return own_proof(conn).map(|p| Some(p.identity_key));
+    LeafCheck::new(conn)?.pinned(user_id)
+}
+
+/// Checks the leaves of one step (a commit, a join, an add): this device's own user and
+/// identity are read once, and the per-leaf statements are cached (a join checks every leaf of
+/// the tree).
+pub(super) struct LeafCheck<'c> {
+    conn: &'c Connection,
+    own: Option<(u64, [u8; 32])>,
+}
+
+impl<'c> LeafCheck<'c> {
+    pub(super) fn new(conn: &'c Connection) -> Result<LeafCheck<'c>> {
+        let own = match registration(conn)? {
+            Some(reg) => Some((reg.user_id, own_proof(conn)?.identity_key)),
+            None => None,
+        };
+        Ok(LeafCheck { conn, own })
     }
-    let key: Option<Vec<u8>> = conn
-        .query_row("SELECT identity_key FROM e2e_identity_pins WHERE user_id = ?1", params![user_id as i64], |r| r.get(0))
-        .optional()?;
-    Ok(key.and_then(|k| k.try_into().ok()))
+
+    fn pinned(&self, user_id: u64) -> Result<Option<[u8; 32]>> {
+        if let Some((own_user, own_identity)) = self.own {
+            if own_user == user_id {
+                return Ok(Some(own_identity));
+            }
+        }
+        let key: Option<Vec<u8>> = self
+            .conn
+            .prepare_cached("SELECT identity_key FROM e2e_identity_pins WHERE user_id = ?1")?
+            .query_row(params![user_id as i64], |r| r.get(0))
+            .optional()?;
+        Ok(key.and_then(|k| k.try_into().ok()))
+    }
+
+    /// Checks one new or changed leaf (module doc); pins the user's identity key on first use.
+    /// `Ok(Err(_))` for a leaf this device does not trust.
+    pub(super) fn check(
+        &self,
+        credential: &openmls::prelude::Credential,
+        signature_key: &[u8],
+    ) -> Result<std::result::Result<(u64, u32), LeafRefusal>> {
+        let Some(leaf) = mls::leaf_identity(credential) else {
+            return Ok(Err(LeafRefusal { user_id: 0, device_id: 0, why: Untrusted::NoDevice }));
+        };
+        let refused = |why| Ok(Err(LeafRefusal { user_id: leaf.user_id, device_id: leaf.device_id, why }));
+        if leaf.proof.is_none() {
+            return refused(Untrusted::NoProof);
+        }
+        let Some(identity_key) = leaf.vouching_key(signature_key) else {
+            return refused(Untrusted::BadCertificate);
+        };
+        match self.pinned(leaf.user_id)? {
+            Some(pinned) if pinned != identity_key => return refused(Untrusted::IdentityChanged),
+            Some(_) => {}
+            None => {
+                self.conn
+                    .prepare_cached("INSERT INTO e2e_identity_pins (user_id, identity_key, pinned_at) VALUES (?1, ?2, ?3)")?
+                    .execute(params![leaf.user_id as i64, identity_key.to_vec(), unix_now()])?;
+            }
+        }
+        let known: Option<Vec<u8>> = self
+            .conn
+            .prepare_cached("SELECT device_key FROM e2e_peer_devices WHERE user_id = ?1 AND device_id = ?2")?
+            .query_row(params![leaf.user_id as i64, leaf.device_id], |r| r.get(0))
+            .optional()?;
+        if known.is_some_and(|k| k != signature_key) {
+            return refused(Untrusted::DeviceKeyChanged);
+        }
+        Ok(Ok((leaf.user_id, leaf.device_id)))
+    }
 }
 
 /// A leaf this device refused, and why: what a security alert names.
@@ -114,44 +177,4 @@ impl std::fmt::Display for LeafRefusal {
             }
         }
     }
-}
-
-/// Checks one new or changed leaf (module doc); pins the user's identity key on first use.
-/// `Ok(Err(_))` for a leaf this device does not trust.
-pub(super) fn check_leaf(
-    conn: &Connection,
-    credential: &openmls::prelude::Credential,
-    signature_key: &[u8],
-) -> Result<std::result::Result<(u64, u32), LeafRefusal>> {
-    let Some(leaf) = mls::leaf_identity(credential) else {
-        return Ok(Err(LeafRefusal { user_id: 0, device_id: 0, why: Untrusted::NoDevice }));
-    };
-    let refused = |why| Ok(Err(LeafRefusal { user_id: leaf.user_id, device_id: leaf.device_id, why }));
-    if leaf.proof.is_none() {
-        return refused(Untrusted::NoProof);
-    }
-    let Some(identity_key) = leaf.vouching_key(signature_key) else {
-        return refused(Untrusted::BadCertificate);
-    };
-    match pinned_identity(conn, leaf.user_id)? {
-        Some(pinned) if pinned != identity_key => return refused(Untrusted::IdentityChanged),
-        Some(_) => {}
-        None => {
-            conn.execute(
-                "INSERT INTO e2e_identity_pins (user_id, identity_key, pinned_at) VALUES (?1, ?2, ?3)",
-                params![leaf.user_id as i64, identity_key.to_vec(), unix_now()],
-            )?;
-        }
-    }
-    let known: Option<Vec<u8>> = conn
-        .query_row(
-            "SELECT device_key FROM e2e_peer_devices WHERE user_id = ?1 AND device_id = ?2",
-            params![leaf.user_id as i64, leaf.device_id],
-            |r| r.get(0),
-        )
-        .optional()?;
-    if known.is_some_and(|k| k != signature_key) {
-        return refused(Untrusted::DeviceKeyChanged);
-    }
-    Ok(Ok((leaf.user_id, leaf.device_id)))
 }
