@@ -398,29 +398,24 @@ fn set_member(tx: &Connection, group_id: &[u8], user_id: u64, m: &MemberRow) -> 
 /// may commit the removal of its leaf).
 /// Devices with a leaf in the group that were removed (inactive): their leaves must go.
 fn removed_devices_with_leaves(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<DeviceAddr>> {
-    let mut stmt = tx
-        .prepare_cached(
-            "SELECT g.user_id, g.device_id FROM group_devices g
-             JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = 0
-             WHERE g.group_id = ?1",
-        )
-        .map_err(db_error("reading removed group devices"))?;
-    let rows = stmt
-        .query_map(params![group_id], |r| Ok(DeviceAddr { user_id: r.get(0)?, device_id: r.get(1)? }))
-        .map_err(db_error("reading removed group devices"))?;
-    rows.collect::<rusqlite::Result<_>>().map_err(db_error("reading removed group devices"))
+    devices_with_leaves(tx, group_id, false)
 }
 
 fn joined_devices(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<DeviceAddr>> {
+    devices_with_leaves(tx, group_id, true)
+}
+
+/// The devices with a leaf in the group that are active (or removed: `active` false).
+fn devices_with_leaves(tx: &Connection, group_id: &[u8], active: bool) -> Result<BTreeSet<DeviceAddr>> {
     let mut stmt = tx
         .prepare_cached(
             "SELECT g.user_id, g.device_id FROM group_devices g
-             JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = 1
+             JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = ?2
              WHERE g.group_id = ?1",
         )
         .map_err(db_error("reading group devices"))?;
     let rows = stmt
-        .query_map(params![group_id], |r| Ok(DeviceAddr { user_id: r.get(0)?, device_id: r.get(1)? }))
+        .query_map(params![group_id, active], |r| Ok(DeviceAddr { user_id: r.get(0)?, device_id: r.get(1)? }))
         .map_err(db_error("reading group devices"))?;
     rows.collect::<rusqlite::Result<_>>().map_err(db_error("reading group devices"))
 }

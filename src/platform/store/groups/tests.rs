@@ -644,18 +644,24 @@ fn a_join_names_who_let_the_user_in() {
     assert_eq!(admin::invited_by(&store.open_reader().expect("reader"), &GID, c).expect("read"), None);
 }
 
+/// Alice's group, Bob invited to it, and the GroupInfo he may join by.
+fn bob_invited() -> (tempfile::TempDir, Store, Dev, Vec<u8>) {
+    let (d, store) = store();
+    let alice = user(&store, "alice");
+    let bob = user(&store, "bob");
+    create(&store, &alice, pb::GroupType::GROUP);
+    store.add_group_member(alice.addr, &GID, bob.addr.user_id, 1100).expect("invite");
+    let (info, _) = store.group_info(bob.addr.user_id, &GID).expect("info");
+    (d, store, bob, info)
+}
+
 /// An invited device's external commit whose leaf carries its registered key but no proof by
 /// the user's identity key (none at all, or another account's) is refused; with it, accepted.
 #[test]
 fn a_leaf_must_carry_the_proof_of_the_users_identity_key() {
     use crate::crypto::mls::{DeviceSigner, LeafProof};
     use crate::e2e::group::forge::{external_commit_as, leaf_as};
-    let (_d, store) = store();
-    let alice = user(&store, "alice");
-    let bob = user(&store, "bob");
-    create(&store, &alice, pb::GroupType::GROUP);
-    store.add_group_member(alice.addr, &GID, bob.addr.user_id, 1100).expect("invite");
-    let (info, _) = store.group_info(bob.addr.user_id, &GID).expect("info");
+    let (_d, store, bob, info) = bob_invited();
     let signer = DeviceSigner(e2e::device_key(&bob.conn).expect("bob's device key"));
     let (user, device) = (bob.addr.user_id, bob.addr.device_id);
     let other = IdentityKeyPair::generate();
@@ -678,12 +684,7 @@ fn a_leaf_must_carry_the_proof_of_the_users_identity_key() {
 /// group stays at its epoch; the same commit with its own GroupInfo is taken.
 #[test]
 fn a_group_info_the_committer_did_not_sign_is_refused() {
-    let (_d, store) = store();
-    let alice = user(&store, "alice");
-    let bob = user(&store, "bob");
-    create(&store, &alice, pb::GroupType::GROUP);
-    store.add_group_member(alice.addr, &GID, bob.addr.user_id, 1100).expect("invite");
-    let (info, _) = store.group_info(bob.addr.user_id, &GID).expect("info");
+    let (_d, store, bob, info) = bob_invited();
     let (_, join) = e2e::group::join_external(&bob.conn, &info).expect("join");
     let mut broken = join.clone();
     *broken.group_info.last_mut().expect("a signature") ^= 1;
