@@ -689,4 +689,29 @@ mod tests {
         let (event, _) = open_delivery(&me, 3, &envelope, &delivery).expect("the owner's post");
         assert!(matches!(event, Some(Incoming::GroupMessage { .. })), "{event:?}");
     }
+
+    #[test]
+    fn a_commit_this_device_cannot_process_makes_it_rejoin() {
+        let (alice, me) = (device(1), device(3));
+        let id = GroupId(mls_group::new_group_id());
+        let info = mls_group::create(&alice, &id.0).expect("create");
+        let (_, joined) = mls_group::join_external(&me, &info).expect("this device joins");
+        mls_group::receive(&alice, &id.0, &joined.message).expect("alice");
+        // Two commits of Alice's; this device never gets the first.
+        for _ in 0..2 {
+            mls_group::self_update(&alice, &id.0).expect("commit");
+            mls_group::commit_accepted(&alice, &id.0).expect("merge");
+        }
+        let second = mls_group::self_update(&alice, &id.0).expect("a third, not sent");
+        let (mut envelope, mut delivery) = post(1, second.message, &id);
+        delivery.type_ = GroupType::GROUP.into();
+        envelope.group = Some(delivery.clone()).into();
+        let (event, follow_up) = open_delivery(&me, 3, &envelope, &delivery).expect("kept, not an error");
+        assert!(event.is_none());
+        assert!(matches!(follow_up, Some(FollowUp::Rejoin { group, .. }) if group == id), "a rejoin follows");
+        // An application message it cannot read is an error as before, not a rejoin.
+        let (unreadable, _) = mls_group::encrypt(&alice, &id.0, b"x").expect("encrypt");
+        let (envelope, delivery) = post(1, unreadable, &id);
+        assert!(open_delivery(&me, 3, &envelope, &delivery).is_err());
+    }
 }

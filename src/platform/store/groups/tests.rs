@@ -738,3 +738,59 @@ fn a_removed_device_loses_its_leaf_before_anyone_sends_and_reads_nothing_after()
     let (got, _) = catch_up(&store, &kept);
     assert!(matches!(&got[..], [Received::Application { plaintext, .. }] if plaintext == b"after the removal"));
 }
+
+/// A GroupInfo with the right context and a valid signature by the committer, but another
+/// ratchet tree than the one its commit makes (a member's poisoned GroupInfo) is refused: a
+/// joiner would trust that tree.
+#[test]
+fn a_group_info_whose_tree_is_not_the_commits_is_refused() {
+    use openmls::prelude::tls_codec::{Serialize as _, VLBytes};
+    use openmls::prelude::{Extension, Extensions, GroupId, MlsMessageBodyIn, RatchetTreeExtension};
+    let (_d, store, bob, info) = bob_invited();
+    // The tree of epoch 0 (Alice's leaf alone), not the one Bob's join makes.
+    let MlsMessageBodyIn::GroupInfo(first) = mls::parse_message(&info).expect("info").extract() else { panic!("info") };
+    let provider = crate::crypto::mls::MlsProvider::new(&bob.conn);
+    let tree = first
+        .extensions()
+        .ratchet_tree()
+        .expect("a tree")
+        .ratchet_tree()
+        .clone()
+        .into_verified(mls::CIPHERSUITE, provider.crypto(), &GroupId::from_slice(&GID))
+        .expect("a valid tree");
+    let (_, join) = e2e::group::join_external(&bob.conn, &info).expect("join");
+    let MlsMessageBodyIn::GroupInfo(honest) = mls::parse_message(&join.group_info).expect("info").extract() else { panic!("info") };
+    // Bob's GroupInfo again with the old tree, signed by Bob as the platform checks.
+    let extensions: Vec<Extension> = honest
+        .extensions()
+        .iter()
+        .map(|e| match e {
+            Extension::RatchetTree(_) => Extension::RatchetTree(RatchetTreeExtension::new(tree.clone())),
+            other => other.clone(),
+        })
+        .collect();
+    let extensions = Extensions::<openmls::messages::group_info::GroupInfo>::from_vec(extensions).expect("extensions");
+    let context = honest.group_context().tls_serialize_detached().expect("context");
+    // MLSMessage header (4 bytes) ‖ GroupInfoTBS ‖ signature (2-byte length, 64 bytes); the TBS
+    // ends with the confirmation tag (1-byte length, a 32-byte MAC) and the signer (4 bytes).
+    let tbs = &join.group_info[4..join.group_info.len() - 66];
+    let tag_and_signer = &tbs[tbs.len() - 37..];
+    let mut forged_tbs = context.clone();
+    forged_tbs.extend(extensions.tls_serialize_detached().expect("extensions"));
+    forged_tbs.extend_from_slice(tag_and_signer);
+    let mut sign_content = VLBytes::new(b"MLS 1.0 GroupInfoTBS".to_vec()).tls_serialize_detached().expect("label");
+    sign_content.extend(VLBytes::new(forged_tbs.clone()).tls_serialize_detached().expect("content"));
+    let signature = e2e::device_key(&bob.conn).expect("bob's key").sign(&sign_content);
+    let mut forged = join.group_info[..4].to_vec();
+    forged.extend(forged_tbs);
+    forged.extend(VLBytes::new(signature.to_vec()).tls_serialize_detached().expect("signature"));
+    mls::parse_message(&forged).expect("still a well-formed GroupInfo");
+
+    let poisoned = CommitOut { group_info: forged, ..join.clone() };
+    match send(&store, &bob, "join-poisoned", &poisoned) {
+        GroupSendOutcome::Rejected(e) => assert!(e.contains("another ratchet tree than the one this commit makes"), "{e}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(store.group_info(bob.addr.user_id, &GID).expect("info").1, 0, "still at epoch 0: the merge was undone");
+    assert_eq!(ok(&send(&store, &bob, "join", &join)).0, 1);
+}
