@@ -174,6 +174,18 @@ fn three_users_create_add_talk_in_one_order_commit_at_once_remove_and_leave() {
         );
     }
 
+    // Bob and Carol joined from a Welcome, by a leaf their key package made: each replaced it
+    // (a self-update, the group's post-compromise security) before its first send. Two adds
+    // and two self-updates; Alice created the group with a fresh leaf and has none due.
+    for p in [&alice, &bob, &carol] {
+        assert_eq!(
+            p.group_epoch(&group).expect("epoch"),
+            Some(4),
+            "@{} is past the adds and both self-updates",
+            p.username()
+        );
+    }
+
     // Dave is added too, then leaves: Alice, Bob and Carol each learn it and commit the
     // removal of his leaf at the same epoch, before reading anyone else's commit. The platform
     // takes the first; the others are stale, catch up and find it moot. No fork.

@@ -119,7 +119,7 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
             recv(shared.stop_signal()) -> _ => return,
             default(upkeep.next_check.saturating_duration_since(Instant::now())) => {
                 upkeep.check(&shared);
-                group_upkeep(&shared);
+                hourly_upkeep(&shared);
                 continue;
             }
         };
@@ -162,6 +162,7 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
             // marked it invited again); a Welcome join is followed by a self-update at once.
             groups::join_invited(&shared);
             groups::self_update_due(&shared, crate::clock::unix_now());
+            groups::report_unannounced_joiners(&shared, crate::clock::unix_now());
         }
         if prekey_messages >= PREKEY_CHECK_EVERY {
             prekey_messages = 0;
@@ -172,16 +173,17 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
         // A busy inbox never times out above.
         if Instant::now() >= upkeep.next_check {
             upkeep.check(&shared);
-            group_upkeep(&shared);
+            hourly_upkeep(&shared);
         }
     }
 }
 
-/// The hourly part of groups: key packages replaced before they age, leaves updated on
-/// their period (a quiet group gets no batch to trigger them).
-fn group_upkeep(shared: &BotShared) {
+/// The hourly upkeep beside the signed prekey's: in groups, key packages replaced before they age, leaves updated on their period,
+/// joiners the platform never announced reported (a quiet group gets no batch to trigger them).
+fn hourly_upkeep(shared: &BotShared) {
     groups::keep_key_packages(shared);
     groups::self_update_due(shared, crate::clock::unix_now());
+    groups::report_unannounced_joiners(shared, crate::clock::unix_now());
 }
 
 /// Settles our unanswered group commits before a batch with messages of those groups is

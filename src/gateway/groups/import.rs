@@ -59,6 +59,8 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
                     None => return Ok(()), // a group we are not in (yet)
                 },
             };
+            // The platform has spoken about this user: a join noted from a commit is announced.
+            groups::joiner_announced(c, gid, new.user.user_id)?;
             let group = groups::upsert(c, gid, &d.title, kind, status, now)?;
             if group.is_channel() {
                 posters::set_poster(c, gid, new.user.user_id, may_post_in_channel(new))?;
@@ -122,7 +124,9 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
             };
             match received {
                 Received::Application { sender, plaintext } => import_message(c, env, me, &group, sender.0, &plaintext),
-                Received::Commit { removed_me, .. } => {
+                Received::Commit { added, removed_me, .. } => {
+                    // Reported if the platform leaves out its notice (`joiners`).
+                    super::joiners::note_new_members(c, gid, &added, env.sender_user_id, me.id as u64, env.date)?;
                     // Another member's commit won this epoch: a commit of ours made in it is
                     // void (openmls discarded it while merging).
                     groups::clear_commit(c, gid)?;

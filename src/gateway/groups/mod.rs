@@ -1,6 +1,6 @@
 //! The bot's groups over MLS (docs/groups.md): what `in/<n>` does with group deliveries, how
 //! the bot joins a group it was added to, and how its own commits reach the platform. One
-//! file per step: `import.rs`, `join.rs`, `commit.rs`, `self_update.rs`, `send.rs`.
+//! file per step: `import.rs`, `join.rs`, `joiners.rs`, `commit.rs`, `self_update.rs`, `send.rs`.
 //!
 //! - **Import** (`import`, inside the inbox's writer job, like a private envelope): a role
 //!   change becomes `my_chat_member` / `chat_member`, a title change a `new_chat_title`
@@ -19,6 +19,9 @@
 //! - **Self-updates** (`self_update_due`, after batches with group deliveries and hourly):
 //!   a commit replacing our own leaf right after a Welcome join and then every
 //!   `group_self_update_days`.
+//! - **Joiners** (`joiners`): a user a commit brings into the tree is noted until the
+//!   platform's membership notice about them arrives; one it never announces becomes a
+//!   `chat_member` update from the tree, a warning and a security alert.
 //! - **Forward secrecy** (in `import`): once a delivery past our latest accepted commit
 //!   arrives, the group's past epoch secrets are deleted and the writer checkpoints its log.
 //! - **Sending** (`send`, on `out/<n>`): a group message is encrypted in the current epoch and
@@ -29,6 +32,7 @@
 mod commit;
 mod import;
 mod join;
+mod joiners;
 mod self_update;
 mod send;
 
@@ -37,6 +41,7 @@ mod tests;
 
 pub use commit::{commit_removals, removals_by, settle_pending};
 pub use import::import;
+pub use joiners::report_unannounced_joiners;
 pub use join::{join_invited, keep_key_packages, keep_key_packages_at, know_channel_posters};
 pub use self_update::self_update_due;
 pub use send::{send, GroupSend};

@@ -661,3 +661,62 @@ fn a_group_message_delivered_twice_is_one_update() {
     let updates = bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue");
     assert_eq!(updates.iter().filter(|u| u.payload["text"] == "only once").count(), 1, "{updates:?}");
 }
+
+const CAROL: u64 = 300;
+
+/// Carol's device joins the bot's group by external commit (a leaf her account vouches for):
+/// the commit as the platform delivers it.
+fn carol_joins(fake: &FakePlatform) -> InboxEnvelope {
+    let carol = member_db(CAROL);
+    let (_, joined) = mls_group::join_external(&carol, &current_group_info(fake)).expect("carol joins");
+    InboxEnvelope { seq: 20, ..mls_message(CAROL, 0, joined.message) }
+}
+
+fn chat_member_updates(bot: &BotShared) -> Vec<serde_json::Value> {
+    let updates = bot.store.read(|c| queue::fetch(c, None, 100)).expect("queue");
+    updates.into_iter().filter(|u| u.kind == "chat_member").map(|u| u.payload).collect()
+}
+
+fn alerts(bot: &BotShared) -> u64 {
+    bot.metrics.security_alerts.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[test]
+fn a_joiner_the_platform_never_announces_becomes_a_chat_member_update_and_an_alert() {
+    let (_dir, bot, fake, _alice) = joined();
+    bot.store.write(|c| queue::store_allowed_updates(c, &["message".into(), "chat_member".into()])).expect("filter");
+    assert!(crate::gateway::inbox::import_reported(&bot, vec![carol_joins(&fake)]));
+    // Within the grace the platform's notice may still come: nothing is reported.
+    report_unannounced_joiners(&bot, unix_now());
+    assert!(chat_member_updates(&bot).is_empty());
+    assert_eq!(alerts(&bot), 0);
+
+    report_unannounced_joiners(&bot, unix_now() + joiners::GRACE_SECS + 1);
+    let reported = chat_member_updates(&bot);
+    assert_eq!(reported.len(), 1, "{reported:?}");
+    assert_eq!(reported[0]["new_chat_member"]["user"]["id"], CAROL as i64);
+    assert_eq!(reported[0]["new_chat_member"]["status"], "member");
+    assert_eq!(reported[0]["old_chat_member"]["status"], "left");
+    assert_eq!(reported[0]["from"]["id"], CAROL as i64, "she let herself in");
+    assert_eq!(alerts(&bot), 1);
+    let alert = bot.health()["security_alert"]["last"].as_str().expect("shown in /healthz").to_string();
+    assert!(alert.contains("user 300 joined") && alert.contains("never announced"), "{alert}");
+    // Reported once.
+    report_unannounced_joiners(&bot, unix_now() + 10 * joiners::GRACE_SECS);
+    assert_eq!((chat_member_updates(&bot).len(), alerts(&bot)), (1, 1));
+}
+
+#[test]
+fn a_joiner_the_platform_announces_is_one_chat_member_update_and_no_alert() {
+    let (_dir, bot, fake, _alice) = joined();
+    bot.store.write(|c| queue::store_allowed_updates(c, &["message".into(), "chat_member".into()])).expect("filter");
+    let mut notice = InboxEnvelope { seq: 21, ..membership(CAROL, GroupRole::MEMBER, CAROL) };
+    let change = notice.group.as_mut().expect("group").change.as_mut().expect("change");
+    change.old = Some(GroupMember { user: change.new.user.clone(), role: GroupRole::INVITED.into(), ..Default::default() }).into();
+    assert!(crate::gateway::inbox::import_reported(&bot, vec![carol_joins(&fake), notice]));
+    report_unannounced_joiners(&bot, unix_now() + joiners::GRACE_SECS + 1);
+    let updates = chat_member_updates(&bot);
+    assert_eq!(updates.len(), 1, "the platform's notice alone: {updates:?}");
+    assert_eq!(updates[0]["new_chat_member"]["user"]["id"], CAROL as i64);
+    assert_eq!(alerts(&bot), 0);
+}

@@ -92,6 +92,20 @@ ALTER TABLE groups ADD COLUMN self_updated_at INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE groups ADD COLUMN own_commit_seq INTEGER NOT NULL DEFAULT 0;
 ";
 
+/// Step 11: the users a commit brought into a group's tree (a device joining by external
+/// commit, a key package added), until the platform's membership notice about them arrives
+/// (`gateway::groups::joiners`). `actor_id` let them in (the committer); `date` is the commit's.
+pub const SCHEMA_JOINERS: &str = "
+CREATE TABLE group_joiners (
+    group_id BLOB NOT NULL,
+    user_id  INTEGER NOT NULL,
+    actor_id INTEGER NOT NULL,
+    date     INTEGER NOT NULL,
+    seen_at  INTEGER NOT NULL,
+    PRIMARY KEY (group_id, user_id)
+);
+";
+
 /// Chat ids of groups are in -(2^52 - 1) ..= -2^51: negative, within the 52 bits every SDK
 /// (JavaScript numbers included) holds exactly, and far from any user id.
 const CHAT_ID_BASE: i64 = 1 << 51;
@@ -265,6 +279,45 @@ pub fn user(conn: &Connection, user_id: u64) -> Result<Option<GroupUser>> {
             |r| Ok(GroupUser { user_id, username: r.get(0)?, first_name: r.get(1)?, is_bot: r.get(2)? }),
         )
         .optional()?)
+}
+
+/// A user a commit brought into a group's tree, not (yet) announced by the platform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joiner {
+    pub group_id: Vec<u8>,
+    pub user_id: u64,
+    /// Who let them in: the committer (the joiner themself for an external join).
+    pub actor_id: u64,
+    /// The commit's date.
+    pub date: i64,
+}
+
+/// Notes a user a commit brought in; the first note of a user stays until announced.
+pub fn note_joiner(conn: &Connection, j: &Joiner, now: i64) -> Result<()> {
+    conn.execute(
+        "INSERT OR IGNORE INTO group_joiners (group_id, user_id, actor_id, date, seen_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![j.group_id, j.user_id as i64, j.actor_id as i64, j.date, now],
+    )?;
+    Ok(())
+}
+
+/// The platform has said where the user stands in the group: nothing left to report.
+pub fn joiner_announced(conn: &Connection, group_id: &[u8], user_id: u64) -> Result<()> {
+    conn.execute("DELETE FROM group_joiners WHERE group_id = ?1 AND user_id = ?2", params![group_id, user_id as i64])?;
+    Ok(())
+}
+
+/// The joiners noted at or before `seen_before` and still not announced, taken off the list.
+pub fn take_unannounced_joiners(conn: &Connection, seen_before: i64) -> Result<Vec<Joiner>> {
+    let joiners = conn
+        .prepare_cached(
+            "DELETE FROM group_joiners WHERE seen_at <= ?1 RETURNING group_id, user_id, actor_id, date",
+        )?
+        .query_map([seen_before], |r| {
+            Ok(Joiner { group_id: r.get(0)?, user_id: r.get::<_, i64>(1)? as u64, actor_id: r.get::<_, i64>(2)? as u64, date: r.get(3)? })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(joiners)
 }
 
 /// Our commit of a group awaiting the platform's answer.

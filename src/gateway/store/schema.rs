@@ -28,6 +28,8 @@ pub(crate) const STEPS: &[Step] = &[
     // Groups live for years: when our leaf was last replaced, and our latest accepted commit
     // until the inbox passes it (`store::groups`).
     Step { version: 10, sql: &[super::groups::SCHEMA_YEARS] },
+    // Joiners a commit brought in until the platform announces them (`gateway::groups::joiners`).
+    Step { version: 11, sql: &[super::groups::SCHEMA_JOINERS] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).

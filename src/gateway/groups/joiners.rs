@@ -1,0 +1,94 @@
+//! Joiners the platform did not announce. A commit that brings a new user into a group's tree
+//! (a device joining by external commit, a key package a member added) makes them a reader at
+//! once; an honest platform announces their membership right after that commit (both are
+//! delivered in one transaction), and that notice becomes the bot's `chat_member` update.
+//! So that a platform cannot add a silent reader by leaving its notice out, `import` notes
+//! every user a commit brings in and crosses them off when the platform speaks about them;
+//! one still unannounced `GRACE_SECS` later (checked after batches with group deliveries and
+//! on the hourly upkeep) becomes a `chat_member` update made from the tree all the same, with a
+//! warning and a security alert.
+
+use rusqlite::Connection;
+
+use crate::clock::unix_now;
+use crate::e2e::group::{self as mls_group, Device};
+use crate::gateway::runtime::BotShared;
+use crate::gateway::store::groups::{self, Joiner, Membership};
+use crate::gateway::store::Result as StoreResult;
+use crate::gateway::updates;
+use crate::wire::platform::{GroupMember, GroupRole, MembershipChange, Profile};
+
+/// How long a joiner may wait for the platform's notice; the notice follows its commit at once,
+/// so this only covers a batch boundary between them and a slow import.
+pub const GRACE_SECS: i64 = 60;
+
+/// Notes the users a merged commit of `committer` brought into the tree: those of `added`
+/// with no other leaf in it (a member's further device is no new member), but this bot.
+pub(super) fn note_new_members(c: &Connection, group_id: &[u8], added: &[Device], committer: u64, me: u64, date: i64) -> StoreResult<()> {
+    if added.is_empty() {
+        return Ok(());
+    }
+    let leaves = mls_group::members(c, group_id)?;
+    let now = unix_now();
+    let mut users: Vec<u64> = added.iter().map(|d| d.0).filter(|u| *u != me).collect();
+    users.sort_unstable();
+    users.dedup();
+    for user in users {
+        let other_leaf = leaves.iter().any(|d| d.0 == user && !added.contains(d));
+        if !other_leaf {
+            groups::note_joiner(c, &Joiner { group_id: group_id.to_vec(), user_id: user, actor_id: committer, date }, now)?;
+        }
+    }
+    Ok(())
+}
+
+/// Reports the joiners still unannounced `GRACE_SECS` before `now` (the project's clock; a
+/// test passes a later time).
+pub fn report_unannounced_joiners(shared: &BotShared, now: i64) {
+    let me = shared.me();
+    let reported = shared.store.write(move |c| {
+        let mut reported = Vec::new();
+        for j in groups::take_unannounced_joiners(c, now - GRACE_SECS)? {
+            let Some(group) = groups::by_group_id(c, &j.group_id)? else { continue };
+            if group.status != Membership::Member {
+                continue; // no longer ours to report
+            }
+            updates::enqueue_member_change(c, &me, &group, &joined_change(c, &j)?, j.date)?;
+            reported.push(format!(
+                "group {:?}: user {} joined (let in by user {}) and the platform never announced it",
+                group.title, j.user_id, j.actor_id
+            ));
+        }
+        Ok(reported)
+    });
+    match reported {
+        Ok(reported) => {
+            for what in reported {
+                log::warn!("bot @{}: {what}; reported as a chat_member update from the group's tree", shared.username);
+                shared.security_alert(&what);
+            }
+        }
+        Err(e) => log::warn!("bot @{}: reporting unannounced group joiners: {e}", shared.username),
+    }
+}
+
+/// The change the platform left out: the user, from outside the group to member, by the one
+/// who let them in; named as last seen in a group (an unknown user by number only).
+fn joined_change(c: &Connection, j: &Joiner) -> StoreResult<MembershipChange> {
+    let profile = |user_id: u64| -> StoreResult<Profile> {
+        let known = groups::user(c, user_id)?;
+        Ok(match known {
+            Some(u) => Profile { user_id, username: u.username, display_name: u.first_name, is_bot: u.is_bot, ..Default::default() },
+            None => Profile { user_id, display_name: format!("user {user_id}"), ..Default::default() },
+        })
+    };
+    let member = |role: GroupRole| -> StoreResult<GroupMember> {
+        Ok(GroupMember { user: Some(profile(j.user_id)?).into(), role: role.into(), ..Default::default() })
+    };
+    Ok(MembershipChange {
+        old: Some(member(GroupRole::LEFT)?).into(),
+        new: Some(member(GroupRole::MEMBER)?).into(),
+        actor: Some(profile(j.actor_id)?).into(),
+        ..Default::default()
+    })
+}
