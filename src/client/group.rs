@@ -16,7 +16,6 @@
 
 use std::time::{Duration, Instant};
 
-use protobuf::Message as _;
 use rusqlite::Connection;
 
 use super::error::{ClientError, E2eContext, Result};
@@ -315,12 +314,7 @@ impl Profile {
         content: &Content,
         client_message_id: &str,
     ) -> Result<SentGroupMessage> {
-        let plaintext = content.write_to_bytes().map_err(|e| {
-            ClientError::Invalid(format!(
-                "encoding a message for group {}: {e}",
-                short(group)
-            ))
-        })?;
+        let plaintext = crate::e2e::padding::padded_bytes(content);
         self.ensure_joined(group)?;
         for attempt in 1..=MAX_GROUP_ATTEMPTS {
             self.settle_commit(group)?;

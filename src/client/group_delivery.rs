@@ -4,7 +4,6 @@
 //! (`FollowUp`: removing the leaves of who left, topping key packages up), the device's key
 //! packages, and the one SendGroupMessage call. `group.rs` builds the operations on top.
 
-use protobuf::Message as _;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::error::{ClientError, E2eContext, Result};
@@ -13,7 +12,6 @@ use super::profile::Profile;
 use crate::e2e::group::{self as mls_group, Received};
 use crate::e2e::{posters, E2eError};
 use crate::wire::roles::may_post_in_channel;
-use crate::wire::e2e::Content;
 use crate::wire::platform::{
     group_delivery, send_group_message_response::Status, GroupDelivery, GroupType, InboxEnvelope,
     KeyPackagesUpload, Profile as PeerProfile, SendGroupMessageRequest, SendGroupMessageResponse,
@@ -430,7 +428,7 @@ pub(super) fn open_delivery(
                         )));
                     }
                     let content =
-                        Content::parse_from_bytes(&plaintext).map_err(|_| E2eError::BadContent)?;
+                        crate::e2e::padding::parse(&plaintext).ok_or(E2eError::BadContent)?;
                     // "… is typing" in the group: shown for a few seconds, no place in its history.
                     if let Some(crate::wire::e2e::content::Body::ChatAction(a)) = content.body.as_ref() {
                         let event = Incoming::GroupChatAction {
@@ -599,6 +597,8 @@ fn group_edit(
 
 #[cfg(test)]
 mod tests {
+    use protobuf::Message as _;
+
     use super::*;
 
     fn gid(first: u8) -> GroupId {

@@ -196,6 +196,13 @@ impl Profile {
             if let Err(e) = self.keep_key_packages() {
                 log::warn!("could not publish key packages of @{}: {e}", self.username());
             }
+            let now = crate::clock::unix_now();
+            let expired = self.write(|c| {
+                e2e::expire_skipped_keys(c, now).context(|| "deleting skipped message keys older than 30 days".to_string())
+            });
+            if let Err(e) = expired {
+                log::warn!("@{}: {e}", self.username());
+            }
             let reader = InboxReader::start(&self.platform)?;
             *self.inbox.borrow_mut() = Some(reader);
         }

@@ -31,6 +31,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 10, sql: &[GROUP_COMMITS_V10] },
     // Groups live for years: leaf and key package ages, our latest accepted commit (`group`).
     Step { version: 11, sql: &[YEARS_V11] },
+    // First messages cannot be replayed (`e2e::replay`).
+    Step { version: 12, sql: &[e2e::REPLAY_TABLES] },
 ];
 
 /// Step 10: a group's commit of ours awaiting the platform's answer.

@@ -17,9 +17,10 @@ use protobuf::{Message, MessageField};
 use sodiumoxide::crypto::aead::xchacha20poly1305_ietf as aead;
 use sodiumoxide::utils::memzero;
 
-use self::consts::{MAX_PREVIOUS_RATCHET_KEYS, MAX_SKIP, MAX_SKIPPED_KEYS};
+use self::consts::{MAX_PREVIOUS_RATCHET_KEYS, MAX_SKIP, MAX_SKIPPED_KEYS, SKIPPED_KEY_MAX_AGE_SECS};
 use super::kdf::{hkdf_sha256, hmac_sha256};
 use super::{CryptoError, PrekeyHeader, Result, X25519KeyPair};
+use crate::clock::unix_now;
 use crate::wire::e2e;
 
 // ── Limits ──
@@ -36,6 +37,10 @@ pub mod consts {
     /// Earlier peer ratchet keys remembered, so that a replay on an old chain is reported as
     /// `DuplicateMessage` rather than an authentication failure.
     pub const MAX_PREVIOUS_RATCHET_KEYS: usize = 64;
+    /// How long a skipped message key waits for its message: 30 days. A message later than
+    /// that fails as `DuplicateMessage`; an old key is a secret that a stolen device would give
+    /// away, for a message that will most likely never come.
+    pub const SKIPPED_KEY_MAX_AGE_SECS: i64 = 30 * 24 * 3600;
 }
 
 /// Envelope and session state format version.
@@ -137,6 +142,8 @@ struct SkippedKey {
     ratchet_key: [u8; 32],
     number: u32,
     message_key: [u8; 32],
+    /// When it was derived (the project's clock): it goes `SKIPPED_KEY_MAX_AGE_SECS` later.
+    stored_at: i64,
 }
 
 impl Drop for SkippedKey {
@@ -279,24 +286,41 @@ impl Session {
         env.write_to_bytes().expect("an in-memory protobuf message encodes")
     }
 
-    /// Decrypts envelope bytes. On any error the session is left exactly as it was.
+    /// Decrypts envelope bytes. On any error the session is left as it was (but for skipped
+    /// keys past their age, which go in any case).
     ///
     /// Errors: `Malformed` (not an envelope), `DuplicateMessage` (key already used or
     /// evicted), `TooManySkipped` (gap above `consts::MAX_SKIP`), `DecryptionFailed` (not
     /// authentic for this session), `InvalidKey` (a low-order ratchet key).
     pub fn decrypt(&mut self, envelope: &[u8]) -> Result<Vec<u8>> {
+        self.decrypt_at(envelope, unix_now())
+    }
+
+    /// `decrypt` at `now` (the project's clock; a test passes a later time): skipped keys
+    /// older than `SKIPPED_KEY_MAX_AGE_SECS` are gone first.
+    pub fn decrypt_at(&mut self, envelope: &[u8], now: i64) -> Result<Vec<u8>> {
         let env = decode_envelope(envelope)?;
         let header = Header::decode(&env.header)?;
-        // Work on a copy and commit only on success.
+        // Expired keys go whatever comes of this message; the rest works on a copy and commits
+        // only on success.
+        self.expire_skipped(now);
         let mut next = self.clone();
-        let plaintext = next.decrypt_on_copy(&header, &env.header, &env.ciphertext)?;
+        let plaintext = next.decrypt_on_copy(&header, &env.header, &env.ciphertext, now)?;
         // The peer has answered, so it holds the session: stop sending the X3DH header.
         next.pending_prekey = None;
         *self = next;
         Ok(plaintext)
     }
 
-    fn decrypt_on_copy(&mut self, header: &Header, header_bytes: &[u8], ciphertext: &[u8]) -> Result<Vec<u8>> {
+    /// Deletes the skipped message keys older than `SKIPPED_KEY_MAX_AGE_SECS` at `now`; true
+    /// when there were any (the caller stores the session again).
+    pub fn expire_skipped(&mut self, now: i64) -> bool {
+        let before = self.skipped.len();
+        self.skipped.retain(|k| k.stored_at > now.saturating_sub(SKIPPED_KEY_MAX_AGE_SECS));
+        self.skipped.len() != before
+    }
+
+    fn decrypt_on_copy(&mut self, header: &Header, header_bytes: &[u8], ciphertext: &[u8], now: i64) -> Result<Vec<u8>> {
         if let Some(pos) =
             self.skipped.iter().position(|k| k.ratchet_key == header.ratchet_key && k.number == header.number)
         {
@@ -311,10 +335,10 @@ impl Session {
             // An earlier chain whose key for this number is gone: used already or evicted.
             return Err(CryptoError::DuplicateMessage);
         } else {
-            self.skip_message_keys(header.previous_chain_length)?;
+            self.skip_message_keys(header.previous_chain_length, now)?;
             self.dh_ratchet(&header.ratchet_key)?;
         }
-        self.skip_message_keys(header.number)?;
+        self.skip_message_keys(header.number, now)?;
         let chain = self.receiving_chain.as_ref().expect("a receiving chain exists after the checks above");
         let (mut message_key, next) = kdf_ck(chain);
         self.receiving_chain = Some(next);
@@ -339,7 +363,7 @@ impl Session {
     }
 
     /// Stores the keys of the current receiving chain up to (not including) `until`.
-    fn skip_message_keys(&mut self, until: u32) -> Result<()> {
+    fn skip_message_keys(&mut self, until: u32, now: i64) -> Result<()> {
         let Some(mut chain) = self.receiving_chain else {
             return Ok(());
         };
@@ -350,7 +374,7 @@ impl Session {
         while self.receiving_counter < until {
             let (message_key, next) = kdf_ck(&chain);
             chain = next;
-            self.skipped.push_back(SkippedKey { ratchet_key, number: self.receiving_counter, message_key });
+            self.skipped.push_back(SkippedKey { ratchet_key, number: self.receiving_counter, message_key, stored_at: now });
             if self.skipped.len() > MAX_SKIPPED_KEYS {
                 self.skipped.pop_front();
             }
@@ -420,6 +444,7 @@ impl Session {
                 s.ratchet_key = k.ratchet_key.to_vec();
                 s.message_number = k.number;
                 s.message_key = k.message_key.to_vec();
+                s.stored_at = k.stored_at;
                 s
             })
             .collect();
@@ -482,6 +507,8 @@ impl Session {
                     ratchet_key: key32(&s.ratchet_key, "skipped key ratchet key")?,
                     number: s.message_number,
                     message_key: key32(&s.message_key, "skipped message key")?,
+                    // Kept by an earlier release, which recorded no time: counted from now.
+                    stored_at: if s.stored_at == 0 { unix_now() } else { s.stored_at },
                 })
             })
             .collect::<Result<VecDeque<_>>>()?;
@@ -819,5 +846,30 @@ mod tests {
             }
             assert!(text.contains(&crate::crypto::hex_encode(&s.peer_device_key)));
         }
+    }
+
+    #[test]
+    fn a_skipped_key_is_deleted_after_thirty_days_and_kept_before() {
+        let (mut a, mut b) = pair();
+        let (late, early) = (a.encrypt(b"late"), a.encrypt(b"on time"));
+        let (later, next) = (a.encrypt(b"later"), a.encrypt(b"next"));
+        let t = 1_800_000_000;
+        assert_eq!(b.decrypt_at(&next, t).expect("the fourth first"), b"next");
+        assert_eq!(b.skipped.len(), 3);
+        // Stored and loaded again, the keys keep their time.
+        let mut b = Session::from_bytes(&b.to_bytes()).expect("round trip");
+        assert!(!b.expire_skipped(t + SKIPPED_KEY_MAX_AGE_SECS - 1), "younger than 30 days: kept");
+        assert_eq!(b.decrypt_at(&early, t + SKIPPED_KEY_MAX_AGE_SECS - 1).expect("in time"), b"on time");
+        assert_eq!(b.decrypt_at(&late, t + SKIPPED_KEY_MAX_AGE_SECS), Err(CryptoError::DuplicateMessage), "its key is gone");
+        assert!(b.skipped.is_empty(), "every key of that age went at once");
+        assert_eq!(b.decrypt_at(&later, t + SKIPPED_KEY_MAX_AGE_SECS), Err(CryptoError::DuplicateMessage));
+        // The session goes on.
+        assert_eq!(b.decrypt_at(&a.encrypt(b"new"), t + SKIPPED_KEY_MAX_AGE_SECS).expect("new"), b"new");
+        // A sweep of a stored session removes old keys without any message.
+        let (mut a, mut b) = pair();
+        let (_lost, next) = (a.encrypt(b"lost"), a.encrypt(b"next"));
+        b.decrypt_at(&next, t).expect("next");
+        assert!(b.expire_skipped(t + SKIPPED_KEY_MAX_AGE_SECS));
+        assert!(b.skipped.is_empty());
     }
 }

@@ -153,6 +153,7 @@ fn rotate_signed_prekey_if_due_at(
     }
     let fresh = rotate_signed_prekey(conn, now)?;
     let pruned = store::prune_signed_prekeys(conn, now.saturating_sub(secs(schedule.grace)))?;
+    super::replay::forget_pruned(conn)?;
     if pruned > 0 {
         log::info!("dropped {pruned} signed prekey secrets replaced more than {:?} ago", schedule.grace);
     }

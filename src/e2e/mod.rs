@@ -40,6 +40,10 @@
 //!   device's own proof (`save_own_proof`).
 //! - `posters`: who may post in each channel, as received, so a post from anyone else is
 //!   dropped.
+//! - `padding`: every plaintext padded to a size bucket before it is encrypted.
+//! - `replay`: the ephemeral keys of first messages accepted without a one-time prekey, so a
+//!   replayed one starts nothing.
+//! - `skipped_keys`: the sweep that deletes skipped message keys older than 30 days.
 //! - `store`: the tables (`TABLES_V1`) and their queries.
 //!
 //! This file holds the error type, `Registration`, and the re-exports callers use
@@ -53,7 +57,10 @@ pub mod inbound;
 pub mod leaf;
 pub mod posters;
 mod open;
+pub mod padding;
+mod replay;
 mod seal;
+mod skipped_keys;
 mod store;
 pub mod wal;
 
@@ -67,16 +74,20 @@ pub use seal::{
     add_sessions, devices_with_session, devices_without_session, known_devices, remove_devices,
     reseal_after_stale, seal, seal_for,
 };
+pub use replay::TABLES as REPLAY_TABLES;
+pub use skipped_keys::expire_skipped_keys;
 pub use store::TABLES_V1;
 
 /// Creates every `e2e` table at once in a database that has none, for one that is not opened
 /// through numbered migrations (tests, a member's device in them); migrated databases list
-/// `TABLES_V1`, `inbound::TABLES_V2`, `leaf::TABLES` and `posters::TABLES` as their steps.
+/// `TABLES_V1`, `inbound::TABLES_V2`, `leaf::TABLES`, `posters::TABLES` and `REPLAY_TABLES` as
+/// their steps.
 pub fn create_all_tables(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     conn.execute_batch(TABLES_V1)?;
     conn.execute_batch(inbound::TABLES_V2)?;
     conn.execute_batch(leaf::TABLES)?;
-    conn.execute_batch(posters::TABLES)
+    conn.execute_batch(posters::TABLES)?;
+    conn.execute_batch(replay::TABLES)
 }
 
 /// A plain text message as it travels end to end (no entities, no reply).

@@ -1,7 +1,6 @@
 //! Receiving: opening an inbox envelope with the current or previous session of the sender
 //! device, or a session started from its X3DH prekey header.
 
-use protobuf::Message;
 use rusqlite::Connection;
 
 use super::device::device_key;
@@ -15,8 +14,9 @@ use crate::wire::platform::InboxEnvelope;
 enum Slot {
     Current,
     Previous,
-    /// A session just accepted from a prekey header; `one_time_prekey` is deleted on success.
-    New { one_time_prekey: Option<u32> },
+    /// A session just accepted from this prekey header: on success its one-time prekey is
+    /// deleted, or (without one) its ephemeral key remembered (`replay`).
+    New { header: PrekeyHeader },
 }
 
 /// Decrypts one inbox envelope: finds or starts (X3DH responder) the session with the sender
@@ -50,16 +50,17 @@ pub fn open_envelope(conn: &Connection, envelope: &InboxEnvelope) -> Result<Cont
             let demoted = current.as_ref().map(Session::to_bytes);
             store::put_sessions(conn, user_id, device_id, &session_bytes, demoted.as_deref())?;
         }
-        Slot::New { one_time_prekey } => {
+        Slot::New { header } => {
             let demoted = current.as_ref().map(Session::to_bytes);
             store::put_sessions(conn, user_id, device_id, &session_bytes, demoted.as_deref())?;
-            if let Some(id) = one_time_prekey {
-                store::delete_one_time_prekey(conn, id)?;
+            match header.one_time_prekey_id {
+                Some(id) => store::delete_one_time_prekey(conn, id)?,
+                None => super::replay::remember(conn, &header)?,
             }
         }
     }
 
-    Content::parse_from_bytes(&plaintext).map_err(|_| E2eError::BadContent)
+    super::padding::parse(&plaintext).ok_or(E2eError::BadContent)
 }
 
 fn load_sessions(conn: &Connection, user_id: u64, device_id: u32) -> Result<(Option<Session>, Option<Session>)> {
@@ -94,6 +95,10 @@ fn open_prekey_message(
         }
     }
 
+    if super::replay::seen(conn, header)? {
+        log::warn!("user {user_id} device {device_id}: a first message that started a session before came again; it starts nothing");
+        return Err(CryptoError::DuplicateMessage.into());
+    }
     if let Some(recorded) = store::peer_device_key(conn, user_id, device_id)? {
         if recorded.as_slice() != header.initiator_device_key.as_slice() {
             log::warn!("user {user_id} device {device_id} started a session with a key other than the recorded one");
@@ -113,7 +118,7 @@ fn open_prekey_message(
     let own = device_key(conn)?;
     let mut session = x3dh::accept_session(&own, &signed, one_time.as_ref(), header)?;
     let plaintext = session.decrypt(&envelope.ciphertext)?;
-    Ok((Slot::New { one_time_prekey: header.one_time_prekey_id }, session, plaintext))
+    Ok((Slot::New { header: header.clone() }, session, plaintext))
 }
 
 /// A message without a header: the current session, else the previous one.
@@ -287,5 +292,34 @@ mod tests {
             let b = bob.send(&alice, &format!("b{round}"));
             assert_eq!(open_text(&alice, &b), format!("b{round}"));
         }
+    }
+
+    #[test]
+    fn a_first_message_without_a_one_time_prekey_replayed_later_starts_nothing() {
+        let alice = Device::new(1, 1);
+        let bob = Device::new(2, 1);
+        // The platform had no one-time prekey of Bob's left.
+        add_sessions(&alice.conn, &bob.profile(), &[bob.bundle(None)]).expect("session");
+        let first = alice.send(&bob, "/start");
+        assert_eq!(open_text(&bob, &first), "/start");
+        // Two later sessions push the first one out of Bob's current and previous slots.
+        for text in ["again", "and again"] {
+            add_sessions(&alice.conn, &bob.profile(), &[bob.bundle(None)]).expect("session");
+            assert_eq!(open_text(&bob, &alice.send(&bob, text)), text);
+        }
+        // The platform delivers the very first message again.
+        match open_envelope(&bob.conn, &first) {
+            Err(E2eError::Crypto(CryptoError::DuplicateMessage)) => {}
+            other => panic!("a replay must start nothing, got {other:?}"),
+        }
+        assert_eq!(open_text(&bob, &alice.send(&bob, "still talking")), "still talking");
+        // Keys under a pruned signed prekey are forgotten (a replay then fails as an unknown
+        // prekey); those under a kept one stay.
+        bob.conn
+            .execute("INSERT INTO e2e_accepted_ephemerals (ephemeral_key, signed_prekey_id) VALUES (x'01', 999)", [])
+            .expect("a key under a signed prekey that is gone");
+        super::super::replay::forget_pruned(&bob.conn).expect("forget");
+        let left: i64 = bob.conn.query_row("SELECT count(*) FROM e2e_accepted_ephemerals", [], |r| r.get(0)).expect("count");
+        assert_eq!(left, 3, "the three first messages under the current signed prekey");
     }
 }

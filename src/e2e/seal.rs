@@ -1,7 +1,6 @@
 //! Sending: sessions with peer devices (started from prekey bundles), sealing a message for
 //! them, and mending a send the platform refused as stale.
 
-use protobuf::Message;
 use rusqlite::Connection;
 
 use super::device::device_key;
@@ -127,7 +126,7 @@ pub fn seal(conn: &Connection, peer_user: u64, content: &Content) -> Result<Vec<
 /// Encrypts `content` for the given devices of `peer_user` only (say the ones a send was
 /// missing), storing advanced sessions. A device without a session is `NoSession`.
 pub fn seal_for(conn: &Connection, peer_user: u64, device_ids: &[u32], content: &Content) -> Result<Vec<DeviceCiphertext>> {
-    let plaintext = content.write_to_bytes().expect("encoding a message in memory cannot fail");
+    let plaintext = super::padding::padded_bytes(content);
     let mut sealed = Vec::with_capacity(device_ids.len());
     let mut advanced = Vec::with_capacity(device_ids.len());
     for &device_id in device_ids {

@@ -245,6 +245,13 @@ pub(crate) fn sessions(conn: &Connection, user_id: u64, device_id: u32) -> rusql
     .optional()
 }
 
+/// Every stored session: (user, device, (current, previous)).
+pub(crate) fn all_sessions(conn: &Connection) -> rusqlite::Result<Vec<(u64, u32, SessionPair)>> {
+    let mut stmt = conn.prepare("SELECT user_id, device_id, session, previous FROM e2e_sessions ORDER BY user_id, device_id")?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?, (r.get(2)?, r.get(3)?))))?;
+    rows.collect()
+}
+
 pub(crate) fn put_sessions(
     conn: &Connection,
     user_id: u64,

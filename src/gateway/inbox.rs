@@ -178,9 +178,16 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
     }
 }
 
-/// The hourly upkeep beside the signed prekey's: in groups, key packages replaced before they age, leaves updated on their period,
+/// The hourly upkeep beside the signed prekey's: skipped message keys older than 30 days
+/// deleted; in groups, key packages replaced before they age, leaves updated on their period,
 /// joiners the platform never announced reported (a quiet group gets no batch to trigger them).
 fn hourly_upkeep(shared: &BotShared) {
+    let now = crate::clock::unix_now();
+    match shared.store.write(move |c| Ok(e2e::expire_skipped_keys(c, now)?)) {
+        Ok(0) => {}
+        Ok(n) => log::info!("bot @{}: deleted the skipped message keys older than 30 days of {n} sessions", shared.username),
+        Err(e) => log::warn!("bot @{}: deleting old skipped message keys: {e}", shared.username),
+    }
     groups::keep_key_packages(shared);
     groups::self_update_due(shared, crate::clock::unix_now());
     groups::report_unannounced_joiners(shared, crate::clock::unix_now());

@@ -2,7 +2,6 @@
 //! Welcome, a join request, a deletion, or an MLS message (a member's message or a commit).
 //! MLS state, update and inbox cursor commit together.
 
-use protobuf::Message as _;
 use rusqlite::Connection;
 
 use crate::clock::unix_now;
@@ -13,7 +12,7 @@ use crate::gateway::history::checked_user_message;
 use crate::gateway::store::groups::{self, GroupChat, Membership};
 use crate::gateway::store::{chats, files, Result as StoreResult, StoreError};
 use crate::gateway::updates;
-use crate::wire::e2e::{content::Body, Content};
+use crate::wire::e2e::content::Body;
 use crate::wire::platform::{group_delivery::Kind as DeliveryKind, GroupRole, GroupType, InboxEnvelope};
 use crate::wire::roles::may_post_in_channel;
 
@@ -174,7 +173,7 @@ fn import_message(
             mls_group::short_id(&group.group_id)
         )));
     }
-    let content = Content::parse_from_bytes(plaintext).map_err(|_| StoreError::E2e(crate::e2e::E2eError::BadContent))?;
+    let content = crate::e2e::padding::parse(plaintext).ok_or(StoreError::E2e(crate::e2e::E2eError::BadContent))?;
     groups::remember_user(
         c,
         &groups::GroupUser {

@@ -3,7 +3,6 @@
 //! ciphertext is dropped (never resent for a stale epoch) and the message is encrypted again
 //! later; REMOVALS_PENDING makes this device commit those removals first.
 
-use protobuf::Message as _;
 
 use super::commit::commit;
 use crate::gateway::port::StepError;
@@ -13,7 +12,7 @@ use crate::gateway::history::record_in_history;
 use crate::gateway::keyboard;
 use crate::gateway::runtime::{BotShared, SendFailure, Sent};
 use crate::gateway::store::groups::{self, Membership};
-use crate::gateway::store::{outbox, StoreError};
+use crate::gateway::store::outbox;
 use crate::wire::Invalid;
 use crate::wire::platform::{
     send_group_message_response::Status as GroupStatus, MessageIdReservation, ReserveMessageIdsRequest, SendGroupMessageRequest,
@@ -73,7 +72,7 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
             if let Some(req) = outbox::group_sealed(c, id)? {
                 return Ok(Some(req));
             }
-            let plaintext = content.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode content: {e}")))?;
+            let plaintext = crate::e2e::padding::padded_bytes(&content);
             let (message, _epoch) = mls_group::encrypt(c, &gid, &plaintext)?;
             let req = SendGroupMessageRequest { group_id: gid, client_message_id: cmid, message, ..Default::default() };
             outbox::set_group_sealed(c, id, Some(&req))?;

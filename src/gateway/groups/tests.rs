@@ -273,7 +273,10 @@ fn a_stale_epoch_drops_the_ciphertext_and_the_next_try_encrypts_anew() {
     assert!(bot.store.read(|c| outbox::pending(c, 10)).expect("read").is_empty(), "left the outbox");
     // Alice reads the second ciphertext.
     match mls_group::receive(&alice, &GID, &second.message).expect("receive") {
-        mls_group::Received::Application { plaintext, .. } => assert_eq!(plaintext, text("hi all")),
+        mls_group::Received::Application { plaintext, .. } => {
+            assert_eq!(plaintext.len(), crate::e2e::padding::SMALLEST_BUCKET, "padded");
+            assert_eq!(plaintext, crate::e2e::padding::padded_bytes(&crate::e2e::padding::parse(&text("hi all")).expect("content")));
+        }
         _ => panic!("not an application message"),
     }
 }

@@ -30,6 +30,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 10, sql: &[super::groups::SCHEMA_YEARS] },
     // Joiners a commit brought in until the platform announces them (`gateway::groups::joiners`).
     Step { version: 11, sql: &[super::groups::SCHEMA_JOINERS] },
+    // First messages cannot be replayed (`e2e::replay`).
+    Step { version: 12, sql: &[crate::e2e::REPLAY_TABLES] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).

@@ -33,6 +33,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 3, sql: &[MANAGER_EFFECT_DEVICE] },
     // The e2e tables of group-leaf proof (`e2e::leaf`): the device keys record their proof.
     Step { version: 4, sql: &[e2e::leaf::TABLES] },
+    // First messages to the management bot cannot be replayed (`e2e::replay`).
+    Step { version: 5, sql: &[e2e::REPLAY_TABLES] },
 ];
 
 /// Step 3: `/removedevice` records which device of the bot it removes.
