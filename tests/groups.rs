@@ -167,6 +167,16 @@ fn a_bot_joins_talks_in_one_order_survives_a_restart_follows_membership_and_is_r
     pump_all(&mut [&mut alice, &mut bob, &mut carol]);
     assert_eq!(carol.texts.last().map(|(_, t)| t.as_str()), Some("back"));
 
+    // A keyboard Bob sees while he is a member; he presses it once he has left, below.
+    let (status, sent) = gw.call(
+        "sendMessage",
+        json!({"chat_id": chat_id, "text": "again?", "reply_markup": {"inline_keyboard": [[{"text": "Again", "callback_data": "again"}]]}}),
+    );
+    assert_eq!(status, 200, "{sent}");
+    pump_all(&mut [&mut alice, &mut bob, &mut carol]);
+    let (_, again_id, again) =
+        bob.contents.iter().find(|(_, _, c)| c.has_text() && c.text().text == "again?").cloned().expect("bob got the keyboard");
+
     // Bob leaves: chat_member; the next commit removes his leaf (any member, here the bot when
     // it next speaks: the platform asks for the removal first).
     bob.p.client.leave_group(&pb::GroupRequest { group_id: gid.clone(), ..Default::default() }, bob.p.opt()).expect("leave");
@@ -178,6 +188,14 @@ fn a_bot_joins_talks_in_one_order_survives_a_restart_follows_membership_and_is_r
     pump_all(&mut [&mut alice, &mut carol]);
     assert!(!e2e::group::members(&alice.conn, &gid).unwrap().iter().any(|(u, _)| *u == bob.user_id), "bob's leaf is gone");
     assert_eq!(alice.texts.last().map(|(_, t)| t.as_str()), Some("bye bob"));
+    // His press of a button he saw as a member is no update: he has no leaf any more.
+    bob.press(bot_id, again_id, &again, "again");
+    assert_eq!(carol.say(&gid, "after bob's press").status.enum_value_or_default(), Status::OK);
+    wait_update(&gw, &mut offset, "carol's message after bob's press", |u| {
+        assert!(u.get("callback_query").is_none(), "a press by a member who left became an update: {u}");
+        u["message"]["text"] == "after bob's press"
+    });
+    assert!(gw.proc.stderr_text().contains("is not a member of group"), "the refusal is logged");
 
     // Alice removes the bot: my_chat_member (kicked), and nothing after reaches it.
     let req = pb::RemoveGroupMemberRequest { group_id: gid.clone(), user_id: bot_id, ..Default::default() };

@@ -289,7 +289,15 @@ fn a_forged_press_never_becomes_an_update() {
         let menu = mallory.remembered(peer.user_id, menu_id).expect("read").expect("remembered");
         menu.keyboard.context.clone().into_option().expect("signed context")
     };
+    // The bot's edit takes button "a" away: its old signed context no longer counts.
+    ok(&world, "editMessageReplyMarkup", json!({"chat_id": chat, "message_id": menu_id, "reply_markup": {"inline_keyboard": [[{"text": "B", "callback_data": "b"}]]}}));
     let mut forged = Vec::new();
+    let mut removed_button = CallbackPress::new();
+    removed_button.press_id = "f4".into();
+    removed_button.message_id = menu_id;
+    removed_button.callback_data = "a".into();
+    removed_button.context = protobuf::MessageField::some(signed.clone());
+    forged.push(removed_button);
     let mut other_data = CallbackPress::new();
     other_data.press_id = "f1".into();
     other_data.message_id = menu_id;

@@ -390,10 +390,17 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
             if context.group_id.is_empty() {
                 return updates::enqueue_callback_query(c, me, &chat, updates::ChatRef::Private(&chat), press, context, env.date);
             }
-            // A button of a group message: the bot must be in that group.
+            // A button of a group message: the bot must be in that group, and the presser too
+            // (a leaf in its tree: who left, was removed or banned has none).
             let group = groups_store::by_group_id(c, &context.group_id)?
                 .filter(|g| g.status == groups_store::Membership::Member)
                 .ok_or_else(|| StoreError::Refused("callback press refused: a button of a group this bot is not in".into()))?;
+            if !crate::e2e::group::members(c, &group.group_id)?.iter().any(|d| d.0 == env.sender_user_id) {
+                return Err(StoreError::Refused(format!(
+                    "callback press refused: user {} is not a member of group {:?}",
+                    env.sender_user_id, group.title
+                )));
+            }
             updates::enqueue_callback_query(c, me, &chat, updates::ChatRef::Group(&group), press, context, env.date)
         }
         Some(Body::Reaction(reaction)) => updates::enqueue_reaction(c, &chat, reaction, env.date),

@@ -130,18 +130,15 @@ pub fn check_press(
     if !inline && context.message_id != press.message_id {
         return refuse("the keyboard context is of another message");
     }
-    let pressed = press.callback_data.as_str();
-    let has_button = context
-        .message
-        .keyboard
-        .rows
-        .iter()
-        .flat_map(|row| &row.buttons)
-        .any(|b| !b.callback_data.is_empty() && b.callback_data == pressed);
-    if !has_button {
+    if !has_button(&context.message, &press.callback_data) {
         return refuse("the message has no button with the pressed data");
     }
     Ok(context)
+}
+
+/// Whether `message`'s inline keyboard has a callback button with `data`.
+pub fn has_button(message: &Content, data: &str) -> bool {
+    message.keyboard.rows.iter().flat_map(|row| &row.buttons).any(|b| !b.callback_data.is_empty() && b.callback_data == data)
 }
 
 #[cfg(test)]

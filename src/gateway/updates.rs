@@ -361,6 +361,13 @@ pub fn enqueue_callback_query(
         return Err(StoreError::Refused(format!("callback press refused: message {message_id} was deleted")));
     }
     let entry = match chats::lookup(c, chat_id, message_id)? {
+        // The signed context is the keyboard as first sent; an edit may have taken the button
+        // away since, and the message as it is now decides.
+        Some(entry) if !crate::gateway::keyboard::has_button(&entry.content, &press.callback_data) => {
+            return Err(StoreError::Refused(format!(
+                "callback press refused: message {message_id} no longer has a button with the pressed data (an edit removed it)"
+            )));
+        }
         Some(entry) => entry,
         None => {
             let entry = chats::HistoryEntry {
