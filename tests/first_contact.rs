@@ -61,3 +61,43 @@ fn save_config_writes_the_managers_config_ready_to_serve() {
     assert_eq!(none.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&none.stderr).contains("no gateway config for @other_bot"));
 }
+
+/// `verify` prints the Bot ID that `/newbot` gave (and its short form, as the reply shows it);
+/// `/mybots` names it too; `--mark` records that the person compared it.
+#[test]
+fn verify_prints_the_bot_id_that_newbot_gave_and_mybots_names_it() {
+    bot_gateway::crypto::init();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let platform = PlatformServer::start(&dir.path().join("platform"));
+    let alice_dir = dir.path().join("alice");
+    let alice = bot_gateway::client::Profile::register(&platform.url, &alice_dir, "alice", "Alice").expect("register");
+    let bot = create_bot_via_manager(&alice, "verified_bot", "Verified");
+    let bot_id = bot["bot_id_hex"].as_str().expect("bot id").to_string();
+    let key = bot_gateway::crypto::hex_decode_32(&bot_id).expect("64 hex");
+    let short_form = bot_gateway::crypto::fingerprint::readable(bot["compat_user_id"].as_u64().expect("id"), &key);
+
+    let out = e2e_chat(&alice_dir, &["verify", "@verified_bot"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let line: Value = serde_json::from_slice(&out.stdout).expect("a JSON line");
+    assert_eq!(line["bot_id"].as_str(), Some(bot_id.as_str()), "{line}");
+    assert_eq!(line["short_form"].as_str(), Some(short_form.as_str()));
+    assert_eq!((line["is_bot"].as_bool(), line["verified"].as_bool(), line["key_changed"].as_bool()), (Some(true), Some(false), Some(false)));
+
+    let marked = e2e_chat(&alice_dir, &["verify", "@verified_bot", "--mark"]);
+    assert!(marked.status.success(), "{}", String::from_utf8_lossy(&marked.stderr));
+    let again: Value = serde_json::from_slice(&e2e_chat(&alice_dir, &["verify", "@verified_bot"]).stdout).expect("JSON");
+    assert_eq!(again["verified"].as_bool(), Some(true), "{again}");
+
+    let listing = ask_manager(&alice, "/mybots");
+    assert!(listing.contains(&format!("Bot ID {bot_id}")), "{listing}");
+
+    // A user's safety number is one string on both sides.
+    let bob_dir = dir.path().join("bob");
+    bot_gateway::client::Profile::register(&platform.url, &bob_dir, "bob", "Bob").expect("register bob");
+    let of = |profile: &std::path::Path, peer: &str| -> Value {
+        serde_json::from_slice(&e2e_chat(profile, &["verify", peer]).stdout).expect("JSON")
+    };
+    let (from_alice, from_bob) = (of(&alice_dir, "@bob"), of(&bob_dir, "@alice"));
+    assert_eq!(from_alice["safety_number"], from_bob["safety_number"]);
+    assert_eq!(from_alice["safety_number"].as_str().map(str::len), Some(71), "{from_alice}");
+}

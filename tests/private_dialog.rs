@@ -113,3 +113,43 @@ fn platform_data_dir_holds_no_plaintext() {
     }
     assert!(scanned >= 2, "scanned the platform database and the gateway state");
 }
+
+/// The platform serves another identity key for a bot this user met: nothing is sent and the
+/// warning says what to do; after `trust` the dialog goes on. (The test plays the platform's
+/// change by pinning, in the user's profile, a key other than the one the platform serves:
+/// the served key and the pinned one differ, as after a change.)
+#[test]
+fn a_changed_identity_key_stops_sending_until_trusted() {
+    let world = World::start("pinned_bot");
+    let alice = world.user("alice");
+    let bot = format!("@{}", world.bot_username());
+    alice.send_text(&bot, "hello").expect("first contact pins the bot's key");
+    world.gateway.poll_until(0, 1);
+    let profile_dir = world.dir.path().join("user-alice");
+    drop(alice);
+    let db = rusqlite::Connection::open(profile_dir.join(bot_gateway::client::DB_FILE)).expect("profile db");
+    let bot_id = world.bot["compat_user_id"].as_u64().expect("id") as i64;
+    let changed = db.execute("UPDATE e2e_identity_pins SET identity_key = ?2 WHERE user_id = ?1", rusqlite::params![bot_id, vec![7u8; 32]]).expect("pin");
+    assert_eq!(changed, 1, "the bot's key was pinned at first contact");
+    drop(db);
+
+    let e2e_chat = |args: &[&str]| {
+        std::process::Command::new(support::bin_path("e2e-chat")).arg("--profile").arg(&profile_dir).args(args).output().expect("run")
+    };
+    let refused = e2e_chat(&["send", &bot, "are you still you?"]);
+    assert_eq!(refused.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("SECURITY WARNING") && err.contains("e2e-chat trust"), "{err}");
+    let verify: serde_json::Value = serde_json::from_slice(&e2e_chat(&["verify", &bot]).stdout).expect("JSON");
+    assert_eq!(verify["key_changed"].as_bool(), Some(true), "{verify}");
+    assert_eq!(verify["served_key"], world.bot["bot_id_hex"], "the platform's key is shown beside the pinned one");
+
+    let trusted = e2e_chat(&["trust", &bot]);
+    assert!(trusted.status.success(), "{}", String::from_utf8_lossy(&trusted.stderr));
+    let line: serde_json::Value = serde_json::from_slice(&trusted.stdout).expect("JSON");
+    assert_eq!((line["bot_id"].clone(), line["key_changed"].as_bool()), (world.bot["bot_id_hex"].clone(), Some(false)));
+    let sent = e2e_chat(&["send", &bot, "after trust"]);
+    assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
+    let updates = world.gateway.poll_until(0, 2);
+    assert_eq!(updates[1]["message"]["text"], "after trust");
+}

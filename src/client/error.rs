@@ -35,6 +35,9 @@ pub enum ClientError {
     /// Uploading or downloading a file failed; `what` names the file or the message, never
     /// its key.
     File { what: String, source: crate::e2e::file::FileError },
+    /// The platform serves another account identity key for a peer than the one this profile
+    /// pinned: nothing is sent until the person accepts it (`e2e-chat trust`).
+    IdentityChanged { username: String, user_id: u64 },
     /// Anything else the caller did wrong or the platform answered unexpectedly.
     Invalid(String),
 }
@@ -58,6 +61,12 @@ impl fmt::Display for ClientError {
             ClientError::Rejected { to, reason } => write!(f, "the platform refused the message to @{to}: {reason}"),
             ClientError::InboxClosed(why) => write!(f, "inbox stream: {why}"),
             ClientError::File { what, source } => write!(f, "{what}: {source}"),
+            ClientError::IdentityChanged { username, user_id } => write!(
+                f,
+                "SECURITY WARNING: the platform now serves another identity key for @{username} (user {user_id}) than the \
+                 one this profile pinned when it first met them; nothing was sent. Compare it with `e2e-chat verify \
+                 @{username}`; if the change is expected (a new account key), accept it with `e2e-chat trust @{username}`"
+            ),
             ClientError::Invalid(what) => write!(f, "{what}"),
         }
     }

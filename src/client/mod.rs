@@ -56,6 +56,7 @@ mod group;
 mod group_commit;
 mod group_delivery;
 mod history;
+mod identity;
 mod inline;
 mod inbox;
 mod media;
@@ -82,6 +83,7 @@ pub use inbox::{StreamEnd, REPLENISH_BELOW};
 pub use group::{Added, GroupDetails, GroupMemberInfo, SentGroupMessage, CATCH_UP_WAIT, MAX_GROUP_ATTEMPTS};
 pub use group_delivery::{KnownGroup, KEY_PACKAGES_LOW, KEY_PACKAGES_TARGET};
 pub use history::MAX_REMEMBERED;
+pub use identity::PeerIdentity;
 pub use media::{guess_kind, guess_mime, MAX_FILE_SIZE};
 pub use message::{
     role_name, Button, Entity, ForwardOrigin, GroupId, GroupRef, GroupRole, Incoming, InlineResult, Keyboard, MediaInfo, MediaKind, ReactionType, ReceivedMessage, SentMessage,

@@ -33,7 +33,18 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 11, sql: &[YEARS_V11] },
     // First messages cannot be replayed (`e2e::replay`).
     Step { version: 12, sql: &[e2e::REPLAY_TABLES] },
+    // The identity keys the person checked (`identity`: `verify --mark`).
+    Step { version: 13, sql: &[VERIFIED_V13] },
 ];
+
+/// Step 13: the identity keys the person checked (`verify --mark`, `identity`). A mark counts
+/// only while its key is the pinned one.
+const VERIFIED_V13: &str = "
+CREATE TABLE client_verified (
+    user_id      INTEGER PRIMARY KEY,
+    identity_key BLOB NOT NULL,
+    verified_at  INTEGER NOT NULL
+);";
 
 /// Step 10: a group's commit of ours awaiting the platform's answer.
 const GROUP_COMMITS_V10: &str = "

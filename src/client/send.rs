@@ -32,7 +32,16 @@ pub const MAX_SEND_ATTEMPTS: usize = 5;
 
 impl Profile {
     /// Finds a user by username (case-insensitive, leading `@` optional).
+    /// Looks a user up on the platform and checks the identity key it serves against the one
+    /// pinned for them (pinned on first use): a changed key is `IdentityChanged`.
     pub fn lookup(&self, username: &str) -> Result<PeerProfile> {
+        let p = self.lookup_unchecked(username)?;
+        self.check_pinned(&p)?;
+        Ok(p)
+    }
+
+    /// `lookup` without the pin check: for `verify` and `trust`, which show a change.
+    pub(super) fn lookup_unchecked(&self, username: &str) -> Result<PeerProfile> {
         let name = username.trim_start_matches('@');
         if name.is_empty() {
             return Err(ClientError::Invalid("no username given".to_string()));

@@ -16,6 +16,7 @@
 
 mod error;
 pub mod file;
+pub mod fingerprint;
 pub mod identity;
 pub mod kdf;
 pub mod mls;

@@ -68,6 +68,34 @@ pub fn pinned_identity(conn: &Connection, user_id: u64) -> Result<Option<[u8; 32
     LeafCheck::new(conn)?.pinned(user_id)
 }
 
+/// Where an identity key the platform served for a user stands against the pin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pin {
+    /// None was pinned: this one is now (trust on first use).
+    New,
+    /// The pinned key.
+    Same,
+    /// Another key than the pinned one, which stays pinned.
+    Changed { pinned: [u8; 32] },
+}
+
+/// Checks a served identity key against the one pinned for `user_id`, pinning it when none is:
+/// the one rule for group leaves, private sessions and every profile `e2e-chat` looks up.
+pub fn pin_identity(conn: &Connection, user_id: u64, identity_key: &[u8; 32]) -> Result<Pin> {
+    LeafCheck::new(conn)?.pin(user_id, identity_key)
+}
+
+/// Pins `identity_key` for `user_id` in place of what was pinned: the person accepted a
+/// changed key (`e2e-chat trust`).
+pub fn repin_identity(conn: &Connection, user_id: u64, identity_key: &[u8; 32]) -> Result<()> {
+    conn.execute(
+        "INSERT INTO e2e_identity_pins (user_id, identity_key, pinned_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (user_id) DO UPDATE SET identity_key = excluded.identity_key, pinned_at = excluded.pinned_at",
+        params![user_id as i64, identity_key.to_vec(), unix_now()],
+    )?;
+    Ok(())
+}
+
 /// Checks the leaves of one step (a commit, a join, an add): this device's own user and
 /// identity are read once, and the per-leaf statements are cached (a join checks every leaf of
 /// the tree).
@@ -99,6 +127,19 @@ impl<'c> LeafCheck<'c> {
         Ok(key.and_then(|k| k.try_into().ok()))
     }
 
+    fn pin(&self, user_id: u64, identity_key: &[u8; 32]) -> Result<Pin> {
+        Ok(match self.pinned(user_id)? {
+            Some(pinned) if pinned != *identity_key => Pin::Changed { pinned },
+            Some(_) => Pin::Same,
+            None => {
+                self.conn
+                    .prepare_cached("INSERT INTO e2e_identity_pins (user_id, identity_key, pinned_at) VALUES (?1, ?2, ?3)")?
+                    .execute(params![user_id as i64, identity_key.to_vec(), unix_now()])?;
+                Pin::New
+            }
+        })
+    }
+
     /// Checks one new or changed leaf (module doc); pins the user's identity key on first use.
     /// `Ok(Err(_))` for a leaf this device does not trust.
     pub(super) fn check(
@@ -116,14 +157,8 @@ impl<'c> LeafCheck<'c> {
         let Some(identity_key) = leaf.vouching_key(signature_key) else {
             return refused(Untrusted::BadCertificate);
         };
-        match self.pinned(leaf.user_id)? {
-            Some(pinned) if pinned != identity_key => return refused(Untrusted::IdentityChanged),
-            Some(_) => {}
-            None => {
-                self.conn
-                    .prepare_cached("INSERT INTO e2e_identity_pins (user_id, identity_key, pinned_at) VALUES (?1, ?2, ?3)")?
-                    .execute(params![leaf.user_id as i64, identity_key.to_vec(), unix_now()])?;
-            }
+        if let Pin::Changed { .. } = self.pin(leaf.user_id, &identity_key)? {
+            return refused(Untrusted::IdentityChanged);
         }
         let known: Option<Vec<u8>> = self
             .conn

@@ -107,6 +107,9 @@ pub enum E2eError {
     DeviceKeyChanged { user_id: u64, device_id: u32 },
     /// A device certificate in a bundle did not verify against the account identity.
     BadCertificate { user_id: u64, device_id: u32 },
+    /// The platform served another account identity key for a user than the one pinned
+    /// (`leaf::pin_identity`): nothing is sent until the person accepts it.
+    IdentityChanged { user_id: u64 },
     /// A normal message arrived from a device we have no session with.
     NoSession { user_id: u64, device_id: u32 },
     /// The plaintext was not a valid `Content`.
@@ -131,6 +134,10 @@ impl std::fmt::Display for E2eError {
             E2eError::BadCertificate { user_id, device_id } => {
                 write!(f, "device certificate of user {user_id} device {device_id} does not verify")
             }
+            E2eError::IdentityChanged { user_id } => write!(
+                f,
+                "the platform serves another identity key for user {user_id} than the one pinned when this device first met them"
+            ),
             E2eError::NoSession { user_id, device_id } => {
                 write!(f, "no session with user {user_id} device {device_id}")
             }

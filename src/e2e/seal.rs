@@ -45,6 +45,14 @@ pub fn add_sessions(conn: &Connection, peer: &Profile, bundles: &[PrekeyBundle])
         let session = x3dh::initiate_session(&own, &bundle)?;
         started.push((device_id, bundle.device_key, session));
     }
+    // Every certificate verified under the served identity key: it must be the pinned one (or
+    // becomes it, the first time).
+    if let Ok(identity_key) = <[u8; 32]>::try_from(peer.identity_key.as_slice()) {
+        if let super::leaf::Pin::Changed { .. } = super::leaf::pin_identity(conn, peer.user_id, &identity_key)? {
+            log::warn!("user {}: the platform serves another identity key than the pinned one; no session started", peer.user_id);
+            return Err(E2eError::IdentityChanged { user_id: peer.user_id });
+        }
+    }
     for (device_id, device_key, session) in started {
         let demoted = store::sessions(conn, peer.user_id, device_id)?.map(|(current, _)| current);
         store::upsert_peer_device(conn, peer.user_id, device_id, &device_key)?;
@@ -173,6 +181,28 @@ mod tests {
         let mut short = bob.bundle(None);
         short.device_certificate.truncate(10);
         assert!(matches!(add_sessions(&alice.conn, &bob.profile(), &[short]), Err(E2eError::BadCertificate { .. })));
+        assert_eq!(crate::e2e::leaf::pinned_identity(&alice.conn, 2).expect("read"), None, "nothing pinned either");
+    }
+
+    #[test]
+    fn another_identity_key_for_a_known_user_starts_no_session_until_trusted() {
+        let alice = Device::new(1, 1);
+        let bob = Device::new(2, 1);
+        add_sessions(&alice.conn, &bob.profile(), &[bob.bundle(Some(0))]).expect("first contact pins bob's key");
+        let pinned = crate::e2e::leaf::pinned_identity(&alice.conn, 2).expect("read").expect("pinned");
+        assert_eq!(pinned.to_vec(), bob.profile().identity_key);
+        // The platform now serves a device of another account as bob's.
+        let impostor = Device::new(2, 2);
+        match add_sessions(&alice.conn, &impostor.profile(), &[impostor.bundle(Some(0))]) {
+            Err(E2eError::IdentityChanged { user_id: 2 }) => {}
+            other => panic!("expected IdentityChanged, got {other:?}"),
+        }
+        assert_eq!(known_devices(&alice.conn, 2).expect("known"), vec![1], "no session with the impostor");
+        // The person accepts the change: from then on the new key is the pinned one.
+        let new_key: [u8; 32] = impostor.profile().identity_key.try_into().expect("32 bytes");
+        crate::e2e::leaf::repin_identity(&alice.conn, 2, &new_key).expect("trust");
+        add_sessions(&alice.conn, &impostor.profile(), &[impostor.bundle(Some(0))]).expect("accepted now");
+        assert_eq!(known_devices(&alice.conn, 2).expect("known"), vec![1, 2]);
     }
 
     #[test]

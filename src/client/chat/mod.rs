@@ -151,7 +151,7 @@ pub(super) fn chat(dir: &Path, server: Option<&str>, peer: &str) -> Result<(), C
     let sender = Profile::open_at(dir, server)?;
     let reader = Profile::open_at(dir, server)?;
     let own = typist.username().to_string();
-    let screen = open_screen(&own, &peer_profile);
+    let screen = open_screen(&own, &peer_profile, &about_peer(&typist, &peer_profile));
     screen.show(&ChatEvent::Started {
         peer_username: &peer_profile.username,
         peer_display_name: &peer_profile.display_name,
@@ -211,13 +211,23 @@ pub(super) fn chat(dir: &Path, server: Option<&str>, peer: &str) -> Result<(), C
     typed
 }
 
+/// The header's words about a peer: who, and whether the person checked their identity key
+/// (`e2e-chat verify --mark`, docs/verify.md). A changed key never gets here: the lookup
+/// that found the peer refused it with its warning.
+pub(super) fn about_peer(profile: &Profile, p: &PeerProfile) -> String {
+    let kind = if p.is_bot { "bot " } else { "" };
+    let check = match profile.is_verified(p.user_id) {
+        Ok(true) => "verified ✓".to_string(),
+        _ => format!("not verified: e2e-chat verify @{}", p.username),
+    };
+    format!("{kind}@{} ({}) · {check}", p.username, p.display_name)
+}
+
 /// The terminal when stdin and stdout are one we can drive, else plain lines.
-fn open_screen(own: &str, peer: &PeerProfile) -> Screen {
+fn open_screen(own: &str, peer: &PeerProfile, about: &str) -> Screen {
     let dumb = std::env::var("TERM").map_or(true, |t| t == "dumb" || t.is_empty());
     if io::stdin().is_terminal() && io::stdout().is_terminal() && !dumb {
-        let kind = if peer.is_bot { "bot " } else { "" };
-        let about = format!("{kind}@{} ({})", peer.username, peer.display_name);
-        match Tui::open(own, ChatKey::User(peer.user_id), &format!("@{}", peer.username), &about) {
+        match Tui::open(own, ChatKey::User(peer.user_id), &format!("@{}", peer.username), about) {
             Ok(tui) => return Screen::Tui(Arc::new(tui)),
             Err(e) => log::info!("cannot drive this terminal ({e}); reading plain lines"),
         }

@@ -263,8 +263,7 @@ impl Dialog {
     fn switch(&self, name: &str) -> bool {
         let found = if name.starts_with('@') {
             self.profile.lookup(name).map(|p| {
-                let kind = if p.is_bot { "bot " } else { "" };
-                let about = format!("{kind}@{} ({})", p.username, p.display_name);
+                let about = super::about_peer(&self.profile, &p);
                 (ChatKey::User(p.user_id), format!("@{}", p.username), about, Target::of_peer(p))
             })
         } else {

@@ -18,6 +18,7 @@ mod admin;
 mod dialog;
 mod files;
 mod groups;
+mod identity;
 pub(super) mod json;
 mod usage;
 
@@ -35,7 +36,7 @@ pub(crate) const PROGRAM: crate::cli::Program = crate::cli::Program {
     commands: &[
         "register", "send", "edit", "press", "reply-button", "start", "react", "inline", "choose", "send-file",
         "send-location", "send-contact", "vote", "download", "listen", "commands", "chat", "group", "channel", "join",
-        "save-config",
+        "save-config", "verify", "trust",
     ],
 };
 
@@ -61,6 +62,7 @@ fn command_options(command: &str, sub: Option<&str>) -> Result<&'static [Opt], U
     const SEND_FILE: &[Opt] = &[Opt::value("--as"), Opt::value("--caption")];
     const LISTEN: &[Opt] = &[TIMEOUT, Opt::value("--count")];
     const COMMANDS: &[Opt] = &[Opt::value("--lang")];
+    const VERIFY: &[Opt] = &[Opt::switch("--mark")];
     Ok(match (command, sub) {
         ("register", _) => REGISTER,
         ("send", _) | ("group", Some("send")) => &[REPLY_TO],
@@ -70,6 +72,7 @@ fn command_options(command: &str, sub: Option<&str>) -> Result<&'static [Opt], U
         ("send-contact", _) => &[REPLY_TO],
         ("listen", _) => LISTEN,
         ("commands", _) => COMMANDS,
+        ("verify", _) => VERIFY,
         ("save-config", _) => cli_config::OPTIONS,
         ("reply-button", _) => cli_bot::REPLY_BUTTON_OPTIONS,
         ("group", Some(s)) if admin::GROUP_ADMIN_SUBCOMMANDS.contains(&s) => admin::admin_options(s),
@@ -179,6 +182,8 @@ pub(super) fn run(args: &[String]) -> Result<(), CliError> {
         "group" => groups::group(&global, sub, &a),
         "channel" => admin::channel(&global, sub, &a),
         "join" => admin::join(&global, &a),
+        "verify" => identity::verify(&global, &a),
+        "trust" => identity::trust(&global, &a),
         other => Err(PROGRAM.unknown_command(other).into()),
     }
 }

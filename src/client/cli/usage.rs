@@ -114,6 +114,18 @@ Commands:
         {\"bot\":\"B\",\"description\":\"...\",\"short_description\":\"...\"}, then one line
         {\"command\":\"start\",\"description\":\"...\"} per command; --lang picks the bot's
         texts in that two-letter language where it has them
+  verify @PEER [--mark]
+        who PEER is, as this profile pinned them the first time it met them (their account
+        identity key; a later change is refused until you `trust` it): one line
+        {\"user\",\"user_id\",\"is_bot\",\"bot_id\",\"short_form\"} for a bot (its Bot ID, which its
+        owner publishes, and 30 digits to read aloud), {\"user\",\"user_id\",\"is_bot\",
+        \"identity_key\",\"safety_number\"} for a user (60 digits you and they both see), then
+        \"verified\" (+ \"verified_at\") and \"key_changed\" (+ \"served_key\": what the platform
+        serves now). --mark records that you compared them (docs/verify.md)
+  trust @PEER
+        accept the identity key the platform serves now for PEER in place of the pinned one
+        (after you checked it: a new account key); an earlier --mark no longer counts.
+        Prints the verify line
   chat @PEER
         interactive dialog. On a terminal the screen is drawn and kept current: each
         message with its time, sender and formatting, buttons numbered under it

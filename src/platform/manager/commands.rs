@@ -18,13 +18,14 @@
 //! - `/newbot`: the questions `ASK_USERNAME`, `ASK_DISPLAY_NAME`, `ASK_CAPABILITIES` in order.
 //!   A refused answer gets one reply `Invalid <what>: <reason>.` + blank line + the same question.
 //! - The final `/newbot` reply (`created_reply`) has, each on its own line,
-//!   `Token: <numeric_id>:<64 hex>`, `Bot ID: <64 hex>`, `Recovery secret: <64 hex>`,
+//!   `Token: <numeric_id>:<64 hex>`, `Bot ID: <64 hex>`, `Bot ID short form: <30 digits in
+//!   six groups>`, `Recovery secret: <64 hex>`,
 //!   `Numeric id: <n>`, `Username: @<username>`, `Display name: <name>`,
 //!   `Capabilities: <caps>`, then the `bots[]` JSON entry and a full gateway config.
 //! - `/token @name` (owner): `New token for @<username>:` then a line `Token: <token>`.
 //! - `/disable @name` (owner): `@<username> is disabled. ...`.
 //! - `/mybots`: `Your bots:` then one line per bot
-//!   `@<username>: "<display name>", id <n>, capabilities <caps>, <active|disabled>`,
+//!   `@<username>: "<display name>", id <n>, Bot ID <64 hex>, capabilities <caps>, <active|disabled>`,
 //!   or `NO_BOTS`.
 //! - `/devices @name` (owner): `Devices of @<username>:` then one line per device
 //!   `#<n>: registered <time>, last seen <time|now|never>, <connected|not connected>,
@@ -103,6 +104,9 @@ pub struct BotInfo {
     pub capabilities: String,
     pub active: bool,
     pub owner_id: Option<u64>,
+    /// The bot's identity key in hex: what its owner publishes and users compare
+    /// (`e2e-chat verify`).
+    pub bot_id_hex: String,
 }
 
 /// One device of a bot as `/devices` shows it; times are unix seconds.
@@ -484,8 +488,8 @@ pub fn my_bots_reply(bots: &[BotInfo]) -> String {
     for b in bots {
         let status = if b.active { "active" } else { "disabled" };
         text.push_str(&format!(
-            "\n@{}: \"{}\", id {}, capabilities {}, {status}",
-            b.username, b.display_name, b.id, b.capabilities
+            "\n@{}: \"{}\", id {}, Bot ID {}, capabilities {}, {status}",
+            b.username, b.display_name, b.id, b.bot_id_hex, b.capabilities
         ));
     }
     text
@@ -588,12 +592,22 @@ pub fn gateway_config(c: &BotCredentials, endpoint: Option<&str>) -> String {
     )
 }
 
+/// The 30 digits of the Bot ID that a person reads aloud (`crypto::fingerprint`; what
+/// `e2e-chat verify` prints as `short_form`).
+fn bot_id_short_form(c: &BotCredentials) -> String {
+    match crate::crypto::hex_decode_32(&c.bot_id_hex) {
+        Some(key) => crate::crypto::fingerprint::readable(c.compat_user_id, &key),
+        None => String::from("(the Bot ID is not 64 hex digits)"),
+    }
+}
+
 /// The final `/newbot` reply (format in the module doc).
 pub fn created_reply(c: &BotCredentials, capabilities: &str, endpoint: Option<&str>) -> String {
     format!(
         "Done! Your bot @{username} is created.\n\n\
          Token: {token}\n\
          Bot ID: {bot_id}\n\
+         Bot ID short form: {short_form}\n\
          Recovery secret: {secret}\n\
          Numeric id: {id}\n\
          Username: @{username}\n\
@@ -607,6 +621,7 @@ pub fn created_reply(c: &BotCredentials, capabilities: &str, endpoint: Option<&s
         username = c.username,
         token = c.token,
         bot_id = c.bot_id_hex,
+        short_form = bot_id_short_form(c),
         secret = c.identity_recovery_secret_hex,
         id = c.compat_user_id,
         name = c.first_name,
@@ -640,6 +655,7 @@ mod tests {
                 capabilities: "default".into(),
                 active,
                 owner_id: Some(owner),
+                bot_id_hex: format!("{id:064x}"),
             };
             Dir {
                 users: vec!["Alice".into()],
@@ -891,8 +907,11 @@ mod tests {
         let d = run(&dir, &Scenario::Idle, "/mybots");
         assert_eq!(
             only_reply(&d),
-            "Your bots:\n@alpha_bot: \"alpha_bot display\", id 11, capabilities default, active\n\
-             @beta_bot: \"beta_bot display\", id 12, capabilities default, disabled"
+            format!(
+                "Your bots:\n@alpha_bot: \"alpha_bot display\", id 11, Bot ID {:064x}, capabilities default, active\n\
+                 @beta_bot: \"beta_bot display\", id 12, Bot ID {:064x}, capabilities default, disabled",
+                11, 12
+            )
         );
         let d = handle("/mybots", 999, &Scenario::Idle, &dir).expect("works");
         assert_eq!(only_reply(&d), NO_BOTS);
@@ -1057,6 +1076,8 @@ mod tests {
         };
         assert_eq!(line("Token: "), c.token);
         assert_eq!(line("Bot ID: "), c.bot_id_hex);
+        let key = crate::crypto::hex_decode_32(&c.bot_id_hex).expect("64 hex");
+        assert_eq!(line("Bot ID short form: "), crate::crypto::fingerprint::readable(c.compat_user_id, &key));
         assert_eq!(line("Recovery secret: "), c.identity_recovery_secret_hex);
         assert_eq!(line("Numeric id: "), c.compat_user_id.to_string());
         assert_eq!(line("Capabilities: "), "dm");

@@ -556,6 +556,7 @@ fn bot_info(a: Account) -> BotInfo {
         capabilities: a.capabilities.unwrap_or_else(|| "default".to_string()),
         active: a.status == AccountStatus::Active,
         owner_id: a.owner_id,
+        bot_id_hex: crate::crypto::hex_encode(&a.identity_key),
     }
 }
 

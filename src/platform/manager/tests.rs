@@ -173,7 +173,11 @@ fn users_create_and_manage_bots_through_the_encrypted_dialog() {
     assert!(!file_contains(&manager_db, recovery_hex.as_bytes()), "the reply's plaintext is zeroed once sent");
     assert_eq!(
         listing,
-        format!("Your bots:\n@Echo_Bot_1: \"{display_name}\", id {}, capabilities dm,groups, active", parsed.numeric_id)
+        format!(
+            "Your bots:\n@Echo_Bot_1: \"{display_name}\", id {}, Bot ID {}, capabilities dm,groups, active",
+            parsed.numeric_id,
+            bot_id_hex
+        )
     );
     assert_eq!(ask_one(&bob, "/mybots"), commands::NO_BOTS);
 
@@ -302,7 +306,8 @@ fn messages_from_bots_get_no_answer_and_a_lost_state_file_gets_a_new_device() {
     assert_eq!(ask_one(&alice, "/mybots"), commands::NO_BOTS);
     server.shutdown();
 
-    // manager.db is lost: a new identity and device under the same account; users carry on.
+    // manager.db is lost: a new identity and device under the same account. Users who met the
+    // management bot before see the changed key (nothing is sent), and carry on once they trust it.
     std::fs::remove_file(data.join(state::DB_FILE)).expect("remove manager.db");
     let server = start(&data);
     let manager = server.manager().expect("runs");
@@ -310,6 +315,12 @@ fn messages_from_bots_get_no_answer_and_a_lost_state_file_gets_a_new_device() {
     assert_ne!(manager.device().device_id, first_device);
     let mut alice = alice;
     alice.set_server_url(&server.endpoint()).expect("reconnect");
+    match alice.send_text("@botmanager", "/mybots") {
+        Err(crate::client::ClientError::IdentityChanged { user_id, .. }) => assert_eq!(user_id, manager_id),
+        other => panic!("expected the changed key to stop the send, got {other:?}"),
+    }
+    let trusted = alice.trust("@botmanager").expect("trust");
+    assert_eq!(trusted.changed_to, None);
     assert_eq!(ask_one(&alice, "/mybots"), commands::NO_BOTS);
 
     // A bot writing to the management bot is ignored (answering could loop between two bots),

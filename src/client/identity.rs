@@ -1,0 +1,124 @@
+//! Who a peer is: the account identity key this profile pinned for each user it met (trust on
+//! first use, `e2e::leaf::pin_identity`), checked on every lookup so that a key the platform
+//! changes stops the conversation loudly; `verify` shows what a person compares (a bot's Bot
+//! ID and its short form, or a user's safety number); `--mark` records that they did; `trust`
+//! accepts a changed key (docs/verify.md).
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::error::{ClientError, E2eContext, Result};
+use super::profile::Profile;
+use crate::clock::unix_now;
+use crate::crypto::{fingerprint, hex_encode};
+use crate::e2e::leaf::{self, Pin};
+use crate::wire::platform::Profile as PeerProfile;
+
+/// A peer's identity as this profile knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerIdentity {
+    pub user_id: u64,
+    pub username: String,
+    pub is_bot: bool,
+    /// The key pinned for them: what `verify` shows and what sessions are checked against.
+    pub pinned_key: [u8; 32],
+    /// The key the platform serves now, when it is not the pinned one.
+    pub changed_to: Option<[u8; 32]>,
+    /// When the person marked the pinned key as checked.
+    pub verified_at: Option<i64>,
+    /// What a person compares: for a bot its Bot ID's short form, for a user the safety
+    /// number of the two of them.
+    pub readable: String,
+}
+
+impl PeerIdentity {
+    /// The Bot ID (a bot's identity key in hex) or the user's identity key in hex.
+    pub fn pinned_hex(&self) -> String {
+        hex_encode(&self.pinned_key)
+    }
+}
+
+fn served_key(p: &PeerProfile) -> Result<[u8; 32]> {
+    p.identity_key
+        .as_slice()
+        .try_into()
+        .map_err(|_| ClientError::Invalid(format!("the platform served no valid identity key for @{}", p.username)))
+}
+
+/// The refusal when the platform serves another key than the pinned one.
+pub(super) fn changed_error(p: &PeerProfile) -> ClientError {
+    ClientError::IdentityChanged { username: p.username.clone(), user_id: p.user_id }
+}
+
+fn verified_at(c: &Connection, user_id: u64, key: &[u8; 32]) -> rusqlite::Result<Option<i64>> {
+    c.query_row(
+        "SELECT verified_at FROM client_verified WHERE user_id = ?1 AND identity_key = ?2",
+        params![user_id as i64, key.to_vec()],
+        |r| r.get(0),
+    )
+    .optional()
+}
+
+impl Profile {
+    /// Checks a looked-up profile against the pinned key, pinning it the first time.
+    pub(super) fn check_pinned(&self, p: &PeerProfile) -> Result<()> {
+        let key = served_key(p)?;
+        let pin = self.write(|c| leaf::pin_identity(c, p.user_id, &key).context(|| format!("pinning the identity of @{}", p.username)))?;
+        match pin {
+            Pin::Changed { .. } => Err(changed_error(p)),
+            Pin::New | Pin::Same => Ok(()),
+        }
+    }
+
+    /// The identity of `name` as this profile pins it (pinned now if it never met them), with
+    /// the platform's current key when that differs.
+    pub fn peer_identity(&self, name: &str) -> Result<PeerIdentity> {
+        let p = self.lookup_unchecked(name)?;
+        let served = served_key(&p)?;
+        let pin = self.write(|c| leaf::pin_identity(c, p.user_id, &served).context(|| format!("pinning the identity of @{}", p.username)))?;
+        let (pinned_key, changed_to) = match pin {
+            Pin::Changed { pinned } => (pinned, Some(served)),
+            Pin::New | Pin::Same => (served, None),
+        };
+        let verified_at = verified_at(&self.conn, p.user_id, &pinned_key)?;
+        let readable = if p.is_bot {
+            fingerprint::readable(p.user_id, &pinned_key)
+        } else {
+            fingerprint::safety_number((self.user_id(), &self.identity_key()), (p.user_id, &pinned_key))
+        };
+        Ok(PeerIdentity { user_id: p.user_id, username: p.username, is_bot: p.is_bot, pinned_key, changed_to, verified_at, readable })
+    }
+
+    /// Records that the person checked `identity`'s pinned key (`verify --mark`).
+    pub fn mark_verified(&self, identity: &PeerIdentity) -> Result<i64> {
+        let now = unix_now();
+        self.write(|c| {
+            c.execute(
+                "INSERT INTO client_verified (user_id, identity_key, verified_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (user_id) DO UPDATE SET identity_key = excluded.identity_key, verified_at = excluded.verified_at",
+                params![identity.user_id as i64, identity.pinned_key.to_vec(), now],
+            )?;
+            Ok(now)
+        })
+    }
+
+    /// Accepts the key the platform serves now for `name` in place of the pinned one (`trust`):
+    /// sessions start again under it, and an earlier mark no longer counts.
+    pub fn trust(&self, name: &str) -> Result<PeerIdentity> {
+        let p = self.lookup_unchecked(name)?;
+        let served = served_key(&p)?;
+        self.write(|c| {
+            leaf::repin_identity(c, p.user_id, &served).context(|| format!("pinning the identity of @{}", p.username))?;
+            c.execute("DELETE FROM client_verified WHERE user_id = ?1", params![p.user_id as i64])?;
+            Ok(())
+        })?;
+        self.peer_identity(name)
+    }
+
+    /// Whether the person marked `user_id`'s pinned key as checked (chat mode shows it).
+    pub fn is_verified(&self, user_id: u64) -> Result<bool> {
+        let Some(pinned) = leaf::pinned_identity(&self.conn, user_id).context(|| format!("reading the pin of user {user_id}"))? else {
+            return Ok(false);
+        };
+        Ok(verified_at(&self.conn, user_id, &pinned)?.is_some())
+    }
+}
