@@ -62,6 +62,11 @@ impl Profile {
     /// Checks a looked-up profile against the pinned key, pinning it the first time.
     pub(super) fn check_pinned(&self, p: &PeerProfile) -> Result<()> {
         let key = served_key(p)?;
+        // Read first: a lookup of a peer met before writes nothing.
+        let pinned = leaf::pinned_identity(&self.conn, p.user_id).context(|| format!("reading the pin of @{}", p.username))?;
+        if pinned == Some(key) {
+            return Ok(());
+        }
         let pin = self.write(|c| leaf::pin_identity(c, p.user_id, &key).context(|| format!("pinning the identity of @{}", p.username)))?;
         match pin {
             Pin::Changed { .. } => Err(changed_error(p)),
@@ -73,6 +78,11 @@ impl Profile {
     /// the platform's current key when that differs.
     pub fn peer_identity(&self, name: &str) -> Result<PeerIdentity> {
         let p = self.lookup_unchecked(name)?;
+        self.identity_of(p)
+    }
+
+    /// `peer_identity` of a profile already looked up.
+    fn identity_of(&self, p: PeerProfile) -> Result<PeerIdentity> {
         let served = served_key(&p)?;
         let pin = self.write(|c| leaf::pin_identity(c, p.user_id, &served).context(|| format!("pinning the identity of @{}", p.username)))?;
         let (pinned_key, changed_to) = match pin {
@@ -111,7 +121,7 @@ impl Profile {
             c.execute("DELETE FROM client_verified WHERE user_id = ?1", params![p.user_id as i64])?;
             Ok(())
         })?;
-        self.peer_identity(name)
+        self.identity_of(p)
     }
 
     /// Whether the person marked `user_id`'s pinned key as checked (chat mode shows it).

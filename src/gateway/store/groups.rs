@@ -307,6 +307,15 @@ pub fn joiner_announced(conn: &Connection, group_id: &[u8], user_id: u64) -> Res
     Ok(())
 }
 
+/// Whether any joiner noted at or before `seen_before` is still not announced.
+pub fn unannounced_joiners_due(conn: &Connection, seen_before: i64) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM group_joiners WHERE seen_at <= ?1 LIMIT 1")?
+        .query_row([seen_before], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
 /// The joiners noted at or before `seen_before` and still not announced, taken off the list.
 pub fn take_unannounced_joiners(conn: &Connection, seen_before: i64) -> Result<Vec<Joiner>> {
     let joiners = conn
