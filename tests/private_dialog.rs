@@ -153,3 +153,49 @@ fn a_changed_identity_key_stops_sending_until_trusted() {
     let updates = world.gateway.poll_until(0, 2);
     assert_eq!(updates[1]["message"]["text"], "after trust");
 }
+
+/// A device whose certificate does not chain to its account starts nothing: the gateway and
+/// `e2e-chat` both refuse its first message, and say so as a security alert. (The test plays a
+/// platform that made the device up by overwriting Mallory's certificate in its database; her
+/// own sending is not affected, since a sender never checks itself.)
+#[test]
+fn a_first_message_from_a_device_that_does_not_chain_to_its_account_is_refused() {
+    let world = World::start("chain_bot");
+    let mallory = world.user("mallory");
+    let bob = world.user("bob");
+    let db = rusqlite::Connection::open(world.platform.data_dir.join("platform.db")).expect("platform db");
+    db.busy_timeout(std::time::Duration::from_secs(10)).expect("busy timeout");
+    let forged = db
+        .execute("UPDATE devices SET certificate = ?1 WHERE account_id = ?2", rusqlite::params![vec![9u8; 64], mallory.user_id() as i64])
+        .expect("forge");
+    assert_eq!(forged, 1);
+    drop(db);
+
+    mallory.send_text(&format!("@{}", world.bot_username()), "/start").expect("sent");
+    mallory.send_text("@bob", "hello bob").expect("sent");
+
+    // Bob's client shows a security alert and no message.
+    let events = bob.receive_events(std::time::Duration::from_secs(20), 1).expect("receive");
+    assert_eq!(events.len(), 1, "{events:?}");
+    match &events[0] {
+        bot_gateway::client::Incoming::SecurityAlert { user_id, text, .. } => {
+            assert_eq!(*user_id, mallory.user_id());
+            assert!(text.contains("certificate"), "{text}");
+        }
+        other => panic!("expected a security alert, got {other:?}"),
+    }
+
+    // The gateway counts a security alert and queues nothing.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let scrape = ureq::get(&format!("{}/metrics", world.gateway.ext_base)).call().expect("metrics").into_string().expect("text");
+        if scrape.lines().any(|l| l.starts_with("botgw_security_alerts_total{") && l.ends_with(" 1")) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no security alert counted:\n{scrape}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let (status, body) = world.gateway.call("getUpdates", serde_json::json!({ "timeout": 0 }));
+    assert_eq!((status, body["result"].as_array().map(Vec::len)), (200, Some(0)), "{body}");
+    assert!(world.gateway.health()["bots"][0]["security_alert"]["last"].as_str().is_some_and(|t| t.contains("certificate")));
+}

@@ -216,6 +216,13 @@ impl BotDevice {
             self.platform.client.inbox(&InboxRequest::new(), self.platform.opt_with_timeout(Some(WAIT))).expect("inbox");
         let envelope = block_on_stream(&mut stream).next().expect("an envelope").expect("stream ok");
         stream.cancel();
+        // As the gateway does: a device starting a session is checked through the platform.
+        for request in e2e::devices_to_certify(&self.conn, std::slice::from_ref(&envelope)).expect("to certify") {
+            let answer = self.platform.client.get_device_certificates(&request, self.platform.opt()).expect("certificates");
+            let certified = e2e::record_certified_devices(&self.conn, &request, &answer, e2e::OnIdentityChange::Refuse)
+                .expect("certify");
+            assert!(certified.refused.is_empty(), "the user's device verifies: {certified:?}");
+        }
         let content = e2e::open_envelope(&self.conn, &envelope).expect("bot opens");
         let mut ack = AckRequest::new();
         ack.seqs.push(envelope.seq);

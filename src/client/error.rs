@@ -36,7 +36,8 @@ pub enum ClientError {
     /// its key.
     File { what: String, source: crate::e2e::file::FileError },
     /// The platform serves another account identity key for a peer than the one this profile
-    /// pinned: nothing is sent until the person accepts it (`e2e-chat trust`).
+    /// pinned: nothing is sent to them, and nothing from a new device of theirs is shown (the
+    /// inbox stops at it, unacknowledged), until the person accepts it (`e2e-chat trust`).
     IdentityChanged { username: String, user_id: u64 },
     /// Anything else the caller did wrong or the platform answered unexpectedly.
     Invalid(String),
@@ -64,7 +65,7 @@ impl fmt::Display for ClientError {
             ClientError::IdentityChanged { username, user_id } => write!(
                 f,
                 "SECURITY WARNING: the platform now serves another identity key for @{username} (user {user_id}) than the \
-                 one this profile pinned when it first met them; nothing was sent. Compare it with `e2e-chat verify \
+                 one this profile pinned when it first met them; nothing is sent to them and nothing from them is shown. Compare it with `e2e-chat verify \
                  @{username}`; if the change is expected (a new account key), accept it with `e2e-chat trust @{username}`"
             ),
             ClientError::Invalid(what) => write!(f, "{what}"),

@@ -11,7 +11,9 @@ use super::profile::Profile;
 use crate::clock::unix_now;
 use crate::crypto::{fingerprint, hex_encode};
 use crate::e2e::leaf::{self, Pin};
-use crate::wire::platform::Profile as PeerProfile;
+use crate::e2e::{self, OnIdentityChange, Refusal};
+use crate::wire::platform::{InboxEnvelope, Profile as PeerProfile};
+use crate::wire::rpc::code as rpc_code;
 
 /// A peer's identity as this profile knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +61,37 @@ fn verified_at(c: &Connection, user_id: u64, key: &[u8; 32]) -> rusqlite::Result
 }
 
 impl Profile {
+    /// Before a private envelope is opened: when it starts a session from a device this profile
+    /// has not recorded, the device's certificate is fetched (no one-time prekey is used up) and
+    /// checked against its account's identity key, and that key against the pin
+    /// (`e2e::record_certified_devices`). A device that fails is not recorded, so the open
+    /// refuses its message; why is returned for the event. A changed identity key is `Err`: the
+    /// envelope is then left unacknowledged, and shows once the person accepts the key (`trust`).
+    pub(super) fn check_new_sender(&self, envelope: &InboxEnvelope) -> Result<Option<Refusal>> {
+        let requests = e2e::devices_to_certify(&self.conn, std::slice::from_ref(envelope))
+            .context(|| format!("reading the devices of user {}", envelope.sender_user_id))?;
+        let Some(request) = requests.into_iter().next() else {
+            return Ok(None);
+        };
+        let answer = match self.platform.client.get_device_certificates(&request, self.platform.opt()) {
+            Ok(answer) => answer,
+            Err(e) if rpc_code(&e) == Some(grpcio::RpcStatusCode::NOT_FOUND) => return Ok(Some(Refusal::NotServed)),
+            Err(status) => return Err(ClientError::Rpc { call: "GetDeviceCertificates", status }),
+        };
+        let certified = self.write(|c| {
+            e2e::record_certified_devices(c, &request, &answer, OnIdentityChange::Refuse)
+                .context(|| format!("checking device {} of user {}", envelope.sender_device_id, envelope.sender_user_id))
+        })?;
+        match certified.refused.first() {
+            Some((_, Refusal::IdentityChanged)) => Err(ClientError::IdentityChanged {
+                username: envelope.sender_username.clone(),
+                user_id: envelope.sender_user_id,
+            }),
+            Some((_, why)) => Ok(Some(*why)),
+            None => Ok(None),
+        }
+    }
+
     /// Checks a looked-up profile against the pinned key, pinning it the first time.
     pub(super) fn check_pinned(&self, p: &PeerProfile) -> Result<()> {
         let key = served_key(p)?;

@@ -271,6 +271,8 @@ impl Profile {
             self.settle_commit(&group)?;
         }
         let was_prekey = envelope.group.is_none() && matches!(x3dh::peek_prekey_header(&envelope.ciphertext), Ok(Some(_)));
+        // A device starting a session is checked first (a changed identity key stops here).
+        let refusal = if was_prekey { self.check_new_sender(envelope)? } else { None };
         let outcome = self.write(|c| {
             if inbound::is_repeat(c, envelope.seq, envelope.sender_user_id, &envelope.client_message_id)? {
                 return Ok(None);
@@ -309,6 +311,16 @@ impl Profile {
                     Some(super::GroupRef { id, title, channel: d.type_.enum_value_or_default() == crate::wire::platform::GroupType::CHANNEL })
                 });
                 let event = Incoming::SecurityAlert { group, user_id: refusal.user_id, device_id: refusal.device_id, text };
+                Ok(Some(Processed { event: Some(event), was_prekey, follow_up: None }))
+            }
+            Some(Err(E2eError::UnverifiedDevice { user_id, device_id })) if refusal == Some(e2e::Refusal::BadCertificate) => {
+                let text = format!(
+                    "@{} (user {user_id}) device {device_id} started a conversation, but {}",
+                    envelope.sender_username,
+                    e2e::Refusal::BadCertificate
+                );
+                log::error!("SECURITY ALERT: {text} (message {})", envelope.message_id);
+                let event = Incoming::SecurityAlert { group: None, user_id, device_id, text };
                 Ok(Some(Processed { event: Some(event), was_prekey, follow_up: None }))
             }
             Some(Err(e)) => {

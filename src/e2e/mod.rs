@@ -7,11 +7,13 @@
 //! (but `file`): callers fetch bundles through `wire` and hand them in.
 //!
 //! # Trust
-//! A peer device's key is checked against its account identity when we start a session from a
-//! bundle (the device certificate), and recorded on first use when the peer starts the session
-//! (X3DH responder). A device that later presents a different key is refused
-//! (`DeviceKeyChanged`); device ids are never reused by the platform, so a legitimate key change
-//! always comes with a new device id.
+//! A peer device's key is checked against its account identity (the device certificate) before
+//! any session with it starts: from its bundle when we start the session (`add_sessions`), and
+//! from its certificate, fetched without using up a one-time prekey, when the peer starts it
+//! (`certify`, before `open_envelope`). The account identity key is pinned for the user the
+//! first time (`leaf::pin_identity`); another one later is refused (`IdentityChanged`). A device
+//! that later presents a different key is refused (`DeviceKeyChanged`); device ids are never
+//! reused by the platform, so a legitimate key change always comes with a new device id.
 //!
 //! # Sessions
 //! Each peer device has a current session and the one it replaced. A message that does not
@@ -31,6 +33,8 @@
 //! - `device`: this device's keys (`create_device_keys`, `device_key`, the registration),
 //!   one-time prekey top-up (`replenish_one_time_prekeys`), and signed prekey rotation and its
 //!   schedule (`SignedPrekeySchedule`, `rotate_signed_prekey_if_due`).
+//! - `certify`: the responder's check of a device that starts a session with this one
+//!   (`devices_to_certify`, `record_certified_devices`).
 //! - `open`: receiving (`open_envelope`, which session slot a message opens with).
 //! - `seal`: sending (`add_sessions`, `seal`, `seal_for`, `reseal_after_stale`, the known
 //!   devices of a peer).
@@ -49,6 +53,7 @@
 //! This file holds the error type, `Registration`, and the re-exports callers use
 //! (`e2e::seal`, `e2e::open_envelope`, ...).
 
+mod certify;
 mod device;
 pub mod file;
 mod file_transport;
@@ -69,6 +74,7 @@ pub use device::{
     replenish_one_time_prekeys, rotate_signed_prekey_if_due, save_registration, signed_prekey_due,
     SignedPrekeySchedule, MAX_LOCAL_ONE_TIME_PREKEYS, ONE_TIME_PREKEY_TARGET,
 };
+pub use certify::{devices_to_certify, record_certified_devices, Certified, OnIdentityChange, Refusal};
 pub use open::open_envelope;
 pub use seal::{
     add_sessions, devices_with_session, devices_without_session, known_devices, remove_devices,
@@ -110,6 +116,9 @@ pub enum E2eError {
     /// The platform served another account identity key for a user than the one pinned
     /// (`leaf::pin_identity`): nothing is sent until the person accepts it.
     IdentityChanged { user_id: u64 },
+    /// A first message (X3DH) from a device whose certificate this device has not checked
+    /// (`certify`): no session is started with it.
+    UnverifiedDevice { user_id: u64, device_id: u32 },
     /// A normal message arrived from a device we have no session with.
     NoSession { user_id: u64, device_id: u32 },
     /// The plaintext was not a valid `Content`.
@@ -137,6 +146,10 @@ impl std::fmt::Display for E2eError {
             E2eError::IdentityChanged { user_id } => write!(
                 f,
                 "the platform serves another identity key for user {user_id} than the one pinned when this device first met them"
+            ),
+            E2eError::UnverifiedDevice { user_id, device_id } => write!(
+                f,
+                "device {device_id} of user {user_id} starts a session, but its certificate was not checked or did not pass"
             ),
             E2eError::NoSession { user_id, device_id } => {
                 write!(f, "no session with user {user_id} device {device_id}")
@@ -183,7 +196,10 @@ mod testing {
 
     use super::*;
     use crate::crypto::IdentityKeyPair;
-    use crate::wire::platform::{DeviceKeys, InboxEnvelope, PrekeyBundle, Profile};
+    use crate::wire::platform::{
+        DeviceCertificate, DeviceKeys, GetDeviceCertificatesRequest, GetDeviceCertificatesResponse, InboxEnvelope,
+        PrekeyBundle, Profile,
+    };
 
     pub(super) struct Device {
         pub(super) conn: Connection,
@@ -225,7 +241,41 @@ mod testing {
             b
         }
 
+        /// What GetDeviceCertificates would answer for this device.
+        pub(super) fn certificates(&self) -> GetDeviceCertificatesResponse {
+            GetDeviceCertificatesResponse {
+                profile: MessageField::some(self.profile()),
+                devices: vec![DeviceCertificate {
+                    device_id: self.device_id,
+                    device_key: self.keys.device_key.clone(),
+                    device_certificate: self.keys.device_certificate.clone(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+        }
+
+        /// What a receiving program does before it opens a first message from `peer`: checks
+        /// and records its device (`certify`), unless recorded already.
+        pub(super) fn introduce(&self, peer: &Device) {
+            let request = GetDeviceCertificatesRequest {
+                user_id: peer.user_id,
+                device_ids: vec![peer.device_id],
+                ..Default::default()
+            };
+            record_certified_devices(&self.conn, &request, &peer.certificates(), OnIdentityChange::Refuse)
+                .expect("certify");
+        }
+
+        /// Seals `text` for `to` and hands it over as the platform would, `to` having checked
+        /// this device first (as every receiving program does).
         pub(super) fn send(&self, to: &Device, text: &str) -> InboxEnvelope {
+            to.introduce(self);
+            self.seal_only(to, text)
+        }
+
+        /// `send` without `to` checking this device first.
+        pub(super) fn seal_only(&self, to: &Device, text: &str) -> InboxEnvelope {
             let sealed = seal(&self.conn, to.user_id, &text_content(text)).expect("seal");
             assert_eq!(sealed.len(), 1, "one ciphertext per known device");
             assert_eq!(sealed[0].device_id, to.device_id);

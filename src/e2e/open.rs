@@ -34,11 +34,8 @@ pub fn open_envelope(conn: &Connection, envelope: &InboxEnvelope) -> Result<Cont
         None => open_normal_message(envelope, current.as_ref(), previous.as_ref())?,
     };
 
-    // Store: the peer device (first use), the advanced session, then drop the used prekey.
-    let peer_key = session.peer_device_key();
-    if store::peer_device_key(conn, user_id, device_id)?.is_none() {
-        store::upsert_peer_device(conn, user_id, device_id, &peer_key)?;
-    }
+    // Store the advanced session, then drop the used prekey (the peer device is recorded: a
+    // session never starts with an unrecorded one).
     let session_bytes = session.to_bytes();
     match slot {
         Slot::Current => {
@@ -99,11 +96,15 @@ fn open_prekey_message(
         log::warn!("user {user_id} device {device_id}: a first message that started a session before came again; it starts nothing");
         return Err(CryptoError::DuplicateMessage.into());
     }
-    if let Some(recorded) = store::peer_device_key(conn, user_id, device_id)? {
-        if recorded.as_slice() != header.initiator_device_key.as_slice() {
+    // The device was recorded when we started a session with it, or when its certificate was
+    // checked (`certify`): never on its own word.
+    match store::peer_device_key(conn, user_id, device_id)? {
+        None => return Err(E2eError::UnverifiedDevice { user_id, device_id }),
+        Some(recorded) if recorded.as_slice() != header.initiator_device_key.as_slice() => {
             log::warn!("user {user_id} device {device_id} started a session with a key other than the recorded one");
             return Err(E2eError::DeviceKeyChanged { user_id, device_id });
         }
+        Some(_) => {}
     }
     let signed = store::signed_prekey(conn, header.signed_prekey_id)?
         .ok_or(CryptoError::UnknownPrekey(header.signed_prekey_id))?;
@@ -209,6 +210,7 @@ mod tests {
         });
         content.reply_to_message_id = 42;
         let sealed = seal(&alice.conn, 2, &content).expect("seal");
+        bob.introduce(&alice);
         let opened = open_envelope(&bob.conn, &alice.envelope(sealed[0].ciphertext.clone())).expect("open");
         assert_eq!(opened, content);
     }

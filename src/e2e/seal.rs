@@ -218,6 +218,7 @@ mod tests {
         assert_eq!(seal(&alice.conn, 2, &text_content("both")).expect("seal").len(), 2);
         let only2 = seal_for(&alice.conn, 2, &[2], &text_content("two")).expect("seal_for");
         assert_eq!(only2.len(), 1);
+        bob2.introduce(&alice);
         assert_eq!(open_text(&bob2, &alice.envelope(only2[0].ciphertext.clone())), "two");
         remove_devices(&alice.conn, 2, &[1]).expect("remove");
         assert_eq!(known_devices(&alice.conn, 2).expect("known"), vec![2]);
@@ -253,6 +254,7 @@ mod tests {
         let devices: Vec<u32> = sealed.iter().map(|c| c.device_id).collect();
         assert_eq!(devices, vec![1, 2]);
         assert_eq!(sealed[0].ciphertext, kept, "the committed ciphertext of an unchanged device is kept");
+        bob2.introduce(&alice);
         assert_eq!(open_text(&bob2, &alice.envelope(sealed[1].ciphertext.clone())), "mended");
 
         // Then: device 1 was removed and device 3 is back with a bundle.
@@ -262,6 +264,7 @@ mod tests {
         let devices: Vec<u32> = sealed.iter().map(|c| c.device_id).collect();
         assert_eq!(devices, vec![2, 3]);
         assert_eq!(known_devices(&alice.conn, 2).expect("known"), vec![2, 3], "device 1 is forgotten");
+        bob3.introduce(&alice);
         assert_eq!(open_text(&bob3, &alice.envelope(sealed[1].ciphertext.clone())), "mended");
     }
 }

@@ -117,6 +117,16 @@ pub const BOT_FIELDS: &[Field] = &[
     Field { name: "first_name", kind: "string", meaning: "the bot's display name on the platform (getMe serves it)" },
 ];
 
+/// Optional fields of each `bots[]` entry.
+pub const OPTIONAL_BOT_FIELDS: &[OptionalField] = &[OptionalField {
+    name: "accept_identity_changes",
+    kind: "boolean",
+    default: "false",
+    meaning: "when the platform serves another account identity key for a user than the one this bot pinned when \
+              it first met them, accept it (pin the new key, with a warning) instead of keeping that user's messages \
+              out of the queue (counted in botgw_identity_changes_total) and sending them nothing",
+}];
+
 /// The config reference of `bot-gateway --help`: every field, its type, that it is required,
 /// and what it means.
 pub fn reference() -> String {
@@ -134,6 +144,10 @@ pub fn reference() -> String {
     text.push_str("Optional fields (top level; left out, each has its default):\n");
     for f in OPTIONAL_FIELDS {
         text.push_str(&format!("  {} ({}, default {})\n      {}\n", f.name, f.kind, f.default, f.meaning));
+    }
+    text.push_str("Optional fields of each bot:\n");
+    for f in OPTIONAL_BOT_FIELDS {
+        text.push_str(&format!("  bots[].{} ({}, default {})\n      {}\n", f.name, f.kind, f.default, f.meaning));
     }
     text
 }
@@ -161,6 +175,8 @@ pub struct BotConfig {
     pub compat_user_id: u64,
     pub username: String,
     pub first_name: String,
+    /// `accept_identity_changes`: pin a user's changed identity key instead of refusing it.
+    pub accept_identity_changes: bool,
 }
 
 impl fmt::Debug for BotConfig {
@@ -359,7 +375,9 @@ fn secret_headers(v: &Value) -> Result<Vec<String>, Invalid> {
 
 fn parse_bot(value: &Value) -> Result<BotConfig, Invalid> {
     let obj = value.as_object().ok_or_else(|| Invalid::new("must be an object"))?;
-    only_fields(obj, &names(BOT_FIELDS))?;
+    let mut allowed = names(BOT_FIELDS);
+    allowed.extend(OPTIONAL_BOT_FIELDS.iter().map(|f| f.name));
+    only_fields(obj, &allowed)?;
     let username = string(obj, "username")?;
     let at = format!("bot @{username}");
     let bot_id_hex = string(obj, "bot_id_hex")?.to_ascii_lowercase();
@@ -384,7 +402,13 @@ fn parse_bot(value: &Value) -> Result<BotConfig, Invalid> {
         )));
     }
     let first_name = string(obj, "first_name")?;
-    let bot = BotConfig { bot_id_hex, token, recovery_secret, compat_user_id, username, first_name };
+    let accept_identity_changes = match obj.get("accept_identity_changes") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => return Err(Invalid::new(format!("{at}: accept_identity_changes must be true or false, not {v}"))),
+    };
+    let bot =
+        BotConfig { bot_id_hex, token, recovery_secret, compat_user_id, username, first_name, accept_identity_changes };
     if crypto::hex_encode(&bot.identity().public_key()) != bot.bot_id_hex {
         return Err(Invalid::new(format!(
             "{at}: identity_recovery_secret_hex does not belong to bot_id_hex (the recovery secret derives a different Bot ID)"

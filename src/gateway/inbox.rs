@@ -22,6 +22,7 @@ use super::store::{chats, files, groups as groups_store, queue, Result as StoreR
 use super::keyboard;
 use super::groups;
 use super::port::StepError;
+use super::sender_check;
 use super::updates;
 use crate::backoff::Backoff;
 use crate::wire::rpc;
@@ -138,6 +139,7 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
         if !settle_group_commits(&shared, &batch) {
             return; // stopping
         }
+
         let membership = batch.iter().any(|e| e.group.as_ref().is_some_and(|g| g.change.is_some()));
         let grouped = batch.iter().any(|e| e.group.is_some());
         let removals = groups::removals_by(shared.compat_user_id, &batch);
@@ -212,10 +214,34 @@ fn settle_group_commits(shared: &BotShared, batch: &[InboxEnvelope]) -> bool {
     }
 }
 
-/// Imports a batch (`import_batch`) and reports what it came to: updates counted, dropped
-/// envelopes counted and shown in `/healthz`, security alerts raised. False when stopping.
+/// Checks the devices that start a private session in the batch (`sender_check`), retrying
+/// with backoff while the platform cannot be reached: importing first would drop their first
+/// messages. None when stopping.
+fn check_senders(shared: &BotShared, batch: &[InboxEnvelope]) -> Option<sender_check::Refused> {
+    let mut backoff = Backoff::new(RECONNECT_START, RECONNECT_MAX);
+    loop {
+        match sender_check::check_senders(shared, batch) {
+            Ok(refused) => return Some(refused),
+            Err(e) => {
+                let delay = backoff.next_delay();
+                log::warn!("bot @{}: {e}; retrying in {delay:?} before importing first messages", shared.username);
+                if shared.stop_signal().recv_timeout(delay).is_ok() || shared.is_stopping() {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// Imports a batch (`import_batch`) after checking the devices that start a session in it
+/// (`check_senders`), and reports what it came to: updates counted, dropped envelopes counted
+/// and shown in `/healthz`, security alerts raised, identity changes counted. False when
+/// stopping.
 pub(crate) fn import_reported(shared: &BotShared, batch: Vec<InboxEnvelope>) -> bool {
-    let BatchImport::Committed { outcomes, queued } = import_batch(shared, batch) else {
+    let Some(refused) = check_senders(shared, &batch) else {
+        return false;
+    };
+    let BatchImport::Committed { outcomes, queued } = import_batch(shared, batch, refused) else {
         return false;
     };
     BotMetrics::add(&shared.metrics.updates_received, queued);
@@ -227,6 +253,11 @@ pub(crate) fn import_reported(shared: &BotShared, batch: Vec<InboxEnvelope>) -> 
                 shared.status.set_error(format!("inbox: {why}"));
             }
             Imported::Alert(what) => shared.security_alert(what),
+            Imported::IdentityChanged(why) => {
+                log::warn!("bot @{}: {why}", shared.username);
+                BotMetrics::add(&shared.metrics.identity_changes, 1);
+                shared.status.set_error(format!("inbox: {why}"));
+            }
         }
     }
     true
@@ -240,9 +271,13 @@ enum Imported {
     /// The envelope failed on its own (undecryptable, malformed, refused): rolled back alone,
     /// then acknowledged and dropped with a warning. Why, for `/healthz`.
     Dropped(String),
-    /// It brought a group leaf nobody vouched for (`e2e::leaf`): rolled back alone (nothing of
-    /// it merged), acknowledged, and raised as a security alert. What, for the alert.
+    /// It brought a group leaf nobody vouched for (`e2e::leaf`), or started a session from a
+    /// device whose certificate does not verify (`sender_check`): rolled back alone (nothing
+    /// of it merged), acknowledged, and raised as a security alert. What, for the alert.
     Alert(String),
+    /// It started a session from a device of a user whose identity key is no longer the
+    /// pinned one: acknowledged and kept out of the queue. Why, for the log and `/healthz`.
+    IdentityChanged(String),
 }
 
 /// What importing a batch came to.
@@ -257,7 +292,8 @@ enum BatchImport {
 /// Imports a batch in one writer job. When the storage itself fails (disk full, I/O error),
 /// nothing was committed and nothing may be acknowledged: the same batch is tried again with a
 /// growing delay, and meanwhile the bounded channel holds the stream back.
-fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>) -> BatchImport {
+fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>, refused: sender_check::Refused) -> BatchImport {
+    let refused = Arc::new(refused);
     let mut backoff = Backoff::new(RECONNECT_START, RECONNECT_MAX);
     loop {
         if shared.is_stopping() {
@@ -265,12 +301,13 @@ fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>) -> BatchImport {
         }
         let (envelopes, name, me) = (batch.clone(), shared.username.clone(), shared.me());
         let identity_key = shared.identity.public_key();
+        let refused = Arc::clone(&refused);
         let result = shared.store.write(move |c| {
             // The writer runs one job at a time, so the depth moves only by this batch here.
             let before = queue::depth(c)?;
             let mut outcomes = Vec::with_capacity(envelopes.len());
             for env in &envelopes {
-                outcomes.push(import_one(c, env, &me, &identity_key, &name)?);
+                outcomes.push(import_one(c, env, &me, &identity_key, &name, &refused)?);
             }
             let queued = queue::depth(c)?.saturating_sub(before).max(0) as u64;
             Ok(BatchImport::Committed { outcomes, queued })
@@ -297,6 +334,7 @@ fn import_one(
     me: &UserView,
     identity_key: &[u8; 32],
     bot_name: &str,
+    refused: &sender_check::Refused,
 ) -> StoreResult<Imported> {
     c.execute_batch("SAVEPOINT envelope")?;
     let r = import_inner(c, env, me, identity_key);
@@ -312,6 +350,23 @@ fn import_one(
             "{e} (message {} from user {} device {}); nothing of it was kept",
             env.message_id, env.sender_user_id, env.sender_device_id
         ))),
+        Err(StoreError::E2e(e2e::E2eError::UnverifiedDevice { user_id, device_id })) => {
+            let (id, why) = (env.message_id, refused.get(&(user_id, device_id)));
+            Ok(match why {
+                Some(why @ e2e::Refusal::BadCertificate) => Imported::Alert(format!(
+                    "user {user_id} device {device_id} started a session, but {why}; message {id} dropped"
+                )),
+                Some(why @ e2e::Refusal::IdentityChanged) => Imported::IdentityChanged(format!(
+                    "message {id} from user {user_id} device {device_id} kept out of the queue: {why} \
+                     (set accept_identity_changes for this bot to accept it)"
+                )),
+                _ => {
+                    let msg = format!("dropped message {id} from user {user_id} device {device_id}: its certificate could not be checked");
+                    log::warn!("bot @{bot_name}: {msg}");
+                    Imported::Dropped(msg)
+                }
+            })
+        }
         Err(e) => {
             let msg = format!(
                 "dropped message {} from user {} device {}: {e}",

@@ -18,6 +18,7 @@ pub mod outbox;
 pub mod port;
 pub mod registration;
 pub mod runtime;
+pub mod sender_check;
 pub mod start_error;
 pub mod state_dir;
 pub mod store;

@@ -30,7 +30,7 @@ use crate::crypto::IdentityKeyPair;
 use crate::wire::e2e::content::Body;
 use crate::wire::platform::{
     send_result::Status as SendStatus, GetPrekeyBundlesRequest, GetPrekeyBundlesResponse, MessageIdReservation,
-    OutgoingMessage, ReserveMessageIdsRequest, SendMessagesRequest, SendResult,
+    OutgoingMessage, Profile, ReserveMessageIdsRequest, SendMessagesRequest, SendResult,
 };
 
 /// Messages sent in one SendMessages call (one gRPC round trip for many messages).
@@ -573,10 +573,28 @@ fn fetch_bundles(shared: &BotShared, peer: u64, devices: Vec<u32>) -> Result<Get
     let mut req = GetPrekeyBundlesRequest::new();
     req.user_id = peer;
     req.device_ids = devices;
-    shared
+    let resp = shared
         .platform
         .get_prekey_bundles(&req)
-        .map_err(|e| SendError::Platform(format!("prekey bundles of user {peer}: {e}")))
+        .map_err(|e| SendError::Platform(format!("prekey bundles of user {peer}: {e}")))?;
+    if shared.on_identity_change == e2e::OnIdentityChange::Accept {
+        accept_changed_identity(shared, &resp.profile)?;
+    }
+    Ok(resp)
+}
+
+/// With `accept_identity_changes`: a served identity key other than the pinned one is pinned in
+/// its place (with a warning), so `add_sessions` starts sessions under it.
+fn accept_changed_identity(shared: &BotShared, profile: &Profile) -> Result<(), SendError> {
+    let (user_id, Ok(served)) = (profile.user_id, <[u8; 32]>::try_from(profile.identity_key.as_slice())) else {
+        return Ok(());
+    };
+    let pinned = shared.store.read(|c| Ok(e2e::leaf::pinned_identity(c, user_id)?))?;
+    if pinned.is_some_and(|p| p != served) {
+        log::warn!("bot @{}: user {user_id} now has another identity key; pinned it (accept_identity_changes)", shared.username);
+        shared.store.write(move |c| Ok(e2e::leaf::repin_identity(c, user_id, &served)?))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -594,7 +612,7 @@ mod tests {
     use crate::wire::e2e::Content;
     use crate::crypto::IdentityKeyPair;
     use crate::gateway::store::chats;
-    use crate::wire::platform::{DeviceKeys, InboxEnvelope, PrekeyBundle, Profile};
+    use crate::wire::platform::{DeviceKeys, InboxEnvelope, PrekeyBundle};
 
     const BOT: u64 = 10;
     const PEER: u64 = 20;
@@ -639,7 +657,7 @@ mod tests {
     fn a_batch_is_sealed_in_one_commit_and_its_answers_are_recorded_in_one_commit() {
         crypto::init();
         let dir = tempfile::tempdir().expect("tempdir");
-        let (bot, _, _) = device(dir.path(), "bot", BOT);
+        let (bot, bot_account, bot_keys) = device(dir.path(), "bot", BOT);
         let (peer, peer_account, peer_keys) = device(dir.path(), "peer", PEER);
         bot.write(|c| {
             for n in 0..SEND_BATCH {
@@ -678,8 +696,21 @@ mod tests {
                 e
             })
             .collect();
+        // The peer checks the bot's device first, as every receiver does.
+        let certificates = {
+            let b = bundles(BOT, &bot_account, &bot_keys);
+            let device = crate::wire::platform::DeviceCertificate {
+                device_id: 1,
+                device_key: b.bundles[0].device_key.clone(),
+                device_certificate: b.bundles[0].device_certificate.clone(),
+                ..Default::default()
+            };
+            crate::wire::platform::GetDeviceCertificatesResponse { profile: b.profile, devices: vec![device], ..Default::default() }
+        };
         let texts = peer
             .write(move |c| {
+                let request = crate::wire::platform::GetDeviceCertificatesRequest { user_id: BOT, device_ids: vec![1], ..Default::default() };
+                e2e::record_certified_devices(c, &request, &certificates, e2e::OnIdentityChange::Refuse)?;
                 let mut texts = Vec::new();
                 for e in &envelopes {
                     texts.push(e2e::open_envelope(c, e)?.text().text.clone());

@@ -36,6 +36,8 @@ pub struct BotShared {
     /// The config's delivery settings (send wait, webhook secret headers), the same for every
     /// bot.
     pub delivery: Delivery,
+    /// What a user's changed account identity key does (`accept_identity_changes`).
+    pub on_identity_change: crate::e2e::OnIdentityChange,
     pub status: Status,
     /// Counters for `/metrics`, kept where the events happen.
     pub metrics: super::metrics::BotMetrics,
@@ -247,6 +249,11 @@ impl BotShared {
             store,
             platform,
             delivery: Delivery::default(),
+            on_identity_change: if bot.accept_identity_changes {
+                crate::e2e::OnIdentityChange::Accept
+            } else {
+                crate::e2e::OnIdentityChange::Refuse
+            },
             status: Status::default(),
             metrics: Default::default(),
             outbox: Outbox::new(),
@@ -547,6 +554,7 @@ pub fn test_bot_on_fake(
         compat_user_id: 1,
         username: "b_bot".into(),
         first_name: "B".into(),
+        accept_identity_changes: false,
     };
     let delivery = Delivery { send_wait, ..Delivery::default() };
     let bot = Arc::new(BotShared::new(&config, store, fake.clone()).with_delivery(delivery));

@@ -6,7 +6,7 @@
 //! apply the same checks and build the same wire shapes.
 
 use super::error::{PlatformError, Result};
-use super::store::{Account, Bundle, NewDevice, SignedPrekey};
+use super::store::{Account, Bundle, NewDevice, SignedPrekey, Store};
 use crate::crypto::identity;
 use crate::wire::platform as pb;
 
@@ -97,4 +97,35 @@ pub(super) fn bundle_to_wire(b: Bundle) -> pb::PrekeyBundle {
             .into(),
         ..Default::default()
     }
+}
+
+/// Most device ids one GetDeviceCertificates may name (an account has a handful).
+pub const MAX_CERTIFICATES_PER_CALL: usize = 64;
+
+/// GetDeviceCertificates, for the service and for the management bot (which reads the store
+/// directly).
+pub(super) fn device_certificates(
+    store: &Store,
+    req: pb::GetDeviceCertificatesRequest,
+) -> Result<pb::GetDeviceCertificatesResponse> {
+    if req.device_ids.is_empty() || req.device_ids.len() > MAX_CERTIFICATES_PER_CALL {
+        return Err(invalid(format!(
+            "device_ids must name 1 to {MAX_CERTIFICATES_PER_CALL} devices (got {})",
+            req.device_ids.len()
+        )));
+    }
+    let account = store
+        .account_by_id(req.user_id)?
+        .ok_or_else(|| PlatformError::NotFound(format!("no user with id {}", req.user_id)))?;
+    let devices = store
+        .device_certificates(req.user_id, &req.device_ids)?
+        .into_iter()
+        .map(|(device_id, device_key, device_certificate)| pb::DeviceCertificate {
+            device_id,
+            device_key,
+            device_certificate,
+            ..Default::default()
+        })
+        .collect();
+    Ok(pb::GetDeviceCertificatesResponse { profile: Some(profile(account)).into(), devices, ..Default::default() })
 }

@@ -44,6 +44,7 @@ macro_rules! unary_calls {
             list_devices(ListDevicesRequest) -> ListDevicesResponse;
             // Private dialogs.
             get_prekey_bundles(GetPrekeyBundlesRequest) -> GetPrekeyBundlesResponse;
+            get_device_certificates(GetDeviceCertificatesRequest) -> GetDeviceCertificatesResponse;
             upload_prekeys(UploadPrekeysRequest) -> UploadPrekeysResponse;
             send_messages(SendMessagesRequest) -> SendMessagesResponse;
             ack(AckRequest) -> AckResponse;

@@ -259,6 +259,7 @@ impl Runner {
             client_message_id: entry.client_message_id,
             ..Default::default()
         };
+        self.check_new_sender(&envelope)?;
         let tx = self.db.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let content = match e2e::open_envelope(&tx, &envelope) {
             Ok(content) => content,
@@ -294,6 +295,25 @@ impl Runner {
         tx.commit()?;
         self.store.ack(self.me, &[seq])?;
         log::debug!("management bot: handled message {seq} from user {user_id}");
+        Ok(())
+    }
+
+    /// A first message from a device not met before: its certificate checked against the
+    /// user's account before the open (`e2e::record_certified_devices`); one that fails is not
+    /// recorded, and the open refuses the message. The management bot is the platform's own,
+    /// so it takes a user's changed identity key from the platform's directory (pinned anew).
+    fn check_new_sender(&mut self, envelope: &InboxEnvelope) -> RunResult<()> {
+        for request in e2e::devices_to_certify(&self.db, std::slice::from_ref(envelope))? {
+            let answer = match convert::device_certificates(&self.store, request.clone()) {
+                Ok(answer) => answer,
+                Err(PlatformError::NotFound(_)) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let certified = e2e::record_certified_devices(&self.db, &request, &answer, e2e::OnIdentityChange::Accept)?;
+            for (device_id, why) in certified.refused {
+                log::warn!("management bot: device {device_id} of user {}: {why}", request.user_id);
+            }
+        }
         Ok(())
     }
 

@@ -1,5 +1,5 @@
 //! A device's keys: RegisterBotDevice (one more device of an existing bot account, proven by
-//! the bot identity key), GetPrekeyBundles, UploadPrekeys; and ListDevices (a bot's devices,
+//! the bot identity key), GetPrekeyBundles, GetDeviceCertificates, UploadPrekeys; and ListDevices (a bot's devices,
 //! for a gateway to see the other runtimes of its bot).
 
 use super::super::auth::Caller;

@@ -13,7 +13,7 @@
 //! - `accounts`: accounts and credentials: RegisterUser (an account with its first device),
 //!   LookupUser, VerifyCredential.
 //! - `devices`: a device's keys: RegisterBotDevice (one more device of an existing bot
-//!   account), GetPrekeyBundles, UploadPrekeys, ListDevices (a bot's devices).
+//!   account), GetPrekeyBundles, GetDeviceCertificates, UploadPrekeys, ListDevices (a bot's devices).
 //! - `messaging`: SendMessages and Ack. The Inbox stream between them is `super::inbox` (a
 //!   feeder thread per stream); only its caller check is here.
 //!
@@ -37,6 +37,7 @@ use std::sync::Arc;
 use grpcio::{ClientStreamingSink, RequestStream, RpcContext, ServerStreamingSink, UnarySink};
 
 use super::auth::{self, Caller, Need};
+use super::convert;
 use super::error::{PlatformError, Result};
 use super::call_threads::CallThreads;
 use super::inbox::{self, InboxHub};
@@ -189,6 +190,17 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         sink: UnarySink<pb::GetPrekeyBundlesResponse>,
     ) {
         self.unary(&ctx, sink, "GetPrekeyBundles", ActiveDevice, |_| devices::get_prekey_bundles(&self.store, req));
+    }
+
+    fn get_device_certificates(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::GetDeviceCertificatesRequest,
+        sink: UnarySink<pb::GetDeviceCertificatesResponse>,
+    ) {
+        self.unary(&ctx, sink, "GetDeviceCertificates", ActiveDevice, |_| {
+            convert::device_certificates(&self.store, req)
+        });
     }
 
     fn upload_prekeys(

@@ -188,6 +188,29 @@ impl Store {
         .map_err(db_error("reading a device"))
     }
 
+    /// The key and certificate of each of `device_ids` the account has or had (removed ones
+    /// too), in order; an id it never had is left out. Reads only: no prekey is taken.
+    pub fn device_certificates(&self, user_id: u64, device_ids: &[u32]) -> Result<Vec<(u32, Vec<u8>, Vec<u8>)>> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached("SELECT device_key, certificate FROM devices WHERE account_id = ?1 AND device_id = ?2")
+            .map_err(db_error("reading device certificates"))?;
+        let mut ids = device_ids.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut found = Vec::with_capacity(ids.len());
+        for device_id in ids {
+            let row: Option<(Vec<u8>, Vec<u8>)> = stmt
+                .query_row(params![user_id, device_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+                .map_err(db_error("reading device certificates"))?;
+            if let Some((key, certificate)) = row {
+                found.push((device_id, key, certificate));
+            }
+        }
+        Ok(found)
+    }
+
     /// Ids of the account's active devices, in order.
     pub fn active_device_ids(&self, user_id: u64) -> Result<Vec<u32>> {
         let conn = self.lock();

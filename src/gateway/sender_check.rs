@@ -1,0 +1,238 @@
+//! The bot's check of the user devices that start a private session with it (the responder's
+//! side of X3DH): before a batch is imported, each sender device the bot has not recorded and
+//! whose message starts a session has its certificate fetched (`GetDeviceCertificates`, which
+//! uses up none of the user's one-time prekeys) and checked against the user's account identity
+//! key, and that key against the one pinned for the user (`e2e::record_certified_devices`).
+//! A device that fails starts no session: its message is dropped by the import, as a security
+//! alert (a certificate that does not verify) or as an identity change (counted in
+//! `botgw_identity_changes_total`, unless the bot's `accept_identity_changes` pins the new key).
+
+use std::collections::HashMap;
+
+use super::port::StepError;
+use super::runtime::BotShared;
+use crate::e2e::{self, Refusal};
+use crate::wire::platform::InboxEnvelope;
+use crate::wire::rpc;
+
+/// The sender devices of a batch that were refused, and why: the import says so for each of
+/// their messages.
+pub type Refused = HashMap<(u64, u32), Refusal>;
+
+/// Checks the devices that start a session in `batch`. `Err` when the platform could not be
+/// asked (unreachable): the batch must wait, or its first messages would be dropped.
+pub fn check_senders(shared: &BotShared, batch: &[InboxEnvelope]) -> Result<Refused, StepError> {
+    let requests = shared.store.read(|c| Ok(e2e::devices_to_certify(c, batch)?))?;
+    let mut refused = Refused::new();
+    for request in requests {
+        let answer = match shared.platform.get_device_certificates(&request) {
+            Ok(answer) => answer,
+            // The platform refuses for good (no such user, a malformed request): the devices
+            // are not served, and their messages are dropped.
+            Err(e) if is_final(&e) => {
+                log::warn!(
+                    "bot @{}: no certificates for devices {:?} of user {}: {}",
+                    shared.username,
+                    request.device_ids,
+                    request.user_id,
+                    rpc::text(&e)
+                );
+                refused.extend(request.device_ids.iter().map(|&d| ((request.user_id, d), Refusal::NotServed)));
+                continue;
+            }
+            Err(e) => return Err(StepError::platform("GetDeviceCertificates", e)),
+        };
+        let on_change = shared.on_identity_change;
+        let certified =
+            shared.store.write(move |c| Ok(e2e::record_certified_devices(c, &request, &answer, on_change)?))?;
+        if certified.repinned {
+            log::warn!(
+                "bot @{}: user {} now has another identity key; pinned it (accept_identity_changes)",
+                shared.username,
+                certified.user_id
+            );
+        }
+        refused.extend(certified.refused.iter().map(|&(d, why)| ((certified.user_id, d), why)));
+    }
+    Ok(refused)
+}
+
+/// A refusal that asking again would not change.
+fn is_final(e: &grpcio::Error) -> bool {
+    use grpcio::RpcStatusCode as C;
+    matches!(rpc::code(e), Some(C::NOT_FOUND | C::INVALID_ARGUMENT | C::PERMISSION_DENIED | C::UNIMPLEMENTED))
+}
+
+#[cfg(test)]
+mod tests {
+    //! A user's device (its own database) starting private sessions with the test bot on the
+    //! fake platform, which serves the certificates, honest or not.
+
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    use protobuf::MessageField;
+    use rusqlite::Connection;
+
+    use crate::crypto::{identity, IdentityKeyPair};
+    use crate::e2e::{self, OnIdentityChange, Registration};
+    use crate::gateway::inbox::import_reported;
+    use crate::gateway::port::fake::FakePlatform;
+    use crate::gateway::runtime::{test_bot_on_fake, BotShared};
+    use crate::gateway::store::queue;
+    use crate::wire::platform::{
+        DeviceCertificate, DeviceKeys, GetDeviceCertificatesRequest, GetDeviceCertificatesResponse, InboxEnvelope,
+        PrekeyBundle, Profile,
+    };
+
+    const ALICE: u64 = 100;
+
+    struct User {
+        conn: Connection,
+        account: IdentityKeyPair,
+        keys: DeviceKeys,
+        device_id: u32,
+    }
+
+    impl User {
+        fn new(account: IdentityKeyPair, device_id: u32) -> User {
+            let conn = Connection::open_in_memory().expect("db");
+            e2e::create_all_tables(&conn).expect("tables");
+            let keys = e2e::create_device_keys(&conn, &account).expect("keys");
+            e2e::save_registration(&conn, Registration { user_id: ALICE, device_id }).expect("registration");
+            User { conn, account, keys, device_id }
+        }
+
+        /// What GetDeviceCertificates serves for this device, its certificate signed by `signer`.
+        fn certificates(&self, signer: &IdentityKeyPair) -> GetDeviceCertificatesResponse {
+            let key: [u8; 32] = self.keys.device_key.as_slice().try_into().expect("32");
+            GetDeviceCertificatesResponse {
+                profile: MessageField::some(Profile {
+                    user_id: ALICE,
+                    username: "alice".into(),
+                    identity_key: self.account.public_key().to_vec(),
+                    ..Default::default()
+                }),
+                devices: vec![DeviceCertificate {
+                    device_id: self.device_id,
+                    device_key: self.keys.device_key.clone(),
+                    device_certificate: identity::sign_device_certificate(signer, &key).to_vec(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+        }
+
+        /// A new session with the bot from a bundle without a one-time prekey (the platform
+        /// had none left), and a first message in it.
+        fn first_message(&self, bot: &(Profile, PrekeyBundle), seq: u64, text: &str) -> InboxEnvelope {
+            e2e::add_sessions(&self.conn, &bot.0, std::slice::from_ref(&bot.1)).expect("session");
+            let sealed = e2e::seal(&self.conn, 1, &e2e::text_content(text)).expect("seal");
+            InboxEnvelope {
+                seq,
+                sender_user_id: ALICE,
+                sender_device_id: self.device_id,
+                sender_username: "alice".into(),
+                message_id: seq,
+                date: crate::clock::unix_now(),
+                ciphertext: sealed[0].ciphertext.clone(),
+                client_message_id: format!("c{seq}"),
+                ..Default::default()
+            }
+        }
+    }
+
+    /// The test bot with device keys, and what a user fetches to write to it (no one-time
+    /// prekey).
+    fn bot(on_change: OnIdentityChange) -> (tempfile::TempDir, Arc<BotShared>, Arc<FakePlatform>, (Profile, PrekeyBundle)) {
+        let (dir, mut bot, fake) = test_bot_on_fake(std::time::Duration::from_secs(1));
+        Arc::get_mut(&mut bot).expect("not shared yet").on_identity_change = on_change;
+        let seed = bot.identity.seed();
+        let keys = bot
+            .store
+            .write(move |c| {
+                let keys = e2e::create_device_keys(c, &IdentityKeyPair::from_seed(&seed))?;
+                e2e::save_registration(c, Registration { user_id: 1, device_id: 1 })?;
+                Ok(keys)
+            })
+            .expect("device keys");
+        let profile =
+            Profile { user_id: 1, username: "b_bot".into(), is_bot: true, identity_key: bot.identity.public_key().to_vec(), ..Default::default() };
+        let bundle = PrekeyBundle {
+            device_id: 1,
+            device_key: keys.device_key.clone(),
+            device_certificate: keys.device_certificate.clone(),
+            signed_prekey: keys.signed_prekey.clone(),
+            ..Default::default()
+        };
+        (dir, bot, fake, (profile, bundle))
+    }
+
+    fn serve(fake: &FakePlatform, answer: GetDeviceCertificatesResponse) {
+        fake.answer_always("get_device_certificates", move |_: GetDeviceCertificatesRequest| Ok(answer.clone()));
+    }
+
+    fn queued(bot: &BotShared) -> i64 {
+        bot.store.read(|c| queue::depth(c)).expect("depth")
+    }
+
+    #[test]
+    fn a_device_whose_certificate_does_not_chain_to_its_account_starts_nothing() {
+        let (_dir, bot, fake, bot_keys) = bot(OnIdentityChange::Refuse);
+        let alice = User::new(IdentityKeyPair::generate(), 1);
+        // The platform made the device up: its certificate is signed by another key.
+        serve(&fake, alice.certificates(&IdentityKeyPair::generate()));
+        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 1, "/start")]));
+        assert_eq!(queued(&bot), 0, "no update");
+        assert_eq!(bot.metrics.security_alerts.load(Ordering::Relaxed), 1);
+        assert_eq!(fake.calls_of("get_device_certificates").len(), 1);
+
+        // Served honestly, the next first message starts a session.
+        serve(&fake, alice.certificates(&alice.account));
+        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 2, "/start")]));
+        assert_eq!(queued(&bot), 1);
+        // Known now: no more certificate fetches.
+        let before = fake.calls_of("get_device_certificates").len();
+        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 3, "again")]));
+        assert_eq!((queued(&bot), fake.calls_of("get_device_certificates").len()), (2, before));
+    }
+
+    #[test]
+    fn a_changed_identity_key_keeps_the_message_out_of_the_queue_unless_the_bot_accepts_changes() {
+        for on_change in [OnIdentityChange::Refuse, OnIdentityChange::Accept] {
+            let (_dir, bot, fake, bot_keys) = bot(on_change);
+            let alice = User::new(IdentityKeyPair::generate(), 1);
+            serve(&fake, alice.certificates(&alice.account));
+            assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 1, "/start")]));
+            assert_eq!(queued(&bot), 1, "the first key is pinned");
+
+            // The platform now serves another account key for Alice, with a new device under it.
+            let other = User::new(IdentityKeyPair::generate(), 2);
+            serve(&fake, other.certificates(&other.account));
+            assert!(import_reported(&bot, vec![other.first_message(&bot_keys, 2, "it is me")]));
+            let changes = bot.metrics.identity_changes.load(Ordering::Relaxed);
+            match on_change {
+                OnIdentityChange::Refuse => assert_eq!((queued(&bot), changes), (1, 1), "kept out and counted"),
+                OnIdentityChange::Accept => assert_eq!((queued(&bot), changes), (2, 0), "accepted by configuration"),
+            }
+            assert_eq!(bot.metrics.security_alerts.load(Ordering::Relaxed), 0);
+        }
+    }
+
+    #[test]
+    fn a_replayed_first_message_without_a_one_time_prekey_yields_no_second_update() {
+        let (_dir, bot, fake, bot_keys) = bot(OnIdentityChange::Refuse);
+        let alice = User::new(IdentityKeyPair::generate(), 1);
+        serve(&fake, alice.certificates(&alice.account));
+        let first = alice.first_message(&bot_keys, 1, "/start");
+        assert!(import_reported(&bot, vec![first.clone()]));
+        // Two later sessions push the first one out of the bot's current and previous slots.
+        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 2, "a")]));
+        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 3, "b")]));
+        assert_eq!(queued(&bot), 3);
+        // The platform delivers the first message again, as new (a later seq, another id).
+        let replay = InboxEnvelope { seq: 4, message_id: 4, client_message_id: "c4".into(), ..first };
+        assert!(import_reported(&bot, vec![replay]));
+        assert_eq!(queued(&bot), 3, "the /start does not run twice");
+    }
+}
