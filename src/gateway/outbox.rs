@@ -160,7 +160,8 @@ pub fn run(shared: Arc<BotShared>) {
 /// it are tried, if there are any: a message handed now could no longer be withdrawn by its
 /// caller, and would hold the caller until the platform is back.
 ///
-/// Two writer jobs per batch, whatever its size: one seals every message not sealed yet and
+/// At most three writer jobs per batch, whatever its size: one hands the new messages over
+/// (`hand_over`, before their ids are reserved), one seals every message not sealed yet and
 /// commits the ciphertexts before the send (`seal_batch`), one records every answer
 /// (`record_results`). Prekey bundles are fetched before each job, never inside one.
 fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError> {
@@ -180,6 +181,11 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
         return Err(e);
     }
     if entries.is_empty() {
+        return groups_sent.map(|()| true);
+    }
+    let entries = hand_over(shared, entries)?;
+    if entries.is_empty() {
+        // Every one was withdrawn by its caller meanwhile.
         return groups_sent.map(|()| true);
     }
     let fetched = bundles_of_new_recipients(shared, &entries)?;
@@ -293,12 +299,13 @@ struct Signer<'a> {
     ids: Reservations,
 }
 
-/// Reserves the message ids of the unsealed entries whose keyboard needs its signed context
-/// (one ReserveMessageIds call per batch, none when no entry has buttons). A repeat after a
-/// failed seal answers the same ids.
+/// Reserves the message ids of every unsealed entry (one ReserveMessageIds call per batch): a
+/// keyboard's signed context names its message's id, and reserving for every message, not only
+/// for those, keeps the platform from telling which ones carry buttons. A repeat after a failed
+/// seal answers the same ids.
 fn reserve_ids(shared: &BotShared, entries: &[outbox::OutboxEntry]) -> Result<(Reservations, Vec<(String, String)>), SendError> {
     let mut req = ReserveMessageIdsRequest::new();
-    for e in entries.iter().filter(|e| e.sealed.is_none() && keyboard::needs_context(&e.content)) {
+    for e in entries.iter().filter(|e| e.sealed.is_none()) {
         let mut r = MessageIdReservation::new();
         r.client_message_id = e.client_message_id.clone();
         r.recipient_user_id = e.chat_id as u64;
@@ -316,6 +323,26 @@ fn reserve_ids(shared: &BotShared, entries: &[outbox::OutboxEntry]) -> Result<(R
         ok.into_iter().map(|r| (r.client_message_id, (r.message_id, r.date))).collect(),
         refused.into_iter().map(|r| (r.client_message_id, r.error)).collect(),
     ))
+}
+
+/// Marks the entries not handed yet as handed to the platform (one writer job, none when all
+/// are): from here their callers wait for the platform's answer, since the reservation that
+/// comes next is already a call about them. Entries withdrawn meanwhile are left out.
+fn hand_over(shared: &BotShared, entries: Vec<outbox::OutboxEntry>) -> Result<Vec<outbox::OutboxEntry>, SendError> {
+    if entries.iter().all(|e| e.handed) {
+        return Ok(entries);
+    }
+    let now = unix_now();
+    Ok(shared.store.write(move |c| {
+        let mut kept = Vec::with_capacity(entries.len());
+        for mut entry in entries {
+            if entry.handed || outbox::mark_handed(c, entry.id, now)? {
+                entry.handed = true;
+                kept.push(entry);
+            }
+        }
+        Ok(kept)
+    })?)
 }
 
 /// Ends the entries whose reservation the platform refused (an unknown recipient), as a
@@ -651,6 +678,53 @@ mod tests {
 
     fn text(t: String) -> Content {
         e2e::text_content(&t)
+    }
+
+    /// Every new message reserves its id, a plain text as well as one with buttons: the
+    /// platform cannot tell which messages carry a keyboard. And reserving comes after the
+    /// hand-over, so a caller never withdraws a message the platform was asked about.
+    #[test]
+    fn every_new_message_reserves_its_id_after_it_is_handed_over() {
+        let (_dir, bot, fake) = crate::gateway::runtime::test_bot_on_fake(Duration::from_secs(1));
+        let mut with_buttons = text("pick".into());
+        with_buttons.keyboard = protobuf::MessageField::some(crate::wire::e2e::InlineKeyboard {
+            rows: vec![crate::wire::e2e::KeyboardRow {
+                buttons: vec![crate::wire::e2e::InlineButton { text: "A".into(), callback_data: "a".into(), ..Default::default() }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let entries = bot
+            .store
+            .write(move |c| {
+                outbox::insert(c, "plain", PEER as i64, &text("hello".into()), 0)?;
+                outbox::insert(c, "buttons", PEER as i64, &with_buttons, 0)?;
+                outbox::pending(c, 10)
+            })
+            .expect("insert");
+        assert!(keyboard::needs_context(&entries[1].content) && !keyboard::needs_context(&entries[0].content));
+        let entries = hand_over(&bot, entries).expect("hand over");
+        assert!(entries.iter().all(|e| e.handed));
+        let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
+        assert!(bot.store.write(move |c| Ok(ids.iter().all(|&id| !outbox::withdraw(c, id).unwrap_or(true)))).expect("withdraw"), "handed: no longer withdrawn");
+
+        fake.answer_always("reserve_message_ids", |req: ReserveMessageIdsRequest| {
+            let ids = req
+                .reservations
+                .iter()
+                .map(|r| crate::wire::platform::ReservedMessageId {
+                    client_message_id: r.client_message_id.clone(),
+                    message_id: 7,
+                    date: 1,
+                    ..Default::default()
+                })
+                .collect();
+            Ok(crate::wire::platform::ReserveMessageIdsResponse { ids, ..Default::default() })
+        });
+        let (reserved, refused) = reserve_ids(&bot, &entries).expect("reserve");
+        assert!(refused.is_empty());
+        assert_eq!(reserved.keys().cloned().collect::<Vec<_>>(), ["buttons", "plain"]);
+        assert_eq!(fake.calls_of("reserve_message_ids").len(), 1, "one call for the batch");
     }
 
     #[test]

@@ -173,7 +173,7 @@ mod tests {
     }
 
     fn queued(bot: &BotShared) -> i64 {
-        bot.store.read(|c| queue::depth(c)).expect("depth")
+        bot.store.read(queue::depth).expect("depth")
     }
 
     #[test]

@@ -120,10 +120,10 @@ pub(super) fn device_certificates(
     let devices = store
         .device_certificates(req.user_id, &req.device_ids)?
         .into_iter()
-        .map(|(device_id, device_key, device_certificate)| pb::DeviceCertificate {
-            device_id,
-            device_key,
-            device_certificate,
+        .map(|d| pb::DeviceCertificate {
+            device_id: d.device_id,
+            device_key: d.device_key,
+            device_certificate: d.certificate,
             ..Default::default()
         })
         .collect();

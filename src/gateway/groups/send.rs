@@ -38,8 +38,8 @@ fn give_up(shared: &BotShared, entry: &outbox::OutboxEntry, failure: SendFailure
     Ok(record.map_or(GroupSend::Withdrawn, |r| GroupSend::GaveUp(r, failure)))
 }
 
-/// Sends one outbox message to a group: signs its keyboard (with a reserved message id) and
-/// encrypts it, committed first, unless a ciphertext of the current attempt is recorded; sends;
+/// Sends one outbox message to a group: reserves its message id, signs its keyboard (with that
+/// id) and encrypts it, committed first, unless a ciphertext of the current attempt is recorded; sends;
 /// records the answer.
 pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend, StepError> {
     let (id, chat_id) = (entry.id, entry.chat_id);
@@ -48,17 +48,19 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
         return give_up(shared, entry, SendFailure::Refused(format!("chat {chat_id} is a group the bot is not a member of")));
     };
     let mut entry = entry.clone();
-    if keyboard::needs_context(&entry.content) {
-        match reserve_id(shared, &group.group_id, &entry.client_message_id)? {
-            Ok((message_id, date)) => {
-                let chat = keyboard::KeyboardChat::Group(&group.group_id);
-                keyboard::attach_context(&shared.identity, shared.compat_user_id, chat, message_id, date, &mut entry.content);
-                let content = entry.content.clone();
-                shared.store.write(move |c| outbox::set_content(c, id, &content))?;
-            }
-            Err(refused) => {
-                return give_up(shared, &entry, SendFailure::Refused(format!("the platform refused the message: {refused}")));
-            }
+    // Every message's id is reserved first, not only a keyboard's (whose signed context names
+    // it): so the platform cannot tell which messages carry buttons. Idempotent per client
+    // message id, so a retry gets the same id.
+    match reserve_id(shared, &group.group_id, &entry.client_message_id)? {
+        Ok((message_id, date)) if keyboard::needs_context(&entry.content) => {
+            let chat = keyboard::KeyboardChat::Group(&group.group_id);
+            keyboard::attach_context(&shared.identity, shared.compat_user_id, chat, message_id, date, &mut entry.content);
+            let content = entry.content.clone();
+            shared.store.write(move |c| outbox::set_content(c, id, &content))?;
+        }
+        Ok(_) => {}
+        Err(refused) => {
+            return give_up(shared, &entry, SendFailure::Refused(format!("the platform refused the message: {refused}")));
         }
     }
     let (gid, content, cmid) = (group.group_id.clone(), entry.content.clone(), entry.client_message_id.clone());
@@ -123,8 +125,8 @@ fn encrypt_again_later(shared: &BotShared, id: i64, why: &'static str) -> Result
     })?)
 }
 
-/// The message id (and date) the platform reserves in a group for one client message id, so
-/// that a keyboard's signed context can name it; `Ok(Err(why))` when the platform refuses.
+/// The message id (and date) the platform reserves in a group for one client message id (a
+/// keyboard's signed context names it); `Ok(Err(why))` when the platform refuses.
 fn reserve_id(shared: &BotShared, group_id: &[u8], cmid: &str) -> Result<Result<(u64, i64), Invalid>, StepError> {
     let req = ReserveMessageIdsRequest {
         reservations: vec![MessageIdReservation {

@@ -51,6 +51,21 @@ fn bot() -> (tempfile::TempDir, Arc<BotShared>, Arc<FakePlatform>) {
     fake.answer_always("verify_credential", |_: crate::wire::platform::VerifyCredentialRequest| {
         Ok(VerifyCredentialResponse { capabilities: "groups".into(), ..Default::default() })
     });
+    // Every group message reserves its id first (the platform cannot tell keyboards apart).
+    fake.answer_always("reserve_message_ids", |req: crate::wire::platform::ReserveMessageIdsRequest| {
+        let ids = req
+            .reservations
+            .iter()
+            .enumerate()
+            .map(|(n, r)| ReservedMessageId {
+                client_message_id: r.client_message_id.clone(),
+                message_id: 1000 + n as u64,
+                date: unix_now(),
+                ..Default::default()
+            })
+            .collect();
+        Ok(ReserveMessageIdsResponse { ids, ..Default::default() })
+    });
     (dir, bot, fake)
 }
 
@@ -268,6 +283,11 @@ fn a_stale_epoch_drops_the_ciphertext_and_the_next_try_encrypts_anew() {
     }
     let sent = fake.calls_of("send_group_message");
     let (first, second): (SendGroupMessageRequest, SendGroupMessageRequest) = (sent[1].request(), sent[2].request());
+    // A plain text reserved its id before each try, as a keyboard's message does.
+    let reserved = fake.calls_of("reserve_message_ids");
+    assert_eq!(reserved.len(), 2, "one reservation per try");
+    let r: crate::wire::platform::ReserveMessageIdsRequest = reserved[0].request();
+    assert_eq!(r.reservations[0].client_message_id, "cmid-1");
     assert_ne!(first.message, second.message, "never the stale ciphertext again");
     assert_eq!(first.client_message_id, second.client_message_id);
     assert!(bot.store.read(|c| outbox::pending(c, 10)).expect("read").is_empty(), "left the outbox");

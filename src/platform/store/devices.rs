@@ -8,6 +8,13 @@ use super::{
 };
 use crate::platform::error::{db_error, PlatformError, Result};
 
+/// A device's key and the certificate its account signed over it, as registered.
+pub struct DeviceCertificate {
+    pub device_id: u32,
+    pub device_key: Vec<u8>,
+    pub certificate: Vec<u8>,
+}
+
 impl Store {
     /// Adds a device to a bot, or, when a device with the same device key exists, refreshes and
     /// reactivates it (a retried registration gets the same id). Returns the device id. A
@@ -190,7 +197,7 @@ impl Store {
 
     /// The key and certificate of each of `device_ids` the account has or had (removed ones
     /// too), in order; an id it never had is left out. Reads only: no prekey is taken.
-    pub fn device_certificates(&self, user_id: u64, device_ids: &[u32]) -> Result<Vec<(u32, Vec<u8>, Vec<u8>)>> {
+    pub fn device_certificates(&self, user_id: u64, device_ids: &[u32]) -> Result<Vec<DeviceCertificate>> {
         let conn = self.lock();
         let mut stmt = conn
             .prepare_cached("SELECT device_key, certificate FROM devices WHERE account_id = ?1 AND device_id = ?2")
@@ -204,8 +211,8 @@ impl Store {
                 .query_row(params![user_id, device_id], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()
                 .map_err(db_error("reading device certificates"))?;
-            if let Some((key, certificate)) = row {
-                found.push((device_id, key, certificate));
+            if let Some((device_key, certificate)) = row {
+                found.push(DeviceCertificate { device_id, device_key, certificate });
             }
         }
         Ok(found)
