@@ -199,3 +199,43 @@ fn a_first_message_from_a_device_that_does_not_chain_to_its_account_is_refused()
     assert_eq!((status, body["result"].as_array().map(Vec::len)), (200, Some(0)), "{body}");
     assert!(world.gateway.health()["bots"][0]["security_alert"]["last"].as_str().is_some_and(|t| t.contains("certificate")));
 }
+
+/// A new device of a user whose identity key changed (as far as Bob's pin says): Bob's
+/// `e2e-chat` shows nothing of it and stops with the `SECURITY WARNING`, leaving the message in
+/// the inbox; after `trust @alice` the same message shows. (The test plays the change by
+/// pinning another key for Alice in Bob's profile, and the new device by making both sides
+/// forget their devices, so Alice starts a new session and Bob checks her device again.)
+#[test]
+fn a_message_from_a_user_whose_key_changed_shows_only_after_trust() {
+    let world = World::start("unused_bot");
+    let alice_dir = world.dir.path().join("user-alice");
+    let bob_dir = world.dir.path().join("user-bob");
+    let alice = world.user("alice");
+    let bob = world.user("bob");
+    alice.send_text("@bob", "hi bob").expect("sent");
+    let first = bob.receive(Duration::from_secs(20), 1).expect("receive");
+    assert_eq!(first.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(), ["hi bob"], "Bob met Alice: her key is pinned");
+    let (alice_id, bob_id) = (alice.user_id() as i64, bob.user_id() as i64);
+    drop((alice, bob));
+
+    let profile_db = |dir: &std::path::Path| rusqlite::Connection::open(dir.join(bot_gateway::client::DB_FILE)).expect("profile db");
+    let db = profile_db(&bob_dir);
+    assert_eq!(db.execute("UPDATE e2e_identity_pins SET identity_key = ?2 WHERE user_id = ?1", rusqlite::params![alice_id, vec![7u8; 32]]).expect("pin"), 1);
+    db.execute_batch(&format!("DELETE FROM e2e_sessions WHERE user_id = {alice_id}; DELETE FROM e2e_peer_devices WHERE user_id = {alice_id};")).expect("forget");
+    drop(db);
+    profile_db(&alice_dir)
+        .execute_batch(&format!("DELETE FROM e2e_sessions WHERE user_id = {bob_id}; DELETE FROM e2e_peer_devices WHERE user_id = {bob_id};"))
+        .expect("forget");
+
+    let alice = bot_gateway::client::Profile::open(&alice_dir).expect("alice");
+    alice.send_text("@bob", "it is still me").expect("a new session");
+    let bob = bot_gateway::client::Profile::open(&bob_dir).expect("bob");
+    let err = bob.receive(Duration::from_secs(20), 1).expect_err("nothing is shown").to_string();
+    assert!(err.contains("SECURITY WARNING") && err.contains("trust @alice"), "{err}");
+    let err = bob.receive(Duration::from_secs(5), 1).expect_err("still nothing").to_string();
+    assert!(err.contains("SECURITY WARNING"), "{err}");
+
+    bob.trust("@alice").expect("trust");
+    let shown = bob.receive(Duration::from_secs(20), 1).expect("receive");
+    assert_eq!(shown.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(), ["it is still me"]);
+}
