@@ -98,12 +98,12 @@ fn hostile_clients_cannot_crash_starve_or_smuggle() {
     let huge = ["4611686018427387904", "9223372036854775807", "9223372036854775808", "18446744073709551615"];
     for (i, len) in huge.iter().cycle().take(48).enumerate() {
         let path = if i % 2 == 0 { "/healthz".to_string() } else { format!("/bot{token}/sendMessage") };
-        let got = exchange(a, format!("POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len}\r\n\r\n").as_bytes());
+        let got = exchange(a, format!("POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len}\r\n\r\n").as_bytes());
         assert_eq!(status_of(&got), 413, "Content-Length {len}: {got}");
         assert_eq!(envelope(&got)["ok"], false, "{got}");
     }
     for len in ["42949672960", "1099511627776"] {
-        let got = exchange(a, format!("POST /healthz HTTP/1.1\r\nContent-Length: {len}\r\n\r\n").as_bytes());
+        let got = exchange(a, format!("POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len}\r\n\r\n").as_bytes());
         assert_eq!(status_of(&got), 413, "{got}");
     }
     assert_alive(&mut world, "huge Content-Length values");
@@ -111,13 +111,13 @@ fn hostile_clients_cannot_crash_starve_or_smuggle() {
     // 3. Other HTTP versions, the HTTP/2 preface, upgrades, TE and bare LF: each is answered
     // and its connection closed; no thread or descriptor stays behind.
     let cases: [(&[u8], u16); 7] = [
-        (b"GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n", 505),
-        (b"GET /healthz HTTP/3.0\r\nHost: x\r\n\r\n", 505),
+        (b"GET /healthz HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n", 505),
+        (b"GET /healthz HTTP/3.0\r\nHost: 127.0.0.1\r\n\r\n", 505),
         (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505),
-        (b"GET /healthz HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n", 200),
-        (b"GET /healthz HTTP/1.1\r\nTE: gzip\r\n\r\n", 200),
-        (b"GET /healthz HTTP/1.1\nHost: x\n\n", 200),
-        (b"POST /healthz HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
+        (b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n", 200),
+        (b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nTE: gzip\r\n\r\n", 200),
+        (b"GET /healthz HTTP/1.1\nHost: 127.0.0.1\n\n", 200),
+        (b"POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
     ];
     for _ in 0..20 {
         for (raw, status) in cases {
@@ -129,10 +129,10 @@ fn hostile_clients_cannot_crash_starve_or_smuggle() {
     assert_flat(&world, baseline, "HTTP/2, upgrades and bare LF");
 
     // Limits on the request line and the header block.
-    let long = format!("GET /bot{token}/getMe?{} HTTP/1.1\r\n\r\n", "a".repeat(100_000));
+    let long = format!("GET /bot{token}/getMe?{} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "a".repeat(100_000));
     assert_eq!(status_of(&exchange(a, long.as_bytes())), 414);
     let fields: String = (0..5000).map(|i| format!("X-{i}: y\r\n")).collect();
-    assert_eq!(status_of(&exchange(a, format!("GET /healthz HTTP/1.1\r\n{fields}\r\n").as_bytes())), 431);
+    assert_eq!(status_of(&exchange(a, format!("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n{fields}\r\n").as_bytes())), 431);
 
     // 5. Connections that announce a body (or expect 100-continue) and send nothing, twice
     // as many as there are workers, and no token: the API goes on answering while they stall.
@@ -142,12 +142,12 @@ fn hostile_clients_cannot_crash_starve_or_smuggle() {
         let mut s = connect(a);
         let raw = match i % 4 {
             // A head that never ends (slowloris).
-            0 => format!("POST /bot{token}/sendMessage HTTP/1.1\r\nHost: x\r\n"),
+            0 => format!("POST /bot{token}/sendMessage HTTP/1.1\r\nHost: 127.0.0.1\r\n"),
             // A body that never comes, read by the method (with the token).
-            1 => format!("POST /bot{token}/sendMessage HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"),
-            2 => format!("POST /bot{token}/sendMessage HTTP/1.1\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"),
+            1 => format!("POST /bot{token}/sendMessage HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"),
+            2 => format!("POST /bot{token}/sendMessage HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"),
             // And without a token.
-            _ => "POST /healthz HTTP/1.1\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n".to_string(),
+            _ => "POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n".to_string(),
         };
         s.write_all(raw.as_bytes()).expect("write");
         stalled.push(s);
@@ -169,7 +169,7 @@ fn hostile_clients_cannot_crash_starve_or_smuggle() {
     for _ in 0..5 {
         let body = format!("{{\"chat_id\": {chat_id}, \"text\": \"truncated message that must not be sent\"}}");
         let head = format!(
-            "POST /bot{token}/sendMessage HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            "POST /bot{token}/sendMessage HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             body.len() + 50
         );
         let got = exchange(a, [head.as_bytes(), body.as_bytes()].concat().as_slice());
@@ -179,12 +179,12 @@ fn hostile_clients_cannot_crash_starve_or_smuggle() {
 
     // 7. A chunked sendMessage smuggled in the body of a request that does not read it.
     let smuggled = format!(
-        "POST /bot{token}/sendMessage HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{}",
+        "POST /bot{token}/sendMessage HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{}",
         json!({"chat_id": chat_id, "text": "smuggled"}).to_string().len(),
         json!({"chat_id": chat_id, "text": "smuggled"})
     );
     let outer = format!(
-        "POST /healthz HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{smuggled}\r\n0\r\n\r\n",
+        "POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{smuggled}\r\n0\r\n\r\n",
         smuggled.len()
     );
     let got = exchange(a, outer.as_bytes());
@@ -231,7 +231,7 @@ fn the_listener_survives_descriptor_exhaustion() {
             match TcpStream::connect_timeout(&a, Duration::from_secs(2)) {
                 Ok(s) => {
                     let _ = s.set_nonblocking(true);
-                    let _ = (&s).write_all(b"GET /healthz HTTP/1.1\r\n");
+                    let _ = (&s).write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n");
                     held.push(s);
                 }
                 Err(_) => break,
@@ -256,4 +256,46 @@ fn the_listener_survives_descriptor_exhaustion() {
         }
         assert_alive(&mut world, "descriptor exhaustion");
     }
+}
+
+/// A loopback listener answers only loopback names in `Host` (a DNS-rebinding page sends its
+/// own name), every request needs exactly one `Host`, and chunked framing takes CRLF only, with
+/// nothing around a chunk size (issue 25, case 7). On both listeners.
+#[test]
+fn host_and_chunked_framing_are_strict() {
+    let world = World::start("host_bot");
+    let ext: SocketAddr = world.gateway.ext_base.trim_start_matches("http://").parse().expect("extensions address");
+    for a in [addr(&world), ext] {
+        let port = a.port();
+        for (host, status) in [
+            (format!("Host: 127.0.0.1:{port}\r\n"), 200),
+            ("Host: localhost\r\n".to_string(), 200),
+            (format!("Host: [::1]:{port}\r\n"), 200),
+            ("Host: evil.example\r\n".to_string(), 421),
+            (format!("Host: evil.example:{port}\r\n"), 421),
+            (String::new(), 400),
+            ("Host: localhost\r\nHost: localhost\r\n".to_string(), 400),
+        ] {
+            let got = exchange(a, format!("GET /healthz HTTP/1.1\r\n{host}Connection: close\r\n\r\n").as_bytes());
+            assert_eq!(status_of(&got), status, "{host:?} on {a}: {got}");
+            if status != 200 {
+                assert!(!got.contains("host_bot"), "nothing of the bot to another host: {got}");
+            }
+        }
+    }
+    // A body the method reads: `{"a":1}` in one chunk of 7, framed badly in each way.
+    let (a, token) = (addr(&world), world.gateway.token.clone());
+    let post = |chunked: &str| {
+        let raw = format!(
+            "POST /bot{token}/sendMessage HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{chunked}"
+        );
+        exchange(a, raw.as_bytes())
+    };
+    for chunked in ["7\n{\"a\":1}\r\n0\r\n\r\n", "7\r\n{\"a\":1}\n0\r\n\r\n", " 7\r\n{\"a\":1}\r\n0\r\n\r\n", "7 \r\n{\"a\":1}\r\n0\r\n\r\n", "7\r\r\n{\"a\":1}\r\n0\r\n\r\n"] {
+        let got = post(chunked);
+        assert_eq!(status_of(&got), 400, "{chunked:?}: {got}");
+        assert!(envelope(&got)["description"].as_str().is_some_and(|d| d.contains("chunked")), "{chunked:?}: {got}");
+    }
+    let got = post("7\r\n{\"a\":1}\r\n0\r\n\r\n");
+    assert_eq!(envelope(&got)["description"], "Bad Request: chat_id is required", "well framed, the method reads it: {got}");
 }

@@ -438,3 +438,27 @@ fn a_platform_killed_mid_download_serves_no_plaintext() {
     let v: Value = serde_json::from_slice(&got).expect("a JSON error");
     assert_eq!(v["ok"], false);
 }
+
+/// A file its sender declares as HTML is downloaded so that no browser runs it: the page would
+/// run on the origin whose URL holds the bot's token (issue 25, case 6). An inert type keeps its
+/// type; both come as attachments, unsniffed and sandboxed.
+#[test]
+fn a_downloaded_html_file_is_never_run_by_a_browser() {
+    let world = World::start("html_bot");
+    let alice = world.user("alice");
+    let bot = format!("@{}", world.bot_username());
+    send_file(&alice, &bot, Kind::DOCUMENT, "text/html", "page.html", b"<script>alert(document.URL)</script>", "");
+    send_file(&alice, &bot, Kind::DOCUMENT, "application/pdf", "report 1.pdf", b"%PDF-1.4 not really", "");
+    let updates = world.gateway.poll_until(0, 2);
+    for (update, served, name) in [(&updates[0], "application/octet-stream", "page.html"), (&updates[1], "application/pdf", "report_1.pdf")] {
+        let file_id = update["message"]["document"]["file_id"].as_str().expect("file_id");
+        let (status, body) = world.gateway.call("getFile", json!({ "file_id": file_id }));
+        assert_eq!(status, 200, "{body}");
+        let url = format!("{}/file/bot{}/{}", world.gateway.base, world.gateway.token, body["result"]["file_path"].as_str().expect("path"));
+        let resp = ureq::get(&url).timeout(Duration::from_secs(60)).call().expect("download");
+        assert_eq!(resp.header("Content-Type"), Some(served), "{name}");
+        assert_eq!(resp.header("X-Content-Type-Options"), Some("nosniff"));
+        assert_eq!(resp.header("Content-Disposition"), Some(format!("attachment; filename=\"{name}\"").as_str()));
+        assert_eq!(resp.header("Content-Security-Policy"), Some("sandbox"));
+    }
+}

@@ -62,6 +62,14 @@ pub const OPTIONAL_FIELDS: &[OptionalField] = &[
         meaning: "how often each bot replaces its own leaf in every MLS group it is in (a commit with new keys: \
                   post-compromise security, and a leaf that never expires); also done right after joining by a Welcome",
     },
+    OptionalField {
+        name: "allowed_host_names",
+        kind: "array of host names",
+        default: "[]",
+        meaning: "names a loopback listener answers in the Host header besides 127.0.0.1, localhost and [::1] \
+                  (a request naming any other host is refused with 421, against DNS rebinding); for a reverse proxy \
+                  on this machine that passes its own name on",
+    },
 ];
 
 /// A field that may be left out, with the default it then has.
@@ -163,6 +171,8 @@ pub struct Config {
     pub state_dir: PathBuf,
     pub bots: Vec<BotConfig>,
     pub delivery: Delivery,
+    /// `allowed_host_names`: lower case, no port.
+    pub allowed_host_names: Vec<String>,
     /// What is allowed but unwise (plain http to another host, a listener off loopback outside
     /// a container): `serve` logs each at warn, `check-config` prints them.
     pub warnings: Vec<String>,
@@ -313,7 +323,36 @@ pub fn parse(value: &Value) -> Result<Config, Invalid> {
         bots.push(bot);
     }
     let delivery = delivery(obj)?;
-    Ok(Config { bot_platform_endpoint: endpoint, compat_listen_addr, extensions_listen_addr, state_dir, bots, delivery, warnings })
+    let allowed_host_names = match obj.get("allowed_host_names") {
+        None => Vec::new(),
+        Some(v) => host_names(v).map_err(|e| Invalid::new(format!("allowed_host_names: {e}")))?,
+    };
+    Ok(Config {
+        bot_platform_endpoint: endpoint,
+        compat_listen_addr,
+        extensions_listen_addr,
+        state_dir,
+        bots,
+        delivery,
+        allowed_host_names,
+        warnings,
+    })
+}
+
+/// An array of DNS names (letters, digits, `-` and `.`, up to 253 characters, no port), lower
+/// cased.
+fn host_names(v: &Value) -> Result<Vec<String>, Invalid> {
+    let list = v.as_array().ok_or_else(|| Invalid::new("must be an array of host names, e.g. [\"gateway.internal\"]"))?;
+    let mut names = Vec::with_capacity(list.len());
+    for item in list {
+        let name = item.as_str().ok_or_else(|| Invalid::new(format!("{item} is not a string")))?;
+        let valid = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'.';
+        if name.is_empty() || name.len() > 253 || !name.bytes().all(valid) {
+            return Err(Invalid::new(format!("{name:?} is not a host name (letters, digits, - and ., no port)")));
+        }
+        names.push(name.to_ascii_lowercase());
+    }
+    Ok(names)
 }
 
 /// The optional fields, or their defaults.
@@ -531,6 +570,22 @@ mod tests {
         }
         for f in OPTIONAL_FIELDS {
             assert!(text.contains(&format!("{} ({}, default {})", f.name, f.kind, f.default)), "{} in the reference", f.name);
+        }
+    }
+
+    #[test]
+    fn allowed_host_names_are_names_without_ports() {
+        crypto::init();
+        assert!(parse(&config_json(bot_json([7; 32], 42))).expect("valid").allowed_host_names.is_empty());
+        let with = |v: Value| {
+            let mut j = config_json(bot_json([7; 32], 42));
+            j["allowed_host_names"] = v;
+            parse(&j)
+        };
+        assert_eq!(with(json!(["Gateway.Internal"])).expect("valid").allowed_host_names, ["gateway.internal"]);
+        for bad in [json!("gateway.internal"), json!(["gw:8081"]), json!([""]), json!([7])] {
+            let err = with(bad.clone()).err().expect("refused").to_string();
+            assert!(err.contains("allowed_host_names"), "{bad}: {err}");
         }
     }
 

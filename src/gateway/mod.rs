@@ -33,6 +33,7 @@ use std::sync::{Arc, OnceLock};
 use serde_json::{json, Value};
 
 use api::{Backend, BotApi, Listener, ListenerKind};
+use crate::http::HostRule;
 use runtime::BotShared;
 
 /// All configured bots, as the listeners see them.
@@ -239,7 +240,7 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
         compat_socket,
         gateway.clone() as Arc<dyn Backend>,
         ListenerKind::Compat,
-        api::compat_limits(bot_count),
+        api::compat_limits(bot_count, HostRule::for_listener(config.compat_listen_addr, &config.allowed_host_names)),
     )
     .map_err(|why| StartError::Listen { field: "compat_listen_addr", addr: config.compat_listen_addr, why })?;
     let _ = gateway.bot_api.set(compat.health());
@@ -248,7 +249,7 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
         ext_socket,
         gateway.clone() as Arc<dyn Backend>,
         ListenerKind::Extensions { bot_api: compat.local_addr() },
-        api::extensions_limits(),
+        api::extensions_limits(HostRule::for_listener(config.extensions_listen_addr, &config.allowed_host_names)),
     )
     .map_err(|why| StartError::Listen { field: "extensions_listen_addr", addr: config.extensions_listen_addr, why })?;
     log::info!("Bot API on http://{}, extensions on http://{}", compat.local_addr(), ext.local_addr());

@@ -69,6 +69,10 @@ fn serve_one(conn: &mut Conn, w: &Worker<'_>) -> Next {
             return respond(conn, w, &w.handler.error(&e), true, true).lingering_if(true);
         }
     };
+    if let Err(e) = w.limits.hosts.check(&head) {
+        log::debug!("{}: refused a request for another host: {e}", w.label);
+        return respond(conn, w, &w.handler.error(&e), true, true).lingering_if(true);
+    }
     if let Framing::Length(n) = head.framing {
         if n > w.limits.max_body_bytes {
             let e = HttpError::new(413, "Content Too Large: the request body exceeds the limit");

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use super::HostRule;
+
 /// Sizes, counts and deadlines of one listener.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -28,6 +30,9 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// Longest wait for the client to take response bytes.
     pub write_timeout: Duration,
+    /// Which `Host` values are answered (`HostRule::for_listener` for a loopback listener);
+    /// any other is 421, none or two 400.
+    pub hosts: HostRule,
 }
 
 impl Default for Limits {
@@ -42,6 +47,7 @@ impl Default for Limits {
             body_stall: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(30),
+            hosts: HostRule::any(),
         }
     }
 }

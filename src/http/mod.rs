@@ -12,6 +12,8 @@
 //!   [`Limits::write_timeout`]. Deadlines are set on each accepted socket, never inherited.
 //! - **Limits.** Request line (414), header block and count (431), declared body size (413),
 //!   versions other than 1.0/1.1 (505), transfer codings other than chunked (501).
+//! - **Host.** Exactly one `Host`; on a loopback listener only a loopback name or one the
+//!   config adds (421 otherwise), against DNS rebinding (`host`).
 //! - **Exact bodies.** A body that ends before its `Content-Length`, or a broken chunked body,
 //!   is an error to the handler (400), never a short read that looks complete. A connection
 //!   whose body was not read to its end is closed after the response, so unread bytes can never
@@ -20,7 +22,7 @@
 //!   on; accept errors (descriptor exhaustion) are retried with a backoff, and [`Health`] says
 //!   whether the listener is serving.
 //!
-//! Modules: `head` parses request heads, `socket` is a connection's buffered socket, `conn`
+//! Modules: `head` parses request heads, `host` decides which `Host` is answered, `socket` is a connection's buffered socket, `conn`
 //! runs one connection (the keep-alive loop, writing responses), `body` reads a body,
 //! `request` is what a handler gets, `slots` tracks what each worker waits for (for eviction
 //! and shutdown), `server` binds, accepts, and owns the threads.
@@ -28,6 +30,7 @@
 mod body;
 mod conn;
 mod head;
+mod host;
 mod limits;
 mod request;
 mod response;
@@ -39,6 +42,7 @@ use std::fmt;
 
 pub use conn::client_gone;
 pub use head::{Framing, Head, Version};
+pub use host::HostRule;
 pub use limits::Limits;
 pub use response::{BodyWriter, Response};
 pub use request::{Handler, Request};

@@ -174,6 +174,7 @@ fn reason(status: u16) -> &'static str {
         414 => "URI Too Long",
         415 => "Unsupported Media Type",
         417 => "Expectation Failed",
+        421 => "Misdirected Request",
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",

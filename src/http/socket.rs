@@ -70,9 +70,13 @@ impl Conn {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(i) = self.buffered().iter().position(|&b| b == b'\n') {
-                let line = self.buffered()[..i].strip_suffix(b"\r").unwrap_or(&self.buffered()[..i]).to_vec();
+                // CRLF only, and no other CR: a bare LF or a stray CR is how two parsers come
+                // to disagree on where a chunk ends.
+                let Some(line) = self.buffered()[..i].strip_suffix(b"\r").map(<[u8]>::to_vec) else {
+                    return Err(io::ErrorKind::InvalidData.into());
+                };
                 self.consume(i + 1);
-                if line.len() > max {
+                if line.len() > max || line.contains(&b'\r') {
                     return Err(io::ErrorKind::InvalidData.into());
                 }
                 return Ok(Some(line));

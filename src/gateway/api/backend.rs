@@ -57,7 +57,10 @@ pub trait BotApi: Send + Sync {
 
 /// A verified file to serve: its plaintext is produced only while the response is written.
 pub struct Download {
+    /// As the uploader declared it (served only when inert: `server::inert_type`).
     pub content_type: String,
+    /// Letters, digits, `.`, `-` and `_` only: safe in `Content-Disposition`.
+    pub file_name: String,
     /// Plaintext bytes.
     pub len: u64,
     pub write: BodyWriter,

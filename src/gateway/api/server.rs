@@ -2,7 +2,7 @@
 //! the path, body decoding and the response envelope.
 //!
 //! Compat listener (8081): `/bot<token>/<method>` (GET or POST), `/file/bot<token>/<path>`,
-//! `/healthz`. Extensions listener (8082): `/healthz`, `/metrics` and `/outbox/given-up`. Everything else is a 404 in
+//! `/healthz`, `/readyz`. Extensions listener (8082): `/healthz`, `/readyz`, `/metrics` and `/outbox/given-up`. Everything else is a 404 in
 //! the JSON error envelope, and so is every refusal of the HTTP layer itself (400, 408, 413,
 //! 414, 431, 501, 503, 505): SDKs parse the envelope whatever the status.
 //!
@@ -26,20 +26,61 @@ use super::response::{self, HttpResponse};
 use super::token::redact_path;
 use super::{Backend, BotApi};
 use crate::gateway::botapi::ApiError;
-use crate::http::{self, HttpError, Limits};
+use crate::http::{self, HostRule, HttpError, Limits};
 
 /// Workers of the extensions listener (health checks only so far).
 pub const EXTENSIONS_WORKERS: usize = 4;
 
+/// `GET /readyz`: 200 only when the gateway can deliver (healthy, and every bot connected to
+/// the platform), else 503 naming the bots that are not; for load balancers and orchestrators.
+/// `/healthz` keeps its meaning (alive: 503 only when a restart is due).
+fn readiness(health: &serde_json::Value) -> HttpResponse {
+    let waiting: Vec<serde_json::Value> = health["bots"]
+        .as_array()
+        .map(|bots| bots.iter().filter(|b| b["connected"] != true).map(|b| b["username"].clone()).collect())
+        .unwrap_or_default();
+    let ready = health["ok"] == true && waiting.is_empty();
+    let body = serde_json::json!({"ready": ready, "status": health["status"], "bots_not_connected": waiting});
+    response::json_response(if ready { 200 } else { 503 }, &body)
+}
+
+/// Media types a browser shows without running anything: images (not SVG, which may hold
+/// script), audio, video, PDF and plain text. Any other is served as
+/// `application/octet-stream`.
+fn inert_type(declared: &str) -> &str {
+    let essence = declared.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    let inert = match essence.split_once('/') {
+        Some(("image", sub)) => !sub.contains("svg"),
+        Some(("audio" | "video", _)) => true,
+        _ => matches!(essence.as_str(), "application/pdf" | "text/plain"),
+    };
+    if inert && declared.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+        declared
+    } else {
+        "application/octet-stream"
+    }
+}
+
+/// A file download as a browser cannot run it: an inert type or octet-stream, no sniffing, an
+/// attachment with a safe name, and a sandbox should it be shown anyway. The token is in the
+/// download URL, so a page served on this origin could read it.
+fn download_response(d: super::backend::Download) -> HttpResponse {
+    HttpResponse::streamed(200, inert_type(&d.content_type), d.len, d.write)
+        .with_header("X-Content-Type-Options", "nosniff")
+        .with_header("Content-Disposition", &format!("attachment; filename=\"{}\"", d.file_name))
+        .with_header("Content-Security-Policy", "sandbox")
+}
+
 /// Limits of the compat listener for `bots` configured bots: a long poll per bot may hold a
 /// worker for 50 s, and each SDK keeps a few connections alive besides.
-pub fn compat_limits(bots: usize) -> Limits {
-    Limits { workers: 32 + 4 * bots, ..Limits::default() }
+/// `hosts`: which `Host` values it answers (`HostRule::for_listener`).
+pub fn compat_limits(bots: usize, hosts: HostRule) -> Limits {
+    Limits { workers: 32 + 4 * bots, hosts, ..Limits::default() }
 }
 
 /// Limits of the extensions listener.
-pub fn extensions_limits() -> Limits {
-    Limits { workers: EXTENSIONS_WORKERS, max_body_bytes: 64 * 1024, ..Limits::default() }
+pub fn extensions_limits(hosts: HostRule) -> Limits {
+    Limits { workers: EXTENSIONS_WORKERS, max_body_bytes: 64 * 1024, hosts, ..Limits::default() }
 }
 
 /// Which routes a listener serves.
@@ -135,7 +176,7 @@ pub const GIVEN_UP_PATH: &str = "/outbox/given-up";
 
 /// A path that is no route of the Bot API listener: what the routes look like.
 const NO_SUCH_PATH: &str = "no such endpoint; the Bot API is at /bot<TOKEN>/<METHOD> (e.g. /bot123:abc.../getMe), \
-files at /file/bot<TOKEN>/<FILE_PATH>, health at /healthz";
+files at /file/bot<TOKEN>/<FILE_PATH>, health at /healthz, readiness at /readyz";
 
 /// Routes one request to its response.
 fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) -> HttpResponse {
@@ -156,6 +197,12 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
         let status = if health["ok"] == true { 200 } else { 503 };
         return response::json_response(status, &health);
     }
+    if path == "/readyz" {
+        if !is_get {
+            return response::error(&method_not_allowed("GET"));
+        }
+        return readiness(&backend.health());
+    }
     if let ListenerKind::Extensions { bot_api } = kind {
         if path == "/metrics" {
             if !is_get {
@@ -171,11 +218,11 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
         }
         if path.starts_with("/bot") || path.starts_with("/file/bot") {
             return response::error(&ApiError::not_found(format!(
-                "this is the extensions listener (/healthz, /metrics, /outbox/given-up); the Bot API is served on http://{bot_api}"
+                "this is the extensions listener (/healthz, /readyz, /metrics, /outbox/given-up); the Bot API is served on http://{bot_api}"
             )));
         }
         return response::error(&ApiError::not_found(
-            "no such endpoint; the extensions listener serves /healthz, /metrics and /outbox/given-up",
+            "no such endpoint; the extensions listener serves /healthz, /readyz, /metrics and /outbox/given-up",
         ));
     }
     if let Some(rest) = path.strip_prefix("/file/bot") {
@@ -192,7 +239,7 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
             return response::error(&ApiError::not_found("file not found"));
         };
         return match bot.download(&file_path) {
-            Ok(d) => HttpResponse::streamed(200, &d.content_type, d.len, d.write),
+            Ok(d) => download_response(d),
             Err(e) => response::error(&e),
         };
     }
@@ -450,6 +497,50 @@ mod tests {
     }
 
     #[test]
+    fn readyz_is_ready_only_when_healthy_and_every_bot_is_connected() {
+        let health = |ok: bool, connected: [bool; 2]| {
+            json!({"ok": ok, "status": "x", "bots": [
+                {"username": "a_bot", "connected": connected[0]}, {"username": "b_bot", "connected": connected[1]}
+            ]})
+        };
+        let status = |r: HttpResponse| (r.status(), serde_json::from_slice::<Value>(r.body_bytes()).expect("json"));
+        assert_eq!(status(readiness(&health(true, [true, true]))).0, 200);
+        let (code, body) = status(readiness(&health(true, [true, false])));
+        assert_eq!((code, body["ready"].clone(), body["bots_not_connected"].clone()), (503, json!(false), json!(["b_bot"])));
+        assert_eq!(status(readiness(&health(false, [true, true]))).0, 503, "unhealthy is never ready");
+        let h = Harness::new(ListenerKind::Compat);
+        assert_eq!(h.get("/readyz").0, 200, "the fake is healthy and names no bot waiting");
+    }
+
+    #[test]
+    fn a_download_is_never_run_by_a_browser() {
+        for (declared, served) in [
+            ("image/jpeg", "image/jpeg"),
+            ("video/mp4", "video/mp4"),
+            ("application/pdf", "application/pdf"),
+            ("text/plain; charset=utf-8", "text/plain; charset=utf-8"),
+            ("text/html", "application/octet-stream"),
+            ("image/svg+xml", "application/octet-stream"),
+            ("application/javascript", "application/octet-stream"),
+            ("application/xhtml+xml", "application/octet-stream"),
+            ("", "application/octet-stream"),
+        ] {
+            assert_eq!(inert_type(declared), served, "{declared:?}");
+        }
+        let d = super::super::backend::Download {
+            content_type: "text/html".into(),
+            file_name: "page.html".into(),
+            len: 0,
+            write: Box::new(|_| Ok(())),
+        };
+        let r = download_response(d);
+        assert_eq!(r.header("Content-Type"), Some("application/octet-stream"));
+        assert_eq!(r.header("X-Content-Type-Options"), Some("nosniff"));
+        assert_eq!(r.header("Content-Disposition"), Some("attachment; filename=\"page.html\""));
+        assert_eq!(r.header("Content-Security-Policy"), Some("sandbox"));
+    }
+
+    #[test]
     fn healthz_on_both_listeners() {
         let h = Harness::new(ListenerKind::Compat);
         let (s, ct, v) = h.get("/healthz");
@@ -459,9 +550,9 @@ mod tests {
         assert_error(
             e.get(&format!("/bot{}/getMe", token())),
             404,
-            "Not Found: this is the extensions listener (/healthz, /metrics, /outbox/given-up); the Bot API is served on http://127.0.0.1:8081",
+            "Not Found: this is the extensions listener (/healthz, /readyz, /metrics, /outbox/given-up); the Bot API is served on http://127.0.0.1:8081",
         );
-        assert_error(e.get("/nowhere"), 404, "Not Found: no such endpoint; the extensions listener serves /healthz, /metrics and /outbox/given-up");
+        assert_error(e.get("/nowhere"), 404, "Not Found: no such endpoint; the extensions listener serves /healthz, /readyz, /metrics and /outbox/given-up");
         let (s, ct, v) = e.get(GIVEN_UP_PATH);
         assert_eq!((s, ct.as_str(), v), (200, "application/json", json!({"bots": []})));
         assert_error(h.get(GIVEN_UP_PATH), 404, &format!("Not Found: {NO_SUCH_PATH}"));

@@ -424,6 +424,7 @@ pub fn download(bot: &BotShared, file_path: &str) -> Result<Download, ApiError> 
     let content_type = if m.mime_type.is_empty() { "application/octet-stream".to_string() } else { m.mime_type.clone() };
     Ok(Download {
         content_type,
+        file_name: safe_name(&m.file_name, MediaKind::of(m)),
         len: verified.len,
         write: Box::new(move |out| verified.write_plaintext(out).map(|_| ()).map_err(std::io::Error::other)),
     })
