@@ -299,3 +299,64 @@ fn host_and_chunked_framing_are_strict() {
     let got = post("7\r\n{\"a\":1}\r\n0\r\n\r\n");
     assert_eq!(envelope(&got)["description"], "Bad Request: chat_id is required", "well framed, the method reads it: {got}");
 }
+
+/// A refusal that needs no token (401, 404, 405) closes its connection, so a client without a
+/// token cannot keep a worker with pipelined refusals; a valid token's 404 keeps it (issue 25,
+/// cases 1 and 3).
+#[test]
+fn refusals_without_a_token_close_the_connection() {
+    let world = World::start("close_bot");
+    let a = addr(&world);
+    let token = world.gateway.token.clone();
+    let wrong = format!("{}0", token);
+    for (request, status, closes) in [
+        (format!("GET /bot{wrong}/getMe HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), 401, true),
+        ("GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".to_string(), 404, true),
+        ("DELETE /bot1:x/getMe HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".to_string(), 405, true),
+        (format!("GET /bot{token}/noSuchMethod HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), 404, false),
+        ("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".to_string(), 200, false),
+    ] {
+        // Pipelined: a second request after the first; a closing answer leaves it unanswered.
+        let twice = format!("{request}{request}");
+        let got = exchange(a, twice.as_bytes());
+        assert_eq!(status_of(&got), status, "{request:?}: {got}");
+        let answers = got.matches("HTTP/1.1 ").count();
+        assert_eq!((answers, got.contains("Connection: close")), (if closes { 1 } else { 2 }, closes), "{request:?}: {got}");
+    }
+}
+
+/// A body refused before it is read reaches its client as the refusal, not as a broken pipe:
+/// the server keeps reading and discarding (bounded) before it closes. A plain client that
+/// sends its whole body, then reads, sees the 413 and its description (issue 25, case 5).
+#[test]
+fn a_refused_body_is_answered_not_cut() {
+    let world = World::start("big_bot");
+    let url = format!("{}/bot{}/sendMessage", world.gateway.base, world.gateway.token);
+    for mib in [4usize, 60] {
+        let text = "x".repeat(mib << 20);
+        let body = format!("{{\"chat_id\": 1, \"text\": \"{text}\"}}");
+        match ureq::post(&url).timeout(Duration::from_secs(60)).set("Content-Type", "application/json").send_string(&body) {
+            Err(ureq::Error::Status(413, r)) => {
+                let v: Value = r.into_json().expect("the JSON envelope");
+                assert!(v["description"].as_str().is_some_and(|d| d.starts_with("Request Entity Too Large") || d.contains("Too Large")), "{v}");
+            }
+            Ok(r) => panic!("{mib} MiB: answered {}", r.status()),
+            Err(e) => panic!("{mib} MiB: the client did not read the refusal: {e}"),
+        }
+    }
+    // Over the server's own limit (64 MiB), by declared size: refused before any byte is read.
+    let mut s = connect(addr(&world));
+    let head = format!(
+        "POST /bot{}/sendMessage HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        world.gateway.token,
+        70usize << 20
+    );
+    s.write_all(head.as_bytes()).expect("head");
+    let chunk = vec![b'x'; 1 << 20];
+    for _ in 0..8 {
+        s.write_all(&chunk).expect("the server keeps reading while it refuses");
+    }
+    let _ = s.shutdown(Shutdown::Write);
+    let got = read_to_close(&mut s);
+    assert_eq!(status_of(&got), 413, "{got}");
+}

@@ -15,10 +15,12 @@ use super::socket::{is_timeout, Conn};
 use super::slots::{Phase, Slots};
 use super::{HttpError, Limits, Response};
 
-/// How long a closing connection keeps reading (and discarding) what the client still sends,
-/// so that closing does not reset the connection before the client has read our response.
+/// How long and how much a closing connection keeps reading (and discarding) of what the
+/// client still sends, so that closing does not reset the connection before the client has
+/// read our response: a client refused for a body it is still sending (413, 401) reads the
+/// refusal once it has sent the body, as the SDKs do. Evictable meanwhile.
 const LINGER: Duration = Duration::from_secs(2);
-const LINGER_BYTES: usize = 256 * 1024;
+const LINGER_BYTES: usize = 64 * 1024 * 1024;
 /// An idle or stalled connection is evicted for a new one only after this long without
 /// progress, so a client in the middle of sending is not cut off for a newcomer.
 pub const MIN_STALL_TO_EVICT: Duration = Duration::from_millis(200);
@@ -81,7 +83,6 @@ fn serve_one(conn: &mut Conn, w: &Worker<'_>) -> Next {
     }
     w.slots.enter(w.slot, Phase::Busy);
     let is_head = head.method == "HEAD";
-    w.slots.served(w.slot);
     let client_close = head.close;
     let fd = conn.stream.as_raw_fd();
     let body = Body::new(
@@ -104,6 +105,9 @@ fn serve_one(conn: &mut Conn, w: &Worker<'_>) -> Next {
     };
     let body_done = rq.body.is_done();
     drop(rq);
+    if response.is_served() {
+        w.slots.served(w.slot);
+    }
     if response.is_unanswered() {
         log::debug!("{}: closing the connection without an answer, as the handler asked", w.label);
         return Next::Close;

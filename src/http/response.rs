@@ -33,6 +33,9 @@ pub struct Response {
     close: bool,
     /// Nothing is written: the connection is closed without an answer.
     unanswered: bool,
+    /// The handler trusts the client (say, a valid token): its connection is then protected
+    /// from eviction by clients that never got such an answer (`Slots::evict_stalest`).
+    served: bool,
 }
 
 /// Counts what a streamed body wrote, to check it against its Content-Length.
@@ -56,7 +59,7 @@ impl Write for Counting<'_> {
 impl Response {
     /// An empty response with `status`.
     pub fn new(status: u16) -> Response {
-        Response { status, headers: Vec::new(), body: Vec::new(), streamed: None, close: false, unanswered: false }
+        Response { status, headers: Vec::new(), body: Vec::new(), streamed: None, close: false, unanswered: false, served: false }
     }
 
     /// No answer at all: the connection is closed without a status line, for a handler that
@@ -104,6 +107,17 @@ impl Response {
     pub fn close(mut self) -> Response {
         self.close = true;
         self
+    }
+
+    /// Marks the answer as one to a client the handler trusts (a valid token): only such
+    /// answers make a connection "served", and so protected from eviction.
+    pub fn served(mut self) -> Response {
+        self.served = true;
+        self
+    }
+
+    pub(crate) fn is_served(&self) -> bool {
+        self.served
     }
 
     pub fn status(&self) -> u16 {

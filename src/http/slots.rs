@@ -28,8 +28,8 @@ struct Slot {
     phase: Phase,
     /// When the client last made progress (or the phase began).
     since: Instant,
-    /// Requests answered on this connection: a kept-alive connection of a client that has
-    /// been served is cut off only after those that never completed a request.
+    /// Trusted answers on this connection (`Response::served`: a valid token): a kept-alive
+    /// connection of a client that has been served is cut off only after all others.
     served: u32,
     /// Cut off and not yet given up by its worker: that worker is about to be free.
     evicted: bool,
@@ -86,7 +86,7 @@ impl Slots {
         self.lock().slots[i].since = Instant::now();
     }
 
-    /// Worker `i` answered a request on its connection.
+    /// Worker `i` gave a trusted answer on its connection (`Response::served`).
     pub fn served(&self, i: usize) {
         let mut g = self.lock();
         g.slots[i].served = g.slots[i].served.saturating_add(1);

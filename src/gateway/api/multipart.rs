@@ -135,14 +135,22 @@ pub fn parse(
             params.insert_file(name, file);
             continue;
         }
-        let mut data = Vec::new();
-        if !s.read_until(&delimiter, &mut data)? {
-            return Err(MultipartError::Malformed("the body ends inside a part (no closing boundary)".into()));
-        }
+        let ended = || MultipartError::Malformed("the body ends inside a part (no closing boundary)".into());
         let Some(name) = part.name else {
-            // A part without a name cannot be a parameter; skip it like an unknown parameter.
+            // A part without a name cannot be a parameter: skipped like an unknown parameter,
+            // and never held in memory.
+            if !s.skip_past(&delimiter)? {
+                return Err(ended());
+            }
             continue;
         };
+        // A text part counts against the text budget while it arrives: one over it is refused
+        // at that byte, not once it is all in memory.
+        let mut data = Capped { bytes: Vec::new(), cap: if part.filename.is_some() { usize::MAX } else { text_limit - text_bytes } };
+        if !s.consume_until(&delimiter, &mut data)? {
+            return Err(ended());
+        }
+        let data = data.bytes;
         match part.filename {
             Some(filename) => {
                 let file = UploadedFile { filename, content_type: part.content_type, bytes: data, streamed: None };
@@ -150,9 +158,6 @@ pub fn parse(
             }
             None => {
                 text_bytes += data.len();
-                if text_bytes > text_limit {
-                    return Err(MultipartError::TextTooLarge);
-                }
                 let text = String::from_utf8(data)
                     .map_err(|_| MultipartError::Malformed(format!("field {name:?} is not valid UTF-8")))?;
                 params.insert_text(&name, text);
@@ -307,15 +312,10 @@ impl Stream<'_> {
         self.consume_until(needle, &mut sink)
     }
 
-    /// Appends bytes up to `needle` to `out` and consumes the needle; false if the body ended.
-    fn read_until(&mut self, needle: &[u8], out: &mut Vec<u8>) -> Result<bool, MultipartError> {
-        self.consume_until(needle, out)
-    }
-
     fn consume_until(&mut self, needle: &[u8], out: &mut dyn Collect) -> Result<bool, MultipartError> {
         loop {
             if let Some(i) = find(self.rest(), needle) {
-                out.collect(&self.buf[self.pos..self.pos + i]);
+                out.collect(&self.buf[self.pos..self.pos + i])?;
                 self.pos += i + needle.len();
                 return Ok(true);
             }
@@ -324,7 +324,7 @@ impl Stream<'_> {
             let avail = self.rest().len();
             if avail > keep {
                 let take = avail - keep;
-                out.collect(&self.buf[self.pos..self.pos + take]);
+                out.collect(&self.buf[self.pos..self.pos + take])?;
                 self.pos += take;
             }
             if !self.fill()? {
@@ -368,20 +368,34 @@ impl Stream<'_> {
     }
 }
 
+/// Where a part's bytes go as they are read.
 trait Collect {
-    fn collect(&mut self, bytes: &[u8]);
+    fn collect(&mut self, bytes: &[u8]) -> Result<(), MultipartError>;
 }
 
-impl Collect for Vec<u8> {
-    fn collect(&mut self, bytes: &[u8]) {
-        self.extend_from_slice(bytes);
+/// Kept, up to `cap` bytes: more is `TextTooLarge` at once.
+struct Capped {
+    bytes: Vec<u8>,
+    cap: usize,
+}
+
+impl Collect for Capped {
+    fn collect(&mut self, bytes: &[u8]) -> Result<(), MultipartError> {
+        if bytes.len() > self.cap - self.bytes.len() {
+            return Err(MultipartError::TextTooLarge);
+        }
+        self.bytes.extend_from_slice(bytes);
+        Ok(())
     }
 }
 
+/// Discarded.
 struct Sink;
 
 impl Collect for Sink {
-    fn collect(&mut self, _: &[u8]) {}
+    fn collect(&mut self, _: &[u8]) -> Result<(), MultipartError> {
+        Ok(())
+    }
 }
 
 /// Position of the first occurrence of `needle` in `hay` (SIMD: a 50 MiB file part is
@@ -710,5 +724,38 @@ mod tests {
         assert_eq!(find(b"\r\r\n--b", b"\r\n--b"), Some(1));
         assert_eq!(find(b"\r\n--", b"\r\n--b"), None);
         assert_eq!(find(b"", b"x"), None);
+    }
+
+    /// Counts what was read from the inner reader.
+    struct Counted<R> {
+        inner: R,
+        read: usize,
+    }
+
+    impl<R: Read> Read for Counted<R> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.read += n;
+            Ok(n)
+        }
+    }
+
+    /// A text part over its budget is refused as it arrives: what was read stays near the
+    /// budget, not the part's size. A part without a name is skipped without being kept.
+    #[test]
+    fn a_text_part_is_refused_at_its_budget_and_a_nameless_part_is_never_kept() {
+        let huge = 50usize << 20;
+        let head = format!("--{B}\r\nContent-Disposition: form-data; name=\"text\"\r\n\r\n");
+        let mut body = Counted { inner: head.as_bytes().chain(io::repeat(b'x').take(huge as u64)), read: 0 };
+        let err = parse(&mut body, B, 64 << 20, 1 << 20, None, &mut Params::new()).expect_err("over the budget");
+        assert!(matches!(err, MultipartError::TextTooLarge), "{err:?}");
+        assert!(body.read < 2 << 20, "read {} bytes of a {huge}-byte part", body.read);
+
+        let nameless = format!("--{B}\r\nContent-Disposition: form-data; filename=\"a.bin\"\r\n\r\n");
+        let tail = format!("\r\n--{B}\r\nContent-Disposition: form-data; name=\"chat_id\"\r\n\r\n42\r\n--{B}--\r\n");
+        let mut body = nameless.as_bytes().chain(io::repeat(b'y').take(8 << 20)).chain(tail.as_bytes());
+        let mut p = Params::new();
+        parse(&mut body, B, 64 << 20, 1 << 20, None, &mut p).expect("parsed");
+        assert_eq!(p.required_str("chat_id").expect("chat_id"), "42");
     }
 }

@@ -153,7 +153,12 @@ struct Routes {
 impl http::Handler for Routes {
     fn handle(&self, rq: &mut http::Request<'_>) -> HttpResponse {
         let started = Instant::now();
-        let response = route(rq, &*self.backend, self.kind);
+        let mut response = route(rq, &*self.backend, self.kind);
+        // A refusal of a client without a valid token ends its connection: a client holding
+        // connections open and never getting a trusted answer (`served`) gains nothing.
+        if !response.is_served() && matches!(response.status(), 401 | 404 | 405) {
+            response = response.close();
+        }
         log::debug!(
             "{}: {} {} -> {} ({} ms)",
             self.name,
@@ -236,12 +241,13 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
         };
         // SDKs send names with spaces and non-ASCII characters percent-encoded (SDK-COMPAT §8.8).
         let Some(file_path) = percent_decode_path(file_path) else {
-            return response::error(&ApiError::not_found("file not found"));
+            return response::error(&ApiError::not_found("file not found")).served();
         };
-        return match bot.download(&file_path) {
+        let answer = match bot.download(&file_path) {
             Ok(d) => download_response(d),
             Err(e) => response::error(&e),
         };
+        return answer.served();
     }
     let Some(rest) = path.strip_prefix("/bot") else {
         return response::error(&ApiError::not_found(NO_SUCH_PATH));
@@ -257,13 +263,16 @@ fn route(rq: &mut http::Request<'_>, backend: &dyn Backend, kind: ListenerKind) 
     // PTB with a base URL ending in "/" sends `/bot<token>//getMe` (SDK-COMPAT §1).
     let method_name = match percent_decode_path(tail.trim_matches('/')) {
         Some(m) if !m.is_empty() => m,
-        _ => return response::error(&ApiError::not_found("method name is missing: the path is /bot<TOKEN>/<METHOD>, e.g. /bot<TOKEN>/getMe")),
+        _ => {
+            return response::error(&ApiError::not_found("method name is missing: the path is /bot<TOKEN>/<METHOD>, e.g. /bot<TOKEN>/getMe"))
+                .served()
+        }
     };
     let started = Instant::now();
     let response = call_method(rq, &*bot, &method_name, query);
     let counted = crate::gateway::api::methods::find(&method_name).map_or("other", |m| m.name);
     bot.answered(counted, response.status(), started.elapsed());
-    response
+    response.served()
 }
 
 /// Runs a Bot API method of an authenticated bot: preflight, body, call.

@@ -30,7 +30,13 @@ impl Handler for Echo {
             self.handled.fetch_sub(1, Ordering::SeqCst);
             return self.error(&e);
         }
-        Response::with_body(200, "text/plain", [rq.target().as_bytes(), b" ", &body].concat())
+        // A client the handler trusts; `/untrusted` stands for a request without a token.
+        let response = Response::with_body(200, "text/plain", [rq.target().as_bytes(), b" ", &body].concat());
+        if rq.target().starts_with("/untrusted") {
+            response
+        } else {
+            response.served()
+        }
     }
 }
 
@@ -298,6 +304,32 @@ fn served_clients_keep_their_connection_while_stalled_ones_are_cut() {
     pooled.write_all(b"GET /second HTTP/1.1\r\nConnection: close\r\n\r\n").expect("the pooled connection is open");
     let got = read_all(&mut pooled);
     assert!(got.contains("/second"), "{got}");
+}
+
+/// An answer the handler does not trust (no valid token) protects nothing: of two idle
+/// kept-alive connections, the untrusted one is cut for a newcomer, though it is the newer.
+#[test]
+fn only_trusted_answers_protect_a_connection_from_eviction() {
+    let f = Fixture::small();
+    let mut pooled = f.connect();
+    pooled.write_all(b"GET /first HTTP/1.1\r\n\r\n").expect("write");
+    let mut buf = [0u8; 12];
+    pooled.read_exact(&mut buf).expect("first response");
+    let mut untrusted = f.connect();
+    untrusted.write_all(b"GET /untrusted HTTP/1.1\r\n\r\n").expect("write");
+    untrusted.read_exact(&mut buf).expect("its response");
+    std::thread::sleep(crate::http::conn::MIN_STALL_TO_EVICT + Duration::from_millis(200));
+    assert_eq!(status_of(&f.exchange(b"GET /new HTTP/1.1\r\n\r\n")), 200);
+    // The untrusted connection was closed; the trusted one still answers.
+    let mut rest = Vec::new();
+    untrusted.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    let _ = untrusted.read_to_end(&mut rest);
+    assert!(untrusted.write_all(b"GET /again HTTP/1.1\r\n\r\n").is_err() || read_all(&mut untrusted).is_empty(), "cut");
+    pooled.set_read_timeout(Some(Duration::from_millis(300))).expect("timeout");
+    let _ = pooled.read_to_end(&mut rest);
+    pooled.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    pooled.write_all(b"GET /second HTTP/1.1\r\nConnection: close\r\n\r\n").expect("the pooled connection is open");
+    assert!(read_all(&mut pooled).contains("/second"));
 }
 
 /// Answers nothing; `/watch` first waits (bounded) for its client to hang up and records what
