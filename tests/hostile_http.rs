@@ -300,9 +300,9 @@ fn host_and_chunked_framing_are_strict() {
     assert_eq!(envelope(&got)["description"], "Bad Request: chat_id is required", "well framed, the method reads it: {got}");
 }
 
-/// A refusal that needs no token (401, 404, 405) closes its connection, so a client without a
-/// token cannot keep a worker with pipelined refusals; a valid token's 404 keeps it (issue 25,
-/// cases 1 and 3).
+/// Every answer to a request without a valid token (401, 404, 405, /healthz) closes its
+/// connection, so a client without a token cannot keep a worker with pipelined requests it never
+/// reads; a valid token's answers, even a 404, keep it (issue 25, cases 1 and 3).
 #[test]
 fn refusals_without_a_token_close_the_connection() {
     let world = World::start("close_bot");
@@ -314,7 +314,7 @@ fn refusals_without_a_token_close_the_connection() {
         ("GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".to_string(), 404, true),
         ("DELETE /bot1:x/getMe HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".to_string(), 405, true),
         (format!("GET /bot{token}/noSuchMethod HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), 404, false),
-        ("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".to_string(), 200, false),
+        ("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".to_string(), 200, true),
     ] {
         // Pipelined: a second request after the first; a closing answer leaves it unanswered.
         let twice = format!("{request}{request}");
@@ -359,4 +359,105 @@ fn a_refused_body_is_answered_not_cut() {
     let _ = s.shutdown(Shutdown::Write);
     let got = read_to_close(&mut s);
     assert_eq!(status_of(&got), 413, "{got}");
+}
+
+/// Watches the Bot API for `for_` while attackers run: a bot's getMe (over a pooled
+/// connection, as SDKs do) and `/healthz` every 100 ms. Returns the failed samples.
+fn watch_bot_api(world: &World, for_: Duration) -> Vec<String> {
+    let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(5)).build();
+    let get_me = format!("{}/bot{}/getMe", world.gateway.base, world.gateway.token);
+    let health = format!("{}/healthz", world.gateway.base);
+    let mut failed = Vec::new();
+    let end = Instant::now() + for_;
+    while Instant::now() < end {
+        for url in [&get_me, &health] {
+            match agent.get(url).call() {
+                Ok(r) if r.status() == 200 => {}
+                Ok(r) => failed.push(format!("{url}: {}", r.status())),
+                Err(e) => failed.push(format!("{}: {e}", url.replace(&world.gateway.token, "<token>"))),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    failed
+}
+
+/// Clients without a token cannot take the Bot API away (issue 25, cases 1, 2 and 8): more
+/// connections than workers that pipeline requests and never read the answers; then as many
+/// as there are workers that drip their heads a byte every 100 ms and reconnect whenever they
+/// are cut off; and a crowd that connects meanwhile, each of which gets an answer at once
+/// (200, or 503 when nothing could be cut off), never a wait in the backlog.
+#[test]
+fn clients_without_a_token_cannot_hold_the_workers() {
+    let world = World::start("starve_bot");
+    let a = addr(&world);
+    let workers = world.gateway.health()["bot_api"]["workers"].as_u64().expect("workers") as usize;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = |stop: &std::sync::Arc<std::sync::atomic::AtomicBool>| stop.load(std::sync::atomic::Ordering::SeqCst);
+
+    // Case 1: pipelined requests, never read.
+    let mut attackers = Vec::new();
+    for _ in 0..workers + 2 {
+        let stop = stop.clone();
+        attackers.push(std::thread::spawn(move || {
+            let one = b"GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".repeat(64);
+            while !stopped(&stop) {
+                let Ok(mut s) = TcpStream::connect(a) else { continue };
+                let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
+                for _ in 0..64 {
+                    if stopped(&stop) || s.write_all(&one).is_err() {
+                        break;
+                    }
+                }
+            }
+        }));
+    }
+    let failed = watch_bot_api(&world, Duration::from_secs(4));
+    assert!(failed.is_empty(), "pipelining clients without a token broke {} calls: {failed:?}", failed.len());
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for t in attackers.drain(..) {
+        t.join().expect("attacker");
+    }
+    stop.store(false, std::sync::atomic::Ordering::SeqCst);
+
+    // Case 2: heads dripped a byte every 100 ms, reconnecting after each close.
+    for _ in 0..workers {
+        let stop = stop.clone();
+        attackers.push(std::thread::spawn(move || {
+            while !stopped(&stop) {
+                let Ok(mut s) = TcpStream::connect(a) else { continue };
+                for b in b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ".iter().chain(std::iter::repeat(&b'a')) {
+                    if stopped(&stop) || s.write_all(&[*b]).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }));
+    }
+    let failed = watch_bot_api(&world, Duration::from_secs(4));
+    assert!(failed.is_empty(), "head drippers broke {} calls: {failed:?}", failed.len());
+
+    // Case 8: a crowd connects while the drippers hold every worker they can; every one is
+    // answered promptly.
+    let crowd: Vec<_> = (0..50)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let mut s = connect(a);
+                s.set_read_timeout(Some(Duration::from_secs(15))).expect("timeout");
+                let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+                let mut first = [0u8; 12];
+                let answered = s.read_exact(&mut first).is_ok();
+                (answered, started.elapsed())
+            })
+        })
+        .collect();
+    let results: Vec<(bool, Duration)> = crowd.into_iter().map(|t| t.join().expect("crowd thread")).collect();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for t in attackers {
+        t.join().expect("attacker");
+    }
+    let unanswered = results.iter().filter(|(answered, _)| !answered).count();
+    assert_eq!(unanswered, 0, "of 50 clients, {unanswered} got no answer in 15 s: {results:?}");
 }

@@ -105,14 +105,18 @@ fn serve_one(conn: &mut Conn, w: &Worker<'_>) -> Next {
     };
     let body_done = rq.body.is_done();
     drop(rq);
+    // Until a connection has had a trusted answer (a valid token), every answer closes it: a
+    // client without a token that pipelines requests and never reads cannot make a worker
+    // block writing answers, nor keep a connection it never earned.
     if response.is_served() {
         w.slots.served(w.slot);
     }
+    let untrusted = !w.slots.is_served(w.slot);
     if response.is_unanswered() {
         log::debug!("{}: closing the connection without an answer, as the handler asked", w.label);
         return Next::Close;
     }
-    respond(conn, w, &response, client_close || response.wants_close() || !body_done, !is_head)
+    respond(conn, w, &response, client_close || response.wants_close() || !body_done || untrusted, !is_head)
         .lingering_if(!body_done)
 }
 
@@ -197,9 +201,11 @@ fn read_head(conn: &mut Conn, w: &Worker<'_>) -> Result<Option<head::Head>, Http
         if left.is_zero() {
             return Err(HttpError::new(408, "Request Timeout: the request head did not arrive in time"));
         }
+        // Progress does not renew the head's age (`Slots` keeps when it began): a client that
+        // drips its head byte by byte is evictable by its age, not by its last byte.
         match conn.fill(left) {
             Ok(0) => return Ok(None),
-            Ok(_) => w.slots.touch(w.slot),
+            Ok(_) => {}
             Err(e) if is_timeout(&e) => {
                 return Err(HttpError::new(408, "Request Timeout: the request head did not arrive in time"))
             }

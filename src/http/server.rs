@@ -30,14 +30,15 @@ use super::socket::Conn;
 use super::slots::Slots;
 use super::{HttpError, Limits};
 
-/// How long a new connection may wait for a worker to be freed by eviction before it is 503.
+/// How long a new connection may wait for the worker freed by an eviction (or free but not
+/// back in recv yet) to take it, before it is 503.
 const HANDOFF_WAIT: Duration = Duration::from_millis(500);
 /// How often, while it waits, the accept thread looks again for a connection to evict.
 const HANDOFF_STEP: Duration = Duration::from_millis(50);
 /// After accept() fails (descriptors exhausted), wait this long, doubling, before trying again.
 const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
-/// A listener that refused a connection for lack of workers within this window is reported as
-/// not serving.
+/// A listener that refused a connection within this window while every worker was running a
+/// request is reported as not serving.
 const BUSY_WINDOW: Duration = Duration::from_secs(5);
 
 /// Whether a listener is serving, as `/healthz` reports it.
@@ -313,16 +314,23 @@ impl Acceptor {
             Err(TrySendError::Full(stream)) => stream,
         };
         // No idle worker: cut off the stalest waiting connection and hand this one to the
-        // worker that frees. A connection may become evictable while we wait (its stall passes
-        // the minimum), so try again at each step until the hand-off deadline.
+        // worker that frees. When nothing can be cut off, the answer is 503 at once: the
+        // accept thread never waits on a connection it cannot place, or the ones behind it
+        // would wait in the backlog unanswered.
         let deadline = Instant::now() + HANDOFF_WAIT;
         loop {
             // A worker that is free but not back in recv() yet (a loaded machine schedules it
-            // late) takes the connection in a moment: nobody is cut off for it.
-            if !self.slots.any_free() {
-                self.slots.evict_stalest(MIN_STALL_TO_EVICT);
-            }
-            let step = deadline.saturating_duration_since(Instant::now()).min(HANDOFF_STEP);
+            // late) takes the connection in a moment: nobody is cut off for it. A head or body
+            // about to pass its minimum is worth its few milliseconds; nothing else is.
+            let step = if self.slots.any_free() || self.slots.evict_stalest(MIN_STALL_TO_EVICT) {
+                HANDOFF_STEP
+            } else {
+                match self.slots.soonest_evictable(MIN_STALL_TO_EVICT) {
+                    Some(wait) => wait.max(Duration::from_millis(1)),
+                    None => return self.refuse_busy(stream),
+                }
+            };
+            let step = deadline.saturating_duration_since(Instant::now()).min(step);
             stream = match self.tx.send_timeout(stream, step) {
                 Ok(()) | Err(SendTimeoutError::Disconnected(_)) => return,
                 Err(SendTimeoutError::Timeout(stream)) => stream,
@@ -335,7 +343,11 @@ impl Acceptor {
 
     /// 503 to a connection no worker can take; never blocks the accept thread for long.
     fn refuse_busy(&self, mut stream: TcpStream) {
-        if let Ok(mut t) = self.health.inner.last_busy_refusal.lock() {
+        // Only refusals under real load make the listener unhealthy: clients that hold
+        // connections (slow heads, idle ones) are cut off, not a sign that more workers or a
+        // restart are needed.
+        let load = self.slots.all_serving();
+        if let Some(mut t) = self.health.inner.last_busy_refusal.lock().ok().filter(|_| load) {
             if t.is_none_or(|t| t.elapsed() >= BUSY_WINDOW) {
                 log::warn!("{}: all workers busy; refusing connections with 503", self.name);
             }

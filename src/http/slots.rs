@@ -36,6 +36,10 @@ struct Slot {
     socket: Option<TcpStream>,
 }
 
+/// A request head arrives in one packet from any real client; one still arriving this long
+/// after it began is evictable however it drips (a body gets `min_stall` without progress).
+pub const HEAD_AGE_TO_EVICT: Duration = Duration::from_millis(50);
+
 pub struct Slots {
     inner: Mutex<Inner>,
 }
@@ -86,6 +90,11 @@ impl Slots {
         self.lock().slots[i].since = Instant::now();
     }
 
+    /// Whether worker `i`'s connection has had a trusted answer.
+    pub fn is_served(&self, i: usize) -> bool {
+        self.lock().slots[i].served > 0
+    }
+
     /// Worker `i` gave a trusted answer on its connection (`Response::served`).
     pub fn served(&self, i: usize) {
         let mut g = self.lock();
@@ -102,8 +111,9 @@ impl Slots {
         self.lock().slots.iter().filter(|s| s.phase != Phase::Free).count()
     }
 
-    /// Cuts off the connection that has waited longest on its client: any idle one, or one
-    /// whose head or body has not progressed for `min_stall`. Connections that never
+    /// Cuts off the connection that has waited longest on its client: any idle one, one whose
+    /// head began `min_stall` ago or more (a head is not renewed by its bytes), or one whose
+    /// body has not progressed for `min_stall`. Connections that never
     /// completed a request (an empty connection, a stalled head or body) go first, and only
     /// then kept-alive connections of clients that were served, so a crowd of stalled clients
     /// does not push out a bot's pooled connection. True if one was cut.
@@ -122,7 +132,8 @@ impl Slots {
             .filter(|s| s.socket.is_some())
             .filter(|s| match s.phase {
                 Phase::Idle => true,
-                Phase::Head | Phase::Body => now.duration_since(s.since) >= min_stall,
+                Phase::Head => now.duration_since(s.since) >= min_stall.min(HEAD_AGE_TO_EVICT),
+                Phase::Body => now.duration_since(s.since) >= min_stall,
                 Phase::Free | Phase::Busy => false,
             })
             .min_by_key(|s| (s.served > 0, s.since));
@@ -136,6 +147,29 @@ impl Slots {
             }
             None => false,
         }
+    }
+
+    /// How soon a connection whose head or body is not evictable yet will be (the accept
+    /// thread waits that long for it, rather than refusing a newcomer); None when no worker is
+    /// reading a head or a body.
+    pub fn soonest_evictable(&self, min_stall: Duration) -> Option<Duration> {
+        let g = self.lock();
+        let now = Instant::now();
+        g.slots
+            .iter()
+            .filter(|s| s.socket.is_some())
+            .filter_map(|s| match s.phase {
+                Phase::Head => Some(min_stall.min(HEAD_AGE_TO_EVICT)),
+                Phase::Body => Some(min_stall),
+                _ => None,
+            }.map(|limit| limit.saturating_sub(now.duration_since(s.since))))
+            .min()
+    }
+
+    /// Whether every worker is running a handler or writing an answer: real load, not clients
+    /// holding connections (which `/healthz` does not count as the listener's problem).
+    pub fn all_serving(&self) -> bool {
+        self.lock().slots.iter().all(|s| s.phase == Phase::Busy)
     }
 
     /// Stops keep-alive and wakes every worker waiting on a client; busy workers finish their

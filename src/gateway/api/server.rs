@@ -153,12 +153,7 @@ struct Routes {
 impl http::Handler for Routes {
     fn handle(&self, rq: &mut http::Request<'_>) -> HttpResponse {
         let started = Instant::now();
-        let mut response = route(rq, &*self.backend, self.kind);
-        // A refusal of a client without a valid token ends its connection: a client holding
-        // connections open and never getting a trusted answer (`served`) gains nothing.
-        if !response.is_served() && matches!(response.status(), 401 | 404 | 405) {
-            response = response.close();
-        }
+        let response = route(rq, &*self.backend, self.kind);
         log::debug!(
             "{}: {} {} -> {} ({} ms)",
             self.name,
