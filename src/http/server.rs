@@ -30,6 +30,9 @@ use super::socket::Conn;
 use super::slots::Slots;
 use super::{HttpError, Limits};
 
+/// How long a new connection waits, once, when every worker is running a request and none can
+/// be cut off (one may be finishing), before it is 503.
+const BUSY_WAIT: Duration = Duration::from_millis(100);
 /// How long a new connection may wait for the worker freed by an eviction (or free but not
 /// back in recv yet) to take it, before it is 503.
 const HANDOFF_WAIT: Duration = Duration::from_millis(500);
@@ -318,6 +321,7 @@ impl Acceptor {
         // accept thread never waits on a connection it cannot place, or the ones behind it
         // would wait in the backlog unanswered.
         let deadline = Instant::now() + HANDOFF_WAIT;
+        let mut waited_for_busy = false;
         loop {
             // A worker that is free but not back in recv() yet (a loaded machine schedules it
             // late) takes the connection in a moment: nobody is cut off for it. A head or body
@@ -327,6 +331,12 @@ impl Acceptor {
             } else {
                 match self.slots.soonest_evictable(MIN_STALL_TO_EVICT) {
                     Some(wait) => wait.max(Duration::from_millis(1)),
+                    // Every worker is running a request: one may be just finishing (writing
+                    // its last bytes, about to be free), so wait once, briefly.
+                    None if !waited_for_busy => {
+                        waited_for_busy = true;
+                        BUSY_WAIT
+                    }
                     None => return self.refuse_busy(stream),
                 }
             };
