@@ -126,16 +126,25 @@ impl Slots {
             return true;
         }
         let now = Instant::now();
+        let evictable = |s: &Slot| match s.phase {
+            Phase::Idle => true,
+            Phase::Head => now.duration_since(s.since) >= min_stall.min(HEAD_AGE_TO_EVICT),
+            Phase::Body => now.duration_since(s.since) >= min_stall,
+            Phase::Free | Phase::Busy => false,
+        };
+        // A served connection is cut only when no connection that never was served holds a
+        // worker it will give up (a head or body still short of its minimum counts: the accept
+        // thread waits for it), so clients without a token never cost a bot its pooled
+        // connection.
+        let unserved_waiting = g
+            .slots
+            .iter()
+            .any(|s| s.socket.is_some() && s.served == 0 && matches!(s.phase, Phase::Head | Phase::Body));
         let victim = g
             .slots
             .iter_mut()
-            .filter(|s| s.socket.is_some())
-            .filter(|s| match s.phase {
-                Phase::Idle => true,
-                Phase::Head => now.duration_since(s.since) >= min_stall.min(HEAD_AGE_TO_EVICT),
-                Phase::Body => now.duration_since(s.since) >= min_stall,
-                Phase::Free | Phase::Busy => false,
-            })
+            .filter(|s| s.socket.is_some() && evictable(s))
+            .filter(|s| s.served == 0 || !unserved_waiting)
             .min_by_key(|s| (s.served > 0, s.since));
         match victim {
             Some(s) => {
@@ -219,5 +228,25 @@ mod tests {
         slots.release(2);
         assert!(slots.evict_stalest(Duration::ZERO));
         assert!(cut(0), "a served client's connection is cut when nothing else can be");
+    }
+
+    #[test]
+    fn a_served_connection_is_not_cut_while_an_unserved_head_will_give_its_worker_up() {
+        let slots = Slots::new(2);
+        let pairs: Vec<_> = (0..2).map(|_| socket_pair()).collect();
+        for (i, (_, server)) in pairs.iter().enumerate() {
+            slots.occupy(i, server.try_clone().ok());
+        }
+        // Slot 0: a bot's pooled connection, idle; slot 1: a head that began just now.
+        slots.served(0);
+        slots.enter(0, Phase::Idle);
+        slots.enter(1, Phase::Head);
+        assert!(!slots.evict_stalest(Duration::from_millis(200)), "wait for the head instead");
+        let wait = slots.soonest_evictable(Duration::from_millis(200)).expect("the head will be evictable");
+        assert!(wait <= HEAD_AGE_TO_EVICT);
+        std::thread::sleep(HEAD_AGE_TO_EVICT + Duration::from_millis(10));
+        assert!(slots.evict_stalest(Duration::from_millis(200)));
+        let cut = |i: usize| slots.lock().slots[i].evicted;
+        assert_eq!((cut(0), cut(1)), (false, true), "the head goes, the pooled connection stays");
     }
 }
