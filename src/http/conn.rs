@@ -215,9 +215,15 @@ fn read_head(conn: &mut Conn, w: &Worker<'_>) -> Result<Option<head::Head>, Http
 }
 
 /// Writes `response`; what comes next depends on `close` and on whether the write worked.
+/// The client must keep taking it (`Paced`): a worker is never held by a client that stopped
+/// reading.
 fn respond(conn: &mut Conn, w: &Worker<'_>, response: &Response, close: bool, with_body: bool) -> Next {
+    w.slots.enter(w.slot, Phase::Write);
+    let mut paced = Paced { stream: &mut conn.stream, w, started: Instant::now(), written: 0 };
+    let written = response.write_to(&mut paced, close, with_body);
+    let _ = conn.stream.set_write_timeout(Some(w.limits.write_timeout));
     w.slots.enter(w.slot, Phase::Busy);
-    if let Err(e) = response.write_to(&mut conn.stream, close, with_body) {
+    if let Err(e) = written {
         log::debug!("{}: client went away before the response: {e}", w.label);
         return Next::Close;
     }
@@ -225,6 +231,38 @@ fn respond(conn: &mut Conn, w: &Worker<'_>, response: &Response, close: bool, wi
         Next::Close
     } else {
         Next::KeepAlive
+    }
+}
+
+/// An answer's bytes must leave at a minimum rate once past a grace period (a total deadline
+/// that grows with the size); each write that moves bytes is progress for eviction
+/// (`Slots::touch`), so only a client that stopped reading is cut off for a newcomer.
+const WRITE_GRACE: Duration = Duration::from_secs(10);
+const MIN_WRITE_BYTES_PER_SEC: u64 = 16 * 1024;
+
+struct Paced<'a, 'w> {
+    stream: &'a mut std::net::TcpStream,
+    w: &'a Worker<'w>,
+    started: Instant,
+    written: u64,
+}
+
+impl Write for Paced<'_, '_> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let allowed = WRITE_GRACE + Duration::from_secs(self.written / MIN_WRITE_BYTES_PER_SEC);
+        let left = allowed
+            .checked_sub(self.started.elapsed())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "the client takes the answer too slowly"))?;
+        self.stream.set_write_timeout(Some(left.min(self.w.limits.write_timeout)))?;
+        let n = self.stream.write(data)?;
+        self.written += n as u64;
+        self.w.slots.touch(self.w.slot);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush()
     }
 }
 

@@ -20,8 +20,10 @@ pub enum Phase {
     Head,
     /// The handler is reading the body.
     Body,
-    /// The handler is working, or the response is being written.
+    /// The handler is working.
     Busy,
+    /// The response is being written.
+    Write,
 }
 
 struct Slot {
@@ -39,6 +41,9 @@ struct Slot {
 /// A request head arrives in one packet from any real client; one still arriving this long
 /// after it began is evictable however it drips (a body gets `min_stall` without progress).
 pub const HEAD_AGE_TO_EVICT: Duration = Duration::from_millis(50);
+/// A response whose client has taken none of it for this long (it stopped reading) is
+/// evictable; any taken bytes count as progress.
+pub const WRITE_STALL_TO_EVICT: Duration = Duration::from_secs(1);
 
 pub struct Slots {
     inner: Mutex<Inner>,
@@ -130,6 +135,7 @@ impl Slots {
             Phase::Idle => true,
             Phase::Head => now.duration_since(s.since) >= min_stall.min(HEAD_AGE_TO_EVICT),
             Phase::Body => now.duration_since(s.since) >= min_stall,
+            Phase::Write => now.duration_since(s.since) >= WRITE_STALL_TO_EVICT,
             Phase::Free | Phase::Busy => false,
         };
         // A served connection is cut only when no connection that never was served holds a
@@ -158,7 +164,7 @@ impl Slots {
         }
     }
 
-    /// How soon a connection whose head or body is not evictable yet will be (the accept
+    /// How soon a connection whose head, body or answer is not evictable yet will be (the accept
     /// thread waits that long for it, rather than refusing a newcomer); None when no worker is
     /// reading a head or a body.
     pub fn soonest_evictable(&self, min_stall: Duration) -> Option<Duration> {
@@ -170,6 +176,7 @@ impl Slots {
             .filter_map(|s| match s.phase {
                 Phase::Head => Some(min_stall.min(HEAD_AGE_TO_EVICT)),
                 Phase::Body => Some(min_stall),
+                Phase::Write => Some(WRITE_STALL_TO_EVICT),
                 _ => None,
             }.map(|limit| limit.saturating_sub(now.duration_since(s.since))))
             .min()
@@ -178,7 +185,7 @@ impl Slots {
     /// Whether every worker is running a handler or writing an answer: real load, not clients
     /// holding connections (which `/healthz` does not count as the listener's problem).
     pub fn all_serving(&self) -> bool {
-        self.lock().slots.iter().all(|s| s.phase == Phase::Busy)
+        self.lock().slots.iter().all(|s| matches!(s.phase, Phase::Busy | Phase::Write))
     }
 
     /// Stops keep-alive and wakes every worker waiting on a client; busy workers finish their
@@ -186,7 +193,7 @@ impl Slots {
     pub fn stop(&self) {
         let mut g = self.lock();
         g.stopping = true;
-        for s in g.slots.iter_mut().filter(|s| matches!(s.phase, Phase::Idle | Phase::Head | Phase::Body)) {
+        for s in g.slots.iter_mut().filter(|s| matches!(s.phase, Phase::Idle | Phase::Head | Phase::Body | Phase::Write)) {
             if let Some(socket) = s.socket.take() {
                 let _ = socket.shutdown(Shutdown::Both);
             }

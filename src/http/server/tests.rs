@@ -22,6 +22,8 @@ impl Handler for Echo {
             "/slow" => std::thread::sleep(Duration::from_millis(1500)),
             "/panic" => panic!("handler panic (expected by the test)"),
             "/ignore" => return Response::with_body(200, "text/plain", b"ignored".to_vec()),
+            // More than the socket buffers hold: a client that does not read blocks its writer.
+            "/big" => return Response::with_body(200, "application/octet-stream", vec![0u8; 32 << 20]).served(),
             _ => {}
         }
         let mut body = Vec::new();
@@ -330,6 +332,20 @@ fn only_trusted_answers_protect_a_connection_from_eviction() {
     pooled.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
     pooled.write_all(b"GET /second HTTP/1.1\r\nConnection: close\r\n\r\n").expect("the pooled connection is open");
     assert!(read_all(&mut pooled).contains("/second"));
+}
+
+/// A trusted client that stops reading its answer holds its worker only until a newcomer needs
+/// it: a write that moves no byte for a second is evictable.
+#[test]
+fn a_client_that_stops_reading_its_answer_is_cut_off_for_a_newcomer() {
+    let f = Fixture::new(Limits { workers: 1, ..Limits::default() });
+    let mut reader = f.connect();
+    reader.write_all(b"GET /big HTTP/1.1\r\n\r\n").expect("write");
+    let mut first = [0u8; 12];
+    reader.read_exact(&mut first).expect("the answer begins");
+    // It reads nothing more; its worker fills the socket buffers and blocks.
+    std::thread::sleep(crate::http::slots::WRITE_STALL_TO_EVICT + Duration::from_millis(500));
+    assert_eq!(status_of(&f.exchange(b"GET /ok HTTP/1.1\r\nConnection: close\r\n\r\n")), 200);
 }
 
 /// Answers nothing; `/watch` first waits (bounded) for its client to hang up and records what
