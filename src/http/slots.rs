@@ -193,7 +193,8 @@ impl Slots {
     pub fn stop(&self) {
         let mut g = self.lock();
         g.stopping = true;
-        for s in g.slots.iter_mut().filter(|s| matches!(s.phase, Phase::Idle | Phase::Head | Phase::Body | Phase::Write)) {
+        // A worker writing an answer finishes it (a long poll answered at shutdown is one).
+        for s in g.slots.iter_mut().filter(|s| matches!(s.phase, Phase::Idle | Phase::Head | Phase::Body)) {
             if let Some(socket) = s.socket.take() {
                 let _ = socket.shutdown(Shutdown::Both);
             }
