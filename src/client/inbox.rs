@@ -22,7 +22,6 @@ use super::reply_keyboard;
 use super::inline;
 use super::message::{keyboard_from_wire, received_message, sender, text_of, Incoming, ReactionType, ReceivedMessage, Shared};
 use super::reader::{InboxEvent, InboxReader};
-use crate::crypto::x3dh;
 use crate::e2e::{self, inbound, E2eError};
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::Content;
@@ -270,7 +269,7 @@ impl Profile {
         if let Some(group) = envelope.group.as_ref().and_then(|d| super::GroupId::from_slice(&d.group_id)) {
             self.settle_commit(&group)?;
         }
-        let was_prekey = envelope.group.is_none() && matches!(x3dh::peek_prekey_header(&envelope.ciphertext), Ok(Some(_)));
+        let was_prekey = e2e::starts_session(envelope);
         // A device starting a session is checked first (a changed identity key stops here).
         let refusal = if was_prekey { self.check_new_sender(envelope)? } else { None };
         let outcome = self.write(|c| {

@@ -16,16 +16,21 @@ use super::{store, Result};
 use crate::crypto::{identity, x3dh};
 use crate::wire::platform::{GetDeviceCertificatesRequest, GetDeviceCertificatesResponse, InboxEnvelope};
 
+/// Whether a private (not group) envelope starts a session: it carries an X3DH header. The
+/// one test for the receivers (which count them to top up one-time prekeys, and check their
+/// senders) and for `devices_to_certify`.
+pub fn starts_session(envelope: &InboxEnvelope) -> bool {
+    envelope.group.is_none() && matches!(x3dh::peek_prekey_header(&envelope.ciphertext), Ok(Some(_)))
+}
+
 /// The private (not group) envelopes that start a session from a sender device whose key this
-/// device has not recorded: one request per sender user, naming those devices.
+/// device has not recorded: one request per sender user, naming those devices. Reads nothing
+/// when no envelope starts a session (a group batch, a dialog under way).
 pub fn devices_to_certify(conn: &Connection, envelopes: &[InboxEnvelope]) -> Result<Vec<GetDeviceCertificatesRequest>> {
     let mut wanted: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
-    for env in envelopes.iter().filter(|e| e.group.is_none()) {
+    for env in envelopes.iter().filter(|e| starts_session(e)) {
         let (user_id, device_id) = (env.sender_user_id, env.sender_device_id);
         if wanted.get(&user_id).is_some_and(|d| d.contains(&device_id)) {
-            continue;
-        }
-        if !matches!(x3dh::peek_prekey_header(&env.ciphertext), Ok(Some(_))) {
             continue;
         }
         if store::peer_device_key(conn, user_id, device_id)?.is_none() {

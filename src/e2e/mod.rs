@@ -74,7 +74,7 @@ pub use device::{
     replenish_one_time_prekeys, rotate_signed_prekey_if_due, save_registration, signed_prekey_due,
     SignedPrekeySchedule, MAX_LOCAL_ONE_TIME_PREKEYS, ONE_TIME_PREKEY_TARGET,
 };
-pub use certify::{devices_to_certify, record_certified_devices, Certified, OnIdentityChange, Refusal};
+pub use certify::{devices_to_certify, record_certified_devices, starts_session, Certified, OnIdentityChange, Refusal};
 pub use open::open_envelope;
 pub use seal::{
     add_sessions, devices_with_session, devices_without_session, known_devices, remove_devices,

@@ -26,7 +26,6 @@ use super::sender_check;
 use super::updates;
 use crate::backoff::Backoff;
 use crate::wire::rpc;
-use crate::crypto;
 use crate::e2e::{self, inbound};
 use crate::wire::e2e::content::Body;
 use crate::wire::platform::{AckRequest, InboxEnvelope, UploadPrekeysRequest, VerifyCredentialRequest};
@@ -133,7 +132,7 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
         }
         prekey_messages += batch
             .iter()
-            .filter(|e| matches!(crypto::x3dh::peek_prekey_header(&e.ciphertext), Ok(Some(_))))
+            .filter(|e| e2e::starts_session(e))
             .count() as u32;
         let seqs: Vec<u64> = batch.iter().map(|e| e.seq).collect();
         if !settle_group_commits(&shared, &batch) {
