@@ -59,7 +59,11 @@ fn serve_one(conn: &mut Conn, w: &Worker<'_>) -> Next {
     if !w.slots.enter(w.slot, Phase::Idle) {
         return Next::Close;
     }
-    if conn.buffered().is_empty() && !matches!(conn.fill(w.limits.idle_timeout), Ok(n) if n > 0) {
+    // Only a connection that has had a trusted answer earns the keep-alive wait; until then the
+    // first byte must come within the head deadline, so a client that connects and says nothing
+    // is closed as soon as one that drips a head would be.
+    let wait = if w.slots.is_served(w.slot) { w.limits.idle_timeout } else { w.limits.head_deadline };
+    if conn.buffered().is_empty() && !matches!(conn.fill(wait), Ok(n) if n > 0) {
         return Next::Close;
     }
     w.slots.enter(w.slot, Phase::Head);

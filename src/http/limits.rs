@@ -22,11 +22,13 @@ pub struct Limits {
     /// Largest body the server will read at all; a larger `Content-Length` is 413 before any
     /// byte of it is read. Handlers apply their own, usually smaller, limits.
     pub max_body_bytes: u64,
-    /// From the first byte of a request to the end of its header block. Later: 408.
+    /// From the first byte of a request to the end of its header block. Later: 408. Also the
+    /// longest a new connection may wait before its first byte (then it is closed).
     pub head_deadline: Duration,
     /// Longest wait for the next byte of a body. Longer: 408.
     pub body_stall: Duration,
-    /// Longest a keep-alive connection may sit idle between requests.
+    /// Longest a keep-alive connection that has had a trusted answer may sit idle between
+    /// requests.
     pub idle_timeout: Duration,
     /// Longest wait for the client to take response bytes.
     pub write_timeout: Duration,

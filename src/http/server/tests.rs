@@ -216,6 +216,31 @@ fn a_stalled_head_gets_408_at_its_deadline() {
 }
 
 #[test]
+fn a_new_connection_that_sends_nothing_is_closed_at_the_head_deadline_not_the_keep_alive_one() {
+    let f = Fixture::new(Limits {
+        workers: 2,
+        head_deadline: Duration::from_millis(300),
+        idle_timeout: Duration::from_secs(30),
+        ..Limits::default()
+    });
+    let mut silent = f.connect();
+    let t0 = Instant::now();
+    let got = read_all(&mut silent);
+    assert!(got.is_empty(), "{got}");
+    assert!(t0.elapsed() < Duration::from_secs(10), "closed after {:?}", t0.elapsed());
+    // A trusted answer earns the keep-alive wait: the connection outlives the head deadline.
+    let mut kept = f.connect();
+    kept.write_all(b"GET /x HTTP/1.1\r\nContent-Length: 0\r\n\r\n").expect("write");
+    let mut buf = [0u8; 256];
+    let n = kept.read(&mut buf).expect("answer");
+    assert_eq!(status_of(&String::from_utf8_lossy(&buf[..n])), 200);
+    std::thread::sleep(Duration::from_millis(900));
+    kept.write_all(b"GET /y HTTP/1.1\r\nConnection: close\r\n\r\n").expect("write on the kept connection");
+    let got = read_all(&mut kept);
+    assert_eq!(status_of(&got), 200, "{got}");
+}
+
+#[test]
 fn a_stalled_body_gets_408() {
     let f = Fixture::new(Limits { workers: 2, body_stall: Duration::from_millis(300), ..Limits::default() });
     let mut s = f.connect();
