@@ -9,11 +9,9 @@ mod support;
 use std::path::Path;
 use std::time::Duration;
 
-use bot_gateway::client::Profile;
-use bot_gateway::e2e::file::{upload_encrypted, UploadedFile};
 use bot_gateway::wire::e2e::media::Kind;
-use bot_gateway::wire::e2e::{Content, Media, Text};
 use serde_json::{json, Value};
+use support::media::send_file;
 use support::World;
 
 const KINDS: [(&str, Kind, &str, &str); 5] = [
@@ -28,28 +26,6 @@ const KINDS: [(&str, Kind, &str, &str); 5] = [
 fn body_of(kind: &str, len: usize) -> Vec<u8> {
     let marker = format!("PLAINTEXT-MARKER-{kind}-");
     marker.bytes().cycle().take(len).collect()
-}
-
-/// What the user's client sends: the file uploaded encrypted, and its Media content.
-fn send_file(user: &Profile, bot: &str, kind: Kind, mime: &str, name: &str, bytes: &[u8], caption: &str) -> UploadedFile {
-    let up = upload_encrypted(user.platform(), bytes).expect("upload");
-    let media = Media {
-        kind: kind.into(),
-        mime_type: mime.into(),
-        file_name: name.into(),
-        width: if matches!(kind, Kind::PHOTO | Kind::VIDEO) { 640 } else { 0 },
-        height: if matches!(kind, Kind::PHOTO | Kind::VIDEO) { 480 } else { 0 },
-        duration: if matches!(kind, Kind::AUDIO | Kind::VIDEO | Kind::VOICE) { 7 } else { 0 },
-        caption: protobuf::MessageField::from_option(
-            (!caption.is_empty()).then(|| Text { text: caption.into(), ..Default::default() }),
-        ),
-        ..up.to_media()
-    };
-    let mut content = Content::new();
-    content.set_media(media);
-    let peer = user.lookup(bot).expect("lookup bot");
-    user.send_content(&peer, &content).expect("send the file");
-    up
 }
 
 /// The media object of a message: `photo` is an array of one PhotoSize.

@@ -1,6 +1,7 @@
 //! Hostile-client soak of the Bot API listener (not a test): the real platform server and
 //! gateway binaries on loopback, one real bot, and at least 10,000 malformed or hostile HTTP
-//! requests sent over raw TCP connections by a bounded number of client threads.
+//! requests sent over raw TCP connections by a bounded number of client threads; then the
+//! attack phase ([`attack`]): the second round's attackers at once, beside a bot at work.
 //!
 //! What it measures, and when it fails (exit status 1):
 //!
@@ -15,7 +16,8 @@
 //! - **cut-off body executed**: a body shorter than its `Content-Length` (or a chunked body
 //!   without its last chunk) was parsed and dispatched (the answer says "chat not found");
 //! - **legitimate calls**: a `getMe` is made after every 100 hostile requests (and at least once
-//!   a second) from a separate thread; any failure or any call slower than 2 s fails the soak;
+//!   a second) from a separate thread, on one pooled connection as an SDK keeps it; any failure
+//!   or any call slower than 2 s fails the soak;
 //! - **resources**: RSS, threads and open descriptors of the gateway are read from `/proc` after
 //!   start-up and a warm-up of 50 `getMe` calls, then again after the barrage once the server
 //!   has settled (polling up to SOAK_SETTLE_SECS, 30 s); what was added is listed by thread name
@@ -62,8 +64,10 @@
 //! listener is gone), after SOAK_MAX_HANGS hangs, or after SOAK_MAX_SECS; an early stop fails
 //! the soak. Every loop is bounded in count and time; the program stops by itself.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../../tests/support/mod.rs"]
 mod support;
+
+mod attack;
 
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
@@ -98,6 +102,7 @@ struct Cfg {
     thread_slack: u64,
     rss_slack_kib: u64,
     legit_slow: Duration,
+    attack_secs: u64,
     only: Vec<String>,
     skip: Vec<String>,
 }
@@ -118,9 +123,17 @@ impl Cfg {
             thread_slack: env_u64("SOAK_THREAD_SLACK", 0),
             rss_slack_kib: env_u64("SOAK_RSS_SLACK_MIB", 128) * 1024,
             legit_slow: Duration::from_millis(env_u64("SOAK_LEGIT_SLOW_MS", 2000)),
+            attack_secs: env_u64("SOAK_ATTACK_SECS", 60).min(3600),
             only: env_list("SOAK_ONLY"),
             skip: env_list("SOAK_SKIP"),
         }
+    }
+
+    /// Whether threads and descriptors are back within their slack of `before`.
+    fn within(&self, before: &Judged, now: &Judged) -> bool {
+        now.threads <= before.threads + self.thread_slack as i64
+            && now.fds <= before.fds + self.fd_slack as i64
+            && now.state_fds <= before.state_fds + self.state_fd_slack as i64
     }
 }
 
@@ -1037,6 +1050,137 @@ fn judged(inv: &BTreeMap<String, i64>, state_dir: &str) -> Judged {
     j
 }
 
+impl Snap {
+    /// The larger of each figure.
+    fn max(&self, o: &Snap) -> Snap {
+        Snap { rss_kib: self.rss_kib.max(o.rss_kib), threads: self.threads.max(o.threads), fds: self.fds.max(o.fds) }
+    }
+}
+
+/// The gateway's figures before a phase.
+struct Baseline {
+    snap: Snap,
+    inventory: BTreeMap<String, i64>,
+    judged: Judged,
+}
+
+/// The gateway's figures once it settled after a phase.
+#[derive(Default)]
+struct Settled {
+    after: Option<Snap>,
+    judged: Option<Judged>,
+    left_behind: Option<String>,
+    took: Duration,
+    died: Option<String>,
+}
+
+/// Polls the gateway (every 250 ms, up to SOAK_SETTLE_SECS) until its threads and descriptors
+/// are back within the slack of `base`; returns what it last saw.
+fn settle(child: &mut std::process::Child, pid: u32, ports: &[(u16, &str)], state_dir: &str, base: &Baseline, cfg: &Cfg) -> Settled {
+    let start = Instant::now();
+    let mut out = Settled::default();
+    let mut inventory_after = None;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            out.died = Some(format!("{status}"));
+            break;
+        }
+        out.after = snap(pid);
+        inventory_after = out.after.map(|_| inventory(pid, ports));
+        let within = inventory_after.as_ref().is_some_and(|inv| cfg.within(&base.judged, &judged(inv, state_dir)));
+        if within || start.elapsed() >= cfg.settle {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    out.took = start.elapsed();
+    out.judged = inventory_after.as_ref().map(|inv| judged(inv, state_dir));
+    out.left_behind = inventory_after.as_ref().map(|inv| inventory_diff(&base.inventory, inv));
+    out
+}
+
+impl Settled {
+    /// Figures over their slack.
+    fn failures(&self, phase: &str, base: &Baseline, cfg: &Cfg) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(j) = &self.judged {
+            let b = &base.judged;
+            if j.threads > b.threads + cfg.thread_slack as i64 {
+                out.push(format!("{phase}: threads {} → {} (allowed +{})", b.threads, j.threads, cfg.thread_slack));
+            }
+            if j.fds > b.fds + cfg.fd_slack as i64 {
+                out.push(format!("{phase}: descriptors {} → {} (allowed +{})", b.fds, j.fds, cfg.fd_slack));
+            }
+            if j.state_fds > b.state_fds + cfg.state_fd_slack as i64 {
+                out.push(format!(
+                    "{phase}: state-dir files open {} → {} (allowed +{})",
+                    b.state_fds, j.state_fds, cfg.state_fd_slack
+                ));
+            }
+        }
+        if let Some(a) = &self.after {
+            if a.rss_kib > base.snap.rss_kib + cfg.rss_slack_kib {
+                out.push(format!(
+                    "{phase}: RSS {} → {} (allowed +{})",
+                    mib(base.snap.rss_kib),
+                    mib(a.rss_kib),
+                    mib(cfg.rss_slack_kib)
+                ));
+            }
+        }
+        out
+    }
+
+    /// Report rows: each figure before → after (with the peak, and the half-way figure when
+    /// there is one), what is judged, what was left behind, the settle time.
+    fn rows(&self, base: &Baseline, peak: &Snap, half: Option<&Snap>, cfg: &Cfg) -> Vec<(String, String)> {
+        let fmt = |f: fn(&Snap) -> String| {
+            format!(
+                "{} → {} ({}peak {})",
+                f(&base.snap),
+                self.after.as_ref().map(f).unwrap_or_else(|| "—".into()),
+                half.map(|h| format!("half-way {}, ", f(h))).unwrap_or_default(),
+                f(peak)
+            )
+        };
+        let mut rows = vec![
+            ("RSS before → after".to_string(), fmt(|s| mib(s.rss_kib))),
+            ("threads before → after".to_string(), fmt(|s| s.threads.to_string())),
+            ("descriptors before → after".to_string(), fmt(|s| s.fds.to_string())),
+        ];
+        if let Some(j) = &self.judged {
+            let b = &base.judged;
+            rows.push((
+                "judged after settling".into(),
+                format!(
+                    "threads (gRPC core's own excepted) {} → {} (allowed +{}); descriptors (state-dir files \
+                     excepted) {} → {} (allowed +{}); state-dir files {} → {} (allowed +{}); gRPC core threads \
+                     {} → {} (not judged)",
+                    b.threads,
+                    j.threads,
+                    cfg.thread_slack,
+                    b.fds,
+                    j.fds,
+                    cfg.fd_slack,
+                    b.state_fds,
+                    j.state_fds,
+                    cfg.state_fd_slack,
+                    b.grpc_threads,
+                    j.grpc_threads
+                ),
+            ));
+        }
+        if let Some(d) = &self.left_behind {
+            rows.push(("threads and descriptors after vs before".into(), d.clone()));
+        }
+        rows.push((
+            "settle time".into(),
+            format!("{:.1} s (limit {} s); RSS allowed +{}", self.took.as_secs_f64(), cfg.settle.as_secs(), mib(cfg.rss_slack_kib)),
+        ));
+        rows
+    }
+}
+
 fn mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
 }
@@ -1060,9 +1204,9 @@ fn ureq_err(e: &ureq::Error) -> String {
     }
 }
 
-/// One Bot API call with a JSON body and a bounded time; never panics.
-fn api(base: &str, token: &str, method: &str, params: Value, timeout: Duration) -> Result<(u16, Value), String> {
-    match ureq::post(&format!("{base}/bot{token}/{method}")).timeout(timeout).send_json(params) {
+/// One Bot API call with a JSON body on `agent` (its timeout bounds it); never panics.
+fn api(agent: &ureq::Agent, base: &str, token: &str, method: &str, params: Value) -> Result<(u16, Value), String> {
+    match agent.post(&format!("{base}/bot{token}/{method}")).send_json(params) {
         Ok(resp) => {
             let status = resp.status();
             resp.into_json::<Value>().map(|v| (status, v)).map_err(|e| format!("{method}: body: {e}"))
@@ -1072,8 +1216,9 @@ fn api(base: &str, token: &str, method: &str, params: Value, timeout: Duration) 
     }
 }
 
-fn get_me(base: &str, token: &str) -> Result<(), String> {
-    match ureq::get(&format!("{base}/bot{token}/getMe")).timeout(Duration::from_secs(20)).call() {
+/// A `getMe` on `agent`'s pooled connection, as a bot's SDK makes it.
+fn get_me(agent: &ureq::Agent, base: &str, token: &str) -> Result<(), String> {
+    match agent.get(&format!("{base}/bot{token}/getMe")).call() {
         Ok(resp) => {
             let v: Value = resp.into_json().map_err(|e| format!("getMe body: {e}"))?;
             if v["ok"] == true {
@@ -1087,6 +1232,12 @@ fn get_me(base: &str, token: &str) -> Result<(), String> {
     }
 }
 
+/// Agent for one thread of legitimate calls: one pooled connection, as an SDK keeps.
+fn agent(timeout: Duration) -> ureq::Agent {
+    ureq::AgentBuilder::new().timeout(timeout).build()
+}
+
+/// Legitimate calls: how many, which failed, which were slow.
 #[derive(Default)]
 struct Legit {
     calls: u64,
@@ -1094,6 +1245,22 @@ struct Legit {
     slow: u64,
     max: Duration,
     errors: Vec<String>,
+}
+
+impl Legit {
+    fn record(&mut self, what: &str, result: Result<(), String>, took: Duration, slow: Duration) {
+        self.calls += 1;
+        self.max = self.max.max(took);
+        if took > slow {
+            self.slow += 1;
+        }
+        if let Err(e) = result {
+            self.failed += 1;
+            if self.errors.len() < 5 {
+                self.errors.push(format!("{what}: {e} ({} ms)", took.as_millis()));
+            }
+        }
+    }
 }
 
 // ───────────────────────────── tallies ─────────────────────────────
@@ -1258,12 +1425,13 @@ fn run() -> i32 {
     let token = world.gateway.token.clone();
     let addr: SocketAddr = base.trim_start_matches("http://").parse().expect("compat address");
     assert!(addr.ip().is_loopback(), "the soak only talks to loopback");
-    let user = world.user("soak_user");
+    let mut user = world.user("soak_user");
     let bot = format!("@{}", world.bot_username());
 
     // ── Warm-up and baseline ──
+    let warm = agent(Duration::from_secs(20));
     for i in 0..50 {
-        if let Err(e) = get_me(&base, &token) {
+        if let Err(e) = get_me(&warm, &base, &token) {
             eprintln!("soak: warm-up getMe {i} failed: {e}; gateway stderr:\n{}", world.gateway.proc.stderr_text());
             return 1;
         }
@@ -1381,6 +1549,7 @@ fn run() -> i32 {
         std::thread::Builder::new()
             .name("soak-legit".into())
             .spawn(move || {
+                let agent = agent(Duration::from_secs(20));
                 let mut next_mark = 100usize;
                 let mut last = Instant::now();
                 while !done.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst) {
@@ -1391,20 +1560,9 @@ fn run() -> i32 {
                     }
                     next_mark = (n / 100 + 1) * 100;
                     last = Instant::now();
-                    let result = get_me(&base, &token);
-                    let took = last.elapsed();
-                    let mut l = legit.lock().expect("legit");
-                    l.calls += 1;
-                    l.max = l.max.max(took);
-                    if took > slow {
-                        l.slow += 1;
-                    }
-                    if let Err(e) = result {
-                        l.failed += 1;
-                        if l.errors.len() < 5 {
-                            l.errors.push(format!("after {n} hostile requests: {e} ({} ms)", took.as_millis()));
-                        }
-                    }
+                    let result = get_me(&agent, &base, &token);
+                    let what = format!("after {n} hostile requests");
+                    legit.lock().expect("legit").record(&what, result, last.elapsed(), slow);
                 }
             })
             .expect("spawn legit thread")
@@ -1473,33 +1631,63 @@ fn run() -> i32 {
         None
     };
 
-    // ── Settle, after-figures, end to end ──
-    let settle_start = Instant::now();
-    let mut after = None;
-    let mut inventory_after = None;
-    let within = |a: &Judged| {
-        a.threads <= judged_before.threads + cfg.thread_slack as i64
-            && a.fds <= judged_before.fds + cfg.fd_slack as i64
-            && a.state_fds <= judged_before.state_fds + cfg.state_fd_slack as i64
+    // ── Settle, after-figures ──
+    let baseline = Baseline { snap: before, inventory: inventory_before, judged: judged_before };
+    let settled = if died.is_none() { settle(&mut world.gateway.proc.child, pid, &ports, &state_dir, &baseline, &cfg) } else { Settled::default() };
+    died = died.or(settled.died.clone());
+
+    // ── The attack phase ──
+    let attack = if died.is_none() && cfg.attack_secs > 0 {
+        let workers = world.gateway.health()["bot_api"]["workers"].as_u64().unwrap_or(36) as usize;
+        let ext: SocketAddr = world.gateway.ext_base.trim_start_matches("http://").parse().expect("extensions address");
+        let username = world.bot_username();
+        let target = attack::Target {
+            bot_api: addr,
+            ext,
+            base: &base,
+            ext_base: &world.gateway.ext_base,
+            token: &token,
+            wrong_token: &wrong_token,
+            bot_username: &username,
+            workers,
+            legit_slow: cfg.legit_slow,
+        };
+        let attack_before = snap(pid).expect("the gateway runs");
+        let inventory = inventory(pid, &ports);
+        let attack_base = Baseline { snap: attack_before, judged: judged(&inventory, &state_dir), inventory };
+        eprintln!(
+            "soak: attack phase, {} s, {workers} Bot API workers; RSS {} threads {} fds {}",
+            cfg.attack_secs,
+            mib(attack_before.rss_kib),
+            attack_before.threads,
+            attack_before.fds
+        );
+        let mut attack_peak = attack_before;
+        let mut attack_half = None;
+        let half_time = Instant::now() + Duration::from_secs(cfg.attack_secs) / 2;
+        let child = &mut world.gateway.proc.child;
+        let mut findings = attack::run(&target, &mut user, &bot, cfg.attack_secs, || {
+            if !matches!(child.try_wait(), Ok(None)) {
+                return false;
+            }
+            if let Some(s) = snap(pid) {
+                attack_peak = attack_peak.max(&s);
+                if attack_half.is_none() && Instant::now() >= half_time {
+                    attack_half = Some(s);
+                }
+            }
+            true
+        });
+        let after = settle(&mut world.gateway.proc.child, pid, &ports, &state_dir, &attack_base, &cfg);
+        died = died.or(after.died.clone());
+        findings.failures.extend(after.failures("attack phase", &attack_base, &cfg));
+        findings.rows.extend(after.rows(&attack_base, &attack_peak, attack_half.as_ref(), &cfg));
+        Some(findings)
+    } else {
+        None
     };
-    if died.is_none() {
-        loop {
-            if let Ok(Some(status)) = world.gateway.proc.child.try_wait() {
-                died = Some(format!("{status}"));
-                break;
-            }
-            after = snap(pid);
-            inventory_after = after.map(|_| inventory(pid, &ports));
-            let settled = inventory_after.as_ref().is_some_and(|inv| within(&judged(inv, &state_dir)));
-            if settled || settle_start.elapsed() >= cfg.settle {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    }
-    let settle_time = settle_start.elapsed();
-    let judged_after = inventory_after.as_ref().map(|inv| judged(inv, &state_dir));
-    let left_behind = inventory_after.as_ref().map(|inv| inventory_diff(&inventory_before, inv));
+
+    // ── End to end ──
     if died.is_none() {
         if let Ok(Some(status)) = world.gateway.proc.child.try_wait() {
             died = Some(format!("{status}"));
@@ -1562,15 +1750,6 @@ fn run() -> i32 {
         );
     }
 
-    let fmt_snap = |f: fn(&Snap) -> String| {
-        format!(
-            "{} → {} (half-way {}, peak during barrage {})",
-            f(&before),
-            after.as_ref().map(f).unwrap_or_else(|| "—".into()),
-            half.as_ref().map(f).unwrap_or_else(|| "—".into()),
-            f(&peak)
-        )
-    };
     let mut failures: Vec<String> = Vec::new();
     if let Some(d) = &died {
         failures.push(format!("the gateway died ({d})"));
@@ -1596,30 +1775,9 @@ fn run() -> i32 {
     if legit.slow > 0 {
         failures.push(format!("{} legitimate getMe calls over {} ms", legit.slow, cfg.legit_slow.as_millis()));
     }
-    if let Some(j) = &judged_after {
-        let b = &judged_before;
-        if j.threads > b.threads + cfg.thread_slack as i64 {
-            failures.push(format!("threads {} → {} (allowed +{})", b.threads, j.threads, cfg.thread_slack));
-        }
-        if j.fds > b.fds + cfg.fd_slack as i64 {
-            failures.push(format!("descriptors {} → {} (allowed +{})", b.fds, j.fds, cfg.fd_slack));
-        }
-        if j.state_fds > b.state_fds + cfg.state_fd_slack as i64 {
-            failures.push(format!(
-                "state-dir files open {} → {} (allowed +{})",
-                b.state_fds, j.state_fds, cfg.state_fd_slack
-            ));
-        }
-    }
-    if let Some(a) = &after {
-        if a.rss_kib > before.rss_kib + cfg.rss_slack_kib {
-            failures.push(format!(
-                "RSS {} → {} (allowed +{})",
-                mib(before.rss_kib),
-                mib(a.rss_kib),
-                mib(cfg.rss_slack_kib)
-            ));
-        }
+    failures.extend(settled.failures("barrage", &baseline, &cfg));
+    if let Some(attack) = &attack {
+        failures.extend(attack.failures.iter().map(|f| format!("attack phase: {f}")));
     }
     if let Err(e) = &e2e {
         failures.push(format!("end to end: {e}"));
@@ -1665,37 +1823,20 @@ fn run() -> i32 {
         legit.max.as_millis(),
         if legit.errors.is_empty() { String::new() } else { format!("; first errors: {}", legit.errors.join("; ")) }
     );
-    println!("| RSS before → after | {} |", fmt_snap(|s| mib(s.rss_kib)));
-    println!("| threads before → after | {} |", fmt_snap(|s| s.threads.to_string()));
-    println!("| descriptors before → after | {} |", fmt_snap(|s| s.fds.to_string()));
-    if let Some(j) = &judged_after {
-        let b = &judged_before;
-        println!(
-            "| judged after settling | threads (gRPC core's own excepted) {} → {} (allowed +{}); descriptors \
-             (state-dir files excepted) {} → {} (allowed +{}); state-dir files {} → {} (allowed +{}); \
-             gRPC core threads {} → {} (not judged) |",
-            b.threads,
-            j.threads,
-            cfg.thread_slack,
-            b.fds,
-            j.fds,
-            cfg.fd_slack,
-            b.state_fds,
-            j.state_fds,
-            cfg.state_fd_slack,
-            b.grpc_threads,
-            j.grpc_threads
-        );
+    for (what, value) in settled.rows(&baseline, &peak, half.as_ref(), &cfg) {
+        println!("| {what} | {value} |");
     }
-    if let Some(d) = &left_behind {
-        println!("| threads and descriptors after vs before | {d} |");
+    if let Some(attack) = &attack {
+        println!("\n| attack phase ({} s) | connections | connect failures | statuses | rule breaks | first breaks |\n|---|---|---|---|---|---|", cfg.attack_secs);
+        for (what, value) in attack.rows.iter().filter(|(w, _)| w.starts_with("attacker: ")) {
+            println!("| {} | {value} |", what.trim_start_matches("attacker: "));
+        }
+        println!("\n| attack phase figure | value |\n|---|---|");
+        for (what, value) in attack.rows.iter().filter(|(w, _)| !w.starts_with("attacker: ")) {
+            println!("| {what} | {value} |");
+        }
+        println!("\n| after both phases | value |\n|---|---|");
     }
-    println!(
-        "| settle time | {:.1} s (limit {} s); RSS allowed +{} |",
-        settle_time.as_secs_f64(),
-        cfg.settle.as_secs(),
-        mib(cfg.rss_slack_kib)
-    );
     println!(
         "| end-to-end message | {} |",
         match &e2e {
@@ -1722,6 +1863,7 @@ fn run() -> i32 {
 /// sendMessage, and the user receives the answer. Bounded in time; never panics.
 fn end_to_end(user: &bot_gateway::client::Profile, bot: &str, base: &str, token: &str) -> Result<String, String> {
     let t0 = Instant::now();
+    let agent = agent(Duration::from_secs(30));
     let nonce = format!(
         "{:x}",
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
@@ -1734,8 +1876,7 @@ fn end_to_end(user: &bot_gateway::client::Profile, bot: &str, base: &str, token:
         if Instant::now() >= deadline {
             return Err("the message did not reach getUpdates in 60 s".into());
         }
-        let (status, body) =
-            api(base, token, "getUpdates", json!({ "offset": offset, "timeout": 5 }), Duration::from_secs(20))?;
+        let (status, body) = api(&agent, base, token, "getUpdates", json!({ "offset": offset, "timeout": 5 }))?;
         if status != 200 {
             return Err(format!("getUpdates answered {status}: {body}"));
         }
@@ -1750,8 +1891,7 @@ fn end_to_end(user: &bot_gateway::client::Profile, bot: &str, base: &str, token:
         }
     };
     let reply = format!("soak reply {nonce}");
-    let (status, body) =
-        api(base, token, "sendMessage", json!({ "chat_id": chat_id, "text": reply }), Duration::from_secs(30))?;
+    let (status, body) = api(&agent, base, token, "sendMessage", json!({ "chat_id": chat_id, "text": reply }))?;
     if status != 200 || body["ok"] != true {
         return Err(format!("sendMessage answered {status}: {body}"));
     }
@@ -1759,7 +1899,7 @@ fn end_to_end(user: &bot_gateway::client::Profile, bot: &str, base: &str, token:
     match got.first() {
         Some(m) if m.text == reply && m.sender.is_bot => {
             // Acknowledge the update so nothing is left pending.
-            let _ = api(base, token, "getUpdates", json!({ "offset": offset, "timeout": 0 }), Duration::from_secs(10));
+            let _ = api(&agent, base, token, "getUpdates", json!({ "offset": offset, "timeout": 0 }));
             Ok(format!("{:.1} s", t0.elapsed().as_secs_f64()))
         }
         Some(m) => Err(format!("the user received {:?} instead of the reply", m.text)),

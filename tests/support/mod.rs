@@ -6,6 +6,7 @@
 
 pub mod chat;
 pub mod group_member;
+pub mod media;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
