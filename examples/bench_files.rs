@@ -5,12 +5,12 @@
 //! - encrypt: `crypto::file::encrypt` to nothing (secretstream + BLAKE3 digest + chunking);
 //! - upload: `e2e::file::upload_encrypted` (read, encrypt, hash, stream to the platform, stored);
 //! - download: `e2e::file::download_verified` + `write_plaintext` to nothing (fetch, hash,
-//!   verify every chunk, decrypt again on the way out).
+//!   check the digest and the first chunk, decrypt once on the way out).
 //!
 //! - gateway upload: `sendDocument` with a multipart body (the gateway encrypts while it reads
 //!   and streams the ciphertext to the platform, which stores it), until the Bot API answers;
 //! - gateway download: `getFile`, then `GET /file/bot…` read to the end (the gateway fetches and
-//!   verifies the whole ciphertext, then decrypts into the response).
+//!   checks the whole ciphertext, then decrypts into the response).
 //!
 //! Each step runs three times; a row gives the fastest run's MiB/s (the machine is shared, and
 //! a slower run measured someone else's load), its share of the secretstream figure, and the

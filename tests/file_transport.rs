@@ -8,6 +8,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use bot_gateway::crypto::file as file_crypto;
 use bot_gateway::crypto::file::{
     CiphertextHash, DigestAlgorithm, FileCryptoError, FileDigest, FileKey, MAX_CIPHERTEXT_LEN, MAX_PLAINTEXT_LEN,
 };
@@ -152,11 +153,29 @@ fn a_corrupted_stored_file_is_refused_and_yields_no_plaintext() {
     assert!(matches!(err, FileError::Crypto(FileCryptoError::NotAuthentic | FileCryptoError::DigestMismatch)), "{err}");
     assert!(files_under(&s.tmp()).is_empty(), "no plaintext file was produced");
 
-    // Even a digest matching the damaged bytes does not get it through: the chunk fails.
-    let mut hash = CiphertextHash::new(up.digest.algorithm);
-    hash.update(&stored);
-    let err = download_verified(s.bob.platform(), &FileSource { digest: hash.finalize(), ..up.source() }, &s.tmp())
-        .expect_err("a chunk that does not authenticate must be refused");
+    // A digest matching the damaged bytes means the sender itself made them (the digest comes
+    // from its end-to-end message). The file is decrypted once, on its way out: the chunks
+    // before the damaged one come out, then the decryption stops with an error, never a
+    // byte of the damaged chunk, so the reader of an HTTP download sees a short body.
+    let digest_of = |bytes: &[u8]| {
+        let mut hash = CiphertextHash::new(up.digest.algorithm);
+        hash.update(bytes);
+        hash.finalize()
+    };
+    let verified = download_verified(s.bob.platform(), &FileSource { digest: digest_of(&stored), ..up.source() }, &s.tmp())
+        .expect("the digest matches and the first chunk authenticates");
+    let mut out = Vec::new();
+    let err = verified.write_plaintext(&mut out).expect_err("a chunk that does not authenticate stops the decryption");
+    assert!(matches!(err, FileError::Crypto(FileCryptoError::NotAuthentic)), "{err}");
+    let good_chunks = (200_000 - file_crypto::HEADER_LEN) / (file_crypto::CHUNK_LEN + file_crypto::CHUNK_OVERHEAD);
+    assert_eq!(out.len(), good_chunks * file_crypto::CHUNK_LEN, "only the chunks before the damaged one");
+    assert!(out[..] == plaintext[..out.len()]);
+    // A damaged first chunk is refused before anything is served, whatever the digest.
+    let mut first = stored.clone();
+    first[1000] ^= 0x01;
+    std::fs::write(&path, &first).expect("damage the first chunk");
+    let err = download_verified(s.bob.platform(), &FileSource { digest: digest_of(&first), ..up.source() }, &s.tmp())
+        .expect_err("a first chunk that does not authenticate");
     assert!(matches!(err, FileError::Crypto(FileCryptoError::NotAuthentic)), "{err}");
 
     // A truncated stored file (its FINAL chunk gone) is refused too.

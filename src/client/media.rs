@@ -140,8 +140,8 @@ impl Profile {
         self.download_content(&content, &format!("message {message_id} from @{name}"), out)
     }
 
-    /// The file of a remembered message (`message`: which, for errors), verified whole, then
-    /// written to `out` through `out.part`.
+    /// The file of a remembered message (`message`: which, for errors), checked whole, then
+    /// decrypted (every chunk verified) into `out.part`, renamed to `out` only when all was.
     fn download_content(&self, content: &Content, message: &str, out: &Path) -> Result<u64> {
         if !content.has_media() {
             return Err(ClientError::Invalid(format!("{message} carries no file")));

@@ -18,8 +18,9 @@
 //! never holding the file in memory. [`Decryptor`] verifies every chunk, the FINAL tag and that
 //! nothing follows it. It writes plaintext as it goes, so a caller that must not release any
 //! plaintext before everything is verified decrypts into a private temporary file and hands it
-//! out only when [`Decryptor::decrypt`] returned `Ok` (`e2e::file::download_verified` verifies
-//! into nothing first, then decrypts again on the way out, so no plaintext touches disk).
+//! out only when [`Decryptor::decrypt`] returned `Ok`. `e2e::file::download_verified` relies on
+//! the digest instead: it covers every ciphertext byte, so after it and [`Decryptor::check_start`]
+//! only the sender could make a later chunk fail, and the file is decrypted once, on its way out.
 //!
 //! Errors never carry key material or plaintext.
 
@@ -45,6 +46,23 @@ pub const fn ciphertext_len(plaintext_len: u64) -> u64 {
     let chunk = CHUNK_LEN as u64;
     let chunks = if plaintext_len == 0 { 1 } else { plaintext_len.div_ceil(chunk) };
     HEADER_LEN as u64 + plaintext_len + chunks * CHUNK_OVERHEAD as u64
+}
+
+/// The plaintext length of a well-formed ciphertext of `ciphertext_len` bytes; `None` when no
+/// plaintext encrypts to that length (a truncated or padded file).
+pub const fn plaintext_len(len: u64) -> Option<u64> {
+    let (header, chunk, overhead) = (HEADER_LEN as u64, CHUNK_LEN as u64, CHUNK_OVERHEAD as u64);
+    if len < header + overhead || len > MAX_CIPHERTEXT_LEN {
+        return None;
+    }
+    let body = len - header;
+    let chunks = body.div_ceil(chunk + overhead);
+    let plaintext = body - chunks * overhead;
+    if ciphertext_len(plaintext) == len {
+        Some(plaintext)
+    } else {
+        None
+    }
 }
 
 /// A file's secret key (32 random bytes). Never logged: `Debug` hides it.
@@ -290,41 +308,69 @@ impl Decryptor {
 
     /// [`Decryptor::decrypt`] handing each chunk's plaintext to `each` as it is verified (a
     /// caller that passes it to another thread need not copy it).
-    pub fn decrypt_chunks(&self, mut input: impl Read, mut each: impl FnMut(Vec<u8>) -> io::Result<()>) -> Result<u64> {
+    pub fn decrypt_chunks(&self, input: impl Read, mut each: impl FnMut(Vec<u8>) -> io::Result<()>) -> Result<u64> {
+        let mut pull = self.open(input)?;
+        while let Some(plain) = pull.next_chunk()? {
+            each(plain)?;
+        }
+        Ok(pull.plaintext_len)
+    }
+
+    /// Authenticates the header and the first chunk only, decrypting into nothing: a wrong key
+    /// fails here, before anything is served. The rest authenticates as it is decrypted.
+    pub fn check_start(&self, input: impl Read) -> Result<()> {
+        self.open(input)?.next_chunk().map(|_| ())
+    }
+
+    fn open<R: Read>(&self, mut input: R) -> Result<Pull<R>> {
         let mut header = [0u8; HEADER_LEN];
         if read_full(&mut input, &mut header)? < HEADER_LEN {
             return Err(FileCryptoError::Truncated);
         }
-        let mut stream = ss::Stream::init_pull(&ss::Header(header), &ss::Key(self.key.0))
-            .map_err(|()| FileCryptoError::NotAuthentic)?;
-        let mut chunk = vec![0u8; CHUNK_LEN + CHUNK_OVERHEAD];
+        let stream = ss::Stream::init_pull(&ss::Header(header), &ss::Key(self.key.0)).map_err(|()| FileCryptoError::NotAuthentic)?;
+        Ok(Pull { input, stream, chunk: vec![0u8; CHUNK_LEN + CHUNK_OVERHEAD], plaintext_len: 0, done: false })
+    }
+}
+
+/// A ciphertext being decrypted one chunk at a time.
+struct Pull<R> {
+    input: R,
+    stream: ss::Stream<ss::Pull>,
+    chunk: Vec<u8>,
+    plaintext_len: u64,
+    done: bool,
+}
+
+impl<R: Read> Pull<R> {
+    /// The next chunk's plaintext, verified; `None` after the FINAL chunk, once nothing
+    /// follows it.
+    fn next_chunk(&mut self) -> Result<Option<Vec<u8>>> {
+        if self.done {
+            return Ok(None);
+        }
+        let n = read_full(&mut self.input, &mut self.chunk)?;
+        if n == 0 {
+            return Err(FileCryptoError::Truncated);
+        }
         let mut plain = Vec::with_capacity(CHUNK_LEN);
-        let mut plaintext_len = 0u64;
-        loop {
-            let n = read_full(&mut input, &mut chunk)?;
-            if n == 0 {
-                return Err(FileCryptoError::Truncated);
-            }
-            let tag = stream.pull_to_vec(&chunk[..n], None, &mut plain).map_err(|()| FileCryptoError::NotAuthentic)?;
-            plaintext_len += plain.len() as u64;
-            if plaintext_len > MAX_PLAINTEXT_LEN {
-                return Err(FileCryptoError::TooLarge);
-            }
-            let is_final = tag == ss::Tag::Final;
-            // Only the last chunk may be short, and it must be the FINAL one.
-            if !is_final && (n < chunk.len() || tag != ss::Tag::Message) {
-                return Err(if tag == ss::Tag::Message { FileCryptoError::Truncated } else { FileCryptoError::NotAuthentic });
-            }
-            each(std::mem::replace(&mut plain, Vec::with_capacity(CHUNK_LEN)))?;
-            if is_final {
-                break;
-            }
+        let tag = self.stream.pull_to_vec(&self.chunk[..n], None, &mut plain).map_err(|()| FileCryptoError::NotAuthentic)?;
+        self.plaintext_len += plain.len() as u64;
+        if self.plaintext_len > MAX_PLAINTEXT_LEN {
+            return Err(FileCryptoError::TooLarge);
         }
-        let mut probe = [0u8; 1];
-        if read_full(&mut input, &mut probe)? != 0 {
-            return Err(FileCryptoError::TrailingData);
+        let is_final = tag == ss::Tag::Final;
+        // Only the last chunk may be short, and it must be the FINAL one.
+        if !is_final && (n < self.chunk.len() || tag != ss::Tag::Message) {
+            return Err(if tag == ss::Tag::Message { FileCryptoError::Truncated } else { FileCryptoError::NotAuthentic });
         }
-        Ok(plaintext_len)
+        if is_final {
+            let mut probe = [0u8; 1];
+            if read_full(&mut self.input, &mut probe)? != 0 {
+                return Err(FileCryptoError::TrailingData);
+            }
+            self.done = true;
+        }
+        Ok(Some(plain))
     }
 }
 
@@ -361,6 +407,21 @@ mod tests {
         let n = Decryptor::new(&enc.key).decrypt(ct, &mut out)?;
         assert_eq!(n as usize, out.len());
         Ok(out)
+    }
+
+    #[test]
+    fn the_plaintext_length_follows_from_the_ciphertext_length_alone() {
+        let c = CHUNK_LEN as u64;
+        for p in [0, 1, c - 1, c, c + 1, 3 * c, 3 * c + 7, MAX_PLAINTEXT_LEN] {
+            assert_eq!(plaintext_len(ciphertext_len(p)), Some(p), "{p}");
+            let seal_len = seal(&plaintext(p.min(4 * c) as usize)).1.len() as u64;
+            assert_eq!(plaintext_len(seal_len), Some(p.min(4 * c)), "sealed {p}");
+        }
+        // Lengths no plaintext encrypts to: a chunk cut short of its overhead, the header
+        // alone, one byte too many, and more than the largest file.
+        for bad in [0, HEADER_LEN as u64, ciphertext_len(c) + 1, ciphertext_len(c) + CHUNK_OVERHEAD as u64, MAX_CIPHERTEXT_LEN + 1] {
+            assert_eq!(plaintext_len(bad), None, "{bad}");
+        }
     }
 
     #[test]

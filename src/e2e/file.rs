@@ -13,14 +13,14 @@
 //!
 //! Each transfer overlaps its steps on two threads, joined before the call returns (scoped):
 //! an upload encrypts on the caller's thread while `file-send#<n>` sends the chunks (gRPC takes
-//! one message of a call at a time); a download receives, keeps and hashes the ciphertext on
-//! `file-recv#<n>` while the caller verifies every chunk; serving it decrypts on `file-dec#<n>`
-//! while the caller writes. Bounded queues of 4 chunks sit between them.
+//! one message of a call at a time); serving a download decrypts on `file-dec#<n>` while the
+//! caller writes. Bounded queues of 4 chunks sit between them.
 //!
 //! A download keeps the ciphertext in a private temporary file, unlinked as soon as it is
-//! created (nothing is left behind, even after a crash), verifies every chunk, the FINAL tag
-//! and the digest, and only then hands out a [`VerifiedFile`], which decrypts again on its way
-//! out: no plaintext touches disk, and none is released before everything was verified.
+//! created (nothing is left behind, even after a crash), checks the digest of every byte, the
+//! length and the first chunk, and only then hands out a [`VerifiedFile`], which decrypts once
+//! on its way out, every chunk verified: no plaintext touches disk, and nothing the platform
+//! changed is released (see [`download_verified`]).
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -182,9 +182,10 @@ impl FileSource {
     }
 }
 
-/// A downloaded file whose ciphertext matched its digest and whose every chunk and final tag
-/// authenticated. It holds the CIPHERTEXT (an unlinked private file): the plaintext never
-/// touches disk, it is decrypted again on its way out (`write_plaintext`).
+/// A downloaded file whose ciphertext matched its digest and whose first chunk authenticated
+/// ([`download_verified`]). It holds the CIPHERTEXT (an unlinked private file): the plaintext
+/// never touches disk, it is decrypted once, on its way out (`write_plaintext`), every chunk
+/// and the FINAL tag verified as it goes.
 #[derive(Debug)]
 pub struct VerifiedFile {
     ciphertext: File,
@@ -201,7 +202,7 @@ impl VerifiedFile {
         self.ciphertext.seek(SeekFrom::Start(0)).map_err(FileError::Io)?;
         let (pieces, decrypted) = crossbeam_channel::bounded::<Vec<u8>>(DECRYPT_QUEUE);
         let number = TRANSFERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        let VerifiedFile { ciphertext, key, .. } = self;
+        let VerifiedFile { ciphertext, key, len: expected } = self;
         std::thread::scope(|scope| {
             let decryptor = std::thread::Builder::new()
                 .name(format!("file-dec#{number}"))
@@ -220,9 +221,14 @@ impl VerifiedFile {
             }
             // Hanging up makes the decryptor's next write fail: it stops.
             drop(decrypted);
-            let len = decryptor.join().unwrap_or_else(|_| Err(FileCryptoError::Io(io::Error::other("the decryptor panicked"))));
+            let decrypted = decryptor.join().unwrap_or_else(|_| Err(FileCryptoError::Io(io::Error::other("the decryptor panicked"))));
             written.and_then(|()| out.flush()).map_err(FileError::Io)?;
-            Ok(len?)
+            match decrypted? {
+                n if n == expected => Ok(n),
+                // The length follows from the ciphertext's, so this cannot happen to a file
+                // that decrypted; said anyway rather than served short without a word.
+                _ => Err(FileError::Crypto(FileCryptoError::Truncated)),
+            }
         })
     }
 }
@@ -271,7 +277,7 @@ impl From<grpcio::Error> for FileError {
 /// at a time): at most this many times `UPLOAD_CHUNK` bytes in memory.
 const SEND_QUEUE: usize = 4;
 
-/// Numbers the helper threads of transfers (`file-send#<n>`, `file-recv#<n>`).
+/// Numbers the helper threads of transfers (`file-send#<n>`, `file-dec#<n>`).
 static TRANSFERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Cuts ciphertext into `UPLOAD_CHUNK` pieces and queues them for the sending thread.
@@ -386,98 +392,41 @@ impl PendingUpload {
 }
 
 /// Downloads the file of `source` into an unlinked private file in `tmp_dir`, checks the
-/// ciphertext against its digest, and verifies every chunk and the FINAL tag with its key
-/// (decrypting into nothing); only then is the file returned, to be decrypted on its way out.
-/// Any failure (platform error, broken stream, wrong digest, a chunk that does not
-/// authenticate, a missing FINAL chunk) returns an error, and no plaintext byte has been
-/// produced.
+/// ciphertext against its digest, that its length is a well-formed ciphertext's, and that its
+/// header and first chunk authenticate with its key; only then is the file returned, to be
+/// decrypted once on its way out. The digest (from the end-to-end message) covers every byte of
+/// the ciphertext, so what the platform or the disk changed is refused here, before any
+/// plaintext is produced, and a wrong key fails at the first chunk. A later chunk that fails
+/// can only come from the sender itself (it encrypted and hashed the file): `write_plaintext`
+/// then stops with an error part way.
 pub fn download_verified(platform: &dyn FileTransport, source: &FileSource, tmp_dir: &Path) -> Result<VerifiedFile, FileError> {
     let FileSource { file_ref, key, digest } = source;
     let req = pb::DownloadFileRequest { file_ref: file_ref.clone(), ..Default::default() };
     let mut stream = platform.download_file(&req)?;
-    let ciphertext = unlinked_private_file(tmp_dir)?;
-
-    // One pass over the stream, on two threads: a scoped receiving thread keeps each chunk
-    // (ciphertext file) and hashes it, and hands it on; this one verifies every chunk by
-    // decrypting into nothing. The digest is checked at the end.
-    let (chunks, queued) = crossbeam_channel::bounded(RECEIVE_QUEUE);
-    let number = TRANSFERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-    let (verified, received) = std::thread::scope(|scope| {
-        let receiver = std::thread::Builder::new()
-            .name(format!("file-recv#{number}"))
-            .spawn_scoped(scope, || receive(&mut stream, ciphertext, digest.algorithm, chunks))
-            .map_err(FileError::Io)?;
-        let mut queue = QueueReader { queue: queued, pending: Vec::new(), at: 0 };
-        let verified = Decryptor::new(key).decrypt(&mut queue, io::sink());
-        // Hanging up stops a receiver that is still at it (the verification failed, or bytes
-        // follow the FINAL chunk): it ends without a file.
-        drop(queue);
-        let received = receiver.join().unwrap_or(Err(None));
-        Ok::<_, FileError>((verified, received))
-    })?;
-    match received {
-        // The transport's failure says more than the truncation it caused.
-        Err(Some(e)) => Err(e),
-        Err(None) => Err(FileError::Crypto(verified.err().unwrap_or(FileCryptoError::TrailingData))),
-        Ok((ciphertext, actual)) => {
-            let len = verified?;
-            file_crypto::check_digest(&actual, digest)?;
-            Ok(VerifiedFile { ciphertext, key: key.clone(), len })
-        }
-    }
+    let (mut ciphertext, actual, received) = receive(&mut stream, unlinked_private_file(tmp_dir)?, digest.algorithm)?;
+    file_crypto::check_digest(&actual, digest)?;
+    let len = file_crypto::plaintext_len(received).ok_or(FileError::Crypto(FileCryptoError::Truncated))?;
+    ciphertext.seek(SeekFrom::Start(0)).map_err(FileError::Io)?;
+    Decryptor::new(key).check_start(BufReader::new(&mut ciphertext))?;
+    Ok(VerifiedFile { ciphertext, key: key.clone(), len })
 }
 
-/// Chunks queued between a download's receiving thread and the thread that verifies them.
-const RECEIVE_QUEUE: usize = 4;
-
-/// The receiving thread of a download: the whole stream into `file` and the digest, each chunk
-/// then handed to the verifier. `Err(None)`: the verifier hung up first.
-fn receive(
-    stream: &mut ChunkStream,
-    file: File,
-    algorithm: DigestAlgorithm,
-    chunks: crossbeam_channel::Sender<Vec<u8>>,
-) -> Result<(File, FileDigest), Option<FileError>> {
+/// The whole stream into `file`, hashed on the way: (file, digest, bytes received).
+fn receive(stream: &mut ChunkStream, file: File, algorithm: DigestAlgorithm) -> Result<(File, FileDigest, u64), FileError> {
     let mut file = BufWriter::new(file);
     let mut hash = CiphertextHash::new(algorithm);
     let mut received = 0u64;
     while let Some(chunk) = futures::executor::block_on(stream.next()) {
-        let data = chunk.map_err(|e| Some(FileError::Rpc(e)))?.data;
+        let data = chunk.map_err(FileError::Rpc)?.data;
         received += data.len() as u64;
         if received > MAX_CIPHERTEXT_LEN {
-            return Err(Some(FileError::Crypto(FileCryptoError::TooLarge)));
+            return Err(FileError::Crypto(FileCryptoError::TooLarge));
         }
         hash.update(&data);
-        file.write_all(&data).map_err(|e| Some(FileError::Io(e)))?;
-        chunks.send(data).map_err(|_| None)?;
+        file.write_all(&data).map_err(FileError::Io)?;
     }
-    let file = file.into_inner().map_err(|e| Some(FileError::Io(e.into_error())))?;
-    Ok((file, hash.finalize()))
-}
-
-/// The verifier's side of the queue, as bytes; the end of the queue is the end of the stream.
-struct QueueReader {
-    queue: crossbeam_channel::Receiver<Vec<u8>>,
-    pending: Vec<u8>,
-    at: usize,
-}
-
-impl Read for QueueReader {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        while self.at == self.pending.len() {
-            match self.queue.recv() {
-                Ok(data) => {
-                    self.pending = data;
-                    self.at = 0;
-                }
-                Err(_) => return Ok(0),
-            }
-        }
-        let n = buf.len().min(self.pending.len() - self.at);
-        buf[..n].copy_from_slice(&self.pending[self.at..self.at + n]);
-        self.at += n;
-        Ok(n)
-    }
+    let file = file.into_inner().map_err(|e| FileError::Io(e.into_error()))?;
+    Ok((file, hash.finalize(), received))
 }
 
 /// A new private (0600) file in `dir` with no name left: it disappears when closed.
