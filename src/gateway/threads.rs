@@ -11,6 +11,7 @@
 //! | `in/<n>` | decrypts, commits, acknowledges (`inbox::import_loop`) |
 //! | `out/<n>` | seals and sends the outbox (`outbox::run`) |
 //! | `wh/<n>` | webhook delivery (`webhook::worker`) |
+//! | `whv/<n>` | during a webhook run, checks the credential one attempt ahead (scoped, in `webhook.rs`) |
 //! | `whr/<n>` | runs webhook replies (`api::replies::run_loop`) |
 //!
 //! A thread that panics is logged and recorded in the bot's status, so `/healthz` reports the
@@ -101,7 +102,7 @@ mod tests {
 
     #[test]
     fn names_fit_fifteen_bytes() {
-        for role in ["wr", "ins", "in", "out", "wh", "whr"] {
+        for role in ["wr", "ins", "in", "out", "wh", "whv", "whr"] {
             assert!(thread_name(role, 9999).len() <= 15, "{role}");
         }
         assert_eq!(thread_name("out", 2), "out/2");

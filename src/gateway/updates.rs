@@ -86,9 +86,12 @@ pub fn fetch(conn: &Connection, offset: Option<i64>, limit: u32) -> StoreResult<
     Ok(queue::fetch(conn, offset, limit)?.into_iter().map(|u| types::update_json(u.update_id, &u.kind, u.payload)).collect())
 }
 
-/// The first queued update (the webhook's head) with its id.
-pub fn head(conn: &Connection) -> StoreResult<Option<(i64, Value)>> {
-    Ok(queue::fetch(conn, None, 1)?.into_iter().next().map(|u| (u.update_id, types::update_json(u.update_id, &u.kind, u.payload))))
+/// Up to `limit` queued updates from `offset` on (the webhook's next run), each with its id.
+pub fn run_from(conn: &Connection, offset: i64, limit: u32) -> StoreResult<Vec<(i64, Value)>> {
+    Ok(queue::fetch(conn, Some(offset), limit)?
+        .into_iter()
+        .map(|u| (u.update_id, types::update_json(u.update_id, &u.kind, u.payload)))
+        .collect())
 }
 
 /// Queues a `message` update for a received private message, if the filter admits it. A
@@ -727,8 +730,8 @@ mod tests {
         queue::enqueue(&c, "message", &json!({ "n": 1 })).expect("enqueue");
         queue::store_allowed_updates(&c, &["callback_query".to_string()]).expect("store");
         assert!(!admits(&c, "message").expect("filtered from now on"));
-        let (id, u) = head(&c).expect("head").expect("the queued message is still served");
-        assert_eq!((id, u), (1, json!({"update_id": 1, "message": {"n": 1}})));
+        let run = run_from(&c, 0, 64).expect("run");
+        assert_eq!(run, vec![(1, json!({"update_id": 1, "message": {"n": 1}}))], "the queued message is still served");
         queue::store_allowed_updates(&c, &[]).expect("store");
         assert!(admits(&c, "message").expect("[] is the default set"));
     }

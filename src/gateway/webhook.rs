@@ -1,16 +1,20 @@
-//! Webhook delivery of one bot: the thread `webhook:<bot>` posts the head of the durable queue
-//! (shared with `getUpdates`) to the configured URL, one update at a time and in queue order,
-//! and hands answers to `whr/<n>` (`api::replies`), which executes the Bot API
-//! calls that receivers put in them.
+//! Webhook delivery of one bot: the thread `wh/<n>` posts the durable queue (shared with
+//! `getUpdates`) to the configured URL, one update at a time and in queue order, and hands
+//! answers to `whr/<n>` (`api::replies`), which executes the Bot API calls that receivers put
+//! in them.
 //!
-//! One attempt: read the webhook configuration, the filter and the head update (one read) →
-//! re-verify the bot's credential with the platform (`VerifyCredential`; a revoked or disabled
-//! bot sends nothing more, and its queue is kept) → `POST` the Update as `application/json`,
-//! with the secret in `X-Compat-Bot-Api-Secret-Token` (or the headers `webhook_secret_token_headers`
-//! names) and nowhere else → a 2xx answer acknowledges the head
-//! in a writer job; anything else (non-2xx, timeout, network error) leaves it at the head,
-//! records `last_error_date`/`last_error_message` durably and retries after a bounded
-//! exponential delay (1 s doubling up to 60 s, docs/decisions.md).
+//! A run: read the webhook configuration and up to 64 queued updates (one read); then for each,
+//! in order, one attempt: re-verify the bot's credential with the platform
+//! (`VerifyCredential`; a revoked or disabled bot sends nothing more, and its queue is kept) →
+//! `POST` the Update as `application/json`, with the secret in `X-Compat-Bot-Api-Secret-Token`
+//! (or the headers `webhook_secret_token_headers` names) and nowhere else → a 2xx answer
+//! counts as delivered. Delivered updates are acknowledged in one writer job per 32 and at the
+//! end of the run, and only then are their answers handed on; anything else (non-2xx, timeout,
+//! network error) ends the run: what was delivered is acknowledged, the failed update stays at
+//! the head, `last_error_date`/`last_error_message` are recorded durably and the run is tried
+//! again after a bounded exponential delay (1 s doubling up to 60 s, docs/decisions.md). The
+//! credential check of the next attempt runs on a scoped thread (`whv/<n>`) while the current
+//! one is posted, never more than one attempt ahead.
 //!
 //! Waiting never polls: with no webhook the thread waits on its control channel (woken by
 //! `setWebhook`, `deleteWebhook` and revocation); with an empty queue also on the store's commit
@@ -94,8 +98,16 @@ fn backoff_start() -> Duration {
     }
 }
 
-/// The webhook in force and, if any, the head update (its id and the Update object).
-type Head = Option<(WebhookConfig, Option<(i64, Value)>)>;
+/// Updates read for one run of deliveries, posted one at a time and in order without reading
+/// the queue again.
+const RUN: u32 = 64;
+/// Delivered updates acknowledged in one write: at most this many, and a run's last ones when
+/// it ends. A crash before that write delivers them again (at least once: receivers are
+/// idempotent by update_id, SPEC "Webhook delivery" 5).
+const ACK_EVERY: usize = 32;
+
+/// The webhook in force and, if any, the next run of updates (each id and Update object).
+type Run = Option<(WebhookConfig, Vec<(i64, Value)>)>;
 
 /// What one look at the queue led to.
 #[derive(Debug, PartialEq, Eq)]
@@ -123,7 +135,7 @@ fn run(shared: Arc<BotShared>, agent: ureq::Agent, commits: Receiver<()>, replie
         }
         // Signals of commits we are about to read anyway (see Notifier::subscribe).
         while commits.try_recv().is_ok() {}
-        match attempt(&shared, &agent, &replies) {
+        match deliver_run(&shared, &agent, &replies, &control) {
             Outcome::Delivered => backoff.reset(),
             Outcome::Revoked => {}
             Outcome::NoWebhook => {
@@ -151,41 +163,75 @@ fn run(shared: Arc<BotShared>, agent: ureq::Agent, commits: Receiver<()>, replie
     }
 }
 
-/// One delivery attempt of the head update, if there is a webhook and an update.
-fn attempt(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Answer>) -> Outcome {
+/// Delivers the next run of queued updates, in order, one attempt each, and acknowledges what
+/// was delivered (in writes of up to [`ACK_EVERY`]) before it returns. A run ends early at
+/// the first failure, when the bot stops or is revoked, or when `setWebhook`/`deleteWebhook`
+/// signals `control` (the next run reads the new configuration).
+fn deliver_run(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Answer>, control: &Receiver<()>) -> Outcome {
     let name = &shared.username;
-    let head = shared.store.read(|c| -> StoreResult<Head> {
+    let run = shared.store.read(|c| -> StoreResult<Run> {
         let Some(cfg) = config::config(c)? else {
             return Ok(None);
         };
-        Ok(Some((cfg, updates::head(c)?)))
+        Ok(Some((cfg, updates::run_from(c, 0, RUN)?)))
     });
-    let (cfg, (update_id, update)) = match head {
+    let (cfg, run) = match run {
         Ok(None) => return Outcome::NoWebhook,
-        Ok(Some((_, None))) => return Outcome::Empty,
-        Ok(Some((cfg, Some(head)))) => (cfg, head),
+        Ok(Some((_, run))) if run.is_empty() => return Outcome::Empty,
+        Ok(Some(found)) => found,
         Err(e) => {
             log::error!("bot @{name}: webhook: cannot read the queue: {e}");
             shared.status.set_error(format!("webhook: {e}"));
             return Outcome::Failed;
         }
     };
-
-    // SPEC "Bot credential": re-verified before every attempt.
-    let p = &shared.platform;
-    if let Err(e) = p.verify_credential(&VerifyCredentialRequest::new()) {
-        if is_unauthenticated(&e) {
-            shared.revoke(&e.to_string());
-            return Outcome::Revoked;
+    let mut acks = Acks { shared, replies, through: None, count: 0, answers: Vec::new() };
+    let outcome = std::thread::scope(|scope| {
+        let verifier = Verifier::start(scope, shared, run.len());
+        for (update_id, update) in run {
+            if shared.is_stopping() || !control.is_empty() {
+                break;
+            }
+            // SPEC "Bot credential": re-verified before every attempt (the verifier checks the
+            // next attempt's while this one is posted).
+            if let Err(e) = verifier.next(shared) {
+                if is_unauthenticated(&e) {
+                    shared.revoke(&e.to_string());
+                    return Outcome::Revoked;
+                }
+                log::warn!("bot @{name}: webhook: cannot verify the credential with the platform, not delivering: {e}");
+                shared.status.set_error(format!("webhook: cannot verify the credential with the platform: {e}"));
+                return Outcome::Failed;
+            }
+            if shared.is_revoked() {
+                return Outcome::Revoked;
+            }
+            match post(shared, agent, &cfg, update_id, &update) {
+                Ok(answer) => {
+                    if !acks.delivered(update_id, answer) {
+                        return Outcome::Failed;
+                    }
+                }
+                Err(message) => {
+                    // What was delivered before it is acknowledged first.
+                    if !acks.flush() {
+                        return Outcome::Failed;
+                    }
+                    return failed(shared, cfg, update_id, message);
+                }
+            }
         }
-        log::warn!("bot @{name}: webhook: cannot verify the credential with the platform, not delivering: {e}");
-        shared.status.set_error(format!("webhook: cannot verify the credential with the platform: {e}"));
+        Outcome::Delivered
+    });
+    if !acks.flush() {
         return Outcome::Failed;
     }
-    if shared.is_revoked() {
-        return Outcome::Revoked;
-    }
+    outcome
+}
 
+/// One attempt: `POST` the update; a 2xx is delivered (with the answer for `whr/<n>`, if it
+/// carries one), anything else is the error message to record.
+fn post(shared: &BotShared, agent: &ureq::Agent, cfg: &WebhookConfig, update_id: i64, update: &Value) -> Result<Option<Answer>, String> {
     let mut rq = agent.post(&cfg.url).set("Content-Type", "application/json");
     if let Some(secret) = &cfg.secret_token {
         // The spec's header by default; `webhook_secret_token_headers` may name others (the
@@ -198,33 +244,103 @@ fn attempt(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Answer>) ->
     BotMetrics::add(&shared.metrics.webhook_attempts, 1);
     match rq.send_bytes(body.as_bytes()) {
         Ok(resp) if (200..300).contains(&resp.status()) => {
-            let reply = read_reply(resp, update_id, name);
-            match shared.store.write(move |c| queue::ack_through(c, update_id)) {
-                Ok(n) => BotMetrics::add(&shared.metrics.updates_delivered, n as u64),
-                Err(e) => {
-                    // Delivered but not acknowledged: it is delivered again (receivers are
-                    // idempotent by update_id, SPEC "Webhook delivery" 5).
-                    log::error!("bot @{name}: webhook: cannot acknowledge update {update_id}: {e}");
-                    return Outcome::Failed;
-                }
-            }
-            log::debug!("bot @{name}: webhook delivered update {update_id}");
-            if let Some(reply) = reply {
-                // Blocks only while REPLY_QUEUE replies are waiting.
-                if replies.send(reply).is_err() {
-                    log::error!("bot @{name}: webhook reply thread is gone");
-                }
-            }
-            Outcome::Delivered
+            log::debug!("bot @{}: webhook delivered update {update_id}", shared.username);
+            Ok(read_reply(resp, update_id, &shared.username))
         }
-        Ok(resp) => failed(
-            shared,
-            cfg,
-            update_id,
-            format!("Wrong response from the webhook: {} {}", resp.status(), resp.status_text()),
-        ),
-        Err(e) => failed(shared, cfg, update_id, describe(&e)),
+        Ok(resp) => Err(format!("Wrong response from the webhook: {} {}", resp.status(), resp.status_text())),
+        Err(e) => Err(describe(&e)),
     }
+}
+
+/// Updates delivered but not yet acknowledged, and their answers: an answer goes to
+/// `whr/<n>` only once its update is acknowledged, so a crash never runs a reply's method
+/// twice (the update is delivered again instead, as before).
+struct Acks<'a> {
+    shared: &'a BotShared,
+    replies: &'a Sender<Answer>,
+    through: Option<i64>,
+    /// Delivered since the last write.
+    count: usize,
+    answers: Vec<Answer>,
+}
+
+impl Acks<'_> {
+    /// Records a delivery; writes the acknowledgements once [`ACK_EVERY`] are waiting. False
+    /// when that write failed.
+    fn delivered(&mut self, update_id: i64, answer: Option<Answer>) -> bool {
+        self.through = Some(update_id);
+        self.count += 1;
+        self.answers.extend(answer);
+        self.count < ACK_EVERY || self.flush()
+    }
+
+    /// Acknowledges every delivered update in one write, then hands their answers on. False
+    /// when the write failed: they are delivered again (receivers are idempotent by
+    /// update_id, SPEC "Webhook delivery" 5) and their answers are dropped.
+    fn flush(&mut self) -> bool {
+        let Some(through) = self.through.take() else { return true };
+        self.count = 0;
+        let answers = std::mem::take(&mut self.answers);
+        let name = &self.shared.username;
+        match self.shared.store.write(move |c| queue::ack_through(c, through)) {
+            Ok(n) => BotMetrics::add(&self.shared.metrics.updates_delivered, n as u64),
+            Err(e) => {
+                log::error!("bot @{name}: webhook: cannot acknowledge the updates through {through}: {e}");
+                return false;
+            }
+        }
+        for answer in answers {
+            // Blocks only while REPLY_QUEUE replies are waiting.
+            if self.replies.send(answer).is_err() {
+                log::error!("bot @{name}: webhook reply thread is gone");
+            }
+        }
+        true
+    }
+}
+
+/// The credential checks of a run: a scoped thread (`whv/<n>`) verifies one attempt ahead, so
+/// the check of the next attempt overlaps this one's POST; when it cannot be started, each
+/// attempt verifies on the delivery thread.
+enum Verifier {
+    Ahead(Receiver<grpcio::Result<()>>),
+    Inline,
+}
+
+impl Verifier {
+    fn start<'scope>(scope: &'scope std::thread::Scope<'scope, '_>, shared: &'scope BotShared, attempts: usize) -> Verifier {
+        // One result waits at most: the check is never more than one attempt ahead.
+        let (tx, rx) = bounded(1);
+        let name = std::thread::current().name().map_or_else(|| "whv".to_string(), |n| n.replacen("wh/", "whv/", 1));
+        let spawned = std::thread::Builder::new().name(name).spawn_scoped(scope, move || {
+            for _ in 0..attempts {
+                let checked = verify(shared);
+                let refused = checked.is_err();
+                // A closed queue: the run ended.
+                if tx.send(checked).is_err() || refused {
+                    return;
+                }
+            }
+        });
+        match spawned {
+            Ok(_) => Verifier::Ahead(rx),
+            Err(e) => {
+                log::warn!("bot @{}: webhook: cannot start the credential checker, checking inline: {e}", shared.username);
+                Verifier::Inline
+            }
+        }
+    }
+
+    fn next(&self, shared: &BotShared) -> grpcio::Result<()> {
+        match self {
+            Verifier::Ahead(rx) => rx.recv().unwrap_or_else(|_| Err(grpcio::Error::RemoteStopped)),
+            Verifier::Inline => verify(shared),
+        }
+    }
+}
+
+fn verify(shared: &BotShared) -> grpcio::Result<()> {
+    shared.platform.verify_credential(&VerifyCredentialRequest::new()).map(|_| ())
 }
 
 /// Records a failed attempt durably and logs it. The error belongs to the configuration that
@@ -387,6 +503,38 @@ mod tests {
         assert!(msg.starts_with("SSL error: "), "{msg}");
         assert!(!msg.contains(&addr.to_string()), "{msg}");
         server.join().expect("plain server");
+    }
+
+    #[test]
+    fn delivered_updates_are_acknowledged_together_and_their_answers_follow_the_write() {
+        let (_dir, bot) = crate::gateway::runtime::test_bot(crate::gateway::config::DEFAULT_SEND_WAIT);
+        let total = ACK_EVERY + 8;
+        bot.store
+            .write(move |c| {
+                for n in 0..total {
+                    queue::enqueue(c, "message", &serde_json::json!({ "n": n }))?;
+                }
+                Ok(())
+            })
+            .expect("enqueue");
+        let queued = || bot.store.read(queue::depth).expect("depth") as usize;
+        let (tx, rx) = answers();
+        let mut acks = Acks { shared: &bot, replies: &tx, through: None, count: 0, answers: Vec::new() };
+        let answer = |id: i64| Some(Answer { update_id: id, content_type: None, body: b"{}".to_vec() });
+        for id in 1..ACK_EVERY as i64 {
+            assert!(acks.delivered(id, answer(id)));
+        }
+        assert_eq!(queued(), total, "no write for the first {} deliveries", ACK_EVERY - 1);
+        assert!(rx.is_empty(), "no answer runs before its update is acknowledged");
+        assert!(acks.delivered(ACK_EVERY as i64, answer(ACK_EVERY as i64)));
+        assert_eq!(queued(), total - ACK_EVERY, "one write acknowledged {ACK_EVERY}");
+        let handed: Vec<i64> = rx.try_iter().map(|a| a.update_id).collect();
+        assert_eq!(handed, (1..=ACK_EVERY as i64).collect::<Vec<_>>(), "their answers, in order");
+        assert!(acks.delivered(ACK_EVERY as i64 + 1, None));
+        assert!(acks.flush());
+        assert_eq!(queued(), total - ACK_EVERY - 1, "the run's end acknowledges the rest");
+        assert!(acks.flush(), "nothing left: no write");
+        assert_eq!(bot.metrics.updates_delivered.load(std::sync::atomic::Ordering::Relaxed), ACK_EVERY as u64 + 1);
     }
 
     #[test]
