@@ -110,48 +110,75 @@ fn main() {
     drop(world);
 
     // ── Echo round trip ──
+    // The bot keeps one pooled connection, as an SDK does, and says when each update reached it
+    // and when its sendMessage returned, so the round trip splits into four legs.
     let world = World::start("bench_echo_bot");
     let base = world.gateway.base.clone();
     let token = world.gateway.token.clone();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let bot_stop = stop.clone();
+    let (legs_tx, legs_rx) = crossbeam_channel::unbounded::<(String, Instant, Instant)>();
     let echo_bot = std::thread::Builder::new()
         .name("bench-echo-bot".into())
         .spawn(move || {
+            let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(70)).build();
+            let call = |method: &str, params: serde_json::Value| -> serde_json::Value {
+                let resp = agent.post(&format!("{base}/bot{token}/{method}")).send_json(params).expect(method);
+                resp.into_json().expect("json")
+            };
             let mut offset = 0i64;
             while !bot_stop.load(std::sync::atomic::Ordering::SeqCst) {
-                let (_, body) = support::call_url(&format!("{base}/bot{token}/getUpdates"), json!({ "offset": offset, "timeout": 1 }));
+                let body = call("getUpdates", json!({ "offset": offset, "timeout": 1 }));
+                let got = Instant::now();
                 for u in body["result"].as_array().cloned().unwrap_or_default() {
                     offset = u["update_id"].as_i64().expect("id") + 1;
                     let m = &u["message"];
-                    let (status, body) = support::call_url(
-                        &format!("{base}/bot{token}/sendMessage"),
-                        json!({ "chat_id": m["chat"]["id"], "text": m["text"] }),
-                    );
-                    assert_eq!(status, 200, "{body}");
+                    let sent = call("sendMessage", json!({ "chat_id": m["chat"]["id"], "text": m["text"] }));
+                    assert_eq!(sent["ok"], true, "{sent}");
+                    let _ = legs_tx.send((m["text"].as_str().unwrap_or_default().to_string(), got, Instant::now()));
                 }
             }
         })
         .expect("spawn bot");
     let user = world.user("echo_user");
     let bot = format!("@{}", world.bot_username());
-    let mut samples = Vec::with_capacity(echo_n);
+    // Per echo: total, user's send call, on to the bot, the bot's sendMessage, back to the user.
+    let mut samples: [Vec<Duration>; 5] = Default::default();
     for i in 0..echo_n {
-        let t = Instant::now();
-        user.send_text(&bot, &format!("ping {i}")).expect("send");
+        let text = format!("ping {i}");
+        let t0 = Instant::now();
+        user.send_text(&bot, &text).expect("send");
+        let t1 = Instant::now();
         let got = user.receive(Duration::from_secs(30), 1).expect("receive");
+        let t4 = Instant::now();
         assert_eq!(got.len(), 1, "echo {i} arrived");
-        samples.push(t.elapsed());
+        let (echoed, t2, t3) = legs_rx.recv_timeout(Duration::from_secs(5)).expect("the bot's timings");
+        assert_eq!(echoed, text);
+        for (k, d) in [t4 - t0, t1 - t0, t2.saturating_duration_since(t1), t3 - t2, t4.saturating_duration_since(t3)].into_iter().enumerate() {
+            samples[k].push(d);
+        }
     }
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     echo_bot.join().expect("bot thread");
-    samples.sort();
-    let pct = |p: f64| samples[((samples.len() as f64 - 1.0) * p).round() as usize];
-    rows.push((
-        "echo round trip".into(),
-        format!("{echo_n} msgs"),
-        format!("p50 {:.1} ms, p99 {:.1} ms", pct(0.50).as_secs_f64() * 1e3, pct(0.99).as_secs_f64() * 1e3),
-    ));
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let pct = |v: &mut Vec<Duration>, p: f64| {
+        v.sort();
+        v[((v.len() as f64 - 1.0) * p).round() as usize]
+    };
+    let (p50, p99) = (pct(&mut samples[0], 0.50), pct(&mut samples[0], 0.99));
+    rows.push(("echo round trip".into(), format!("{echo_n} msgs"), format!("p50 {:.1} ms, p99 {:.1} ms", ms(p50), ms(p99))));
+    let legs = [
+        "user's send (SendMessages until the platform committed)",
+        "platform → gateway → getUpdates returns",
+        "bot's sendMessage (outbox: reserve, seal, send)",
+        "platform → user's inbox, decrypted",
+    ];
+    let legs: Vec<String> = legs
+        .iter()
+        .zip(samples.iter_mut().skip(1))
+        .map(|(name, v)| format!("{name} {:.2}", ms(pct(v, 0.50))))
+        .collect();
+    rows.push(("echo legs, p50 ms each".into(), format!("{echo_n} msgs"), legs.join("; ")));
 
     println!("\n| benchmark | size | result |\n|---|---|---|");
     for (a, b, c) in rows {
