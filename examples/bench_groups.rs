@@ -18,6 +18,12 @@
 //!   starting it again until the last is served gives the gateway's own ceiling (the live rate
 //!   is bounded by what the platform accepts).
 //!
+//! - **the limit**: what a group message must cost the gateway at least, measured in the same
+//!   run (`mls_limit`): a device opens 20-member-group application messages into a database set
+//!   up as the gateway's, 256 per transaction; the live and backlog figures are printed as a
+//!   share of it, and the live figure is flagged "bench-bound" when the senders alone were
+//!   less than 20% faster. BENCH_GROUP_LIMIT_ONLY=1 prints only this row.
+//!
 //! Run by `scripts/bench` (every `examples/bench_*`); prints table rows.
 
 #[path = "../tests/support/mod.rs"]
@@ -43,6 +49,11 @@ const DRAIN_AT: usize = 64;
 
 fn main() {
     let n: usize = std::env::var("BENCH_GROUP_MESSAGES").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(1000).max(1);
+    if std::env::var_os("BENCH_GROUP_LIMIT_ONLY").is_some() {
+        // Only the in-process limit (to compare builds quickly).
+        println!("| limit: MLS open + state write, {LIMIT_BATCH} per transaction (in process) | {n} msgs, 20 members | {:.0} msg/s |", mls_limit(n));
+        return;
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let (mut platform, bot, config) = bot_world(dir.path(), "groups");
     let bot_id = bot["compat_user_id"].as_u64().expect("bot id");
@@ -86,6 +97,9 @@ fn main() {
 
     gw.proc.kill();
     platform.proc.kill();
+    let limit = mls_limit(n);
+    let live_rate = n as f64 / receive_secs;
+    let backlog_rate = n as f64 / backlog_secs;
     println!(
         "| group join (AddGroupMember → my_chat_member served) | 20 members, median of {JOINS} | {:.0} ms ({:.0}–{:.0}) |",
         joins[JOINS / 2],
@@ -94,11 +108,61 @@ fn main() {
     );
     println!("| group join, MLS part alone (join_external in process) | 20 members, best of {MLS_JOIN_RUNS} | {mls_ms:.1} ms |");
     println!(
-        "| group messages via getUpdates | {n} msgs, 20 members | {:.0} msg/s (senders alone: {:.0} msg/s) |",
-        n as f64 / receive_secs,
-        n as f64 / send_secs
+        "| group messages via getUpdates | {n} msgs, 20 members | {live_rate:.0} msg/s, {:.0}% of the limit (senders alone: {:.0} msg/s{}) |",
+        100.0 * live_rate / limit,
+        n as f64 / send_secs,
+        if n as f64 / send_secs < 1.2 * live_rate { ": bench-bound" } else { "" }
     );
-    println!("| group backlog import (incl. start-up) | {n} msgs, 20 members | {:.0} msg/s |", n as f64 / backlog_secs);
+    println!(
+        "| group backlog import (incl. start-up) | {n} msgs, 20 members | {backlog_rate:.0} msg/s, {:.0}% of the limit |",
+        100.0 * backlog_rate / limit
+    );
+    println!("| limit: MLS open + state write, {LIMIT_BATCH} per transaction (in process) | {n} msgs, 20 members | {limit:.0} msg/s |");
+}
+
+/// Messages opened per transaction in [`mls_limit`], as the inbox's writer job takes them.
+const LIMIT_BATCH: usize = 256;
+
+/// The ceiling for group messages in this run: one member's application messages opened by a
+/// device whose database is a file set up as the gateway's (WAL, synchronous FULL,
+/// secure_delete), LIMIT_BATCH per transaction as the writer commits a batch, in a group of 20
+/// leaves. No platform, no queue, no update rows: what every group message must cost at least.
+fn mls_limit(n: usize) -> f64 {
+    use bot_gateway::crypto::mls;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (sender, _) = device_db(&IdentityKeyPair::generate());
+    e2e::save_registration(&sender, Registration { user_id: 1, device_id: 1 }).expect("registration");
+    let mut receiver = rusqlite::Connection::open(dir.path().join("receiver.db")).expect("receiver db");
+    receiver
+        .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA secure_delete = ON;")
+        .expect("pragmas");
+    e2e::create_all_tables(&receiver).expect("e2e tables");
+    mls::migrate_storage(&mut receiver).expect("openmls tables");
+    e2e::create_device_keys(&receiver, &IdentityKeyPair::generate()).expect("device keys");
+    e2e::save_registration(&receiver, Registration { user_id: 2, device_id: 1 }).expect("registration");
+    let mut claimed = e2e::group::Claimed::of(2, 1, &e2e::group::key_packages(&receiver, 1).expect("key package"));
+    for user in 3..=20u64 {
+        let (other, _) = device_db(&IdentityKeyPair::generate());
+        e2e::save_registration(&other, Registration { user_id: user, device_id: 1 }).expect("registration");
+        claimed.extend(e2e::group::Claimed::of(user, 1, &e2e::group::key_packages(&other, 1).expect("key package")));
+    }
+    let gid = e2e::group::new_group_id();
+    e2e::group::create(&sender, &gid).expect("create");
+    let added = e2e::group::add(&sender, &gid, &claimed).expect("add 19");
+    e2e::group::commit_accepted(&sender, &gid).expect("merge");
+    e2e::group::join_welcome(&receiver, &added.welcome).expect("welcome");
+    let text = "a group message of ordinary length, about as long as a chat line".repeat(2);
+    let sealed: Vec<Vec<u8>> =
+        (0..n).map(|i| e2e::group::encrypt(&sender, &gid, format!("{i} {text}").as_bytes()).expect("encrypt").0).collect();
+    let started = Instant::now();
+    for batch in sealed.chunks(LIMIT_BATCH) {
+        let tx = receiver.transaction().expect("begin");
+        for m in batch {
+            e2e::group::receive(&tx, &gid, m).expect("open");
+        }
+        tx.commit().expect("commit");
+    }
+    n as f64 / started.elapsed().as_secs_f64()
 }
 
 fn ms(d: Duration) -> f64 {
