@@ -1,15 +1,24 @@
 //! Benchmarks of the whole system on loopback (not a test): the real platform server and
-//! gateway binaries, users driven through the client library, the bot through HTTP.
+//! gateway binaries, users driven through the client library or the raw platform API, the bot
+//! through HTTP.
 //!
-//! - inbound: several user devices send at once while the bot long-polls; messages/s that
-//!   reach bot code through `getUpdates` (decrypted, stored, served, acknowledged);
+//! - the limit (`private_limit`): what one private message must cost the gateway at least,
+//!   measured first in the same run: messages sealed ahead, opened by the gateway's own store
+//!   (SQLCipher, writer thread) 256 per writer job, each with an update row and the cursor;
+//!   the inbound figures are printed as a share of it;
+//! - inbound: a load generator (`Loader`: one thread per user device, registered through the
+//!   raw API, every message sealed before the clock starts, submitted 100 per SendMessages)
+//!   while the bot long-polls; messages/s that reach bot code through `getUpdates` (decrypted,
+//!   stored, served, acknowledged), beside the generator's own rate, flagged "bench-bound" when
+//!   the generator was not 20% faster;
 //! - backlog drain: messages queued while the gateway is down, then the rate at which a
 //!   fresh gateway imports them into its queue;
-//! - echo round trip: a user sends, the bot answers through `sendMessage`, the user receives
-//!   the reply; p50 / p99 over N messages.
+//! - echo round trip: a user sends, the bot (one pooled connection) answers through
+//!   `sendMessage`, the user receives the reply; p50 / p99 over N messages, and the p50 of each
+//!   leg: the user's send call, on to the bot, the bot's sendMessage, back to the user.
 //!
 //! Run with `scripts/bench` (it builds the binaries first). Sizes: BENCH_USERS, BENCH_MESSAGES,
-//! BENCH_ECHO.
+//! BENCH_ECHO, BENCH_LIMIT_MESSAGES (5000).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -28,28 +37,20 @@ fn main() {
     let per_user = env_usize("BENCH_MESSAGES", 500) / users.max(1);
     let echo_n = env_usize("BENCH_ECHO", 200);
     let mut rows: Vec<(String, String, String)> = Vec::new();
+    let limit = private_limit(env_usize("BENCH_LIMIT_MESSAGES", 5000).max(1));
 
     // ── Inbound while polling ──
     let world = World::start("bench_in_bot");
     let bot = format!("@{}", world.bot_username());
-    let profiles: Vec<_> = (0..users).map(|i| world.user(&format!("sender{i}"))).collect();
+    // The load generator: each user device seals its messages before the clock starts and
+    // submits them in batches, one thread per device, so the figure is the gateway's.
+    let loaders: Vec<Loader> = (0..users).map(|i| Loader::new(&world.platform.url, &format!("sender{i}"), &bot, per_user)).collect();
     let total = users * per_user;
     let start = Instant::now();
-    let senders: Vec<_> = profiles
+    let senders: Vec<_> = loaders
         .into_iter()
         .enumerate()
-        .map(|(i, p)| {
-            let bot = bot.clone();
-            std::thread::Builder::new()
-                .name(format!("bench-sender-{i}"))
-                .spawn(move || {
-                    for n in 0..per_user {
-                        p.send_text(&bot, &format!("m{i}-{n}")).expect("send");
-                    }
-                    Instant::now()
-                })
-                .expect("spawn sender")
-        })
+        .map(|(i, l)| std::thread::Builder::new().name(format!("bench-sender-{i}")).spawn(move || l.submit()).expect("spawn sender"))
         .collect();
     let mut received = 0usize;
     let mut offset = 0i64;
@@ -69,7 +70,14 @@ fn main() {
     rows.push((
         "inbound via getUpdates".into(),
         format!("{total} msgs, {users} user devices"),
-        format!("{:.0} msg/s (senders alone: {:.0} msg/s)", total as f64 / inbound.as_secs_f64(), total as f64 / send_time.as_secs_f64()),
+        {
+            let (rate, senders) = (total as f64 / inbound.as_secs_f64(), total as f64 / send_time.as_secs_f64());
+            format!(
+                "{rate:.0} msg/s, {:.0}% of the limit (senders alone: {senders:.0} msg/s{})",
+                100.0 * rate / limit,
+                if senders < 1.2 * rate { ": bench-bound" } else { "" }
+            )
+        },
     ));
 
     // ── Backlog drain: the gateway imports a queue that built up while it was down ──
@@ -105,7 +113,10 @@ fn main() {
     rows.push((
         "backlog import (incl. start-up)".into(),
         format!("{queued} msgs"),
-        format!("{:.0} msg/s", queued as f64 / drain.as_secs_f64()),
+        {
+            let rate = queued as f64 / drain.as_secs_f64();
+            format!("{rate:.0} msg/s, {:.0}% of the limit", 100.0 * rate / limit)
+        },
     ));
     drop(world);
 
@@ -180,8 +191,143 @@ fn main() {
         .collect();
     rows.push(("echo legs, p50 ms each".into(), format!("{echo_n} msgs"), legs.join("; ")));
 
+    rows.push((
+        format!("limit: open a ratchet step + store an update + advance the cursor, {LIMIT_BATCH} per writer job (in process)"),
+        format!("{} msgs", env_usize("BENCH_LIMIT_MESSAGES", 5000).max(1)),
+        format!("{limit:.0} msg/s"),
+    ));
     println!("\n| benchmark | size | result |\n|---|---|---|");
     for (a, b, c) in rows {
         println!("| {a} | {b} | {c} |");
+    }
+}
+
+/// Envelopes per writer job in [`private_limit`], as the inbox takes them.
+const LIMIT_BATCH: usize = 256;
+
+/// What one private message must cost the gateway at least, measured in this run: a user's
+/// messages, sealed ahead of time, opened by the gateway's own store (`gateway::store::Store`:
+/// SQLCipher, its writer thread), LIMIT_BATCH per writer job as the inbox commits a batch: one
+/// ratchet step each, an update row, and the inbound cursor. No platform, no HTTP.
+fn private_limit(n: usize) -> f64 {
+    use bot_gateway::crypto::IdentityKeyPair;
+    use bot_gateway::e2e;
+    use bot_gateway::gateway::store::{queue, Store};
+    use bot_gateway::wire::platform::{DeviceCertificate, GetDeviceCertificatesRequest, GetDeviceCertificatesResponse, InboxEnvelope, PrekeyBundle, Profile};
+    bot_gateway::crypto::init();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let user = rusqlite::Connection::open_in_memory().expect("user db");
+    e2e::create_all_tables(&user).expect("tables");
+    let user_account = IdentityKeyPair::generate();
+    let user_keys = e2e::create_device_keys(&user, &user_account).expect("user keys");
+    e2e::save_registration(&user, e2e::Registration { user_id: 1, device_id: 1 }).expect("registration");
+    let store = Store::open(&dir.path().join("bot.db"), &[7; 32], "bench", "bench-wr").expect("store");
+    let bot_account = IdentityKeyPair::generate();
+    let bot_identity = bot_account.public_key().to_vec();
+    let bot_keys = store
+        .write(move |c| {
+            let keys = e2e::create_device_keys(c, &bot_account)?;
+            e2e::save_registration(c, e2e::Registration { user_id: 2, device_id: 1 })?;
+            Ok(keys)
+        })
+        .expect("bot keys");
+    // The user starts a session from the bot's bundle; the bot records the user's device.
+    let bot_profile = Profile { user_id: 2, identity_key: bot_identity, ..Default::default() };
+    let bundle = PrekeyBundle {
+        device_id: 1,
+        device_key: bot_keys.device_key.clone(),
+        device_certificate: bot_keys.device_certificate.clone(),
+        signed_prekey: bot_keys.signed_prekey.clone(),
+        one_time_prekey: protobuf::MessageField::some(bot_keys.one_time_prekeys[0].clone()),
+        ..Default::default()
+    };
+    e2e::add_sessions(&user, &bot_profile, &[bundle]).expect("session");
+    let certificates = GetDeviceCertificatesResponse {
+        profile: protobuf::MessageField::some(Profile { user_id: 1, identity_key: user_account.public_key().to_vec(), ..Default::default() }),
+        devices: vec![DeviceCertificate {
+            device_id: 1,
+            device_key: user_keys.device_key.clone(),
+            device_certificate: user_keys.device_certificate.clone(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    store
+        .write(move |c| {
+            let request = GetDeviceCertificatesRequest { user_id: 1, device_ids: vec![1], ..Default::default() };
+            e2e::record_certified_devices(c, &request, &certificates, e2e::OnIdentityChange::Refuse)?;
+            Ok(())
+        })
+        .expect("certify the user's device");
+    let text = "a private message of ordinary length, about as long as a chat line".repeat(2);
+    let envelopes: Vec<InboxEnvelope> = (0..n)
+        .map(|i| {
+            let sealed = e2e::seal(&user, 2, &e2e::text_content(&format!("{i} {text}"))).expect("seal");
+            InboxEnvelope {
+                seq: i as u64 + 1,
+                sender_user_id: 1,
+                sender_device_id: 1,
+                client_message_id: format!("bench-{i}"),
+                ciphertext: sealed[0].ciphertext.clone(),
+                ..Default::default()
+            }
+        })
+        .collect();
+    let started = Instant::now();
+    for batch in envelopes.chunks(LIMIT_BATCH) {
+        let batch = batch.to_vec();
+        store
+            .write(move |c| {
+                for env in &batch {
+                    let content = e2e::open_envelope(c, env)?;
+                    queue::enqueue(c, "message", &json!({ "message_id": env.seq, "text": content.text().text }))?;
+                    e2e::inbound::accept(c, env.seq, env.sender_user_id, &env.client_message_id)?;
+                }
+                Ok(())
+            })
+            .expect("import a batch");
+    }
+    n as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Messages per SendMessages call of the load generator.
+const SUBMIT_BATCH: usize = 100;
+
+/// One user device of the load generator: registered with the platform through the raw API,
+/// its messages to the bot sealed ahead of time.
+struct Loader {
+    platform: bot_gateway::wire::Platform,
+    batches: Vec<bot_gateway::wire::platform::SendMessagesRequest>,
+}
+
+impl Loader {
+    fn new(url: &str, name: &str, bot: &str, n: usize) -> Loader {
+        use bot_gateway::e2e;
+        use bot_gateway::wire::platform as pb;
+        let (conn, platform, _) = support::group_member::register_device(url, name);
+        let lookup = pb::LookupUserRequest { username: bot.into(), ..Default::default() };
+        let peer = platform.client.lookup_user(&lookup, platform.opt()).expect("lookup the bot");
+        let get = pb::GetPrekeyBundlesRequest { user_id: peer.user_id, ..Default::default() };
+        let bundles = platform.client.get_prekey_bundles(&get, platform.opt()).expect("bundles");
+        e2e::add_sessions(&conn, &peer, &bundles.bundles).expect("sessions");
+        let messages: Vec<pb::OutgoingMessage> = (0..n)
+            .map(|k| pb::OutgoingMessage {
+                client_message_id: format!("{name}-{k}"),
+                recipient_user_id: peer.user_id,
+                ciphertexts: e2e::seal(&conn, peer.user_id, &e2e::text_content(&format!("m-{name}-{k}"))).expect("seal"),
+                ..Default::default()
+            })
+            .collect();
+        let batches = messages.chunks(SUBMIT_BATCH).map(|m| pb::SendMessagesRequest { messages: m.to_vec(), ..Default::default() }).collect();
+        Loader { platform, batches }
+    }
+
+    /// Submits every batch in order; returns when the platform accepted the last.
+    fn submit(self) -> Instant {
+        for batch in &self.batches {
+            let resp = self.platform.client.send_messages(batch, self.platform.opt()).expect("SendMessages");
+            assert!(resp.results.iter().all(|r| r.message_id != 0), "every message accepted: {:?}", resp.results.iter().find(|r| r.message_id == 0));
+        }
+        Instant::now()
     }
 }

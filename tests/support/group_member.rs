@@ -40,29 +40,29 @@ pub fn device_db(identity: &IdentityKeyPair) -> (Connection, pb::DeviceKeys) {
     (conn, keys)
 }
 
+/// A new user `name` with one device, through the platform's raw API: its database (see
+/// [`device_db`]), its connection as that device, and its user id.
+pub fn register_device(url: &str, name: &str) -> (Connection, Platform, u64) {
+    let anon = Platform::connect(url, Credential::Anonymous).expect("endpoint");
+    let identity = IdentityKeyPair::generate();
+    let (conn, keys) = device_db(&identity);
+    let req = pb::RegisterUserRequest {
+        username: name.into(),
+        display_name: format!("User {name}"),
+        identity_key: identity.public_key().to_vec(),
+        device: Some(keys).into(),
+        ..Default::default()
+    };
+    let reg = anon.client.register_user(&req, anon.opt()).expect("registers");
+    e2e::save_registration(&conn, Registration { user_id: reg.user_id, device_id: reg.device_id }).expect("save");
+    let secret_hex = bot_gateway::crypto::hex_encode(&reg.device_secret);
+    let p = Platform::connect(url, Credential::Device { user_id: reg.user_id, device_id: reg.device_id, secret_hex }).expect("endpoint");
+    (conn, p, reg.user_id)
+}
+
 impl Member {
     pub fn register(url: &str, name: &str) -> Member {
-        let anon = Platform::connect(url, Credential::Anonymous).expect("endpoint");
-        let identity = IdentityKeyPair::generate();
-        let (conn, keys) = device_db(&identity);
-        let req = pb::RegisterUserRequest {
-            username: name.into(),
-            display_name: format!("User {name}"),
-            identity_key: identity.public_key().to_vec(),
-            device: Some(keys).into(),
-            ..Default::default()
-        };
-        let reg = anon.client.register_user(&req, anon.opt()).expect("registers");
-        e2e::save_registration(&conn, Registration { user_id: reg.user_id, device_id: reg.device_id }).expect("save");
-        let p = Platform::connect(
-            url,
-            Credential::Device {
-                user_id: reg.user_id,
-                device_id: reg.device_id,
-                secret_hex: bot_gateway::crypto::hex_encode(&reg.device_secret),
-            },
-        )
-        .expect("endpoint");
+        let (conn, p, user_id) = register_device(url, name);
         let kps = e2e::group::key_packages(&conn, 3).expect("key packages");
         p.client.upload_key_packages(&pb::KeyPackagesUpload { key_packages: kps, ..Default::default() }, p.opt()).expect("upload");
         let stream = p.client.inbox(&pb::InboxRequest::default(), p.opt_with_timeout(None)).expect("inbox");
@@ -78,7 +78,7 @@ impl Member {
                 }
             })
             .expect("reader");
-        Member { conn, p, user_id: reg.user_id, inbox, texts: Vec::new(), contents: Vec::new(), _reader: reader }
+        Member { conn, p, user_id, inbox, texts: Vec::new(), contents: Vec::new(), _reader: reader }
     }
 
     /// Takes every delivery that arrives within `quiet` of the previous one, in order, as a
