@@ -247,6 +247,7 @@ fn create_private_dir(dir: &Path) -> Result<()> {
 fn open_db(dir: &Path) -> Result<Connection> {
     let path = dir.join(DB_FILE);
     let mut conn = Connection::open(&path)?;
+    conn.set_prepared_statement_cache_capacity(crate::e2e::STATEMENT_CACHE);
     fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
         .map_err(|source| ClientError::Io { what: format!("restricting {} to 0600", path.display()), source })?;
     conn.busy_timeout(BUSY_TIMEOUT)?;

@@ -32,6 +32,11 @@ impl X25519KeyPair {
         let public = curve25519::scalarmult_base(&scalar).0;
         X25519KeyPair { public, secret }
     }
+    /// The pair from a secret and the public key stored with it (`from_secret` derived it when
+    /// the pair was made), without deriving it again.
+    pub(crate) fn from_parts(secret: [u8; 32], public: [u8; 32]) -> Self {
+        X25519KeyPair { public, secret }
+    }
     pub(crate) fn secret_bytes(&self) -> &[u8; 32] {
         &self.secret
     }

@@ -31,8 +31,7 @@ fn source(sender_user_id: u64, client_message_id: &str) -> String {
 
 /// The highest seq accepted (0 before any).
 pub fn cursor(conn: &Connection) -> rusqlite::Result<u64> {
-    Ok(conn
-        .query_row("SELECT seq FROM e2e_inbound_cursor WHERE id = 1", [], |r| r.get::<_, i64>(0))
+    Ok(conn.prepare_cached("SELECT seq FROM e2e_inbound_cursor WHERE id = 1")?.query_row([], |r| r.get::<_, i64>(0))
         .optional()?
         .map_or(0, |v| v as u64))
 }
@@ -53,20 +52,20 @@ pub fn is_repeat(conn: &Connection, seq: u64, sender_user_id: u64, client_messag
 /// Records the envelope as accepted (whatever became of it: opened, or dropped as bad), so it
 /// is never taken again.
 pub fn accept(conn: &Connection, seq: u64, sender_user_id: u64, client_message_id: &str) -> rusqlite::Result<()> {
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO e2e_inbound_cursor (id, seq) VALUES (1, ?1)
          ON CONFLICT (id) DO UPDATE SET seq = max(seq, excluded.seq)",
-        params![seq as i64],
-    )?;
+    )?
+    .execute(params![seq as i64])?;
     if client_message_id.is_empty() {
         return Ok(());
     }
-    conn.execute(
+    conn.prepare_cached(
         "INSERT OR IGNORE INTO e2e_inbound_seen (source, n)
          VALUES (?1, COALESCE((SELECT max(n) FROM e2e_inbound_seen), 0) + 1)",
-        params![source(sender_user_id, client_message_id)],
-    )?;
-    conn.execute("DELETE FROM e2e_inbound_seen WHERE n <= (SELECT max(n) FROM e2e_inbound_seen) - ?1", params![REMEMBERED])?;
+    )?
+    .execute(params![source(sender_user_id, client_message_id)])?;
+    conn.prepare_cached("DELETE FROM e2e_inbound_seen WHERE n <= (SELECT max(n) FROM e2e_inbound_seen) - ?1")?.execute(params![REMEMBERED])?;
     Ok(())
 }
 

@@ -43,18 +43,17 @@ pub const TABLES: &str = "
 pub fn save_own_proof(conn: &Connection, account: &IdentityKeyPair) -> Result<()> {
     let identity_key = account.public_key();
     let certificate = identity::sign_device_certificate(account, &device_key(conn)?.public_key());
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO e2e_own_proof (id, identity_key, certificate) VALUES (1, ?1, ?2)
          ON CONFLICT (id) DO UPDATE SET identity_key = excluded.identity_key, certificate = excluded.certificate",
-        params![identity_key.to_vec(), certificate.to_vec()],
-    )?;
+    )?
+    .execute(params![identity_key.to_vec(), certificate.to_vec()])?;
     Ok(())
 }
 
 /// This device's proof, for the leaves it makes.
 pub(super) fn own_proof(conn: &Connection) -> Result<LeafProof> {
-    let row: Option<(Vec<u8>, Vec<u8>)> = conn
-        .query_row("SELECT identity_key, certificate FROM e2e_own_proof WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
+    let row: Option<(Vec<u8>, Vec<u8>)> = conn.prepare_cached("SELECT identity_key, certificate FROM e2e_own_proof WHERE id = 1")?.query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     let (identity_key, certificate) = row.ok_or(E2eError::NotInitialized)?;
     Ok(LeafProof {
@@ -88,11 +87,11 @@ pub fn pin_identity(conn: &Connection, user_id: u64, identity_key: &[u8; 32]) ->
 /// Pins `identity_key` for `user_id` in place of what was pinned: the person accepted a
 /// changed key (`e2e-chat trust`).
 pub fn repin_identity(conn: &Connection, user_id: u64, identity_key: &[u8; 32]) -> Result<()> {
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO e2e_identity_pins (user_id, identity_key, pinned_at) VALUES (?1, ?2, ?3)
          ON CONFLICT (user_id) DO UPDATE SET identity_key = excluded.identity_key, pinned_at = excluded.pinned_at",
-        params![user_id as i64, identity_key.to_vec(), unix_now()],
-    )?;
+    )?
+    .execute(params![user_id as i64, identity_key.to_vec(), unix_now()])?;
     Ok(())
 }
 

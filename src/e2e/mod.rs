@@ -96,6 +96,11 @@ pub fn create_all_tables(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     conn.execute_batch(replay::TABLES)
 }
 
+/// Prepared statements to keep per connection of a database that runs these modules'
+/// statements (the gateway's and `e2e-chat`'s): one inbound envelope runs a few dozen distinct
+/// ones, and rusqlite keeps 16 by default, so they were parsed again every time.
+pub const STATEMENT_CACHE: usize = 128;
+
 /// A plain text message as it travels end to end (no entities, no reply).
 pub fn text_content(text: &str) -> crate::wire::e2e::Content {
     let mut content = crate::wire::e2e::Content::new();

@@ -22,27 +22,27 @@ pub const TABLES: &str = "
 /// Records whether `user_id` may post in the channel `group_id` (a role change received).
 pub fn set_poster(conn: &Connection, group_id: &[u8], user_id: u64, may_post: bool) -> Result<()> {
     if may_post {
-        conn.execute("INSERT OR IGNORE INTO e2e_channel_posters (group_id, user_id) VALUES (?1, ?2)", params![group_id, user_id as i64])?;
+        conn.prepare_cached("INSERT OR IGNORE INTO e2e_channel_posters (group_id, user_id) VALUES (?1, ?2)")?.execute(params![group_id, user_id as i64])?;
     } else {
-        conn.execute("DELETE FROM e2e_channel_posters WHERE group_id = ?1 AND user_id = ?2", params![group_id, user_id as i64])?;
+        conn.prepare_cached("DELETE FROM e2e_channel_posters WHERE group_id = ?1 AND user_id = ?2")?.execute(params![group_id, user_id as i64])?;
     }
     Ok(())
 }
 
 /// The whole list of who may post in the channel `group_id`, from the platform's member list.
 pub fn set_posters(conn: &Connection, group_id: &[u8], users: &[u64]) -> Result<()> {
-    conn.execute("DELETE FROM e2e_channel_posters WHERE group_id = ?1", params![group_id])?;
+    conn.prepare_cached("DELETE FROM e2e_channel_posters WHERE group_id = ?1")?.execute(params![group_id])?;
     for user in users {
         set_poster(conn, group_id, *user, true)?;
     }
-    conn.execute("INSERT OR IGNORE INTO e2e_channel_posters_known (group_id) VALUES (?1)", params![group_id])?;
+    conn.prepare_cached("INSERT OR IGNORE INTO e2e_channel_posters_known (group_id) VALUES (?1)")?.execute(params![group_id])?;
     Ok(())
 }
 
 /// Whether the list of the channel `group_id` was read.
 pub fn known(conn: &Connection, group_id: &[u8]) -> Result<bool> {
     let row: Option<i64> =
-        conn.query_row("SELECT 1 FROM e2e_channel_posters_known WHERE group_id = ?1", params![group_id], |r| r.get(0)).optional()?;
+        conn.prepare_cached("SELECT 1 FROM e2e_channel_posters_known WHERE group_id = ?1")?.query_row(params![group_id], |r| r.get(0)).optional()?;
     Ok(row.is_some())
 }
 
@@ -51,19 +51,17 @@ pub fn may_post(conn: &Connection, group_id: &[u8], user_id: u64) -> Result<Opti
     if !known(conn, group_id)? {
         return Ok(None);
     }
-    let row: Option<i64> = conn
-        .query_row(
-            "SELECT 1 FROM e2e_channel_posters WHERE group_id = ?1 AND user_id = ?2",
-            params![group_id, user_id as i64],
+    let row: Option<i64> = conn.prepare_cached("SELECT 1 FROM e2e_channel_posters WHERE group_id = ?1 AND user_id = ?2")?.query_row(
+        params![group_id, user_id as i64],
             |r| r.get(0),
-        )
+    )
         .optional()?;
     Ok(Some(row.is_some()))
 }
 
 /// Forgets the list of a channel this device left.
 pub fn forget(conn: &Connection, group_id: &[u8]) -> Result<()> {
-    conn.execute("DELETE FROM e2e_channel_posters WHERE group_id = ?1", params![group_id])?;
-    conn.execute("DELETE FROM e2e_channel_posters_known WHERE group_id = ?1", params![group_id])?;
+    conn.prepare_cached("DELETE FROM e2e_channel_posters WHERE group_id = ?1")?.execute(params![group_id])?;
+    conn.prepare_cached("DELETE FROM e2e_channel_posters_known WHERE group_id = ?1")?.execute(params![group_id])?;
     Ok(())
 }

@@ -19,12 +19,10 @@ pub const TABLES: &str = "
 
 /// Whether a session was already started from this header's ephemeral key.
 pub(super) fn seen(conn: &Connection, header: &PrekeyHeader) -> Result<bool> {
-    Ok(conn
-        .query_row(
-            "SELECT 1 FROM e2e_accepted_ephemerals WHERE ephemeral_key = ?1",
-            params![header.ephemeral_key.to_vec()],
+    Ok(conn.prepare_cached("SELECT 1 FROM e2e_accepted_ephemerals WHERE ephemeral_key = ?1")?.query_row(
+        params![header.ephemeral_key.to_vec()],
             |_| Ok(()),
-        )
+    )
         .optional()?
         .is_some())
 }
@@ -32,19 +30,13 @@ pub(super) fn seen(conn: &Connection, header: &PrekeyHeader) -> Result<bool> {
 /// Remembers the ephemeral key of an accepted first message without a one-time prekey.
 pub(super) fn remember(conn: &Connection, header: &PrekeyHeader) -> Result<()> {
     if header.one_time_prekey_id.is_none() {
-        conn.execute(
-            "INSERT OR IGNORE INTO e2e_accepted_ephemerals (ephemeral_key, signed_prekey_id) VALUES (?1, ?2)",
-            params![header.ephemeral_key.to_vec(), header.signed_prekey_id],
-        )?;
+        conn.prepare_cached("INSERT OR IGNORE INTO e2e_accepted_ephemerals (ephemeral_key, signed_prekey_id) VALUES (?1, ?2)")?.execute(params![header.ephemeral_key.to_vec(), header.signed_prekey_id])?;
     }
     Ok(())
 }
 
 /// Forgets the keys whose signed prekey is gone: a replay under it fails as an unknown prekey.
 pub(super) fn forget_pruned(conn: &Connection) -> Result<()> {
-    conn.execute(
-        "DELETE FROM e2e_accepted_ephemerals WHERE signed_prekey_id NOT IN (SELECT id FROM e2e_signed_prekeys)",
-        [],
-    )?;
+    conn.prepare_cached("DELETE FROM e2e_accepted_ephemerals WHERE signed_prekey_id NOT IN (SELECT id FROM e2e_signed_prekeys)")?.execute([])?;
     Ok(())
 }

@@ -57,8 +57,7 @@ pub(crate) struct OwnDevice {
 }
 
 pub(crate) fn own_device(conn: &Connection) -> rusqlite::Result<Option<OwnDevice>> {
-    conn.query_row(
-        "SELECT device_key_seed, next_signed_prekey_id, next_one_time_prekey_id FROM e2e_own_device WHERE id = 1",
+    conn.prepare_cached("SELECT device_key_seed, next_signed_prekey_id, next_one_time_prekey_id FROM e2e_own_device WHERE id = 1")?.query_row(
         [],
         |r| {
             Ok(OwnDevice {
@@ -72,66 +71,65 @@ pub(crate) fn own_device(conn: &Connection) -> rusqlite::Result<Option<OwnDevice
 }
 
 pub(crate) fn insert_own_device(conn: &Connection, dev: &OwnDevice) -> rusqlite::Result<()> {
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO e2e_own_device (id, device_key_seed, next_signed_prekey_id, next_one_time_prekey_id)
          VALUES (1, ?1, ?2, ?3)",
-        params![dev.seed, dev.next_signed_prekey_id, dev.next_one_time_prekey_id],
-    )?;
+    )?
+    .execute(params![dev.seed, dev.next_signed_prekey_id, dev.next_one_time_prekey_id])?;
     Ok(())
 }
 
 pub(crate) fn set_next_one_time_prekey_id(conn: &Connection, next: u32) -> rusqlite::Result<()> {
-    conn.execute("UPDATE e2e_own_device SET next_one_time_prekey_id = ?1 WHERE id = 1", params![next])?;
+    conn.prepare_cached("UPDATE e2e_own_device SET next_one_time_prekey_id = ?1 WHERE id = 1")?.execute(params![next])?;
     Ok(())
 }
 
 pub(crate) fn set_next_signed_prekey_id(conn: &Connection, next: u32) -> rusqlite::Result<()> {
-    conn.execute("UPDATE e2e_own_device SET next_signed_prekey_id = ?1 WHERE id = 1", params![next])?;
+    conn.prepare_cached("UPDATE e2e_own_device SET next_signed_prekey_id = ?1 WHERE id = 1")?.execute(params![next])?;
     Ok(())
 }
 
 // ── Registration ──
 
 pub(crate) fn save_registration(conn: &Connection, user_id: u64, device_id: u32) -> rusqlite::Result<()> {
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO e2e_registration (id, user_id, device_id) VALUES (1, ?1, ?2)
          ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id, device_id = excluded.device_id",
-        params![user_id as i64, device_id],
-    )?;
+    )?
+    .execute(params![user_id as i64, device_id])?;
     Ok(())
 }
 
 pub(crate) fn registration(conn: &Connection) -> rusqlite::Result<Option<(u64, u32)>> {
-    conn.query_row("SELECT user_id, device_id FROM e2e_registration WHERE id = 1", [], |r| {
+    conn.prepare_cached("SELECT user_id, device_id FROM e2e_registration WHERE id = 1")?.query_row(
+        [], |r| {
         Ok((r.get::<_, i64>(0)? as u64, r.get(1)?))
-    })
+    },
+    )
     .optional()
 }
 
 // ── Prekeys ──
 
 pub(crate) fn insert_signed_prekey(conn: &Connection, id: u32, keypair: &[u8], created_at: i64) -> rusqlite::Result<()> {
-    conn.execute(
-        "INSERT OR REPLACE INTO e2e_signed_prekeys (id, keypair, created_at) VALUES (?1, ?2, ?3)",
-        params![id, keypair, created_at],
-    )?;
+    conn.prepare_cached("INSERT OR REPLACE INTO e2e_signed_prekeys (id, keypair, created_at) VALUES (?1, ?2, ?3)")?.execute(params![id, keypair, created_at])?;
     Ok(())
 }
 
 pub(crate) fn signed_prekey(conn: &Connection, id: u32) -> rusqlite::Result<Option<Vec<u8>>> {
-    conn.query_row("SELECT keypair FROM e2e_signed_prekeys WHERE id = ?1", params![id], |r| r.get(0))
+    conn.prepare_cached("SELECT keypair FROM e2e_signed_prekeys WHERE id = ?1")?.query_row(params![id], |r| r.get(0))
         .optional()
 }
 
 /// The newest signed prekey (highest id).
 pub(crate) fn latest_signed_prekey(conn: &Connection) -> rusqlite::Result<Option<Vec<u8>>> {
-    conn.query_row("SELECT keypair FROM e2e_signed_prekeys ORDER BY id DESC LIMIT 1", [], |r| r.get(0))
+    conn.prepare_cached("SELECT keypair FROM e2e_signed_prekeys ORDER BY id DESC LIMIT 1")?.query_row([], |r| r.get(0))
         .optional()
 }
 
 /// When the newest signed prekey was created (unix seconds).
 pub(crate) fn latest_signed_prekey_created_at(conn: &Connection) -> rusqlite::Result<Option<i64>> {
-    conn.query_row("SELECT created_at FROM e2e_signed_prekeys ORDER BY id DESC LIMIT 1", [], |r| r.get(0))
+    conn.prepare_cached("SELECT created_at FROM e2e_signed_prekeys ORDER BY id DESC LIMIT 1")?.query_row([], |r| r.get(0))
         .optional()
 }
 
@@ -139,23 +137,20 @@ pub(crate) fn latest_signed_prekey_created_at(conn: &Connection) -> rusqlite::Re
 /// older than the newest key created by then. That key itself stays (it was replaced later,
 /// or is the current one).
 pub(crate) fn prune_signed_prekeys(conn: &Connection, replaced_by: i64) -> rusqlite::Result<usize> {
-    conn.execute(
+    conn.prepare_cached(
         "DELETE FROM e2e_signed_prekeys WHERE id <
              (SELECT max(id) FROM e2e_signed_prekeys WHERE created_at <= ?1)",
-        params![replaced_by],
-    )
+    )?
+    .execute(params![replaced_by])
 }
 
 pub(crate) fn insert_one_time_prekey(conn: &Connection, id: u32, keypair: &[u8]) -> rusqlite::Result<()> {
-    conn.execute(
-        "INSERT OR REPLACE INTO e2e_one_time_prekeys (id, keypair) VALUES (?1, ?2)",
-        params![id, keypair],
-    )?;
+    conn.prepare_cached("INSERT OR REPLACE INTO e2e_one_time_prekeys (id, keypair) VALUES (?1, ?2)")?.execute(params![id, keypair])?;
     Ok(())
 }
 
 pub(crate) fn one_time_prekey(conn: &Connection, id: u32) -> rusqlite::Result<Option<Vec<u8>>> {
-    conn.query_row("SELECT keypair FROM e2e_one_time_prekeys WHERE id = ?1", params![id], |r| r.get(0))
+    conn.prepare_cached("SELECT keypair FROM e2e_one_time_prekeys WHERE id = ?1")?.query_row(params![id], |r| r.get(0))
         .optional()
 }
 
@@ -166,28 +161,27 @@ pub(crate) fn all_one_time_prekeys(conn: &Connection) -> rusqlite::Result<Vec<Ve
 }
 
 pub(crate) fn delete_one_time_prekey(conn: &Connection, id: u32) -> rusqlite::Result<()> {
-    conn.execute("DELETE FROM e2e_one_time_prekeys WHERE id = ?1", params![id])?;
+    conn.prepare_cached("DELETE FROM e2e_one_time_prekeys WHERE id = ?1")?.execute(params![id])?;
     Ok(())
 }
 
 pub(crate) fn count_one_time_prekeys(conn: &Connection) -> rusqlite::Result<u32> {
-    conn.query_row("SELECT COUNT(*) FROM e2e_one_time_prekeys", [], |r| r.get(0))
+    conn.prepare_cached("SELECT COUNT(*) FROM e2e_one_time_prekeys")?.query_row([], |r| r.get(0))
 }
 
 /// Deletes the oldest one-time prekeys so that at most `keep` remain.
 pub(crate) fn prune_one_time_prekeys(conn: &Connection, keep: u32) -> rusqlite::Result<usize> {
-    conn.execute(
+    conn.prepare_cached(
         "DELETE FROM e2e_one_time_prekeys WHERE id NOT IN
              (SELECT id FROM e2e_one_time_prekeys ORDER BY id DESC LIMIT ?1)",
-        params![keep],
-    )
+    )?
+    .execute(params![keep])
 }
 
 // ── Peer devices and sessions ──
 
 pub(crate) fn peer_device_key(conn: &Connection, user_id: u64, device_id: u32) -> rusqlite::Result<Option<Vec<u8>>> {
-    conn.query_row(
-        "SELECT device_key FROM e2e_peer_devices WHERE user_id = ?1 AND device_id = ?2",
+    conn.prepare_cached("SELECT device_key FROM e2e_peer_devices WHERE user_id = ?1 AND device_id = ?2")?.query_row(
         params![user_id as i64, device_id],
         |r| r.get(0),
     )
@@ -195,11 +189,11 @@ pub(crate) fn peer_device_key(conn: &Connection, user_id: u64, device_id: u32) -
 }
 
 pub(crate) fn upsert_peer_device(conn: &Connection, user_id: u64, device_id: u32, device_key: &[u8]) -> rusqlite::Result<()> {
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO e2e_peer_devices (user_id, device_id, device_key) VALUES (?1, ?2, ?3)
          ON CONFLICT (user_id, device_id) DO UPDATE SET device_key = excluded.device_key",
-        params![user_id as i64, device_id, device_key],
-    )?;
+    )?
+    .execute(params![user_id as i64, device_id, device_key])?;
     Ok(())
 }
 
@@ -221,14 +215,8 @@ pub(crate) fn devices_with_session(conn: &Connection, user_id: u64) -> rusqlite:
 }
 
 pub(crate) fn delete_peer_device(conn: &Connection, user_id: u64, device_id: u32) -> rusqlite::Result<()> {
-    conn.execute(
-        "DELETE FROM e2e_sessions WHERE user_id = ?1 AND device_id = ?2",
-        params![user_id as i64, device_id],
-    )?;
-    conn.execute(
-        "DELETE FROM e2e_peer_devices WHERE user_id = ?1 AND device_id = ?2",
-        params![user_id as i64, device_id],
-    )?;
+    conn.prepare_cached("DELETE FROM e2e_sessions WHERE user_id = ?1 AND device_id = ?2")?.execute(params![user_id as i64, device_id])?;
+    conn.prepare_cached("DELETE FROM e2e_peer_devices WHERE user_id = ?1 AND device_id = ?2")?.execute(params![user_id as i64, device_id])?;
     Ok(())
 }
 
@@ -237,8 +225,7 @@ pub(crate) type SessionPair = (Vec<u8>, Option<Vec<u8>>);
 
 /// The stored session bytes with a device.
 pub(crate) fn sessions(conn: &Connection, user_id: u64, device_id: u32) -> rusqlite::Result<Option<SessionPair>> {
-    conn.query_row(
-        "SELECT session, previous FROM e2e_sessions WHERE user_id = ?1 AND device_id = ?2",
+    conn.prepare_cached("SELECT session, previous FROM e2e_sessions WHERE user_id = ?1 AND device_id = ?2")?.query_row(
         params![user_id as i64, device_id],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )
@@ -259,11 +246,11 @@ pub(crate) fn put_sessions(
     current: &[u8],
     previous: Option<&[u8]>,
 ) -> rusqlite::Result<()> {
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO e2e_sessions (user_id, device_id, session, previous) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (user_id, device_id) DO UPDATE SET session = excluded.session, previous = excluded.previous",
-        params![user_id as i64, device_id, current, previous],
-    )?;
+    )?
+    .execute(params![user_id as i64, device_id, current, previous])?;
     Ok(())
 }
 

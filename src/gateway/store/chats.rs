@@ -27,22 +27,20 @@ pub struct PrivateChat {
 }
 
 pub fn upsert_private_chat(conn: &Connection, chat: &PrivateChat, now: i64) -> Result<()> {
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO private_chats (user_id, username, first_name, last_seen) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (user_id) DO UPDATE SET username = excluded.username, first_name = excluded.first_name,
          last_seen = excluded.last_seen",
-        params![chat.user_id as i64, chat.username, chat.first_name, now],
-    )?;
+    )?
+    .execute(params![chat.user_id as i64, chat.username, chat.first_name, now])?;
     Ok(())
 }
 
 pub fn private_chat(conn: &Connection, user_id: u64) -> Result<Option<PrivateChat>> {
-    Ok(conn
-        .query_row(
-            "SELECT username, first_name FROM private_chats WHERE user_id = ?1",
-            params![user_id as i64],
+    Ok(conn.prepare_cached("SELECT username, first_name FROM private_chats WHERE user_id = ?1")?.query_row(
+        params![user_id as i64],
             |r| Ok(PrivateChat { user_id, username: r.get(0)?, first_name: r.get(1)? }),
-        )
+    )
         .optional()?)
 }
 
@@ -61,27 +59,25 @@ pub struct HistoryEntry {
 
 pub fn record(conn: &Connection, e: &HistoryEntry) -> Result<()> {
     let bytes = e.content.write_to_bytes().map_err(|err| super::StoreError::Corrupt(format!("encode content: {err}")))?;
-    conn.execute(
+    conn.prepare_cached(
         "INSERT OR REPLACE INTO history (chat_id, message_id, from_bot, sender_id, date, content, edit_date)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![e.chat_id, e.message_id, e.from_bot, e.sender_id, e.date, bytes, e.edit_date],
-    )?;
+    )?
+    .execute(params![e.chat_id, e.message_id, e.from_bot, e.sender_id, e.date, bytes, e.edit_date])?;
     // Keep the newest HISTORY_LIMIT rows (rowid grows with insertion).
-    conn.execute(
-        "DELETE FROM history WHERE rowid <= (SELECT max(rowid) FROM history) - ?1",
-        params![HISTORY_LIMIT],
-    )?;
+    conn.prepare_cached("DELETE FROM history WHERE rowid <= (SELECT max(rowid) FROM history) - ?1")?.execute(params![HISTORY_LIMIT])?;
     Ok(())
 }
 
 pub fn lookup(conn: &Connection, chat_id: i64, message_id: i64) -> Result<Option<HistoryEntry>> {
-    let row: Option<(bool, i64, i64, Vec<u8>, i64)> = conn
-        .query_row(
-            "SELECT from_bot, sender_id, date, content, edit_date FROM history
+    let row: Option<(bool, i64, i64, Vec<u8>, i64)> = conn.prepare_cached(
+        "SELECT from_bot, sender_id, date, content, edit_date FROM history
              WHERE chat_id = ?1 AND message_id = ?2 AND deleted = 0",
-            params![chat_id, message_id],
+    )?
+    .query_row(
+        params![chat_id, message_id],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
-        )
+    )
         .optional()?;
     Ok(match row {
         None => None,
@@ -101,32 +97,24 @@ pub fn lookup(conn: &Connection, chat_id: i64, message_id: i64) -> Result<Option
 /// Replaces a remembered message's content after an edit; false when it is not remembered.
 pub fn apply_edit(conn: &Connection, chat_id: i64, message_id: i64, content: &Content, edit_date: i64) -> Result<bool> {
     let bytes = content.write_to_bytes().map_err(|err| super::StoreError::Corrupt(format!("encode content: {err}")))?;
-    let n = conn.execute(
-        "UPDATE history SET content = ?3, edit_date = ?4 WHERE chat_id = ?1 AND message_id = ?2 AND deleted = 0",
-        params![chat_id, message_id, bytes, edit_date],
-    )?;
+    let n = conn.prepare_cached("UPDATE history SET content = ?3, edit_date = ?4 WHERE chat_id = ?1 AND message_id = ?2 AND deleted = 0")?.execute(params![chat_id, message_id, bytes, edit_date])?;
     Ok(n > 0)
 }
 
 /// Forgets a deleted message's content (and the reactions to it), keeping the mark that it was
 /// deleted (see [`was_deleted`]).
 pub fn forget(conn: &Connection, chat_id: i64, message_id: i64) -> Result<()> {
-    conn.execute(
-        "UPDATE history SET deleted = 1, content = x'' WHERE chat_id = ?1 AND message_id = ?2",
-        params![chat_id, message_id],
-    )?;
-    conn.execute("DELETE FROM reactions WHERE chat_id = ?1 AND message_id = ?2", params![chat_id, message_id])?;
+    conn.prepare_cached("UPDATE history SET deleted = 1, content = x'' WHERE chat_id = ?1 AND message_id = ?2")?.execute(params![chat_id, message_id])?;
+    conn.prepare_cached("DELETE FROM reactions WHERE chat_id = ?1 AND message_id = ?2")?.execute(params![chat_id, message_id])?;
     Ok(())
 }
 
 /// Whether the bot deleted this message (while the history still remembers it).
 pub fn was_deleted(conn: &Connection, chat_id: i64, message_id: i64) -> Result<bool> {
-    Ok(conn
-        .query_row(
-            "SELECT deleted FROM history WHERE chat_id = ?1 AND message_id = ?2",
-            params![chat_id, message_id],
+    Ok(conn.prepare_cached("SELECT deleted FROM history WHERE chat_id = ?1 AND message_id = ?2")?.query_row(
+        params![chat_id, message_id],
             |r| r.get::<_, bool>(0),
-        )
+    )
         .optional()?
         .unwrap_or(false))
 }
@@ -144,49 +132,39 @@ pub struct Callback {
 /// presses older than [`CALLBACK_EXPIRY`] and the answered ones beyond the newest
 /// [`CALLBACK_LIMIT`] rows; an unanswered press is never pushed out by newer ones.
 pub fn remember_callback(conn: &Connection, cb: &Callback, now: i64) -> Result<bool> {
-    let n = conn.execute(
-        "INSERT OR IGNORE INTO callbacks (id, chat_id, press_id, answered, created_at) VALUES (?1, ?2, ?3, 0, ?4)",
-        params![cb.id, cb.chat_id, cb.press_id, now],
-    )?;
-    conn.execute("DELETE FROM callbacks WHERE answered = 0 AND created_at < ?1", params![now - CALLBACK_EXPIRY])?;
-    conn.execute(
-        "DELETE FROM callbacks WHERE answered = 1 AND rowid <= (SELECT max(rowid) FROM callbacks) - ?1",
-        params![CALLBACK_LIMIT],
-    )?;
+    let n = conn.prepare_cached("INSERT OR IGNORE INTO callbacks (id, chat_id, press_id, answered, created_at) VALUES (?1, ?2, ?3, 0, ?4)")?.execute(params![cb.id, cb.chat_id, cb.press_id, now])?;
+    conn.prepare_cached("DELETE FROM callbacks WHERE answered = 0 AND created_at < ?1")?.execute(params![now - CALLBACK_EXPIRY])?;
+    conn.prepare_cached("DELETE FROM callbacks WHERE answered = 1 AND rowid <= (SELECT max(rowid) FROM callbacks) - ?1")?.execute(params![CALLBACK_LIMIT])?;
     Ok(n > 0)
 }
 
 /// The press `id` as of `now`: `None` when unknown, or unanswered and older than
 /// [`CALLBACK_EXPIRY`].
 pub fn callback(conn: &Connection, id: &str, now: i64) -> Result<Option<Callback>> {
-    Ok(conn
-        .query_row(
-            "SELECT chat_id, press_id, answered FROM callbacks WHERE id = ?1 AND (answered = 1 OR created_at >= ?2)",
-            params![id, now - CALLBACK_EXPIRY],
+    Ok(conn.prepare_cached("SELECT chat_id, press_id, answered FROM callbacks WHERE id = ?1 AND (answered = 1 OR created_at >= ?2)")?.query_row(
+        params![id, now - CALLBACK_EXPIRY],
             |r| Ok(Callback { id: id.to_string(), chat_id: r.get(0)?, press_id: r.get(1)?, answered: r.get(2)? }),
-        )
+    )
         .optional()?)
 }
 
 pub fn mark_answered(conn: &Connection, id: &str) -> Result<()> {
-    conn.execute("UPDATE callbacks SET answered = 1 WHERE id = ?1", params![id])?;
+    conn.prepare_cached("UPDATE callbacks SET answered = 1 WHERE id = ?1")?.execute(params![id])?;
     Ok(())
 }
 
 /// The answer to press `id` was not sent after all: it may be answered again.
 pub fn mark_unanswered(conn: &Connection, id: &str) -> Result<()> {
-    conn.execute("UPDATE callbacks SET answered = 0 WHERE id = ?1", params![id])?;
+    conn.prepare_cached("UPDATE callbacks SET answered = 0 WHERE id = ?1")?.execute(params![id])?;
     Ok(())
 }
 
 /// The current reaction of `user_id` to a message (empty when none).
 pub fn reaction(conn: &Connection, chat_id: i64, message_id: i64, user_id: i64) -> Result<Reaction> {
-    let bytes: Option<Vec<u8>> = conn
-        .query_row(
-            "SELECT reaction FROM reactions WHERE chat_id = ?1 AND message_id = ?2 AND user_id = ?3",
-            params![chat_id, message_id, user_id],
+    let bytes: Option<Vec<u8>> = conn.prepare_cached("SELECT reaction FROM reactions WHERE chat_id = ?1 AND message_id = ?2 AND user_id = ?3")?.query_row(
+        params![chat_id, message_id, user_id],
             |r| r.get(0),
-        )
+    )
         .optional()?;
     match bytes {
         None => Ok(Reaction::new()),
@@ -198,17 +176,11 @@ pub fn reaction(conn: &Connection, chat_id: i64, message_id: i64, user_id: i64) 
 /// Records `user_id`'s reaction to a message; an empty one removes it.
 pub fn set_reaction(conn: &Connection, chat_id: i64, message_id: i64, user_id: i64, reaction: &Reaction) -> Result<()> {
     if reaction.reactions.is_empty() {
-        conn.execute(
-            "DELETE FROM reactions WHERE chat_id = ?1 AND message_id = ?2 AND user_id = ?3",
-            params![chat_id, message_id, user_id],
-        )?;
+        conn.prepare_cached("DELETE FROM reactions WHERE chat_id = ?1 AND message_id = ?2 AND user_id = ?3")?.execute(params![chat_id, message_id, user_id])?;
         return Ok(());
     }
     let bytes = reaction.write_to_bytes().map_err(|err| super::StoreError::Corrupt(format!("encode reaction: {err}")))?;
-    conn.execute(
-        "INSERT OR REPLACE INTO reactions (chat_id, message_id, user_id, reaction) VALUES (?1, ?2, ?3, ?4)",
-        params![chat_id, message_id, user_id, bytes],
-    )?;
+    conn.prepare_cached("INSERT OR REPLACE INTO reactions (chat_id, message_id, user_id, reaction) VALUES (?1, ?2, ?3, ?4)")?.execute(params![chat_id, message_id, user_id, bytes])?;
     Ok(())
 }
 

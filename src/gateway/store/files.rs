@@ -39,25 +39,20 @@ pub fn issue(conn: &Connection, media: &Media, now: i64) -> Result<FileRecord> {
     stored.caption = Default::default();
     let bytes = stored.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode file: {e}")))?;
     let file_id = crate::crypto::base64url_encode(&crate::crypto::random_bytes::<16>());
-    conn.execute(
-        "INSERT INTO files (file_id, file_ref, media, created_at) VALUES (?1, ?2, ?3, ?4)",
-        params![file_id, media.file_ref, bytes, now],
-    )?;
+    conn.prepare_cached("INSERT INTO files (file_id, file_ref, media, created_at) VALUES (?1, ?2, ?3, ?4)")?.execute(params![file_id, media.file_ref, bytes, now])?;
     Ok(FileRecord { file_unique_id: unique_id(&stored.digest), file_id, media: stored })
 }
 
 /// The record of an issued `file_id`.
 pub fn by_id(conn: &Connection, file_id: &str) -> Result<Option<FileRecord>> {
-    let row: Option<(String, Vec<u8>)> = conn
-        .query_row("SELECT file_id, media FROM files WHERE file_id = ?1", params![file_id], |r| Ok((r.get(0)?, r.get(1)?)))
+    let row: Option<(String, Vec<u8>)> = conn.prepare_cached("SELECT file_id, media FROM files WHERE file_id = ?1")?.query_row(params![file_id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     row.map(decode).transpose()
 }
 
 /// The record of a platform file, if an id was issued for it.
 pub fn by_ref(conn: &Connection, file_ref: &str) -> Result<Option<FileRecord>> {
-    let row: Option<(String, Vec<u8>)> = conn
-        .query_row("SELECT file_id, media FROM files WHERE file_ref = ?1", params![file_ref], |r| Ok((r.get(0)?, r.get(1)?)))
+    let row: Option<(String, Vec<u8>)> = conn.prepare_cached("SELECT file_id, media FROM files WHERE file_ref = ?1")?.query_row(params![file_ref], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     row.map(decode).transpose()
 }

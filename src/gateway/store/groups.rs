@@ -131,10 +131,7 @@ pub fn is_group_chat_id(chat_id: i64) -> bool {
 /// chat id, which never changes once given.
 pub fn upsert(conn: &Connection, group_id: &[u8], title: &str, kind: &str, status: Membership, now: i64) -> Result<GroupChat> {
     if let Some(mut known) = by_group_id(conn, group_id)? {
-        conn.execute(
-            "UPDATE groups SET title = ?2, kind = ?3, status = ?4, updated_at = ?5 WHERE group_id = ?1",
-            params![group_id, title, kind, status.as_str(), now],
-        )?;
+        conn.prepare_cached("UPDATE groups SET title = ?2, kind = ?3, status = ?4, updated_at = ?5 WHERE group_id = ?1")?.execute(params![group_id, title, kind, status.as_str(), now])?;
         known.title = title.to_string();
         known.kind = kind.to_string();
         known.status = status;
@@ -144,24 +141,18 @@ pub fn upsert(conn: &Connection, group_id: &[u8], title: &str, kind: &str, statu
     let chat_id = loop {
         let candidate = chat_id_candidate(group_id, attempt);
         let taken: Option<i64> =
-            conn.query_row("SELECT 1 FROM groups WHERE chat_id = ?1", params![candidate], |r| r.get(0)).optional()?;
+            conn.prepare_cached("SELECT 1 FROM groups WHERE chat_id = ?1")?.query_row(params![candidate], |r| r.get(0)).optional()?;
         if taken.is_none() {
             break candidate;
         }
         attempt += 1;
     };
-    conn.execute(
-        "INSERT INTO groups (group_id, chat_id, title, kind, status, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![group_id, chat_id, title, kind, status.as_str(), now],
-    )?;
+    conn.prepare_cached("INSERT INTO groups (group_id, chat_id, title, kind, status, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?.execute(params![group_id, chat_id, title, kind, status.as_str(), now])?;
     Ok(GroupChat { group_id: group_id.to_vec(), chat_id, title: title.into(), kind: kind.into(), status })
 }
 
 pub fn set_status(conn: &Connection, group_id: &[u8], status: Membership, now: i64) -> Result<()> {
-    conn.execute(
-        "UPDATE groups SET status = ?2, updated_at = ?3 WHERE group_id = ?1",
-        params![group_id, status.as_str(), now],
-    )?;
+    conn.prepare_cached("UPDATE groups SET status = ?2, updated_at = ?3 WHERE group_id = ?1")?.execute(params![group_id, status.as_str(), now])?;
     Ok(())
 }
 
@@ -176,14 +167,12 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GroupChat> {
 }
 
 pub fn by_group_id(conn: &Connection, group_id: &[u8]) -> Result<Option<GroupChat>> {
-    Ok(conn
-        .query_row("SELECT group_id, chat_id, title, kind, status FROM groups WHERE group_id = ?1", params![group_id], row)
+    Ok(conn.prepare_cached("SELECT group_id, chat_id, title, kind, status FROM groups WHERE group_id = ?1")?.query_row(params![group_id], row)
         .optional()?)
 }
 
 pub fn by_chat_id(conn: &Connection, chat_id: i64) -> Result<Option<GroupChat>> {
-    Ok(conn
-        .query_row("SELECT group_id, chat_id, title, kind, status FROM groups WHERE chat_id = ?1", params![chat_id], row)
+    Ok(conn.prepare_cached("SELECT group_id, chat_id, title, kind, status FROM groups WHERE chat_id = ?1")?.query_row(params![chat_id], row)
         .optional()?)
 }
 
@@ -218,26 +207,20 @@ pub fn self_update_due(conn: &Connection, before: i64) -> Result<Vec<Vec<u8>>> {
 
 /// Our leaf of the group was replaced at `at` (0: never; a self-update is due).
 pub fn set_self_updated(conn: &Connection, group_id: &[u8], at: i64) -> Result<()> {
-    conn.execute("UPDATE groups SET self_updated_at = ?2 WHERE group_id = ?1", params![group_id, at])?;
+    conn.prepare_cached("UPDATE groups SET self_updated_at = ?2 WHERE group_id = ?1")?.execute(params![group_id, at])?;
     Ok(())
 }
 
 /// The platform accepted a commit of ours at `group_seq`.
 pub fn own_commit_accepted(conn: &Connection, group_id: &[u8], group_seq: u64) -> Result<()> {
-    conn.execute(
-        "UPDATE groups SET own_commit_seq = max(own_commit_seq, ?2) WHERE group_id = ?1",
-        params![group_id, group_seq as i64],
-    )?;
+    conn.prepare_cached("UPDATE groups SET own_commit_seq = max(own_commit_seq, ?2) WHERE group_id = ?1")?.execute(params![group_id, group_seq as i64])?;
     Ok(())
 }
 
 /// A delivery of the group at `group_seq` arrived: true (once) when it is past our latest
 /// accepted commit, so nothing of an earlier epoch can arrive any more.
 pub fn passed_own_commit(conn: &Connection, group_id: &[u8], group_seq: u64) -> Result<bool> {
-    Ok(conn.execute(
-        "UPDATE groups SET own_commit_seq = 0 WHERE group_id = ?1 AND own_commit_seq > 0 AND own_commit_seq < ?2",
-        params![group_id, group_seq as i64],
-    )? > 0)
+    Ok(conn.prepare_cached("UPDATE groups SET own_commit_seq = 0 WHERE group_id = ?1 AND own_commit_seq > 0 AND own_commit_seq < ?2")?.execute(params![group_id, group_seq as i64])? > 0)
 }
 
 /// When the key packages the platform holds for this device were made (the oldest batch we
@@ -262,22 +245,20 @@ pub struct GroupUser {
 }
 
 pub fn remember_user(conn: &Connection, u: &GroupUser) -> Result<()> {
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO group_users (user_id, username, first_name, is_bot) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (user_id) DO UPDATE SET username = excluded.username, first_name = excluded.first_name,
          is_bot = excluded.is_bot",
-        params![u.user_id as i64, u.username, u.first_name, u.is_bot],
-    )?;
+    )?
+    .execute(params![u.user_id as i64, u.username, u.first_name, u.is_bot])?;
     Ok(())
 }
 
 pub fn user(conn: &Connection, user_id: u64) -> Result<Option<GroupUser>> {
-    Ok(conn
-        .query_row(
-            "SELECT username, first_name, is_bot FROM group_users WHERE user_id = ?1",
-            params![user_id as i64],
+    Ok(conn.prepare_cached("SELECT username, first_name, is_bot FROM group_users WHERE user_id = ?1")?.query_row(
+        params![user_id as i64],
             |r| Ok(GroupUser { user_id, username: r.get(0)?, first_name: r.get(1)?, is_bot: r.get(2)? }),
-        )
+    )
         .optional()?)
 }
 
@@ -294,16 +275,13 @@ pub struct Joiner {
 
 /// Notes a user a commit brought in; the first note of a user stays until announced.
 pub fn note_joiner(conn: &Connection, j: &Joiner, now: i64) -> Result<()> {
-    conn.execute(
-        "INSERT OR IGNORE INTO group_joiners (group_id, user_id, actor_id, date, seen_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![j.group_id, j.user_id as i64, j.actor_id as i64, j.date, now],
-    )?;
+    conn.prepare_cached("INSERT OR IGNORE INTO group_joiners (group_id, user_id, actor_id, date, seen_at) VALUES (?1, ?2, ?3, ?4, ?5)")?.execute(params![j.group_id, j.user_id as i64, j.actor_id as i64, j.date, now])?;
     Ok(())
 }
 
 /// The platform has said where the user stands in the group: nothing left to report.
 pub fn joiner_announced(conn: &Connection, group_id: &[u8], user_id: u64) -> Result<()> {
-    conn.execute("DELETE FROM group_joiners WHERE group_id = ?1 AND user_id = ?2", params![group_id, user_id as i64])?;
+    conn.prepare_cached("DELETE FROM group_joiners WHERE group_id = ?1 AND user_id = ?2")?.execute(params![group_id, user_id as i64])?;
     Ok(())
 }
 
@@ -340,35 +318,27 @@ pub struct PendingCommit {
 }
 
 pub fn pending_commit(conn: &Connection, group_id: &[u8]) -> Result<Option<PendingCommit>> {
-    Ok(conn
-        .query_row(
-            "SELECT client_message_id, request, external FROM group_commits WHERE group_id = ?1",
-            params![group_id],
+    Ok(conn.prepare_cached("SELECT client_message_id, request, external FROM group_commits WHERE group_id = ?1")?.query_row(
+        params![group_id],
             |r| Ok(PendingCommit { client_message_id: r.get(0)?, request: r.get(1)?, external: r.get(2)? }),
-        )
+    )
         .optional()?)
 }
 
 pub fn set_pending_commit(conn: &Connection, group_id: &[u8], commit: &PendingCommit) -> Result<()> {
-    conn.execute(
-        "INSERT OR REPLACE INTO group_commits (group_id, client_message_id, request, external) VALUES (?1, ?2, ?3, ?4)",
-        params![group_id, commit.client_message_id, commit.request, commit.external],
-    )?;
+    conn.prepare_cached("INSERT OR REPLACE INTO group_commits (group_id, client_message_id, request, external) VALUES (?1, ?2, ?3, ?4)")?.execute(params![group_id, commit.client_message_id, commit.request, commit.external])?;
     Ok(())
 }
 
 /// Forgets the pending commit of a group if it is still the one named (a concurrent answer may
 /// have settled it already); true when it was.
 pub fn clear_pending_commit(conn: &Connection, group_id: &[u8], client_message_id: &str) -> Result<bool> {
-    Ok(conn.execute(
-        "DELETE FROM group_commits WHERE group_id = ?1 AND client_message_id = ?2",
-        params![group_id, client_message_id],
-    )? > 0)
+    Ok(conn.prepare_cached("DELETE FROM group_commits WHERE group_id = ?1 AND client_message_id = ?2")?.execute(params![group_id, client_message_id])? > 0)
 }
 
 /// Forgets any pending commit of a group (it lost its epoch to another member's, or we left).
 pub fn clear_commit(conn: &Connection, group_id: &[u8]) -> Result<()> {
-    conn.execute("DELETE FROM group_commits WHERE group_id = ?1", params![group_id])?;
+    conn.prepare_cached("DELETE FROM group_commits WHERE group_id = ?1")?.execute(params![group_id])?;
     Ok(())
 }
 

@@ -25,43 +25,33 @@ pub fn import(conn: &Connection, session_id: u64, user_id: u64, query: &str, now
     if (session_id as i64) <= pruned_below {
         return Ok(false);
     }
-    let n = conn.execute(
-        "INSERT OR IGNORE INTO inline_queries (session_id, user_id, query, received_at) VALUES (?1, ?2, ?3, ?4)",
-        params![session_id as i64, user_id as i64, query, now],
-    )?;
+    let n = conn.prepare_cached("INSERT OR IGNORE INTO inline_queries (session_id, user_id, query, received_at) VALUES (?1, ?2, ?3, ?4)")?.execute(params![session_id as i64, user_id as i64, query, now])?;
     if n == 0 {
         return Ok(false);
     }
-    let oldest_kept: Option<i64> = conn
-        .query_row(
-            "SELECT session_id FROM inline_queries ORDER BY session_id DESC LIMIT 1 OFFSET ?1",
-            params![INLINE_LIMIT],
+    let oldest_kept: Option<i64> = conn.prepare_cached("SELECT session_id FROM inline_queries ORDER BY session_id DESC LIMIT 1 OFFSET ?1")?.query_row(
+        params![INLINE_LIMIT],
             |r| r.get(0),
-        )
+    )
         .optional()?;
     if let Some(cut) = oldest_kept {
-        conn.execute("DELETE FROM inline_queries WHERE session_id <= ?1", params![cut])?;
+        conn.prepare_cached("DELETE FROM inline_queries WHERE session_id <= ?1")?.execute(params![cut])?;
         meta_set(conn, PRUNED_BELOW, &cut.max(pruned_below).to_string())?;
     }
     Ok(true)
 }
 
 pub fn get(conn: &Connection, session_id: u64) -> Result<Option<InlineQueryRow>> {
-    Ok(conn
-        .query_row(
-            "SELECT user_id, query, chosen FROM inline_queries WHERE session_id = ?1",
-            params![session_id as i64],
+    Ok(conn.prepare_cached("SELECT user_id, query, chosen FROM inline_queries WHERE session_id = ?1")?.query_row(
+        params![session_id as i64],
             |r| Ok(InlineQueryRow { session_id, user_id: r.get::<_, i64>(0)? as u64, query: r.get(1)?, chosen: r.get(2)? }),
-        )
+    )
         .optional()?)
 }
 
 /// Marks a session chosen; false when it already was (a repeated choice).
 pub fn mark_chosen(conn: &Connection, session_id: u64) -> Result<bool> {
-    let n = conn.execute(
-        "UPDATE inline_queries SET chosen = 1 WHERE session_id = ?1 AND chosen = 0",
-        params![session_id as i64],
-    )?;
+    let n = conn.prepare_cached("UPDATE inline_queries SET chosen = 1 WHERE session_id = ?1 AND chosen = 0")?.execute(params![session_id as i64])?;
     Ok(n > 0)
 }
 

@@ -188,6 +188,7 @@ pub fn database_key(recovery_secret: &[u8; 32]) -> [u8; 32] {
 
 fn open_connection(path: &Path, key: &[u8; 32], flags: OpenFlags) -> Result<Connection> {
     let conn = Connection::open_with_flags(path, flags)?;
+    conn.set_prepared_statement_cache_capacity(crate::e2e::STATEMENT_CACHE);
     // SQLCipher raw key: no passphrase derivation, the key already is 256 random-looking bits.
     conn.execute_batch(&format!("PRAGMA key = \"x'{}'\";", crypto::hex_encode(key)))?;
     conn.busy_timeout(Duration::from_secs(30))?;

@@ -59,10 +59,7 @@ pub struct OutboxEntry {
 
 pub fn insert(conn: &Connection, client_message_id: &str, chat_id: i64, content: &Content, now: i64) -> Result<i64> {
     let bytes = content.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode content: {e}")))?;
-    conn.execute(
-        "INSERT INTO outbox (client_message_id, chat_id, content, created_at) VALUES (?1, ?2, ?3, ?4)",
-        params![client_message_id, chat_id, bytes, now],
-    )?;
+    conn.prepare_cached("INSERT INTO outbox (client_message_id, chat_id, content, created_at) VALUES (?1, ?2, ?3, ?4)")?.execute(params![client_message_id, chat_id, bytes, now])?;
     Ok(conn.last_insert_rowid())
 }
 
@@ -102,13 +99,13 @@ pub fn get(conn: &Connection, id: i64) -> Result<Option<OutboxEntry>> {
 /// Replaces an unsealed entry's content (its keyboard got its signed context).
 pub fn set_content(conn: &Connection, id: i64, content: &Content) -> Result<()> {
     let bytes = content.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode content: {e}")))?;
-    conn.execute("UPDATE outbox SET content = ?2 WHERE id = ?1 AND sealed IS NULL", params![id, bytes])?;
+    conn.prepare_cached("UPDATE outbox SET content = ?2 WHERE id = ?1 AND sealed IS NULL")?.execute(params![id, bytes])?;
     Ok(())
 }
 
 pub fn set_sealed(conn: &Connection, id: i64, sealed: &OutgoingMessage) -> Result<()> {
     let bytes = sealed.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode sealed: {e}")))?;
-    conn.execute("UPDATE outbox SET sealed = ?2 WHERE id = ?1", params![id, bytes])?;
+    conn.prepare_cached("UPDATE outbox SET sealed = ?2 WHERE id = ?1")?.execute(params![id, bytes])?;
     Ok(())
 }
 
@@ -116,7 +113,7 @@ pub fn set_sealed(conn: &Connection, id: i64, sealed: &OutgoingMessage) -> Resul
 /// epoch); `None` before it is encrypted or after the platform said the epoch moved on.
 pub fn group_sealed(conn: &Connection, id: i64) -> Result<Option<SendGroupMessageRequest>> {
     let raw: Option<Option<Vec<u8>>> =
-        conn.query_row("SELECT group_sealed FROM outbox WHERE id = ?1", params![id], |r| r.get(0)).optional()?;
+        conn.prepare_cached("SELECT group_sealed FROM outbox WHERE id = ?1")?.query_row(params![id], |r| r.get(0)).optional()?;
     raw.flatten()
         .map(|b| SendGroupMessageRequest::parse_from_bytes(&b).map_err(|e| StoreError::Corrupt(format!("outbox {id} group_sealed: {e}"))))
         .transpose()
@@ -126,24 +123,24 @@ pub fn set_group_sealed(conn: &Connection, id: i64, req: Option<&SendGroupMessag
     let bytes = req
         .map(|r| r.write_to_bytes().map_err(|e| StoreError::Corrupt(format!("encode group message: {e}"))))
         .transpose()?;
-    conn.execute("UPDATE outbox SET group_sealed = ?2 WHERE id = ?1", params![id, bytes])?;
+    conn.prepare_cached("UPDATE outbox SET group_sealed = ?2 WHERE id = ?1")?.execute(params![id, bytes])?;
     Ok(())
 }
 
 pub fn note_failure(conn: &Connection, id: i64, error: &str) -> Result<()> {
-    conn.execute("UPDATE outbox SET attempts = attempts + 1, last_error = ?2 WHERE id = ?1", params![id, error])?;
+    conn.prepare_cached("UPDATE outbox SET attempts = attempts + 1, last_error = ?2 WHERE id = ?1")?.execute(params![id, error])?;
     Ok(())
 }
 
 pub fn remove(conn: &Connection, id: i64) -> Result<()> {
-    conn.execute("DELETE FROM outbox WHERE id = ?1", params![id])?;
+    conn.prepare_cached("DELETE FROM outbox WHERE id = ?1")?.execute(params![id])?;
     Ok(())
 }
 
 /// Marks the row as going to the platform now, in the job that commits what is sent. False
 /// when the row is gone: its caller withdrew it, and it must not be sent.
 pub fn mark_handed(conn: &Connection, id: i64, now: i64) -> Result<bool> {
-    let n = conn.execute("UPDATE outbox SET handed_at = coalesce(handed_at, ?2) WHERE id = ?1", params![id, now])?;
+    let n = conn.prepare_cached("UPDATE outbox SET handed_at = coalesce(handed_at, ?2) WHERE id = ?1")?.execute(params![id, now])?;
     Ok(n == 1)
 }
 
@@ -151,7 +148,7 @@ pub fn mark_handed(conn: &Connection, id: i64, now: i64) -> Result<bool> {
 /// when it was removed (never sent, and never will be); false when it is handed (or already
 /// answered), and only the platform's answer ends it.
 pub fn withdraw(conn: &Connection, id: i64) -> Result<bool> {
-    let n = conn.execute("DELETE FROM outbox WHERE id = ?1 AND handed_at IS NULL", params![id])?;
+    let n = conn.prepare_cached("DELETE FROM outbox WHERE id = ?1 AND handed_at IS NULL")?.execute(params![id])?;
     Ok(n == 1)
 }
 
@@ -174,7 +171,7 @@ pub struct GivenUp {
 /// Ends the row without sending it and records why. `None` when the row is gone already
 /// (withdrawn by its caller): nothing was given up.
 pub fn give_up(conn: &Connection, entry: &OutboxEntry, reason: &str, now: i64) -> Result<Option<GivenUp>> {
-    if conn.execute("DELETE FROM outbox WHERE id = ?1", params![entry.id])? == 0 {
+    if conn.prepare_cached("DELETE FROM outbox WHERE id = ?1")?.execute(params![entry.id])? == 0 {
         return Ok(None);
     }
     let record = GivenUp {
@@ -187,9 +184,11 @@ pub fn give_up(conn: &Connection, entry: &OutboxEntry, reason: &str, now: i64) -
         handed: entry.handed,
         reason: reason.to_string(),
     };
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO given_up (chat_id, kind, message_id, client_message_id, submitted_at, given_up_at, handed, reason)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(
         params![
             record.chat_id,
             record.kind,
@@ -201,7 +200,7 @@ pub fn give_up(conn: &Connection, entry: &OutboxEntry, reason: &str, now: i64) -
             record.reason
         ],
     )?;
-    conn.execute("DELETE FROM given_up WHERE id <= (SELECT max(id) FROM given_up) - ?1", params![GIVEN_UP_LIMIT])?;
+    conn.prepare_cached("DELETE FROM given_up WHERE id <= (SELECT max(id) FROM given_up) - ?1")?.execute(params![GIVEN_UP_LIMIT])?;
     Ok(Some(record))
 }
 
@@ -244,7 +243,7 @@ pub fn message_id_of(content: &Content) -> Option<i64> {
 }
 
 pub fn depth(conn: &Connection) -> Result<i64> {
-    Ok(conn.query_row("SELECT count(*) FROM outbox", [], |r| r.get(0))?)
+    Ok(conn.prepare_cached("SELECT count(*) FROM outbox")?.query_row([], |r| r.get(0))?)
 }
 
 #[cfg(test)]

@@ -21,12 +21,10 @@ CREATE TABLE poll_votes (
 
 /// The voter's current choice, if any.
 pub fn vote_of(conn: &Connection, chat_id: i64, message_id: i64, user_id: u64) -> Result<Option<Vec<u32>>> {
-    let text: Option<String> = conn
-        .query_row(
-            "SELECT option_ids FROM poll_votes WHERE chat_id = ?1 AND message_id = ?2 AND user_id = ?3",
-            params![chat_id, message_id, user_id as i64],
+    let text: Option<String> = conn.prepare_cached("SELECT option_ids FROM poll_votes WHERE chat_id = ?1 AND message_id = ?2 AND user_id = ?3")?.query_row(
+        params![chat_id, message_id, user_id as i64],
             |r| r.get(0),
-        )
+    )
         .optional()?;
     Ok(text.map(|t| parse_ids(&t)))
 }
@@ -34,20 +32,17 @@ pub fn vote_of(conn: &Connection, chat_id: i64, message_id: i64, user_id: u64) -
 /// Records a vote (empty `option_ids`: retracts it).
 pub fn set_vote(conn: &Connection, chat_id: i64, message_id: i64, user_id: u64, option_ids: &[u32]) -> Result<()> {
     if option_ids.is_empty() {
-        conn.execute(
-            "DELETE FROM poll_votes WHERE chat_id = ?1 AND message_id = ?2 AND user_id = ?3",
-            params![chat_id, message_id, user_id as i64],
-        )?;
+        conn.prepare_cached("DELETE FROM poll_votes WHERE chat_id = ?1 AND message_id = ?2 AND user_id = ?3")?.execute(params![chat_id, message_id, user_id as i64])?;
         return Ok(());
     }
     let mut ids = option_ids.to_vec();
     ids.sort_unstable();
     let text = ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO poll_votes (chat_id, message_id, user_id, option_ids) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (chat_id, message_id, user_id) DO UPDATE SET option_ids = excluded.option_ids",
-        params![chat_id, message_id, user_id as i64, text],
-    )?;
+    )?
+    .execute(params![chat_id, message_id, user_id as i64, text])?;
     Ok(())
 }
 

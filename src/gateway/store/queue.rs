@@ -26,7 +26,7 @@ const DEPTH_SQL: &str = "SELECT pending FROM queue_stats WHERE id = 1";
 
 /// Appends an update; returns its `update_id`.
 pub fn enqueue(conn: &Connection, kind: &str, payload: &Value) -> Result<i64> {
-    conn.execute("INSERT INTO updates (kind, payload) VALUES (?1, ?2)", params![kind, payload.to_string()])?;
+    conn.prepare_cached("INSERT INTO updates (kind, payload) VALUES (?1, ?2)")?.execute(params![kind, payload.to_string()])?;
     Ok(conn.last_insert_rowid())
 }
 
@@ -87,7 +87,7 @@ pub fn depth(conn: &Connection) -> Result<i64> {
 
 /// Drops every pending update (deleteWebhook with drop_pending_updates).
 pub fn clear(conn: &Connection) -> Result<usize> {
-    Ok(conn.execute("DELETE FROM updates", [])?)
+    Ok(conn.prepare_cached("DELETE FROM updates")?.execute([])?)
 }
 
 /// The stored explicit filter, if one was ever given. Only this module writes it; a value that

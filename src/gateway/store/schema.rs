@@ -179,19 +179,16 @@ pub fn migrate(conn: &Connection) -> Result<Migrated, MigrationError> {
 }
 
 pub fn meta_get(conn: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
-    conn.query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| r.get(0)).optional()
+    conn.prepare_cached("SELECT value FROM meta WHERE key = ?1")?.query_row(params![key], |r| r.get(0)).optional()
 }
 
 pub fn meta_delete(conn: &Connection, key: &str) -> rusqlite::Result<()> {
-    conn.execute("DELETE FROM meta WHERE key = ?1", params![key])?;
+    conn.prepare_cached("DELETE FROM meta WHERE key = ?1")?.execute(params![key])?;
     Ok(())
 }
 
 pub fn meta_set(conn: &Connection, key: &str, value: &str) -> rusqlite::Result<()> {
-    conn.execute(
-        "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        params![key, value],
-    )?;
+    conn.prepare_cached("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value")?.execute(params![key, value])?;
     Ok(())
 }
 
