@@ -379,8 +379,53 @@ pub fn encrypt(conn: &Connection, group_id: &[u8], plaintext: &[u8]) -> Result<(
 /// not trust (`leaf`: an added key package, the committer's new leaf, an updated leaf) is not
 /// merged: `UntrustedLeaf`. A device that joined by external commit is reported as added.
 pub fn receive(conn: &Connection, group_id: &[u8], bytes: &[u8]) -> Result<Received> {
+    receive_with(conn, &GroupCache::default(), group_id, bytes)
+}
+
+/// Groups loaded during one transaction (the inbox's writer job), so that consecutive messages
+/// of a group load its state once: loading (the tree, the secrets, each row decoded) was a
+/// third of a group message's import. openmls keeps a loaded group and its storage in step, so
+/// an entry stays right while only [`receive_with`] changes its group. Whoever changes a group
+/// another way, or rolls back what a receive wrote (a savepoint), forgets it first.
+#[derive(Default)]
+pub struct GroupCache(std::cell::RefCell<std::collections::HashMap<Vec<u8>, MlsGroup>>);
+
+impl GroupCache {
+    /// Drops the loaded state of one group.
+    pub fn forget(&self, group_id: &[u8]) {
+        self.0.borrow_mut().remove(group_id);
+    }
+
+    /// Drops every loaded group.
+    pub fn clear(&self) {
+        self.0.borrow_mut().clear();
+    }
+}
+
+/// [`receive`] with the group taken from `cache` when it was loaded before in this
+/// transaction. The group goes back into the cache only when the message went through and the
+/// group is still ours; after any error it is loaded again next time.
+pub fn receive_with(conn: &Connection, cache: &GroupCache, group_id: &[u8], bytes: &[u8]) -> Result<Received> {
     let provider = MlsProvider::new(conn);
-    let mut group = load(&provider, group_id)?;
+    let cached = cache.0.borrow_mut().remove(group_id);
+    let mut group = match cached {
+        Some(group) => group,
+        None => load(&provider, group_id)?,
+    };
+    let received = receive_loaded(conn, &provider, &mut group, group_id, bytes);
+    if received.is_ok() && group.is_active() {
+        cache.0.borrow_mut().insert(group_id.to_vec(), group);
+    }
+    received
+}
+
+fn receive_loaded(
+    conn: &Connection,
+    provider: &MlsProvider<&Connection>,
+    group: &mut MlsGroup,
+    group_id: &[u8],
+    bytes: &[u8],
+) -> Result<Received> {
     let message = mls::parse_message(bytes)
         .map_err(mls_err("group message"))?
         .try_into_protocol_message()
@@ -388,7 +433,7 @@ pub fn receive(conn: &Connection, group_id: &[u8], bytes: &[u8]) -> Result<Recei
     if message.group_id().as_slice() != group_id {
         return Err(E2eError::Mls(format!("a message for another group arrived as {}", short_id(group_id))));
     }
-    let processed = group.process_message(&provider, message).map_err(fail("processing a group message"))?;
+    let processed = group.process_message(provider, message).map_err(fail("processing a group message"))?;
     let sender = processed.credential().clone();
     let sender_kind = match processed.sender() {
         Sender::NewMemberCommit => SenderKind::Joiner,
@@ -423,7 +468,7 @@ pub fn receive(conn: &Connection, group_id: &[u8], bytes: &[u8]) -> Result<Recei
                 }
             }
             let removed_me = staged.self_removed();
-            group.merge_staged_commit(&provider, *staged).map_err(fail("merging a commit"))?;
+            group.merge_staged_commit(provider, *staged).map_err(fail("merging a commit"))?;
             Ok(Received::Commit { added, removed, removed_me, epoch: group.epoch().as_u64() })
         }
         _ => Ok(Received::Ignored),
@@ -560,6 +605,43 @@ mod tests {
     fn send_commit(from: &TestDevice, gid: &[u8], commit: &CommitOut, others: &[&TestDevice]) -> Vec<Received> {
         commit_accepted(&from.conn, gid).expect("merge own commit");
         others.iter().map(|o| receive(&o.conn, gid, &commit.message).expect("member processes the commit")).collect()
+    }
+
+    #[test]
+    fn a_cache_of_loaded_groups_opens_what_loading_each_time_opens() {
+        let alice = device(1, 1);
+        let bob = device(2, 1);
+        let gid = new_group_id();
+        create(&alice.conn, &gid).expect("create");
+        let kps = key_packages(&bob.conn, 1).expect("key package");
+        let add_bob = add(&alice.conn, &gid, &Claimed::of(2, 1, &kps)).expect("add");
+        commit_accepted(&alice.conn, &gid).expect("merge");
+        join_welcome(&bob.conn, &add_bob.welcome).expect("welcome");
+        let text = |i: usize| format!("message {i}").into_bytes();
+        let cache = GroupCache::default();
+        let opened = |bytes: &[u8]| match receive_with(&bob.conn, &cache, &gid, bytes).expect("opens") {
+            Received::Application { plaintext, .. } => plaintext,
+            other => panic!("expected a message, got {other:?}"),
+        };
+        for i in 0..3 {
+            assert_eq!(opened(&encrypt(&alice.conn, &gid, &text(i)).expect("encrypt").0), text(i));
+        }
+        // A message that fails leaves the group to be loaded again, and the next one opens.
+        let (good, _) = encrypt(&alice.conn, &gid, &text(3)).expect("encrypt");
+        let mut bad = good.clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        assert!(receive_with(&bob.conn, &cache, &gid, &bad).is_err());
+        assert_eq!(opened(&good), text(3));
+        // A commit through the cache moves the cached group to the new epoch with the storage.
+        let update = self_update(&alice.conn, &gid).expect("self update");
+        commit_accepted(&alice.conn, &gid).expect("merge");
+        assert!(matches!(receive_with(&bob.conn, &cache, &gid, &update.message).expect("commit"), Received::Commit { epoch: 2, .. }));
+        assert_eq!(opened(&encrypt(&alice.conn, &gid, &text(4)).expect("encrypt").0), text(4));
+        // Storage and cache agree: a fresh load opens the next message too.
+        cache.clear();
+        assert_eq!(epoch(&bob.conn, &gid).expect("epoch"), Some(2));
+        assert_eq!(opened(&encrypt(&alice.conn, &gid, &text(5)).expect("encrypt").0), text(5));
     }
 
     #[test]

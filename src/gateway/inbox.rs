@@ -305,8 +305,10 @@ fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>, refused: sender_c
             // The writer runs one job at a time, so the depth moves only by this batch here.
             let before = queue::depth(c)?;
             let mut outcomes = Vec::with_capacity(envelopes.len());
+            // Groups loaded by this job, for the next message of each (`GroupCache`).
+            let loaded = e2e::group::GroupCache::default();
             for env in &envelopes {
-                outcomes.push(import_one(c, env, &me, &identity_key, &name, &refused)?);
+                outcomes.push(import_one(c, env, &me, &identity_key, &name, &refused, &loaded)?);
             }
             let queued = queue::depth(c)?.saturating_sub(before).max(0) as u64;
             Ok(BatchImport::Committed { outcomes, queued })
@@ -334,11 +336,14 @@ fn import_one(
     identity_key: &[u8; 32],
     bot_name: &str,
     refused: &sender_check::Refused,
+    loaded: &e2e::group::GroupCache,
 ) -> StoreResult<Imported> {
     // Cached statements: parsing these two on every envelope was a tenth of an import.
     c.prepare_cached("SAVEPOINT envelope")?.execute([])?;
-    let r = import_inner(c, env, me, identity_key);
+    let r = import_inner(c, env, me, identity_key, loaded);
     if r.is_err() {
+        // What this envelope wrote is undone; a group loaded meanwhile may be ahead of that.
+        loaded.clear();
         c.prepare_cached("ROLLBACK TO envelope")?.execute([])?;
     }
     c.prepare_cached("RELEASE envelope")?.execute([])?;
@@ -390,7 +395,13 @@ fn is_storage_failure(e: &StoreError) -> bool {
     !matches!(db, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
 }
 
-fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key: &[u8; 32]) -> StoreResult<()> {
+fn import_inner(
+    c: &Connection,
+    env: &InboxEnvelope,
+    me: &UserView,
+    identity_key: &[u8; 32],
+    loaded: &e2e::group::GroupCache,
+) -> StoreResult<()> {
     let bot_id = me.id as u64;
     if inbound::is_repeat(c, env.seq, env.sender_user_id, &env.client_message_id)? {
         log::debug!("skipping repeated envelope seq {}", env.seq);
@@ -398,7 +409,7 @@ fn import_inner(c: &Connection, env: &InboxEnvelope, me: &UserView, identity_key
     }
     if env.group.is_some() {
         inbound::accept(c, env.seq, env.sender_user_id, &env.client_message_id)?;
-        return super::groups::import(c, env, me);
+        return super::groups::import(c, env, me, loaded);
     }
     let content = e2e::open_envelope(c, env)?;
     inbound::accept(c, env.seq, env.sender_user_id, &env.client_message_id)?;

@@ -5,7 +5,7 @@
 use rusqlite::Connection;
 
 use crate::clock::unix_now;
-use crate::e2e::group::{self as mls_group, Received};
+use crate::e2e::group::{self as mls_group, GroupCache, Received};
 use crate::e2e::posters;
 use crate::gateway::botapi::types::UserView;
 use crate::gateway::history::checked_user_message;
@@ -24,12 +24,17 @@ fn kind_name(t: GroupType) -> &'static str {
 }
 
 /// Imports one group delivery (the envelope's `group` is set) inside the inbox's writer job.
-pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult<()> {
+/// `loaded` holds the groups this job loaded: only an MLS message keeps its group there; every
+/// other delivery may change the group's state another way, so it forgets it first.
+pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &GroupCache) -> StoreResult<()> {
     let d = env.group.get_or_default();
     let gid = d.group_id.as_slice();
     let kind = kind_name(d.type_.enum_value_or_default());
     let now = unix_now();
-    forget_past_epochs(c, gid, d.group_seq)?;
+    forget_past_epochs(c, gid, d.group_seq, loaded)?;
+    if d.kind.enum_value_or_default() != DeliveryKind::MLS_MESSAGE {
+        loaded.forget(gid);
+    }
     match d.kind.enum_value_or_default() {
         DeliveryKind::MEMBERSHIP => {
             let change = d.change.get_or_default();
@@ -105,7 +110,7 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
             let Some(group) = groups::by_group_id(c, gid)? else {
                 return Err(StoreError::Refused(format!("a message of group {} we are not in", mls_group::short_id(gid))));
             };
-            let received = match mls_group::receive(c, gid, &env.ciphertext) {
+            let received = match mls_group::receive_with(c, loaded, gid, &env.ciphertext) {
                 Ok(received) => received,
                 // A commit this device cannot process (it missed one, or a member sent one that
                 // does not apply) would leave it behind for good: it rejoins by external commit
@@ -143,8 +148,9 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView) -> StoreResult
 /// Forward secrecy: a delivery past our latest accepted commit means nothing of the epochs
 /// before it can arrive any more (the platform orders everything), so their secrets go (and
 /// the writer checkpoints after the batch, `e2e::wal`).
-fn forget_past_epochs(c: &Connection, gid: &[u8], group_seq: u64) -> StoreResult<()> {
+fn forget_past_epochs(c: &Connection, gid: &[u8], group_seq: u64, loaded: &GroupCache) -> StoreResult<()> {
     if groups::passed_own_commit(c, gid, group_seq)? {
+        loaded.forget(gid);
         mls_group::delete_past_epochs(c, gid)?;
     }
     Ok(())

@@ -122,7 +122,7 @@ fn mls_message(sender: u64, message_id: u64, ciphertext: Vec<u8>) -> InboxEnvelo
 
 fn import_one(bot: &BotShared, env: InboxEnvelope) -> Result<(), crate::gateway::store::StoreError> {
     let me = me(bot);
-    bot.store.write(move |c| import(c, &env, &me))
+    bot.store.write(move |c| import(c, &env, &me, &crate::e2e::group::GroupCache::default()))
 }
 
 fn status(bot: &BotShared) -> Option<Membership> {
