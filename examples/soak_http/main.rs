@@ -1457,12 +1457,18 @@ fn run() -> i32 {
     let judged_before = judged(&inventory_before, &state_dir);
 
     // ── Barrage ──
+    // Another value in the secret's last hex digit (the secret is read in either case, so
+    // changing only the case, 'a' to 'A', would still be the real token).
     let wrong_token = {
         let mut t = token.clone().into_bytes();
         let last = t.last_mut().expect("token");
-        *last = if *last == b'A' { b'B' } else { b'A' };
+        *last = if *last == b'0' { b'1' } else { b'0' };
         String::from_utf8(t).expect("ascii token")
     };
+    assert!(
+        bot_gateway::wire::token::parse(&wrong_token).map(|w| w.secret) != bot_gateway::wire::token::parse(&token).map(|t| t.secret),
+        "the wrong token must be another secret"
+    );
     let ctxs: Vec<Ctx> = [format!("/bot{token}"), format!("/bot{wrong_token}"), "/bot".to_string()]
         .into_iter()
         .map(|prefix| Ctx { prefix, real_token: token.clone() })
