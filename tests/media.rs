@@ -362,6 +362,18 @@ fn a_person_sends_and_downloads_files_with_the_client() {
     let n = alice.download(&bot, message_id, &out).expect("download");
     assert_eq!(n, 13);
     assert_eq!(std::fs::read(&out).expect("read"), b"bot bytes \x00\x01\x02");
+
+    // Nothing inside the profile directory is sent or written: its database is opened by
+    // SQLite alone, never replaced by a download, never handed to a peer.
+    let database = alice.dir().join("profile.db");
+    let refused = alice.send_file(&bot, &database, None, "").expect_err("the profile's database is never sent");
+    assert!(refused.to_string().contains("inside the profile directory"), "{refused}");
+    let before = std::fs::metadata(&database).expect("database").len();
+    let refused = alice.download(&bot, message_id, &database).expect_err("a download never replaces the database");
+    assert!(refused.to_string().contains("inside the profile directory"), "{refused}");
+    assert!(alice.download(&bot, message_id, &alice.dir().join("other.bin")).is_err(), "nor lands anywhere in the profile");
+    assert_eq!(std::fs::metadata(&database).expect("database").len(), before);
+    assert!(!alice.dir().join("other.bin").exists());
 }
 
 /// The platform dies while the gateway fetches a file: the download is an error and not one

@@ -94,6 +94,7 @@ impl Profile {
             let what = format!("{what} {shown}");
             move |source| ClientError::Io { what, source }
         };
+        self.outside_profile(path, "sent")?;
         let mut file = File::open(path).map_err(io_err("opening"))?;
         let meta = file.metadata().map_err(io_err("reading"))?;
         if !meta.is_file() {
@@ -146,6 +147,7 @@ impl Profile {
         if !content.has_media() {
             return Err(ClientError::Invalid(format!("{message} carries no file")));
         }
+        self.outside_profile(out, "written")?;
         let media = content.media();
         let what = || format!("the file of {message}");
         let source = FileSource::of(media).ok_or_else(|| {
@@ -170,6 +172,33 @@ impl Profile {
                 Err(ClientError::Io { what: format!("writing {} to {}", what(), out.display()), source })
             }
         }
+    }
+}
+
+impl Profile {
+    /// Refuses a path inside the profile directory: its database must only ever be opened by
+    /// SQLite (a descriptor of it opened and closed elsewhere in this process drops SQLite's
+    /// locks: "How To Corrupt An SQLite Database File", 2.2), a download must not replace it, and
+    /// sending it would hand a peer this device's secrets.
+    fn outside_profile(&self, path: &Path, what: &str) -> Result<()> {
+        // A path that does not exist yet (a download's target) is judged by its directory.
+        let resolved = match path.canonicalize() {
+            Ok(p) => p,
+            Err(_) => {
+                let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                let name = path.file_name().unwrap_or_default();
+                parent.canonicalize().map(|p| p.join(name)).unwrap_or_else(|_| path.to_path_buf())
+            }
+        };
+        let profile = self.dir().canonicalize().unwrap_or_else(|_| self.dir().to_path_buf());
+        if resolved.starts_with(&profile) {
+            return Err(ClientError::Invalid(format!(
+                "{} is inside the profile directory {}: a file there is never {what}",
+                path.display(),
+                self.dir().display()
+            )));
+        }
+        Ok(())
     }
 }
 
