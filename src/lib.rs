@@ -18,6 +18,7 @@ pub mod crypto;
 pub mod e2e;
 pub mod gateway;
 pub mod http;
+pub mod memory;
 pub mod migrations;
 pub mod platform;
 pub mod signals;

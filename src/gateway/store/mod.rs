@@ -177,7 +177,8 @@ struct StoreInner {
     created: bool,
     key: [u8; 32],
     writer: Writer,
-    readers: Mutex<Vec<Connection>>,
+    /// Read-only connections not in use; emptied when the store goes idle.
+    readers: Arc<Mutex<Vec<Connection>>>,
     notifier: Arc<Notifier>,
 }
 
@@ -195,6 +196,20 @@ fn open_connection(path: &Path, key: &[u8; 32], flags: OpenFlags) -> Result<Conn
     // Reading the schema is the first access that needs the key: a wrong key fails here.
     conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))?;
     Ok(conn)
+}
+
+/// What an idle store lets go of, in its writer thread: the writer's prepared statements and
+/// page cache, and the pooled readers (closed; the next read opens one). A thousand idle bots
+/// would otherwise keep about half a MiB each of pages read at start-up (docs/decisions.md,
+/// "Many bots"). A busy store keeps everything: it is only idle after `IDLE_TRIM` without a write.
+fn release_idle(conn: &Connection, readers: &Mutex<Vec<Connection>>) {
+    conn.flush_prepared_statement_cache();
+    if let Err(e) = conn.execute_batch("PRAGMA shrink_memory") {
+        log::debug!("state database: shrink_memory failed: {e}");
+    }
+    let closed = std::mem::take(&mut *readers.lock().expect("reader pool lock"));
+    drop(closed);
+    crate::memory::release_freed();
 }
 
 impl Store {
@@ -229,10 +244,11 @@ impl Store {
             }
         }
         let notifier = Arc::new(Notifier::default());
-        let writer = Writer::start(conn, name, notifier.clone()).map_err(StoreOpenError::Writer)?;
-        Ok(Store {
-            inner: Arc::new(StoreInner { path: path.to_path_buf(), created, key, writer, readers: Mutex::new(Vec::new()), notifier }),
-        })
+        let readers = Arc::new(Mutex::new(Vec::new()));
+        let pool = readers.clone();
+        let on_idle = Box::new(move |conn: &Connection| release_idle(conn, &pool));
+        let writer = Writer::start(conn, name, notifier.clone(), writer::IDLE_TRIM, on_idle).map_err(StoreOpenError::Writer)?;
+        Ok(Store { inner: Arc::new(StoreInner { path: path.to_path_buf(), created, key, writer, readers, notifier }) })
     }
 
     /// Runs `f` in the writer thread inside a transaction and waits for the commit.
@@ -363,5 +379,41 @@ mod tests {
             .expect("query");
         assert_eq!(secure_delete, 1, "freed pages are zeroed (forward secrecy of deleted MLS secrets)");
         assert!(mls_tables >= 8, "openmls' tables are created at open ({mls_tables})");
+    }
+
+    #[test]
+    fn an_idle_store_closes_its_pooled_readers_and_reads_again_after() {
+        crate::crypto::init();
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&tmp.path().join("s.db"), &[6u8; 32], &"ab".repeat(32), "t").expect("open");
+        store.set_meta("k", "v".into()).expect("write");
+        assert_eq!(store.meta("k").expect("read"), Some("v".to_string()));
+        assert_eq!(store.inner.readers.lock().expect("pool").len(), 1, "the reader went back to the pool");
+        let readers = store.inner.readers.clone();
+        store.write(move |c| {
+            release_idle(c, &readers);
+            Ok(())
+        })
+        .expect("idle release in the writer");
+        assert!(store.inner.readers.lock().expect("pool").is_empty(), "pooled readers closed");
+        assert_eq!(store.meta("k").expect("a new reader"), Some("v".to_string()));
+        store.set_meta("k", "w".into()).expect("the writer still writes");
+        assert_eq!(store.meta("k").expect("read"), Some("w".to_string()));
+    }
+
+    /// SQLCipher is built without its mlock (`.cargo/config.toml`): each lock split a heap
+    /// mapping, and a gateway of a thousand bots ran out of mappings. Nothing in the process
+    /// locks memory, so any locked page is SQLCipher's.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn sqlcipher_locks_no_memory() {
+        crate::crypto::init();
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&tmp.path().join("s.db"), &[5u8; 32], &"ab".repeat(32), "t").expect("open");
+        store.set_meta("k", "v".into()).expect("write");
+        assert_eq!(store.meta("k").expect("read"), Some("v".to_string()));
+        let status = std::fs::read_to_string("/proc/self/status").expect("status");
+        let locked = status.lines().find(|l| l.starts_with("VmLck:")).expect("VmLck line");
+        assert_eq!(locked.split_whitespace().nth(1), Some("0"), "no locked memory: {locked}");
     }
 }

@@ -7,20 +7,29 @@
 //!
 //! A batch in which a job deleted secrets (past MLS epochs) is followed by a WAL checkpoint
 //! (`e2e::wal`): no old page images of them stay in the `-wal` file.
+//!
+//! A writer that has had no job for [`IDLE_TRIM`] runs its `on_idle` once (the store drops its
+//! caches there), then waits for the next job without a timeout.
 
 use std::thread;
+use std::time::Duration;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use rusqlite::Connection;
 
 use super::{Notifier, Result, StoreError};
 use std::sync::Arc;
 
 /// Jobs queued before callers block; callers wait for their commit anyway, so this only
-/// bounds how many threads can have a job in flight.
-const QUEUE_CAPACITY: usize = 1024;
+/// bounds how many threads can have a job in flight. (Allocated whole for every bot.)
+const QUEUE_CAPACITY: usize = 256;
 /// Jobs committed together at most.
 const MAX_BATCH: usize = 256;
+/// How long without a job makes a store idle.
+pub const IDLE_TRIM: Duration = Duration::from_secs(10);
+
+/// What a writer does once when its store goes idle, with its connection.
+pub type OnIdle = Box<dyn Fn(&Connection) + Send>;
 
 /// A job runs against the transaction and returns whether it succeeded plus the reply to
 /// deliver once the outcome of the commit is known.
@@ -48,9 +57,18 @@ impl Drop for Writer {
 
 impl Writer {
     /// Starts the writer thread, named `thread_name` (15 bytes at most).
-    pub fn start(conn: Connection, thread_name: &str, notifier: Arc<Notifier>) -> std::io::Result<Writer> {
+    /// `on_idle` runs once each time no job came for `idle_after` ([`IDLE_TRIM`] in a store).
+    pub fn start(
+        conn: Connection,
+        thread_name: &str,
+        notifier: Arc<Notifier>,
+        idle_after: Duration,
+        on_idle: OnIdle,
+    ) -> std::io::Result<Writer> {
         let (tx, rx) = bounded::<Job>(QUEUE_CAPACITY);
-        let thread = thread::Builder::new().name(thread_name.to_string()).spawn(move || run(conn, rx, notifier))?;
+        let thread = thread::Builder::new()
+            .name(thread_name.to_string())
+            .spawn(move || run(conn, rx, notifier, idle_after, on_idle))?;
         Ok(Writer { jobs: Some(tx), thread: Some(thread) })
     }
 
@@ -76,9 +94,21 @@ impl Writer {
     }
 }
 
-fn run(conn: Connection, jobs: Receiver<Job>, notifier: Arc<Notifier>) {
+fn run(conn: Connection, jobs: Receiver<Job>, notifier: Arc<Notifier>, idle_after: Duration, on_idle: OnIdle) {
+    let mut idle = false;
     // Ends when every Writer (Sender) is dropped.
-    while let Ok(first) = jobs.recv() {
+    loop {
+        let next = if idle { jobs.recv().map_err(|_| RecvTimeoutError::Disconnected) } else { jobs.recv_timeout(idle_after) };
+        let first = match next {
+            Ok(job) => job,
+            Err(RecvTimeoutError::Timeout) => {
+                on_idle(&conn);
+                idle = true;
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        idle = false;
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match jobs.try_recv() {
@@ -133,7 +163,7 @@ mod tests {
         let path = tmp.path().join("w.db");
         let conn = Connection::open(&path).expect("open");
         conn.execute_batch("CREATE TABLE t (v INTEGER UNIQUE)").expect("schema");
-        let w = Writer::start(conn, "test", Arc::new(Notifier::default())).expect("writer");
+        let w = Writer::start(conn, "test", Arc::new(Notifier::default()), IDLE_TRIM, Box::new(|_| {})).expect("writer");
         w.write(|c| Ok(c.execute("INSERT INTO t VALUES (1)", [])?)).expect("first");
         let dup = w.write(|c| {
             c.execute("INSERT INTO t VALUES (2)", [])?;
@@ -144,5 +174,32 @@ mod tests {
             .write(|c| Ok(c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))?))
             .expect("count");
         assert_eq!(n, 1, "the failed job's first insert was rolled back with it");
+    }
+
+    #[test]
+    fn an_idle_writer_runs_on_idle_once_per_quiet_spell_and_keeps_serving() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let conn = Connection::open_in_memory().expect("open");
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counted = runs.clone();
+        let on_idle: OnIdle = Box::new(move |c| {
+            c.execute_batch("PRAGMA shrink_memory").expect("a usable connection");
+            counted.fetch_add(1, Ordering::SeqCst);
+        });
+        let w = Writer::start(conn, "test", Arc::new(Notifier::default()), Duration::from_millis(30), on_idle).expect("writer");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while runs.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "idle once");
+        thread::sleep(Duration::from_millis(150));
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "not again until a job came: it waits without a timeout");
+        let one: i64 = w.write(|c| Ok(c.query_row("SELECT 1", [], |r| r.get(0))?)).expect("a job after idling");
+        assert_eq!(one, 1);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while runs.load(Ordering::SeqCst) == 1 && std::time::Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 2, "idle again after the job");
     }
 }
