@@ -256,20 +256,34 @@ fn a_refused_credential_says_disabled_or_replaced_and_what_to_do() {
 }
 
 /// A thread dump names every thread of the gateway by its job and its bot (docs/operations.md,
-/// "Threads"): the per-bot threads, and gRPC core's completion queue of the bot's channel.
+/// "Threads"): the per-bot threads, the webhook's once a webhook is set, and gRPC core's
+/// completion queues that every bot's channel shares.
 #[cfg(target_os = "linux")]
 #[test]
 fn every_thread_of_a_bot_is_named_after_its_number() {
     let w = World::start("named_bot");
     let pid = w.gateway.proc.child.id();
-    let names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .expect("the gateway's threads")
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
-        .map(|n| n.trim().to_string())
-        .collect();
-    for expected in ["bot-gateway", "wr/1", "ins/1", "in/1", "out/1", "wh/1", "whr/1", "grpc-1-0", "compat-http-acc"] {
-        assert!(names.iter().any(|n| n == expected), "no thread {expected} in {names:?}");
+    let names = || -> Vec<String> {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .expect("the gateway's threads")
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+            .map(|n| n.trim().to_string())
+            .collect()
+    };
+    let now = names();
+    for expected in ["bot-gateway", "wr/1", "ins/1", "in/1", "out/1", "grpc-cq-0", "compat-http-acc"] {
+        assert!(now.iter().any(|n| n == expected), "no thread {expected} in {now:?}");
     }
-    assert!(!names.iter().any(|n| n.starts_with("grpc-poll")), "an unnamed completion queue: {names:?}");
+    assert!(!now.iter().any(|n| n == "wh/1" || n == "whr/1"), "a polling bot has no webhook threads: {now:?}");
+    assert!(!now.iter().any(|n| n.starts_with("grpc-poll") || n.starts_with("grpc-1-")), "a completion queue of its own: {now:?}");
+    // The first setWebhook starts them (nothing listens there: delivery just fails and retries).
+    let url = format!("http://127.0.0.1:{}/hook", free_port());
+    let (status, body) = w.gateway.call("setWebhook", json!({ "url": url }));
+    assert_eq!(status, 200, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(names().iter().any(|n| n == "wh/1") && names().iter().any(|n| n == "whr/1")) {
+        assert!(Instant::now() < deadline, "no webhook threads after setWebhook: {:?}", names());
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -47,7 +47,7 @@ pub fn run(path: &Path, connect: bool) -> bool {
     }
     if connect {
         for bot in &config.bots {
-            match registration::connect_checked(&config.bot_platform_endpoint, bot, "grpc-check") {
+            match registration::connect_checked(&config.bot_platform_endpoint, bot) {
                 Ok(_) => r.ok(format!(
                     "bot @{}: {} accepts the token; username and first_name match",
                     bot.username, config.bot_platform_endpoint

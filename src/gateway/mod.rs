@@ -28,7 +28,8 @@ pub mod webhook;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{json, Value};
 
@@ -206,32 +207,7 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
     let compat_socket = bind("compat_listen_addr", config.compat_listen_addr)?;
     let ext_socket = bind("extensions_listen_addr", config.extensions_listen_addr)?;
 
-    let mut bots = HashMap::new();
-    let mut running = Vec::new();
-    for (i, bot) in config.bots.iter().enumerate() {
-        let name = &bot.username;
-        let index = i + 1;
-        log::info!("bot #{index} is @{name}: its threads are wr/{index}, ins/{index}, in/{index}, out/{index}, wh/{index}, whr/{index}");
-        let db = state.bot_database(bot.compat_user_id);
-        let store = store::Store::open(&db, &bot.recovery_secret, &bot.bot_id_hex, &threads::thread_name("wr", index))
-            .map_err(|why| StartError::Store { bot: name.clone(), why: Box::new(why) })?;
-        let platform = match registration::register_or_resume(&config.bot_platform_endpoint, bot, index, &store) {
-            Ok(p) => p,
-            Err(why) => {
-                store.discard_new();
-                return Err(StartError::Registration { bot: name.clone(), why });
-            }
-        };
-        let shared = Arc::new(BotShared::new(bot, store, Arc::new(platform)).with_delivery(config.delivery.clone()));
-        if let Err(e) = inbox::replenish_prekeys(&shared) {
-            log::warn!("bot @{name}: one-time prekey top-up failed: {e}");
-        }
-        let upkeep = inbox::SignedPrekeyUpkeep::at_start(&shared);
-        let threads = threads::BotThreads::start(&shared, index, upkeep)
-            .map_err(|why| StartError::Thread { bot: name.clone(), why })?;
-        running.push(threads);
-        bots.insert(bot.compat_user_id, shared);
-    }
+    let (bots, running) = start_bots(&config, &state)?;
     let bot_count = bots.len();
     let gateway = Arc::new(Gateway { bots, bot_api: OnceLock::new() });
 
@@ -273,6 +249,85 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
     drop(state);
     log::info!("stopped");
     Ok(())
+}
+
+/// Bots started at once: a start is mostly waiting (round trips to the platform, fsyncs), so
+/// a gateway of a thousand bots starts several at a time.
+const STARTERS: usize = 4;
+
+/// Opens, registers and starts every bot of the config, `STARTERS` at a time (threads
+/// `start-<i>`, joined before this returns). The first failure in config order is the error.
+/// A started bot: its shared state and its threads.
+type Started = (Arc<BotShared>, threads::BotThreads);
+/// Every bot started: by user id, and their threads.
+type StartedBots = (HashMap<u64, Arc<BotShared>>, Vec<threads::BotThreads>);
+
+fn start_bots(config: &config::Config, state: &state_dir::StateDir) -> Result<StartedBots, StartError> {
+    let next = AtomicUsize::new(0);
+    let results: Vec<Mutex<Option<Result<Started, StartError>>>> =
+        config.bots.iter().map(|_| Mutex::new(None)).collect();
+    let failed = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for k in 0..STARTERS.min(config.bots.len()) {
+            let (next, results, failed) = (&next, &results, &failed);
+            let starter = move || loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                // After a failure the rest are not started: the gateway will not run.
+                if i >= config.bots.len() || failed.load(Ordering::SeqCst) {
+                    return;
+                }
+                let outcome = start_bot(config, state, i);
+                if outcome.is_err() {
+                    failed.store(true, Ordering::SeqCst);
+                }
+                *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
+            };
+            if let Err(e) = std::thread::Builder::new().name(format!("start-{k}")).spawn_scoped(scope, starter) {
+                log::error!("cannot start a bot starter thread: {e}");
+            }
+        }
+    });
+    let mut bots = HashMap::new();
+    let mut running = Vec::new();
+    for result in results {
+        match result.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(Ok((shared, threads))) => {
+                bots.insert(shared.compat_user_id, shared);
+                running.push(threads);
+            }
+            Some(Err(e)) => return Err(e),
+            // Not started because another failed (that error comes in its place), or no
+            // starter thread could run at all.
+            None if failed.load(Ordering::SeqCst) => continue,
+            None => return Err(StartError::Thread { bot: "(all)".into(), why: std::io::Error::other("no bot starter thread could run") }),
+        }
+    }
+    Ok((bots, running))
+}
+
+/// Opens, registers and starts the bot at `i` in the config.
+fn start_bot(config: &config::Config, state: &state_dir::StateDir, i: usize) -> Result<Started, StartError> {
+    let bot = &config.bots[i];
+    let name = &bot.username;
+    let index = i + 1;
+    log::info!("bot #{index} is @{name}: its threads are wr/{index}, ins/{index}, in/{index}, out/{index} (and wh/{index}, whr/{index} once a webhook is set)");
+    let db = state.bot_database(bot.compat_user_id);
+    let store = store::Store::open(&db, &bot.recovery_secret, &bot.bot_id_hex, &threads::thread_name("wr", index))
+        .map_err(|why| StartError::Store { bot: name.clone(), why: Box::new(why) })?;
+    let platform = match registration::register_or_resume(&config.bot_platform_endpoint, bot, &store) {
+        Ok(p) => p,
+        Err(why) => {
+            store.discard_new();
+            return Err(StartError::Registration { bot: name.clone(), why });
+        }
+    };
+    let shared = Arc::new(BotShared::new(bot, store, Arc::new(platform)).with_delivery(config.delivery.clone()));
+    if let Err(e) = inbox::replenish_prekeys(&shared) {
+        log::warn!("bot @{name}: one-time prekey top-up failed: {e}");
+    }
+    let upkeep = inbox::SignedPrekeyUpkeep::at_start(&shared);
+    let threads = threads::BotThreads::start(&shared, index, upkeep).map_err(|why| StartError::Thread { bot: name.clone(), why })?;
+    Ok((shared, threads))
 }
 
 /// Raises the soft limit on open descriptors to the hard limit (systemd's default soft limit

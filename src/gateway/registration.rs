@@ -63,10 +63,10 @@ impl From<StoreError> for RegistrationError {
 
 /// Connects, registers this runtime as a device if the state is new, checks the credential,
 /// and returns the platform port authenticated as that device.
-pub fn register_or_resume(endpoint: &str, bot: &BotConfig, index: usize, store: &Store) -> Result<GrpcPort, RegistrationError> {
+pub fn register_or_resume(endpoint: &str, bot: &BotConfig, store: &Store) -> Result<GrpcPort, RegistrationError> {
     let at = format!("bot @{}", bot.username);
     // Before registering anything: a refused config must not leave a device behind.
-    let mut port = connect_checked(endpoint, bot, &format!("grpc-{index}"))?;
+    let mut port = connect_checked(endpoint, bot)?;
     let existing = store.read(|c| Ok(e2e::registration(c)?))?;
     let reg = match existing {
         Some(reg) if reg.user_id != bot.compat_user_id => {
@@ -90,10 +90,10 @@ pub fn register_or_resume(endpoint: &str, bot: &BotConfig, index: usize, store: 
 
 /// Connects to the platform and checks, without registering anything, that the token is the
 /// bot's current one and its username and first_name are the platform's: what start-up does
-/// first, and all that `check-config --connect` does. The channel's completion-queue thread is
-/// `<thread>-0`.
-pub fn connect_checked(endpoint: &str, bot: &BotConfig, thread: &str) -> Result<GrpcPort, RegistrationError> {
-    let platform = Platform::connect_named(endpoint, Credential::Bot { token: bot.token.clone(), device_id: None }, thread)
+/// first, and all that `check-config --connect` does. The channel runs on the completion
+/// queues every bot shares (`grpc-cq-<i>`).
+pub fn connect_checked(endpoint: &str, bot: &BotConfig) -> Result<GrpcPort, RegistrationError> {
+    let platform = Platform::connect_shared(endpoint, Credential::Bot { token: bot.token.clone(), device_id: None })
         .map_err(RegistrationError::Endpoint)?;
     if !platform.wait_connected(CONNECT_TIMEOUT) {
         return Err(RegistrationError::Unreachable { endpoint: endpoint.to_string() });

@@ -45,10 +45,16 @@ pub struct BotShared {
     pub outbox: Outbox,
     /// Wakes the webhook thread (setWebhook, deleteWebhook, revocation, stop).
     pub webhook: Wake,
+    /// Starts `wh/<n>` and `whr/<n>` when the bot first needs them (a webhook set at start or
+    /// by `setWebhook`): a bot that polls never has them. Installed by `threads::BotThreads`.
+    webhook_threads: Mutex<Option<WebhookStarter>>,
     stop: Stop,
     /// Ends the platform's Inbox stream that `ins/<n>` is blocked on, at stop.
     stream_cancel: Mutex<Option<futures::channel::oneshot::Sender<()>>>,
 }
+
+/// Starts the webhook threads of a bot if they are not running yet (idempotent).
+pub type WebhookStarter = Box<dyn Fn() -> std::io::Result<()> + Send + Sync>;
 
 /// A wake-up for a thread that re-reads everything when it wakes: one pending wake-up is
 /// enough, so waking never blocks.
@@ -258,6 +264,7 @@ impl BotShared {
             metrics: Default::default(),
             outbox: Outbox::new(),
             webhook: Wake::new(),
+            webhook_threads: Mutex::new(None),
             stop: {
                 let (tx, rx) = bounded(0);
                 Stop { tx: Mutex::new(Some(tx)), rx }
@@ -270,6 +277,20 @@ impl BotShared {
     pub fn with_delivery(mut self, delivery: Delivery) -> BotShared {
         self.delivery = delivery;
         self
+    }
+
+    /// How `start_webhook` starts the webhook threads.
+    pub fn install_webhook_starter(&self, starter: WebhookStarter) {
+        *self.webhook_threads.lock().unwrap_or_else(|e| e.into_inner()) = Some(starter);
+    }
+
+    /// Wakes the webhook thread, first starting it (and `whr/<n>`) if the bot has none yet.
+    pub fn start_webhook(&self) -> std::io::Result<()> {
+        if let Some(start) = self.webhook_threads.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            start()?;
+        }
+        self.webhook.wake();
+        Ok(())
     }
 
     /// Ends what HTTP workers wait for, first of all at shutdown, so the listeners can join

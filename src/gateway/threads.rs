@@ -10,16 +10,20 @@
 //! | `ins/<n>` | holds the platform's Inbox stream (`inbox::stream_loop`) |
 //! | `in/<n>` | decrypts, commits, acknowledges (`inbox::import_loop`) |
 //! | `out/<n>` | seals and sends the outbox (`outbox::run`) |
-//! | `wh/<n>` | webhook delivery (`webhook::worker`) |
+//! | `wh/<n>` | webhook delivery (`webhook::worker`), from the first time a webhook is set |
 //! | `whv/<n>` | during a webhook run, checks the credential one attempt ahead (scoped, in `webhook.rs`) |
-//! | `whr/<n>` | runs webhook replies (`api::replies::run_loop`) |
+//! | `whr/<n>` | runs webhook replies (`api::replies::run_loop`), started with `wh/<n>` |
+//!
+//! `wh/<n>` and `whr/<n>` start with the bot when its webhook is set, else at its first
+//! `setWebhook` (`BotShared::start_webhook`), and then run until the bot stops: a bot that
+//! polls never has them, which is most of a thousand bots' threads saved.
 //!
 //! A thread that panics is logged and recorded in the bot's status, so `/healthz` reports the
 //! bot unhealthy (503) instead of leaving it silently half-alive.
 
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::Instant;
 
@@ -37,56 +41,59 @@ pub fn thread_name(role: &str, index: usize) -> String {
 /// The running threads of one bot.
 pub struct BotThreads {
     shared: Arc<BotShared>,
-    index: usize,
-    running: Vec<(String, JoinHandle<()>)>,
-    /// Each thread says here that it ended (also by panicking); unbounded: one message per
-    /// thread, six at most.
-    ended_tx: Sender<String>,
+    running: Arc<Mutex<Running>>,
     ended_rx: Receiver<String>,
 }
 
+/// The threads started so far (the webhook's may join later, from an HTTP worker).
+struct Running {
+    index: usize,
+    handles: Vec<(String, JoinHandle<()>)>,
+    /// Each thread says here that it ended (also by panicking); unbounded: one message per
+    /// thread, six at most.
+    ended_tx: Sender<String>,
+    webhook_started: bool,
+}
+
 impl BotThreads {
-    /// Starts every thread of the bot at `index` (1-based, its place in the config).
+    /// Starts every thread of the bot at `index` (1-based, its place in the config); the
+    /// webhook's only if a webhook is set.
     pub fn start(shared: &Arc<BotShared>, index: usize, upkeep: SignedPrekeyUpkeep) -> io::Result<BotThreads> {
         let (ended_tx, ended_rx) = unbounded();
-        let mut t = BotThreads { shared: shared.clone(), index, running: Vec::new(), ended_tx, ended_rx };
+        let running = Arc::new(Mutex::new(Running { index, handles: Vec::new(), ended_tx, webhook_started: false }));
+        let t = BotThreads { shared: shared.clone(), running, ended_rx };
         let (envelopes_tx, envelopes_rx) = inbox::channel();
         t.spawn("ins", move |s| inbox::stream_loop(s, envelopes_tx))?;
         t.spawn("in", move |s| inbox::import_loop(s, envelopes_rx, upkeep))?;
         t.spawn("out", outbox::run)?;
-        let (answers_tx, answers_rx) = webhook::answers();
-        t.spawn("whr", move |s| api::replies::run_loop(s, answers_rx))?;
-        let deliver = webhook::worker(shared.clone(), answers_tx)?;
-        t.spawn("wh", move |_| deliver())?;
+        // The starter holds the bot weakly: BotShared keeps it, and must still be dropped.
+        let (weak, running) = (Arc::downgrade(shared), Arc::downgrade(&t.running));
+        shared.install_webhook_starter(Box::new(move || start_webhook(&weak, &running)));
+        // A webhook left set by the last run (or a store that cannot say) starts them now.
+        if shared.store.read(super::store::webhook::is_set).unwrap_or(true) {
+            start_webhook(&Arc::downgrade(shared), &Arc::downgrade(&t.running))?;
+        }
         Ok(t)
     }
 
-    fn spawn(&mut self, role: &str, body: impl FnOnce(Arc<BotShared>) + Send + 'static) -> io::Result<()> {
-        let name = thread_name(role, self.index);
-        let (shared, ended, label) = (self.shared.clone(), self.ended_tx.clone(), name.clone());
-        let handle = thread::Builder::new().name(name.clone()).spawn(move || {
-            let watched = shared.clone();
-            if catch_unwind(AssertUnwindSafe(|| body(shared))).is_err() {
-                watched.thread_failed(&label);
-            }
-            let _ = ended.send(label);
-        })?;
-        self.running.push((name, handle));
-        Ok(())
+    fn spawn(&self, role: &str, body: impl FnOnce(Arc<BotShared>) + Send + 'static) -> io::Result<()> {
+        spawn(&self.shared, &mut self.running.lock().expect("running threads lock"), role, body)
     }
 
     /// Stops every thread and joins those that end before `deadline`; one still blocked then
     /// (a platform stream waiting on the network) is logged and left to the process exit.
-    pub fn stop(mut self, deadline: Instant) {
+    pub fn stop(self, deadline: Instant) {
+        // Stopping first: a webhook start after this sees it and starts nothing.
         self.shared.stop();
+        let handles = std::mem::take(&mut self.running.lock().expect("running threads lock").handles);
         let mut ended = Vec::new();
-        while ended.len() < self.running.len() {
+        while ended.len() < handles.len() {
             match self.ended_rx.recv_deadline(deadline) {
                 Ok(name) => ended.push(name),
                 Err(_) => break,
             }
         }
-        for (name, handle) in self.running.drain(..) {
+        for (name, handle) in handles {
             if ended.contains(&name) {
                 let _ = handle.join();
             } else {
@@ -94,6 +101,44 @@ impl BotThreads {
             }
         }
     }
+}
+
+/// Starts `role/<n>` running `body`, watched: a panic marks the bot unhealthy.
+fn spawn(
+    shared: &Arc<BotShared>,
+    running: &mut Running,
+    role: &str,
+    body: impl FnOnce(Arc<BotShared>) + Send + 'static,
+) -> io::Result<()> {
+    let name = thread_name(role, running.index);
+    let (shared, ended, label) = (shared.clone(), running.ended_tx.clone(), name.clone());
+    let handle = thread::Builder::new().name(name.clone()).spawn(move || {
+        let watched = shared.clone();
+        if catch_unwind(AssertUnwindSafe(|| body(shared))).is_err() {
+            watched.thread_failed(&label);
+        }
+        let _ = ended.send(label);
+    })?;
+    running.handles.push((name, handle));
+    Ok(())
+}
+
+/// Starts `wh/<n>` and `whr/<n>` unless they run already or the bot is stopping.
+fn start_webhook(shared: &Weak<BotShared>, running: &Weak<Mutex<Running>>) -> io::Result<()> {
+    let (Some(shared), Some(running)) = (shared.upgrade(), running.upgrade()) else {
+        return Ok(());
+    };
+    let mut running = running.lock().expect("running threads lock");
+    if running.webhook_started || shared.is_stopping() {
+        return Ok(());
+    }
+    let (answers_tx, answers_rx) = webhook::answers();
+    let deliver = webhook::worker(shared.clone(), answers_tx)?;
+    spawn(&shared, &mut running, "whr", move |s| api::replies::run_loop(s, answers_rx))?;
+    spawn(&shared, &mut running, "wh", move |_| deliver())?;
+    running.webhook_started = true;
+    log::info!("bot @{}: webhook delivery started (wh/{n}, whr/{n})", shared.username, n = running.index);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -120,7 +165,8 @@ mod panic_tests {
     fn a_panicking_thread_marks_the_bot_unhealthy_and_stop_joins_the_rest() {
         let (_dir, shared) = bot();
         let (ended_tx, ended_rx) = unbounded();
-        let mut t = BotThreads { shared: shared.clone(), index: 3, running: Vec::new(), ended_tx, ended_rx };
+        let running = Running { index: 3, handles: Vec::new(), ended_tx, webhook_started: false };
+        let t = BotThreads { shared: shared.clone(), running: Arc::new(Mutex::new(running)), ended_rx };
         t.spawn("boom", |_| panic!("a thread panic (expected by the test)")).expect("spawn");
         t.spawn("out", outbox::run).expect("spawn");
         let ended = t.ended_rx.recv_timeout(Duration::from_secs(10)).expect("the panicking thread ended");

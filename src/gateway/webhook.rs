@@ -22,7 +22,7 @@
 //! interrupts the wait.
 
 use std::io::{self, Read};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, select, Receiver, RecvTimeoutError, Sender};
@@ -81,7 +81,7 @@ pub fn worker(shared: Arc<BotShared>, replies: Sender<Answer>) -> io::Result<imp
 /// native TLS with the system's trust store.
 fn agent() -> Result<ureq::Agent, native_tls::Error> {
     Ok(ureq::AgentBuilder::new()
-        .tls_connector(Arc::new(native_tls::TlsConnector::new()?))
+        .tls_connector(tls_connector()?)
         .timeout_connect(CONNECT_TIMEOUT)
         .timeout_read(READ_TIMEOUT)
         .timeout_write(WRITE_TIMEOUT)
@@ -89,6 +89,20 @@ fn agent() -> Result<ureq::Agent, native_tls::Error> {
         .max_idle_connections_per_host(1)
         .user_agent(concat!("bot-gateway/", env!("CARGO_PKG_VERSION")))
         .build())
+}
+
+/// The TLS configuration every bot's agent shares. Building one parses the system's whole
+/// trust store: about 1 MiB and most of a bot's start-up, which a gateway of a thousand bots
+/// must not pay a thousand times. (An OpenSSL context is safe to share between threads.)
+fn tls_connector() -> Result<Arc<native_tls::TlsConnector>, native_tls::Error> {
+    static SHARED: Mutex<Option<Arc<native_tls::TlsConnector>>> = Mutex::new(None);
+    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(connector) = shared.as_ref() {
+        return Ok(connector.clone());
+    }
+    let connector = Arc::new(native_tls::TlsConnector::new()?);
+    *shared = Some(connector.clone());
+    Ok(connector)
 }
 
 fn backoff_start() -> Duration {
@@ -133,8 +147,12 @@ fn run(shared: Arc<BotShared>, agent: ureq::Agent, commits: Receiver<()>, replie
             }
             continue;
         }
-        // Signals of commits we are about to read anyway (see Notifier::subscribe).
+        // Signals of commits and of configuration changes we are about to read anyway (see
+        // Notifier::subscribe). A change signalled before the run would otherwise end every
+        // run at its first update, and the loop would spin without delivering: setWebhook
+        // while a run was under way, or the wake that follows starting this thread.
         while commits.try_recv().is_ok() {}
+        while control.try_recv().is_ok() {}
         match deliver_run(&shared, &agent, &replies, &control) {
             Outcome::Delivered => backoff.reset(),
             Outcome::Revoked => {}

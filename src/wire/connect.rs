@@ -2,10 +2,10 @@
 //! and a per-call deadline. Used by the gateway and by the user client.
 
 use super::invalid::Invalid;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use grpcio::{CallOption, ChannelBuilder, ChannelCredentialsBuilder, EnvBuilder, MetadataBuilder};
+use grpcio::{CallOption, ChannelBuilder, ChannelCredentialsBuilder, EnvBuilder, Environment, MetadataBuilder};
 
 use super::platform_grpc::PlatformClient;
 
@@ -61,11 +61,21 @@ impl Platform {
         Platform::connect_named(endpoint, credential, "grpc-poll")
     }
 
-    /// `connect`, with the channel's completion-queue thread named `<thread>-0` (a gateway
-    /// names each bot's after the bot's number, so a thread dump says whose it is).
+    /// `connect` on the completion queues every channel of this process made by
+    /// `connect_shared` uses (`grpc-cq-0`, `grpc-cq-1`): a gateway's bots share them, so a
+    /// thousand bots are not a thousand gRPC threads. The queues live while any such channel
+    /// does; the last one dropped joins their threads.
+    pub fn connect_shared(endpoint: &str, credential: Credential) -> Result<Platform, Invalid> {
+        Platform::connect_in(shared_environment(), endpoint, credential)
+    }
+
+    /// `connect`, with the channel's own completion-queue thread named `<thread>-0`.
     pub fn connect_named(endpoint: &str, credential: Credential, thread: &str) -> Result<Platform, Invalid> {
+        Platform::connect_in(Arc::new(EnvBuilder::new().cq_count(1).name_prefix(thread).build()), endpoint, credential)
+    }
+
+    fn connect_in(env: Arc<Environment>, endpoint: &str, credential: Credential) -> Result<Platform, Invalid> {
         let (tls, addr) = parse_endpoint(endpoint)?;
-        let env = Arc::new(EnvBuilder::new().cq_count(1).name_prefix(thread).build());
         let builder = ChannelBuilder::new(env)
             .max_receive_message_len(64 << 20)
             .max_send_message_len(64 << 20)
@@ -131,4 +141,17 @@ impl Platform {
             None => opt,
         }
     }
+}
+
+/// Completion queues shared by `Platform::connect_shared` channels: two threads, each call's
+/// completion is a few microseconds of work, and a bot's thread blocks on its own call.
+fn shared_environment() -> Arc<Environment> {
+    static SHARED: Mutex<Weak<Environment>> = Mutex::new(Weak::new());
+    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(env) = shared.upgrade() {
+        return env;
+    }
+    let env = Arc::new(EnvBuilder::new().cq_count(2).name_prefix("grpc-cq").build());
+    *shared = Arc::downgrade(&env);
+    env
 }

@@ -292,7 +292,11 @@ pub(super) fn set_webhook(bot: &BotShared, params: &Params) -> Result<Value, Api
         req.max_connections,
         if drop { ", pending updates dropped" } else { "" }
     );
-    bot.webhook.wake();
+    // Stored: a start failure here is retried by the next setWebhook or restart.
+    bot.start_webhook().map_err(|e| {
+        log::error!("bot @{}: cannot start the webhook thread: {e}", bot.username);
+        ApiError::internal(format!("the webhook is set, but its delivery thread cannot start: {e}"))
+    })?;
     Ok(Value::Bool(true))
 }
 
