@@ -12,6 +12,10 @@ pub struct Limits {
     /// connections served at once. An idle or stalled connection is evicted when a new one
     /// needs its worker (see `slots`).
     pub workers: usize,
+    /// Workers started with the listener and kept while idle; the others start when a
+    /// connection finds no idle worker and end after `worker_idle_exit` without one.
+    pub warm_workers: usize,
+    pub worker_idle_exit: Duration,
     /// Longest request line (method, target, version). Longer: 414 (or 400 when it is not a
     /// request line at all).
     pub max_request_line: usize,
@@ -41,6 +45,8 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             workers: 64,
+            warm_workers: 8,
+            worker_idle_exit: Duration::from_secs(30),
             max_request_line: 8 * 1024,
             max_head_bytes: 32 * 1024,
             max_headers: 100,

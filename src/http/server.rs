@@ -1,8 +1,13 @@
-//! A listener: binds, accepts on one thread, hands each connection to a fixed pool of named
+//! A listener: binds, accepts on one thread, hands each connection to a bounded pool of named
 //! workers, and stops and joins them all.
 //!
 //! Threads: `<name>-acc` accepts; `<name>-<i>` serve connections. Names must fit Linux's 15
 //! bytes, so `name` is at most 11 bytes.
+//!
+//! The pool: `Limits::warm_workers` start with the listener; when a connection finds none idle
+//! and fewer than `Limits::workers` run, the accept thread starts one more; a worker beyond the
+//! warm ones that has had no connection for `Limits::worker_idle_exit` ends. A gateway of a thousand bots
+//! may serve 4,000 workers at a time, but an idle one does not keep them.
 //!
 //! Hand-off: a zero-capacity channel, so a connection is only ever handed to a worker that is
 //! waiting for one. When none is, the accept thread evicts the connection that has waited
@@ -20,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, SendTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, SendTimeoutError, Sender, TrySendError};
 
 use crate::backoff::Backoff;
 
@@ -52,7 +57,8 @@ pub struct Health {
 
 struct HealthState {
     workers: usize,
-    workers_alive: AtomicUsize,
+    /// Workers that ended by a panic outside a connection (each connection's own is caught).
+    workers_died: AtomicUsize,
     accepting: AtomicBool,
     accept_failing: AtomicBool,
     last_busy_refusal: Mutex<Option<Instant>>,
@@ -77,7 +83,7 @@ impl Health {
             Some("not accepting connections")
         } else if s.accept_failing.load(Ordering::SeqCst) {
             Some("accepting connections fails (file descriptors exhausted?)")
-        } else if s.workers_alive.load(Ordering::SeqCst) < s.workers {
+        } else if s.workers_died.load(Ordering::SeqCst) > 0 {
             Some("a worker thread has died")
         } else if busy {
             Some("all workers busy: connections were refused")
@@ -97,7 +103,58 @@ pub struct Server {
     wake: UnixStream,
     slots: Arc<Slots>,
     acceptor: Option<JoinHandle<()>>,
-    workers: Vec<JoinHandle<()>>,
+    pool: Arc<Pool>,
+}
+
+/// The workers: which slots have one running, and their handles (joined at stop, or when a
+/// new worker takes the slot of one that ended).
+struct Pool {
+    name: String,
+    rx: Receiver<TcpStream>,
+    slots: Arc<Slots>,
+    limits: Arc<Limits>,
+    handler: Arc<dyn Handler>,
+    health: Health,
+    /// Per slot: the handle of the worker started there, and whether it still runs.
+    state: Mutex<Vec<(Option<JoinHandle<()>>, bool)>>,
+}
+
+impl Pool {
+    /// Starts a worker in a slot without one; false when every slot has one.
+    fn grow(self: &Arc<Self>) -> io::Result<bool> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(slot) = state.iter().position(|(_, running)| !running) else {
+            return Ok(false);
+        };
+        if let Some(ended) = state[slot].0.take() {
+            let _ = ended.join();
+        }
+        let pool = Arc::clone(self);
+        let label = format!("{}-{slot}", self.name);
+        let handle = thread::Builder::new()
+            .name(label.clone())
+            .spawn(move || worker_loop(&label, slot, &pool))
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: cannot start a worker: {e}", self.name)))?;
+        state[slot] = (Some(handle), true);
+        Ok(true)
+    }
+
+    /// Whether the worker in `slot`, idle for `worker_idle_exit`, ends: only beyond the warm
+    /// ones. Decided under the lock `grow` takes, so the count never goes below them.
+    fn may_end(&self, slot: usize) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.iter().filter(|(_, running)| *running).count() <= self.limits.warm_workers {
+            return false;
+        }
+        state[slot].1 = false;
+        true
+    }
+
+    /// Every handle, for the final join.
+    fn take_handles(&self) -> Vec<JoinHandle<()>> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.iter_mut().filter_map(|(handle, _)| handle.take()).collect()
+    }
 }
 
 impl Server {
@@ -124,7 +181,7 @@ impl Server {
         let health = Health {
             inner: Arc::new(HealthState {
                 workers,
-                workers_alive: AtomicUsize::new(0),
+                workers_died: AtomicUsize::new(0),
                 accepting: AtomicBool::new(true),
                 accept_failing: AtomicBool::new(false),
                 last_busy_refusal: Mutex::new(None),
@@ -133,6 +190,15 @@ impl Server {
         };
         let stopping = Arc::new(AtomicBool::new(false));
         let (tx, rx) = bounded::<TcpStream>(0);
+        let pool = Arc::new(Pool {
+            name: name.to_string(),
+            rx,
+            slots: Arc::clone(&slots),
+            limits: Arc::new(limits),
+            handler: Arc::clone(&handler),
+            health: health.clone(),
+            state: Mutex::new((0..workers).map(|_| (None, false)).collect()),
+        });
         let mut server = Server {
             name: name.to_string(),
             local_addr,
@@ -141,30 +207,23 @@ impl Server {
             wake,
             slots: Arc::clone(&slots),
             acceptor: None,
-            workers: Vec::new(),
+            pool: Arc::clone(&pool),
         };
-        let limits = Arc::new(limits);
-        for i in 0..workers {
-            let (rx, slots, limits, handler, health) =
-                (rx.clone(), Arc::clone(&slots), Arc::clone(&limits), Arc::clone(&handler), health.clone());
-            let label = format!("{name}-{i}");
-            let spawned = thread::Builder::new()
-                .name(label.clone())
-                .spawn(move || worker_loop(&label, i, &rx, &slots, &limits, &*handler, &health));
+        for _ in 0..workers.min(pool.limits.warm_workers.max(1)) {
             // On failure, dropping `server` stops the workers already started.
-            server.workers.push(spawned.map_err(|e| io::Error::new(e.kind(), format!("{name}: cannot start a worker: {e}")))?);
+            pool.grow()?;
         }
-        let acceptor = Acceptor { name: name.to_string(), listener, wake: wake_rx, tx, slots, health, stopping, handler };
+        let acceptor =
+            Acceptor { name: name.to_string(), listener, wake: wake_rx, tx, slots, health, stopping, handler, pool };
         server.acceptor = Some(
             thread::Builder::new()
                 .name(format!("{name}-acc"))
                 .spawn(move || acceptor.run())
                 .map_err(|e| io::Error::new(e.kind(), format!("{name}: cannot start the accept thread: {e}")))?,
         );
-        log::info!("{name}: listening on http://{local_addr} with {workers} workers");
+        log::info!("{name}: listening on http://{local_addr} with up to {workers} workers");
         Ok(server)
     }
-
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
@@ -187,9 +246,10 @@ impl Server {
                 log::error!("{}: the accept thread panicked", self.name);
             }
         }
-        // The accept thread has dropped the hand-off sender: idle workers see it closed.
+        // The accept thread (the only one that starts workers) has dropped the hand-off
+        // sender: idle workers see it closed.
         self.slots.stop();
-        for handle in self.workers.drain(..) {
+        for handle in self.pool.take_handles() {
             if handle.join().is_err() {
                 log::error!("{}: a worker thread panicked", self.name);
             }
@@ -200,33 +260,33 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if self.acceptor.is_some() || !self.workers.is_empty() {
+        if self.acceptor.is_some() || self.pool.state.lock().map(|s| s.iter().any(|(h, _)| h.is_some())).unwrap_or(false) {
             self.stop();
         }
     }
 }
 
-fn worker_loop(
-    label: &str,
-    slot: usize,
-    rx: &Receiver<TcpStream>,
-    slots: &Slots,
-    limits: &Limits,
-    handler: &dyn Handler,
-    health: &Health,
-) {
-    health.inner.workers_alive.fetch_add(1, Ordering::SeqCst);
-    // Counts the worker out however it ends, so /healthz sees a dead one.
-    struct Alive<'a>(&'a AtomicUsize);
-    impl Drop for Alive<'_> {
+fn worker_loop(label: &str, slot: usize, pool: &Pool) {
+    // Counts a worker that dies outside a connection, so /healthz sees it.
+    struct Died<'a>(&'a AtomicUsize);
+    impl Drop for Died<'_> {
         fn drop(&mut self) {
-            self.0.fetch_sub(1, Ordering::SeqCst);
+            if thread::panicking() {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
         }
     }
-    let _alive = Alive(&health.inner.workers_alive);
+    let _died = Died(&pool.health.inner.workers_died);
+    let (slots, limits) = (&*pool.slots, &*pool.limits);
     let mut buffer = vec![0u8; limits.max_head_bytes];
-    let worker = Worker { label, slot, slots, limits, handler };
-    while let Ok(stream) = rx.recv() {
+    let worker = Worker { label, slot, slots, limits, handler: &*pool.handler };
+    loop {
+        let stream = match pool.rx.recv_timeout(limits.worker_idle_exit) {
+            Ok(stream) => stream,
+            Err(RecvTimeoutError::Timeout) if pool.may_end(slot) => return,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
         slots.occupy(slot, stream.try_clone().ok());
         let mut conn = Conn::new(stream, std::mem::take(&mut buffer));
         if catch_unwind(AssertUnwindSafe(|| conn::serve(&mut conn, &worker))).is_err() {
@@ -246,6 +306,7 @@ struct Acceptor {
     health: Health,
     stopping: Arc<AtomicBool>,
     handler: Arc<dyn Handler>,
+    pool: Arc<Pool>,
 }
 
 impl Acceptor {
@@ -316,6 +377,17 @@ impl Acceptor {
             Err(TrySendError::Disconnected(_)) => return,
             Err(TrySendError::Full(stream)) => stream,
         };
+        // No worker waiting: one more, while the pool may grow, takes it as soon as it runs.
+        match self.pool.grow() {
+            Ok(true) => {
+                stream = match self.tx.send_timeout(stream, HANDOFF_WAIT) {
+                    Ok(()) | Err(SendTimeoutError::Disconnected(_)) => return,
+                    Err(SendTimeoutError::Timeout(stream)) => stream,
+                };
+            }
+            Ok(false) => {}
+            Err(e) => log::error!("{e}"),
+        }
         // No idle worker: cut off the stalest waiting connection and hand this one to the
         // worker that frees. When nothing can be cut off, the answer is 503 at once: the
         // accept thread never waits on a connection it cannot place, or the ones behind it

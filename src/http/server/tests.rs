@@ -424,3 +424,61 @@ fn an_unanswered_request_closes_the_connection_without_a_byte_and_a_handler_sees
     assert_eq!(*handler.seen.lock().expect("lock"), [false, true], "there while connected, gone once it hung up");
     server.shutdown();
 }
+
+/// Waits (up to 20 s) until listener `name` has `n` worker threads; how many it has then.
+fn worker_threads_become(name: &str, n: usize) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = worker_threads(name);
+        if now == n || Instant::now() >= deadline {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The worker threads of listener `name` now (its accept thread not counted). A thread
+/// names itself once it runs, so a count right after a start may be short.
+fn worker_threads(name: &str) -> usize {
+    let prefix = format!("{name}-");
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .filter(|comm| comm.starts_with(&prefix) && comm.trim_end() != format!("{name}-acc"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_pool_grows_to_its_bound_for_connections_and_shrinks_to_the_warm_workers_when_idle() {
+    let limits = Limits { workers: 6, warm_workers: 2, worker_idle_exit: Duration::from_millis(300), ..Limits::default() };
+    let handler = Arc::new(Echo::default());
+    let server = Server::start("elastic", "127.0.0.1:0", limits, Arc::clone(&handler) as Arc<dyn Handler>).expect("start");
+    assert_eq!(worker_threads_become("elastic", 2), 2, "the warm workers only");
+    // Six trusted keep-alive connections, each answered: six workers hold one each.
+    let mut held = Vec::new();
+    for i in 0..6 {
+        let mut s = TcpStream::connect(server.local_addr()).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+        s.write_all(format!("POST /k{i} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").as_bytes()).expect("write");
+        let mut buf = [0u8; 512];
+        let n = s.read(&mut buf).expect("an answer");
+        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"), "connection {i} served");
+        held.push(s);
+    }
+    assert_eq!(worker_threads_become("elastic", 6), 6, "grown to the bound");
+    assert_eq!(server.health().report().connections, 6);
+    drop(held);
+    assert_eq!(worker_threads_become("elastic", 2), 2, "back to the warm workers");
+    // And it grows again.
+    let mut s = TcpStream::connect(server.local_addr()).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+    s.write_all(b"POST /again HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").expect("write");
+    assert!(read_all(&mut s).starts_with("HTTP/1.1 200"));
+    assert!(server.health().report().serving, "{:?}", server.health().report());
+    server.shutdown();
+    assert_eq!(worker_threads("elastic"), 0, "every worker joined");
+}
