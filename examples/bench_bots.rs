@@ -3,8 +3,8 @@
 //!
 //! - **start**: from spawning the gateway until every bot answered `getMe` (each bot asked in
 //!   turn, again until all have answered; bounded by BENCH_BOTS_START_SECS, 600);
-//! - **idle**: the gateway's RSS, threads and open descriptors 5 s later, nobody polling, and each
-//!   per bot;
+//! - **idle**: the gateway's RSS, threads and open descriptors 15 s later (a store lets its
+//!   caches go after 10 s without a write), nobody polling, and each per bot;
 //! - **one echo per bot**: a user sends each bot a message, this program reads it through that
 //!   bot's `getUpdates` and answers with `sendMessage`, the user receives the answer; the time
 //!   for all of them.
@@ -76,7 +76,10 @@ fn main() {
         }
     }
     let start_secs = started.elapsed().as_secs_f64();
-    std::thread::sleep(Duration::from_secs(5));
+    // Printed at once, so a profiler watching the output can look at the idle gateway.
+    println!("| {n} bots: start until every bot answered getMe | {n} bots | {start_secs:.1} s |");
+    // Idle: a store lets its caches go after 10 s without a write (`store::writer::IDLE_TRIM`).
+    std::thread::sleep(Duration::from_secs(15));
     let rss_kib = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse::<u64>().ok()))
@@ -92,7 +95,7 @@ fn main() {
         eprintln!("bench_bots: gateway stderr, last lines:\n{}", tail(&gateway.stderr_text()));
     }
     gateway.kill();
-    report(n, start_secs, rss_kib, threads, fds);
+    report_idle(n, rss_kib, threads, fds);
     match echoes {
         Ok(()) => {
             let secs = echoed.elapsed().as_secs_f64();
@@ -141,10 +144,9 @@ fn echo_each(profile: &bot_gateway::client::Profile, agent: &ureq::Agent, base: 
     Ok(())
 }
 
-/// The start and idle rows.
-fn report(n: usize, start_secs: f64, rss_kib: u64, threads: usize, fds: usize) {
+/// The idle row.
+fn report_idle(n: usize, rss_kib: u64, threads: usize, fds: usize) {
     let mib = rss_kib as f64 / 1024.0;
-    println!("| {n} bots: start until every bot answered getMe | {n} bots | {start_secs:.1} s |");
     println!(
         "| {n} idle bots: RSS, threads, descriptors | {n} bots | {mib:.0} MiB ({:.2} MiB per bot), {threads} threads ({:.1} per bot), {fds} descriptors |",
         mib / n as f64,
