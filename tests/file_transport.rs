@@ -313,7 +313,9 @@ fn an_oversized_upload_is_refused_and_leaves_nothing() {
     let (mut sink, receiver) = platform.client.upload_file(platform.opt()).expect("call");
     let msg = pb::FileChunk { data: vec![1; 1000], ..Default::default() };
     futures::executor::block_on(sink.send((msg, WriteFlags::default()))).expect("send");
-    futures::executor::block_on(sink.close()).expect("close");
+    // The platform answers as soon as the stream ends, and the close may see that answer
+    // (RpcFinished) before it completes: the answer is what is checked.
+    let _ = futures::executor::block_on(sink.close());
     let err = futures::executor::block_on(receiver).expect_err("no last chunk");
     assert_eq!(rpc::code(&err), Some(RpcStatusCode::CANCELLED), "{}", rpc::text(&err));
     assert_nothing_stored(&s.files_dir(), "an upload without its last chunk");
