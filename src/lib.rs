@@ -14,6 +14,7 @@ pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod compat;
+pub mod demand;
 pub mod crypto;
 pub mod e2e;
 pub mod gateway;

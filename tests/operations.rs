@@ -272,11 +272,17 @@ fn every_thread_of_a_bot_is_named_after_its_number() {
             .collect()
     };
     let now = names();
-    for expected in ["bot-gateway", "wr/1", "ins/1", "in/1", "out/1", "grpc-cq-0", "compat-http-acc"] {
+    for expected in ["bot-gateway", "ins/1", "grpc-cq-0", "compat-http-acc", "upkeep"] {
         assert!(now.iter().any(|n| n == expected), "no thread {expected} in {now:?}");
     }
     assert!(!now.iter().any(|n| n == "wh/1" || n == "whr/1"), "a polling bot has no webhook threads: {now:?}");
     assert!(!now.iter().any(|n| n.starts_with("grpc-poll") || n.starts_with("grpc-1-")), "a completion queue of its own: {now:?}");
+    // The writer, the inbox and the outbox run on demand: idle, the bot keeps only ins/1.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while names().iter().any(|n| ["wr/1", "in/1", "out/1"].contains(&n.as_str())) {
+        assert!(Instant::now() < deadline, "on-demand threads still there when idle: {:?}", names());
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // The first setWebhook starts them (nothing listens there: delivery just fails and retries).
     let url = format!("http://127.0.0.1:{}/hook", free_port());
     let (status, body) = w.gateway.call("setWebhook", json!({ "url": url }));
@@ -286,4 +292,6 @@ fn every_thread_of_a_bot_is_named_after_its_number() {
         assert!(Instant::now() < deadline, "no webhook threads after setWebhook: {:?}", names());
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The setting was written: the writer came back for it (and stays 10 s).
+    assert!(names().iter().any(|n| n == "wr/1"), "the writer runs after a write: {:?}", names());
 }

@@ -6,7 +6,7 @@
 //! of processed events skip them.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, select, Receiver, Sender};
@@ -25,6 +25,7 @@ use super::port::StepError;
 use super::sender_check;
 use super::updates;
 use crate::backoff::Backoff;
+use crate::demand::{Demand, Work};
 use crate::wire::rpc;
 use crate::e2e::{self, inbound};
 use crate::wire::e2e::content::Body;
@@ -54,10 +55,10 @@ pub fn channel() -> (Sender<InboxEnvelope>, Receiver<InboxEnvelope>) {
 /// `ins/<n>`: holds the platform's Inbox stream and reconnects with backoff, until the
 /// credential is revoked, this runtime's device is removed (`/removedevice`; retrying could
 /// never succeed), or the bot stops (which also ends a stream waiting for its next envelope).
-pub fn stream_loop(shared: Arc<BotShared>, tx: Sender<InboxEnvelope>) {
+pub fn stream_loop(shared: Arc<BotShared>, tx: Sender<InboxEnvelope>, importer: Arc<Demand>) {
     let mut backoff = Backoff::new(RECONNECT_START, RECONNECT_MAX);
     while !shared.is_revoked() && !shared.is_stopping() {
-        let delay = match stream_once(&shared, &tx) {
+        let delay = match stream_once(&shared, &tx, &importer) {
             Ok(()) => {
                 backoff.reset();
                 backoff.next_delay()
@@ -80,7 +81,7 @@ pub fn stream_loop(shared: Arc<BotShared>, tx: Sender<InboxEnvelope>) {
 }
 
 /// One stream session: check the credential, then forward envelopes until the stream ends.
-fn stream_once(shared: &BotShared, tx: &Sender<InboxEnvelope>) -> Result<(), grpcio::Error> {
+fn stream_once(shared: &BotShared, tx: &Sender<InboxEnvelope>, importer: &Arc<Demand>) -> Result<(), grpcio::Error> {
     let p = &shared.platform;
     p.verify_credential(&VerifyCredentialRequest::new())?;
     let mut cancel = shared.stream_cancel();
@@ -98,30 +99,94 @@ fn stream_once(shared: &BotShared, tx: &Sender<InboxEnvelope>) -> Result<(), grp
         if tx.send(envelope).is_err() {
             return Ok(());
         }
+        // Queued first: an `in/<n>` that is ending sees it and goes on; none running starts.
+        if let Err(e) = importer.start() {
+            log::error!("bot @{}: cannot start the inbox thread: {e}", shared.username);
+        }
     }
     shared.status.connected.store(false, Ordering::SeqCst);
     Err(grpcio::Error::RemoteStopped)
 }
 
+/// `in/<n>` as work on demand (`crate::demand`): started by `ins/<n>` after it queues an
+/// envelope, by the upkeep ticker when the hourly upkeep is due, and at the bot's start; ends
+/// after `idle` without an envelope. What must outlive one run (the signed prekey's upkeep,
+/// the count of prekey messages) is kept here.
+pub struct Importer {
+    /// Weak: `BotShared` holds the thread's start (through `ins/<n>`'s demand), and must
+    /// still be dropped.
+    shared: Weak<BotShared>,
+    rx: Receiver<InboxEnvelope>,
+    state: Mutex<ImportState>,
+    idle: Duration,
+}
+
+struct ImportState {
+    upkeep: SignedPrekeyUpkeep,
+    prekey_messages: u32,
+    /// The start-of-runtime steps ran (key packages, interrupted joins, self-updates due).
+    started: bool,
+}
+
+impl Importer {
+    pub fn new(shared: &Arc<BotShared>, rx: Receiver<InboxEnvelope>, upkeep: SignedPrekeyUpkeep, idle: Duration) -> Importer {
+        let state = ImportState { upkeep, prekey_messages: 0, started: false };
+        Importer { shared: Arc::downgrade(shared), rx, state: Mutex::new(state), idle }
+    }
+
+    /// Whether the hourly upkeep is due while no `in/<n>` runs (one that runs does it itself).
+    pub fn upkeep_due(&self) -> bool {
+        self.state.try_lock().map(|s| Instant::now() >= s.upkeep.next_check).unwrap_or(false)
+    }
+}
+
+impl Work for Importer {
+    fn run(&self) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        import_loop(&shared, &self.rx, &mut state, self.idle);
+    }
+
+    fn pending(&self) -> bool {
+        // A stopping bot's run returns at once: it must not be run again and again.
+        !self.rx.is_empty() && self.shared.upgrade().is_some_and(|s| !s.is_stopping())
+    }
+
+    fn failed(&self, name: &str) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.thread_failed(name);
+        }
+    }
+}
+
 /// `in/<n>`: decrypts and commits batches of envelopes, then acknowledges them; keeps the
-/// signed prekey up. Ends when the bot stops or the stream thread is gone.
-pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upkeep: SignedPrekeyUpkeep) {
-    let mut prekey_messages = 0u32;
-    // Key packages for members who add the bot by Welcome; joins interrupted by a stop or a
-    // failure are taken up again.
-    groups::keep_key_packages(&shared);
-    groups::join_invited(&shared);
-    groups::self_update_due(&shared, crate::clock::unix_now());
+/// signed prekey up. Returns when the bot stops, the stream thread is gone, or no envelope
+/// came for `idle` (and no upkeep is due).
+fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut ImportState, idle: Duration) {
+    if !state.started {
+        state.started = true;
+        // Key packages for members who add the bot by Welcome; joins interrupted by a stop or
+        // a failure are taken up again.
+        groups::keep_key_packages(shared);
+        groups::join_invited(shared);
+        groups::self_update_due(shared, crate::clock::unix_now());
+    }
     loop {
+        let wait = idle.min(state.upkeep.next_check.saturating_duration_since(Instant::now()));
         let first = select! {
             recv(rx) -> r => match r {
                 Ok(envelope) => envelope,
                 Err(_) => return,
             },
             recv(shared.stop_signal()) -> _ => return,
-            default(upkeep.next_check.saturating_duration_since(Instant::now())) => {
-                upkeep.check(&shared);
-                hourly_upkeep(&shared);
+            default(wait) => {
+                if Instant::now() < state.upkeep.next_check {
+                    return; // idle
+                }
+                state.upkeep.check(shared);
+                hourly_upkeep(shared);
                 continue;
             }
         };
@@ -132,19 +197,19 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
                 Err(_) => break,
             }
         }
-        prekey_messages += batch
+        state.prekey_messages += batch
             .iter()
             .filter(|e| e2e::starts_session(e))
             .count() as u32;
         let seqs: Vec<u64> = batch.iter().map(|e| e.seq).collect();
-        if !settle_group_commits(&shared, &batch) {
+        if !settle_group_commits(shared, &batch) {
             return; // stopping
         }
 
         let membership = batch.iter().any(|e| e.group.as_ref().is_some_and(|g| g.change.is_some()));
         let grouped = batch.iter().any(|e| e.group.is_some());
         let removals = groups::removals_by(shared.compat_user_id, &batch);
-        if !import_reported(&shared, batch) {
+        if !import_reported(shared, batch) {
             return; // the store is closing: the process is stopping
         }
         let mut ack = AckRequest::new();
@@ -156,27 +221,27 @@ pub fn import_loop(shared: Arc<BotShared>, rx: Receiver<InboxEnvelope>, mut upke
         if membership {
             // Added to a group: join it now that the invitation is stored (a Welcome used a
             // key package: top them up).
-            groups::join_invited(&shared);
-            groups::keep_key_packages(&shared);
-            groups::commit_removals(&shared, removals);
+            groups::join_invited(shared);
+            groups::keep_key_packages(shared);
+            groups::commit_removals(shared, removals);
         }
         if grouped {
             // A group whose commit this device could not process is rejoined (`groups::import`
             // marked it invited again); a Welcome join is followed by a self-update at once.
-            groups::join_invited(&shared);
-            groups::self_update_due(&shared, crate::clock::unix_now());
-            groups::report_unannounced_joiners(&shared, crate::clock::unix_now());
+            groups::join_invited(shared);
+            groups::self_update_due(shared, crate::clock::unix_now());
+            groups::report_unannounced_joiners(shared, crate::clock::unix_now());
         }
-        if prekey_messages >= PREKEY_CHECK_EVERY {
-            prekey_messages = 0;
-            if let Err(e) = replenish_prekeys(&shared) {
+        if state.prekey_messages >= PREKEY_CHECK_EVERY {
+            state.prekey_messages = 0;
+            if let Err(e) = replenish_prekeys(shared) {
                 log::warn!("bot @{}: one-time prekey top-up failed: {e}", shared.username);
             }
         }
         // A busy inbox never times out above.
-        if Instant::now() >= upkeep.next_check {
-            upkeep.check(&shared);
-            hourly_upkeep(&shared);
+        if Instant::now() >= state.upkeep.next_check {
+            state.upkeep.check(shared);
+            hourly_upkeep(shared);
         }
     }
 }

@@ -208,6 +208,7 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
     let ext_socket = bind("extensions_listen_addr", config.extensions_listen_addr)?;
 
     let (bots, running) = start_bots(&config, &state)?;
+    let upkeep = threads::UpkeepTicker::start(&running).map_err(|why| StartError::Thread { bot: "(all)".into(), why })?;
     let bot_count = bots.len();
     let gateway = Arc::new(Gateway { bots, bot_api: OnceLock::new() });
 
@@ -241,6 +242,7 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
     }
     compat.shutdown();
     ext.shutdown();
+    upkeep.stop();
     let deadline = std::time::Instant::now() + SHUTDOWN_DEADLINE;
     for threads in running {
         threads.stop(deadline);

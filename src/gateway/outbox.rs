@@ -12,7 +12,6 @@
 //! (`store::outbox::give_up`), logged with its chat and message id, and counted.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::RecvTimeoutError;
@@ -110,8 +109,10 @@ impl From<StoreError> for SendError {
 }
 
 /// `out/<n>`: seals, commits and sends pending messages in batches, retrying with backoff.
-/// Ends when the bot stops (`BotShared::stop` wakes it).
-pub fn run(shared: Arc<BotShared>) {
+/// Returns when the bot stops (`BotShared::stop` wakes it), or once the outbox has been empty
+/// for `idle` with no wake-up: the thread runs on demand (`crate::demand`; its `wake` starts
+/// it again).
+pub fn run(shared: &BotShared, idle: Duration) {
     let wake = shared.outbox.wake.receiver().clone();
     let mut backoff = Backoff::new(BACKOFF_START, BACKOFF_MAX);
     // The platform left the last call unanswered: only handed messages are tried until it
@@ -124,7 +125,7 @@ pub fn run(shared: Arc<BotShared>) {
         if shared.is_revoked() {
             // Nothing more is sent once the credential is revoked: every message is given up
             // (recorded) and its caller learns it at once.
-            if let Err(e) = give_up_everything(&shared) {
+            if let Err(e) = give_up_everything(shared) {
                 log::error!("bot @{}: cannot give up the outbox after the credential was refused: {e}", shared.username);
             }
             shared.outbox.fail_all(SendFailure::CredentialRefused);
@@ -133,13 +134,13 @@ pub fn run(shared: Arc<BotShared>) {
             }
             continue;
         }
-        let result = send_pending(&shared, unanswered);
+        let result = send_pending(shared, unanswered);
         unanswered = matches!(result, Err(SendError::Platform(_) | SendError::Store(_) | SendError::Group(_)));
         match result {
             Ok(true) => backoff.reset(),
             Ok(false) => {
                 backoff.reset();
-                if wake.recv().is_err() {
+                if wake.recv_timeout(idle).is_err() {
                     return;
                 }
             }

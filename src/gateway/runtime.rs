@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -61,16 +61,28 @@ pub type WebhookStarter = Box<dyn Fn() -> std::io::Result<()> + Send + Sync>;
 pub struct Wake {
     tx: Sender<()>,
     rx: Receiver<()>,
+    /// The on-demand thread a wake-up starts, if the woken thread is one (`out/<n>`).
+    starts: OnceLock<Arc<crate::demand::Demand>>,
 }
 
 impl Wake {
     fn new() -> Wake {
         let (tx, rx) = bounded(1);
-        Wake { tx, rx }
+        Wake { tx, rx, starts: OnceLock::new() }
     }
 
     pub fn wake(&self) {
         let _ = self.tx.try_send(());
+        if let Some(demand) = self.starts.get() {
+            if let Err(e) = demand.start() {
+                log::error!("cannot start a thread: {e}");
+            }
+        }
+    }
+
+    /// From now on a wake-up also starts `demand`'s thread when none runs.
+    pub fn starts(&self, demand: Arc<crate::demand::Demand>) {
+        let _ = self.starts.set(demand);
     }
 
     /// What the woken thread waits on.

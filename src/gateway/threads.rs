@@ -6,13 +6,18 @@
 //!
 //! | name | role |
 //! |---|---|
-//! | `wr/<n>` | the store's writer (started by `Store::open`, joined when the store closes) |
+//! | `wr/<n>` | the store's writer (on demand: started by a write, `store::writer`; joined when the store closes) |
 //! | `ins/<n>` | holds the platform's Inbox stream (`inbox::stream_loop`) |
-//! | `in/<n>` | decrypts, commits, acknowledges (`inbox::import_loop`) |
-//! | `out/<n>` | seals and sends the outbox (`outbox::run`) |
+//! | `in/<n>` | decrypts, commits, acknowledges (`inbox::Importer`; on demand: started by `ins/<n>` after it queues an envelope, or by `upkeep`) |
+//! | `out/<n>` | seals and sends the outbox (`outbox::run`; on demand: started by the outbox's wake-up) |
+//! | `upkeep` | one for the gateway: starts an idle bot's `in/<n>` when its hourly upkeep is due |
 //! | `wh/<n>` | webhook delivery (`webhook::worker`), from the first time a webhook is set |
 //! | `whv/<n>` | during a webhook run, checks the credential one attempt ahead (scoped, in `webhook.rs`) |
 //! | `whr/<n>` | runs webhook replies (`api::replies::run_loop`), started with `wh/<n>` |
+//!
+//! `wr/<n>`, `in/<n>` and `out/<n>` run on demand (`crate::demand`): each ends after 10 s
+//! without work and starts again when work is queued for it, so an idle bot has one thread,
+//! `ins/<n>`.
 //!
 //! `wh/<n>` and `whr/<n>` start with the bot when its webhook is set, else at its first
 //! `setWebhook` (`BotShared::start_webhook`), and then run until the bot stops: a bot that
@@ -27,11 +32,20 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::Instant;
 
-use crossbeam_channel::{unbounded, Receiver, Sender};
+use std::time::Duration;
 
-use super::inbox::{self, SignedPrekeyUpkeep};
+use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
+
+use super::inbox::{self, Importer, SignedPrekeyUpkeep};
 use super::runtime::BotShared;
 use super::{api, outbox, webhook};
+use crate::demand::{Demand, Work};
+
+/// How long `in/<n>` and `out/<n>` wait for work before their thread ends (the writer's is
+/// `store::writer::IDLE_TRIM`, the same).
+const IDLE: Duration = Duration::from_secs(10);
+/// How often the `upkeep` thread looks for bots whose hourly upkeep is due.
+const UPKEEP_TICK: Duration = Duration::from_secs(60);
 
 /// The short thread name of `role` for the bot at `index`.
 pub fn thread_name(role: &str, index: usize) -> String {
@@ -43,6 +57,36 @@ pub struct BotThreads {
     shared: Arc<BotShared>,
     running: Arc<Mutex<Running>>,
     ended_rx: Receiver<String>,
+    /// `in/<n>` and `out/<n>`, which run on demand.
+    importer: Arc<Importer>,
+    import_demand: Arc<Demand>,
+    outbox_demand: Arc<Demand>,
+}
+
+/// `out/<n>` as work on demand: started by the outbox's wake-up (a message to send, the
+/// stop) and at the bot's start; ends after [`IDLE`] with nothing to send.
+struct OutboxWork {
+    /// Weak: the bot's outbox wake-up holds this work's demand, and the bot must still drop.
+    shared: Weak<BotShared>,
+}
+
+impl Work for OutboxWork {
+    fn run(&self) {
+        if let Some(shared) = self.shared.upgrade() {
+            outbox::run(&shared, IDLE);
+        }
+    }
+
+    fn pending(&self) -> bool {
+        // A stopping bot's run returns at once: it must not be run again and again.
+        self.shared.upgrade().is_some_and(|s| !s.is_stopping() && !s.outbox.wake.receiver().is_empty())
+    }
+
+    fn failed(&self, name: &str) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.thread_failed(name);
+        }
+    }
 }
 
 /// The threads started so far (the webhook's may join later, from an HTTP worker).
@@ -60,12 +104,26 @@ impl BotThreads {
     /// webhook's only if a webhook is set.
     pub fn start(shared: &Arc<BotShared>, index: usize, upkeep: SignedPrekeyUpkeep) -> io::Result<BotThreads> {
         let (ended_tx, ended_rx) = unbounded();
-        let running = Arc::new(Mutex::new(Running { index, handles: Vec::new(), ended_tx, webhook_started: false }));
-        let t = BotThreads { shared: shared.clone(), running, ended_rx };
         let (envelopes_tx, envelopes_rx) = inbox::channel();
-        t.spawn("ins", move |s| inbox::stream_loop(s, envelopes_tx))?;
-        t.spawn("in", move |s| inbox::import_loop(s, envelopes_rx, upkeep))?;
-        t.spawn("out", outbox::run)?;
+        let importer = Arc::new(Importer::new(shared, envelopes_rx, upkeep, IDLE));
+        let import_demand = Demand::new(thread_name("in", index), importer.clone(), Some(ended_tx.clone()));
+        let outbox_work = Arc::new(OutboxWork { shared: Arc::downgrade(shared) });
+        let outbox_demand = Demand::new(thread_name("out", index), outbox_work, Some(ended_tx.clone()));
+        let running = Arc::new(Mutex::new(Running { index, handles: Vec::new(), ended_tx, webhook_started: false }));
+        let t = BotThreads {
+            shared: shared.clone(),
+            running,
+            ended_rx,
+            importer,
+            import_demand: import_demand.clone(),
+            outbox_demand: outbox_demand.clone(),
+        };
+        let stream_starts = import_demand.clone();
+        t.spawn("ins", move |s| inbox::stream_loop(s, envelopes_tx, stream_starts))?;
+        // Both start now: the start-of-runtime steps, and messages left in the outbox.
+        import_demand.start()?;
+        shared.outbox.wake.starts(outbox_demand.clone());
+        outbox_demand.start()?;
         // The starter holds the bot weakly: BotShared keeps it, and must still be dropped.
         let (weak, running) = (Arc::downgrade(shared), Arc::downgrade(&t.running));
         shared.install_webhook_starter(Box::new(move || start_webhook(&weak, &running)));
@@ -85,7 +143,13 @@ impl BotThreads {
     pub fn stop(self, deadline: Instant) {
         // Stopping first: a webhook start after this sees it and starts nothing.
         self.shared.stop();
-        let handles = std::mem::take(&mut self.running.lock().expect("running threads lock").handles);
+        let mut handles = std::mem::take(&mut self.running.lock().expect("running threads lock").handles);
+        // The on-demand ones that run now say they ended once they see the stop.
+        for demand in [&self.import_demand, &self.outbox_demand] {
+            if let Some(handle) = demand.close() {
+                handles.push((handle.thread().name().unwrap_or_default().to_string(), handle));
+            }
+        }
         let mut ended = Vec::new();
         while ended.len() < handles.len() {
             match self.ended_rx.recv_deadline(deadline) {
@@ -141,6 +205,44 @@ fn start_webhook(shared: &Weak<BotShared>, running: &Weak<Mutex<Running>>) -> io
     Ok(())
 }
 
+/// `upkeep`: the gateway's one thread that starts a bot's `in/<n>` when its hourly upkeep (the
+/// signed prekey, key packages, group self-updates, old skipped keys) is due and no envelope
+/// has started it: an idle bot has no `in/<n>` to wait for the hour.
+pub struct UpkeepTicker {
+    stop: Option<Sender<()>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl UpkeepTicker {
+    pub fn start(bots: &[BotThreads]) -> io::Result<UpkeepTicker> {
+        let due: Vec<(Arc<Importer>, Arc<Demand>)> =
+            bots.iter().map(|b| (b.importer.clone(), b.import_demand.clone())).collect();
+        let (stop, stopped) = bounded::<()>(0);
+        let handle = thread::Builder::new().name("upkeep".into()).spawn(move || loop {
+            match stopped.recv_timeout(UPKEEP_TICK) {
+                Err(RecvTimeoutError::Timeout) => {}
+                _ => return,
+            }
+            for (importer, demand) in &due {
+                if !demand.running() && importer.upkeep_due() {
+                    if let Err(e) = demand.start() {
+                        log::error!("cannot start an inbox thread for its upkeep: {e}");
+                    }
+                }
+            }
+        })?;
+        Ok(UpkeepTicker { stop: Some(stop), handle: Some(handle) })
+    }
+
+    /// Ends the thread and joins it.
+    pub fn stop(mut self) {
+        self.stop.take();
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,9 +268,23 @@ mod panic_tests {
         let (_dir, shared) = bot();
         let (ended_tx, ended_rx) = unbounded();
         let running = Running { index: 3, handles: Vec::new(), ended_tx, webhook_started: false };
-        let t = BotThreads { shared: shared.clone(), running: Arc::new(Mutex::new(running)), ended_rx };
+        let (_, envelopes) = inbox::channel();
+        let importer = Arc::new(Importer::new(&shared, envelopes, SignedPrekeyUpkeep::at_start(&shared), IDLE));
+        let import_demand = Demand::new("in/3", importer.clone(), None);
+        let outbox_demand = Demand::new("out/3", Arc::new(OutboxWork { shared: Arc::downgrade(&shared) }), None);
+        let t = BotThreads {
+            shared: shared.clone(),
+            running: Arc::new(Mutex::new(running)),
+            ended_rx,
+            importer,
+            import_demand,
+            outbox_demand,
+        };
         t.spawn("boom", |_| panic!("a thread panic (expected by the test)")).expect("spawn");
-        t.spawn("out", outbox::run).expect("spawn");
+        t.spawn("wait", |s| {
+            let _ = s.stop_signal().recv();
+        })
+        .expect("spawn");
         let ended = t.ended_rx.recv_timeout(Duration::from_secs(10)).expect("the panicking thread ended");
         assert_eq!(ended, "boom/3");
         let health = shared.health();

@@ -8,9 +8,12 @@
 //! A batch in which a job deleted secrets (past MLS epochs) is followed by a WAL checkpoint
 //! (`e2e::wal`): no old page images of them stay in the `-wal` file.
 //!
-//! A writer that has had no job for [`IDLE_TRIM`] runs its `on_idle` once (the store drops its
-//! caches there), then waits for the next job without a timeout.
+//! The thread runs only while there are jobs (`crate::demand`): a write puts its job in the
+//! queue and starts the thread if none runs; a writer that has had no job for [`IDLE_TRIM`]
+//! runs its `on_idle` (the store drops its caches there) and ends, leaving the connection in
+//! the store for the next one. A thousand idle bots have no writer thread.
 
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -18,7 +21,7 @@ use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use rusqlite::Connection;
 
 use super::{Notifier, Result, StoreError};
-use std::sync::Arc;
+use crate::demand::{Demand, Work};
 
 /// Jobs queued before callers block; callers wait for their commit anyway, so this only
 /// bounds how many threads can have a job in flight. (Allocated whole for every bot.)
@@ -28,26 +31,26 @@ const MAX_BATCH: usize = 256;
 /// How long without a job makes a store idle.
 pub const IDLE_TRIM: Duration = Duration::from_secs(10);
 
-/// What a writer does once when its store goes idle, with its connection.
-pub type OnIdle = Box<dyn Fn(&Connection) + Send>;
+/// What a writer does when its store goes idle, with its connection, before its thread ends.
+pub type OnIdle = Box<dyn Fn(&Connection) + Send + Sync>;
 
 /// A job runs against the transaction and returns whether it succeeded plus the reply to
 /// deliver once the outcome of the commit is known.
 type Reply = Box<dyn FnOnce(Result<()>) + Send>;
 type Job = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
 
-/// The writer thread's handle: jobs go in through `jobs`; dropping the writer closes the
-/// queue, lets the thread finish the batch it holds, and joins it.
+/// The writer's handle: jobs go in through `jobs`; dropping the writer closes the queue, lets
+/// a running thread finish the batch it holds, and joins it.
 pub struct Writer {
     jobs: Option<Sender<Job>>,
-    thread: Option<thread::JoinHandle<()>>,
+    demand: Arc<Demand>,
 }
 
 impl Drop for Writer {
     fn drop(&mut self) {
         self.jobs.take();
         // (Never join from the writer thread itself, should a job hold the last handle.)
-        if let Some(t) = self.thread.take().filter(|t| t.thread().id() != thread::current().id()) {
+        if let Some(t) = self.demand.close().filter(|t| t.thread().id() != thread::current().id()) {
             if t.join().is_err() {
                 log::error!("the store writer thread panicked");
             }
@@ -55,9 +58,40 @@ impl Drop for Writer {
     }
 }
 
+/// What the writer thread works with: the one writable connection, kept here between runs.
+struct WriterWork {
+    conn: Mutex<Connection>,
+    jobs: Receiver<Job>,
+    notifier: Arc<Notifier>,
+    idle_after: Duration,
+    on_idle: OnIdle,
+}
+
+impl Work for WriterWork {
+    fn run(&self) {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match self.jobs.recv_timeout(self.idle_after) {
+                Ok(first) => commit_batch(&conn, first, &self.jobs, &self.notifier),
+                Err(RecvTimeoutError::Timeout) => {
+                    (self.on_idle)(&conn);
+                    return;
+                }
+                // Every Writer (Sender) is dropped: the store is closing.
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+
+    fn pending(&self) -> bool {
+        !self.jobs.is_empty()
+    }
+}
+
 impl Writer {
-    /// Starts the writer thread, named `thread_name` (15 bytes at most).
-    /// `on_idle` runs once each time no job came for `idle_after` ([`IDLE_TRIM`] in a store).
+    /// The writer of `conn`; its thread, named `thread_name` (15 bytes at most), starts with
+    /// the first job. `on_idle` runs each time no job came for `idle_after` ([`IDLE_TRIM`] in
+    /// a store), then the thread ends.
     pub fn start(
         conn: Connection,
         thread_name: &str,
@@ -66,10 +100,8 @@ impl Writer {
         on_idle: OnIdle,
     ) -> std::io::Result<Writer> {
         let (tx, rx) = bounded::<Job>(QUEUE_CAPACITY);
-        let thread = thread::Builder::new()
-            .name(thread_name.to_string())
-            .spawn(move || run(conn, rx, notifier, idle_after, on_idle))?;
-        Ok(Writer { jobs: Some(tx), thread: Some(thread) })
+        let work = WriterWork { conn: Mutex::new(conn), jobs: rx, notifier, idle_after, on_idle };
+        Ok(Writer { jobs: Some(tx), demand: Demand::new(thread_name, Arc::new(work), None) })
     }
 
     pub fn write<T, F>(&self, f: F) -> Result<T>
@@ -90,67 +122,58 @@ impl Writer {
             (ok, reply)
         });
         self.jobs.as_ref().ok_or(StoreError::Closed)?.send(job).map_err(|_| StoreError::Closed)?;
+        // The job is queued first, so a thread that is ending sees it and goes on.
+        if let Err(e) = self.demand.start() {
+            // The job stays queued for the next write's thread; this caller cannot wait for it.
+            return Err(StoreError::CommitFailed(format!("cannot start the writer thread: {e}")));
+        }
         reply_rx.recv().map_err(|_| StoreError::Closed)?
     }
 }
 
-fn run(conn: Connection, jobs: Receiver<Job>, notifier: Arc<Notifier>, idle_after: Duration, on_idle: OnIdle) {
-    let mut idle = false;
-    // Ends when every Writer (Sender) is dropped.
-    loop {
-        let next = if idle { jobs.recv().map_err(|_| RecvTimeoutError::Disconnected) } else { jobs.recv_timeout(idle_after) };
-        let first = match next {
-            Ok(job) => job,
-            Err(RecvTimeoutError::Timeout) => {
-                on_idle(&conn);
-                idle = true;
-                continue;
-            }
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
-        idle = false;
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match jobs.try_recv() {
-                Ok(j) => batch.push(j),
-                Err(_) => break,
-            }
+/// Runs `first` and whatever else is queued (up to `MAX_BATCH`), each in its savepoint inside
+/// one transaction, commits once, then answers each job.
+fn commit_batch(conn: &Connection, first: Job, jobs: &Receiver<Job>, notifier: &Notifier) {
+    let mut batch = vec![first];
+    while batch.len() < MAX_BATCH {
+        match jobs.try_recv() {
+            Ok(j) => batch.push(j),
+            Err(_) => break,
         }
-        let mut replies: Vec<Reply> = Vec::with_capacity(batch.len());
-        let commit = (|| -> rusqlite::Result<()> {
-            conn.execute_batch("BEGIN IMMEDIATE")?;
-            for job in batch.drain(..) {
-                conn.execute_batch("SAVEPOINT job")?;
-                let (ok, reply) = job(&conn);
-                replies.push(reply);
-                if !ok {
-                    conn.execute_batch("ROLLBACK TO job")?;
-                }
-                conn.execute_batch("RELEASE job")?;
-            }
-            conn.execute_batch("COMMIT")
-        })();
-        let outcome_for = |e: &rusqlite::Error| StoreError::CommitFailed(e.to_string());
-        match &commit {
-            Ok(()) => {
-                notifier.committed();
-                crate::e2e::wal::checkpoint_if_secrets_deleted(&conn);
-            }
-            Err(e) => {
-                log::error!("state database commit failed: {e}");
-                let _ = conn.execute_batch("ROLLBACK");
-            }
-        }
-        for reply in replies {
-            reply(match &commit {
-                Ok(()) => Ok(()),
-                Err(e) => Err(outcome_for(e)),
-            });
-        }
-        // Jobs of a batch that failed before they ran are answered by dropping them: their
-        // reply channel closes and the caller sees `Closed`.
     }
-    log::debug!("store writer stopped");
+    let mut replies: Vec<Reply> = Vec::with_capacity(batch.len());
+    let commit = (|| -> rusqlite::Result<()> {
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        for job in batch.drain(..) {
+            conn.execute_batch("SAVEPOINT job")?;
+            let (ok, reply) = job(conn);
+            replies.push(reply);
+            if !ok {
+                conn.execute_batch("ROLLBACK TO job")?;
+            }
+            conn.execute_batch("RELEASE job")?;
+        }
+        conn.execute_batch("COMMIT")
+    })();
+    let outcome_for = |e: &rusqlite::Error| StoreError::CommitFailed(e.to_string());
+    match &commit {
+        Ok(()) => {
+            notifier.committed();
+            crate::e2e::wal::checkpoint_if_secrets_deleted(conn);
+        }
+        Err(e) => {
+            log::error!("state database commit failed: {e}");
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+    }
+    for reply in replies {
+        reply(match &commit {
+            Ok(()) => Ok(()),
+            Err(e) => Err(outcome_for(e)),
+        });
+    }
+    // Jobs of a batch that failed before they ran are answered by dropping them: their reply
+    // channel closes and the caller sees `Closed`.
 }
 
 #[cfg(test)]
@@ -177,7 +200,7 @@ mod tests {
     }
 
     #[test]
-    fn an_idle_writer_runs_on_idle_once_per_quiet_spell_and_keeps_serving() {
+    fn an_idle_writer_runs_on_idle_and_ends_and_the_next_job_starts_it_again() {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let conn = Connection::open_in_memory().expect("open");
         let runs = Arc::new(AtomicUsize::new(0));
@@ -187,13 +210,21 @@ mod tests {
             counted.fetch_add(1, Ordering::SeqCst);
         });
         let w = Writer::start(conn, "test", Arc::new(Notifier::default()), Duration::from_millis(30), on_idle).expect("writer");
+        thread::sleep(Duration::from_millis(100));
+        assert!(!w.demand.running() && runs.load(Ordering::SeqCst) == 0, "no thread before the first job");
+        w.write(|c| Ok(c.execute_batch("CREATE TABLE t (v INTEGER)")?)).expect("the first job starts the thread");
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while runs.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
             thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(runs.load(Ordering::SeqCst), 1, "idle once");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while w.demand.running() && std::time::Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!w.demand.running(), "the thread ended");
         thread::sleep(Duration::from_millis(150));
-        assert_eq!(runs.load(Ordering::SeqCst), 1, "not again until a job came: it waits without a timeout");
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "not again until a job came: no thread waits");
         let one: i64 = w.write(|c| Ok(c.query_row("SELECT 1", [], |r| r.get(0))?)).expect("a job after idling");
         assert_eq!(one, 1);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
