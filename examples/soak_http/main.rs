@@ -20,7 +20,9 @@
 //!   or any call slower than 2 s fails the soak;
 //! - **resources**: RSS, threads and open descriptors of the gateway are read from `/proc` after
 //!   start-up and a warm-up of 50 `getMe` calls, then again after the barrage once the server
-//!   has settled (polling up to SOAK_SETTLE_SECS, 30 s); what was added is listed by thread name
+//!   has settled (polling up to SOAK_SETTLE_SECS, 60 s: workers beyond the warm ones end 10 s
+//!   after their last connection, and a bot's on-demand threads 10 s after their last work);
+//!   what was added is listed by thread name
 //!   and descriptor kind (TCP sockets by state and port). After settling, threads may not exceed
 //!   the baseline at all (SOAK_THREAD_SLACK, 0): every thread started for a connection must be
 //!   gone once its connection is. gRPC core's own threads (`grpc_*`) are shown but not judged:
@@ -117,7 +119,7 @@ impl Cfg {
             stall_burst: env_u64("SOAK_STALL_BURST", 32).max(1) as usize,
             max_hangs: env_u64("SOAK_MAX_HANGS", 200).max(1),
             max_run: Duration::from_secs(env_u64("SOAK_MAX_SECS", 900).clamp(10, 24 * 3600)),
-            settle: Duration::from_secs(env_u64("SOAK_SETTLE_SECS", 30).min(600)),
+            settle: Duration::from_secs(env_u64("SOAK_SETTLE_SECS", 60).min(600)),
             fd_slack: env_u64("SOAK_FD_SLACK", 2),
             state_fd_slack: env_u64("SOAK_STATE_FD_SLACK", 64),
             thread_slack: env_u64("SOAK_THREAD_SLACK", 0),

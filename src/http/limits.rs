@@ -46,7 +46,7 @@ impl Default for Limits {
         Limits {
             workers: 64,
             warm_workers: 8,
-            worker_idle_exit: Duration::from_secs(30),
+            worker_idle_exit: Duration::from_secs(10),
             max_request_line: 8 * 1024,
             max_head_bytes: 32 * 1024,
             max_headers: 100,

@@ -7,7 +7,7 @@
 //! The pool: `Limits::warm_workers` start with the listener; when a connection finds none idle
 //! and fewer than `Limits::workers` run, the accept thread starts one more; a worker beyond the
 //! warm ones that has had no connection for `Limits::worker_idle_exit` ends. A gateway of a thousand bots
-//! may serve 4,000 workers at a time, but an idle one does not keep them.
+//! may run 999 workers at a time, but an idle one does not keep them.
 //!
 //! Hand-off: a zero-capacity channel, so a connection is only ever handed to a worker that is
 //! waiting for one. When none is, the accept thread evicts the connection that has waited
