@@ -96,8 +96,10 @@ fn stream_once(shared: &BotShared, tx: &Sender<InboxEnvelope>, importer: &Arc<De
             Either::Left((None, _)) => break,
             Either::Right(_) => return Ok(()),
         };
-        if tx.send(envelope).is_err() {
-            return Ok(());
+        // Waits while `in/<n>` is behind (backpressure), but never past the bot's stop.
+        select! {
+            send(tx, envelope) -> sent => if sent.is_err() { return Ok(()) },
+            recv(shared.stop_signal()) -> _ => return Ok(()),
         }
         // Queued first: an `in/<n>` that is ending sees it and goes on; none running starts.
         if let Err(e) = importer.start() {

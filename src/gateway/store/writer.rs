@@ -13,6 +13,7 @@
 //! runs its `on_idle` (the store drops its caches there) and ends, leaving the connection in
 //! the store for the next one. A thousand idle bots have no writer thread.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -43,6 +44,7 @@ type Job = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
 /// a running thread finish the batch it holds, and joins it.
 pub struct Writer {
     jobs: Option<Sender<Job>>,
+    work: Arc<WriterWork>,
     demand: Arc<Demand>,
 }
 
@@ -65,6 +67,16 @@ struct WriterWork {
     notifier: Arc<Notifier>,
     idle_after: Duration,
     on_idle: OnIdle,
+    /// A job panicked in the writer thread: no thread starts again, and every write, queued
+    /// or new, fails with `Closed` instead of waiting for a commit that will not come.
+    broken: AtomicBool,
+}
+
+impl WriterWork {
+    /// Drops the queued jobs: their callers' reply channels close (`Closed`).
+    fn drop_queued(&self) {
+        while self.jobs.try_recv().is_ok() {}
+    }
 }
 
 impl Work for WriterWork {
@@ -86,6 +98,12 @@ impl Work for WriterWork {
     fn pending(&self) -> bool {
         !self.jobs.is_empty()
     }
+
+    fn failed(&self, name: &str) {
+        log::error!("the store writer thread {name} panicked; the bot's writes fail from now on");
+        self.broken.store(true, Ordering::SeqCst);
+        self.drop_queued();
+    }
 }
 
 impl Writer {
@@ -100,8 +118,8 @@ impl Writer {
         on_idle: OnIdle,
     ) -> std::io::Result<Writer> {
         let (tx, rx) = bounded::<Job>(QUEUE_CAPACITY);
-        let work = WriterWork { conn: Mutex::new(conn), jobs: rx, notifier, idle_after, on_idle };
-        Ok(Writer { jobs: Some(tx), demand: Demand::new(thread_name, Arc::new(work), None) })
+        let work = Arc::new(WriterWork { conn: Mutex::new(conn), jobs: rx, notifier, idle_after, on_idle, broken: AtomicBool::new(false) });
+        Ok(Writer { jobs: Some(tx), work: work.clone(), demand: Demand::new(thread_name, work, None) })
     }
 
     pub fn write<T, F>(&self, f: F) -> Result<T>
@@ -121,7 +139,14 @@ impl Writer {
             });
             (ok, reply)
         });
+        if self.work.broken.load(Ordering::SeqCst) {
+            return Err(StoreError::Closed);
+        }
         self.jobs.as_ref().ok_or(StoreError::Closed)?.send(job).map_err(|_| StoreError::Closed)?;
+        if self.work.broken.load(Ordering::SeqCst) {
+            // Broken while this was queued: dropped, the wait below ends at once.
+            self.work.drop_queued();
+        }
         // The job is queued first, so a thread that is ending sees it and goes on.
         if let Err(e) = self.demand.start() {
             // The job stays queued for the next write's thread; this caller cannot wait for it.
@@ -232,5 +257,16 @@ mod tests {
             thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(runs.load(Ordering::SeqCst), 2, "idle again after the job");
+    }
+
+    #[test]
+    fn after_a_job_panics_in_the_writer_every_write_fails_instead_of_waiting() {
+        let conn = Connection::open_in_memory().expect("open");
+        let w = Writer::start(conn, "test", Arc::new(Notifier::default()), IDLE_TRIM, Box::new(|_| {})).expect("writer");
+        w.write(|c| Ok(c.execute_batch("CREATE TABLE t (v INTEGER)")?)).expect("a first job");
+        let panicked = w.write(|_| -> Result<()> { panic!("a job that panics (expected by the test)") });
+        assert!(matches!(panicked, Err(StoreError::Closed)), "{panicked:?}");
+        let after = w.write(|c| Ok(c.execute("INSERT INTO t VALUES (1)", [])?));
+        assert!(matches!(after, Err(StoreError::Closed)), "a later write fails at once: {after:?}");
     }
 }
