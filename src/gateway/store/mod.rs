@@ -198,18 +198,23 @@ fn open_connection(path: &Path, key: &[u8; 32], flags: OpenFlags) -> Result<Conn
     Ok(conn)
 }
 
-/// What an idle store lets go of, in its writer thread: the writer's prepared statements and
-/// page cache, and the pooled readers (closed; the next read opens one). A thousand idle bots
-/// would otherwise keep about half a MiB each of pages read at start-up (docs/decisions.md,
-/// "Many bots"). A busy store keeps everything: it is only idle after `IDLE_TRIM` without a write.
-fn release_idle(conn: &Connection, readers: &Mutex<Vec<Connection>>) {
-    conn.flush_prepared_statement_cache();
-    if let Err(e) = conn.execute_batch("PRAGMA shrink_memory") {
-        log::debug!("state database: shrink_memory failed: {e}");
-    }
+/// What an idle store lets go of, once its writer has closed its connection (the next write
+/// opens it again): the pooled readers (closed; the next read opens one), and the freed pages.
+/// A thousand idle bots would otherwise keep about half a MiB each of connections, schemas and
+/// pages read at start-up (docs/decisions.md, "Many bots in one gateway"). A busy store keeps
+/// everything: it is only idle after `IDLE_TRIM` without a write.
+fn release_idle(readers: &Mutex<Vec<Connection>>) {
     let closed = std::mem::take(&mut *readers.lock().expect("reader pool lock"));
     drop(closed);
     crate::memory::release_freed();
+}
+
+/// The writable connection, as `Store::open` set it up (after migrations, which need not run
+/// again): for a writer that closed it when idle.
+fn open_writable(path: &Path, key: &[u8; 32]) -> Result<Connection> {
+    let conn = open_connection(path, key, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+    schema::configure(&conn)?;
+    Ok(conn)
 }
 
 impl Store {
@@ -246,8 +251,11 @@ impl Store {
         let notifier = Arc::new(Notifier::default());
         let readers = Arc::new(Mutex::new(Vec::new()));
         let pool = readers.clone();
-        let on_idle = Box::new(move |conn: &Connection| release_idle(conn, &pool));
-        let writer = Writer::start(conn, name, notifier.clone(), writer::IDLE_TRIM, on_idle).map_err(StoreOpenError::Writer)?;
+        let on_idle = Box::new(move || release_idle(&pool));
+        let (reopen_path, reopen_key) = (path.to_path_buf(), key);
+        let reopen = Box::new(move || open_writable(&reopen_path, &reopen_key));
+        let writer = Writer::start(conn, reopen, name, notifier.clone(), writer::IDLE_TRIM, on_idle)
+            .map_err(StoreOpenError::Writer)?;
         Ok(Store { inner: Arc::new(StoreInner { path: path.to_path_buf(), created, key, writer, readers, notifier }) })
     }
 
@@ -389,12 +397,7 @@ mod tests {
         store.set_meta("k", "v".into()).expect("write");
         assert_eq!(store.meta("k").expect("read"), Some("v".to_string()));
         assert_eq!(store.inner.readers.lock().expect("pool").len(), 1, "the reader went back to the pool");
-        let readers = store.inner.readers.clone();
-        store.write(move |c| {
-            release_idle(c, &readers);
-            Ok(())
-        })
-        .expect("idle release in the writer");
+        release_idle(&store.inner.readers);
         assert!(store.inner.readers.lock().expect("pool").is_empty(), "pooled readers closed");
         assert_eq!(store.meta("k").expect("a new reader"), Some("v".to_string()));
         store.set_meta("k", "w".into()).expect("the writer still writes");

@@ -10,8 +10,9 @@
 //!
 //! The thread runs only while there are jobs (`crate::demand`): a write puts its job in the
 //! queue and starts the thread if none runs; a writer that has had no job for [`IDLE_TRIM`]
-//! runs its `on_idle` (the store drops its caches there) and ends, leaving the connection in
-//! the store for the next one. A thousand idle bots have no writer thread.
+//! closes its connection, runs its `on_idle` (the store lets its readers go there) and ends;
+//! the next one opens the connection again (`Reopen`, about a millisecond). A thousand idle
+//! bots have no writer thread and no writable connection.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,8 +33,10 @@ const MAX_BATCH: usize = 256;
 /// How long without a job makes a store idle.
 pub const IDLE_TRIM: Duration = Duration::from_secs(10);
 
-/// What a writer does when its store goes idle, with its connection, before its thread ends.
-pub type OnIdle = Box<dyn Fn(&Connection) + Send + Sync>;
+/// What a writer does when its store goes idle, after it closed its connection.
+pub type OnIdle = Box<dyn Fn() + Send + Sync>;
+/// Opens the writable connection again, for a writer that closed it when idle.
+pub type Reopen = Box<dyn Fn() -> Result<Connection> + Send + Sync>;
 
 /// A job runs against the transaction and returns whether it succeeded plus the reply to
 /// deliver once the outcome of the commit is known.
@@ -60,9 +63,11 @@ impl Drop for Writer {
     }
 }
 
-/// What the writer thread works with: the one writable connection, kept here between runs.
+/// What the writer thread works with: the one writable connection, here while it is open and
+/// no thread runs, and how to open it again.
 struct WriterWork {
-    conn: Mutex<Connection>,
+    conn: Mutex<Option<Connection>>,
+    reopen: Reopen,
     jobs: Receiver<Job>,
     notifier: Arc<Notifier>,
     idle_after: Duration,
@@ -81,12 +86,22 @@ impl WriterWork {
 
 impl Work for WriterWork {
     fn run(&self) {
-        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let conn = match slot.take().map_or_else(&self.reopen, Ok) {
+            Ok(conn) => conn,
+            Err(e) => {
+                // Its callers see `Closed`; the next write tries again.
+                log::error!("state database: cannot open it again for writing: {e}");
+                self.drop_queued();
+                return;
+            }
+        };
         loop {
             match self.jobs.recv_timeout(self.idle_after) {
                 Ok(first) => commit_batch(&conn, first, &self.jobs, &self.notifier),
                 Err(RecvTimeoutError::Timeout) => {
-                    (self.on_idle)(&conn);
+                    drop(conn);
+                    (self.on_idle)();
                     return;
                 }
                 // Every Writer (Sender) is dropped: the store is closing.
@@ -108,17 +123,26 @@ impl Work for WriterWork {
 
 impl Writer {
     /// The writer of `conn`; its thread, named `thread_name` (15 bytes at most), starts with
-    /// the first job. `on_idle` runs each time no job came for `idle_after` ([`IDLE_TRIM`] in
-    /// a store), then the thread ends.
+    /// the first job. Each time no job came for `idle_after` ([`IDLE_TRIM`] in a store) it
+    /// closes the connection, runs `on_idle` and ends; the next run opens it with `reopen`.
     pub fn start(
         conn: Connection,
+        reopen: Reopen,
         thread_name: &str,
         notifier: Arc<Notifier>,
         idle_after: Duration,
         on_idle: OnIdle,
     ) -> std::io::Result<Writer> {
         let (tx, rx) = bounded::<Job>(QUEUE_CAPACITY);
-        let work = Arc::new(WriterWork { conn: Mutex::new(conn), jobs: rx, notifier, idle_after, on_idle, broken: AtomicBool::new(false) });
+        let work = Arc::new(WriterWork {
+            conn: Mutex::new(Some(conn)),
+            reopen,
+            jobs: rx,
+            notifier,
+            idle_after,
+            on_idle,
+            broken: AtomicBool::new(false),
+        });
         Ok(Writer { jobs: Some(tx), work: work.clone(), demand: Demand::new(thread_name, work, None) })
     }
 
@@ -205,13 +229,17 @@ fn commit_batch(conn: &Connection, first: Job, jobs: &Receiver<Job>, notifier: &
 mod tests {
     use super::*;
 
+    fn no_reopen() -> Reopen {
+        Box::new(|| Err(StoreError::Closed))
+    }
+
     #[test]
     fn failed_job_rolls_back_alone_and_others_commit() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let path = tmp.path().join("w.db");
         let conn = Connection::open(&path).expect("open");
         conn.execute_batch("CREATE TABLE t (v INTEGER UNIQUE)").expect("schema");
-        let w = Writer::start(conn, "test", Arc::new(Notifier::default()), IDLE_TRIM, Box::new(|_| {})).expect("writer");
+        let w = Writer::start(conn, no_reopen(), "test", Arc::new(Notifier::default()), IDLE_TRIM, Box::new(|| {})).expect("writer");
         w.write(|c| Ok(c.execute("INSERT INTO t VALUES (1)", [])?)).expect("first");
         let dup = w.write(|c| {
             c.execute("INSERT INTO t VALUES (2)", [])?;
@@ -225,44 +253,48 @@ mod tests {
     }
 
     #[test]
-    fn an_idle_writer_runs_on_idle_and_ends_and_the_next_job_starts_it_again() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        let conn = Connection::open_in_memory().expect("open");
-        let runs = Arc::new(AtomicUsize::new(0));
-        let counted = runs.clone();
-        let on_idle: OnIdle = Box::new(move |c| {
-            c.execute_batch("PRAGMA shrink_memory").expect("a usable connection");
+    fn an_idle_writer_closes_its_connection_and_ends_and_the_next_job_opens_it_again() {
+        use std::sync::atomic::AtomicUsize;
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("w.db");
+        let conn = Connection::open(&path).expect("open");
+        let (runs, reopens) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (counted, reopened) = (runs.clone(), reopens.clone());
+        let on_idle: OnIdle = Box::new(move || {
             counted.fetch_add(1, Ordering::SeqCst);
         });
-        let w = Writer::start(conn, "test", Arc::new(Notifier::default()), Duration::from_millis(30), on_idle).expect("writer");
+        let reopen: Reopen = Box::new(move || {
+            reopened.fetch_add(1, Ordering::SeqCst);
+            Ok(Connection::open(&path)?)
+        });
+        let w = Writer::start(conn, reopen, "test", Arc::new(Notifier::default()), Duration::from_millis(30), on_idle).expect("writer");
         thread::sleep(Duration::from_millis(100));
         assert!(!w.demand.running() && runs.load(Ordering::SeqCst) == 0, "no thread before the first job");
         w.write(|c| Ok(c.execute_batch("CREATE TABLE t (v INTEGER)")?)).expect("the first job starts the thread");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while runs.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(10));
-        }
-        assert_eq!(runs.load(Ordering::SeqCst), 1, "idle once");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while w.demand.running() && std::time::Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(10));
-        }
-        assert!(!w.demand.running(), "the thread ended");
+        let until = |what: &str, done: &dyn Fn() -> bool| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !done() {
+                assert!(std::time::Instant::now() < deadline, "{what}");
+                thread::sleep(Duration::from_millis(5));
+            }
+        };
+        until("idle once", &|| runs.load(Ordering::SeqCst) == 1);
+        until("the thread ended", &|| !w.demand.running());
+        assert!(w.work.conn.lock().expect("slot").is_none(), "the connection is closed");
         thread::sleep(Duration::from_millis(150));
         assert_eq!(runs.load(Ordering::SeqCst), 1, "not again until a job came: no thread waits");
-        let one: i64 = w.write(|c| Ok(c.query_row("SELECT 1", [], |r| r.get(0))?)).expect("a job after idling");
-        assert_eq!(one, 1);
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while runs.load(Ordering::SeqCst) == 1 && std::time::Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(10));
-        }
-        assert_eq!(runs.load(Ordering::SeqCst), 2, "idle again after the job");
+        assert_eq!(reopens.load(Ordering::SeqCst), 0);
+        w.write(|c| Ok(c.execute("INSERT INTO t VALUES (1)", [])?)).expect("a job after idling");
+        assert_eq!(reopens.load(Ordering::SeqCst), 1, "opened again for it");
+        let n: i64 = w.write(|c| Ok(c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))?)).expect("count");
+        assert_eq!(n, 1, "what was written before and after idling is there");
+        until("idle again after the job", &|| runs.load(Ordering::SeqCst) == 2);
     }
 
     #[test]
     fn after_a_job_panics_in_the_writer_every_write_fails_instead_of_waiting() {
         let conn = Connection::open_in_memory().expect("open");
-        let w = Writer::start(conn, "test", Arc::new(Notifier::default()), IDLE_TRIM, Box::new(|_| {})).expect("writer");
+        let w = Writer::start(conn, no_reopen(), "test", Arc::new(Notifier::default()), IDLE_TRIM, Box::new(|| {})).expect("writer");
         w.write(|c| Ok(c.execute_batch("CREATE TABLE t (v INTEGER)")?)).expect("a first job");
         let panicked = w.write(|_| -> Result<()> { panic!("a job that panics (expected by the test)") });
         assert!(matches!(panicked, Err(StoreError::Closed)), "{panicked:?}");
