@@ -93,8 +93,8 @@ impl Work for OutboxWork {
 struct Running {
     index: usize,
     handles: Vec<(String, JoinHandle<()>)>,
-    /// Each thread says here that it ended (also by panicking); unbounded: one message per
-    /// thread, six at most.
+    /// Each thread says here that it ended (also by panicking; the on-demand ones only when
+    /// stopped or panicked); unbounded: one message per thread, five at most.
     ended_tx: Sender<String>,
     webhook_started: bool,
 }
