@@ -31,6 +31,7 @@ Prints PASS/FAIL per SDK, then exactly "N passed, M failed"; exits 0 only if all
 
 import json
 import secrets
+import socket
 import sys
 import time
 import urllib.error
@@ -145,6 +146,21 @@ def post_without_compat_secret(url, headers):
         return e.code
 
 
+def wait_listening(world, port, hook_url):
+    """Waits (bounded) until the bot's webhook port accepts connections: aiogram registers its
+    URL in an on_startup hook, which aiohttp runs before it starts listening (the gateway retries
+    a refused delivery; this test's own POSTs must not race the bot's start-up)."""
+    deadline = time.monotonic() + WEBHOOK_TIMEOUT
+    while time.monotonic() < deadline:
+        world.check_alive("bot-gateway", "platform-server", "sdk-bot")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise StepFailed(f"the bot registered {hook_url} but did not listen on it within {WEBHOOK_TIMEOUT:.0f} s")
+
+
 def start_webhook_bot(world, spec, bot, api_base):
     """Starts the SDK bot in webhook mode (a free loopback port, a fresh secret) and waits until
     it registered its URL and /healthz reports mode "webhook". Returns (getWebhookInfo result,
@@ -158,6 +174,7 @@ def start_webhook_bot(world, spec, bot, api_base):
         env={"BOT_TOKEN": bot["token"], "BOT_API_BASE": api_base, "WEBHOOK_PORT": str(port), "WEBHOOK_SECRET": secret},
     )
     info = wait_webhook_info(world, api_base, bot["token"], f"the bot did not register {hook_url}", lambda i: i.get("url") == hook_url)
+    wait_listening(world, port, hook_url)
     mode = health(api_base)["bots"][0].get("mode")
     if mode != "webhook":
         raise StepFailed(f"/healthz reports mode {mode!r}, expected 'webhook'")
