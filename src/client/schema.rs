@@ -35,6 +35,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 12, sql: &[e2e::REPLAY_TABLES] },
     // The identity keys the person checked (`identity`: `verify --mark`).
     Step { version: 13, sql: &[VERIFIED_V13] },
+    // openmls' message secrets and trees may be compact (`crypto::mls_codec`).
+    Step { version: 14, sql: &[crate::crypto::mls_codec::SCHEMA_STEP] },
 ];
 
 /// Step 13: the identity keys the person checked (`verify --mark`, `identity`). A mark counts

@@ -16,11 +16,12 @@ use std::borrow::{Borrow, BorrowMut};
 use openmls::prelude::tls_codec::Deserialize as _;
 use openmls::prelude::*;
 use openmls_rust_crypto::RustCrypto;
-use openmls_sqlite_storage::{Codec, SqliteStorageProvider};
+use openmls_sqlite_storage::SqliteStorageProvider;
 use openmls_traits::signatures::{Signer, SignerError};
 use rusqlite::Connection;
 
 use super::identity::IdentityKeyPair;
+use super::mls_codec::StorageCodec;
 
 /// X25519, ChaCha20-Poly1305, SHA-256, Ed25519: the same primitives as the 1:1 sessions.
 pub const CIPHERSUITE: Ciphersuite = Ciphersuite::MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519;
@@ -170,27 +171,11 @@ impl Signer for DeviceSigner {
     }
 }
 
-/// openmls' storage values as JSON (the storage crate leaves the encoding to us).
-#[derive(Default)]
-pub struct JsonCodec;
-
-impl Codec for JsonCodec {
-    type Error = serde_json::Error;
-
-    fn to_vec<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, Self::Error> {
-        serde_json::to_vec(value)
-    }
-
-    fn from_slice<T: serde::de::DeserializeOwned>(slice: &[u8]) -> Result<T, Self::Error> {
-        serde_json::from_slice(slice)
-    }
-}
-
 /// openmls' crypto and its storage over one borrowed connection: inside a writer job, every
 /// MLS state change commits (or rolls back) with the rest of that job.
 pub struct MlsProvider<C: Borrow<Connection>> {
     crypto: RustCrypto,
-    storage: SqliteStorageProvider<JsonCodec, C>,
+    storage: SqliteStorageProvider<StorageCodec, C>,
 }
 
 impl<C: Borrow<Connection>> MlsProvider<C> {
@@ -202,7 +187,7 @@ impl<C: Borrow<Connection>> MlsProvider<C> {
 impl<C: Borrow<Connection>> OpenMlsProvider for MlsProvider<C> {
     type CryptoProvider = RustCrypto;
     type RandProvider = RustCrypto;
-    type StorageProvider = SqliteStorageProvider<JsonCodec, C>;
+    type StorageProvider = SqliteStorageProvider<StorageCodec, C>;
 
     fn crypto(&self) -> &RustCrypto {
         &self.crypto
@@ -259,7 +244,7 @@ impl std::error::Error for MlsError {
 /// Creates or upgrades openmls' own tables (`openmls_*`, versioned by the storage crate in
 /// `openmls_sqlite_storage_migrations`) in a database; call once at open.
 pub fn migrate_storage<C: BorrowMut<Connection>>(conn: C) -> Result<(), MlsError> {
-    SqliteStorageProvider::<JsonCodec, C>::new(conn).run_migrations().map_err(|e| MlsError::StorageMigrations(Box::new(e)))
+    SqliteStorageProvider::<StorageCodec, C>::new(conn).run_migrations().map_err(|e| MlsError::StorageMigrations(Box::new(e)))
 }
 
 /// Decodes an MLSMessage from the wire.

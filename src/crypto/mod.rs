@@ -20,6 +20,7 @@ pub mod fingerprint;
 pub mod identity;
 pub mod kdf;
 pub mod mls;
+pub mod mls_codec;
 pub mod prekeys;
 pub mod ratchet;
 pub mod x3dh;

@@ -644,6 +644,57 @@ mod tests {
         assert_eq!(opened(&encrypt(&alice.conn, &gid, &text(5)).expect("encrypt").0), text(5));
     }
 
+    /// The first byte of each of the group's state values, by kind, and every group id key.
+    fn stored(conn: &Connection) -> (std::collections::BTreeMap<String, u8>, Vec<Vec<u8>>) {
+        let mut values = conn.prepare("SELECT data_type, group_data FROM openmls_group_data").expect("values");
+        let values = values
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?[0])))
+            .expect("rows")
+            .map(|r| r.expect("row"))
+            .collect();
+        let mut keys = conn.prepare("SELECT DISTINCT group_id FROM openmls_group_data").expect("keys");
+        let keys = keys.query_map([], |r| r.get(0)).expect("rows").map(|r| r.expect("row")).collect();
+        (values, keys)
+    }
+
+    #[test]
+    fn state_an_earlier_release_wrote_in_json_opens_and_is_rewritten_compact() {
+        let alice = device(1, 1);
+        let bob = device(2, 1);
+        let gid = new_group_id();
+        // As a release before the compact codec: everything JSON.
+        crate::crypto::mls_codec::write_json_only(true);
+        create(&alice.conn, &gid).expect("create");
+        let kps = key_packages(&bob.conn, 1).expect("key package");
+        let add_bob = add(&alice.conn, &gid, &Claimed::of(2, 1, &kps)).expect("add");
+        commit_accepted(&alice.conn, &gid).expect("merge");
+        join_welcome(&bob.conn, &add_bob.welcome).expect("welcome");
+        let (first, _) = encrypt(&alice.conn, &gid, b"one").expect("encrypt");
+        assert!(matches!(receive(&bob.conn, &gid, &first).expect("opens"), Received::Application { .. }));
+        let (old, old_keys) = stored(&bob.conn);
+        assert_eq!((old["message_secrets"], old["tree"]), (b'{', b'{'), "{old:?}");
+        crate::crypto::mls_codec::write_json_only(false);
+
+        // This release opens it; each message rewrites the message secrets compact.
+        let (second, _) = encrypt(&alice.conn, &gid, b"two").expect("encrypt");
+        assert_eq!(receive(&bob.conn, &gid, &second).expect("opens"), Received::Application { sender: (1, 1), plaintext: b"two".to_vec() });
+        let (now, keys) = stored(&bob.conn);
+        assert_eq!(now["message_secrets"], 0xC1, "{now:?}");
+        assert_eq!(now["tree"], b'{', "the tree changes with a commit");
+        assert_eq!(keys, old_keys, "keys keep their bytes: rows are found by them");
+        // A commit writes the tree compact; a fresh load reads it, and the next message opens.
+        let update = self_update(&alice.conn, &gid).expect("self update");
+        commit_accepted(&alice.conn, &gid).expect("merge");
+        assert!(matches!(receive(&bob.conn, &gid, &update.message).expect("commit"), Received::Commit { epoch: 2, .. }));
+        assert_eq!(stored(&bob.conn).0["tree"], 0xC1);
+        assert_eq!(members(&bob.conn, &gid).expect("members").len(), 2);
+        let (third, _) = encrypt(&alice.conn, &gid, b"three").expect("encrypt");
+        assert_eq!(receive(&bob.conn, &gid, &third).expect("opens"), Received::Application { sender: (1, 1), plaintext: b"three".to_vec() });
+        // Everything the JSON-era release wrote besides those is still JSON.
+        let (after, _) = stored(&bob.conn);
+        assert!(after.iter().all(|(kind, &b)| b == b'{' || b == b'[' || b == b'"' || b.is_ascii_digit() || (b == 0xC1 && (kind == "tree" || kind == "message_secrets"))), "{after:?}");
+    }
+
     #[test]
     fn create_external_join_welcome_messages_removal_and_a_stale_commit() {
         let alice = device(1, 1);

@@ -32,6 +32,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 11, sql: &[super::groups::SCHEMA_JOINERS] },
     // First messages cannot be replayed (`e2e::replay`).
     Step { version: 12, sql: &[crate::e2e::REPLAY_TABLES] },
+    // openmls' message secrets and trees may be compact (`crypto::mls_codec`).
+    Step { version: 13, sql: &[crate::crypto::mls_codec::SCHEMA_STEP] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).

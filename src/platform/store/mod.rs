@@ -66,6 +66,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 9, sql: &[groups::SCHEMA_DROP_UNPROVEN] },
     // When each key package expires: an expired one is never handed out (`groups::key_packages`).
     Step { version: 10, sql: &[groups::SCHEMA_KEY_PACKAGE_EXPIRY] },
+    // openmls' ratchet trees may be compact (`crypto::mls_codec`).
+    Step { version: 11, sql: &[crate::crypto::mls_codec::SCHEMA_STEP] },
 ];
 
 /// Step 4: devices of a bot: when each was last seen (an authenticated call or an Inbox stream,
