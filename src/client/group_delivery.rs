@@ -274,6 +274,14 @@ pub(super) fn own_commit_accepted(c: &Connection, id: &GroupId, group_seq: u64) 
     Ok(())
 }
 
+/// True while a commit of ours was accepted and the inbox has not passed it yet.
+fn own_commit_outstanding(c: &Connection, id: &GroupId) -> Result<bool> {
+    let seq: Option<i64> = c
+        .query_row("SELECT own_commit_seq FROM client_groups WHERE group_id = ?1", [id.0.to_vec()], |r| r.get(0))
+        .optional()?;
+    Ok(seq.is_some_and(|s| s > 0))
+}
+
 /// Forward secrecy: a delivery past our latest accepted commit means nothing of an earlier
 /// epoch can arrive any more (the platform orders everything), so their secrets go.
 fn forget_past_epochs(c: &Connection, id: &GroupId, group_seq: u64) -> std::result::Result<(), E2eError> {
@@ -473,6 +481,10 @@ pub(super) fn open_delivery(
                 } => {
                     if removed_me {
                         forget_group(c, &id).map_err(db)?;
+                    } else if !own_commit_outstanding(c, &id).map_err(db)? {
+                        // Nothing of the epoch this commit ended can arrive any more, and no
+                        // commit of ours keeps an earlier one open: its secrets go now.
+                        mls_group::delete_past_epochs(c, &id.0)?;
                     }
                     Ok((
                         Some(Incoming::GroupCommit {

@@ -135,7 +135,15 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
                     // void (openmls discarded it while merging).
                     groups::clear_commit(c, gid)?;
                     if removed_me {
-                        groups::set_status(c, gid, Membership::Gone, now)?;
+                        return groups::set_status(c, gid, Membership::Gone, now);
+                    }
+                    // Nothing of the epoch this commit ended can arrive any more (the platform
+                    // orders everything), and no commit of ours keeps an earlier one open: its
+                    // secrets go now, not after our next commit (forward secrecy; and every
+                    // message would rewrite them with the current epoch's).
+                    if !groups::own_commit_outstanding(c, gid)? {
+                        loaded.forget(gid);
+                        mls_group::delete_past_epochs(c, gid)?;
                     }
                     Ok(())
                 }

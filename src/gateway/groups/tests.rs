@@ -616,6 +616,40 @@ fn once_the_inbox_passes_our_commit_the_past_epoch_no_longer_opens() {
 }
 
 #[test]
+fn another_members_commit_deletes_the_epoch_it_ended_unless_a_commit_of_ours_is_unread() {
+    let (_dir, bot, fake, alice) = joined();
+    // A message of epoch 1 the platform could never deliver after Alice's commit (it refuses
+    // a message of an ended epoch): a forged replay by the platform.
+    let (stale, _) = mls_group::encrypt(&alice, &GID, &text("epoch 1")).expect("encrypt");
+    let update = mls_group::self_update(&alice, &GID).expect("Alice updates");
+    mls_group::commit_accepted(&alice, &GID).expect("merge");
+    import_one(&bot, mls_message_at(ALICE, 0, update.message, 5)).expect("Alice's commit");
+    assert_eq!(epoch(&bot), Some(2));
+    let err = import_one(&bot, mls_message_at(ALICE, 1, stale, 6)).expect_err("epoch 1 is gone");
+    assert!(err.to_string().contains("processing a group message"), "{err}");
+    let (now, _) = mls_group::encrypt(&alice, &GID, &text("epoch 2")).expect("encrypt");
+    import_one(&bot, mls_message_at(ALICE, 2, now, 7)).expect("the current epoch opens");
+
+    // While a commit of ours is unread, the epochs before it stay (its messages may come).
+    let (early, _) = mls_group::encrypt(&alice, &GID, &text("before ours")).expect("encrypt");
+    fake.answer_once("send_group_message", Ok(SendGroupMessageResponse { group_seq: 20, ..ok_answer(0) }));
+    self_update_due(&bot, unix_now() + WEEK + 1);
+    let ours = commits_sent(&fake).pop().expect("the bot's self-update");
+    assert_eq!(epoch(&bot), Some(3));
+    import_one(&bot, mls_message_at(ALICE, 3, early, 19)).expect("epoch 2, read after our commit was merged");
+    mls_group::receive(&alice, &GID, &ours.message).expect("Alice processes the bot's update");
+    let texts: Vec<String> = bot
+        .store
+        .read(|c| queue::fetch(c, None, 10))
+        .expect("queue")
+        .iter()
+        .filter(|u| u.kind == "message")
+        .map(|u| u.payload["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(texts, ["epoch 2", "before ours"]);
+}
+
+#[test]
 fn key_packages_are_replaced_once_older_than_half_their_lifetime() {
     let (_dir, bot, fake) = bot();
     fake.answer_always("upload_key_packages", |r: crate::wire::platform::KeyPackagesUpload| {

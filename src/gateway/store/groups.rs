@@ -223,6 +223,13 @@ pub fn passed_own_commit(conn: &Connection, group_id: &[u8], group_seq: u64) -> 
     Ok(conn.prepare_cached("UPDATE groups SET own_commit_seq = 0 WHERE group_id = ?1 AND own_commit_seq > 0 AND own_commit_seq < ?2")?.execute(params![group_id, group_seq as i64])? > 0)
 }
 
+/// True while a commit of ours was accepted and the inbox has not passed it yet.
+pub fn own_commit_outstanding(conn: &Connection, group_id: &[u8]) -> Result<bool> {
+    let seq: Option<i64> =
+        conn.prepare_cached("SELECT own_commit_seq FROM groups WHERE group_id = ?1")?.query_row([group_id], |r| r.get(0)).optional()?;
+    Ok(seq.is_some_and(|s| s > 0))
+}
+
 /// When the key packages the platform holds for this device were made (the oldest batch we
 /// rely on); `None` before the first batch of this release.
 pub fn key_packages_made_at(conn: &Connection) -> Result<Option<i64>> {
