@@ -444,3 +444,40 @@ fn sigkill_during_group_traffic_loses_and_duplicates_nothing() {
     outgoing.dedup();
     assert_eq!(outgoing.len(), total, "no group message arrived twice");
 }
+
+#[test]
+fn a_batch_of_group_messages_is_ordered_and_answered_as_each_alone_and_refuses_a_commit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let platform = support::PlatformServer::start(&dir.path().join("platform"));
+    let alice = Member::register(&platform.url, "alice");
+    let mut bob = Member::register(&platform.url, "bob");
+    let gid = alice.create_group("Batch");
+    alice.add_by_welcome(&gid, &[&bob]);
+    bob.pump(Duration::from_millis(700));
+    assert_eq!(e2e::group::epoch(&bob.conn, &gid).expect("epoch"), Some(1), "bob joined");
+
+    let sealed = |text: &str| {
+        use protobuf::Message as _;
+        let content = e2e::text_content(text).write_to_bytes().expect("content");
+        alice.request(&gid, &e2e::group::CommitOut { message: e2e::group::encrypt(&alice.conn, &gid, &content).expect("encrypt").0, ..Default::default() })
+    };
+    let (one, two, three) = (sealed("one"), sealed("two"), sealed("three"));
+    let commit = alice.request(&gid, &e2e::group::self_update(&alice.conn, &gid).expect("a commit"));
+    let broken = pb::SendGroupMessageRequest { message: b"not an MLS message".to_vec(), ..sealed("never sent") };
+    let batch = vec![one, two, commit, broken, three];
+    let results = alice.send_batch(batch.clone());
+    let statuses: Vec<Status> = results.iter().map(|r| r.status.enum_value_or_default()).collect();
+    assert_eq!(statuses, [Status::OK, Status::OK, Status::REJECTED, Status::REJECTED, Status::OK], "{results:?}");
+    assert!(results[2].error.contains("send a commit alone"), "{}", results[2].error);
+    assert!(!results[3].error.is_empty());
+    let seqs: Vec<u64> = [0, 1, 4].iter().map(|&i| results[i].group_seq).collect();
+    assert!(seqs[0] < seqs[1] && seqs[1] < seqs[2], "in the batch's order: {seqs:?}");
+    e2e::group::commit_refused(&alice.conn, &gid).expect("drop the refused commit");
+
+    // Sent again (a lost answer): the same answers, and nothing twice.
+    let again = alice.send_batch(batch);
+    assert_eq!([0, 1, 4].map(|i| again[i].group_seq).to_vec(), seqs);
+    bob.pump(Duration::from_millis(700));
+    let texts: Vec<&str> = bob.texts.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(texts, ["one", "two", "three"]);
+}

@@ -27,8 +27,10 @@ pub struct Member {
     pub texts: Vec<(u64, String)>,
     /// Every group content received, in order: (sender, message id, content).
     pub contents: Vec<(u64, u64, Content)>,
-    /// Reads the Inbox stream into `inbox`; ends with the stream (the platform stopping).
+    /// Reads the Inbox stream into `inbox`; ends with the stream (the platform stopping) or
+    /// when `close_inbox` cancels the call.
     _reader: std::thread::JoinHandle<()>,
+    close: Option<futures::channel::oneshot::Sender<()>>,
 }
 
 /// A fresh device database: the e2e and openmls tables, device keys and a registration.
@@ -65,20 +67,30 @@ impl Member {
         let (conn, p, user_id) = register_device(url, name);
         let kps = e2e::group::key_packages(&conn, 3).expect("key packages");
         p.client.upload_key_packages(&pb::KeyPackagesUpload { key_packages: kps, ..Default::default() }, p.opt()).expect("upload");
-        let stream = p.client.inbox(&pb::InboxRequest::default(), p.opt_with_timeout(None)).expect("inbox");
+        let mut stream = p.client.inbox(&pb::InboxRequest::default(), p.opt_with_timeout(None)).expect("inbox");
         let (tx, inbox) = crossbeam_channel::bounded(256);
+        let (close, mut closed) = futures::channel::oneshot::channel::<()>();
         let reader = std::thread::Builder::new()
             .name(format!("inbox-{name}"))
             .spawn(move || {
-                for item in futures::executor::block_on_stream(stream) {
-                    let Ok(e) = item else { return };
+                use futures::future::{select, Either};
+                use futures::StreamExt as _;
+                // Returning drops the stream, which cancels the call.
+                while let Either::Left((Some(Ok(e)), _)) = futures::executor::block_on(select(stream.next(), &mut closed)) {
                     if tx.send(e).is_err() {
                         return;
                     }
                 }
             })
             .expect("reader");
-        Member { conn, p, user_id, inbox, texts: Vec::new(), contents: Vec::new(), _reader: reader }
+        Member { conn, p, user_id, inbox, texts: Vec::new(), contents: Vec::new(), _reader: reader, close: Some(close) }
+    }
+
+    /// Ends this member's Inbox stream: the platform keeps its deliveries and sends it none
+    /// (a member who is offline). For benchmarks whose load must not include the members'
+    /// own reading.
+    pub fn close_inbox(&mut self) {
+        self.close.take();
     }
 
     /// Takes every delivery that arrives within `quiet` of the previous one, in order, as a
@@ -135,16 +147,26 @@ impl Member {
         self.p.client.ack(&pb::AckRequest { seqs, ..Default::default() }, self.p.opt()).expect("ack");
     }
 
-    pub fn send(&self, gid: &[u8], out: &CommitOut) -> pb::SendGroupMessageResponse {
-        let req = pb::SendGroupMessageRequest {
+    /// The SendGroupMessage of `out` to group `gid`, with a fresh client message id.
+    pub fn request(&self, gid: &[u8], out: &CommitOut) -> pb::SendGroupMessageRequest {
+        pb::SendGroupMessageRequest {
             group_id: gid.to_vec(),
             client_message_id: bot_gateway::crypto::hex_encode(&bot_gateway::crypto::random_bytes::<16>()),
             message: out.message.clone(),
             group_info: out.group_info.clone(),
             welcome: out.welcome.clone(),
             ..Default::default()
-        };
-        self.p.client.send_group_message(&req, self.p.opt()).expect("send call")
+        }
+    }
+
+    pub fn send(&self, gid: &[u8], out: &CommitOut) -> pb::SendGroupMessageResponse {
+        self.p.client.send_group_message(&self.request(gid, out), self.p.opt()).expect("send call")
+    }
+
+    /// Several messages in one SendGroupMessages call; the answers in order.
+    pub fn send_batch(&self, messages: Vec<pb::SendGroupMessageRequest>) -> Vec<pb::SendGroupMessageResponse> {
+        let req = pb::SendGroupMessagesRequest { messages, ..Default::default() };
+        self.p.client.send_group_messages(&req, self.p.opt()).expect("batch call").results
     }
 
     /// Commits `out` (made by this member) and merges it when accepted.

@@ -6,6 +6,7 @@
 use openmls::prelude::*;
 
 use super::super::convert::invalid;
+use super::messaging::MESSAGES_PER_REQUEST_MAX;
 use super::super::error::{PlatformError, Result};
 use super::super::inbox::InboxHub;
 use super::super::store::{parse_group_info, DeviceAddr, GroupMessage, GroupSendOutcome, LinkSettings, NewGroup, Store, LINK_PREFIX};
@@ -219,10 +220,54 @@ pub(super) fn send_group_message(
     caller: DeviceAddr,
     req: pb::SendGroupMessageRequest,
 ) -> Result<pb::SendGroupMessageResponse> {
-    let group_id = group_id(&req.group_id)?;
-    let m = GroupMessage::decode(group_id, req.client_message_id, req.message, req.group_info, req.welcome)?;
+    let m = decode_group_message(req)?;
     let (outcome, told) = store.send_group_message(caller, m, unix_now())?;
     hub.notify(&told);
+    Ok(group_send_response(outcome))
+}
+
+/// SendGroupMessages: a message that does not decode is REJECTED with why, the rest go in one
+/// transaction (`Store::send_group_messages`).
+pub(super) fn send_group_messages(
+    store: &Store,
+    hub: &InboxHub,
+    caller: DeviceAddr,
+    req: pb::SendGroupMessagesRequest,
+) -> Result<pb::SendGroupMessagesResponse> {
+    if req.messages.len() > MESSAGES_PER_REQUEST_MAX {
+        return Err(invalid(format!("{} group messages in one request; the limit is {MESSAGES_PER_REQUEST_MAX}", req.messages.len())));
+    }
+    // In order: None for a message that decoded (its outcome comes from the store), or why not.
+    let mut refusals = Vec::with_capacity(req.messages.len());
+    let mut valid = Vec::with_capacity(req.messages.len());
+    for m in req.messages {
+        match decode_group_message(m) {
+            Ok(m) => {
+                valid.push(m);
+                refusals.push(None);
+            }
+            Err(e) => refusals.push(Some(e.to_string())),
+        }
+    }
+    let (outcomes, told) = store.send_group_messages(caller, &valid, unix_now())?;
+    hub.notify(&told);
+    let mut outcomes = outcomes.into_iter();
+    let results = refusals
+        .into_iter()
+        .map(|refusal| group_send_response(match refusal {
+            None => outcomes.next().expect("one outcome per decoded message"),
+            Some(why) => GroupSendOutcome::Rejected(why),
+        }))
+        .collect();
+    Ok(pb::SendGroupMessagesResponse { results, ..Default::default() })
+}
+
+fn decode_group_message(req: pb::SendGroupMessageRequest) -> Result<GroupMessage> {
+    let group_id = group_id(&req.group_id)?;
+    GroupMessage::decode(group_id, req.client_message_id, req.message, req.group_info, req.welcome)
+}
+
+fn group_send_response(outcome: GroupSendOutcome) -> pb::SendGroupMessageResponse {
     let mut r = pb::SendGroupMessageResponse::default();
     match outcome {
         GroupSendOutcome::Ok { epoch, group_seq, message_id, date } => {
@@ -247,7 +292,7 @@ pub(super) fn send_group_message(
                 .collect();
         }
     }
-    Ok(r)
+    r
 }
 
 // ── Administration (store/groups/admin.rs has the rules) ──

@@ -410,6 +410,10 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         self.unary(&ctx, sink, "SendGroupMessage", ActiveDevice, |addr| groups::send_group_message(&self.store, &self.hub, addr, req));
     }
 
+    fn send_group_messages(&mut self, ctx: RpcContext, req: pb::SendGroupMessagesRequest, sink: UnarySink<pb::SendGroupMessagesResponse>) {
+        self.unary(&ctx, sink, "SendGroupMessages", ActiveDevice, |addr| groups::send_group_messages(&self.store, &self.hub, addr, req));
+    }
+
     fn unban_group_member(&mut self, ctx: RpcContext, req: pb::UnbanGroupMemberRequest, sink: UnarySink<pb::MembershipResponse>) {
         self.unary(&ctx, sink, "UnbanGroupMember", ActiveDevice, |addr| groups::unban_group_member(&self.store, &self.hub, addr, req));
     }

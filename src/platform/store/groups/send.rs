@@ -17,46 +17,64 @@ impl Store {
     ) -> Result<(GroupSendOutcome, BTreeSet<DeviceAddr>)> {
         self.write_tx("a group message", |tx| {
             let mut delivered = BTreeSet::new();
-            if let Some(previous) = previous_send(tx, caller, &m)? {
-                return Ok((previous, delivered));
-            }
-            let group = group_row(tx, &m.group_id)?.ok_or_else(|| not_found(&m.group_id))?;
-            let Some(me) = member(tx, &m.group_id, caller.user_id)? else {
-                return Err(not_found(&m.group_id));
-            };
-            if m.message.epoch().as_u64() != group.epoch {
-                return Ok((GroupSendOutcome::Stale { epoch: group.epoch }, delivered));
-            }
-            let outcome = match m.message.content_type() {
-                ContentType::Application => accept_application(tx, caller, &me, &group, &m, now, &mut delivered)?,
-                ContentType::Commit => accept_commit(tx, caller, &me, &group, m.clone_parts(), now, &mut delivered)?,
-                ContentType::Proposal => GroupSendOutcome::Rejected(
-                    "standalone proposals are not accepted: send a commit with the proposals inline".into(),
-                ),
-            };
-            if let GroupSendOutcome::Ok { epoch, group_seq, message_id, date } = &outcome {
-                tx.prepare_cached(
-                    "INSERT INTO sent_group_messages (sender_id, sender_device, client_message_id, group_id, epoch,
-                                                      group_seq, message_id, date)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
-                        caller.user_id,
-                        caller.device_id,
-                        m.client_message_id,
-                        m.group_id,
-                        epoch,
-                        group_seq,
-                        message_id,
-                        date
-                    ])
-                })
-                .map_err(db_error("recording a group message"))?;
-            }
+            let outcome = send_in(tx, caller, &m, now, &mut delivered)?;
             Ok((outcome, delivered))
         })
     }
+
+    /// Several application messages of one device, in order, in one transaction: each checked,
+    /// ordered and fanned out as [`Store::send_group_message`] does. A commit is refused here
+    /// (its GroupInfo and Welcome travel with it alone).
+    pub fn send_group_messages(
+        &self,
+        caller: DeviceAddr,
+        messages: &[GroupMessage],
+        now: i64,
+    ) -> Result<(Vec<GroupSendOutcome>, BTreeSet<DeviceAddr>)> {
+        self.write_tx("group messages", |tx| {
+            let mut delivered = BTreeSet::new();
+            let outcomes = messages
+                .iter()
+                .map(|m| match m.message.content_type() {
+                    ContentType::Application => send_in(tx, caller, m, now, &mut delivered),
+                    _ => Ok(GroupSendOutcome::Rejected("only application messages travel in a batch: send a commit alone".into())),
+                })
+                .collect::<Result<_>>()?;
+            Ok((outcomes, delivered))
+        })
+    }
+}
+
+/// One group message inside the caller's transaction: repeated, stale, or checked and fanned
+/// out (`delivered` gains the devices whose inbox received it).
+fn send_in(tx: &Connection, caller: DeviceAddr, m: &GroupMessage, now: i64, delivered: &mut BTreeSet<DeviceAddr>) -> Result<GroupSendOutcome> {
+    if let Some(previous) = previous_send(tx, caller, m)? {
+        return Ok(previous);
+    }
+    let group = group_row(tx, &m.group_id)?.ok_or_else(|| not_found(&m.group_id))?;
+    let Some(me) = member(tx, &m.group_id, caller.user_id)? else {
+        return Err(not_found(&m.group_id));
+    };
+    if m.message.epoch().as_u64() != group.epoch {
+        return Ok(GroupSendOutcome::Stale { epoch: group.epoch });
+    }
+    let outcome = match m.message.content_type() {
+        ContentType::Application => accept_application(tx, caller, &me, &group, m, now, delivered)?,
+        ContentType::Commit => accept_commit(tx, caller, &me, &group, m.clone_parts(), now, delivered)?,
+        ContentType::Proposal => {
+            GroupSendOutcome::Rejected("standalone proposals are not accepted: send a commit with the proposals inline".into())
+        }
+    };
+    if let GroupSendOutcome::Ok { epoch, group_seq, message_id, date } = &outcome {
+        tx.prepare_cached(
+            "INSERT INTO sent_group_messages (sender_id, sender_device, client_message_id, group_id, epoch,
+                                              group_seq, message_id, date)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .and_then(|mut s| s.execute(params![caller.user_id, caller.device_id, m.client_message_id, m.group_id, epoch, group_seq, message_id, date]))
+        .map_err(db_error("recording a group message"))?;
+    }
+    Ok(outcome)
 }
 
 /// The first OK result of this (sender device, client message id), if any.
