@@ -8,19 +8,21 @@
 //!   `e2e::group::join_external` on a fresh in-memory device against the same GroupInfo, best of
 //!   5; the bot joins JOINS (3) groups of the same users, and the median is printed;
 //! - **group messages received by the bot**: the users send BENCH_GROUP_MESSAGES (default 1000)
-//!   texts, message i from user i mod 19, each user from its own thread, while another thread
-//!   reads them with `getUpdates` (limit 100, acknowledging); the rate is N / (first send → the
-//!   update that completes N served). The send rate alone (first send → last send accepted) is
-//!   printed beside it. The users acknowledge their deliveries unread (application messages
-//!   leave the epoch alone), so the platform's inboxes do not grow and the users' decryption
-//!   does not take the machine from the gateway.
+//!   texts, message i from user i mod 19, while another thread reads them with `getUpdates`
+//!   (limit 100, acknowledging); the rate is N / (first send → the update that completes N
+//!   served). The load generator outruns the gateway: every text is encrypted before the clock
+//!   starts (`seal_all`), each user submits its own from its own thread, SEND_BATCH per
+//!   `SendGroupMessages` call (one platform transaction each), and the users are offline
+//!   (`Member::close_inbox`): the platform keeps their copies unread, so neither its streams
+//!   nor this process reading them take the machine from the gateway. The send rate alone
+//!   (first send → last send accepted) is printed beside it.
 //! - **backlog import**: the gateway is stopped, the users send N more, and the time from
-//!   starting it again until the last is served gives the gateway's own ceiling (the live rate
-//!   is bounded by what the platform accepts).
+//!   starting it again until the last is served gives the gateway's own ceiling.
 //!
 //! - **the limit**: what a group message must cost the gateway at least, measured in the same
 //!   run (`mls_limit`): a device opens 20-member-group application messages into a database set
-//!   up as the gateway's, 256 per transaction; the live and backlog figures are printed as a
+//!   up as the gateway's, 256 per transaction with the group loaded once per transaction (as
+//!   the inbox's writer job does, `GroupCache`); the live and backlog figures are printed as a
 //!   share of it, and the live figure is flagged "bench-bound" when the senders alone were
 //!   less than 20% faster. BENCH_GROUP_LIMIT_ONLY=1 prints only this row.
 //!
@@ -33,8 +35,9 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use bot_gateway::crypto::IdentityKeyPair;
-use bot_gateway::e2e::{self, Registration};
-use bot_gateway::wire::platform::send_group_message_response::Status;
+use bot_gateway::e2e::{self, group::CommitOut, Registration};
+use bot_gateway::wire::platform::{self as pb, send_group_message_response::Status};
+use protobuf::Message as _;
 use serde_json::{json, Value};
 use support::group_member::{bot_world, device_db, Member};
 use support::Gateway;
@@ -44,6 +47,8 @@ const USERS: usize = 19;
 /// Groups the bot joins (each user uploaded 3 key packages: one per group).
 const JOINS: usize = 3;
 const MLS_JOIN_RUNS: usize = 5;
+/// Sealed messages a user submits per SendGroupMessages call.
+const SEND_BATCH: usize = 50;
 /// A user acknowledges its deliveries when this many wait (its channel holds 256).
 const DRAIN_AT: usize = 64;
 
@@ -92,6 +97,9 @@ fn main() {
         })
         .fold(f64::INFINITY, f64::min);
 
+    // From here on the users only send: their own deliveries stay with the platform, unread
+    // (a member offline), so that reading them does not take the machine from the gateway.
+    users.iter_mut().for_each(Member::close_inbox);
     let (users, send_secs, receive_secs, offset) = live(&gw, users, &gid, chat_id, offset, n);
     let backlog_secs = backlog(&mut gw, users, &gid, chat_id, offset, n);
 
@@ -157,8 +165,10 @@ fn mls_limit(n: usize) -> f64 {
     let started = Instant::now();
     for batch in sealed.chunks(LIMIT_BATCH) {
         let tx = receiver.transaction().expect("begin");
+        // The group loaded once per transaction, as the inbox's writer job does.
+        let loaded = e2e::group::GroupCache::default();
         for m in batch {
-            e2e::group::receive(&tx, &gid, m).expect("open");
+            e2e::group::receive_with(&tx, &loaded, &gid, m).expect("open");
         }
         tx.commit().expect("commit");
     }
@@ -198,23 +208,44 @@ fn wait_joined(gw: &Gateway, offset: &mut i64) -> i64 {
     panic!("the bot did not join within 60 s; gateway stderr:\n{}", gw.proc.stderr_text());
 }
 
-/// The users send `n` texts `"{tag} {i}"`, text `i` from user `i % USERS`, each user from its
-/// own thread, acknowledging its own deliveries unread as they come; returns the users and when
-/// the last send was accepted.
-fn send_all(users: Vec<Member>, gid: &[u8], n: usize, tag: &str) -> (Vec<Member>, Instant) {
-    let senders: Vec<_> = users
-        .into_iter()
+/// Each user's share of `n` texts `"{tag} {i}"` (text `i` from user `i % USERS`), encrypted
+/// ahead, in the order the user sends them: the load generator seals before the clock starts.
+fn seal_all(users: &[Member], gid: &[u8], n: usize, tag: &str) -> Vec<Vec<pb::SendGroupMessageRequest>> {
+    users
+        .iter()
         .enumerate()
         .map(|(k, user)| {
-            let (gid, tag) = (gid.to_vec(), tag.to_string());
+            (k..n)
+                .step_by(USERS)
+                .map(|i| {
+                    let text = e2e::text_content(&format!("{tag} {i}")).write_to_bytes().expect("content");
+                    let message = e2e::group::encrypt(&user.conn, gid, &text).expect("encrypt").0;
+                    user.request(gid, &CommitOut { message, ..Default::default() })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The users send their sealed texts (`seal_all`), each user from its own thread,
+/// SEND_BATCH per SendGroupMessages call, acknowledging its own deliveries unread as they
+/// come; returns the users and when the last send was accepted.
+fn send_all(users: Vec<Member>, sealed: Vec<Vec<pb::SendGroupMessageRequest>>) -> (Vec<Member>, Instant) {
+    let senders: Vec<_> = users
+        .into_iter()
+        .zip(sealed)
+        .enumerate()
+        .map(|(k, (user, messages))| {
             std::thread::Builder::new()
                 .name(format!("send-{k}"))
                 .spawn(move || {
                     let mut last_sent = Instant::now();
-                    for i in (k..n).step_by(USERS) {
-                        let r = user.say(&gid, &format!("{tag} {i}"));
+                    for batch in messages.chunks(SEND_BATCH) {
+                        let results = user.send_batch(batch.to_vec());
                         last_sent = Instant::now();
-                        assert_eq!(r.status.enum_value_or_default(), Status::OK, "{tag} {i} refused: {}", r.error);
+                        for r in results {
+                            assert_eq!(r.status.enum_value_or_default(), Status::OK, "a sealed text was refused: {}", r.error);
+                        }
                         if user.inbox.len() >= DRAIN_AT {
                             user.discard_pending();
                         }
@@ -242,8 +273,9 @@ fn live(gw: &Gateway, users: Vec<Member>, gid: &[u8], chat_id: i64, offset: i64,
         .name("bench-reader".into())
         .spawn(move || read_all(&url, chat_id, offset, n))
         .expect("reader thread");
+    let sealed = seal_all(&users, gid, n, "live");
     let started = Instant::now();
-    let (users, last_sent) = send_all(users, gid, n, "live");
+    let (users, last_sent) = send_all(users, sealed);
     // Keep acknowledging the users' deliveries until the bot has everything (the reader is
     // bounded).
     while !reader.is_finished() {
@@ -264,7 +296,8 @@ fn live(gw: &Gateway, users: Vec<Member>, gid: &[u8], chat_id: i64, offset: i64,
 /// again until the bot was served the last.
 fn backlog(gw: &mut Gateway, users: Vec<Member>, gid: &[u8], chat_id: i64, offset: i64, n: usize) -> f64 {
     gw.proc.kill();
-    let (users, _) = send_all(users, gid, n, "backlog");
+    let sealed = seal_all(&users, gid, n, "backlog");
+    let (users, _) = send_all(users, sealed);
     let started = Instant::now();
     *gw = Gateway::start(&gw.config_path.clone());
     let (last_served, _) = read_all(&getupdates_url(gw), chat_id, offset, n);
