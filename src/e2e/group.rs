@@ -178,7 +178,7 @@ pub fn join_external(conn: &Connection, group_info: &[u8]) -> Result<(Vec<u8>, C
     let epoch = info.epoch().as_u64();
     // A leftover of an earlier attempt (refused, or lost in a crash) would block the join.
     forget(conn, &group_id)?;
-    let (group, bundle) = MlsGroup::external_commit_builder()
+    let (mut group, bundle) = MlsGroup::external_commit_builder()
         .with_config(mls::join_config())
         .skip_lifetime_validation()
         .build_group(&provider, info, credential)
@@ -190,6 +190,9 @@ pub fn join_external(conn: &Connection, group_info: &[u8]) -> Result<(Vec<u8>, C
         .finalize(&provider)
         .map_err(fail("joining a group"))?;
     check_members(conn, &group_id, group.members(), signer.0.public_key().as_slice())?;
+    // openmls keeps the epoch the join ended as a past one, though a joiner never had its
+    // secrets: every message would rewrite it with the current epoch's.
+    group.delete_past_epoch_secrets(&provider, PastEpochDeletion::delete_all()).map_err(fail("joining a group"))?;
     let (commit, _welcome, info) = bundle.into_messages();
     let group_info = match info {
         Some(info) => mls::to_bytes(&info).map_err(mls_err("GroupInfo"))?,

@@ -777,3 +777,17 @@ fn a_joiner_the_platform_announces_is_one_chat_member_update_and_no_alert() {
     assert_eq!(updates[0]["new_chat_member"]["user"]["id"], CAROL as i64);
     assert_eq!(alerts(&bot), 0);
 }
+
+#[test]
+fn an_external_join_keeps_no_past_epoch() {
+    let (_dir, bot, _fake, alice) = joined();
+    let size = |bot: &BotShared| {
+        let sql = "SELECT length(group_data) FROM openmls_group_data WHERE data_type = 'message_secrets'";
+        bot.store.read(|c| Ok(c.query_row(sql, [], |r| r.get::<_, i64>(0))?)).expect("message secrets")
+    };
+    let (m, _) = mls_group::encrypt(&alice, &GID, &text("x")).expect("encrypt");
+    import_one(&bot, mls_message(ALICE, 9, m)).expect("imported");
+    let kept = size(&bot);
+    bot.store.write(|c| Ok(mls_group::delete_past_epochs(c, &GID)?)).expect("delete past epochs");
+    assert_eq!(size(&bot), kept, "there was no past epoch to delete");
+}
