@@ -334,7 +334,9 @@ fn hand_over(shared: &BotShared, entries: Vec<outbox::OutboxEntry>) -> Result<Ve
         return Ok(entries);
     }
     let now = unix_now();
-    Ok(shared.store.write(move |c| {
+    // Relaxed: a hand-over lost to a power failure is made again after the restart (the
+    // reservation it precedes answers the same ids again); the seal's synced commit carries it.
+    Ok(shared.store.write_relaxed(move |c| {
         let mut kept = Vec::with_capacity(entries.len());
         for mut entry in entries {
             if entry.handed || outbox::mark_handed(c, entry.id, now)? {
@@ -475,7 +477,12 @@ fn record_results(
     bot: &str,
 ) -> Result<Vec<(i64, Outcome)>, StoreError> {
     let bot = bot.to_string();
-    store.write(move |c| {
+    // When every answer is OK, the job only records acknowledgements: lost to a power failure,
+    // the message is sent again under its client message id after the restart, and the
+    // platform answers it as before and delivers nothing twice. A reseal (ratchet state that
+    // is sent next) or a message given up (an error its caller was told) is synced.
+    let only_acknowledgements = fetched.is_empty() && answered.iter().all(|a| a.result.status.enum_value_or_default() == SendStatus::OK);
+    let job = move |c: &Connection| {
         start_sessions(c, &fetched, &bot)?;
         let mut outcomes = Vec::with_capacity(answered.len());
         for a in answered {
@@ -488,7 +495,12 @@ fn record_results(
             outcomes.push((a.entry.id, outcome.unwrap_or_else(Outcome::Failed)));
         }
         Ok(outcomes)
-    })
+    };
+    if only_acknowledgements {
+        store.write_relaxed(job)
+    } else {
+        store.write(job)
+    }
 }
 
 fn record_answer(

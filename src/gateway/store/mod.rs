@@ -268,6 +268,17 @@ impl Store {
         self.inner.writer.write(f)
     }
 
+    /// [`Store::write`] for a write whose loss in a power failure costs nothing: its commit
+    /// does not wait for the disk (`writer::Writer::write_relaxed`). A process crash loses it
+    /// no more than any commit; the next synced commit takes it to disk.
+    pub fn write_relaxed<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        self.inner.writer.write_relaxed(f)
+    }
+
     /// Runs `f` on a read-only connection (never blocks the writer; sees committed data).
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let conn = self.inner.readers.lock().expect("reader pool lock").pop();

@@ -5,6 +5,12 @@
 //! fsync for the whole group), and only then answers each job. A failing job rolls back its
 //! own savepoint and nothing else.
 //!
+//! A batch commits with the database's `synchronous = FULL` (the WAL synced to disk before the
+//! commit returns) unless every job in it is relaxed ([`Writer::write_relaxed`]): then it
+//! commits with `NORMAL`, without waiting for the disk, and the next synced commit carries it
+//! there (the WAL is written in order). A process crash loses neither; a power failure may
+//! lose a relaxed tail.
+//!
 //! A batch in which a job deleted secrets (past MLS epochs) is followed by a WAL checkpoint
 //! (`e2e::wal`): no old page images of them stay in the `-wal` file.
 //!
@@ -41,7 +47,12 @@ pub type Reopen = Box<dyn Fn() -> Result<Connection> + Send + Sync>;
 /// A job runs against the transaction and returns whether it succeeded plus the reply to
 /// deliver once the outcome of the commit is known.
 type Reply = Box<dyn FnOnce(Result<()>) + Send>;
-type Job = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
+type Run = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
+struct Job {
+    run: Run,
+    /// Committed with the disk synced (every job but a relaxed one).
+    synced: bool,
+}
 
 /// The writer's handle: jobs go in through `jobs`; dropping the writer closes the queue, lets
 /// a running thread finish the batch it holds, and joins it.
@@ -98,7 +109,7 @@ impl Work for WriterWork {
         };
         loop {
             match self.jobs.recv_timeout(self.idle_after) {
-                Ok(first) => commit_batch(&conn, first, &self.jobs, &self.notifier),
+                Ok(first) => commit_batch(&conn, first, &self.jobs, &self.notifier, &self.broken),
                 Err(RecvTimeoutError::Timeout) => {
                     drop(conn);
                     (self.on_idle)();
@@ -151,8 +162,27 @@ impl Writer {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
+        self.submit(true, f)
+    }
+
+    /// [`Writer::write`] for a write whose loss in a power failure costs nothing (what the
+    /// next synced write or a restart makes good): its commit does not wait for the disk,
+    /// unless a synced job shares it.
+    pub fn write_relaxed<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        self.submit(false, f)
+    }
+
+    fn submit<T, F>(&self, synced: bool, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
         let (reply_tx, reply_rx) = bounded::<Result<T>>(1);
-        let job: Job = Box::new(move |conn: &Connection| {
+        let run: Run = Box::new(move |conn: &Connection| {
             let outcome = f(conn);
             let ok = outcome.is_ok();
             let reply: Reply = Box::new(move |commit: Result<()>| {
@@ -163,6 +193,7 @@ impl Writer {
             });
             (ok, reply)
         });
+        let job = Job { run, synced };
         if self.work.broken.load(Ordering::SeqCst) {
             return Err(StoreError::Closed);
         }
@@ -182,7 +213,7 @@ impl Writer {
 
 /// Runs `first` and whatever else is queued (up to `MAX_BATCH`), each in its savepoint inside
 /// one transaction, commits once, then answers each job.
-fn commit_batch(conn: &Connection, first: Job, jobs: &Receiver<Job>, notifier: &Notifier) {
+fn commit_batch(conn: &Connection, first: Job, jobs: &Receiver<Job>, notifier: &Notifier, broken: &AtomicBool) {
     let mut batch = vec![first];
     while batch.len() < MAX_BATCH {
         match jobs.try_recv() {
@@ -191,11 +222,15 @@ fn commit_batch(conn: &Connection, first: Job, jobs: &Receiver<Job>, notifier: &
         }
     }
     let mut replies: Vec<Reply> = Vec::with_capacity(batch.len());
+    let relaxed = batch.iter().all(|j| !j.synced);
     let commit = (|| -> rusqlite::Result<()> {
+        if relaxed {
+            conn.execute_batch("PRAGMA synchronous = NORMAL")?;
+        }
         conn.execute_batch("BEGIN IMMEDIATE")?;
         for job in batch.drain(..) {
             conn.execute_batch("SAVEPOINT job")?;
-            let (ok, reply) = job(conn);
+            let (ok, reply) = (job.run)(conn);
             replies.push(reply);
             if !ok {
                 conn.execute_batch("ROLLBACK TO job")?;
@@ -204,6 +239,13 @@ fn commit_batch(conn: &Connection, first: Job, jobs: &Receiver<Job>, notifier: &
         }
         conn.execute_batch("COMMIT")
     })();
+    if relaxed {
+        if let Err(e) = conn.execute_batch("PRAGMA synchronous = FULL") {
+            // Every later commit would skip the sync: fail them rather than lose what they say.
+            log::error!("state database: cannot restore synchronous = FULL: {e}");
+            broken.store(true, Ordering::SeqCst);
+        }
+    }
     let outcome_for = |e: &rusqlite::Error| StoreError::CommitFailed(e.to_string());
     match &commit {
         Ok(()) => {
@@ -250,6 +292,23 @@ mod tests {
             .write(|c| Ok(c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))?))
             .expect("count");
         assert_eq!(n, 1, "the failed job's first insert was rolled back with it");
+    }
+
+    #[test]
+    fn a_relaxed_job_commits_without_syncing_and_the_next_one_syncs_again() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let conn = Connection::open(tmp.path().join("w.db")).expect("open");
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; CREATE TABLE t (v INTEGER)").expect("schema");
+        let w = Writer::start(conn, no_reopen(), "test", Arc::new(Notifier::default()), IDLE_TRIM, Box::new(|| {})).expect("writer");
+        let sync_mode = |c: &Connection| -> Result<i64> { Ok(c.query_row("PRAGMA synchronous", [], |r| r.get(0))?) };
+        // 1 is NORMAL (no sync at commit in WAL mode), 2 is FULL.
+        assert_eq!(w.write_relaxed(move |c| {
+            c.execute("INSERT INTO t VALUES (1)", [])?;
+            sync_mode(c)
+        }).expect("relaxed"), 1);
+        assert_eq!(w.write(sync_mode).expect("synced"), 2, "back to FULL after the relaxed commit");
+        let n: i64 = w.write(|c| Ok(c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))?)).expect("count");
+        assert_eq!(n, 1, "the relaxed job committed");
     }
 
     #[test]
