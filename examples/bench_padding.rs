@@ -14,7 +14,7 @@ use std::time::Instant;
 use bot_gateway::crypto::IdentityKeyPair;
 use bot_gateway::e2e::{self, padding, Registration};
 use bot_gateway::wire::e2e::{content::Body, CallbackPress, ChatAction, Content, Reaction, ReactionType};
-use bot_gateway::wire::platform::{PrekeyBundle, Profile};
+use bot_gateway::wire::platform::{DeviceCertificate, GetDeviceCertificatesRequest, GetDeviceCertificatesResponse, PrekeyBundle, Profile};
 use protobuf::{Message as _, MessageField};
 use rusqlite::Connection;
 
@@ -60,7 +60,7 @@ fn main() {
     }
     let encode_padded = t.elapsed().as_secs_f64() * 1e6 / ROUNDS as f64;
 
-    let (alice, _, _) = device(1);
+    let (alice, alice_account, alice_keys) = device(1);
     let (bob, bob_account, bob_keys) = device(2);
     let profile = Profile { user_id: 2, username: "bob".into(), identity_key: bob_account.public_key().to_vec(), ..Default::default() };
     let bundle = PrekeyBundle {
@@ -72,6 +72,19 @@ fn main() {
         ..Default::default()
     };
     e2e::add_sessions(&alice, &profile, &[bundle]).expect("session");
+    // Bob opens a first message only from a device whose certificate he checked (`e2e::certify`).
+    let certificates = GetDeviceCertificatesResponse {
+        profile: MessageField::some(Profile { user_id: 1, identity_key: alice_account.public_key().to_vec(), ..Default::default() }),
+        devices: vec![DeviceCertificate {
+            device_id: 1,
+            device_key: alice_keys.device_key.clone(),
+            device_certificate: alice_keys.device_certificate.clone(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let request = GetDeviceCertificatesRequest { user_id: 1, device_ids: vec![1], ..Default::default() };
+    e2e::record_certified_devices(&bob, &request, &certificates, e2e::OnIdentityChange::Refuse).expect("certify alice's device");
     let t = Instant::now();
     for i in 0..ROUNDS {
         let sealed = e2e::seal(&alice, 2, &mix[i % mix.len()]).expect("seal");
