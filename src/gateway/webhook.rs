@@ -300,7 +300,9 @@ impl Acks<'_> {
         self.count = 0;
         let answers = std::mem::take(&mut self.answers);
         let name = &self.shared.username;
-        match self.shared.store.write(move |c| queue::ack_through(c, through)) {
+        // Relaxed: an acknowledgement lost to a power failure only delivers those updates
+        // again, which at-least-once delivery allows (receivers are idempotent by update_id).
+        match self.shared.store.write_relaxed(move |c| queue::ack_through(c, through)) {
             Ok(n) => BotMetrics::add(&self.shared.metrics.updates_delivered, n as u64),
             Err(e) => {
                 log::error!("bot @{name}: webhook: cannot acknowledge the updates through {through}: {e}");

@@ -99,10 +99,11 @@ pub(super) fn get_updates(bot: &BotShared, params: &Params) -> Result<Value, Api
     if let Some(offset) = req.offset {
         if bot.store.read(|c| queue::has_below(c, offset)).map_err(store_error)? {
             // The mode is checked again inside the job: a setWebhook that committed since the
-            // check above wins, and this poll acknowledges nothing.
+            // check above wins, and this poll acknowledges nothing. Relaxed: an acknowledgement
+            // lost to a power failure only serves those updates again (at least once).
             let acknowledged = bot
                 .store
-                .write(move |c| {
+                .write_relaxed(move |c| {
                     polling_only(c)?;
                     queue::ack_below(c, offset)
                 })
