@@ -586,6 +586,12 @@ fn two_removals_due_together_make_one_commit() {
     }
 }
 
+/// The texts of the bot's queued message updates, in order.
+fn queued_texts(bot: &BotShared) -> Vec<String> {
+    let updates = bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue");
+    updates.iter().filter(|u| u.kind == "message").map(|u| u.payload["text"].as_str().unwrap_or_default().to_string()).collect()
+}
+
 #[test]
 fn once_the_inbox_passes_our_commit_the_past_epoch_no_longer_opens() {
     let (_dir, bot, fake, alice) = joined();
@@ -604,14 +610,7 @@ fn once_the_inbox_passes_our_commit_the_past_epoch_no_longer_opens() {
     import_one(&bot, mls_message_at(ALICE, 2, after, 11)).expect("a message of the new epoch");
     let err = import_one(&bot, mls_message_at(ALICE, 3, late, 12)).expect_err("the past epoch is gone");
     assert!(err.to_string().contains("processing a group message"), "{err}");
-    let texts: Vec<String> = bot
-        .store
-        .read(|c| queue::fetch(c, None, 10))
-        .expect("queue")
-        .iter()
-        .filter(|u| u.kind == "message")
-        .map(|u| u.payload["text"].as_str().unwrap_or_default().to_string())
-        .collect();
+    let texts = queued_texts(&bot);
     assert_eq!(texts, ["before", "after"]);
 }
 
@@ -638,14 +637,7 @@ fn another_members_commit_deletes_the_epoch_it_ended_unless_a_commit_of_ours_is_
     assert_eq!(epoch(&bot), Some(3));
     import_one(&bot, mls_message_at(ALICE, 3, early, 19)).expect("epoch 2, read after our commit was merged");
     mls_group::receive(&alice, &GID, &ours.message).expect("Alice processes the bot's update");
-    let texts: Vec<String> = bot
-        .store
-        .read(|c| queue::fetch(c, None, 10))
-        .expect("queue")
-        .iter()
-        .filter(|u| u.kind == "message")
-        .map(|u| u.payload["text"].as_str().unwrap_or_default().to_string())
-        .collect();
+    let texts = queued_texts(&bot);
     assert_eq!(texts, ["epoch 2", "before ours"]);
 }
 

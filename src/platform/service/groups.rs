@@ -6,7 +6,7 @@
 use openmls::prelude::*;
 
 use super::super::convert::invalid;
-use super::messaging::MESSAGES_PER_REQUEST_MAX;
+use super::messaging::check_batch_len;
 use super::super::error::{PlatformError, Result};
 use super::super::inbox::InboxHub;
 use super::super::store::{parse_group_info, DeviceAddr, GroupMessage, GroupSendOutcome, LinkSettings, NewGroup, Store, LINK_PREFIX};
@@ -234,9 +234,7 @@ pub(super) fn send_group_messages(
     caller: DeviceAddr,
     req: pb::SendGroupMessagesRequest,
 ) -> Result<pb::SendGroupMessagesResponse> {
-    if req.messages.len() > MESSAGES_PER_REQUEST_MAX {
-        return Err(invalid(format!("{} group messages in one request; the limit is {MESSAGES_PER_REQUEST_MAX}", req.messages.len())));
-    }
+    check_batch_len(req.messages.len(), "group messages")?;
     // In order: None for a message that decoded (its outcome comes from the store), or why not.
     let mut refusals = Vec::with_capacity(req.messages.len());
     let mut valid = Vec::with_capacity(req.messages.len());

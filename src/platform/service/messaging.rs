@@ -13,18 +13,22 @@ pub const MESSAGES_PER_REQUEST_MAX: usize = 1000;
 /// Most seqs in one Ack request.
 pub const ACKS_PER_REQUEST_MAX: usize = 10_000;
 
+/// Refuses a SendMessages or SendGroupMessages request of more than
+/// [`MESSAGES_PER_REQUEST_MAX`] messages.
+pub(super) fn check_batch_len(n: usize, what: &str) -> Result<()> {
+    if n > MESSAGES_PER_REQUEST_MAX {
+        return Err(invalid(format!("{n} {what} in one request; the limit is {MESSAGES_PER_REQUEST_MAX}")));
+    }
+    Ok(())
+}
+
 pub(super) fn send_messages(
     store: &Store,
     hub: &InboxHub,
     sender: DeviceAddr,
     req: pb::SendMessagesRequest,
 ) -> Result<pb::SendMessagesResponse> {
-    if req.messages.len() > MESSAGES_PER_REQUEST_MAX {
-        return Err(invalid(format!(
-            "{} messages in one request; the limit is {MESSAGES_PER_REQUEST_MAX}",
-            req.messages.len()
-        )));
-    }
+    check_batch_len(req.messages.len(), "messages")?;
     let messages: Vec<Outgoing> = req
         .messages
         .into_iter()

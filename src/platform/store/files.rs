@@ -30,7 +30,9 @@ CREATE TABLE files (
 ) WITHOUT ROWID;
 ";
 
-/// Directory of the file store inside the data directory.
+/// Directory of the file store inside the data directory. Every file opened here is under it,
+/// named by us (a random staging name, or a checked 64-hex reference): no descriptor of the
+/// database or its `-wal`/`-shm` is ever opened and closed outside SQLite (How To Corrupt, 2.2).
 const FILES_DIR: &str = "files";
 /// Staging directory of uploads in progress, inside `FILES_DIR`.
 const STAGING_DIR: &str = "tmp";
