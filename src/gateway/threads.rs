@@ -12,7 +12,6 @@
 //! | `out/<n>` | seals and sends the outbox (`outbox::run`; on demand: started by the outbox's wake-up) |
 //! | `upkeep` | one for the gateway: starts an idle bot's `in/<n>` when its hourly upkeep is due |
 //! | `wh/<n>` | webhook delivery (`webhook::worker`), from the first time a webhook is set |
-//! | `whv/<n>` | during a webhook run, checks the credential one attempt ahead (scoped, in `webhook.rs`) |
 //! | `whr/<n>` | runs webhook replies (`api::replies::run_loop`), started with `wh/<n>` |
 //!
 //! `wr/<n>`, `in/<n>` and `out/<n>` run on demand (`crate::demand`): each ends after 10 s
@@ -249,7 +248,7 @@ mod tests {
 
     #[test]
     fn names_fit_fifteen_bytes() {
-        for role in ["wr", "ins", "in", "out", "wh", "whv", "whr"] {
+        for role in ["wr", "ins", "in", "out", "wh", "whr"] {
             assert!(thread_name(role, 9999).len() <= 15, "{role}");
         }
         assert_eq!(thread_name("out", 2), "out/2");

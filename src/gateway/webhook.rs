@@ -13,14 +13,15 @@
 //! network error) ends the run: what was delivered is acknowledged, the failed update stays at
 //! the head, `last_error_date`/`last_error_message` are recorded durably and the run is tried
 //! again after a bounded exponential delay (1 s doubling up to 60 s, docs/decisions.md). The
-//! credential check of the next attempt runs on a scoped thread (`whv/<n>`) while the current
-//! one is posted, never more than one attempt ahead.
+//! credential checks of the next attempts are in flight while the current one is posted, at
+//! most [`CHECKS_AHEAD`] at once.
 //!
 //! Waiting never polls: with no webhook the thread waits on its control channel (woken by
 //! `setWebhook`, `deleteWebhook` and revocation); with an empty queue also on the store's commit
 //! signal; during a backoff on the control channel with a timeout, so a new configuration
 //! interrupts the wait.
 
+use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,13 +30,13 @@ use crossbeam_channel::{bounded, select, Receiver, RecvTimeoutError, Sender};
 use serde_json::Value;
 
 use super::metrics::BotMetrics;
+use super::port::PendingCheck;
 use super::runtime::{unix_now, BotShared};
 use super::store::webhook::{self as config, LastError, WebhookConfig};
 use super::store::{queue, Result as StoreResult};
 use super::updates;
 use crate::backoff::Backoff;
 use crate::wire::rpc::is_unauthenticated;
-use crate::wire::platform::VerifyCredentialRequest;
 
 /// The header carrying `secret_token` (SPEC "Webhook delivery" 2), the default of
 /// `webhook_secret_token_headers`.
@@ -204,15 +205,15 @@ fn deliver_run(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Answer>
         }
     };
     let mut acks = Acks { shared, replies, through: None, count: 0, answers: Vec::new() };
-    let outcome = std::thread::scope(|scope| {
-        let verifier = Verifier::start(scope, shared, run.len());
+    let outcome = (|| {
+        let mut verifier = Verifier::new(shared, run.len());
         for (update_id, update) in run {
             if shared.is_stopping() || !control.is_empty() {
                 break;
             }
-            // SPEC "Bot credential": re-verified before every attempt (the verifier checks the
-            // next attempt's while this one is posted).
-            if let Err(e) = verifier.next(shared) {
+            // SPEC "Bot credential": re-verified before every attempt (the checks of the next
+            // attempts are in flight while this one is posted).
+            if let Err(e) = verifier.next() {
                 if is_unauthenticated(&e) {
                     shared.revoke(&e.to_string());
                     return Outcome::Revoked;
@@ -240,7 +241,7 @@ fn deliver_run(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Answer>
             }
         }
         Outcome::Delivered
-    });
+    })();
     if !acks.flush() {
         return Outcome::Failed;
     }
@@ -319,48 +320,40 @@ impl Acks<'_> {
     }
 }
 
-/// The credential checks of a run: a scoped thread (`whv/<n>`) verifies one attempt ahead, so
-/// the check of the next attempt overlaps this one's POST; when it cannot be started, each
-/// attempt verifies on the delivery thread.
-enum Verifier {
-    Ahead(Receiver<grpcio::Result<()>>),
-    Inline,
+/// Credential checks in flight at most during a run: the check of an attempt is sent when the
+/// attempt [`CHECKS_AHEAD`] − 1 places before it starts, so the platform's round trip (longer
+/// than a local POST) overlaps the posts before it instead of pacing the run. Each attempt
+/// still waits for its own check's answer; a revocation the platform records stops delivery
+/// at most `CHECKS_AHEAD` − 1 attempts later (checks already answered), a few milliseconds
+/// at full speed.
+const CHECKS_AHEAD: usize = 8;
+
+/// The credential checks of a run, one per attempt, each answered before its attempt starts.
+struct Verifier<'a> {
+    shared: &'a BotShared,
+    /// Sent, in attempt order.
+    in_flight: VecDeque<PendingCheck>,
+    /// Attempts of the run whose check is not sent yet.
+    unsent: usize,
 }
 
-impl Verifier {
-    fn start<'scope>(scope: &'scope std::thread::Scope<'scope, '_>, shared: &'scope BotShared, attempts: usize) -> Verifier {
-        // One result waits at most: the check is never more than one attempt ahead.
-        let (tx, rx) = bounded(1);
-        let name = std::thread::current().name().map_or_else(|| "whv".to_string(), |n| n.replacen("wh/", "whv/", 1));
-        let spawned = std::thread::Builder::new().name(name).spawn_scoped(scope, move || {
-            for _ in 0..attempts {
-                let checked = verify(shared);
-                let refused = checked.is_err();
-                // A closed queue: the run ended.
-                if tx.send(checked).is_err() || refused {
-                    return;
-                }
-            }
-        });
-        match spawned {
-            Ok(_) => Verifier::Ahead(rx),
-            Err(e) => {
-                log::warn!("bot @{}: webhook: cannot start the credential checker, checking inline: {e}", shared.username);
-                Verifier::Inline
-            }
-        }
+impl<'a> Verifier<'a> {
+    fn new(shared: &'a BotShared, attempts: usize) -> Verifier<'a> {
+        Verifier { shared, in_flight: VecDeque::with_capacity(CHECKS_AHEAD), unsent: attempts }
     }
 
-    fn next(&self, shared: &BotShared) -> grpcio::Result<()> {
-        match self {
-            Verifier::Ahead(rx) => rx.recv().unwrap_or_else(|_| Err(grpcio::Error::RemoteStopped)),
-            Verifier::Inline => verify(shared),
+    /// The answer of the next attempt's check; first sends the checks of the attempts after it,
+    /// up to [`CHECKS_AHEAD`] in flight.
+    fn next(&mut self) -> grpcio::Result<()> {
+        while self.in_flight.len() < CHECKS_AHEAD && self.unsent > 0 {
+            self.in_flight.push_back(self.shared.platform.start_verify_credential());
+            self.unsent -= 1;
+        }
+        match self.in_flight.pop_front() {
+            Some(check) => check().map(|_| ()),
+            None => Err(grpcio::Error::RemoteStopped),
         }
     }
-}
-
-fn verify(shared: &BotShared) -> grpcio::Result<()> {
-    shared.platform.verify_credential(&VerifyCredentialRequest::new()).map(|_| ())
 }
 
 /// Records a failed attempt durably and logs it. The error belongs to the configuration that
@@ -555,6 +548,41 @@ mod tests {
         assert_eq!(queued(), total - ACK_EVERY - 1, "the run's end acknowledges the rest");
         assert!(acks.flush(), "nothing left: no write");
         assert_eq!(bot.metrics.updates_delivered.load(std::sync::atomic::Ordering::Relaxed), ACK_EVERY as u64 + 1);
+    }
+
+    #[test]
+    fn each_attempt_waits_for_its_own_check_and_a_refused_one_stops_the_run_before_its_post() {
+        use grpcio::RpcStatusCode;
+
+        use crate::gateway::port::refusal;
+        use crate::wire::platform::VerifyCredentialResponse;
+
+        let (_dir, bot, fake) = crate::gateway::runtime::test_bot_on_fake(crate::gateway::config::DEFAULT_SEND_WAIT);
+        let (url, handle) = receiver(vec![200; 3]);
+        let stored = bot.store.write(move |c| {
+            config::set(c, &WebhookConfig { url, secret_token: None })?;
+            for n in 0..20 {
+                queue::enqueue(c, "message", &serde_json::json!({ "n": n }))?;
+            }
+            Ok(())
+        });
+        stored.expect("webhook and queue");
+        // The first three checks pass, every later one is refused: the bot was revoked.
+        for _ in 0..3 {
+            fake.answer_once("verify_credential", Ok(VerifyCredentialResponse::new()));
+        }
+        fake.answer_always("verify_credential", |_: crate::wire::platform::VerifyCredentialRequest| {
+            Err::<VerifyCredentialResponse, _>(refusal(RpcStatusCode::UNAUTHENTICATED, "revoked"))
+        });
+        let agent = agent().expect("agent");
+        let (tx, _rx) = answers();
+        let (_control_tx, control) = bounded(1);
+        let outcome = deliver_run(&bot, &agent, &tx, &control);
+        assert!(matches!(outcome, Outcome::Revoked), "the refused check ends the run as a revocation");
+        assert_eq!(handle.join().expect("receiver").len(), 3, "only the attempts whose check passed were posted");
+        assert_eq!(bot.store.read(queue::depth).expect("depth"), 17, "the three delivered are acknowledged, the rest kept");
+        let sent = fake.calls_of("verify_credential").len();
+        assert!(sent > 4 && sent <= 3 + CHECKS_AHEAD, "checks ran ahead of their attempts, at most {CHECKS_AHEAD} in flight: {sent}");
     }
 
     #[test]

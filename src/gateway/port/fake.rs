@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use grpcio::RpcStatusCode;
 use protobuf::Message;
 
-use super::{refusal, unary_calls, InboxStream, PlatformPort, Reply};
+use super::{refusal, unary_calls, InboxStream, PendingCheck, PlatformPort, Reply};
 use crate::e2e::file::{ChunkStream, FileTransport, UploadCall};
 use crate::wire::platform::*;
 
@@ -119,6 +119,12 @@ macro_rules! fake_calls {
             $(fn $name(&self, req: &$req) -> Reply<$resp> {
                 self.call(stringify!($name), req)
             })*
+
+            fn start_verify_credential(&self) -> PendingCheck {
+                // Answered at once, recorded in the order sent, as the real port's would be.
+                let answer = self.verify_credential(&VerifyCredentialRequest::new());
+                Box::new(move || answer)
+            }
 
             fn inbox(&self) -> Reply<InboxStream> {
                 Err(refusal(RpcStatusCode::UNAVAILABLE, "fake platform: no Inbox stream"))

@@ -1,7 +1,7 @@
 //! The real platform port: the bot device's gRPC channel, its credential on every call and
 //! the default deadline (`wire::Platform`).
 
-use super::{unary_calls, InboxStream, PlatformPort, Reply};
+use super::{unary_calls, InboxStream, PendingCheck, PlatformPort, Reply};
 use crate::e2e::file::FileTransport;
 use crate::wire::platform::*;
 use crate::wire::{Credential, Platform};
@@ -28,6 +28,15 @@ macro_rules! grpc_calls {
             $(fn $name(&self, req: &$req) -> Reply<$resp> {
                 self.platform.client.$name(req, self.platform.opt())
             })*
+
+            fn start_verify_credential(&self) -> PendingCheck {
+                // The generated client is synchronous only; its channel sends without waiting.
+                let method = &crate::wire::platform_grpc::METHOD_PLATFORM_VERIFY_CREDENTIAL;
+                match self.platform.client.client.unary_call_async(method, &VerifyCredentialRequest::new(), self.platform.opt()) {
+                    Ok(answer) => Box::new(move || futures::executor::block_on(answer)),
+                    Err(e) => Box::new(move || Err(e)),
+                }
+            }
 
             fn inbox(&self) -> Reply<InboxStream> {
                 let stream = self.platform.client.inbox(&InboxRequest::new(), self.platform.opt_with_timeout(None))?;

@@ -28,6 +28,10 @@ pub use grpc::GrpcPort;
 /// An answer of the platform.
 pub type Reply<T> = grpcio::Result<T>;
 
+/// A credential check sent and not yet answered ([`PlatformPort::start_verify_credential`]):
+/// calling it waits for the platform's answer.
+pub type PendingCheck = Box<dyn FnOnce() -> Reply<VerifyCredentialResponse> + Send>;
+
 /// The platform's Inbox stream: envelopes until the platform ends it (or the call fails).
 pub type InboxStream = Pin<Box<dyn futures::Stream<Item = grpcio::Result<InboxEnvelope>> + Send>>;
 
@@ -84,6 +88,10 @@ macro_rules! port_trait {
         /// stream, and the file transfers.
         pub trait PlatformPort: Send + Sync {
             $(fn $name(&self, req: &$req) -> Reply<$resp>;)*
+
+            /// Sends a `VerifyCredential` without waiting for its answer, so that several can be
+            /// in flight at once (the webhook checks a few attempts ahead).
+            fn start_verify_credential(&self) -> PendingCheck;
 
             /// Opens the Inbox stream (no deadline: it lives until the bot stops or the
             /// platform ends it).
