@@ -79,7 +79,8 @@ fn main() {
     // Printed at once, so a profiler watching the output can look at the idle gateway.
     println!("| {n} bots: start until every bot answered getMe | {n} bots | {start_secs:.1} s |");
     // Idle: a store lets its caches go after 10 s without a write (`store::writer::IDLE_TRIM`).
-    std::thread::sleep(Duration::from_secs(15));
+    // BENCH_BOTS_IDLE_SECS shortens the wait (the smoke run), and the row then means little.
+    std::thread::sleep(Duration::from_secs(env_u64("BENCH_BOTS_IDLE_SECS", 15)));
     let rss_kib = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse::<u64>().ok()))

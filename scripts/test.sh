@@ -8,6 +8,7 @@
 # helper, upload, send back by file_id), polling and webhook, against a live
 # platform-server + bot-gateway. Each runner runs its SDKs in parallel. Between the two,
 # `scripts/release --check` builds and verifies the release archives and the container image.
+# After the Rust tests, every benchmark runs once at a tiny size (`scripts/bench --smoke`).
 # Everything builds in release only, into a target dir outside the checkout so a fresh clone
 # (CI) reuses a warm build.
 set -euo pipefail
@@ -23,6 +24,9 @@ export BOTGW_REQUIRE_PROMETHEUS_PARSER=1
 # One build of one profile: `cargo test` also builds the three programs (the integration
 # tests need them) into $CARGO_TARGET_DIR/release, where the SDK runners find them.
 cargo test --release
+# Every benchmark once at a tiny size, from the examples that build just made: a bench that
+# panics or prints nothing fails here (its figures are not checked: timing is never a test).
+bash scripts/bench --smoke
 # The release archives from that same build, checked: checksums, the debug symbols, the image's
 # contents, and a message end to end through the gateway chrooted into the image's root
 # filesystem; the launchd plist, systemd unit, compose file and release workflow (as root: CI).

@@ -404,7 +404,9 @@ impl bot_gateway::http::Handler for Counting {
         let (lock, cv) = &*self.0;
         *lock.lock().expect("count lock") += 1;
         cv.notify_all();
-        bot_gateway::http::Response::new(200)
+        // A trusted answer keeps the connection, as a bot's own web server would (the
+        // gateway's server closes after every untrusted one).
+        bot_gateway::http::Response::new(200).served()
     }
 }
 
