@@ -205,47 +205,59 @@ fn deliver_run(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Answer>
         }
     };
     let mut acks = Acks { shared, replies, through: None, count: 0, answers: Vec::new() };
-    let outcome = (|| {
-        let mut verifier = Verifier::new(shared, run.len());
-        for (update_id, update) in run {
-            if shared.is_stopping() || !control.is_empty() {
-                break;
-            }
-            // SPEC "Bot credential": re-verified before every attempt (the checks of the next
-            // attempts are in flight while this one is posted).
-            if let Err(e) = verifier.next() {
-                if is_unauthenticated(&e) {
-                    shared.revoke(&e.to_string());
-                    return Outcome::Revoked;
-                }
-                log::warn!("bot @{name}: webhook: cannot verify the credential with the platform, not delivering: {e}");
-                shared.status.set_error(format!("webhook: cannot verify the credential with the platform: {e}"));
-                return Outcome::Failed;
-            }
-            if shared.is_revoked() {
-                return Outcome::Revoked;
-            }
-            match post(shared, agent, &cfg, update_id, &update) {
-                Ok(answer) => {
-                    if !acks.delivered(update_id, answer) {
-                        return Outcome::Failed;
-                    }
-                }
-                Err(message) => {
-                    // What was delivered before it is acknowledged first.
-                    if !acks.flush() {
-                        return Outcome::Failed;
-                    }
-                    return failed(shared, cfg, update_id, message);
-                }
-            }
-        }
-        Outcome::Delivered
-    })();
+    let outcome = attempt_each(shared, agent, control, cfg, run, &mut acks);
     if !acks.flush() {
         return Outcome::Failed;
     }
     outcome
+}
+
+/// The attempts of a run, in order, each after its own credential check; delivered updates go
+/// to `acks` (the caller writes what is left of them).
+fn attempt_each(
+    shared: &BotShared,
+    agent: &ureq::Agent,
+    control: &Receiver<()>,
+    cfg: WebhookConfig,
+    run: Vec<(i64, Value)>,
+    acks: &mut Acks<'_>,
+) -> Outcome {
+    let name = &shared.username;
+    let mut verifier = Verifier::new(shared, run.len());
+    for (update_id, update) in run {
+        if shared.is_stopping() || !control.is_empty() {
+            break;
+        }
+        // SPEC "Bot credential": re-verified before every attempt (the checks of the next
+        // attempts are in flight while this one is posted).
+        if let Err(e) = verifier.next() {
+            if is_unauthenticated(&e) {
+                shared.revoke(&e.to_string());
+                return Outcome::Revoked;
+            }
+            log::warn!("bot @{name}: webhook: cannot verify the credential with the platform, not delivering: {e}");
+            shared.status.set_error(format!("webhook: cannot verify the credential with the platform: {e}"));
+            return Outcome::Failed;
+        }
+        if shared.is_revoked() {
+            return Outcome::Revoked;
+        }
+        match post(shared, agent, &cfg, update_id, &update) {
+            Ok(answer) => {
+                if !acks.delivered(update_id, answer) {
+                    return Outcome::Failed;
+                }
+            }
+            Err(message) => {
+                // What was delivered before it is acknowledged first.
+                if !acks.flush() {
+                    return Outcome::Failed;
+                }
+                return failed(shared, cfg, update_id, message);
+            }
+        }
+    }
+    Outcome::Delivered
 }
 
 /// One attempt: `POST` the update; a 2xx is delivered (with the answer for `whr/<n>`, if it
