@@ -6,8 +6,9 @@
 //! updates are written straight into its encrypted state database (as many real messages
 //! would take minutes to send), and the gateway is started again. Then:
 //! - 200 `getUpdates` calls with `limit=1`, each acknowledging the previous update: p50, p99;
-//! - a local receiver is registered with `setWebhook` and the time for 500 deliveries (each with
-//!   its credential check, POST and acknowledgement commit) gives updates per second;
+//! - a local receiver is registered with `setWebhook` and the time for 500 deliveries after the
+//!   first (each with its credential check, POST and acknowledgement commit) gives updates per
+//!   second;
 //! - `deleteWebhook` with `drop_pending_updates` clears the rest.
 //!
 //! Run by `scripts/bench` (every `examples/bench_*`); prints table rows.
@@ -39,7 +40,7 @@ fn main() {
         let (p50, p99) = poll_latency(&world);
         rows.push(format!("| getUpdates (limit 1, acknowledging) with {n} pending | {POLLS} calls | p50 {p50:.2} ms, p99 {p99:.2} ms |"));
         let rate = webhook_rate(&world);
-        rows.push(format!("| webhook delivery with {n} pending | {DELIVERIES} updates | {rate:.0} updates/s |"));
+        rows.push(format!("| webhook delivery with {n} pending | {DELIVERIES} updates | {rate:.0} updates/s after the first |"));
         let (status, body) = world.gateway.call("deleteWebhook", json!({ "drop_pending_updates": true }));
         assert_eq!(status, 200, "deleteWebhook: {body}");
     }
@@ -101,12 +102,15 @@ fn poll_latency(world: &World) -> (f64, f64) {
 fn webhook_rate(world: &World) -> f64 {
     let receiver = support::CountingReceiver::start();
     let deadline = Instant::now() + Duration::from_secs(300);
-    let start = Instant::now();
     let (status, body) = world.gateway.call("setWebhook", json!({ "url": receiver.url }));
     assert_eq!(status, 200, "setWebhook: {body}");
+    // The first delivery also starts the bot's webhook threads and their HTTP agent (50-80
+    // ms, once): the rate is timed from it, as `bench_webhook` does, so the two compare.
+    receiver.wait_for(1, deadline, String::new);
+    let start = Instant::now();
     receiver.wait_for(DELIVERIES, deadline, String::new);
     let elapsed = start.elapsed();
     let (status, body): (u16, Value) = world.gateway.call("deleteWebhook", json!({}));
     assert_eq!(status, 200, "deleteWebhook: {body}");
-    DELIVERIES as f64 / elapsed.as_secs_f64()
+    (DELIVERIES - 1) as f64 / elapsed.as_secs_f64()
 }
