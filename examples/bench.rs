@@ -213,7 +213,7 @@ fn private_limit(n: usize) -> f64 {
     use bot_gateway::crypto::IdentityKeyPair;
     use bot_gateway::e2e;
     use bot_gateway::gateway::store::{queue, Store};
-    use bot_gateway::wire::platform::{DeviceCertificate, GetDeviceCertificatesRequest, GetDeviceCertificatesResponse, InboxEnvelope, PrekeyBundle, Profile};
+    use bot_gateway::wire::platform::{InboxEnvelope, PrekeyBundle, Profile};
     bot_gateway::crypto::init();
     let dir = tempfile::tempdir().expect("tempdir");
     let user = rusqlite::Connection::open_in_memory().expect("user db");
@@ -242,22 +242,9 @@ fn private_limit(n: usize) -> f64 {
         ..Default::default()
     };
     e2e::add_sessions(&user, &bot_profile, &[bundle]).expect("session");
-    let certificates = GetDeviceCertificatesResponse {
-        profile: protobuf::MessageField::some(Profile { user_id: 1, identity_key: user_account.public_key().to_vec(), ..Default::default() }),
-        devices: vec![DeviceCertificate {
-            device_id: 1,
-            device_key: user_keys.device_key.clone(),
-            device_certificate: user_keys.device_certificate.clone(),
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
+    let (user_identity, certified_keys) = (user_account.public_key().to_vec(), user_keys.clone());
     store
-        .write(move |c| {
-            let request = GetDeviceCertificatesRequest { user_id: 1, device_ids: vec![1], ..Default::default() };
-            e2e::record_certified_devices(c, &request, &certificates, e2e::OnIdentityChange::Refuse)?;
-            Ok(())
-        })
+        .write(move |c| Ok(support::certify_device_one(c, 1, &user_identity, &certified_keys)?))
         .expect("certify the user's device");
     let text = "a private message of ordinary length, about as long as a chat line".repeat(2);
     let envelopes: Vec<InboxEnvelope> = (0..n)

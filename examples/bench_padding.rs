@@ -9,12 +9,15 @@
 //!
 //! Run by `scripts/bench` (every `examples/bench_*`).
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use std::time::Instant;
 
 use bot_gateway::crypto::IdentityKeyPair;
 use bot_gateway::e2e::{self, padding, Registration};
 use bot_gateway::wire::e2e::{content::Body, CallbackPress, ChatAction, Content, Reaction, ReactionType};
-use bot_gateway::wire::platform::{DeviceCertificate, GetDeviceCertificatesRequest, GetDeviceCertificatesResponse, PrekeyBundle, Profile};
+use bot_gateway::wire::platform::{PrekeyBundle, Profile};
 use protobuf::{Message as _, MessageField};
 use rusqlite::Connection;
 
@@ -73,18 +76,7 @@ fn main() {
     };
     e2e::add_sessions(&alice, &profile, &[bundle]).expect("session");
     // Bob opens a first message only from a device whose certificate he checked (`e2e::certify`).
-    let certificates = GetDeviceCertificatesResponse {
-        profile: MessageField::some(Profile { user_id: 1, identity_key: alice_account.public_key().to_vec(), ..Default::default() }),
-        devices: vec![DeviceCertificate {
-            device_id: 1,
-            device_key: alice_keys.device_key.clone(),
-            device_certificate: alice_keys.device_certificate.clone(),
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    let request = GetDeviceCertificatesRequest { user_id: 1, device_ids: vec![1], ..Default::default() };
-    e2e::record_certified_devices(&bob, &request, &certificates, e2e::OnIdentityChange::Refuse).expect("certify alice's device");
+    support::certify_device_one(&bob, 1, &alice_account.public_key(), &alice_keys).expect("certify alice's device");
     let t = Instant::now();
     for i in 0..ROUNDS {
         let sealed = e2e::seal(&alice, 2, &mix[i % mix.len()]).expect("seal");

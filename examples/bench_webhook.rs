@@ -63,11 +63,7 @@ fn main() {
     assert_eq!(status, 200, "setWebhook: {body}");
     // The first delivery also starts the bot's webhook threads (a bot that polled had none)
     // and their HTTP agent: timed apart, once, from the steady rate after it.
-    receiver.wait_for(1, deadline, || format!("stderr:\n{}", gw.proc.stderr_text()));
-    let first = start.elapsed();
-    let steady = Instant::now();
-    receiver.wait_for(n, deadline, || format!("stderr:\n{}", gw.proc.stderr_text()));
-    let elapsed = steady.elapsed();
+    let (first, rate) = receiver.first_then_rate(start, n, deadline, || format!("stderr:\n{}", gw.proc.stderr_text()));
     // The last acknowledgement commits just after the receiver answered.
     loop {
         let info: Value = gw.call("getWebhookInfo", json!({})).1;
@@ -78,6 +74,5 @@ fn main() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    let rate = (n - 1).max(1) as f64 / elapsed.as_secs_f64();
     println!("| webhook delivery | {n} updates | {rate:.0} updates/s after the first; the first {:.0} ms after setWebhook |", first.as_secs_f64() * 1000.0);
 }

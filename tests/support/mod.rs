@@ -431,6 +431,17 @@ impl CountingReceiver {
             c = cv.wait_timeout(c, left).expect("count lock").0;
         }
     }
+
+    /// Waits for the first request, then for `n` in all: the time from `since` to the first
+    /// (it may start the sender's threads and connection: timed apart, once), and the rate of
+    /// the rest per second. The webhook benches' one way of timing deliveries.
+    pub fn first_then_rate(&self, since: Instant, n: usize, deadline: Instant, context: impl Fn() -> String) -> (Duration, f64) {
+        self.wait_for(1, deadline, &context);
+        let first = since.elapsed();
+        let steady = Instant::now();
+        self.wait_for(n, deadline, &context);
+        (first, (n - 1).max(1) as f64 / steady.elapsed().as_secs_f64())
+    }
 }
 
 impl Drop for CountingReceiver {
@@ -439,4 +450,30 @@ impl Drop for CountingReceiver {
             server.shutdown();
         }
     }
+}
+
+/// Records device 1 of `user_id` (`keys`, certified by the identity key `identity_key`) as a
+/// checked device in the e2e tables on `conn`, as `e2e::certify` does with the platform's
+/// answer: a device opens a first message only from such a device. For the benches that open
+/// messages in process, with no platform to ask.
+pub fn certify_device_one(
+    conn: &rusqlite::Connection,
+    user_id: u64,
+    identity_key: &[u8],
+    keys: &bot_gateway::wire::platform::DeviceKeys,
+) -> bot_gateway::e2e::Result<()> {
+    use bot_gateway::wire::platform::{DeviceCertificate, GetDeviceCertificatesRequest, GetDeviceCertificatesResponse, Profile};
+    let answer = GetDeviceCertificatesResponse {
+        profile: protobuf::MessageField::some(Profile { user_id, identity_key: identity_key.to_vec(), ..Default::default() }),
+        devices: vec![DeviceCertificate {
+            device_id: 1,
+            device_key: keys.device_key.clone(),
+            device_certificate: keys.device_certificate.clone(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let request = GetDeviceCertificatesRequest { user_id, device_ids: vec![1], ..Default::default() };
+    bot_gateway::e2e::record_certified_devices(conn, &request, &answer, bot_gateway::e2e::OnIdentityChange::Refuse)?;
+    Ok(())
 }
