@@ -7,7 +7,10 @@
 //!   caches go after 10 s without a write), nobody polling, and each per bot;
 //! - **one echo per bot**: a user sends each bot a message, this program reads it through that
 //!   bot's `getUpdates` and answers with `sendMessage`, the user receives the answer; the time
-//!   for all of them.
+//!   for all of them;
+//! - **idle webhook bots**: then every bot gets a webhook (one local receiver for all) and one
+//!   more message, delivered there; RSS, threads and descriptors after the same idle wait (a
+//!   bot's webhook threads, like its other on-demand threads, end after 10 s without work).
 //!
 //! Run by `scripts/bench` (every `examples/bench_*`); BENCH_BOTS=100 for a shorter run. The
 //! targets (issue 26): 1,000 idle bots in at most 500 MiB and 2,000 threads, all answering
@@ -81,29 +84,62 @@ fn main() {
     // Idle: a store lets its caches go after 10 s without a write (`store::writer::IDLE_TRIM`).
     // BENCH_BOTS_IDLE_SECS shortens the wait (the smoke run), and the row then means little.
     std::thread::sleep(Duration::from_secs(env_u64("BENCH_BOTS_IDLE_SECS", 15)));
-    let rss_kib = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse::<u64>().ok()))
-        .unwrap_or(0);
+    let rss_kib = rss_kib_of(pid);
     let (threads, fds) = threads_and_fds(pid);
 
     // One echo per bot, the bench playing each bot's code.
     let profile = bot_gateway::client::Profile::register(&platform.url, dir.path().join("user"), "many_echo_user", "Many Echo User")
         .expect("user profile");
     let echoed = Instant::now();
-    let echoes = echo_each(&profile, &agent, &base, &tokens, &bots);
-    if echoes.is_err() {
+    let echoes = echo_each(&profile, &agent, &base, &tokens, &bots).map(|()| echoed.elapsed());
+    let webhooks = echoes.as_ref().map_err(|_| "after the failed echoes".to_string()).and_then(|_| webhook_each(&profile, &agent, &base, &tokens, &bots, pid));
+    if echoes.is_err() || webhooks.is_err() {
         eprintln!("bench_bots: gateway stderr, last lines:\n{}", tail(&gateway.stderr_text()));
     }
     gateway.kill();
-    report_idle(n, rss_kib, threads, fds);
+    report_idle(&format!("{n} idle bots"), n, (rss_kib, threads, fds));
     match echoes {
-        Ok(()) => {
-            let secs = echoed.elapsed().as_secs_f64();
+        Ok(took) => {
+            let secs = took.as_secs_f64();
             println!("| {n} bots: one echo each (user → bot code → user) | {n} bots | {secs:.1} s ({:.0} ms per bot) |", 1000.0 * secs / n as f64)
         }
         Err(why) => println!("| {n} bots: one echo each (user → bot code → user) | {n} bots | FAILED: {why} |"),
     }
+    match webhooks {
+        Ok(idle) => report_idle(&format!("{n} idle webhook bots, one delivery each"), n, idle),
+        Err(why) => println!("| {n} idle webhook bots, one delivery each | {n} bots | FAILED: {why} |"),
+    }
+}
+
+/// Sets a webhook for every bot (one local receiver), sends each one message, waits until all
+/// were delivered and then the idle wait; the gateway's RSS (KiB), threads and descriptors.
+fn webhook_each(
+    profile: &bot_gateway::client::Profile,
+    agent: &ureq::Agent,
+    base: &str,
+    tokens: &[String],
+    bots: &[Value],
+    pid: u32,
+) -> Result<(u64, usize, usize), String> {
+    let receiver = support::CountingReceiver::start();
+    for (i, token) in tokens.iter().enumerate() {
+        match agent.post(&format!("{base}/bot{token}/setWebhook")).send_json(json!({ "url": receiver.url })) {
+            Ok(r) if r.status() == 200 => {}
+            Ok(r) => return Err(format!("bot {i}: setWebhook answered {}", r.status())),
+            Err(e) => return Err(format!("bot {i}: setWebhook: {e}")),
+        }
+    }
+    for (i, bot) in bots.iter().enumerate() {
+        let bot = format!("@{}", bot["username"].as_str().unwrap_or_default());
+        profile.send_text(&bot, &format!("hook {i}")).map_err(|e| format!("bot {i}: the user's send: {e}"))?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    if let Err(got) = receiver.try_wait_for(tokens.len(), deadline) {
+        return Err(format!("{got} of {} updates delivered in 120 s", tokens.len()));
+    }
+    std::thread::sleep(Duration::from_secs(env_u64("BENCH_BOTS_IDLE_SECS", 15)));
+    let (threads, fds) = threads_and_fds(pid);
+    Ok((rss_kib_of(pid), threads, fds))
 }
 
 /// A user sends each bot a message; this program reads it through the bot's `getUpdates`,
@@ -145,11 +181,19 @@ fn echo_each(profile: &bot_gateway::client::Profile, agent: &ureq::Agent, base: 
     Ok(())
 }
 
-/// The idle row.
-fn report_idle(n: usize, rss_kib: u64, threads: usize, fds: usize) {
+/// The resident set of process `pid`, KiB.
+fn rss_kib_of(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse::<u64>().ok()))
+        .unwrap_or(0)
+}
+
+/// An idle row: RSS (KiB), threads and descriptors of the gateway serving `n` bots.
+fn report_idle(what: &str, n: usize, (rss_kib, threads, fds): (u64, usize, usize)) {
     let mib = rss_kib as f64 / 1024.0;
     println!(
-        "| {n} idle bots: RSS, threads, descriptors | {n} bots | {mib:.0} MiB ({:.2} MiB per bot), {threads} threads ({:.1} per bot), {fds} descriptors |",
+        "| {what}: RSS, threads, descriptors | {n} bots | {mib:.0} MiB ({:.2} MiB per bot), {threads} threads ({:.1} per bot), {fds} descriptors |",
         mib / n as f64,
         threads as f64 / n as f64
     );

@@ -537,6 +537,39 @@ fn a_method_in_the_webhook_answer_is_executed() {
     wait_info(gw, "queue drained", |i| i["pending_update_count"] == 0);
 }
 
+/// The webhook's threads run only while they have work (docs/operations.md, "Threads"): once
+/// the queue is delivered and the replies run, `wh/1` and `whr/1` end after their idle wait
+/// with the webhook still set, and the next update starts both again: it is delivered, in
+/// order, and its reply runs.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_webhook_threads_end_when_idle_and_the_next_update_starts_them_again() {
+    let world = start_world("wh_idle_bot");
+    let gw = &world.gateway;
+    let pid = gw.proc.child.id();
+    let fay = world.user("fay_w");
+    let receiver = Receiver::start(&[], 200);
+    let reply = |text: &str| Some(json!({"method": "sendMessage", "chat_id": fay.user_id(), "text": text}));
+    receiver.set_reply(reply("reply one"));
+    ok(gw, "setWebhook", json!({ "url": receiver.url }));
+    let bot = format!("@{}", world.bot_username());
+    fay.send_text(&bot, "one").expect("send");
+    receiver.wait_delivered(1);
+    assert_eq!(fay.receive(Duration::from_secs(30), 1).expect("receive")[0].text, "reply one");
+    let webhook_threads = || support::thread_names(pid).into_iter().filter(|n| n == "wh/1" || n == "whr/1").collect::<Vec<_>>();
+    let deadline = Instant::now() + WAIT;
+    while !webhook_threads().is_empty() {
+        assert!(Instant::now() < deadline, "webhook threads still there when idle: {:?}", webhook_threads());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(webhook_info(gw)["url"], receiver.url.as_str(), "the webhook is still set");
+    receiver.set_reply(reply("reply two"));
+    fay.send_text(&bot, "two").expect("send");
+    assert_eq!(texts(&receiver.wait_delivered(2)), ["one", "two"]);
+    assert_eq!(fay.receive(Duration::from_secs(30), 1).expect("receive")[0].text, "reply two", "whr/1 came back too");
+    wait_info(gw, "queue drained", |i| i["pending_update_count"] == 0);
+}
+
 /// Probes until the gateway has imported a message from `user_id` (sendMessage to a private
 /// chat works only after that chat produced an update, even a filtered one).
 fn wait_chat_known(gw: &Gateway, user_id: u64) {

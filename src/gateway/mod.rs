@@ -312,7 +312,7 @@ fn start_bot(config: &config::Config, state: &state_dir::StateDir, i: usize) -> 
     let bot = &config.bots[i];
     let name = &bot.username;
     let index = i + 1;
-    log::info!("bot #{index} is @{name}: its threads are wr/{index}, ins/{index}, in/{index}, out/{index} (and wh/{index}, whr/{index} once a webhook is set)");
+    log::info!("bot #{index} is @{name}: its threads are wr/{index}, ins/{index}, in/{index}, out/{index} (and wh/{index}, whr/{index} while a webhook delivers)");
     let db = state.bot_database(bot.compat_user_id);
     let store = store::Store::open(&db, &bot.recovery_secret, &bot.bot_id_hex, &threads::thread_name("wr", index))
         .map_err(|why| StartError::Store { bot: name.clone(), why: Box::new(why) })?;

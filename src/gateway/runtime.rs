@@ -43,18 +43,18 @@ pub struct BotShared {
     pub metrics: super::metrics::BotMetrics,
     /// The outbox thread's wake-up and the HTTP workers waiting for their messages.
     pub outbox: Outbox,
-    /// Wakes the webhook thread (setWebhook, deleteWebhook, revocation, stop).
+    /// Wakes the webhook thread, starting it when none runs (setWebhook, deleteWebhook,
+    /// revocation, stop).
     pub webhook: Wake,
-    /// Starts `wh/<n>` and `whr/<n>` when the bot first needs them (a webhook set at start or
-    /// by `setWebhook`): a bot that polls never has them. Installed by `threads::BotThreads`.
-    webhook_threads: Mutex<Option<WebhookStarter>>,
+    /// Whether a webhook is set, as the store last said ([`BotShared::refresh_webhook_on`]):
+    /// while it is, a commit starts `wh/<n>` when it does not run (`threads`).
+    webhook_on: AtomicBool,
+    /// Serialises the refreshes of `webhook_on`, so the last one reads the last change.
+    webhook_on_refresh: Mutex<()>,
     stop: Stop,
     /// Ends the platform's Inbox stream that `ins/<n>` is blocked on, at stop.
     stream_cancel: Mutex<Option<futures::channel::oneshot::Sender<()>>>,
 }
-
-/// Starts the webhook threads of a bot if they are not running yet (idempotent).
-pub type WebhookStarter = Box<dyn Fn() -> std::io::Result<()> + Send + Sync>;
 
 /// A wake-up for a thread that re-reads everything when it wakes: one pending wake-up is
 /// enough, so waking never blocks.
@@ -72,11 +72,17 @@ impl Wake {
     }
 
     pub fn wake(&self) {
+        if let Err(e) = self.try_wake() {
+            log::error!("cannot start a thread: {e}");
+        }
+    }
+
+    /// [`Wake::wake`], saying when the thread to start could not be started.
+    pub fn try_wake(&self) -> std::io::Result<()> {
         let _ = self.tx.try_send(());
-        if let Some(demand) = self.starts.get() {
-            if let Err(e) = demand.start() {
-                log::error!("cannot start a thread: {e}");
-            }
+        match self.starts.get() {
+            Some(demand) => demand.start(),
+            None => Ok(()),
         }
     }
 
@@ -276,7 +282,8 @@ impl BotShared {
             metrics: Default::default(),
             outbox: Outbox::new(),
             webhook: Wake::new(),
-            webhook_threads: Mutex::new(None),
+            webhook_on: AtomicBool::new(false),
+            webhook_on_refresh: Mutex::new(()),
             stop: {
                 let (tx, rx) = bounded(0);
                 Stop { tx: Mutex::new(Some(tx)), rx }
@@ -291,18 +298,20 @@ impl BotShared {
         self
     }
 
-    /// How `start_webhook` starts the webhook threads.
-    pub fn install_webhook_starter(&self, starter: WebhookStarter) {
-        *self.webhook_threads.lock().unwrap_or_else(|e| e.into_inner()) = Some(starter);
+    /// Whether a webhook is set (as of the last [`BotShared::refresh_webhook_on`]).
+    pub fn webhook_on(&self) -> bool {
+        self.webhook_on.load(Ordering::SeqCst)
     }
 
-    /// Wakes the webhook thread, first starting it (and `whr/<n>`) if the bot has none yet.
-    pub fn start_webhook(&self) -> std::io::Result<()> {
-        if let Some(start) = self.webhook_threads.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            start()?;
-        }
-        self.webhook.wake();
-        Ok(())
+    /// Reads from the store whether a webhook is set; call after every change of the webhook
+    /// configuration (and at start). Serialised, so of two changes racing the last refresh
+    /// reads the state both left. A store that cannot say counts as set: a thread started
+    /// for nothing ends when idle, a webhook never served would lose its deliveries.
+    pub fn refresh_webhook_on(&self) -> bool {
+        let _serial = self.webhook_on_refresh.lock().unwrap_or_else(|e| e.into_inner());
+        let on = self.store.read(webhook_store::is_set).unwrap_or(true);
+        self.webhook_on.store(on, Ordering::SeqCst);
+        on
     }
 
     /// Ends what HTTP workers wait for, first of all at shutdown, so the listeners can join

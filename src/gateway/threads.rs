@@ -11,16 +11,12 @@
 //! | `in/<n>` | decrypts, commits, acknowledges (`inbox::Importer`; on demand: started by `ins/<n>` after it queues an envelope, or by `upkeep`) |
 //! | `out/<n>` | seals and sends the outbox (`outbox::run`; on demand: started by the outbox's wake-up) |
 //! | `upkeep` | one for the gateway: starts an idle bot's `in/<n>` when its hourly upkeep is due |
-//! | `wh/<n>` | webhook delivery (`webhook::worker`), from the first time a webhook is set |
-//! | `whr/<n>` | runs webhook replies (`api::replies::run_loop`), started with `wh/<n>` |
+//! | `wh/<n>` | webhook delivery (`webhook::Deliverer`; on demand: started by a commit while a webhook is set, by `setWebhook`/`deleteWebhook`/revocation, and at start when a webhook is set) |
+//! | `whr/<n>` | runs webhook replies (`api::replies::ReplyRunner`; on demand: started by `wh/<n>` after it hands an answer on) |
 //!
-//! `wr/<n>`, `in/<n>` and `out/<n>` run on demand (`crate::demand`): each ends after 10 s
-//! without work and starts again when work is queued for it, so an idle bot has one thread,
-//! `ins/<n>`.
-//!
-//! `wh/<n>` and `whr/<n>` start with the bot when its webhook is set, else at its first
-//! `setWebhook` (`BotShared::start_webhook`), and then run until the bot stops: a bot that
-//! polls never has them, which is most of a thousand bots' threads saved.
+//! Every thread but `ins/<n>` and `upkeep` runs on demand (`crate::demand`): each ends after
+//! 10 s without work and starts again when work is queued for it, so an idle bot has one
+//! thread, `ins/<n>`, whether it polls or has a webhook; a bot that polls never has `wh/<n>`.
 //!
 //! A thread that panics is logged and recorded in the bot's status, so `/healthz` reports the
 //! bot unhealthy (503) instead of leaving it silently half-alive.
@@ -37,10 +33,12 @@ use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 
 use super::inbox::{self, Importer, SignedPrekeyUpkeep};
 use super::runtime::BotShared;
-use super::{api, outbox, webhook};
+use super::api::replies::ReplyRunner;
+use super::webhook::{self, Deliverer, Replies};
+use super::outbox;
 use crate::demand::{Demand, Work};
 
-/// How long `in/<n>` and `out/<n>` wait for work before their thread ends (the writer's is
+/// How long the on-demand threads wait for work before they end (the writer's is
 /// `store::writer::IDLE_TRIM`, the same).
 const IDLE: Duration = Duration::from_secs(10);
 /// How often the `upkeep` thread looks for bots whose hourly upkeep is due.
@@ -56,10 +54,11 @@ pub struct BotThreads {
     shared: Arc<BotShared>,
     running: Arc<Mutex<Running>>,
     ended_rx: Receiver<String>,
-    /// `in/<n>` and `out/<n>`, which run on demand.
+    /// `in/<n>` (also started by `upkeep`).
     importer: Arc<Importer>,
     import_demand: Arc<Demand>,
-    outbox_demand: Arc<Demand>,
+    /// `out/<n>`, `wh/<n>`, `whr/<n>`: closed at stop.
+    other_demands: [Arc<Demand>; 3],
 }
 
 /// `out/<n>` as work on demand: started by the outbox's wake-up (a message to send, the
@@ -88,34 +87,38 @@ impl Work for OutboxWork {
     }
 }
 
-/// The threads started so far (the webhook's may join later, from an HTTP worker).
+/// The threads that run all the time (`ins/<n>`; tests add others).
 struct Running {
     index: usize,
     handles: Vec<(String, JoinHandle<()>)>,
     /// Each thread says here that it ended (also by panicking; the on-demand ones only when
     /// stopped or panicked); unbounded: one message per thread, five at most.
     ended_tx: Sender<String>,
-    webhook_started: bool,
 }
 
 impl BotThreads {
-    /// Starts every thread of the bot at `index` (1-based, its place in the config); the
-    /// webhook's only if a webhook is set.
+    /// Starts the bot at `index` (1-based, its place in the config): `ins/<n>`, and the
+    /// on-demand threads that have work at once (`in/<n>` and `out/<n>` for the start-of-run
+    /// steps and a leftover outbox, `wh/<n>` if a webhook is set).
     pub fn start(shared: &Arc<BotShared>, index: usize, upkeep: SignedPrekeyUpkeep) -> io::Result<BotThreads> {
         let (ended_tx, ended_rx) = unbounded();
+        let on_demand = |role: &str, work: Arc<dyn Work>| Demand::new(thread_name(role, index), work, Some(ended_tx.clone()));
         let (envelopes_tx, envelopes_rx) = inbox::channel();
         let importer = Arc::new(Importer::new(shared, envelopes_rx, upkeep, IDLE));
-        let import_demand = Demand::new(thread_name("in", index), importer.clone(), Some(ended_tx.clone()));
-        let outbox_work = Arc::new(OutboxWork { shared: Arc::downgrade(shared) });
-        let outbox_demand = Demand::new(thread_name("out", index), outbox_work, Some(ended_tx.clone()));
-        let running = Arc::new(Mutex::new(Running { index, handles: Vec::new(), ended_tx, webhook_started: false }));
+        let import_demand = on_demand("in", importer.clone());
+        let outbox_demand = on_demand("out", Arc::new(OutboxWork { shared: Arc::downgrade(shared) }));
+        let (answers_tx, answers_rx) = webhook::answers();
+        let reply_demand = on_demand("whr", Arc::new(ReplyRunner::new(shared, answers_rx, IDLE)));
+        let replies = Replies::new(answers_tx, reply_demand.clone());
+        let webhook_demand = on_demand("wh", Arc::new(Deliverer::new(shared, replies, IDLE)?));
+        let running = Arc::new(Mutex::new(Running { index, handles: Vec::new(), ended_tx: ended_tx.clone() }));
         let t = BotThreads {
             shared: shared.clone(),
             running,
             ended_rx,
             importer,
             import_demand: import_demand.clone(),
-            outbox_demand: outbox_demand.clone(),
+            other_demands: [outbox_demand.clone(), webhook_demand.clone(), reply_demand],
         };
         let stream_starts = import_demand.clone();
         t.spawn("ins", move |s| inbox::stream_loop(s, envelopes_tx, stream_starts))?;
@@ -123,12 +126,21 @@ impl BotThreads {
         import_demand.start()?;
         shared.outbox.wake.starts(outbox_demand.clone());
         outbox_demand.start()?;
-        // The starter holds the bot weakly: BotShared keeps it, and must still be dropped.
-        let (weak, running) = (Arc::downgrade(shared), Arc::downgrade(&t.running));
-        shared.install_webhook_starter(Box::new(move || start_webhook(&weak, &running)));
-        // A webhook left set by the last run (or a store that cannot say) starts them now.
-        if shared.store.read(super::store::webhook::is_set).unwrap_or(true) {
-            start_webhook(&Arc::downgrade(shared), &Arc::downgrade(&t.running))?;
+        // Webhook delivery starts with each wake-up, and with each commit while a webhook is
+        // set (the commit may have queued an update); the hook holds the bot weakly, since the
+        // bot's store keeps it.
+        shared.webhook.starts(webhook_demand.clone());
+        let (weak, starts) = (Arc::downgrade(shared), webhook_demand.clone());
+        shared.store.notifier().on_commit(Box::new(move || {
+            if weak.upgrade().is_some_and(|s| s.webhook_on()) {
+                if let Err(e) = starts.start() {
+                    log::error!("cannot start a webhook thread: {e}");
+                }
+            }
+        }));
+        // A webhook left set by the last run (or a store that cannot say): its queue may wait.
+        if shared.refresh_webhook_on() {
+            webhook_demand.start()?;
         }
         Ok(t)
     }
@@ -140,15 +152,16 @@ impl BotThreads {
     /// Stops every thread and joins those that end before `deadline`; one still blocked then
     /// (a platform stream waiting on the network) is logged and left to the process exit.
     pub fn stop(self, deadline: Instant) {
-        // Stopping first: a webhook start after this sees it and starts nothing.
-        self.shared.stop();
-        let mut handles = std::mem::take(&mut self.running.lock().expect("running threads lock").handles);
-        // The on-demand ones that run now say they ended once they see the stop.
-        for demand in [&self.import_demand, &self.outbox_demand] {
+        // Closed first, so the stop's wake-ups start no thread; the on-demand ones that run now
+        // say they ended once they see the stop.
+        let mut handles = Vec::new();
+        for demand in std::iter::once(&self.import_demand).chain(&self.other_demands) {
             if let Some(handle) = demand.close() {
                 handles.push((handle.thread().name().unwrap_or_default().to_string(), handle));
             }
         }
+        self.shared.stop();
+        handles.append(&mut self.running.lock().expect("running threads lock").handles);
         let mut ended = Vec::new();
         while ended.len() < handles.len() {
             match self.ended_rx.recv_deadline(deadline) {
@@ -183,24 +196,6 @@ fn spawn(
         let _ = ended.send(label);
     })?;
     running.handles.push((name, handle));
-    Ok(())
-}
-
-/// Starts `wh/<n>` and `whr/<n>` unless they run already or the bot is stopping.
-fn start_webhook(shared: &Weak<BotShared>, running: &Weak<Mutex<Running>>) -> io::Result<()> {
-    let (Some(shared), Some(running)) = (shared.upgrade(), running.upgrade()) else {
-        return Ok(());
-    };
-    let mut running = running.lock().expect("running threads lock");
-    if running.webhook_started || shared.is_stopping() {
-        return Ok(());
-    }
-    let (answers_tx, answers_rx) = webhook::answers();
-    let deliver = webhook::worker(shared.clone(), answers_tx)?;
-    spawn(&shared, &mut running, "whr", move |s| api::replies::run_loop(s, answers_rx))?;
-    spawn(&shared, &mut running, "wh", move |_| deliver())?;
-    running.webhook_started = true;
-    log::info!("bot @{}: webhook delivery started (wh/{n}, whr/{n})", shared.username, n = running.index);
     Ok(())
 }
 
@@ -266,18 +261,22 @@ mod panic_tests {
     fn a_panicking_thread_marks_the_bot_unhealthy_and_stop_joins_the_rest() {
         let (_dir, shared) = bot();
         let (ended_tx, ended_rx) = unbounded();
-        let running = Running { index: 3, handles: Vec::new(), ended_tx, webhook_started: false };
+        let running = Running { index: 3, handles: Vec::new(), ended_tx };
         let (_, envelopes) = inbox::channel();
         let importer = Arc::new(Importer::new(&shared, envelopes, SignedPrekeyUpkeep::at_start(&shared), IDLE));
         let import_demand = Demand::new("in/3", importer.clone(), None);
         let outbox_demand = Demand::new("out/3", Arc::new(OutboxWork { shared: Arc::downgrade(&shared) }), None);
+        let (answers_tx, answers_rx) = webhook::answers();
+        let reply_demand = Demand::new("whr/3", Arc::new(ReplyRunner::new(&shared, answers_rx, IDLE)), None);
+        let deliverer = Deliverer::new(&shared, Replies::new(answers_tx, reply_demand.clone()), IDLE).expect("deliverer");
+        let webhook_demand = Demand::new("wh/3", Arc::new(deliverer), None);
         let t = BotThreads {
             shared: shared.clone(),
             running: Arc::new(Mutex::new(running)),
             ended_rx,
             importer,
             import_demand,
-            outbox_demand,
+            other_demands: [outbox_demand, webhook_demand, reply_demand],
         };
         t.spawn("boom", |_| panic!("a thread panic (expected by the test)")).expect("spawn");
         t.spawn("wait", |s| {

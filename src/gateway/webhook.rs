@@ -23,7 +23,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, Read};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, select, Receiver, RecvTimeoutError, Sender};
@@ -36,6 +36,7 @@ use super::store::webhook::{self as config, LastError, WebhookConfig};
 use super::store::{queue, Result as StoreResult};
 use super::updates;
 use crate::backoff::Backoff;
+use crate::demand::{Demand, Work};
 use crate::wire::rpc::is_unauthenticated;
 
 /// The header carrying `secret_token` (SPEC "Webhook delivery" 2), the default of
@@ -63,33 +64,98 @@ pub struct Answer {
 /// Largest answer read for a reply: a method call with an upload, like a request.
 pub const MAX_ANSWER_BYTES: usize = 52 * 1024 * 1024;
 
-/// The bounded queue from `webhook:<bot>` to the reply runner; when full, delivery waits.
+/// The bounded queue from `wh/<n>` to the reply runner; when full, delivery waits.
 pub fn answers() -> (Sender<Answer>, Receiver<Answer>) {
     bounded(REPLY_QUEUE)
 }
 
-/// `wh/<n>`, ready to start: delivers the queue in webhook mode and hands 2xx answers with a
-/// body to `replies`. Ends when the bot stops (`BotShared::stop` wakes it); every step is a
-/// committed transaction, so stopping anywhere is safe.
-pub fn worker(shared: Arc<BotShared>, replies: Sender<Answer>) -> io::Result<impl FnOnce() + Send + 'static> {
-    let commits = shared.store.notifier().subscribe();
-    let agent = agent().map_err(|e| io::Error::other(format!("webhook HTTP client: {e}")))?;
-    let start = backoff_start();
-    Ok(move || run(shared, agent, commits, replies, start))
+/// Where `wh/<n>` hands the answers on: the queue `whr/<n>` reads, and that thread's demand,
+/// started after each answer is queued (so an answer never waits with no thread to run it).
+pub struct Replies {
+    tx: Sender<Answer>,
+    runner: Option<Arc<Demand>>,
 }
 
-/// One HTTP agent per bot: one connection (kept alive), no redirects (a 3xx is not a 2xx),
-/// native TLS with the system's trust store.
-fn agent() -> Result<ureq::Agent, native_tls::Error> {
-    Ok(ureq::AgentBuilder::new()
-        .tls_connector(tls_connector()?)
+impl Replies {
+    pub fn new(tx: Sender<Answer>, runner: Arc<Demand>) -> Replies {
+        Replies { tx, runner: Some(runner) }
+    }
+
+    /// Only queues: the test reads the queue itself.
+    #[cfg(test)]
+    fn queue_only(tx: Sender<Answer>) -> Replies {
+        Replies { tx, runner: None }
+    }
+
+    /// Queues an answer (blocks only while [`REPLY_QUEUE`] wait) and starts the runner.
+    fn hand(&self, answer: Answer) -> io::Result<()> {
+        self.tx.send(answer).map_err(|_| io::Error::other("the webhook reply queue is closed"))?;
+        match &self.runner {
+            Some(runner) => runner.start(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `wh/<n>` as work on demand (`crate::demand`): delivers the queue in webhook mode and hands
+/// 2xx answers with a body on ([`Replies`]). Started by `setWebhook` and the other wake-ups
+/// (`BotShared::webhook`), by a commit while a webhook is set, and at the bot's start when one
+/// is; ends after `idle` with no webhook or nothing to deliver, or when the bot stops. Every
+/// step is a committed transaction, so stopping anywhere is safe.
+pub struct Deliverer {
+    /// Weak: the bot's wake-up and commit hook hold this work's demand, and the bot must
+    /// still drop.
+    shared: Weak<BotShared>,
+    /// For the HTTP agent of each run of the thread: its kept-alive connection to the
+    /// receiver closes when the thread ends, so an idle bot holds no descriptor.
+    tls: Arc<native_tls::TlsConnector>,
+    commits: Receiver<()>,
+    replies: Replies,
+    backoff_start: Duration,
+    idle: Duration,
+}
+
+impl Deliverer {
+    pub fn new(shared: &Arc<BotShared>, replies: Replies, idle: Duration) -> io::Result<Deliverer> {
+        let commits = shared.store.notifier().subscribe();
+        let tls = tls_connector().map_err(|e| io::Error::other(format!("webhook HTTP client: {e}")))?;
+        Ok(Deliverer { shared: Arc::downgrade(shared), tls, commits, replies, backoff_start: backoff_start(), idle })
+    }
+}
+
+impl Work for Deliverer {
+    fn run(&self) {
+        if let Some(shared) = self.shared.upgrade() {
+            run(&shared, self);
+        }
+    }
+
+    fn pending(&self) -> bool {
+        // A wake-up, or a commit while a webhook is set, came after the run's last look.
+        self.shared.upgrade().is_some_and(|s| {
+            !s.is_stopping() && (!s.webhook.receiver().is_empty() || (s.webhook_on() && !self.commits.is_empty()))
+        })
+    }
+
+    fn failed(&self, name: &str) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.thread_failed(name);
+        }
+    }
+}
+
+/// One HTTP agent per bot while `wh/<n>` runs: one connection (kept alive), no redirects (a
+/// 3xx is not a 2xx), native TLS with the system's trust store.
+fn agent(tls: Arc<native_tls::TlsConnector>) -> ureq::Agent {
+    ureq::AgentBuilder::new()
+        .tls_connector(tls)
         .timeout_connect(CONNECT_TIMEOUT)
         .timeout_read(READ_TIMEOUT)
         .timeout_write(WRITE_TIMEOUT)
         .redirects(0)
         .max_idle_connections_per_host(1)
         .user_agent(concat!("bot-gateway/", env!("CARGO_PKG_VERSION")))
-        .build())
+        .build()
 }
 
 /// The TLS configuration every bot's agent shares. Building one parses the system's whole
@@ -134,32 +200,34 @@ enum Outcome {
     Revoked,
 }
 
-fn run(shared: Arc<BotShared>, agent: ureq::Agent, commits: Receiver<()>, replies: Sender<Answer>, start: Duration) {
-    let control = shared.webhook.receiver().clone();
-    let mut backoff = Backoff::new(start, BACKOFF_MAX);
+fn run(shared: &BotShared, work: &Deliverer) {
+    let (commits, idle) = (&work.commits, work.idle);
+    let agent = agent(work.tls.clone());
+    let control = shared.webhook.receiver();
+    let mut backoff = Backoff::new(work.backoff_start, BACKOFF_MAX);
     loop {
         if shared.is_stopping() {
             return;
         }
         if shared.is_revoked() {
             // Nothing more is sent; the queue stays for a restart with a valid credential.
-            if control.recv().is_err() {
-                return;
+            match control.recv_timeout(idle) {
+                Ok(()) => continue,
+                Err(_) => return,
             }
-            continue;
         }
         // Signals of commits and of configuration changes we are about to read anyway (see
         // Notifier::subscribe). A change signalled before the run would otherwise end every
         // run at its first update, and the loop would spin without delivering: setWebhook
-        // while a run was under way, or the wake that follows starting this thread.
+        // while a run was under way, or the wake that started this thread.
         while commits.try_recv().is_ok() {}
         while control.try_recv().is_ok() {}
-        match deliver_run(&shared, &agent, &replies, &control) {
+        match deliver_run(shared, &agent, &work.replies, control) {
             Outcome::Delivered => backoff.reset(),
             Outcome::Revoked => {}
             Outcome::NoWebhook => {
                 backoff.reset();
-                if control.recv().is_err() {
+                if control.recv_timeout(idle).is_err() {
                     return;
                 }
             }
@@ -168,9 +236,11 @@ fn run(shared: Arc<BotShared>, agent: ureq::Agent, commits: Receiver<()>, replie
                 select! {
                     recv(commits) -> r => if r.is_err() { return },
                     recv(control) -> r => if r.is_err() { return },
+                    default(idle) => return,
                 }
             }
             Outcome::Failed => {
+                // Not idle: the thread stays for the retry.
                 match control.recv_timeout(backoff.next_delay()) {
                     // setWebhook/deleteWebhook: try the new configuration at once.
                     Ok(()) => backoff.reset(),
@@ -186,7 +256,7 @@ fn run(shared: Arc<BotShared>, agent: ureq::Agent, commits: Receiver<()>, replie
 /// was delivered (in writes of up to [`ACK_EVERY`]) before it returns. A run ends early at
 /// the first failure, when the bot stops or is revoked, or when `setWebhook`/`deleteWebhook`
 /// signals `control` (the next run reads the new configuration).
-fn deliver_run(shared: &BotShared, agent: &ureq::Agent, replies: &Sender<Answer>, control: &Receiver<()>) -> Outcome {
+fn deliver_run(shared: &BotShared, agent: &ureq::Agent, replies: &Replies, control: &Receiver<()>) -> Outcome {
     let name = &shared.username;
     let run = shared.store.read(|c| -> StoreResult<Run> {
         let Some(cfg) = config::config(c)? else {
@@ -288,7 +358,7 @@ fn post(shared: &BotShared, agent: &ureq::Agent, cfg: &WebhookConfig, update_id:
 /// twice (the update is delivered again instead, as before).
 struct Acks<'a> {
     shared: &'a BotShared,
-    replies: &'a Sender<Answer>,
+    replies: &'a Replies,
     through: Option<i64>,
     /// Delivered since the last write.
     count: usize,
@@ -323,9 +393,8 @@ impl Acks<'_> {
             }
         }
         for answer in answers {
-            // Blocks only while REPLY_QUEUE replies are waiting.
-            if self.replies.send(answer).is_err() {
-                log::error!("bot @{name}: webhook reply thread is gone");
+            if let Err(e) = self.replies.hand(answer) {
+                log::error!("bot @{name}: webhook reply not run: {e}");
             }
         }
         true
@@ -494,7 +563,7 @@ mod tests {
 
     #[test]
     fn error_messages_say_what_happened() {
-        let agent = agent().expect("agent");
+        let agent = agent(tls_connector().expect("TLS"));
         let (url, handle) = receiver(vec![500, 404, 200]);
         let send = || agent.post(&url).set("Content-Type", "application/json").send_bytes(b"{}").map_err(Box::new);
         let e = send().expect_err("500");
@@ -550,7 +619,8 @@ mod tests {
             .expect("enqueue");
         let queued = || bot.store.read(queue::depth).expect("depth") as usize;
         let (tx, rx) = answers();
-        let mut acks = Acks { shared: &bot, replies: &tx, through: None, count: 0, answers: Vec::new() };
+        let replies = Replies::queue_only(tx);
+        let mut acks = Acks { shared: &bot, replies: &replies, through: None, count: 0, answers: Vec::new() };
         let answer = |id: i64| Some(Answer { update_id: id, content_type: None, body: b"{}".to_vec() });
         for id in 1..ACK_EVERY as i64 {
             assert!(acks.delivered(id, answer(id)));
@@ -592,10 +662,10 @@ mod tests {
         fake.answer_always("verify_credential", |_: crate::wire::platform::VerifyCredentialRequest| {
             Err::<VerifyCredentialResponse, _>(refusal(RpcStatusCode::UNAUTHENTICATED, "revoked"))
         });
-        let agent = agent().expect("agent");
+        let agent = agent(tls_connector().expect("TLS"));
         let (tx, _rx) = answers();
         let (_control_tx, control) = bounded(1);
-        let outcome = deliver_run(&bot, &agent, &tx, &control);
+        let outcome = deliver_run(&bot, &agent, &Replies::queue_only(tx), &control);
         assert!(matches!(outcome, Outcome::Revoked), "the refused check ends the run as a revocation");
         assert_eq!(handle.join().expect("receiver").len(), 3, "only the attempts whose check passed were posted");
         assert_eq!(bot.store.read(queue::depth).expect("depth"), 17, "the three delivered are acknowledged, the rest kept");

@@ -311,6 +311,16 @@ pub fn threads_and_fds(pid: u32) -> (usize, usize) {
     (count(format!("/proc/{pid}/task")), count(format!("/proc/{pid}/fd")))
 }
 
+/// The names of a running process's threads, as a thread dump shows them (Linux /proc).
+pub fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the process's threads")
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect()
+}
+
 /// One complete world: platform, one bot, its gateway, in a temporary directory.
 pub struct World {
     pub dir: tempfile::TempDir,
@@ -423,13 +433,23 @@ impl CountingReceiver {
 
     /// Waits until `n` requests arrived; panics at `deadline` with `context`.
     pub fn wait_for(&self, n: usize, deadline: Instant, context: impl Fn() -> String) {
+        if let Err(got) = self.try_wait_for(n, deadline) {
+            panic!("only {got} of {n} requests arrived; {}", context());
+        }
+    }
+
+    /// Waits until `n` requests arrived, or until `deadline`: then how many did.
+    pub fn try_wait_for(&self, n: usize, deadline: Instant) -> Result<(), usize> {
         let (lock, cv) = &*self.count;
         let mut c = lock.lock().expect("count lock");
         while *c < n {
             let left = deadline.saturating_duration_since(Instant::now());
-            assert!(!left.is_zero(), "only {} of {n} requests arrived; {}", *c, context());
+            if left.is_zero() {
+                return Err(*c);
+            }
             c = cv.wait_timeout(c, left).expect("count lock").0;
         }
+        Ok(())
     }
 
     /// Waits for the first request, then for `n` in all: the time from `since` to the first

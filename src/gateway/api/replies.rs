@@ -3,14 +3,16 @@
 //! as the HTTP listener. Anything else in an answer is ignored; a failing call is logged and
 //! not retried, as in the Bot API.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{select, Receiver};
 use serde_json::Value;
 
 use super::{methods, request};
 use crate::gateway::botapi::Params;
 use crate::gateway::runtime::BotShared;
+use crate::demand::Work;
 use crate::gateway::webhook::Answer;
 
 /// A Bot API call found in a receiver's answer.
@@ -20,11 +22,47 @@ struct Reply {
     params: Params,
 }
 
-/// `whr/<n>`: runs the calls in the answers `wh/<n>` hands over; ends when that thread is gone.
-pub fn run_loop(shared: Arc<BotShared>, answers: Receiver<Answer>) {
-    while let Ok(answer) = answers.recv() {
-        if let Some(reply) = parse_reply(answer.content_type.as_deref(), &answer.body, answer.update_id, &shared.username) {
-            run(&shared, reply);
+/// `whr/<n>` as work on demand (`crate::demand`): runs the calls in the answers `wh/<n>`
+/// hands over (`webhook::Replies`, which starts it); ends after `idle` with none, or when the
+/// bot stops.
+pub struct ReplyRunner {
+    /// Weak: `wh/<n>`'s work holds this one's demand, and the bot must still drop.
+    shared: Weak<BotShared>,
+    answers: Receiver<Answer>,
+    idle: Duration,
+}
+
+impl ReplyRunner {
+    pub fn new(shared: &Arc<BotShared>, answers: Receiver<Answer>, idle: Duration) -> ReplyRunner {
+        ReplyRunner { shared: Arc::downgrade(shared), answers, idle }
+    }
+}
+
+impl Work for ReplyRunner {
+    fn run(&self) {
+        let Some(shared) = self.shared.upgrade() else { return };
+        loop {
+            select! {
+                recv(self.answers) -> answer => {
+                    let Ok(answer) = answer else { return };
+                    let (content_type, update_id) = (answer.content_type.as_deref(), answer.update_id);
+                    if let Some(reply) = parse_reply(content_type, &answer.body, update_id, &shared.username) {
+                        run(&shared, reply);
+                    }
+                }
+                recv(shared.stop_signal()) -> _ => return,
+                default(self.idle) => return,
+            }
+        }
+    }
+
+    fn pending(&self) -> bool {
+        !self.answers.is_empty() && self.shared.upgrade().is_some_and(|s| !s.is_stopping())
+    }
+
+    fn failed(&self, name: &str) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.thread_failed(name);
         }
     }
 }

@@ -21,7 +21,7 @@ pub mod webhook;
 use std::fmt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -80,14 +80,22 @@ impl From<crate::e2e::E2eError> for StoreError {
 pub type Result<T> = std::result::Result<T, StoreError>;
 
 /// Wakes long polls after commits (condition variable) and the webhook thread (a subscribed
-/// channel), and arbitrates the single waiting `getUpdates` per bot.
+/// channel, and a hook that starts the thread when it does not run), and arbitrates the
+/// single waiting `getUpdates` per bot.
 #[derive(Default)]
 pub struct Notifier {
     state: Mutex<NotifyState>,
     cv: Condvar,
     /// Commit signals for threads that wait on a channel (so they can also select on others).
     subscribers: Mutex<Vec<Sender<()>>>,
+    /// Called after every commit, once the signals are out: starts an on-demand thread that
+    /// reads what was committed (`wh/<n>` in webhook mode).
+    on_commit: OnceLock<CommitHook>,
 }
+
+/// What [`Notifier::on_commit`] installs. It runs on the committing thread (the writer): it
+/// must be quick and must not write.
+pub type CommitHook = Box<dyn Fn() + Send + Sync>;
 
 #[derive(Default, Clone, Copy)]
 struct NotifyState {
@@ -107,6 +115,14 @@ impl Notifier {
             // Capacity 1: one pending signal already means "look again"; never blocks.
             let _ = tx.try_send(());
         }
+        if let Some(hook) = self.on_commit.get() {
+            hook();
+        }
+    }
+
+    /// From now on `hook` runs after every commit (installed once; a second call is ignored).
+    pub fn on_commit(&self, hook: CommitHook) {
+        let _ = self.on_commit.set(hook);
     }
 
     /// A channel that receives a signal after commits. Signals coalesce: after draining it,

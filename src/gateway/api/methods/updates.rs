@@ -293,8 +293,9 @@ pub(super) fn set_webhook(bot: &BotShared, params: &Params) -> Result<Value, Api
         req.max_connections,
         if drop { ", pending updates dropped" } else { "" }
     );
-    // Stored: a start failure here is retried by the next setWebhook or restart.
-    bot.start_webhook().map_err(|e| {
+    // Stored: a start failure here is retried by the next commit, setWebhook or restart.
+    bot.refresh_webhook_on();
+    bot.webhook.try_wake().map_err(|e| {
         log::error!("bot @{}: cannot start the webhook thread: {e}", bot.username);
         ApiError::internal(format!("the webhook is set, but its delivery thread cannot start: {e}"))
     })?;
@@ -318,6 +319,7 @@ fn remove_webhook(bot: &BotShared, drop_pending_updates: bool) -> Result<Value, 
             Ok(())
         })
         .map_err(store_error)?;
+    bot.refresh_webhook_on();
     bot.webhook.wake();
     Ok(Value::Bool(true))
 }
