@@ -373,12 +373,7 @@ fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>, refused: sender_c
         let result = shared.store.write(move |c| {
             // The writer runs one job at a time, so the depth moves only by this batch here.
             let before = queue::depth(c)?;
-            let mut outcomes = Vec::with_capacity(envelopes.len());
-            // Groups loaded by this job, for the next message of each (`GroupCache`).
-            let loaded = e2e::group::GroupCache::default();
-            for env in &envelopes {
-                outcomes.push(import_one(c, env, &me, &identity_key, &name, &refused, &loaded)?);
-            }
+            let outcomes = import_all(c, &envelopes, &me, &identity_key, &name, &refused)?;
             let queued = queue::depth(c)?.saturating_sub(before).max(0) as u64;
             Ok(BatchImport::Committed { outcomes, queued })
         });
@@ -393,6 +388,46 @@ fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>, refused: sender_c
             }
         }
     }
+}
+
+/// Imports the envelopes of a batch, in order. First all of them in one savepoint: almost
+/// every batch goes through, and a savepoint per envelope was a tenth of a group message's
+/// import (`sqlite3PagerSavepoint`). If one fails, that attempt is rolled back whole and the
+/// batch imported again envelope by envelope (`import_one`), so a failing envelope is rolled
+/// back alone, exactly as before. A failure of the storage fails the batch (`Err`).
+fn import_all(
+    c: &Connection,
+    envelopes: &[InboxEnvelope],
+    me: &UserView,
+    identity_key: &[u8; 32],
+    bot_name: &str,
+    refused: &sender_check::Refused,
+) -> StoreResult<Vec<Imported>> {
+    // Groups loaded by this job, for the next message of each (`GroupCache`).
+    let loaded = e2e::group::GroupCache::default();
+    c.prepare_cached("SAVEPOINT batch")?.execute([])?;
+    let mut failed = None;
+    for env in envelopes {
+        if let Err(e) = import_inner(c, env, me, identity_key, &loaded) {
+            failed = Some(e);
+            break;
+        }
+    }
+    match failed {
+        None => {
+            c.prepare_cached("RELEASE batch")?.execute([])?;
+            return Ok(envelopes.iter().map(|_| Imported::Stored).collect());
+        }
+        // The writer rolls the whole job back.
+        Some(e) if is_storage_failure(&e) => return Err(e),
+        Some(_) => {
+            // Undone, and the groups loaded meanwhile are ahead of that.
+            loaded.clear();
+            c.prepare_cached("ROLLBACK TO batch")?.execute([])?;
+            c.prepare_cached("RELEASE batch")?.execute([])?;
+        }
+    }
+    envelopes.iter().map(|env| import_one(c, env, me, identity_key, bot_name, refused, &loaded)).collect()
 }
 
 /// Imports one envelope inside its own savepoint. A failure of the envelope (undecryptable,

@@ -129,8 +129,13 @@ mod tests {
         /// A new session with the bot from a bundle without a one-time prekey (the platform
         /// had none left), and a first message in it.
         fn first_message(&self, bot: &(Profile, PrekeyBundle), seq: u64, text: &str) -> InboxEnvelope {
+            self.first_content(bot, seq, &e2e::text_content(text))
+        }
+
+        /// [`User::first_message`] carrying any content.
+        fn first_content(&self, bot: &(Profile, PrekeyBundle), seq: u64, content: &crate::wire::e2e::Content) -> InboxEnvelope {
             e2e::add_sessions(&self.conn, &bot.0, std::slice::from_ref(&bot.1)).expect("session");
-            let sealed = e2e::seal(&self.conn, 1, &e2e::text_content(text)).expect("seal");
+            let sealed = e2e::seal(&self.conn, 1, content).expect("seal");
             InboxEnvelope {
                 seq,
                 sender_user_id: ALICE,
@@ -220,6 +225,45 @@ mod tests {
             }
             assert_eq!(bot.metrics.security_alerts.load(Ordering::Relaxed), 0);
         }
+    }
+
+    /// The inbox imports a batch in one go and, when an envelope fails, again envelope by
+    /// envelope (`inbox::import_all`): each failing one is dropped alone, with nothing of it
+    /// kept (a forged button press fails after its session step and its receipt were written:
+    /// were they kept, the retry would take it for a repeat), and the others are stored once
+    /// each, in order.
+    #[test]
+    fn a_failing_envelope_in_a_batch_is_dropped_alone_and_the_others_are_stored_once() {
+        use crate::wire::e2e::{content::Body, CallbackPress, Content};
+
+        let (_dir, bot, fake, bot_keys) = bot(OnIdentityChange::Refuse);
+        let alice = User::new(IdentityKeyPair::generate(), 1);
+        serve(&fake, alice.certificates(&alice.account));
+        let press = CallbackPress { press_id: "0f".repeat(16), message_id: 7, callback_data: "buy".into(), ..Default::default() };
+        let forged = alice.first_content(&bot_keys, 2, &Content { body: Some(Body::Press(press)), ..Default::default() });
+        let mut undecryptable = alice.first_message(&bot_keys, 4, "broken");
+        let last = undecryptable.ciphertext.len() - 1;
+        undecryptable.ciphertext[last] ^= 0x55;
+        let batch = vec![
+            alice.first_message(&bot_keys, 1, "one"),
+            forged,
+            alice.first_message(&bot_keys, 3, "three"),
+            undecryptable,
+        ];
+        assert!(import_reported(&bot, batch));
+        let texts: Vec<String> = bot
+            .store
+            .read(|c| crate::gateway::updates::fetch(c, None, 10))
+            .expect("updates")
+            .iter()
+            .map(|u| u["message"]["text"].as_str().unwrap_or_default().to_string())
+            .collect();
+        assert_eq!(texts, ["one", "three"]);
+        assert_eq!(bot.metrics.decrypt_failures.load(Ordering::Relaxed), 2, "both broken ones counted as dropped");
+        assert_eq!(bot.metrics.security_alerts.load(Ordering::Relaxed), 0);
+        // A batch that goes through in one go.
+        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 5, "five"), alice.first_message(&bot_keys, 6, "six")]));
+        assert_eq!(queued(&bot), 4);
     }
 
     #[test]
