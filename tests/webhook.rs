@@ -746,6 +746,11 @@ fn a_revoked_credential_stops_delivery_and_keeps_the_queue() {
     let after = receiver.requests();
     assert_eq!(after.len(), before, "nothing was sent after the revocation: {:#?}", &after[before..]);
     assert!(after.iter().all(|r| r.status == 500));
+    #[cfg(target_os = "linux")]
+    {
+        let threads = support::thread_names(gw.proc.child.id());
+        assert!(!threads.iter().any(|n| n == "wh/1"), "a revoked bot keeps no webhook thread: {threads:?}");
+    }
     let health = bot_health(gw);
     assert!(health["queue_depth"].as_i64().unwrap_or(0) >= 2, "the queue is kept: {health}");
     let (status, _) = gw.call("getWebhookInfo", json!({}));

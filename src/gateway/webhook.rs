@@ -100,7 +100,8 @@ impl Replies {
 /// `wh/<n>` as work on demand (`crate::demand`): delivers the queue in webhook mode and hands
 /// 2xx answers with a body on ([`Replies`]). Started by `setWebhook` and the other wake-ups
 /// (`BotShared::webhook`), by a commit while a webhook is set, and at the bot's start when one
-/// is; ends after `idle` with no webhook or nothing to deliver, or when the bot stops. Every
+/// is; ends after `idle` with no webhook or nothing to deliver, as soon as the bot's
+/// credential is refused (nothing more is sent), or when the bot stops. Every
 /// step is a committed transaction, so stopping anywhere is safe.
 pub struct Deliverer {
     /// Weak: the bot's wake-up and commit hook hold this work's demand, and the bot must
@@ -131,9 +132,12 @@ impl Work for Deliverer {
     }
 
     fn pending(&self) -> bool {
-        // A wake-up, or a commit while a webhook is set, came after the run's last look.
+        // A wake-up, or a commit while a webhook is set, came after the run's last look (a
+        // revoked bot delivers nothing more: it has nothing to do).
         self.shared.upgrade().is_some_and(|s| {
-            !s.is_stopping() && (!s.webhook.receiver().is_empty() || (s.webhook_on() && !self.commits.is_empty()))
+            !s.is_stopping()
+                && !s.is_revoked()
+                && (!s.webhook.receiver().is_empty() || (s.webhook_on() && !self.commits.is_empty()))
         })
     }
 
@@ -210,11 +214,9 @@ fn run(shared: &BotShared, work: &Deliverer) {
             return;
         }
         if shared.is_revoked() {
-            // Nothing more is sent; the queue stays for a restart with a valid credential.
-            match control.recv_timeout(idle) {
-                Ok(()) => continue,
-                Err(_) => return,
-            }
+            // Nothing more is sent, for the rest of the process (`pending` says so too); the
+            // queue stays for a restart with a valid credential.
+            return;
         }
         // Signals of commits and of configuration changes we are about to read anyway (see
         // Notifier::subscribe). A change signalled before the run would otherwise end every
