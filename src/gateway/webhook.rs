@@ -16,10 +16,11 @@
 //! credential checks of the next attempts are in flight while the current one is posted, at
 //! most [`CHECKS_AHEAD`] at once.
 //!
-//! Waiting never polls: with no webhook the thread waits on its control channel (woken by
-//! `setWebhook`, `deleteWebhook` and revocation); with an empty queue also on the store's commit
-//! signal; during a backoff on the control channel with a timeout, so a new configuration
-//! interrupts the wait.
+//! Both threads run on demand ([`Deliverer`], `api::replies::ReplyRunner`): an idle bot has
+//! neither. Waiting never polls: with no webhook the thread waits on its control channel (woken
+//! by `setWebhook`, `deleteWebhook` and revocation), with an empty queue also on the store's
+//! commit signal, and ends when neither comes for its idle time; during a backoff it waits on
+//! the control channel with a timeout, so a new configuration interrupts the wait.
 
 use std::collections::VecDeque;
 use std::io::{self, Read};
