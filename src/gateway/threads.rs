@@ -52,7 +52,7 @@ pub fn thread_name(role: &str, index: usize) -> String {
 /// The running threads of one bot.
 pub struct BotThreads {
     shared: Arc<BotShared>,
-    running: Arc<Mutex<Running>>,
+    running: Mutex<Running>,
     ended_rx: Receiver<String>,
     /// `in/<n>` (also started by `upkeep`).
     importer: Arc<Importer>,
@@ -111,7 +111,7 @@ impl BotThreads {
         let reply_demand = on_demand("whr", Arc::new(ReplyRunner::new(shared, answers_rx, IDLE)));
         let replies = Replies::new(answers_tx, reply_demand.clone());
         let webhook_demand = on_demand("wh", Arc::new(Deliverer::new(shared, replies, IDLE)?));
-        let running = Arc::new(Mutex::new(Running { index, handles: Vec::new(), ended_tx: ended_tx.clone() }));
+        let running = Mutex::new(Running { index, handles: Vec::new(), ended_tx: ended_tx.clone() });
         let t = BotThreads {
             shared: shared.clone(),
             running,
@@ -272,7 +272,7 @@ mod panic_tests {
         let webhook_demand = Demand::new("wh/3", Arc::new(deliverer), None);
         let t = BotThreads {
             shared: shared.clone(),
-            running: Arc::new(Mutex::new(running)),
+            running: Mutex::new(running),
             ended_rx,
             importer,
             import_demand,
