@@ -23,7 +23,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{free_port, gateway_bin, threads_and_fds, write_config, PlatformServer, Proc};
+use support::{free_port, gateway_bin, status_kib, threads_and_fds, write_config, PlatformServer, Proc};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
@@ -84,7 +84,7 @@ fn main() {
     // Idle: a store lets its caches go after 10 s without a write (`store::writer::IDLE_TRIM`).
     // BENCH_BOTS_IDLE_SECS shortens the wait (the smoke run), and the row then means little.
     std::thread::sleep(Duration::from_secs(env_u64("BENCH_BOTS_IDLE_SECS", 15)));
-    let rss_kib = rss_kib_of(pid);
+    let rss_kib = status_kib(&pid.to_string(), "VmRSS:");
     let (threads, fds) = threads_and_fds(pid);
 
     // One echo per bot, the bench playing each bot's code.
@@ -139,7 +139,7 @@ fn webhook_each(
     }
     std::thread::sleep(Duration::from_secs(env_u64("BENCH_BOTS_IDLE_SECS", 15)));
     let (threads, fds) = threads_and_fds(pid);
-    Ok((rss_kib_of(pid), threads, fds))
+    Ok((status_kib(&pid.to_string(), "VmRSS:"), threads, fds))
 }
 
 /// A user sends each bot a message; this program reads it through the bot's `getUpdates`,
@@ -179,14 +179,6 @@ fn echo_each(profile: &bot_gateway::client::Profile, agent: &ureq::Agent, base: 
         }
     }
     Ok(())
-}
-
-/// The resident set of process `pid`, KiB.
-fn rss_kib_of(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse::<u64>().ok()))
-        .unwrap_or(0)
 }
 
 /// An idle row: RSS (KiB), threads and descriptors of the gateway serving `n` bots.

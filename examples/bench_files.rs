@@ -27,6 +27,7 @@ use std::time::Instant;
 
 use bot_gateway::crypto::file as file_crypto;
 use bot_gateway::e2e::file::{download_verified, upload_encrypted};
+use support::status_kib;
 
 /// A reader of `len` bytes cycling through one random MiB: an input that costs next to
 /// nothing, so the figures are the transport's.
@@ -50,16 +51,6 @@ impl Read for Pattern {
         self.left -= n as u64;
         Ok(n)
     }
-}
-
-fn status_kib(pid: &str, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 /// Resets the peak RSS of this process to its current RSS (Linux: writing 5 to clear_refs).

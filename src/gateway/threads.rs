@@ -110,7 +110,7 @@ impl BotThreads {
         let (answers_tx, answers_rx) = webhook::answers();
         let reply_demand = on_demand("whr", Arc::new(ReplyRunner::new(shared, answers_rx, IDLE)));
         let replies = Replies::new(answers_tx, reply_demand.clone());
-        let webhook_demand = on_demand("wh", Arc::new(Deliverer::new(shared, replies, IDLE)?));
+        let webhook_demand = on_demand("wh", Arc::new(Deliverer::new(shared, replies, IDLE)));
         let running = Mutex::new(Running { index, handles: Vec::new(), ended_tx: ended_tx.clone() });
         let t = BotThreads {
             shared: shared.clone(),
@@ -268,7 +268,7 @@ mod panic_tests {
         let outbox_demand = Demand::new("out/3", Arc::new(OutboxWork { shared: Arc::downgrade(&shared) }), None);
         let (answers_tx, answers_rx) = webhook::answers();
         let reply_demand = Demand::new("whr/3", Arc::new(ReplyRunner::new(&shared, answers_rx, IDLE)), None);
-        let deliverer = Deliverer::new(&shared, Replies::new(answers_tx, reply_demand.clone()), IDLE).expect("deliverer");
+        let deliverer = Deliverer::new(&shared, Replies::new(answers_tx, reply_demand.clone()), IDLE);
         let webhook_demand = Demand::new("wh/3", Arc::new(deliverer), None);
         let t = BotThreads {
             shared: shared.clone(),

@@ -108,9 +108,6 @@ pub struct Deliverer {
     /// Weak: the bot's wake-up and commit hook hold this work's demand, and the bot must
     /// still drop.
     shared: Weak<BotShared>,
-    /// For the HTTP agent of each run of the thread: its kept-alive connection to the
-    /// receiver closes when the thread ends, so an idle bot holds no descriptor.
-    tls: Arc<native_tls::TlsConnector>,
     commits: Receiver<()>,
     replies: Replies,
     backoff_start: Duration,
@@ -118,10 +115,9 @@ pub struct Deliverer {
 }
 
 impl Deliverer {
-    pub fn new(shared: &Arc<BotShared>, replies: Replies, idle: Duration) -> io::Result<Deliverer> {
+    pub fn new(shared: &Arc<BotShared>, replies: Replies, idle: Duration) -> Deliverer {
         let commits = shared.store.notifier().subscribe();
-        let tls = tls_connector().map_err(|e| io::Error::other(format!("webhook HTTP client: {e}")))?;
-        Ok(Deliverer { shared: Arc::downgrade(shared), tls, commits, replies, backoff_start: backoff_start(), idle })
+        Deliverer { shared: Arc::downgrade(shared), commits, replies, backoff_start: backoff_start(), idle }
     }
 }
 
@@ -207,8 +203,21 @@ enum Outcome {
 
 fn run(shared: &BotShared, work: &Deliverer) {
     let (commits, idle) = (&work.commits, work.idle);
-    let agent = agent(work.tls.clone());
     let control = shared.webhook.receiver();
+    // An agent per run: its kept-alive connection to the receiver closes when the thread
+    // ends, so an idle bot holds no descriptor. The TLS context is built at the first run of
+    // any bot (a gateway whose bots all poll never parses the trust store).
+    let agent = match tls_connector() {
+        Ok(tls) => agent(tls),
+        Err(e) => {
+            log::error!("bot @{}: webhook: cannot set up TLS: {e}", shared.username);
+            shared.status.set_error(format!("webhook: cannot set up TLS: {e}"));
+            // Taken: the next wake-up or commit tries again.
+            while commits.try_recv().is_ok() {}
+            while control.try_recv().is_ok() {}
+            return;
+        }
+    };
     let mut backoff = Backoff::new(work.backoff_start, BACKOFF_MAX);
     loop {
         if shared.is_stopping() {

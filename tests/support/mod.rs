@@ -311,6 +311,18 @@ pub fn threads_and_fds(pid: u32) -> (usize, usize) {
     (count(format!("/proc/{pid}/task")), count(format!("/proc/{pid}/fd")))
 }
 
+/// A `KiB` field of a process's /proc status (`VmRSS:`, `VmHWM:`); `pid` may be `self`. 0 when
+/// unreadable.
+pub fn status_kib(pid: &str, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The names of a running process's threads, as a thread dump shows them (Linux /proc).
 pub fn thread_names(pid: u32) -> Vec<String> {
     std::fs::read_dir(format!("/proc/{pid}/task"))
