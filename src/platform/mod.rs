@@ -26,6 +26,7 @@ pub mod manager;
 pub mod rules;
 mod server;
 mod service;
+mod unary_workers;
 pub mod store;
 
 pub use bots::{provision_bot, provision_bot_with, BotCredentials, BotSecrets};

@@ -14,6 +14,7 @@ use super::inbox::InboxHub;
 use super::manager::{ManagerBot, ManagerConfig};
 use super::service::PlatformService;
 use super::store::Store;
+use super::unary_workers::UnaryWorkers;
 use crate::wire::platform_grpc::create_platform;
 
 /// Largest gRPC message accepted or sent (matches the client side in `wire::connect`).
@@ -49,6 +50,8 @@ pub struct RunningServer {
     store: Arc<Store>,
     /// The Inbox feeders and file transfers, joined once every call is cancelled.
     threads: Arc<CallThreads>,
+    /// The unary calls' threads, stopped and joined after the streaming calls' threads.
+    workers: Arc<UnaryWorkers>,
 }
 
 /// Splits `host:port`, accepting `[v6]:port`.
@@ -103,9 +106,13 @@ impl RunningServer {
         }
         let hub = Arc::new(InboxHub::new());
         let call_threads = Arc::new(CallThreads::default());
-        let service = PlatformService::new(store.clone(), hub.clone(), call_threads.clone());
-
         let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8);
+        let workers = Arc::new(
+            UnaryWorkers::start(threads)
+                .map_err(|e| PlatformError::Internal(format!("cannot start the unary call threads: {e}")))?,
+        );
+        let service = PlatformService::new(store.clone(), hub.clone(), call_threads.clone(), workers.clone());
+
         let env = Arc::new(EnvBuilder::new().cq_count(threads).name_prefix("grpc-platform").build());
         let args = ChannelBuilder::new(env.clone())
             .max_receive_message_len(MAX_MESSAGE_LEN)
@@ -137,7 +144,7 @@ impl RunningServer {
         };
         server.start();
         log::info!("platform server on {host}:{port}, data in {}", store.path().display());
-        Ok(RunningServer { server: Some(server), manager, host, port, hub, store, threads: call_threads })
+        Ok(RunningServer { server: Some(server), manager, host, port, hub, store, threads: call_threads, workers })
     }
 
     /// The bound port (the real one when 0 was asked for).
@@ -183,6 +190,7 @@ impl RunningServer {
                 log::warn!("gRPC server shutdown: {e}");
             }
             self.threads.join_all();
+            self.workers.stop();
             log::info!("platform server on {}:{} stopped", self.host, self.port);
         }
     }

@@ -1,12 +1,14 @@
 //! The gRPC `Platform` service: decodes and checks each request (lengths, signatures, proofs),
 //! authenticates the caller, runs one quick store transaction and answers.
 //!
-//! Handlers run on gRPC completion-queue threads; each does at most one short SQLite
-//! transaction and never waits for anything else. The Inbox stream's waiting happens on its own
-//! feeder thread (see `inbox`).
+//! Unary handlers run on the unary workers (`super::unary_workers`), never on a gRPC
+//! completion-queue thread, which moves the streaming calls' data; each does at most one short
+//! SQLite transaction and never waits for anything else. The Inbox stream's waiting happens on
+//! its own feeder thread (see `inbox`).
 //!
 //! This file holds the service state, the trait impl that only routes, and `unary`, the one
-//! path of every unary call: check the caller ([`Access`]), run the handler, answer. The
+//! path of every unary call: read the credential, then on a worker check the caller
+//! ([`Access`]), run the handler, answer. The
 //! handlers (request → result, no gRPC plumbing) are grouped by what they act on, the way the
 //! store is:
 //!
@@ -34,13 +36,15 @@ mod profile;
 
 use std::sync::Arc;
 
+use futures::channel::oneshot;
 use grpcio::{ClientStreamingSink, RequestStream, RpcContext, ServerStreamingSink, UnarySink};
 
-use super::auth::{self, Caller, Need};
+use super::auth::{self, Caller, Need, Presented};
 use super::convert;
 use super::error::{PlatformError, Result};
 use super::call_threads::CallThreads;
 use super::inbox::{self, InboxHub};
+use super::unary_workers::UnaryWorkers;
 use super::store::{DeviceAddr, Store};
 use crate::wire::platform as pb;
 
@@ -53,32 +57,51 @@ pub struct PlatformService {
     transfers: Arc<files::Transfers>,
     /// The threads of streaming calls, joined when the server stops.
     threads: Arc<CallThreads>,
+    /// Where every unary call runs (`super::unary_workers`).
+    workers: Arc<UnaryWorkers>,
 }
 
 impl PlatformService {
-    pub fn new(store: Arc<Store>, hub: Arc<InboxHub>, threads: Arc<CallThreads>) -> PlatformService {
-        PlatformService { store, hub, transfers: Arc::default(), threads }
+    pub fn new(store: Arc<Store>, hub: Arc<InboxHub>, threads: Arc<CallThreads>, workers: Arc<UnaryWorkers>) -> PlatformService {
+        PlatformService { store, hub, transfers: Arc::default(), threads, workers }
     }
 
-    /// One unary call: checks the caller as `access` says, runs `handler` with what the check
-    /// yields, and answers (see `reply`).
+    /// One unary call: reads the credential from the call's metadata here, on the completion
+    /// queue, then on a unary worker checks it as `access` says, runs `handler` with what the
+    /// check yields, and answers (see `answer`).
     fn unary<A: Access, T: Send + 'static>(
         &self,
         ctx: &RpcContext<'_>,
         sink: UnarySink<T>,
         method: &'static str,
         access: A,
-        handler: impl FnOnce(A::Caller) -> Result<T>,
+        handler: impl FnOnce(&PlatformService, A::Caller) -> Result<T> + Send + 'static,
     ) {
-        let result = access.check(&self.store, ctx).and_then(handler);
-        reply(ctx, sink, method, result);
+        let presented = auth::presented(ctx.request_headers());
+        let (done, result) = oneshot::channel();
+        // The answer is written from this completion queue, as every write of the call is;
+        // the worker only hands it the result, and never waits for it.
+        ctx.spawn(answer(sink, method, result));
+        let service = self.clone();
+        self.workers.run(Box::new(move || {
+            let result = access.check(&service.store, presented).and_then(|caller| handler(&service, caller));
+            let _ = done.send(result);
+        }));
+    }
+
+    /// The caller check of a streaming call, made on the completion queue (the call's start
+    /// is one short read; its data then moves on threads of its own).
+    fn check_stream<A: Access>(&self, ctx: &RpcContext<'_>, access: A) -> Result<A::Caller> {
+        access.check(&self.store, auth::presented(ctx.request_headers()))
     }
 }
 
 /// Who may make a call, and what its handler is told about the caller.
-trait Access {
+trait Access: Send + 'static {
     type Caller;
-    fn check(self, store: &Store, ctx: &RpcContext<'_>) -> Result<Self::Caller>;
+    /// Checks the credential the call presented (or why its metadata holds none that
+    /// parses) against the store.
+    fn check(self, store: &Store, presented: Result<Presented>) -> Result<Self::Caller>;
 }
 
 /// No credential is read or checked (RegisterUser, LookupUser).
@@ -86,7 +109,7 @@ struct Anyone;
 
 impl Access for Anyone {
     type Caller = ();
-    fn check(self, _store: &Store, _ctx: &RpcContext<'_>) -> Result<()> {
+    fn check(self, _store: &Store, _presented: Result<Presented>) -> Result<()> {
         Ok(())
     }
 }
@@ -94,9 +117,8 @@ impl Access for Anyone {
 /// The credential in the call metadata, checked against the store for this need.
 impl Access for Need {
     type Caller = Caller;
-    fn check(self, store: &Store, ctx: &RpcContext<'_>) -> Result<Caller> {
-        let presented = auth::presented(ctx.request_headers())?;
-        auth::authenticate(store, &presented, self)
+    fn check(self, store: &Store, presented: Result<Presented>) -> Result<Caller> {
+        auth::authenticate(store, &presented?, self)
     }
 }
 
@@ -105,8 +127,8 @@ struct ActiveDevice;
 
 impl Access for ActiveDevice {
     type Caller = DeviceAddr;
-    fn check(self, store: &Store, ctx: &RpcContext<'_>) -> Result<DeviceAddr> {
-        let caller = Need::Device.check(store, ctx)?;
+    fn check(self, store: &Store, presented: Result<Presented>) -> Result<DeviceAddr> {
+        let caller = Need::Device.check(store, presented)?;
         caller.device().ok_or_else(|| PlatformError::Unauthenticated("this call needs a device".into()))
     }
 }
@@ -122,26 +144,22 @@ fn fail_stream<F: std::future::Future<Output = ()> + Send + 'static>(
     ctx.spawn(fail(err.to_status()));
 }
 
-/// Answers a unary call on the completion queue.
-fn reply<T: Send + 'static>(ctx: &RpcContext<'_>, sink: UnarySink<T>, method: &'static str, result: Result<T>) {
-    match result {
-        Ok(resp) => ctx.spawn(async move {
-            if let Err(e) = sink.success(resp).await {
-                log::debug!("{method}: reply not delivered: {e}");
-            }
-        }),
+/// Answers a unary call with its worker's result, on the completion queue. A job dropped
+/// unrun (the server stopping) or whose handler panicked answers INTERNAL.
+async fn answer<T>(sink: UnarySink<T>, method: &'static str, result: oneshot::Receiver<Result<T>>) {
+    let result = result.await.unwrap_or_else(|_| Err(PlatformError::Internal("the call's handler did not finish".into())));
+    let sent = match result {
+        Ok(resp) => sink.success(resp).await,
         Err(err) => {
             match &err {
                 PlatformError::Internal(_) => log::error!("{method}: {err}"),
                 _ => log::debug!("{method}: {err}"),
             }
-            let status = err.to_status();
-            ctx.spawn(async move {
-                if let Err(e) = sink.fail(status).await {
-                    log::debug!("{method}: error reply not delivered: {e}");
-                }
-            })
+            sink.fail(err.to_status()).await
         }
+    };
+    if let Err(e) = sent {
+        log::debug!("{method}: answer not delivered: {e}");
     }
 }
 
@@ -154,11 +172,11 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         req: pb::RegisterUserRequest,
         sink: UnarySink<pb::RegisterUserResponse>,
     ) {
-        self.unary(&ctx, sink, "RegisterUser", Anyone, |()| accounts::register_user(&self.store, req));
+        self.unary(&ctx, sink, "RegisterUser", Anyone, |s, ()| accounts::register_user(&s.store, req));
     }
 
     fn lookup_user(&mut self, ctx: RpcContext, req: pb::LookupUserRequest, sink: UnarySink<pb::Profile>) {
-        self.unary(&ctx, sink, "LookupUser", Anyone, |()| accounts::lookup_user(&self.store, req));
+        self.unary(&ctx, sink, "LookupUser", Anyone, |s, ()| accounts::lookup_user(&s.store, req));
     }
 
     fn verify_credential(
@@ -167,7 +185,7 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         _req: pb::VerifyCredentialRequest,
         sink: UnarySink<pb::VerifyCredentialResponse>,
     ) {
-        self.unary(&ctx, sink, "VerifyCredential", Need::Any, |caller| accounts::verify_credential(&self.store, caller));
+        self.unary(&ctx, sink, "VerifyCredential", Need::Any, |s, caller| accounts::verify_credential(&s.store, caller));
     }
 
     // ── devices ──
@@ -178,8 +196,8 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         req: pb::RegisterBotDeviceRequest,
         sink: UnarySink<pb::RegisterBotDeviceResponse>,
     ) {
-        self.unary(&ctx, sink, "RegisterBotDevice", Need::BotToken, |caller| {
-            devices::register_bot_device(&self.store, caller, req)
+        self.unary(&ctx, sink, "RegisterBotDevice", Need::BotToken, |s, caller| {
+            devices::register_bot_device(&s.store, caller, req)
         });
     }
 
@@ -189,7 +207,7 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         req: pb::GetPrekeyBundlesRequest,
         sink: UnarySink<pb::GetPrekeyBundlesResponse>,
     ) {
-        self.unary(&ctx, sink, "GetPrekeyBundles", ActiveDevice, |_| devices::get_prekey_bundles(&self.store, req));
+        self.unary(&ctx, sink, "GetPrekeyBundles", ActiveDevice, |s, _| devices::get_prekey_bundles(&s.store, req));
     }
 
     fn get_device_certificates(
@@ -198,8 +216,8 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         req: pb::GetDeviceCertificatesRequest,
         sink: UnarySink<pb::GetDeviceCertificatesResponse>,
     ) {
-        self.unary(&ctx, sink, "GetDeviceCertificates", ActiveDevice, |_| {
-            convert::device_certificates(&self.store, req)
+        self.unary(&ctx, sink, "GetDeviceCertificates", ActiveDevice, |s, _| {
+            convert::device_certificates(&s.store, req)
         });
     }
 
@@ -209,7 +227,7 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         req: pb::UploadPrekeysRequest,
         sink: UnarySink<pb::UploadPrekeysResponse>,
     ) {
-        self.unary(&ctx, sink, "UploadPrekeys", ActiveDevice, |addr| devices::upload_prekeys(&self.store, addr, req));
+        self.unary(&ctx, sink, "UploadPrekeys", ActiveDevice, |s, addr| devices::upload_prekeys(&s.store, addr, req));
     }
 
     fn list_devices(
@@ -218,8 +236,8 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         _req: pb::ListDevicesRequest,
         sink: UnarySink<pb::ListDevicesResponse>,
     ) {
-        self.unary(&ctx, sink, "ListDevices", Need::Device, |caller| {
-            devices::list_devices(&self.store, &self.hub, caller)
+        self.unary(&ctx, sink, "ListDevices", Need::Device, |s, caller| {
+            devices::list_devices(&s.store, &s.hub, caller)
         });
     }
 
@@ -231,13 +249,13 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         req: pb::SendMessagesRequest,
         sink: UnarySink<pb::SendMessagesResponse>,
     ) {
-        self.unary(&ctx, sink, "SendMessages", ActiveDevice, |addr| {
-            messaging::send_messages(&self.store, &self.hub, addr, req)
+        self.unary(&ctx, sink, "SendMessages", ActiveDevice, |s, addr| {
+            messaging::send_messages(&s.store, &s.hub, addr, req)
         });
     }
 
     fn inbox(&mut self, ctx: RpcContext, _req: pb::InboxRequest, sink: ServerStreamingSink<pb::InboxEnvelope>) {
-        match ActiveDevice.check(&self.store, &ctx) {
+        match self.check_stream(&ctx, ActiveDevice) {
             Ok(addr) => inbox::start(&self.hub, &self.store, &self.threads, &ctx, addr, sink),
             Err(err) => {
                 log::debug!("Inbox: {err}");
@@ -250,7 +268,7 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
     }
 
     fn ack(&mut self, ctx: RpcContext, req: pb::AckRequest, sink: UnarySink<pb::AckResponse>) {
-        self.unary(&ctx, sink, "Ack", ActiveDevice, |addr| messaging::ack(&self.store, addr, req));
+        self.unary(&ctx, sink, "Ack", ActiveDevice, |s, addr| messaging::ack(&s.store, addr, req));
     }
 
     // ── inline sessions ──
@@ -261,8 +279,8 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         req: pb::StartInlineSessionRequest,
         sink: UnarySink<pb::StartInlineSessionResponse>,
     ) {
-        self.unary(&ctx, sink, "StartInlineSession", ActiveDevice, |addr| {
-            inline::start_inline_session(&self.store, addr, req)
+        self.unary(&ctx, sink, "StartInlineSession", ActiveDevice, |s, addr| {
+            inline::start_inline_session(&s.store, addr, req)
         });
     }
 
@@ -272,8 +290,8 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         req: pb::ChooseInlineResultRequest,
         sink: UnarySink<pb::ChooseInlineResultResponse>,
     ) {
-        self.unary(&ctx, sink, "ChooseInlineResult", ActiveDevice, |addr| {
-            inline::choose_inline_result(&self.store, addr, req)
+        self.unary(&ctx, sink, "ChooseInlineResult", ActiveDevice, |s, addr| {
+            inline::choose_inline_result(&s.store, addr, req)
         });
     }
 
@@ -283,8 +301,8 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         req: pb::ReserveMessageIdsRequest,
         sink: UnarySink<pb::ReserveMessageIdsResponse>,
     ) {
-        self.unary(&ctx, sink, "ReserveMessageIds", ActiveDevice, |addr| {
-            messaging::reserve_message_ids(&self.store, addr, req)
+        self.unary(&ctx, sink, "ReserveMessageIds", ActiveDevice, |s, addr| {
+            messaging::reserve_message_ids(&s.store, addr, req)
         });
     }
 
@@ -296,8 +314,8 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         req: pb::SetBotCommandsRequest,
         sink: UnarySink<pb::SetBotCommandsResponse>,
     ) {
-        self.unary(&ctx, sink, "SetBotCommands", Need::Device, |caller| {
-            profile::set_bot_commands(&self.store, caller, req)
+        self.unary(&ctx, sink, "SetBotCommands", Need::Device, |s, caller| {
+            profile::set_bot_commands(&s.store, caller, req)
         });
     }
 
@@ -307,8 +325,8 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         req: pb::GetBotCommandsRequest,
         sink: UnarySink<pb::GetBotCommandsResponse>,
     ) {
-        self.unary(&ctx, sink, "GetBotCommands", Need::Device, |caller| {
-            profile::get_bot_commands(&self.store, caller, req)
+        self.unary(&ctx, sink, "GetBotCommands", Need::Device, |s, caller| {
+            profile::get_bot_commands(&s.store, caller, req)
         });
     }
 
@@ -318,8 +336,8 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         req: pb::SetBotDescriptionRequest,
         sink: UnarySink<pb::SetBotDescriptionResponse>,
     ) {
-        self.unary(&ctx, sink, "SetBotDescription", Need::Device, |caller| {
-            profile::set_bot_description(&self.store, caller, req)
+        self.unary(&ctx, sink, "SetBotDescription", Need::Device, |s, caller| {
+            profile::set_bot_description(&s.store, caller, req)
         });
     }
 
@@ -329,8 +347,8 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         req: pb::GetBotDescriptionRequest,
         sink: UnarySink<pb::BotDescription>,
     ) {
-        self.unary(&ctx, sink, "GetBotDescription", Need::Device, |caller| {
-            profile::get_bot_description(&self.store, caller, req)
+        self.unary(&ctx, sink, "GetBotDescription", Need::Device, |s, caller| {
+            profile::get_bot_description(&s.store, caller, req)
         });
     }
 
@@ -342,7 +360,7 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         requests: RequestStream<pb::FileChunk>,
         sink: ClientStreamingSink<pb::UploadFileResponse>,
     ) {
-        match ActiveDevice.check(&self.store, &ctx) {
+        match self.check_stream(&ctx, ActiveDevice) {
             Ok(addr) => files::upload(&self.store, &self.transfers, &self.threads, &ctx, addr, requests, sink),
             Err(err) => fail_stream("UploadFile", &ctx, err, |status| async move {
                 let _ = sink.fail(status).await;
@@ -357,7 +375,7 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         req: pb::DownloadFileRequest,
         sink: ServerStreamingSink<pb::FileChunk>,
     ) {
-        match ActiveDevice.check(&self.store, &ctx) {
+        match self.check_stream(&ctx, ActiveDevice) {
             Ok(addr) => files::download(&self.store, &self.transfers, &self.threads, &ctx, addr, req, sink),
             Err(err) => fail_stream("DownloadFile", &ctx, err, |status| async move {
                 let _ = sink.fail(status).await;
@@ -367,94 +385,94 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
     // ── groups (the MLS delivery service) ──
 
     fn upload_key_packages(&mut self, ctx: RpcContext, req: pb::KeyPackagesUpload, sink: UnarySink<pb::KeyPackagesUploadResponse>) {
-        self.unary(&ctx, sink, "UploadKeyPackages", ActiveDevice, |addr| groups::upload_key_packages(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "UploadKeyPackages", ActiveDevice, |s, addr| groups::upload_key_packages(&s.store, &s.hub, addr, req));
     }
 
     fn claim_key_packages(&mut self, ctx: RpcContext, req: pb::ClaimKeyPackagesRequest, sink: UnarySink<pb::ClaimKeyPackagesResponse>) {
-        self.unary(&ctx, sink, "ClaimKeyPackages", ActiveDevice, |addr| groups::claim_key_packages(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "ClaimKeyPackages", ActiveDevice, |s, addr| groups::claim_key_packages(&s.store, &s.hub, addr, req));
     }
 
     fn create_group(&mut self, ctx: RpcContext, req: pb::CreateGroupRequest, sink: UnarySink<pb::Group>) {
-        self.unary(&ctx, sink, "CreateGroup", ActiveDevice, |addr| groups::create_group(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "CreateGroup", ActiveDevice, |s, addr| groups::create_group(&s.store, &s.hub, addr, req));
     }
 
     fn get_group(&mut self, ctx: RpcContext, req: pb::GroupRequest, sink: UnarySink<pb::Group>) {
-        self.unary(&ctx, sink, "GetGroup", ActiveDevice, |addr| groups::get_group(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "GetGroup", ActiveDevice, |s, addr| groups::get_group(&s.store, &s.hub, addr, req));
     }
 
     fn get_group_info(&mut self, ctx: RpcContext, req: pb::GroupRequest, sink: UnarySink<pb::GroupInfoResponse>) {
-        self.unary(&ctx, sink, "GetGroupInfo", ActiveDevice, |addr| groups::get_group_info(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "GetGroupInfo", ActiveDevice, |s, addr| groups::get_group_info(&s.store, &s.hub, addr, req));
     }
 
     fn list_groups(&mut self, ctx: RpcContext, req: pb::ListGroupsRequest, sink: UnarySink<pb::ListGroupsResponse>) {
-        self.unary(&ctx, sink, "ListGroups", ActiveDevice, |addr| groups::list_groups(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "ListGroups", ActiveDevice, |s, addr| groups::list_groups(&s.store, &s.hub, addr, req));
     }
 
     fn add_group_member(&mut self, ctx: RpcContext, req: pb::AddGroupMemberRequest, sink: UnarySink<pb::MembershipResponse>) {
-        self.unary(&ctx, sink, "AddGroupMember", ActiveDevice, |addr| groups::add_group_member(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "AddGroupMember", ActiveDevice, |s, addr| groups::add_group_member(&s.store, &s.hub, addr, req));
     }
 
     fn remove_group_member(&mut self, ctx: RpcContext, req: pb::RemoveGroupMemberRequest, sink: UnarySink<pb::MembershipResponse>) {
-        self.unary(&ctx, sink, "RemoveGroupMember", ActiveDevice, |addr| groups::remove_group_member(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "RemoveGroupMember", ActiveDevice, |s, addr| groups::remove_group_member(&s.store, &s.hub, addr, req));
     }
 
     fn leave_group(&mut self, ctx: RpcContext, req: pb::GroupRequest, sink: UnarySink<pb::MembershipResponse>) {
-        self.unary(&ctx, sink, "LeaveGroup", ActiveDevice, |addr| groups::leave_group(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "LeaveGroup", ActiveDevice, |s, addr| groups::leave_group(&s.store, &s.hub, addr, req));
     }
 
     fn set_group_title(&mut self, ctx: RpcContext, req: pb::SetGroupTitleRequest, sink: UnarySink<pb::MembershipResponse>) {
-        self.unary(&ctx, sink, "SetGroupTitle", ActiveDevice, |addr| groups::set_group_title(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "SetGroupTitle", ActiveDevice, |s, addr| groups::set_group_title(&s.store, &s.hub, addr, req));
     }
 
     fn send_group_message(&mut self, ctx: RpcContext, req: pb::SendGroupMessageRequest, sink: UnarySink<pb::SendGroupMessageResponse>) {
-        self.unary(&ctx, sink, "SendGroupMessage", ActiveDevice, |addr| groups::send_group_message(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "SendGroupMessage", ActiveDevice, |s, addr| groups::send_group_message(&s.store, &s.hub, addr, req));
     }
 
     fn send_group_messages(&mut self, ctx: RpcContext, req: pb::SendGroupMessagesRequest, sink: UnarySink<pb::SendGroupMessagesResponse>) {
-        self.unary(&ctx, sink, "SendGroupMessages", ActiveDevice, |addr| groups::send_group_messages(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "SendGroupMessages", ActiveDevice, |s, addr| groups::send_group_messages(&s.store, &s.hub, addr, req));
     }
 
     fn unban_group_member(&mut self, ctx: RpcContext, req: pb::UnbanGroupMemberRequest, sink: UnarySink<pb::MembershipResponse>) {
-        self.unary(&ctx, sink, "UnbanGroupMember", ActiveDevice, |addr| groups::unban_group_member(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "UnbanGroupMember", ActiveDevice, |s, addr| groups::unban_group_member(&s.store, &s.hub, addr, req));
     }
 
     fn restrict_group_member(&mut self, ctx: RpcContext, req: pb::RestrictGroupMemberRequest, sink: UnarySink<pb::MembershipResponse>) {
-        self.unary(&ctx, sink, "RestrictGroupMember", ActiveDevice, |addr| groups::restrict_group_member(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "RestrictGroupMember", ActiveDevice, |s, addr| groups::restrict_group_member(&s.store, &s.hub, addr, req));
     }
 
     fn promote_group_member(&mut self, ctx: RpcContext, req: pb::PromoteGroupMemberRequest, sink: UnarySink<pb::MembershipResponse>) {
-        self.unary(&ctx, sink, "PromoteGroupMember", ActiveDevice, |addr| groups::promote_group_member(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "PromoteGroupMember", ActiveDevice, |s, addr| groups::promote_group_member(&s.store, &s.hub, addr, req));
     }
 
     fn delete_group_message(&mut self, ctx: RpcContext, req: pb::DeleteGroupMessageRequest, sink: UnarySink<pb::DeleteGroupMessageResponse>) {
-        self.unary(&ctx, sink, "DeleteGroupMessage", ActiveDevice, |addr| groups::delete_group_message(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "DeleteGroupMessage", ActiveDevice, |s, addr| groups::delete_group_message(&s.store, &s.hub, addr, req));
     }
 
     fn create_invite_link(&mut self, ctx: RpcContext, req: pb::CreateInviteLinkRequest, sink: UnarySink<pb::InviteLink>) {
-        self.unary(&ctx, sink, "CreateInviteLink", ActiveDevice, |addr| groups::create_invite_link(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "CreateInviteLink", ActiveDevice, |s, addr| groups::create_invite_link(&s.store, &s.hub, addr, req));
     }
 
     fn edit_invite_link(&mut self, ctx: RpcContext, req: pb::EditInviteLinkRequest, sink: UnarySink<pb::InviteLink>) {
-        self.unary(&ctx, sink, "EditInviteLink", ActiveDevice, |addr| groups::edit_invite_link(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "EditInviteLink", ActiveDevice, |s, addr| groups::edit_invite_link(&s.store, &s.hub, addr, req));
     }
 
     fn revoke_invite_link(&mut self, ctx: RpcContext, req: pb::InviteLinkRequest, sink: UnarySink<pb::InviteLink>) {
-        self.unary(&ctx, sink, "RevokeInviteLink", ActiveDevice, |addr| groups::revoke_invite_link(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "RevokeInviteLink", ActiveDevice, |s, addr| groups::revoke_invite_link(&s.store, &s.hub, addr, req));
     }
 
     fn export_invite_link(&mut self, ctx: RpcContext, req: pb::GroupRequest, sink: UnarySink<pb::InviteLink>) {
-        self.unary(&ctx, sink, "ExportInviteLink", ActiveDevice, |addr| groups::export_invite_link(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "ExportInviteLink", ActiveDevice, |s, addr| groups::export_invite_link(&s.store, &s.hub, addr, req));
     }
 
     fn join_by_link(&mut self, ctx: RpcContext, req: pb::JoinByLinkRequest, sink: UnarySink<pb::JoinByLinkResponse>) {
-        self.unary(&ctx, sink, "JoinByLink", ActiveDevice, |addr| groups::join_by_link(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "JoinByLink", ActiveDevice, |s, addr| groups::join_by_link(&s.store, &s.hub, addr, req));
     }
 
     fn approve_join_request(&mut self, ctx: RpcContext, req: pb::JoinRequestDecision, sink: UnarySink<pb::MembershipResponse>) {
-        self.unary(&ctx, sink, "ApproveJoinRequest", ActiveDevice, |addr| groups::approve_join_request(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "ApproveJoinRequest", ActiveDevice, |s, addr| groups::approve_join_request(&s.store, &s.hub, addr, req));
     }
 
     fn decline_join_request(&mut self, ctx: RpcContext, req: pb::JoinRequestDecision, sink: UnarySink<pb::MembershipResponse>) {
-        self.unary(&ctx, sink, "DeclineJoinRequest", ActiveDevice, |addr| groups::decline_join_request(&self.store, &self.hub, addr, req));
+        self.unary(&ctx, sink, "DeclineJoinRequest", ActiveDevice, |s, addr| groups::decline_join_request(&s.store, &s.hub, addr, req));
     }
 }
