@@ -5,6 +5,7 @@
 //! duplicates nothing: unacknowledged envelopes come again and the stored cursor and the memory
 //! of processed events skip them.
 
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -21,7 +22,7 @@ use super::metrics::BotMetrics;
 use super::store::{chats, files, groups as groups_store, queue, Result as StoreResult, StoreError};
 use super::keyboard;
 use super::groups;
-use super::port::StepError;
+use super::port::{PendingAck, StepError};
 use super::sender_check;
 use super::updates;
 use crate::backoff::Backoff;
@@ -33,6 +34,8 @@ use crate::wire::platform::{AckRequest, InboxEnvelope, UploadPrekeysRequest, Ver
 
 /// Envelopes imported in one transaction at most.
 const BATCH: usize = 256;
+/// Acknowledgements sent and not yet answered, at most (`AckWindow`).
+const ACKS_IN_FLIGHT: usize = 4;
 /// Envelopes buffered between the stream and the decrypting thread: the next batch while one
 /// is imported. When full the stream thread blocks, and gRPC flow control pushes back on the
 /// platform. (The buffer is allocated whole, 168 bytes a slot, for every bot: a deeper one
@@ -175,6 +178,7 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
         groups::join_invited(shared);
         groups::self_update_due(shared, crate::clock::unix_now());
     }
+    let mut acks = AckWindow { shared, pending: VecDeque::with_capacity(ACKS_IN_FLIGHT) };
     loop {
         let wait = idle.min(state.upkeep.next_check.saturating_duration_since(Instant::now()));
         let first = select! {
@@ -214,12 +218,7 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
         if !import_reported(shared, batch) {
             return; // the store is closing: the process is stopping
         }
-        let mut ack = AckRequest::new();
-        ack.seqs = seqs;
-        if let Err(e) = shared.platform.ack(&ack) {
-            // Harmless: unacknowledged envelopes come again and are skipped by the cursor.
-            log::warn!("bot @{}: inbox ack failed: {e}", shared.username);
-        }
+        acks.send(seqs);
         if membership {
             // Added to a group: join it now that the invitation is stored (a Welcome used a
             // key package: top them up).
@@ -244,6 +243,44 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
         if Instant::now() >= state.upkeep.next_check {
             state.upkeep.check(shared);
             hourly_upkeep(shared);
+        }
+    }
+}
+
+/// The acknowledgements `in/<n>` sent and has not read the answer of: it imports the next
+/// batch while the platform deletes what the last one acknowledged (behind other senders'
+/// calls, one can take a platform tens of milliseconds). The oldest answer is read when the
+/// window is full, and all of them when the run ends: dropping one unread would cancel it.
+struct AckWindow<'a> {
+    shared: &'a BotShared,
+    pending: VecDeque<PendingAck>,
+}
+
+impl AckWindow<'_> {
+    /// Acknowledges a committed batch.
+    fn send(&mut self, seqs: Vec<u64>) {
+        if self.pending.len() >= ACKS_IN_FLIGHT {
+            self.read_oldest();
+        }
+        let mut ack = AckRequest::new();
+        ack.seqs = seqs;
+        self.pending.push_back(self.shared.platform.start_ack(&ack));
+    }
+
+    fn read_oldest(&mut self) {
+        if let Some(answer) = self.pending.pop_front() {
+            if let Err(e) = answer() {
+                // Harmless: unacknowledged envelopes come again and are skipped by the cursor.
+                log::warn!("bot @{}: inbox ack failed: {e}", self.shared.username);
+            }
+        }
+    }
+}
+
+impl Drop for AckWindow<'_> {
+    fn drop(&mut self) {
+        while !self.pending.is_empty() {
+            self.read_oldest();
         }
     }
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use grpcio::RpcStatusCode;
 use protobuf::Message;
 
-use super::{refusal, unary_calls, InboxStream, PendingCheck, PlatformPort, Reply};
+use super::{refusal, unary_calls, InboxStream, PendingAck, PendingCheck, PlatformPort, Reply};
 use crate::e2e::file::{ChunkStream, FileTransport, UploadCall};
 use crate::wire::platform::*;
 
@@ -123,6 +123,11 @@ macro_rules! fake_calls {
             fn start_verify_credential(&self) -> PendingCheck {
                 // Answered at once, recorded in the order sent, as the real port's would be.
                 let answer = self.verify_credential(&VerifyCredentialRequest::new());
+                Box::new(move || answer)
+            }
+
+            fn start_ack(&self, req: &AckRequest) -> PendingAck {
+                let answer = self.ack(req);
                 Box::new(move || answer)
             }
 

@@ -1,7 +1,7 @@
 //! The real platform port: the bot device's gRPC channel, its credential on every call and
 //! the default deadline (`wire::Platform`).
 
-use super::{unary_calls, InboxStream, PendingCheck, PlatformPort, Reply};
+use super::{unary_calls, InboxStream, Pending, PendingAck, PendingCheck, PlatformPort, Reply};
 use crate::e2e::file::FileTransport;
 use crate::wire::platform::*;
 use crate::wire::{Credential, Platform};
@@ -20,6 +20,15 @@ impl GrpcPort {
     pub fn set_credential(&mut self, credential: Credential) {
         self.platform.set_credential(credential);
     }
+
+    /// Sends a unary call without waiting (the generated client is synchronous only; its
+    /// channel sends without waiting).
+    fn start<Req, Resp: Send + Unpin + 'static>(&self, method: &grpcio::Method<Req, Resp>, req: &Req) -> Pending<Resp> {
+        match self.platform.client.client.unary_call_async(method, req, self.platform.opt()) {
+            Ok(answer) => Box::new(move || futures::executor::block_on(answer)),
+            Err(e) => Box::new(move || Err(e)),
+        }
+    }
 }
 
 macro_rules! grpc_calls {
@@ -30,12 +39,11 @@ macro_rules! grpc_calls {
             })*
 
             fn start_verify_credential(&self) -> PendingCheck {
-                // The generated client is synchronous only; its channel sends without waiting.
-                let method = &crate::wire::platform_grpc::METHOD_PLATFORM_VERIFY_CREDENTIAL;
-                match self.platform.client.client.unary_call_async(method, &VerifyCredentialRequest::new(), self.platform.opt()) {
-                    Ok(answer) => Box::new(move || futures::executor::block_on(answer)),
-                    Err(e) => Box::new(move || Err(e)),
-                }
+                self.start(&crate::wire::platform_grpc::METHOD_PLATFORM_VERIFY_CREDENTIAL, &VerifyCredentialRequest::new())
+            }
+
+            fn start_ack(&self, req: &AckRequest) -> PendingAck {
+                self.start(&crate::wire::platform_grpc::METHOD_PLATFORM_ACK, req)
             }
 
             fn inbox(&self) -> Reply<InboxStream> {

@@ -28,9 +28,15 @@ pub use grpc::GrpcPort;
 /// An answer of the platform.
 pub type Reply<T> = grpcio::Result<T>;
 
-/// A credential check sent and not yet answered ([`PlatformPort::start_verify_credential`]):
-/// calling it waits for the platform's answer.
-pub type PendingCheck = Box<dyn FnOnce() -> Reply<VerifyCredentialResponse> + Send>;
+/// A call sent and not yet answered: calling it waits for the platform's answer. (Dropping it
+/// unanswered cancels the call.)
+pub type Pending<T> = Box<dyn FnOnce() -> Reply<T> + Send>;
+
+/// A credential check sent and not yet answered ([`PlatformPort::start_verify_credential`]).
+pub type PendingCheck = Pending<VerifyCredentialResponse>;
+
+/// An acknowledgement sent and not yet answered ([`PlatformPort::start_ack`]).
+pub type PendingAck = Pending<AckResponse>;
 
 /// The platform's Inbox stream: envelopes until the platform ends it (or the call fails).
 pub type InboxStream = Pin<Box<dyn futures::Stream<Item = grpcio::Result<InboxEnvelope>> + Send>>;
@@ -92,6 +98,10 @@ macro_rules! port_trait {
             /// Sends a `VerifyCredential` without waiting for its answer, so that several can be
             /// in flight at once (the webhook checks a few attempts ahead).
             fn start_verify_credential(&self) -> PendingCheck;
+
+            /// Sends an `Ack` without waiting for its answer, so that the inbox imports the
+            /// next batch meanwhile (a busy platform answers one in tens of milliseconds).
+            fn start_ack(&self, req: &AckRequest) -> PendingAck;
 
             /// Opens the Inbox stream (no deadline: it lives until the bot stops or the
             /// platform ends it).
