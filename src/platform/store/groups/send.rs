@@ -2,6 +2,8 @@
 //! application message here; a commit through `commit.rs`), idempotent per (sender device,
 //! client message id); and the group message ids reserved before a message is encrypted.
 
+use std::collections::HashMap;
+
 use super::commit::accept_commit;
 use super::*;
 use crate::platform::store::Reserved;
@@ -17,7 +19,7 @@ impl Store {
     ) -> Result<(GroupSendOutcome, BTreeSet<DeviceAddr>)> {
         self.write_tx("a group message", |tx| {
             let mut delivered = BTreeSet::new();
-            let outcome = send_in(tx, caller, &m, now, &mut delivered)?;
+            let outcome = send_in(tx, caller, &m, now, &mut delivered, &mut GroupReads::default())?;
             Ok((outcome, delivered))
         })
     }
@@ -33,10 +35,11 @@ impl Store {
     ) -> Result<(Vec<GroupSendOutcome>, BTreeSet<DeviceAddr>)> {
         self.write_tx("group messages", |tx| {
             let mut delivered = BTreeSet::new();
+            let mut reads = GroupReads::default();
             let outcomes = messages
                 .iter()
                 .map(|m| match m.message.content_type() {
-                    ContentType::Application => send_in(tx, caller, m, now, &mut delivered),
+                    ContentType::Application => send_in(tx, caller, m, now, &mut delivered, &mut reads),
                     _ => Ok(GroupSendOutcome::Rejected("only application messages travel in a batch: send a commit alone".into())),
                 })
                 .collect::<Result<_>>()?;
@@ -45,21 +48,98 @@ impl Store {
     }
 }
 
+/// What the checks of an application message read about its group and its sender, read once
+/// per group in a transaction. Within one transaction of application messages of one device
+/// (`send_group_messages`: a commit is refused there) none of it changes, so the reads of the
+/// first message stand for the rest: reading every member's seat again for each of 50 messages
+/// to 20 members was most of a batch's statements.
+#[derive(Default)]
+struct GroupReads {
+    groups: HashMap<Vec<u8>, GroupRead>,
+}
+
+struct GroupRead {
+    group: Option<GroupRow>,
+    me: Option<MemberRow>,
+    /// Read by the first application message.
+    fanout: Option<Fanout>,
+}
+
+/// Who an application message of the group goes to, and what holds it back.
+struct Fanout {
+    /// The devices with a leaf, the sender's among them.
+    joined: BTreeSet<DeviceAddr>,
+    /// Users with a leaf whose seat is gone (left, banned or never recorded).
+    pending: BTreeSet<u64>,
+    /// Removed devices of users still seated that keep a leaf (and its epoch secrets).
+    removed: Vec<DeviceAddr>,
+}
+
+impl GroupReads {
+    /// The group's row and the sender's seat (`None` for either that does not exist).
+    fn seat(&mut self, tx: &Connection, group_id: &[u8], user_id: u64) -> Result<(Option<GroupRow>, Option<MemberRow>)> {
+        let read = self.read(tx, group_id, user_id)?;
+        Ok((read.group.clone(), read.me))
+    }
+
+    /// Who an application message of the group goes to (after `seat`).
+    fn fanout(&mut self, tx: &Connection, group_id: &[u8], user_id: u64) -> Result<&Fanout> {
+        let read = self.read(tx, group_id, user_id)?;
+        if read.fanout.is_none() {
+            read.fanout = Some(Fanout::read(tx, group_id)?);
+        }
+        Ok(read.fanout.as_ref().expect("read above"))
+    }
+
+    fn read(&mut self, tx: &Connection, group_id: &[u8], user_id: u64) -> Result<&mut GroupRead> {
+        if !self.groups.contains_key(group_id) {
+            let read = GroupRead { group: group_row(tx, group_id)?, me: member(tx, group_id, user_id)?, fanout: None };
+            self.groups.insert(group_id.to_vec(), read);
+        }
+        Ok(self.groups.get_mut(group_id).expect("inserted above"))
+    }
+}
+
+impl Fanout {
+    fn read(tx: &Connection, group_id: &[u8]) -> Result<Fanout> {
+        let joined = joined_devices(tx, group_id)?;
+        let mut pending = BTreeSet::new();
+        for addr in &joined {
+            if member(tx, group_id, addr.user_id)?.is_none_or(|m| matches!(m.role, Role::LEFT | Role::BANNED)) {
+                pending.insert(addr.user_id);
+            }
+        }
+        let removed = removed_devices_with_leaves(tx, group_id)?.into_iter().filter(|d| !pending.contains(&d.user_id)).collect();
+        Ok(Fanout { joined, pending, removed })
+    }
+}
+
 /// One group message inside the caller's transaction: repeated, stale, or checked and fanned
-/// out (`delivered` gains the devices whose inbox received it).
-fn send_in(tx: &Connection, caller: DeviceAddr, m: &GroupMessage, now: i64, delivered: &mut BTreeSet<DeviceAddr>) -> Result<GroupSendOutcome> {
+/// out (`delivered` gains the devices whose inbox received it). `reads` holds what earlier
+/// messages of the same transaction read (empty for a message alone).
+fn send_in(
+    tx: &Connection,
+    caller: DeviceAddr,
+    m: &GroupMessage,
+    now: i64,
+    delivered: &mut BTreeSet<DeviceAddr>,
+    reads: &mut GroupReads,
+) -> Result<GroupSendOutcome> {
     if let Some(previous) = previous_send(tx, caller, m)? {
         return Ok(previous);
     }
-    let group = group_row(tx, &m.group_id)?.ok_or_else(|| not_found(&m.group_id))?;
-    let Some(me) = member(tx, &m.group_id, caller.user_id)? else {
+    let (group, me) = reads.seat(tx, &m.group_id, caller.user_id)?;
+    let (Some(group), Some(me)) = (group, me) else {
         return Err(not_found(&m.group_id));
     };
     if m.message.epoch().as_u64() != group.epoch {
         return Ok(GroupSendOutcome::Stale { epoch: group.epoch });
     }
     let outcome = match m.message.content_type() {
-        ContentType::Application => accept_application(tx, caller, &me, &group, m, now, delivered)?,
+        ContentType::Application => {
+            let fanout = reads.fanout(tx, &m.group_id, caller.user_id)?;
+            accept_application(tx, caller, &me, &group, fanout, m, now, delivered)?
+        }
         ContentType::Commit => accept_commit(tx, caller, &me, &group, m.clone_parts(), now, delivered)?,
         ContentType::Proposal => {
             GroupSendOutcome::Rejected("standalone proposals are not accepted: send a commit with the proposals inline".into())
@@ -147,16 +227,18 @@ pub(in crate::platform::store) fn reserve_group_message_id(
     Ok(Reserved::Id { message_id, date: now })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn accept_application(
     tx: &Connection,
     caller: DeviceAddr,
     me: &MemberRow,
     group: &GroupRow,
+    fanout: &Fanout,
     m: &GroupMessage,
     now: i64,
     delivered: &mut BTreeSet<DeviceAddr>,
 ) -> Result<GroupSendOutcome> {
-    let joined = joined_devices(tx, &m.group_id)?;
+    let Fanout { joined, pending, removed } = fanout;
     if !joined.contains(&caller) || !seated(me.role) {
         return Ok(GroupSendOutcome::Rejected("this device has no leaf in the group: join it first".into()));
     }
@@ -175,17 +257,9 @@ fn accept_application(
             }
         }));
     }
-    let mut pending = BTreeSet::new();
-    for addr in &joined {
-        if member(tx, &m.group_id, addr.user_id)?.is_none_or(|m| matches!(m.role, Role::LEFT | Role::BANNED)) {
-            pending.insert(addr.user_id);
-        }
-    }
     // A removed device keeps its epoch secrets: no message goes out until its leaf is gone.
-    let devices: Vec<DeviceAddr> =
-        removed_devices_with_leaves(tx, &m.group_id)?.into_iter().filter(|d| !pending.contains(&d.user_id)).collect();
-    if !pending.is_empty() || !devices.is_empty() {
-        return Ok(GroupSendOutcome::RemovalsPending { users: pending.into_iter().collect(), devices });
+    if !pending.is_empty() || !removed.is_empty() {
+        return Ok(GroupSendOutcome::RemovalsPending { users: pending.iter().copied().collect(), devices: removed.clone() });
     }
     // A reserved message keeps the id and date its content was signed with.
     let (message_id, now) = match group_reservation(tx, caller, &m.client_message_id)? {
@@ -209,7 +283,7 @@ fn accept_application(
         ciphertext: &m.bytes,
         change: None,
     };
-    let group_seq = deliver(tx, &d, joined.into_iter().filter(|a| *a != caller), delivered)?;
+    let group_seq = deliver(tx, &d, joined.iter().copied().filter(|a| *a != caller), delivered)?;
     admin::record_message(tx, &m.group_id, message_id, caller.user_id, now)?;
     Ok(GroupSendOutcome::Ok { epoch: group.epoch, group_seq, message_id, date: now })
 }

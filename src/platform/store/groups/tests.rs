@@ -794,3 +794,59 @@ fn a_group_info_whose_tree_is_not_the_commits_is_refused() {
     assert_eq!(store.group_info(bob.addr.user_id, &GID).expect("info").1, 0, "still at epoch 0: the merge was undone");
     assert_eq!(ok(&send(&store, &bob, "join", &join)).0, 1);
 }
+
+/// Application messages of one device sent in one batch (`send_group_messages`, whose checks
+/// read each group once) are answered exactly as each would be alone: delivered in order, a
+/// repeat answered as the first, a commit refused, and a pending removal or a restriction
+/// holding back every message of the batch.
+#[test]
+fn a_batch_is_answered_as_its_messages_would_be_alone() {
+    let (_d, store) = store();
+    let alice = user(&store, "alice");
+    let bob = user(&store, "bob");
+    create(&store, &alice, pb::GroupType::GROUP);
+    store.add_group_member(alice.addr, &GID, bob.addr.user_id, 1).expect("invite bob");
+    let (info, _) = store.group_info(bob.addr.user_id, &GID).unwrap();
+    let (_, join) = e2e::group::join_external(&bob.conn, &info).unwrap();
+    ok(&send(&store, &bob, "j", &join));
+    catch_up(&store, &alice);
+    catch_up(&store, &bob);
+
+    let text = |d: &Dev, cmid: &str, text: &str| {
+        let (bytes, _) = e2e::group::encrypt(&d.conn, &GID, text.as_bytes()).expect("encrypt");
+        let c = CommitOut { message: bytes, ..Default::default() };
+        GroupMessage::decode(GID.to_vec(), cmid.into(), c.message, c.group_info, c.welcome).expect("decodes")
+    };
+    let batch = |d: &Dev, messages: Vec<GroupMessage>| store.send_group_messages(d.addr, &messages, 2000).expect("batch").0;
+
+    // In order, a repeat answered as the first, a commit refused.
+    let update = e2e::group::self_update(&alice.conn, &GID).expect("update");
+    let commit = GroupMessage::decode(GID.to_vec(), "c".into(), update.message, update.group_info, update.welcome).expect("decodes");
+    let out = batch(&alice, vec![text(&alice, "b1", "one"), text(&alice, "b2", "two"), text(&alice, "b1", "again"), commit]);
+    let (first, second) = (ok(&out[0]), ok(&out[1]));
+    assert_eq!((second.1, second.2), (first.1 + 1, first.2 + 1), "consecutive seq and message id");
+    assert_eq!(ok(&out[2]), first, "a repeat is answered as the first");
+    assert!(matches!(&out[3], GroupSendOutcome::Rejected(e) if e.contains("send a commit alone")), "{:?}", out[3]);
+    e2e::group::commit_refused(&alice.conn, &GID).expect("discard");
+    let (got, _) = catch_up(&store, &bob);
+    let texts: Vec<String> = got
+        .iter()
+        .map(|r| match r {
+            Received::Application { plaintext, .. } => String::from_utf8_lossy(plaintext).into_owned(),
+            other => panic!("expected a text, got {other:?}"),
+        })
+        .collect();
+    assert_eq!(texts, ["one", "two"]);
+
+    // A restricted member's batch is refused message by message.
+    set_member(&store.lock(), &GID, bob.addr.user_id, &MemberRow::new(Role::RESTRICTED, 1)).unwrap();
+    let out = batch(&bob, vec![text(&bob, "r1", "x"), text(&bob, "r2", "y")]);
+    assert!(out.iter().all(|o| matches!(o, GroupSendOutcome::Rejected(e) if e.contains("restricted"))), "{out:?}");
+    set_member(&store.lock(), &GID, bob.addr.user_id, &MemberRow::new(Role::MEMBER, 1)).unwrap();
+
+    // Bob leaves: every message of the batch waits for the removal of his leaf.
+    store.leave_group(bob.addr, &GID, 3000).expect("leave");
+    let out = batch(&alice, vec![text(&alice, "w1", "x"), text(&alice, "w2", "y")]);
+    let pending = || GroupSendOutcome::RemovalsPending { users: vec![bob.addr.user_id], devices: vec![] };
+    assert_eq!(out, [pending(), pending()]);
+}
