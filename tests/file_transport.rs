@@ -325,3 +325,45 @@ fn an_oversized_upload_is_refused_and_leaves_nothing() {
     assert_eq!(up.stored_size, MAX_CIPHERTEXT_LEN);
     assert_eq!(files_under(&s.files_dir()), vec![s.stored_path(&up.file_ref)]);
 }
+
+/// A unary call that waits for the platform's database does not hold back a download in
+/// progress on the same connection: unary handlers run on the platform's own workers, not on
+/// the gRPC completion queue that moves the download's chunks. (Before, eight calls waiting
+/// for the database lock held every completion-queue thread, and the download stopped until
+/// the lock was released.)
+#[test]
+fn a_download_goes_on_while_unary_calls_wait_for_the_database() {
+    let s = setup();
+    let plaintext = pattern(16 * 1024 * 1024);
+    let up = upload_encrypted(s.alice.platform(), &plaintext[..]).expect("upload");
+    let p = s.bob.platform();
+    let req = pb::DownloadFileRequest { file_ref: up.file_ref.clone(), ..Default::default() };
+    let mut chunks = futures::executor::block_on_stream(p.client.download_file(&req, p.opt()).expect("download starts"));
+    let mut received = chunks.next().expect("a first chunk").expect("chunk").data.len();
+
+    // Another connection holds the database's write lock; eight writing calls on the
+    // download's connection wait for it (the platform's busy timeout is 10 s).
+    let db = rusqlite::Connection::open(s.platform.data_dir.join("platform.db")).expect("open platform.db");
+    db.execute_batch("BEGIN IMMEDIATE").expect("take the write lock");
+    let waiting: Vec<_> = (0..8)
+        .map(|i| {
+            let req = pb::AckRequest { seqs: vec![1_000_000 + i], ..Default::default() };
+            // The generated client is synchronous only; its channel sends without waiting.
+            p.client.client.unary_call_async(&bot_gateway::wire::platform_grpc::METHOD_PLATFORM_ACK, &req, p.opt()).expect("ack sent")
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+
+    // The rest of the download arrives while the lock is still held.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for chunk in chunks {
+        received += chunk.expect("chunk").data.len();
+        assert!(Instant::now() < deadline, "the download stalled while unary calls waited for the database");
+    }
+    assert_eq!(received as u64, up.stored_size, "the whole file arrived");
+    assert!(Instant::now() < deadline, "the download finished only after the wait");
+    db.execute_batch("ROLLBACK").expect("release the lock");
+    for call in waiting {
+        futures::executor::block_on(call).expect("each waiting call is answered once the lock is free");
+    }
+}

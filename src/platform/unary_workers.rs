@@ -9,11 +9,12 @@
 //! until they were done (docs/decisions.md, "Unary calls off the completion queues"). Here the
 //! completion-queue threads only read requests and write answers.
 //!
-//! A job hands its result to a future on the call's completion queue, which writes the answer
-//! (`service::answer`); a worker never waits for a completion queue, so a queue thread waiting
-//! for room here cannot deadlock with a worker. The queue is bounded: when every slot is
-//! taken, the completion-queue thread that received the call waits for one (backpressure on
-//! the clients, as a busy handler gave before).
+//! A job starts its call's answer itself and hands what reports the write's completion to a
+//! future on the call's completion queue (`service::PlatformService::unary`); a worker never
+//! waits for a completion queue, so a queue thread waiting for room here cannot deadlock with
+//! a worker. The queue is bounded: when every slot is taken, the completion-queue thread that
+//! received the call waits for one (backpressure on the clients, as a busy handler gave
+//! before).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
@@ -78,8 +79,8 @@ impl UnaryWorkers {
     }
 }
 
-/// One worker: runs jobs until stopped. A job that panics fails its own call only (answered
-/// INTERNAL, as a job dropped unrun is); the worker goes on.
+/// One worker: runs jobs until stopped. A job that panics fails its own call only (its sink,
+/// dropped unanswered, cancels the call, as for a job dropped unrun); the worker goes on.
 fn work(queue: &Receiver<Job>, stopped: &Receiver<()>) {
     loop {
         select! {

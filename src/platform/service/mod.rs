@@ -37,7 +37,7 @@ mod profile;
 use std::sync::Arc;
 
 use futures::channel::oneshot;
-use grpcio::{ClientStreamingSink, RequestStream, RpcContext, ServerStreamingSink, UnarySink};
+use grpcio::{ClientStreamingSink, RequestStream, RpcContext, ServerStreamingSink, UnarySink, UnarySinkResult};
 
 use super::auth::{self, Caller, Need, Presented};
 use super::convert;
@@ -78,14 +78,21 @@ impl PlatformService {
         handler: impl FnOnce(&PlatformService, A::Caller) -> Result<T> + Send + 'static,
     ) {
         let presented = auth::presented(ctx.request_headers());
-        let (done, result) = oneshot::channel();
-        // The answer is written from this completion queue, as every write of the call is;
-        // the worker only hands it the result, and never waits for it.
-        ctx.spawn(answer(sink, method, result));
+        // The worker starts the answer's write itself (no hop back to this queue before the
+        // client has it); this future on the call's completion queue keeps the call until the
+        // write completed: gRPC core cancels a server call released before its close.
+        let (started, writing) = oneshot::channel::<UnarySinkResult>();
+        ctx.spawn(async move {
+            if let Ok(write) = writing.await {
+                if let Err(e) = write.await {
+                    log::debug!("{method}: answer not delivered: {e}");
+                }
+            }
+        });
         let service = self.clone();
         self.workers.run(Box::new(move || {
             let result = access.check(&service.store, presented).and_then(|caller| handler(&service, caller));
-            let _ = done.send(result);
+            let _ = started.send(answer(sink, method, result));
         }));
     }
 
@@ -144,22 +151,18 @@ fn fail_stream<F: std::future::Future<Output = ()> + Send + 'static>(
     ctx.spawn(fail(err.to_status()));
 }
 
-/// Answers a unary call with its worker's result, on the completion queue. A job dropped
-/// unrun (the server stopping) or whose handler panicked answers INTERNAL.
-async fn answer<T>(sink: UnarySink<T>, method: &'static str, result: oneshot::Receiver<Result<T>>) {
-    let result = result.await.unwrap_or_else(|_| Err(PlatformError::Internal("the call's handler did not finish".into())));
-    let sent = match result {
-        Ok(resp) => sink.success(resp).await,
+/// Starts the answer of a unary call, on its worker. (A job dropped unrun, the server
+/// stopping, or whose handler panicked drops its sink, which cancels the call.)
+fn answer<T>(sink: UnarySink<T>, method: &'static str, result: Result<T>) -> UnarySinkResult {
+    match result {
+        Ok(resp) => sink.success(resp),
         Err(err) => {
             match &err {
                 PlatformError::Internal(_) => log::error!("{method}: {err}"),
                 _ => log::debug!("{method}: {err}"),
             }
-            sink.fail(err.to_status()).await
+            sink.fail(err.to_status())
         }
-    };
-    if let Err(e) = sent {
-        log::debug!("{method}: answer not delivered: {e}");
     }
 }
 
