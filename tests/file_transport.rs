@@ -352,6 +352,8 @@ fn a_download_goes_on_while_unary_calls_wait_for_the_database() {
             p.client.client.unary_call_async(&bot_gateway::wire::platform_grpc::METHOD_PLATFORM_ACK, &req, p.opt()).expect("ack sent")
         })
         .collect();
+    // Time for the calls to reach their handlers. Too short a pause can only let a platform
+    // that runs handlers on its completion queues pass; it cannot fail a correct one.
     std::thread::sleep(Duration::from_millis(300));
 
     // The rest of the download arrives while the lock is still held.

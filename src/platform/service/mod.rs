@@ -8,9 +8,8 @@
 //!
 //! This file holds the service state, the trait impl that only routes, and `unary`, the one
 //! path of every unary call: read the credential, then on a worker check the caller
-//! ([`Access`]), run the handler, answer. The
-//! handlers (request → result, no gRPC plumbing) are grouped by what they act on, the way the
-//! store is:
+//! ([`Access`]), run the handler, answer. The handlers (request → result, no gRPC plumbing) are
+//! grouped by what they act on, the way the store is:
 //!
 //! - `accounts`: accounts and credentials: RegisterUser (an account with its first device),
 //!   LookupUser, VerifyCredential.
