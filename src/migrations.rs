@@ -17,8 +17,17 @@
 //! marked version 1. Step 1 must therefore never change; steps from 2 on run only on a database
 //! at the version before them and need no `IF NOT EXISTS`.
 //!
+//! A new file (version 0, no tables) gets every step in one transaction: it has nothing to
+//! resume, and a thousand bots starting for the first time each create one.
+//!
 //! A file whose version is newer than the newest step is refused, never opened: the program
 //! does not know what the newer release stored, and writing to it could lose a user's data.
+//!
+//! A database in WAL mode runs its migrations, ours and openmls' storage crate's, inside
+//! [`without_syncs`]: their commits do not wait for the disk. A process crash loses no committed
+//! step; a power failure may lose the last ones, which the next open runs again, and the first
+//! synced commit after them takes them to disk (the log is written in order). Each commit of a
+//! new bot's database waited for an fsync: about half of opening one (docs/decisions.md).
 
 use std::fmt;
 
@@ -48,8 +57,9 @@ pub struct Migrated {
 pub enum MigrationError {
     /// The file was written by a newer release: `found` is above `known`, the newest step here.
     Newer { file: String, found: u32, known: u32 },
-    /// Step `version` failed and was rolled back; the file stays at `version - 1`.
-    Step { file: String, version: u32, source: rusqlite::Error },
+    /// Step `version` failed and was rolled back with its transaction; the file stays at
+    /// `kept` (`version - 1`, or 0 for a new file, whose steps share one transaction).
+    Step { file: String, version: u32, kept: u32, source: rusqlite::Error },
     /// Reading the version, or beginning or committing a step's transaction, failed.
     Db { file: String, source: rusqlite::Error },
 }
@@ -63,11 +73,10 @@ impl fmt::Display for MigrationError {
                  by a newer release. Run that release (or a later one), or restore a copy of the file from before \
                  the upgrade; this program leaves the file untouched"
             ),
-            MigrationError::Step { file, version, source } => write!(
+            MigrationError::Step { file, version, kept, source } => write!(
                 f,
                 "{file}: migrating to schema version {version} failed and was rolled back (the file stays at \
-                 version {}): {source}",
-                version - 1
+                 version {kept}): {source}"
             ),
             MigrationError::Db { file, source } => write!(f, "{file}: reading or updating the schema version: {source}"),
         }
@@ -91,6 +100,28 @@ pub fn latest(steps: &[Step]) -> u32 {
 /// The schema version of the database on `conn`.
 pub fn version(conn: &Connection) -> rusqlite::Result<u32> {
     conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+}
+
+/// Runs `migrate` with `synchronous = NORMAL` when the database is in WAL mode, and restores
+/// the setting it had after, whatever `migrate` returned (see the module's comment). In any
+/// other journal mode NORMAL could leave a corrupt file after a power failure, so `migrate`
+/// runs as the database is set. `db_error` turns a failed pragma into the caller's error: a
+/// setting that could not be restored must fail the open, or every later commit would skip
+/// its sync.
+pub fn without_syncs<T, E>(
+    conn: &mut Connection,
+    migrate: impl FnOnce(&mut Connection) -> Result<T, E>,
+    db_error: impl Fn(rusqlite::Error) -> E,
+) -> Result<T, E> {
+    let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).map_err(&db_error)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return migrate(conn);
+    }
+    let synchronous: i64 = conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).map_err(&db_error)?;
+    conn.pragma_update(None, "synchronous", "NORMAL").map_err(&db_error)?;
+    let migrated = migrate(conn);
+    conn.pragma_update(None, "synchronous", synchronous).map_err(&db_error)?;
+    migrated
 }
 
 /// Brings the database on `conn` to the newest version of `steps` (numbered 1, 2, … in order),
@@ -120,14 +151,19 @@ pub fn migrate(conn: &Connection, steps: &[Step]) -> Result<Migrated, MigrationE
         if at > known {
             return Err(MigrationError::Newer { file, found: at, known });
         }
-        let Some(step) = steps.get(at as usize) else { break };
-        let step_failed = |source| MigrationError::Step { file: file.clone(), version: step.version, source };
-        for sql in step.sql {
-            tx.execute_batch(sql).map_err(step_failed)?;
+        // A new file has nothing to resume: every step goes in this one transaction.
+        let last = if at == 0 && !has_tables(&tx).map_err(db)? { steps.len() } else { at as usize + 1 };
+        // None: another process brought the file to the newest version meanwhile.
+        let Some(pending) = steps.get(at as usize..last) else { break };
+        for step in pending {
+            let step_failed = |source| MigrationError::Step { file: file.clone(), version: step.version, kept: at, source };
+            for sql in step.sql {
+                tx.execute_batch(sql).map_err(step_failed)?;
+            }
+            tx.pragma_update(None, "user_version", step.version).map_err(step_failed)?;
         }
-        tx.pragma_update(None, "user_version", step.version).map_err(step_failed)?;
         tx.commit().map_err(db)?;
-        at = step.version;
+        at = last as u32;
     }
     if from != 0 && from < known {
         log::info!("{file}: schema upgraded from version {from} to {known}");
@@ -199,6 +235,7 @@ mod tests {
     #[test]
     fn a_failed_step_leaves_nothing_behind_and_the_next_open_resumes_there() {
         let conn = Connection::open_in_memory().expect("db");
+        migrate(&conn, &STEPS[..1]).expect("the older program");
         let broken: &[Step] = &[
             STEPS[0],
             Step { version: 2, sql: &["CREATE TABLE b (y TEXT);", "INSERT INTO b VALUES ('half');", "INSERT INTO missing VALUES (1);"] },
@@ -214,6 +251,41 @@ mod tests {
         // The fixed program resumes at step 2.
         assert_eq!(migrate(&conn, STEPS).expect("resume"), Migrated { from: 1, to: 3, adopted: false });
         assert_eq!((count(&conn, "a"), count(&conn, "b")), (1, 1));
+    }
+
+    #[test]
+    fn a_new_database_whose_step_fails_is_left_empty() {
+        let conn = Connection::open_in_memory().expect("db");
+        let broken: &[Step] = &[STEPS[0], STEPS[1], Step { version: 3, sql: &["INSERT INTO missing VALUES (1);"] }];
+        let e = migrate(&conn, broken).expect_err("step 3 fails");
+        assert!(matches!(e, MigrationError::Step { version: 3, kept: 0, .. }), "{e:?}");
+        assert!(e.to_string().contains("stays at version 0"), "{e}");
+        // Steps 1 and 2 shared the failed step's transaction: the file is as new.
+        assert_eq!(version(&conn).expect("version"), 0);
+        assert!(!has_tables(&conn).expect("schema"), "steps 1 and 2 went with step 3");
+        assert_eq!(migrate(&conn, STEPS).expect("the fixed program"), Migrated { from: 0, to: 3, adopted: false });
+        assert_eq!((count(&conn, "a"), count(&conn, "b")), (1, 1));
+    }
+
+    #[test]
+    fn migrations_skip_the_syncs_and_restore_the_setting_after() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let synchronous = |c: &Connection| -> i64 { c.query_row("PRAGMA synchronous", [], |r| r.get(0)).expect("pragma") };
+        let mut wal = Connection::open(tmp.path().join("wal.db")).expect("db");
+        wal.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;").expect("wal");
+        let during = without_syncs(&mut wal, |c| Ok::<_, rusqlite::Error>(synchronous(c)), |e| e).expect("run");
+        assert_eq!((during, synchronous(&wal)), (1, 2), "NORMAL while migrating, FULL again after");
+        // Restored after a failure too.
+        let failed = without_syncs(&mut wal, |c| migrate(c, &[Step { version: 1, sql: &["INSERT INTO missing VALUES (1);"] }]), |e| {
+            MigrationError::Db { file: "wal.db".into(), source: e }
+        });
+        assert!(failed.is_err());
+        assert_eq!(synchronous(&wal), 2);
+        // A rollback journal keeps its setting: NORMAL could corrupt it at a power failure.
+        let mut rollback = Connection::open(tmp.path().join("rollback.db")).expect("db");
+        rollback.execute_batch("PRAGMA journal_mode = TRUNCATE; PRAGMA synchronous = FULL;").expect("truncate");
+        let during = without_syncs(&mut rollback, |c| Ok::<_, rusqlite::Error>(synchronous(c)), |e| e).expect("run");
+        assert_eq!(during, 2);
     }
 
     #[test]

@@ -259,9 +259,15 @@ fn open_db(dir: &Path) -> Result<Connection> {
     if !mode.eq_ignore_ascii_case("wal") {
         log::warn!("profile database {} is in journal mode {mode}, not WAL", path.display());
     }
-    migrations::migrate(&conn, super::schema::STEPS)?;
-    // openmls' own tables (`openmls_*`, versioned by the storage crate), after ours.
-    crypto::mls::migrate_storage(&mut conn).map_err(|e| ClientError::Invalid(e.to_string()))?;
+    migrations::without_syncs(
+        &mut conn,
+        |conn| {
+            migrations::migrate(conn, super::schema::STEPS)?;
+            // openmls' own tables (`openmls_*`, versioned by the storage crate), after ours.
+            crypto::mls::migrate_storage(conn).map_err(|e| ClientError::Invalid(e.to_string()))
+        },
+        ClientError::from,
+    )?;
     Ok(conn)
 }
 

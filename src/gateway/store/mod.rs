@@ -244,11 +244,17 @@ impl Store {
             .map_err(|error| StoreOpenError::Open { path: path.to_path_buf(), error })?;
         let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
         schema::configure(&conn).map_err(|error| StoreOpenError::Configure { path: path.to_path_buf(), error })?;
-        // The error names the file and, for a file from a newer release, both versions.
-        schema::migrate(&conn).map_err(StoreOpenError::Schema)?;
-        // openmls' own tables (MLS group state), versioned by its storage crate.
-        crypto::mls::migrate_storage(&mut conn)
-            .map_err(|error| StoreOpenError::MlsStorage { path: path.to_path_buf(), error })?;
+        let configure_failed = |error| StoreOpenError::Configure { path: path.to_path_buf(), error };
+        crate::migrations::without_syncs(
+            &mut conn,
+            |conn| {
+                // The error names the file and, for a file from a newer release, both versions.
+                schema::migrate(conn).map_err(StoreOpenError::Schema)?;
+                // openmls' own tables (MLS group state), versioned by its storage crate.
+                crypto::mls::migrate_storage(conn).map_err(|error| StoreOpenError::MlsStorage { path: path.to_path_buf(), error })
+            },
+            configure_failed,
+        )?;
         match schema::meta_get(&conn, "bot_id_hex").map_err(StoreOpenError::Owner)? {
             None => {
                 // (Earlier versions also wrote a random `bot_runtime_id` that nothing read; an

@@ -415,11 +415,16 @@ impl Store {
             }
         }
         configure(&conn).map_err(db_error("configuring the platform database"))?;
-        // The error names the file and, for a file from a newer release, both versions.
-        migrations::migrate(&conn, STEPS).map_err(|e| PlatformError::Internal(e.to_string()))?;
-        // The public group states of the delivery service (`groups`).
-        crate::crypto::mls::migrate_storage(&mut conn)
-            .map_err(|e| PlatformError::Internal(format!("{}: {e}", path.display())))?;
+        migrations::without_syncs(
+            &mut conn,
+            |conn| {
+                // The error names the file and, for a file from a newer release, both versions.
+                migrations::migrate(conn, STEPS).map_err(|e| PlatformError::Internal(e.to_string()))?;
+                // The public group states of the delivery service (`groups`).
+                crate::crypto::mls::migrate_storage(conn).map_err(|e| PlatformError::Internal(format!("{}: {e}", path.display())))
+            },
+            |e| db_error("configuring the platform database")(e),
+        )?;
         Ok(Store { path, conn: Mutex::new(conn), seen_written: Mutex::new(HashMap::new()) })
     }
 
