@@ -10,7 +10,9 @@
 //!   for all of them;
 //! - **idle webhook bots**: then every bot gets a webhook (one local receiver for all) and one
 //!   more message, delivered there; RSS, threads and descriptors after the same idle wait (a
-//!   bot's webhook threads, like its other on-demand threads, end after 10 s without work).
+//!   bot's webhook threads, like its other on-demand threads, end after 10 s without work);
+//! - **restart**: the gateway stopped (SIGTERM) and started again on the same state, until
+//!   every bot answered `getMe` (the first start above also registers every bot's device).
 //!
 //! Run by `scripts/bench` (every `examples/bench_*`); BENCH_BOTS=100 for a shorter run. The
 //! targets (issue 26): 1,000 idle bots in at most 500 MiB and 2,000 threads, all answering
@@ -58,29 +60,19 @@ fn main() {
     let base = format!("http://{compat}");
     let tokens: Vec<String> = bots.iter().map(|b| b["token"].as_str().expect("token").to_string()).collect();
 
-    let mut cmd = std::process::Command::new(gateway_bin());
-    cmd.arg("serve").arg(&config_path).env("RUST_LOG", "warn");
-    let started = Instant::now();
-    let (mut gateway, out) = Proc::spawn("bot-gateway", cmd);
-    gateway.drain_stdout(out);
-    let pid = gateway.child.id();
-    let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(10)).build();
-    let mut waiting: Vec<usize> = (0..n).collect();
-    while !waiting.is_empty() {
-        if started.elapsed() > start_limit {
-            println!("| {n} bots: start until every bot answered getMe | {n} bots | FAILED: {} bots did not answer in {} s |", waiting.len(), start_limit.as_secs());
-            eprintln!("bench_bots: gateway stderr, last lines:\n{}", tail(&gateway.stderr_text()));
-            gateway.kill();
+    let mut gateway = match serve(&config_path, &base, &tokens, start_limit) {
+        Ok((gateway, secs)) => {
+            // Printed at once, so a profiler watching the output can look at the idle gateway.
+            println!("| {n} bots: start until every bot answered getMe | {n} bots | {secs:.1} s |");
+            gateway
+        }
+        Err(why) => {
+            println!("| {n} bots: start until every bot answered getMe | {n} bots | FAILED: {why} |");
             return;
         }
-        waiting.retain(|&i| !matches!(agent.get(&format!("{base}/bot{}/getMe", tokens[i])).call(), Ok(r) if r.status() == 200));
-        if !waiting.is_empty() {
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-    let start_secs = started.elapsed().as_secs_f64();
-    // Printed at once, so a profiler watching the output can look at the idle gateway.
-    println!("| {n} bots: start until every bot answered getMe | {n} bots | {start_secs:.1} s |");
+    };
+    let pid = gateway.child.id();
+    let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(10)).build();
     // Idle: a store lets its caches go after 10 s without a write (`store::writer::IDLE_TRIM`).
     // BENCH_BOTS_IDLE_SECS shortens the wait (the smoke run), and the row then means little.
     std::thread::sleep(Duration::from_secs(env_u64("BENCH_BOTS_IDLE_SECS", 15)));
@@ -96,7 +88,8 @@ fn main() {
     if echoes.is_err() || webhooks.is_err() {
         eprintln!("bench_bots: gateway stderr, last lines:\n{}", tail(&gateway.stderr_text()));
     }
-    gateway.kill();
+    // A restart, the everyday case (an upgrade, a reboot): every bot's state is there.
+    let restart = stop(&mut gateway).and_then(|()| serve(&config_path, &base, &tokens, start_limit));
     report_idle(&format!("{n} idle bots"), n, (rss_kib, threads, fds));
     match echoes {
         Ok(took) => {
@@ -108,6 +101,51 @@ fn main() {
     match webhooks {
         Ok(idle) => report_idle(&format!("{n} idle webhook bots, one delivery each"), n, idle),
         Err(why) => println!("| {n} idle webhook bots, one delivery each | {n} bots | FAILED: {why} |"),
+    }
+    match restart {
+        Ok((mut gateway, secs)) => {
+            println!("| {n} bots: restart (state kept) until every bot answered getMe | {n} bots | {secs:.1} s |");
+            gateway.kill();
+        }
+        Err(why) => println!("| {n} bots: restart (state kept) until every bot answered getMe | {n} bots | FAILED: {why} |"),
+    }
+}
+
+/// Starts the gateway of `config_path` and asks each bot `getMe` in turn, again until all have
+/// answered (bounded by `limit`): the gateway and the seconds from its spawn.
+fn serve(config_path: &std::path::Path, base: &str, tokens: &[String], limit: Duration) -> Result<(Proc, f64), String> {
+    let mut cmd = std::process::Command::new(gateway_bin());
+    cmd.arg("serve").arg(config_path).env("RUST_LOG", "warn");
+    let started = Instant::now();
+    let (mut gateway, out) = Proc::spawn("bot-gateway", cmd);
+    gateway.drain_stdout(out);
+    let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(10)).build();
+    let mut waiting: Vec<usize> = (0..tokens.len()).collect();
+    while !waiting.is_empty() {
+        if started.elapsed() > limit {
+            eprintln!("bench_bots: gateway stderr, last lines:\n{}", tail(&gateway.stderr_text()));
+            gateway.kill();
+            return Err(format!("{} bots did not answer in {} s", waiting.len(), limit.as_secs()));
+        }
+        waiting.retain(|&i| !matches!(agent.get(&format!("{base}/bot{}/getMe", tokens[i])).call(), Ok(r) if r.status() == 200));
+        if !waiting.is_empty() {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    Ok((gateway, started.elapsed().as_secs_f64()))
+}
+
+/// Stops the gateway as a supervisor does (SIGTERM) and waits for it to exit.
+fn stop(gateway: &mut Proc) -> Result<(), String> {
+    // SAFETY: kill(2) on our own child's pid, with a signal number.
+    unsafe { libc::kill(gateway.child.id() as libc::pid_t, libc::SIGTERM) };
+    match gateway.wait_exit(Duration::from_secs(60)) {
+        Some(status) if status.success() => Ok(()),
+        Some(status) => Err(format!("the gateway exited with {status} at SIGTERM")),
+        None => {
+            gateway.kill();
+            Err("the gateway did not stop within 60 s of SIGTERM".to_string())
+        }
     }
 }
 
