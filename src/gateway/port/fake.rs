@@ -127,7 +127,7 @@ macro_rules! fake_calls {
             }
 
             fn start_ack(&self, req: &AckRequest) -> PendingAck {
-                let answer = self.ack(req);
+                let answer: Reply<AckResponse> = self.call("ack", req);
                 Box::new(move || answer)
             }
 

@@ -57,7 +57,6 @@ macro_rules! unary_calls {
             get_device_certificates(GetDeviceCertificatesRequest) -> GetDeviceCertificatesResponse;
             upload_prekeys(UploadPrekeysRequest) -> UploadPrekeysResponse;
             send_messages(SendMessagesRequest) -> SendMessagesResponse;
-            ack(AckRequest) -> AckResponse;
             reserve_message_ids(ReserveMessageIdsRequest) -> ReserveMessageIdsResponse;
             // The bot's profile.
             set_bot_commands(SetBotCommandsRequest) -> SetBotCommandsResponse;
@@ -100,7 +99,8 @@ macro_rules! port_trait {
             fn start_verify_credential(&self) -> PendingCheck;
 
             /// Sends an `Ack` without waiting for its answer, so that the inbox imports the
-            /// next batch meanwhile (a busy platform answers one in tens of milliseconds).
+            /// next batch meanwhile (a busy platform answers one in tens of milliseconds). The
+            /// gateway's only `Ack`: there is no waiting one.
             fn start_ack(&self, req: &AckRequest) -> PendingAck;
 
             /// Opens the Inbox stream (no deadline: it lives until the bot stops or the
