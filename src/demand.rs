@@ -88,6 +88,8 @@ impl Demand {
                 if closed {
                     self.say_ended();
                 }
+                // What `run` held is freed by now: an idle bot keeps none of it.
+                crate::memory::release_freed();
                 return;
             }
         }

@@ -43,6 +43,8 @@ use crate::demand::{Demand, Work};
 const IDLE: Duration = Duration::from_secs(10);
 /// How often the `upkeep` thread looks for bots whose hourly upkeep is due.
 const UPKEEP_TICK: Duration = Duration::from_secs(60);
+/// How often it makes up for a heap trim skipped in a burst (`memory::release_skipped`).
+const TRIM_TICK: Duration = Duration::from_secs(2);
 
 /// The short thread name of `role` for the bot at `index`.
 pub fn thread_name(role: &str, index: usize) -> String {
@@ -201,7 +203,8 @@ fn spawn(
 
 /// `upkeep`: the gateway's one thread that starts a bot's `in/<n>` when its hourly upkeep (the
 /// signed prekey, key packages, group self-updates, old skipped keys) is due and no envelope
-/// has started it: an idle bot has no `in/<n>` to wait for the hour.
+/// has started it: an idle bot has no `in/<n>` to wait for the hour. Every two seconds it also
+/// trims the heap if a trim was skipped (`memory::release_skipped`).
 pub struct UpkeepTicker {
     stop: Option<Sender<()>>,
     handle: Option<JoinHandle<()>>,
@@ -212,11 +215,17 @@ impl UpkeepTicker {
         let due: Vec<(Arc<Importer>, Arc<Demand>)> =
             bots.iter().map(|b| (b.importer.clone(), b.import_demand.clone())).collect();
         let (stop, stopped) = bounded::<()>(0);
+        let mut upkept = Instant::now();
         let handle = thread::Builder::new().name("upkeep".into()).spawn(move || loop {
-            match stopped.recv_timeout(UPKEEP_TICK) {
+            match stopped.recv_timeout(TRIM_TICK) {
                 Err(RecvTimeoutError::Timeout) => {}
                 _ => return,
             }
+            crate::memory::release_skipped();
+            if upkept.elapsed() < UPKEEP_TICK {
+                continue;
+            }
+            upkept = Instant::now();
             for (importer, demand) in &due {
                 if !demand.running() && importer.upkeep_due() {
                     if let Err(e) = demand.start() {
