@@ -37,14 +37,16 @@ pub fn release_freed() {
 /// that ran stayed in the arenas (1,000 idle webhook bots: 554 MiB, 432 after one more trim).
 /// Called on a tick (the gateway's `upkeep` thread), so the last of a burst is trimmed too.
 pub fn release_skipped() {
-    if TRIMS.skipped.load(Ordering::Relaxed) {
+    if TRIMS.take_skipped() {
         release_freed();
     }
 }
 
 static TRIMS: Limiter = Limiter { last_ms: AtomicU64::new(0), skipped: AtomicBool::new(false) };
 
-/// At most one trim per `RELEASE_EVERY_MS`, remembering whether one was skipped since.
+/// At most one trim per `RELEASE_EVERY_MS`, remembering that one was skipped until
+/// `release_skipped` takes it (only it clears the mark, so no skip is lost to a trim that
+/// ran at the same time).
 struct Limiter {
     last_ms: AtomicU64,
     skipped: AtomicBool,
@@ -56,8 +58,15 @@ impl Limiter {
         let last = self.last_ms.load(Ordering::Relaxed);
         let due = now.saturating_sub(last) >= RELEASE_EVERY_MS
             && self.last_ms.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok();
-        self.skipped.store(!due, Ordering::Relaxed);
+        if !due {
+            self.skipped.store(true, Ordering::Relaxed);
+        }
         due
+    }
+
+    /// Whether a trim was skipped since the last call, clearing the mark.
+    fn take_skipped(&self) -> bool {
+        self.skipped.swap(false, Ordering::Relaxed)
     }
 }
 
@@ -81,11 +90,12 @@ mod tests {
     fn one_trim_a_second_and_a_skipped_one_is_remembered_until_one_runs() {
         let l = Limiter { last_ms: AtomicU64::new(0), skipped: AtomicBool::new(false) };
         assert!(l.due(10_000));
-        assert!(!l.skipped.load(Ordering::Relaxed));
+        assert!(!l.take_skipped(), "nothing skipped yet");
         assert!(!l.due(10_400), "within the second");
-        assert!(l.skipped.load(Ordering::Relaxed), "remembered for release_skipped");
         assert!(!l.due(10_999));
         assert!(l.due(11_000), "a second after the last that ran");
-        assert!(!l.skipped.load(Ordering::Relaxed), "made up for");
+        // The skips stay marked until taken, even after a trim that ran.
+        assert!(l.take_skipped(), "remembered for release_skipped");
+        assert!(!l.take_skipped(), "taken once");
     }
 }
