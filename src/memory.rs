@@ -1,7 +1,7 @@
 //! The process heap under glibc: a fixed mmap threshold (`return_large_buffers`, set by
-//! `bot-gateway`'s `main`), and freed memory handed back to the kernel when a bot's store goes
-//! idle or an on-demand thread ends (`release_freed`), and once more after a burst of those
-//! (`release_skipped`). Elsewhere (macOS, musl) they do nothing: those allocators keep their
+//! `bot-gateway`'s `main`), and freed memory handed back to the kernel when an on-demand thread
+//! ends (`release_freed`; a store's writer going idle is one), and once more after a burst of
+//! those (`release_skipped`). Elsewhere (macOS, musl) they do nothing: those allocators keep their
 //! own policy.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

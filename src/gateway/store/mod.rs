@@ -215,14 +215,14 @@ fn open_connection(path: &Path, key: &[u8; 32], flags: OpenFlags) -> Result<Conn
 }
 
 /// What an idle store lets go of, once its writer has closed its connection (the next write
-/// opens it again): the pooled readers (closed; the next read opens one), and the freed pages.
+/// opens it again): the pooled readers (closed; the next read opens one). The pages they
+/// freed go back to the kernel when the writer's thread ends (`crate::demand`).
 /// A thousand idle bots would otherwise keep about half a MiB each of connections, schemas and
 /// pages read at start-up (docs/decisions.md, "Many bots in one gateway"). A busy store keeps
 /// everything: it is only idle after `IDLE_TRIM` without a write.
 fn release_idle(readers: &Mutex<Vec<Connection>>) {
     let closed = std::mem::take(&mut *readers.lock().expect("reader pool lock"));
     drop(closed);
-    crate::memory::release_freed();
 }
 
 /// The writable connection, as `Store::open` set it up (after migrations, which need not run
