@@ -1,6 +1,14 @@
 //! The per-device inbox: the one insert path of private and group traffic, and the ordered
 //! read the Inbox stream serves. Sends (`messages.rs`) and group deliveries (`groups.rs`) both
 //! append here.
+//!
+//! A private message has a ciphertext per device, kept in that device's inbox row. A group
+//! delivery is the same for every device it goes to: it is stored once (`group_deliveries`:
+//! sender, ids, ciphertext, group columns) and each device's inbox row only names it, so a
+//! group of N devices writes a message once, not N times. A delivery counts the rows that name
+//! it; a trigger releases it as they are deleted (acknowledged, a device removed, an account
+//! reset), whatever deleted them. Group rows written before step 12 carry their columns
+//! themselves and read as before.
 
 use rusqlite::{params, Connection};
 
@@ -11,11 +19,17 @@ use crate::platform::error::{db_error, Result};
 pub fn read_inbox(conn: &Connection, addr: DeviceAddr, after: u64, limit: usize) -> Result<Vec<InboxEntry>> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT i.seq, i.sender_id, i.sender_device, a.username, a.display_name, a.is_bot,
-                    i.message_id, i.date, i.ciphertext, i.client_message_id,
-                    i.group_id, i.group_kind, i.group_seq, i.group_epoch, i.group_change, g.title, g.type
-             FROM inbox i LEFT JOIN accounts a ON a.id = i.sender_id
-                          LEFT JOIN groups g ON g.group_id = i.group_id
+            // A row naming a delivery takes every column but its seq from it.
+            "SELECT i.seq, COALESCE(d.sender_id, i.sender_id), COALESCE(d.sender_device, i.sender_device),
+                    a.username, a.display_name, a.is_bot,
+                    COALESCE(d.message_id, i.message_id), COALESCE(d.date, i.date),
+                    COALESCE(d.ciphertext, i.ciphertext), COALESCE(d.client_message_id, i.client_message_id),
+                    COALESCE(d.group_id, i.group_id), COALESCE(d.group_kind, i.group_kind),
+                    COALESCE(d.group_seq, i.group_seq), COALESCE(d.group_epoch, i.group_epoch),
+                    CASE WHEN d.id IS NULL THEN i.group_change ELSE d.group_change END, g.title, g.type
+             FROM inbox i LEFT JOIN group_deliveries d ON d.id = i.delivery_id
+                          LEFT JOIN accounts a ON a.id = COALESCE(d.sender_id, i.sender_id)
+                          LEFT JOIN groups g ON g.group_id = COALESCE(d.group_id, i.group_id)
              WHERE i.account_id = ?1 AND i.device_id = ?2 AND i.seq > ?3
              ORDER BY i.seq LIMIT ?4",
         )
@@ -52,9 +66,49 @@ pub fn read_inbox(conn: &Connection, addr: DeviceAddr, after: u64, limit: usize)
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(db_error("reading an inbox"))
 }
 
-/// The group columns of an inbox row (`GroupDelivery` without what the `groups` row holds).
-#[derive(Debug, Clone)]
-pub(super) struct GroupColumns<'a> {
+/// Step 12 of `platform.db`: group deliveries stored once, named by the inbox rows of the
+/// devices they go to (`delivery_id`), each counting the rows that still name it.
+pub(super) const SCHEMA_GROUP_DELIVERIES: &str = "
+CREATE TABLE group_deliveries (
+    id                 INTEGER PRIMARY KEY,
+    sender_id          INTEGER NOT NULL,
+    sender_device      INTEGER NOT NULL,
+    message_id         INTEGER NOT NULL,
+    date               INTEGER NOT NULL,
+    client_message_id  TEXT NOT NULL,
+    ciphertext         BLOB NOT NULL,
+    group_id           BLOB NOT NULL,
+    group_kind         INTEGER NOT NULL,
+    group_seq          INTEGER NOT NULL,
+    group_epoch        INTEGER NOT NULL,
+    group_change       BLOB,
+    refs               INTEGER NOT NULL
+);
+ALTER TABLE inbox ADD COLUMN delivery_id INTEGER;
+CREATE TRIGGER inbox_delivery_release AFTER DELETE ON inbox WHEN OLD.delivery_id IS NOT NULL BEGIN
+    UPDATE group_deliveries SET refs = refs - 1 WHERE id = OLD.delivery_id;
+    DELETE FROM group_deliveries WHERE id = OLD.delivery_id AND refs <= 0;
+END;
+";
+
+/// One private message's ciphertext for one device.
+pub(super) struct InboxRow<'a> {
+    pub to: DeviceAddr,
+    pub sender: DeviceAddr,
+    pub message_id: u64,
+    pub date: i64,
+    pub client_message_id: &'a str,
+    pub ciphertext: &'a [u8],
+}
+
+/// One group delivery, the same for every device it goes to (`GroupDelivery` without what
+/// the `groups` row holds).
+pub(super) struct GroupDeliveryRow<'a> {
+    pub sender: DeviceAddr,
+    pub message_id: u64,
+    pub date: i64,
+    pub client_message_id: &'a str,
+    pub ciphertext: &'a [u8],
     pub group_id: &'a [u8],
     pub kind: i32,
     pub group_seq: u64,
@@ -63,25 +117,11 @@ pub(super) struct GroupColumns<'a> {
     pub change: Option<&'a [u8]>,
 }
 
-/// One inbox entry to append: a private message's ciphertext for one device, or a group
-/// delivery (`group` set).
-pub(super) struct InboxRow<'a> {
-    pub to: DeviceAddr,
-    pub sender: DeviceAddr,
-    pub message_id: u64,
-    pub date: i64,
-    pub client_message_id: &'a str,
-    pub ciphertext: &'a [u8],
-    pub group: Option<GroupColumns<'a>>,
-}
-
-/// Appends one entry to a device's inbox (the one insert path of private and group traffic).
+/// Appends a private message to a device's inbox.
 pub(super) fn append_inbox(tx: &Connection, row: &InboxRow<'_>) -> Result<()> {
-    let g = row.group.as_ref();
     tx.prepare_cached(
-        "INSERT INTO inbox (account_id, device_id, sender_id, sender_device, message_id, date,
-                            client_message_id, ciphertext, group_id, group_kind, group_seq, group_epoch, group_change)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        "INSERT INTO inbox (account_id, device_id, sender_id, sender_device, message_id, date, client_message_id, ciphertext)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )
     .and_then(|mut s| {
         s.execute(params![
@@ -93,13 +133,50 @@ pub(super) fn append_inbox(tx: &Connection, row: &InboxRow<'_>) -> Result<()> {
             row.date,
             row.client_message_id,
             row.ciphertext,
-            g.map(|g| g.group_id),
-            g.map(|g| g.kind),
-            g.map(|g| g.group_seq),
-            g.map(|g| g.epoch),
-            g.and_then(|g| g.change),
         ])
     })
     .map_err(db_error("appending to an inbox"))?;
+    Ok(())
+}
+
+/// Stores `d` once and appends it to the inbox of each device in `to`.
+pub(super) fn append_group_delivery(tx: &Connection, d: &GroupDeliveryRow<'_>, to: &[DeviceAddr]) -> Result<()> {
+    if to.is_empty() {
+        return Ok(());
+    }
+    let delivery: i64 = tx
+        .prepare_cached(
+            "INSERT INTO group_deliveries (sender_id, sender_device, message_id, date, client_message_id, ciphertext,
+                                           group_id, group_kind, group_seq, group_epoch, group_change, refs)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        )
+        .and_then(|mut s| {
+            s.insert(params![
+                d.sender.user_id,
+                d.sender.device_id,
+                d.message_id,
+                d.date,
+                d.client_message_id,
+                d.ciphertext,
+                d.group_id,
+                d.kind,
+                d.group_seq,
+                d.epoch,
+                d.change,
+                to.len() as i64,
+            ])
+        })
+        .map_err(db_error("storing a group delivery"))?;
+    // The row's own columns are the delivery's: zeros and empties here, NOT NULL since step 1.
+    let mut append = tx
+        .prepare_cached(
+            "INSERT INTO inbox (account_id, device_id, sender_id, sender_device, message_id, date, client_message_id,
+                                ciphertext, delivery_id)
+             VALUES (?1, ?2, 0, 0, 0, 0, '', X'', ?3)",
+        )
+        .map_err(db_error("appending to an inbox"))?;
+    for addr in to {
+        append.execute(params![addr.user_id, addr.device_id, delivery]).map_err(db_error("appending to an inbox"))?;
+    }
     Ok(())
 }

@@ -180,7 +180,7 @@ fn send_one(
         let to = DeviceAddr { user_id: m.recipient_id, device_id: *device_id };
         append_inbox(
             tx,
-            &InboxRow { to, sender, message_id, date: now, client_message_id: &m.client_message_id, ciphertext, group: None },
+            &InboxRow { to, sender, message_id, date: now, client_message_id: &m.client_message_id, ciphertext },
         )?;
         delivered_to.insert(to);
     }

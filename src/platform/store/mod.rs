@@ -68,6 +68,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 10, sql: &[groups::SCHEMA_KEY_PACKAGE_EXPIRY] },
     // openmls' ratchet trees may be compact (`crypto::mls_codec`).
     Step { version: 11, sql: &[crate::crypto::mls_codec::SCHEMA_STEP] },
+    // A group delivery stored once for all the devices it goes to (`inbox`).
+    Step { version: 12, sql: &[inbox::SCHEMA_GROUP_DELIVERIES] },
 ];
 
 /// Step 4: devices of a bot: when each was last seen (an authenticated call or an Inbox stream,
@@ -500,6 +502,53 @@ mod tests {
         assert_eq!(mode & 0o777, 0o700);
         let mode = std::fs::metadata(store.path()).expect("db").permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    /// Inbox rows written before step 12 keep their own ciphertext: they read and acknowledge
+    /// as before once the file is upgraded.
+    #[test]
+    fn inbox_rows_of_the_release_before_read_the_same_after_the_upgrade() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let data = dir.path().join("data");
+        let (bob_id, bob_device) = {
+            let store = Store::open(&data).expect("open");
+            let bob = user(&store, "bob", 0);
+            (bob.user_id, bob.device_id)
+        };
+        {
+            // Back to version 11, as the release before left it, with a row it wrote.
+            let conn = Connection::open(data.join(DB_FILE)).expect("raw");
+            conn.execute_batch(
+                "DROP TRIGGER inbox_delivery_release; ALTER TABLE inbox DROP COLUMN delivery_id;
+                 DROP TABLE group_deliveries; PRAGMA user_version = 11;",
+            )
+            .expect("as version 11");
+            conn.execute(
+                "INSERT INTO inbox (account_id, device_id, sender_id, sender_device, message_id, date, client_message_id, ciphertext)
+                 VALUES (?1, ?2, 1, 1, 5, 100, 'old', X'0A0B0C')",
+                rusqlite::params![bob_id, bob_device],
+            )
+            .expect("an old private row");
+            conn.execute(
+                "INSERT INTO inbox (account_id, device_id, sender_id, sender_device, message_id, date, client_message_id,
+                                    ciphertext, group_id, group_kind, group_seq, group_epoch, group_change)
+                 VALUES (?1, ?2, 1, 1, 6, 101, 'old-group', X'0D', X'07', 2, 9, 3, X'0E')",
+                rusqlite::params![bob_id, bob_device],
+            )
+            .expect("an old group row");
+        }
+        let store = Store::open(&data).expect("upgraded");
+        let version: u32 = store.lock().query_row("PRAGMA user_version", [], |r| r.get(0)).expect("version");
+        assert_eq!(version, STEPS.last().expect("steps").version);
+        let bob = DeviceAddr { user_id: bob_id, device_id: bob_device };
+        let entries = read_inbox(&store.open_reader().expect("reader"), bob, 0, 10).expect("read");
+        assert_eq!(entries.len(), 2);
+        assert_eq!((entries[0].message_id, entries[0].ciphertext.as_slice(), entries[0].group.is_none()), (5, &[10u8, 11, 12][..], true));
+        let (old, g) = (&entries[1], entries[1].group.as_ref().expect("the group columns"));
+        assert_eq!((old.message_id, old.client_message_id.as_str(), old.ciphertext.as_slice()), (6, "old-group", &[13u8][..]));
+        assert_eq!((g.group_id.as_slice(), g.kind, g.group_seq, g.epoch, g.change.as_deref()), (&[7u8][..], 2, 9, 3, Some(&[14u8][..])));
+        assert_eq!(store.ack(bob, &[entries[0].seq, entries[1].seq]).expect("ack"), 2);
+        assert!(read_inbox(&store.open_reader().expect("reader"), bob, 0, 10).expect("read").is_empty());
     }
 
     #[test]

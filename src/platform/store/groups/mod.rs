@@ -28,7 +28,7 @@ use openmls::prelude::*;
 use protobuf::{Enum as _, Message as _};
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::inbox::{append_inbox, GroupColumns, InboxRow};
+use super::inbox::{append_group_delivery, GroupDeliveryRow};
 use super::{DeviceAddr, Store, CIPHERTEXT_MAX, CLIENT_MESSAGE_ID_MAX};
 use crate::crypto::mls::{self, MlsProvider};
 use crate::e2e::group::short_id;
@@ -520,7 +520,8 @@ struct Delivery<'a> {
     change: Option<&'a [u8]>,
 }
 
-/// Takes the next group seq and appends `d` to each device's inbox; returns the seq.
+/// Takes the next group seq and appends `d` to each device's inbox (stored once for all of
+/// them); returns the seq.
 fn deliver(
     tx: &Connection,
     d: &Delivery<'_>,
@@ -528,23 +529,21 @@ fn deliver(
     delivered: &mut BTreeSet<DeviceAddr>,
 ) -> Result<u64> {
     let group_seq = next_seq(tx, d.group_id)?;
-    for addr in to {
-        let group =
-            GroupColumns { group_id: d.group_id, kind: d.kind.value(), group_seq, epoch: d.epoch, change: d.change };
-        append_inbox(
-            tx,
-            &InboxRow {
-                to: addr,
-                sender: d.sender,
-                message_id: d.message_id,
-                date: d.date,
-                client_message_id: d.client_message_id,
-                ciphertext: d.ciphertext,
-                group: Some(group),
-            },
-        )?;
-        delivered.insert(addr);
-    }
+    let to: Vec<DeviceAddr> = to.into_iter().collect();
+    let row = GroupDeliveryRow {
+        sender: d.sender,
+        message_id: d.message_id,
+        date: d.date,
+        client_message_id: d.client_message_id,
+        ciphertext: d.ciphertext,
+        group_id: d.group_id,
+        kind: d.kind.value(),
+        group_seq,
+        epoch: d.epoch,
+        change: d.change,
+    };
+    append_group_delivery(tx, &row, &to)?;
+    delivered.extend(to);
     Ok(group_seq)
 }
 

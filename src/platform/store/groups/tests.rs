@@ -850,3 +850,62 @@ fn a_batch_is_answered_as_its_messages_would_be_alone() {
     let pending = || GroupSendOutcome::RemovalsPending { users: vec![bob.addr.user_id], devices: vec![] };
     assert_eq!(out, [pending(), pending()]);
 }
+
+/// The `refs` of every stored group delivery, oldest first.
+fn deliveries(store: &Store) -> Vec<i64> {
+    let conn = store.lock();
+    let mut stmt = conn.prepare("SELECT refs FROM group_deliveries ORDER BY id").unwrap();
+    let refs = stmt.query_map([], |r| r.get(0)).unwrap().collect::<rusqlite::Result<Vec<i64>>>().unwrap();
+    refs
+}
+
+/// A group message is stored once for every device it goes to, each device's inbox reads it
+/// whole, and it is gone once the last of its rows is acknowledged or dropped with its device.
+#[test]
+fn a_group_delivery_is_stored_once_and_released_with_its_last_inbox_row() {
+    let (_d, store) = store();
+    let alice = user(&store, "alice");
+    let (bob, carol) = (user(&store, "bob"), user(&store, "carol"));
+    create(&store, &alice, pb::GroupType::GROUP);
+    for (d, cmid) in [(&bob, "jb"), (&carol, "jc")] {
+        store.add_group_member(alice.addr, &GID, d.addr.user_id, 1100).expect("invite");
+        for member in [&alice, &bob, &carol] {
+            catch_up(&store, member);
+        }
+        join_external(&store, d, cmid);
+    }
+    for d in [&alice, &bob, &carol] {
+        catch_up(&store, d);
+    }
+    assert!(deliveries(&store).is_empty(), "every delivery so far was acknowledged");
+
+    let (secret, _) = e2e::group::encrypt(&alice.conn, &GID, b"once").expect("encrypt");
+    let (epoch, group_seq, message_id) = ok(&send(&store, &alice, "once", &CommitOut { message: secret.clone(), ..Default::default() }));
+    assert_eq!(deliveries(&store), [2], "one copy, named by bob's and carol's rows");
+    let own: (usize, i64, i64) = store
+        .lock()
+        .query_row(
+            "SELECT count(*), sum(length(ciphertext)), sum(length(client_message_id)) FROM inbox WHERE delivery_id IS NOT NULL",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(own, (2, 0, 0), "the rows hold no copy of their own");
+
+    let bobs = inbox(&store, &bob);
+    assert_eq!(bobs.len(), 1);
+    let e = &bobs[0];
+    assert_eq!((&e.ciphertext, e.sender, e.sender_username.as_str()), (&secret, alice.addr, "alice"), "read whole through the row");
+    assert_eq!((e.message_id, e.client_message_id.as_str()), (message_id, "once"));
+    let g = e.group.as_ref().expect("a group delivery");
+    assert_eq!((g.group_id.as_slice(), g.group_seq, g.epoch, g.title.as_str()), (&GID[..], group_seq, epoch, "Test group"));
+    assert_eq!((kind(e), g.change.clone()), (DeliveryKind::MLS_MESSAGE, None));
+    assert_eq!(deliveries(&store), [1], "bob's acknowledgement released his reference only");
+    let reader = store.open_reader().expect("reader");
+    assert_eq!(read_inbox(&reader, carol.addr, 0, 10).expect("read")[0].ciphertext, secret);
+    assert!(matches!(e2e::group::receive(&carol.conn, &GID, &secret), Ok(Received::Application { .. })));
+
+    store.remove_device(carol.addr, 3000).expect("removed");
+    assert!(deliveries(&store).is_empty(), "dropping carol's inbox released the last reference");
+    assert!(e2e::group::receive(&bob.conn, &GID, &e.ciphertext).is_ok(), "bob read what he was given");
+}
