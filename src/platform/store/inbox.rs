@@ -1,6 +1,6 @@
-//! The per-device inbox: the one insert path of private and group traffic, and the ordered
-//! read the Inbox stream serves. Sends (`messages.rs`) and group deliveries (`groups.rs`) both
-//! append here.
+//! The per-device inbox: how private and group traffic is appended to it, and the ordered read
+//! the Inbox stream serves. Sends (`messages.rs`) and group deliveries (`groups.rs`) both
+//! append here, nowhere else.
 //!
 //! A private message has a ciphertext per device, kept in that device's inbox row. A group
 //! delivery is the same for every device it goes to: it is stored once (`group_deliveries`:
