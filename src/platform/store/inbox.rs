@@ -10,9 +10,11 @@
 //! reset), whatever deleted them. Group rows written before step 12 carry their columns
 //! themselves and read as before.
 
+use protobuf::Enum as _;
 use rusqlite::{params, Connection};
 
 use super::{DeviceAddr, GroupEntry, InboxEntry};
+use crate::wire::platform::group_delivery::Kind as DeliveryKind;
 use crate::platform::error::{db_error, Result};
 
 /// Up to `limit` entries of a device's inbox with `seq > after`, in order.
@@ -101,18 +103,17 @@ pub(super) struct InboxRow<'a> {
     pub ciphertext: &'a [u8],
 }
 
-/// One group delivery, the same for every device it goes to (`GroupDelivery` without what
-/// the `groups` row holds).
-pub(super) struct GroupDeliveryRow<'a> {
+/// One delivery of a group's order, the same for every device it goes to (`GroupDelivery`
+/// without its seq and what the `groups` row holds).
+pub(super) struct GroupDelivery<'a> {
+    pub group_id: &'a [u8],
+    pub kind: DeliveryKind,
+    pub epoch: u64,
     pub sender: DeviceAddr,
     pub message_id: u64,
     pub date: i64,
     pub client_message_id: &'a str,
     pub ciphertext: &'a [u8],
-    pub group_id: &'a [u8],
-    pub kind: i32,
-    pub group_seq: u64,
-    pub epoch: u64,
     /// MEMBERSHIP: the encoded `MembershipChange`.
     pub change: Option<&'a [u8]>,
 }
@@ -139,8 +140,9 @@ pub(super) fn append_inbox(tx: &Connection, row: &InboxRow<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Stores `d` once and appends it to the inbox of each device in `to`.
-pub(super) fn append_group_delivery(tx: &Connection, d: &GroupDeliveryRow<'_>, to: &[DeviceAddr]) -> Result<()> {
+/// Stores `d`, seq `group_seq` of its group, once and appends it to the inbox of each device
+/// in `to`.
+pub(super) fn append_group_delivery(tx: &Connection, d: &GroupDelivery<'_>, group_seq: u64, to: &[DeviceAddr]) -> Result<()> {
     if to.is_empty() {
         return Ok(());
     }
@@ -159,8 +161,8 @@ pub(super) fn append_group_delivery(tx: &Connection, d: &GroupDeliveryRow<'_>, t
                 d.client_message_id,
                 d.ciphertext,
                 d.group_id,
-                d.kind,
-                d.group_seq,
+                d.kind.value(),
+                group_seq,
                 d.epoch,
                 d.change,
                 to.len() as i64,

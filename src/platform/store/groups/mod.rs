@@ -28,7 +28,7 @@ use openmls::prelude::*;
 use protobuf::{Enum as _, Message as _};
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::inbox::{append_group_delivery, GroupDeliveryRow};
+use super::inbox::{append_group_delivery, GroupDelivery as Delivery};
 use super::{DeviceAddr, Store, CIPHERTEXT_MAX, CLIENT_MESSAGE_ID_MAX};
 use crate::crypto::mls::{self, MlsProvider};
 use crate::e2e::group::short_id;
@@ -507,19 +507,6 @@ fn next_seq(tx: &Connection, group_id: &[u8]) -> Result<u64> {
         .map_err(db_error("taking a group seq"))
 }
 
-/// One delivery of the group's order to some devices.
-struct Delivery<'a> {
-    group_id: &'a [u8],
-    kind: DeliveryKind,
-    epoch: u64,
-    sender: DeviceAddr,
-    message_id: u64,
-    date: i64,
-    client_message_id: &'a str,
-    ciphertext: &'a [u8],
-    change: Option<&'a [u8]>,
-}
-
 /// Takes the next group seq and appends `d` to each device's inbox (stored once for all of
 /// them); returns the seq.
 fn deliver(
@@ -530,19 +517,7 @@ fn deliver(
 ) -> Result<u64> {
     let group_seq = next_seq(tx, d.group_id)?;
     let to: Vec<DeviceAddr> = to.into_iter().collect();
-    let row = GroupDeliveryRow {
-        sender: d.sender,
-        message_id: d.message_id,
-        date: d.date,
-        client_message_id: d.client_message_id,
-        ciphertext: d.ciphertext,
-        group_id: d.group_id,
-        kind: d.kind.value(),
-        group_seq,
-        epoch: d.epoch,
-        change: d.change,
-    };
-    append_group_delivery(tx, &row, &to)?;
+    append_group_delivery(tx, d, group_seq, &to)?;
     delivered.extend(to);
     Ok(group_seq)
 }
