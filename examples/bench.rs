@@ -15,7 +15,9 @@
 //!   fresh gateway imports them into its queue;
 //! - echo round trip: a user sends, the bot (one pooled connection) answers through
 //!   `sendMessage`, the user receives the reply; p50 / p99 over N messages, and the p50 of each
-//!   leg: the user's send call, on to the bot, the bot's sendMessage, back to the user.
+//!   leg: the user's send call, on to the bot, the bot's sendMessage, back to the user; and,
+//!   from the gateway's `/metrics` over the echoes, the mean of its sendMessage split into its
+//!   two platform calls and the rest (the gateway's own steps and hand-offs).
 //!
 //! Run with `scripts/bench` (it builds the binaries first). Sizes: BENCH_USERS (4),
 //! BENCH_MESSAGES (20,000: a run of 500 lasted about 80 ms, so the first batch, the threads'
@@ -154,6 +156,10 @@ fn main() {
         .expect("spawn bot");
     let user = world.user("echo_user");
     let bot = format!("@{}", world.bot_username());
+    let scrape = || -> String {
+        ureq::get(&format!("{}/metrics", world.gateway.ext_base)).call().expect("/metrics").into_string().expect("text")
+    };
+    let before = scrape();
     // Per echo: total, user's send call, on to the bot, the bot's sendMessage, back to the user.
     let mut samples: [Vec<Duration>; 5] = Default::default();
     for i in 0..echo_n {
@@ -191,6 +197,28 @@ fn main() {
         .map(|(name, v)| format!("{name} {:.2}", ms(pct(v, 0.50))))
         .collect();
     rows.push(("echo legs, p50 ms each".into(), format!("{echo_n} msgs"), legs.join("; ")));
+    // Inside the gateway, from its /metrics over the echoes: sendMessage's two platform calls
+    // and what is left for its own steps (the outbox's writer jobs, the seal, the hand-offs).
+    let after = scrape();
+    let mean_ms = |sum: &str, count: &str| {
+        let delta = |name: &str| metric(&after, name) - metric(&before, name);
+        let n = delta(count);
+        if n > 0.0 { delta(sum) / n * 1e3 } else { f64::NAN }
+    };
+    let call = |rpc: &str| {
+        let series = |part: &str| format!("botgw_platform_call_duration_seconds_{part}{{method=\"{rpc}\"}}");
+        mean_ms(&series("sum"), &series("count"))
+    };
+    let send_message = mean_ms("botgw_send_message_duration_seconds_sum", "botgw_send_message_duration_seconds_count");
+    let (reserve, send) = (call("ReserveMessageIds"), call("SendMessages"));
+    rows.push((
+        "the bot's sendMessage inside the gateway, mean ms (its /metrics)".into(),
+        format!("{echo_n} msgs"),
+        format!(
+            "{send_message:.2}: ReserveMessageIds {reserve:.2}, SendMessages {send:.2}, the gateway's own steps and hand-offs {:.2}",
+            send_message - reserve - send
+        ),
+    ));
 
     rows.push((
         format!("limit: open a ratchet step + store an update + advance the cursor, {LIMIT_BATCH} per writer job (in process)"),
@@ -318,4 +346,14 @@ impl Loader {
         }
         Instant::now()
     }
+}
+
+/// The value of the sample whose name and labels start with `prefix` in a /metrics text (a
+/// per-bot series: the bench's one bot); 0 when there is none yet.
+fn metric(scrape: &str, prefix: &str) -> f64 {
+    scrape
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.starts_with(prefix))
+        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
 }

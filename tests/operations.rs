@@ -59,6 +59,7 @@ want = {
     "botgw_bot_api_requests": "counter", "botgw_queue_depth": "gauge",
     "botgw_get_updates_duration_seconds": "histogram", "botgw_send_message_duration_seconds": "histogram",
     "botgw_platform_reconnects": "counter", "process_threads": "gauge",
+    "botgw_platform_call_duration_seconds": "histogram",
 }
 for name, kind in want.items():
     if name not in families or families[name].type != kind:
@@ -127,6 +128,10 @@ fn metrics_count_the_traffic_and_parse() {
     assert_eq!(sample(&scrape, &format!("botgw_send_message_duration_seconds_count{{{bot}}}")), 3.0);
     assert_eq!(sample(&scrape, &format!("botgw_send_message_duration_seconds_bucket{{{bot},le=\"+Inf\"}}")), 3.0);
     assert!(sample(&scrape, &format!("botgw_get_updates_duration_seconds_count{{{bot}}}")) >= 2.0);
+    // Each message sent was a reservation and a send on the platform (counted over all bots).
+    assert!(sample(&scrape, "botgw_platform_call_duration_seconds_count{method=\"ReserveMessageIds\"}") >= 2.0);
+    assert!(sample(&scrape, "botgw_platform_call_duration_seconds_count{method=\"SendMessages\"}") >= 2.0);
+    assert!(sample(&scrape, "botgw_platform_call_duration_seconds_sum{method=\"SendMessages\"}") > 0.0);
     assert!(sample(&scrape, "process_threads") > 10.0);
     assert!(sample(&scrape, "process_open_fds") > 3.0);
     assert!(sample(&scrape, "process_resident_memory_bytes") > 1e6);

@@ -18,8 +18,10 @@ use std::time::Duration;
 /// `Content-Type` of the text format this module renders.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Upper bounds (seconds) of the latency histograms: from a quick call to a 50 s long poll.
-const BUCKETS: [f64; 14] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 60.0];
+/// Upper bounds (seconds) of the latency histograms: from a platform call on loopback (a few
+/// hundred microseconds) to a 50 s long poll.
+const BUCKETS: [f64; 17] =
+    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 60.0];
 
 /// A latency histogram: one counter per bucket (not cumulative; summed when rendered), the
 /// count and the sum in microseconds.
@@ -38,6 +40,24 @@ impl Histogram {
         }
         self.count.fetch_add(1, Ordering::Relaxed);
         self.sum_micros.fetch_add(took.as_micros().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+    }
+}
+
+/// How long the platform took to answer each kind of call, over every bot of the process (a
+/// label per bot and method would be thousands of series in a gateway of many bots). Filled by
+/// the gRPC port ([`PLATFORM_CALLS`]).
+pub struct PlatformCalls {
+    /// By the port's method name (`send_messages`); rendered as the RPC's (`SendMessages`).
+    calls: Mutex<BTreeMap<&'static str, Histogram>>,
+}
+
+/// The platform calls of this process.
+pub static PLATFORM_CALLS: PlatformCalls = PlatformCalls { calls: Mutex::new(BTreeMap::new()) };
+
+impl PlatformCalls {
+    /// A call to `method` answered (or failed) after `took`.
+    pub fn observe(&self, method: &'static str, took: Duration) {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner()).entry(method).or_default().observe(took);
     }
 }
 
@@ -96,8 +116,13 @@ pub struct BotSample<'a> {
     pub failed_threads: usize,
 }
 
-/// The whole `/metrics` body.
+/// The whole `/metrics` body: the bots', then the process' ([`PLATFORM_CALLS`], memory,
+/// threads, descriptors).
 pub fn render(bots: &[BotSample<'_>]) -> String {
+    render_with(bots, &PLATFORM_CALLS)
+}
+
+fn render_with(bots: &[BotSample<'_>], calls: &PlatformCalls) -> String {
     let mut out = String::new();
     let r = &mut out;
     header(r, "botgw_info", "gauge", "Version and compatibility profile of this gateway (always 1).");
@@ -139,8 +164,28 @@ pub fn render(bots: &[BotSample<'_>]) -> String {
     }
     histogram(r, bots, "botgw_get_updates_duration_seconds", "Time to answer getUpdates (long polls included).", |m| &m.get_updates_seconds);
     histogram(r, bots, "botgw_send_message_duration_seconds", "Time to answer sendMessage (until the platform accepted it).", |m| &m.send_message_seconds);
+    platform_calls(r, calls);
     process(r);
     out
+}
+
+fn platform_calls(r: &mut String, calls: &PlatformCalls) {
+    let name = "botgw_platform_call_duration_seconds";
+    header(r, name, "histogram", "Time the platform took to answer a call the gateway waited for (all bots), by RPC; streams, file transfers and calls sent without waiting (acknowledgements, webhook credential checks) are not in it.");
+    for (method, h) in calls.calls.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        samples(r, name, &format!("method=\"{}\"", esc(&rpc_name(method))), h);
+    }
+}
+
+/// `send_messages` → `SendMessages`: the port's method as the platform's RPC is named.
+fn rpc_name(method: &str) -> String {
+    method
+        .split('_')
+        .map(|word| {
+            let mut chars = word.chars();
+            chars.next().map(|first| first.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
+        })
+        .collect()
 }
 
 fn header(r: &mut String, name: &str, kind: &str, help: &str) {
@@ -165,19 +210,22 @@ fn counter(r: &mut String, bots: &[BotSample<'_>], name: &str, help: &str, value
 fn histogram(r: &mut String, bots: &[BotSample<'_>], name: &str, help: &str, of: impl Fn(&BotMetrics) -> &Histogram) {
     header(r, name, "histogram", help);
     for b in bots {
-        let h = of(b.metrics);
-        let bot = esc(&b.bot);
-        let count = h.count.load(Ordering::Relaxed);
-        let mut cumulative = 0;
-        for (bound, n) in BUCKETS.iter().zip(&h.buckets) {
-            cumulative += n.load(Ordering::Relaxed);
-            let _ = writeln!(r, "{name}_bucket{{bot=\"{bot}\",le=\"{bound}\"}} {cumulative}");
-        }
-        let _ = writeln!(r, "{name}_bucket{{bot=\"{bot}\",le=\"+Inf\"}} {count}");
-        let sum = h.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(r, "{name}_sum{{bot=\"{bot}\"}} {sum}");
-        let _ = writeln!(r, "{name}_count{{bot=\"{bot}\"}} {count}");
+        samples(r, name, &format!("bot=\"{}\"", esc(&b.bot)), of(b.metrics));
     }
+}
+
+/// One histogram's samples under `labels` (already escaped).
+fn samples(r: &mut String, name: &str, labels: &str, h: &Histogram) {
+    let count = h.count.load(Ordering::Relaxed);
+    let mut cumulative = 0;
+    for (bound, n) in BUCKETS.iter().zip(&h.buckets) {
+        cumulative += n.load(Ordering::Relaxed);
+        let _ = writeln!(r, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
+    }
+    let _ = writeln!(r, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
+    let sum = h.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+    let _ = writeln!(r, "{name}_sum{{{labels}}} {sum}");
+    let _ = writeln!(r, "{name}_count{{{labels}}} {count}");
 }
 
 /// The process: resident memory, threads and open descriptors, from `/proc/self` on Linux.
@@ -229,7 +277,10 @@ mod tests {
             credential_refused: false,
             failed_threads: 0,
         };
-        let text = render(&[sample]);
+        let calls = PlatformCalls { calls: Mutex::new(BTreeMap::new()) };
+        calls.observe("reserve_message_ids", Duration::from_micros(400));
+        calls.observe("reserve_message_ids", Duration::from_micros(2000));
+        let text = render_with(&[sample], &calls);
         for line in [
             "botgw_queue_depth{bot=\"@a\\\"b\"} 4",
             "botgw_updates_received_total{bot=\"@a\\\"b\"} 3",
@@ -242,6 +293,11 @@ mod tests {
             "botgw_get_updates_duration_seconds_bucket{bot=\"@a\\\"b\",le=\"+Inf\"} 2",
             "botgw_get_updates_duration_seconds_count{bot=\"@a\\\"b\"} 2",
             "# TYPE botgw_send_message_duration_seconds histogram",
+            "botgw_platform_call_duration_seconds_bucket{method=\"ReserveMessageIds\",le=\"0.0005\"} 1",
+            "botgw_platform_call_duration_seconds_bucket{method=\"ReserveMessageIds\",le=\"0.001\"} 1",
+            "botgw_platform_call_duration_seconds_bucket{method=\"ReserveMessageIds\",le=\"0.0025\"} 2",
+            "botgw_platform_call_duration_seconds_sum{method=\"ReserveMessageIds\"} 0.0024",
+            "botgw_platform_call_duration_seconds_count{method=\"ReserveMessageIds\"} 2",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }

@@ -35,7 +35,10 @@ macro_rules! grpc_calls {
     ($($name:ident($req:ty) -> $resp:ty;)*) => {
         impl PlatformPort for GrpcPort {
             $(fn $name(&self, req: &$req) -> Reply<$resp> {
-                self.platform.client.$name(req, self.platform.opt())
+                let started = std::time::Instant::now();
+                let answer = self.platform.client.$name(req, self.platform.opt());
+                crate::gateway::metrics::PLATFORM_CALLS.observe(stringify!($name), started.elapsed());
+                answer
             })*
 
             fn start_verify_credential(&self) -> PendingCheck {
