@@ -348,8 +348,9 @@ impl Loader {
     }
 }
 
-/// The value of the sample whose name and labels start with `prefix` in a /metrics text (a
-/// per-bot series: the bench's one bot); 0 when there is none yet.
+/// The value of the first sample whose name and labels start with `prefix` in a /metrics text
+/// (the bench's gateway serves one bot, so a per-bot series has one sample); 0 when there is
+/// none yet.
 fn metric(scrape: &str, prefix: &str) -> f64 {
     scrape
         .lines()

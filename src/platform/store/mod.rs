@@ -504,8 +504,9 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
     }
 
-    /// Inbox rows written before step 12 keep their own ciphertext: they read and acknowledge
-    /// as before once the file is upgraded.
+    /// Inbox rows written before step 12 keep their own columns (a private message's, and a
+    /// group delivery's written per device): they read and acknowledge as before once the file
+    /// is upgraded.
     #[test]
     fn inbox_rows_of_the_release_before_read_the_same_after_the_upgrade() {
         let dir = tempfile::tempdir().expect("temp dir");
