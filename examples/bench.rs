@@ -201,7 +201,10 @@ fn main() {
     // and what is left for its own steps (the outbox's writer jobs, the seal, the hand-offs).
     let after = scrape();
     let mean_ms = |sum: &str, count: &str| {
-        let delta = |name: &str| metric(&after, name) - metric(&before, name);
+        // A series not scraped yet counts from 0.
+        let delta = |series: &str| {
+            support::metric_sample(&after, series).unwrap_or(0.0) - support::metric_sample(&before, series).unwrap_or(0.0)
+        };
         let n = delta(count);
         if n > 0.0 { delta(sum) / n * 1e3 } else { f64::NAN }
     };
@@ -209,7 +212,8 @@ fn main() {
         let series = |part: &str| format!("botgw_platform_call_duration_seconds_{part}{{method=\"{rpc}\"}}");
         mean_ms(&series("sum"), &series("count"))
     };
-    let send_message = mean_ms("botgw_send_message_duration_seconds_sum", "botgw_send_message_duration_seconds_count");
+    let of_bot = |part: &str| format!("botgw_send_message_duration_seconds_{part}{{bot=\"{bot}\"}}");
+    let send_message = mean_ms(&of_bot("sum"), &of_bot("count"));
     let (reserve, send) = (call("ReserveMessageIds"), call("SendMessages"));
     rows.push((
         "the bot's sendMessage inside the gateway, mean ms (its /metrics)".into(),
@@ -346,15 +350,4 @@ impl Loader {
         }
         Instant::now()
     }
-}
-
-/// The value of the first sample whose name and labels start with `prefix` in a /metrics text
-/// (the bench's gateway serves one bot, so a per-bot series has one sample); 0 when there is
-/// none yet.
-fn metric(scrape: &str, prefix: &str) -> f64 {
-    scrape
-        .lines()
-        .filter(|l| !l.starts_with('#') && l.starts_with(prefix))
-        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0.0)
 }

@@ -22,14 +22,9 @@ fn get(url: &str) -> (u16, String, String) {
     }
 }
 
-/// The value of the sample `name{labels}` in a scrape.
+/// The value of the sample `name{labels}` in a scrape; there must be one.
 fn sample(scrape: &str, series: &str) -> f64 {
-    scrape
-        .lines()
-        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
-        .unwrap_or_else(|| panic!("no sample {series} in\n{scrape}"))
-        .parse()
-        .expect("a number")
+    support::metric_sample(scrape, series).unwrap_or_else(|| panic!("no sample {series} with a number in\n{scrape}"))
 }
 
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {

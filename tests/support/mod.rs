@@ -311,6 +311,11 @@ pub fn threads_and_fds(pid: u32) -> (usize, usize) {
     (count(format!("/proc/{pid}/task")), count(format!("/proc/{pid}/fd")))
 }
 
+/// The value of the sample `name{labels}` (exactly that series) in a `/metrics` scrape.
+pub fn metric_sample(scrape: &str, series: &str) -> Option<f64> {
+    scrape.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
 /// A `KiB` field of a process's /proc status (`VmRSS:`, `VmHWM:`); `pid` may be `self`. 0 when
 /// unreadable.
 pub fn status_kib(pid: &str, field: &str) -> u64 {
