@@ -301,17 +301,21 @@ impl Decryptor {
     /// input right after it; returns the plaintext length. On `Err`, `output` holds unverified
     /// plaintext and must be discarded.
     pub fn decrypt(&self, input: impl Read, mut output: impl Write) -> Result<u64> {
-        let len = self.decrypt_chunks(input, |plain| output.write_all(&plain))?;
+        // One buffer for every chunk: written out, then filled again.
+        let len = self.decrypt_chunks(input, |plain| output.write_all(&plain).map(|()| plain))?;
         output.flush()?;
         Ok(len)
     }
 
     /// [`Decryptor::decrypt`] handing each chunk's plaintext to `each` as it is verified (a
-    /// caller that passes it to another thread need not copy it).
-    pub fn decrypt_chunks(&self, input: impl Read, mut each: impl FnMut(Vec<u8>) -> io::Result<()>) -> Result<u64> {
+    /// caller that passes it to another thread need not copy it). `each` returns the buffer
+    /// the next chunk is decrypted into: one it is done with, so that a transfer does not
+    /// allocate (and fault in) a buffer per chunk, or an empty one.
+    pub fn decrypt_chunks(&self, input: impl Read, mut each: impl FnMut(Vec<u8>) -> io::Result<Vec<u8>>) -> Result<u64> {
         let mut pull = self.open(input)?;
-        while let Some(plain) = pull.next_chunk()? {
-            each(plain)?;
+        let mut buf = Vec::new();
+        while let Some(plain) = pull.next_chunk(buf)? {
+            buf = each(plain)?;
         }
         Ok(pull.plaintext_len)
     }
@@ -319,7 +323,7 @@ impl Decryptor {
     /// Authenticates the header and the first chunk only, decrypting into nothing: a wrong key
     /// fails here, before anything is served. The rest authenticates as it is decrypted.
     pub fn check_start(&self, input: impl Read) -> Result<()> {
-        self.open(input)?.next_chunk().map(|_| ())
+        self.open(input)?.next_chunk(Vec::new()).map(|_| ())
     }
 
     fn open<R: Read>(&self, mut input: R) -> Result<Pull<R>> {
@@ -342,9 +346,9 @@ struct Pull<R> {
 }
 
 impl<R: Read> Pull<R> {
-    /// The next chunk's plaintext, verified; `None` after the FINAL chunk, once nothing
-    /// follows it.
-    fn next_chunk(&mut self) -> Result<Option<Vec<u8>>> {
+    /// The next chunk's plaintext, verified, in `plain` (emptied first); `None` after the
+    /// FINAL chunk, once nothing follows it.
+    fn next_chunk(&mut self, mut plain: Vec<u8>) -> Result<Option<Vec<u8>>> {
         if self.done {
             return Ok(None);
         }
@@ -352,7 +356,6 @@ impl<R: Read> Pull<R> {
         if n == 0 {
             return Err(FileCryptoError::Truncated);
         }
-        let mut plain = Vec::with_capacity(CHUNK_LEN);
         let tag = self.stream.pull_to_vec(&self.chunk[..n], None, &mut plain).map_err(|()| FileCryptoError::NotAuthentic)?;
         self.plaintext_len += plain.len() as u64;
         if self.plaintext_len > MAX_PLAINTEXT_LEN {
@@ -437,6 +440,23 @@ mod tests {
             assert_eq!(h.finalize(), enc.digest, "digest of the ciphertext for {len}");
             assert_eq!(open(&enc, &ct).expect("decrypt"), data, "round trip of {len} bytes");
         }
+    }
+
+    #[test]
+    fn each_chunk_is_decrypted_into_the_buffer_the_last_one_was_handed_back_in() {
+        let data = plaintext(3 * CHUNK_LEN + 5);
+        let (enc, ct) = seal(&data);
+        let (mut out, mut buffers) = (Vec::new(), Vec::new());
+        let n = Decryptor::new(&enc.key)
+            .decrypt_chunks(&ct[..], |piece| {
+                out.extend_from_slice(&piece);
+                buffers.push(piece.as_ptr());
+                Ok(piece)
+            })
+            .expect("decrypt");
+        assert_eq!((n as usize, out), (data.len(), data));
+        assert_eq!(buffers.len(), 4);
+        assert!(buffers.iter().all(|&b| b == buffers[0]), "one buffer for every chunk");
     }
 
     #[test]

@@ -14,7 +14,9 @@
 //! Each transfer overlaps its steps on two threads, joined before the call returns (scoped):
 //! an upload encrypts on the caller's thread while `file-send#<n>` sends the chunks (gRPC takes
 //! one message of a call at a time); serving a download decrypts on `file-dec#<n>` while the
-//! caller writes. Bounded queues of 4 chunks sit between them.
+//! caller writes. Bounded queues of 4 chunks sit between them. A download reuses its buffers:
+//! each chunk received is read into the last one's, each written piece goes back to be
+//! decrypted into (a buffer per chunk was a fresh mapping to fault in, `crate::memory`).
 //!
 //! A download keeps the ciphertext in a private temporary file, unlinked as soon as it is
 //! created (nothing is left behind, even after a crash), checks the digest of every byte, the
@@ -38,6 +40,7 @@ use crate::wire::e2e::media::Kind as WireMediaKind;
 use crate::wire::e2e::Media;
 use crate::wire::platform as pb;
 
+use super::file_transport::reuse_chunk_buffer;
 pub use super::file_transport::{ChunkStream, FileTransport, UploadCall, TRANSFER_TIMEOUT};
 
 /// Ciphertext bytes per `FileChunk` sent (the platform accepts up to 256 KiB).
@@ -201,6 +204,8 @@ impl VerifiedFile {
     pub fn write_plaintext(mut self, mut out: impl Write) -> Result<u64, FileError> {
         self.ciphertext.seek(SeekFrom::Start(0)).map_err(FileError::Io)?;
         let (pieces, decrypted) = crossbeam_channel::bounded::<Vec<u8>>(DECRYPT_QUEUE);
+        // Written pieces go back to be decrypted into again: no buffer per chunk.
+        let (written_tx, written_rx) = crossbeam_channel::bounded::<Vec<u8>>(DECRYPT_QUEUE);
         let number = TRANSFERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let VerifiedFile { ciphertext, key, len: expected } = self;
         std::thread::scope(|scope| {
@@ -209,7 +214,10 @@ impl VerifiedFile {
                 .spawn_scoped(scope, move || {
                     // A closed queue: the writer hung up (its error is the one reported).
                     let hung_up = |_| io::Error::other("the plaintext's reader went away");
-                    Decryptor::new(&key).decrypt_chunks(BufReader::new(ciphertext), |piece| pieces.send(piece).map_err(hung_up))
+                    Decryptor::new(&key).decrypt_chunks(BufReader::new(ciphertext), |piece| {
+                        pieces.send(piece).map_err(hung_up)?;
+                        Ok(written_rx.try_recv().unwrap_or_default())
+                    })
                 })
                 .map_err(FileError::Io)?;
             let mut written = Ok(());
@@ -218,6 +226,7 @@ impl VerifiedFile {
                 if written.is_err() {
                     break;
                 }
+                let _ = written_tx.try_send(piece);
             }
             // Hanging up makes the decryptor's next write fail: it stops.
             drop(decrypted);
@@ -403,7 +412,10 @@ pub fn download_verified(platform: &dyn FileTransport, source: &FileSource, tmp_
     let FileSource { file_ref, key, digest } = source;
     let req = pb::DownloadFileRequest { file_ref: file_ref.clone(), ..Default::default() };
     let mut stream = platform.download_file(&req)?;
-    let (mut ciphertext, actual, received) = receive(&mut stream, unlinked_private_file(tmp_dir)?, digest.algorithm)?;
+    let received = receive(&mut stream, unlinked_private_file(tmp_dir)?, digest.algorithm);
+    // The chunks' buffer goes with the download, whatever its end.
+    reuse_chunk_buffer(Vec::new());
+    let (mut ciphertext, actual, received) = received?;
     file_crypto::check_digest(&actual, digest)?;
     let len = file_crypto::plaintext_len(received).ok_or(FileError::Crypto(FileCryptoError::Truncated))?;
     ciphertext.seek(SeekFrom::Start(0)).map_err(FileError::Io)?;
@@ -424,6 +436,7 @@ fn receive(stream: &mut ChunkStream, file: File, algorithm: DigestAlgorithm) -> 
         }
         hash.update(&data);
         file.write_all(&data).map_err(FileError::Io)?;
+        reuse_chunk_buffer(data);
     }
     let file = file.into_inner().map_err(|e| FileError::Io(e.into_error()))?;
     Ok((file, hash.finalize(), received))
