@@ -15,9 +15,14 @@ pub fn return_large_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes a tunable of the allocator; called before any thread starts.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD as libc::c_int);
     }
 }
+
+/// Buffers larger than this are mappings of their own in `bot-gateway`: each is faulted in page
+/// by page and unmapped when freed. A buffer a transfer allocates again and again (a file
+/// chunk) stays under it (`e2e::file`) or is reused.
+pub const MMAP_THRESHOLD: usize = 128 * 1024;
 
 /// At most one `release_freed` does the work per this many milliseconds: a thousand bots going
 /// idle together need one walk of the heap, not a thousand.

@@ -43,8 +43,12 @@ use crate::wire::platform as pb;
 use super::file_transport::reuse_chunk_buffer;
 pub use super::file_transport::{ChunkStream, FileTransport, UploadCall, TRANSFER_TIMEOUT};
 
-/// Ciphertext bytes per `FileChunk` sent (the platform accepts up to 256 KiB).
-const UPLOAD_CHUNK: usize = 256 * 1024;
+/// Ciphertext bytes per `FileChunk` sent (the platform accepts up to 256 KiB). Under the
+/// gateway's mmap threshold, so that each chunk's buffer comes from the heap: at 256 KiB every
+/// chunk was a fresh mapping, and a `sendDocument` of 50 MiB ran at 27-30% of secretstream
+/// instead of 36-43%.
+const UPLOAD_CHUNK: usize = 112 * 1024;
+const _: () = assert!(UPLOAD_CHUNK < crate::memory::MMAP_THRESHOLD);
 
 /// A file stored on the platform, and what its recipients need to read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
