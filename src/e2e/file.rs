@@ -45,8 +45,8 @@ pub use super::file_transport::{ChunkStream, FileTransport, UploadCall, TRANSFER
 
 /// Ciphertext bytes per `FileChunk` sent (the platform accepts up to 256 KiB). Under the
 /// gateway's mmap threshold, so that each chunk's buffer comes from the heap: at 256 KiB every
-/// chunk was a fresh mapping, and a `sendDocument` of 50 MiB ran at 27-30% of secretstream
-/// instead of 36-43%.
+/// chunk was a fresh mapping, and a `sendDocument` of 50 MiB ran at 22-31% of secretstream
+/// instead of 35-43% (`bench_files`).
 const UPLOAD_CHUNK: usize = 112 * 1024;
 const _: () = assert!(UPLOAD_CHUNK < crate::memory::MMAP_THRESHOLD);
 
