@@ -189,7 +189,7 @@ struct BotDevice {
 
 impl BotDevice {
     fn register(endpoint: &str, creds: &BotCredentials) -> BotDevice {
-        let secret = crypto::hex_decode_32(&creds.identity_recovery_secret_hex).expect("hex secret");
+        let secret = crypto::hex_decode_32(creds.recovery_secret_hex().expect("drawn by provision_bot")).expect("hex secret");
         let identity = IdentityKeyPair::from_recovery_secret(&secret);
         let conn = Connection::open_in_memory().expect("db");
         e2e::create_all_tables(&conn).expect("e2e tables");
@@ -317,7 +317,7 @@ impl BotDialog {
         let bot = BotDevice::register(&world.server.endpoint(), &creds);
         alice.send_text("@keys_bot", "/start").expect("alice starts");
         bot.receive_text();
-        let secret = crypto::hex_decode_32(&creds.identity_recovery_secret_hex).expect("hex secret");
+        let secret = crypto::hex_decode_32(creds.recovery_secret_hex().expect("drawn by provision_bot")).expect("hex secret");
         BotDialog {
             bot_user_id: alice.lookup("@keys_bot").expect("lookup").user_id,
             world,

@@ -48,6 +48,37 @@ impl super::profile::Profile {
         load(&self.conn, peer_user_id, message_id)
     }
 
+    /// Replaces `needle` with `replacement` in every text remembered from `peer_user_id` (a
+    /// secret a reply carried, once it is kept elsewhere), with no copy left in the log.
+    /// Returns how many messages changed.
+    pub fn redact_remembered(&self, peer_user_id: u64, needle: &str, replacement: &str) -> Result<usize> {
+        super::profile::write_txn(&self.conn, |c| {
+            let mut stmt = c.prepare("SELECT message_id, content FROM client_messages WHERE peer_user_id = ?1")?;
+            let rows = stmt
+                .query_map(params![peer_user_id as i64], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?)))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let mut changed = 0;
+            for (id, bytes) in rows {
+                let Ok(mut content) = Content::parse_from_bytes(&bytes) else { continue };
+                if !content.has_text() || !content.text().text.contains(needle) {
+                    continue;
+                }
+                let text = content.text().text.replace(needle, replacement);
+                content.mut_text().text = text;
+                let bytes = encode(&content, peer_user_id, id as u64)?;
+                c.execute(
+                    "UPDATE client_messages SET content = ?3 WHERE peer_user_id = ?1 AND message_id = ?2",
+                    params![peer_user_id as i64, id, bytes],
+                )?;
+                changed += 1;
+            }
+            if changed > 0 {
+                crate::e2e::wal::secrets_deleted();
+            }
+            Ok(changed)
+        })
+    }
+
     /// The texts of the newest `limit` messages remembered from `peer_user_id`, newest first.
     pub fn remembered_texts(&self, peer_user_id: u64, limit: usize) -> Result<Vec<String>> {
         recent_texts(&self.conn, peer_user_id, limit)

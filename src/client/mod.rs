@@ -5,6 +5,8 @@
 //! - `profile`: the profile directory and database, registration, opening.
 //! - `send`: looking peers up, sessions with their devices, sealing and sending (text,
 //!   button presses, reactions).
+//! - `bot_keys`: creating a bot (`Profile::create_bot`) and moving it to a new identity
+//!   (`Profile::rekey_bot`) with the identity secret drawn here, never sent to the platform.
 //! - `bot_profile`: a bot's commands and descriptions as a user sees them
 //!   (`Profile::bot_menu`, `Profile::bot_commands`).
 //! - `inbox`: the Inbox stream, opening envelopes into `Incoming` events, acknowledging,
@@ -41,6 +43,7 @@
 
 mod admin;
 mod bot_config;
+mod bot_keys;
 mod bot_profile;
 mod chat;
 mod deep_link;
@@ -75,6 +78,7 @@ mod tui;
 #[cfg(test)]
 mod dialog_tests;
 
+pub use bot_keys::{CreatedBot, NewBot, RekeyedBot};
 pub use bot_profile::{BotCommand, BotMenu};
 pub use cli::run_cli;
 pub use edit::EditedMessage;

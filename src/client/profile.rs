@@ -115,6 +115,7 @@ impl Profile {
         })?;
         log::info!("registered @{username} as user {} device {}", resp.user_id, resp.device_id);
         let profile = Profile::from_account(dir, conn, account)?;
+        profile.certify_own_device()?;
         // Others can add this device to a group only from its key packages.
         if let Err(e) = profile.keep_key_packages() {
             log::warn!("could not publish key packages of @{username}: {e}");
@@ -133,7 +134,9 @@ impl Profile {
         Ok(profile)
     }
 
-    /// Opens a registered profile.
+    /// Opens a registered profile. A profile whose device has not given the platform its
+    /// second-version certificate yet (one made before it existed) gives it now; a failure is
+    /// logged, not the caller's.
     pub fn open(dir: impl AsRef<Path>) -> Result<Profile> {
         crypto::init();
         let dir = dir.as_ref();
@@ -142,7 +145,33 @@ impl Profile {
         }
         let conn = open_db(dir)?;
         let account = load_account(&conn)?.ok_or_else(|| ClientError::NotRegistered(dir.to_path_buf()))?;
-        Profile::from_account(dir, conn, account)
+        let profile = Profile::from_account(dir, conn, account)?;
+        if let Err(e) = profile.certify_own_device() {
+            log::warn!("the platform did not take this device's certificate (version 2) yet: {e}");
+        }
+        Ok(profile)
+    }
+
+    /// Gives the platform this device's second-version certificate (`e2e::leaf`), once: it
+    /// binds the user id, the device id and a time, so the device cannot be relabelled.
+    fn certify_own_device(&self) -> Result<()> {
+        let registration = e2e::Registration { user_id: self.user_id, device_id: self.device_id };
+        let uploaded = e2e::leaf::own_certificate_v2_uploaded(&self.conn).context(|| "reading the device's certificate".to_string())?;
+        if uploaded {
+            return Ok(());
+        }
+        let certificate = write_txn(&self.conn, |c| {
+            e2e::leaf::certify_own_device(c, &self.identity, registration, crate::clock::unix_now())
+                .context(|| "making the device's certificate".to_string())
+        })?;
+        let request = crate::wire::platform::CertifyDeviceRequest {
+            certificate: protobuf::MessageField::some(certificate),
+            ..Default::default()
+        };
+        self.platform.client.certify_device(&request, self.platform.opt()).map_err(|status| ClientError::Rpc { call: "CertifyDevice", status })?;
+        write_txn(&self.conn, |c| {
+            e2e::leaf::set_own_certificate_v2_uploaded(c).context(|| "recording the device's certificate".to_string())
+        })
     }
 
     fn from_account(dir: &Path, conn: Connection, account: Account) -> Result<Profile> {
@@ -219,7 +248,7 @@ impl Profile {
     }
 }
 
-fn write_txn<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+pub(super) fn write_txn<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
     let tx = Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
     let value = f(&tx)?;
     tx.commit()?;
@@ -255,6 +284,7 @@ fn open_db(dir: &Path) -> Result<Connection> {
     // leave no old page images in the write-ahead log (`e2e::wal`).
     conn.execute_batch("PRAGMA secure_delete = ON;")?;
     conn.execute_batch(crate::e2e::wal::JOURNAL_SIZE_LIMIT)?;
+    conn.execute_batch(crate::e2e::wal::WAL_AUTOCHECKPOINT)?;
     let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         log::warn!("profile database {} is in journal mode {mode}, not WAL", path.display());

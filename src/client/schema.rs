@@ -37,7 +37,21 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 13, sql: &[VERIFIED_V13] },
     // openmls' message secrets and trees may be compact (`crypto::mls_codec`).
     Step { version: 14, sql: &[crate::crypto::mls_codec::SCHEMA_STEP] },
+    // Bot identity secrets this profile drew (`bot_keys`), kept until a config holds them.
+    Step { version: 15, sql: &[BOT_SECRETS_V15] },
+    // Devices' second-version certificates and signed removals (`e2e::leaf`, `e2e::removals`).
+    Step { version: 16, sql: &e2e::DEVICE_PROOF_TABLES },
 ];
+
+/// Step 15: a bot identity secret drawn by `e2e-chat newbot` or `rekey` (`bot_keys`), from
+/// before its proof is sent (a crash then loses nothing) until a gateway config holds it.
+const BOT_SECRETS_V15: &str = "
+CREATE TABLE client_bot_secrets (
+    bot_id_hex TEXT PRIMARY KEY,
+    secret     BLOB NOT NULL,
+    username   TEXT NOT NULL,
+    drawn_at   INTEGER NOT NULL
+);";
 
 /// Step 13: the identity keys the person checked (`verify --mark`, `identity`). A mark counts
 /// only while its key is the pinned one.

@@ -18,7 +18,7 @@ use crate::e2e;
 use crate::wire::e2e::{CallbackPress, Content, KeyboardContext, Reaction, Text};
 use protobuf::Message as _;
 use crate::wire::platform::{
-    send_result, DeviceCiphertext, GetPrekeyBundlesRequest, LookupUserRequest, OutgoingMessage, PrekeyBundle,
+    send_result, DeviceCiphertext, GetPrekeyBundlesRequest, GetPrekeyBundlesResponse, LookupUserRequest, OutgoingMessage,
     Profile as PeerProfile, SendMessagesRequest, SendResult,
 };
 
@@ -237,7 +237,7 @@ impl Profile {
             return self.write(|c| seal(c, peer, content));
         }
         let bundles = self.fetch_bundles(peer, &[])?;
-        if bundles.is_empty() {
+        if bundles.bundles.is_empty() {
             return Err(ClientError::Invalid(format!("@{name} has no devices to send to")));
         }
         self.write(|c| {
@@ -257,11 +257,14 @@ impl Profile {
         removed: &[u32],
     ) -> Result<()> {
         let name = peer.username.as_str();
+        if !removed.is_empty() {
+            self.learn_removals(peer, removed)?;
+        }
         let need = e2e::devices_without_session(&self.conn, peer.user_id, missing).context(|| format!("sessions with @{name}"))?;
-        let bundles = if need.is_empty() { Vec::new() } else { self.fetch_bundles(peer, &need)? };
+        let bundles = if need.is_empty() { None } else { Some(self.fetch_bundles(peer, &need)?) };
         self.write(|c| {
-            if !bundles.is_empty() {
-                add_sessions(c, peer, &bundles)?;
+            if let Some(bundles) = &bundles {
+                add_sessions(c, peer, bundles)?;
             }
             e2e::reseal_after_stale(c, peer.user_id, ciphertexts, missing, removed, content)
                 .context(|| format!("updating the devices of @{name}"))
@@ -269,13 +272,39 @@ impl Profile {
         Ok(())
     }
 
-    /// Prekey bundles of `peer`'s devices (`device_ids` empty: all of them).
-    fn fetch_bundles(&self, peer: &PeerProfile, device_ids: &[u32]) -> Result<Vec<PrekeyBundle>> {
+    /// The platform says these devices of `peer` are gone: the removals their account signed,
+    /// if any, are fetched with their certificates and recorded (`e2e::removals`), so that the
+    /// devices stay out even if the platform serves them again. A failed fetch is logged: the
+    /// platform's word still ends the sessions.
+    fn learn_removals(&self, peer: &PeerProfile, removed: &[u32]) -> Result<()> {
+        let req = crate::wire::platform::GetDeviceCertificatesRequest {
+            user_id: peer.user_id,
+            device_ids: removed.to_vec(),
+            ..Default::default()
+        };
+        let answer = match self.platform.client.get_device_certificates(&req, self.platform.opt()) {
+            Ok(answer) => answer,
+            Err(e) => {
+                log::warn!("cannot fetch the removals of devices {removed:?} of @{}: {}", peer.username, crate::wire::rpc::text(&e));
+                return Ok(());
+            }
+        };
+        let removals: Vec<_> = answer.devices.iter().filter_map(|d| d.removal.as_ref().cloned()).collect();
+        self.write(|c| {
+            e2e::removals::record_removals(c, peer.user_id, &peer.identity_key, &removals)
+                .context(|| format!("recording removed devices of @{}", peer.username))
+        })?;
+        Ok(())
+    }
+
+    /// Prekey bundles of `peer`'s devices (`device_ids` empty: all of them), and the signed
+    /// removals of its devices, answered for the profile looked up.
+    fn fetch_bundles(&self, peer: &PeerProfile, device_ids: &[u32]) -> Result<GetPrekeyBundlesResponse> {
         let name = peer.username.as_str();
         let mut req = GetPrekeyBundlesRequest::new();
         req.user_id = peer.user_id;
         req.device_ids = device_ids.to_vec();
-        let resp = match self.platform.client.get_prekey_bundles(&req, self.platform.opt()) {
+        let mut resp = match self.platform.client.get_prekey_bundles(&req, self.platform.opt()) {
             Ok(r) => r,
             Err(e) if rpc_code(&e) == Some(grpcio::RpcStatusCode::NOT_FOUND) => {
                 return Err(ClientError::NoSuchUser(name.to_string()))
@@ -289,13 +318,15 @@ impl Profile {
                 return Err(ClientError::Invalid(format!("the identity key of @{name} changed while sending")));
             }
         }
-        Ok(resp.bundles)
+        resp.profile = protobuf::MessageField::some(peer.clone());
+        Ok(resp)
     }
 }
 
-fn add_sessions(conn: &Connection, peer: &PeerProfile, bundles: &[PrekeyBundle]) -> Result<()> {
+/// Starts sessions from a fetched answer (its signed removals first: `e2e::start_sessions`).
+fn add_sessions(conn: &Connection, peer: &PeerProfile, answer: &GetPrekeyBundlesResponse) -> Result<()> {
     let what = if peer.is_bot { "bot" } else { "user" };
-    e2e::add_sessions(conn, peer, bundles).context(|| format!("starting sessions with {what} @{}", peer.username))
+    e2e::start_sessions(conn, answer).context(|| format!("starting sessions with {what} @{}", peer.username))
 }
 
 fn seal(conn: &Connection, peer: &PeerProfile, content: &Content) -> Result<Vec<DeviceCiphertext>> {

@@ -60,6 +60,22 @@ mod tests {
         assert_ne!(ra, readable(8, &a), "another user");
     }
 
+    /// Known answers, computed once outside this code (Python's hashlib, from the construction
+    /// in the module doc): a change of the rounds, the label, the encoding of the user id or
+    /// the chunking fails here, since every verify a person already did would silently stop
+    /// matching.
+    #[test]
+    fn the_digits_are_the_known_answers() {
+        crate::crypto::init();
+        let counting: [u8; 32] = std::array::from_fn(|i| i as u8);
+        let falling: [u8; 32] = std::array::from_fn(|i| 0xff - i as u8);
+        assert_eq!(readable(7, &counting), "56770 05463 35922 54543 73817 18457");
+        assert_eq!(readable(1_234_567, &falling), "46437 91751 92584 16611 29227 18935");
+        let expected = "00829 31849 22595 20167 55622 35390 43174 73058 47941 69732 77316 69006";
+        assert_eq!(safety_number((3, &counting), (9, &falling)), expected);
+        assert_eq!(safety_number((9, &falling), (3, &counting)), expected);
+    }
+
     #[test]
     fn both_sides_compute_one_safety_number() {
         crate::crypto::init();

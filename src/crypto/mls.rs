@@ -87,52 +87,73 @@ pub struct LeafIdentity {
 }
 
 /// The account's identity key and its device certificate over the leaf's signature key (the
-/// device key): `crypto::identity::verify_device_certificate` checks one against the other.
+/// device key): `crypto::identity::verify_device_certificate` (or `_v2`) checks one against
+/// the other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeafProof {
     pub identity_key: [u8; 32],
     pub certificate: [u8; 64],
+    /// `Some(created_at)`: `certificate` is the second version, which also binds the user id
+    /// and device id the credential names, and this time; `None`: the first version.
+    pub created_at: Option<i64>,
 }
 
 impl LeafIdentity {
     /// The account identity key that vouches for `signature_key` in this credential; `None`
-    /// when it carries no proof or its certificate does not verify that key. The platform
-    /// compares it with the account's registered key, a member with the key it pinned.
+    /// when it carries no proof or its certificate does not verify that key (for a second
+    /// version: under the user and device the credential names). The platform compares it with
+    /// the account's registered key, a member with the key it pinned.
     pub fn vouching_key(&self, signature_key: &[u8]) -> Option<[u8; 32]> {
         let proof = self.proof?;
-        super::identity::verify_device_certificate(&proof.identity_key, signature_key, &proof.certificate)
-            .ok()
-            .map(|()| proof.identity_key)
+        let verified = match proof.created_at {
+            None => super::identity::verify_device_certificate(&proof.identity_key, signature_key, &proof.certificate),
+            Some(created_at) => {
+                let binding = super::identity::DeviceBinding { user_id: self.user_id, device_id: self.device_id, created_at };
+                super::identity::verify_device_certificate_v2(&proof.identity_key, signature_key, binding, &proof.certificate)
+            }
+        };
+        verified.ok().map(|()| proof.identity_key)
     }
 }
 
-/// Bytes of a credential identity without proof (user id, device id) and with it.
+/// Bytes of a credential identity without proof (user id, device id), with a first-version
+/// proof, and with a second-version one.
 const IDENTITY_LEN: usize = 12;
 const PROVEN_IDENTITY_LEN: usize = IDENTITY_LEN + 32 + 64;
+const PROVEN_V2_IDENTITY_LEN: usize = IDENTITY_LEN + 32 + 8 + 64;
 
 /// The credential identity of a device: user id (u64 BE), device id (u32 BE), then the
-/// account's identity key (32 bytes) and the device certificate (64 bytes).
+/// account's identity key (32 bytes), for a second-version certificate its time (i64 BE), and
+/// the certificate (64 bytes).
 pub fn credential_identity(user_id: u64, device_id: u32, proof: &LeafProof) -> Vec<u8> {
-    let mut id = Vec::with_capacity(PROVEN_IDENTITY_LEN);
+    let mut id = Vec::with_capacity(PROVEN_V2_IDENTITY_LEN);
     id.extend_from_slice(&user_id.to_be_bytes());
     id.extend_from_slice(&device_id.to_be_bytes());
     id.extend_from_slice(&proof.identity_key);
+    if let Some(created_at) = proof.created_at {
+        id.extend_from_slice(&created_at.to_be_bytes());
+    }
     id.extend_from_slice(&proof.certificate);
     id
 }
 
-/// What a credential identity says; `None` for any shape but the two of ours.
+/// What a credential identity says; `None` for any shape but the three of ours.
 pub fn parse_credential_identity(identity: &[u8]) -> Option<LeafIdentity> {
-    if identity.len() != IDENTITY_LEN && identity.len() != PROVEN_IDENTITY_LEN {
-        return None;
-    }
-    let user_id = u64::from_be_bytes(identity[..8].try_into().ok()?);
-    let device_id = u32::from_be_bytes(identity[8..12].try_into().ok()?);
+    let user_id = u64::from_be_bytes(identity.get(..8)?.try_into().ok()?);
+    let device_id = u32::from_be_bytes(identity.get(8..12)?.try_into().ok()?);
     let proof = match identity.len() {
-        PROVEN_IDENTITY_LEN => {
-            Some(LeafProof { identity_key: identity[12..44].try_into().ok()?, certificate: identity[44..].try_into().ok()? })
-        }
-        _ => None,
+        IDENTITY_LEN => None,
+        PROVEN_IDENTITY_LEN => Some(LeafProof {
+            identity_key: identity[12..44].try_into().ok()?,
+            certificate: identity[44..].try_into().ok()?,
+            created_at: None,
+        }),
+        PROVEN_V2_IDENTITY_LEN => Some(LeafProof {
+            identity_key: identity[12..44].try_into().ok()?,
+            created_at: Some(i64::from_be_bytes(identity[44..52].try_into().ok()?)),
+            certificate: identity[52..].try_into().ok()?,
+        }),
+        _ => return None,
     };
     Some(LeafIdentity { user_id, device_id, proof })
 }
@@ -272,11 +293,15 @@ mod tests {
 
     #[test]
     fn credential_identity_round_trips_and_refuses_other_shapes() {
-        let proof = LeafProof { identity_key: [3; 32], certificate: [4; 64] };
+        let proof = LeafProof { identity_key: [3; 32], certificate: [4; 64], created_at: None };
         let id = credential_identity(2061135349770142, 7, &proof);
         assert_eq!(id.len(), 108);
         let parsed = parse_credential_identity(&id).expect("ours");
         assert_eq!((parsed.user_id, parsed.device_id, parsed.proof), (2061135349770142, 7, Some(proof)));
+        let v2 = LeafProof { created_at: Some(1_800_000_000), ..proof };
+        let id2 = credential_identity(2061135349770142, 7, &v2);
+        assert_eq!(id2.len(), 116);
+        assert_eq!(parse_credential_identity(&id2).expect("ours").proof, Some(v2));
         let old = parse_credential_identity(&id[..12]).expect("an earlier leaf");
         assert_eq!((old.user_id, old.device_id, old.proof), (2061135349770142, 7, None));
         assert_eq!(parse_credential_identity(&id[..11]), None);
@@ -291,7 +316,27 @@ mod tests {
         let sig = signer.sign(b"labelled content").unwrap();
         assert!(crate::crypto::identity::verify_signature(&signer.0.public_key(), b"labelled content", &sig));
         assert_eq!(signer.signature_scheme(), SignatureScheme::ED25519);
-        let cwk = credential_with_key(5, 9, &LeafProof { identity_key: [1; 32], certificate: [2; 64] }, &signer);
+        let cwk = credential_with_key(5, 9, &LeafProof { identity_key: [1; 32], certificate: [2; 64], created_at: None }, &signer);
         assert_eq!(device_of(&cwk.credential), Some((5, 9)));
+    }
+
+    /// A second-version proof vouches for its leaf only under the user and device it names:
+    /// the same credential bytes moved to another device id (or account) vouch for nothing.
+    #[test]
+    fn a_second_version_proof_cannot_be_relabelled() {
+        crate::crypto::init();
+        let account = IdentityKeyPair::generate();
+        let signer = DeviceSigner(IdentityKeyPair::generate());
+        let key = signer.0.public_key();
+        let binding = crate::crypto::identity::DeviceBinding { user_id: 5, device_id: 9, created_at: 1_800_000_000 };
+        let certificate = crate::crypto::identity::sign_device_certificate_v2(&account, &key, binding);
+        let proof = LeafProof { identity_key: account.public_key(), certificate, created_at: Some(binding.created_at) };
+        let leaf = parse_credential_identity(&credential_identity(5, 9, &proof)).expect("ours");
+        assert_eq!(leaf.vouching_key(&key), Some(account.public_key()));
+        for (user, device) in [(5, 10), (6, 9)] {
+            let moved = parse_credential_identity(&credential_identity(user, device, &proof)).expect("ours");
+            assert_eq!(moved.vouching_key(&key), None, "relabelled as device {device} of user {user}");
+        }
+        assert_eq!(leaf.vouching_key(&IdentityKeyPair::generate().public_key()), None, "another key");
     }
 }

@@ -422,8 +422,9 @@ impl Session {
         self.pending_prekey.is_some()
     }
 
-    /// The persisted form (`e2e.SessionState`); it holds every secret of the session.
-    pub fn to_bytes(&self) -> Vec<u8> {
+    /// The persisted form (`e2e.SessionState`); it holds every secret of the session, so the
+    /// buffer is wiped when dropped.
+    pub fn to_bytes(&self) -> zeroize::Zeroizing<Vec<u8>> {
         let mut m = e2e::SessionState::new();
         m.version = VERSION;
         m.associated_data = self.ad.to_vec();
@@ -460,7 +461,7 @@ impl Session {
         for s in m.skipped.iter_mut() {
             memzero(&mut s.message_key);
         }
-        bytes
+        zeroize::Zeroizing::new(bytes)
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {

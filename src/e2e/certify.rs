@@ -14,7 +14,7 @@ use rusqlite::Connection;
 use super::leaf::{pin_identity, repin_identity, Pin};
 use super::{store, Result};
 use crate::crypto::{identity, x3dh};
-use crate::wire::platform::{GetDeviceCertificatesRequest, GetDeviceCertificatesResponse, InboxEnvelope};
+use crate::wire::platform::{DeviceCertificateV2, GetDeviceCertificatesRequest, GetDeviceCertificatesResponse, InboxEnvelope};
 
 /// Whether a private (not group) envelope starts a session: it carries an X3DH header. The
 /// one test for the receivers (which count them to top up one-time prekeys, and check their
@@ -62,6 +62,8 @@ pub enum Refusal {
     IdentityChanged,
     /// The platform did not serve the device at all.
     NotServed,
+    /// Its account removed it, or a device with its key, in a signed removal (`removals`).
+    Removed,
 }
 
 impl std::fmt::Display for Refusal {
@@ -70,6 +72,7 @@ impl std::fmt::Display for Refusal {
             Refusal::BadCertificate => "its device certificate does not verify under the account's identity key",
             Refusal::IdentityChanged => "the platform serves another identity key for the user than the pinned one",
             Refusal::NotServed => "the platform serves no certificate for it",
+            Refusal::Removed => "its account removed it (a removal signed by the account's identity key)",
         })
     }
 }
@@ -105,11 +108,16 @@ pub fn record_certified_devices(
         outcome.refused = request.device_ids.iter().map(|&d| (d, Refusal::NotServed)).collect();
         return Ok(outcome);
     };
+    let removals: Vec<_> = answer.devices.iter().filter_map(|d| d.removal.as_ref().cloned()).collect();
+    super::removals::record_removals(conn, user_id, &identity_key, &removals)?;
     let mut verified = Vec::new();
     for &device_id in &request.device_ids {
         match answer.devices.iter().find(|d| d.device_id == device_id) {
             None => outcome.refused.push((device_id, Refusal::NotServed)),
-            Some(d) if identity::verify_device_certificate(&identity_key, &d.device_key, &d.device_certificate).is_err() => {
+            Some(d) if super::store::is_removed(conn, user_id, device_id, &d.device_key)? => {
+                outcome.refused.push((device_id, Refusal::Removed));
+            }
+            Some(d) if !certificate_holds(&identity_key, user_id, device_id, &d.device_key, &d.device_certificate, d.certificate_v2.as_ref()) => {
                 log::warn!("user {user_id} device {device_id}: its certificate does not verify under the account's identity key");
                 outcome.refused.push((device_id, Refusal::BadCertificate));
             }
@@ -142,6 +150,27 @@ pub fn record_certified_devices(
         outcome.recorded.push(device_id);
     }
     Ok(outcome)
+}
+
+/// Whether the account identity key vouches for `device_key` as device `device_id` of
+/// `user_id`: by the second-version certificate when the platform serves one (it must then
+/// verify, bound to that user and device), else by the first version, still read for devices
+/// that have not given a second one (docs/security.md, "Device certificates").
+pub(super) fn certificate_holds(
+    identity_key: &[u8],
+    user_id: u64,
+    device_id: u32,
+    device_key: &[u8],
+    certificate_v1: &[u8],
+    certificate_v2: Option<&DeviceCertificateV2>,
+) -> bool {
+    match certificate_v2 {
+        Some(v2) => {
+            let binding = identity::DeviceBinding { user_id, device_id, created_at: v2.created_at };
+            identity::verify_device_certificate_v2(identity_key, device_key, binding, &v2.signature).is_ok()
+        }
+        None => identity::verify_device_certificate(identity_key, device_key, certificate_v1).is_ok(),
+    }
 }
 
 #[cfg(test)]
@@ -207,5 +236,31 @@ mod tests {
             .expect("check");
         assert_eq!((accepted.recorded.clone(), accepted.repinned), (vec![2], true));
         assert_eq!(open_text(&bob, &first), "it is me");
+    }
+
+    #[test]
+    fn a_removed_or_relabelled_sender_device_is_not_recorded() {
+        let alice = Device::new(1, 2);
+        let bob = Device::new(2, 1);
+        let key: [u8; 32] = alice.keys.device_key.as_slice().try_into().expect("32");
+        let request = GetDeviceCertificatesRequest { user_id: 1, device_ids: vec![2], ..Default::default() };
+        // A second-version certificate made for device 7 and served for device 2.
+        let mut relabelled = alice.certificates();
+        let binding = identity::DeviceBinding { user_id: 1, device_id: 7, created_at: 5 };
+        relabelled.devices[0].certificate_v2 = protobuf::MessageField::some(DeviceCertificateV2 {
+            created_at: 5,
+            signature: identity::sign_device_certificate_v2(&alice.account, &key, binding).to_vec(),
+            ..Default::default()
+        });
+        let outcome = record_certified_devices(&bob.conn, &request, &relabelled, OnIdentityChange::Refuse).expect("check");
+        assert_eq!(outcome.refused, vec![(2, Refusal::BadCertificate)]);
+        // The account's signed removal of device 2, served with its certificate.
+        let mut removed = alice.certificates();
+        removed.devices[0].removal = protobuf::MessageField::some(super::super::removals::signed_removal(&alice.account, 1, 2, &key, 9));
+        let outcome = record_certified_devices(&bob.conn, &request, &removed, OnIdentityChange::Refuse).expect("check");
+        assert_eq!(outcome.refused, vec![(2, Refusal::Removed)]);
+        // Served again without it: still refused.
+        let outcome = record_certified_devices(&bob.conn, &request, &alice.certificates(), OnIdentityChange::Refuse).expect("check");
+        assert_eq!(outcome.refused, vec![(2, Refusal::Removed)]);
     }
 }

@@ -97,6 +97,30 @@ pub fn device_key(conn: &Connection) -> Result<IdentityKeyPair> {
     Ok(IdentityKeyPair::from_seed(&seed))
 }
 
+/// Forgets this device: its keys and prekeys, its registration and proof, every session and
+/// the inbox cursor of its device inbox. What it learnt of others stays (the identity keys it
+/// pinned, their device keys). For a bot whose identity moved to a new key (`/rekey`): the
+/// platform removed every device of the old one, and the next registration makes a new
+/// device under the new key. The deleted secrets leave no copy in the log (`wal`).
+pub fn forget_own_device(conn: &Connection) -> Result<()> {
+    conn.execute_batch(
+        "DELETE FROM e2e_own_device; DELETE FROM e2e_registration; DELETE FROM e2e_signed_prekeys;
+         DELETE FROM e2e_one_time_prekeys; DELETE FROM e2e_sessions; DELETE FROM e2e_own_proof;
+         DELETE FROM e2e_accepted_ephemerals; DELETE FROM e2e_inbound_cursor;",
+    )?;
+    super::wal::secrets_deleted();
+    Ok(())
+}
+
+/// The account identity key this device's proof names: the key it was registered under.
+pub fn own_identity_key(conn: &Connection) -> Result<Option<[u8; 32]>> {
+    match super::leaf::own_proof(conn) {
+        Ok(proof) => Ok(Some(proof.identity_key)),
+        Err(E2eError::NotInitialized) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 pub fn save_registration(conn: &Connection, reg: Registration) -> Result<()> {
     store::save_registration(conn, reg.user_id, reg.device_id)?;
     Ok(())

@@ -545,7 +545,7 @@ pub(crate) mod forge {
     pub fn leaf_as(user: u64, device: u32, proof: Option<mls::LeafProof>, signer: &DeviceSigner) -> CredentialWithKey {
         let identity = match proof {
             Some(proof) => mls::credential_identity(user, device, &proof),
-            None => mls::credential_identity(user, device, &mls::LeafProof { identity_key: [0; 32], certificate: [0; 64] })[..12].to_vec(),
+            None => mls::credential_identity(user, device, &mls::LeafProof { identity_key: [0; 32], certificate: [0; 64], created_at: None })[..12].to_vec(),
         };
         CredentialWithKey { credential: BasicCredential::new(identity).into(), signature_key: signer.0.public_key().to_vec().into() }
     }
@@ -793,7 +793,7 @@ mod tests {
                 forged_join(&info, |s| {
                     let other_key = crate::crypto::IdentityKeyPair::generate().public_key();
                     let certificate = crate::crypto::identity::sign_device_certificate(&other_account, &other_key);
-                    leaf_as(77, 1, Some(mls::LeafProof { identity_key: other_account.public_key(), certificate }), s)
+                    leaf_as(77, 1, Some(mls::LeafProof { identity_key: other_account.public_key(), certificate, created_at: None }), s)
                 }),
                 Untrusted::BadCertificate,
             ),
@@ -801,7 +801,7 @@ mod tests {
                 "a new device of bob under another identity",
                 forged_join(&info, |s| {
                     let certificate = crate::crypto::identity::sign_device_certificate(&other_account, &s.0.public_key());
-                    leaf_as(2, 9, Some(mls::LeafProof { identity_key: other_account.public_key(), certificate }), s)
+                    leaf_as(2, 9, Some(mls::LeafProof { identity_key: other_account.public_key(), certificate, created_at: None }), s)
                 }),
                 Untrusted::IdentityChanged,
             ),
@@ -818,6 +818,23 @@ mod tests {
         // The honest group goes on.
         let (hi, _) = encrypt(&alice.conn, &gid, b"still us").expect("encrypt");
         assert!(matches!(receive(&bob.conn, &gid, &hi).expect("bob reads"), Received::Application { .. }));
+    }
+
+    /// A device its account removed (a signed removal this member checked) is never a leaf
+    /// again, whatever the platform hands out: not under its id, not its key under another.
+    #[test]
+    fn a_leaf_of_a_device_its_account_removed_is_refused() {
+        let alice = device(1, 1);
+        let carol = device(4, 2);
+        let gid = new_group_id();
+        create(&alice.conn, &gid).expect("create");
+        let carols = key_packages(&carol.conn, 2).expect("kps");
+        let key = crate::e2e::device_key(&carol.conn).expect("carol's key").public_key();
+        let removal = crate::e2e::removals::signed_removal(&carol.account, 4, 2, &key, 77);
+        let recorded = crate::e2e::removals::record_removals(&alice.conn, 4, &carol.account.public_key(), &[removal]).expect("record");
+        assert_eq!(recorded, vec![2]);
+        let e = add(&alice.conn, &gid, &Claimed::of(4, 2, &carols[..1])).expect_err("a removed device");
+        assert_eq!(refusal(e), LeafRefusal { user_id: 4, device_id: 2, why: Untrusted::Removed });
     }
 
     #[test]

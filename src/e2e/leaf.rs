@@ -22,6 +22,7 @@ use super::{device_key, registration, E2eError, Result};
 use crate::clock::unix_now;
 use crate::crypto::identity::{self, IdentityKeyPair};
 use crate::crypto::mls::{self, LeafProof};
+use crate::wire::platform::DeviceCertificateV2;
 
 /// The tables of this module (schema step of each database that holds `e2e` tables): this
 /// device's own proof, and the account identity key pinned for each user.
@@ -37,28 +38,87 @@ pub const TABLES: &str = "
         pinned_at INTEGER NOT NULL
     );";
 
+/// The second step of these tables (in each database's next step, with `removals::TABLES`):
+/// this device's second-version certificate (`certify_own_device`) and whether the platform
+/// has it.
+pub const TABLES_V2: &str = "
+    ALTER TABLE e2e_own_proof ADD COLUMN created_at INTEGER;
+    ALTER TABLE e2e_own_proof ADD COLUMN certificate_v2 BLOB;
+    ALTER TABLE e2e_own_proof ADD COLUMN v2_uploaded INTEGER NOT NULL DEFAULT 0;";
+
 /// Records this device's proof (the account's identity key and its certificate over the device
 /// key) for the leaves it makes. Idempotent: made with the device keys, and again at every
-/// start, so a database made before leaves carried proof gets one.
+/// start, so a database made before leaves carried proof gets one. Under another identity
+/// key than before, the second-version certificate is dropped (it is made again).
 pub fn save_own_proof(conn: &Connection, account: &IdentityKeyPair) -> Result<()> {
     let identity_key = account.public_key();
     let certificate = identity::sign_device_certificate(account, &device_key(conn)?.public_key());
     conn.prepare_cached(
         "INSERT INTO e2e_own_proof (id, identity_key, certificate) VALUES (1, ?1, ?2)
-         ON CONFLICT (id) DO UPDATE SET identity_key = excluded.identity_key, certificate = excluded.certificate",
+         ON CONFLICT (id) DO UPDATE SET
+             created_at = CASE WHEN identity_key = excluded.identity_key THEN created_at END,
+             certificate_v2 = CASE WHEN identity_key = excluded.identity_key THEN certificate_v2 END,
+             v2_uploaded = CASE WHEN identity_key = excluded.identity_key THEN v2_uploaded ELSE 0 END,
+             identity_key = excluded.identity_key, certificate = excluded.certificate",
     )?
     .execute(params![identity_key.to_vec(), certificate.to_vec()])?;
     Ok(())
 }
 
-/// This device's proof, for the leaves it makes.
+/// This device's second-version certificate (`crypto::identity::sign_device_certificate_v2`),
+/// made once the platform has given the device its id, and kept: the same certificate every
+/// time after. Returns it as `CertifyDevice` sends it.
+pub fn certify_own_device(
+    conn: &Connection,
+    account: &IdentityKeyPair,
+    registration: super::Registration,
+    now: i64,
+) -> Result<DeviceCertificateV2> {
+    save_own_proof(conn, account)?;
+    let stored: (Option<i64>, Option<Vec<u8>>) =
+        conn.prepare_cached("SELECT created_at, certificate_v2 FROM e2e_own_proof WHERE id = 1")?.query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let (created_at, signature) = match stored {
+        (Some(created_at), Some(signature)) => (created_at, signature),
+        _ => {
+            let binding = identity::DeviceBinding { user_id: registration.user_id, device_id: registration.device_id, created_at: now };
+            let signature = identity::sign_device_certificate_v2(account, &device_key(conn)?.public_key(), binding).to_vec();
+            conn.prepare_cached("UPDATE e2e_own_proof SET created_at = ?1, certificate_v2 = ?2, v2_uploaded = 0 WHERE id = 1")?
+                .execute(params![now, signature])?;
+            (now, signature)
+        }
+    };
+    Ok(DeviceCertificateV2 { created_at, signature, ..Default::default() })
+}
+
+/// Whether the platform took this device's second-version certificate.
+pub fn own_certificate_v2_uploaded(conn: &Connection) -> Result<bool> {
+    let uploaded: Option<bool> =
+        conn.prepare_cached("SELECT v2_uploaded FROM e2e_own_proof WHERE id = 1")?.query_row([], |r| r.get(0)).optional()?;
+    Ok(uploaded.unwrap_or(false))
+}
+
+/// Records that the platform took it (`CertifyDevice` answered).
+pub fn set_own_certificate_v2_uploaded(conn: &Connection) -> Result<()> {
+    conn.prepare_cached("UPDATE e2e_own_proof SET v2_uploaded = 1 WHERE id = 1")?.execute([])?;
+    Ok(())
+}
+
+/// This device's proof, for the leaves it makes: the second version once there is one.
 pub(super) fn own_proof(conn: &Connection) -> Result<LeafProof> {
-    let row: Option<(Vec<u8>, Vec<u8>)> = conn.prepare_cached("SELECT identity_key, certificate FROM e2e_own_proof WHERE id = 1")?.query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+    type Row = (Vec<u8>, Vec<u8>, Option<i64>, Option<Vec<u8>>);
+    let row: Option<Row> = conn
+        .prepare_cached("SELECT identity_key, certificate, created_at, certificate_v2 FROM e2e_own_proof WHERE id = 1")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .optional()?;
-    let (identity_key, certificate) = row.ok_or(E2eError::NotInitialized)?;
+    let (identity_key, certificate, created_at, certificate_v2) = row.ok_or(E2eError::NotInitialized)?;
+    let (certificate, created_at) = match (created_at, certificate_v2) {
+        (Some(at), Some(v2)) => (v2, Some(at)),
+        _ => (certificate, None),
+    };
     Ok(LeafProof {
         identity_key: identity_key.try_into().map_err(|_| E2eError::Mls("the stored own identity key is damaged".into()))?,
         certificate: certificate.try_into().map_err(|_| E2eError::Mls("the stored own certificate is damaged".into()))?,
+        created_at,
     })
 }
 
@@ -153,6 +213,9 @@ impl<'c> LeafCheck<'c> {
         if leaf.proof.is_none() {
             return refused(Untrusted::NoProof);
         }
+        if super::store::is_removed(self.conn, leaf.user_id, leaf.device_id, signature_key)? {
+            return refused(Untrusted::Removed);
+        }
         let Some(identity_key) = leaf.vouching_key(signature_key) else {
             return refused(Untrusted::BadCertificate);
         };
@@ -194,6 +257,8 @@ pub enum Untrusted {
     DeviceKeyChanged,
     /// A claimed key package that names another device than the one asked for.
     NotRequested { user_id: u64, device_id: u32 },
+    /// The account removed this device, or a device with this key, in a signed removal.
+    Removed,
 }
 
 impl std::fmt::Display for LeafRefusal {
@@ -206,6 +271,7 @@ impl std::fmt::Display for LeafRefusal {
             Untrusted::BadCertificate => write!(f, "{who} carries a certificate that does not verify its key"),
             Untrusted::IdentityChanged => write!(f, "{who} is vouched for by another identity key than the one pinned for the user"),
             Untrusted::DeviceKeyChanged => write!(f, "{who} carries another key than the one known for that device"),
+            Untrusted::Removed => write!(f, "{who} is a device its account removed (a signed removal)"),
             Untrusted::NotRequested { user_id: u, device_id: d } => {
                 write!(f, "{who} was handed out for device {d} of user {u}")
             }

@@ -26,6 +26,8 @@
 //! caller rolls back on error anyway.
 //!
 //! # Contents
+//! - `bot_key`: a bot identity drawn on its owner's device and the proof of it that
+//!   `@BotManager` checks at `/newbot` and `/rekey`.
 //! - `file`: encrypted files over the platform (`upload_encrypted`, `download_verified`); the
 //!   one module here that calls the platform itself, because a file is streamed, not handed in.
 //! - `file_transport`: the two file calls `file` makes (`FileTransport`: an upload call and a
@@ -45,6 +47,7 @@
 //! - `posters`: who may post in each channel, as received, so a post from anyone else is
 //!   dropped.
 //! - `padding`: every plaintext padded to a size bucket before it is encrypted.
+//! - `removals`: devices their account removed for good (signed removals), refused from then on.
 //! - `replay`: the ephemeral keys of first messages accepted without a one-time prekey, so a
 //!   replayed one starts nothing.
 //! - `skipped_keys`: the sweep that deletes skipped message keys older than 30 days.
@@ -53,6 +56,7 @@
 //! This file holds the error type, `Registration`, and the re-exports callers use
 //! (`e2e::seal`, `e2e::open_envelope`, ...).
 
+pub mod bot_key;
 mod certify;
 mod device;
 pub mod file;
@@ -63,6 +67,7 @@ pub mod leaf;
 pub mod posters;
 mod open;
 pub mod padding;
+pub mod removals;
 mod replay;
 mod seal;
 mod skipped_keys;
@@ -70,7 +75,7 @@ mod store;
 pub mod wal;
 
 pub use device::{
-    create_device_keys, current_signed_prekey, device_key, local_one_time_prekey_count, registration,
+    create_device_keys, current_signed_prekey, device_key, forget_own_device, local_one_time_prekey_count, own_identity_key, registration,
     replenish_one_time_prekeys, rotate_signed_prekey_if_due, save_registration, signed_prekey_due,
     SignedPrekeySchedule, MAX_LOCAL_ONE_TIME_PREKEYS, ONE_TIME_PREKEY_TARGET,
 };
@@ -78,7 +83,7 @@ pub use certify::{devices_to_certify, record_certified_devices, starts_session, 
 pub use open::open_envelope;
 pub use seal::{
     add_sessions, devices_with_session, devices_without_session, known_devices, remove_devices,
-    reseal_after_stale, seal, seal_for,
+    reseal_after_stale, seal, seal_for, start_sessions,
 };
 pub use replay::TABLES as REPLAY_TABLES;
 pub use skipped_keys::expire_skipped_keys;
@@ -86,15 +91,21 @@ pub use store::TABLES_V1;
 
 /// Creates every `e2e` table at once in a database that has none, for one that is not opened
 /// through numbered migrations (tests, a member's device in them); migrated databases list
-/// `TABLES_V1`, `inbound::TABLES_V2`, `leaf::TABLES`, `posters::TABLES` and `REPLAY_TABLES` as
-/// their steps.
+/// `TABLES_V1`, `inbound::TABLES_V2`, `leaf::TABLES`, `posters::TABLES`, `REPLAY_TABLES` and
+/// `DEVICE_PROOF_TABLES` as their steps.
 pub fn create_all_tables(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     conn.execute_batch(TABLES_V1)?;
     conn.execute_batch(inbound::TABLES_V2)?;
     conn.execute_batch(leaf::TABLES)?;
     conn.execute_batch(posters::TABLES)?;
-    conn.execute_batch(replay::TABLES)
+    conn.execute_batch(replay::TABLES)?;
+    conn.execute_batch(DEVICE_PROOF_TABLES[0])?;
+    conn.execute_batch(DEVICE_PROOF_TABLES[1])
 }
+
+/// The step every database holding `e2e` tables takes for devices' second-version
+/// certificates and signed removals (`leaf::TABLES_V2`, `removals::TABLES`).
+pub const DEVICE_PROOF_TABLES: [&str; 2] = [leaf::TABLES_V2, removals::TABLES];
 
 /// Prepared statements to keep per connection of a database that runs these modules'
 /// statements (the gateway's and `e2e-chat`'s): one inbound envelope runs a few dozen distinct
@@ -124,6 +135,9 @@ pub enum E2eError {
     /// A first message (X3DH) from a device whose certificate this device has not checked
     /// (`certify`): no session is started with it.
     UnverifiedDevice { user_id: u64, device_id: u32 },
+    /// The platform served a device its account removed for good (a signed removal,
+    /// `removals`): no session is started with it.
+    RemovedDevice { user_id: u64, device_id: u32 },
     /// A normal message arrived from a device we have no session with.
     NoSession { user_id: u64, device_id: u32 },
     /// The plaintext was not a valid `Content`.
@@ -155,6 +169,10 @@ impl std::fmt::Display for E2eError {
             E2eError::UnverifiedDevice { user_id, device_id } => write!(
                 f,
                 "device {device_id} of user {user_id} starts a session, but its certificate was not checked or did not pass"
+            ),
+            E2eError::RemovedDevice { user_id, device_id } => write!(
+                f,
+                "the platform serves device {device_id} of user {user_id}, which its account removed (a signed removal); refused"
             ),
             E2eError::NoSession { user_id, device_id } => {
                 write!(f, "no session with user {user_id} device {device_id}")

@@ -40,18 +40,22 @@ pub fn open_envelope(conn: &Connection, envelope: &InboxEnvelope) -> Result<Cont
     match slot {
         Slot::Current => {
             let prev = previous.as_ref().map(Session::to_bytes);
-            store::put_sessions(conn, user_id, device_id, &session_bytes, prev.as_deref())?;
+            store::put_sessions(conn, user_id, device_id, &session_bytes, prev.as_deref().map(Vec::as_slice))?;
         }
         Slot::Previous => {
             // The previous session is the live one after all: promote it.
             let demoted = current.as_ref().map(Session::to_bytes);
-            store::put_sessions(conn, user_id, device_id, &session_bytes, demoted.as_deref())?;
+            store::put_sessions(conn, user_id, device_id, &session_bytes, demoted.as_deref().map(Vec::as_slice))?;
         }
         Slot::New { header } => {
             let demoted = current.as_ref().map(Session::to_bytes);
-            store::put_sessions(conn, user_id, device_id, &session_bytes, demoted.as_deref())?;
+            store::put_sessions(conn, user_id, device_id, &session_bytes, demoted.as_deref().map(Vec::as_slice))?;
             match header.one_time_prekey_id {
-                Some(id) => store::delete_one_time_prekey(conn, id)?,
+                Some(id) => {
+                    store::delete_one_time_prekey(conn, id)?;
+                    // Used up: no copy of its secret stays in the log past the commit.
+                    super::wal::secrets_deleted();
+                }
                 None => super::replay::remember(conn, &header)?,
             }
         }
@@ -165,9 +169,12 @@ mod tests {
         let first = alice.send(&bob, "hello bob");
         assert!(x3dh::peek_prekey_header(&first.ciphertext).expect("peek").is_some());
         assert!(store::one_time_prekey(&bob.conn, used).expect("read").is_some());
+        super::super::wal::take_mark();
         assert_eq!(open_text(&bob, &first), "hello bob");
-        // The one-time prekey is consumed, and alice's device is recorded.
+        // The one-time prekey is consumed (and the commit checkpoints the log: no copy of its
+        // secret stays there), and alice's device is recorded.
         assert!(store::one_time_prekey(&bob.conn, used).expect("read").is_none());
+        assert!(super::super::wal::take_mark(), "the used prekey asks for a checkpoint");
         assert_eq!(local_one_time_prekey_count(&bob.conn).expect("count"), ONE_TIME_PREKEY_TARGET - 1);
         assert_eq!(known_devices(&bob.conn, 1).expect("known"), vec![1]);
 
@@ -272,7 +279,7 @@ mod tests {
             let (cur, prev) = store::sessions(&alice.conn, 2, 1).expect("read").expect("session");
             let mut s = Session::from_bytes(&cur).expect("decode");
             let ct = s.encrypt(&[0xff, 0xff, 0xff]);
-            store::put_sessions(&alice.conn, 2, 1, &s.to_bytes(), prev.as_deref()).expect("store");
+            store::put_sessions(&alice.conn, 2, 1, &s.to_bytes(), prev.as_deref().map(Vec::as_slice)).expect("store");
             ct
         };
         assert!(matches!(open_envelope(&bob.conn, &alice.envelope(sealed)), Err(E2eError::BadContent)));

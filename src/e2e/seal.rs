@@ -5,11 +5,10 @@ use rusqlite::Connection;
 
 use super::device::device_key;
 use super::{store, E2eError, Result};
-use crate::crypto::identity;
 use crate::crypto::x3dh;
 use crate::crypto::{CryptoError, Session};
 use crate::wire::e2e::Content;
-use crate::wire::platform::{DeviceCiphertext, PrekeyBundle, Profile};
+use crate::wire::platform::{DeviceCiphertext, GetPrekeyBundlesResponse, PrekeyBundle, Profile};
 
 /// Devices of `peer_user` we know of (from bundles or received messages).
 pub fn known_devices(conn: &Connection, peer_user: u64) -> Result<Vec<u32>> {
@@ -31,7 +30,12 @@ pub fn add_sessions(conn: &Connection, peer: &Profile, bundles: &[PrekeyBundle])
     let mut started = Vec::with_capacity(bundles.len());
     for b in bundles {
         let (user_id, device_id) = (peer.user_id, b.device_id);
-        if identity::verify_device_certificate(&peer.identity_key, &b.device_key, &b.device_certificate).is_err() {
+        if super::store::is_removed(conn, user_id, device_id, &b.device_key)? {
+            log::warn!("user {user_id} device {device_id}: served again after its account removed it (signed); refused");
+            return Err(E2eError::RemovedDevice { user_id, device_id });
+        }
+        let v2 = b.certificate_v2.as_ref();
+        if !super::certify::certificate_holds(&peer.identity_key, user_id, device_id, &b.device_key, &b.device_certificate, v2) {
             log::warn!("device certificate of user {user_id} device {device_id} does not verify");
             return Err(E2eError::BadCertificate { user_id, device_id });
         }
@@ -56,9 +60,17 @@ pub fn add_sessions(conn: &Connection, peer: &Profile, bundles: &[PrekeyBundle])
     for (device_id, device_key, session) in started {
         let demoted = store::sessions(conn, peer.user_id, device_id)?.map(|(current, _)| current);
         store::upsert_peer_device(conn, peer.user_id, device_id, &device_key)?;
-        store::put_sessions(conn, peer.user_id, device_id, &session.to_bytes(), demoted.as_deref())?;
+        store::put_sessions(conn, peer.user_id, device_id, &session.to_bytes(), demoted.as_deref().map(Vec::as_slice))?;
     }
     Ok(())
+}
+
+/// `add_sessions` for a whole `GetPrekeyBundles` answer: the signed removals it carries are
+/// checked and recorded first (`removals`), so a device its account removed is refused.
+pub fn start_sessions(conn: &Connection, answer: &GetPrekeyBundlesResponse) -> Result<()> {
+    let peer = answer.profile.get_or_default();
+    super::removals::record_removals(conn, peer.user_id, &peer.identity_key, &answer.removals)?;
+    add_sessions(conn, peer, &answer.bundles)
 }
 
 /// The crypto view of a wire bundle; length checks here, signature checks in `x3dh`.
@@ -150,7 +162,7 @@ pub fn seal_for(conn: &Connection, peer_user: u64, device_ids: &[u32], content: 
         advanced.push((device_id, session.to_bytes(), previous));
     }
     for (device_id, session, previous) in advanced {
-        store::put_sessions(conn, peer_user, device_id, &session, previous.as_deref())?;
+        store::put_sessions(conn, peer_user, device_id, &session, previous.as_deref().map(Vec::as_slice))?;
     }
     Ok(sealed)
 }
@@ -159,6 +171,7 @@ pub fn seal_for(conn: &Connection, peer_user: u64, device_ids: &[u32], content: 
 mod tests {
     use super::*;
     use super::super::testing::{open_text, Device};
+    use crate::crypto::identity;
     use super::super::text_content;
     use crate::crypto::IdentityKeyPair;
 
@@ -266,5 +279,51 @@ mod tests {
         assert_eq!(known_devices(&alice.conn, 2).expect("known"), vec![2, 3], "device 1 is forgotten");
         bob3.introduce(&alice);
         assert_eq!(open_text(&bob3, &alice.envelope(sealed[1].ciphertext.clone())), "mended");
+    }
+
+    /// What a dishonest platform tries with the second-version certificate and a signed
+    /// removal: a certificate moved to another device id, and a removed device served again.
+    #[test]
+    fn a_relabelled_or_removed_device_starts_no_session() {
+        let alice = Device::new(1, 1);
+        let bob = Device::new(2, 3);
+        let v2 = |device_id: u32| {
+            let binding = identity::DeviceBinding { user_id: 2, device_id, created_at: 1_800_000_000 };
+            let key: [u8; 32] = bob.keys.device_key.as_slice().try_into().expect("32");
+            crate::wire::platform::DeviceCertificateV2 {
+                created_at: binding.created_at,
+                signature: identity::sign_device_certificate_v2(&bob.account, &key, binding).to_vec(),
+                ..Default::default()
+            }
+        };
+        // Bob's device 3 with a certificate made for device 4: refused; its own: taken.
+        let mut relabelled = bob.bundle(Some(0));
+        relabelled.certificate_v2 = protobuf::MessageField::some(v2(4));
+        assert!(matches!(add_sessions(&alice.conn, &bob.profile(), &[relabelled]), Err(E2eError::BadCertificate { user_id: 2, device_id: 3 })));
+        let mut proper = bob.bundle(Some(1));
+        proper.certificate_v2 = protobuf::MessageField::some(v2(3));
+        add_sessions(&alice.conn, &bob.profile(), &[proper.clone()]).expect("a second-version certificate of its own");
+        assert_eq!(devices_with_session(&alice.conn, 2).expect("sessions"), vec![3]);
+
+        // Bob's account removes device 3 (signed); the removal comes with the next bundles,
+        // the session ends, and device 3 served again starts nothing.
+        let key: [u8; 32] = bob.keys.device_key.as_slice().try_into().expect("32");
+        let removal = super::super::removals::signed_removal(&bob.account, 2, 3, &key, 1_800_000_100);
+        let answer = GetPrekeyBundlesResponse {
+            profile: protobuf::MessageField::some(bob.profile()),
+            bundles: vec![proper.clone()],
+            removals: vec![removal],
+            ..Default::default()
+        };
+        assert!(matches!(start_sessions(&alice.conn, &answer), Err(E2eError::RemovedDevice { user_id: 2, device_id: 3 })));
+        assert_eq!(devices_with_session(&alice.conn, 2).expect("sessions"), Vec::<u32>::new(), "its session ended");
+        // Later the platform serves it without the removal: still refused, as is its key
+        // under another device id.
+        assert!(matches!(add_sessions(&alice.conn, &bob.profile(), &[proper.clone()]), Err(E2eError::RemovedDevice { .. })));
+        let mut moved = proper;
+        moved.device_id = 5;
+        moved.certificate_v2 = protobuf::MessageField::none();
+        assert!(matches!(add_sessions(&alice.conn, &bob.profile(), &[moved]), Err(E2eError::RemovedDevice { user_id: 2, device_id: 5 })));
+        assert!(seal(&alice.conn, 2, &text_content("to nobody")).expect("seal").is_empty(), "nothing is sealed for it");
     }
 }

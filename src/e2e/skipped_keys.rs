@@ -19,9 +19,13 @@ pub fn expire_skipped_keys(conn: &Connection, now: i64) -> Result<usize> {
         let expired_previous = previous.as_mut().is_some_and(|p| p.expire_skipped(now));
         if expired_current || expired_previous {
             let previous = previous.map(|p| p.to_bytes());
-            store::put_sessions(conn, user_id, device_id, &current.to_bytes(), previous.as_deref())?;
+            store::put_sessions(conn, user_id, device_id, &current.to_bytes(), previous.as_deref().map(Vec::as_slice))?;
             changed += 1;
         }
+    }
+    if changed > 0 {
+        // The sessions' old images, with the expired keys, leave the log at the commit.
+        super::wal::secrets_deleted();
     }
     Ok(changed)
 }
@@ -48,7 +52,11 @@ mod tests {
         assert_eq!(open_text(&bob, &alice.send(&bob, "latest")), "latest");
         assert_eq!(open_text(&bob, &lost), "delayed");
 
+        super::super::wal::take_mark();
+        assert_eq!(expire_skipped_keys(&bob.conn, unix_now() + SKIPPED_KEY_MAX_AGE_SECS - 60).expect("sweep"), 0);
+        assert!(!super::super::wal::take_mark(), "nothing deleted, no checkpoint");
         assert_eq!(expire_skipped_keys(&bob.conn, unix_now() + SKIPPED_KEY_MAX_AGE_SECS + 60).expect("sweep"), 1);
+        assert!(super::super::wal::take_mark(), "the expired keys' old images leave the log at the commit");
         assert!(
             matches!(open_envelope(&bob.conn, &late), Err(E2eError::Crypto(CryptoError::DuplicateMessage))),
             "its key is gone from the stored session"

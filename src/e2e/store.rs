@@ -6,6 +6,7 @@
 //! Ids are stored as SQLite INTEGER (i64); user ids are 52-bit and device/prekey ids 32-bit.
 
 use rusqlite::{params, Connection, OptionalExtension};
+use zeroize::Zeroizing;
 
 /// The e2e tables as the release before schema versions created them: part of step 1 of every
 /// database that holds device state (`crate::migrations`). Frozen, and idempotent, so that step 1
@@ -214,20 +215,31 @@ pub(crate) fn devices_with_session(conn: &Connection, user_id: u64) -> rusqlite:
     rows.collect()
 }
 
+/// Whether `user_id` removed this device, or the device with this key, in a signed removal
+/// this device recorded (`removals`).
+pub(crate) fn is_removed(conn: &Connection, user_id: u64, device_id: u32, device_key: &[u8]) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM e2e_removed_devices WHERE user_id = ?1 AND (device_id = ?2 OR device_key = ?3)")?
+        .exists(params![user_id as i64, device_id, device_key])
+}
+
 pub(crate) fn delete_peer_device(conn: &Connection, user_id: u64, device_id: u32) -> rusqlite::Result<()> {
     conn.prepare_cached("DELETE FROM e2e_sessions WHERE user_id = ?1 AND device_id = ?2")?.execute(params![user_id as i64, device_id])?;
     conn.prepare_cached("DELETE FROM e2e_peer_devices WHERE user_id = ?1 AND device_id = ?2")?.execute(params![user_id as i64, device_id])?;
     Ok(())
 }
 
-/// Encoded sessions with one device: (current, previous).
-pub(crate) type SessionPair = (Vec<u8>, Option<Vec<u8>>);
+/// A device's current session and the one it replaced, serialized: every secret of both, so
+/// the buffers are wiped when dropped.
+pub(crate) type SessionPair = (Zeroizing<Vec<u8>>, Option<Zeroizing<Vec<u8>>>);
 
-/// The stored session bytes with a device.
+fn session_pair(current: Vec<u8>, previous: Option<Vec<u8>>) -> SessionPair {
+    (Zeroizing::new(current), previous.map(Zeroizing::new))
+}
+
 pub(crate) fn sessions(conn: &Connection, user_id: u64, device_id: u32) -> rusqlite::Result<Option<SessionPair>> {
     conn.prepare_cached("SELECT session, previous FROM e2e_sessions WHERE user_id = ?1 AND device_id = ?2")?.query_row(
         params![user_id as i64, device_id],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        |r| Ok(session_pair(r.get(0)?, r.get(1)?)),
     )
     .optional()
 }
@@ -235,7 +247,7 @@ pub(crate) fn sessions(conn: &Connection, user_id: u64, device_id: u32) -> rusql
 /// Every stored session: (user, device, (current, previous)).
 pub(crate) fn all_sessions(conn: &Connection) -> rusqlite::Result<Vec<(u64, u32, SessionPair)>> {
     let mut stmt = conn.prepare("SELECT user_id, device_id, session, previous FROM e2e_sessions ORDER BY user_id, device_id")?;
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?, (r.get(2)?, r.get(3)?))))?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?, session_pair(r.get(2)?, r.get(3)?))))?;
     rows.collect()
 }
 
@@ -266,7 +278,7 @@ mod tests {
         upsert_peer_device(&conn, 7, 1, b"key").expect("device");
         put_sessions(&conn, 7, 1, b"s1", None).expect("session");
         put_sessions(&conn, 7, 1, b"s2", Some(b"s1")).expect("replace");
-        assert_eq!(sessions(&conn, 7, 1).expect("read"), Some((b"s2".to_vec(), Some(b"s1".to_vec()))));
+        assert_eq!(sessions(&conn, 7, 1).expect("read"), Some((Zeroizing::new(b"s2".to_vec()), Some(Zeroizing::new(b"s1".to_vec())))));
         assert_eq!(devices_with_session(&conn, 7).expect("list"), vec![1]);
         delete_peer_device(&conn, 7, 1).expect("delete");
         assert_eq!(sessions(&conn, 7, 1).expect("read"), None);

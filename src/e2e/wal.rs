@@ -1,10 +1,17 @@
 //! No copies of deleted secrets in the write-ahead log (forward secrecy at rest). With
 //! `secure_delete` SQLite zeroes the pages it frees in the database file, but a WAL keeps the
 //! old page images of every change until it is checkpointed and overwritten. So the databases
-//! that hold device secrets (a bot's store, an `e2e-chat` profile) cut the log back to nothing
-//! at each checkpoint (`JOURNAL_SIZE_LIMIT`), and whoever commits a transaction in which this
-//! thread deleted secrets (`secrets_deleted`: past MLS epochs) checkpoints right after it
-//! (`checkpoint_if_secrets_deleted`).
+//! that hold device secrets (a bot's store, an `e2e-chat` profile):
+//! - cut the log back to nothing at each checkpoint (`JOURNAL_SIZE_LIMIT`);
+//! - checkpoint right after a transaction in which this thread deleted secrets
+//!   (`secrets_deleted`, then `checkpoint_if_secrets_deleted` after the commit): past MLS
+//!   epochs, expired skipped message keys, a used one-time prekey, a forgotten device, a bot
+//!   secret once a config holds it;
+//! - checkpoint every `AUTOCHECKPOINT_PAGES` pages otherwise (`WAL_AUTOCHECKPOINT`). Every
+//!   message sent or received rewrites a session, and its old image holds chain keys that
+//!   were just replaced: a checkpoint after each would double the cost of every message, so
+//!   those images stay in the log for at most that many pages of writes (a few hundred
+//!   messages), instead of SQLite's default of 1000 pages.
 
 use std::cell::Cell;
 
@@ -12,6 +19,12 @@ use rusqlite::Connection;
 
 /// Set on the connection of a database holding secrets, with WAL and `secure_delete`.
 pub const JOURNAL_SIZE_LIMIT: &str = "PRAGMA journal_size_limit = 0;";
+
+/// Pages written between automatic checkpoints (module doc): 256 KiB of 4 KiB pages.
+pub const AUTOCHECKPOINT_PAGES: u32 = 64;
+/// Set with `JOURNAL_SIZE_LIMIT`.
+pub const WAL_AUTOCHECKPOINT: &str = "PRAGMA wal_autocheckpoint = 64;";
+const _: () = assert!(AUTOCHECKPOINT_PAGES == 64, "WAL_AUTOCHECKPOINT says 64");
 
 thread_local! {
     /// This thread deleted secrets in the transaction it is running.
@@ -22,6 +35,12 @@ thread_local! {
 /// rolls back costs a needless checkpoint, nothing more.)
 pub fn secrets_deleted() {
     DELETED.with(|d| d.set(true));
+}
+
+/// Takes this thread's mark (tests: which steps ask for the checkpoint).
+#[cfg(test)]
+pub(crate) fn take_mark() -> bool {
+    DELETED.with(|d| d.replace(false))
 }
 
 /// After a commit: when this thread's transaction deleted secrets, copies the log into the

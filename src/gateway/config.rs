@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+use zeroize::Zeroizing;
 
 use crate::wire::{token, Invalid};
 use crate::crypto::{self, IdentityKeyPair};
@@ -126,14 +127,25 @@ pub const BOT_FIELDS: &[Field] = &[
 ];
 
 /// Optional fields of each `bots[]` entry.
-pub const OPTIONAL_BOT_FIELDS: &[OptionalField] = &[OptionalField {
-    name: "accept_identity_changes",
-    kind: "boolean",
-    default: "false",
-    meaning: "when the platform serves another account identity key for a user than the one this bot pinned when \
-              it first met them, accept it (pin the new key, with a warning) instead of keeping that user's messages \
-              out of the queue (counted in botgw_identity_changes_total) and sending them nothing",
-}];
+pub const OPTIONAL_BOT_FIELDS: &[OptionalField] = &[
+    OptionalField {
+        name: "accept_identity_changes",
+        kind: "boolean",
+        default: "false",
+        meaning: "when the platform serves another account identity key for a user than the one this bot pinned when \
+                  it first met them, accept it (pin the new key, with a warning) instead of keeping that user's messages \
+                  out of the queue (counted in botgw_identity_changes_total) and sending them nothing",
+    },
+    OptionalField {
+        name: "previous_identity_recovery_secret_hex",
+        kind: "64 hex",
+        default: "none",
+        meaning: "after @BotManager /rekey (e2e-chat rekey --config writes it): the bot's recovery secret before the \
+                  move (secret). At start the state database is re-encrypted from it to identity_recovery_secret_hex, \
+                  keeping the queue and history, and a device of the new identity is registered; the field may be \
+                  removed after that start",
+    },
+];
 
 /// The config reference of `bot-gateway --help`: every field, its type, that it is required,
 /// and what it means.
@@ -181,7 +193,10 @@ pub struct Config {
 pub struct BotConfig {
     pub bot_id_hex: String,
     pub token: String,
-    pub recovery_secret: [u8; 32],
+    pub recovery_secret: Zeroizing<[u8; 32]>,
+    /// `previous_identity_recovery_secret_hex`: the secret before a `/rekey`, whose key the
+    /// state database may still be under.
+    pub previous_recovery_secret: Option<Zeroizing<[u8; 32]>>,
     pub compat_user_id: u64,
     pub username: String,
     pub first_name: String,
@@ -427,9 +442,17 @@ fn parse_bot(value: &Value) -> Result<BotConfig, Invalid> {
     let parsed = token::parse(&token).ok_or_else(|| {
         Invalid(format!("{at}: token is not in the <numeric_id>:<64 hex> format (tokens of the old format must be reissued with /token)"))
     })?;
-    let secret_hex = string(obj, "identity_recovery_secret_hex")?;
+    let secret_hex = Zeroizing::new(string(obj, "identity_recovery_secret_hex")?);
     let recovery_secret = crypto::hex_decode_32(&secret_hex)
+        .map(Zeroizing::new)
         .ok_or_else(|| Invalid::new(format!("{at}: identity_recovery_secret_hex must be 64 hex characters")))?;
+    let previous_recovery_secret = match obj.get("previous_identity_recovery_secret_hex") {
+        None => None,
+        Some(Value::String(hex)) => Some(crypto::hex_decode_32(hex).map(Zeroizing::new).ok_or_else(|| {
+            Invalid::new(format!("{at}: previous_identity_recovery_secret_hex must be 64 hex characters"))
+        })?),
+        Some(_) => return Err(Invalid::new(format!("{at}: previous_identity_recovery_secret_hex must be a string of 64 hex characters"))),
+    };
     let compat_user_id = obj
         .get("compat_user_id")
         .and_then(Value::as_u64)
@@ -446,8 +469,16 @@ fn parse_bot(value: &Value) -> Result<BotConfig, Invalid> {
         Some(Value::Bool(b)) => *b,
         Some(v) => return Err(Invalid::new(format!("{at}: accept_identity_changes must be true or false, not {v}"))),
     };
-    let bot =
-        BotConfig { bot_id_hex, token, recovery_secret, compat_user_id, username, first_name, accept_identity_changes };
+    let bot = BotConfig {
+        bot_id_hex,
+        token,
+        recovery_secret,
+        previous_recovery_secret,
+        compat_user_id,
+        username,
+        first_name,
+        accept_identity_changes,
+    };
     if crypto::hex_encode(&bot.identity().public_key()) != bot.bot_id_hex {
         return Err(Invalid::new(format!(
             "{at}: identity_recovery_secret_hex does not belong to bot_id_hex (the recovery secret derives a different Bot ID)"

@@ -287,7 +287,8 @@ impl Drop for AckWindow<'_> {
 
 /// The hourly upkeep beside the signed prekey's: skipped message keys older than 30 days
 /// deleted; in groups, key packages replaced before they age, leaves updated on their period,
-/// joiners the platform never announced reported (a quiet group gets no batch to trigger them).
+/// joiners the platform never announced reported (a quiet group gets no batch to trigger them);
+/// devices the owner removed since get their removal signed.
 fn hourly_upkeep(shared: &BotShared) {
     let now = crate::clock::unix_now();
     match shared.store.write(move |c| Ok(e2e::expire_skipped_keys(c, now)?)) {
@@ -298,6 +299,8 @@ fn hourly_upkeep(shared: &BotShared) {
     groups::keep_key_packages(shared);
     groups::self_update_due(shared, crate::clock::unix_now());
     groups::report_unannounced_joiners(shared, crate::clock::unix_now());
+    let at = format!("bot @{}", shared.username);
+    super::registration::sign_new_removals(&*shared.platform, &shared.store, &shared.identity, shared.compat_user_id, &at);
 }
 
 /// Settles our unanswered group commits before a batch with messages of those groups is

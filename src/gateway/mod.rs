@@ -314,6 +314,11 @@ fn start_bot(config: &config::Config, state: &state_dir::StateDir, i: usize) -> 
     let index = i + 1;
     log::info!("bot #{index} is @{name}: its threads are wr/{index}, ins/{index}, in/{index}, out/{index} (and wh/{index}, whr/{index} while a webhook delivers)");
     let db = state.bot_database(bot.compat_user_id);
+    if let Some(previous) = &bot.previous_recovery_secret {
+        // After a /rekey: the state is moved to the new secret's key first (kept whole).
+        store::rekey::move_to_new_secret(&db, previous, &bot.recovery_secret, &bot.bot_id_hex)
+            .map_err(|why| StartError::Store { bot: name.clone(), why: Box::new(why) })?;
+    }
     let store = store::Store::open(&db, &bot.recovery_secret, &bot.bot_id_hex, &threads::thread_name("wr", index))
         .map_err(|why| StartError::Store { bot: name.clone(), why: Box::new(why) })?;
     let platform = match registration::register_or_resume(&config.bot_platform_endpoint, bot, &store) {

@@ -551,7 +551,7 @@ fn record_answer(
 /// `MAX_DEVICE_REFRESHES` ends the message. Only a failing database fails the job.
 fn start_sessions(c: &Connection, fetched: &[GetPrekeyBundlesResponse], bot: &str) -> Result<(), StoreError> {
     for resp in fetched {
-        match e2e::add_sessions(c, &resp.profile, &resp.bundles) {
+        match e2e::start_sessions(c, resp) {
             Ok(()) => {}
             Err(e2e::E2eError::Db(e)) => return Err(e.into()),
             Err(e) => log::warn!("bot @{bot}: prekey bundles of user {} refused: {e}", resp.profile.user_id),

@@ -3,6 +3,11 @@
 //! A fresh `state_dir` registers a new device: the device certificate and a registration
 //! proof are signed by the bot identity key derived from the recovery secret, so the platform
 //! refuses a token, recovery secret and state that do not belong to one bot.
+//!
+//! A bot whose owner moved it to a new identity (`/rekey`; the state was re-encrypted under the
+//! new secret by `store::rekey`) has a device of the old identity in its state, which the
+//! platform removed: that device is forgotten (keys, sessions; the queue, history and files
+//! stay), its groups are joined again, and a new device is registered under the new identity.
 
 use std::time::Duration;
 
@@ -11,7 +16,11 @@ use super::runtime::unix_now;
 use super::store::{Store, StoreError};
 use crate::crypto;
 use crate::e2e::{self, Registration};
-use crate::wire::platform::{ListDevicesRequest, LookupUserRequest, RegisterBotDeviceRequest, VerifyCredentialRequest};
+use crate::wire::platform::{
+    BotDevice, CertifyDeviceRequest, DeviceRemoval, ListDevicesRequest, LookupUserRequest, RegisterBotDeviceRequest,
+    RemoveDeviceRequest, VerifyCredentialRequest,
+};
+use zeroize::Zeroizing;
 use super::port::{GrpcPort, PlatformPort};
 use crate::wire::{rpc, Credential, Invalid, Platform};
 
@@ -75,6 +84,20 @@ pub fn register_or_resume(endpoint: &str, bot: &BotConfig, store: &Store) -> Res
                 reg.user_id, bot.compat_user_id
             )))
         }
+        Some(reg) if identity_moved(store, bot)? => {
+            log::warn!(
+                "{at}: the bot has a new identity (Bot ID {}); device {} of the old one is forgotten and a new device \
+                 is registered (the queue and history stay)",
+                bot.bot_id_hex,
+                reg.device_id
+            );
+            store.write(|c| {
+                crate::e2e::forget_own_device(c)?;
+                super::store::groups::join_again_as_new_device(c)?;
+                Ok(())
+            })?;
+            register(&port, bot, store)?
+        }
         Some(reg) => reg,
         None => register(&port, bot, store)?,
     };
@@ -84,8 +107,18 @@ pub fn register_or_resume(endpoint: &str, bot: &BotConfig, store: &Store) -> Res
     port.set_credential(Credential::Bot { token: bot.token.clone(), device_id: Some(reg.device_id) });
     port.verify_credential(&VerifyCredentialRequest::new()).map_err(|e| refused(e, bot, reg.device_id))?;
     log::info!("{at}: running as device {} of bot {}", reg.device_id, reg.user_id);
-    report_other_devices(&port, &at, reg.device_id);
+    certify_own_device(&port, store, bot, reg, &at)?;
+    if let Some(devices) = report_other_devices(&port, &at, reg.device_id) {
+        sign_removals(&port, store, &bot.identity(), bot.compat_user_id, &devices, &at)?;
+    }
     Ok(port)
+}
+
+/// Whether the state's device was registered under another identity than the config's: the
+/// owner moved the bot to a new key.
+fn identity_moved(store: &Store, bot: &BotConfig) -> Result<bool, RegistrationError> {
+    let own = store.read(|c| Ok(crate::e2e::own_identity_key(c)?))?;
+    Ok(own.is_some_and(|key| key != bot.identity().public_key()))
 }
 
 /// Connects to the platform and checks, without registering anything, that the token is the
@@ -114,15 +147,84 @@ fn refused(e: grpcio::Error, bot: &BotConfig, device_id: u32) -> RegistrationErr
     }
 }
 
+/// Gives the platform this device's second-version certificate, once (`e2e::leaf`): it binds
+/// the bot's user id, the device id and a time, so the device cannot be relabelled. A platform
+/// that does not take it is logged, and the start goes on (receivers still read the first
+/// version).
+fn certify_own_device(platform: &dyn PlatformPort, store: &Store, bot: &BotConfig, reg: Registration, at: &str) -> Result<(), RegistrationError> {
+    let seed = Zeroizing::new(bot.identity().seed());
+    let now = unix_now();
+    let certificate = store.write(move |c| Ok(e2e::leaf::certify_own_device(c, &crypto::IdentityKeyPair::from_seed(&seed), reg, now)?))?;
+    if store.read(|c| Ok(e2e::leaf::own_certificate_v2_uploaded(c)?))? {
+        return Ok(());
+    }
+    let request = CertifyDeviceRequest { certificate: protobuf::MessageField::some(certificate), ..Default::default() };
+    match platform.certify_device(&request) {
+        Ok(_) => store.write(|c| Ok(e2e::leaf::set_own_certificate_v2_uploaded(c)?))?,
+        Err(e) => log::warn!("{at}: the platform did not take this device's certificate (version 2): {}", rpc::text(&e)),
+    }
+    Ok(())
+}
+
+/// Signs the removal of every device of the bot the platform lists as removed (its owner's
+/// `/removedevice`) whose removal carries no signature yet, and records it here too: from then
+/// on users' clients refuse that device, whatever the platform serves later (`e2e::removals`).
+/// At start (from the list start-up reads anyway) and in the hourly upkeep (`inbox`).
+pub(super) fn sign_removals(
+    platform: &dyn PlatformPort,
+    store: &Store,
+    identity: &crypto::IdentityKeyPair,
+    bot_user_id: u64,
+    devices: &[BotDevice],
+    at: &str,
+) -> Result<(), StoreError> {
+    for d in devices.iter().filter(|d| !d.active && d.removed_at > 0 && !d.removal_signed) {
+        let Ok(device_key) = <[u8; 32]>::try_from(d.device_key.as_slice()) else { continue };
+        let statement = crypto::identity::device_removal_statement(&identity.public_key(), bot_user_id, d.device_id, &device_key, d.removed_at);
+        let removal = DeviceRemoval {
+            device_id: d.device_id,
+            device_key: d.device_key.clone(),
+            removed_at: d.removed_at,
+            signature: identity.sign(&statement).to_vec(),
+            ..Default::default()
+        };
+        let request = RemoveDeviceRequest { removal: protobuf::MessageField::some(removal.clone()), ..Default::default() };
+        match platform.remove_device(&request) {
+            Ok(_) => log::info!("{at}: signed the removal of device {} of the bot", d.device_id),
+            Err(e) => {
+                log::warn!("{at}: the platform did not take the signed removal of device {}: {}", d.device_id, rpc::text(&e));
+                continue;
+            }
+        }
+        let own_key = identity.public_key();
+        store.write(move |c| Ok(e2e::removals::record_removals(c, bot_user_id, &own_key, &[removal])?))?;
+    }
+    Ok(())
+}
+
+/// The hourly part of `sign_removals`: the bot's devices listed again, any new removal signed.
+pub(super) fn sign_new_removals(platform: &dyn PlatformPort, store: &Store, identity: &crypto::IdentityKeyPair, bot_user_id: u64, at: &str) {
+    let devices = match platform.list_devices(&ListDevicesRequest::new()) {
+        Ok(r) => r.devices,
+        Err(e) => {
+            log::warn!("{at}: cannot list the bot's devices to sign their removals: {}", rpc::text(&e));
+            return;
+        }
+    };
+    if let Err(e) = sign_removals(platform, store, identity, bot_user_id, &devices, at) {
+        log::warn!("{at}: recording a signed removal: {e}");
+    }
+}
+
 /// Logs how many OTHER runtimes of the bot are live (hold an Inbox stream now), warning when
-/// there are any: each of them also receives and answers every message. Informational only:
-/// a platform that cannot list devices does not stop the start.
-fn report_other_devices(platform: &dyn PlatformPort, at: &str, own: u32) {
+/// there are any: each of them also receives and answers every message, and returns the list.
+/// Informational only: a platform that cannot list devices does not stop the start.
+fn report_other_devices(platform: &dyn PlatformPort, at: &str, own: u32) -> Option<Vec<BotDevice>> {
     let devices = match platform.list_devices(&ListDevicesRequest::new()) {
         Ok(r) => r.devices,
         Err(e) => {
             log::warn!("{at}: cannot list the bot's devices: {}", rpc::text(&e));
-            return;
+            return None;
         }
     };
     let active = devices.iter().filter(|d| d.active).count();
@@ -140,6 +242,7 @@ fn report_other_devices(platform: &dyn PlatformPort, at: &str, own: u32) {
             list.join(", ")
         );
     }
+    Some(devices)
 }
 
 /// `getMe` answers from the config, and SDKs route `/command@username` by it: a `username` or

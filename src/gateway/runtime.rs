@@ -404,7 +404,7 @@ impl BotShared {
     /// removed), nothing more is sent, the Inbox stream is not retried, and `/healthz` is
     /// unhealthy with the reason.
     pub fn refused(&self, refusal: rpc::Refusal) {
-        if refusal == rpc::Refusal::DeviceRemoved {
+        if matches!(refusal, rpc::Refusal::DeviceRemoved | rpc::Refusal::IdentityMoved) {
             self.status.device_removed.store(true, Ordering::SeqCst);
         }
         *self.status.refusal.lock().unwrap_or_else(|e| e.into_inner()) = Some(refusal);
@@ -434,7 +434,8 @@ impl BotShared {
     }
 
     fn device_removed_reason(&self) -> String {
-        refusal_advice(rpc::Refusal::DeviceRemoved, &self.username, self.device_id())
+        let refusal = self.status.refusal.lock().unwrap_or_else(|e| e.into_inner()).unwrap_or(rpc::Refusal::DeviceRemoved);
+        refusal_advice(refusal, &self.username, self.device_id())
     }
 
     /// What a Bot API call gets once the platform refuses this runtime: 401, saying why when
@@ -559,6 +560,12 @@ pub fn refusal_advice(refusal: rpc::Refusal, username: &str, device_id: u32) -> 
             "this runtime's device {device_id} was removed via @BotManager /removedevice; it receives nothing more. \
              Start it with a fresh state_dir to register a new device"
         ),
+        rpc::Refusal::IdentityMoved => format!(
+            "the bot has a new identity (its owner's @BotManager /rekey), and this runtime's device {device_id} \
+             belonged to the old one. Restart the gateway with the config e2e-chat rekey wrote (the new \
+             identity_recovery_secret_hex and bot_id_hex, the old secret as previous_identity_recovery_secret_hex): it \
+             keeps its state and registers a device of the new identity"
+        ),
     }
 }
 
@@ -592,7 +599,8 @@ pub fn test_bot_on_fake(
     let config = BotConfig {
         bot_id_hex: "cd".repeat(32),
         token,
-        recovery_secret: [7u8; 32],
+        recovery_secret: zeroize::Zeroizing::new([7u8; 32]),
+        previous_recovery_secret: None,
         compat_user_id: 1,
         username: "b_bot".into(),
         first_name: "B".into(),

@@ -154,7 +154,7 @@ pub fn authenticate(store: &Store, presented: &Presented, need: Need) -> Result<
                             return Err(unauthenticated(format!("device {device_id} does not belong to bot {bot_id}")))
                         }
                         Some(d) if d.removed => {
-                            return Err(unauthenticated(super::store::device_removed_message(bot_id, *device_id)))
+                            return Err(unauthenticated(store.removal_message(addr)?))
                         }
                         Some(d) if !d.active => {
                             return Err(unauthenticated(format!(
@@ -212,7 +212,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = Store::open(dir.path()).expect("store");
         let (id, token) = store.create_bot("auth_bot", "Auth", "default", &[1; 32], None, 1).expect("bot");
-        let (other_id, _) = store.create_bot("other_bot", "Other", "default", &[1; 32], None, 1).expect("bot");
+        let (other_id, _) = store.create_bot("other_bot", "Other", "default", &[2; 32], None, 1).expect("bot");
         store.register_bot_device(id, &device(1), 1).expect("device");
         store.register_bot_device(other_id, &device(2), 1).expect("device");
 

@@ -1,30 +1,54 @@
-//! Provisioning a bot account: a fresh identity recovery secret, the identity key derived from
-//! it (whose hex public key is the Bot ID), a token, and the one-time JSON answer.
+//! Provisioning a bot account: its identity key (whose hex public key is the Bot ID), a token,
+//! and the one-time answer.
 //!
-//! Used by `platform-server create-bot`, and by whatever else creates bots (the management bot).
-//! Only the identity public key and the token digest are stored; the secrets are returned once.
+//! Two ways in:
+//! - `@BotManager`'s `/newbot` (`create_bot_for_key`): the owner's client drew the identity
+//!   secret and proved the key (`e2e::bot_key`); the platform never holds the secret.
+//! - `platform-server create-bot` on the operator's own host (`provision_bot`): the secret is
+//!   drawn here, for the operator's own bots and for tests, and the command says so.
+//!
+//! Only the identity public key and the token digest are stored.
+
+use zeroize::Zeroizing;
 
 use super::error::Result;
 use super::rules;
 use super::store::Store;
 use crate::crypto::{self, IdentityKeyPair};
 
-/// Everything a bot operator needs, shown once at creation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Everything a bot operator needs, shown once at creation. Debug output leaves out the token
+/// and the recovery secret.
+#[derive(Clone, PartialEq, Eq)]
 pub struct BotCredentials {
     /// `<numeric_id>:<64 hex>`.
     pub token: String,
     /// Hex of the identity public key.
     pub bot_id_hex: String,
-    /// 64 hex characters (256 bits); derives the identity key.
-    pub identity_recovery_secret_hex: String,
+    /// 64 hex characters (256 bits); derives the identity key. `None` when the owner's client
+    /// drew it: the platform never had it.
+    pub identity_recovery_secret_hex: Option<Zeroizing<String>>,
     /// The numeric id (token prefix, user id of the bot).
     pub compat_user_id: u64,
     pub username: String,
     pub first_name: String,
 }
 
+impl std::fmt::Debug for BotCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BotCredentials")
+            .field("bot_id_hex", &self.bot_id_hex)
+            .field("compat_user_id", &self.compat_user_id)
+            .field("username", &self.username)
+            .finish_non_exhaustive()
+    }
+}
+
 impl BotCredentials {
+    /// The recovery secret in hex, when it was drawn here (`create-bot`).
+    pub fn recovery_secret_hex(&self) -> Option<&str> {
+        self.identity_recovery_secret_hex.as_deref().map(String::as_str)
+    }
+
     /// One line of JSON:
     /// `{"token":…,"bot_id_hex":…,"identity_recovery_secret_hex":…,"compat_user_id":N,"username":…,"first_name":…}`.
     pub fn to_json_line(&self) -> String {
@@ -33,7 +57,7 @@ impl BotCredentials {
             "{{\"token\":{},\"bot_id_hex\":{},\"identity_recovery_secret_hex\":{},\"compat_user_id\":{},\"username\":{},\"first_name\":{}}}",
             s(&self.token),
             s(&self.bot_id_hex),
-            s(&self.identity_recovery_secret_hex),
+            s(self.recovery_secret_hex().unwrap_or_default()),
             self.compat_user_id,
             s(&self.username),
             s(&self.first_name),
@@ -41,8 +65,10 @@ impl BotCredentials {
     }
 }
 
-/// Creates a bot account (rules as for the management bot's /newbot) and returns its
-/// credentials. `capabilities` is `default` or a comma list of dm, groups, channels.
+/// Creates a bot account (rules as for the management bot's /newbot) with a recovery secret
+/// drawn here, and returns its credentials. `capabilities` is `default` or a comma list of dm,
+/// groups, channels. For `create-bot` on the operator's host and for tests; the management bot
+/// uses `create_bot_for_key`.
 pub fn provision_bot(
     store: &Store,
     username: &str,
@@ -63,14 +89,14 @@ pub fn provision_bot(
 /// retried after a crash with the same result (see `provision_bot_with`).
 pub struct BotSecrets {
     /// Derives the identity key; becomes `identity_recovery_secret_hex`.
-    pub recovery_secret: [u8; 32],
+    pub recovery_secret: Zeroizing<[u8; 32]>,
     /// The token's secret part; the platform stores its digest only.
     pub token_secret: [u8; 32],
 }
 
 impl BotSecrets {
     pub fn generate() -> BotSecrets {
-        BotSecrets { recovery_secret: crypto::random_bytes(), token_secret: crypto::random_bytes() }
+        BotSecrets { recovery_secret: Zeroizing::new(crypto::random_bytes()), token_secret: crypto::random_bytes() }
     }
 }
 
@@ -91,17 +117,34 @@ pub fn provision_bot_with(
     secrets: &BotSecrets,
 ) -> Result<BotCredentials> {
     let identity = IdentityKeyPair::from_recovery_secret(&secrets.recovery_secret);
-    let public_key = identity.public_key();
-    let now = crate::clock::unix_now();
-    let (id, token, existed) = store.create_bot_with_token(
+    let mut credentials = create_bot_for_key(
+        store,
         username,
         display_name,
         capabilities,
-        &public_key,
         owner_id,
+        &identity.public_key(),
         &secrets.token_secret,
-        now,
     )?;
+    credentials.identity_recovery_secret_hex = Some(Zeroizing::new(crypto::hex_encode(&secrets.recovery_secret[..])));
+    Ok(credentials)
+}
+
+/// Creates a bot whose identity key someone else holds the secret of (the owner's client, at
+/// `/newbot`): the credentials carry no recovery secret. Idempotent like `provision_bot_with`
+/// (the same username, owner, key and token secret give the same bot).
+pub fn create_bot_for_key(
+    store: &Store,
+    username: &str,
+    display_name: &str,
+    capabilities: &str,
+    owner_id: Option<u64>,
+    identity_key: &[u8; 32],
+    token_secret: &[u8; 32],
+) -> Result<BotCredentials> {
+    let now = crate::clock::unix_now();
+    let (id, token, existed) =
+        store.create_bot_with_token(username, display_name, capabilities, identity_key, owner_id, token_secret, now)?;
     if existed {
         log::info!("bot {id} (@{username}) was already created by an earlier attempt");
     } else {
@@ -109,8 +152,8 @@ pub fn provision_bot_with(
     }
     Ok(BotCredentials {
         token,
-        bot_id_hex: crypto::hex_encode(&public_key),
-        identity_recovery_secret_hex: crypto::hex_encode(&secrets.recovery_secret),
+        bot_id_hex: crypto::hex_encode(identity_key),
+        identity_recovery_secret_hex: None,
         compat_user_id: id,
         username: username.to_string(),
         first_name: display_name.to_string(),
@@ -126,7 +169,7 @@ mod tests {
         let c = BotCredentials {
             token: "12:ab".into(),
             bot_id_hex: "cd".into(),
-            identity_recovery_secret_hex: "ef".into(),
+            identity_recovery_secret_hex: Some(Zeroizing::new("ef".into())),
             compat_user_id: 12,
             username: "echo_bot".into(),
             first_name: "Echo \"Bot\"".into(),
@@ -158,5 +201,6 @@ mod tests {
         let parsed = rules::parse_bot_token(&first.token).expect("token");
         assert_eq!(parsed.numeric_id, first.compat_user_id);
         assert_eq!(parsed.secret, secrets.token_secret);
+        assert!(!format!("{first:?}").contains(&first.token), "Debug leaves the token out");
     }
 }

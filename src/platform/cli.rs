@@ -27,7 +27,9 @@ Usage:
       DIR is created (mode 0700) if missing. Runs until SIGINT or SIGTERM.
       The built-in management bot answers as @NAME (default BotManager; found ignoring case):
       users create and manage bots in a dialog with it (/help, /newbot, /mybots, /token,
-      /disable, /cancel). Its state is DIR/manager.db.
+      /disable, /devices, /removedevice, /rekey, /cancel). A bot's identity secret is drawn
+      by its owner's client (e2e-chat newbot): this server never has it. Its state is
+      DIR/manager.db.
       URL is this server's address as gateways reach it (e.g. https://platform.example:443),
       written into the gateway config @BotManager hands out; default http://ADDR with the
       bound port (needed when ADDR is 0.0.0.0 or behind a proxy).
@@ -37,7 +39,9 @@ Usage:
       line of JSON: {\"token\", \"bot_id_hex\", \"identity_recovery_secret_hex\", \"compat_user_id\",
       \"username\", \"first_name\"}. USERNAME: 3 to 32 of A-Z a-z 0-9 _, unique ignoring case.
       NAME: 1 to 128 characters. CAPS: default, or a comma list of dm, groups, channels.
-      The secrets are shown only this once.
+      The secrets are shown only this once. The identity recovery secret is drawn by this
+      command, on this host (a note on stderr says so): for the operator's own bots and for
+      tests. A bot whose owner must be the only one to hold it is made with e2e-chat newbot.
 
   platform-server help [COMMAND]
       This help, or one command's part of it (also: COMMAND --help).
@@ -158,6 +162,10 @@ fn create_bot(args: &[String]) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", created.to_json_line()).context("writing the bot credentials to stdout")?;
     out.flush().context("flushing stdout")?;
+    eprintln!(
+        "platform-server: the identity recovery secret of @{username} was drawn by this command on this host (the \
+         platform operator's), not by the bot's owner; for a bot only its owner holds the key of, use e2e-chat newbot"
+    );
     Ok(())
 }
 

@@ -6,7 +6,7 @@
 //! apply the same checks and build the same wire shapes.
 
 use super::error::{PlatformError, Result};
-use super::store::{Account, Bundle, NewDevice, SignedPrekey, Store};
+use super::store::{Account, Bundle, CertificateV2, NewDevice, SignedPrekey, SignedRemoval, Store};
 use crate::crypto::identity;
 use crate::wire::platform as pb;
 
@@ -95,8 +95,33 @@ pub(super) fn bundle_to_wire(b: Bundle) -> pb::PrekeyBundle {
             .one_time_prekey
             .map(|(id, key)| pb::OneTimePrekey { id, public_key: key.to_vec(), ..Default::default() })
             .into(),
+        certificate_v2: b.certificate_v2.map(certificate_v2_to_wire).into(),
         ..Default::default()
     }
+}
+
+pub(super) fn certificate_v2_to_wire(c: CertificateV2) -> pb::DeviceCertificateV2 {
+    pb::DeviceCertificateV2 { created_at: c.created_at, signature: c.signature.to_vec(), ..Default::default() }
+}
+
+pub(super) fn removal_to_wire(r: SignedRemoval) -> pb::DeviceRemoval {
+    pb::DeviceRemoval {
+        device_id: r.device_id,
+        device_key: r.device_key.to_vec(),
+        removed_at: r.removed_at,
+        signature: r.signature.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// A signed removal as it arrives: lengths checked, the signature not yet.
+pub(super) fn removal_from_wire(r: &pb::DeviceRemoval) -> Result<SignedRemoval> {
+    Ok(SignedRemoval {
+        device_id: r.device_id,
+        device_key: key32(&r.device_key, "removal.device_key")?,
+        removed_at: r.removed_at,
+        signature: sig64(&r.signature, "removal.signature")?,
+    })
 }
 
 /// Most device ids one GetDeviceCertificates may name (an account has a handful).
@@ -124,6 +149,8 @@ pub(super) fn device_certificates(
             device_id: d.device_id,
             device_key: d.device_key,
             device_certificate: d.certificate,
+            certificate_v2: d.certificate_v2.map(certificate_v2_to_wire).into(),
+            removal: d.removal.map(removal_to_wire).into(),
             ..Default::default()
         })
         .collect();

@@ -366,7 +366,7 @@ pub fn start(
                     )),
                     Some(CloseReason::DeviceRemoved) => Some(RpcStatus::with_message(
                         RpcStatusCode::UNAUTHENTICATED,
-                        store::device_removed_message(addr.user_id, addr.device_id),
+                        store.removal_message(addr).unwrap_or_else(|_| store::device_removed_message(addr.user_id, addr.device_id)),
                     )),
                     Some(CloseReason::StorageFailed) => {
                         Some(RpcStatus::with_message(RpcStatusCode::INTERNAL, "cannot read the inbox".into()))

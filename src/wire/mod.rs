@@ -16,6 +16,7 @@ pub mod e2e {
 
 include!(concat!(env!("OUT_DIR"), "/services.rs"));
 
+pub mod bot_account;
 pub mod bot_profile;
 pub mod connect;
 mod content;

@@ -16,6 +16,10 @@ pub fn code(e: &grpcio::Error) -> Option<RpcStatusCode> {
 /// rotated token says "bot token revoked or unknown" instead.
 pub const DEVICE_REMOVED: &str = "device removed:";
 
+/// What a removed device's refusal also says when the device belongs to the bot's old
+/// identity: its owner moved the bot to a new one (`/rekey`), which removed every device.
+pub const IDENTITY_MOVED: &str = "(identity moved)";
+
 /// How every refusal of a disabled bot's token begins (`@BotManager /disable`).
 pub const BOT_DISABLED: &str = "bot disabled:";
 
@@ -33,6 +37,9 @@ pub fn bot_disabled_message(bot_id: u64) -> String {
 pub enum Refusal {
     /// `/removedevice` removed this runtime's device; the token still works elsewhere.
     DeviceRemoved,
+    /// `/rekey` gave the bot a new identity and removed every device of the old one; this
+    /// runtime goes on once restarted with the new secret (its state kept).
+    IdentityMoved,
     /// `/disable`: the bot is disabled for good (it cannot get a new token).
     BotDisabled,
     /// The token is not the current one: `/token` replaced it (or it was never issued).
@@ -42,7 +49,9 @@ pub enum Refusal {
 impl Refusal {
     /// Classifies a refusal's message (a `grpcio::Error`'s text or the status message).
     pub fn of(message: &str) -> Refusal {
-        if message.contains(DEVICE_REMOVED) {
+        if message.contains(DEVICE_REMOVED) && message.contains(IDENTITY_MOVED) {
+            Refusal::IdentityMoved
+        } else if message.contains(DEVICE_REMOVED) {
             Refusal::DeviceRemoved
         } else if message.contains(BOT_DISABLED) {
             Refusal::BotDisabled
@@ -55,6 +64,7 @@ impl Refusal {
     pub fn name(self) -> &'static str {
         match self {
             Refusal::DeviceRemoved => "device_removed",
+            Refusal::IdentityMoved => "identity_moved",
             Refusal::BotDisabled => "bot_disabled",
             Refusal::TokenReplaced => "token_replaced",
         }
@@ -118,6 +128,8 @@ mod tests {
         ));
         assert!(is_device_removed(&removed) && is_unauthenticated(&removed));
         assert_eq!(Refusal::of(&removed.to_string()), Refusal::DeviceRemoved);
+        let moved = format!("{DEVICE_REMOVED} device 3 of bot 7 belongs to the bot's old identity {IDENTITY_MOVED}");
+        assert_eq!(Refusal::of(&moved), Refusal::IdentityMoved);
         assert_eq!(Refusal::of(&bot_disabled_message(7)), Refusal::BotDisabled);
         assert_eq!(Refusal::of(TOKEN_REVOKED), Refusal::TokenReplaced);
     }

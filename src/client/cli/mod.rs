@@ -36,7 +36,7 @@ pub(crate) const PROGRAM: crate::cli::Program = crate::cli::Program {
     commands: &[
         "register", "send", "edit", "press", "reply-button", "start", "react", "inline", "choose", "send-file",
         "send-location", "send-contact", "vote", "download", "listen", "commands", "chat", "group", "channel", "join",
-        "save-config", "verify", "trust",
+        "newbot", "rekey", "save-config", "verify", "trust",
     ],
 };
 
@@ -74,6 +74,8 @@ fn command_options(command: &str, sub: Option<&str>) -> Result<&'static [Opt], U
         ("commands", _) => COMMANDS,
         ("verify", _) => VERIFY,
         ("save-config", _) => cli_config::OPTIONS,
+        ("newbot", _) => cli_config::NEWBOT_OPTIONS,
+        ("rekey", _) => cli_config::REKEY_OPTIONS,
         ("reply-button", _) => cli_bot::REPLY_BUTTON_OPTIONS,
         ("group", Some(s)) if admin::GROUP_ADMIN_SUBCOMMANDS.contains(&s) => admin::admin_options(s),
         ("group", Some("send-file")) => SEND_FILE,
@@ -179,6 +181,8 @@ pub(super) fn run(args: &[String]) -> Result<(), CliError> {
         "download" => files::download(&global, &a),
         "chat" => dialog::chat(&global, &a),
         "save-config" => cli_config::save_config(&global, &a),
+        "newbot" => cli_config::newbot(&global, &a),
+        "rekey" => cli_config::rekey(&global, &a),
         "group" => groups::group(&global, sub, &a),
         "channel" => admin::channel(&global, sub, &a),
         "join" => admin::join(&global, &a),

@@ -104,10 +104,32 @@ Commands:
         group_membership (user, old_role, new_role, actor), group_edited (message_id, from,
         edit_date, text, entities, keyboard), group_commit (epoch, added,
         removed: [{\"user_id\",\"device_id\"}], removed_me)
+  newbot USERNAME --name NAME [--capabilities CAPS] [--config FILE [--state-dir DIR]
+         | --out FILE] [--force] [--manager @BotManager]
+        create a bot in your dialog with @BotManager (/newbot and its three questions),
+        with its identity secret drawn on this device: only the Bot ID and a proof that
+        you hold the secret go to the platform, which never sees the secret. CAPS is
+        default (private messages) or a list of dm, groups, channels. --config writes a
+        whole gateway config to FILE (mode 0600; state_dir: --state-dir or state-USERNAME
+        beside FILE), --out the bots[] entry alone; without either the secret is printed
+        and kept in this profile until save-config writes it. Prints {\"bot\",
+        \"compat_user_id\",\"bot_id_hex\",\"short_form\",\"token\"} and \"config\" (+
+        \"state_dir\"), \"out\" or \"identity_recovery_secret_hex\"
+  rekey @BOT [--config FILE] [--manager @BotManager]
+        give one of your bots a new identity drawn on this device (/rekey with the new
+        key's proof): a new Bot ID, every device of the old one removed, the token kept.
+        Users see a security warning until they verify the new Bot ID. --config updates
+        the bot's entry of that gateway config (bot_id_hex, identity_recovery_secret_hex,
+        and the old secret as previous_identity_recovery_secret_hex, so the restarted
+        gateway keeps its queue and state); without it the new secret is printed.
+        Prints {\"bot\",\"compat_user_id\",\"bot_id_hex\",\"short_form\",\"removed_devices\"}
+        and \"config\" or \"identity_recovery_secret_hex\"
   save-config @BotManager FILE [--state-dir DIR] [--bot @NAME] [--force]
         write the gateway config that @BotManager sent at /newbot (with the newest token
         a later /token issued) to FILE, mode 0600, with state_dir filled in (default: a
-        directory state-BOTNAME beside FILE); the newest bot's, or --bot's. Then:
+        directory state-BOTNAME beside FILE) and the recovery secret newbot drew here
+        (then forgotten by this profile; --force over that config keeps the secret it
+        holds); the newest bot's, or --bot's. Then:
         bot-gateway serve FILE. Prints {\"path\",\"bot\",\"state_dir\",\"token_replaced\"}
   commands @BOT [--lang XX]
         what the bot offers in your private chat with it: first one line

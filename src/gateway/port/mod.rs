@@ -52,6 +52,8 @@ macro_rules! unary_calls {
             register_bot_device(RegisterBotDeviceRequest) -> RegisterBotDeviceResponse;
             lookup_user(LookupUserRequest) -> Profile;
             list_devices(ListDevicesRequest) -> ListDevicesResponse;
+            certify_device(CertifyDeviceRequest) -> CertifyDeviceResponse;
+            remove_device(RemoveDeviceRequest) -> RemoveDeviceResponse;
             // Private dialogs.
             get_prekey_bundles(GetPrekeyBundlesRequest) -> GetPrekeyBundlesResponse;
             get_device_certificates(GetDeviceCertificatesRequest) -> GetDeviceCertificatesResponse;

@@ -151,6 +151,18 @@ pub fn upsert(conn: &Connection, group_id: &[u8], title: &str, kind: &str, statu
     Ok(GroupChat { group_id: group_id.to_vec(), chat_id, title: title.into(), kind: kind.into(), status })
 }
 
+/// After the bot moved to a new identity: the groups it was a member of are joined again by its
+/// new device (its old leaf's device is gone), commits of the old device are dropped, and key
+/// packages are made anew.
+pub fn join_again_as_new_device(conn: &Connection) -> Result<()> {
+    conn.execute_batch(
+        "UPDATE groups SET status = 'invited', self_updated_at = 0, own_commit_seq = 0 WHERE status = 'member';
+         DELETE FROM group_commits;",
+    )?;
+    conn.execute("DELETE FROM meta WHERE key = ?1", [KEY_PACKAGES_MADE_AT])?;
+    Ok(())
+}
+
 pub fn set_status(conn: &Connection, group_id: &[u8], status: Membership, now: i64) -> Result<()> {
     conn.prepare_cached("UPDATE groups SET status = ?2, updated_at = ?3 WHERE group_id = ?1")?.execute(params![group_id, status.as_str(), now])?;
     Ok(())

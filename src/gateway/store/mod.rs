@@ -6,6 +6,7 @@
 //! opened at all.
 
 mod open_error;
+pub mod rekey;
 mod schema;
 mod writer;
 
@@ -26,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 use rusqlite::{Connection, OpenFlags};
+use zeroize::Zeroizing;
 
 pub use open_error::StoreOpenError;
 pub use writer::Writer;
@@ -191,7 +193,7 @@ struct StoreInner {
     path: PathBuf,
     /// True when this open created the database file.
     created: bool,
-    key: [u8; 32],
+    key: Zeroizing<[u8; 32]>,
     writer: Writer,
     /// Read-only connections not in use; emptied when the store goes idle.
     readers: Arc<Mutex<Vec<Connection>>>,
@@ -203,11 +205,21 @@ pub fn database_key(recovery_secret: &[u8; 32]) -> [u8; 32] {
     crypto::kdf::derive_key(recovery_secret, "bot-gateway/state-db-key/v1")
 }
 
+/// SQLCipher's form of a raw key, `x'<64 hex>'`: no passphrase derivation, the key already is
+/// 256 random-looking bits. Wiped when dropped, like every copy of the key.
+fn key_literal(key: &[u8; 32]) -> Zeroizing<String> {
+    let hex = Zeroizing::new(crypto::hex_encode(key));
+    let mut literal = Zeroizing::new(String::with_capacity(67));
+    literal.push_str("x'");
+    literal.push_str(&hex);
+    literal.push('\'');
+    literal
+}
+
 fn open_connection(path: &Path, key: &[u8; 32], flags: OpenFlags) -> Result<Connection> {
     let conn = Connection::open_with_flags(path, flags)?;
     conn.set_prepared_statement_cache_capacity(crate::e2e::STATEMENT_CACHE);
-    // SQLCipher raw key: no passphrase derivation, the key already is 256 random-looking bits.
-    conn.execute_batch(&format!("PRAGMA key = \"x'{}'\";", crypto::hex_encode(key)))?;
+    conn.pragma_update(None, "key", key_literal(key).as_str())?;
     conn.busy_timeout(Duration::from_secs(30))?;
     // Reading the schema is the first access that needs the key: a wrong key fails here.
     conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))?;
@@ -238,7 +250,7 @@ impl Store {
     /// (refusing a file from a newer release), checks that it belongs to
     /// `bot_id_hex`, and starts the writer thread named `name` (`wr/<n>` in the gateway).
     pub fn open(path: &Path, recovery_secret: &[u8; 32], bot_id_hex: &str, name: &str) -> std::result::Result<Store, StoreOpenError> {
-        let key = database_key(recovery_secret);
+        let key = Zeroizing::new(database_key(recovery_secret));
         let created = !path.exists();
         let mut conn = open_connection(path, &key, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)
             .map_err(|error| StoreOpenError::Open { path: path.to_path_buf(), error })?;
@@ -274,7 +286,7 @@ impl Store {
         let readers = Arc::new(Mutex::new(Vec::new()));
         let pool = readers.clone();
         let on_idle = Box::new(move || release_idle(&pool));
-        let (reopen_path, reopen_key) = (path.to_path_buf(), key);
+        let (reopen_path, reopen_key) = (path.to_path_buf(), key.clone());
         let reopen = Box::new(move || open_writable(&reopen_path, &reopen_key));
         let writer = Writer::start(conn, reopen, name, notifier.clone(), writer::IDLE_TRIM, on_idle)
             .map_err(StoreOpenError::Writer)?;
@@ -407,7 +419,7 @@ mod tests {
         crate::crypto::init();
         let tmp = tempfile::tempdir().expect("tempdir");
         let store = Store::open(&tmp.path().join("s.db"), &[4u8; 32], &"ef".repeat(32), "t").expect("open");
-        let (secure_delete, mls_tables): (i64, i64) = store
+        let (secure_delete, mls_tables, autocheckpoint, size_limit): (i64, i64, i64, i64) = store
             .write(|c| {
                 let on = c.query_row("PRAGMA secure_delete", [], |r| r.get(0))?;
                 let n = c.query_row(
@@ -415,10 +427,14 @@ mod tests {
                     [],
                     |r| r.get(0),
                 )?;
-                Ok((on, n))
+                let pages = c.query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))?;
+                let limit = c.query_row("PRAGMA journal_size_limit", [], |r| r.get(0))?;
+                Ok((on, n, pages, limit))
             })
             .expect("query");
         assert_eq!(secure_delete, 1, "freed pages are zeroed (forward secrecy of deleted MLS secrets)");
+        assert_eq!(autocheckpoint, i64::from(crate::e2e::wal::AUTOCHECKPOINT_PAGES), "old session images leave the log soon");
+        assert_eq!(size_limit, 0, "the log is cut back to nothing at each checkpoint");
         assert!(mls_tables >= 8, "openmls' tables are created at open ({mls_tables})");
     }
 

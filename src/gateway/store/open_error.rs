@@ -25,6 +25,9 @@ pub enum StoreOpenError {
     OtherBot { path: PathBuf, existing: String, expected: String },
     /// The writer thread could not be started.
     Writer(std::io::Error),
+    /// Moving the database to the key of the bot's new recovery secret failed (`rekey`); the
+    /// database is as it was, under the previous secret.
+    Rekey { path: PathBuf, error: StoreError },
 }
 
 impl fmt::Display for StoreOpenError {
@@ -47,6 +50,12 @@ impl fmt::Display for StoreOpenError {
                 path.display()
             ),
             StoreOpenError::Writer(e) => write!(f, "cannot start store writer: {e}"),
+            StoreOpenError::Rekey { path, error } => write!(
+                f,
+                "cannot re-encrypt state database {} under the new identity_recovery_secret_hex: {error} (it is unchanged, \
+                 under previous_identity_recovery_secret_hex)",
+                path.display()
+            ),
         }
     }
 }
@@ -60,6 +69,7 @@ impl std::error::Error for StoreOpenError {
             StoreOpenError::MlsStorage { error, .. } => Some(error),
             StoreOpenError::OtherBot { .. } => None,
             StoreOpenError::Writer(e) => Some(e),
+            StoreOpenError::Rekey { error, .. } => Some(error),
         }
     }
 }

@@ -34,6 +34,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 12, sql: &[crate::e2e::REPLAY_TABLES] },
     // openmls' message secrets and trees may be compact (`crypto::mls_codec`).
     Step { version: 13, sql: &[crate::crypto::mls_codec::SCHEMA_STEP] },
+    // Devices' second-version certificates and signed removals (`e2e::leaf`, `e2e::removals`).
+    Step { version: 14, sql: &crate::e2e::DEVICE_PROOF_TABLES },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).
@@ -168,11 +170,12 @@ CREATE TABLE IF NOT EXISTS outbox (
 /// `secure_delete` zeroes freed pages: MLS epoch secrets and ratchet keys openmls and the
 /// sessions delete must not linger in the file (forward secrecy; docs/groups.md). Old page
 /// images stay in the write-ahead log until it is overwritten, so the log is cut back to
-/// nothing at each checkpoint (`journal_size_limit`), and the writer checkpoints after a batch
-/// that deleted epoch secrets (`crate::e2e::wal`).
+/// nothing at each checkpoint (`journal_size_limit`), the writer checkpoints after a batch
+/// that deleted secrets, and every 64 pages otherwise (`crate::e2e::wal`).
 pub fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA secure_delete = ON;")?;
-    conn.execute_batch(crate::e2e::wal::JOURNAL_SIZE_LIMIT)
+    conn.execute_batch(crate::e2e::wal::JOURNAL_SIZE_LIMIT)?;
+    conn.execute_batch(crate::e2e::wal::WAL_AUTOCHECKPOINT)
 }
 
 /// Brings a bot database to the newest schema version, or refuses one from a newer release.

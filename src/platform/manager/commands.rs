@@ -5,13 +5,20 @@
 //!
 //! A message whose first word is a known command (`/cmd` or `/cmd@name`, any case) is that
 //! command, also in the middle of `/newbot`: `/newbot` starts over, `/cancel` ends the
-//! scenario, and `/help`, `/mybots`, `/token`, `/disable`, `/devices`, `/removedevice` act
-//! and then repeat the pending question. Any other text answers the pending question, or gets a hint when there is none.
+//! scenario, and `/help`, `/mybots`, `/token`, `/disable`, `/devices`, `/removedevice`,
+//! `/rekey` act and then repeat the pending question. Any other text answers the pending question, or gets a hint when there is none.
 //! Messages are trimmed; a username answer may start with `@`.
 //!
 //! Reads the platform needs for a decision (is a username taken, which bots does a user own)
 //! go through the `Directory` trait, so the logic is testable with an in-memory directory.
-//! Secrets never pass through here except inside an `EffectOutcome` being rendered.
+//!
+//! # Bot keys
+//! The platform never draws a bot's identity secret. The owner's client draws it, and attaches
+//! the public key with a proof of possession (`e2e::bot_key`) to its answer to the last
+//! `/newbot` question and to `/rekey`; the proof is checked here, against the sender, the
+//! username and the capabilities of the scenario. A client that attaches none (a person typing
+//! `/newbot` by hand) is told the one command that does it (`no_key_reply`), after the same
+//! three questions, and no bot is created.
 //!
 //! # Reply formats (other programs parse these)
 //! - `/start`, `/help`: `HELP`, which lists every command as `/command - what it does`.
@@ -19,7 +26,8 @@
 //!   A refused answer gets one reply `Invalid <what>: <reason>.` + blank line + the same question.
 //! - The final `/newbot` reply (`created_reply`) has, each on its own line,
 //!   `Token: <numeric_id>:<64 hex>`, `Bot ID: <64 hex>`, `Bot ID short form: <30 digits in
-//!   six groups>`, `Recovery secret: <64 hex>`,
+//!   six groups>`, `Recovery secret: <where it is>` (never the secret: only the owner's
+//!   client has it),
 //!   `Numeric id: <n>`, `Username: @<username>`, `Display name: <name>`,
 //!   `Capabilities: <caps>`, then the `bots[]` JSON entry and a full gateway config.
 //! - `/token @name` (owner): `New token for @<username>:` then a line `Token: <token>`.
@@ -34,10 +42,18 @@
 //!   `@<username> has no devices yet. ...`.
 //! - `/removedevice @name N` (owner): `Device <n> of @<username> is removed. ...`, or
 //!   `Device <n> of @<username> was already removed.`
+//! - `/rekey @name` with a proof (owner): `@<username> has a new identity.` then the lines
+//!   `Bot ID: <64 hex>`, `Bot ID short form: ...`, `Devices removed: <n>`.
 
 use super::super::bots::BotCredentials;
 use super::super::error::{PlatformError, Result};
 use super::super::rules;
+pub use super::directory::{BotInfo, DeviceView, Directory};
+pub use super::replies::NO_BOTS;
+use super::replies::{created_reply, devices_reply, my_bots_reply, rekeyed_reply, rotated_reply};
+use crate::crypto::identity::BotKeyPurpose;
+use crate::e2e::bot_key;
+use crate::wire::e2e::BotKeyProof;
 
 /// The profile the gateway implements; the snippet in the final reply names it.
 pub use crate::compat::COMPATIBILITY_PROFILE_ID;
@@ -51,6 +67,7 @@ I create and manage bots for the Bot Gateway.
 /disable @username - disable the bot and revoke all its credentials
 /devices @username - list the bot's devices (its gateway runtimes)
 /removedevice @username N - remove device N of the bot (a stale or unwanted runtime)
+/rekey @username - give the bot a new identity key, drawn on your device (e2e-chat rekey)
 /cancel - stop creating a bot
 /help - show this help";
 
@@ -64,7 +81,6 @@ pub const ASK_CAPABILITIES: &str = "\
 Last step: the bot's capabilities. Send `default` (private messages), or a comma-separated \
 list drawn from dm, groups, channels (groups and channels let the bot work there).";
 
-pub const NO_BOTS: &str = "You have no bots yet. Send /newbot to create one.";
 pub const NOTHING_TO_CANCEL: &str = "There is nothing to cancel. Send /help for the list of commands.";
 pub const CANCELLED: &str = "Cancelled: no bot was created. Send /newbot to start again.";
 pub const NOT_UNDERSTOOD: &str = "I did not understand that. Send /help for the list of commands.";
@@ -95,48 +111,14 @@ impl Scenario {
     }
 }
 
-/// A bot as the commands see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BotInfo {
-    pub id: u64,
-    pub username: String,
-    pub display_name: String,
-    pub capabilities: String,
-    pub active: bool,
-    pub owner_id: Option<u64>,
-    /// The bot's identity key in hex: what its owner publishes and users compare
-    /// (`e2e-chat verify`).
-    pub bot_id_hex: String,
-}
-
-/// One device of a bot as `/devices` shows it; times are unix seconds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeviceView {
-    pub device_id: u32,
-    pub registered_at: i64,
-    pub last_seen: Option<i64>,
-    /// Holds an open Inbox stream now: a live runtime.
-    pub connected: bool,
-    /// When the owner removed it; `None` while active.
-    pub removed_at: Option<i64>,
-}
-
-/// What the logic reads from the platform.
-pub trait Directory {
-    /// Whether any account (user or bot) has this username, ignoring case.
-    fn username_taken(&self, username: &str) -> Result<bool>;
-    /// The bot with this username (ignoring case); `None` for no account or a user.
-    fn bot_named(&self, username: &str) -> Result<Option<BotInfo>>;
-    /// Bots created by `owner_id`, by username.
-    fn bots_owned_by(&self, owner_id: u64) -> Result<Vec<BotInfo>>;
-    /// Every device of the bot (active and removed), by number.
-    fn bot_devices(&self, bot_id: u64) -> Result<Vec<DeviceView>>;
-}
-
 /// A change to the platform the caller applies (idempotently) before `complete`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
-    CreateBot { username: String, display_name: String, capabilities: String },
+    /// A new bot whose identity key the owner's client drew and proved.
+    CreateBot { username: String, display_name: String, capabilities: String, identity_key: [u8; 32] },
+    /// The bot's identity becomes `identity_key` (proved by the owner's client); every device of
+    /// the old one is removed.
+    Rekey { bot_id: u64, username: String, identity_key: [u8; 32] },
     RotateToken { bot_id: u64, username: String },
     DisableBot { bot_id: u64, username: String },
     RemoveDevice { bot_id: u64, username: String, device_id: u32 },
@@ -155,6 +137,13 @@ pub enum EffectOutcome {
         token: String,
     },
     Disabled,
+    /// The bot has the new identity key; `removed_devices` devices of the old one were removed
+    /// (none on a retry after a crash).
+    Rekeyed {
+        bot_id: u64,
+        identity_key: [u8; 32],
+        removed_devices: usize,
+    },
     /// The device is removed; `dropped` undelivered messages for it were dropped, none when it
     /// had been removed before (a retry after a crash).
     DeviceRemoved {
@@ -191,7 +180,25 @@ enum Command {
     Disable,
     Devices,
     RemoveDevice,
+    Rekey,
     Cancel,
+}
+
+/// One message to the management bot, as the logic reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct Message<'a> {
+    pub text: &'a str,
+    /// The bot key proof the owner's client attached (`e2e::bot_key`), if any.
+    pub bot_key: Option<&'a BotKeyProof>,
+    /// The platform's clock (unix seconds), which a proof's time must be near.
+    pub now: i64,
+}
+
+impl<'a> Message<'a> {
+    /// A plain text, as a person types it.
+    pub fn text(text: &'a str, now: i64) -> Message<'a> {
+        Message { text, bot_key: None, now }
+    }
 }
 
 /// Splits `/cmd[@botname] args` into a known command and its argument text.
@@ -208,18 +215,19 @@ fn parse_command(text: &str) -> Option<(Command, &str)> {
         "disable" => Command::Disable,
         "devices" => Command::Devices,
         "removedevice" => Command::RemoveDevice,
+        "rekey" => Command::Rekey,
         "cancel" => Command::Cancel,
         _ => return None,
     };
     Some((command, rest.trim()))
 }
 
-/// Decides the answer to `text` from `user_id`, whose scenario is `scenario`.
+/// Decides the answer to `message` from `user_id`, whose scenario is `scenario`.
 /// An error means the directory could not be read: nothing happened, retry later.
-pub fn handle(text: &str, user_id: u64, scenario: &Scenario, dir: &dyn Directory) -> Result<Decision> {
-    let text = text.trim();
+pub fn handle(message: Message<'_>, user_id: u64, scenario: &Scenario, dir: &dyn Directory) -> Result<Decision> {
+    let text = message.text.trim();
     if let Some((command, args)) = parse_command(text) {
-        return command_decision(command, args, user_id, scenario, dir);
+        return command_decision(command, args, &message, user_id, scenario, dir);
     }
     match scenario {
         Scenario::Idle if text.starts_with('/') => {
@@ -230,7 +238,7 @@ pub fn handle(text: &str, user_id: u64, scenario: &Scenario, dir: &dyn Directory
         Scenario::NewBotUsername => answer_username(text, dir),
         Scenario::NewBotDisplayName { username } => Ok(answer_display_name(text, username)),
         Scenario::NewBotCapabilities { username, display_name } => {
-            Ok(answer_capabilities(text, username, display_name))
+            answer_capabilities(text, &message, user_id, username, display_name, dir)
         }
     }
 }
@@ -245,6 +253,7 @@ pub fn handle_non_text(scenario: &Scenario) -> Decision {
 fn command_decision(
     command: Command,
     args: &str,
+    message: &Message<'_>,
     user_id: u64,
     scenario: &Scenario,
     dir: &dyn Directory,
@@ -297,6 +306,30 @@ fn command_decision(
                 return Ok(with_reminder(vec![text], scenario));
             }
             let effect = Effect::RemoveDevice { bot_id: bot.id, username: bot.username, device_id };
+            Ok(Decision { replies: Vec::new(), scenario: scenario.clone(), effect: Some(effect) })
+        }
+        Command::Rekey => {
+            let Some(name) = bot_argument(args) else {
+                return Ok(with_reminder(vec!["Usage: /rekey @username (sent by e2e-chat rekey)".to_string()], scenario));
+            };
+            let bot = match owned_bot(dir, name, user_id)? {
+                Ok(bot) => bot,
+                Err(refusal) => return Ok(with_reminder(vec![refusal.to_string()], scenario)),
+            };
+            if !bot.active {
+                return Ok(with_reminder(vec![format!("@{} is disabled; a disabled bot cannot get a new identity.", bot.username)], scenario));
+            }
+            let Some(proof) = message.bot_key else {
+                return Ok(with_reminder(vec![no_rekey_key_reply(&bot.username)], scenario));
+            };
+            let identity_key = match bot_key::check(proof, BotKeyPurpose::Rekey, user_id, &bot.username, "", message.now) {
+                Ok(key) => key,
+                Err(e) => return Ok(with_reminder(vec![format!("@{} keeps its identity: {e}.", bot.username)], scenario)),
+            };
+            if dir.identity_key_in_use(&identity_key)? {
+                return Ok(with_reminder(vec![key_in_use(&bot.username)], scenario));
+            }
+            let effect = Effect::Rekey { bot_id: bot.id, username: bot.username, identity_key };
             Ok(Decision { replies: Vec::new(), scenario: scenario.clone(), effect: Some(effect) })
         }
         Command::Token | Command::Disable => {
@@ -407,23 +440,74 @@ fn answer_display_name(text: &str, username: &str) -> Decision {
     )
 }
 
-fn answer_capabilities(text: &str, username: &str, display_name: &str) -> Decision {
-    match rules::parse_capabilities(text) {
-        Err(e) => invalid(
-            "capabilities",
-            e.message(),
-            Scenario::NewBotCapabilities { username: username.to_string(), display_name: display_name.to_string() },
-        ),
-        Ok(capabilities) => Decision {
-            replies: Vec::new(),
-            scenario: Scenario::Idle,
-            effect: Some(Effect::CreateBot {
-                username: username.to_string(),
-                display_name: display_name.to_string(),
-                capabilities,
-            }),
-        },
+fn answer_capabilities(
+    text: &str,
+    message: &Message<'_>,
+    user_id: u64,
+    username: &str,
+    display_name: &str,
+    dir: &dyn Directory,
+) -> Result<Decision> {
+    let step = || Scenario::NewBotCapabilities { username: username.to_string(), display_name: display_name.to_string() };
+    let capabilities = match rules::parse_capabilities(text) {
+        Ok(capabilities) => capabilities,
+        Err(e) => return Ok(invalid("capabilities", e.message(), step())),
+    };
+    let Some(proof) = message.bot_key else {
+        return Ok(Decision::reply(no_key_reply(username, display_name, &capabilities), Scenario::Idle));
+    };
+    let identity_key = match bot_key::check(proof, BotKeyPurpose::Creation, user_id, username, &capabilities, message.now) {
+        Ok(key) => key,
+        Err(e) => return Ok(invalid("bot key", &e.to_string(), step())),
+    };
+    if dir.identity_key_in_use(&identity_key)? {
+        return Ok(Decision::reply(key_in_use(username), Scenario::Idle));
     }
+    Ok(Decision {
+        replies: Vec::new(),
+        scenario: Scenario::Idle,
+        effect: Some(Effect::CreateBot {
+            username: username.to_string(),
+            display_name: display_name.to_string(),
+            capabilities,
+            identity_key,
+        }),
+    })
+}
+
+/// `/newbot` answered in full, but without a key: nothing is created, and the person is told
+/// the one command that asks the same questions and draws the key on their device.
+pub fn no_key_reply(username: &str, display_name: &str, capabilities: &str) -> String {
+    format!(
+        "No bot was created: your client sent no identity key for it. A bot's identity secret is drawn on \
+         its owner's device and never reaches the platform, so that the platform cannot read the bot's \
+         messages or act as the bot. Create it with this command, which answers these same questions and \
+         draws the secret on your device:\n\n\
+         e2e-chat newbot {username} --name {} --capabilities {capabilities}",
+        shell_quote(display_name)
+    )
+}
+
+/// `/rekey` without a key: the command that draws one and sends its proof.
+fn no_rekey_key_reply(username: &str) -> String {
+    format!(
+        "@{username} keeps its identity: your client sent no new key for it. Run on your device:\n\n\
+         e2e-chat rekey @{username} --config GATEWAY_CONFIG\n\n\
+         It draws the new secret there (the platform never sees it), sends its proof, and updates the \
+         gateway config."
+    )
+}
+
+fn key_in_use(username: &str) -> String {
+    format!("@{username}: that key is already the identity of another account. Draw a new one and try again.")
+}
+
+/// `text` as one word of a POSIX shell command line.
+fn shell_quote(text: &str) -> String {
+    if !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "_-.,/@".contains(c)) {
+        return text.to_string();
+    }
+    format!("'{}'", text.replace('\'', "'\\''"))
 }
 
 /// `Invalid <what>: <reason>.` and the same question again, staying at the step.
@@ -441,6 +525,9 @@ pub fn complete(effect: &Effect, outcome: EffectOutcome, scenario: Scenario) -> 
             created_reply(&credentials, &capabilities, endpoint.as_deref())
         }
         (_, EffectOutcome::Rotated { token }) => rotated_reply(effect_username(effect), &token),
+        (_, EffectOutcome::Rekeyed { bot_id, identity_key, removed_devices }) => {
+            rekeyed_reply(effect_username(effect), bot_id, &identity_key, removed_devices)
+        }
         (Effect::RemoveDevice { device_id, .. }, EffectOutcome::DeviceRemoved { already: true, .. }) => {
             format!("Device {device_id} of @{} was already removed.", effect_username(effect))
         }
@@ -473,167 +560,18 @@ pub fn complete(effect: &Effect, outcome: EffectOutcome, scenario: Scenario) -> 
 fn effect_username(effect: &Effect) -> &str {
     match effect {
         Effect::CreateBot { username, .. }
+        | Effect::Rekey { username, .. }
         | Effect::RotateToken { username, .. }
         | Effect::DisableBot { username, .. }
         | Effect::RemoveDevice { username, .. } => username,
     }
 }
 
-/// `/mybots`: one line per bot.
-pub fn my_bots_reply(bots: &[BotInfo]) -> String {
-    if bots.is_empty() {
-        return NO_BOTS.to_string();
-    }
-    let mut text = String::from("Your bots:");
-    for b in bots {
-        let status = if b.active { "active" } else { "disabled" };
-        text.push_str(&format!(
-            "\n@{}: \"{}\", id {}, Bot ID {}, capabilities {}, {status}",
-            b.username, b.display_name, b.id, b.bot_id_hex, b.capabilities
-        ));
-    }
-    text
-}
-
-/// `/devices`: one line per device (format in the module doc).
-pub fn devices_reply(username: &str, devices: &[DeviceView]) -> String {
-    if devices.is_empty() {
-        return format!(
-            "@{username} has no devices yet. A gateway started with the bot's credentials and a fresh \
-             state_dir registers one."
-        );
-    }
-    let mut text = format!("Devices of @{username}:");
-    for d in devices {
-        let last_seen = match (d.connected, d.last_seen) {
-            (true, _) => "now".to_string(),
-            (false, Some(t)) => utc(t),
-            (false, None) => "never".to_string(),
-        };
-        let connected = if d.connected { "connected" } else { "not connected" };
-        let state = match d.removed_at {
-            None => "active".to_string(),
-            Some(t) => format!("removed {}", utc(t)),
-        };
-        text.push_str(&format!(
-            "\n#{}: registered {}, last seen {last_seen}, {connected}, {state}",
-            d.device_id,
-            utc(d.registered_at)
-        ));
-    }
-    let live = devices.iter().filter(|d| d.connected && d.removed_at.is_none()).count();
-    if live > 1 {
-        text.push_str(&format!(
-            "\n\n{live} devices are connected now: every one of them receives and answers each message."
-        ));
-    }
-    text.push_str(&format!("\n\nRemove a stale one with /removedevice @{username} <number>."));
-    text
-}
-
-/// Unix seconds as `YYYY-MM-DD HH:MM:SS UTC` (proleptic Gregorian, no time-zone database).
-pub fn utc(t: i64) -> String {
-    let (days, secs) = (t.div_euclid(86_400), t.rem_euclid(86_400));
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC", secs / 3600, secs % 3600 / 60, secs % 60)
-}
-
-fn rotated_reply(username: &str, token: &str) -> String {
-    format!(
-        "New token for @{username}:\nToken: {token}\n\n\
-         The previous token no longer works. Put the new one in the gateway config (bots[].token) \
-         and restart the gateway; pending updates stay in its state_dir. \
-         The Bot ID and the recovery secret are unchanged."
-    )
-}
-
-fn json(s: &str) -> String {
-    serde_json::to_string(s).expect("a string always serialises")
-}
-
-/// The `bots[]` entry of the gateway config, fields in the spec's order, indented by `indent`.
-pub fn bot_config_entry(c: &BotCredentials, indent: &str) -> String {
-    let fields = [
-        ("bot_id_hex", json(&c.bot_id_hex)),
-        ("token", json(&c.token)),
-        ("identity_recovery_secret_hex", json(&c.identity_recovery_secret_hex)),
-        ("compat_user_id", c.compat_user_id.to_string()),
-        ("username", json(&c.username)),
-        ("first_name", json(&c.first_name)),
-    ];
-    let body: Vec<String> = fields.iter().map(|(k, v)| format!("{indent}  \"{k}\": {v}")).collect();
-    format!("{{\n{}\n{indent}}}", body.join(",\n"))
-}
-
-/// A whole gateway config around one bot, ready to run once `state_dir` (the one choice left
-/// to the user, a `<...>` placeholder the gateway refuses) is filled in: the platform endpoint
-/// this server is reached at (a placeholder only when it cannot know it, see
-/// `server::advertised_endpoint`) and the standard loopback listeners.
-pub fn gateway_config(c: &BotCredentials, endpoint: Option<&str>) -> String {
-    let endpoint = endpoint.map_or_else(|| json("<PLATFORM_URL: this server's address, e.g. http://HOST:PORT>"), json);
-    format!(
-        "{{\n  \"compatibility_profile_id\": {},\n  \
-         \"bot_platform_endpoint\": {endpoint},\n  \
-         \"compat_listen_addr\": \"127.0.0.1:8081\",\n  \
-         \"extensions_listen_addr\": \"127.0.0.1:8082\",\n  \
-         \"state_dir\": \"<STATE_DIR: a directory for this gateway's state, e.g. /var/lib/bot-gateway>\",\n  \
-         \"bots\": [\n    {}\n  ]\n}}",
-        json(COMPATIBILITY_PROFILE_ID),
-        bot_config_entry(c, "    ")
-    )
-}
-
-/// The 30 digits of the Bot ID that a person reads aloud (`crypto::fingerprint`; what
-/// `e2e-chat verify` prints as `short_form`).
-fn bot_id_short_form(c: &BotCredentials) -> String {
-    match crate::crypto::hex_decode_32(&c.bot_id_hex) {
-        Some(key) => crate::crypto::fingerprint::readable(c.compat_user_id, &key),
-        None => String::from("(the Bot ID is not 64 hex digits)"),
-    }
-}
-
-/// The final `/newbot` reply (format in the module doc).
-pub fn created_reply(c: &BotCredentials, capabilities: &str, endpoint: Option<&str>) -> String {
-    format!(
-        "Done! Your bot @{username} is created.\n\n\
-         Token: {token}\n\
-         Bot ID: {bot_id}\n\
-         Bot ID short form: {short_form}\n\
-         Recovery secret: {secret}\n\
-         Numeric id: {id}\n\
-         Username: @{username}\n\
-         Display name: {name}\n\
-         Capabilities: {capabilities}\n\n\
-         Keep the token and the recovery secret safe: they are shown only now and the platform \
-         keeps neither (only a digest of the token). /token @{username} issues a new token; the \
-         recovery secret cannot be reissued.\n\n\
-         Gateway config entry (bots[]):\n{entry}\n\n\
-         Full gateway config (fill in state_dir; save it with mode 0600, then: bot-gateway serve FILE):\n{config}",
-        username = c.username,
-        token = c.token,
-        bot_id = c.bot_id_hex,
-        short_form = bot_id_short_form(c),
-        secret = c.identity_recovery_secret_hex,
-        id = c.compat_user_id,
-        name = c.first_name,
-        entry = bot_config_entry(c, ""),
-        config = gateway_config(c, endpoint),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use std::cell::RefCell;
 
+    use super::super::replies::{bot_config_entry, devices_reply, gateway_config, utc, SECRET_PLACEHOLDER};
     use super::*;
 
     const ME: u64 = 1000;
@@ -644,6 +582,8 @@ mod tests {
     struct Dir {
         users: Vec<String>,
         bots: RefCell<Vec<BotInfo>>,
+        /// Identity keys of accounts (besides the bots' Bot IDs).
+        keys: RefCell<Vec<[u8; 32]>>,
     }
 
     impl Dir {
@@ -664,6 +604,7 @@ mod tests {
                     bot(12, "beta_bot", ME, false),
                     bot(13, "theirs_bot", OTHER, true),
                 ]),
+                keys: RefCell::default(),
             }
         }
     }
@@ -678,6 +619,10 @@ mod tests {
         }
         fn bots_owned_by(&self, owner_id: u64) -> Result<Vec<BotInfo>> {
             Ok(self.bots.borrow().iter().filter(|b| b.owner_id == Some(owner_id)).cloned().collect())
+        }
+        fn identity_key_in_use(&self, identity_key: &[u8; 32]) -> Result<bool> {
+            let hex = crate::crypto::hex_encode(identity_key);
+            Ok(self.keys.borrow().contains(identity_key) || self.bots.borrow().iter().any(|b| b.bot_id_hex == hex))
         }
         fn bot_devices(&self, bot_id: u64) -> Result<Vec<DeviceView>> {
             // alpha_bot (11): device 1 live, 2 idle since 2024-01-01, 3 removed.
@@ -715,10 +660,25 @@ mod tests {
         fn bot_devices(&self, _: u64) -> Result<Vec<DeviceView>> {
             Err(PlatformError::Internal("down".into()))
         }
+        fn identity_key_in_use(&self, _: &[u8; 32]) -> Result<bool> {
+            Err(PlatformError::Internal("down".into()))
+        }
     }
 
+    /// The platform's clock in these tests.
+    const NOW: i64 = 1_800_000_000;
+
     fn run(dir: &Dir, scenario: &Scenario, text: &str) -> Decision {
-        handle(text, ME, scenario, dir).expect("directory works")
+        handle(Message::text(text, NOW), ME, scenario, dir).expect("directory works")
+    }
+
+    /// `text` with a bot key proof attached, as the owner's client sends it.
+    fn run_with_key(dir: &Dir, scenario: &Scenario, text: &str, proof: &BotKeyProof) -> Decision {
+        handle(Message { text, bot_key: Some(proof), now: NOW }, ME, scenario, dir).expect("directory works")
+    }
+
+    fn handle_text(text: &str, user_id: u64, scenario: &Scenario, dir: &dyn Directory) -> Result<Decision> {
+        handle(Message::text(text, NOW), user_id, scenario, dir)
     }
 
     fn only_reply(d: &Decision) -> &str {
@@ -730,7 +690,7 @@ mod tests {
         BotCredentials {
             token: format!("4503599627370495:{}", "ab".repeat(32)),
             bot_id_hex: "cd".repeat(32),
-            identity_recovery_secret_hex: "ef".repeat(32),
+            identity_recovery_secret_hex: None,
             compat_user_id: 4503599627370495,
             username: "new_bot".into(),
             first_name: "New \"quoted\" Bot 🤖".into(),
@@ -782,7 +742,11 @@ mod tests {
             Scenario::NewBotCapabilities { username: "My_New_Bot".into(), display_name: "My Bot 🤖".into() }
         );
 
-        let d = run(&dir, &d.scenario, "channels, dm");
+        // The owner's client signs the answers as the platform reads them: the capabilities in
+        // their canonical form.
+        let key = bot_key::DrawnBotKey::draw();
+        let proof = key.proof(BotKeyPurpose::Creation, ME, "My_New_Bot", "dm,channels", NOW - 30);
+        let d = run_with_key(&dir, &d.scenario, "channels, dm", &proof);
         assert!(d.replies.is_empty());
         assert_eq!(d.scenario, Scenario::Idle);
         assert_eq!(
@@ -790,12 +754,101 @@ mod tests {
             Some(Effect::CreateBot {
                 username: "My_New_Bot".into(),
                 display_name: "My Bot 🤖".into(),
-                capabilities: "dm,channels".into()
+                capabilities: "dm,channels".into(),
+                identity_key: key.public_key(),
             })
         );
-        let d =
-            run(&dir, &Scenario::NewBotCapabilities { username: "x_bot".into(), display_name: "X".into() }, "DEFAULT");
+        let step = Scenario::NewBotCapabilities { username: "x_bot".into(), display_name: "X".into() };
+        let proof = key.proof(BotKeyPurpose::Creation, ME, "x_bot", "default", NOW);
+        let d = run_with_key(&dir, &step, "DEFAULT", &proof);
         assert!(matches!(d.effect, Some(Effect::CreateBot { ref capabilities, .. }) if capabilities == "default"));
+    }
+
+    #[test]
+    fn newbot_without_a_key_creates_nothing_and_names_the_command() {
+        let dir = Dir::with_bots();
+        let step = Scenario::NewBotCapabilities { username: "cat_bot".into(), display_name: "Cat's \"Bot\"".into() };
+        let d = run(&dir, &step, "groups, dm");
+        assert_eq!(d.effect, None);
+        assert_eq!(d.scenario, Scenario::Idle);
+        let reply = only_reply(&d);
+        assert!(reply.starts_with("No bot was created"), "{reply}");
+        assert!(
+            reply.ends_with("e2e-chat newbot cat_bot --name 'Cat'\\''s \"Bot\"' --capabilities dm,groups"),
+            "{reply}"
+        );
+        // Capabilities are checked first: a wrong list is asked again, key or not.
+        let d = run(&dir, &step, "dm,voice");
+        assert!(only_reply(&d).starts_with("Invalid capabilities: "));
+        assert_eq!(d.scenario, step);
+    }
+
+    #[test]
+    fn a_proof_for_another_request_is_refused_and_asked_again() {
+        let dir = Dir::with_bots();
+        let step = Scenario::NewBotCapabilities { username: "cat_bot".into(), display_name: "Cat".into() };
+        let key = bot_key::DrawnBotKey::draw();
+        for (proof, reason) in [
+            (key.proof(BotKeyPurpose::Creation, ME, "dog_bot", "dm", NOW), "does not verify"),
+            (key.proof(BotKeyPurpose::Creation, OTHER, "cat_bot", "dm", NOW), "does not verify"),
+            (key.proof(BotKeyPurpose::Creation, ME, "cat_bot", "dm,groups", NOW), "does not verify"),
+            (key.proof(BotKeyPurpose::Rekey, ME, "cat_bot", "dm", NOW), "does not verify"),
+            (key.proof(BotKeyPurpose::Creation, ME, "cat_bot", "dm", NOW - 3600), "3600 s from the platform's clock"),
+        ] {
+            let d = run_with_key(&dir, &step, "dm", &proof);
+            assert_eq!(d.effect, None);
+            assert_eq!(d.scenario, step);
+            let reply = only_reply(&d);
+            assert!(reply.starts_with("Invalid bot key: ") && reply.contains(reason), "{reply}");
+            assert!(reply.ends_with(ASK_CAPABILITIES), "{reply}");
+        }
+        // A Bot ID that is already an account's.
+        let taken = bot_key::DrawnBotKey::draw();
+        dir.keys.borrow_mut().push(taken.public_key());
+        let d = run_with_key(&dir, &step, "dm", &taken.proof(BotKeyPurpose::Creation, ME, "cat_bot", "dm", NOW));
+        assert_eq!(d.effect, None);
+        assert!(only_reply(&d).contains("already the identity of another account"));
+    }
+
+    #[test]
+    fn rekey_needs_the_owner_and_a_proof_of_the_new_key() {
+        let dir = Dir::with_bots();
+        let key = bot_key::DrawnBotKey::draw();
+        let proof = key.proof(BotKeyPurpose::Rekey, ME, "alpha_bot", "", NOW);
+        let d = run_with_key(&dir, &Scenario::Idle, "/rekey @ALPHA_BOT", &proof);
+        assert!(d.replies.is_empty(), "{:?}", d.replies);
+        assert_eq!(
+            d.effect,
+            Some(Effect::Rekey { bot_id: 11, username: "alpha_bot".into(), identity_key: key.public_key() })
+        );
+        let d = run(&dir, &Scenario::Idle, "/rekey @alpha_bot");
+        assert_eq!(d.effect, None);
+        assert!(only_reply(&d).contains("e2e-chat rekey @alpha_bot --config"), "{:?}", d.replies);
+        // A proof made for creation, or for another bot, is no rekey proof.
+        for wrong in [
+            key.proof(BotKeyPurpose::Creation, ME, "alpha_bot", "", NOW),
+            key.proof(BotKeyPurpose::Rekey, ME, "theirs_bot", "", NOW),
+        ] {
+            let d = run_with_key(&dir, &Scenario::Idle, "/rekey @alpha_bot", &wrong);
+            assert_eq!(d.effect, None);
+            assert!(only_reply(&d).starts_with("@alpha_bot keeps its identity: "), "{:?}", d.replies);
+        }
+        for text in ["/rekey @theirs_bot", "/rekey @nobody_bot"] {
+            let d = run_with_key(&dir, &Scenario::Idle, text, &proof);
+            assert_eq!(d.effect, None);
+            assert!(only_reply(&d).starts_with("You have no bot @"), "{text}");
+        }
+        let d = run_with_key(&dir, &Scenario::Idle, "/rekey @beta_bot", &key.proof(BotKeyPurpose::Rekey, ME, "beta_bot", "", NOW));
+        assert!(only_reply(&d).contains("is disabled"));
+        assert_eq!(d.effect, None);
+
+        let effect = Effect::Rekey { bot_id: 11, username: "alpha_bot".into(), identity_key: key.public_key() };
+        let outcome = EffectOutcome::Rekeyed { bot_id: 11, identity_key: key.public_key(), removed_devices: 2 };
+        let (replies, _) = complete(&effect, outcome, Scenario::Idle);
+        let reply = &replies[0];
+        assert!(reply.starts_with("@alpha_bot has a new identity."), "{reply}");
+        assert!(reply.lines().any(|l| l == format!("Bot ID: {}", key.bot_id_hex())), "{reply}");
+        assert!(reply.lines().any(|l| l == "Devices removed: 2"), "{reply}");
     }
 
     #[test]
@@ -913,7 +966,7 @@ mod tests {
                 11, 12
             )
         );
-        let d = handle("/mybots", 999, &Scenario::Idle, &dir).expect("works");
+        let d = handle_text("/mybots", 999, &Scenario::Idle, &dir).expect("works");
         assert_eq!(only_reply(&d), NO_BOTS);
     }
 
@@ -1042,13 +1095,13 @@ mod tests {
 
     #[test]
     fn directory_failures_are_errors_not_replies() {
-        assert!(handle("/mybots", ME, &Scenario::Idle, &Broken).is_err());
-        assert!(handle("some_bot", ME, &Scenario::NewBotUsername, &Broken).is_err());
-        assert!(handle("/token @x_bot", ME, &Scenario::Idle, &Broken).is_err());
-        assert!(handle("/devices @x_bot", ME, &Scenario::Idle, &Broken).is_err());
-        assert!(handle("/removedevice @x_bot 1", ME, &Scenario::Idle, &Broken).is_err());
+        assert!(handle_text("/mybots", ME, &Scenario::Idle, &Broken).is_err());
+        assert!(handle_text("some_bot", ME, &Scenario::NewBotUsername, &Broken).is_err());
+        assert!(handle_text("/token @x_bot", ME, &Scenario::Idle, &Broken).is_err());
+        assert!(handle_text("/devices @x_bot", ME, &Scenario::Idle, &Broken).is_err());
+        assert!(handle_text("/removedevice @x_bot 1", ME, &Scenario::Idle, &Broken).is_err());
         // Decisions that need no reads still work.
-        assert!(handle("/help", ME, &Scenario::Idle, &Broken).is_ok());
+        assert!(handle_text("/help", ME, &Scenario::Idle, &Broken).is_ok());
     }
 
     #[test]
@@ -1058,6 +1111,7 @@ mod tests {
             username: c.username.clone(),
             display_name: c.first_name.clone(),
             capabilities: "dm".into(),
+            identity_key: [0xcd; 32],
         };
         let (replies, scenario) = complete(
             &effect,
@@ -1078,14 +1132,14 @@ mod tests {
         assert_eq!(line("Bot ID: "), c.bot_id_hex);
         let key = crate::crypto::hex_decode_32(&c.bot_id_hex).expect("64 hex");
         assert_eq!(line("Bot ID short form: "), crate::crypto::fingerprint::readable(c.compat_user_id, &key));
-        assert_eq!(line("Recovery secret: "), c.identity_recovery_secret_hex);
+        assert!(line("Recovery secret: ").starts_with("only on your device"), "never the secret itself");
         assert_eq!(line("Numeric id: "), c.compat_user_id.to_string());
         assert_eq!(line("Capabilities: "), "dm");
 
         let entry: serde_json::Value = serde_json::from_str(&bot_config_entry(&c, "")).expect("entry is JSON");
         assert_eq!(entry["token"], c.token.as_str());
         assert_eq!(entry["bot_id_hex"], c.bot_id_hex.as_str());
-        assert_eq!(entry["identity_recovery_secret_hex"], c.identity_recovery_secret_hex.as_str());
+        assert_eq!(entry["identity_recovery_secret_hex"], SECRET_PLACEHOLDER, "the owner's client fills it in");
         assert_eq!(entry["compat_user_id"], c.compat_user_id);
         assert_eq!(entry["username"], "new_bot");
         assert_eq!(entry["first_name"], c.first_name.as_str());
@@ -1095,13 +1149,24 @@ mod tests {
         assert_eq!(config["bots"][0], entry);
         assert_eq!(config["bot_platform_endpoint"], "http://127.0.0.1:40123", "the endpoint the user reached");
         assert_eq!((config["compat_listen_addr"].as_str(), config["extensions_listen_addr"].as_str()), (Some("127.0.0.1:8081"), Some("127.0.0.1:8082")));
-        // The one choice left to the user is state_dir, a placeholder the gateway refuses.
+        // Left to the user: state_dir and the secret their client drew, placeholders the gateway
+        // refuses.
         let placeholders: Vec<&str> = snippet.lines().filter(|l| l.contains("\"<")).collect();
-        assert_eq!(placeholders.len(), 1, "{placeholders:?}");
+        assert_eq!(placeholders.len(), 2, "{placeholders:?}");
         assert!(config["state_dir"].as_str().expect("string").starts_with('<'), "a placeholder");
         assert!(text.contains(&snippet));
         let unknown: serde_json::Value = serde_json::from_str(&gateway_config(&c, None)).expect("config is JSON");
         assert!(unknown["bot_platform_endpoint"].as_str().expect("string").starts_with('<'));
+
+        // A request an earlier version began, with the secret it drew: shown, and said so.
+        let legacy = BotCredentials { identity_recovery_secret_hex: Some(zeroize::Zeroizing::new("ef".repeat(32))), ..c };
+        let text = created_reply(&legacy, "dm", None);
+        assert_eq!(line_of(&text, "Recovery secret: "), "ef".repeat(32));
+        assert!(text.contains("e2e-chat rekey @new_bot"), "{text}");
+    }
+
+    fn line_of<'t>(text: &'t str, prefix: &str) -> &'t str {
+        text.lines().find_map(|l| l.strip_prefix(prefix)).unwrap_or_else(|| panic!("no line {prefix}"))
     }
 
     #[test]
@@ -1118,8 +1183,12 @@ mod tests {
         assert!(replies[0].starts_with("@alpha_bot is disabled."));
         assert!(replies[1].contains(ASK_USERNAME), "reminder of the unfinished scenario");
 
-        let create =
-            Effect::CreateBot { username: "late_bot".into(), display_name: "L".into(), capabilities: "dm".into() };
+        let create = Effect::CreateBot {
+            username: "late_bot".into(),
+            display_name: "L".into(),
+            capabilities: "dm".into(),
+            identity_key: [1; 32],
+        };
         let taken = EffectOutcome::Failed(PlatformError::AlreadyExists("username @late_bot is already taken".into()));
         let (replies, scenario) = complete(&create, taken, Scenario::Idle);
         assert_eq!(scenario, Scenario::NewBotUsername, "a username taken meanwhile is asked again");

@@ -11,16 +11,22 @@
 //!
 //! # Plaintext
 //! The platform is an endpoint of these dialogs only, so it sees their plaintext, and its state
-//! `manager.db` holds some (scenario answers; replies and new bot secrets until sent, then
-//! zeroed by `secure_delete`). `platform.db` stays ciphertext-only for user dialogs, and keeps
-//! only the identity public key and a token digest of each bot created here.
+//! `manager.db` holds some (scenario answers; replies and new tokens until sent, then zeroed by
+//! `secure_delete`). A bot's identity secret is never among them: the owner's client draws it
+//! and sends the public key with a proof (`e2e::bot_key`). `platform.db` stays ciphertext-only
+//! for user dialogs, and keeps only the identity public key and a token digest of each bot
+//! created here.
 //!
 //! - `commands`: the conversation (pure: text + user + scenario → replies + scenario + effect);
 //!   the reply formats other programs parse are documented there.
+//! - `replies`: the replies that carry data (lists, the final `/newbot` reply and its config).
+//! - `directory`: what the conversation reads from the platform.
 //! - `state`: `manager.db` (identity seed, e2e device state, cursor, scenarios, effects, outbox).
 //! - `runner`: set-up, the thread's loop, receiving, effects, sending.
 
 pub mod commands;
+mod directory;
+pub mod replies;
 mod runner;
 mod state;
 

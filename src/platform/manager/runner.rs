@@ -8,10 +8,11 @@
 //! rows) and the inbox cursor commit together; only then is the entry acknowledged. A crash
 //! before the commit replays the entry from the platform; after it, the cursor skips it.
 //!
-//! A platform effect (create, rotate, disable) cannot share that transaction: it lives in
-//! `platform.db`. So the first transaction also records the effect with its secrets chosen up
-//! front; the effect is applied idempotently (the same secrets give the same bot); a second
-//! transaction queues the effect's replies and deletes the record. A crash anywhere in between
+//! A platform effect (create, rotate, disable, rekey) cannot share that transaction: it lives in
+//! `platform.db`. So the first transaction also records the effect with its token secret chosen
+//! up front (a bot's identity key comes proved from its owner's client; its secret is never
+//! here); the effect is applied idempotently (the same key and token secret give the same
+//! bot); a second transaction queues the effect's replies and deletes the record. A crash anywhere in between
 //! re-applies the same effect and queues the same answer, and never a second bot.
 //!
 //! Replies are committed sealed and later sent from the outbox in commit order, each under its
@@ -26,11 +27,12 @@ use protobuf::Message;
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::super::bots::{self, BotSecrets};
+use zeroize::Zeroizing;
 use super::super::error::PlatformError;
 use super::super::inbox::{InboxHub, LocalInbox, LocalWake};
 use super::super::convert;
 use super::super::store::{self, Account, AccountStatus, DeviceAddr, InboxEntry, Outgoing, SendOutcome, Store};
-use super::commands::{self, BotInfo, DeviceView, Directory, Effect, EffectOutcome};
+use super::commands::{self, BotInfo, DeviceView, Directory, Effect, EffectOutcome, Message as ManagerMessage};
 use super::state::{self, PendingEffect};
 use super::ManagerConfig;
 use crate::backoff::Backoff;
@@ -176,6 +178,16 @@ impl Runner {
                 DeviceAddr { user_id, device_id }
             }
         };
+        // The device's second-version certificate, given to the store directly (in-process).
+        let certificate = {
+            let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let registration = Registration { user_id: me.user_id, device_id: me.device_id };
+            let certificate = e2e::leaf::certify_own_device(&tx, &identity, registration, now)?;
+            tx.commit()?;
+            certificate
+        };
+        let signature = convert::sig64(&certificate.signature, "the management bot's certificate")?;
+        store.certify_device(me, &store::CertificateV2 { created_at: certificate.created_at, signature })?;
         let reader = store.open_reader()?;
         let mut runner = Runner { db, store, hub, reader, me, endpoint };
         runner.top_up_prekeys()?;
@@ -277,19 +289,19 @@ impl Runner {
         let user_id = sender.user_id;
         let scenario = state::scenario(&tx, user_id)?;
         let decision = if content.has_text() {
-            commands::handle(&content.text().text, user_id, &scenario, &StoreDirectory(&self.store, &self.hub))?
+            let message = ManagerMessage { text: &content.text().text, bot_key: content.bot_key.as_ref(), now: unix_now() };
+            commands::handle(message, user_id, &scenario, &StoreDirectory(&self.store, &self.hub))?
         } else {
             commands::handle_non_text(&scenario)
         };
         state::set_scenario(&tx, user_id, &decision.scenario)?;
         queue_replies(&tx, &self.store, user_id, &decision.replies)?;
         if let Some(effect) = &decision.effect {
-            let (recovery, token) = match effect {
-                Effect::CreateBot { .. } => (Some(crypto::random_bytes::<32>()), Some(crypto::random_bytes::<32>())),
-                Effect::RotateToken { .. } => (None, Some(crypto::random_bytes::<32>())),
-                Effect::DisableBot { .. } | Effect::RemoveDevice { .. } => (None, None),
+            let token = match effect {
+                Effect::CreateBot { .. } | Effect::RotateToken { .. } => Some(crypto::random_bytes::<32>()),
+                Effect::Rekey { .. } | Effect::DisableBot { .. } | Effect::RemoveDevice { .. } => None,
             };
-            state::insert_effect(&tx, user_id, effect, recovery.as_ref(), token.as_ref())?;
+            state::insert_effect(&tx, user_id, effect, token.as_ref())?;
         }
         inbound::accept(&tx, seq, user_id, &cmid)?;
         tx.commit()?;
@@ -410,17 +422,35 @@ impl Runner {
 fn apply_effect(store: &Store, hub: &InboxHub, endpoint: Option<&str>, pending: &PendingEffect) -> RunResult<EffectOutcome> {
     let missing_secret = || Ok(EffectOutcome::Failed(PlatformError::Internal("the request was damaged".into())));
     let result = match &pending.effect {
-        Effect::CreateBot { username, display_name, capabilities } => {
-            let (Some(recovery_secret), Some(token_secret)) = (pending.recovery_secret, pending.token_secret) else {
-                return missing_secret();
+        Effect::CreateBot { username, display_name, capabilities, identity_key } => {
+            let Some(token_secret) = pending.token_secret else { return missing_secret() };
+            let owner = Some(pending.user_id);
+            let created = match &pending.legacy_recovery_secret {
+                None => bots::create_bot_for_key(store, username, display_name, capabilities, owner, identity_key, &token_secret),
+                // Recorded by an earlier version, which drew the secret: finished as it began.
+                Some(secret) => {
+                    let secrets = BotSecrets { recovery_secret: Zeroizing::new(**secret), token_secret };
+                    bots::provision_bot_with(store, username, display_name, capabilities, owner, &secrets)
+                }
             };
-            let secrets = BotSecrets { recovery_secret, token_secret };
-            bots::provision_bot_with(store, username, display_name, capabilities, Some(pending.user_id), &secrets)
-                .map(|credentials| EffectOutcome::Created {
-                    credentials,
-                    capabilities: capabilities.clone(),
-                    endpoint: endpoint.map(str::to_string),
-                })
+            created.map(|credentials| EffectOutcome::Created {
+                credentials,
+                capabilities: capabilities.clone(),
+                endpoint: endpoint.map(str::to_string),
+            })
+        }
+        Effect::Rekey { bot_id, username, identity_key } => {
+            store.rekey_bot(*bot_id, identity_key, unix_now()).map(|removed| {
+                // After the store refuses their credentials, so a reconnect is refused too.
+                for device_id in &removed {
+                    hub.remove_device(DeviceAddr { user_id: *bot_id, device_id: *device_id });
+                }
+                log::info!(
+                    "management bot: bot {bot_id} (@{username}) has a new identity key; removed {} device(s) of the old one",
+                    removed.len()
+                );
+                EffectOutcome::Rekeyed { bot_id: *bot_id, identity_key: *identity_key, removed_devices: removed.len() }
+            })
         }
         Effect::RotateToken { bot_id, username } => {
             let Some(secret) = pending.token_secret else { return missing_secret() };
@@ -591,6 +621,10 @@ impl Directory for StoreDirectory<'_> {
 
     fn bots_owned_by(&self, owner_id: u64) -> super::super::Result<Vec<BotInfo>> {
         Ok(self.0.bots_owned_by(owner_id)?.into_iter().map(bot_info).collect())
+    }
+
+    fn identity_key_in_use(&self, identity_key: &[u8; 32]) -> super::super::Result<bool> {
+        self.0.identity_key_in_use(identity_key)
     }
 
     fn bot_devices(&self, bot_id: u64) -> super::super::Result<Vec<DeviceView>> {

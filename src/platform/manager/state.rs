@@ -5,7 +5,9 @@
 //!
 //! Unlike `platform.db`, this file holds plaintext of the management bot's own dialogs: the
 //! scenario answers (usernames, display names), and for the moments between committing and
-//! sending, reply plaintexts and the secrets of a bot being created. `secure_delete` zeroes
+//! sending, reply plaintexts and a new token's secret. It never holds a bot's identity secret:
+//! the owner's client draws it and sends only the public key (step 6; a row an earlier version
+//! wrote with one is finished once and deleted). `secure_delete` zeroes
 //! deleted rows in the file and the rollback journal is truncated at each commit, so none of
 //! that stays readable in the files once sent (blocks the file system freed are beyond reach);
 //! the file is 0600 in the 0700 data directory.
@@ -17,7 +19,10 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use zeroize::Zeroizing;
+
 use super::commands::{Effect, Scenario};
+use crate::crypto::IdentityKeyPair;
 use crate::e2e;
 use crate::migrations::{self, MigrationError, Step};
 
@@ -35,7 +40,16 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 4, sql: &[e2e::leaf::TABLES] },
     // First messages to the management bot cannot be replayed (`e2e::replay`).
     Step { version: 5, sql: &[e2e::REPLAY_TABLES] },
+    // Bots' identity keys come from their owners' clients (`e2e::bot_key`).
+    Step { version: 6, sql: &[MANAGER_EFFECT_IDENTITY_KEY] },
+    // Devices' second-version certificates and signed removals (`e2e::leaf`, `e2e::removals`).
+    Step { version: 7, sql: &e2e::DEVICE_PROOF_TABLES },
 ];
+
+/// Step 6: `/newbot` and `/rekey` record the identity key the owner's client proved. The
+/// `recovery_secret` column stays for rows written before this step (a creation under way when
+/// the platform was upgraded), and is never written again.
+const MANAGER_EFFECT_IDENTITY_KEY: &str = "ALTER TABLE manager_effects ADD COLUMN identity_key BLOB;";
 
 /// Step 3: `/removedevice` records which device of the bot it removes.
 const MANAGER_EFFECT_DEVICE: &str = "ALTER TABLE manager_effects ADD COLUMN device_id INTEGER;";
@@ -206,14 +220,16 @@ pub fn set_scenario(conn: &Connection, user_id: u64, scenario: &Scenario) -> rus
 
 // ── Effects between their two transactions ──
 
-/// An effect with the secrets chosen for it.
+/// An effect with the token secret chosen for it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct PendingEffect {
     pub id: i64,
     pub user_id: u64,
     pub effect: Effect,
-    pub recovery_secret: Option<[u8; 32]>,
     pub token_secret: Option<[u8; 32]>,
+    /// A creation an earlier version recorded with a recovery secret it drew: finished with that
+    /// secret (shown to its owner once, with a warning), never made again.
+    pub legacy_recovery_secret: Option<Zeroizing<[u8; 32]>>,
 }
 
 impl std::fmt::Debug for PendingEffect {
@@ -227,17 +243,17 @@ impl std::fmt::Debug for PendingEffect {
     }
 }
 
-pub fn insert_effect(
-    conn: &Connection,
-    user_id: u64,
-    effect: &Effect,
-    recovery_secret: Option<&[u8; 32]>,
-    token_secret: Option<&[u8; 32]>,
-) -> rusqlite::Result<i64> {
+pub fn insert_effect(conn: &Connection, user_id: u64, effect: &Effect, token_secret: Option<&[u8; 32]>) -> rusqlite::Result<i64> {
     let mut device_id = None;
+    let mut identity_key = None;
     let (kind, bot_id, username, display_name, capabilities) = match effect {
-        Effect::CreateBot { username, display_name, capabilities } => {
+        Effect::CreateBot { username, display_name, capabilities, identity_key: key } => {
+            identity_key = Some(key.to_vec());
             ("create", None, username, Some(display_name), Some(capabilities))
+        }
+        Effect::Rekey { bot_id, username, identity_key: key } => {
+            identity_key = Some(key.to_vec());
+            ("rekey", Some(*bot_id as i64), username, None, None)
         }
         Effect::RotateToken { bot_id, username } => ("rotate", Some(*bot_id as i64), username, None, None),
         Effect::DisableBot { bot_id, username } => ("disable", Some(*bot_id as i64), username, None, None),
@@ -248,7 +264,7 @@ pub fn insert_effect(
     };
     conn.execute(
         "INSERT INTO manager_effects (user_id, kind, bot_id, username, display_name, capabilities,
-                                      recovery_secret, token_secret, device_id)
+                                      token_secret, device_id, identity_key)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         params![
             user_id as i64,
@@ -257,65 +273,74 @@ pub fn insert_effect(
             username,
             display_name,
             capabilities,
-            recovery_secret.map(|s| s.to_vec()),
             token_secret.map(|s| s.to_vec()),
-            device_id
+            device_id,
+            identity_key
         ],
     )?;
     Ok(conn.last_insert_rowid())
 }
 
+/// One row of `manager_effects` as stored.
+struct EffectRow {
+    id: i64,
+    user_id: i64,
+    kind: String,
+    bot_id: Option<i64>,
+    username: String,
+    display_name: Option<String>,
+    capabilities: Option<String>,
+    recovery_secret: Option<Zeroizing<Vec<u8>>>,
+    token_secret: Option<Vec<u8>>,
+    device_id: Option<u32>,
+    identity_key: Option<Vec<u8>>,
+}
+
 /// The oldest pending effect.
 pub fn first_effect(conn: &Connection) -> rusqlite::Result<Option<PendingEffect>> {
-    type Row = (
-        i64,
-        i64,
-        String,
-        Option<i64>,
-        String,
-        Option<String>,
-        Option<String>,
-        Option<Vec<u8>>,
-        Option<Vec<u8>>,
-        Option<u32>,
-    );
-    let row: Option<Row> = conn
+    let row = conn
         .query_row(
             "SELECT id, user_id, kind, bot_id, username, display_name, capabilities, recovery_secret, token_secret,
-                    device_id
+                    device_id, identity_key
              FROM manager_effects ORDER BY id LIMIT 1",
             [],
             |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                    r.get(8)?,
-                    r.get(9)?,
-                ))
+                Ok(EffectRow {
+                    id: r.get(0)?,
+                    user_id: r.get(1)?,
+                    kind: r.get(2)?,
+                    bot_id: r.get(3)?,
+                    username: r.get(4)?,
+                    display_name: r.get(5)?,
+                    capabilities: r.get(6)?,
+                    recovery_secret: r.get::<_, Option<Vec<u8>>>(7)?.map(Zeroizing::new),
+                    token_secret: r.get(8)?,
+                    device_id: r.get(9)?,
+                    identity_key: r.get(10)?,
+                })
             },
         )
         .optional()?;
-    let Some((id, user_id, kind, bot_id, username, display_name, capabilities, recovery, token, device_id)) = row
-    else {
+    let Some(row) = row else {
         return Ok(None);
     };
-    let secret = |s: Option<Vec<u8>>| s.and_then(|v| <[u8; 32]>::try_from(v).ok());
-    let effect = match (kind.as_str(), bot_id, display_name, capabilities) {
-        ("create", _, Some(display_name), Some(capabilities)) => {
-            Effect::CreateBot { username, display_name, capabilities }
+    let key32 = |v: Option<&[u8]>| v.and_then(|v| <[u8; 32]>::try_from(v).ok());
+    let legacy_recovery_secret = key32(row.recovery_secret.as_deref().map(|v| v.as_slice())).map(Zeroizing::new);
+    // A creation recorded before step 6 names no key: the one its secret derives.
+    let identity_key = key32(row.identity_key.as_deref())
+        .or_else(|| legacy_recovery_secret.as_ref().map(|s| IdentityKeyPair::from_recovery_secret(s).public_key()));
+    let (id, username) = (row.id, row.username);
+    let effect = match (row.kind.as_str(), row.bot_id, row.display_name, row.capabilities, identity_key) {
+        ("create", _, Some(display_name), Some(capabilities), Some(identity_key)) => {
+            Effect::CreateBot { username, display_name, capabilities, identity_key }
         }
-        ("rotate", Some(bot_id), _, _) => Effect::RotateToken { bot_id: bot_id as u64, username },
-        ("disable", Some(bot_id), _, _) => Effect::DisableBot { bot_id: bot_id as u64, username },
-        ("remove_device", Some(bot_id), _, _) if device_id.is_some() => {
-            Effect::RemoveDevice { bot_id: bot_id as u64, username, device_id: device_id.unwrap_or_default() }
+        ("rekey", Some(bot_id), _, _, Some(identity_key)) => Effect::Rekey { bot_id: bot_id as u64, username, identity_key },
+        ("rotate", Some(bot_id), _, _, _) => Effect::RotateToken { bot_id: bot_id as u64, username },
+        ("disable", Some(bot_id), _, _, _) => Effect::DisableBot { bot_id: bot_id as u64, username },
+        ("remove_device", Some(bot_id), _, _, _) if row.device_id.is_some() => {
+            Effect::RemoveDevice { bot_id: bot_id as u64, username, device_id: row.device_id.unwrap_or_default() }
         }
-        _ => {
+        (kind, ..) => {
             log::error!("management bot: pending effect {id} ({kind}) is unreadable; dropping it");
             delete_effect(conn, id)?;
             return first_effect(conn);
@@ -323,10 +348,10 @@ pub fn first_effect(conn: &Connection) -> rusqlite::Result<Option<PendingEffect>
     };
     Ok(Some(PendingEffect {
         id,
-        user_id: user_id as u64,
+        user_id: row.user_id as u64,
         effect,
-        recovery_secret: secret(recovery),
-        token_secret: secret(token),
+        token_secret: key32(row.token_secret.as_deref()),
+        legacy_recovery_secret,
     }))
 }
 
@@ -466,25 +491,61 @@ mod tests {
     }
 
     #[test]
-    fn effects_keep_their_secrets_and_order() {
+    fn effects_keep_their_keys_and_order() {
         let (_d, conn) = db();
         assert!(first_effect(&conn).expect("read").is_none());
-        let create =
-            Effect::CreateBot { username: "c_bot".into(), display_name: "C".into(), capabilities: "dm".into() };
+        let create = Effect::CreateBot {
+            username: "c_bot".into(),
+            display_name: "C".into(),
+            capabilities: "dm".into(),
+            identity_key: [7; 32],
+        };
         let rotate = Effect::RotateToken { bot_id: 42, username: "r_bot".into() };
-        let first = insert_effect(&conn, 5, &create, Some(&[1; 32]), Some(&[2; 32])).expect("insert");
-        insert_effect(&conn, 6, &rotate, None, Some(&[3; 32])).expect("insert");
+        let first = insert_effect(&conn, 5, &create, Some(&[2; 32])).expect("insert");
+        insert_effect(&conn, 6, &rotate, Some(&[3; 32])).expect("insert");
         let p = first_effect(&conn).expect("read").expect("one");
         assert_eq!((p.id, p.user_id, &p.effect), (first, 5, &create));
-        assert_eq!((p.recovery_secret, p.token_secret), (Some([1; 32]), Some([2; 32])));
-        assert!(!format!("{p:?}").contains("[1, 1"), "Debug hides secrets");
+        assert_eq!((p.token_secret, p.legacy_recovery_secret.is_none()), (Some([2; 32]), true));
+        assert!(!format!("{p:?}").contains("[2, 2"), "Debug hides secrets");
+        let stored: Option<Vec<u8>> =
+            conn.query_row("SELECT recovery_secret FROM manager_effects WHERE id = ?1", [first], |r| r.get(0)).expect("row");
+        assert_eq!(stored, None, "no identity secret is ever written");
         delete_effect(&conn, first).expect("delete");
         let p = first_effect(&conn).expect("read").expect("second");
-        assert_eq!((p.effect, p.recovery_secret, p.token_secret), (rotate, None, Some([3; 32])));
+        assert_eq!((p.effect, p.token_secret), (rotate, Some([3; 32])));
         delete_effect(&conn, p.id).expect("delete");
         let remove = Effect::RemoveDevice { bot_id: 42, username: "r_bot".into(), device_id: 3 };
-        insert_effect(&conn, 6, &remove, None, None).expect("insert");
-        assert_eq!(first_effect(&conn).expect("read").expect("third").effect, remove, "the device number is kept");
+        insert_effect(&conn, 6, &remove, None).expect("insert");
+        let p = first_effect(&conn).expect("read").expect("third");
+        assert_eq!(p.effect, remove, "the device number is kept");
+        delete_effect(&conn, p.id).expect("delete");
+        let rekey = Effect::Rekey { bot_id: 42, username: "r_bot".into(), identity_key: [9; 32] };
+        insert_effect(&conn, 6, &rekey, None).expect("insert");
+        assert_eq!(first_effect(&conn).expect("read").expect("fourth").effect, rekey, "the new key is kept");
+    }
+
+    /// A creation under way when an earlier version was stopped: the row it wrote (secret, no
+    /// key) still reads after the upgrade, as a creation under the key its secret derives.
+    #[test]
+    fn step_6_reads_a_creation_an_earlier_version_recorded() {
+        crate::crypto::init();
+        let c = Connection::open_in_memory().expect("db");
+        migrations::migrate(&c, &STEPS[..5]).expect("version 5");
+        c.execute(
+            "INSERT INTO manager_effects (user_id, kind, username, display_name, capabilities, recovery_secret, token_secret)
+             VALUES (5, 'create', 'old_bot', 'Old', 'dm', ?1, ?2)",
+            params![vec![1u8; 32], vec![2u8; 32]],
+        )
+        .expect("old row");
+        migrations::migrate(&c, STEPS).expect("version 6");
+        let p = first_effect(&c).expect("read").expect("the row");
+        let key = IdentityKeyPair::from_recovery_secret(&[1; 32]).public_key();
+        assert_eq!(
+            p.effect,
+            Effect::CreateBot { username: "old_bot".into(), display_name: "Old".into(), capabilities: "dm".into(), identity_key: key }
+        );
+        assert_eq!(p.legacy_recovery_secret.as_deref(), Some(&[1; 32]));
+        assert_eq!(p.token_secret, Some([2; 32]));
     }
 
     #[test]

@@ -10,10 +10,12 @@ use grpcio::RpcStatusCode;
 use super::commands::{self, Effect};
 use super::state;
 use crate::client::Profile;
+use crate::crypto::identity::BotKeyPurpose;
 use crate::crypto::{self, IdentityKeyPair};
 use crate::platform::rules;
 use crate::platform::store::AccountStatus;
-use crate::platform::{provision_bot_with, BotSecrets, ManagerConfig, RunningServer, ServerOptions};
+use crate::platform::bots::create_bot_for_key;
+use crate::platform::{ManagerConfig, RunningServer, ServerOptions};
 use crate::wire::platform::VerifyCredentialRequest;
 use crate::wire::{Credential, Platform};
 
@@ -38,6 +40,17 @@ fn ask(user: &Profile, text: &str, replies: usize) -> Vec<String> {
 
 fn ask_one(user: &Profile, text: &str) -> String {
     ask(user, text, 1).remove(0)
+}
+
+/// Sends `text` with a bot key proof attached, as the owner's client does, and returns the reply.
+fn ask_with_key(user: &Profile, text: &str, proof: crate::wire::e2e::BotKeyProof) -> String {
+    let manager = user.lookup("@botmanager").expect("manager");
+    let mut content = crate::e2e::text_content(text);
+    content.bot_key = protobuf::MessageField::some(proof);
+    user.send_content(&manager, &content).expect("sent");
+    let got = user.receive(WAIT, 1).expect("receive");
+    assert_eq!(got.len(), 1, "a reply to {text:?}");
+    got[0].text.clone()
 }
 
 /// The value of the line `<prefix>...` of a reply.
@@ -130,25 +143,38 @@ fn users_create_and_manage_bots_through_the_encrypted_dialog() {
     let reply = ask_one(&alice, "all, of, them");
     assert!(reply.starts_with("Invalid capabilities: "), "{reply}");
     assert!(reply.ends_with(commands::ASK_CAPABILITIES), "{reply}");
-    let created = ask_one(&alice, "groups, dm");
+    // Typed by hand, with no key: nothing is created, and the reply names the command.
+    let reply = ask_one(&alice, "groups, dm");
+    assert!(reply.starts_with("No bot was created"), "{reply}");
+    assert!(reply.contains("e2e-chat newbot Echo_Bot_1 --name"), "{reply}");
+    assert!(server.store().account_by_username("Echo_Bot_1").expect("read").is_none());
+    // The client drew the key; the platform gets its public half and a proof.
+    ask_one(&alice, "/newbot");
+    ask_one(&alice, "Echo_Bot_1");
+    ask_one(&alice, &display_name);
+    let key = crate::e2e::bot_key::DrawnBotKey::draw();
+    let recovery: [u8; 32] = *key.secret();
+    let recovery_hex = key.secret_hex().to_string();
+    let proof = key.proof(BotKeyPurpose::Creation, alice.user_id(), "Echo_Bot_1", "dm,groups", crate::clock::unix_now());
+    let created = ask_with_key(&alice, "groups, dm", proof);
 
     // ── The final reply. ──
     let token = line(&created, "Token: ").to_string();
     let bot_id_hex = line(&created, "Bot ID: ").to_string();
-    let recovery_hex = line(&created, "Recovery secret: ").to_string();
+    assert!(line(&created, "Recovery secret: ").starts_with("only on your device"), "{created}");
+    assert!(!created.contains(&recovery_hex), "the reply never carries the secret");
     let parsed = rules::parse_bot_token(&token).expect("token format <numeric_id>:<64 hex>");
     assert!((1..rules::ID_LIMIT).contains(&parsed.numeric_id));
     assert_eq!(line(&created, "Numeric id: "), parsed.numeric_id.to_string());
     assert_eq!(line(&created, "Capabilities: "), "dm,groups");
-    assert_eq!(bot_id_hex.len(), 64);
-    let recovery = crypto::hex_decode_32(&recovery_hex).expect("64 hex recovery secret");
+    assert_eq!(bot_id_hex, key.bot_id_hex(), "the key the client drew");
     assert_eq!(crypto::hex_encode(&IdentityKeyPair::from_recovery_secret(&recovery).public_key()), bot_id_hex);
     let entry_start = created.find("Gateway config entry (bots[]):\n").expect("entry") + 31;
     let entry_end = entry_start + created[entry_start..].find("\n}").expect("entry end") + 2;
     let entry: serde_json::Value = serde_json::from_str(&created[entry_start..entry_end]).expect("entry is JSON");
     assert_eq!(entry["token"], token.as_str());
     assert_eq!(entry["bot_id_hex"], bot_id_hex.as_str());
-    assert_eq!(entry["identity_recovery_secret_hex"], recovery_hex.as_str());
+    assert_eq!(entry["identity_recovery_secret_hex"], crate::platform::manager::replies::SECRET_PLACEHOLDER);
     assert_eq!(entry["compat_user_id"], parsed.numeric_id);
     assert_eq!(entry["username"], "Echo_Bot_1");
     assert_eq!(entry["first_name"], display_name.as_str());
@@ -168,9 +194,11 @@ fn users_create_and_manage_bots_through_the_encrypted_dialog() {
 
     // ── /mybots ──
     let listing = ask_one(&alice, "/mybots");
-    // The bot deletes a sent reply just after the platform took it; by its next answer it has.
-    assert!(!file_contains(&manager_db, &recovery), "the effect's secret is zeroed once done");
-    assert!(!file_contains(&manager_db, recovery_hex.as_bytes()), "the reply's plaintext is zeroed once sent");
+    // The platform plays no part in the secret: no stored row of the creation, sent or
+    // pending, in either database, ever holds it.
+    assert!(!file_contains(&manager_db, &recovery), "no identity secret in manager.db");
+    assert!(!file_contains(&manager_db, recovery_hex.as_bytes()));
+    assert!(!file_contains(&manager_db, &parsed.secret), "the token's reply is zeroed once sent");
     assert_eq!(
         listing,
         format!(
@@ -233,32 +261,30 @@ fn a_scenario_survives_a_restart_and_an_interrupted_effect_completes_once() {
     assert_eq!(server.manager().expect("runs").user_id(), manager_id, "the same account");
     alice.set_server_url(&server.endpoint()).expect("reconnect");
     assert!(ask_one(&alice, "Restart Bot").ends_with(commands::ASK_CAPABILITIES));
-    let created = ask_one(&alice, "default");
+    let key = crate::e2e::bot_key::DrawnBotKey::draw();
+    let proof = key.proof(BotKeyPurpose::Creation, alice.user_id(), "restart_bot", "default", crate::clock::unix_now());
+    let created = ask_with_key(&alice, "default", proof);
     let token = line(&created, "Token: ").to_string();
     assert_eq!(verify(&server, &token).map(|_| ()), Ok(()));
     server.shutdown();
 
     // ── A crash after the effect was recorded and applied, before its reply was queued: ──
-    // the restarted bot applies it again (same secrets, so the same bot, not "taken") and answers.
-    let secrets = BotSecrets::generate();
-    let recovery_hex = crypto::hex_encode(&secrets.recovery_secret);
+    // the restarted bot applies it again (same key and token secret, so the same bot, not
+    // "taken") and answers.
+    let key = crate::e2e::bot_key::DrawnBotKey::draw();
+    let token_secret = crypto::random_bytes::<32>();
     {
         let conn = state::open(&data).expect("manager db");
         let effect = Effect::CreateBot {
             username: "crashed_bot".into(),
             display_name: "Crashed".into(),
             capabilities: "dm".into(),
+            identity_key: key.public_key(),
         };
-        state::insert_effect(
-            &conn,
-            alice.user_id(),
-            &effect,
-            Some(&secrets.recovery_secret),
-            Some(&secrets.token_secret),
-        )
-        .expect("record the effect");
+        state::insert_effect(&conn, alice.user_id(), &effect, Some(&token_secret)).expect("record the effect");
         let store = crate::platform::Store::open(&data).expect("store");
-        provision_bot_with(&store, "crashed_bot", "Crashed", "dm", Some(alice.user_id()), &secrets).expect("applied");
+        let owner = Some(alice.user_id());
+        create_bot_for_key(&store, "crashed_bot", "Crashed", "dm", owner, &key.public_key(), &token_secret).expect("applied");
     }
     let server = RunningServer::start_with(
         "127.0.0.1:0",
@@ -273,7 +299,7 @@ fn a_scenario_survives_a_restart_and_an_interrupted_effect_completes_once() {
     let got = alice.receive(WAIT, 1).expect("receive");
     assert_eq!(got.len(), 1, "{got:?}");
     assert!(got[0].text.starts_with("Done! Your bot @crashed_bot is created."), "{}", got[0].text);
-    assert_eq!(line(&got[0].text, "Recovery secret: "), recovery_hex);
+    assert_eq!(line(&got[0].text, "Bot ID: "), key.bot_id_hex());
     let listing = ask_one(&alice, "/mybots");
     assert_eq!(listing.matches("@crashed_bot").count(), 1, "one bot, not two: {listing}");
     assert!(listing.contains("@restart_bot"), "{listing}");

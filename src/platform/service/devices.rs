@@ -4,11 +4,12 @@
 
 use super::super::auth::Caller;
 use super::super::convert::{
-    bundle_to_wire, invalid, key32, one_time_prekeys, profile, verified_device, verified_signed_prekey,
+    bundle_to_wire, invalid, key32, one_time_prekeys, profile, removal_from_wire, removal_to_wire, sig64,
+    verified_device, verified_signed_prekey,
 };
 use super::super::error::{PlatformError, Result};
 use super::super::inbox::InboxHub;
-use super::super::store::{DeviceAddr, Store};
+use super::super::store::{CertificateV2, DeviceAddr, Removal, Store};
 use crate::clock::unix_now;
 use crate::crypto::identity;
 use crate::wire::platform as pb;
@@ -57,9 +58,11 @@ pub(super) fn get_prekey_bundles(
         .account_by_id(req.user_id)?
         .ok_or_else(|| PlatformError::NotFound(format!("no user with id {}", req.user_id)))?;
     let bundles = store.take_prekey_bundles(req.user_id, &req.device_ids)?;
+    let removals = store.signed_removals(req.user_id)?;
     Ok(pb::GetPrekeyBundlesResponse {
         profile: Some(profile(account)).into(),
         bundles: bundles.into_iter().map(bundle_to_wire).collect(),
+        removals: removals.into_iter().map(removal_to_wire).collect(),
         ..Default::default()
     })
 }
@@ -99,8 +102,63 @@ pub(super) fn list_devices(store: &Store, hub: &InboxHub, caller: Caller) -> Res
             connected: hub.is_connected(DeviceAddr { user_id: caller.user_id, device_id: d.device_id }),
             active: d.active,
             removed_at: d.removed_at.unwrap_or(0),
+            device_key: d.device_key,
+            removal_signed: d.removal_signed,
             ..Default::default()
         })
         .collect();
     Ok(pb::ListDevicesResponse { devices, ..Default::default() })
+}
+
+/// CertifyDevice: the caller's device's second-version certificate, checked against the
+/// account identity key, the caller's ids and the stored device key before it is stored.
+pub(super) fn certify_device(store: &Store, addr: DeviceAddr, req: pb::CertifyDeviceRequest) -> Result<pb::CertifyDeviceResponse> {
+    let certificate = req.certificate.as_ref().ok_or_else(|| invalid("certificate is required"))?;
+    let signature = sig64(&certificate.signature, "certificate.signature")?;
+    let account = store
+        .account_by_id(addr.user_id)?
+        .ok_or_else(|| PlatformError::NotFound(format!("no user with id {}", addr.user_id)))?;
+    let device = store
+        .device(addr)?
+        .ok_or_else(|| PlatformError::NotFound(format!("no device {} of user {}", addr.device_id, addr.user_id)))?;
+    let binding = identity::DeviceBinding { user_id: addr.user_id, device_id: addr.device_id, created_at: certificate.created_at };
+    if identity::verify_device_certificate_v2(&account.identity_key, &device.device_key, binding, &signature).is_err() {
+        return Err(PlatformError::PermissionDenied(format!(
+            "the certificate of device {} of user {} is not the account identity key's signature over this device",
+            addr.device_id, addr.user_id
+        )));
+    }
+    store.certify_device(addr, &CertificateV2 { created_at: certificate.created_at, signature })?;
+    Ok(pb::CertifyDeviceResponse::default())
+}
+
+/// RemoveDevice: a bot runtime's signed removal of a device of its bot, checked against the
+/// bot's identity key and the stored device key; the device is removed if still active.
+pub(super) fn remove_device(store: &Store, hub: &InboxHub, caller: Caller, req: pb::RemoveDeviceRequest) -> Result<pb::RemoveDeviceResponse> {
+    if !caller.is_bot {
+        return Err(PlatformError::PermissionDenied("RemoveDevice is for bot runtimes (a bot token)".into()));
+    }
+    let removal = removal_from_wire(req.removal.as_ref().ok_or_else(|| invalid("removal is required"))?)?;
+    let addr = DeviceAddr { user_id: caller.user_id, device_id: removal.device_id };
+    let account = store
+        .account_by_id(caller.user_id)?
+        .ok_or_else(|| PlatformError::NotFound(format!("no user with id {}", caller.user_id)))?;
+    let device = store
+        .device(addr)?
+        .ok_or_else(|| PlatformError::NotFound(format!("no device {} of bot {}", removal.device_id, caller.user_id)))?;
+    let identity_key = key32(&account.identity_key, "stored identity key")?;
+    let statement =
+        identity::device_removal_statement(&identity_key, caller.user_id, removal.device_id, &removal.device_key, removal.removed_at);
+    if device.device_key.as_slice() != removal.device_key.as_slice()
+        || !identity::verify_signature(&identity_key, &statement, &removal.signature)
+    {
+        return Err(PlatformError::PermissionDenied(format!(
+            "the removal of device {} of bot {} is not the bot identity's signature over that device",
+            removal.device_id, caller.user_id
+        )));
+    }
+    let outcome = store.remove_device_signed(caller.user_id, &removal, unix_now())?;
+    hub.remove_device(addr);
+    log::info!("device {} of bot {} removed, its removal signed by the bot", removal.device_id, caller.user_id);
+    Ok(pb::RemoveDeviceResponse { already_removed: outcome == Removal::AlreadyRemoved, ..Default::default() })
 }

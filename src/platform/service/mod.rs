@@ -243,6 +243,26 @@ impl crate::wire::platform_grpc::Platform for PlatformService {
         });
     }
 
+    fn certify_device(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::CertifyDeviceRequest,
+        sink: UnarySink<pb::CertifyDeviceResponse>,
+    ) {
+        self.unary(&ctx, sink, "CertifyDevice", ActiveDevice, |s, addr| devices::certify_device(&s.store, addr, req));
+    }
+
+    fn remove_device(
+        &mut self,
+        ctx: RpcContext,
+        req: pb::RemoveDeviceRequest,
+        sink: UnarySink<pb::RemoveDeviceResponse>,
+    ) {
+        self.unary(&ctx, sink, "RemoveDevice", Need::Device, |s, caller| {
+            devices::remove_device(&s.store, &s.hub, caller, req)
+        });
+    }
+
     // ── messaging ──
 
     fn send_messages(

@@ -2,7 +2,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::devices::insert_device;
+use super::devices::{insert_device, remove_device_in};
 use super::{Account, AccountStatus, BotCredential, DeviceAddr, NewDevice, Store};
 use crate::platform::error::{db_error, PlatformError, Result};
 use crate::platform::rules;
@@ -61,6 +61,7 @@ impl Store {
                 return Ok((id, token(id), true));
             }
             ensure_username_free(tx, username)?;
+            ensure_identity_key_free(tx, identity_key)?;
             let id = fresh_account_id(tx)?;
             tx.execute(
                 "INSERT INTO accounts (id, username, display_name, is_bot, identity_key, token_digest,
@@ -71,6 +72,43 @@ impl Store {
             .map_err(db_error("inserting a bot account"))?;
             Ok((id, token(id), false))
         })
+    }
+
+    /// Gives a bot a new identity key (its owner proved it, `/rekey`) and removes every device
+    /// of the old one: their certificates chain to a key that is no longer the bot's. The token
+    /// stays. Idempotent: when the bot has this key already (a retry after a crash), nothing
+    /// more changes. Returns the ids of the devices removed now.
+    pub fn rekey_bot(&self, bot_id: u64, identity_key: &[u8; 32], now: i64) -> Result<Vec<u32>> {
+        self.write_tx("a bot's new identity key", |tx| {
+            let current: Option<Vec<u8>> = tx
+                .query_row("SELECT identity_key FROM accounts WHERE id = ?1 AND is_bot = 1", params![bot_id], |r| r.get(0))
+                .optional()
+                .map_err(db_error("reading a bot's identity key"))?;
+            match current {
+                None => return Err(PlatformError::NotFound(format!("no bot with id {bot_id}"))),
+                Some(key) if key.as_slice() == identity_key.as_slice() => return Ok(Vec::new()),
+                Some(_) => {}
+            }
+            ensure_identity_key_free(tx, identity_key)?;
+            tx.execute("UPDATE accounts SET identity_key = ?2 WHERE id = ?1", params![bot_id, &identity_key[..]])
+                .map_err(db_error("replacing a bot's identity key"))?;
+            let active: Vec<u32> = {
+                let mut stmt = tx
+                    .prepare("SELECT device_id FROM devices WHERE account_id = ?1 AND removed_at IS NULL ORDER BY device_id")
+                    .map_err(db_error("listing a bot's devices"))?;
+                let rows = stmt.query_map(params![bot_id], |r| r.get(0)).map_err(db_error("listing a bot's devices"))?;
+                rows.collect::<rusqlite::Result<Vec<u32>>>().map_err(db_error("listing a bot's devices"))?
+            };
+            for &device_id in &active {
+                remove_device_in(tx, DeviceAddr { user_id: bot_id, device_id }, now)?;
+            }
+            Ok(active)
+        })
+    }
+
+    /// Whether any account has `identity_key` (a Bot ID must be one account's).
+    pub fn identity_key_in_use(&self, identity_key: &[u8; 32]) -> Result<bool> {
+        identity_key_taken(&self.lock(), identity_key)
     }
 
     /// Replaces a bot's token; the previous one stops working at once. Returns the new token.
@@ -313,6 +351,21 @@ fn ensure_username_free(conn: &Connection, username: &str) -> Result<()> {
     Ok(())
 }
 
+fn identity_key_taken(conn: &Connection, identity_key: &[u8; 32]) -> Result<bool> {
+    conn.query_row("SELECT EXISTS (SELECT 1 FROM accounts WHERE identity_key = ?1)", params![&identity_key[..]], |r| r.get(0))
+        .map_err(db_error("checking an identity key"))
+}
+
+/// Refuses an identity key some account already has: a Bot ID names one account.
+fn ensure_identity_key_free(conn: &Connection, identity_key: &[u8; 32]) -> Result<()> {
+    if identity_key_taken(conn, identity_key)? {
+        return Err(PlatformError::FailedPrecondition(
+            "that key is already the identity of another account: draw a new one".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// A random unused id in 1..2^52 (users and bots share the space).
 fn fresh_account_id(conn: &Connection) -> Result<u64> {
     loop {
@@ -380,6 +433,30 @@ mod tests {
         assert_eq!(cred.status, AccountStatus::Disabled);
         assert_eq!(cred.token_digest, None, "disabling revokes the token");
         assert!(store.bot_credential(12345).expect("read").is_none());
+    }
+
+    /// A Bot ID is one account's; `/rekey` replaces it, removes every device of the old one and
+    /// keeps the token; a retry changes nothing more.
+    #[test]
+    fn a_bot_gets_a_new_identity_key_its_old_devices_go_and_its_token_stays() {
+        let (_d, store) = store();
+        let (id, token) = store.create_bot("key_bot", "Key", "default", &[3; 32], Some(5), 1).expect("create");
+        let err = store.create_bot("twin_key_bot", "Twin", "default", &[3; 32], Some(5), 1).expect_err("the same key");
+        assert!(matches!(err, PlatformError::FailedPrecondition(_)), "{err:?}");
+        assert!(store.identity_key_in_use(&[3; 32]).expect("read"));
+        let first = store.register_bot_device(id, &device(30, 1), 1).expect("device");
+        let second = store.register_bot_device(id, &device(31, 1), 1).expect("device");
+        assert!(matches!(store.rekey_bot(id, &[3; 32], 2), Ok(removed) if removed.is_empty()), "its own key: nothing to do");
+        user(&store, "holder", 0);
+        assert!(matches!(store.rekey_bot(id, &[7; 32], 2), Err(PlatformError::FailedPrecondition(_))), "a user's key");
+        assert_eq!(store.rekey_bot(id, &[4; 32], 2).expect("rekey"), vec![first, second]);
+        assert_eq!(store.rekey_bot(id, &[4; 32], 3).expect("again"), Vec::<u32>::new(), "a retry removes nothing more");
+        let cred = store.bot_credential(id).expect("read").expect("exists");
+        assert_eq!(cred.identity_key, vec![4; 32]);
+        assert_eq!(cred.token_digest, Some(rules::token_digest(&rules::parse_bot_token(&token).expect("token").secret)));
+        assert!(store.account_devices(id).expect("devices").iter().all(|d| !d.active && d.removed_at == Some(2)));
+        assert!(!store.identity_key_in_use(&[3; 32]).expect("read"), "the old key is free");
+        assert!(matches!(store.rekey_bot(12345, &[5; 32], 2), Err(PlatformError::NotFound(_))));
     }
 
     #[test]

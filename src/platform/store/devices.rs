@@ -2,17 +2,20 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::device_proofs::{self, CertificateV2, SignedRemoval};
 use super::{
     Bundle, DeviceAddr, DeviceInfo, DeviceRecord, NewDevice, Removal, SignedPrekey, Store, LAST_SEEN_EVERY_SECS,
     ONE_TIME_PREKEYS_MAX,
 };
 use crate::platform::error::{db_error, PlatformError, Result};
 
-/// A device's key and the certificate its account signed over it, as registered.
+/// A device's key and the certificates its account signed over it, and its signed removal.
 pub struct DeviceCertificate {
     pub device_id: u32,
     pub device_key: Vec<u8>,
     pub certificate: Vec<u8>,
+    pub certificate_v2: Option<CertificateV2>,
+    pub removal: Option<SignedRemoval>,
 }
 
 impl Store {
@@ -87,43 +90,46 @@ impl Store {
     /// `removed_devices`; its undelivered inbox and one-time prekeys are dropped; its
     /// credential is refused from now on. Idempotent. The caller ends its open Inbox stream.
     pub fn remove_device(&self, addr: DeviceAddr, now: i64) -> Result<Removal> {
-        self.write_tx("a device removal", |tx| {
-            let removed_at: Option<Option<i64>> = tx
-                .query_row(
-                    "SELECT removed_at FROM devices WHERE account_id = ?1 AND device_id = ?2",
-                    params![addr.user_id, addr.device_id],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(db_error("reading a device"))?;
-            match removed_at {
-                None => {
-                    return Err(PlatformError::NotFound(format!(
-                        "no device {} of user {}",
-                        addr.device_id, addr.user_id
-                    )))
-                }
-                Some(Some(_)) => return Ok(Removal::AlreadyRemoved),
-                Some(None) => {}
-            }
+        self.write_tx("a device removal", |tx| remove_device_in(tx, addr, now))
+    }
+
+    /// Removes the device (if still active) and stores its signed removal (the caller checked
+    /// the signature), in one transaction.
+    pub fn remove_device_signed(&self, user_id: u64, removal: &SignedRemoval, now: i64) -> Result<Removal> {
+        self.write_tx("a signed device removal", |tx| {
+            let addr = DeviceAddr { user_id, device_id: removal.device_id };
+            let outcome = remove_device_in(tx, addr, now)?;
             tx.execute(
-                "UPDATE devices SET active = 0, removed_at = ?3 WHERE account_id = ?1 AND device_id = ?2",
-                params![addr.user_id, addr.device_id, now],
+                "INSERT INTO device_removals (account_id, device_id, device_key, removed_at, signature)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (account_id, device_id) DO UPDATE SET
+                     device_key = excluded.device_key, removed_at = excluded.removed_at, signature = excluded.signature",
+                params![user_id, removal.device_id, &removal.device_key[..], removal.removed_at, &removal.signature[..]],
             )
-            .map_err(db_error("removing a device"))?;
-            // Sealed for a device that will never read again.
-            let dropped = tx
-                .execute(
-                    "DELETE FROM inbox WHERE account_id = ?1 AND device_id = ?2",
-                    params![addr.user_id, addr.device_id],
-                )
-                .map_err(db_error("dropping a removed device's inbox"))?;
-            tx.execute(
-                "DELETE FROM one_time_prekeys WHERE account_id = ?1 AND device_id = ?2",
-                params![addr.user_id, addr.device_id],
+            .map_err(db_error("storing a signed removal"))?;
+            Ok(outcome)
+        })
+    }
+
+    /// Why a removed device of `addr.user_id` is refused, in the words the gateway reads: its
+    /// certificate no longer verifies under the account's identity key when `/rekey` removed it,
+    /// and still does after `/removedevice`.
+    pub fn removal_message(&self, addr: DeviceAddr) -> Result<String> {
+        let conn = self.lock();
+        let row: Option<(Vec<u8>, Vec<u8>, Vec<u8>)> = conn
+            .prepare_cached(
+                "SELECT d.device_key, d.certificate, a.identity_key FROM devices d JOIN accounts a ON a.id = d.account_id
+                 WHERE d.account_id = ?1 AND d.device_id = ?2",
             )
-            .map_err(db_error("dropping a removed device's prekeys"))?;
-            Ok(Removal::Removed { dropped })
+            .and_then(|mut s| s.query_row(params![addr.user_id, addr.device_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional())
+            .map_err(db_error("reading a removed device"))?;
+        let moved = row.is_some_and(|(key, certificate, identity)| {
+            crate::crypto::identity::verify_device_certificate(&identity, &key, &certificate).is_err()
+        });
+        Ok(if moved {
+            identity_moved_message(addr.user_id, addr.device_id)
+        } else {
+            device_removed_message(addr.user_id, addr.device_id)
         })
     }
 
@@ -132,8 +138,10 @@ impl Store {
         let conn = self.lock();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT device_id, created_at, last_seen, active, removed_at FROM devices
-                 WHERE account_id = ?1 ORDER BY device_id",
+                "SELECT d.device_id, d.created_at, d.last_seen, d.active, d.removed_at, d.device_key,
+                        r.device_id IS NOT NULL
+                 FROM devices d LEFT JOIN device_removals r ON r.account_id = d.account_id AND r.device_id = d.device_id
+                 WHERE d.account_id = ?1 ORDER BY d.device_id",
             )
             .map_err(db_error("listing devices"))?;
         let rows = stmt
@@ -144,6 +152,8 @@ impl Store {
                     last_seen: r.get(2)?,
                     active: r.get(3)?,
                     removed_at: r.get(4)?,
+                    device_key: r.get(5)?,
+                    removal_signed: r.get(6)?,
                 })
             })
             .map_err(db_error("listing devices"))?;
@@ -212,7 +222,10 @@ impl Store {
                 .optional()
                 .map_err(db_error("reading device certificates"))?;
             if let Some((device_key, certificate)) = row {
-                found.push(DeviceCertificate { device_id, device_key, certificate });
+                let addr = DeviceAddr { user_id, device_id };
+                let certificate_v2 = device_proofs::certificate_v2(&conn, addr)?;
+                let removal = device_proofs::removal(&conn, addr)?;
+                found.push(DeviceCertificate { device_id, device_key, certificate, certificate_v2, removal });
             }
         }
         Ok(found)
@@ -263,7 +276,8 @@ impl Store {
                         public_key: to_array(spk_public, "signed prekey")?,
                         signature: to_array(spk_signature, "signed prekey signature")?,
                     };
-                    bundles.push(Bundle { device_id, device_key, certificate, signed_prekey, one_time_prekey: None });
+                    let certificate_v2 = device_proofs::certificate_v2(tx, DeviceAddr { user_id, device_id })?;
+                    bundles.push(Bundle { device_id, device_key, certificate, certificate_v2, signed_prekey, one_time_prekey: None });
                 }
             }
             for bundle in &mut bundles {
@@ -324,10 +338,61 @@ impl Store {
 
 /// The refusal of a removed bot device's credential: its wording starts with
 /// `wire::rpc::DEVICE_REMOVED`, which is how a gateway tells it from a revoked token.
+/// `Store::remove_device` inside the caller's transaction (a rekey removes every device).
+pub(super) fn remove_device_in(tx: &Connection, addr: DeviceAddr, now: i64) -> Result<Removal> {
+    let removed_at: Option<Option<i64>> = tx
+        .query_row(
+            "SELECT removed_at FROM devices WHERE account_id = ?1 AND device_id = ?2",
+            params![addr.user_id, addr.device_id],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(db_error("reading a device"))?;
+    match removed_at {
+        None => {
+            return Err(PlatformError::NotFound(format!(
+                "no device {} of user {}",
+                addr.device_id, addr.user_id
+            )))
+        }
+        Some(Some(_)) => return Ok(Removal::AlreadyRemoved),
+        Some(None) => {}
+    }
+    tx.execute(
+        "UPDATE devices SET active = 0, removed_at = ?3 WHERE account_id = ?1 AND device_id = ?2",
+        params![addr.user_id, addr.device_id, now],
+    )
+    .map_err(db_error("removing a device"))?;
+    // Sealed for a device that will never read again.
+    let dropped = tx
+        .execute(
+            "DELETE FROM inbox WHERE account_id = ?1 AND device_id = ?2",
+            params![addr.user_id, addr.device_id],
+        )
+        .map_err(db_error("dropping a removed device's inbox"))?;
+    tx.execute(
+        "DELETE FROM one_time_prekeys WHERE account_id = ?1 AND device_id = ?2",
+        params![addr.user_id, addr.device_id],
+    )
+    .map_err(db_error("dropping a removed device's prekeys"))?;
+    Ok(Removal::Removed { dropped })
+}
+
 pub fn device_removed_message(bot_id: u64, device_id: u32) -> String {
     format!(
         "{} device {device_id} of bot {bot_id} was removed by the bot's owner via @BotManager /removedevice",
         crate::wire::rpc::DEVICE_REMOVED
+    )
+}
+
+/// The refusal of a device of the bot's old identity: `/rekey` removed it (`wire::rpc::
+/// IDENTITY_MOVED` tells the gateway to restart with the new secret rather than a new state).
+pub fn identity_moved_message(bot_id: u64, device_id: u32) -> String {
+    format!(
+        "{} device {device_id} of bot {bot_id} belongs to the bot's old identity {}: its owner gave the bot a new one \
+         via @BotManager /rekey",
+        crate::wire::rpc::DEVICE_REMOVED,
+        crate::wire::rpc::IDENTITY_MOVED
     )
 }
 

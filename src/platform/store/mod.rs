@@ -22,6 +22,7 @@ use super::error::{db_error, PlatformError, Result};
 use crate::migrations::{self, Step};
 
 mod accounts;
+mod device_proofs;
 mod devices;
 mod files;
 mod groups;
@@ -32,7 +33,8 @@ mod profile;
 
 pub use inline::{InlineSession, INLINE_SESSION_TTL_SECS};
 
-pub use devices::device_removed_message;
+pub use device_proofs::{CertificateV2, SignedRemoval};
+pub use devices::{device_removed_message, DeviceCertificate};
 pub use files::{check_file_ref, StagedUpload};
 pub use groups::{
     parse_group_info, GroupMessage, GroupSendOutcome, LinkSettings, NewGroup, KEY_PACKAGES_PER_DEVICE_MAX, LINK_PREFIX,
@@ -70,6 +72,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 11, sql: &[crate::crypto::mls_codec::SCHEMA_STEP] },
     // A group delivery stored once for all the devices it goes to (`inbox`).
     Step { version: 12, sql: &[inbox::SCHEMA_GROUP_DELIVERIES] },
+    // Devices' second-version certificates and signed removals (`device_proofs`).
+    Step { version: 13, sql: &[device_proofs::SCHEMA_DEVICE_PROOFS] },
 ];
 
 /// Step 4: devices of a bot: when each was last seen (an authenticated call or an Inbox stream,
@@ -242,6 +246,9 @@ pub struct DeviceRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceInfo {
     pub device_id: u32,
+    pub device_key: Vec<u8>,
+    /// Its removal carries the account's signature (`device_proofs`).
+    pub removal_signed: bool,
     pub registered_at: i64,
     /// `None` until the device first authenticated a call after this column existed.
     pub last_seen: Option<i64>,
@@ -284,6 +291,7 @@ pub struct Bundle {
     pub device_id: u32,
     pub device_key: Vec<u8>,
     pub certificate: Vec<u8>,
+    pub certificate_v2: Option<CertificateV2>,
     pub signed_prekey: SignedPrekey,
     pub one_time_prekey: Option<(u32, [u8; 32])>,
 }
@@ -520,7 +528,9 @@ mod tests {
             // Back to version 11, as the release before left it, with a row it wrote.
             let conn = Connection::open(data.join(DB_FILE)).expect("raw");
             conn.execute_batch(
-                "DROP TRIGGER inbox_delivery_release; ALTER TABLE inbox DROP COLUMN delivery_id;
+                "DROP TABLE device_removals; ALTER TABLE devices DROP COLUMN certificate_v2;
+                 ALTER TABLE devices DROP COLUMN certified_at;
+                 DROP TRIGGER inbox_delivery_release; ALTER TABLE inbox DROP COLUMN delivery_id;
                  DROP TABLE group_deliveries; PRAGMA user_version = 11;",
             )
             .expect("as version 11");

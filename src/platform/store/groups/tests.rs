@@ -668,6 +668,7 @@ fn a_leaf_must_carry_the_proof_of_the_users_identity_key() {
     let by_other = LeafProof {
         identity_key: other.public_key(),
         certificate: crate::crypto::identity::sign_device_certificate(&other, &signer.0.public_key()),
+        created_at: None,
     };
     for (what, leaf) in [("no proof", leaf_as(user, device, None, &signer)), ("another account's proof", leaf_as(user, device, Some(by_other), &signer))] {
         let message = external_commit_as(&info, &signer, leaf);
