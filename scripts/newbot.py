@@ -1,48 +1,21 @@
 #!/usr/bin/env python3
-"""Creates a bot by talking to the platform's management bot (@BotManager) with e2e-chat.
+"""Creates a bot in a dialog with the platform's management bot (@BotManager), its identity secret
+drawn on this machine, and writes its gateway config entry.
 
     scripts/newbot.py --e2e-chat PATH --profile DIR --username NAME --name "Display Name" \
         [--capabilities default] --out bot.json
 
-Sends /newbot and answers the three questions, printing the dialog to stderr, then writes the
-credentials from the final reply (token, Bot ID, recovery secret, numeric id) to --out as a
-0600 JSON file in the shape of a gateway config's bots[] entry. Exits non-zero, with the bot's
-answer, if any step is refused (say the username is taken).
+Runs `e2e-chat newbot`, which sends /newbot and answers the three questions; the bot's identity
+secret is drawn by e2e-chat and only its public key (the Bot ID) and a proof of it reach the
+platform. Writes the credentials (token, Bot ID, recovery secret, numeric id, username, display
+name) to --out as a 0600 JSON file in the shape of a gateway config's bots[] entry, and prints
+the Bot ID and its short form. Exits non-zero, with the management bot's answer, if any step is
+refused (say the username is taken).
 """
 import argparse
 import json
-import os
 import subprocess
 import sys
-
-MANAGER = "@BotManager"
-
-
-def run(chat, profile, *args):
-    out = subprocess.run([chat, "--profile", profile, *args], capture_output=True, text=True, timeout=90)
-    if out.returncode != 0:
-        sys.exit(f"newbot: e2e-chat {args[0]} failed: {out.stderr.strip()}")
-    return out.stdout
-
-
-def ask(chat, profile, text):
-    print(f"> {text}", file=sys.stderr)
-    run(chat, profile, "send", MANAGER, "--", text)
-    lines = run(chat, profile, "listen", "--count", "1", "--timeout", "60").splitlines()
-    if not lines:
-        sys.exit(f"newbot: {MANAGER} did not answer {text!r} within 60 s")
-    reply = json.loads(lines[0])["text"]
-    # The final reply carries the token and the recovery secret: show only its first line.
-    shown = reply.splitlines()[0] if "Recovery secret:" in reply else reply
-    print("< " + shown.replace("\n", "\n< "), file=sys.stderr)
-    return reply
-
-
-def field(reply, key):
-    for line in reply.splitlines():
-        if line.startswith(key + ": "):
-            return line[len(key) + 2:].strip()
-    return None
 
 
 def main():
@@ -54,35 +27,17 @@ def main():
     p.add_argument("--capabilities", default="default")
     p.add_argument("--out", required=True)
     a = p.parse_args()
-    chat, profile = a.e2e_chat, a.profile
-
-    ask(chat, profile, "/newbot")
-    for answer in (a.username, a.name):
-        reply = ask(chat, profile, answer)
-        if reply.startswith("Invalid"):
-            ask(chat, profile, "/cancel")
-            sys.exit(f"newbot: refused: {reply.splitlines()[0]}")
-    done = ask(chat, profile, a.capabilities)
-    token, bot_id, secret, numeric = (field(done, k) for k in ("Token", "Bot ID", "Recovery secret", "Numeric id"))
-    if not (token and bot_id and secret and numeric):
-        ask(chat, profile, "/cancel")
-        sys.exit(f"newbot: unexpected final reply: {done.splitlines()[0] if done else ''}")
-    bot = {
-        "bot_id_hex": bot_id,
-        "token": token,
-        "identity_recovery_secret_hex": secret,
-        "compat_user_id": int(numeric),
-        # As the platform stores them: one leading '@' removed, the display name trimmed (the
-        # gateway checks both against the platform at start).
-        "username": a.username[1:] if a.username.startswith("@") else a.username,
-        "first_name": a.name.strip(),
-    }
-    fd = os.open(a.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(bot, f, indent=2)
-        f.write("\n")
-    os.chmod(a.out, 0o600)
-    print(f"newbot: credentials of @{bot['username']} written to {a.out} (mode 0600)", file=sys.stderr)
+    username = a.username[1:] if a.username.startswith("@") else a.username
+    command = [a.e2e_chat, "--profile", a.profile, "newbot", username, "--name", a.name,
+               "--capabilities", a.capabilities, "--out", a.out, "--force"]
+    print(f"> e2e-chat newbot {username} (the identity secret is drawn here, never sent)", file=sys.stderr)
+    out = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        sys.exit(f"newbot: {out.stderr.strip()}")
+    created = json.loads(out.stdout.splitlines()[0])
+    print(f"< @{username} created: Bot ID {created['bot_id_hex']}", file=sys.stderr)
+    print(f"< Bot ID short form (read it aloud to compare): {created['short_form']}", file=sys.stderr)
+    print(f"newbot: credentials of @{username} written to {a.out} (mode 0600)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -178,9 +178,13 @@ fi
 chmod 600 "$QS/bot.json"
 
 # --- gateway ------------------------------------------------------------------------------------
+# gateway.json is written once from bot.json; later runs keep it as it is (your edits, a new
+# token, a `e2e-chat rekey --config .quickstart/gateway.json`).
 python3 - "$QS/bot.json" "$QS/gateway.json" "$PLATFORM_ADDR" "$COMPAT_ADDR" "$EXT_ADDR" "$root/$QS/state" <<'EOF'
 import json, os, sys
 bot_path, out, platform, compat, ext, state = sys.argv[1:]
+if os.path.exists(out):
+    sys.exit(0)
 bot = json.load(open(bot_path))
 keys = ("bot_id_hex", "token", "identity_recovery_secret_hex", "compat_user_id", "username", "first_name")
 config = {
@@ -199,8 +203,8 @@ with os.fdopen(fd, "w") as f:
 os.chmod(tmp, 0o600)
 os.replace(tmp, out)
 EOF
-bot_username=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["username"])' "$QS/bot.json")
-token=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$QS/bot.json")
+bot_username=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["bots"][0]["username"])' "$QS/gateway.json")
+token=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["bots"][0]["token"])' "$QS/gateway.json")
 
 start_gateway() {
     rm -f "$QS/gateway.ready"

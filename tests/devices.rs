@@ -210,3 +210,56 @@ fn a_gateway_that_cannot_start_registers_no_device() {
     assert_eq!(s.device_count(bot_id), 1);
     assert_eq!(running.call("getMe", json!({})).0, 200, "the running gateway is unaffected");
 }
+
+/// The owner removes a device; a runtime of the bot signs the removal with the bot's identity;
+/// a user's client learns it. When the platform later serves the device again (played here by
+/// changing platform.db behind the server's back, the signed removal withheld), the client
+/// refuses to encrypt for it: a removed device does not come back on the platform's word alone.
+#[test]
+fn a_signed_removal_keeps_a_device_out_when_the_platform_brings_it_back() {
+    let s = setup();
+    let owner = s.profile("owner");
+    let bot = create_bot_via_manager(&owner, "signed_bot", "Signed");
+    let bot_id = bot["compat_user_id"].as_u64().expect("id");
+    let first = s.start_gateway(&bot, "state-a");
+    let second = s.start_gateway(&bot, "state-b");
+    let user = s.profile("ursula");
+    user.send_text("@signed_bot", "to both").expect("send");
+    assert_eq!(first.poll_until(0, 1)[0]["message"]["text"], "to both");
+    assert_eq!(second.poll_until(0, 1)[0]["message"]["text"], "to both");
+
+    assert!(ask_manager(&owner, "/removedevice @signed_bot 2").starts_with("Device 2 of @signed_bot is removed."));
+    drop(second);
+    // The remaining runtime signs the removal when it starts.
+    drop(first);
+    let first = s.start_gateway(&bot, "state-a");
+    wait_until("the signed removal", || first.proc.stderr_text().contains("signed the removal of device 2 of the bot"));
+    let platform_db = s.platform.data_dir.join("platform.db");
+    let signed: i64 = rusqlite::Connection::open(&platform_db)
+        .expect("open platform.db")
+        .query_row("SELECT COUNT(*) FROM device_removals WHERE account_id = ?1 AND device_id = 2", [bot_id as i64], |r| r.get(0))
+        .expect("count");
+    assert_eq!(signed, 1, "the platform keeps the signed removal");
+
+    // The user's next message: the platform says device 2 is gone, the client fetches and keeps
+    // its signed removal.
+    user.send_text("@signed_bot", "after the removal").expect("send");
+    let profile_db = rusqlite::Connection::open(s.dir.path().join("ursula").join("profile.db")).expect("profile.db");
+    let known: i64 = profile_db
+        .query_row("SELECT COUNT(*) FROM e2e_removed_devices WHERE user_id = ?1 AND device_id = 2", [bot_id as i64], |r| r.get(0))
+        .expect("count");
+    assert_eq!(known, 1, "the client recorded the signed removal");
+
+    // The platform brings device 2 back and withholds its removal.
+    let conn = rusqlite::Connection::open(&platform_db).expect("open platform.db");
+    conn.busy_timeout(Duration::from_secs(10)).expect("busy timeout");
+    conn.execute_batch(&format!(
+        "UPDATE devices SET active = 1, removed_at = NULL WHERE account_id = {bot_id} AND device_id = 2;
+         DELETE FROM device_removals WHERE account_id = {bot_id};"
+    ))
+    .expect("the platform's lie");
+    drop(conn);
+    let err = user.send_text("@signed_bot", "not for device 2").expect_err("refused");
+    assert!(err.to_string().contains("which its account removed"), "{err}");
+    assert_eq!(s.inbox_entries(bot_id, 2), 0, "nothing was sealed for the device brought back");
+}

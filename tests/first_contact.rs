@@ -1,4 +1,5 @@
-//! A new user's first steps: the gateway config @BotManager sent, saved to a file in one step
+//! A new user's first steps: a bot made with `e2e-chat newbot`, its gateway config (the one
+//! @BotManager sent, with the secret the client drew) saved to a file in one step
 //! (`e2e-chat save-config`), ready for `bot-gateway check-config` and `serve`; after `/token`
 //! the saved config carries the new token.
 
@@ -21,7 +22,10 @@ fn save_config_writes_the_managers_config_ready_to_serve() {
     let platform = PlatformServer::start(&dir.path().join("platform"));
     let alice_dir = dir.path().join("alice");
     let alice = bot_gateway::client::Profile::register(&platform.url, &alice_dir, "alice", "Alice").expect("register");
-    let bot = create_bot_via_manager(&alice, "first_contact_bot", "First Contact");
+    // Made without --config: the secret is printed and kept in the profile for save-config.
+    let made = e2e_chat(&alice_dir, &["newbot", "first_contact_bot", "--name", "First Contact"]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let bot: Value = serde_json::from_slice(&made.stdout).expect("a JSON line");
 
     let file = dir.path().join("gateway.json");
     let state = dir.path().join("state");

@@ -155,15 +155,19 @@ fn healthz_reports_each_bot_on_both_listeners() {
     }
 }
 
-/// A /newbot dialog's final reply, and the gateway config snippet in it.
-fn new_bot_snippet(owner: &bot_gateway::client::Profile, username: &str) -> (String, String) {
-    ask_manager(owner, "/newbot");
-    ask_manager(owner, username);
-    ask_manager(owner, "First Contact");
-    let done = ask_manager(owner, "default");
+/// A /newbot dialog's final reply, the gateway config snippet in it, and the recovery secret
+/// the owner's client drew (the reply never carries it).
+fn new_bot_snippet(owner: &bot_gateway::client::Profile, username: &str) -> (String, String, String) {
+    let request = bot_gateway::client::NewBot {
+        username: username.to_string(),
+        display_name: "First Contact".to_string(),
+        capabilities: "default".to_string(),
+    };
+    let bot = owner.create_bot("@BotManager", &request).expect("/newbot");
+    let done = bot.reply.clone();
     let start = done.find("Full gateway config").expect("the reply has a full config");
     let json_start = start + done[start..].find('{').expect("a JSON object");
-    (done.clone(), done[json_start..].trim().to_string())
+    (done.clone(), done[json_start..].trim().to_string(), bot.secret_hex.to_string())
 }
 
 #[test]
@@ -173,7 +177,7 @@ fn the_config_botmanager_hands_out_runs_as_is() {
     let platform = PlatformServer::start(&dir.path().join("platform"));
     let owner = bot_gateway::client::Profile::register(&platform.url, dir.path().join("owner"), "owner", "Owner")
         .expect("register owner");
-    let (reply, snippet) = new_bot_snippet(&owner, "first_bot");
+    let (reply, snippet, secret) = new_bot_snippet(&owner, "first_bot");
     let mut config: Value = serde_json::from_str(&snippet).expect("the snippet is JSON");
     // It names the platform endpoint the user reached, not a default port.
     assert_eq!(config["bot_platform_endpoint"], platform.url.as_str(), "{snippet}");
@@ -188,9 +192,13 @@ fn the_config_botmanager_hands_out_runs_as_is() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("state_dir is still the placeholder") && err.contains("replace it"), "{err}");
 
-    // The one choice made (state_dir); the standard ports are swapped for free ones only
-    // because tests run side by side on this machine.
+    // The owner's two additions: state_dir, and the secret their client drew (the platform
+    // never had it; `e2e-chat newbot --config` fills both in). The standard ports are swapped
+    // for free ones only because tests run side by side on this machine.
+    assert!(config["bots"][0]["identity_recovery_secret_hex"].as_str().expect("string").starts_with('<'));
+    assert!(!reply.contains(&secret) && !snippet.contains(&secret), "the reply never carries the secret");
     config["state_dir"] = json!(dir.path().join("state"));
+    config["bots"][0]["identity_recovery_secret_hex"] = json!(secret);
     config["compat_listen_addr"] = json!(format!("127.0.0.1:{}", free_port()));
     config["extensions_listen_addr"] = json!(format!("127.0.0.1:{}", free_port()));
     write_config(&path, &config);
@@ -208,8 +216,9 @@ fn a_refused_credential_says_disabled_or_replaced_and_what_to_do() {
     let owner = bot_gateway::client::Profile::register(&platform.url, dir.path().join("owner"), "owner", "Owner")
         .expect("register owner");
     let start = |name: &str| {
-        let (_, snippet) = new_bot_snippet(&owner, name);
-        let bot: Value = serde_json::from_str::<Value>(&snippet).expect("json")["bots"][0].clone();
+        let (_, snippet, secret) = new_bot_snippet(&owner, name);
+        let mut bot: Value = serde_json::from_str::<Value>(&snippet).expect("json")["bots"][0].clone();
+        bot["identity_recovery_secret_hex"] = json!(secret);
         let path = dir.path().join(format!("{name}.json"));
         write_config(&path, &support::gateway_config(&platform.url, &dir.path().join(name), &bot));
         (Gateway::start(&path), bot)

@@ -143,7 +143,7 @@ fn register_lookup_send_stream_ack() {
 
     // ── A bot is created and its gateway registers a device with the identity proof. ──
     let creds = provision_bot(server.store(), "Echo_Bot", "Echo", "default", None).expect("bot created");
-    let recovery = bot_gateway::crypto::hex_decode_32(&creds.identity_recovery_secret_hex).expect("hex");
+    let recovery = bot_gateway::crypto::hex_decode_32(creds.recovery_secret_hex().expect("drawn by create-bot")).expect("hex");
     let bot_identity = IdentityKeyPair::from_recovery_secret(&recovery);
     assert_eq!(bot_gateway::crypto::hex_encode(&bot_identity.public_key()), creds.bot_id_hex);
     let mut bot = connect(&server, Credential::Bot { token: creds.token.clone(), device_id: None });
@@ -314,7 +314,7 @@ fn many_messages_arrive_in_order() {
     let server = RunningServer::start("127.0.0.1:0", dir.path()).expect("server starts");
     let creds = provision_bot(server.store(), "load_bot", "Load", "default", None).expect("bot");
     let bot_identity = IdentityKeyPair::from_recovery_secret(
-        &bot_gateway::crypto::hex_decode_32(&creds.identity_recovery_secret_hex).expect("hex"),
+        &bot_gateway::crypto::hex_decode_32(creds.recovery_secret_hex().expect("drawn by create-bot")).expect("hex"),
     );
     let (keys, _secrets) = device_keys(&bot_identity, 0);
     let mut bot = connect(&server, Credential::Bot { token: creds.token.clone(), device_id: None });
@@ -696,4 +696,87 @@ mod groups {
         }
         assert!(bytes.windows(4).any(|w| w == b"Team"), "the check can find text the platform does store");
     }
+}
+
+/// The platform takes only what the account signed: a second-version certificate that names
+/// the caller's own device, and a removal signed by the bot's identity over that device's key.
+/// It then serves both to every receiver, with certificates and bundles.
+#[test]
+fn certificates_and_removals_are_taken_only_when_the_account_signed_them() {
+    bot_gateway::crypto::init();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = RunningServer::start("127.0.0.1:0", &dir.path().join("platform")).expect("server starts");
+    let anon = connect(&server, Credential::Anonymous);
+    let identity = IdentityKeyPair::generate();
+    let (keys, secrets) = device_keys(&identity, 2);
+    let req = pb::RegisterUserRequest {
+        username: "carol".into(),
+        display_name: "Carol".into(),
+        identity_key: identity.public_key().to_vec(),
+        device: Some(keys).into(),
+        ..Default::default()
+    };
+    let reg = anon.client.register_user(&req, anon.opt()).expect("carol registers");
+    let carol = connect(
+        &server,
+        Credential::Device { user_id: reg.user_id, device_id: reg.device_id, secret_hex: bot_gateway::crypto::hex_encode(&reg.device_secret) },
+    );
+    let key = secrets.device.public_key();
+    let certify = |device_id: u32, by: &IdentityKeyPair| {
+        let binding = identity::DeviceBinding { user_id: reg.user_id, device_id, created_at: 1_800_000_000 };
+        let certificate = pb::DeviceCertificateV2 {
+            created_at: binding.created_at,
+            signature: identity::sign_device_certificate_v2(by, &key, binding).to_vec(),
+            ..Default::default()
+        };
+        carol.client.certify_device(&pb::CertifyDeviceRequest { certificate: Some(certificate).into(), ..Default::default() }, carol.opt())
+    };
+    assert_eq!(code(certify(2, &identity)).0, RpcStatusCode::PERMISSION_DENIED, "made for another device id");
+    assert_eq!(code(certify(1, &IdentityKeyPair::generate())).0, RpcStatusCode::PERMISSION_DENIED, "another account's");
+    certify(1, &identity).expect("carol's own device");
+    let answer = carol
+        .client
+        .get_device_certificates(&pb::GetDeviceCertificatesRequest { user_id: reg.user_id, device_ids: vec![1], ..Default::default() }, carol.opt())
+        .expect("certificates");
+    assert_eq!(answer.devices[0].certificate_v2.created_at, 1_800_000_000, "served to receivers");
+
+    // A bot with two devices; device 2's removal, signed by the bot, is taken; a forged one not.
+    let creds = provision_bot(server.store(), "pair_bot", "Pair", "default", None).expect("bot");
+    let bot_identity =
+        IdentityKeyPair::from_recovery_secret(&bot_gateway::crypto::hex_decode_32(creds.recovery_secret_hex().expect("drawn")).expect("hex"));
+    let mut devices = Vec::new();
+    for _ in 0..2 {
+        let (keys, secrets) = device_keys(&bot_identity, 1);
+        let now = unix_now();
+        let statement = identity::bot_registration_statement(creds.compat_user_id, &keys.device_key, now);
+        let p = connect(&server, Credential::Bot { token: creds.token.clone(), device_id: None });
+        let r = p
+            .client
+            .register_bot_device(
+                &pb::RegisterBotDeviceRequest { device: Some(keys).into(), timestamp: now, proof: bot_identity.sign(&statement).to_vec(), ..Default::default() },
+                p.opt(),
+            )
+            .expect("a device of the bot");
+        devices.push((r.device_id, secrets.device.public_key()));
+    }
+    let runtime = connect(&server, Credential::Bot { token: creds.token.clone(), device_id: Some(devices[0].0) });
+    let (gone, gone_key) = devices[1];
+    let removal = |by: &IdentityKeyPair, key: [u8; 32]| {
+        let statement = identity::device_removal_statement(&by.public_key(), creds.compat_user_id, gone, &key, 1_800_000_100);
+        pb::RemoveDeviceRequest {
+            removal: Some(pb::DeviceRemoval { device_id: gone, device_key: key.to_vec(), removed_at: 1_800_000_100, signature: by.sign(&statement).to_vec(), ..Default::default() }).into(),
+            ..Default::default()
+        }
+    };
+    assert_eq!(code(runtime.client.remove_device(&removal(&IdentityKeyPair::generate(), gone_key), runtime.opt())).0, RpcStatusCode::PERMISSION_DENIED);
+    assert_eq!(code(runtime.client.remove_device(&removal(&bot_identity, [7; 32]), runtime.opt())).0, RpcStatusCode::PERMISSION_DENIED, "another key");
+    assert_eq!(code(carol.client.remove_device(&removal(&bot_identity, gone_key), carol.opt())).0, RpcStatusCode::PERMISSION_DENIED, "not the bot");
+    let done = runtime.client.remove_device(&removal(&bot_identity, gone_key), runtime.opt()).expect("signed by the bot");
+    assert!(!done.already_removed);
+    let bundles = carol
+        .client
+        .get_prekey_bundles(&pb::GetPrekeyBundlesRequest { user_id: creds.compat_user_id, ..Default::default() }, carol.opt())
+        .expect("bundles");
+    assert_eq!(bundles.bundles.iter().map(|b| b.device_id).collect::<Vec<_>>(), vec![devices[0].0], "the removed one is not served");
+    assert_eq!(bundles.removals.iter().map(|r| r.device_id).collect::<Vec<_>>(), vec![gone], "its signed removal is");
 }

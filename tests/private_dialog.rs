@@ -166,7 +166,11 @@ fn a_first_message_from_a_device_that_does_not_chain_to_its_account_is_refused()
     let db = rusqlite::Connection::open(world.platform.data_dir.join("platform.db")).expect("platform db");
     db.busy_timeout(std::time::Duration::from_secs(10)).expect("busy timeout");
     let forged = db
-        .execute("UPDATE devices SET certificate = ?1 WHERE account_id = ?2", rusqlite::params![vec![9u8; 64], mallory.user_id() as i64])
+        .execute(
+            // The second-version certificate withheld, the first one forged.
+            "UPDATE devices SET certificate = ?1, certificate_v2 = NULL WHERE account_id = ?2",
+            rusqlite::params![vec![9u8; 64], mallory.user_id() as i64],
+        )
         .expect("forge");
     assert_eq!(forged, 1);
     drop(db);

@@ -2,7 +2,7 @@
 """Runs the real-SDK echo bots against a live bot-gateway, one fresh world per SDK.
 
 For each SDK (python-telegram-bot, aiogram, telegraf) this starts, in a temporary directory:
-platform-server on an ephemeral loopback port, a bot created with `platform-server create-bot`,
+platform-server on an ephemeral loopback port, a bot created with `e2e-chat newbot` (its identity secret drawn by the client),
 bot-gateway with a 0600 config on free loopback ports, a user registered with e2e-chat, and the
 SDK's echo bot pointed at the gateway. The user sends "hello <sdk>" and "/start"; the test passes
 when the user receives "echo: hello <sdk>" and the bot's greeting.
@@ -307,18 +307,25 @@ def start_platform(world, bin_dir):
     return f"http://{addr}", data
 
 
-def create_bot(world, bin_dir, data, spec):
+def create_bot(world, bin_dir, spec, e2e, profile):
+    """The bot of `spec`, made as the README makes one: the user of `profile` asks @BotManager
+    with `e2e-chat newbot`, which draws the identity secret on this machine (the platform
+    never has it) and writes the config entry."""
+    entry = world.dir / f"bot-{spec['username']}.json"
     out, _ = world.run(
-        "create-bot",
-        [str(bin_dir / "platform-server"), "create-bot", "--data-dir", str(data),
-         "--username", spec["username"], "--name", spec["name"],
-         "--capabilities", spec.get("capabilities", "default")],
+        "e2e-chat-newbot",
+        [e2e, "--profile", profile, "newbot", spec["username"], "--name", spec["name"],
+         "--capabilities", spec.get("capabilities", "default"), "--out", str(entry)],
+        watch=("platform-server",),
     )
-    bot = parse_json_line(out, "create-bot")
+    created = parse_json_line(out, "e2e-chat newbot")
+    bot = json.loads(entry.read_text())
     want = {"token", "bot_id_hex", "identity_recovery_secret_hex", "compat_user_id", "username", "first_name"}
     missing = sorted(want - bot.keys())
     if missing:
-        raise StepFailed(f"create-bot output lacks {missing}; keys: {sorted(bot.keys())}")
+        raise StepFailed(f"e2e-chat newbot --out lacks {missing}; keys: {sorted(bot.keys())}")
+    if created.get("bot_id_hex") != bot["bot_id_hex"]:
+        raise StepFailed(f"e2e-chat newbot printed Bot ID {created.get('bot_id_hex')}, wrote {bot['bot_id_hex']}")
     return {k: bot[k] for k in sorted(want)}
 
 
@@ -455,22 +462,22 @@ def collect_replies(world, e2e, profile, bot_username, expected):
 
 
 def start_bot_world(world, bin_dir, spec, username):
-    """The world every scenario starts from: platform-server, the bot of `spec` (created with
-    create-bot), bot-gateway connected to it, and a user `username` registered with e2e-chat.
-    Returns (bot, api_base, e2e, profile)."""
-    platform_url, data = start_platform(world, bin_dir)
+    """The world every scenario starts from: platform-server, a user `username` registered with
+    e2e-chat, the bot of `spec` (created by that user with e2e-chat newbot, as the README does),
+    and bot-gateway connected to it. Returns (bot, api_base, e2e, profile)."""
+    platform_url, _ = start_platform(world, bin_dir)
     world.platform_url = platform_url  # for more users (run_group_tests.py)
-    bot = create_bot(world, bin_dir, data, spec)
-    config, api_base = write_config(world, platform_url, bot, spec.get("config"))
-    world.spawn("bot-gateway", [str(bin_dir / "bot-gateway"), "serve", str(config)])
-    wait_healthz(world, api_base)
     e2e = str(bin_dir / "e2e-chat")
     profile = str(world.dir / "alice")
     world.run(
         "e2e-chat-register",
         [e2e, "--server", platform_url, "--profile", profile, "register", username, "--name", "Alice"],
-        watch=("platform-server", "bot-gateway"),
+        watch=("platform-server",),
     )
+    bot = create_bot(world, bin_dir, spec, e2e, profile)
+    config, api_base = write_config(world, platform_url, bot, spec.get("config"))
+    world.spawn("bot-gateway", [str(bin_dir / "bot-gateway"), "serve", str(config)])
+    wait_healthz(world, api_base)
     return bot, api_base, e2e, profile
 
 

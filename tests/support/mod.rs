@@ -399,17 +399,21 @@ pub fn reply_line(reply: &str, key: &str) -> String {
         .to_string()
 }
 
-/// Creates a bot through the `/newbot` dialog; returns credentials shaped like `create-bot`'s.
+/// Creates a bot through the `/newbot` dialog, its identity secret drawn by the owner's client
+/// (`Profile::create_bot`); returns credentials shaped like `create-bot`'s.
 pub fn create_bot_via_manager(owner: &bot_gateway::client::Profile, username: &str, name: &str) -> Value {
-    ask_manager(owner, "/newbot");
-    ask_manager(owner, username);
-    ask_manager(owner, name);
-    let done = ask_manager(owner, "default");
+    let request = bot_gateway::client::NewBot {
+        username: username.to_string(),
+        display_name: name.to_string(),
+        capabilities: "default".to_string(),
+    };
+    let bot = owner.create_bot("@BotManager", &request).unwrap_or_else(|e| panic!("/newbot @{username}: {e}"));
+    owner.forget_bot_secret(&bot.bot_id_hex).expect("the test keeps the secret");
     json!({
-        "token": reply_line(&done, "Token"),
-        "bot_id_hex": reply_line(&done, "Bot ID"),
-        "identity_recovery_secret_hex": reply_line(&done, "Recovery secret"),
-        "compat_user_id": reply_line(&done, "Numeric id").parse::<u64>().expect("numeric id"),
+        "token": bot.token,
+        "bot_id_hex": bot.bot_id_hex,
+        "identity_recovery_secret_hex": bot.secret_hex.as_str(),
+        "compat_user_id": bot.compat_user_id,
         "username": username,
         "first_name": name,
     })
