@@ -137,7 +137,7 @@ fn a_person_typing_newbot_by_hand_gets_the_command_and_no_bot() {
 
 #[test]
 fn save_config_fills_in_the_secret_newbot_kept_and_then_forgets_it() {
-    let (dir, platform, alice_dir) = owner_world();
+    let (dir, _platform, alice_dir) = owner_world();
 
     let printed = ok_line(&e2e_chat(&alice_dir, &["newbot", "kept_bot", "--name", "Kept"]));
     let secret_hex = printed["identity_recovery_secret_hex"].as_str().expect("printed without --config").to_string();
