@@ -21,6 +21,8 @@ const FETCH_SQL: &str = "SELECT update_id, kind, payload FROM updates WHERE upda
 const ACK_BELOW_SQL: &str = "DELETE FROM updates WHERE update_id < ?1";
 /// Whether an acknowledgement has work to do.
 const HAS_BELOW_SQL: &str = "SELECT 1 FROM updates WHERE update_id < ?1 LIMIT 1";
+/// The id of the `n`-th update from the end (`?1` = n - 1): a seek on the primary key, backwards.
+const NTH_FROM_END_SQL: &str = "SELECT update_id FROM updates ORDER BY update_id DESC LIMIT 1 OFFSET ?1";
 /// The pending count, kept by triggers so that it never counts rows.
 const DEPTH_SQL: &str = "SELECT pending FROM queue_stats WHERE id = 1";
 
@@ -66,6 +68,21 @@ pub fn has_below(conn: &Connection, offset: i64) -> Result<bool> {
 /// Acknowledges (deletes) every update below `offset`.
 pub fn ack_below(conn: &Connection, offset: i64) -> Result<usize> {
     Ok(conn.prepare_cached(ACK_BELOW_SQL)?.execute(params![offset])?)
+}
+
+/// getUpdates with a negative offset `-n` (the Bot API's "updates starting from the n-th from
+/// the end; all previous updates will be forgotten"): acknowledges every update but the last
+/// `n`, in the caller's transaction. Returns how many were dropped and the id of the first
+/// update kept (`None` when fewer than `n` were queued: nothing is dropped, all is served).
+pub fn keep_last(conn: &Connection, n: u32) -> Result<(usize, Option<i64>)> {
+    let nth: Option<i64> = {
+        use rusqlite::OptionalExtension;
+        conn.prepare_cached(NTH_FROM_END_SQL)?.query_row(params![n.saturating_sub(1)], |r| r.get(0)).optional()?
+    };
+    match nth {
+        Some(first_kept) => Ok((ack_below(conn, first_kept)?, Some(first_kept))),
+        None => Ok((0, None)),
+    }
 }
 
 /// The first pending update (the webhook's head).
@@ -189,6 +206,18 @@ mod tests {
             .collect::<rusqlite::Result<_>>()
             .expect("rows");
         rows.join("; ")
+    }
+
+    #[test]
+    fn keep_last_forgets_all_but_the_last_n() {
+        let c = db();
+        assert_eq!(keep_last(&c, 3).expect("empty"), (0, None));
+        let ids: Vec<i64> = (0..10).map(|_| enqueue(&c, "message", &serde_json::json!({})).expect("enqueue")).collect();
+        assert_eq!(keep_last(&c, 20).expect("fewer than n"), (0, None));
+        assert_eq!(keep_last(&c, 3).expect("keep 3"), (7, Some(ids[7])));
+        assert_eq!(depth(&c).expect("depth"), 3, "the counter follows");
+        assert_eq!(fetch(&c, None, 100).expect("fetch").iter().map(|u| u.update_id).collect::<Vec<_>>(), ids[7..].to_vec());
+        assert_eq!(keep_last(&c, 1).expect("keep 1"), (2, Some(ids[9])));
     }
 
     /// The queries of getUpdates and of the webhook seek by the primary key; none scans, and the

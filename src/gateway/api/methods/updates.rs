@@ -40,7 +40,8 @@ pub struct GetUpdates {
 /// getUpdates parameters.
 ///
 /// - `offset`: absent or 0 is "no offset" (PTB and telegraf start with 0, SDK-COMPAT §4);
-///   other values, negative included, are passed on for the runtime to judge.
+///   a negative one `-n` serves the last `n` updates and forgets the ones before (the Bot
+///   API's rule, which libraries use to skip what piled up while the bot was down).
 /// - `limit`: default 100; outside 1..=100 is a 400 (telegraf's `limit:1` stays valid).
 /// - `timeout`: default 0; negative is a 400; above 50 is clamped to 50 rather than refused,
 ///   so a client asking for a longer poll still works and PTB's read timeout (`timeout` + 5 s)
@@ -74,10 +75,20 @@ pub(super) fn get_updates(bot: &BotShared, params: &Params) -> Result<Value, Api
     // poll is not disturbed. (Checked again here: a webhook may have been set since the
     // preflight.)
     super::check_polling(bot)?;
-    if let Some(offset) = req.offset {
-        if offset < 0 {
-            return Err(ApiError::bad_request("offset must not be negative"));
-        }
+    let mut req = req;
+    if let Some(offset) = req.offset.filter(|&o| o < 0) {
+        // Forgets all but the last -offset updates, in one job (checked against a webhook set
+        // meanwhile, as an acknowledgement is), then serves from the first one kept.
+        let keep = u32::try_from(offset.unsigned_abs()).unwrap_or(u32::MAX);
+        let (dropped, first_kept) = bot
+            .store
+            .write(move |c| {
+                polling_only(c)?;
+                queue::keep_last(c, keep)
+            })
+            .map_err(mode_error)?;
+        crate::gateway::metrics::BotMetrics::add(&bot.metrics.updates_delivered, dropped as u64);
+        req.offset = first_kept;
     }
     if let Some(list) = &req.allowed_updates {
         updates::validate_kinds(list).map_err(ApiError::bad_request)?;
@@ -500,6 +511,31 @@ mod tests {
         assert!(
             bad(set_webhook_request(&p(json!({"url": url, "allowed_updates": "message"})))).contains("allowed_updates")
         );
+    }
+
+    /// The Bot API's negative offset: with 10 queued, `offset=-3` serves the last three and
+    /// forgets the seven before them, for good; a larger `-n` than the queue keeps it all.
+    #[test]
+    fn a_negative_offset_serves_the_last_updates_and_forgets_the_earlier() {
+        let (_dir, bot) = bot();
+        let bot = &*bot;
+        let ids: Vec<i64> = (0..10)
+            .map(|i| bot.store.write(move |c| queue::enqueue(c, "message", &json!({"message_id": i}))).expect("enqueue"))
+            .collect();
+        let got = dispatch(bot, "getUpdates", &p(json!({"offset": -3}))).expect("getUpdates");
+        let served: Vec<i64> = got.as_array().expect("array").iter().map(|u| u["update_id"].as_i64().expect("id")).collect();
+        assert_eq!(served, ids[7..].to_vec());
+        assert_eq!(bot.store.read(queue::depth).expect("depth"), 3, "the first seven are forgotten");
+        // They stay forgotten: a poll with no offset serves the same three.
+        let again = dispatch(bot, "getUpdates", &Params::new()).expect("getUpdates");
+        assert_eq!(again.as_array().expect("array").len(), 3);
+        let all = dispatch(bot, "getUpdates", &p(json!({"offset": -100}))).expect("more than queued");
+        assert_eq!(all.as_array().expect("array").len(), 3);
+        assert_eq!(bot.store.read(queue::depth).expect("depth"), 3);
+        // In webhook mode it is the 409 of every getUpdates, and nothing is dropped.
+        dispatch(bot, "setWebhook", &p(json!({"url": "http://localhost/x"}))).expect("setWebhook");
+        assert_eq!(dispatch(bot, "getUpdates", &p(json!({"offset": -1}))).expect_err("webhook").status, 409);
+        assert_eq!(bot.store.read(queue::depth).expect("depth"), 3);
     }
 
     #[test]
