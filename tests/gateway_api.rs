@@ -71,7 +71,10 @@ fn request_errors_are_clear() {
     let gw = &world.gateway;
     let (status, body) = gw.call("sendMessage", json!({ "chat_id": 12345, "text": "hi" }));
     assert_eq!(status, 400);
-    assert_eq!(body["description"], "Bad Request: chat not found", "the reference server's words");
+    assert_eq!(
+        body["description"], "Bad Request: chat not found (unknown private chat)",
+        "the reference server's words, and the SPEC's"
+    );
 
     let (status, body) = gw.call("getUpdates", json!({ "limit": 0 }));
     assert_eq!(status, 400, "{body}");

@@ -18,6 +18,14 @@ const EMOJI_MAX_BYTES: usize = 32;
 
 /// The requested reaction: `None` removes it. Errors are shaped like the Bot API's.
 pub fn reaction_request(params: &Params) -> Result<Option<String>, ApiError> {
+    // The SPEC's rule (setMessageReaction: "is_big must not be true", and its error table):
+    // this profile has no big reaction animation, so the request cannot be done as asked.
+    if params.optional_bool("is_big")? == Some(true) {
+        return Err(ApiError::bad_request(
+            "REACTION_INVALID: is_big=true is not supported: this platform has no big reaction animation; send the \
+             reaction without is_big",
+        ));
+    }
     let list = params.optional_array("reaction")?.unwrap_or_default();
     if list.len() > 1 {
         return Err(ApiError::bad_request(format!(
@@ -86,9 +94,12 @@ mod tests {
         let custom = json!({"reaction": [{"type": "custom_emoji", "custom_emoji_id": "5"}]});
         assert!(bad(reaction_request(&p(custom))).contains("custom emoji reactions are not supported"));
         assert!(bad(reaction_request(&p(json!({"reaction": [{"type": "paid"}]})))).contains("paid reactions"));
-        // is_big is an animation: accepted and ignored, as every parameter the gateway does not use.
+        // is_big=true is refused, as the SPEC says (false or absent is the ordinary reaction).
         let big = json!({"reaction": [{"type": "emoji", "emoji": "👍"}], "is_big": true});
-        assert_eq!(reaction_request(&p(big)).expect("is_big is ignored"), Some("👍".into()));
+        let e = bad(reaction_request(&p(big)));
+        assert!(e.starts_with("Bad Request: REACTION_INVALID: is_big=true is not supported"), "{e}");
+        let small = json!({"reaction": [{"type": "emoji", "emoji": "👍"}], "is_big": false});
+        assert_eq!(reaction_request(&p(small)).expect("is_big=false is the ordinary reaction"), Some("👍".into()));
         assert!(bad(reaction_request(&p(json!({"reaction": [{"type": "emoji", "emoji": "ok"}]})))).contains("not an emoji"));
         assert!(bad(reaction_request(&p(json!({"reaction": [{"type": "emoji"}]})))).contains("not an emoji"));
     }

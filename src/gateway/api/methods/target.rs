@@ -25,6 +25,9 @@ pub(super) fn chat_id(params: &Params, name: &str) -> Result<i64, ApiError> {
 
 /// The reference server's words for a chat it cannot address; bots and SDKs match on them.
 pub(super) const CHAT_NOT_FOUND: &str = "chat not found";
+/// A private chat that produced no update (or another bot's state): the reference server's
+/// words, which bots match on, with the SPEC's (its error table: `unknown private chat`).
+pub(super) const UNKNOWN_PRIVATE_CHAT: &str = "chat not found (unknown private chat)";
 
 /// A private chat that has produced an update: the only chats this profile can address.
 pub(super) fn known_chat(bot: &BotShared, chat_id: i64) -> Result<chats::PrivateChat, ApiError> {
@@ -34,7 +37,7 @@ pub(super) fn known_chat(bot: &BotShared, chat_id: i64) -> Result<chats::Private
     bot.store
         .read(|c| chats::private_chat(c, chat_id as u64))
         .map_err(store_error)?
-        .ok_or_else(|| ApiError::bad_request(CHAT_NOT_FOUND))
+        .ok_or_else(|| ApiError::bad_request(UNKNOWN_PRIVATE_CHAT))
 }
 
 
