@@ -156,10 +156,11 @@ impl Params {
     }
 
     /// Adds a value from a JSON body. `null` means absent (and removes an earlier value).
-    pub fn insert_json(&mut self, name: &str, value: Value) {
+    pub fn insert_json(&mut self, name: &str, mut value: Value) {
         if value.is_null() {
             self.values.remove(name);
         } else {
+            drop_nulls(&mut value);
             self.values.insert(name.to_string(), Param { value, raw: None });
         }
     }
@@ -273,8 +274,8 @@ impl Params {
         };
         let arr = match v {
             Value::Array(a) => a.clone(),
-            Value::String(s) => match serde_json::from_str::<Value>(s) {
-                Ok(Value::Array(a)) => a,
+            Value::String(s) => match parse_json_text(s) {
+                Some(Value::Array(a)) => a,
                 _ => return Err(self.invalid(name, "must be a JSON array of strings")),
             },
             _ => return Err(self.invalid(name, "must be a JSON array of strings")),
@@ -293,8 +294,8 @@ impl Params {
         match self.get(name) {
             None => Ok(None),
             Some(Value::Array(a)) => Ok(Some(a.clone())),
-            Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
-                Ok(Value::Array(a)) => Ok(Some(a)),
+            Some(Value::String(s)) => match parse_json_text(s) {
+                Some(Value::Array(a)) => Ok(Some(a)),
                 _ => Err(self.invalid(name, "must be a JSON array")),
             },
             Some(_) => Err(self.invalid(name, "must be a JSON array")),
@@ -306,8 +307,8 @@ impl Params {
         match self.get(name) {
             None => Ok(None),
             Some(Value::Object(o)) => Ok(Some(o.clone())),
-            Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
-                Ok(Value::Object(o)) => Ok(Some(o)),
+            Some(Value::String(s)) => match parse_json_text(s) {
+                Some(Value::Object(o)) => Ok(Some(o)),
                 _ => Err(self.invalid(name, "must be a JSON object")),
             },
             Some(_) => Err(self.invalid(name, "must be a JSON object")),
@@ -376,8 +377,33 @@ impl Params {
 /// raw string.
 pub fn decode_text_value(raw: &str) -> Value {
     match serde_json::from_str::<Value>(raw) {
-        Ok(v @ (Value::Number(_) | Value::Bool(_) | Value::Object(_) | Value::Array(_))) => v,
+        Ok(mut v @ (Value::Number(_) | Value::Bool(_) | Value::Object(_) | Value::Array(_))) => {
+            drop_nulls(&mut v);
+            v
+        }
         _ => Value::String(raw.to_string()),
+    }
+}
+
+/// JSON text a parameter carries (an object or array sent as a string), read as the gateway
+/// reads every JSON it is given: `null` fields dropped (`drop_nulls`).
+pub fn parse_json_text(text: &str) -> Option<Value> {
+    let mut v = serde_json::from_str::<Value>(text).ok()?;
+    drop_nulls(&mut v);
+    Some(v)
+}
+
+/// Removes every object field whose value is `null`, at any depth: in the Bot API an optional
+/// field sent as `null` is an absent one (`"url": null` in an entity, `"callback_data": null`
+/// in a button), and libraries serialise unset fields so.
+pub fn drop_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(drop_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_nulls),
+        _ => {}
     }
 }
 

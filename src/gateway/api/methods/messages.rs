@@ -89,8 +89,8 @@ pub(super) fn formatted_text(params: &Params) -> Result<(String, Vec<Entity>), A
 /// `field` with `parse_mode` or its entities (never both); `None` when it is absent or empty.
 pub(super) fn formatted(params: &Params, field: &TextField) -> Result<Option<(String, Vec<Entity>)>, ApiError> {
     let raw_text = params.optional_str(field.text)?.unwrap_or_default();
-    // The Bot API refuses text that is empty after trimming; the text is sent untrimmed so
-    // entity offsets keep their meaning.
+    // The Bot API refuses text that is empty after trimming (`fix_formatted` below trims it,
+    // moving the entities with the text).
     if raw_text.trim().is_empty() {
         return Ok(None);
     }
@@ -112,7 +112,7 @@ pub(super) fn formatted(params: &Params, field: &TextField) -> Result<Option<(St
             let entities = match params.get(field.entities) {
                 None => Vec::new(),
                 Some(Value::String(s)) => {
-                    let v: Value = serde_json::from_str(s).map_err(|_| {
+                    let v = crate::gateway::botapi::params::parse_json_text(s).ok_or_else(|| {
                         ApiError::bad_request(format!("{} must be a JSON array of MessageEntity", field.entities))
                     })?;
                     entities_from_json(&v, units)?
@@ -129,6 +129,11 @@ pub(super) fn formatted(params: &Params, field: &TextField) -> Result<Option<(St
     let units = checked_text_len(&text, field)?;
     check_entity_count(entities.len(), units)?;
     validate_entities(&text, &entities)?;
+    // The reference's last pass: `\r` dropped, blanks at the ends trimmed, entities moved.
+    let (text, entities) = text::fix_formatted(&text, entities);
+    if text.is_empty() {
+        return Ok(None);
+    }
     Ok(Some((text, entities)))
 }
 
@@ -483,6 +488,22 @@ mod tests {
         assert_eq!(r.text, "[1, 2]");
         let r = send_message_request(&p(json!({"chat_id": 1, "text": 42}))).expect("scalar text");
         assert_eq!(r.text, "42");
+    }
+
+    /// The reference's text rules: an optional field sent as `null` is absent, in JSON bodies
+    /// and in JSON text of form fields; blanks at the ends are trimmed with the entities moved.
+    #[test]
+    fn nulls_are_absent_and_the_text_is_trimmed() {
+        let body = json!({"chat_id": 5, "text": " hi ", "entities": [{"type": "bold", "offset": 1, "length": 2, "url": null, "language": null}]});
+        let r = send_message_request(&p(body)).expect("a null url is no url");
+        assert_eq!(r.text, "hi");
+        assert_eq!((r.entities[0].offset, r.entities[0].length, r.entities[0].url.as_str()), (0, 2, ""));
+        let entities = r#"[{"type":"text_link","offset":0,"length":2,"url":"https://x.test","language":null}]"#;
+        let r = send_message_request(&form(&[("chat_id", "5"), ("text", "hi\r"), ("entities", entities)])).expect("form");
+        assert_eq!((r.text.as_str(), r.entities[0].url.as_str()), ("hi", "https://x.test/"));
+        let markup = json!({"chat_id": 5, "text": "x", "reply_markup": {"inline_keyboard": [[{"text": "a", "callback_data": "b", "url": null}]]}});
+        assert!(send_message_request(&p(markup)).is_ok(), "a button's null url is no url");
+        assert_eq!(bad(send_message_request(&p(json!({"chat_id": 5, "text": " \r\n "})))), "Bad Request: message text is empty");
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! cannot carry a user or an emoji id yet. A link inside another link never becomes an entity
 //! (TDLib drops it later too, as text links may not nest, except when the outer link is itself
 //! invalid); taking each inner link's text as its URL would copy the same text once per level
-//! of nesting, quadratic work. Text is not trimmed afterwards.
+//! of nesting, quadratic work. Afterwards every text, markup or entities, goes through
+//! `fix::fix_formatted`, the reference's last pass: `\r` removed, blanks at the ends trimmed.
 //!
 //! One file per markup language (`html`, `markdown_v2`, `markdown` for legacy Markdown), each
 //! turning bytes into plain text plus spans; this module holds what they share (the span kinds,
@@ -20,11 +21,13 @@
 //! UTF-16 units, and the `bot_command` entity of an incoming command.
 
 pub(crate) mod entities;
+mod fix;
 mod html;
 mod markdown;
 mod markdown_v2;
 mod markup_error;
 
+pub use fix::fix_formatted;
 use html::parse_html;
 use markdown::parse_markdown;
 use markdown_v2::parse_markdown_v2;
