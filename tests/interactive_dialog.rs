@@ -67,7 +67,6 @@ fn keyboards_edits_deletions_forwards_copies_and_actions_are_served() {
     // Only the bot's own messages in the history.
     refused(&world, "editMessageText", json!({"chat_id": chat, "message_id": hello_id, "text": "x"}), 400, "not sent by this bot");
     refused(&world, "editMessageText", json!({"chat_id": chat, "message_id": 424_242, "text": "x"}), 400, "message to edit not found");
-    refused(&world, "deleteMessage", json!({"chat_id": chat, "message_id": hello_id}), 400, "can't be deleted");
     refused(&world, "editMessageText", json!({"inline_message_id": "abc", "text": "x"}), 400, "inline_message_id");
 
     // Forward and copy (from this chat to itself: the only chat there is).
@@ -102,8 +101,9 @@ fn keyboards_edits_deletions_forwards_copies_and_actions_are_served() {
     ] {
         refused(&world, "setMessageReaction", json!({"chat_id": chat, "message_id": hello_id, "reaction": reaction}), 400, needle);
     }
-    // is_big (an animation) is accepted and ignored, like every parameter the gateway has no use for.
-    assert_eq!(ok(&world, "setMessageReaction", json!({"chat_id": chat, "message_id": hello_id, "reaction": [], "is_big": true})), json!(true));
+    // is_big=true is refused, as the SPEC says; false is the ordinary reaction.
+    refused(&world, "setMessageReaction", json!({"chat_id": chat, "message_id": hello_id, "reaction": [], "is_big": true}), 400, "is_big=true is not supported");
+    assert_eq!(ok(&world, "setMessageReaction", json!({"chat_id": chat, "message_id": hello_id, "reaction": [], "is_big": false})), json!(true));
     refused(&world, "setMessageReaction", json!({"chat_id": -5, "message_id": 1, "reaction": []}), 400, "private chats only");
 
     // Buttons the gateway cannot deliver are refused, never dropped.
@@ -118,6 +118,20 @@ fn keyboards_edits_deletions_forwards_copies_and_actions_are_served() {
     refused(&world, "sendInvoice", json!({"chat_id": chat}), 400, "payments and Telegram Stars are not supported by this gateway");
     refused(&world, "sendGame", json!({"chat_id": chat, "game_short_name": "g"}), 400, "games are not supported by this gateway");
     refused(&world, "sendCarrierPigeon", json!({}), 404, "not found");
+
+    // The bot deletes the user's own message of their private chat (the Bot API's rule, which
+    // menu bots use to tidy up): end to end from the bot's device, so alice's client removes
+    // it from her view and from the texts she may edit.
+    assert_eq!(ok(&world, "deleteMessage", json!({"chat_id": chat, "message_id": hello_id})), json!(true));
+    let deleted = wait_for(&alice, "the deletion of alice's message", |e| match e {
+        Incoming::Deleted { message_id, .. } if *message_id == hello_id as u64 => Some(*message_id),
+        _ => None,
+    });
+    assert_eq!(deleted, hello_id as u64);
+    let bot = format!("@{}", world.bot_username());
+    let err = alice.edit_message(&bot, hello_id as u64, "changed").expect_err("no longer hers to edit");
+    assert!(err.to_string().contains("no text you sent"), "{err}");
+    refused(&world, "deleteMessage", json!({"chat_id": chat, "message_id": hello_id}), 400, "message to delete not found");
 
     // Everything the bot sent reached alice's device; let the outbox drain before the end.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);

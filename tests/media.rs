@@ -195,6 +195,35 @@ fn every_kind_travels_both_ways_verified_and_never_in_clear_on_disk() {
             .expect("receive");
     }
     assert_eq!(shown.as_deref(), Some("new caption"));
+    // editMessageReplyMarkup on the file message (as the Bot API allows on any message the bot
+    // sent): buttons under the document, the file and its caption unchanged; the person's
+    // client shows them, and its press carries the context the bot signed for that message.
+    let (status, marked) = world.gateway.call(
+        "editMessageReplyMarkup",
+        json!({ "chat_id": chat_id, "message_id": again_id, "reply_markup": {"inline_keyboard": [[{"text": "Like", "callback_data": "like"}]]} }),
+    );
+    assert_eq!(status, 200, "{marked}");
+    assert_eq!(marked["result"]["reply_markup"]["inline_keyboard"][0][0]["callback_data"], "like", "{marked}");
+    assert_eq!((marked["result"]["document"]["file_id"].as_str(), marked["result"]["caption"].as_str()), (Some(file_ids[1].as_str()), Some("new caption")));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut buttons = None;
+    while buttons.is_none() {
+        assert!(std::time::Instant::now() < deadline, "the markup edit did not reach the person");
+        alice
+            .receive_events_with(Duration::from_secs(5), 1, |e| {
+                if let bot_gateway::client::Incoming::Edited { message_id, keyboard, .. } = e {
+                    if serde_json::json!(message_id) == again_id {
+                        buttons = Some(keyboard.iter().flatten().map(|b| b.callback_data.clone()).collect::<Vec<_>>());
+                    }
+                }
+            })
+            .expect("receive");
+    }
+    assert_eq!(buttons, Some(vec!["like".to_string()]));
+    alice.press(&format!("@{}", world.bot_username()), again_id.as_u64().expect("id"), "like").expect("a press on the file's button");
+    let queued = world.gateway.poll_until(0, KINDS.len() + 1);
+    let press = queued.iter().find(|u| u.get("callback_query").is_some()).expect("the press is a callback_query");
+    assert_eq!((press["callback_query"]["data"].as_str(), &press["callback_query"]["message"]["message_id"]), (Some("like"), &again_id));
     let (status, body) = world.gateway.call("sendMessage", json!({ "chat_id": chat_id, "text": "plain" }));
     assert_eq!(status, 200, "{body}");
     let (status, refused) =

@@ -199,6 +199,15 @@ pub(super) fn load_sent(c: &Connection, peer: u64, message_id: u64) -> Result<Op
     load_from(c, "SELECT content FROM client_sent WHERE peer_user_id = ?1 AND message_id = ?2", peer, message_id, "sent to")
 }
 
+/// Forgets a text this profile sent to `peer` (a bot deleted it from their dialog).
+pub(super) fn forget_sent(c: &Connection, peer: u64, message_id: u64) -> Result<()> {
+    c.execute(
+        "DELETE FROM client_sent WHERE peer_user_id = ?1 AND message_id = ?2",
+        params![peer as i64, message_id as i64],
+    )?;
+    Ok(())
+}
+
 /// Forgets a message `peer` deleted (nothing to do when it is not remembered).
 pub(super) fn forget(c: &Connection, peer: u64, message_id: u64) -> Result<()> {
     c.execute(

@@ -202,7 +202,7 @@ impl Profile {
             if let Err(e) = expired {
                 log::warn!("@{}: {e}", self.username());
             }
-            let reader = InboxReader::start(&self.platform)?;
+            let reader = InboxReader::start(&self.platform, self.dir())?;
             *self.inbox.borrow_mut() = Some(reader);
         }
         let never_stop = never();
@@ -453,6 +453,12 @@ fn incoming(c: &Connection, envelope: &InboxEnvelope, content: Content) -> Resul
         }
         Some(Body::Delete(delete)) => {
             history::forget(c, peer, delete.message_id)?;
+            // A bot deletes the user's messages of its dialog too (the Bot API's deleteMessage
+            // in a private chat): it arrived end to end from the peer's device, the one other
+            // party of this dialog.
+            if envelope.sender_is_bot {
+                history::forget_sent(c, peer, delete.message_id)?;
+            }
             Incoming::Deleted { chat_id: peer, message_id: delete.message_id }
         }
         Some(Body::Reaction(r)) => Incoming::Reaction {

@@ -47,6 +47,18 @@ fn own_message(
     change: Change,
     can: fn(&Content) -> bool,
 ) -> Result<(Target, chats::HistoryEntry), ApiError> {
+    message_of(bot, params, change, can, false)
+}
+
+/// `own_message`, and with `peers_too` in a private chat also a message of the chat's user
+/// (a bot deletes a user's message there, as in the Bot API).
+fn message_of(
+    bot: &BotShared,
+    params: &Params,
+    change: Change,
+    can: fn(&Content) -> bool,
+    peers_too: bool,
+) -> Result<(Target, chats::HistoryEntry), ApiError> {
     let (what, done) = (change.verb(), change.participle());
     if params.contains("inline_message_id") {
         return Err(ApiError::bad_request("inline messages (inline_message_id) are not supported by this gateway"));
@@ -58,7 +70,8 @@ fn own_message(
             "message to {what} not found: it is not in this runtime's history (too old, deleted, or never sent here)"
         ))
     })?;
-    if !entry.from_bot {
+    let the_users_own = matches!(&chat, Target::Private(p) if entry.sender_id == p.user_id as i64);
+    if !entry.from_bot && !(peers_too && the_users_own) {
         return Err(ApiError::bad_request(format!("message can't be {done}: it was not sent by this bot")));
     }
     if !can(&entry.content) {
@@ -161,22 +174,26 @@ pub(super) fn edit_message_media(bot: &BotShared, params: &Params) -> Result<Val
     send_edit(bot, &chat, entry, new)
 }
 
-/// `editMessageReplyMarkup`: new buttons, or none.
+/// `editMessageReplyMarkup`: new buttons, or none, on any message the bot sent (a text, a
+/// file, a location, a poll, ...), as in the Bot API; signed for that message like any edit.
 pub(super) fn edit_message_reply_markup(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let keyboard = markup::inline_keyboard(params)?;
-    let (chat, entry) = own_message(bot, params, Change::Edit, |c| is_text(c) || c.is_shared_item())?;
+    let (chat, entry) = own_message(bot, params, Change::Edit, Content::is_message)?;
     let mut new = entry.content.clone();
     new.keyboard = MessageField::some(keyboard.unwrap_or_else(InlineKeyboard::new));
     send_edit(bot, &chat, entry, new)
 }
 
-/// `deleteMessage`: the user's client removes the message; the history forgets it. In a group
+/// `deleteMessage`: the bot's own message, or in a private chat the user's; the user's client
+/// removes it; the history forgets it. In a group
 /// or channel the platform deletes it for every member (`admin::delete_group_message`).
 pub(super) fn delete_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     if let Target::Group(group) = target_chat(bot, chat_id(params, "chat_id")?)? {
         return super::admin::delete_group_message(bot, &group, params.required_i64("message_id")?);
     }
-    let (chat, entry) = own_message(bot, params, Change::Delete, Content::is_message)?;
+    // In a private chat the user's messages too: the deletion travels end to end from this
+    // device (so only the chat's peer can cause it), and the user's client removes the message.
+    let (chat, entry) = message_of(bot, params, Change::Delete, Content::is_message, true)?;
     let mut content = Content::new();
     content.set_delete(Delete { message_id: entry.message_id as u64, ..Default::default() });
     submit::submit(bot, chat.chat_id(), content, SEND_WAIT)?;
