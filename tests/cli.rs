@@ -245,3 +245,40 @@ fn check_config_reports_each_problem_and_its_fix() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("does not match the platform"), "{out}");
 }
+
+/// One profile, two readers: while `listen` reads the inbox, a second `listen` says in one
+/// sentence which process reads and what to do, exits 1, and takes nothing away from the
+/// first, which still gets what arrives.
+#[test]
+fn a_second_reader_of_a_profile_says_who_reads_instead_of_taking_the_inbox() {
+    bot_gateway::crypto::init();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let platform = PlatformServer::start(&dir.path().join("platform"));
+    let alice = dir.path().join("alice").display().to_string();
+    let bob = dir.path().join("bob").display().to_string();
+    for (profile, name) in [(&alice, "alice"), (&bob, "bob")] {
+        let (code, _, err) = e2e_chat(&["--server", &platform.url, "--profile", profile, "register", name]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let first = std::process::Command::new(support::bin_path("e2e-chat"))
+        .args(["--profile", &alice, "listen", "--timeout", "30", "--count", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the first reader");
+    let lock = dir.path().join("alice").join("inbox.lock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(&lock).is_ok_and(|holder| holder.contains(&first.id().to_string())) {
+        assert!(std::time::Instant::now() < deadline, "the first reader never took the inbox");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (code, _, err) = e2e_chat(&["--profile", &alice, "listen", "--timeout", "1"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains(&format!("another e2e-chat reads this profile's inbox now (pid {}", first.id())), "{err}");
+    assert!(err.contains("Stop it") && !err.contains("ABORTED"), "a sentence, not a gRPC status: {err}");
+    let (code, _, err) = e2e_chat(&["--profile", &bob, "send", "@alice", "still yours"]);
+    assert_eq!(code, 0, "{err}");
+    let out = first.wait_with_output().expect("the first reader ends");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("still yours"), "the first reader kept the inbox");
+}

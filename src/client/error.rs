@@ -32,6 +32,9 @@ pub enum ClientError {
     Rejected { to: String, reason: String },
     /// The inbox stream broke or ended.
     InboxClosed(String),
+    /// Another process of this profile reads its inbox now (`reader`): `holder` is its pid
+    /// and command, as it recorded them.
+    InboxBusy { holder: Option<String> },
     /// Uploading or downloading a file failed; `what` names the file or the message, never
     /// its key.
     File { what: String, source: crate::e2e::file::FileError },
@@ -61,6 +64,12 @@ impl fmt::Display for ClientError {
             }
             ClientError::Rejected { to, reason } => write!(f, "the platform refused the message to @{to}: {reason}"),
             ClientError::InboxClosed(why) => write!(f, "inbox stream: {why}"),
+            ClientError::InboxBusy { holder } => write!(
+                f,
+                "another e2e-chat reads this profile's inbox now ({}), and the platform gives a device one inbox \
+                 stream: what arrives is shown there. Stop it (Ctrl-C, or /quit in chat mode) to read here, or use it",
+                holder.as_deref().unwrap_or("a process that did not say which")
+            ),
             ClientError::File { what, source } => write!(f, "{what}: {source}"),
             ClientError::IdentityChanged { username, user_id } => write!(
                 f,

@@ -1,6 +1,17 @@
 //! The device's Inbox stream, read on a named thread (`inbox-reader`) into a bounded
 //! channel. Dropping the reader cancels the call and joins the thread.
+//!
+//! The platform keeps one Inbox stream per device: a second one replaces the first. So one
+//! process of a profile reads at a time: the reader holds `inbox.lock` in the profile
+//! directory (an exclusive `flock`, with the holder's pid and command in the file), and a
+//! second `e2e-chat` that wants to read is told which process reads and what to do
+//! (`ClientError::InboxBusy`), instead of taking the inbox away from it.
 
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
 use std::thread::{self, JoinHandle};
 
 use crossbeam_channel::{bounded, Receiver, Sender as ChannelSender};
@@ -14,6 +25,10 @@ use crate::wire::Platform;
 
 /// Envelopes the reader thread may hold ahead of processing.
 const INBOX_QUEUE: usize = 64;
+/// The file in the profile directory whose lock says who reads the inbox.
+pub const INBOX_LOCK: &str = "inbox.lock";
+/// What the platform says to a stream another stream of the same device replaced.
+const REPLACED: &str = "replaced by a newer Inbox stream";
 
 pub(super) enum InboxEvent {
     Envelope(InboxEnvelope),
@@ -26,10 +41,14 @@ pub(super) struct InboxReader {
     events: Option<Receiver<InboxEvent>>,
     abort: AbortHandle,
     thread: Option<JoinHandle<()>>,
+    /// Held while reading (module doc); closed, and so unlocked, with the reader.
+    _lock: File,
 }
 
 impl InboxReader {
-    pub(super) fn start(platform: &Platform) -> Result<InboxReader> {
+    /// Takes the profile's inbox lock in `dir`, then opens the stream.
+    pub(super) fn start(platform: &Platform, dir: &Path) -> Result<InboxReader> {
+        let lock = take_inbox_lock(dir)?;
         let receiver = platform
             .client
             .inbox(&InboxRequest::new(), platform.opt_with_timeout(None))
@@ -45,7 +64,7 @@ impl InboxReader {
                 read_stream(receiver, registration, tx)
             })
             .map_err(|source| ClientError::Io { what: "starting the inbox reader thread".to_string(), source })?;
-        Ok(InboxReader { events: Some(rx), abort, thread: Some(thread) })
+        Ok(InboxReader { events: Some(rx), abort, thread: Some(thread), _lock: lock })
     }
 
     pub(super) fn events(&self) -> &Receiver<InboxEvent> {
@@ -80,6 +99,11 @@ fn read_stream(
                     break None; // The profile stopped listening.
                 }
             }
+            Some(Err(e)) if rpc_text(&e).contains(REPLACED) => break Some(
+                "another program took this device's inbox: the same profile is being read elsewhere (a copy of the \
+                 profile directory, or an e2e-chat of an earlier release); stop it to read here"
+                    .to_string(),
+            ),
             Some(Err(e)) => break Some(rpc_text(&e)),
             None if blocking.is_aborted() => break None,
             None => break Some("the server ended the stream".to_string()),
@@ -91,4 +115,44 @@ fn read_stream(
     drop(blocking);
     // Tell the server we are gone so it stops delivering to this stream.
     receiver.cancel();
+}
+
+/// Locks `dir/inbox.lock` for this process, recording who reads; `InboxBusy` naming the
+/// process that holds it.
+fn take_inbox_lock(dir: &Path) -> Result<File> {
+    let path = dir.join(INBOX_LOCK);
+    let io = |source| ClientError::Io { what: format!("opening {}", path.display()), source };
+    let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path).map_err(io)?;
+    // SAFETY: flock on a file descriptor we own; no memory is involved.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let mut holder = String::new();
+        let _ = file.read_to_string(&mut holder);
+        let holder = holder.trim();
+        return Err(ClientError::InboxBusy { holder: (!holder.is_empty()).then(|| holder.to_string()) });
+    }
+    let command: Vec<String> = std::env::args().collect();
+    let _ = file.set_len(0).and_then(|()| file.rewind()).and_then(|()| write!(file, "pid {}: {}", std::process::id(), command.join(" ")));
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_reader_of_one_profile_is_told_who_reads() {
+        let dir = tempfile::tempdir().expect("dir");
+        let first = take_inbox_lock(dir.path()).expect("the first reader");
+        // flock locks belong to the open file description: a second open is a second reader.
+        match take_inbox_lock(dir.path()) {
+            Err(e @ ClientError::InboxBusy { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains(&format!("pid {}", std::process::id())), "{text}");
+                assert!(text.contains("Stop it"), "{text}");
+            }
+            other => panic!("expected InboxBusy, got {:?}", other.map(|_| ())),
+        }
+        drop(first);
+        take_inbox_lock(dir.path()).expect("free again once the first reader is gone");
+    }
 }

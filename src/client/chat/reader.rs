@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::super::display::ChatEvent;
+use super::super::error::ClientError;
 use super::super::inbox::StreamEnd;
 use super::super::message::{Incoming, ReceivedMessage, ReplyMarkup};
 use super::super::profile::Profile;
@@ -33,12 +34,17 @@ const TYPING_HOLDS: Duration = Duration::from_secs(5);
 /// Usernames the reader keeps for showing events that name only a user id.
 const MAX_KNOWN_NAMES: usize = 1000;
 
+/// How often chat mode looks again whether another process still reads the inbox.
+const BUSY_RECHECK: Duration = Duration::from_secs(2);
+
 /// Shows what arrives until `stop` is disconnected. A broken stream is shown once
 /// ("connection lost"), then probed quietly until the platform answers again ("connected
-/// again"), and the sender is asked to send what waits in the outbox.
+/// again"), and the sender is asked to send what waits in the outbox. While another process
+/// of the profile reads the inbox, that is said once, and looked at again quietly.
 pub(super) fn read_loop(profile: Profile, stop: Receiver<()>, screen: Screen, mut shown: Shown, jobs: Sender<Job>) {
     let mut backoff = Backoff::new(FIRST_RECONNECT_DELAY, MAX_RECONNECT_DELAY);
     let mut reconnecting = false;
+    let mut busy_said = false;
     loop {
         if reconnecting {
             match stop.recv_timeout(backoff.next_delay()) {
@@ -56,8 +62,20 @@ pub(super) fn read_loop(profile: Profile, stop: Receiver<()>, screen: Screen, mu
         let reason = match profile.receive_events_until(&stop, |e| shown.show(e, &screen, Instant::now())) {
             Ok(StreamEnd::Stopped) => return,
             Ok(StreamEnd::Closed(why)) => why,
+            Err(e @ ClientError::InboxBusy { .. }) => {
+                if !busy_said {
+                    screen.show(&ChatEvent::ConnectionLost { reason: &e.to_string() });
+                    busy_said = true;
+                }
+                reconnecting = false;
+                match stop.recv_timeout(BUSY_RECHECK) {
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+                }
+            }
             Err(e) => e.to_string(),
         };
+        busy_said = false;
         if started.elapsed() >= HELD {
             backoff.reset();
         }
