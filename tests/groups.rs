@@ -74,7 +74,13 @@ fn a_bot_joins_talks_in_one_order_survives_a_restart_follows_membership_and_is_r
 
     // Text from a member: a group message with a /command@bot entity.
     assert_eq!(alice.say(&gid, "/start@group_bot hello").status.enum_value_or_default(), Status::OK);
-    let u = wait_update(&gw, &mut offset, "a message", |u| u.get("message").is_some());
+    // The bot's own join is also a service message (`new_chat_members`, from whoever added it):
+    // bots greet from it.
+    let service = wait_update(&gw, &mut offset, "the join's service message", |u| u["message"]["new_chat_members"][0]["id"] == bot_id);
+    assert_eq!(service["message"]["new_chat_members"][0]["id"], bot_id, "{service}");
+    assert_eq!(service["message"]["from"]["id"], alice.user_id, "{service}");
+    assert_eq!(service["message"]["chat"]["id"].as_i64(), Some(chat_id), "{service}");
+    let u = wait_update(&gw, &mut offset, "a message", |u| u["message"]["text"].is_string());
     let msg = &u["message"];
     assert_eq!((msg["chat"]["id"].as_i64(), msg["chat"]["type"].as_str()), (Some(chat_id), Some("group")));
     assert_eq!(msg["text"], "/start@group_bot hello");
@@ -183,6 +189,8 @@ fn a_bot_joins_talks_in_one_order_survives_a_restart_follows_membership_and_is_r
     let left = wait_update(&gw, &mut offset, "chat_member", |u| u.get("chat_member").is_some());
     assert_eq!(left["chat_member"]["new_chat_member"]["status"], "left");
     assert_eq!(left["chat_member"]["new_chat_member"]["user"]["id"], bob.user_id);
+    let gone = wait_update(&gw, &mut offset, "left_chat_member", |u| u["message"].get("left_chat_member").is_some());
+    assert_eq!((gone["message"]["left_chat_member"]["id"].as_u64(), gone["message"]["from"]["id"].as_u64()), (Some(bob.user_id), Some(bob.user_id)));
     let (status, body) = gw.call("sendMessage", json!({"chat_id": chat_id, "text": "bye bob"}));
     assert_eq!(status, 200, "{body}");
     pump_all(&mut [&mut alice, &mut carol]);

@@ -191,9 +191,12 @@ fn groups_share_locations_contacts_and_dice_both_ways() {
     let mut alice = Member::register(&platform.url, "alice");
     let gid = alice.create_group("Walkers");
     alice.invite(&gid, bot_id).expect("invite the bot");
-    let joined = &gw.poll_until(0, 1)[0];
-    let chat_id = joined["my_chat_member"]["chat"]["id"].as_i64().expect("a group chat id");
-    let offset = joined["update_id"].as_i64().expect("id") + 1;
+    // The bot's own join: `my_chat_member`, then the service message that names it.
+    let joined = gw.poll_until(0, 2);
+    let chat_id = joined[0]["my_chat_member"]["chat"]["id"].as_i64().expect("a group chat id");
+    assert_eq!(joined[1]["message"]["new_chat_members"][0]["id"], bot_id, "{joined:?}");
+    assert_eq!(joined[1]["message"]["from"]["id"], alice.user_id, "{joined:?}");
+    let offset = joined[1]["update_id"].as_i64().expect("id") + 1;
     alice.pump(Duration::from_millis(700));
 
     // The bot's location and dice reach the member as MLS application messages.

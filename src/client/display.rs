@@ -220,7 +220,17 @@ fn render_incoming(event: &Incoming, chat: &str, via: Option<&str>) -> String {
             format!("[{}] {} (epoch {epoch})", sanitize(&group.title), changes.join(", "))
         }
         Incoming::GroupMembership { group, user, old, new, actor, invite_link } => {
-            let mut out = format!("[{}] @{}: {} → {}", sanitize(&group.title), name_of(user), role_name(*old), role_name(*new));
+            // A join or a departure reads as one (the service messages a bot gets for them);
+            // any other change as the roles before and after.
+            use crate::wire::platform::GroupRole;
+            use crate::wire::roles::is_seated;
+            let what = match (is_seated(*old), is_seated(*new), *new) {
+                (false, true, _) => "joined".to_string(),
+                (true, false, GroupRole::LEFT) => "left".to_string(),
+                (true, false, GroupRole::BANNED) => "was removed (banned)".to_string(),
+                _ => format!("{} → {}", role_name(*old), role_name(*new)),
+            };
+            let mut out = format!("[{}] @{}: {what}", sanitize(&group.title), name_of(user));
             if actor.user_id != user.user_id && actor.user_id != 0 {
                 out.push_str(&format!(" (by @{})", name_of(actor)));
             }
@@ -642,9 +652,9 @@ mod tests {
         let bob = Sender { user_id: 8, username: "bob".into(), display_name: "Bob".into(), is_bot: false };
         let owner = Sender { user_id: 1, username: "carol".into(), display_name: "C".into(), is_bot: false };
         let left = Incoming::GroupMembership { group: group.clone(), user: bob.clone(), old: GroupRole::MEMBER, new: GroupRole::LEFT, actor: bob.clone(), invite_link: String::new() };
-        assert!(ChatEvent::Incoming { event: &left, chat: "", via: None }.render().ends_with("@bob: member → left"));
+        assert!(ChatEvent::Incoming { event: &left, chat: "", via: None }.render().ends_with("@bob: left"));
         let banned = Incoming::GroupMembership { group: group.clone(), user: bob, old: GroupRole::MEMBER, new: GroupRole::BANNED, actor: owner, invite_link: String::new() };
-        assert!(ChatEvent::Incoming { event: &banned, chat: "", via: None }.render().ends_with("@bob: member → banned (by @carol)"));
+        assert!(ChatEvent::Incoming { event: &banned, chat: "", via: None }.render().ends_with("@bob: was removed (banned) (by @carol)"));
         let out = Incoming::GroupCommit { group: group.clone(), added: vec![], removed: vec![(9, 1)], removed_me: true, epoch: 3 };
         assert!(ChatEvent::Incoming { event: &out, chat: "", via: None }.render().starts_with("you were removed from the group Team\\n"));
         let keys = Incoming::GroupCommit { group, added: vec![], removed: vec![], removed_me: false, epoch: 3 };

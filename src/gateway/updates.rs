@@ -705,6 +705,41 @@ pub fn enqueue_new_chat_title(
     Ok(())
 }
 
+/// Queues the service `message` of a join or a departure in a group (the platform gives
+/// those a message id): `new_chat_members` with the user who joined (the bot too, when it is
+/// the one), or `left_chat_member`, and the member who did it as `from`, as the Bot API does
+/// besides the `chat_member` / `my_chat_member` update. Nothing for a channel, for a change
+/// that is neither, or for the bot's own departure (it is out of the group by then).
+pub fn enqueue_member_service_message(
+    c: &Connection,
+    me: &UserView,
+    group: &groups::GroupChat,
+    change: &MembershipChange,
+    message_id: u64,
+    date: i64,
+) -> StoreResult<()> {
+    if message_id == 0 || group.is_channel() || !admits(c, "message")? {
+        return Ok(());
+    }
+    let seated = |m: &GroupMember| crate::wire::roles::is_seated(m.role.enum_value_or_default());
+    let (old, new) = (change.old.get_or_default(), change.new.get_or_default());
+    let user = types::user_json(&remember_profile(c, new.user.get_or_default())?);
+    let from = types::user_json(&remember_profile(c, change.actor.get_or_default())?);
+    let mut message = serde_json::json!({
+        "message_id": message_id,
+        "date": date,
+        "chat": types::chat_json(&group_chat_view(group)),
+        "from": from,
+    });
+    match (seated(old), seated(new)) {
+        (false, true) => message["new_chat_members"] = serde_json::json!([user]),
+        (true, false) if new.user.user_id != me.id as u64 => message["left_chat_member"] = user,
+        _ => return Ok(()),
+    }
+    queue::enqueue(c, "message", &message)?;
+    Ok(())
+}
+
 pub fn private_chat_view(chat: &chats::PrivateChat) -> ChatView {
     ChatView::Private { id: chat.user_id as i64, first_name: chat.first_name.clone(), username: non_empty(&chat.username) }
 }

@@ -69,7 +69,8 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
             if group.is_channel() {
                 posters::set_poster(c, gid, new.user.user_id, may_post_in_channel(new))?;
             }
-            updates::enqueue_member_change(c, me, &group, change, env.date)
+            updates::enqueue_member_change(c, me, &group, change, env.date)?;
+            updates::enqueue_member_service_message(c, me, &group, change, env.message_id, env.date)
         }
         DeliveryKind::TITLE => {
             let change = d.change.get_or_default();

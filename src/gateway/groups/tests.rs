@@ -257,6 +257,38 @@ fn a_members_message_becomes_a_group_update_and_a_forged_sender_is_refused() {
     assert_eq!(after.len(), updates.len(), "no update from the forged delivery");
 }
 
+/// A join and a departure in a group are service messages besides their `chat_member`: the
+/// member in `new_chat_members` or `left_chat_member`, who did it as `from`, under the
+/// message id the platform gave the change; a promotion (no message id) is none.
+#[test]
+fn joins_and_departures_are_service_messages_too() {
+    let (_dir, bot, _fake, _alice) = joined();
+    let carol = 300;
+    let from_left = |user: u64, role: GroupRole, old: GroupRole, actor: u64, message_id: u64| {
+        let mut env = membership(user, role, actor);
+        let change = env.group.as_mut().expect("group").change.as_mut().expect("change");
+        change.old = Some(GroupMember { user: Some(Profile { user_id: user, ..Default::default() }).into(), role: old.into(), ..Default::default() }).into();
+        env.message_id = message_id;
+        env
+    };
+    import_one(&bot, from_left(carol, GroupRole::MEMBER, GroupRole::INVITED, ALICE, 21)).expect("joined");
+    import_one(&bot, from_left(carol, GroupRole::ADMINISTRATOR, GroupRole::MEMBER, ALICE, 0)).expect("promoted");
+    import_one(&bot, from_left(carol, GroupRole::LEFT, GroupRole::ADMINISTRATOR, carol, 22)).expect("left");
+    let updates = bot.store.read(|c| queue::fetch(c, None, 20)).expect("queue");
+    let service: Vec<&serde_json::Value> = updates
+        .iter()
+        .filter(|u| u.kind == "message" && (u.payload.get("new_chat_members").is_some() || u.payload.get("left_chat_member").is_some()))
+        .map(|u| &u.payload)
+        .collect();
+    assert_eq!(service.len(), 2, "{service:?}");
+    assert_eq!((service[0]["message_id"].as_u64(), service[0]["new_chat_members"][0]["id"].as_u64()), (Some(21), Some(carol)));
+    assert_eq!(service[0]["from"]["id"].as_u64(), Some(ALICE));
+    assert!(service[0]["chat"]["id"].as_i64().expect("chat") < 0);
+    assert_eq!((service[1]["message_id"].as_u64(), service[1]["left_chat_member"]["id"].as_u64()), (Some(22), Some(carol)));
+    assert_eq!(service[1]["from"]["id"].as_u64(), Some(carol));
+    assert_eq!(updates.iter().filter(|u| u.kind == "chat_member").count(), 3, "each change is a chat_member too");
+}
+
 /// The bot's first outbox message to the group, as the outbox thread reads it.
 fn outbox_text(bot: &BotShared, s: &str) -> outbox::OutboxEntry {
     let chat_id = bot.store.read(|c| group_store::by_group_id(c, &GID)).expect("read").expect("group").chat_id;

@@ -214,9 +214,9 @@ const CAN_RESTRICT: u32 = 1 << 3;
 const CAN_PROMOTE: u32 = 1 << 4;
 const CAN_POST: u32 = 1 << 5;
 
-/// Holds a seat: may read, and (as the type allows) write.
+/// Holds a seat: may read, and (as the type allows) write (`wire::roles`).
 fn seated(role: Role) -> bool {
-    matches!(role, Role::OWNER | Role::ADMINISTRATOR | Role::MEMBER | Role::RESTRICTED)
+    crate::wire::roles::is_seated(role)
 }
 
 fn admin_with(m: &MemberRow, right: u32) -> bool {
@@ -579,12 +579,22 @@ fn change_role_by_link(
     .map_err(|e| PlatformError::Internal(format!("encoding a membership change: {e}")))?;
     let mut to = joined_devices(tx, group_id)?;
     to.extend(active_devices(tx, user_id)?);
+    // A join or a departure in a group takes a place in its history, as the Bot API's service
+    // message (new_chat_members, left_chat_member) does; other changes, and a channel's, none.
+    let is_group = group_row(tx, group_id)?.is_some_and(|g| g.group_type != pb::GroupType::CHANNEL);
+    let message_id = if is_group && seated(old.role) != seated(new.role) {
+        let id = next_group_message_id(tx, group_id)?;
+        admin::record_message(tx, group_id, id, cause, now)?;
+        id
+    } else {
+        0
+    };
     let d = Delivery {
         group_id,
         kind: DeliveryKind::MEMBERSHIP,
         epoch,
         sender: actor,
-        message_id: 0,
+        message_id,
         date: now,
         client_message_id: "",
         ciphertext: &[],

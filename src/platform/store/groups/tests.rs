@@ -203,10 +203,11 @@ fn adds_joins_messages_and_epochs() {
     catch_up(&store, &bob);
     inbox(&store, &alice);
 
-    // Messages both ways, one order; ids per group from 1.
+    // Messages both ways, one order; ids per group from 1, and Bob's and Carol's joins took
+    // the first two (their service messages).
     let (_, s1, id1) = ok(&say(&store, &bob, "m1", "from bob"));
     let (_, s2, id2) = ok(&say(&store, &carol, "m2", "from carol"));
-    assert_eq!((id1, id2), (1, 2));
+    assert_eq!((id1, id2), (3, 4));
     assert!(s2 > s1);
     let (got, _) = catch_up(&store, &alice);
     let texts: Vec<Vec<u8>> = got
