@@ -68,7 +68,7 @@ fn every_program_follows_the_conventions() {
     for args in [vec!["group"], vec!["group", "frob"]] {
         let (code, _, err) = text(&run("e2e-chat", &args));
         assert_eq!(code, 2, "{args:?}: {err}");
-        assert!(err.contains("create, add, remove, send, send-file, download, edit, press, title, members, leave, list"), "{err}");
+        assert!(err.contains("create, add, remove, send, send-file, send-poll, download, edit, press, title, members, leave, list"), "{err}");
     }
 
     // The gateway's help is a config reference: every field.

@@ -191,8 +191,14 @@ fn a_bot_joins_talks_in_one_order_survives_a_restart_follows_membership_and_is_r
     assert_eq!(left["chat_member"]["new_chat_member"]["user"]["id"], bob.user_id);
     let gone = wait_update(&gw, &mut offset, "left_chat_member", |u| u["message"].get("left_chat_member").is_some());
     assert_eq!((gone["message"]["left_chat_member"]["id"].as_u64(), gone["message"]["from"]["id"].as_u64()), (Some(bob.user_id), Some(bob.user_id)));
-    let (status, body) = gw.call("sendMessage", json!({"chat_id": chat_id, "text": "bye bob"}));
+    // A reply to the service message, as welcome and farewell bots write them.
+    let gone_id = gone["message"]["message_id"].as_i64().expect("service message id");
+    let (status, body) = gw.call("sendMessage", json!({"chat_id": chat_id, "text": "bye bob", "reply_to_message_id": gone_id}));
     assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["reply_to_message"]["message_id"], gone_id, "{body}");
+    let (status, body) = gw.call("copyMessage", json!({"chat_id": chat_id, "from_chat_id": chat_id, "message_id": gone_id}));
+    assert_eq!(status, 400, "a service message is not copied: {body}");
+    assert!(body["description"].as_str().unwrap_or("").contains("can't be"), "{body}");
     pump_all(&mut [&mut alice, &mut carol]);
     assert!(!e2e::group::members(&alice.conn, &gid).unwrap().iter().any(|(u, _)| *u == bob.user_id), "bob's leaf is gone");
     assert_eq!(alice.texts.last().map(|(_, t)| t.as_str()), Some("bye bob"));

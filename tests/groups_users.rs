@@ -376,6 +376,16 @@ fn the_group_commands_of_e2e_chat() {
         (Some("Book club"), Some("hello club"), Some("ben"))
     );
 
+    // A member's poll, made on the command line, reaches the others.
+    let (code, out, err) = e2e_chat(&b, &["group", "send-poll", "Book club", "Next book?", "Dune", "Emma", "--not-anonymous"]);
+    assert_eq!(code, 0, "{err}");
+    let poll_id = lines(&out)[0]["message_id"].clone();
+    let (code, out, err) = e2e_chat(&a, &["listen", "--timeout", "5", "--count", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let heard = &lines(&out)[0];
+    assert_eq!((&heard["message_id"], heard["poll"]["question"].as_str()), (&poll_id, Some("Next book?")), "{out}");
+    assert_eq!(heard["poll"]["options"].as_array().map(Vec::len), Some(2), "{out}");
+
     let (code, out, err) = e2e_chat(&b, &["group", "members", "Book club"]);
     assert_eq!(code, 0, "{err}");
     let roles: Vec<(String, String)> = lines(&out)

@@ -179,7 +179,8 @@ fn a_user_shares_a_location_and_a_contact_with_e2e_chat() {
 #[test]
 fn groups_share_locations_contacts_and_dice_both_ways() {
     use bot_gateway::e2e;
-    use bot_gateway::wire::e2e::{Contact, Content, Venue};
+    use bot_gateway::wire::e2e::poll::Type as PollType;
+    use bot_gateway::wire::e2e::{Contact, Content, Poll, PollOption, Venue};
     use protobuf::Message as _;
     use support::group_member::{bot_world, Member};
 
@@ -225,5 +226,23 @@ fn groups_share_locations_contacts_and_dice_both_ways() {
     assert_eq!(msg["contact"], json!({"phone_number": "", "first_name": "Alice", "user_id": alice.user_id}), "{updates:?}");
     assert_eq!(msg["chat"]["id"].as_i64(), Some(chat_id));
     assert_eq!(updates.len(), 1, "the venue without a point was dropped: {updates:?}");
+
+    // A member's quiz: the bot sees the question and options, but not the answer while the
+    // quiz is open (the reference's rule for groups).
+    let mut quiz = Content::new();
+    quiz.set_poll(Poll {
+        question: "Highest peak?".into(),
+        options: vec![PollOption { text: "Everest".into(), ..Default::default() }, PollOption { text: "K2".into(), ..Default::default() }],
+        type_: PollType::QUIZ.into(),
+        is_anonymous: true,
+        correct_option_ids: vec![0],
+        ..Default::default()
+    });
+    share(&quiz);
+    let updates = gw.poll_until(updates[0]["update_id"].as_i64().expect("id") + 1, 1);
+    let poll = &updates[0]["message"]["poll"];
+    assert_eq!((poll["question"].as_str(), poll["type"].as_str()), (Some("Highest peak?"), Some("quiz")), "{updates:?}");
+    assert!(poll.get("correct_option_ids").is_none(), "an open quiz of a member keeps its answer: {poll}");
+    assert_eq!(updates[0]["message"]["from"]["id"], alice.user_id);
 }
 

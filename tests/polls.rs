@@ -35,16 +35,22 @@ fn next(gateway: &Gateway, offset: &mut i64, n: usize) -> Vec<Value> {
     updates
 }
 
+/// A world whose user alice said hello to the bot, and the offset past that first update.
+fn greeted(bot_name: &str) -> (World, bot_gateway::client::Profile, i64) {
+    let world = World::start(bot_name);
+    let alice = world.user("alice");
+    alice.send_text(&format!("@{}", world.bot_username()), "hello").expect("hello");
+    let mut offset = 0;
+    next(&world.gateway, &mut offset, 1);
+    (world, alice, offset)
+}
+
 #[test]
 fn votes_travel_from_e2e_chat_to_the_bot_and_stop_poll_closes_it() {
-    let world = World::start("poll_bot");
-    let alice = world.user("alice");
+    let (world, alice, mut offset) = greeted("poll_bot");
     let profile = world.dir.path().join("user-alice");
     let bot = format!("@{}", world.bot_username());
     let gw = &world.gateway;
-    alice.send_text(&bot, "hello").expect("hello");
-    let mut offset = 0;
-    next(gw, &mut offset, 1);
     let chat = alice.user_id();
 
     let sent = ok(gw, "sendPoll", json!({
@@ -125,14 +131,10 @@ fn chat_mode_shares_a_location_and_a_card_and_votes() {
     use std::io::Write;
     use support::chat::{piped_chat, read_until};
 
-    let world = World::start("chat_poll_bot");
-    let alice = world.user("alice");
+    let (world, alice, mut offset) = greeted("chat_poll_bot");
     let profile = world.dir.path().join("user-alice");
     let bot = format!("@{}", world.bot_username());
     let gw = &world.gateway;
-    alice.send_text(&bot, "hello").expect("hello");
-    let mut offset = 0;
-    next(gw, &mut offset, 1);
     let poll = ok(gw, "sendPoll", json!({"chat_id": alice.user_id(), "question": "Tea?", "options": ["Yes", "No"], "is_anonymous": false}));
     let poll_message = poll["message_id"].as_u64().expect("message id");
 
@@ -155,4 +157,71 @@ fn chat_mode_shares_a_location_and_a_card_and_votes() {
     assert_eq!(u[1]["message"]["contact"], json!({"phone_number": "", "first_name": "User alice", "user_id": alice.user_id()}));
     assert_eq!(u[2]["poll_answer"]["option_ids"], json!([1]));
     assert_eq!(u[3]["poll"]["options"][1]["voter_count"], 1);
+}
+
+#[test]
+fn users_make_polls_by_command_by_keyboard_button_and_in_chat_mode() {
+    use std::io::Write;
+    use support::chat::{piped_chat, read_until};
+
+    let (world, alice, mut offset) = greeted("poll_maker_bot");
+    let profile = world.dir.path().join("user-alice");
+    let bot = format!("@{}", world.bot_username());
+    let gw = &world.gateway;
+    let chat = alice.user_id() as i64;
+
+    // By command: a poll that names its voters, with every field the SDKs require.
+    let sent = e2e_chat(&profile, &["send-poll", &bot, "Best crab?", "Hermit", "King crab", "--not-anonymous", "--multiple"]);
+    let message_id = sent[0]["message_id"].as_i64().expect("message id");
+    let u = next(gw, &mut offset, 1);
+    assert_eq!(u[0]["message"]["from"]["id"], chat);
+    assert_eq!(
+        u[0]["message"]["poll"],
+        json!({
+            "id": format!("{chat}_{message_id}"), "question": "Best crab?",
+            "options": [{"persistent_id": "0", "text": "Hermit", "voter_count": 0}, {"persistent_id": "1", "text": "King crab", "voter_count": 0}],
+            "total_voter_count": 0, "is_closed": false, "is_anonymous": false, "type": "regular",
+            "allows_multiple_answers": true, "allows_revoting": true, "members_only": false
+        })
+    );
+
+    // The bot's keyboard asks for a quiz (button 1) and for any poll (button 2); the user's
+    // client honours the kind.
+    let keyboard = json!({"keyboard": [[{"text": "Quiz me", "request_poll": {"type": "quiz"}}, {"text": "Any poll", "request_poll": {}}]]});
+    ok(gw, "sendMessage", json!({"chat_id": chat, "text": "Make one", "reply_markup": keyboard}));
+    let shown = e2e_chat(&profile, &["listen", "--count", "1", "--timeout", "30"]);
+    assert_eq!(shown[0]["reply_keyboard"]["rows"][0][0], json!({"text": "Quiz me", "request": "poll", "poll_type": "quiz"}));
+    assert_eq!(shown[0]["reply_keyboard"]["rows"][0][1], json!({"text": "Any poll", "request": "poll"}));
+    let refused = run(&profile, &["reply-button", &bot, "1", "Lunch?", "Pizza", "Soup"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("asks for a quiz, not this one"), "{refused:?}");
+    let refused = run(&profile, &["reply-button", &bot, "1"]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("asks for a quiz you make"), "{refused:?}");
+    let used = e2e_chat(&profile, &["reply-button", &bot, "1", "Capital of France?", "Paris", "Rome", "--quiz", "1", "--explanation", "Since 987"]);
+    assert_eq!((used[0]["button"].as_str(), used[0]["sent"].as_str()), (Some("Quiz me"), Some("poll")));
+    let u = next(gw, &mut offset, 1);
+    let quiz = &u[0]["message"]["poll"];
+    assert_eq!(
+        (quiz["type"].as_str(), &quiz["correct_option_ids"], quiz["explanation"].as_str(), quiz["is_anonymous"].as_bool(), quiz["allows_revoting"].as_bool()),
+        (Some("quiz"), &json!([0]), Some("Since 987"), Some(true), Some(false)),
+        "in a private chat the bot sees the quiz's answer, as in the reference"
+    );
+
+    // Chat mode: /poll answers the button that takes any poll.
+    let (mut chat_mode, mut stdin, out, _err) = piped_chat(&profile, &bot);
+    writeln!(stdin, "/poll Tea or coffee? | Tea | Coffee").expect("type");
+    read_until(&out, "the poll sent", |l| l.starts_with("[you] [poll] Tea or coffee?"));
+    writeln!(stdin, "/quit").expect("type");
+    assert!(chat_mode.wait_exit("chat mode").success());
+    let u = next(gw, &mut offset, 1);
+    assert_eq!(u[0]["message"]["poll"]["question"], "Tea or coffee?");
+    assert_eq!(u[0]["message"]["poll"]["type"], "regular");
+
+    // A button asking for something unknown is refused by name, before anything is sent.
+    let (status, body) = gw.call(
+        "sendMessage",
+        json!({"chat_id": chat, "text": "x", "reply_markup": {"keyboard": [[{"text": "P", "request_poll": {"type": "survey"}}]]}}),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body["description"].as_str().unwrap_or("").contains("request_poll.type must be \"quiz\" or \"regular\""), "{body}");
 }

@@ -243,3 +243,25 @@ fn a_message_from_a_user_whose_key_changed_shows_only_after_trust() {
     let shown = bob.receive(Duration::from_secs(20), 1).expect("receive");
     assert_eq!(shown.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(), ["it is still me"]);
 }
+
+#[test]
+fn a_negative_offset_serves_the_last_updates_and_forgets_the_rest() {
+    // The reference's rule, which libraries use to skip what is pending at start.
+    let world = World::start("skipping_bot");
+    let alice = world.user("alice");
+    let bot = format!("@{}", world.bot_username());
+    for i in 1..=10 {
+        alice.send_text(&bot, &format!("message {i}")).expect("send");
+    }
+    assert_eq!(world.gateway.poll_until(0, 10).len(), 10, "ten updates queued");
+
+    let (status, body) = world.gateway.call("getUpdates", json!({ "offset": -3, "timeout": 0 }));
+    assert_eq!(status, 200, "{body}");
+    let texts: Vec<&str> = body["result"].as_array().expect("array").iter().map(|u| u["message"]["text"].as_str().unwrap_or("")).collect();
+    assert_eq!(texts, ["message 8", "message 9", "message 10"]);
+    // The seven before are acknowledged for good: offset 0 starts at the eighth.
+    let (status, again) = world.gateway.call("getUpdates", json!({ "offset": 0, "timeout": 0 }));
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["result"], body["result"]);
+    assert_eq!(world.gateway.health()["bots"][0]["queue_depth"], 3, "{}", world.gateway.health());
+}

@@ -6,15 +6,20 @@ use serde_json::json;
 
 use super::cli::json::sent_fields;
 use super::cli_common::{open_profile, ordered, print_line, usage, Global};
+use super::cli_places::{poll_args, poll_options_and};
 use super::deep_link;
+use super::places::{LocationInfo, Shared};
 use crate::cli::{Args, CliError, Opt};
 
-/// `reply-button`'s option: the location a location button sends.
-pub(super) const REPLY_BUTTON_OPTIONS: &[Opt] = &[Opt::value("--location")];
+/// `reply-button`'s options: the location a location button sends, and those of the poll a
+/// poll button sends.
+pub(super) const REPLY_BUTTON_OPTIONS: [Opt; 5] = poll_options_and(Opt::value("--location"));
 
-/// `reply-button @BOT N [--location LAT,LON]`: uses button N of the bot's reply keyboard.
+/// `reply-button @BOT N [--location LAT,LON | QUESTION OPTION OPTION... [poll options]]`: uses
+/// button N of the bot's reply keyboard; a location button sends the location given, a poll
+/// button the poll written after N.
 pub(super) fn reply_button(global: &Global, a: &Args) -> Result<(), CliError> {
-    let [peer, number] = a.words[..] else {
+    let [peer, number, poll @ ..] = &a.words[..] else {
         return Err(usage("reply-button: expected @BOT BUTTON_NUMBER".into()));
     };
     let number = number
@@ -23,9 +28,15 @@ pub(super) fn reply_button(global: &Global, a: &Args) -> Result<(), CliError> {
         .filter(|n| *n > 0)
         .ok_or_else(|| usage(format!("reply-button: {number:?} is not a button number (1, 2, ... as listen shows them)")))?;
     let location = a.value("--location").map(|v| location_arg("reply-button: --location", v)).transpose()?;
+    let give = match (location, poll.is_empty()) {
+        (Some(_), false) => return Err(usage("reply-button: a location or a poll, not both".into())),
+        (Some((latitude, longitude)), true) => Some(Shared::Location(LocationInfo::point(latitude, longitude))),
+        (None, false) => Some(Shared::Poll(poll_args("reply-button", poll, a)?)),
+        (None, true) => None,
+    };
     let profile = open_profile(global)?;
     let bot = profile.lookup(peer)?;
-    let chosen = profile.choose_reply_button(bot.user_id, &format!("@{}", bot.username), number, location)?;
+    let chosen = profile.choose_reply_button(bot.user_id, &format!("@{}", bot.username), number, give)?;
     let sent = profile.send_content(&bot, &chosen.content)?;
     profile.reply_keyboard_used(bot.user_id, chosen.keyboard_message_id)?;
     let mut fields = sent_fields(&sent);

@@ -1,12 +1,13 @@
-//! `e2e-chat send-location`, `send-contact` and `vote`. Both sending commands go through
-//! `Profile::send_shared`, the one way the client shares such an item; how `listen` shows one
-//! is in `cli/json.rs`.
+//! `e2e-chat send-location`, `send-contact`, `send-poll` and `vote`. The sending commands go
+//! through `Profile::send_shared`, the one way the client shares such an item; how `listen`
+//! shows one is in `cli/json.rs`. `poll_args` also reads the poll of `group send-poll` and of
+//! `reply-button` for a poll button.
 
 use serde_json::json;
 
 use super::cli::json::sent_json;
 use super::cli_common::{message_id_arg, open_profile, ordered, print_line, usage, Global, REPLY_TO};
-use super::places::{LocationInfo, Shared};
+use super::places::{LocationInfo, PollInfo, Shared};
 use crate::cli::{Args, CliError, Opt};
 
 /// The options of `send-location`.
@@ -19,6 +20,65 @@ pub(super) fn send_location(global: &Global, a: &Args) -> Result<(), CliError> {
     let profile = open_profile(global)?;
     let sent = profile.send_shared(peer, &Shared::Location(location), reply_to)?;
     print_line(&sent_json(&sent))
+}
+
+/// What makes a poll a quiz, lets several answers, shows who voted, and explains a quiz.
+pub(super) const POLL_OPTIONS: [Opt; 4] =
+    [Opt::value("--quiz"), Opt::switch("--multiple"), Opt::switch("--not-anonymous"), Opt::value("--explanation")];
+/// The poll's options and `extra`.
+pub(super) const fn poll_options_and(extra: Opt) -> [Opt; 5] {
+    let [a, b, c, d] = POLL_OPTIONS;
+    [a, b, c, d, extra]
+}
+/// The options of `send-poll`: the poll's, and a reply.
+pub(super) const SEND_POLL_OPTIONS: [Opt; 5] = poll_options_and(REPLY_TO);
+/// How a poll is written on the command line.
+pub(super) const POLL_WORDS: &str =
+    "QUESTION OPTION OPTION... [--quiz N[,N...]] [--multiple] [--not-anonymous] [--explanation TEXT]";
+
+/// `send-poll @PEER QUESTION OPTION OPTION... [poll options] [--reply-to MESSAGE_ID]`.
+pub(super) fn send_poll(global: &Global, a: &Args) -> Result<(), CliError> {
+    let Some((peer, words)) = a.words.split_first() else {
+        return Err(usage(format!("send-poll: expected @PEER {POLL_WORDS}")));
+    };
+    let poll = poll_args("send-poll", words, a)?;
+    let reply_to = reply_to_arg("send-poll", a)?;
+    let profile = open_profile(global)?;
+    let sent = profile.send_shared(peer, &Shared::Poll(poll), reply_to)?;
+    print_line(&sent_json(&sent))
+}
+
+/// A poll the person makes from `words` (`QUESTION OPTION OPTION...`) and the poll options:
+/// anonymous unless `--not-anonymous`; `--quiz N` (numbers from 1, several with
+/// `--multiple`) makes a quiz with those correct options (`PollInfo::made`). The limits are
+/// checked by `wire::polls` when it is sent.
+pub(super) fn poll_args(command: &str, words: &[&str], a: &Args) -> Result<PollInfo, CliError> {
+    let [question, options @ ..] = words else {
+        return Err(usage(format!("{command}: expected {POLL_WORDS}")));
+    };
+    if options.len() < 2 {
+        return Err(usage(format!("{command}: a poll needs a question and at least 2 options ({POLL_WORDS})")));
+    }
+    let correct = match a.value("--quiz") {
+        None => Vec::new(),
+        Some(v) => v
+            .split(',')
+            .map(|n| match n.trim().parse::<usize>() {
+                Ok(n) if (1..=options.len()).contains(&n) => Ok(n as u32 - 1),
+                _ => Err(usage(format!("{command}: --quiz {v:?}: the correct options by number, 1 to {}", options.len()))),
+            })
+            .collect::<Result<Vec<u32>, CliError>>()?,
+    };
+    let explanation = a.value("--explanation").unwrap_or_default().to_string();
+    if correct.is_empty() && !explanation.is_empty() {
+        return Err(usage(format!("{command}: --explanation is for a quiz (with --quiz N)")));
+    }
+    Ok(PollInfo {
+        is_anonymous: !a.switch("--not-anonymous"),
+        allows_multiple_answers: a.switch("--multiple"),
+        explanation,
+        ..PollInfo::made(question, options.iter().map(|o| o.to_string()), correct)
+    })
 }
 
 /// `vote @BOT MESSAGE_ID [OPTION...]`: OPTION is an option's number as shown, from 1; none
@@ -104,6 +164,26 @@ mod tests {
         let args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
         let a = super::super::cli::parse_command("send-location", None, &args)?;
         location_args(&a).map(|(p, l)| (p.to_string(), l))
+    }
+
+    fn poll(words: &[&str]) -> Result<PollInfo, CliError> {
+        let args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        let a = super::super::cli::parse_command("send-poll", None, &args)?;
+        poll_args("send-poll", &a.words[1..], &a)
+    }
+
+    #[test]
+    fn poll_arguments() {
+        let p = poll(&["@bot", "Lunch?", "Pizza", "Soup"]).expect("regular");
+        assert_eq!((p.question.as_str(), p.options.len(), p.quiz, p.is_anonymous, p.allows_revoting), ("Lunch?", 2, false, true, true));
+        let p = poll(&["@bot", "2+2?", "3", "4", "5", "--quiz", "2", "--not-anonymous", "--explanation", "Count"]).expect("quiz");
+        assert_eq!((p.quiz, p.correct_option_ids.clone(), p.is_anonymous, p.allows_revoting), (true, vec![1], false, false));
+        assert_eq!(p.explanation, "Count");
+        let p = poll(&["@bot", "Primes?", "2", "3", "4", "--quiz", "2,1", "--multiple"]).expect("two right answers");
+        assert_eq!((p.correct_option_ids.clone(), p.allows_multiple_answers), (vec![0, 1], true));
+        assert!(poll(&["@bot", "Q?", "A"]).expect_err("one option").to_string().contains("at least 2 options"));
+        assert!(poll(&["@bot", "Q?", "A", "B", "--quiz", "3"]).expect_err("no option 3").to_string().contains("1 to 2"));
+        assert!(poll(&["@bot", "Q?", "A", "B", "--explanation", "x"]).expect_err("not a quiz").to_string().contains("for a quiz"));
     }
 
     #[test]

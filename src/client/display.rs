@@ -10,7 +10,7 @@
 
 use super::bot_profile::BotMenu;
 use super::message::{role_name, ForwardOrigin, Incoming, Keyboard, MediaInfo, ReactionType, ReceivedMessage, Sender};
-use super::reply_keyboard::{ButtonRequest, ReplyKeyboard, ReplyMarkup};
+use super::reply_keyboard::{ButtonRequest, PollKind, ReplyKeyboard, ReplyMarkup};
 use super::places::{LocationInfo, Shared};
 
 /// Renders network text for a terminal, on one line: C0 controls (newline included), DEL, C1
@@ -72,7 +72,7 @@ const UNDER: &str = "  ";
 /// The chat mode's own commands, as the help line lists them.
 pub const HELP: &str = "commands: /press [N] BUTTON (a button by number or callback data; no N: the last message \
 with buttons) · /reply N TEXT · /edit N TEXT · /react N [EMOJI] · /inline QUERY (or type @bot QUERY) · /choose SESSION RESULT_ID · \
-a reply keyboard's button: its number, or /choose N · /location LAT LON · /contact (your card) · /vote N [OPTION…] · \
+a reply keyboard's button: its number, or /choose N · /location LAT LON · /contact (your card) · /vote N [OPTION…] · /poll QUESTION | OPTION | OPTION… · /quiz N QUESTION | OPTION | … · \
 /open LINK (a bot link) · /switch @NAME or GROUP · /commands · /quit; //x sends /x, any other /x (like /start) goes to the peer as text";
 
 /// Something the chat mode shows. Every line it prints is one of these, rendered by `render`,
@@ -364,7 +364,7 @@ fn push_reply_markup(out: &mut String, markup: Option<&ReplyMarkup>) {
 }
 
 /// A reply keyboard's rows as shown: `(1 Yes) (2 Share my phone ☎)`; a contact button is
-/// marked ☎, a location button ⌖.
+/// marked ☎, a location button ⌖, a poll button [poll] (or [quiz] when it asks for one).
 pub fn reply_keyboard_rows(k: &ReplyKeyboard) -> Vec<String> {
     let mut number = 0;
     k.rows
@@ -377,6 +377,8 @@ pub fn reply_keyboard_rows(k: &ReplyKeyboard) -> Vec<String> {
                         ButtonRequest::Text => "",
                         ButtonRequest::Contact => " ☎",
                         ButtonRequest::Location => " ⌖",
+                        ButtonRequest::Poll(PollKind::Quiz) => " [quiz]",
+                        ButtonRequest::Poll(_) => " [poll]",
                     };
                     format!("({number} {}{mark})", sanitize(&b.text))
                 })

@@ -2,7 +2,7 @@
 //! dialog, or a group) received stands in for the person's keyboard until a later message
 //! replaces or removes it, or, for a one-time keyboard, until one of its buttons is used.
 //! Using a button sends its text as an ordinary message (a request button: the person's
-//! contact card or a location they give).
+//! contact card, a location they give, or a poll they make).
 //!
 //! The keyboard is kept in the profile, changed inside the transaction that opened its
 //! message (`inbox.rs`, `group_delivery.rs`), so `e2e-chat reply-button` in another process
@@ -12,8 +12,8 @@ use protobuf::Message as _;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::error::{ClientError, Result};
-use super::shared_item::{LocationInfo, Shared};
-pub use super::reply_markup::{ButtonRequest, ReplyButton, ReplyKeyboard, ReplyMarkup};
+use super::shared_item::Shared;
+pub use super::reply_markup::{ButtonRequest, PollKind, ReplyButton, ReplyKeyboard, ReplyMarkup};
 use crate::wire::e2e::{Content, ReplyKeyboard as WireKeyboard};
 
 
@@ -115,8 +115,9 @@ impl super::profile::Profile {
 
     /// Button `number` (from 1, as shown) of the keyboard `peer`'s conversation shows, and
     /// the message using it sends: its text, or for a request button the person's contact
-    /// card or `location` (needed then: a location button sends nothing without one).
-    pub fn choose_reply_button(&self, peer: u64, name: &str, number: usize, location: Option<(f64, f64)>) -> Result<ChosenButton> {
+    /// card, or what they `give`: a location for a location button, a poll of the kind asked
+    /// for for a poll button (a request button sends nothing without it).
+    pub fn choose_reply_button(&self, peer: u64, name: &str, number: usize, give: Option<Shared>) -> Result<ChosenButton> {
         let Some((keyboard_message_id, keyboard)) = current(&self.conn, peer)? else {
             return Err(ClientError::Invalid(format!("{name} shows no reply keyboard (none arrived, or it was removed or used up)")));
         };
@@ -126,22 +127,21 @@ impl super::profile::Profile {
                 keyboard.len()
             )));
         };
-        let content = match button.request {
-            ButtonRequest::Text => {
+        let asks = |what: &str| ClientError::Invalid(format!("button {number} ({:?}) asks for {what}", button.text));
+        let content = match (button.request, give) {
+            (ButtonRequest::Text, _) => {
                 let mut content = Content::new();
                 content.mut_text().text = button.text.clone();
                 content
             }
-            ButtonRequest::Contact => Shared::Contact(self.own_contact_card()).to_content(None)?,
-            ButtonRequest::Location => match location {
-                Some((latitude, longitude)) => Shared::Location(LocationInfo::point(latitude, longitude)).to_content(None)?,
-                None => {
-                    return Err(ClientError::Invalid(format!(
-                        "button {number} ({:?}) sends your location: give it as LATITUDE,LONGITUDE",
-                        button.text
-                    )))
-                }
-            },
+            (ButtonRequest::Contact, _) => Shared::Contact(self.own_contact_card()).to_content(None)?,
+            (ButtonRequest::Location, Some(location @ Shared::Location(_))) => location.to_content(None)?,
+            (ButtonRequest::Location, _) => return Err(asks("your location: give it as LATITUDE,LONGITUDE")),
+            (ButtonRequest::Poll(kind), Some(Shared::Poll(poll))) if kind.admits(poll.quiz) => Shared::Poll(poll).to_content(None)?,
+            (ButtonRequest::Poll(kind), Some(Shared::Poll(_))) => return Err(asks(&format!("{}, not this one", kind.wanted()))),
+            (ButtonRequest::Poll(kind), _) => {
+                return Err(asks(&format!("{} you make: give its question and options", kind.wanted())))
+            }
         };
         Ok(ChosenButton { keyboard_message_id, number, button, content })
     }

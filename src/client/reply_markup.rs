@@ -2,7 +2,7 @@
 //! carries them, and their wire form. Data only: keeping and using the keyboard is
 //! `reply_keyboard.rs`.
 
-use crate::wire::e2e::reply_button::Request;
+use crate::wire::e2e::reply_button::{PollKind as WirePollKind, Request};
 use crate::wire::e2e::{Content, ReplyKeyboard as WireKeyboard};
 
 /// What a reply keyboard button does when used.
@@ -14,6 +14,8 @@ pub enum ButtonRequest {
     Contact,
     /// Sends a location the person gives.
     Location,
+    /// Sends a poll the person makes, of the kind asked for.
+    Poll(PollKind),
 }
 
 impl ButtonRequest {
@@ -22,6 +24,43 @@ impl ButtonRequest {
             ButtonRequest::Text => "text",
             ButtonRequest::Contact => "contact",
             ButtonRequest::Location => "location",
+            ButtonRequest::Poll(_) => "poll",
+        }
+    }
+}
+
+/// Which polls a poll button asks for (the Bot API's KeyboardButtonPollType).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PollKind {
+    Any,
+    Regular,
+    Quiz,
+}
+
+impl PollKind {
+    /// Whether a poll (`quiz`: a quiz) answers a button asking for this kind.
+    pub fn admits(self, quiz: bool) -> bool {
+        match self {
+            PollKind::Any => true,
+            PollKind::Regular => !quiz,
+            PollKind::Quiz => quiz,
+        }
+    }
+
+    /// "a poll", "a regular poll", "a quiz".
+    pub fn wanted(self) -> &'static str {
+        match self {
+            PollKind::Any => "a poll",
+            PollKind::Regular => "a regular poll",
+            PollKind::Quiz => "a quiz",
+        }
+    }
+
+    fn from_wire(kind: WirePollKind) -> PollKind {
+        match kind {
+            WirePollKind::ANY_POLL => PollKind::Any,
+            WirePollKind::REGULAR_POLL => PollKind::Regular,
+            WirePollKind::QUIZ_POLL => PollKind::Quiz,
         }
     }
 }
@@ -68,6 +107,8 @@ impl ReplyKeyboard {
                         request: match b.request.enum_value() {
                             Ok(Request::CONTACT) => ButtonRequest::Contact,
                             Ok(Request::LOCATION) => ButtonRequest::Location,
+                            // A kind of a newer release: any poll answers it.
+                            Ok(Request::POLL) => ButtonRequest::Poll(PollKind::from_wire(b.poll_kind.enum_value_or_default())),
                             // A request of a newer release: the button still sends its text.
                             _ => ButtonRequest::Text,
                         },

@@ -108,6 +108,26 @@ pub struct PollInfo {
     pub total_voter_count: u32,
 }
 
+impl PollInfo {
+    /// A poll a person makes: anonymous, and a quiz when `correct_option_ids` (indexes, from
+    /// 0) name its right options. A quiz's vote is final, a poll's may change, as the
+    /// reference's clients make them.
+    pub fn made(question: &str, options: impl IntoIterator<Item = String>, mut correct_option_ids: Vec<u32>) -> PollInfo {
+        correct_option_ids.sort_unstable();
+        correct_option_ids.dedup();
+        let quiz = !correct_option_ids.is_empty();
+        PollInfo {
+            question: question.to_string(),
+            options: options.into_iter().map(|o| (o, 0)).collect(),
+            quiz,
+            is_anonymous: true,
+            correct_option_ids,
+            allows_revoting: !quiz,
+            ..Default::default()
+        }
+    }
+}
+
 /// What a location, venue, contact, dice or poll message carries.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Shared {

@@ -235,7 +235,15 @@ fn shared_view(c: &Connection, entry: &chats::HistoryEntry, now: i64) -> StoreRe
     let date = entry.date;
     let Some(body) = entry.content.body.as_ref() else { return Ok(None) };
     Ok(Some(match body {
-        Body::Poll(p) => SharedView::Poll { id: poll_id(entry.chat_id, entry.message_id), poll: poll_now(c, entry, p, now)? },
+        Body::Poll(p) => {
+            let mut poll = poll_now(c, entry, p, now)?;
+            // The reference shows a quiz's answer in a group only once it is closed, unless
+            // the bot sent it; in a private chat with the bot always.
+            if !entry.from_bot && entry.chat_id < 0 && !poll.is_closed {
+                poll.correct_option_ids.clear();
+            }
+            SharedView::Poll { id: poll_id(entry.chat_id, entry.message_id), poll }
+        }
         Body::Location(l) if places::is_live(l, date, now) => SharedView::Location(Location { live_stopped: false, ..l.clone() }),
         Body::Location(l) => SharedView::Location(Location {
             latitude: l.latitude,
@@ -690,6 +698,7 @@ pub fn enqueue_new_chat_title(
     message_id: u64,
     date: i64,
 ) -> StoreResult<()> {
+    record_service_message(c, group, actor.user_id, message_id, date)?;
     if !admits(c, "message")? {
         return Ok(());
     }
@@ -718,11 +727,23 @@ pub fn enqueue_member_service_message(
     message_id: u64,
     date: i64,
 ) -> StoreResult<()> {
-    if message_id == 0 || group.is_channel() || !admits(c, "message")? {
+    if message_id == 0 || group.is_channel() {
         return Ok(());
     }
     let seated = |m: &GroupMember| crate::wire::roles::is_seated(m.role.enum_value_or_default());
     let (old, new) = (change.old.get_or_default(), change.new.get_or_default());
+    let is_service = match (seated(old), seated(new)) {
+        (false, true) => true,
+        (true, false) => new.user.user_id != me.id as u64,
+        _ => false,
+    };
+    if !is_service {
+        return Ok(());
+    }
+    record_service_message(c, group, change.actor.user_id, message_id, date)?;
+    if !admits(c, "message")? {
+        return Ok(());
+    }
     let user = types::user_json(&remember_profile(c, new.user.get_or_default())?);
     let from = types::user_json(&remember_profile(c, change.actor.get_or_default())?);
     let mut message = serde_json::json!({
@@ -731,13 +752,31 @@ pub fn enqueue_member_service_message(
         "chat": types::chat_json(&group_chat_view(group)),
         "from": from,
     });
-    match (seated(old), seated(new)) {
-        (false, true) => message["new_chat_members"] = serde_json::json!([user]),
-        (true, false) if new.user.user_id != me.id as u64 => message["left_chat_member"] = user,
-        _ => return Ok(()),
+    match seated(new) {
+        true => message["new_chat_members"] = serde_json::json!([user]),
+        false => message["left_chat_member"] = user,
     }
     queue::enqueue(c, "message", &message)?;
     Ok(())
+}
+
+/// Keeps a service message in the history as a message with no content, so that a bot may
+/// reply to it (welcome bots reply to the join) while forwarding, copying or editing it is
+/// refused as for any service message.
+fn record_service_message(c: &Connection, group: &groups::GroupChat, actor: u64, message_id: u64, date: i64) -> StoreResult<()> {
+    if message_id == 0 {
+        return Ok(());
+    }
+    let entry = chats::HistoryEntry {
+        chat_id: group.chat_id,
+        message_id: message_id as i64,
+        from_bot: false,
+        sender_id: actor as i64,
+        date,
+        content: Content::new(),
+        edit_date: 0,
+    };
+    Ok(chats::record(c, &entry)?)
 }
 
 pub fn private_chat_view(chat: &chats::PrivateChat) -> ChatView {

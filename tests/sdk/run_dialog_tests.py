@@ -7,6 +7,8 @@ run_sdk_tests.py). A user drives it with e2e-chat and the runner asserts what th
 
 - aiogram (python/aiogram_menu.py): /start brings a menu with a keyboard; each press brings the
   callback answer's notification text and an `edited` event with the new text and buttons.
+  /quiz brings a reply keyboard whose button asks for a quiz (request_poll); the user makes one
+  with `reply-button`, and the bot describes the poll it received (message.poll).
 - ptb (python/ptb_inline.py): `inline` brings the bot's article results; `choose` sends the
   chosen result, and the bot's HTML reply (bold and italic entities) replies to that message
   (which the bot can only know from the message with via_bot).
@@ -137,6 +139,16 @@ def aiogram_menu(user):
         )[what]
         check(edited.get("keyboard") == keyboard, f"page {page} should show the buttons {keyboard}", edited)
         check(has_entity(edited, "bold", 0, 4), "the edited menu keeps its bold entity", edited)
+
+    # A poll button: the user's client makes the quiz it asks for, and the bot reads it.
+    user.send("/quiz")
+    asked = user.expect(("the quiz button", lambda m: "event" not in m and from_bot(m, user.bot) and m.get("text") == "Make me a quiz"))
+    rows = (asked["the quiz button"].get("reply_keyboard") or {}).get("rows")
+    check(rows == [[{"text": "Make a quiz", "request": "poll", "poll_type": "quiz"}]], "the keyboard should ask for a quiz", rows)
+    used = user.cli("reply-button", f"@{user.bot}", "1", "Capital of France?", "Paris", "Rome", "--quiz", "1")
+    check(used.get("sent") == "poll", "reply-button should send a poll", used)
+    described = "Got your quiz “Capital of France?”: 2 options, answer Paris"
+    user.expect(("the bot's reading of the quiz", lambda m: "event" not in m and from_bot(m, user.bot) and m.get("text") == described))
 
 
 def ptb_inline(user):

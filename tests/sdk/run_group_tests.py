@@ -10,7 +10,8 @@ the runner asserts what the members see with `e2e-chat listen`:
   member) and says "hello <title>" in the group; `/count@<bot>` reaches CommandHandler (PTB
   checks the mention against getMe) and is answered "count: 2" from getChatMemberCount, as a
   reply with an "again" button; `e2e-chat group press` on it is answered "counted again"
-  (a callback_query of the group message; the bot edits it).
+  (a callback_query of the group message; the bot edits it). Then Alice adds Bob, and the
+  service message (new_chat_members) makes the bot reply "Welcome, Bob!" to it.
 - aiogram (python/aiogram_group.py): `/rules@<bot>` is answered; then Alice adds Bob, and the
   bot's chat_member update (Bob: left → member) makes it greet "welcome Bob".
 
@@ -77,6 +78,10 @@ def ptb_group(user):
                        timeout=dialog.PRESS_TIMEOUT + 30)
     check(pressed.get("event") == "callback_answer" and pressed.get("text") == "counted again",
           "the press in the group should be answered 'counted again'", pressed)
+    bob = register(user, f"bob_{user.username}", "Bob")
+    user.cli("group", "add", title, f"@{bob.username}")
+    welcome = user.expect(("the welcome to Bob", bot_says(user, title, "Welcome, Bob!")))["the welcome to Bob"]
+    check(isinstance(welcome.get("reply_to_message_id"), int), "the welcome should reply to the join's service message", welcome)
 
 
 def aiogram_group(user):

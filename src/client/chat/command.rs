@@ -1,10 +1,11 @@
 //! What a line typed in chat mode asks for: a message to the peer, or one of chat mode's own
 //! commands (`/press`, `/reply`, `/edit`, `/react`, `/inline`, `/choose`, `/location`, `/contact`,
-//! `/vote`, `/open`, `/switch`, `/commands`, `/quit`; `display::HELP` lists them). A line
+//! `/vote`, `/poll`, `/quiz`, `/open`, `/switch`, `/commands`, `/quit`; `display::HELP` lists them). A line
 //! `@name query` may be inline mode, and a bare number a reply keyboard's button: the caller
 //! decides, as it knows who the peer is and which keyboard shows.
 
 use super::super::message::{Button, Keyboard};
+use super::super::places::PollInfo;
 
 /// Button `wanted` of a keyboard: a number from 1 counts across rows as shown; anything else
 /// (or a number beyond the buttons) is matched against the callback data. Returns the number too.
@@ -57,6 +58,8 @@ pub(super) enum Command<'a> {
     Contact,
     /// Vote in a poll: option indexes from 0 (typed from 1); none retracts.
     Vote { message_id: u64, options: Vec<u32> },
+    /// Make a poll or a quiz (the rules are checked when it is sent).
+    Poll(PollInfo),
     Commands,
     /// Open another conversation: `@user` or a group's title.
     Switch(&'a str),
@@ -125,6 +128,17 @@ pub(super) fn command(line: &str) -> Command<'_> {
                 _ => usage("/vote", "usage: /vote MESSAGE_ID [N...] (options by their number; none retracts your vote)"),
             }
         }
+        "/poll" => match poll_line(rest, None) {
+            Some(poll) => Command::Poll(poll),
+            None => usage("/poll", POLL_USAGE),
+        },
+        "/quiz" => {
+            let (n, rest) = split_word(rest);
+            match positive(n).and_then(|n| poll_line(rest, Some(n - 1))) {
+                Some(poll) => Command::Poll(poll),
+                None => usage("/quiz", QUIZ_USAGE),
+            }
+        }
         "/contact" if rest.is_empty() => Command::Contact,
         "/contact" => usage("/contact", "takes nothing after it (your own card is sent)"),
         "/switch" if rest.is_empty() => usage("/switch", "usage: /switch @NAME or /switch GROUP TITLE"),
@@ -146,6 +160,22 @@ pub(super) fn command(line: &str) -> Command<'_> {
 }
 
 const CHOOSE_USAGE: &str = "usage: /choose N (a reply keyboard's button) or /choose SESSION_ID RESULT_ID (an inline result)";
+
+const POLL_USAGE: &str = "usage: /poll QUESTION | OPTION | OPTION... (2 to 12 options)";
+const QUIZ_USAGE: &str = "usage: /quiz N QUESTION | OPTION | OPTION... (N: the correct option's number, from 1)";
+
+/// `QUESTION | OPTION | OPTION...`: an anonymous poll whose vote may be changed, or with
+/// `correct` (an option's index) a quiz, as `e2e-chat send-poll` makes them. `None` without
+/// a question and two options, or when `correct` names no option.
+fn poll_line(rest: &str, correct: Option<u64>) -> Option<PollInfo> {
+    let mut parts = rest.split('|').map(str::trim);
+    let question = parts.next().filter(|q| !q.is_empty())?;
+    let options: Vec<String> = parts.map(str::to_string).collect();
+    if options.len() < 2 || correct.is_some_and(|c| c as usize >= options.len()) {
+        return None;
+    }
+    Some(PollInfo::made(question, options, correct.map(|c| c as u32).into_iter().collect()))
+}
 
 /// `@name query` (or `@name` alone): the name and the query, for inline mode.
 pub(super) fn at_name(line: &str) -> Option<(&str, &str)> {
@@ -249,6 +279,14 @@ mod tests {
         assert!(matches!(command("/location north 1"), Command::Usage { command: "/location", .. }));
         assert!(matches!(command("/location 1 2 3"), Command::Usage { command: "/location", .. }));
         assert_eq!(command("/contact"), Command::Contact);
+        let Command::Poll(p) = command("/poll Lunch? | Pizza |  Soup ") else { panic!("a poll") };
+        assert_eq!((p.question.as_str(), p.options.clone(), p.quiz, p.allows_revoting), ("Lunch?", vec![("Pizza".into(), 0), ("Soup".into(), 0)], false, true));
+        let Command::Poll(q) = command("/quiz 2 2+2? | 3 | 4") else { panic!("a quiz") };
+        assert_eq!((q.quiz, q.correct_option_ids.clone(), q.allows_revoting), (true, vec![1], false));
+        assert!(matches!(command("/poll Lunch? | Pizza"), Command::Usage { command: "/poll", .. }));
+        assert!(matches!(command("/poll | a | b"), Command::Usage { command: "/poll", .. }));
+        assert!(matches!(command("/quiz 3 Q | a | b"), Command::Usage { command: "/quiz", .. }));
+        assert!(matches!(command("/quiz Q | a | b"), Command::Usage { command: "/quiz", .. }));
         assert_eq!(command("/vote 5 1 3"), Command::Vote { message_id: 5, options: vec![0, 2] });
         assert_eq!(command("/vote 5"), Command::Vote { message_id: 5, options: vec![] });
         assert!(matches!(command("/vote 5 0"), Command::Usage { command: "/vote", .. }));

@@ -40,7 +40,7 @@ use super::tui::view::ChatKey;
 use super::tui::logs as tui_log;
 use super::tui::Tui;
 use super::reply_keyboard::ButtonRequest;
-use super::places::LocationInfo;
+use super::places::{LocationInfo, Shared};
 use crate::cli::{CliError, Context};
 use crate::wire::e2e::{Content, Text};
 use crate::wire::platform::Profile as PeerProfile;
@@ -68,8 +68,8 @@ enum Job {
     Choose { session_id: u64, result_id: String },
     /// `/open LINK`: the bot's dialog opens and `/start PAYLOAD` is sent.
     Open(String),
-    /// Share a location, or (`None`) our own contact card, in the current conversation.
-    Share(Option<LocationInfo>),
+    /// Share a location, our own contact card or a poll in the current conversation.
+    Share(Shared),
     Vote { message_id: u64, options: Vec<u32> },
     Switch(String),
     /// The bot's description and commands, then chat mode's (`/commands`).
@@ -313,14 +313,21 @@ fn handle_line(line: &str, screen: &Screen, typist: &Profile, target: &SharedTar
         Command::Inline(query) => Job::Inline(query.to_string()),
         Command::Choose { session_id, result_id } => Job::Choose { session_id, result_id: result_id.to_string() },
         Command::Switch(name) => Job::Switch(name.to_string()),
-        // Sharing a location or the card answers the keyboard's button that asks for it.
-        Command::Location { latitude, longitude } => match request_button(ButtonRequest::Location, typist, target) {
-            Some(n) => return use_reply_button(n, Some((latitude, longitude)), screen, typist, target, jobs),
-            None => Job::Share(Some(LocationInfo::point(latitude, longitude))),
-        },
-        Command::Contact => match request_button(ButtonRequest::Contact, typist, target) {
+        // Sharing a location, the card or a poll answers the keyboard's button that asks for it.
+        Command::Location { latitude, longitude } => {
+            let location = Shared::Location(LocationInfo::point(latitude, longitude));
+            match request_button(|r| r == ButtonRequest::Location, typist, target) {
+                Some(n) => return use_reply_button(n, Some(location), screen, typist, target, jobs),
+                None => Job::Share(location),
+            }
+        }
+        Command::Contact => match request_button(|r| r == ButtonRequest::Contact, typist, target) {
             Some(n) => return use_reply_button(n, None, screen, typist, target, jobs),
-            None => Job::Share(None),
+            None => Job::Share(Shared::Contact(typist.own_contact_card())),
+        },
+        Command::Poll(poll) => match request_button(|r| matches!(r, ButtonRequest::Poll(kind) if kind.admits(poll.quiz)), typist, target) {
+            Some(n) => return use_reply_button(n, Some(Shared::Poll(poll)), screen, typist, target, jobs),
+            None => Job::Share(Shared::Poll(poll)),
         },
         Command::Vote { message_id, options } => Job::Vote { message_id, options },
         Command::Commands => Job::Commands,
@@ -338,11 +345,11 @@ fn queue(text: &str, reply_to: Option<u64>, screen: &Screen, typist: &Profile, t
     queue_content(&content, text, screen, typist, target, jobs)
 }
 
-/// Button `n` of the conversation's reply keyboard (a location button: with `location`), sent
-/// like a typed line; a one-time keyboard goes.
+/// Button `n` of the conversation's reply keyboard (a location or poll button: with what it
+/// asks for in `give`), sent like a typed line; a one-time keyboard goes.
 fn use_reply_button(
     n: usize,
-    location: Option<(f64, f64)>,
+    give: Option<Shared>,
     screen: &Screen,
     typist: &Profile,
     target: &SharedTarget,
@@ -352,10 +359,11 @@ fn use_reply_button(
         let t = lock(target);
         (t.keyboard_peer(), t.shown_name(), t.key())
     };
-    let chosen = match typist.choose_reply_button(peer, &name, n, location) {
+    let chosen = match typist.choose_reply_button(peer, &name, n, give) {
         Ok(chosen) => chosen,
         Err(e) => {
-            screen.show(&ChatEvent::Failed { command: "/choose", reason: &format!("{e} (/location LAT,LON sends one)") });
+            let how = "/location LAT,LON or /poll QUESTION | OPTION | OPTION (/quiz N ... for a quiz) answers a request button";
+            screen.show(&ChatEvent::Failed { command: "/choose", reason: &format!("{e} ({how})") });
             return true;
         }
     };
@@ -373,12 +381,12 @@ fn use_reply_button(
     queued
 }
 
-/// The button of the conversation's reply keyboard that asks for `request` (a location, the
-/// contact card), if one shows: sharing one then answers it.
-fn request_button(request: ButtonRequest, typist: &Profile, target: &SharedTarget) -> Option<usize> {
+/// The button of the conversation's reply keyboard whose request `answers` (a location, the
+/// contact card, a poll of its kind), if one shows: sharing one then answers it.
+fn request_button(answers: impl Fn(ButtonRequest) -> bool, typist: &Profile, target: &SharedTarget) -> Option<usize> {
     let peer = lock(target).keyboard_peer();
     let (_, keyboard) = typist.reply_keyboard(peer).ok().flatten()?;
-    (1..=keyboard.len()).find(|&n| keyboard.button(n).is_some_and(|b| b.request == request))
+    (1..=keyboard.len()).find(|&n| keyboard.button(n).is_some_and(|b| answers(b.request)))
 }
 
 /// Queues a message for the conversation (`shown` is what the screen says of it) and asks

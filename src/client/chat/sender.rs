@@ -136,12 +136,13 @@ impl Dialog {
             Job::Switch(name) => {
                 self.switch(&name);
             }
-            Job::Share(location) => {
-                let shared = match location {
-                    Some(l) => Shared::Location(l),
-                    None => Shared::Contact(self.profile.own_contact_card()),
+            Job::Share(shared) => {
+                let command = match &shared {
+                    Shared::Location(_) => "/location",
+                    Shared::Poll(p) if p.quiz => "/quiz",
+                    Shared::Poll(_) => "/poll",
+                    _ => "/contact",
                 };
-                let command = if matches!(shared, Shared::Location(_)) { "/location" } else { "/contact" };
                 match self.share(&shared) {
                     Ok(message_id) => self.screen.show(&ChatEvent::Shared { what: &shared_text(&shared), message_id }),
                     Err(reason) => failed(command, reason),

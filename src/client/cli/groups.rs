@@ -13,7 +13,9 @@ use super::json::{group_sent_json, member_lines, sender_json};
 use super::usage::{unknown_group_command, SEND_FILE_OPTIONS};
 use crate::cli::{Args, CliError, Context};
 use crate::client::cli_common::{edit_args, message_id_arg, open_profile, ordered, ordered_raw, press_args, print_line, text_args, usage, Global};
+use crate::client::cli_places::{poll_args, POLL_WORDS};
 use crate::client::message::{role_name, GroupRole};
+use crate::client::places::{PollInfo, Shared};
 
 /// The `group` subcommands. Arguments are checked before the profile is opened.
 pub(super) fn group(global: &Global, sub: &str, a: &Args) -> Result<(), CliError> {
@@ -46,6 +48,11 @@ pub(super) fn group(global: &Global, sub: &str, a: &Args) -> Result<(), CliError
         GroupCommand::Send { group, reply_to, text } => {
             let id = find(group)?;
             let sent = profile.send_group_text(&id, &text, reply_to)?;
+            print_line(&group_sent_json(&id, sent.message_id, sent.date))
+        }
+        GroupCommand::SendPoll { group, poll } => {
+            let id = find(group)?;
+            let sent = profile.send_group_shared(&id, &Shared::Poll(poll), None)?;
             print_line(&group_sent_json(&id, sent.message_id, sent.date))
         }
         GroupCommand::SendFile { group, file } => {
@@ -128,6 +135,7 @@ enum GroupCommand<'a> {
     Press { group: &'a str, message_id: u64, data: &'a str, timeout: Duration },
     Title { group: &'a str, title: String },
     SendFile { group: &'a str, file: SendFileArgs },
+    SendPoll { group: &'a str, poll: PollInfo },
     Download { group: &'a str, message_id: u64, out: PathBuf },
 }
 
@@ -168,6 +176,10 @@ fn group_args<'a>(sub: &str, a: &Args<'a>) -> Result<GroupCommand<'a>, CliError>
             let group = words[0];
             GroupCommand::SendFile { group, file }
         }
+        "send-poll" => match words.split_first() {
+            Some((&group, poll)) => GroupCommand::SendPoll { group, poll: poll_args("group send-poll", poll, a)? },
+            None => return Err(expected(&format!("GROUP {POLL_WORDS}"))),
+        },
         "download" => {
             let [group, message_id, out] = words[..] else { return Err(expected("GROUP MESSAGE_ID OUT")) };
             let message_id = message_id_arg("group download: MESSAGE_ID", message_id)?;
@@ -216,6 +228,17 @@ mod tests {
         assert_eq!(parse(&["create", "Team", "Rocket"]), ok(GroupCommand::Create { title: "Team Rocket".into() }));
         assert_eq!(parse(&["add", "abcdef01", "@bob"]), ok(GroupCommand::Add { group: "abcdef01", user: "@bob" }));
         assert_eq!(parse(&["remove", "Team", "@bob"]), ok(GroupCommand::Remove { group: "Team", user: "@bob" }));
+        let quiz = PollInfo {
+            question: "2+2?".into(),
+            options: vec![("4".into(), 0), ("5".into(), 0)],
+            quiz: true,
+            is_anonymous: true,
+            correct_option_ids: vec![0],
+            ..Default::default()
+        };
+        assert_eq!(parse(&["send-poll", "Team", "2+2?", "4", "5", "--quiz", "1"]), ok(GroupCommand::SendPoll { group: "Team", poll: quiz }));
+        assert!(parse(&["send-poll", "Team"]).expect_err("no poll").contains("expected QUESTION OPTION OPTION"));
+        assert!(parse(&["send-poll"]).expect_err("no group").contains("expected GROUP QUESTION"));
         assert_eq!(
             parse(&["send", "Team", "--reply-to", "3", "hi", "--reply-to", "4"]),
             ok(GroupCommand::Send { group: "Team", reply_to: Some(4), text: "hi".into() })

@@ -12,7 +12,7 @@ use crate::client::message::{
     role_name, Entity, GroupId, GroupRef, Incoming, Keyboard, MediaInfo, ReactionType, ReceivedMessage, ReplyMarkup, SentMessage, Sender,
 };
 use crate::client::places::{LocationInfo, Shared};
-use crate::client::reply_keyboard::ReplyKeyboard;
+use crate::client::reply_keyboard::{ButtonRequest, PollKind, ReplyKeyboard};
 use crate::wire::platform::InviteLink;
 
 /// `{"chat_id","message_id","date"}`: a message sent in a dialog.
@@ -345,10 +345,18 @@ fn keyboard_json(k: &Keyboard) -> String {
     })
 }
 
-/// `{"rows":[[{"text","request"}]],"one_time","placeholder"}`; request is text, contact or
-/// location.
+/// `{"rows":[[{"text","request"}]],"one_time","placeholder"}`; request is text, contact,
+/// location or poll (with "poll_type": "quiz" or "regular" when the button asks for one).
 fn reply_keyboard_json(k: &ReplyKeyboard) -> String {
-    let rows = rows_json(&k.rows, |b| ordered(&[("text", json!(b.text)), ("request", json!(b.request.name()))]));
+    let rows = rows_json(&k.rows, |b| {
+        let mut fields = vec![("text", json!(b.text)), ("request", json!(b.request.name()))];
+        match b.request {
+            ButtonRequest::Poll(PollKind::Quiz) => fields.push(("poll_type", json!("quiz"))),
+            ButtonRequest::Poll(PollKind::Regular) => fields.push(("poll_type", json!("regular"))),
+            _ => {}
+        }
+        ordered(&fields)
+    });
     ordered_raw(&[
         ("rows", rows),
         ("one_time", json!(k.one_time).to_string()),

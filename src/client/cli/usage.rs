@@ -36,12 +36,14 @@ Commands:
         for the bot's answer; prints {\"event\":\"callback_answer\",\"chat_id\":N,
         \"press_id\":P,\"text\":T,\"show_alert\":B}. What else arrives meanwhile is
         processed but not printed. No answer in time: exit status 1
-  reply-button @BOT N [--location LATITUDE,LONGITUDE]
+  reply-button @BOT N [--location LATITUDE,LONGITUDE | QUESTION OPTION OPTION... [--quiz N]
+               [--multiple] [--not-anonymous] [--explanation TEXT]]
         use button N (from 1, across rows, as listen lists them) of the reply keyboard
         the bot shows: its text is sent as your message (a contact button sends your
-        contact card, a location button the location given); a one-time keyboard is gone
-        afterwards; prints {\"chat_id\":N,\"message_id\":M,\"date\":T,\"button\":TEXT,
-        \"sent\":\"text\"|\"contact\"|\"location\"}
+        contact card, a location button the location given, a poll button the poll
+        written after N, as send-poll takes it: a quiz where the button asks for one);
+        a one-time keyboard is gone afterwards; prints {\"chat_id\":N,\"message_id\":M,
+        \"date\":T,\"button\":TEXT,\"sent\":\"text\"|\"contact\"|\"location\"|\"poll\"}
   start @BOT [PAYLOAD] | start LINK
         open a bot the way its link does: sends /start PAYLOAD (the deep-link form) to
         the bot; LINK is https://t.me/BOT?start=PAYLOAD or tg://resolve?domain=BOT&start=
@@ -72,6 +74,12 @@ Commands:
   send-contact @PEER [--reply-to MESSAGE_ID]
         share your own contact card: your display name (else username) and user id; no
         phone number, the platform has none; prints {\"chat_id\",\"message_id\",\"date\"}
+  send-poll @PEER QUESTION OPTION OPTION... [--quiz N[,N...]] [--multiple] [--not-anonymous]
+            [--explanation TEXT] [--reply-to MESSAGE_ID]
+        make a poll (2 to 12 options; quote words with spaces): anonymous unless
+        --not-anonymous; --multiple lets a voter choose several; --quiz N makes it a quiz
+        whose correct option is N (from 1; several with --multiple), --explanation is shown
+        after a quiz vote; prints {\"chat_id\",\"message_id\",\"date\"}
   vote @BOT MESSAGE_ID [OPTION...]
         vote in a bot's poll: OPTION is an option's number as shown, from 1 (several
         where the poll allows several answers); none retracts your vote (where the
@@ -162,6 +170,8 @@ Commands:
         /react ID [EMOJI] (none: remove), /inline QUERY,
         /choose SESSION RESULT_ID, /location LAT LON (share a point), /contact (share your
         contact card), /vote ID [N...] (a poll's options by number; none retracts),
+        /poll QUESTION | OPTION | OPTION... (make a poll), /quiz N QUESTION | OPTION | ...
+        (a quiz whose correct option is N; either answers a poll button),
         N or /choose N (button N of the bot's reply keyboard, drawn above the status
         line), /open LINK (a bot link: /start PAYLOAD), @BOT QUERY (inline mode),
         /switch @NAME or GROUP (another conversation),
@@ -182,6 +192,9 @@ Commands:
                                         read nothing sent after; prints {\"group_id\",
                                         \"user_id\",\"leaves_removed\":B}
         group send GROUP TEXT... [--reply-to M]
+                                        prints {\"group_id\",\"message_id\",\"date\"}
+        group send-poll GROUP QUESTION OPTION OPTION... [--quiz N] [--multiple] [--not-anonymous]
+                                        a poll into the group, as send-poll makes it;
                                         prints {\"group_id\",\"message_id\",\"date\"}
         group send-file GROUP PATH [--as KIND] [--caption TEXT]
                                         a file into the group (not a channel), its key
@@ -243,7 +256,7 @@ Set RUST_LOG=info (or debug) for more detail on stderr.
 pub(super) const SEND_FILE_OPTIONS: &str = "[--as photo|document|audio|video|voice|animation|video_note|sticker] [--caption TEXT]";
 
 /// The `group` and `channel` subcommands, as usage errors list them.
-pub(super) const GROUP_SUBCOMMANDS: &str = "create, add, remove, send, send-file, download, edit, press, title, members, leave, list, promote, ban, unban, restrict, unrestrict, link, revoke-link, export-link, approve, decline, delete";
+pub(super) const GROUP_SUBCOMMANDS: &str = "create, add, remove, send, send-file, send-poll, download, edit, press, title, members, leave, list, promote, ban, unban, restrict, unrestrict, link, revoke-link, export-link, approve, decline, delete";
 pub(super) const CHANNEL_SUBCOMMANDS: &str = "create, post";
 
 /// The usage error of a `group` subcommand that does not exist.

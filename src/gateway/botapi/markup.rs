@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::text::checked_link;
 use super::{ApiError, Params};
-use crate::wire::e2e::reply_button::Request;
+use crate::wire::e2e::reply_button::{PollKind, Request};
 use crate::wire::e2e::{
     Content, ForceReply, InlineButton, InlineKeyboard, KeyboardRow, RemoveKeyboard, ReplyButton, ReplyKeyboard,
     ReplyKeyboardRow,
@@ -40,7 +40,7 @@ const OTHER_BUTTON_KINDS: &[(&str, Option<&str>)] = &[
 
 /// Reply keyboard button fields that ask the client for something it cannot give.
 const OTHER_REQUESTS: &[(&str, Option<&str>)] =
-    &[("request_users", None), ("request_user", None), ("request_chat", None), ("request_poll", None), ("web_app", Some("web apps"))];
+    &[("request_users", None), ("request_user", None), ("request_chat", None), ("web_app", Some("web apps"))];
 
 /// "<at>: <kind> buttons are not supported by this gateway (<feature> are not)" or "… yet",
 /// then which buttons are.
@@ -221,17 +221,41 @@ fn reply_button(button: &Value, at: &str) -> Result<ReplyButton, ApiError> {
     };
     let text = button_text(o, at)?;
     if let Some(other) = OTHER_REQUESTS.iter().find(|(k, _)| o.get(*k).is_some_and(|v| !v.is_null() && v != &Value::Bool(false))) {
-        return Err(other_button(at, *other, "text, request_contact and request_location buttons"));
+        return Err(other_button(at, *other, "text, request_contact, request_location and request_poll buttons"));
     }
-    let request = match (flag(o, "request_contact")?, flag(o, "request_location")?) {
-        (true, true) => {
-            return Err(ApiError::bad_request(format!("{at} can't request a contact and a location at once")));
+    let poll = poll_request(o, at)?;
+    let request = match (flag(o, "request_contact")?, flag(o, "request_location")?, poll.is_some()) {
+        (false, false, false) => Request::TEXT,
+        (true, false, false) => Request::CONTACT,
+        (false, true, false) => Request::LOCATION,
+        (false, false, true) => Request::POLL,
+        _ => {
+            return Err(ApiError::bad_request(format!(
+                "{at} requests more than one of a contact, a location and a poll; a button requests one"
+            )));
         }
-        (true, false) => Request::CONTACT,
-        (false, true) => Request::LOCATION,
-        (false, false) => Request::TEXT,
     };
-    Ok(ReplyButton { text, request: request.into(), ..Default::default() })
+    Ok(ReplyButton { text, request: request.into(), poll_kind: poll.unwrap_or_default().into(), ..Default::default() })
+}
+
+/// A button's `request_poll` (a KeyboardButtonPollType): which polls the user may make, by
+/// its `type` ("quiz", "regular", or none for either); `None` when the button asks for none.
+fn poll_request(o: &Map<String, Value>, at: &str) -> Result<Option<PollKind>, ApiError> {
+    let poll_type = match o.get("request_poll") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(p)) => p.get("type"),
+        Some(_) => return Err(ApiError::bad_request(format!("{at}.request_poll must be a KeyboardButtonPollType object"))),
+    };
+    Ok(Some(match poll_type {
+        None | Some(Value::Null) => PollKind::ANY_POLL,
+        Some(Value::String(t)) if t == "quiz" => PollKind::QUIZ_POLL,
+        Some(Value::String(t)) if t == "regular" => PollKind::REGULAR_POLL,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "{at}.request_poll.type must be \"quiz\" or \"regular\" (or absent: either), got {other}"
+            )))
+        }
+    }))
 }
 
 fn button_text(o: &Map<String, Value>, at: &str) -> Result<String, ApiError> {
@@ -339,6 +363,27 @@ mod tests {
     }
 
     #[test]
+    fn poll_buttons_carry_the_kind_of_poll_asked_for() {
+        let m = markup(json!({"keyboard": [[{"text": "Any", "request_poll": {}}, {"text": "Quiz", "request_poll": {"type": "quiz"}},
+            {"text": "Poll", "request_poll": {"type": "regular"}}, {"text": "Either", "request_poll": {"type": null}}]]}))
+        .expect("ok");
+        let kinds: Vec<(Request, PollKind)> = m.reply.expect("keyboard").rows[0]
+            .buttons
+            .iter()
+            .map(|b| (b.request.enum_value_or_default(), b.poll_kind.enum_value_or_default()))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (Request::POLL, PollKind::ANY_POLL),
+                (Request::POLL, PollKind::QUIZ_POLL),
+                (Request::POLL, PollKind::REGULAR_POLL),
+                (Request::POLL, PollKind::ANY_POLL)
+            ]
+        );
+    }
+
+    #[test]
     fn remove_and_force_reply_travel() {
         let m = markup(json!({"remove_keyboard": true, "selective": true})).expect("ok");
         assert_eq!(m.remove.map(|r| r.selective), Some(true));
@@ -358,7 +403,11 @@ mod tests {
         assert!(e.contains("(games are not supported)"), "{e}");
         let e = bad(json!({"inline_keyboard": [[{"text": "Copy", "copy_text": {"text": "x"}}]]}));
         assert!(e.contains("copy_text buttons are not supported by this gateway yet"), "{e}");
-        assert!(bad(json!({"keyboard": [[{"text": "x", "request_contact": true, "request_location": true}]]})).contains("at once"));
+        assert!(bad(json!({"keyboard": [[{"text": "x", "request_contact": true, "request_location": true}]]})).contains("a button requests one"));
+        assert!(bad(json!({"keyboard": [[{"text": "x", "request_location": true, "request_poll": {}}]]})).contains("a button requests one"));
+        let e = bad(json!({"keyboard": [[{"text": "x", "request_poll": {"type": "survey"}}]]}));
+        assert!(e.contains("[0][0].request_poll.type must be \"quiz\" or \"regular\""), "{e}");
+        assert!(bad(json!({"keyboard": [[{"text": "x", "request_poll": true}]]})).contains("KeyboardButtonPollType object"));
         assert!(bad(json!({"keyboard": [[""]]})).contains("[0][0] must be"));
         assert!(bad(json!({"keyboard": [[{"text": " "}]]})).contains("text must be"));
         assert!(bad(json!({"keyboard": "Yes"})).contains("array of button rows"));

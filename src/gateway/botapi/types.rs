@@ -403,7 +403,7 @@ pub fn poll_json(id: &str, p: &Poll) -> Value {
     o.insert("allows_multiple_answers".into(), json!(p.allows_multiple_answers));
     o.insert("allows_revoting".into(), json!(p.allows_revoting));
     o.insert("members_only".into(), json!(false));
-    if quiz {
+    if quiz && !p.correct_option_ids.is_empty() {
         o.insert("correct_option_ids".into(), json!(p.correct_option_ids));
     }
     insert_opt_str(&mut o, "explanation", Some(&p.explanation));

@@ -287,6 +287,12 @@ fn joins_and_departures_are_service_messages_too() {
     assert_eq!((service[1]["message_id"].as_u64(), service[1]["left_chat_member"]["id"].as_u64()), (Some(22), Some(carol)));
     assert_eq!(service[1]["from"]["id"].as_u64(), Some(carol));
     assert_eq!(updates.iter().filter(|u| u.kind == "chat_member").count(), 3, "each change is a chat_member too");
+    // Both are in the history, without content: a bot may reply to them (welcome bots do).
+    let chat_id = service[0]["chat"]["id"].as_i64().expect("chat");
+    for id in [21, 22] {
+        let kept = bot.store.read(|c| crate::gateway::store::chats::lookup(c, chat_id, id)).expect("read").expect("kept");
+        assert!(kept.content.body.is_none() && !kept.from_bot, "{kept:?}");
+    }
 }
 
 /// The bot's first outbox message to the group, as the outbox thread reads it.

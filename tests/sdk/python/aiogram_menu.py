@@ -1,6 +1,8 @@
 """A menu bot written with aiogram 3.29.1: /start sends a three-page menu with an inline
 keyboard; each press answers the callback with a notification and edits the menu message in
-place (its text and its buttons change). Polling, or webhook mode when WEBHOOK_PORT is set.
+place (its text and its buttons change). /quiz shows a reply keyboard whose button asks the
+user for a quiz (request_poll); the quiz the user makes comes back as a message with a poll,
+which the bot describes. Polling, or webhook mode when WEBHOOK_PORT is set.
 
 The press handler awaits the callback answer (an HTTP call) and returns the edit: in webhook
 mode aiogram sends that edit back as a multipart webhook reply, in polling mode it makes the
@@ -11,8 +13,17 @@ compat_bot).
 """
 
 from aiogram import Dispatcher, F
-from aiogram.filters import CommandStart
-from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
+from aiogram.filters import Command, CommandStart
+from aiogram.types import (
+    CallbackQuery,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    KeyboardButton,
+    KeyboardButtonPollType,
+    Message,
+    ReplyKeyboardMarkup,
+    ReplyKeyboardRemove,
+)
 
 from compat_bot import run_aiogram
 
@@ -48,6 +59,22 @@ async def switch_page(callback: CallbackQuery):
         return None
     await callback.answer(f"Showing page {n}")
     return callback.message.edit_text(page_text(n), parse_mode="HTML", reply_markup=page_keyboard(n))
+
+
+@dp.message(Command("quiz"))
+async def ask_for_a_quiz(message: Message) -> None:
+    button = KeyboardButton(text="Make a quiz", request_poll=KeyboardButtonPollType(type="quiz"))
+    await message.answer("Make me a quiz", reply_markup=ReplyKeyboardMarkup(keyboard=[[button]], resize_keyboard=True))
+
+
+@dp.message(F.poll)
+async def describe_the_poll(message: Message) -> None:
+    poll = message.poll
+    answer = ", ".join(poll.options[i].text for i in poll.correct_option_ids or [])
+    await message.answer(
+        f"Got your {poll.type} “{poll.question}”: {len(poll.options)} options, answer {answer}",
+        reply_markup=ReplyKeyboardRemove(),
+    )
 
 
 if __name__ == "__main__":

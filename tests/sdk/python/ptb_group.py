@@ -9,10 +9,12 @@ Environment: BOT_TOKEN, BOT_API_BASE (see compat_bot).
   answers "count: N" with N from getChatMemberCount, replying to the command, with an
   "again" button; a member's press (CallbackQueryHandler) is answered "counted again" and the
   count is edited in place.
+- MessageHandler(StatusUpdate.NEW_CHAT_MEMBERS): a member who joins is welcomed by a reply to
+  the service message, "Welcome, <first name>!" (the bot's own join is not welcomed).
 """
 
 from telegram import ChatMember, InlineKeyboardButton, InlineKeyboardMarkup, Update
-from telegram.ext import CallbackQueryHandler, ChatMemberHandler, CommandHandler, ContextTypes
+from telegram.ext import CallbackQueryHandler, ChatMemberHandler, CommandHandler, ContextTypes, MessageHandler, filters
 
 from compat_bot import run_ptb
 
@@ -37,10 +39,17 @@ async def again(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await query.edit_message_text(f"count: {n} (again)")
 
 
+async def welcome(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    for member in update.message.new_chat_members:
+        if member.id != context.bot.id:
+            await update.message.reply_text(f"Welcome, {member.first_name}!")
+
+
 if __name__ == "__main__":
     def add_handlers(app) -> None:
         app.add_handler(ChatMemberHandler(my_membership, ChatMemberHandler.MY_CHAT_MEMBER))
         app.add_handler(CommandHandler("count", count))
         app.add_handler(CallbackQueryHandler(again, pattern="^again$"))
+        app.add_handler(MessageHandler(filters.StatusUpdate.NEW_CHAT_MEMBERS, welcome))
 
     run_ptb(add_handlers, "/ptb-group", allowed_updates=["message", "my_chat_member", "callback_query"])
