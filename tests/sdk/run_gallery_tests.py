@@ -3,7 +3,8 @@
 
 Each SDK has one bot written the way its users write them (python/ptb_gallery.py,
 python/aiogram_gallery.py, node/telegraf_gallery.js): commands set with a leading slash, an
-album (sendMediaGroup), an animation and a caption edit, an inline answer with a callback button,
+album (sendMediaGroup), an animation with a caption edit and a markup edit, the user's command
+deleted by the bot, an inline answer with a callback button,
 a cached photo and a results button, and a photo into a group that adds it. In webhook mode each
 uses its SDK's stock webhook server.
 
@@ -66,14 +67,20 @@ def gallery(user):
     check(first.get("media_group_id") and first.get("media_group_id") == second.get("media_group_id"),
           "the two photos should share one media_group_id", [first, second])
 
-    # An animation, then its caption edited.
-    user.send("/gif")
+    # An animation, then its caption edited, a button added to it (a markup edit on a file
+    # message), and the user's /gif deleted by the bot (tidying a private chat).
+    command = user.send("/gif")
+    another = [[dialog.button("Another", "gif:again")]]
     found = user.expect(
         ("the animation", lambda m: "event" not in m and from_bot(m, bot) and media_of(m, "animation") and m.get("caption") == "a gif"),
-        ("the caption edit", lambda m: m.get("event") == "edited" and m.get("text") == "a gif, edited"),
+        ("the caption edit", lambda m: m.get("event") == "edited" and m.get("text") == "a gif, edited" and not m.get("keyboard")),
+        ("the markup edit", lambda m: m.get("event") == "edited" and m.get("keyboard") == another),
+        ("the /gif deleted", lambda m: m.get("event") == "deleted" and m.get("message_id") == command.get("message_id")),
     )
     check(found["the caption edit"].get("message_id") == found["the animation"].get("message_id"),
           "the caption edit should change the animation's message", found)
+    check(found["the markup edit"].get("message_id") == found["the animation"].get("message_id"),
+          "the markup edit should change the animation's message", found)
 
     # Inline: an article with a button, the album's photo as a cached result, and the button
     # above the results.

@@ -41,6 +41,10 @@ bot.command('album', async (ctx) => {
 bot.command('gif', async (ctx) => {
   const sent = await ctx.replyWithAnimation(Input.fromBuffer(GIF, 'hello.gif'), { caption: 'a gif' })
   await ctx.telegram.editMessageCaption(sent.chat.id, sent.message_id, undefined, 'a gif, edited')
+  // A button added to the animation afterwards, and the user's command tidied away.
+  await ctx.telegram.editMessageReplyMarkup(sent.chat.id, sent.message_id, undefined,
+    Markup.inlineKeyboard([Markup.button.callback('Another', 'gif:again')]).reply_markup)
+  await ctx.deleteMessage()
 })
 
 bot.on('inline_query', async (ctx) => {

@@ -65,6 +65,9 @@ async def album(message: Message) -> None:
 async def gif(message: Message) -> None:
     sent = await message.answer_animation(BufferedInputFile(GIF, "hello.gif"), caption="a gif")
     await sent.edit_caption(caption="a gif, edited")
+    # A button added to the animation afterwards, and the user's command tidied away.
+    await sent.edit_reply_markup(reply_markup=InlineKeyboardMarkup(inline_keyboard=[[InlineKeyboardButton(text="Another", callback_data="gif:again")]]))
+    await message.delete()
 
 
 @router.inline_query()

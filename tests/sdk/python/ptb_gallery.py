@@ -9,7 +9,8 @@ The dialog (tests/sdk/run_gallery_tests.py drives it):
   /start PAYLOAD  -> "Hi! You came from PAYLOAD."
   /album          -> two photos, captions "first" and "second", one media_group_id;
                      then "Album sent: 2 messages in one group"
-  /gif            -> an animation captioned "a gif", then its caption edited to "a gif, edited"
+  /gif            -> an animation captioned "a gif", then its caption edited to "a gif, edited",
+                     its markup edited to one button "Another" (gif:again), and the /gif deleted
   @bot anything   -> an article "Press me" ("Inline with a button", button Press: inline-press),
                      the album's first photo as a cached photo ("cached photo"), and the button
                      "Open the bot" (start parameter from-inline)
@@ -70,6 +71,9 @@ async def album(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 async def gif(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     sent = await update.message.reply_animation(GIF, caption="a gif", filename="hello.gif")
     await sent.edit_caption("a gif, edited")
+    # A button added to the animation afterwards, and the user's command tidied away.
+    await sent.edit_reply_markup(InlineKeyboardMarkup([[InlineKeyboardButton("Another", callback_data="gif:again")]]))
+    await update.message.delete()
 
 
 async def inline(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
