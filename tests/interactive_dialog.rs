@@ -611,3 +611,48 @@ fn inline_results_carry_buttons_cached_files_and_a_start_button() {
     let web = json!({"inline_query_id": session_id.to_string(), "results": [], "button": {"text": "App", "web_app": {"url": "https://a.test"}}});
     refused(&world, "answerInlineQuery", web, 400, "web apps are not supported");
 }
+
+/// The reference's text rules, end to end (issue 44, part 5): the Bot API's own example
+/// `___italic underline_\r__` (the `\r` ignored), an optional entity field sent as `null`, and
+/// blanks at the ends of a text and a caption trimmed with the entities moved along. The
+/// Message answered and what the user's client shows agree.
+#[test]
+fn texts_follow_the_references_rules_end_to_end() {
+    let world = World::start("rules_bot");
+    let alice = world.user("alice");
+    let (chat, _) = with_chat(&world, &alice);
+    let spans = |m: &Value| {
+        let mut s: Vec<(String, u64, u64)> = m["entities"]
+            .as_array()
+            .map(|es| es.iter().map(|e| (e["type"].as_str().unwrap_or("").to_string(), e["offset"].as_u64().unwrap_or(99), e["length"].as_u64().unwrap_or(99))).collect())
+            .unwrap_or_default();
+        s.sort();
+        s
+    };
+    let shown = |message_id: u64| {
+        let m = wait_for(&alice, "the formatted text", |e| match e {
+            Incoming::Message(m) if m.message_id == message_id => Some(m.clone()),
+            _ => None,
+        });
+        let mut s: Vec<(String, u64, u64)> = m.entities.iter().map(|e| (e.kind.clone(), e.offset as u64, e.length as u64)).collect();
+        s.sort();
+        (m.text, s)
+    };
+
+    let sent = ok(&world, "sendMessage", json!({"chat_id": chat, "text": "___italic underline_\r__", "parse_mode": "MarkdownV2"}));
+    let both = vec![("italic".to_string(), 0, 16), ("underline".to_string(), 0, 16)];
+    assert_eq!((sent["text"].as_str(), spans(&sent)), (Some("italic underline"), both.clone()));
+    assert_eq!(shown(sent["message_id"].as_u64().expect("id")), ("italic underline".to_string(), both));
+
+    let sent = ok(&world, "sendMessage", json!({
+        "chat_id": chat, "text": " \n  hello world \t\n",
+        "entities": [{"type": "bold", "offset": 4, "length": 5, "url": null, "language": null}, {"type": "italic", "offset": 15, "length": 2}]
+    }));
+    let bold = vec![("bold".to_string(), 0, 5)];
+    assert_eq!((sent["text"].as_str(), spans(&sent)), (Some("hello world"), bold.clone()), "trimmed, and the entity of blanks dropped: {sent}");
+    assert_eq!(shown(sent["message_id"].as_u64().expect("id")), ("hello world".to_string(), bold));
+
+    // A null optional parameter is an absent one.
+    let sent = ok(&world, "sendMessage", json!({"chat_id": chat, "text": "plain", "parse_mode": null, "reply_markup": null}));
+    assert_eq!(sent["text"], "plain");
+}

@@ -8,7 +8,8 @@ run_sdk_tests.py). A user drives it with e2e-chat and the runner asserts what th
 - aiogram (python/aiogram_menu.py): /start brings a menu with a keyboard; each press brings the
   callback answer's notification text and an `edited` event with the new text and buttons.
   /quiz brings a reply keyboard whose button asks for a quiz (request_poll); the user makes one
-  with `reply-button`, and the bot describes the poll it received (message.poll).
+  with `reply-button`, and the bot describes the poll it received (message.poll). /fancy brings
+  MarkdownV2 from aiogram's decoration helpers, whose "\r" the gateway ignores.
 - ptb (python/ptb_inline.py): `inline` brings the bot's article results; `choose` sends the
   chosen result, and the bot's HTML reply (bold and italic entities) replies to that message
   (which the bot can only know from the message with via_bot).
@@ -139,6 +140,15 @@ def aiogram_menu(user):
         )[what]
         check(edited.get("keyboard") == keyboard, f"page {page} should show the buttons {keyboard}", edited)
         check(has_entity(edited, "bold", 0, 4), "the edited menu keeps its bold entity", edited)
+
+    # The markdown decoration's "\r" between italic and underline is ignored, and the blanks
+    # at the end trimmed: nothing shifts the entities.
+    user.send("/fancy")
+    fancy = user.expect(("the fancy words", lambda m: "event" not in m and from_bot(m, user.bot) and "fancy" in (m.get("text") or "")))
+    fancy = fancy["the fancy words"]
+    check(fancy.get("text") == "fancy words", "the \\r and the trailing blanks should be gone", fancy)
+    check(has_entity(fancy, "italic", 0, 5) and has_entity(fancy, "underline", 0, 5) and has_entity(fancy, "bold", 6, 5),
+          "italic and underline on 'fancy', bold on 'words'", fancy)
 
     # A poll button: the user's client makes the quiz it asks for, and the bot reads it.
     user.send("/quiz")

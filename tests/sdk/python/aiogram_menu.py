@@ -2,7 +2,8 @@
 keyboard; each press answers the callback with a notification and edits the menu message in
 place (its text and its buttons change). /quiz shows a reply keyboard whose button asks the
 user for a quiz (request_poll); the quiz the user makes comes back as a message with a poll,
-which the bot describes. Polling, or webhook mode when WEBHOOK_PORT is set.
+which the bot describes. /fancy answers in MarkdownV2 built with aiogram's markdown decoration,
+which separates italic from underline with "\r" (the Bot API ignores it). Polling, or webhook mode when WEBHOOK_PORT is set.
 
 The press handler awaits the callback answer (an HTTP call) and returns the edit: in webhook
 mode aiogram sends that edit back as a multipart webhook reply, in polling mode it makes the
@@ -25,6 +26,7 @@ from aiogram.types import (
     ReplyKeyboardRemove,
 )
 
+from aiogram.utils.text_decorations import markdown_decoration as md
 from compat_bot import run_aiogram
 
 PAGES = 3
@@ -65,6 +67,11 @@ async def switch_page(callback: CallbackQuery):
 async def ask_for_a_quiz(message: Message) -> None:
     button = KeyboardButton(text="Make a quiz", request_poll=KeyboardButtonPollType(type="quiz"))
     await message.answer("Make me a quiz", reply_markup=ReplyKeyboardMarkup(keyboard=[[button]], resize_keyboard=True))
+
+
+@dp.message(Command("fancy"))
+async def fancy(message: Message) -> None:
+    await message.answer(md.italic(md.underline("fancy")) + " " + md.bold("words") + "  ", parse_mode="MarkdownV2")
 
 
 @dp.message(F.poll)
