@@ -154,6 +154,66 @@ fn a_changed_identity_key_stops_sending_until_trusted() {
     assert_eq!(updates[1]["message"]["text"], "after trust");
 }
 
+/// The platform re-points a name this user met to another account, which has valid keys of
+/// its own (issue 45, part 1; the test plays the platform by renaming accounts in its
+/// database): sending, chat mode and `verify --mark` stop with the SECURITY WARNING naming both
+/// accounts, nothing reaches the other account, and only `trust` accepts the change.
+#[test]
+fn a_name_the_platform_re_points_stops_sending_until_trusted() {
+    let world = World::start("names_bot");
+    let alice_dir = world.dir.path().join("user-alice");
+    drop(world.user("alice"));
+    let bob = world.user("bob");
+    let mallory = world.user("mallory");
+    let e2e_chat = |args: &[&str]| {
+        std::process::Command::new(support::bin_path("e2e-chat")).arg("--profile").arg(&alice_dir).args(args).output().expect("run")
+    };
+    let first = e2e_chat(&["send", "@bob", "hello bob"]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let said = String::from_utf8_lossy(&first.stderr);
+    assert!(said.contains("first contact with @bob") && said.contains(&format!("user {}", bob.user_id())), "trust on first use is said: {said}");
+    let again = e2e_chat(&["send", "@Bob", "again"]);
+    assert!(!String::from_utf8_lossy(&again.stderr).contains("first contact"), "a name met before is not new");
+    let got = bob.receive(Duration::from_secs(20), 2).expect("bob receives");
+    assert_eq!(got.len(), 2);
+
+    let db = rusqlite::Connection::open(world.platform.data_dir.join("platform.db")).expect("platform db");
+    db.busy_timeout(Duration::from_secs(10)).expect("busy timeout");
+    db.execute_batch(&format!(
+        "UPDATE accounts SET username = 'bob_gone' WHERE id = {}; UPDATE accounts SET username = 'bob' WHERE id = {};",
+        bob.user_id(),
+        mallory.user_id()
+    ))
+    .expect("the platform re-points @bob");
+    drop(db);
+
+    let (was, now) = (bob.user_id().to_string(), mallory.user_id().to_string());
+    for args in [&["send", "@bob", "for bob only"][..], &["chat", "@bob"], &["verify", "@bob", "--mark"]] {
+        let out = e2e_chat(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("SECURITY WARNING") || err.contains("another account"), "{args:?}: {err}");
+        if args[0] != "verify" {
+            assert!(err.contains(&was) && err.contains(&now) && err.contains("e2e-chat trust @bob"), "{args:?} names both accounts: {err}");
+        }
+    }
+    let verify: serde_json::Value = serde_json::from_slice(&e2e_chat(&["verify", "@bob"]).stdout).expect("JSON");
+    assert_eq!((verify["user_id"].as_u64(), verify["name_was_user_id"].as_u64()), (Some(mallory.user_id()), Some(bob.user_id())), "{verify}");
+    let alice = bot_gateway::client::Profile::open(&alice_dir).expect("alice");
+    assert!(matches!(alice.lookup("@BOB"), Err(bot_gateway::client::ClientError::NameRebound { .. })), "the library refuses it too");
+    drop(alice);
+    assert!(mallory.receive(Duration::from_secs(3), 1).expect("receive").is_empty(), "nothing reached the other account");
+
+    let trusted = e2e_chat(&["trust", "@bob"]);
+    assert!(trusted.status.success(), "{}", String::from_utf8_lossy(&trusted.stderr));
+    let line: serde_json::Value = serde_json::from_slice(&trusted.stdout).expect("JSON");
+    assert_eq!((line["user_id"].as_u64(), line.get("name_was_user_id")), (Some(mallory.user_id()), None), "{line}");
+    let sent = e2e_chat(&["send", "@bob", "to whoever is @bob now"]);
+    assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
+    let got = mallory.receive(Duration::from_secs(20), 1).expect("receive");
+    assert_eq!(got.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(), ["to whoever is @bob now"]);
+}
+
 /// A device whose certificate does not chain to its account starts nothing: the gateway and
 /// `e2e-chat` both refuse its first message, and say so as a security alert. (The test plays a
 /// platform that made the device up by overwriting Mallory's certificate in its database; her

@@ -42,6 +42,9 @@ pub enum ClientError {
     /// pinned: nothing is sent to them, and nothing from a new device of theirs is shown (the
     /// inbox stops at it, unacknowledged), until the person accepts it (`e2e-chat trust`).
     IdentityChanged { username: String, user_id: u64 },
+    /// The platform answers a name with another account than the one this profile met under
+    /// it (`was`): nothing is sent to either until the person accepts it (`e2e-chat trust`).
+    NameRebound { name: String, was: u64, now: u64 },
     /// Anything else the caller did wrong or the platform answered unexpectedly.
     Invalid(String),
 }
@@ -76,6 +79,13 @@ impl fmt::Display for ClientError {
                 "SECURITY WARNING: the platform now serves another identity key for @{username} (user {user_id}) than the \
                  one this profile pinned when it first met them; nothing is sent to them and nothing from them is shown. Compare it with `e2e-chat verify \
                  @{username}`; if the change is expected (a new account key), accept it with `e2e-chat trust @{username}`"
+            ),
+            ClientError::NameRebound { name, was, now } => write!(
+                f,
+                "SECURITY WARNING: the platform now says @{name} is user {now}, but this profile met @{name} as user {was}: \
+                 another account, with keys of its own. Nothing is sent. If you expect it (the old account is gone and \
+                 the name went to someone else), compare `e2e-chat verify @{name}` with them, then accept it with \
+                 `e2e-chat trust @{name}`"
             ),
             ClientError::Invalid(what) => write!(f, "{what}"),
         }

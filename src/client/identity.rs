@@ -2,7 +2,9 @@
 //! first use, `e2e::leaf::pin_identity`), checked on every lookup so that a key the platform
 //! changes stops the conversation loudly; `verify` shows what a person compares (a bot's Bot
 //! ID and its short form, or a user's safety number); `--mark` records that they did; `trust`
-//! accepts a changed key (docs/verify.md).
+//! accepts a changed key (docs/verify.md). Names are bound too: the account a name stood for
+//! when this profile first looked it up is kept (`client_names`), and a lookup that answers
+//! another account is refused until `trust`, so the platform cannot re-point a name.
 
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -27,6 +29,8 @@ pub struct PeerIdentity {
     pub changed_to: Option<[u8; 32]>,
     /// When the person marked the pinned key as checked.
     pub verified_at: Option<i64>,
+    /// The account the name stood for, when the platform now answers another one.
+    pub name_was: Option<u64>,
     /// What a person compares: for a bot its Bot ID's short form, for a user the safety
     /// number of the two of them.
     pub readable: String,
@@ -49,6 +53,28 @@ fn served_key(p: &PeerProfile) -> Result<[u8; 32]> {
 /// The refusal when the platform serves another key than the pinned one.
 pub(super) fn changed_error(p: &PeerProfile) -> ClientError {
     ClientError::IdentityChanged { username: p.username.clone(), user_id: p.user_id }
+}
+
+/// A name as bindings keep it: lowercase (the platform's names are), without `@`.
+fn name_key(name: &str) -> String {
+    name.trim_start_matches('@').to_lowercase()
+}
+
+/// The account `name` stood for when this profile first looked it up.
+fn bound_user(c: &Connection, name: &str) -> rusqlite::Result<Option<u64>> {
+    c.query_row("SELECT user_id FROM client_names WHERE name = ?1", params![name_key(name)], |r| r.get::<_, i64>(0))
+        .optional()
+        .map(|id| id.map(|id| id as u64))
+}
+
+/// Binds `name` to `user_id`, in place of any account it stood for.
+fn bind_name(c: &Connection, name: &str, user_id: u64) -> rusqlite::Result<()> {
+    c.execute(
+        "INSERT INTO client_names (name, user_id, bound_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (name) DO UPDATE SET user_id = excluded.user_id, bound_at = excluded.bound_at",
+        params![name_key(name), user_id as i64, unix_now()],
+    )?;
+    Ok(())
 }
 
 fn verified_at(c: &Connection, user_id: u64, key: &[u8; 32]) -> rusqlite::Result<Option<i64>> {
@@ -92,6 +118,27 @@ impl Profile {
         }
     }
 
+    /// Checks that `name` still stands for the account it stood for when this profile first
+    /// looked it up (binding it then: trust on first use, said in the log). Another account is
+    /// `NameRebound`, whatever its keys.
+    pub(super) fn check_name(&self, name: &str, p: &PeerProfile) -> Result<()> {
+        let bound = bound_user(&self.conn, name)?;
+        match bound {
+            Some(was) if was == p.user_id => Ok(()),
+            Some(was) => Err(ClientError::NameRebound { name: name_key(name), was, now: p.user_id }),
+            None => {
+                self.write(|c| Ok(bind_name(c, name, p.user_id)?))?;
+                log::warn!(
+                    "first contact with @{}: the name is bound to user {} from now on (trust on first use; `e2e-chat verify @{}` shows what to compare)",
+                    name_key(name),
+                    p.user_id,
+                    name_key(name)
+                );
+                Ok(())
+            }
+        }
+    }
+
     /// Checks a looked-up profile against the pinned key, pinning it the first time.
     pub(super) fn check_pinned(&self, p: &PeerProfile) -> Result<()> {
         let key = served_key(p)?;
@@ -111,7 +158,11 @@ impl Profile {
     /// the platform's current key when that differs.
     pub fn peer_identity(&self, name: &str) -> Result<PeerIdentity> {
         let p = self.lookup_unchecked(name)?;
-        self.identity_of(p)
+        let name_was = match self.check_name(name, &p) {
+            Err(ClientError::NameRebound { was, .. }) => Some(was),
+            other => other.map(|()| None)?,
+        };
+        Ok(PeerIdentity { name_was, ..self.identity_of(p)? })
     }
 
     /// `peer_identity` of a profile already looked up.
@@ -128,7 +179,7 @@ impl Profile {
         } else {
             fingerprint::safety_number((self.user_id(), &self.identity_key()), (p.user_id, &pinned_key))
         };
-        Ok(PeerIdentity { user_id: p.user_id, username: p.username, is_bot: p.is_bot, pinned_key, changed_to, verified_at, readable })
+        Ok(PeerIdentity { user_id: p.user_id, username: p.username, is_bot: p.is_bot, pinned_key, changed_to, verified_at, name_was: None, readable })
     }
 
     /// Records that the person checked `identity`'s pinned key (`verify --mark`).
@@ -144,12 +195,14 @@ impl Profile {
         })
     }
 
-    /// Accepts the key the platform serves now for `name` in place of the pinned one (`trust`):
-    /// sessions start again under it, and an earlier mark no longer counts.
+    /// Accepts the account the platform answers now for `name` and the key it serves for it,
+    /// in place of the bound account and the pinned key (`trust`): sessions start again under
+    /// it, and an earlier mark no longer counts.
     pub fn trust(&self, name: &str) -> Result<PeerIdentity> {
         let p = self.lookup_unchecked(name)?;
         let served = served_key(&p)?;
         self.write(|c| {
+            bind_name(c, name, p.user_id)?;
             leaf::repin_identity(c, p.user_id, &served).context(|| format!("pinning the identity of @{}", p.username))?;
             c.execute("DELETE FROM client_verified WHERE user_id = ?1", params![p.user_id as i64])?;
             Ok(())

@@ -41,7 +41,19 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 15, sql: &[BOT_SECRETS_V15] },
     // Devices' second-version certificates and signed removals (`e2e::leaf`, `e2e::removals`).
     Step { version: 16, sql: &e2e::DEVICE_PROOF_TABLES },
+    // Which account each name stood for when this profile met it (`identity`: names).
+    Step { version: 17, sql: &[NAMES_V17] },
 ];
+
+/// Step 17: the account a name (lowercase, without `@`) stood for when this profile first
+/// looked it up; a lookup that answers another account is refused until `trust`. Profiles
+/// from before it bind each name at its next lookup.
+const NAMES_V17: &str = "
+CREATE TABLE client_names (
+    name     TEXT PRIMARY KEY,
+    user_id  INTEGER NOT NULL,
+    bound_at INTEGER NOT NULL
+);";
 
 /// Step 15: a bot identity secret drawn by `e2e-chat newbot` or `rekey` (`bot_keys`), from
 /// before its proof is sent (a crash then loses nothing) until a gateway config holds it.

@@ -32,15 +32,18 @@ pub const MAX_SEND_ATTEMPTS: usize = 5;
 
 impl Profile {
     /// Finds a user by username (case-insensitive, leading `@` optional).
-    /// Looks a user up on the platform and checks the identity key it serves against the one
-    /// pinned for them (pinned on first use): a changed key is `IdentityChanged`.
+    /// Looks a user up on the platform and checks that the name still stands for the account
+    /// it stood for (bound on first use; another one is `NameRebound`) and the identity key
+    /// served against the one pinned for them (pinned on first use): a changed key is
+    /// `IdentityChanged`.
     pub fn lookup(&self, username: &str) -> Result<PeerProfile> {
         let p = self.lookup_unchecked(username)?;
+        self.check_name(username, &p)?;
         self.check_pinned(&p)?;
         Ok(p)
     }
 
-    /// `lookup` without the pin check: for `verify` and `trust`, which show a change.
+    /// `lookup` without the name and pin checks: for `verify` and `trust`, which show a change.
     pub(super) fn lookup_unchecked(&self, username: &str) -> Result<PeerProfile> {
         let name = username.trim_start_matches('@');
         if name.is_empty() {

@@ -211,7 +211,7 @@ pub(super) fn chat(dir: &Path, server: Option<&str>, peer: &str) -> Result<(), C
     typed
 }
 
-/// The header's words about a peer: who, and whether the person checked their identity key
+/// The header's words about a peer: who, with the account's id (the name's binding), and whether the person checked their identity key
 /// (`e2e-chat verify --mark`, docs/verify.md). A changed key never gets here: the lookup
 /// that found the peer refused it with its warning.
 pub(super) fn about_peer(profile: &Profile, p: &PeerProfile) -> String {
@@ -220,7 +220,7 @@ pub(super) fn about_peer(profile: &Profile, p: &PeerProfile) -> String {
         Ok(true) => "verified ✓".to_string(),
         _ => format!("not verified: e2e-chat verify @{}", p.username),
     };
-    format!("{kind}@{} ({}) · {check}", p.username, p.display_name)
+    format!("{kind}@{} ({}) · user {} · {check}", p.username, p.display_name, p.user_id)
 }
 
 /// The terminal when stdin and stdout are one we can drive, else plain lines.

@@ -30,6 +30,9 @@ fn identity_line(id: &PeerIdentity) -> String {
     if let Some(at) = id.verified_at {
         fields.push(("verified_at", json!(at)));
     }
+    if let Some(was) = id.name_was {
+        fields.push(("name_was_user_id", json!(was)));
+    }
     fields.push(("key_changed", json!(id.changed_to.is_some())));
     if let Some(new) = id.changed_to {
         fields.push(("served_key", json!(hex_encode(&new))));
@@ -42,9 +45,9 @@ pub(super) fn verify(global: &Global, a: &Args) -> Result<(), CliError> {
     let profile = open_profile(global)?;
     let mut id = profile.peer_identity(peer)?;
     if a.switch("--mark") {
-        if id.changed_to.is_some() {
+        if id.changed_to.is_some() || id.name_was.is_some() {
             return Err(CliError::Failed(format!(
-                "verify --mark: the platform serves another key for @{} than the pinned one; compare it first, then `e2e-chat trust @{}`",
+                "verify --mark: the platform serves another account or key for @{} than the one this profile met; compare it first, then `e2e-chat trust @{}`",
                 id.username, id.username
             )));
         }
@@ -52,6 +55,9 @@ pub(super) fn verify(global: &Global, a: &Args) -> Result<(), CliError> {
     }
     if id.changed_to.is_some() {
         log::warn!("SECURITY WARNING: the platform serves another identity key for @{} than the pinned one", id.username);
+    }
+    if let Some(was) = id.name_was {
+        log::warn!("SECURITY WARNING: the platform now says @{} is user {}, but this profile met the name as user {was}", id.username, id.user_id);
     }
     print_line(&identity_line(&id))
 }
