@@ -457,6 +457,9 @@ fn receive_loaded(
                     added.push(device);
                 }
             }
+            if matches!(sender_kind, SenderKind::Joiner) {
+                check_external_removals(group, group_id, &staged)?;
+            }
             let mut removed: Vec<Device> = staged
                 .remove_proposals()
                 .filter_map(|p| group.member(p.remove_proposal().removed()).and_then(mls::device_of))
@@ -476,6 +479,33 @@ fn receive_loaded(
         }
         _ => Ok(Received::Ignored),
     }
+}
+
+/// openmls lets an external commit carry Remove proposals and leaves their check to the
+/// application: a joiner may remove only its own earlier leaf (a rejoin), the same user and
+/// device under the same identity key. Anything else is refused before anything is merged,
+/// whatever the platform accepted.
+fn check_external_removals(group: &MlsGroup, group_id: &[u8], staged: &StagedCommit) -> Result<()> {
+    let removed: Vec<Option<mls::LeafIdentity>> =
+        staged.remove_proposals().map(|p| group.member(p.remove_proposal().removed()).and_then(mls::leaf_identity)).collect();
+    let joiner = staged.update_path_leaf_node().and_then(|l| mls::leaf_identity(l.credential()));
+    let refused = |user_id, device_id| {
+        let (u, d) = joiner.as_ref().map_or((0, 0), |j| (j.user_id, j.device_id));
+        Err(untrusted(group_id, LeafRefusal { user_id: u, device_id: d, why: Untrusted::RemovesAnother { user_id, device_id } }))
+    };
+    match (&removed[..], &joiner) {
+        ([], _) => Ok(()),
+        ([Some(old)], Some(new)) if is_earlier_leaf_of(old, new) => Ok(()),
+        ([Some(old)], _) => refused(old.user_id, old.device_id),
+        _ => refused(0, 0),
+    }
+}
+
+/// Whether `old` is an earlier leaf of the device `new` is: the same user and device, and
+/// (when the old leaf carries proof) the same identity key.
+fn is_earlier_leaf_of(old: &mls::LeafIdentity, new: &mls::LeafIdentity) -> bool {
+    let key = |l: &mls::LeafIdentity| l.proof.map(|p| p.identity_key);
+    (old.user_id, old.device_id) == (new.user_id, new.device_id) && (old.proof.is_none() || key(old) == key(new))
 }
 
 /// Who sent a processed message, as far as `receive` cares.
@@ -818,6 +848,47 @@ mod tests {
         // The honest group goes on.
         let (hi, _) = encrypt(&alice.conn, &gid, b"still us").expect("encrypt");
         assert!(matches!(receive(&bob.conn, &gid, &hi).expect("bob reads"), Received::Application { .. }));
+    }
+
+    /// An external commit may remove only the joiner's own earlier leaf. Carol's device key,
+    /// rejoining under another device id of hers (a certificate her account did sign), makes
+    /// openmls remove her old leaf, device 2: another device than the joiner's. Every member
+    /// refuses it and merges nothing; her real rejoin, as device 2, goes through.
+    #[test]
+    fn an_external_commit_that_removes_another_leaf_is_refused_by_every_member() {
+        let alice = device(1, 1);
+        let carol = device(4, 2);
+        let gid = new_group_id();
+        let info = create(&alice.conn, &gid).expect("create");
+        let (_, joined) = join_external(&carol.conn, &info).expect("carol joins");
+        assert!(matches!(receive(&alice.conn, &gid, &joined.message).expect("alice"), Received::Commit { .. }));
+        let carol_key = crate::e2e::device_key(&carol.conn).expect("carol's key");
+        let signer = DeviceSigner(carol_key.clone());
+        let certificate = crate::crypto::identity::sign_device_certificate(&carol.account, &carol_key.public_key());
+        let proof = mls::LeafProof { identity_key: carol.account.public_key(), certificate, created_at: None };
+        let forged = super::forge::external_commit_as(&joined.group_info, &signer, leaf_as(4, 3, Some(proof), &signer));
+        let before = epoch(&alice.conn, &gid).unwrap();
+        let e = receive(&alice.conn, &gid, &forged).expect_err("removes device 2 of user 4");
+        assert_eq!(refusal(e), LeafRefusal { user_id: 4, device_id: 3, why: Untrusted::RemovesAnother { user_id: 4, device_id: 2 } });
+        assert_eq!(epoch(&alice.conn, &gid).unwrap(), before, "not merged");
+
+        // Her own rejoin as the same device removes her earlier leaf and is accepted.
+        let (_, rejoined) = join_external(&carol.conn, &joined.group_info).expect("carol rejoins");
+        match receive(&alice.conn, &gid, &rejoined.message).expect("a rejoin") {
+            Received::Commit { added, removed, .. } => assert!(added.is_empty() && removed.is_empty(), "a rejoin: {added:?} {removed:?}"),
+            other => panic!("expected a commit, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_the_joiners_own_earlier_leaf_may_go() {
+        let proof = |k: u8| Some(mls::LeafProof { identity_key: [k; 32], certificate: [0; 64], created_at: None });
+        let leaf = |user_id, device_id, p| mls::LeafIdentity { user_id, device_id, proof: p };
+        assert!(is_earlier_leaf_of(&leaf(4, 2, proof(1)), &leaf(4, 2, proof(1))));
+        assert!(is_earlier_leaf_of(&leaf(4, 2, None), &leaf(4, 2, proof(1))), "a leaf from before proofs");
+        assert!(!is_earlier_leaf_of(&leaf(1, 1, proof(1)), &leaf(4, 2, proof(1))), "another member");
+        assert!(!is_earlier_leaf_of(&leaf(4, 3, proof(1)), &leaf(4, 2, proof(1))), "another device of the user");
+        assert!(!is_earlier_leaf_of(&leaf(4, 2, proof(1)), &leaf(4, 2, proof(2))), "another identity key");
     }
 
     /// A device its account removed (a signed removal this member checked) is never a leaf

@@ -259,6 +259,9 @@ pub enum Untrusted {
     NotRequested { user_id: u64, device_id: u32 },
     /// The account removed this device, or a device with this key, in a signed removal.
     Removed,
+    /// An external joiner's commit removes a leaf other than its own earlier one (the same
+    /// user and device under the same identity key): `(0, 0)` when it removes several.
+    RemovesAnother { user_id: u64, device_id: u32 },
 }
 
 impl std::fmt::Display for LeafRefusal {
@@ -272,6 +275,10 @@ impl std::fmt::Display for LeafRefusal {
             Untrusted::IdentityChanged => write!(f, "{who} is vouched for by another identity key than the one pinned for the user"),
             Untrusted::DeviceKeyChanged => write!(f, "{who} carries another key than the one known for that device"),
             Untrusted::Removed => write!(f, "{who} is a device its account removed (a signed removal)"),
+            Untrusted::RemovesAnother { user_id: 0, device_id: 0 } => write!(f, "{who} joins by external commit and removes several leaves"),
+            Untrusted::RemovesAnother { user_id: u, device_id: d } => {
+                write!(f, "{who} joins by external commit and removes another leaf (device {d} of user {u})")
+            }
             Untrusted::NotRequested { user_id: u, device_id: d } => {
                 write!(f, "{who} was handed out for device {d} of user {u}")
             }
