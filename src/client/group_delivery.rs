@@ -415,6 +415,11 @@ pub(super) fn open_delivery(
                     log::warn!("group {}: a commit this device cannot process ({e}); it rejoins", short(&id));
                     return Ok((None, Some(FollowUp::Rejoin { group: id, title, kind })));
                 }
+                // An old commit again: the platform replays it. Dropped with a warning, no rejoin.
+                Err(e @ E2eError::ReplayedCommit { .. }) => {
+                    log::warn!("{e}");
+                    return Ok((None, None));
+                }
                 Err(e) => return Err(e),
             };
             remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
@@ -725,5 +730,25 @@ mod tests {
         let (unreadable, _) = mls_group::encrypt(&alice, &id.0, b"x").expect("encrypt");
         let (envelope, delivery) = post(1, unreadable, &id);
         assert!(open_delivery(&me, 3, &envelope, &delivery).is_err());
+    }
+
+    /// An old commit delivered again is a replay: dropped, and no rejoin (issue 45, part 2).
+    #[test]
+    fn a_replayed_old_commit_is_dropped_without_a_rejoin() {
+        let (alice, me) = (device(1), device(3));
+        let id = GroupId(mls_group::new_group_id());
+        let info = mls_group::create(&alice, &id.0).expect("create");
+        let (_, joined) = mls_group::join_external(&me, &info).expect("this device joins");
+        mls_group::receive(&alice, &id.0, &joined.message).expect("alice");
+        let commit = mls_group::self_update(&alice, &id.0).expect("commit");
+        mls_group::commit_accepted(&alice, &id.0).expect("merge");
+        let (mut envelope, mut delivery) = post(1, commit.message, &id);
+        delivery.type_ = GroupType::GROUP.into();
+        envelope.group = Some(delivery.clone()).into();
+        open_delivery(&me, 3, &envelope, &delivery).expect("the commit");
+        let epoch = mls_group::epoch(&me, &id.0).expect("epoch");
+        let (event, follow_up) = open_delivery(&me, 3, &envelope, &delivery).expect("dropped, not an error");
+        assert!(event.is_none() && follow_up.is_none(), "nothing shown, no rejoin");
+        assert_eq!(mls_group::epoch(&me, &id.0).expect("epoch"), epoch, "still at its epoch");
     }
 }

@@ -436,6 +436,12 @@ fn receive_loaded(
     if message.group_id().as_slice() != group_id {
         return Err(E2eError::Mls(format!("a message for another group arrived as {}", short_id(group_id))));
     }
+    // An old commit again is the platform replaying it: openmls would fail it, and a failed
+    // commit makes a member rejoin from the platform's GroupInfo.
+    let (epoch, current) = (message.epoch().as_u64(), group.epoch().as_u64());
+    if message.content_type() == ContentType::Commit && epoch < current {
+        return Err(E2eError::ReplayedCommit { group: short_id(group_id), epoch, current });
+    }
     let processed = group.process_message(provider, message).map_err(fail("processing a group message"))?;
     let sender = processed.credential().clone();
     let sender_kind = match processed.sender() {

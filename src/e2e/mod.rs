@@ -149,6 +149,9 @@ pub enum E2eError {
     /// A group leaf this device does not trust (`leaf`): nothing of the step that brought it
     /// was kept. A security alert: the platform, or a member, tried to add a device.
     UntrustedLeaf { group: String, refusal: leaf::LeafRefusal },
+    /// A commit for an epoch older than the group's: a replay (the platform delivered an old
+    /// commit again). Dropped, never a reason to rejoin.
+    ReplayedCommit { group: String, epoch: u64, current: u64 },
 }
 
 impl std::fmt::Display for E2eError {
@@ -181,6 +184,9 @@ impl std::fmt::Display for E2eError {
             E2eError::NotInitialized => write!(f, "device keys not created"),
             E2eError::Mls(e) => write!(f, "group: {e}"),
             E2eError::UntrustedLeaf { group, refusal } => write!(f, "group {group}: leaf refused: {refusal}"),
+            E2eError::ReplayedCommit { group, epoch, current } => {
+                write!(f, "group {group}: a commit for epoch {epoch}, older than the group's epoch {current}: a replay, dropped")
+            }
         }
     }
 }

@@ -361,6 +361,10 @@ pub(crate) fn import_reported(shared: &BotShared, batch: Vec<InboxEnvelope>) -> 
                 shared.status.set_error(format!("inbox: {why}"));
             }
             Imported::Alert(what) => shared.security_alert(what),
+            Imported::Replayed(why) => {
+                log::warn!("bot @{}: {why}", shared.username);
+                BotMetrics::add(&shared.metrics.replayed_commits, 1);
+            }
             Imported::IdentityChanged(why) => {
                 log::warn!("bot @{}: {why}", shared.username);
                 BotMetrics::add(&shared.metrics.identity_changes, 1);
@@ -386,6 +390,9 @@ enum Imported {
     /// It started a session from a device of a user whose identity key is no longer the
     /// pinned one: acknowledged and kept out of the queue. Why, for the log and `/healthz`.
     IdentityChanged(String),
+    /// A group commit for an epoch already passed (the platform replayed it): acknowledged,
+    /// dropped and counted; the group is not rejoined. Why, for the log.
+    Replayed(String),
 }
 
 /// What importing a batch came to.
@@ -498,6 +505,9 @@ fn import_one(
             "{e} (message {} from user {} device {}); nothing of it was kept",
             env.message_id, env.sender_user_id, env.sender_device_id
         ))),
+        Err(StoreError::E2e(e @ e2e::E2eError::ReplayedCommit { .. })) => {
+            Ok(Imported::Replayed(format!("{e} (message {} from user {} device {})", env.message_id, env.sender_user_id, env.sender_device_id)))
+        }
         Err(StoreError::E2e(e2e::E2eError::UnverifiedDevice { user_id, device_id })) => {
             let (id, why) = (env.message_id, refused.get(&(user_id, device_id)));
             Ok(match why {

@@ -737,6 +737,31 @@ fn a_member_that_cannot_process_a_commit_rejoins_and_reads_the_next_message() {
     assert!(updates.iter().any(|u| u.payload["text"] == "welcome back"), "{updates:?}");
 }
 
+/// The platform delivers an old commit again (issue 45, part 2): it is dropped, logged and
+/// counted, and the bot stays a member at its epoch; it does not rejoin from the platform's
+/// GroupInfo.
+#[test]
+fn a_replayed_old_commit_is_dropped_and_never_starts_a_rejoin() {
+    let (_dir, bot, fake, alice) = joined();
+    let first = mls_group::self_update(&alice, &GID).expect("first commit");
+    mls_group::commit_accepted(&alice, &GID).expect("merge");
+    import_one(&bot, mls_message(ALICE, 0, first.message.clone())).expect("processed");
+    let epoch = bot.store.read(|c| Ok(mls_group::epoch(c, &GID)?)).expect("epoch");
+    let replay = InboxEnvelope { seq: 40, client_message_id: "replay".into(), ..mls_message(ALICE, 0, first.message) };
+    assert!(crate::gateway::inbox::import_reported(&bot, vec![replay]));
+    assert_eq!(status(&bot), Some(Membership::Member), "not marked to rejoin");
+    assert_eq!(bot.store.read(|c| Ok(mls_group::epoch(c, &GID)?)).expect("epoch"), epoch, "the group stays at its epoch");
+    assert_eq!(bot.metrics.replayed_commits.load(std::sync::atomic::Ordering::Relaxed), 1, "counted");
+    let asked = fake.calls_of("get_group_info").len();
+    join_invited(&bot);
+    assert_eq!(fake.calls_of("get_group_info").len(), asked, "no GroupInfo asked for: no rejoin");
+    // The group goes on.
+    let (hello, _) = mls_group::encrypt(&alice, &GID, &text("still here")).expect("encrypt");
+    import_one(&bot, mls_message(ALICE, 12, hello)).expect("read");
+    let updates = bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue");
+    assert!(updates.iter().any(|u| u.payload["text"] == "still here"), "{updates:?}");
+}
+
 #[test]
 fn a_group_message_delivered_twice_is_one_update() {
     let (_dir, bot, _fake, alice) = joined();
