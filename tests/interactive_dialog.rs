@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::World;
+use support::{wait_for, World};
 
 /// A world where `user` wrote "hello" to the bot; returns the user's chat id and the update.
 fn with_chat(world: &World, user: &bot_gateway::client::Profile) -> (u64, Value) {
@@ -138,25 +138,6 @@ fn keyboards_edits_deletions_forwards_copies_and_actions_are_served() {
     while world.gateway.health()["bots"][0]["outbox_depth"] != 0 {
         assert!(std::time::Instant::now() < deadline, "outbox did not drain: {}", world.gateway.health());
         std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Waits (bounded) for the first event `pick` accepts; the others are processed and dropped.
-fn wait_for<T>(user: &bot_gateway::client::Profile, what: &str, mut pick: impl FnMut(&Incoming) -> Option<T>) -> T {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        assert!(!left.is_zero(), "{what} did not arrive");
-        let mut found = None;
-        user.receive_events_with(left, 1, |e| {
-            if found.is_none() {
-                found = pick(e);
-            }
-        })
-        .expect("receive");
-        if let Some(v) = found {
-            return v;
-        }
     }
 }
 

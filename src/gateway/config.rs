@@ -71,6 +71,17 @@ pub const OPTIONAL_FIELDS: &[OptionalField] = &[
                   (a request naming any other host is refused with 421, against DNS rebinding); for a reverse proxy \
                   on this machine that passes its own name on",
     },
+    OptionalField {
+        name: "media_from_urls",
+        kind: "object {enabled, allow_hosts, max_bytes}",
+        default: "{\"enabled\": false}",
+        meaning: "media by http(s) URL (sendPhoto with a link, InputMedia, inline results with photo_url and the like): \
+                  enabled (true or false, required in the object) has the gateway fetch the file itself and send it end to \
+                  end like an upload, the platform never seeing the URL; off, a URL is refused with 400. Up to 5 MiB for \
+                  photos and 20 MiB for other files, max_bytes (optional) lowers both. Loopback, private, link-local and \
+                  multicast addresses are refused, checked after DNS and at every redirect, except for the host names \
+                  listed in allow_hosts (default [])",
+    },
 ];
 
 /// A field that may be left out, with the default it then has.
@@ -95,6 +106,23 @@ const GROUP_SELF_UPDATE_DAYS: std::ops::RangeInclusive<u64> = 1..=28;
 const RESERVED_HEADERS: &[&str] =
     &["content-type", "content-length", "host", "connection", "transfer-encoding", "user-agent", "te", "upgrade", "expect", "keep-alive", "trailer"];
 
+/// The most a file by URL may have (the reference's limits): photos, and every other kind.
+pub const URL_PHOTO_LIMIT: u64 = 5 * 1024 * 1024;
+pub const URL_FILE_LIMIT: u64 = 20 * 1024 * 1024;
+/// The fields of `media_from_urls`.
+const MEDIA_FROM_URLS_FIELDS: &[&str] = &["enabled", "allow_hosts", "max_bytes"];
+
+/// `media_from_urls`: whether a media parameter or an inline result may name an http(s) URL
+/// that the gateway fetches (off by default: the gateway then fetches nothing on a bot's behalf).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MediaFromUrls {
+    pub enabled: bool,
+    /// Host names (lower case) that may resolve to loopback, private or link-local addresses.
+    pub allow_hosts: Vec<String>,
+    /// A cap below the reference's limits, in bytes.
+    pub max_bytes: Option<u64>,
+}
+
 /// How the gateway delivers, the same for every bot: the optional fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
@@ -104,6 +132,8 @@ pub struct Delivery {
     pub webhook_secret_headers: Vec<String>,
     /// `group_self_update_days`: the period of the bot's self-updates in its groups.
     pub group_self_update: Duration,
+    /// `media_from_urls`.
+    pub media_from_urls: MediaFromUrls,
 }
 
 impl Default for Delivery {
@@ -112,6 +142,7 @@ impl Default for Delivery {
             send_wait: DEFAULT_SEND_WAIT,
             webhook_secret_headers: vec![SPEC_SECRET_HEADER.to_string()],
             group_self_update: DEFAULT_GROUP_SELF_UPDATE,
+            media_from_urls: MediaFromUrls::default(),
         }
     }
 }
@@ -385,7 +416,36 @@ fn delivery(obj: &Map<String, Value>) -> Result<Delivery, Invalid> {
         let days = integer_in("group_self_update_days", v, &GROUP_SELF_UPDATE_DAYS, "days", default)?;
         d.group_self_update = Duration::from_secs(days * 86_400);
     }
+    if let Some(v) = obj.get("media_from_urls") {
+        d.media_from_urls = media_from_urls(v).map_err(|e| Invalid::new(format!("media_from_urls: {e}")))?;
+    }
     Ok(d)
+}
+
+/// `{"enabled": bool, "allow_hosts": [names], "max_bytes": n}`: `enabled` must be said, so that
+/// an object holding only `allow_hosts` does not read as switched on.
+fn media_from_urls(v: &Value) -> Result<MediaFromUrls, Invalid> {
+    let obj = v.as_object().ok_or_else(|| Invalid::new(format!("must be an object such as {{\"enabled\": true}}, not {v}")))?;
+    only_fields(obj, MEDIA_FROM_URLS_FIELDS)?;
+    let enabled = match obj.get("enabled") {
+        Some(Value::Bool(b)) => *b,
+        None => return Err(Invalid::new("enabled is required (true or false)")),
+        Some(v) => return Err(Invalid::new(format!("enabled must be true or false, not {v}"))),
+    };
+    let allow_hosts = match obj.get("allow_hosts") {
+        None => Vec::new(),
+        Some(v) => host_names(v).map_err(|e| Invalid::new(format!("allow_hosts: {e}")))?,
+    };
+    let max_bytes = match obj.get("max_bytes") {
+        None => None,
+        Some(v) => Some(v.as_u64().filter(|n| (1..=URL_FILE_LIMIT).contains(n)).ok_or_else(|| {
+            Invalid::new(format!(
+                "max_bytes must be an integer from 1 to {URL_FILE_LIMIT} (it can only lower the limits of {URL_PHOTO_LIMIT} \
+                 bytes for photos and {URL_FILE_LIMIT} for other files), not {v}"
+            ))
+        })?),
+    };
+    Ok(MediaFromUrls { enabled, allow_hosts, max_bytes })
 }
 
 /// An optional field's whole number within `range` (in `unit`), or why not.
@@ -675,6 +735,38 @@ mod tests {
             assert!(e.starts_with("webhook_secret_token_headers: ") && e.contains(why), "{v}: {e}");
         }
         assert!(refused("send_wait_second", json!(3)).contains("unknown field \"send_wait_second\""));
+    }
+
+    #[test]
+    fn media_from_urls_is_off_by_default_and_checked_field_by_field() {
+        crypto::init();
+        let c = parse(&config_json(bot_json([7; 32], 42))).expect("valid");
+        assert_eq!(c.delivery.media_from_urls, MediaFromUrls { enabled: false, allow_hosts: vec![], max_bytes: None });
+        let with = |v: Value| {
+            let mut j = config_json(bot_json([7; 32], 42));
+            j["media_from_urls"] = v;
+            parse(&j).map(|c| c.delivery.media_from_urls)
+        };
+        assert_eq!(with(json!({"enabled": true})).expect("valid"), MediaFromUrls { enabled: true, ..Default::default() });
+        let full = with(json!({"enabled": true, "allow_hosts": ["Media.Internal", "localhost"], "max_bytes": 1_000_000})).expect("valid");
+        assert_eq!(full, MediaFromUrls { enabled: true, allow_hosts: vec!["media.internal".into(), "localhost".into()], max_bytes: Some(1_000_000) });
+        assert!(!with(json!({"enabled": false, "allow_hosts": ["a"]})).expect("valid").enabled);
+        let cases = [
+            (json!(true), "must be an object"),
+            (json!({"allow_hosts": ["a"]}), "enabled is required"),
+            (json!({"enabled": "yes"}), "enabled must be true or false"),
+            (json!({"enabled": true, "allowed_hosts": ["a"]}), "unknown field \"allowed_hosts\" (allowed: enabled, allow_hosts, max_bytes)"),
+            (json!({"enabled": true, "allow_hosts": "a"}), "allow_hosts: must be an array"),
+            (json!({"enabled": true, "allow_hosts": ["a:80"]}), "allow_hosts: \"a:80\" is not a host name"),
+            (json!({"enabled": true, "max_bytes": 0}), "max_bytes must be an integer from 1 to 20971520"),
+            (json!({"enabled": true, "max_bytes": 20 * 1024 * 1024 + 1}), "it can only lower the limits"),
+            (json!({"enabled": true, "max_bytes": "5"}), "max_bytes must be an integer"),
+        ];
+        for (v, why) in cases {
+            let e = with(v.clone()).err().expect("refused");
+            assert!(e.starts_with("media_from_urls: ") && e.contains(why), "{v}: {e}");
+        }
+        assert!(reference().contains("media_from_urls (object {enabled, allow_hosts, max_bytes}, default {\"enabled\": false})"));
     }
 
     #[test]

@@ -161,8 +161,9 @@ fn agent(tls: Arc<native_tls::TlsConnector>) -> ureq::Agent {
 
 /// The TLS configuration every bot's agent shares. Building one parses the system's whole
 /// trust store: about 1 MiB and most of a bot's start-up, which a gateway of a thousand bots
-/// must not pay a thousand times. (An OpenSSL context is safe to share between threads.)
-fn tls_connector() -> Result<Arc<native_tls::TlsConnector>, native_tls::Error> {
+/// must not pay a thousand times. (An OpenSSL context is safe to share between threads.) Media
+/// fetched by URL (`api::url_media`) use it too.
+pub(crate) fn tls_connector() -> Result<Arc<native_tls::TlsConnector>, native_tls::Error> {
     static SHARED: Mutex<Option<Arc<native_tls::TlsConnector>>> = Mutex::new(None);
     let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(connector) = shared.as_ref() {

@@ -381,6 +381,26 @@ impl World {
     }
 }
 
+/// Waits (bounded: 30 s) for the first event of `user` that `pick` accepts; the others are
+/// processed and dropped.
+pub fn wait_for<T>(user: &bot_gateway::client::Profile, what: &str, mut pick: impl FnMut(&bot_gateway::client::Incoming) -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(!left.is_zero(), "{what} did not arrive");
+        let mut found = None;
+        user.receive_events_with(left, 1, |e| {
+            if found.is_none() {
+                found = pick(e);
+            }
+        })
+        .expect("receive");
+        if let Some(v) = found {
+            return v;
+        }
+    }
+}
+
 /// Sends `text` to the management bot and returns its reply (bounded wait).
 pub fn ask_manager(user: &bot_gateway::client::Profile, text: &str) -> String {
     user.send_text("@BotManager", text).unwrap_or_else(|e| panic!("send {text:?} to @BotManager: {e}"));

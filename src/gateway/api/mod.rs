@@ -8,7 +8,8 @@
 //! method name and the delivery mode; `request` (+ `multipart`) decodes the body into
 //! `botapi::Params`; `BotApi::call` runs the method's function from the table in `methods`;
 //! `response` writes the envelope. `replies` runs the calls found in webhook answers through
-//! the same decoding and table. `token` keeps secrets out of logged paths.
+//! the same decoding and table. `token` keeps secrets out of logged paths. `url_media` fetches
+//! the files bots name by URL, when the config allows it (`media_from_urls`).
 
 pub mod backend;
 pub mod methods;
@@ -19,6 +20,7 @@ pub mod request;
 pub mod response;
 pub mod server;
 pub mod token;
+pub mod url_media;
 
 pub use backend::{Backend, BotApi, Download};
 pub use server::{compat_limits, extensions_limits, Listener, ListenerKind};

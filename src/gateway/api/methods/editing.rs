@@ -156,7 +156,7 @@ pub(super) fn edit_message_media(bot: &BotShared, params: &Params) -> Result<Val
     let keyboard = markup::inline_keyboard(params)?;
     let item = params.optional_nested_with_files("media")?.ok_or_else(|| ApiError::bad_request("media is required"))?;
     let kind = input_media_kind(&item, "media", KINDS)?;
-    let request = MediaRequest::read(&item, kind, "media")?;
+    let request = MediaRequest::read(bot, &item, kind, "media")?;
     let (chat, entry) = own_message(bot, params, Change::Edit, Content::has_media)?;
     if !entry.content.media_group_id.is_empty() {
         let was = MediaKind::of(entry.content.media());

@@ -5,7 +5,10 @@
 //!
 //! A result is an article (text) or a cached file (a file_id this gateway issued: photo,
 //! document, audio, video, voice, gif/mpeg4_gif as an animation, sticker), with its caption;
-//! its `input_message_content` text replaces the file, as in the Bot API. A result's
+//! its `input_message_content` text replaces the file, as in the Bot API. With
+//! `media_from_urls` on, a file result may name its file by URL (`photo_url`, `video_url`, …):
+//! the gateway fetches it when the answer is sent, within the limits of the send methods, and
+//! the result carries it as an uploaded file (never the URL; `thumbnail_url` is not fetched). A result's
 //! `reply_markup` travels with it, signed for the inline message (`keyboard::attach_inline_context`):
 //! the user's choice sends the message with the buttons, and a press reaches the bot as a
 //! `callback_query` with `inline_message_id`. `button` (or the older `switch_pm_text`) is shown
@@ -16,10 +19,13 @@ use std::collections::BTreeSet;
 use protobuf::MessageField;
 use serde_json::{Map, Value};
 
+use super::media::media_from_url;
 use super::messages::{formatted, formatted_text, CAPTION, SEND_WAIT};
 use super::store_error;
+use crate::gateway::api::url_media;
 use crate::gateway::botapi::types::MediaKind;
 use crate::gateway::botapi::{markup, ApiError, Params};
+use crate::gateway::config::MediaFromUrls;
 use crate::gateway::keyboard;
 use super::submit;
 use crate::gateway::runtime::BotShared;
@@ -33,28 +39,38 @@ pub const RESULT_ID_MAX: usize = 64;
 /// Longest `start_parameter` of the results button (Bot API: 1-64 of A-Z a-z 0-9 _ -).
 pub const START_PARAMETER_MAX: usize = 64;
 
-/// The cached result types: the type, the field that names the file_id, the kind of file.
-const CACHED: &[(&str, &str, MediaKind)] = &[
-    ("photo", "photo_file_id", MediaKind::Photo),
-    ("document", "document_file_id", MediaKind::Document),
-    ("audio", "audio_file_id", MediaKind::Audio),
-    ("video", "video_file_id", MediaKind::Video),
-    ("voice", "voice_file_id", MediaKind::Voice),
-    ("gif", "gif_file_id", MediaKind::Animation),
-    ("mpeg4_gif", "mpeg4_file_id", MediaKind::Animation),
-    ("sticker", "sticker_file_id", MediaKind::Sticker),
+/// The file result types: the type, the field that names a cached one's file_id, the field
+/// of one by URL (stickers have none), the kind of file.
+const FILE_RESULTS: &[(&str, &str, Option<&str>, MediaKind)] = &[
+    ("photo", "photo_file_id", Some("photo_url"), MediaKind::Photo),
+    ("document", "document_file_id", Some("document_url"), MediaKind::Document),
+    ("audio", "audio_file_id", Some("audio_url"), MediaKind::Audio),
+    ("video", "video_file_id", Some("video_url"), MediaKind::Video),
+    ("voice", "voice_file_id", Some("voice_url"), MediaKind::Voice),
+    ("gif", "gif_file_id", Some("gif_url"), MediaKind::Animation),
+    ("mpeg4_gif", "mpeg4_file_id", Some("mpeg4_url"), MediaKind::Animation),
+    ("sticker", "sticker_file_id", None, MediaKind::Sticker),
 ];
 
-/// One result as the bot gave it, checked; a cached one still names its file by file_id.
+/// How a file result names its file.
+#[derive(Debug, PartialEq)]
+pub enum ResultFile {
+    /// A file_id this gateway issued.
+    Cached(String),
+    /// An http(s) URL (`media_from_urls` on), fetched when the answer is sent.
+    Url(url::Url),
+}
+
+/// One result as the bot gave it, checked; a file result still names its file.
 #[derive(Debug)]
 pub struct ResultRequest {
     pub article: InlineArticle,
-    /// A cached result's file_id and the kind the result type shows it as.
-    pub file: Option<(String, MediaKind)>,
+    /// A file result's file and the kind the result type shows it as.
+    pub file: Option<(ResultFile, MediaKind)>,
 }
 
-/// The results of an answer, checked.
-pub fn results_request(params: &Params) -> Result<Vec<ResultRequest>, ApiError> {
+/// The results of an answer, checked; results by URL only when `urls` allows them.
+pub fn results_request(params: &Params, urls: &MediaFromUrls) -> Result<Vec<ResultRequest>, ApiError> {
     let Some(results) = params.nested_items("results")? else {
         return Err(ApiError::bad_request("results is required"));
     };
@@ -66,7 +82,7 @@ pub fn results_request(params: &Params) -> Result<Vec<ResultRequest>, ApiError> 
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            let result = result(r, i)?;
+            let result = result(r, i, urls)?;
             if !ids.insert(result.article.id.clone()) {
                 return Err(ApiError::bad_request(format!("results[{i}]: duplicate result id {:?}", result.article.id)));
             }
@@ -76,7 +92,7 @@ pub fn results_request(params: &Params) -> Result<Vec<ResultRequest>, ApiError> 
 }
 
 /// One InlineQueryResult, its fields as parameters named `results[i].` in errors.
-fn result(r: &Params, i: usize) -> Result<ResultRequest, ApiError> {
+fn result(r: &Params, i: usize, urls: &MediaFromUrls) -> Result<ResultRequest, ApiError> {
     let at = format!("results[{i}]");
     let str_field = |name: &str| r.get(name).and_then(Value::as_str).map(str::to_string);
     let kind = str_field("type").unwrap_or_default();
@@ -108,24 +124,41 @@ fn result(r: &Params, i: usize) -> Result<ResultRequest, ApiError> {
         }
         return Ok(ResultRequest { article, file: None });
     }
-    let Some((_, field, media_kind)) = CACHED.iter().find(|(t, ..)| *t == kind) else {
+    let Some((_, field, url_field, media_kind)) = FILE_RESULTS.iter().find(|(t, ..)| *t == kind) else {
         return Err(ApiError::bad_request(format!(
             "{at}: inline results of type {kind:?} are not supported by this gateway; article results and cached ones (by file_id) are"
         )));
     };
-    let Some(file_id) = str_field(field).filter(|f| !f.trim().is_empty()) else {
-        return Err(ApiError::bad_request(if r.names().any(|k| k.ends_with("_url")) {
-            format!("{at}: results by URL are not supported (external URLs are not supported); send the file_id of a file this gateway issued in {field}")
-        } else {
-            format!("{at}.{field} is required")
-        }));
+    let file = match (str_field(field).filter(|f| !f.trim().is_empty()), url_field.and_then(|u| Some((u, str_field(u)?)))) {
+        (Some(file_id), _) => ResultFile::Cached(file_id.trim().to_string()),
+        (None, Some((url_field, url))) if urls.enabled => ResultFile::Url(result_url(r, &format!("{at}.{url_field}"), &url)?),
+        (None, _) => {
+            return Err(ApiError::bad_request(match url_field {
+                Some(url_field) if urls.enabled => format!("{at}.{field} or {at}.{url_field} is required"),
+                _ if !urls.enabled && r.names().any(|k| k.ends_with("_url")) => {
+                    format!("{at}: results by URL: {}; send the file_id of a file this gateway issued in {field}", url_media::OFF)
+                }
+                _ => format!("{at}.{field} is required"),
+            }))
+        }
     };
     // A text content replaces the file (as in the Bot API); otherwise the caption goes with it.
     if article.message.is_some() {
         return Ok(ResultRequest { article, file: None });
     }
     article.message = MessageField::from_option(formatted(r, &CAPTION)?.map(|(text, entities)| Text { text, entities, ..Default::default() }));
-    Ok(ResultRequest { article, file: Some((file_id.trim().to_string(), *media_kind)) })
+    Ok(ResultRequest { article, file: Some((file, *media_kind)) })
+}
+
+/// A result's file URL (`at` names its field). A video result whose `mime_type` is
+/// text/html names a page to embed (a player), which is no file to send.
+fn result_url(r: &Params, at: &str, url: &str) -> Result<url::Url, ApiError> {
+    if r.get("mime_type").and_then(Value::as_str).is_some_and(|t| t.trim().eq_ignore_ascii_case("text/html")) {
+        return Err(ApiError::bad_request(format!(
+            "{at}: a page to embed (mime_type text/html) is not supported by this gateway; link the video file itself (video/mp4)"
+        )));
+    }
+    url_media::parse(url).map_err(|refusal| refusal.to_api(at))
 }
 
 /// An InputTextMessageContent: `message_text` with `parse_mode` or `entities`. Other contents
@@ -185,7 +218,7 @@ pub fn button_request(params: &Params) -> Result<Option<InlineResultsButton>, Ap
 /// opened the session. `next_offset` is accepted and ignored: the results are one page.
 pub(super) fn answer_inline_query(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let id = params.required_str("inline_query_id")?;
-    let requests = results_request(params)?;
+    let requests = results_request(params, &bot.delivery.media_from_urls)?;
     let button = button_request(params)?;
     let cache_time = params.optional_i64("cache_time")?.unwrap_or(300).clamp(0, i32::MAX as i64) as i32;
     let is_personal = params.flag("is_personal")?;
@@ -210,15 +243,22 @@ pub(super) fn answer_inline_query(bot: &BotShared, params: &Params) -> Result<Va
     Ok(Value::Bool(true))
 }
 
-/// A result ready to travel: a cached file found by its file_id (the caption and kind the
-/// result gives), and its buttons signed for the inline message the choice will send.
+/// A result ready to travel: a cached file found by its file_id, or a file by URL fetched and
+/// stored now, one after the other (the platform takes a few transfers at once, not fifty), with
+/// the caption and kind the result gives; and its buttons signed for the inline message the
+/// choice will send.
 fn resolved(bot: &BotShared, session_id: u64, user_id: u64, r: ResultRequest, i: usize) -> Result<InlineArticle, ApiError> {
     let mut article = r.article;
-    if let Some((file_id, kind)) = r.file {
-        let record = bot.store.read(|c| files::by_id(c, &file_id)).map_err(store_error)?.ok_or_else(|| {
-            ApiError::bad_request(format!("results[{i}]: wrong file_id: {file_id:?} is unknown to this gateway"))
-        })?;
-        let mut media = record.media;
+    if let Some((file, kind)) = r.file {
+        let mut media = match file {
+            ResultFile::Cached(file_id) => {
+                bot.store.read(|c| files::by_id(c, &file_id)).map_err(store_error)?.ok_or_else(|| {
+                    ApiError::bad_request(format!("results[{i}]: wrong file_id: {file_id:?} is unknown to this gateway"))
+                })?
+                .media
+            }
+            ResultFile::Url(url) => media_from_url(bot, &format!("results[{i}]"), &url, kind)?,
+        };
         media.kind = kind.to_wire().into();
         media.caption = article.message.take().into();
         article.media = MessageField::some(media);
@@ -237,30 +277,35 @@ mod tests {
     use super::super::testing::{bad, p};
     use super::*;
 
+    fn off() -> MediaFromUrls {
+        MediaFromUrls::default()
+    }
+
     fn art(id: &str) -> Value {
         json!({"type": "article", "id": id, "title": "T", "input_message_content": {"message_text": "<b>hi</b>", "parse_mode": "HTML"}})
     }
 
     #[test]
     fn articles_with_text_are_read_and_others_refused() {
-        let r = results_request(&p(json!({"results": [art("a"), art("b")]}))).expect("ok");
+        let r = results_request(&p(json!({"results": [art("a"), art("b")]})), &off()).expect("ok");
         assert_eq!(r.len(), 2);
         assert_eq!(r[0].article.message.text, "hi");
         assert_eq!(r[0].article.message.entities[0].type_, "bold");
-        assert!(bad(results_request(&p(json!({"results": [art("a"), art("a")]})))).contains("duplicate"));
+        assert!(bad(results_request(&p(json!({"results": [art("a"), art("a")]})), &off())).contains("duplicate"));
         let by_url = json!({"results": [{"type": "photo", "id": "p", "photo_url": "x", "thumbnail_url": "x"}]});
-        assert!(bad(results_request(&p(by_url))).contains("external URLs are not supported"));
+        let e = bad(results_request(&p(by_url), &off()));
+        assert!(e.contains("results by URL: external URLs are not supported unless") && e.contains("media_from_urls"), "{e}");
         let game = json!({"results": [{"type": "game", "id": "g", "game_short_name": "x"}]});
-        assert!(bad(results_request(&p(game))).contains("\"game\" are not supported"));
+        assert!(bad(results_request(&p(game), &off())).contains("\"game\" are not supported"));
         let no_text = json!({"results": [{"type": "article", "id": "a", "title": "T", "input_message_content": {"latitude": 1}}]});
-        assert!(bad(results_request(&p(no_text))).contains("message_text"));
-        assert!(bad(results_request(&p(json!({"results": [{"type": "article", "id": "", "title": "T"}]})))).contains("1 to 64"));
+        assert!(bad(results_request(&p(no_text), &off())).contains("message_text"));
+        assert!(bad(results_request(&p(json!({"results": [{"type": "article", "id": "", "title": "T"}]})), &off())).contains("1 to 64"));
         let many: Vec<Value> = (0..51).map(|i| art(&i.to_string())).collect();
-        assert!(bad(results_request(&p(json!({"results": many})))).contains("at most 50"));
-        assert!(bad(results_request(&p(json!({})))).contains("results is required"));
+        assert!(bad(results_request(&p(json!({"results": many})), &off())).contains("at most 50"));
+        assert!(bad(results_request(&p(json!({})), &off())).contains("results is required"));
         let both = json!({"results": [{"type": "article", "id": "a", "title": "T",
             "input_message_content": {"message_text": "x", "parse_mode": "HTML", "entities": []}}]});
-        assert!(bad(results_request(&p(both))).contains("can't be used together"));
+        assert!(bad(results_request(&p(both), &off())).contains("can't be used together"));
     }
 
     #[test]
@@ -279,20 +324,84 @@ mod tests {
         for (kind, field, media) in kinds {
             let one = json!({"results": [{"type": kind, "id": "r", field: "FID", "title": "T", "caption": "<i>c</i>",
                 "parse_mode": "HTML", "reply_markup": buttons}]});
-            let r = results_request(&p(one)).unwrap_or_else(|e| panic!("{kind}: {e}"));
-            assert_eq!(r[0].file, Some(("FID".to_string(), media)), "{kind}");
+            let r = results_request(&p(one), &off()).unwrap_or_else(|e| panic!("{kind}: {e}"));
+            assert_eq!(r[0].file, Some((ResultFile::Cached("FID".to_string()), media)), "{kind}");
             assert_eq!((r[0].article.message.text.as_str(), r[0].article.type_.as_str()), ("c", kind));
             assert_eq!(r[0].article.keyboard.rows[0].buttons[0].callback_data, "p");
             let missing = json!({"results": [{"type": kind, "id": "r"}]});
-            assert!(bad(results_request(&p(missing))).contains(&format!("results[0].{field} is required")), "{kind}");
+            assert!(bad(results_request(&p(missing), &off())).contains(&format!("results[0].{field} is required")), "{kind}");
         }
         // A text content replaces the file: the result is a text.
         let text = json!({"results": [{"type": "photo", "id": "r", "photo_file_id": "F", "input_message_content": {"message_text": "words"}}]});
-        let r = results_request(&p(text)).expect("ok");
+        let r = results_request(&p(text), &off()).expect("ok");
         assert_eq!((r[0].file.is_none(), r[0].article.message.text.as_str()), (true, "words"));
         let login = json!({"results": [{"type": "article", "id": "a", "title": "T", "input_message_content": {"message_text": "x"},
             "reply_markup": {"inline_keyboard": [[{"text": "L", "login_url": {"url": "https://a"}}]]}}]});
-        assert!(bad(results_request(&p(login))).contains("login_url buttons are not supported"));
+        assert!(bad(results_request(&p(login), &off())).contains("login_url buttons are not supported"));
+    }
+
+    #[test]
+    fn results_by_url_name_their_file_only_when_urls_are_allowed() {
+        let on = MediaFromUrls { enabled: true, ..Default::default() };
+        let kinds = [
+            ("photo", "photo_url", MediaKind::Photo),
+            ("document", "document_url", MediaKind::Document),
+            ("audio", "audio_url", MediaKind::Audio),
+            ("video", "video_url", MediaKind::Video),
+            ("voice", "voice_url", MediaKind::Voice),
+            ("gif", "gif_url", MediaKind::Animation),
+            ("mpeg4_gif", "mpeg4_url", MediaKind::Animation),
+        ];
+        for (kind, field, media) in kinds {
+            let one = json!({"results": [{"type": kind, "id": "r", field: "https://cdn.example/f?sig=1", "thumbnail_url": "https://cdn.example/t",
+                "title": "T", "caption": "c"}]});
+            let r = results_request(&p(one.clone()), &on).unwrap_or_else(|e| panic!("{kind}: {e}"));
+            let url = url::Url::parse("https://cdn.example/f?sig=1").expect("url");
+            assert_eq!(r[0].file, Some((ResultFile::Url(url), media)), "{kind}");
+            assert_eq!(r[0].article.message.text, "c");
+            assert!(bad(results_request(&p(one), &off())).contains("external URLs are not supported"), "{kind}");
+        }
+        // A file_id wins over a URL; the thumbnail alone names no file.
+        let both = json!({"results": [{"type": "photo", "id": "r", "photo_file_id": "FID", "photo_url": "https://a/b.png"}]});
+        assert_eq!(results_request(&p(both), &on).expect("ok")[0].file, Some((ResultFile::Cached("FID".into()), MediaKind::Photo)));
+        let thumb = json!({"results": [{"type": "photo", "id": "r", "thumbnail_url": "https://a/t.png"}]});
+        assert!(bad(results_request(&p(thumb), &on)).contains("results[0].photo_file_id or results[0].photo_url is required"));
+        let sticker = json!({"results": [{"type": "sticker", "id": "r", "sticker_url": "https://a/s.webp"}]});
+        assert!(bad(results_request(&p(sticker), &on)).contains("results[0].sticker_file_id is required"));
+        let page = json!({"results": [{"type": "video", "id": "v", "video_url": "https://a/embed", "mime_type": "text/html", "title": "T"}]});
+        assert!(bad(results_request(&p(page), &on)).contains("results[0].video_url: a page to embed (mime_type text/html) is not supported"));
+        let malformed = json!({"results": [{"type": "document", "id": "d", "document_url": "ftp://a/b.zip", "title": "T"}]});
+        let e = bad(results_request(&p(malformed), &on));
+        assert!(e.starts_with("Bad Request: wrong file identifier/HTTP URL specified: results[0].document_url: a ftp: URL"), "{e}");
+    }
+
+    #[test]
+    fn a_result_by_url_is_fetched_and_stored_when_the_answer_is_sent_and_refused_when_the_url_is() {
+        use crate::gateway::api::url_media::tests::{Server, PNG};
+        let (_dir, bot, fake) = crate::gateway::runtime::test_bot_on_fake(crate::gateway::config::DEFAULT_SEND_WAIT);
+        let bot = super::super::testing::with_media_from_urls(bot, MediaFromUrls { enabled: true, allow_hosts: vec!["localhost".into()], max_bytes: None });
+        let server = Server::start();
+        let answer = json!({"results": [
+            {"type": "photo", "id": "p", "photo_url": server.url("localhost", "/cat.png").as_str(), "thumbnail_url": server.url("localhost", "/thumb").as_str(), "caption": "a cat"},
+            {"type": "document", "id": "d", "document_url": server.url("localhost", "/notes.txt").as_str(), "title": "Notes"},
+        ]});
+        let requests = results_request(&p(answer), &bot.delivery.media_from_urls).expect("checked");
+        let results: Vec<InlineArticle> = requests.into_iter().enumerate().map(|(i, r)| resolved(&bot, 7, 9, r, i).expect("resolved")).collect();
+        let photo = &results[0].media;
+        assert_eq!((photo.mime_type.as_str(), photo.file_name.as_str(), photo.size), ("image/png", "cat.png", PNG.len() as u64));
+        assert_eq!((MediaKind::of(photo), results[0].message.is_none(), photo.caption.text.as_str()), (MediaKind::Photo, true, "a cat"));
+        let doc = &results[1].media;
+        assert_eq!((MediaKind::of(doc), doc.mime_type.as_str(), doc.file_name.as_str()), (MediaKind::Document, "text/plain", "notes.txt"));
+        assert_eq!(fake.stored_files(), 2, "both files reached the platform, encrypted");
+        let stored = fake.stored_file(&photo.file_ref).expect("stored");
+        assert!(!stored.windows(8).any(|w| w == &PNG[..8]), "no plaintext on the platform");
+        assert!(!server.asked().iter().any(|p| p == "/thumb"), "thumbnails are not fetched: {:?}", server.asked());
+
+        let refused = json!({"results": [{"type": "photo", "id": "p", "photo_url": server.url("127.0.0.1", "/cat.png").as_str()}]});
+        let request = results_request(&p(refused), &bot.delivery.media_from_urls).expect("checked").remove(0);
+        let e = bad(resolved(&bot, 7, 9, request, 0));
+        assert!(e.starts_with("Bad Request: failed to get HTTP URL content: results[0]: 127.0.0.1 is a loopback address"), "{e}");
+        assert_eq!(fake.stored_files(), 2, "nothing more stored");
     }
 
     #[test]

@@ -9,8 +9,14 @@
 //! reference and key, with no upload. A download fetches the whole ciphertext into an unlinked
 //! private file in `state_dir`, verifies the digest, every chunk and the final tag, and only then
 //! decrypts into the response (`e2e::file::download_verified`): no plaintext ever touches disk.
+//!
+//! A file named by an http(s) URL is refused unless the config's `media_from_urls` is on; then
+//! the gateway fetches it (`url_media`) and streams the body to the platform exactly as an
+//! uploaded part (`fetch_url`), and the message carries it as any upload: the platform never
+//! sees the URL.
 
 use std::io::Read;
+use std::sync::Arc;
 
 use protobuf::MessageField;
 use serde_json::Value;
@@ -21,10 +27,12 @@ use super::store_error;
 use crate::crypto::file::{FileCryptoError, MAX_PLAINTEXT_LEN};
 use crate::e2e::file::{begin_upload, download_verified, upload_encrypted, FileError, FileSource};
 use crate::gateway::api::multipart::FileIntake;
+use crate::gateway::api::url_media::{self, Failure};
 use crate::gateway::api::Download;
 use crate::gateway::botapi::params::StreamedFile;
 use crate::gateway::botapi::types::{self, MediaKind};
 use crate::gateway::botapi::{markup, params::UploadedFile, ApiError, Params};
+use crate::gateway::config::MediaFromUrls;
 use crate::gateway::runtime::{unix_now, BotShared};
 use crate::gateway::store::files::{self, FileRecord};
 use crate::wire::e2e::{Content, Entity, Media, Text};
@@ -69,11 +77,16 @@ enum Source<'a> {
     Upload(&'a UploadedFile),
     /// A file_id this gateway issued.
     FileId(String),
+    /// An http(s) URL (`media_from_urls` on), and the parameter that gave it.
+    Url(String, url::Url),
+    /// That URL's file, fetched and streamed to the platform like an uploaded part.
+    Fetched(UploadedFile),
 }
 
-/// Reads the media parameter `name`: an uploaded part, `attach://<part>`, or a file_id; URLs
-/// are refused (the gateway fetches nothing from the network on a bot's behalf).
-fn media_source<'a>(params: &'a Params, name: &str) -> Result<Source<'a>, ApiError> {
+/// Reads the media parameter `name`: an uploaded part, `attach://<part>`, or a file_id; an
+/// http(s) URL when `urls` allows them, else refused (the gateway then fetches nothing from the
+/// network on a bot's behalf).
+fn media_source<'a>(params: &'a Params, name: &str, urls: &MediaFromUrls) -> Result<Source<'a>, ApiError> {
     if let Some(file) = params.file(name) {
         return Ok(Source::Upload(file));
     }
@@ -88,9 +101,10 @@ fn media_source<'a>(params: &'a Params, name: &str) -> Result<Source<'a>, ApiErr
     }
     let lower = value.to_ascii_lowercase();
     if lower.starts_with("http://") || lower.starts_with("https://") {
-        return Err(ApiError::bad_request(format!(
-            "{name}: external URLs are not supported; upload the file or send a file_id"
-        )));
+        if urls.enabled {
+            return url_media::parse(value).map(|url| Source::Url(name.clone(), url)).map_err(|r| r.to_api(name));
+        }
+        return Err(ApiError::bad_request(format!("{name}: {}; upload the file or send a file_id", url_media::OFF)));
     }
     if lower.starts_with("file://") {
         return Err(ApiError::bad_request(format!("{name}: local file paths are not supported; upload the file")));
@@ -133,7 +147,7 @@ fn media_target(bot: &BotShared, chat_id: i64) -> Result<Target, ApiError> {
 fn send_media(bot: &BotShared, params: &Params, kind: MediaKind) -> Result<Value, ApiError> {
     let chat_id = target::chat_id(params, "chat_id")?;
     let markup = markup::reply_markup(params)?;
-    let request = MediaRequest::read(params, kind, kind.name())?;
+    let request = MediaRequest::read(bot, params, kind, kind.name())?;
     let (reply_to, allow_without) = messages::reply_request(params, chat_id)?;
     let target = media_target(bot, chat_id)?;
     let reply_to_message_id = messages::reply_target(bot, chat_id, reply_to, allow_without)?;
@@ -162,9 +176,9 @@ pub(super) struct MediaRequest<'a> {
 impl<'a> MediaRequest<'a> {
     /// `name` is the media parameter: the kind's name for a send method, `media` in an
     /// InputMedia. `thumbnail`, `has_spoiler` and the like are not read: ignored.
-    pub(super) fn read(params: &'a Params, kind: MediaKind, name: &str) -> Result<MediaRequest<'a>, ApiError> {
+    pub(super) fn read(bot: &BotShared, params: &'a Params, kind: MediaKind, name: &str) -> Result<MediaRequest<'a>, ApiError> {
         let caption = messages::formatted(params, &CAPTION)?;
-        let source = media_source(params, name)?;
+        let source = media_source(params, name, &bot.delivery.media_from_urls)?;
         let (width, height) = match kind {
             // A round video: its diameter.
             MediaKind::VideoNote => (dimension(params, "length")?, dimension(params, "length")?),
@@ -184,12 +198,24 @@ impl<'a> MediaRequest<'a> {
         })
     }
 
-    /// The file as a message carries it: uploaded (or found by its file_id) with the details
-    /// given, its file_id issued before the answer names it.
+    /// A file by URL fetched now and streamed to the platform, which keeps it only once
+    /// [`MediaRequest::into_media`] uses it: an album fetches every item before it stores any.
+    /// Other sources stay as they are.
+    pub(super) fn fetched(self, bot: &BotShared) -> Result<MediaRequest<'a>, ApiError> {
+        match self.source {
+            Source::Url(at, url) => Ok(MediaRequest { source: Source::Fetched(fetch_url(bot, &at, &url, self.kind)?), ..self }),
+            _ => Ok(self),
+        }
+    }
+
+    /// The file as a message carries it: uploaded, fetched (or found by its file_id) with the
+    /// details given, its file_id issued before the answer names it.
     pub(super) fn into_media(self, bot: &BotShared) -> Result<Media, ApiError> {
         let mut media = match self.source {
             Source::FileId(id) => bot.store.read(|c| files::by_id(c, &id)).map_err(store_error)?.ok_or_else(unknown_file_id)?.media,
             Source::Upload(file) => upload(bot, file, self.kind)?,
+            Source::Fetched(file) => upload(bot, &file, self.kind)?,
+            Source::Url(at, url) => media_from_url(bot, &at, &url, self.kind)?,
         };
         media.kind = self.kind.to_wire().into();
         if self.width != 0 || self.height != 0 {
@@ -237,11 +263,12 @@ pub(super) fn send_media_group(bot: &BotShared, params: &Params) -> Result<Value
     let requests = items
         .iter()
         .zip(&kinds)
-        .map(|(item, kind)| MediaRequest::read(item, *kind, "media"))
+        .map(|(item, kind)| MediaRequest::read(bot, item, *kind, "media"))
         .collect::<Result<Vec<_>, _>>()?;
     let (reply_to, allow_without) = messages::reply_request(params, chat_id)?;
     let target = media_target(bot, chat_id)?;
     let reply_to_message_id = messages::reply_target(bot, chat_id, reply_to, allow_without)?;
+    let requests = requests.into_iter().map(|r| r.fetched(bot)).collect::<Result<Vec<_>, _>>()?;
     let media = requests.into_iter().map(|r| r.into_media(bot)).collect::<Result<Vec<_>, _>>()?;
 
     // Telegram's ids are decimal strings of about 18 digits; SDKs take any string.
@@ -303,6 +330,37 @@ impl FileIntake for BotShared {
             }
         })
     }
+}
+
+/// The file an http(s) URL names (`media_from_urls` on), fetched by `url_media` and streamed
+/// to the platform as it arrives, as a file part of the request is (`FileIntake`): a part
+/// whose name is the URL's and whose type is what its bytes or the server said, for
+/// [`upload`] to store. `at` names the parameter in errors. The log names the host only: a
+/// URL's path or query may hold a secret.
+pub(super) fn fetch_url(bot: &BotShared, at: &str, url: &url::Url, kind: MediaKind) -> Result<UploadedFile, ApiError> {
+    let host = url.host_str().unwrap_or_default();
+    match url_media::fetch(&bot.delivery.media_from_urls, url, kind, |body| begin_upload(bot.platform.files(), body)) {
+        Ok(fetched) => {
+            log::debug!("bot @{}: {at}: a {} fetched from {host}", bot.username, kind.name());
+            Ok(UploadedFile {
+                filename: fetched.file_name,
+                content_type: fetched.mime_type,
+                bytes: Vec::new(),
+                streamed: Some(Arc::new(StreamedFile::pending(fetched.taken))),
+            })
+        }
+        Err(Failure::Refused(refusal)) => {
+            log::info!("bot @{}: {at}: the {} at {host} was refused: {refusal}", bot.username, kind.name());
+            Err(refusal.to_api(at))
+        }
+        Err(Failure::Taking(e)) => Err(transfer_error(bot, "upload", e)),
+    }
+}
+
+/// A file by URL as a message carries it: fetched, stored and described like an upload
+/// (inline results by URL; the send methods go through [`MediaRequest`]).
+pub(super) fn media_from_url(bot: &BotShared, at: &str, url: &url::Url, kind: MediaKind) -> Result<Media, ApiError> {
+    upload(bot, &fetch_url(bot, at, url, kind)?, kind)
 }
 
 /// Encrypts and uploads a file part; over 50 MiB is refused before anything is uploaded.
@@ -434,26 +492,76 @@ pub fn download(bot: &BotShared, file_path: &str) -> Result<Download, ApiError> 
 mod tests {
     use serde_json::json;
 
-    use super::super::testing::{bad, bot, form, p};
+    use super::super::testing::{bad, bot, form, p, with_media_from_urls};
     use super::*;
     use crate::wire::e2e::media::Kind as E2eKind;
     use crate::gateway::botapi::params::UploadedFile;
 
     #[test]
-    fn the_media_parameter_is_a_part_an_attachment_or_a_file_id_never_a_url() {
+    fn the_media_parameter_is_a_part_an_attachment_or_a_file_id_and_a_url_only_when_allowed() {
+        let off = MediaFromUrls::default();
         let mut params = form(&[("photo", "attach://x1")]);
         let part = UploadedFile::in_memory("a.jpg", None, b"jpeg".to_vec());
         params.insert_file("x1", part.clone());
-        assert_eq!(media_source(&params, "photo").expect("attach"), Source::Upload(&part));
+        assert_eq!(media_source(&params, "photo", &off).expect("attach"), Source::Upload(&part));
         let mut direct = Params::new();
         direct.insert_file("voice", part.clone());
-        assert_eq!(media_source(&direct, "voice").expect("direct part"), Source::Upload(&part));
-        assert_eq!(media_source(&form(&[("document", "AbC-_1")]), "document").expect("id"), Source::FileId("AbC-_1".into()));
-        let e = bad(media_source(&form(&[("photo", "https://example.com/a.jpg")]), "photo"));
-        assert!(e.contains("external URLs are not supported"), "{e}");
-        assert!(bad(media_source(&form(&[("photo", "HTTP://x")]), "photo")).contains("external URLs"));
-        assert!(bad(media_source(&form(&[("photo", "attach://missing")]), "photo")).contains("names no file part"));
-        assert!(bad(media_source(&Params::new(), "audio")).contains("audio is required"));
+        assert_eq!(media_source(&direct, "voice", &off).expect("direct part"), Source::Upload(&part));
+        assert_eq!(media_source(&form(&[("document", "AbC-_1")]), "document", &off).expect("id"), Source::FileId("AbC-_1".into()));
+        let e = bad(media_source(&form(&[("photo", "https://example.com/a.jpg")]), "photo", &off));
+        assert_eq!(
+            e,
+            "Bad Request: photo: external URLs are not supported unless the gateway's operator sets \
+             media_from_urls {\"enabled\": true} in its config; upload the file or send a file_id"
+        );
+        assert!(bad(media_source(&form(&[("photo", "HTTP://x")]), "photo", &off)).contains("external URLs"));
+        assert!(bad(media_source(&form(&[("photo", "attach://missing")]), "photo", &off)).contains("names no file part"));
+        assert!(bad(media_source(&Params::new(), "audio", &off)).contains("audio is required"));
+
+        let on = MediaFromUrls { enabled: true, ..Default::default() };
+        let url = url::Url::parse("https://example.com/a.jpg?k=1").expect("url");
+        assert_eq!(media_source(&form(&[("photo", " https://example.com/a.jpg?k=1 ")]), "photo", &on).expect("a URL"), Source::Url("photo".into(), url));
+        let e = bad(media_source(&form(&[("photo", "http://exa mple.com/")]), "photo", &on));
+        assert!(e.starts_with("Bad Request: wrong file identifier/HTTP URL specified: photo: not a valid URL"), "{e}");
+        // Switched on, other schemes are what they were.
+        assert!(bad(media_source(&form(&[("photo", "file:///etc/passwd")]), "photo", &on)).contains("local file paths are not supported"));
+        assert_eq!(media_source(&form(&[("document", "AbC-_1")]), "document", &on).expect("id"), Source::FileId("AbC-_1".into()));
+    }
+
+    #[test]
+    fn a_file_by_url_is_refused_before_anything_reaches_the_platform() {
+        let (_dir, bot, fake) = crate::gateway::runtime::test_bot_on_fake(crate::gateway::config::DEFAULT_SEND_WAIT);
+        let bot = with_media_from_urls(bot, MediaFromUrls { enabled: true, ..Default::default() });
+        let params = form(&[("photo", "http://127.0.0.1:9/cat.png")]);
+        let request = MediaRequest::read(&bot, &params, MediaKind::Photo, "photo").expect("read");
+        let e = bad(request.into_media(&bot));
+        assert!(e.starts_with("Bad Request: failed to get HTTP URL content: photo: 127.0.0.1 is a loopback address"), "{e}");
+        assert!(fake.calls_of("upload_file").is_empty(), "nothing was uploaded");
+    }
+
+    #[test]
+    fn a_file_by_url_is_stored_and_served_like_an_upload() {
+        use crate::gateway::api::url_media::tests::{Server, PNG};
+        let (_dir, bot, fake) = crate::gateway::runtime::test_bot_on_fake(crate::gateway::config::DEFAULT_SEND_WAIT);
+        let bot = with_media_from_urls(bot, MediaFromUrls { enabled: true, allow_hosts: vec!["localhost".into()], max_bytes: None });
+        let server = Server::start();
+        let params = form(&[("photo", server.url("localhost", "/cat.png").as_str())]);
+        let media = MediaRequest::read(&bot, &params, MediaKind::Photo, "photo").expect("read").into_media(&bot).expect("sent");
+        assert_eq!((media.mime_type.as_str(), media.file_name.as_str(), media.size), ("image/png", "cat.png", PNG.len() as u64));
+        assert_eq!(fake.stored_files(), 1);
+        let record = bot.store.write(move |c| files::issue(c, &media, 0)).expect("issued");
+        assert_eq!(downloaded(&bot, &record).expect("download"), PNG);
+
+        // An album fetches every item before it stores any: a refused item leaves nothing.
+        let items = [(MediaKind::Document, "/cat.png"), (MediaKind::Photo, "/notes.txt")]
+            .map(|(kind, path)| (kind, form(&[("media", server.url("localhost", path).as_str())])));
+        let fetched: Result<Vec<_>, _> = items
+            .iter()
+            .map(|(kind, item)| MediaRequest::read(&bot, item, *kind, "media").expect("read").fetched(&bot))
+            .collect();
+        let e = bad(fetched.map(|_| ()));
+        assert!(e.starts_with("Bad Request: wrong type of the web page content: media: the content is not a JPEG"), "{e}");
+        assert_eq!(fake.stored_files(), 1, "the first item's upload was cancelled, not stored");
     }
 
     #[test]

@@ -231,6 +231,13 @@ pub(crate) mod testing {
     /// The group of [`bot_in_group`].
     pub const GROUP_ID: [u8; 32] = [5; 32];
 
+    /// `bot` (its one handle) with the config's `media_from_urls` set as given.
+    pub fn with_media_from_urls(bot: Arc<BotShared>, urls: crate::gateway::config::MediaFromUrls) -> Arc<BotShared> {
+        let bot = Arc::try_unwrap(bot).unwrap_or_else(|_| panic!("the test holds the bot's one handle"));
+        let delivery = crate::gateway::config::Delivery { media_from_urls: urls, ..bot.delivery.clone() };
+        Arc::new(bot.with_delivery(delivery))
+    }
+
     pub fn p(v: Value) -> Params {
         let mut p = Params::new();
         for (k, v) in v.as_object().expect("object").clone() {
