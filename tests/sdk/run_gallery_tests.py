@@ -4,7 +4,7 @@
 Each SDK has one bot written the way its users write them (python/ptb_gallery.py,
 python/aiogram_gallery.py, node/telegraf_gallery.js): commands set with a leading slash, an
 album (sendMediaGroup), an animation with a caption edit and a markup edit, the user's command
-deleted by the bot, an inline answer with a callback button,
+deleted by the bot, a photo by URL (fetched by the gateway from a local web server), an inline answer with a callback button,
 a cached photo and a results button, and a photo into a group that adds it. In webhook mode each
 uses its SDK's stock webhook server.
 
@@ -17,8 +17,10 @@ Usage: run_gallery_tests.py [-v] [--keep] [SDK ...]   (SDK: ptb, aiogram, telegr
 Prints PASS/FAIL per SDK and mode, then exactly "N passed, M failed"; exits 0 only if all passed.
 """
 
+import http.server
 import json
 import sys
+import threading
 from pathlib import Path
 
 sys.dont_write_bytecode = True
@@ -30,6 +32,34 @@ from run_sdk_tests import from_bot  # noqa: E402
 
 SDK_DIR = base.SDK_DIR
 STOCK_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+
+
+# The picture a local web server serves for /url: a 1×1 PNG.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da6364f8cf"
+    "500f00038601805a347d6b0000000049454e44ae426082"
+)
+
+
+class PictureServer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        body = PNG if self.path == "/pic.png" else b""
+        self.send_response(200 if body else 404)
+        self.send_header("Content-Type", "image/png")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def picture_url():
+    """The URL of the picture, served on loopback for the whole run (a daemon thread)."""
+    if not hasattr(picture_url, "server"):
+        picture_url.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), PictureServer)
+        threading.Thread(target=picture_url.server.serve_forever, name="picture-server", daemon=True).start()
+    return f"http://127.0.0.1:{picture_url.server.server_address[1]}/pic.png"
 
 
 def said(user, text):
@@ -82,6 +112,14 @@ def gallery(user):
     check(found["the markup edit"].get("message_id") == found["the animation"].get("message_id"),
           "the markup edit should change the animation's message", found)
 
+    # A photo by URL (the gateway's media_from_urls, loopback allowed for the test): the
+    # gateway fetches it, and the user gets exactly the picture the server served.
+    user.send(f"/url {picture_url()}")
+    found = user.expect(("the photo by URL", lambda m: "event" not in m and from_bot(m, bot) and media_of(m, "photo")
+                         and m.get("caption") == "by URL"))
+    got = user.download(found["the photo by URL"]["message_id"], user.world.dir / "by-url.png")
+    check(got == PNG, "the photo by URL should be the served picture", len(got))
+
     # Inline: an article with a button, the album's photo as a cached result, and the button
     # above the results.
     results = user.inline("pics")
@@ -116,7 +154,10 @@ def spec(argv, username, name, path):
         "name": name,
         "path": path,
         "capabilities": "dm,groups",
-        "config": {"webhook_secret_token_headers": ["X-Compat-Bot-Api-Secret-Token", STOCK_SECRET_HEADER]},
+        "config": {
+            "webhook_secret_token_headers": ["X-Compat-Bot-Api-Secret-Token", STOCK_SECRET_HEADER],
+            "media_from_urls": {"enabled": True, "allow_hosts": ["127.0.0.1"]},
+        },
         "scenario": gallery,
     }
 

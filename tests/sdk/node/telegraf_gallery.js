@@ -47,6 +47,9 @@ bot.command('gif', async (ctx) => {
   await ctx.deleteMessage()
 })
 
+// A photo by URL, as stock bots send them: the gateway fetches it (media_from_urls).
+bot.command('url', (ctx) => ctx.replyWithPhoto(ctx.payload, { caption: 'by URL' }))
+
 bot.on('inline_query', async (ctx) => {
   const results = [{
     type: 'article',

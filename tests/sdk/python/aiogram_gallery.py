@@ -70,6 +70,12 @@ async def gif(message: Message) -> None:
     await message.delete()
 
 
+@router.message(Command("url"))
+async def by_url(message: Message, command: CommandObject) -> None:
+    # A photo by URL, as stock bots send them: the gateway fetches it (media_from_urls).
+    await message.answer_photo(command.args, caption="by URL")
+
+
 @router.inline_query()
 async def inline(query: InlineQuery) -> None:
     results = [

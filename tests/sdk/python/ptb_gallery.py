@@ -11,6 +11,7 @@ The dialog (tests/sdk/run_gallery_tests.py drives it):
                      then "Album sent: 2 messages in one group"
   /gif            -> an animation captioned "a gif", then its caption edited to "a gif, edited",
                      its markup edited to one button "Another" (gif:again), and the /gif deleted
+  /url URL        -> the photo at URL, captioned "by URL" (sent by URL: the gateway fetches it)
   @bot anything   -> an article "Press me" ("Inline with a button", button Press: inline-press),
                      the album's first photo as a cached photo ("cached photo"), and the button
                      "Open the bot" (start parameter from-inline)
@@ -76,6 +77,11 @@ async def gif(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await update.message.delete()
 
 
+async def by_url(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    # A photo by URL, as stock bots send them: the gateway fetches it (media_from_urls).
+    await update.message.reply_photo(context.args[0], caption="by URL")
+
+
 async def inline(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     results = [
         InlineQueryResultArticle(
@@ -124,6 +130,7 @@ def main() -> None:
     app.add_handler(CommandHandler("start", start))
     app.add_handler(CommandHandler("album", album))
     app.add_handler(CommandHandler("gif", gif))
+    app.add_handler(CommandHandler("url", by_url))
     app.add_handler(InlineQueryHandler(inline))
     app.add_handler(CallbackQueryHandler(pressed, pattern="^inline-press$"))
     app.add_handler(MessageHandler(filters.PHOTO & filters.VIA_BOT, photo_via_me))
