@@ -136,7 +136,12 @@ impl super::profile::Profile {
             }
             (ButtonRequest::Contact, _) => Shared::Contact(self.own_contact_card()).to_content(None)?,
             (ButtonRequest::Location, Some(location @ Shared::Location(_))) => location.to_content(None)?,
-            (ButtonRequest::Location, _) => return Err(asks("your location: give it as LATITUDE,LONGITUDE")),
+            (ButtonRequest::Location, _) => {
+                return Err(ClientError::Invalid(format!(
+                    "button {number} ({:?}) sends your location: give it as LATITUDE,LONGITUDE",
+                    button.text
+                )))
+            }
             (ButtonRequest::Poll(kind), Some(Shared::Poll(poll))) if kind.admits(poll.quiz) => Shared::Poll(poll).to_content(None)?,
             (ButtonRequest::Poll(kind), Some(Shared::Poll(_))) => return Err(asks(&format!("{}, not this one", kind.wanted()))),
             (ButtonRequest::Poll(kind), _) => {

@@ -480,5 +480,7 @@ fn the_pool_grows_to_its_bound_for_connections_and_shrinks_to_the_warm_workers_w
     assert!(read_all(&mut s).starts_with("HTTP/1.1 200"));
     assert!(server.health().report().serving, "{:?}", server.health().report());
     server.shutdown();
-    assert_eq!(worker_threads("elastic"), 0, "every worker joined");
+    // Joined, but the kernel may list a thread that just exited for a moment longer (the join
+    // wakes when its tid is cleared, before the task is reaped): under load the count lags.
+    assert_eq!(worker_threads_become("elastic", 0), 0, "every worker joined");
 }
