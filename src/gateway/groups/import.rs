@@ -63,8 +63,12 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
                     None => return Ok(()), // a group we are not in (yet)
                 },
             };
-            // The platform has spoken about this user: a join noted from a commit is announced.
-            groups::joiner_announced(c, gid, new.user.user_id)?;
+            // The platform seated this user: a join noted from a commit is announced. A notice
+            // that does not seat them ("left", "invited") announces nothing: a reader with a
+            // leaf stays unannounced until the platform says they are in.
+            if crate::wire::roles::is_seated(new.role.enum_value_or_default()) {
+                groups::joiner_announced(c, gid, new.user.user_id)?;
+            }
             let group = groups::upsert(c, gid, &d.title, kind, status, now)?;
             if group.is_channel() {
                 posters::set_poster(c, gid, new.user.user_id, may_post_in_channel(new))?;

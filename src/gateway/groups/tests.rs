@@ -833,6 +833,21 @@ fn a_joiner_the_platform_announces_is_one_chat_member_update_and_no_alert() {
     assert_eq!(alerts(&bot), 0);
 }
 
+/// A notice that does not seat the joiner ("left") does not announce them (issue 45, part 4):
+/// a silent reader whose leaf is in the tree is still reported and alerted.
+#[test]
+fn a_left_notice_about_a_silent_joiner_still_alerts() {
+    let (_dir, bot, fake, _alice) = joined();
+    bot.store.write(|c| queue::store_allowed_updates(c, &["message".into(), "chat_member".into()])).expect("filter");
+    let notice = InboxEnvelope { seq: 21, ..membership(CAROL, GroupRole::LEFT, CAROL) };
+    assert!(crate::gateway::inbox::import_reported(&bot, vec![carol_joins(&fake), notice]));
+    report_unannounced_joiners(&bot, unix_now() + joiners::GRACE_SECS + 1);
+    let seated: Vec<_> = chat_member_updates(&bot).into_iter().filter(|u| u["new_chat_member"]["status"] == "member").collect();
+    assert_eq!(seated.len(), 1, "reported from the tree: {seated:?}");
+    assert_eq!(seated[0]["new_chat_member"]["user"]["id"], CAROL as i64);
+    assert_eq!(alerts(&bot), 1, "a reader the platform says left is still alerted");
+}
+
 #[test]
 fn an_external_join_keeps_no_past_epoch() {
     let (_dir, bot, _fake, alice) = joined();
