@@ -66,6 +66,10 @@ fn export(old: &Connection, copy: &Path, key: &[u8; 32], bot_id_hex: &str) -> Re
     let copy_name = copy.to_str().ok_or_else(|| StoreError::Corrupt(format!("{} is not UTF-8", copy.display())))?;
     old.execute("ATTACH DATABASE ?1 AS moved KEY ?2", rusqlite::params![copy_name, key_literal(key).as_str()])?;
     let exported = (|| -> Result<()> {
+        // SQLite makes the copy durable itself: every write to it is synced before it commits.
+        // (Opening the file to sync it here would close a descriptor of a database file behind
+        // SQLite's back, which drops its POSIX locks: sqlite.org/howtocorrupt.html, 2.2.)
+        old.execute_batch("PRAGMA moved.synchronous = FULL;")?;
         old.query_row("SELECT sqlcipher_export('moved')", [], |_| Ok(()))?;
         let version: i64 = old.query_row("PRAGMA main.user_version", [], |r| r.get(0))?;
         old.execute_batch(&format!("PRAGMA moved.user_version = {version};"))?;
@@ -74,15 +78,17 @@ fn export(old: &Connection, copy: &Path, key: &[u8; 32], bot_id_hex: &str) -> Re
     })();
     old.execute_batch("DETACH DATABASE moved;")?;
     exported?;
+    // By path (chmod): no descriptor of the database file is opened outside SQLite.
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(copy, fs::Permissions::from_mode(0o600))
-        .and_then(|()| fs::File::open(copy)?.sync_all())
-        .map_err(|e| StoreError::Corrupt(format!("restricting and syncing {}: {e}", copy.display())))?;
+        .map_err(|e| StoreError::Corrupt(format!("restricting {}: {e}", copy.display())))?;
     Ok(())
 }
 
 /// Puts `copy` in the place of `path`: the old log and shared memory go first (they belong to
-/// the old file), then the rename, then the directory is synced.
+/// the old file), then the rename, then the directory is synced. No connection to either file
+/// is open here (the caller dropped its own), so unlinking and renaming cannot pull a file
+/// from under SQLite.
 fn replace(path: &Path, copy: &Path) -> std::io::Result<()> {
     for journal in journals(path) {
         match fs::remove_file(&journal) {
