@@ -707,22 +707,34 @@ mod tests {
         assert!(matches!(event, Some(Incoming::GroupMessage { .. })), "{event:?}");
     }
 
-    #[test]
-    fn a_commit_this_device_cannot_process_makes_it_rejoin() {
+    /// A group Alice (user 1) made and this device (user 3) joined by external commit.
+    fn alice_and_me_in_a_group() -> (Connection, Connection, GroupId) {
         let (alice, me) = (device(1), device(3));
         let id = GroupId(mls_group::new_group_id());
         let info = mls_group::create(&alice, &id.0).expect("create");
         let (_, joined) = mls_group::join_external(&me, &info).expect("this device joins");
         mls_group::receive(&alice, &id.0, &joined.message).expect("alice");
+        (alice, me, id)
+    }
+
+    /// Alice's commit as the platform delivers it in a group.
+    fn group_commit(commit: Vec<u8>, id: &GroupId) -> (InboxEnvelope, GroupDelivery) {
+        let (mut envelope, mut delivery) = post(1, commit, id);
+        delivery.type_ = GroupType::GROUP.into();
+        envelope.group = Some(delivery.clone()).into();
+        (envelope, delivery)
+    }
+
+    #[test]
+    fn a_commit_this_device_cannot_process_makes_it_rejoin() {
+        let (alice, me, id) = alice_and_me_in_a_group();
         // Two commits of Alice's; this device never gets the first.
         for _ in 0..2 {
             mls_group::self_update(&alice, &id.0).expect("commit");
             mls_group::commit_accepted(&alice, &id.0).expect("merge");
         }
         let second = mls_group::self_update(&alice, &id.0).expect("a third, not sent");
-        let (mut envelope, mut delivery) = post(1, second.message, &id);
-        delivery.type_ = GroupType::GROUP.into();
-        envelope.group = Some(delivery.clone()).into();
+        let (envelope, delivery) = group_commit(second.message, &id);
         let (event, follow_up) = open_delivery(&me, 3, &envelope, &delivery).expect("kept, not an error");
         assert!(event.is_none());
         assert!(matches!(follow_up, Some(FollowUp::Rejoin { group, .. }) if group == id), "a rejoin follows");
@@ -735,16 +747,10 @@ mod tests {
     /// An old commit delivered again is a replay: dropped, and no rejoin (issue 45, part 2).
     #[test]
     fn a_replayed_old_commit_is_dropped_without_a_rejoin() {
-        let (alice, me) = (device(1), device(3));
-        let id = GroupId(mls_group::new_group_id());
-        let info = mls_group::create(&alice, &id.0).expect("create");
-        let (_, joined) = mls_group::join_external(&me, &info).expect("this device joins");
-        mls_group::receive(&alice, &id.0, &joined.message).expect("alice");
+        let (alice, me, id) = alice_and_me_in_a_group();
         let commit = mls_group::self_update(&alice, &id.0).expect("commit");
         mls_group::commit_accepted(&alice, &id.0).expect("merge");
-        let (mut envelope, mut delivery) = post(1, commit.message, &id);
-        delivery.type_ = GroupType::GROUP.into();
-        envelope.group = Some(delivery.clone()).into();
+        let (envelope, delivery) = group_commit(commit.message, &id);
         open_delivery(&me, 3, &envelope, &delivery).expect("the commit");
         let epoch = mls_group::epoch(&me, &id.0).expect("epoch");
         let (event, follow_up) = open_delivery(&me, 3, &envelope, &delivery).expect("dropped, not an error");
