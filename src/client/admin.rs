@@ -152,6 +152,8 @@ impl Profile {
             let req = GroupRequest { group_id: group.0.to_vec(), ..Default::default() };
             let info = self.platform.client.get_group_info(&req, self.platform.opt()).map_err(rpc("GetGroupInfo"))?.group_info;
             let out = self.write(|c| mls_group::join_external(c, &info).context(context))?.1;
+            let mut users: Vec<u64> = out.newcomers.iter().map(|d| d.0).collect();
+            users.dedup();
             let cmid = crypto::hex_encode(&crypto::random_bytes::<16>());
             let answer = self.send_to_group(group, &cmid, out.message, out.group_info, out.welcome);
             match answer.as_ref().map(|r| r.status.enum_value()) {
@@ -159,10 +161,15 @@ impl Profile {
                     // The join made our leaf: nothing to update yet.
                     let now = crate::clock::unix_now();
                     self.write(|c| {
+                        mls_group::join_accepted(c, &group.0).context(context)?;
                         remember_group(c, group, title, kind, 0)?;
                         set_self_updated(c, group, now)
                     })?;
-                    log::info!("@{} joined group {} by an external commit", self.username(), short(group));
+                    if out.rejoined && !users.is_empty() {
+                        log::warn!("group {}: rejoined; its tree holds users the verified one did not: {users:?}", short(group));
+                    } else {
+                        log::info!("@{} joined group {} by an external commit; members in its tree: {users:?}", self.username(), short(group));
+                    }
                     self.learn_posters(group, kind);
                     return Ok(());
                 }

@@ -41,7 +41,7 @@ fn recorded(c: &Connection, group: &GroupId) -> Result<Option<RecordedCommit>> {
         |r| {
             Ok(RecordedCommit {
                 client_message_id: r.get(0)?,
-                out: CommitOut { message: r.get(1)?, group_info: r.get(2)?, welcome: r.get(3)?, epoch: 0 },
+                out: CommitOut { message: r.get(1)?, group_info: r.get(2)?, welcome: r.get(3)?, epoch: 0, ..CommitOut::default() },
             })
         },
     )

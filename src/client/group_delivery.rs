@@ -187,8 +187,12 @@ impl Profile {
             }
             FollowUp::Rejoin { group, title, kind } => {
                 log::warn!("group {}: rejoining by external commit from the newest GroupInfo", short(&group));
-                if let Err(e) = self.join_external(&group, &title, kind) {
-                    log::warn!("rejoining group {} failed (the next delivery tries again): {e}", short(&group));
+                match self.join_external(&group, &title, kind) {
+                    Ok(()) => {}
+                    Err(e @ ClientError::E2e { source: E2eError::RejoinRefused { .. }, .. }) => {
+                        log::error!("SECURITY ALERT: {e} (the next delivery tries again)")
+                    }
+                    Err(e) => log::warn!("rejoining group {} failed (the next delivery tries again): {e}", short(&group)),
                 }
             }
             FollowUp::JoinApproved { group, title, kind } => {

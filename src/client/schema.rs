@@ -43,6 +43,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 16, sql: &e2e::DEVICE_PROOF_TABLES },
     // Which account each name stood for when this profile met it (`identity`: names).
     Step { version: 17, sql: &[NAMES_V17] },
+    // The verified tree a rejoin is checked against once its state is replaced (`e2e::rejoin`).
+    Step { version: 18, sql: &[e2e::rejoin::TABLES] },
 ];
 
 /// Step 17: the account a name (lowercase, without `@`) stood for when this profile first

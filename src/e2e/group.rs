@@ -26,6 +26,7 @@ use openmls::prelude::*;
 use rusqlite::Connection;
 
 use super::leaf::{self, LeafRefusal, Untrusted};
+use super::rejoin;
 use super::{device_key, registration, E2eError, Result};
 use crate::crypto::mls::{self, DeviceSigner, MlsProvider};
 
@@ -40,6 +41,12 @@ pub struct CommitOut {
     pub welcome: Vec<u8>,
     /// The epoch the commit was made in (the platform's current one if it is accepted).
     pub epoch: u64,
+    /// An external join only: the devices of users new to this device. On a rejoin, those of
+    /// users the last verified tree did not hold (`rejoin`); on a first join, every other
+    /// member. Empty for other commits.
+    pub newcomers: Vec<Device>,
+    /// An external join only: checked against a verified tree of this device (a rejoin).
+    pub rejoined: bool,
 }
 
 /// A device named by a leaf: (user id, device id).
@@ -164,9 +171,12 @@ pub fn create_lasting(conn: &Connection, group_id: &[u8], lifetime_secs: u64) ->
 }
 
 /// Joins a group by an external commit from the platform's GroupInfo. The group is stored at
-/// the new epoch on return; send the commit, and `forget` the group if it is refused. Every
-/// leaf of the group's tree is checked first (`leaf`): one this device does not trust fails the
-/// join with `UntrustedLeaf`, and the caller rolls back what was stored.
+/// the new epoch on return; send the commit, `join_accepted` once the platform takes it, and
+/// `forget` the group if it is refused. A rejoin of a group this device holds a verified state
+/// of (or kept one of) is checked against that tree first (`rejoin`): a GroupInfo signed by
+/// none of its leaves, or older, fails with `RejoinRefused` before anything is touched. Every
+/// leaf of the new tree is checked (`leaf`): one this device does not trust fails the join
+/// with `UntrustedLeaf`, and the caller rolls back what was stored.
 pub fn join_external(conn: &Connection, group_info: &[u8]) -> Result<(Vec<u8>, CommitOut)> {
     let (credential, signer) = me(conn)?;
     let provider = MlsProvider::new(conn);
@@ -176,7 +186,16 @@ pub fn join_external(conn: &Connection, group_info: &[u8]) -> Result<(Vec<u8>, C
     };
     let group_id = info.group_id().as_slice().to_vec();
     let epoch = info.epoch().as_u64();
+    let held = MlsGroup::load(provider.storage(), &GroupId::from_slice(&group_id)).map_err(fail("loading a group"))?;
+    let reference = rejoin::reference(conn, &group_id, held.as_ref())?;
+    if let Some(tree) = &reference {
+        let signer = rejoin::check(provider.crypto(), &group_id, &info, tree)?;
+        log::debug!("group {}: rejoining from a GroupInfo of epoch {epoch} signed by user {} device {}", short_id(&group_id), signer.0, signer.1);
+        // The state held goes below: its tree stays the reference until a join is accepted.
+        rejoin::keep(conn, &group_id, tree)?;
+    }
     // A leftover of an earlier attempt (refused, or lost in a crash) would block the join.
+    drop(held);
     forget(conn, &group_id)?;
     let (mut group, bundle) = MlsGroup::external_commit_builder()
         .with_config(mls::join_config())
@@ -189,7 +208,13 @@ pub fn join_external(conn: &Connection, group_info: &[u8]) -> Result<(Vec<u8>, C
         .map_err(fail("joining a group"))?
         .finalize(&provider)
         .map_err(fail("joining a group"))?;
-    check_members(conn, &group_id, group.members(), signer.0.public_key().as_slice())?;
+    let own_key = signer.0.public_key();
+    let own = own_key.as_slice();
+    check_members(conn, &group_id, group.members(), own)?;
+    let newcomers = match &reference {
+        Some(tree) => rejoin::newcomers(tree, group.members(), own),
+        None => group.members().filter(|m| m.signature_key != own).filter_map(|m| mls::device_of(&m.credential)).collect(),
+    };
     // openmls keeps the epoch the join ended as a past one, though a joiner never had its
     // secrets: every message would rewrite it with the current epoch's.
     group.delete_past_epoch_secrets(&provider, PastEpochDeletion::delete_all()).map_err(fail("joining a group"))?;
@@ -200,7 +225,13 @@ pub fn join_external(conn: &Connection, group_info: &[u8]) -> Result<(Vec<u8>, C
             .map_err(mls_err("GroupInfo"))?,
     };
     let message = mls::to_bytes(&commit).map_err(mls_err("commit"))?;
-    Ok((group_id, CommitOut { message, group_info, welcome: Vec::new(), epoch }))
+    let rejoined = reference.is_some();
+    Ok((group_id, CommitOut { message, group_info, welcome: Vec::new(), epoch, newcomers, rejoined }))
+}
+
+/// The platform accepted this device's external join: its state is the verified one now.
+pub fn join_accepted(conn: &Connection, group_id: &[u8]) -> Result<()> {
+    rejoin::settled(conn, group_id)
 }
 
 /// Joins a group from a Welcome made for one of this device's key packages; returns the
@@ -219,6 +250,7 @@ pub fn join_welcome(conn: &Connection, welcome: &[u8]) -> Result<Vec<u8>> {
     check_members(conn, &group_id, staged.members(), device_key(conn)?.public_key().as_slice())?;
     // A group left or lost earlier under the same id gives way to the new membership.
     forget(conn, &group_id)?;
+    rejoin::settled(conn, &group_id)?;
     staged.into_group(&provider).map_err(fail("joining from a Welcome"))?;
     Ok(group_id)
 }
@@ -351,6 +383,7 @@ fn commit_out(
             None => Vec::new(),
         },
         epoch,
+        ..CommitOut::default()
     })
 }
 
@@ -884,6 +917,92 @@ mod tests {
             Received::Commit { added, removed, .. } => assert!(added.is_empty() && removed.is_empty(), "a rejoin: {added:?} {removed:?}"),
             other => panic!("expected a commit, got {other:?}"),
         }
+    }
+
+    /// Bob in Alice's group (by Welcome, at epoch 1).
+    fn alice_and_bob() -> (TestDevice, TestDevice, [u8; 32]) {
+        let alice = device(1, 1);
+        let bob = device(2, 1);
+        let gid = new_group_id();
+        create(&alice.conn, &gid).expect("create");
+        let kps = key_packages(&bob.conn, 1).expect("key package");
+        let add_bob = add(&alice.conn, &gid, &Claimed::of(2, 1, &kps)).expect("add");
+        commit_accepted(&alice.conn, &gid).expect("merge");
+        join_welcome(&bob.conn, &add_bob.welcome).expect("welcome");
+        (alice, bob, gid)
+    }
+
+    fn rejoin_refusal(e: E2eError) -> String {
+        match e {
+            E2eError::RejoinRefused { why, .. } => why,
+            other => panic!("expected a refused rejoin, got {other:?}"),
+        }
+    }
+
+    /// Issue 45, part 2: the platform serves Bob, who must rejoin, a tree of its own making:
+    /// the same group id, a leaf vouched for by a real account (Mallory's), signed by it. No
+    /// leaf of the tree Bob verified signed it: refused before anything is touched, and Bob
+    /// keeps his state and reads Alice's next message.
+    #[test]
+    fn a_group_info_signed_by_a_leaf_outside_the_verified_tree_is_refused_and_the_state_kept() {
+        let (alice, bob, gid) = alice_and_bob();
+        let mallory = device(9, 1);
+        let theirs = create(&mallory.conn, &gid).expect("the platform's own tree");
+        let before = epoch(&bob.conn, &gid).unwrap();
+        let why = rejoin_refusal(join_external(&bob.conn, &theirs).expect_err("refused"));
+        assert!(why.contains("signed by none of the 2 leaves"), "{why}");
+        assert_eq!(epoch(&bob.conn, &gid).unwrap(), before, "the verified state is kept");
+        let (hi, _) = encrypt(&alice.conn, &gid, b"still us").expect("encrypt");
+        assert!(matches!(receive(&bob.conn, &gid, &hi).expect("bob reads"), Received::Application { .. }));
+    }
+
+    /// A GroupInfo of an epoch older than the verified state's, though signed by Alice, is
+    /// refused: the platform serves no older tree again.
+    #[test]
+    fn a_group_info_older_than_the_verified_state_is_refused() {
+        let (alice, bob, gid) = alice_and_bob();
+        let old = mls::to_bytes(&load(&MlsProvider::new(&alice.conn), &gid).unwrap().export_group_info(
+            MlsProvider::new(&alice.conn).crypto(),
+            &me(&alice.conn).unwrap().1,
+            true,
+        ).unwrap()).unwrap();
+        let update = self_update(&alice.conn, &gid).expect("update");
+        send_commit(&alice, &gid, &update, &[&bob]);
+        let why = rejoin_refusal(join_external(&bob.conn, &old).expect_err("refused"));
+        assert!(why.contains("epoch 1 is older than the verified state's 2"), "{why}");
+        assert_eq!(epoch(&bob.conn, &gid).unwrap(), Some(2));
+    }
+
+    /// An honest rejoin: Bob missed Alice's commit adding Carol. He rejoins from the GroupInfo
+    /// Alice signed; Carol is his rejoin's newcomer. The platform refuses that rejoin (the
+    /// merged join is forgotten): the tree Bob verified is still the reference, so the
+    /// platform's own tree is refused at the next try, and an accepted join settles it.
+    #[test]
+    fn a_rejoin_names_its_newcomers_and_a_refused_one_keeps_the_verified_tree() {
+        let (alice, bob, gid) = alice_and_bob();
+        let carol = device(3, 1);
+        let kps = key_packages(&carol.conn, 1).expect("key package");
+        let add_carol = add(&alice.conn, &gid, &Claimed::of(3, 1, &kps)).expect("add");
+        commit_accepted(&alice.conn, &gid).expect("merge");
+        let (_, out) = join_external(&bob.conn, &add_carol.group_info).expect("rejoin");
+        assert!(out.rejoined);
+        assert_eq!(out.newcomers, vec![(3, 1)]);
+
+        // Refused by the platform: the join is forgotten, the verified tree stays.
+        forget(&bob.conn, &gid).expect("forget");
+        let mallory = device(9, 1);
+        let theirs = create(&mallory.conn, &gid).expect("the platform's own tree");
+        rejoin_refusal(join_external(&bob.conn, &theirs).expect_err("still checked"));
+        let (_, out) = join_external(&bob.conn, &add_carol.group_info).expect("rejoin again");
+        assert_eq!((out.rejoined, out.newcomers), (true, vec![(3, 1)]));
+        join_accepted(&bob.conn, &gid).expect("accepted");
+        let kept: i64 = bob.conn.query_row("SELECT COUNT(*) FROM e2e_verified_trees", [], |r| r.get(0)).unwrap();
+        assert_eq!(kept, 0, "settled: the state is the reference again");
+        // A first join reports every other member.
+        let dave = device(4, 1);
+        let (_, first) = join_external(&dave.conn, &add_carol.group_info).expect("first join");
+        assert!(!first.rejoined);
+        assert_eq!(first.newcomers.iter().map(|d| d.0).collect::<Vec<_>>(), vec![1, 2, 3]);
     }
 
     #[test]

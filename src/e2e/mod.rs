@@ -47,6 +47,8 @@
 //! - `posters`: who may post in each channel, as received, so a post from anyone else is
 //!   dropped.
 //! - `padding`: every plaintext padded to a size bucket before it is encrypted.
+//! - `rejoin`: a rejoin by external commit checked against the last verified tree (signer,
+//!   epoch), and the newcomers it brings.
 //! - `removals`: devices their account removed for good (signed removals), refused from then on.
 //! - `replay`: the ephemeral keys of first messages accepted without a one-time prekey, so a
 //!   replayed one starts nothing.
@@ -67,6 +69,7 @@ pub mod leaf;
 pub mod posters;
 mod open;
 pub mod padding;
+pub mod rejoin;
 pub mod removals;
 mod replay;
 mod seal;
@@ -100,7 +103,8 @@ pub fn create_all_tables(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     conn.execute_batch(posters::TABLES)?;
     conn.execute_batch(replay::TABLES)?;
     conn.execute_batch(DEVICE_PROOF_TABLES[0])?;
-    conn.execute_batch(DEVICE_PROOF_TABLES[1])
+    conn.execute_batch(DEVICE_PROOF_TABLES[1])?;
+    conn.execute_batch(rejoin::TABLES)
 }
 
 /// The step every database holding `e2e` tables takes for devices' second-version
@@ -152,6 +156,9 @@ pub enum E2eError {
     /// A commit for an epoch older than the group's: a replay (the platform delivered an old
     /// commit again). Dropped, never a reason to rejoin.
     ReplayedCommit { group: String, epoch: u64, current: u64 },
+    /// A GroupInfo served for a rejoin that the last verified tree does not vouch for
+    /// (`rejoin`): nothing was joined, and the verified state is kept. A security alert.
+    RejoinRefused { group: String, why: String },
 }
 
 impl std::fmt::Display for E2eError {
@@ -187,6 +194,10 @@ impl std::fmt::Display for E2eError {
             E2eError::ReplayedCommit { group, epoch, current } => {
                 write!(f, "group {group}: a commit for epoch {epoch}, older than the group's epoch {current}: a replay, dropped")
             }
+            E2eError::RejoinRefused { group, why } => write!(
+                f,
+                "group {group}: the platform served a GroupInfo to rejoin from that the verified group does not vouch for ({why}); not rejoined, the verified state is kept"
+            ),
         }
     }
 }

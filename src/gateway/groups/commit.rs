@@ -1,7 +1,8 @@
 //! The bot's own commits: made and recorded in one writer job with a client message id, then
 //! sent; a retry or a restart resends exactly the recorded commit, so a lost answer never
 //! leaves this device and the platform at different epochs. Accepted → merged; refused →
-//! discarded (an external join: the group is forgotten).
+//! discarded (an external join: the group is forgotten; a rejoin's verified tree stays, see
+//! `e2e::rejoin`).
 
 use protobuf::Message as _;
 use rusqlite::Connection;
@@ -74,6 +75,7 @@ fn settle(shared: &BotShared, gid: &[u8], p: PendingCommit) -> Result<CommitAnsw
         match (accepted, external) {
             (true, true) => {
                 // An external join brings a leaf of our own making: nothing to update yet.
+                mls_group::join_accepted(c, &g)?;
                 groups::set_self_updated(c, &g, unix_now())?;
                 groups::set_status(c, &g, Membership::Member, unix_now())
             }

@@ -4,6 +4,7 @@
 //! Welcome, replaced before it ages (docs/groups.md, "Lifetimes").
 
 use super::commit::{commit, CommitAnswer};
+use super::joiners;
 use crate::gateway::port::StepError;
 use crate::clock::unix_now;
 use crate::e2e::group as mls_group;
@@ -42,7 +43,7 @@ pub fn join_invited(shared: &BotShared) {
     for group in invited {
         match join(shared, &group, &capabilities) {
             Ok(()) => {}
-            Err(StepError::Store(StoreError::E2e(e @ E2eError::UntrustedLeaf { .. }))) => {
+            Err(StepError::Store(StoreError::E2e(e @ (E2eError::UntrustedLeaf { .. } | E2eError::RejoinRefused { .. })))) => {
                 shared.security_alert(&format!("joining group {:?}: {e}; not joined (tried again later)", group.title))
             }
             Err(e) => log::warn!("bot @{}: joining group {:?} failed (tried again later): {e}", shared.username, group.title),
@@ -72,16 +73,27 @@ fn join(shared: &BotShared, group: &GroupChat, capabilities: &str) -> Result<(),
         let req = GroupRequest { group_id: gid.clone(), ..Default::default() };
         let info = p.get_group_info(&req).map_err(|e| StepError::group_call("GetGroupInfo", &gid, e))?.group_info;
         let expected = gid.clone();
+        let me = shared.compat_user_id;
+        let found = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let tree = found.clone();
         let answer = commit(shared, &gid, move |c| {
             let (joined, out) = mls_group::join_external(c, &info)?;
             if joined != expected {
                 return Err(StoreError::Refused("the platform's GroupInfo is of another group".into()));
             }
+            if out.rejoined {
+                // Readers the verified tree did not have: reported unless the platform seats them.
+                joiners::note_rejoin_newcomers(c, &joined, &out.newcomers, me, unix_now())?;
+            }
+            *tree.lock().unwrap_or_else(|p| p.into_inner()) = Some((out.rejoined, out.newcomers.clone()));
             Ok(Some((out, true)))
         })?;
         match answer {
             CommitAnswer::Accepted | CommitAnswer::Nothing => {
                 log::info!("bot @{}: joined {} {:?}", shared.username, group.kind, group.title);
+                if let Some((rejoined, newcomers)) = found.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    joiners::joined_tree(shared, group, rejoined, &newcomers);
+                }
                 return Ok(());
             }
             CommitAnswer::Refused(r) if r.status.enum_value_or_default() == GroupStatus::STALE_EPOCH => continue,

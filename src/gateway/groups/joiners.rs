@@ -13,10 +13,12 @@ use rusqlite::Connection;
 use crate::clock::unix_now;
 use crate::e2e::group::{self as mls_group, Device};
 use crate::gateway::runtime::BotShared;
-use crate::gateway::store::groups::{self, Joiner, Membership};
+use crate::gateway::port::StepError;
+use crate::gateway::store::groups::{self, GroupChat, Joiner, Membership};
 use crate::gateway::store::Result as StoreResult;
 use crate::gateway::updates;
-use crate::wire::platform::{GroupMember, GroupRole, MembershipChange, Profile};
+use crate::wire::platform::{GroupMember, GroupRequest, GroupRole, MembershipChange, Profile};
+use crate::wire::roles::is_seated;
 
 /// How long a joiner may wait for the platform's notice; the notice follows its commit at once,
 /// so this only covers a batch boundary between them and a slow import.
@@ -40,6 +42,66 @@ pub(super) fn note_new_members(c: &Connection, group_id: &[u8], added: &[Device]
         }
     }
     Ok(())
+}
+
+/// Notes the users a rejoin found in the group's tree that its last verified tree did not hold
+/// (`e2e::rejoin`): they joined while this device could not follow, by whoever let them in
+/// (unknown here: the joiner is named). The platform's notices about them came before the
+/// rejoin, so `joined_tree` crosses off those it lists as seated.
+pub(super) fn note_rejoin_newcomers(c: &Connection, group_id: &[u8], newcomers: &[Device], me: u64, now: i64) -> StoreResult<()> {
+    let mut users: Vec<u64> = newcomers.iter().map(|d| d.0).filter(|u| *u != me).collect();
+    users.sort_unstable();
+    users.dedup();
+    for user in users {
+        groups::note_joiner(c, &Joiner { group_id: group_id.to_vec(), user_id: user, actor_id: user, date: now }, now)?;
+    }
+    Ok(())
+}
+
+/// After a join was accepted: logs who is in the tree, and for a rejoin crosses off the
+/// newcomers the platform's member list seats (their notices came while this device could not
+/// follow); the rest are reported after `GRACE_SECS`.
+pub(super) fn joined_tree(shared: &BotShared, group: &GroupChat, rejoined: bool, newcomers: &[Device]) {
+    let mut users: Vec<u64> = newcomers.iter().map(|d| d.0).collect();
+    users.sort_unstable();
+    users.dedup();
+    if !rejoined {
+        log::info!("bot @{}: {} {:?} has members {users:?} in its tree", shared.username, group.kind, group.title);
+        return;
+    }
+    if users.is_empty() {
+        return;
+    }
+    log::warn!(
+        "bot @{}: rejoined {} {:?}; its tree holds users the verified one did not: {users:?}",
+        shared.username,
+        group.kind,
+        group.title
+    );
+    let req = GroupRequest { group_id: group.group_id.clone(), ..Default::default() };
+    let seated: Vec<u64> = match shared.platform.get_group(&req) {
+        Ok(g) => g
+            .members
+            .iter()
+            .filter(|m| is_seated(m.role.enum_value_or_default()))
+            .map(|m| m.user.user_id)
+            .filter(|u| users.contains(u))
+            .collect(),
+        Err(e) => {
+            let e = StepError::group_call("GetGroup", &group.group_id, e);
+            return log::warn!("bot @{}: reading who the platform seats in {:?} after a rejoin failed: {e}", shared.username, group.title);
+        }
+    };
+    let gid = group.group_id.clone();
+    let crossed = shared.store.write(move |c| {
+        for user in seated {
+            groups::joiner_announced(c, &gid, user)?;
+        }
+        Ok(())
+    });
+    if let Err(e) = crossed {
+        log::warn!("bot @{}: crossing off the announced newcomers of {:?}: {e}", shared.username, group.title);
+    }
 }
 
 /// Reports the joiners still unannounced `GRACE_SECS` before `now` (the project's clock; a

@@ -861,3 +861,71 @@ fn an_external_join_keeps_no_past_epoch() {
     bot.store.write(|c| Ok(mls_group::delete_past_epochs(c, &GID)?)).expect("delete past epochs");
     assert_eq!(size(&bot), kept, "there was no past epoch to delete");
 }
+
+/// Alice makes two commits; the bot never gets the first, so it cannot process the second and
+/// is marked to rejoin. Returns the second (its GroupInfo is the honest one to rejoin from).
+fn bot_falls_behind(bot: &BotShared, alice: &Connection) -> mls_group::CommitOut {
+    let _missed = mls_group::self_update(alice, &GID).expect("first commit");
+    mls_group::commit_accepted(alice, &GID).expect("merge");
+    let second = mls_group::self_update(alice, &GID).expect("second commit");
+    mls_group::commit_accepted(alice, &GID).expect("merge");
+    import_one(bot, mls_message(ALICE, 0, second.message.clone())).expect("kept, not dropped");
+    assert_eq!(status(bot), Some(Membership::Invited), "marked to rejoin");
+    second
+}
+
+/// Issue 45, part 2: the bot must rejoin, and the platform serves a tree of its own making
+/// under the group's id (a real account's leaf, Mallory's, which signed it). No leaf of the
+/// tree the bot verified signed it: no commit is sent, the alert is raised, the bot keeps its
+/// verified state, and the honest GroupInfo later rejoins it.
+#[test]
+fn a_rejoin_from_a_tree_no_verified_leaf_signed_is_refused_and_the_state_kept() {
+    let (_dir, bot, fake, alice) = joined();
+    let before = epoch(&bot);
+    let honest = bot_falls_behind(&bot, &alice);
+    let commits = fake.calls_of("send_group_message").len();
+    let theirs = mls_group::create(&member_db(900), &GID).expect("the platform's own tree");
+    fake.answer_once("get_group_info", Ok(GroupInfoResponse { group_info: theirs, ..Default::default() }));
+    join_invited(&bot);
+    assert_eq!(fake.calls_of("send_group_message").len(), commits, "no commit sent");
+    assert_eq!((status(&bot), epoch(&bot)), (Some(Membership::Invited), before), "the verified state is kept");
+    assert_eq!(alerts(&bot), 1);
+    let alert = bot.health()["security_alert"]["last"].as_str().expect("alert").to_string();
+    assert!(alert.contains("signed by none of the 2 leaves") && alert.contains("not rejoined"), "{alert}");
+
+    fake.answer_once("get_group_info", Ok(GroupInfoResponse { group_info: honest.group_info, ..Default::default() }));
+    fake.answer_once("send_group_message", Ok(ok_answer(0)));
+    join_invited(&bot);
+    assert_eq!(status(&bot), Some(Membership::Member), "rejoined from the tree Alice signed");
+    let kept: i64 = bot.store.read(|c| Ok(c.query_row("SELECT COUNT(*) FROM e2e_verified_trees", [], |r| r.get(0))?)).expect("read");
+    assert_eq!(kept, 0, "accepted: the joined state is the reference now");
+}
+
+/// A user the bot's verified tree did not hold, found in the tree it rejoins, is a newcomer:
+/// reported and alerted unless the platform's member list seats them.
+#[test]
+fn a_rejoins_newcomer_the_platform_does_not_seat_is_reported() {
+    for (role, alerted) in [(GroupRole::MEMBER, 0), (GroupRole::LEFT, 1)] {
+        let (_dir, bot, fake, alice) = joined();
+        bot.store.write(|c| queue::store_allowed_updates(c, &["message".into(), "chat_member".into()])).expect("filter");
+        // Alice adds Carol by Welcome; the bot never gets that commit.
+        let carol = member_db(CAROL);
+        let kps = mls_group::key_packages(&carol, 1).expect("key package");
+        let _add = mls_group::add(&alice, &GID, &mls_group::Claimed::of(CAROL, 1, &kps)).expect("add");
+        mls_group::commit_accepted(&alice, &GID).expect("merge");
+        let update = mls_group::self_update(&alice, &GID).expect("update");
+        mls_group::commit_accepted(&alice, &GID).expect("merge");
+        import_one(&bot, mls_message(ALICE, 0, update.message.clone())).expect("kept");
+        fake.answer_once("get_group_info", Ok(GroupInfoResponse { group_info: update.group_info, ..Default::default() }));
+        fake.answer_once("send_group_message", Ok(ok_answer(0)));
+        fake.answer_once(
+            "get_group",
+            Ok(crate::wire::platform::Group { members: vec![member_with(CAROL, role, false)], ..Default::default() }),
+        );
+        join_invited(&bot);
+        assert_eq!(status(&bot), Some(Membership::Member));
+        report_unannounced_joiners(&bot, unix_now() + joiners::GRACE_SECS + 1);
+        assert_eq!(alerts(&bot), alerted, "{role:?}");
+        assert_eq!(chat_member_updates(&bot).len() as u64, alerted, "{role:?}");
+    }
+}

@@ -36,6 +36,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 13, sql: &[crate::crypto::mls_codec::SCHEMA_STEP] },
     // Devices' second-version certificates and signed removals (`e2e::leaf`, `e2e::removals`).
     Step { version: 14, sql: &crate::e2e::DEVICE_PROOF_TABLES },
+    // The verified tree a rejoin is checked against once its state is replaced (`e2e::rejoin`).
+    Step { version: 15, sql: &[crate::e2e::rejoin::TABLES] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).

@@ -151,6 +151,8 @@ fn adds_joins_messages_and_epochs() {
         group_info: again,
     };
     assert!(matches!(store.create_group(bob.addr, dup, 1), Err(PlatformError::AlreadyExists(_))));
+    // A creator whose group the platform refused forgets it (as `e2e-chat` does).
+    e2e::group::forget(&bob.conn, &GID).expect("forget");
 
     // Bob is invited and told; he is not a member yet.
     let (g, told) = store.add_group_member(alice.addr, &GID, bob.addr.user_id, 1100).expect("invite");
