@@ -73,17 +73,12 @@ fn join(shared: &BotShared, group: &GroupChat, capabilities: &str) -> Result<(),
         let req = GroupRequest { group_id: gid.clone(), ..Default::default() };
         let info = p.get_group_info(&req).map_err(|e| StepError::group_call("GetGroupInfo", &gid, e))?.group_info;
         let expected = gid.clone();
-        let me = shared.compat_user_id;
         let found = std::sync::Arc::new(std::sync::Mutex::new(None));
         let tree = found.clone();
         let answer = commit(shared, &gid, move |c| {
             let (joined, out) = mls_group::join_external(c, &info)?;
             if joined != expected {
                 return Err(StoreError::Refused("the platform's GroupInfo is of another group".into()));
-            }
-            if out.rejoined {
-                // Readers the verified tree did not have: reported unless the platform seats them.
-                joiners::note_rejoin_newcomers(c, &joined, &out.newcomers, me, unix_now())?;
             }
             *tree.lock().unwrap_or_else(|p| p.into_inner()) = Some((out.rejoined, out.newcomers.clone()));
             Ok(Some((out, true)))

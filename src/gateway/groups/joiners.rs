@@ -18,7 +18,8 @@ use crate::gateway::store::groups::{self, GroupChat, Joiner, Membership};
 use crate::gateway::store::Result as StoreResult;
 use crate::gateway::updates;
 use crate::wire::platform::{GroupMember, GroupRequest, GroupRole, MembershipChange, Profile};
-use crate::wire::roles::is_seated;
+use crate::e2e::posters;
+use crate::wire::roles::{is_seated, may_post_in_channel};
 
 /// How long a joiner may wait for the platform's notice; the notice follows its commit at once,
 /// so this only covers a batch boundary between them and a slow import.
@@ -44,63 +45,61 @@ pub(super) fn note_new_members(c: &Connection, group_id: &[u8], added: &[Device]
     Ok(())
 }
 
-/// Notes the users a rejoin found in the group's tree that its last verified tree did not hold
-/// (`e2e::rejoin`): they joined while this device could not follow, by whoever let them in
-/// (unknown here: the joiner is named). The platform's notices about them came before the
-/// rejoin, so `joined_tree` crosses off those it lists as seated.
-pub(super) fn note_rejoin_newcomers(c: &Connection, group_id: &[u8], newcomers: &[Device], me: u64, now: i64) -> StoreResult<()> {
+/// After a join by external commit was accepted: the users in the tree new to this device
+/// (on a first join every member, on a rejoin those its last verified tree did not hold,
+/// `e2e::rejoin`) that the platform's member list does not seat are noted as joiners, so they
+/// are reported and alerted after `GRACE_SECS` like any reader the platform never announced.
+/// (The platform announces no one who was in before the bot, and a rejoin's newcomers were
+/// announced while this device could not follow: the member list is the announcement.) When
+/// the list cannot be read, a rejoin notes them all; a first join only logs them.
+pub(super) fn joined_tree(shared: &BotShared, group: &GroupChat, rejoined: bool, newcomers: &[Device]) {
+    let me = shared.compat_user_id;
     let mut users: Vec<u64> = newcomers.iter().map(|d| d.0).filter(|u| *u != me).collect();
     users.sort_unstable();
     users.dedup();
-    for user in users {
-        groups::note_joiner(c, &Joiner { group_id: group_id.to_vec(), user_id: user, actor_id: user, date: now }, now)?;
-    }
-    Ok(())
-}
-
-/// After a join was accepted: logs who is in the tree, and for a rejoin crosses off the
-/// newcomers the platform's member list seats (their notices came while this device could not
-/// follow); the rest are reported after `GRACE_SECS`.
-pub(super) fn joined_tree(shared: &BotShared, group: &GroupChat, rejoined: bool, newcomers: &[Device]) {
-    let mut users: Vec<u64> = newcomers.iter().map(|d| d.0).collect();
-    users.sort_unstable();
-    users.dedup();
-    if !rejoined {
-        log::info!("bot @{}: {} {:?} has members {users:?} in its tree", shared.username, group.kind, group.title);
-        return;
-    }
     if users.is_empty() {
         return;
     }
-    log::warn!(
-        "bot @{}: rejoined {} {:?}; its tree holds users the verified one did not: {users:?}",
-        shared.username,
-        group.kind,
-        group.title
-    );
+    if rejoined {
+        log::warn!("bot @{}: rejoined {:?}; its tree holds users the verified one did not: {users:?}", shared.username, group.title);
+    } else {
+        log::info!("bot @{}: {} {:?} has users {users:?} in its tree", shared.username, group.kind, group.title);
+    }
     let req = GroupRequest { group_id: group.group_id.clone(), ..Default::default() };
-    let seated: Vec<u64> = match shared.platform.get_group(&req) {
-        Ok(g) => g
-            .members
-            .iter()
-            .filter(|m| is_seated(m.role.enum_value_or_default()))
-            .map(|m| m.user.user_id)
-            .filter(|u| users.contains(u))
-            .collect(),
+    let (unseated, posters): (Vec<u64>, Option<Vec<u64>>) = match shared.platform.get_group(&req) {
+        Ok(g) => {
+            let seated = |u: &u64| g.members.iter().any(|m| m.user.user_id == *u && is_seated(m.role.enum_value_or_default()));
+            // A channel's posters come from the same list (else `join::know_channel_posters`
+            // reads it again).
+            let posters = group.is_channel().then(|| g.members.iter().filter(|m| may_post_in_channel(m)).map(|m| m.user.user_id).collect());
+            (users.into_iter().filter(|u| !seated(u)).collect(), posters)
+        }
         Err(e) => {
             let e = StepError::group_call("GetGroup", &group.group_id, e);
-            return log::warn!("bot @{}: reading who the platform seats in {:?} after a rejoin failed: {e}", shared.username, group.title);
+            log::warn!("bot @{}: reading who the platform seats in {:?} after a join failed: {e}", shared.username, group.title);
+            if !rejoined {
+                return;
+            }
+            (users, None)
         }
     };
+    if unseated.is_empty() && posters.is_none() {
+        return;
+    }
     let gid = group.group_id.clone();
-    let crossed = shared.store.write(move |c| {
-        for user in seated {
-            groups::joiner_announced(c, &gid, user)?;
+    let noted = shared.store.write(move |c| {
+        if let Some(posters) = posters {
+            posters::set_posters(c, &gid, &posters)?;
+        }
+        let now = unix_now();
+        for user in unseated {
+            // Who let them in is unknown here: the joiner is named.
+            groups::note_joiner(c, &Joiner { group_id: gid.clone(), user_id: user, actor_id: user, date: now }, now)?;
         }
         Ok(())
     });
-    if let Err(e) = crossed {
-        log::warn!("bot @{}: crossing off the announced newcomers of {:?}: {e}", shared.username, group.title);
+    if let Err(e) = noted {
+        log::warn!("bot @{}: noting the unannounced members of {:?}: {e}", shared.username, group.title);
     }
 }
 

@@ -929,3 +929,28 @@ fn a_rejoins_newcomer_the_platform_does_not_seat_is_reported() {
         assert_eq!(chat_member_updates(&bot).len() as u64, alerted, "{role:?}");
     }
 }
+
+/// On a first join every member already in the tree is checked against the platform's member
+/// list (issue 45, part 2): Carol has a leaf, the platform lists only Alice, so Carol is
+/// reported to the bot and alerted; Alice, whom it lists, is not.
+#[test]
+fn a_first_join_reports_a_member_of_the_tree_the_platform_does_not_list() {
+    let (_dir, bot, fake) = bot();
+    bot.store.write(|c| queue::store_allowed_updates(c, &["message".into(), "chat_member".into()])).expect("filter");
+    let alice = member_db(ALICE);
+    mls_group::create(&alice, &GID).expect("create");
+    let kps = mls_group::key_packages(&member_db(CAROL), 1).expect("key package");
+    let add = mls_group::add(&alice, &GID, &mls_group::Claimed::of(CAROL, 1, &kps)).expect("add");
+    mls_group::commit_accepted(&alice, &GID).expect("merge");
+    fake.answer_once("get_group_info", Ok(GroupInfoResponse { group_info: add.group_info, ..Default::default() }));
+    fake.answer_once("send_group_message", Ok(ok_answer(0)));
+    let listed = crate::wire::platform::Group { members: vec![member_with(ALICE, GroupRole::OWNER, true)], ..Default::default() };
+    fake.answer_once("get_group", Ok(listed));
+    import_one(&bot, membership(1, GroupRole::INVITED, ALICE)).expect("invitation imported");
+    join_invited(&bot);
+    assert_eq!(status(&bot), Some(Membership::Member));
+    report_unannounced_joiners(&bot, unix_now() + joiners::GRACE_SECS + 1);
+    let reported: Vec<_> = chat_member_updates(&bot).into_iter().map(|u| u["new_chat_member"]["user"]["id"].clone()).collect();
+    assert_eq!(reported, vec![serde_json::json!(CAROL)]);
+    assert_eq!(alerts(&bot), 1);
+}
