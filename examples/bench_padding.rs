@@ -3,7 +3,8 @@
 //! `e2e::open_envelope`, the path every private message takes (group messages pad the same
 //! plaintext). Prints table rows:
 //! - the mean plaintext size of a mix of small kinds (a press, a reaction, a chat action, a short
-//!   and a long text) without and with padding, i.e. the bytes the platform carries more;
+//!   and a long text, a real press carrying the signed context of a 300-byte menu)
+//!   without and with padding, i.e. the bytes the platform carries more;
 //! - encoding alone, plain and padded, in µs per message;
 //! - a whole seal and open, padded as sent, in µs per message.
 //!
@@ -41,6 +42,7 @@ fn mix() -> Vec<Content> {
         Body::ChatAction(ChatAction { action: "typing".into(), ..Default::default() }),
     ];
     let mut mix: Vec<Content> = bodies.into_iter().map(|b| Content { body: Some(b), ..Default::default() }).collect();
+    mix.push(padding::press_of_a_menu(300));
     mix.push(e2e::text_content("Hello! What can I do for you?"));
     mix.push(e2e::text_content(&"A longer answer with some detail. ".repeat(20)));
     mix
@@ -90,7 +92,7 @@ fn main() {
     }
     let round_trip = t.elapsed().as_secs_f64() * 1e6 / ROUNDS as f64;
 
-    println!("| padding: mean plaintext of a press, a reaction, a chat action, two texts | {} kinds | {plain:.0} B plain, {padded:.0} B padded |", mix.len());
+    println!("| padding: mean plaintext of a press, a reaction, a chat action, two texts, a press of a 300-byte menu | {} kinds | {plain:.0} B plain, {padded:.0} B padded |", mix.len());
     println!("| padding: encoding alone | {ROUNDS} messages | {encode_plain:.2} µs plain, {encode_padded:.2} µs padded |");
     println!("| padding: seal and open (in-memory SQLite), padded | {ROUNDS} messages | {round_trip:.0} µs per message |");
 }

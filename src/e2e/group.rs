@@ -102,7 +102,7 @@ fn load(provider: &MlsProvider<&Connection>, group_id: &[u8]) -> Result<MlsGroup
 
 /// The first 8 bytes of a group id in hex: enough to name it in logs and errors.
 pub fn short_id(group_id: &[u8]) -> String {
-    group_id.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    rejoin::hex_start(group_id)
 }
 
 /// A fresh random 32-byte group id.

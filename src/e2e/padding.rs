@@ -1,6 +1,9 @@
-//! Every end-to-end plaintext is padded to a size bucket before it is encrypted: 256 bytes,
-//! then powers of two up to 64 KiB (a longer one keeps its size; files travel apart). The
-//! platform then sees one size for a press, a reaction, a chat action and a short text. The
+//! Every end-to-end plaintext is padded to a size bucket before it is encrypted: 1 KiB, then
+//! powers of two up to 64 KiB (a longer one keeps its size; files travel apart). The platform
+//! then sees one size for a press, a reaction, a chat action and a short text. The smallest
+//! bucket is 1 KiB, not less, because a real press carries the whole signed context of the
+//! message it presses (its text and keyboard, the ids, the bot's signature): a press of a
+//! 300-byte menu is about 470 bytes, and one of a menu up to about 850 bytes still fits. The
 //! filler is `Content.padding`, a field receivers ignore, so the format stays one protobuf
 //! message and earlier releases read padded messages as they are.
 
@@ -9,7 +12,7 @@ use protobuf::Message as _;
 use crate::wire::e2e::Content;
 
 /// The smallest bucket.
-pub const SMALLEST_BUCKET: usize = 256;
+pub const SMALLEST_BUCKET: usize = 1024;
 /// The largest bucket; a plaintext above it is not padded.
 pub const LARGEST_BUCKET: usize = 64 * 1024;
 /// The encoded tag of field 100, length-delimited.
@@ -64,6 +67,38 @@ fn varint_len(n: usize) -> usize {
     }
 }
 
+/// A press as a client sends it, a sample for the padding tests and `bench_padding`: it
+/// carries the bot's signed context of a menu whose Content (a text and six buttons) encodes to
+/// about `menu_len` bytes, with ids as large as real ones.
+pub fn press_of_a_menu(menu_len: usize) -> Content {
+    use crate::wire::e2e::{content::Body, CallbackPress, InlineButton, InlineKeyboard, KeyboardContext, KeyboardRow, SignedKeyboardContext, Text};
+    let button = |i: usize| InlineButton { text: format!("Option {i}"), callback_data: format!("menu:item:{i:04}"), ..Default::default() };
+    let keyboard = InlineKeyboard {
+        rows: (0..3).map(|r| KeyboardRow { buttons: (0..2).map(|c| button(r * 2 + c)).collect(), ..Default::default() }).collect(),
+        ..Default::default()
+    };
+    let mut menu = Content { keyboard: Some(keyboard).into(), ..Default::default() };
+    let room = menu_len.saturating_sub(menu.compute_size() as usize + 3);
+    menu.body = Some(Body::Text(Text { text: "m".repeat(room), ..Default::default() }));
+    let context = KeyboardContext {
+        bot_user_id: 4_469_723_243_970_631,
+        chat_id: 3_920_040_318_611_755,
+        message_id: 123_456,
+        date: 1_800_000_000,
+        message: Some(menu).into(),
+        ..Default::default()
+    };
+    let signed = SignedKeyboardContext { context: context.write_to_bytes().expect("encode"), signature: vec![7; 64], ..Default::default() };
+    let press = CallbackPress {
+        press_id: "0f".repeat(16),
+        message_id: 123_456,
+        callback_data: "menu:item:0003".into(),
+        context: Some(signed).into(),
+        ..Default::default()
+    };
+    Content { body: Some(Body::Press(press)), ..Default::default() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,6 +136,12 @@ mod tests {
         let mut sizes: Vec<usize> =
             kinds.into_iter().map(|b| padded_bytes(&Content { body: Some(b), ..Default::default() }).len()).collect();
         sizes.push(padded_bytes(&crate::e2e::text_content("Hello, how are you today?")).len());
-        assert_eq!(sizes, vec![SMALLEST_BUCKET; 4]);
+        sizes.push(padded_bytes(&press_of_a_menu(300)).len());
+        assert_eq!(sizes, vec![SMALLEST_BUCKET; 5]);
+        // The bucket holds presses of menus up to about 850 bytes.
+        let press = press_of_a_menu(300);
+        assert!((400..600).contains(&(press.compute_size() as usize)), "a 300-byte menu's press: {}", press.compute_size());
+        assert_eq!(padded_bytes(&press_of_a_menu(850)).len(), SMALLEST_BUCKET);
     }
+
 }

@@ -18,9 +18,11 @@ use openmls::messages::group_info::VerifiableGroupInfo;
 use openmls::prelude::*;
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::group::{short_id, Device};
 use super::{E2eError, Result};
 use crate::crypto::mls;
+
+/// A device named by a leaf: (user id, device id), as `group::Device`.
+pub type Device = (u64, u32);
 
 /// The table of this module (a step of each database holding `e2e` tables).
 pub const TABLES: &str = "
@@ -82,6 +84,7 @@ impl Tree {
 /// The tree a join of `group_id` must be checked against: the state held (`current`, when it is
 /// active), else the one kept at an earlier rejoin; `None` for a first join.
 pub(super) fn reference(conn: &Connection, group_id: &[u8], current: Option<&MlsGroup>) -> Result<Option<Tree>> {
+    let unreadable = || E2eError::Mls(format!("the verified tree kept of group {} is unreadable", hex_start(group_id)));
     if let Some(group) = current.filter(|g| g.is_active()) {
         return Ok(Some(Tree::of(group)));
     }
@@ -93,7 +96,7 @@ pub(super) fn reference(conn: &Connection, group_id: &[u8], current: Option<&Mls
         None => Ok(None),
         Some((epoch, leaves)) => Tree::decode(epoch as u64, &leaves)
             .map(Some)
-            .ok_or_else(|| E2eError::Mls(format!("the verified tree kept of group {} is unreadable", short_id(group_id)))),
+            .ok_or_else(unreadable),
     }
 }
 
@@ -112,7 +115,7 @@ pub fn settled(conn: &Connection, group_id: &[u8]) -> Result<()> {
 
 /// Checks a served GroupInfo against the last verified tree; returns the device that signed it.
 pub(super) fn check(crypto: &impl OpenMlsCrypto, group_id: &[u8], info: &VerifiableGroupInfo, tree: &Tree) -> Result<Device> {
-    let refused = |why: String| E2eError::RejoinRefused { group: short_id(group_id), why };
+    let refused = |why: String| E2eError::RejoinRefused { group: hex_start(group_id), why };
     let signer = tree.leaves.iter().find(|l| {
         let key = OpenMlsSignaturePublicKey::from_signature_key(l.signature_key.clone().into(), SignatureScheme::ED25519);
         info.verify_no_out(crypto, &key).is_ok()
@@ -136,6 +139,11 @@ pub(super) fn newcomers(tree: &Tree, members: impl Iterator<Item = Member>, own:
         .filter_map(|m| mls::device_of(&m.credential))
         .filter(|d| !tree.leaves.iter().any(|l| l.device.0 == d.0))
         .collect()
+}
+
+/// A group's name in logs and errors: its first 8 bytes in hex (`group::short_id`).
+pub(super) fn hex_start(group_id: &[u8]) -> String {
+    crate::crypto::hex_encode(&group_id[..group_id.len().min(8)])
 }
 
 #[cfg(test)]

@@ -232,6 +232,7 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
             groups::join_invited(shared);
             groups::self_update_due(shared, crate::clock::unix_now());
             groups::report_unannounced_joiners(shared, crate::clock::unix_now());
+            groups::remove_overdue_departed(shared, crate::clock::unix_now());
         }
         if state.prekey_messages >= PREKEY_CHECK_EVERY {
             state.prekey_messages = 0;
@@ -299,6 +300,7 @@ fn hourly_upkeep(shared: &BotShared) {
     groups::keep_key_packages(shared);
     groups::self_update_due(shared, crate::clock::unix_now());
     groups::report_unannounced_joiners(shared, crate::clock::unix_now());
+    groups::remove_overdue_departed(shared, crate::clock::unix_now());
     let at = format!("bot @{}", shared.username);
     super::registration::sign_new_removals(&*shared.platform, &shared.store, &shared.identity, shared.compat_user_id, &at);
 }

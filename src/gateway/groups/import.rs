@@ -68,6 +68,10 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
             // leaf stays unannounced until the platform says they are in.
             if crate::wire::roles::is_seated(new.role.enum_value_or_default()) {
                 groups::joiner_announced(c, gid, new.user.user_id)?;
+                groups::clear_departed(c, gid, new.user.user_id)?;
+            } else if !about_me && matches!(new.role.enum_value_or_default(), GroupRole::LEFT | GroupRole::BANNED) {
+                // Their leaves must go before the bot posts again (`departed`).
+                groups::note_departed(c, gid, new.user.user_id, now)?;
             }
             let group = groups::upsert(c, gid, &d.title, kind, status, now)?;
             if group.is_channel() {

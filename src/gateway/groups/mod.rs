@@ -1,6 +1,7 @@
 //! The bot's groups over MLS (docs/groups.md): what `in/<n>` does with group deliveries, how
 //! the bot joins a group it was added to, and how its own commits reach the platform. One
-//! file per step: `import.rs`, `join.rs`, `joiners.rs`, `commit.rs`, `self_update.rs`, `send.rs`.
+//! file per step: `import.rs`, `join.rs`, `joiners.rs`, `departed.rs`, `commit.rs`,
+//! `self_update.rs`, `send.rs`.
 //!
 //! - **Import** (`import`, inside the inbox's writer job, like a private envelope): a role
 //!   change becomes `my_chat_member` / `chat_member`, a title change a `new_chat_title`
@@ -22,6 +23,10 @@
 //! - **Joiners** (`joiners`): a user a commit brings into the tree is noted until the
 //!   platform's membership notice about them arrives; one it never announces becomes a
 //!   `chat_member` update from the tree, a warning and a security alert.
+//! - **Departed users** (`departed`): a user the platform says left or was banned is noted
+//!   until their leaves are gone; the bot commits their removal before its next post (and
+//!   posts nothing while the platform refuses it), or by itself once the platform has not
+//!   asked for it within a minute.
 //! - **Forward secrecy** (in `import`): once a delivery past our latest accepted commit
 //!   arrives, the group's past epoch secrets are deleted and the writer checkpoints its log.
 //! - **Sending** (`send`, on `out/<n>`): a group message is encrypted in the current epoch and
@@ -30,6 +35,7 @@
 //!   encrypted again later; REMOVALS_PENDING makes this device commit those removals first.
 
 mod commit;
+mod departed;
 mod import;
 mod join;
 mod joiners;
@@ -40,6 +46,7 @@ mod send;
 mod tests;
 
 pub use commit::{commit_removals, removals_by, settle_pending};
+pub use departed::remove_overdue_departed;
 pub use import::import;
 pub use joiners::report_unannounced_joiners;
 pub use join::{join_invited, keep_key_packages, keep_key_packages_at, know_channel_posters};

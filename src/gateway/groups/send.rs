@@ -47,6 +47,10 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
     let Some(group) = group.filter(|g| g.status == Membership::Member) else {
         return give_up(shared, entry, SendFailure::Refused(format!("chat {chat_id} is a group the bot is not a member of")));
     };
+    // No post while a user the platform said left still has a leaf (`departed`).
+    if let Some(why) = super::departed::remove_departed(shared, &group.group_id)? {
+        return Ok(GroupSend::Later(why));
+    }
     let mut entry = entry.clone();
     // Every message's id is reserved first, not only a keyboard's (whose signed context names
     // it): so the platform cannot tell which messages carry buttons. Idempotent per client

@@ -954,3 +954,70 @@ fn a_first_join_reports_a_member_of_the_tree_the_platform_does_not_list() {
     assert_eq!(reported, vec![serde_json::json!(CAROL)]);
     assert_eq!(alerts(&bot), 1);
 }
+
+/// Carol joins the bot's group by external commit, announced, and Alice processes her join;
+/// then Alice bans her and the platform never asks anyone to remove her leaf.
+fn carol_joined_then_banned(bot: &BotShared, fake: &FakePlatform, alice: &Connection) {
+    let joins = carol_joins(fake);
+    mls_group::receive(alice, &GID, &joins.ciphertext).expect("Alice processes Carol's join");
+    let seated = InboxEnvelope { seq: 21, ..membership(CAROL, GroupRole::MEMBER, CAROL) };
+    assert!(crate::gateway::inbox::import_reported(bot, vec![joins, seated]));
+    let banned = InboxEnvelope { seq: 22, ..membership(CAROL, GroupRole::BANNED, ALICE) };
+    assert!(crate::gateway::inbox::import_reported(bot, vec![banned]));
+}
+
+fn bot_members(bot: &BotShared) -> Vec<mls_group::Device> {
+    bot.store.read(|c| Ok(mls_group::members(c, &GID)?)).expect("members")
+}
+
+/// Issue 45, part 4: a banned user whose leaf stays gets no further bot post. The bot commits
+/// the removal before posting; while the platform refuses it, nothing is posted and the alert
+/// is raised; once accepted, the post follows in the epoch without her.
+#[test]
+fn a_banned_user_whose_leaf_stays_gets_no_further_bot_post() {
+    let (_dir, bot, fake, alice) = joined();
+    carol_joined_then_banned(&bot, &fake, &alice);
+    let entry = outbox_text(&bot, "after the ban");
+    let before = fake.calls_of("send_group_message").len();
+    let refused = SendGroupMessageResponse { status: Status::REJECTED.into(), error: "not now".into(), ..Default::default() };
+    fake.answer_once("send_group_message", Ok(refused));
+    assert!(matches!(send(&bot, &entry), Ok(GroupSend::Later(_))));
+    let sent = fake.calls_of("send_group_message");
+    assert_eq!(sent.len(), before + 1, "the removal commit only: no post");
+    assert!(mls_group::is_commit(&sent[before].request::<SendGroupMessageRequest>().message));
+    assert_eq!(alerts(&bot), 1);
+    assert!(bot_members(&bot).iter().any(|d| d.0 == CAROL), "refused: her leaf stays in the bot's tree");
+
+    fake.answer_once("send_group_message", Ok(ok_answer(0)));
+    fake.answer_once("send_group_message", Ok(ok_answer(50)));
+    let entry = bot.store.read(|c| Ok(outbox::pending(c, 1)?.remove(0))).expect("still in the outbox");
+    match send(&bot, &entry) {
+        Ok(GroupSend::Sent(sent)) => assert_eq!(sent.message_id, 50),
+        other => panic!("not sent: {:?}", other.err()),
+    }
+    let sent = fake.calls_of("send_group_message");
+    let (removal, post): (SendGroupMessageRequest, SendGroupMessageRequest) = (sent[before + 1].request(), sent[before + 2].request());
+    match mls_group::receive(&alice, &GID, &removal.message).expect("Alice processes the removal") {
+        mls_group::Received::Commit { removed, .. } => assert_eq!(removed, vec![(CAROL, 1)]),
+        other => panic!("expected a commit, got {other:?}"),
+    }
+    assert!(matches!(mls_group::receive(&alice, &GID, &post.message).expect("Alice reads"), mls_group::Received::Application { .. }));
+    assert!(!bot_members(&bot).iter().any(|d| d.0 == CAROL));
+}
+
+/// A departed user's leaf the platform has not asked anyone to remove within the grace is
+/// removed by the bot itself, with no post to wait for.
+#[test]
+fn an_overdue_removal_is_committed_by_the_bot() {
+    let (_dir, bot, fake, alice) = joined();
+    carol_joined_then_banned(&bot, &fake, &alice);
+    let before = fake.calls_of("send_group_message").len();
+    remove_overdue_departed(&bot, unix_now());
+    assert_eq!(fake.calls_of("send_group_message").len(), before, "within the grace: the platform's turn");
+    fake.answer_once("send_group_message", Ok(ok_answer(0)));
+    remove_overdue_departed(&bot, unix_now() + super::departed::GRACE_SECS + 1);
+    assert_eq!(fake.calls_of("send_group_message").len(), before + 1, "the removal");
+    assert!(!bot_members(&bot).iter().any(|d| d.0 == CAROL));
+    remove_overdue_departed(&bot, unix_now() + super::departed::GRACE_SECS + 1);
+    assert_eq!(fake.calls_of("send_group_message").len(), before + 1, "nothing left to remove");
+}

@@ -106,6 +106,18 @@ CREATE TABLE group_joiners (
 );
 ";
 
+/// Step 16: the users the platform said left or were banned from a group, until their
+/// leaves are gone from the tree (`gateway::groups::departed`): the bot posts nothing while one
+/// remains, and commits the removal itself once the platform has not asked for it in time.
+pub const SCHEMA_DEPARTED: &str = "
+CREATE TABLE group_departed (
+    group_id BLOB NOT NULL,
+    user_id  INTEGER NOT NULL,
+    since    INTEGER NOT NULL,
+    PRIMARY KEY (group_id, user_id)
+);
+";
+
 /// Chat ids of groups are in -(2^52 - 1) ..= -2^51: negative, within the 52 bits every SDK
 /// (JavaScript numbers included) holds exactly, and far from any user id.
 const CHAT_ID_BASE: i64 = 1 << 51;
@@ -324,6 +336,38 @@ pub fn take_unannounced_joiners(conn: &Connection, seen_before: i64) -> Result<V
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(joiners)
+}
+
+/// The platform said `user_id` left the group or was banned from it (the first notice counts).
+pub fn note_departed(conn: &Connection, group_id: &[u8], user_id: u64, now: i64) -> Result<()> {
+    conn.prepare_cached("INSERT OR IGNORE INTO group_departed (group_id, user_id, since) VALUES (?1, ?2, ?3)")?
+        .execute(params![group_id, user_id as i64, now])?;
+    Ok(())
+}
+
+/// `user_id` is seated in the group again, or has no leaf left: no longer departed.
+pub fn clear_departed(conn: &Connection, group_id: &[u8], user_id: u64) -> Result<()> {
+    conn.prepare_cached("DELETE FROM group_departed WHERE group_id = ?1 AND user_id = ?2")?.execute(params![group_id, user_id as i64])?;
+    Ok(())
+}
+
+/// The departed users of one group.
+pub fn departed(conn: &Connection, group_id: &[u8]) -> Result<Vec<u64>> {
+    let users = conn
+        .prepare_cached("SELECT user_id FROM group_departed WHERE group_id = ?1 ORDER BY user_id")?
+        .query_map([group_id], |r| r.get::<_, i64>(0))?
+        .map(|u| u.map(|u| u as u64))
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(users)
+}
+
+/// The groups with a user departed at or before `before`: their removals are overdue.
+pub fn groups_with_departed_before(conn: &Connection, before: i64) -> Result<Vec<Vec<u8>>> {
+    let groups = conn
+        .prepare_cached("SELECT DISTINCT group_id FROM group_departed WHERE since <= ?1")?
+        .query_map([before], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(groups)
 }
 
 /// Our commit of a group awaiting the platform's answer.

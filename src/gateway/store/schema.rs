@@ -38,6 +38,9 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 14, sql: &crate::e2e::DEVICE_PROOF_TABLES },
     // The verified tree a rejoin is checked against once its state is replaced (`e2e::rejoin`).
     Step { version: 15, sql: &[crate::e2e::rejoin::TABLES] },
+    // Users the platform said left or were banned, until their leaves are gone
+    // (`gateway::groups::departed`).
+    Step { version: 16, sql: &[super::groups::SCHEMA_DEPARTED] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).
