@@ -314,8 +314,15 @@ impl Profile {
         content: &Content,
         client_message_id: &str,
     ) -> Result<SentGroupMessage> {
-        let plaintext = crate::e2e::padding::padded_bytes(content);
         self.ensure_joined(group)?;
+        // Numbered once for every attempt of this call (`e2e::sequence`).
+        let mut content = content.clone();
+        self.write(|c| {
+            crate::e2e::sequence::number(c, crate::e2e::sequence::Conversation::Group(&group.0), &mut content)
+                .context(|| format!("numbering a message to group {}", short(group)))
+        })?;
+        let content = &content;
+        let plaintext = crate::e2e::padding::padded_bytes(content);
         for attempt in 1..=MAX_GROUP_ATTEMPTS {
             self.settle_commit(group)?;
             let (message, _) = self.write(|c| {

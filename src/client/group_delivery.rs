@@ -446,6 +446,8 @@ pub(super) fn open_delivery(
                     }
                     let content =
                         crate::e2e::padding::parse(&plaintext).ok_or(E2eError::BadContent)?;
+                    let conversation = crate::e2e::sequence::Conversation::Group(&id.0);
+                    crate::e2e::sequence::received(c, conversation, sender, content.sender_seq, crate::clock::unix_now())?;
                     // "… is typing" in the group: shown for a few seconds, no place in its history.
                     if let Some(crate::wire::e2e::content::Body::ChatAction(a)) = content.body.as_ref() {
                         let event = Incoming::GroupChatAction {

@@ -252,6 +252,7 @@ impl Profile {
                 Wake::Deadline | Wake::Stop => break,
             }
         }
+        self.report_withheld();
         if prekey_messages > 0 {
             if let Err(e) = self.replenish_prekeys() {
                 log::warn!("could not replenish one-time prekeys of @{}: {e}", self.username());
@@ -352,6 +353,21 @@ impl Profile {
         req.seqs.push(seq);
         if let Err(e) = self.platform.client.ack(&req, self.platform.opt()) {
             log::warn!("could not acknowledge inbox envelope {seq}: {}", rpc_text(&e));
+        }
+    }
+
+    /// Logs the messages a peer's device numbered that have not arrived a minute after their
+    /// gap was noticed (`e2e::sequence`): withheld by the platform, or lost before it.
+    fn report_withheld(&self) {
+        let before = crate::clock::unix_now() - e2e::sequence::GRACE_SECS;
+        match e2e::sequence::withheld_due(&self.conn, before) {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => return log::warn!("reading the gaps in what peers sent: {e}"),
+        }
+        match self.write(|c| e2e::sequence::take_withheld(c, before).context(|| "taking the gaps in what peers sent".to_string())) {
+            Ok(withheld) => withheld.iter().for_each(|w| log::warn!("{}", w.describe())),
+            Err(e) => log::warn!("taking the gaps in what peers sent: {e}"),
         }
     }
 

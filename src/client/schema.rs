@@ -45,6 +45,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 17, sql: &[NAMES_V17] },
     // The verified tree a rejoin is checked against once its state is replaced (`e2e::rejoin`).
     Step { version: 18, sql: &[e2e::rejoin::TABLES] },
+    // Messages numbered per conversation, and the gaps a receiver waits on (`e2e::sequence`).
+    Step { version: 19, sql: &[e2e::sequence::TABLES] },
 ];
 
 /// Step 17: the account a name (lowercase, without `@`) stood for when this profile first

@@ -184,6 +184,10 @@ impl Profile {
         if peer.user_id == self.user_id() {
             return Err(ClientError::Invalid("cannot send a message to yourself".to_string()));
         }
+        // Numbered once for every attempt of this call (`e2e::sequence`).
+        let mut content = content.clone();
+        self.write(|c| e2e::sequence::number(c, e2e::sequence::Conversation::Private(peer.user_id), &mut content).context(|| format!("numbering a message to @{name}")))?;
+        let content = &content;
         let mut ciphertexts = self.seal_for_all(peer, content)?;
         for attempt in 1..=MAX_SEND_ATTEMPTS {
             let result = self.send_once(peer, client_message_id, &ciphertexts)?;

@@ -52,6 +52,8 @@
 //! - `removals`: devices their account removed for good (signed removals), refused from then on.
 //! - `replay`: the ephemeral keys of first messages accepted without a one-time prekey, so a
 //!   replayed one starts nothing.
+//! - `sequence`: each sending device numbers its messages per conversation inside the
+//!   content; a receiver notes gaps and reports the numbers still missing after a grace.
 //! - `skipped_keys`: the sweep that deletes skipped message keys older than 30 days.
 //! - `store`: the tables (`TABLES_V1`) and their queries.
 //!
@@ -73,6 +75,7 @@ pub mod rejoin;
 pub mod removals;
 mod replay;
 mod seal;
+pub mod sequence;
 mod skipped_keys;
 mod store;
 pub mod wal;
@@ -104,7 +107,8 @@ pub fn create_all_tables(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     conn.execute_batch(replay::TABLES)?;
     conn.execute_batch(DEVICE_PROOF_TABLES[0])?;
     conn.execute_batch(DEVICE_PROOF_TABLES[1])?;
-    conn.execute_batch(rejoin::TABLES)
+    conn.execute_batch(rejoin::TABLES)?;
+    conn.execute_batch(sequence::TABLES)
 }
 
 /// The step every database holding `e2e` tables takes for devices' second-version

@@ -61,7 +61,10 @@ pub fn open_envelope(conn: &Connection, envelope: &InboxEnvelope) -> Result<Cont
         }
     }
 
-    super::padding::parse(&plaintext).ok_or(E2eError::BadContent)
+    let content = super::padding::parse(&plaintext).ok_or(E2eError::BadContent)?;
+    let conversation = super::sequence::Conversation::Private(user_id);
+    super::sequence::received(conn, conversation, (user_id, device_id), content.sender_seq, crate::clock::unix_now())?;
+    Ok(content)
 }
 
 fn load_sessions(conn: &Connection, user_id: u64, device_id: u32) -> Result<(Option<Session>, Option<Session>)> {

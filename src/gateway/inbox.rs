@@ -234,6 +234,7 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
             groups::report_unannounced_joiners(shared, crate::clock::unix_now());
             groups::remove_overdue_departed(shared, crate::clock::unix_now());
         }
+        super::withheld::report_withheld(shared, crate::clock::unix_now());
         if state.prekey_messages >= PREKEY_CHECK_EVERY {
             state.prekey_messages = 0;
             if let Err(e) = replenish_prekeys(shared) {
@@ -301,6 +302,7 @@ fn hourly_upkeep(shared: &BotShared) {
     groups::self_update_due(shared, crate::clock::unix_now());
     groups::report_unannounced_joiners(shared, crate::clock::unix_now());
     groups::remove_overdue_departed(shared, crate::clock::unix_now());
+    super::withheld::report_withheld(shared, crate::clock::unix_now());
     let at = format!("bot @{}", shared.username);
     super::registration::sign_new_removals(&*shared.platform, &shared.store, &shared.identity, shared.compat_user_id, &at);
 }

@@ -76,6 +76,9 @@ pub struct BotMetrics {
     pub identity_changes: AtomicU64,
     /// Group commits for an epoch already passed, delivered again: dropped, no rejoin.
     pub replayed_commits: AtomicU64,
+    /// Messages a sender numbered that never arrived (`e2e::sequence`): withheld by the
+    /// platform, or lost before it.
+    pub withheld_messages: AtomicU64,
     /// Inbox streams opened; every one after the first is a reconnect.
     pub stream_connects: AtomicU64,
     /// Sends the outbox gave up (recorded in the `given_up` table, logged at warn).
@@ -146,6 +149,7 @@ fn render_with(bots: &[BotSample<'_>], calls: &PlatformCalls) -> String {
     counter(r, bots, "botgw_outbox_given_up_total", "Outgoing messages the outbox gave up without sending them (listed at /outbox/given-up).", |m| &m.outbox_given_up);
     counter(r, bots, "botgw_outbox_withdrawn_total", "Outgoing messages withdrawn unsent because the platform had not taken them within send_wait_seconds (answered 429).", |m| &m.outbox_withdrawn);
     counter(r, bots, "botgw_decrypt_failures_total", "Incoming envelopes dropped because they could not be decrypted or were refused.", |m| &m.decrypt_failures);
+    counter(r, bots, "botgw_withheld_messages_total", "Messages a user's device numbered in a conversation with the bot that never arrived within a minute: withheld by the platform, or lost before it.", |m| &m.withheld_messages);
     counter(r, bots, "botgw_replayed_commits_total", "Group commits for an epoch the group had passed, delivered again (a replaying platform): dropped, and never a reason to rejoin.", |m| &m.replayed_commits);
     counter(r, bots, "botgw_security_alerts_total", "Devices refused because their account did not vouch for them (a group leaf, or a device starting a private session whose certificate does not verify): the platform or a member tried to add a device (see /healthz).", |m| &m.security_alerts);
     counter(r, bots, "botgw_identity_changes_total", "Private messages kept out of the queue because the platform served another identity key for their sender than the one pinned when the bot first met them (see accept_identity_changes).", |m| &m.identity_changes);

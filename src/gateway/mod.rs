@@ -25,6 +25,7 @@ pub mod store;
 pub mod threads;
 pub mod updates;
 pub mod webhook;
+pub mod withheld;
 
 use std::collections::HashMap;
 use std::path::Path;

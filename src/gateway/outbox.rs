@@ -452,6 +452,10 @@ fn seal_batch(
                     if let Some(Body::InlineResults(r)) = &entry.content.body {
                         m.inline_session_id = r.session_id;
                     }
+                    // Numbered here, in memory: a reseal after STALE_DEVICES in this run
+                    // seals the same number; after a restart the sealed message is resent
+                    // as it is (`e2e::sequence`).
+                    e2e::sequence::number(c, e2e::sequence::Conversation::Private(peer), &mut entry.content)?;
                     m.ciphertexts = e2e::seal(c, peer, &entry.content)?;
                     outbox::set_sealed(c, entry.id, &m)?;
                     m

@@ -135,6 +135,12 @@ mod tests {
         /// [`User::first_message`] carrying any content.
         fn first_content(&self, bot: &(Profile, PrekeyBundle), seq: u64, content: &crate::wire::e2e::Content) -> InboxEnvelope {
             e2e::add_sessions(&self.conn, &bot.0, std::slice::from_ref(&bot.1)).expect("session");
+            self.message(seq, content)
+        }
+
+        /// `content` in the session this device holds with the bot, as the platform delivers
+        /// it under inbox `seq`.
+        fn message(&self, seq: u64, content: &crate::wire::e2e::Content) -> InboxEnvelope {
             let sealed = e2e::seal(&self.conn, 1, content).expect("seal");
             InboxEnvelope {
                 seq,
@@ -281,5 +287,36 @@ mod tests {
         let replay = InboxEnvelope { seq: 4, message_id: 4, client_message_id: "c4".into(), ..first };
         assert!(import_reported(&bot, vec![replay]));
         assert_eq!(queued(&bot), 3, "the /start does not run twice");
+    }
+
+    /// Issue 45, part 7: Alice's device numbers what it sends the bot. The platform withholds
+    /// her second message, and delivers her fourth before her third. A minute later the bot
+    /// counts one withheld message (the late third cleared its own gap), and has the three
+    /// others as updates.
+    #[test]
+    fn a_message_the_platform_withholds_is_counted_and_a_late_one_is_not() {
+        let (_dir, bot, fake, bot_keys) = bot(OnIdentityChange::Refuse);
+        let alice = User::new(IdentityKeyPair::generate(), 1);
+        serve(&fake, alice.certificates(&alice.account));
+        let numbered = |text: &str| {
+            let mut content = e2e::text_content(text);
+            e2e::sequence::number(&alice.conn, e2e::sequence::Conversation::Private(1), &mut content).expect("number");
+            content
+        };
+        let first = alice.first_content(&bot_keys, 1, &numbered("one"));
+        let _withheld = alice.message(90, &numbered("two"));
+        let (third, fourth) = (numbered("three"), numbered("four"));
+        let (fourth, third) = (alice.message(2, &fourth), alice.message(3, &third));
+        for env in [first, fourth, third] {
+            assert!(import_reported(&bot, vec![env]));
+        }
+        assert_eq!(queued(&bot), 3);
+        let withheld = || bot.metrics.withheld_messages.load(Ordering::Relaxed);
+        crate::gateway::withheld::report_withheld(&bot, crate::clock::unix_now());
+        assert_eq!(withheld(), 0, "within the grace");
+        crate::gateway::withheld::report_withheld(&bot, crate::clock::unix_now() + e2e::sequence::GRACE_SECS + 1);
+        assert_eq!(withheld(), 1, "the second, never delivered");
+        crate::gateway::withheld::report_withheld(&bot, crate::clock::unix_now() + e2e::sequence::GRACE_SECS + 1);
+        assert_eq!(withheld(), 1, "counted once");
     }
 }

@@ -136,7 +136,7 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
                 Err(e) => return Err(e.into()),
             };
             match received {
-                Received::Application { sender, plaintext } => import_message(c, env, me, &group, sender.0, &plaintext),
+                Received::Application { sender, plaintext } => import_message(c, env, me, &group, sender, &plaintext),
                 Received::Commit { added, removed_me, .. } => {
                     // Reported if the platform leaves out its notice (`joiners`).
                     super::joiners::note_new_members(c, gid, &added, env.sender_user_id, me.id as u64, env.date)?;
@@ -180,9 +180,10 @@ fn import_message(
     env: &InboxEnvelope,
     me: &UserView,
     group: &GroupChat,
-    sender: u64,
+    device: mls_group::Device,
     plaintext: &[u8],
 ) -> StoreResult<()> {
+    let sender = device.0;
     if sender != env.sender_user_id {
         return Err(StoreError::Refused(format!(
             "group {}: the platform says user {} sent a message signed by user {sender}",
@@ -197,6 +198,8 @@ fn import_message(
         )));
     }
     let content = crate::e2e::padding::parse(plaintext).ok_or(StoreError::E2e(crate::e2e::E2eError::BadContent))?;
+    let conversation = crate::e2e::sequence::Conversation::Group(&group.group_id);
+    crate::e2e::sequence::received(c, conversation, device, content.sender_seq, unix_now())?;
     groups::remember_user(
         c,
         &groups::GroupUser {

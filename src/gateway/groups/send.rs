@@ -67,7 +67,7 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
             return give_up(shared, &entry, SendFailure::Refused(format!("the platform refused the message: {refused}")));
         }
     }
-    let (gid, content, cmid) = (group.group_id.clone(), entry.content.clone(), entry.client_message_id.clone());
+    let (gid, mut content, cmid) = (group.group_id.clone(), entry.content.clone(), entry.client_message_id.clone());
     let req = shared
         .store
         .write(move |c| {
@@ -77,6 +77,11 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
             }
             if let Some(req) = outbox::group_sealed(c, id)? {
                 return Ok(Some(req));
+            }
+            // Numbered once: a message encrypted again after a stale epoch keeps its number.
+            if content.sender_seq == 0 {
+                crate::e2e::sequence::number(c, crate::e2e::sequence::Conversation::Group(&gid), &mut content)?;
+                outbox::set_content(c, id, &content)?;
             }
             let plaintext = crate::e2e::padding::padded_bytes(&content);
             let (message, _epoch) = mls_group::encrypt(c, &gid, &plaintext)?;

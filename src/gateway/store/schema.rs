@@ -41,6 +41,8 @@ pub(crate) const STEPS: &[Step] = &[
     // Users the platform said left or were banned, until their leaves are gone
     // (`gateway::groups::departed`).
     Step { version: 16, sql: &[super::groups::SCHEMA_DEPARTED] },
+    // Messages numbered per conversation, and the gaps a receiver waits on (`e2e::sequence`).
+    Step { version: 17, sql: &[crate::e2e::sequence::TABLES] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).

@@ -44,6 +44,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 6, sql: &[MANAGER_EFFECT_IDENTITY_KEY] },
     // Devices' second-version certificates and signed removals (`e2e::leaf`, `e2e::removals`).
     Step { version: 7, sql: &e2e::DEVICE_PROOF_TABLES },
+    // Messages numbered per conversation, and the gaps a receiver waits on (`e2e::sequence`).
+    Step { version: 8, sql: &[e2e::sequence::TABLES] },
 ];
 
 /// Step 6: `/newbot` and `/rekey` record the identity key the owner's client proved. The
