@@ -1005,6 +1005,27 @@ mod tests {
         assert_eq!(first.newcomers.iter().map(|d| d.0).collect::<Vec<_>>(), vec![1, 2, 3]);
     }
 
+    /// Issue 45, part 4: a new leaf of this device's own user (a "device of the bot" the
+    /// platform made up) must carry a certificate of this device's own account; one certified
+    /// by any other key is refused by this device, and by every other member, who pinned the
+    /// account's key.
+    #[test]
+    fn a_leaf_of_my_own_user_my_account_did_not_certify_is_refused() {
+        let (alice, bob, gid) = alice_and_bob();
+        let update = self_update(&alice.conn, &gid).expect("update");
+        send_commit(&alice, &gid, &update, &[&bob]);
+        let other = crate::crypto::IdentityKeyPair::generate();
+        let forged = forged_join(&update.group_info, |s| {
+            let certificate = crate::crypto::identity::sign_device_certificate(&other, &s.0.public_key());
+            leaf_as(1, 9, Some(mls::LeafProof { identity_key: other.public_key(), certificate, created_at: None }), s)
+        });
+        for member in [&alice, &bob] {
+            let e = receive(&member.conn, &gid, &forged).expect_err("refused");
+            assert_eq!(refusal(e).user_id, 1);
+            assert_eq!(epoch(&member.conn, &gid).unwrap(), Some(2), "not merged");
+        }
+    }
+
     #[test]
     fn only_the_joiners_own_earlier_leaf_may_go() {
         let proof = |k: u8| Some(mls::LeafProof { identity_key: [k; 32], certificate: [0; 64], created_at: None });
