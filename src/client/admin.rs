@@ -153,6 +153,7 @@ impl Profile {
             let info = self.platform.client.get_group_info(&req, self.platform.opt()).map_err(rpc("GetGroupInfo"))?.group_info;
             let out = self.write(|c| mls_group::join_external(c, &info).context(context))?.1;
             let mut users: Vec<u64> = out.newcomers.iter().map(|d| d.0).collect();
+            users.sort_unstable();
             users.dedup();
             let cmid = crypto::hex_encode(&crypto::random_bytes::<16>());
             let answer = self.send_to_group(group, &cmid, out.message, out.group_info, out.welcome);

@@ -194,9 +194,11 @@ pub fn join_external(conn: &Connection, group_info: &[u8]) -> Result<(Vec<u8>, C
         // The state held goes below: its tree stays the reference until a join is accepted.
         rejoin::keep(conn, &group_id, tree)?;
     }
-    // A leftover of an earlier attempt (refused, or lost in a crash) would block the join.
-    drop(held);
-    forget(conn, &group_id)?;
+    // The state held, or a leftover of an earlier attempt (refused, or lost in a crash),
+    // would block the join: deleted, without loading it a second time.
+    if let Some(mut held) = held {
+        held.delete(provider.storage()).map_err(fail("deleting a group"))?;
+    }
     let (mut group, bundle) = MlsGroup::external_commit_builder()
         .with_config(mls::join_config())
         .skip_lifetime_validation()
@@ -673,14 +675,8 @@ mod tests {
         d
     }
 
-    /// What the platform does for the tests here: accept in order, hand the commit to the others.
-    fn send_commit(from: &TestDevice, gid: &[u8], commit: &CommitOut, others: &[&TestDevice]) -> Vec<Received> {
-        commit_accepted(&from.conn, gid).expect("merge own commit");
-        others.iter().map(|o| receive(&o.conn, gid, &commit.message).expect("member processes the commit")).collect()
-    }
-
-    #[test]
-    fn a_cache_of_loaded_groups_opens_what_loading_each_time_opens() {
+    /// Bob in Alice's group (by Welcome, at epoch 1).
+    fn alice_and_bob() -> (TestDevice, TestDevice, [u8; 32]) {
         let alice = device(1, 1);
         let bob = device(2, 1);
         let gid = new_group_id();
@@ -689,6 +685,18 @@ mod tests {
         let add_bob = add(&alice.conn, &gid, &Claimed::of(2, 1, &kps)).expect("add");
         commit_accepted(&alice.conn, &gid).expect("merge");
         join_welcome(&bob.conn, &add_bob.welcome).expect("welcome");
+        (alice, bob, gid)
+    }
+
+    /// What the platform does for the tests here: accept in order, hand the commit to the others.
+    fn send_commit(from: &TestDevice, gid: &[u8], commit: &CommitOut, others: &[&TestDevice]) -> Vec<Received> {
+        commit_accepted(&from.conn, gid).expect("merge own commit");
+        others.iter().map(|o| receive(&o.conn, gid, &commit.message).expect("member processes the commit")).collect()
+    }
+
+    #[test]
+    fn a_cache_of_loaded_groups_opens_what_loading_each_time_opens() {
+        let (alice, bob, gid) = alice_and_bob();
         let text = |i: usize| format!("message {i}").into_bytes();
         let cache = GroupCache::default();
         let opened = |bytes: &[u8]| match receive_with(&bob.conn, &cache, &gid, bytes).expect("opens") {
@@ -917,19 +925,6 @@ mod tests {
             Received::Commit { added, removed, .. } => assert!(added.is_empty() && removed.is_empty(), "a rejoin: {added:?} {removed:?}"),
             other => panic!("expected a commit, got {other:?}"),
         }
-    }
-
-    /// Bob in Alice's group (by Welcome, at epoch 1).
-    fn alice_and_bob() -> (TestDevice, TestDevice, [u8; 32]) {
-        let alice = device(1, 1);
-        let bob = device(2, 1);
-        let gid = new_group_id();
-        create(&alice.conn, &gid).expect("create");
-        let kps = key_packages(&bob.conn, 1).expect("key package");
-        let add_bob = add(&alice.conn, &gid, &Claimed::of(2, 1, &kps)).expect("add");
-        commit_accepted(&alice.conn, &gid).expect("merge");
-        join_welcome(&bob.conn, &add_bob.welcome).expect("welcome");
-        (alice, bob, gid)
     }
 
     fn rejoin_refusal(e: E2eError) -> String {

@@ -73,21 +73,23 @@ fn join(shared: &BotShared, group: &GroupChat, capabilities: &str) -> Result<(),
         let req = GroupRequest { group_id: gid.clone(), ..Default::default() };
         let info = p.get_group_info(&req).map_err(|e| StepError::group_call("GetGroupInfo", &gid, e))?.group_info;
         let expected = gid.clone();
-        let found = std::sync::Arc::new(std::sync::Mutex::new(None));
+        // What the join found in the tree, for after the answer (the commit job owns its
+        // closure; a resent recorded join finds nothing here and reports nobody).
+        let found = std::sync::Arc::new(std::sync::OnceLock::new());
         let tree = found.clone();
         let answer = commit(shared, &gid, move |c| {
             let (joined, out) = mls_group::join_external(c, &info)?;
             if joined != expected {
                 return Err(StoreError::Refused("the platform's GroupInfo is of another group".into()));
             }
-            *tree.lock().unwrap_or_else(|p| p.into_inner()) = Some((out.rejoined, out.newcomers.clone()));
+            let _ = tree.set((out.rejoined, out.newcomers.clone()));
             Ok(Some((out, true)))
         })?;
         match answer {
             CommitAnswer::Accepted | CommitAnswer::Nothing => {
                 log::info!("bot @{}: joined {} {:?}", shared.username, group.kind, group.title);
-                if let Some((rejoined, newcomers)) = found.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                    joiners::joined_tree(shared, group, rejoined, &newcomers);
+                if let Some((rejoined, newcomers)) = found.get() {
+                    joiners::joined_tree(shared, group, *rejoined, newcomers);
                 }
                 return Ok(());
             }

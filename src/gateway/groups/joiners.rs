@@ -63,7 +63,9 @@ pub(super) fn joined_tree(shared: &BotShared, group: &GroupChat, rejoined: bool,
     if rejoined {
         log::warn!("bot @{}: rejoined {:?}; its tree holds users the verified one did not: {users:?}", shared.username, group.title);
     } else {
-        log::info!("bot @{}: {} {:?} has users {users:?} in its tree", shared.username, group.kind, group.title);
+        // A channel may hold thousands: the count, and the first few.
+        let first: Vec<u64> = users.iter().take(20).copied().collect();
+        log::info!("bot @{}: {} {:?} has {} other users in its tree (first: {first:?})", shared.username, group.kind, group.title, users.len());
     }
     let req = GroupRequest { group_id: group.group_id.clone(), ..Default::default() };
     let (unseated, posters): (Vec<u64>, Option<Vec<u64>>) = match shared.platform.get_group(&req) {

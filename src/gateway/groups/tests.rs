@@ -307,6 +307,15 @@ fn outbox_text(bot: &BotShared, s: &str) -> outbox::OutboxEntry {
         .expect("outbox")
 }
 
+/// Sends the outbox's first message again; its message id once the platform took it.
+fn send_pending(bot: &BotShared) -> i64 {
+    let entry = bot.store.read(|c| Ok(outbox::pending(c, 1)?.remove(0))).expect("still in the outbox");
+    match send(bot, &entry) {
+        Ok(GroupSend::Sent(sent)) => sent.message_id,
+        other => panic!("not sent: {:?}", other.err()),
+    }
+}
+
 #[test]
 fn a_stale_epoch_drops_the_ciphertext_and_the_next_try_encrypts_anew() {
     let (_dir, bot, fake, alice) = joined();
@@ -314,11 +323,7 @@ fn a_stale_epoch_drops_the_ciphertext_and_the_next_try_encrypts_anew() {
     fake.answer_once("send_group_message", Ok(SendGroupMessageResponse { status: Status::STALE_EPOCH.into(), epoch: 9, ..Default::default() }));
     assert!(matches!(send(&bot, &entry), Ok(GroupSend::Later(_))));
     fake.answer_once("send_group_message", Ok(ok_answer(42)));
-    let entry = bot.store.read(|c| Ok(outbox::pending(c, 1)?.remove(0))).expect("still in the outbox");
-    match send(&bot, &entry) {
-        Ok(GroupSend::Sent(sent)) => assert_eq!(sent.message_id, 42),
-        other => panic!("not sent: {:?}", other.err()),
-    }
+    assert_eq!(send_pending(&bot), 42);
     let sent = fake.calls_of("send_group_message");
     let (first, second): (SendGroupMessageRequest, SendGroupMessageRequest) = (sent[1].request(), sent[2].request());
     // A plain text reserved its id before each try, as a keyboard's message does.
@@ -992,11 +997,7 @@ fn a_banned_user_whose_leaf_stays_gets_no_further_bot_post() {
 
     fake.answer_once("send_group_message", Ok(ok_answer(0)));
     fake.answer_once("send_group_message", Ok(ok_answer(50)));
-    let entry = bot.store.read(|c| Ok(outbox::pending(c, 1)?.remove(0))).expect("still in the outbox");
-    match send(&bot, &entry) {
-        Ok(GroupSend::Sent(sent)) => assert_eq!(sent.message_id, 50),
-        other => panic!("not sent: {:?}", other.err()),
-    }
+    assert_eq!(send_pending(&bot), 50);
     let sent = fake.calls_of("send_group_message");
     let (removal, post): (SendGroupMessageRequest, SendGroupMessageRequest) = (sent[before + 1].request(), sent[before + 2].request());
     match mls_group::receive(&alice, &GID, &removal.message).expect("Alice processes the removal") {
