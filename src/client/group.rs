@@ -315,18 +315,14 @@ impl Profile {
         client_message_id: &str,
     ) -> Result<SentGroupMessage> {
         self.ensure_joined(group)?;
-        // Numbered once for every attempt of this call (`e2e::sequence`).
         let mut content = content.clone();
-        self.write(|c| {
-            crate::e2e::sequence::number(c, crate::e2e::sequence::Conversation::Group(&group.0), &mut content)
-                .context(|| format!("numbering a message to group {}", short(group)))
-        })?;
-        let content = &content;
-        let plaintext = crate::e2e::padding::padded_bytes(content);
         for attempt in 1..=MAX_GROUP_ATTEMPTS {
             self.settle_commit(group)?;
             let (message, _) = self.write(|c| {
-                mls_group::encrypt(c, &group.0, &plaintext)
+                // Numbered in the first attempt's transaction, kept by the others (`e2e::sequence`).
+                let conversation = crate::e2e::sequence::Conversation::Group(&group.0);
+                crate::e2e::sequence::number(c, conversation, &mut content)
+                    .and_then(|()| mls_group::encrypt(c, &group.0, &crate::e2e::padding::padded_bytes(&content)))
                     .context(|| format!("encrypting for group {}", short(group)))
             })?;
             let resp =
@@ -334,7 +330,7 @@ impl Profile {
             match resp.status.enum_value() {
                 Ok(Status::OK) => {
                     let sent = SentMessage { chat_id: 0, message_id: resp.message_id, date: resp.date };
-                    self.remember_sent(history::group_peer(&group.0), content, &sent);
+                    self.remember_sent(history::group_peer(&group.0), &content, &sent);
                     return Ok(SentGroupMessage {
                         group: *group,
                         message_id: resp.message_id,

@@ -184,11 +184,9 @@ impl Profile {
         if peer.user_id == self.user_id() {
             return Err(ClientError::Invalid("cannot send a message to yourself".to_string()));
         }
-        // Numbered once for every attempt of this call (`e2e::sequence`).
         let mut content = content.clone();
-        self.write(|c| e2e::sequence::number(c, e2e::sequence::Conversation::Private(peer.user_id), &mut content).context(|| format!("numbering a message to @{name}")))?;
+        let mut ciphertexts = self.seal_for_all(peer, &mut content)?;
         let content = &content;
-        let mut ciphertexts = self.seal_for_all(peer, content)?;
         for attempt in 1..=MAX_SEND_ATTEMPTS {
             let result = self.send_once(peer, client_message_id, &ciphertexts)?;
             match result.status.enum_value() {
@@ -235,13 +233,19 @@ impl Profile {
             .ok_or_else(|| ClientError::Invalid(format!("the platform answered a send to @{} without a result", peer.username)))
     }
 
-    /// Ciphertexts for every device we hold a session with; when there is none, fetches the
-    /// bundles of all the peer's devices first.
-    fn seal_for_all(&self, peer: &PeerProfile, content: &Content) -> Result<Vec<DeviceCiphertext>> {
+    /// Numbers `content` (`e2e::sequence`: once for every attempt of a send, in the transaction
+    /// that seals it, so a failed seal uses up no number) and seals it for every device we hold
+    /// a session with; when there is none, fetches the bundles of all the peer's devices first.
+    fn seal_for_all(&self, peer: &PeerProfile, content: &mut Content) -> Result<Vec<DeviceCiphertext>> {
         let name = peer.username.as_str();
+        let numbered = |c: &Connection, content: &mut Content| {
+            let conversation = e2e::sequence::Conversation::Private(peer.user_id);
+            e2e::sequence::number(c, conversation, content).context(|| format!("numbering a message to @{name}"))?;
+            seal(c, peer, content)
+        };
         let have = e2e::devices_with_session(&self.conn, peer.user_id).context(|| format!("sessions with @{name}"))?;
         if !have.is_empty() {
-            return self.write(|c| seal(c, peer, content));
+            return self.write(|c| numbered(c, content));
         }
         let bundles = self.fetch_bundles(peer, &[])?;
         if bundles.bundles.is_empty() {
@@ -249,7 +253,7 @@ impl Profile {
         }
         self.write(|c| {
             add_sessions(c, peer, &bundles)?;
-            seal(c, peer, content)
+            numbered(c, content)
         })
     }
 
