@@ -111,7 +111,19 @@ impl Drop for Proc {
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+    // The kernel may hand the same ephemeral port to two binds in a row (the first listener is
+    // closed by then): a port handed out once in this process is never handed out again, so
+    // one config's two listen addresses always differ.
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut handed = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..1000 {
+        let port = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+        if !handed.contains(&port) {
+            handed.push(port);
+            return port;
+        }
+    }
+    panic!("no fresh loopback port in 1000 tries");
 }
 
 /// A platform server with its data directory.
