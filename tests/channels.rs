@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use bot_gateway::wire::e2e::content::Body;
 use bot_gateway::wire::platform::{self as pb, group_delivery::Kind, send_group_message_response::Status};
 use support::group_member::{bot_world, Member};
 use support::Gateway;
@@ -134,6 +135,22 @@ fn a_bot_posts_to_a_channel_and_administers_it() {
     assert_eq!(ok(&gw, "deleteMessage", json!({"chat_id": chat_id, "message_id": owner_post_id})), true);
     let d = bob.wait_delivery(Kind::DELETED, Duration::from_secs(20));
     assert_eq!(d.group.deleted_message_id, owner_post_id as u64);
+    // The platform's notice alone deletes nothing: the bot's own MLS Delete follows it
+    // (`e2e::deletions`).
+    let deleted = |m: &Member| {
+        m.contents.iter().any(|(s, _, c)| *s == bot_id && matches!(&c.body, Some(Body::Delete(d)) if d.message_id == owner_post_id as u64))
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !deleted(&bob) {
+        assert!(Instant::now() < deadline, "the bot's Delete never reached Bob");
+        bob.pump(Duration::from_millis(200));
+    }
+    // Everything the bot sent vouches for the id and date it arrived under (`e2e::vouch`).
+    let from_bot: Vec<_> = bob.contents.iter().filter(|(s, _, _)| *s == bot_id).collect();
+    assert!(from_bot.len() >= 2, "the post and the Delete");
+    for (_, id, c) in from_bot {
+        assert_eq!(c.vouched.message_id, *id, "{c:?}");
+    }
     refused(&gw, "deleteMessage", json!({"chat_id": chat_id, "message_id": owner_post_id}), "not found");
 
     // A ban: chat_member member → kicked; the bot removes Carol's leaf, and she cannot read the

@@ -90,10 +90,17 @@ impl Profile {
     }
 
     /// Deletes a message of the group for everyone (ours, or anyone's with the delete right).
+    /// The platform checks the right and tells the members who deleted it; then our own MLS
+    /// `Delete` follows, which is what deletes it from their histories (`e2e::deletions`).
     pub fn delete_group_message(&self, group: &GroupId, message_id: u64) -> Result<()> {
         let req = DeleteGroupMessageRequest { group_id: group.0.to_vec(), message_id, ..Default::default() };
         self.platform.client.delete_group_message(&req, self.platform.opt()).map_err(rpc("DeleteGroupMessage"))?;
-        Ok(())
+        let mut content = crate::wire::e2e::Content::new();
+        content.set_delete(crate::wire::e2e::Delete { message_id, ..Default::default() });
+        self.send_group_content(group, &content)?;
+        let peer = super::history::group_peer(&group.0);
+        super::history::forget(&self.conn, peer, message_id)?;
+        super::history::forget_sent(&self.conn, peer, message_id)
     }
 
     /// A new invite link of the group.

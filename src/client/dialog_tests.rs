@@ -237,9 +237,28 @@ impl BotDevice {
 
     /// Sends any content to user `to`; returns the message id the platform gave it.
     fn send(&self, to: u64, content: &Content) -> u64 {
+        self.send_as(to, content, &crypto::hex_encode(&crypto::random_bytes::<16>()))
+    }
+
+    /// Reserves the message's id first and vouches for it, as the gateway does (`e2e::vouch`).
+    fn send_vouched(&self, to: u64, content: &Content) -> u64 {
+        let cmid = crypto::hex_encode(&crypto::random_bytes::<16>());
+        let mut req = crate::wire::platform::ReserveMessageIdsRequest::new();
+        req.reservations.push(crate::wire::platform::MessageIdReservation {
+            client_message_id: cmid.clone(),
+            recipient_user_id: to,
+            ..Default::default()
+        });
+        let r = self.platform.client.reserve_message_ids(&req, self.platform.opt()).expect("reserve").ids.remove(0);
+        let mut content = content.clone();
+        e2e::vouch::vouch(&mut content, r.message_id, r.date);
+        self.send_as(to, &content, &cmid)
+    }
+
+    fn send_as(&self, to: u64, content: &Content, client_message_id: &str) -> u64 {
         let ciphertexts: Vec<DeviceCiphertext> = e2e::seal(&self.conn, to, content).expect("seal");
         let mut msg = OutgoingMessage::new();
-        msg.client_message_id = crypto::hex_encode(&crypto::random_bytes::<16>());
+        msg.client_message_id = client_message_id.to_string();
         msg.recipient_user_id = to;
         msg.ciphertexts = ciphertexts;
         let mut req = SendMessagesRequest::new();
@@ -477,6 +496,37 @@ fn edits_and_deletions_update_what_the_profile_remembers() {
     assert!(history::load(&d.alice.conn, d.bot_user_id, m).expect("load").is_none());
     let err = d.alice.press("@keys_bot", m, "c").expect_err("deleted");
     assert!(err.to_string().contains("no message"), "{err}");
+}
+
+/// Ids and dates the sender vouches for (`e2e::vouch`): alice's message carries the id it
+/// arrives under; a message the platform delivers under another id than the bot sealed (or,
+/// once the bot's device vouched, one without any) is refused with a security alert.
+#[test]
+fn a_message_under_another_id_than_its_sender_vouched_for_is_refused() {
+    let d = BotDialog::start();
+    let hello = d.alice.send_text("@keys_bot", "hello").expect("send");
+    let (envelope, content) = d.bot.receive_content();
+    assert_eq!(envelope.message_id, hello.message_id);
+    assert_eq!((content.vouched.message_id, content.vouched.date), (envelope.message_id, envelope.date));
+
+    let to = d.alice.user_id();
+    let first = d.bot.send_vouched(to, &crate::e2e::text_content("vouched"));
+    assert!(matches!(d.next_event(), Incoming::Message(ref m) if m.message_id == first && m.text == "vouched"));
+    let mut swapped = crate::e2e::text_content("under another id");
+    e2e::vouch::vouch(&mut swapped, first, hello.date);
+    d.bot.send(to, &swapped);
+    match d.next_event() {
+        Incoming::SecurityAlert { text, .. } => assert!(text.contains(&format!("sealed it as message {first}")), "{text}"),
+        other => panic!("not an alert: {other:?}"),
+    }
+    d.bot.send(to, &crate::e2e::text_content("no id"));
+    match d.next_event() {
+        Incoming::SecurityAlert { text, .. } => assert!(text.contains("vouched for its messages before"), "{text}"),
+        other => panic!("not an alert: {other:?}"),
+    }
+    let last = d.bot.send_vouched(to, &crate::e2e::text_content("still talking"));
+    assert!(matches!(d.next_event(), Incoming::Message(ref m) if m.message_id == last), "the dialog goes on");
+    assert!(history::load(&d.alice.conn, d.bot_user_id, first).expect("load").is_some());
 }
 
 /// A peer's edit naming one of our messages is ignored: only the peer's own change.

@@ -316,6 +316,15 @@ impl Profile {
     ) -> Result<SentGroupMessage> {
         self.ensure_joined(group)?;
         let mut content = content.clone();
+        if !matches!(content.body, Some(crate::wire::e2e::content::Body::ChatAction(_))) {
+            let reservation = crate::wire::platform::MessageIdReservation {
+                client_message_id: client_message_id.to_string(),
+                group_id: group.0.to_vec(),
+                ..Default::default()
+            };
+            let (message_id, date) = self.reserve_message_id(reservation, &format!("group {}", short(group)))?;
+            crate::e2e::vouch::vouch(&mut content, message_id, date);
+        }
         for attempt in 1..=MAX_GROUP_ATTEMPTS {
             self.settle_commit(group)?;
             let (message, _) = self.write(|c| {

@@ -446,6 +446,7 @@ pub(super) fn open_delivery(
                     }
                     let content =
                         crate::e2e::padding::parse(&plaintext).ok_or(E2eError::BadContent)?;
+                    crate::e2e::vouch::check(c, sender, &content, envelope.message_id, envelope.date)?;
                     let conversation = crate::e2e::sequence::Conversation::Group(&id.0);
                     crate::e2e::sequence::received(c, conversation, sender, content.sender_seq, crate::clock::unix_now())?;
                     // "… is typing" in the group: shown for a few seconds, no place in its history.
@@ -459,6 +460,9 @@ pub(super) fn open_delivery(
                     }
                     if let Some(crate::wire::e2e::content::Body::Edit(edit)) = content.body.as_ref() {
                         return Ok((group_edit(c, envelope, group, edit)?, None));
+                    }
+                    if let Some(crate::wire::e2e::content::Body::Delete(delete)) = content.body.as_ref() {
+                        return Ok((group_delete(c, envelope, group, delete.message_id)?, None));
                     }
                     if !content.is_message() {
                         log::debug!(
@@ -568,10 +572,11 @@ pub(super) fn open_delivery(
             Ok((Some(event), None))
         }
         Ok(group_delivery::Kind::DELETED) => {
-            super::history::forget(c, super::history::group_peer(&id.0), delivery.deleted_message_id)
-                .map_err(|e| E2eError::Mls(format!("forgetting a deleted group message: {e}")))?;
-            let actor = sender_of(delivery.change.actor.get_or_default());
-            Ok((Some(Incoming::GroupDeleted { group, message_id: delivery.deleted_message_id, actor }), None))
+            // The platform checked the deleter's right, but its word alone deletes nothing: the
+            // deleter's own MLS `Delete` that follows does (`e2e::deletions`, `group_delete`).
+            let actor = delivery.change.actor.user_id;
+            crate::e2e::deletions::note_notice(c, &id.0, delivery.deleted_message_id, actor, crate::clock::unix_now())?;
+            Ok((None, None))
         }
         Err(other) => {
             log::debug!(
@@ -616,6 +621,30 @@ fn group_edit(
         keyboard: super::message::keyboard_from_wire(now.keyboard.as_ref()),
         shared: super::shared_item::Shared::from_content(&now),
     }))
+}
+
+/// A member's MLS `Delete` of a group message: the message is forgotten and shown deleted when
+/// that member sent it, or the platform's notice named them its deleter (`e2e::deletions`);
+/// any other is ignored with a warning.
+fn group_delete(
+    c: &Connection,
+    envelope: &InboxEnvelope,
+    group: GroupRef,
+    message_id: u64,
+) -> std::result::Result<Option<Incoming>, E2eError> {
+    let peer = super::history::group_peer(&group.id.0);
+    let fail = |e: ClientError| E2eError::Mls(format!("applying a group deletion: {e}"));
+    let sender = super::history::group_message_sender(c, peer, message_id).map_err(fail)?;
+    let deleter = envelope.sender_user_id;
+    if !crate::e2e::deletions::may_delete(c, &group.id.0, message_id, deleter, sender)? {
+        log::warn!(
+            "group {}: user {deleter} asked to delete message {message_id}, which they did not send, and the platform did not name them its deleter; kept",
+            short(&group.id)
+        );
+        return Ok(None);
+    }
+    super::history::forget(c, peer, message_id).map_err(fail)?;
+    Ok(Some(Incoming::GroupDeleted { group, message_id, actor: super::message::sender(envelope) }))
 }
 
 #[cfg(test)]

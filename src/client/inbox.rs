@@ -305,12 +305,16 @@ impl Profile {
             Some(Err(E2eError::UntrustedLeaf { group, refusal })) => {
                 let text = format!("group {group}: {refusal}");
                 log::error!("SECURITY ALERT: {text} (message {} from user {})", envelope.message_id, envelope.sender_user_id);
-                let group = envelope.group.as_ref().and_then(|d| {
-                    let id = super::GroupId::from_slice(&d.group_id)?;
-                    let title = if d.title.is_empty() { id.hex()[..16].to_string() } else { d.title.clone() };
-                    Some(super::GroupRef { id, title, channel: d.type_.enum_value_or_default() == crate::wire::platform::GroupType::CHANNEL })
-                });
+                let group = envelope.group.as_ref().and_then(group_ref);
                 let event = Incoming::SecurityAlert { group, user_id: refusal.user_id, device_id: refusal.device_id, text };
+                Ok(Some(Processed { event: Some(event), was_prekey, follow_up: None }))
+            }
+            Some(Err(e @ E2eError::Unvouched { .. })) => {
+                let E2eError::Unvouched { user_id, device_id, .. } = e else { unreachable!("matched above") };
+                let text = format!("@{}: {e}", envelope.sender_username);
+                log::error!("SECURITY ALERT: {text}");
+                let group = envelope.group.as_ref().and_then(group_ref);
+                let event = Incoming::SecurityAlert { group, user_id, device_id, text };
                 Ok(Some(Processed { event: Some(event), was_prekey, follow_up: None }))
             }
             Some(Err(E2eError::UnverifiedDevice { user_id, device_id })) if refusal == Some(e2e::Refusal::BadCertificate) => {
@@ -428,6 +432,13 @@ impl Profile {
 }
 
 /// Hands only messages to `on_message`; they alone count.
+/// The group a delivery belongs to, as an alert names it.
+fn group_ref(d: &crate::wire::platform::GroupDelivery) -> Option<super::GroupRef> {
+    let id = super::GroupId::from_slice(&d.group_id)?;
+    let title = if d.title.is_empty() { id.hex()[..16].to_string() } else { d.title.clone() };
+    Some(super::GroupRef { id, title, channel: d.type_.enum_value_or_default() == crate::wire::platform::GroupType::CHANNEL })
+}
+
 fn messages_only(on_message: &mut dyn FnMut(&ReceivedMessage)) -> impl FnMut(&Incoming) -> bool + '_ {
     move |e| match e {
         Incoming::Message(m) => {

@@ -47,6 +47,9 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 18, sql: &[e2e::rejoin::TABLES] },
     // Messages numbered per conversation, and the gaps a receiver waits on (`e2e::sequence`).
     Step { version: 19, sql: &[e2e::sequence::TABLES] },
+    // Ids and dates senders vouch for, and group deletions members asked for (`e2e::vouch`,
+    // `e2e::deletions`).
+    Step { version: 20, sql: &[e2e::vouch::TABLES, e2e::deletions::TABLES] },
 ];
 
 /// Step 17: the account a name (lowercase, without `@`) stood for when this profile first

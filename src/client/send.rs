@@ -15,11 +15,11 @@ use super::profile::Profile;
 use crate::wire::rpc::code as rpc_code;
 use crate::crypto;
 use crate::e2e;
-use crate::wire::e2e::{CallbackPress, Content, KeyboardContext, Reaction, Text};
+use crate::wire::e2e::{content::Body, CallbackPress, Content, KeyboardContext, Reaction, Text};
 use protobuf::Message as _;
 use crate::wire::platform::{
-    send_result, DeviceCiphertext, GetPrekeyBundlesRequest, GetPrekeyBundlesResponse, LookupUserRequest, OutgoingMessage,
-    Profile as PeerProfile, SendMessagesRequest, SendResult,
+    send_result, DeviceCiphertext, GetPrekeyBundlesRequest, GetPrekeyBundlesResponse, LookupUserRequest, MessageIdReservation,
+    OutgoingMessage, Profile as PeerProfile, ReserveMessageIdsRequest, SendMessagesRequest, SendResult,
 };
 
 /// A fresh client message id: 16 random bytes in hex.
@@ -185,6 +185,15 @@ impl Profile {
             return Err(ClientError::Invalid("cannot send a message to yourself".to_string()));
         }
         let mut content = content.clone();
+        if !matches!(content.body, Some(Body::ChatAction(_))) {
+            let reservation = MessageIdReservation {
+                client_message_id: client_message_id.to_string(),
+                recipient_user_id: peer.user_id,
+                ..Default::default()
+            };
+            let (message_id, date) = self.reserve_message_id(reservation, &format!("@{name}"))?;
+            e2e::vouch::vouch(&mut content, message_id, date);
+        }
         let mut ciphertexts = self.seal_for_all(peer, &mut content)?;
         let content = &content;
         for attempt in 1..=MAX_SEND_ATTEMPTS {
@@ -213,6 +222,23 @@ impl Profile {
         Err(ClientError::Invalid(format!(
             "sending to @{name}: the device list kept changing after {MAX_SEND_ATTEMPTS} attempts"
         )))
+    }
+
+    /// The id and date the platform reserves for the message sent next under a client message
+    /// id (the same again for the same id), which its content vouches for (`e2e::vouch`).
+    /// `to` names the chat for errors.
+    pub(super) fn reserve_message_id(&self, reservation: MessageIdReservation, to: &str) -> Result<(u64, i64)> {
+        let req = ReserveMessageIdsRequest { reservations: vec![reservation], ..Default::default() };
+        let resp = self
+            .platform
+            .client
+            .reserve_message_ids(&req, self.platform.opt())
+            .map_err(|status| ClientError::Rpc { call: "ReserveMessageIds", status })?;
+        match resp.ids.into_iter().next() {
+            Some(r) if r.message_id != 0 => Ok((r.message_id, r.date)),
+            Some(r) => Err(ClientError::Invalid(format!("the platform refused a message id for a message to {to}: {}", r.error))),
+            None => Err(ClientError::Invalid(format!("the platform answered a reservation for {to} without an id"))),
+        }
     }
 
     fn send_once(&self, peer: &PeerProfile, client_message_id: &str, ciphertexts: &[DeviceCiphertext]) -> Result<SendResult> {

@@ -62,6 +62,7 @@
 
 pub mod bot_key;
 mod certify;
+pub mod deletions;
 mod device;
 pub mod file;
 mod file_transport;
@@ -78,6 +79,7 @@ mod seal;
 pub mod sequence;
 mod skipped_keys;
 mod store;
+pub mod vouch;
 pub mod wal;
 
 pub use device::{
@@ -108,7 +110,9 @@ pub fn create_all_tables(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     conn.execute_batch(DEVICE_PROOF_TABLES[0])?;
     conn.execute_batch(DEVICE_PROOF_TABLES[1])?;
     conn.execute_batch(rejoin::TABLES)?;
-    conn.execute_batch(sequence::TABLES)
+    conn.execute_batch(sequence::TABLES)?;
+    conn.execute_batch(vouch::TABLES)?;
+    conn.execute_batch(deletions::TABLES)
 }
 
 /// The step every database holding `e2e` tables takes for devices' second-version
@@ -163,6 +167,9 @@ pub enum E2eError {
     /// A GroupInfo served for a rejoin that the last verified tree does not vouch for
     /// (`rejoin`): nothing was joined, and the verified state is kept. A security alert.
     RejoinRefused { group: String, why: String },
+    /// A message whose envelope is not what its sender vouched for inside (`vouch`): another
+    /// id or date, or none from a device that vouches. Refused: a security alert.
+    Unvouched { user_id: u64, device_id: u32, message_id: u64, why: String },
 }
 
 impl std::fmt::Display for E2eError {
@@ -198,6 +205,10 @@ impl std::fmt::Display for E2eError {
             E2eError::ReplayedCommit { group, epoch, current } => {
                 write!(f, "group {group}: a commit for epoch {epoch}, older than the group's epoch {current}: a replay, dropped")
             }
+            E2eError::Unvouched { user_id, device_id, message_id, why } => write!(
+                f,
+                "message {message_id} from user {user_id} device {device_id} was refused: {why} (the platform changed what its sender vouched for)"
+            ),
             E2eError::RejoinRefused { group, why } => write!(
                 f,
                 "group {group}: the platform served a GroupInfo to rejoin from that the verified group does not vouch for ({why}); not rejoined, the verified state is kept"

@@ -62,6 +62,7 @@ pub fn open_envelope(conn: &Connection, envelope: &InboxEnvelope) -> Result<Cont
     }
 
     let content = super::padding::parse(&plaintext).ok_or(E2eError::BadContent)?;
+    super::vouch::check(conn, (user_id, device_id), &content, envelope.message_id, envelope.date)?;
     let conversation = super::sequence::Conversation::Private(user_id);
     super::sequence::received(conn, conversation, (user_id, device_id), content.sender_seq, crate::clock::unix_now())?;
     Ok(content)

@@ -505,7 +505,7 @@ fn import_one(
     match r {
         Ok(()) => Ok(Imported::Stored),
         Err(e) if is_storage_failure(&e) => Err(e),
-        Err(StoreError::E2e(e @ e2e::E2eError::UntrustedLeaf { .. })) => Ok(Imported::Alert(format!(
+        Err(StoreError::E2e(e @ (e2e::E2eError::UntrustedLeaf { .. } | e2e::E2eError::Unvouched { .. }))) => Ok(Imported::Alert(format!(
             "{e} (message {} from user {} device {}); nothing of it was kept",
             env.message_id, env.sender_user_id, env.sender_device_id
         ))),

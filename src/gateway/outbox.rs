@@ -289,8 +289,8 @@ fn send_to_groups(shared: &BotShared, entries: Vec<outbox::OutboxEntry>) -> Resu
     }
 }
 
-/// Message ids reserved for the entries whose keyboards must be signed before sealing, by
-/// client message id: (message id, date).
+/// Message ids reserved for the entries to seal, by client message id: (message id, date),
+/// which the content vouches for and a keyboard's signed context names.
 type Reservations = BTreeMap<String, (u64, i64)>;
 
 /// What signs the keyboards of a batch (`keyboard::attach_context`) inside the seal job.
@@ -300,10 +300,9 @@ struct Signer<'a> {
     ids: Reservations,
 }
 
-/// Reserves the message ids of every unsealed entry (one ReserveMessageIds call per batch): a
-/// keyboard's signed context names its message's id, and reserving for every message, not only
-/// for those, keeps the platform from telling which ones carry buttons. A repeat after a failed
-/// seal answers the same ids.
+/// Reserves the message ids of every unsealed entry (one ReserveMessageIds call per batch):
+/// every content vouches for its id and date (`e2e::vouch`), and a keyboard's signed context
+/// names them too. A repeat after a failed seal answers the same ids.
 fn reserve_ids(shared: &BotShared, entries: &[outbox::OutboxEntry]) -> Result<(Reservations, Vec<(String, String)>), SendError> {
     let mut req = ReserveMessageIdsRequest::new();
     for e in entries.iter().filter(|e| e.sealed.is_none()) {
@@ -434,18 +433,17 @@ fn seal_batch(
                 Some(m) => m.clone(),
                 None => {
                     let peer = entry.chat_id as u64;
+                    let Some(&(message_id, date)) = ids.get(&entry.client_message_id) else {
+                        return Err(StoreError::Corrupt(format!("outbox {}: no message id reserved for it", entry.id)));
+                    };
                     if keyboard::needs_context(&entry.content) {
                         // Signed once, with the reserved id; the signed content is what the
                         // history keeps.
-                        let Some(&(message_id, date)) = ids.get(&entry.client_message_id) else {
-                            return Err(StoreError::Corrupt(format!(
-                                "outbox {}: no message id reserved for its keyboard",
-                                entry.id
-                            )));
-                        };
                         keyboard::attach_context(&identity, bot_user_id, keyboard::KeyboardChat::Private(peer), message_id, date, &mut entry.content);
                         outbox::set_content(c, entry.id, &entry.content)?;
                     }
+                    // The receiver checks the envelope against it (`e2e::vouch`).
+                    e2e::vouch::vouch(&mut entry.content, message_id, date);
                     let mut m = OutgoingMessage::new();
                     m.client_message_id = entry.client_message_id.clone();
                     m.recipient_user_id = peer;
@@ -762,7 +760,10 @@ mod tests {
 
         let commits = bot.notifier().commits();
         let identity = IdentityKeyPair::generate();
-        let signer = Signer { identity: &identity, bot_user_id: BOT, ids: Reservations::new() };
+        // Every entry's reserved id and date, which its content vouches for (`e2e::vouch`).
+        let reserved = |n: usize| (100 + n as u64, 1_700_000_000 + n as i64);
+        let ids = (0..SEND_BATCH).map(|n| (format!("cmid-{n}"), reserved(n))).collect();
+        let signer = Signer { identity: &identity, bot_user_id: BOT, ids };
         let batch = seal_batch(&bot, entries, vec![bundles(PEER, &peer_account, &peer_keys)], &signer, "bot").expect("seal");
         assert_eq!(bot.notifier().commits(), commits + 1, "one commit seals the whole batch");
         // Committed before anything is sent: what a retry or a restart sends.
@@ -779,10 +780,12 @@ mod tests {
         // The recipient opens them all, in order; the first one starts the session.
         let envelopes: Vec<InboxEnvelope> = batch
             .iter()
-            .map(|(_, m)| {
+            .enumerate()
+            .map(|(n, (_, m))| {
                 let mut e = InboxEnvelope::new();
                 e.sender_user_id = BOT;
                 e.sender_device_id = 1;
+                (e.message_id, e.date) = reserved(n);
                 e.ciphertext = m.ciphertexts[0].ciphertext.clone();
                 e
             })

@@ -110,10 +110,10 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
             updates::enqueue_join_request(c, &group, d.join_request.get_or_default())
         }
         DeliveryKind::DELETED => {
-            // The platform checked the deleter's right; the message leaves the history (the
-            // Bot API has no update for a deletion).
-            let Some(group) = groups::by_group_id(c, gid)? else { return Ok(()) };
-            chats::forget(c, group.chat_id, d.deleted_message_id as i64)
+            // The platform checked the deleter's right, but its word alone deletes nothing: the
+            // deleter's own MLS `Delete` that follows does (`e2e::deletions`).
+            let actor = d.change.actor.user_id;
+            Ok(crate::e2e::deletions::note_notice(c, gid, d.deleted_message_id, actor, now)?)
         }
         DeliveryKind::MLS_MESSAGE => {
             let Some(group) = groups::by_group_id(c, gid)? else {
@@ -198,6 +198,7 @@ fn import_message(
         )));
     }
     let content = crate::e2e::padding::parse(plaintext).ok_or(StoreError::E2e(crate::e2e::E2eError::BadContent))?;
+    crate::e2e::vouch::check(c, device, &content, env.message_id, env.date)?;
     let conversation = crate::e2e::sequence::Conversation::Group(&group.group_id);
     crate::e2e::sequence::received(c, conversation, device, content.sender_seq, unix_now())?;
     groups::remember_user(
@@ -209,6 +210,10 @@ fn import_message(
             is_bot: env.sender_is_bot,
         },
     )?;
+    // A deletion counts whoever sent it, an administrator bot included.
+    if let Some(Body::Delete(delete)) = &content.body {
+        return delete_message(c, group, sender, delete.message_id);
+    }
     // Bots do not see bots' messages, their own (another runtime's) included.
     if env.sender_is_bot || sender == me.id as u64 {
         return Ok(());
@@ -235,4 +240,19 @@ fn import_message(
         Some(Body::Edit(edit)) => updates::enqueue_user_edit(c, me, updates::ChatRef::Group(group), sender, edit, env.date),
         _ => Ok(()),
     }
+}
+
+/// A member's MLS `Delete`: the message leaves the history (the Bot API has no update for a
+/// deletion) when that member sent it, or the platform's notice named them its deleter
+/// (`e2e::deletions`). Any other is logged and kept.
+fn delete_message(c: &Connection, group: &GroupChat, deleter: u64, message_id: u64) -> StoreResult<()> {
+    let sender = chats::lookup(c, group.chat_id, message_id as i64)?.map(|e| e.sender_id as u64);
+    if crate::e2e::deletions::may_delete(c, &group.group_id, message_id, deleter, sender)? {
+        return chats::forget(c, group.chat_id, message_id as i64);
+    }
+    log::warn!(
+        "group {}: user {deleter} asked to delete message {message_id}, which they did not send, and the platform did not name them its deleter; kept",
+        mls_group::short_id(&group.group_id)
+    );
+    Ok(())
 }

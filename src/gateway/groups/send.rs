@@ -55,17 +55,17 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
     // Every message's id is reserved first, not only a keyboard's (whose signed context names
     // it): so the platform cannot tell which messages carry buttons. Idempotent per client
     // message id, so a retry gets the same id.
-    match reserve_id(shared, &group.group_id, &entry.client_message_id)? {
-        Ok((message_id, date)) if keyboard::needs_context(&entry.content) => {
-            let chat = keyboard::KeyboardChat::Group(&group.group_id);
-            keyboard::attach_context(&shared.identity, shared.compat_user_id, chat, message_id, date, &mut entry.content);
-            let content = entry.content.clone();
-            shared.store.write(move |c| outbox::set_content(c, id, &content))?;
-        }
-        Ok(_) => {}
+    let (message_id, date) = match reserve_id(shared, &group.group_id, &entry.client_message_id)? {
+        Ok(reserved) => reserved,
         Err(refused) => {
             return give_up(shared, &entry, SendFailure::Refused(format!("the platform refused the message: {refused}")));
         }
+    };
+    if keyboard::needs_context(&entry.content) {
+        let chat = keyboard::KeyboardChat::Group(&group.group_id);
+        keyboard::attach_context(&shared.identity, shared.compat_user_id, chat, message_id, date, &mut entry.content);
+        let content = entry.content.clone();
+        shared.store.write(move |c| outbox::set_content(c, id, &content))?;
     }
     let (gid, mut content, cmid) = (group.group_id.clone(), entry.content.clone(), entry.client_message_id.clone());
     let req = shared
@@ -78,9 +78,11 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
             if let Some(req) = outbox::group_sealed(c, id)? {
                 return Ok(Some(req));
             }
-            // Numbered once: a message encrypted again after a stale epoch keeps its number.
+            // Numbered and vouched for once: a message encrypted again after a stale epoch
+            // keeps its number, and its reservation answers the same id.
             if content.sender_seq == 0 {
                 crate::e2e::sequence::number(c, crate::e2e::sequence::Conversation::Group(&gid), &mut content)?;
+                crate::e2e::vouch::vouch(&mut content, message_id, date);
                 outbox::set_content(c, id, &content)?;
             }
             let plaintext = crate::e2e::padding::padded_bytes(&content);
@@ -134,8 +136,9 @@ fn encrypt_again_later(shared: &BotShared, id: i64, why: &'static str) -> Result
     })?)
 }
 
-/// The message id (and date) the platform reserves in a group for one client message id (a
-/// keyboard's signed context names it); `Ok(Err(why))` when the platform refuses.
+/// The message id (and date) the platform reserves in a group for one client message id (the
+/// content vouches for it, a keyboard's signed context names it); `Ok(Err(why))` when the
+/// platform refuses.
 fn reserve_id(shared: &BotShared, group_id: &[u8], cmid: &str) -> Result<Result<(u64, i64), Invalid>, StepError> {
     let req = ReserveMessageIdsRequest {
         reservations: vec![MessageIdReservation {

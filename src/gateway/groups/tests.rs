@@ -338,8 +338,13 @@ fn a_stale_epoch_drops_the_ciphertext_and_the_next_try_encrypts_anew() {
     match mls_group::receive(&alice, &GID, &second.message).expect("receive") {
         mls_group::Received::Application { plaintext, .. } => {
             assert_eq!(plaintext.len(), crate::e2e::padding::SMALLEST_BUCKET, "padded");
+            // Numbered and vouched for once, kept by the second try (`e2e::sequence`,
+            // `e2e::vouch`): the reserved id is the one the platform answers every try.
+            let got = crate::e2e::padding::parse(&plaintext).expect("content");
+            assert_eq!((got.sender_seq, got.vouched.message_id), (1, 1000));
             let mut sent = crate::e2e::padding::parse(&text("hi all")).expect("content");
-            sent.sender_seq = 1; // numbered once, kept by the second try (`e2e::sequence`)
+            sent.sender_seq = 1;
+            sent.vouched = got.vouched.clone();
             assert_eq!(plaintext, crate::e2e::padding::padded_bytes(&sent));
         }
         _ => panic!("not an application message"),
@@ -1023,4 +1028,106 @@ fn an_overdue_removal_is_committed_by_the_bot() {
     assert!(!bot_members(&bot).iter().any(|d| d.0 == CAROL));
     remove_overdue_departed(&bot, unix_now() + super::departed::GRACE_SECS + 1);
     assert_eq!(fake.calls_of("send_group_message").len(), before + 1, "nothing left to remove");
+}
+
+/// Alice's content `body`, vouched for as message `vouched_id` dated `date`, delivered by the
+/// platform as message `id` of that date.
+fn vouched(alice: &Connection, body: Body, id: u64, vouched_id: u64, date: i64) -> InboxEnvelope {
+    let mut content = Content { body: Some(body), ..Default::default() };
+    e2e::vouch::vouch(&mut content, vouched_id, date);
+    let (ciphertext, _) = mls_group::encrypt(alice, &GID, &crate::e2e::padding::padded_bytes(&content)).expect("encrypt");
+    InboxEnvelope { date, ..mls_message(ALICE, id, ciphertext) }
+}
+
+fn group_chat_id(bot: &BotShared) -> i64 {
+    bot.store.read(|c| group_store::by_group_id(c, &GID)).expect("read").expect("group").chat_id
+}
+
+fn in_history(bot: &BotShared, message_id: i64) -> bool {
+    let chat_id = group_chat_id(bot);
+    bot.store.read(move |c| crate::gateway::store::chats::lookup(c, chat_id, message_id)).expect("read").is_some()
+}
+
+/// The platform delivers Alice's message under the id of another of hers (so that a reply,
+/// an edit or a deletion would land on the wrong one), or redated: the bot refuses it.
+#[test]
+fn a_message_under_another_id_or_date_than_its_sender_vouched_for_is_refused() {
+    let (_dir, bot, _fake, alice) = joined();
+    let now = unix_now();
+    let hello = |s: &str| Body::Text(Text { text: s.into(), ..Default::default() });
+    import_one(&bot, vouched(&alice, hello("first"), 7, 7, now)).expect("imported");
+    let swapped = import_one(&bot, vouched(&alice, hello("second"), 9, 8, now)).expect_err("swapped");
+    assert!(swapped.to_string().contains("its sender sealed it as message 8"), "{swapped}");
+    let redated = InboxEnvelope { date: now, ..vouched(&alice, hello("third"), 10, 10, now - 3600) };
+    let err = import_one(&bot, redated).expect_err("redated");
+    assert!(err.to_string().contains("dated"), "{err}");
+    // Once Alice's device vouched, a content without it is a downgrade.
+    let (plain, _) = mls_group::encrypt(&alice, &GID, &text("no id")).expect("encrypt");
+    let err = import_one(&bot, mls_message(ALICE, 11, plain)).expect_err("downgrade");
+    assert!(err.to_string().contains("vouched for its messages before"), "{err}");
+    let texts = queued_texts(&bot);
+    assert_eq!(texts, ["first"], "only the message that is what it vouches for");
+    assert!(in_history(&bot, 7) && !in_history(&bot, 9) && !in_history(&bot, 8));
+}
+
+/// The platform's DELETED notice alone keeps the message; the deleter's own MLS `Delete`
+/// removes it when the deleter sent it, or when the notice named the deleter.
+#[test]
+fn a_group_message_leaves_the_history_only_on_a_delete_from_its_sender_or_the_named_deleter() {
+    let (_dir, bot, _fake, alice) = joined();
+    let now = unix_now();
+    let mls_at = |id: u64, body: Body| vouched(&alice, body, id, id, now);
+    let notice = |deleted: u64, actor: u64| {
+        let mut env = membership(0, GroupRole::MEMBER, actor);
+        let g = env.group.as_mut().expect("group");
+        g.kind = DeliveryKind::DELETED.into();
+        g.deleted_message_id = deleted;
+        env
+    };
+    let delete = |id: u64| Body::Delete(crate::wire::e2e::Delete { message_id: id, ..Default::default() });
+    import_one(&bot, mls_at(7, Body::Text(Text { text: "mine".into(), ..Default::default() }))).expect("imported");
+    import_one(&bot, notice(7, ALICE)).expect("notice");
+    assert!(in_history(&bot, 7), "the platform's word alone deletes nothing");
+    import_one(&bot, mls_at(8, delete(7))).expect("alice deletes her own");
+    assert!(!in_history(&bot, 7));
+
+    // A message of the bot's own, which Alice may delete only when the platform names her.
+    let chat_id = group_chat_id(&bot);
+    bot.store
+        .write(move |c| {
+            let entry = crate::gateway::store::chats::HistoryEntry {
+                chat_id,
+                message_id: 20,
+                from_bot: true,
+                sender_id: 1,
+                date: now,
+                content: Content::default(),
+                edit_date: 0,
+            };
+            crate::gateway::store::chats::record(c, &entry)
+        })
+        .expect("history");
+    import_one(&bot, mls_at(9, delete(20))).expect("imported, not applied");
+    assert!(in_history(&bot, 20), "not hers, and no notice named her");
+    import_one(&bot, notice(20, ALICE)).expect("notice");
+    import_one(&bot, mls_at(10, delete(20))).expect("an administrator's deletion");
+    assert!(!in_history(&bot, 20));
+}
+
+/// The bot's own group message vouches for the id the platform reserved for it.
+#[test]
+fn the_bots_group_message_vouches_for_its_reserved_id() {
+    let (_dir, bot, fake, alice) = joined();
+    outbox_text(&bot, "hello");
+    fake.answer_once("send_group_message", Ok(ok_answer(1000)));
+    assert_eq!(send_pending(&bot), 1000);
+    let sent: SendGroupMessageRequest = fake.calls_of("send_group_message")[1].request();
+    let mls_group::Received::Application { plaintext, sender } = mls_group::receive(&alice, &GID, &sent.message).expect("receive") else {
+        panic!("not an application message")
+    };
+    let content = crate::e2e::padding::parse(&plaintext).expect("content");
+    assert_eq!(content.vouched.message_id, 1000);
+    let reserved: crate::wire::platform::ReserveMessageIdsRequest = fake.calls_of("reserve_message_ids")[0].request();
+    assert_eq!(reserved.reservations[0].client_message_id, "cmid-1");
+    e2e::vouch::check(&alice, sender, &content, 1000, content.vouched.date).expect("what alice checks");
 }

@@ -43,6 +43,9 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 16, sql: &[super::groups::SCHEMA_DEPARTED] },
     // Messages numbered per conversation, and the gaps a receiver waits on (`e2e::sequence`).
     Step { version: 17, sql: &[crate::e2e::sequence::TABLES] },
+    // Ids and dates senders vouch for, and group deletions members asked for (`e2e::vouch`,
+    // `e2e::deletions`).
+    Step { version: 18, sql: &[crate::e2e::vouch::TABLES, crate::e2e::deletions::TABLES] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).

@@ -46,6 +46,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 7, sql: &e2e::DEVICE_PROOF_TABLES },
     // Messages numbered per conversation, and the gaps a receiver waits on (`e2e::sequence`).
     Step { version: 8, sql: &[e2e::sequence::TABLES] },
+    // Ids and dates senders vouch for (`e2e::vouch`).
+    Step { version: 9, sql: &[e2e::vouch::TABLES] },
 ];
 
 /// Step 6: `/newbot` and `/rekey` record the identity key the owner's client proved. The

@@ -6,12 +6,14 @@
 
 use serde_json::Value;
 
+use super::messages::SEND_WAIT;
+use super::submit;
 use super::target::{chat_id, member_group};
 use super::profile::platform_error;
-use super::store_error;
 use crate::gateway::botapi::{ApiError, Params};
 use crate::gateway::runtime::{unix_now, BotShared};
-use crate::gateway::store::{chats, groups::GroupChat};
+use crate::gateway::store::groups::GroupChat;
+use crate::wire::e2e::{Content, Delete};
 use crate::wire::platform::{
     AdminRights, DeleteGroupMessageRequest, PromoteGroupMemberRequest, RemoveGroupMemberRequest,
     RestrictGroupMemberRequest, SetGroupTitleRequest, UnbanGroupMemberRequest,
@@ -128,7 +130,10 @@ pub(super) fn set_chat_title(bot: &BotShared, params: &Params) -> Result<Value, 
 }
 
 /// `deleteMessage` in a group or channel: the bot's own message, or anyone's when the bot is
-/// an administrator with can_delete_messages. The platform checks and tells every member.
+/// an administrator with can_delete_messages. The platform checks the right and tells every
+/// member who deleted it; then the bot's own MLS `Delete` goes to the group, and only that
+/// deletes the message from the members' histories (`e2e::deletions`). Sent through the
+/// outbox, which also forgets it here.
 pub(super) fn delete_group_message(bot: &BotShared, group: &GroupChat, message_id: i64) -> Result<Value, ApiError> {
     if message_id <= 0 {
         return Err(ApiError::bad_request(format!("message_id must be positive, got {message_id}")));
@@ -137,8 +142,9 @@ pub(super) fn delete_group_message(bot: &BotShared, group: &GroupChat, message_i
     let p = &bot.platform;
     p.delete_group_message(&req)
         .map_err(|e| admin_error(bot, "DeleteGroupMessage", "delete this message", e))?;
-    let chat_id = group.chat_id;
-    bot.store.write(move |c| chats::forget(c, chat_id, message_id)).map_err(store_error)?;
+    let mut content = Content::new();
+    content.set_delete(Delete { message_id: message_id as u64, ..Default::default() });
+    submit::submit(bot, group.chat_id, content, SEND_WAIT)?;
     Ok(Value::Bool(true))
 }
 
@@ -216,8 +222,12 @@ mod tests {
         assert_eq!((req.user_id, req.can_send_messages, req.until_date), (7, false, 0));
     }
 
+    /// The platform checks the right first; then the bot's own `Delete` goes to the group
+    /// through the outbox (here a stand-in that takes the one pending row), and only that
+    /// deletes it for the members (`e2e::deletions`).
     #[test]
-    fn a_deletion_the_platform_took_leaves_the_history_and_an_unreachable_platform_is_502() {
+    fn a_deletion_the_platform_took_is_the_bots_own_delete_and_an_unreachable_platform_is_502() {
+        use crate::gateway::store::{chats, outbox};
         let (_dir, bot, fake, group) = bot_in_group("group");
         let chat_id = group.chat_id;
         bot.store
@@ -237,8 +247,31 @@ mod tests {
         let e = delete_group_message(&bot, &group, 12).expect_err("unanswered");
         assert_eq!(e.status, 502, "{e}");
         assert!(bot.store.read(move |c| chats::lookup(c, chat_id, 12)).expect("read").is_some(), "kept while unanswered");
+        assert!(bot.store.read(|c| outbox::pending(c, 10)).expect("read").is_empty(), "no Delete without the platform's yes");
         fake.answer_once("delete_group_message", Ok(crate::wire::platform::DeleteGroupMessageResponse::new()));
+        let out = {
+            let bot = bot.clone();
+            std::thread::spawn(move || {
+                bot.outbox.wake.receiver().recv_timeout(std::time::Duration::from_secs(30)).expect("woken");
+                let entry = bot.store.read(|c| outbox::pending(c, 1)).expect("pending").remove(0);
+                let (row, sent) = (entry.id, crate::gateway::runtime::Sent { message_id: 13, date: 1 });
+                bot.store
+                    .write(move |c| {
+                        outbox::remove(c, row)?;
+                        crate::gateway::history::record_in_history(c, 1, &entry, &sent)?;
+                        Ok(entry)
+                    })
+                    .map(|entry| {
+                        assert!(bot.outbox.finish(row, Ok(sent)));
+                        entry
+                    })
+                    .expect("sent")
+            })
+        };
         delete_group_message(&bot, &group, 12).expect("deleted");
+        let entry = out.join().expect("stand-in");
+        assert_eq!(entry.chat_id, chat_id);
+        assert!(matches!(&entry.content.body, Some(crate::wire::e2e::content::Body::Delete(d)) if d.message_id == 12), "{entry:?}");
         assert!(bot.store.read(move |c| chats::lookup(c, chat_id, 12)).expect("read").is_none(), "gone from the history");
     }
 }
