@@ -176,6 +176,10 @@ fn a_name_the_platform_re_points_stops_sending_until_trusted() {
     assert!(!String::from_utf8_lossy(&again.stderr).contains("first contact"), "a name met before is not new");
     let got = bob.receive(Duration::from_secs(20), 2).expect("bob receives");
     assert_eq!(got.len(), 2);
+    // A process that checked @bob a moment ago sends to the bound account without asking the
+    // platform again (the echo path), before and after the platform re-points the name.
+    let chatting = bot_gateway::client::Profile::open(&alice_dir).expect("alice");
+    chatting.send_text("@bob", "checked").expect("send");
 
     let db = rusqlite::Connection::open(world.platform.data_dir.join("platform.db")).expect("platform db");
     db.busy_timeout(Duration::from_secs(10)).expect("busy timeout");
@@ -186,6 +190,10 @@ fn a_name_the_platform_re_points_stops_sending_until_trusted() {
     ))
     .expect("the platform re-points @bob");
     drop(db);
+    chatting.send_text("@bob", "still to bob").expect("send to the bound account");
+    drop(chatting);
+    let got = bob.receive(Duration::from_secs(20), 2).expect("bob receives");
+    assert_eq!(got.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(), ["checked", "still to bob"]);
 
     let (was, now) = (bob.user_id().to_string(), mallory.user_id().to_string());
     for args in [&["send", "@bob", "for bob only"][..], &["chat", "@bob"], &["verify", "@bob", "--mark"]] {

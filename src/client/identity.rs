@@ -6,6 +6,8 @@
 //! when this profile first looked it up is kept (`client_names`), and a lookup that answers
 //! another account is refused until `trust`, so the platform cannot re-point a name.
 
+use std::time::{Duration, Instant};
+
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::error::{ClientError, E2eContext, Result};
@@ -56,6 +58,11 @@ pub(super) fn changed_error(p: &PeerProfile) -> ClientError {
 }
 
 /// A name as bindings keep it: lowercase (the platform's names are), without `@`.
+/// How long a name this process looked up and checked is taken from memory (`lookup`): long
+/// enough for a conversation, short enough that a chat left open sees a new display name or a
+/// re-pointed name (the warning) within minutes. A new process always asks the platform.
+pub(super) const CHECKED_NAME_TTL: Duration = Duration::from_secs(300);
+
 fn name_key(name: &str) -> String {
     name.trim_start_matches('@').to_lowercase()
 }
@@ -116,6 +123,18 @@ impl Profile {
             Some((_, why)) => Ok(Some(*why)),
             None => Ok(None),
         }
+    }
+
+    /// The profile of `name` if this process looked it up and checked it less than
+    /// `CHECKED_NAME_TTL` ago.
+    pub(super) fn recently_checked(&self, name: &str) -> Option<PeerProfile> {
+        let names = self.checked_names.borrow();
+        names.get(&name_key(name)).filter(|(_, at)| at.elapsed() < CHECKED_NAME_TTL).map(|(p, _)| p.clone())
+    }
+
+    /// Remembers that `name` was looked up and checked just now, as `p`.
+    pub(super) fn checked(&self, name: &str, p: &PeerProfile) {
+        self.checked_names.borrow_mut().insert(name_key(name), (p.clone(), Instant::now()));
     }
 
     /// Checks that `name` still stands for the account it stood for when this profile first
@@ -199,6 +218,7 @@ impl Profile {
     /// in place of the bound account and the pinned key (`trust`): sessions start again under
     /// it, and an earlier mark no longer counts.
     pub fn trust(&self, name: &str) -> Result<PeerIdentity> {
+        self.checked_names.borrow_mut().clear();
         let p = self.lookup_unchecked(name)?;
         let served = served_key(&p)?;
         self.write(|c| {

@@ -15,11 +15,11 @@
 //! directory permissions are its protection.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fs::{self, DirBuilder};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
@@ -45,6 +45,10 @@ pub struct Profile {
     /// Events processed while catching up with a group (`group.rs`) and not yet handed to a
     /// `receive_*` caller: the next one hands them out first, in order.
     pub(super) pending: RefCell<VecDeque<Incoming>>,
+    /// Peers this process looked up and checked (`lookup`), by name, with when: a send to a
+    /// name met a moment ago goes to the account it is bound to without asking the platform
+    /// again (`identity::CHECKED_NAME_TTL`).
+    pub(super) checked_names: RefCell<HashMap<String, (crate::wire::platform::Profile, Instant)>>,
     pub(super) conn: Connection,
     pub(super) platform: Platform,
     dir: PathBuf,
@@ -194,6 +198,7 @@ impl Profile {
         Ok(Profile {
             inbox: RefCell::new(None),
             pending: RefCell::new(VecDeque::new()),
+            checked_names: RefCell::new(HashMap::new()),
             conn,
             platform,
             dir: dir.to_path_buf(),

@@ -36,10 +36,18 @@ impl Profile {
     /// it stood for (bound on first use; another one is `NameRebound`) and the identity key
     /// served against the one pinned for them (pinned on first use): a changed key is
     /// `IdentityChanged`.
+    ///
+    /// A name this process checked less than `CHECKED_NAME_TTL` ago is answered from memory: it
+    /// stands for the account it is bound to whatever the platform says now, so asking again
+    /// would only cost the round trip (the echo path sends to the same name every time).
     pub fn lookup(&self, username: &str) -> Result<PeerProfile> {
+        if let Some(p) = self.recently_checked(username) {
+            return Ok(p);
+        }
         let p = self.lookup_unchecked(username)?;
         self.check_name(username, &p)?;
         self.check_pinned(&p)?;
+        self.checked(username, &p);
         Ok(p)
     }
 
