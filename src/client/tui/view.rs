@@ -85,6 +85,20 @@ impl Conversation {
         self.entries.push_back(entry);
     }
 
+    /// A received message, placed in its sender's order: before the messages at the end that
+    /// have a higher id. Ids are the ones senders vouch for (`e2e::vouch`), reserved in the
+    /// order they send, so a message the platform delivered late is shown where it was sent.
+    fn push_received(&mut self, time: i64, message: Message) {
+        let id = message.id.unwrap_or(u64::MAX);
+        let later = |e: &Entry| matches!(e, Entry::Message { message, .. } if message.id.is_some_and(|other| other > id));
+        let mut at = self.entries.len() - self.entries.iter().rev().take_while(|e| later(e)).count();
+        if self.entries.len() == MAX_ENTRIES {
+            self.entries.pop_front();
+            at = at.saturating_sub(1);
+        }
+        self.entries.insert(at, Entry::Message { time, message });
+    }
+
     fn message_mut(&mut self, id: u64) -> Option<&mut Message> {
         self.entries.iter_mut().rev().find_map(|e| match e {
             Entry::Message { message, .. } if message.id == Some(id) => Some(message),
@@ -237,7 +251,7 @@ impl View {
                     Some(ReplyMarkup::Remove) => conv.reply_keyboard = None,
                     _ => {}
                 }
-                conv.push(Entry::Message { time: m.date, message: received(m) });
+                conv.push_received(m.date, received(m));
                 true
             }
             // The peer's message only: never a line of ours.
@@ -688,6 +702,18 @@ mod tests {
         assert!(!shown.iter().any(|l| l.contains("helo")), "{shown:?}");
         assert!(!v.edited_own(3, "mine now"), "the peer's message is not ours");
         assert!(!v.edited_own(9, "x"), "not shown");
+    }
+
+    /// A message the platform delivered after a later one of the same conversation is shown
+    /// where its sender sent it (by the id it vouches for).
+    #[test]
+    fn a_message_delivered_late_is_shown_in_its_senders_order() {
+        let mut v = view();
+        for (id, text) in [(5, "one"), (7, "three"), (6, "two")] {
+            v.incoming(&Incoming::Message(message(id, text)), "bot", 0);
+        }
+        let shown: Vec<String> = text_of(&v.render(60, 10, "", 0, &utc)).into_iter().filter(|l| l.contains("@bot:")).collect();
+        assert_eq!(shown, ["09:05 @bot: one #5", "09:05 @bot: two #6", "09:05 @bot: three #7"]);
     }
 
     #[test]
