@@ -495,3 +495,113 @@ fn a_batch_of_group_messages_is_ordered_and_answered_as_each_alone_and_refuses_a
     let texts: Vec<&str> = bob.texts.iter().map(|(_, t)| t.as_str()).collect();
     assert_eq!(texts, ["one", "two", "three"]);
 }
+
+/// The platform's copy of group `gid`'s newest commit, spoiled (its last byte flipped) before
+/// the bot fetched it: the bot cannot process it and rejoins from the GroupInfo the platform
+/// serves. Played on the platform's database, as a platform (or its operator) can.
+fn spoil_newest_commit(db: &rusqlite::Connection, gid: &[u8]) {
+    let (id, mut ciphertext): (i64, Vec<u8>) = db
+        .query_row(
+            "SELECT id, ciphertext FROM group_deliveries WHERE group_id = ?1 AND group_kind = 0 ORDER BY id DESC LIMIT 1",
+            [gid],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("the commit waits for the bot");
+    *ciphertext.last_mut().expect("bytes") ^= 0x01;
+    db.execute("UPDATE group_deliveries SET ciphertext = ?1 WHERE id = ?2", rusqlite::params![ciphertext, id]).expect("spoil");
+}
+
+/// Pumps Alice and Bob (bounded) until the bot's external commit moved the group past `epoch`
+/// and the bot has a leaf again.
+fn wait_rejoined(alice: &mut Member, bob: &mut Member, gid: &[u8], bot_id: u64, epoch: u64, gw: &Gateway) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        pump_all(&mut [alice, bob]);
+        let members = e2e::group::members(&alice.conn, gid).expect("members");
+        if members.iter().any(|(user, _)| *user == bot_id) && e2e::group::epoch(&alice.conn, gid).expect("epoch") > Some(epoch) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the bot never rejoined: {}", gw.proc.stderr_text());
+    }
+}
+
+/// Waits (bounded) until `/healthz` says `what`.
+fn wait_health(gw: &Gateway, what: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let health = gw.health().to_string();
+        if health.contains(what) {
+            return health;
+        }
+        assert!(Instant::now() < deadline, "/healthz never said {what:?}: {health}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A group rejoin as a malicious platform can force it, black box: a commit the bot cannot
+/// process makes it rejoin from the GroupInfo the platform serves. An honest GroupInfo (signed
+/// by a member of the tree the bot verified) is joined and the group goes on; a tree the
+/// platform built around a leaf of its own, at a higher epoch and under the same group id, is
+/// refused with a security alert and nothing of the bot's state is lost, so once the honest
+/// GroupInfo is served again the bot rejoins the real group.
+#[test]
+fn a_rejoin_the_platform_forces_joins_only_the_group_the_bot_was_in() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (platform, bot, config) = bot_world(dir.path(), "groups");
+    let bot_id = bot["compat_user_id"].as_u64().expect("bot id");
+    let mut gw = Gateway::start(&config);
+    gw.wait_connected();
+    let (mut alice, mut bob, mallory) =
+        (Member::register(&platform.url, "alice"), Member::register(&platform.url, "bob"), Member::register(&platform.url, "mallory"));
+    let gid = alice.create_group("Rejoin");
+    alice.invite(&gid, bot_id).expect("invite the bot");
+    let mut offset = 0;
+    wait_update(&gw, &mut offset, "my_chat_member", |u| u.get("my_chat_member").is_some());
+    alice.pump(Duration::from_millis(700));
+    assert_eq!(alice.say(&gid, "before").status.enum_value_or_default(), Status::OK);
+    wait_update(&gw, &mut offset, "the first message", |u| u["message"]["text"] == "before");
+    let db = rusqlite::Connection::open(platform.data_dir.join("platform.db")).expect("platform db");
+    db.busy_timeout(Duration::from_secs(10)).expect("busy timeout");
+
+    // An honest rejoin: the commit adding Bob reaches the bot spoiled.
+    gw.proc.kill();
+    alice.add_by_welcome(&gid, &[&bob]);
+    spoil_newest_commit(&db, &gid);
+    gw = Gateway::start(&config);
+    gw.wait_connected();
+    let added = e2e::group::epoch(&alice.conn, &gid).expect("epoch").expect("in the group");
+    wait_rejoined(&mut alice, &mut bob, &gid, bot_id, added, &gw);
+    assert!(gw.proc.stderr_text().contains("rejoining by external commit"), "{}", gw.proc.stderr_text());
+    assert_eq!(alice.say(&gid, "after the rejoin").status.enum_value_or_default(), Status::OK);
+    wait_update(&gw, &mut offset, "a message after the rejoin", |u| u["message"]["text"] == "after the rejoin");
+    assert!(!gw.health().to_string().contains("security_alert"), "an honest rejoin alerts nobody: {}", gw.health());
+
+    // A forced rejoin into the platform's own tree: Mallory's group under the same id, at a
+    // higher epoch than the real one, served as its GroupInfo.
+    let mut forged = e2e::group::create(&mallory.conn, &gid).expect("mallory's tree");
+    let real_epoch = e2e::group::epoch(&alice.conn, &gid).expect("epoch").expect("in the group");
+    while e2e::group::epoch(&mallory.conn, &gid).expect("epoch").expect("hers") <= real_epoch + 1 {
+        forged = e2e::group::self_update(&mallory.conn, &gid).expect("a commit of hers").group_info;
+        e2e::group::commit_accepted(&mallory.conn, &gid).expect("merged");
+    }
+    gw.proc.kill();
+    let update = e2e::group::self_update(&alice.conn, &gid).expect("alice's self-update");
+    alice.commit(&gid, &update);
+    bob.pump(Duration::from_millis(700));
+    spoil_newest_commit(&db, &gid);
+    let honest: Vec<u8> = db.query_row("SELECT group_info FROM groups WHERE group_id = ?1", [&gid], |r| r.get(0)).expect("info");
+    db.execute("UPDATE groups SET group_info = ?1 WHERE group_id = ?2", rusqlite::params![forged, gid]).expect("forge");
+    gw = Gateway::start(&config);
+    gw.wait_connected();
+    let health = wait_health(&gw, "security_alert");
+    assert!(health.contains("does not vouch for"), "{health}");
+    assert!(e2e::group::members(&mallory.conn, &gid).expect("members").iter().all(|(user, _)| *user == mallory.user_id), "nobody joined her tree");
+
+    // The honest GroupInfo again: the next group delivery makes the bot try again, and it joins
+    // the real group from the tree it kept.
+    db.execute("UPDATE groups SET group_info = ?1 WHERE group_id = ?2", rusqlite::params![honest, gid]).expect("restore");
+    assert_eq!(bob.say(&gid, "poke").status.enum_value_or_default(), Status::OK);
+    wait_rejoined(&mut alice, &mut bob, &gid, bot_id, real_epoch + 1, &gw);
+    assert_eq!(alice.say(&gid, "welcome back").status.enum_value_or_default(), Status::OK);
+    wait_update(&gw, &mut offset, "a message after the second rejoin", |u| u["message"]["text"] == "welcome back");
+}
