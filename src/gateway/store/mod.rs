@@ -453,6 +453,30 @@ mod tests {
         assert_eq!(store.meta("k").expect("read"), Some("w".to_string()));
     }
 
+    /// A closed store's `.db` alone is its state (its `-wal` checkpointed and cut to nothing),
+    /// whether it was written since it opened or not: a copy of the `.db` without the `-wal`
+    /// loses nothing.
+    #[test]
+    fn a_closed_stores_database_file_alone_holds_everything() {
+        crate::crypto::init();
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("s.db");
+        let wal = || std::fs::metadata(tmp.path().join("s.db-wal")).map(|m| m.len()).unwrap_or(0);
+        for written in [false, true] {
+            let store = Store::open(&path, &[6u8; 32], &"ab".repeat(32), "t").expect("open");
+            if written {
+                store.set_meta("k", "v".into()).expect("write");
+                assert_eq!(store.meta("k").expect("read"), Some("v".to_string()), "a pooled reader stays open");
+            }
+            drop(store);
+            assert_eq!(wal(), 0, "written: {written}");
+        }
+        let copy = tmp.path().join("copy.db");
+        std::fs::copy(&path, &copy).expect("copy the .db alone");
+        let store = Store::open(&copy, &[6u8; 32], &"ab".repeat(32), "t").expect("the copy opens");
+        assert_eq!(store.meta("k").expect("read"), Some("v".to_string()), "the copy holds the last write");
+    }
+
     /// SQLCipher is built without its mlock (`.cargo/config.toml`): each lock split a heap
     /// mapping, and a gateway of a thousand bots ran out of mappings. Nothing in the process
     /// locks memory, so any locked page is SQLCipher's.

@@ -71,6 +71,10 @@ impl Drop for Writer {
                 log::error!("the store writer thread panicked");
             }
         }
+        // Open and never written since (no thread took it): closed the same way.
+        if let Some(conn) = self.work.conn.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            close(conn);
+        }
     }
 }
 
@@ -111,12 +115,12 @@ impl Work for WriterWork {
             match self.jobs.recv_timeout(self.idle_after) {
                 Ok(first) => commit_batch(&conn, first, &self.jobs, &self.notifier, &self.broken),
                 Err(RecvTimeoutError::Timeout) => {
-                    drop(conn);
+                    close(conn);
                     (self.on_idle)();
                     return;
                 }
                 // Every Writer (Sender) is dropped: the store is closing.
-                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Disconnected) => return close(conn),
             }
         }
     }
@@ -209,6 +213,17 @@ impl Writer {
         }
         reply_rx.recv().map_err(|_| StoreError::Closed)?
     }
+}
+
+/// Closes the writable connection with the log copied into the database file and cut back to
+/// nothing (`wal_checkpoint(TRUNCATE)`): an idle or stopped bot's `.db` alone is its state, so
+/// a copy of the `.db` without its `-wal` (the usual backup mistake) loses nothing. Pooled
+/// readers keep the connection count above one, so closing alone would not checkpoint.
+fn close(conn: Connection) {
+    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+        log::warn!("state database: checkpointing before closing failed (the -wal keeps the rest): {e}");
+    }
+    drop(conn);
 }
 
 /// Runs `first` and whatever else is queued (up to `MAX_BATCH`), each in its savepoint inside
