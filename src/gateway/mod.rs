@@ -10,6 +10,7 @@ pub mod botapi;
 pub mod check;
 pub mod config;
 pub mod groups;
+pub mod held_bots;
 pub mod history;
 pub mod inbox;
 pub mod keyboard;
@@ -125,6 +126,12 @@ Usage:
       (registers nothing). Prints each problem and its fix; exit status 0 when all is well,
       1 when not.
 
+  bot-gateway reset-state CONFIG @BOT
+      Throws away one bot's state on purpose: its device, sessions, queued updates, history
+      and groups. Its database files are moved aside (not deleted) and the next start
+      registers a new device. Only while no gateway runs on the state_dir. The way on when a
+      start refuses a bot whose database lost its contents and no copy with its -wal is left.
+
   bot-gateway help [COMMAND]
       This help, or one command's part of it (also: COMMAND --help).
 
@@ -137,7 +144,7 @@ Exit status: 0 success, help, version; 1 a failure (start-up, check-config probl
 
 /// The program's command-line conventions (`crate::cli`).
 pub const PROGRAM: crate::cli::Program =
-    crate::cli::Program { name: "bot-gateway", help: HELP, commands: &["serve", "check-config", "help"] };
+    crate::cli::Program { name: "bot-gateway", help: HELP, commands: &["serve", "check-config", "reset-state", "help"] };
 
 /// Entry point of the `bot-gateway` program. Help and version print and return; usage errors
 /// are [`StartError::Usage`] (exit status 2).
@@ -175,12 +182,32 @@ pub fn run_cli(args: Vec<String>) -> Result<(), StartError> {
                 Err(StartError::CheckFailed)
             }
         }
+        Some("reset-state") => match &args[1..] {
+            [path, bot] if !path.starts_with('-') && !bot.starts_with('-') => reset_state(Path::new(path), bot),
+            [flag, ..] if flag.starts_with('-') => Err(usage(PROGRAM.unknown_option("reset-state", flag, &[]))),
+            _ => Err(usage(UsageError("reset-state needs the config file and the bot: bot-gateway reset-state CONFIG @BOT".into()))),
+        },
         Some(flag) if flag.starts_with('-') => Err(usage(UsageError(format!(
             "unknown option {flag}; the options are --help and --version (see bot-gateway --help)"
         )))),
         Some(cmd) => Err(usage(PROGRAM.unknown_command(cmd))),
-        None => Err(usage(UsageError("no command given; the commands are: serve, check-config, help (see bot-gateway --help)".into()))),
+        None => Err(usage(UsageError("no command given; the commands are: serve, check-config, reset-state, help (see bot-gateway --help)".into()))),
     }
+}
+
+/// `reset-state CONFIG @BOT`: takes the state_dir's lock (so no gateway runs on it), then
+/// `held_bots::reset`, and prints what was thrown away.
+fn reset_state(config_path: &Path, bot: &str) -> Result<(), StartError> {
+    let config = config::load(config_path).map_err(StartError::Config)?;
+    let name = bot.trim_start_matches('@');
+    let Some(bot) = config.bots.iter().find(|b| b.username.eq_ignore_ascii_case(name)) else {
+        let known: Vec<String> = config.bots.iter().map(|b| format!("@{}", b.username)).collect();
+        return Err(StartError::Usage(format!("{} has no bot @{name}; its bots are {}", config_path.display(), known.join(", "))));
+    };
+    let state = state_dir::StateDir::open(&config.state_dir).map_err(StartError::StateDir)?;
+    let said = held_bots::reset(&state, bot.compat_user_id, &bot.username, crate::clock::unix_now()).map_err(StartError::Held)?;
+    crate::cli::print(&format!("{said}\n"));
+    Ok(())
 }
 
 fn serve(config_path: &Path) -> Result<(), StartError> {
@@ -208,7 +235,8 @@ fn serve(config_path: &Path) -> Result<(), StartError> {
     let compat_socket = bind("compat_listen_addr", config.compat_listen_addr)?;
     let ext_socket = bind("extensions_listen_addr", config.extensions_listen_addr)?;
 
-    let (bots, running) = start_bots(&config, &state)?;
+    let held = held_bots::HeldBots::load(state.path()).map_err(StartError::Held)?;
+    let (bots, running) = start_bots(&config, &state, &Holdings { held: Mutex::new(held), config_path })?;
     let upkeep = threads::UpkeepTicker::start(&running).map_err(|why| StartError::Thread { bot: "(all)".into(), why })?;
     let bot_count = bots.len();
     let gateway = Arc::new(Gateway { bots, bot_api: OnceLock::new() });
@@ -265,7 +293,14 @@ type Started = (Arc<BotShared>, threads::BotThreads);
 /// Every bot started: by user id, and their threads.
 type StartedBots = (HashMap<u64, Arc<BotShared>>, Vec<threads::BotThreads>);
 
-fn start_bots(config: &config::Config, state: &state_dir::StateDir) -> Result<StartedBots, StartError> {
+/// What the state_dir held before this start (`held_bots`), recorded as bots start, and the
+/// config's path for the sentence that refuses a bot whose database lost everything.
+struct Holdings<'a> {
+    held: Mutex<held_bots::HeldBots>,
+    config_path: &'a Path,
+}
+
+fn start_bots(config: &config::Config, state: &state_dir::StateDir, holdings: &Holdings<'_>) -> Result<StartedBots, StartError> {
     let next = AtomicUsize::new(0);
     let results: Vec<Mutex<Option<Result<Started, StartError>>>> =
         config.bots.iter().map(|_| Mutex::new(None)).collect();
@@ -279,7 +314,7 @@ fn start_bots(config: &config::Config, state: &state_dir::StateDir) -> Result<St
                 if i >= config.bots.len() || failed.load(Ordering::SeqCst) {
                     return;
                 }
-                let outcome = start_bot(config, state, i);
+                let outcome = start_bot(config, state, holdings, i);
                 if outcome.is_err() {
                     failed.store(true, Ordering::SeqCst);
                 }
@@ -309,12 +344,20 @@ fn start_bots(config: &config::Config, state: &state_dir::StateDir) -> Result<St
 }
 
 /// Opens, registers and starts the bot at `i` in the config.
-fn start_bot(config: &config::Config, state: &state_dir::StateDir, i: usize) -> Result<Started, StartError> {
+fn start_bot(config: &config::Config, state: &state_dir::StateDir, holdings: &Holdings<'_>, i: usize) -> Result<Started, StartError> {
     let bot = &config.bots[i];
     let name = &bot.username;
     let index = i + 1;
     log::info!("bot #{index} is @{name}: its threads are wr/{index}, ins/{index}, in/{index}, out/{index} (and wh/{index}, whr/{index} while a webhook delivers)");
     let db = state.bot_database(bot.compat_user_id);
+    // A bot this state_dir held whose database lost everything is not started as a new one.
+    let held = holdings.held.lock().unwrap_or_else(|e| e.into_inner()).get(bot.compat_user_id);
+    if let Some(held) = held {
+        if let Some(what) = held_bots::lost(&db, &bot.recovery_secret) {
+            let config_path = holdings.config_path.display().to_string();
+            return Err(StartError::LostState { bot: name.clone(), why: held_bots::refusal(&db, held, &what, &config_path, name) });
+        }
+    }
     if let Some(previous) = &bot.previous_recovery_secret {
         // After a /rekey: the state is moved to the new secret's key first (kept whole).
         store::rekey::move_to_new_secret(&db, previous, &bot.recovery_secret, &bot.bot_id_hex)
@@ -330,6 +373,11 @@ fn start_bot(config: &config::Config, state: &state_dir::StateDir, i: usize) -> 
         }
     };
     let shared = Arc::new(BotShared::new(bot, store, Arc::new(platform)).with_delivery(config.delivery.clone()));
+    let recorded = holdings.held.lock().unwrap_or_else(|e| e.into_inner()).record(bot.compat_user_id, shared.device_id(), crate::clock::unix_now());
+    if let Err(e) = recorded {
+        // The bot runs; only the guard against a lost database waits for the next start.
+        log::error!("bot @{name}: cannot record it in {}: {e}", held_bots::FILE);
+    }
     if let Err(e) = inbox::replenish_prekeys(&shared) {
         log::warn!("bot @{name}: one-time prekey top-up failed: {e}");
     }

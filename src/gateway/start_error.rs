@@ -18,6 +18,11 @@ pub enum StartError {
     /// One bot's state database: a wrong recovery secret, a newer schema, I/O (boxed: it is
     /// the largest case, and the others should not carry its size).
     Store { bot: String, why: Box<super::store::StoreOpenError> },
+    /// The state_dir's record of the bots it held (`held_bots`) cannot be read.
+    Held(String),
+    /// A bot the state_dir held whose database lost everything: the sentence and the two
+    /// ways on (`held_bots::refusal`).
+    LostState { bot: String, why: String },
     /// Registering or resuming one bot's device on the platform (unreachable, refused).
     Registration { bot: String, why: super::registration::RegistrationError },
     /// A listener could not bind its address.
@@ -35,6 +40,8 @@ impl fmt::Display for StartError {
             StartError::StateDir(why) => write!(f, "{why}"),
             StartError::Store { bot, why } => write!(f, "bot @{bot}: {why}"),
             StartError::Registration { bot, why } => write!(f, "bot @{bot}: {why}"),
+            StartError::Held(why) => write!(f, "{why}"),
+            StartError::LostState { bot, why } => write!(f, "bot @{bot}: {why}"),
             StartError::Listen { field, addr, why } => write!(f, "cannot listen on {field} {addr}: {why}"),
             StartError::Thread { bot, why } => write!(f, "bot @{bot}: cannot start a thread: {why}"),
         }

@@ -245,6 +245,31 @@ fn open_writable(path: &Path, key: &[u8; 32]) -> Result<Connection> {
     Ok(conn)
 }
 
+/// Whether the database file at `path` alone (no `-wal` beside it) opens under
+/// `recovery_secret`'s key and has no tables at all (`held_bots::lost`). Opened read-only and
+/// `immutable` (no lock, no `-shm`): nothing is written or created, whatever it finds.
+pub fn holds_no_schema(path: &Path, recovery_secret: &[u8; 32]) -> bool {
+    let wal = std::fs::metadata(format!("{}-wal", path.display())).map(|m| m.len()).unwrap_or(0);
+    if wal > 0 {
+        return false; // the log may hold the tables
+    }
+    let key = Zeroizing::new(database_key(recovery_secret));
+    let mut uri = String::from("file:");
+    for c in path.display().to_string().chars() {
+        match c {
+            '?' | '#' | '%' => uri.push_str(&format!("%{:02X}", c as u32)),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str("?immutable=1");
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI;
+    let Ok(conn) = Connection::open_with_flags(&uri, flags) else { return false };
+    if conn.pragma_update(None, "key", key_literal(&key).as_str()).is_err() {
+        return false;
+    }
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)).is_ok_and(|n| n == 0)
+}
+
 impl Store {
     /// Opens (creating if needed) the database, migrates it to the newest schema version
     /// (refusing a file from a newer release), checks that it belongs to
