@@ -57,12 +57,12 @@ pub(super) fn changed_error(p: &PeerProfile) -> ClientError {
     ClientError::IdentityChanged { username: p.username.clone(), user_id: p.user_id }
 }
 
-/// A name as bindings keep it: lowercase (the platform's names are), without `@`.
 /// How long a name this process looked up and checked is taken from memory (`lookup`): long
 /// enough for a conversation, short enough that a chat left open sees a new display name or a
 /// re-pointed name (the warning) within minutes. A new process always asks the platform.
 pub(super) const CHECKED_NAME_TTL: Duration = Duration::from_secs(300);
 
+/// A name as bindings keep it: lowercase (the platform's names are), without `@`.
 fn name_key(name: &str) -> String {
     name.trim_start_matches('@').to_lowercase()
 }

@@ -216,6 +216,8 @@ impl Profile {
         let credential = self.platform.credential().clone();
         self.platform = Platform::connect(server_url, credential).map_err(ClientError::from)?;
         *self.inbox.get_mut() = None;
+        // Names are checked again against the server now reached.
+        self.checked_names.get_mut().clear();
         self.server_url = server_url.to_string();
         Ok(())
     }

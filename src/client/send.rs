@@ -356,11 +356,13 @@ impl Profile {
             }
             Err(status) => return Err(ClientError::Rpc { call: "GetPrekeyBundles", status }),
         };
-        // The bundles are checked against the identity we looked up; a different one here
-        // means the account changed under us.
+        // The bundles are checked against the identity we looked up (and pinned); a different
+        // one here means the account's key changed since: the SECURITY WARNING, and the next
+        // lookup asks the platform again.
         if let Some(p) = resp.profile.as_ref() {
             if !p.identity_key.is_empty() && p.identity_key != peer.identity_key {
-                return Err(ClientError::Invalid(format!("the identity key of @{name} changed while sending")));
+                self.checked_names.borrow_mut().clear();
+                return Err(ClientError::IdentityChanged { username: name.to_string(), user_id: peer.user_id });
             }
         }
         resp.profile = protobuf::MessageField::some(peer.clone());

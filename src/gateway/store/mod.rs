@@ -245,6 +245,59 @@ fn open_writable(path: &Path, key: &[u8; 32]) -> Result<Connection> {
     Ok(conn)
 }
 
+/// The sidecar files SQLite keeps beside a database in WAL mode, and the database itself.
+fn with_sidecars(path: &Path) -> [PathBuf; 3] {
+    ["", "-wal", "-shm"].map(|suffix| PathBuf::from(format!("{}{suffix}", path.display())))
+}
+
+/// Builds a new bot's database whole at `<path>.new` (every migration, ours and openmls',
+/// and the bot it belongs to), checkpointed and closed, then renames it into place: a first
+/// start is all or nothing. openmls' storage migrations commit each table apart from the
+/// record of it, and a database left between the two never opened again; now a crash leaves
+/// at most a `.new` file, which the next start throws away (nothing in it was ever used).
+/// `on_commit` sees the number of each commit as it is made (tests crash there).
+fn build_new(path: &Path, key: &[u8; 32], bot_id_hex: &str, mut on_commit: impl FnMut(u32) + Send + 'static) -> std::result::Result<(), StoreOpenError> {
+    let new = PathBuf::from(format!("{}.new", path.display()));
+    let io_failed = |error: std::io::Error| StoreOpenError::Build { path: path.to_path_buf(), error };
+    for leftover in with_sidecars(&new) {
+        match std::fs::remove_file(&leftover) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_failed(e)),
+            _ => {}
+        }
+    }
+    {
+        let mut conn = open_connection(&new, key, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)
+            .map_err(|error| StoreOpenError::Open { path: new.clone(), error })?;
+        let mut commits = 0;
+        conn.commit_hook(Some(move || {
+            commits += 1;
+            on_commit(commits);
+            false
+        }));
+        let _ = std::fs::set_permissions(&new, std::fs::Permissions::from_mode(0o600));
+        let configure_failed = |error| StoreOpenError::Configure { path: path.to_path_buf(), error };
+        schema::configure(&conn).map_err(configure_failed)?;
+        crate::migrations::without_syncs(
+            &mut conn,
+            |conn| {
+                schema::migrate(conn).map_err(StoreOpenError::Schema)?;
+                crypto::mls::migrate_storage(conn).map_err(|error| StoreOpenError::MlsStorage { path: path.to_path_buf(), error })
+            },
+            configure_failed,
+        )?;
+        schema::meta_set(&conn, "bot_id_hex", bot_id_hex).map_err(StoreOpenError::Owner)?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(configure_failed)?;
+        conn.commit_hook(None::<fn() -> bool>);
+    }
+    // Closed (the last connection: its -wal and -shm went with it); on disk before the rename.
+    std::fs::File::open(&new).and_then(|f| f.sync_all()).map_err(io_failed)?;
+    std::fs::rename(&new, path).map_err(io_failed)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io_failed)?;
+    }
+    Ok(())
+}
+
 /// Whether the database file at `path` alone (no `-wal` beside it) opens under
 /// `recovery_secret`'s key and has no tables at all (`held_bots::lost`). Opened read-only and
 /// `immutable` (no lock, no `-shm`): nothing is written or created, whatever it finds.
@@ -277,7 +330,10 @@ impl Store {
     pub fn open(path: &Path, recovery_secret: &[u8; 32], bot_id_hex: &str, name: &str) -> std::result::Result<Store, StoreOpenError> {
         let key = Zeroizing::new(database_key(recovery_secret));
         let created = !path.exists();
-        let mut conn = open_connection(path, &key, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)
+        if created {
+            build_new(path, &key, bot_id_hex, |_| {})?;
+        }
+        let mut conn = open_connection(path, &key, OpenFlags::SQLITE_OPEN_READ_WRITE)
             .map_err(|error| StoreOpenError::Open { path: path.to_path_buf(), error })?;
         let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
         schema::configure(&conn).map_err(|error| StoreOpenError::Configure { path: path.to_path_buf(), error })?;
@@ -500,6 +556,83 @@ mod tests {
         std::fs::copy(&path, &copy).expect("copy the .db alone");
         let store = Store::open(&copy, &[6u8; 32], &"ab".repeat(32), "t").expect("the copy opens");
         assert_eq!(store.meta("k").expect("read"), Some("v".to_string()), "the copy holds the last write");
+    }
+
+    /// Run in a child process by the test below: builds a new database at `FIRST_START_PATH`
+    /// and, at commit number `FIRST_START_CRASH_AT`, ends the process at once, as a kill does.
+    #[test]
+    #[ignore = "a child process of a_first_start_killed_after_any_commit_leaves_a_state_that_opens"]
+    fn first_start_child() {
+        let (Ok(path), Ok(at)) = (std::env::var("FIRST_START_PATH"), std::env::var("FIRST_START_CRASH_AT")) else { return };
+        let at: u32 = at.parse().expect("a commit number");
+        crate::crypto::init();
+        let key = database_key(&[8u8; 32]);
+        build_new(Path::new(&path), &key, &"ab".repeat(32), move |n| {
+            if n == at {
+                // SAFETY: _exit ends the process at once: no destructor, no flush, as a kill.
+                unsafe { libc::_exit(77) }
+            }
+        })
+        .expect("built");
+    }
+
+    /// A first start killed after any of its commits leaves a state_dir whose next start opens
+    /// (issue 46: openmls' migrations left tables without their record, which never opened).
+    #[test]
+    fn a_first_start_killed_after_any_commit_leaves_a_state_that_opens() {
+        crate::crypto::init();
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("s.db");
+        let exe = std::env::current_exe().expect("test binary");
+        let mut crashes = 0;
+        for at in 1..=200 {
+            let status = std::process::Command::new(&exe)
+                .args(["--ignored", "--exact", "gateway::store::tests::first_start_child", "--test-threads=1", "-q"])
+                .env("FIRST_START_PATH", &path)
+                .env("FIRST_START_CRASH_AT", at.to_string())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .expect("child");
+            let finished = match status.code() {
+                Some(77) => false,
+                Some(0) => true,
+                other => panic!("the child at commit {at} ended with {other:?}"),
+            };
+            if !finished {
+                crashes += 1;
+                assert!(!path.exists(), "killed at commit {at}: nothing is in place yet");
+            }
+            let store = Store::open(&path, &[8u8; 32], &"ab".repeat(32), "t").unwrap_or_else(|e| panic!("killed at commit {at}: {e}"));
+            store.set_meta("k", "v".into()).expect("writes");
+            drop(store);
+            assert!(!tmp.path().join("s.db.new").exists(), "no leftover after commit {at}");
+            if finished {
+                break;
+            }
+            for file in with_sidecars(&path) {
+                let _ = std::fs::remove_file(file);
+            }
+        }
+        assert!(crashes >= 10, "a first start makes more than ten commits (our steps and openmls'); killed at {crashes}");
+    }
+
+    /// A database with openmls' tables but not the record of their migrations (left by an
+    /// earlier release's interrupted first start) is refused with the way on, not the
+    /// migration error alone.
+    #[test]
+    fn openmls_tables_without_their_record_are_refused_with_the_fix() {
+        crate::crypto::init();
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("s.db");
+        drop(Store::open(&path, &[8u8; 32], &"ab".repeat(32), "t").expect("open"));
+        let c = Connection::open(&path).expect("raw");
+        c.pragma_update(None, "key", key_literal(&database_key(&[8u8; 32])).as_str()).expect("key");
+        c.execute("DELETE FROM openmls_sqlite_storage_migrations WHERE version = (SELECT max(version) FROM openmls_sqlite_storage_migrations)", [])
+            .expect("the record of the last one lost");
+        drop(c);
+        let e = Store::open(&path, &[8u8; 32], &"ab".repeat(32), "t").err().expect("refused").to_string();
+        assert!(e.contains("without the record of their migrations") && e.contains("reset-state"), "{e}");
     }
 
     /// SQLCipher is built without its mlock (`.cargo/config.toml`): each lock split a heap

@@ -19,6 +19,8 @@ pub enum StoreOpenError {
     Schema(MigrationError),
     /// openmls' own tables could not be migrated.
     MlsStorage { path: PathBuf, error: MlsError },
+    /// A new database, built whole beside its place (`Store::open`), could not be put there.
+    Build { path: PathBuf, error: std::io::Error },
     /// Reading or writing which bot the database belongs to.
     Owner(rusqlite::Error),
     /// The database belongs to bot `existing`, not to `expected`.
@@ -42,7 +44,18 @@ impl fmt::Display for StoreOpenError {
                 write!(f, "cannot configure state database {}: {error}", path.display())
             }
             StoreOpenError::Schema(e) => write!(f, "{e}"),
+            StoreOpenError::MlsStorage { path, error } if error.to_string().contains("already exists") => write!(
+                f,
+                "state database {}: openmls' storage tables are there without the record of their migrations ({error}). \
+                 A release before 0.46 was stopped in the middle of this bot's first start, or the database's -wal was cut \
+                 short and SQLite went back to an earlier state. Restore the database together with its -wal from a \
+                 backup; if this bot never ran from this state_dir, reset it: bot-gateway reset-state CONFIG @BOT",
+                path.display()
+            ),
             StoreOpenError::MlsStorage { path, error } => write!(f, "state database {}: {error}", path.display()),
+            StoreOpenError::Build { path, error } => {
+                write!(f, "cannot put the new state database {} in place: {error}", path.display())
+            }
             StoreOpenError::Owner(e) => write!(f, "{e}"),
             StoreOpenError::OtherBot { path, existing, expected } => write!(
                 f,
@@ -68,7 +81,7 @@ impl std::error::Error for StoreOpenError {
             StoreOpenError::Schema(e) => Some(e),
             StoreOpenError::MlsStorage { error, .. } => Some(error),
             StoreOpenError::OtherBot { .. } => None,
-            StoreOpenError::Writer(e) => Some(e),
+            StoreOpenError::Writer(e) | StoreOpenError::Build { error: e, .. } => Some(e),
             StoreOpenError::Rekey { error, .. } => Some(error),
         }
     }
