@@ -31,7 +31,7 @@ pub struct Field {
 pub const FIELDS: &[Field] = &[
     Field { name: "compatibility_profile_id", kind: "string", meaning: "the contract the gateway implements; must be exactly the value `bot-gateway --version` prints" },
     Field { name: "bot_platform_endpoint", kind: "URL", meaning: "the platform server, http://HOST:PORT or https://HOST:PORT (as @BotManager's config snippet gives it); plain http only to loopback" },
-    Field { name: "compat_listen_addr", kind: "IP:PORT", meaning: "the Bot API listener (standard 127.0.0.1:8081); keep it on loopback, in a container 0.0.0.0:8081" },
+    Field { name: "compat_listen_addr", kind: "IP:PORT", meaning: "the Bot API listener (standard 127.0.0.1:8081; localhost:PORT binds 127.0.0.1); keep it on loopback, in a container 0.0.0.0:8081" },
     Field { name: "extensions_listen_addr", kind: "IP:PORT", meaning: "the extensions listener: /healthz, /metrics, /outbox/given-up (standard 127.0.0.1:8082)" },
     Field { name: "state_dir", kind: "path", meaning: "the gateway's durable state (mode 0700, owned by the gateway's user; created if missing); one running gateway per state_dir" },
     Field { name: "bots", kind: "array", meaning: "one object per bot, at least one; fields below" },
@@ -575,9 +575,18 @@ fn is_placeholder(value: &str) -> bool {
     value.find('<').is_some_and(|open| value[open..].contains('>'))
 }
 
+/// A listen address: IP:PORT, or `localhost:PORT`, which binds loopback (127.0.0.1) and
+/// nothing else: as often as not a listener is named by name, and this one is safe.
 fn socket_addr(obj: &Map<String, Value>, key: &str) -> Result<SocketAddr, Invalid> {
     let s = string(obj, key)?;
-    s.parse().map_err(|_| Invalid::new(format!("{key} {s:?} is not host:port with a numeric IP (e.g. 127.0.0.1:8081)")))
+    let bad = || Invalid::new(format!("{key} {s:?} is not IP:PORT or localhost:PORT (e.g. 127.0.0.1:8081)"));
+    match s.rsplit_once(':') {
+        Some((host, port)) if host.eq_ignore_ascii_case("localhost") => {
+            let port: u16 = port.parse().map_err(|_| bad())?;
+            Ok(SocketAddr::from(([127, 0, 0, 1], port)))
+        }
+        _ => s.parse().map_err(|_| bad()),
+    }
 }
 
 fn is_loopback_host(addr: &str) -> bool {
@@ -619,6 +628,23 @@ mod tests {
         let c = parse(&config_json(bot_json([7; 32], 42))).expect("valid");
         assert_eq!(c.bots[0].compat_user_id, 42);
         assert_eq!(c.compat_listen_addr.port(), 8081);
+    }
+
+    /// `localhost:PORT` binds loopback; a name of any other host is refused with the forms.
+    #[test]
+    fn a_listener_named_localhost_binds_loopback() {
+        crypto::init();
+        let mut v = config_json(bot_json([7; 32], 42));
+        v["compat_listen_addr"] = json!("localhost:8081");
+        v["extensions_listen_addr"] = json!("LOCALHOST:0");
+        let c = parse(&v).expect("valid");
+        assert_eq!((c.compat_listen_addr.to_string(), c.extensions_listen_addr.to_string()), ("127.0.0.1:8081".into(), "127.0.0.1:0".into()));
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        for bad in ["example.com:8081", "localhost", "localhost:http"] {
+            v["compat_listen_addr"] = json!(bad);
+            let e = parse(&v).err().expect("refused").to_string();
+            assert!(e.contains("is not IP:PORT or localhost:PORT"), "{bad}: {e}");
+        }
     }
 
     #[test]

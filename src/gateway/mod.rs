@@ -60,7 +60,8 @@ impl Backend for Gateway {
         let mut bots: Vec<&Arc<BotShared>> = self.bots.values().collect();
         bots.sort_by_key(|b| b.compat_user_id);
         let list: Vec<Value> = bots.iter().map(|b| b.health()).collect();
-        let healthy = list.iter().all(|b| b["connected"] == true);
+        // Connected and storing: a bot whose commits fail (a full disk) is degraded too.
+        let healthy = list.iter().all(|b| b["connected"] == true && b.get("storage_failing").is_none());
         // A bot with a dead thread is half-alive: say so, and let a supervisor restart us.
         // So is a bot whose credential the platform refuses (token replaced, bot disabled,
         // device removed): it will never receive again without the operator.

@@ -508,6 +508,8 @@ impl BotShared {
         let mut h = json!({
             "username": self.username,
             "compat_user_id": self.compat_user_id,
+            // This runtime's device: the SPEC's bot_runtime_id (docs/decisions.md).
+            "device_id": self.device_id(),
             "connected": self.status.connected.load(Ordering::SeqCst),
             "revoked": self.is_revoked(),
             "mode": if webhook { "webhook" } else { "polling" },
@@ -516,6 +518,10 @@ impl BotShared {
         });
         if let Some(e) = self.status.last_error.lock().expect("status lock").clone() {
             h["last_error"] = Value::String(e);
+        }
+        if let Some(why) = self.store.failing() {
+            // It receives and sends nothing new until a commit succeeds again.
+            h["storage_failing"] = Value::String(why);
         }
         if self.is_device_removed() {
             h["device_removed"] = json!(true);

@@ -278,19 +278,27 @@ def start_platform(world, bin_dir):
         [str(bin_dir / "platform-server"), "--listen", "127.0.0.1:0", "--data-dir", str(data)],
         pipe_stdout=True,
     )
+    addr = bound_address(world, "platform-server", proc, "listening on ")
+    return f"http://{addr}", data
+
+
+def bound_address(world, name, proc, prefix):
+    """The address a process bound to port 0, from its stdout line `<prefix>ADDR` (bounded
+    wait). Binding port 0 and reading it back never races: a port picked here and bound later
+    can be taken meanwhile by any other process's connection."""
     first = queue.Queue(maxsize=1)
 
     def pump():
-        # Keep draining stdout after the first line so the server never blocks on a full pipe.
-        with open(world.dir / "platform-server.stdout", "wb") as out:
+        # Keep draining stdout after the line so the process never blocks on a full pipe.
+        with open(world.dir / f"{name}.stdout", "wb") as out:
             for raw in proc.stdout:
                 out.write(raw)
                 out.flush()
                 line = raw.decode("utf-8", "replace").strip()
-                if line.startswith("listening on ") and first.empty():
+                if line.startswith(prefix) and first.empty():
                     first.put(line)
 
-    t = threading.Thread(target=pump, name="platform-stdout", daemon=True)
+    t = threading.Thread(target=pump, name=f"{name}-stdout", daemon=True)
     t.start()
     world.threads.append(t)
     deadline = time.monotonic() + STARTUP_TIMEOUT
@@ -299,12 +307,11 @@ def start_platform(world, bin_dir):
             line = first.get(timeout=0.2)
             break
         except queue.Empty:
-            world.check_alive("platform-server")
+            world.check_alive(name)
             if time.monotonic() > deadline:
-                raise StepFailed(f"platform-server printed no 'listening on' line within {STARTUP_TIMEOUT:.0f} s")
-    addr = line[len("listening on ") :].strip()
-    log(f"platform-server {line}")
-    return f"http://{addr}", data
+                raise StepFailed(f"{name} printed no '{prefix.strip()}' line within {STARTUP_TIMEOUT:.0f} s")
+    log(f"{name} {line}")
+    return line[len(prefix) :].strip()
 
 
 def create_bot(world, bin_dir, spec, e2e, profile):
@@ -342,13 +349,13 @@ def parse_json_line(out, what):
 
 def write_config(world, platform_url, bot, extra=None):
     """The gateway config of the world, with the optional fields of `extra` (e.g.
-    webhook_secret_token_headers)."""
-    compat_port, ext_port = free_loopback_ports(2)
+    webhook_secret_token_headers). Both listeners on port 0: the gateway says which ports it
+    bound (`start_world` reads them)."""
     config = {
         "compatibility_profile_id": PROFILE_ID,
         "bot_platform_endpoint": platform_url,
-        "compat_listen_addr": f"127.0.0.1:{compat_port}",
-        "extensions_listen_addr": f"127.0.0.1:{ext_port}",
+        "compat_listen_addr": "127.0.0.1:0",
+        "extensions_listen_addr": "127.0.0.1:0",
         "state_dir": str(world.dir / "gateway-state"),  # the gateway creates it 0700
         "bots": [bot],
         **(extra or {}),
@@ -357,7 +364,7 @@ def write_config(world, platform_url, bot, extra=None):
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(config, f, indent=2)
-    return path, f"http://127.0.0.1:{compat_port}"
+    return path
 
 
 def wait_healthz(world, base):
@@ -475,8 +482,9 @@ def start_bot_world(world, bin_dir, spec, username):
         watch=("platform-server",),
     )
     bot = create_bot(world, bin_dir, spec, e2e, profile)
-    config, api_base = write_config(world, platform_url, bot, spec.get("config"))
-    world.spawn("bot-gateway", [str(bin_dir / "bot-gateway"), "serve", str(config)])
+    config = write_config(world, platform_url, bot, spec.get("config"))
+    proc = world.spawn("bot-gateway", [str(bin_dir / "bot-gateway"), "serve", str(config)], pipe_stdout=True)
+    api_base = "http://" + bound_address(world, "bot-gateway", proc, "compat listening on ")
     wait_healthz(world, api_base)
     return bot, api_base, e2e, profile
 

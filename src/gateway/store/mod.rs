@@ -411,6 +411,11 @@ impl Store {
     }
 
     /// True when this open created the database (a new state for this bot).
+    /// Why this store cannot commit now (the last commit failed, none since succeeded).
+    pub fn failing(&self) -> Option<String> {
+        self.inner.writer.failing()
+    }
+
     pub fn created(&self) -> bool {
         self.inner.created
     }

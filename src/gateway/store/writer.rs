@@ -90,6 +90,9 @@ struct WriterWork {
     /// A job panicked in the writer thread: no thread starts again, and every write, queued
     /// or new, fails with `Closed` instead of waiting for a commit that will not come.
     broken: AtomicBool,
+    /// Why the last commit (or reopening the connection) failed; cleared by the next commit
+    /// that succeeds. `/healthz` shows such a bot as degraded: it cannot store.
+    failing: Mutex<Option<String>>,
 }
 
 impl WriterWork {
@@ -107,13 +110,17 @@ impl Work for WriterWork {
             Err(e) => {
                 // Its callers see `Closed`; the next write tries again.
                 log::error!("state database: cannot open it again for writing: {e}");
+                *self.failing.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("cannot open the database for writing: {e}"));
                 self.drop_queued();
                 return;
             }
         };
         loop {
             match self.jobs.recv_timeout(self.idle_after) {
-                Ok(first) => commit_batch(&conn, first, &self.jobs, &self.notifier, &self.broken),
+                Ok(first) => {
+                    let outcome = commit_batch(&conn, first, &self.jobs, &self.notifier, &self.broken);
+                    *self.failing.lock().unwrap_or_else(|e| e.into_inner()) = outcome.err();
+                }
                 Err(RecvTimeoutError::Timeout) => {
                     close(conn);
                     (self.on_idle)();
@@ -157,8 +164,14 @@ impl Writer {
             idle_after,
             on_idle,
             broken: AtomicBool::new(false),
+            failing: Mutex::new(None),
         });
         Ok(Writer { jobs: Some(tx), work: work.clone(), demand: Demand::new(thread_name, work, None) })
+    }
+
+    /// Why the last commit failed, while no later one succeeded (a full disk, an I/O error).
+    pub fn failing(&self) -> Option<String> {
+        self.work.failing.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub fn write<T, F>(&self, f: F) -> Result<T>
@@ -227,8 +240,8 @@ fn close(conn: Connection) {
 }
 
 /// Runs `first` and whatever else is queued (up to `MAX_BATCH`), each in its savepoint inside
-/// one transaction, commits once, then answers each job.
-fn commit_batch(conn: &Connection, first: Job, jobs: &Receiver<Job>, notifier: &Notifier, broken: &AtomicBool) {
+/// one transaction, commits once, then answers each job. `Err`: why the commit failed.
+fn commit_batch(conn: &Connection, first: Job, jobs: &Receiver<Job>, notifier: &Notifier, broken: &AtomicBool) -> std::result::Result<(), String> {
     let mut batch = vec![first];
     while batch.len() < MAX_BATCH {
         match jobs.try_recv() {
@@ -280,6 +293,7 @@ fn commit_batch(conn: &Connection, first: Job, jobs: &Receiver<Job>, notifier: &
     }
     // Jobs of a batch that failed before they ran are answered by dropping them: their reply
     // channel closes and the caller sees `Closed`.
+    commit.map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -307,6 +321,23 @@ mod tests {
             .write(|c| Ok(c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))?))
             .expect("count");
         assert_eq!(n, 1, "the failed job's first insert was rolled back with it");
+    }
+
+    /// A commit that fails marks the store as failing (`/healthz`: degraded) until one succeeds.
+    #[test]
+    fn a_failed_commit_marks_the_store_failing_until_the_next_one_succeeds() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let conn = Connection::open(tmp.path().join("w.db")).expect("open");
+        conn.execute_batch("CREATE TABLE t (v INTEGER)").expect("schema");
+        let w = Writer::start(conn, no_reopen(), "test", Arc::new(Notifier::default()), IDLE_TRIM, Box::new(|| {})).expect("writer");
+        assert_eq!(w.failing(), None);
+        // A job that ends the batch's transaction itself: the batch's COMMIT then fails, as
+        // one does on a full disk.
+        let e = w.write(|c| Ok(c.execute_batch("INSERT INTO t VALUES (1); COMMIT")?)).expect_err("the commit failed");
+        assert!(matches!(e, StoreError::CommitFailed(_)), "{e}");
+        assert!(w.failing().is_some_and(|why| !why.is_empty()), "{:?}", w.failing());
+        w.write(|c| Ok(c.execute("INSERT INTO t VALUES (2)", [])?)).expect("the next commit");
+        assert_eq!(w.failing(), None, "cleared by a commit that succeeded");
     }
 
     #[test]

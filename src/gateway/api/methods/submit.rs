@@ -54,6 +54,8 @@ pub fn submit(shared: &BotShared, chat_id: i64, content: Content, wait: Wait) ->
         return answer.map_err(|failure| api_error(shared, failure));
     }
     let id = waiting.id();
+    // Read before the withdrawal, whose own commit may succeed and clear it.
+    let storage = shared.store.failing();
     match shared.store.write(move |c| outbox::withdraw(c, id)) {
         Ok(true) => {
             shared.outbox.forget(id);
@@ -63,10 +65,12 @@ pub fn submit(shared: &BotShared, chat_id: i64, content: Content, wait: Wait) ->
                 shared.username,
                 send_wait.as_secs()
             );
-            return Err(ApiError::retry_after(
-                RETRY_AFTER_SECS,
-                format!("the platform did not take the message within {}s; it was NOT sent and will not be", send_wait.as_secs()),
-            ));
+            // Say what kept it: the gateway's own storage, or the platform.
+            let why = match storage {
+                Some(storage) => format!("the gateway could not store the message ({storage})"),
+                None => format!("the platform did not take the message within {}s", send_wait.as_secs()),
+            };
+            return Err(ApiError::retry_after(RETRY_AFTER_SECS, format!("{why}; it was NOT sent and will not be")));
         }
         Ok(false) => {}
         // Whether it was withdrawn is unknown, so it may still be sent: wait for its answer.
@@ -149,6 +153,29 @@ mod tests {
         assert!(e.description.contains("it was NOT sent and will not be"), "{e}");
         assert_eq!(depth(&bot), 0, "nothing is left to be sent");
         assert_eq!(bot.metrics.outbox_withdrawn.load(std::sync::atomic::Ordering::Relaxed), 1);
+    }
+
+    /// When the gateway's own commits fail (a full disk), the 429 says so, not that the
+    /// platform did not take the message; `/healthz` shows the bot degraded meanwhile.
+    #[test]
+    fn a_message_the_gateway_could_not_store_says_so() {
+        let (_dir, bot) = bot(Duration::from_millis(300));
+        let out = {
+            let bot = bot.clone();
+            thread::spawn(move || {
+                bot.outbox.wake.receiver().recv_timeout(Duration::from_secs(30)).expect("woken by submit");
+                // The outbox's next commit fails, as on a full disk (a job that ends the
+                // batch's transaction itself makes its COMMIT fail).
+                let failed = bot.store.write(|c| Ok(c.execute_batch("COMMIT")?));
+                assert!(failed.is_err());
+                assert!(bot.health().get("storage_failing").is_some(), "{}", bot.health());
+            })
+        };
+        let e = submit(&bot, 42, e2e::text_content("hi"), STAYS).expect_err("withdrawn");
+        out.join().expect("stand-in");
+        assert_eq!(e.status, 429);
+        assert!(e.description.contains("the gateway could not store the message ("), "{e}");
+        assert!(!e.description.contains("platform did not take"), "{e}");
     }
 
     #[test]
