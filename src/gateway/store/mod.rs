@@ -274,23 +274,16 @@ fn build_new(path: &Path, key: &[u8; 32], bot_id_hex: &str, mut on_commit: impl 
             on_commit(commits);
             false
         }));
-        let _ = std::fs::set_permissions(&new, std::fs::Permissions::from_mode(0o600));
-        let configure_failed = |error| StoreOpenError::Configure { path: path.to_path_buf(), error };
-        schema::configure(&conn).map_err(configure_failed)?;
-        crate::migrations::without_syncs(
-            &mut conn,
-            |conn| {
-                schema::migrate(conn).map_err(StoreOpenError::Schema)?;
-                crypto::mls::migrate_storage(conn).map_err(|error| StoreOpenError::MlsStorage { path: path.to_path_buf(), error })
-            },
-            configure_failed,
-        )?;
+        configure_and_migrate(&mut conn, &new, path)?;
         schema::meta_set(&conn, "bot_id_hex", bot_id_hex).map_err(StoreOpenError::Owner)?;
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(configure_failed)?;
+        // With synchronous = FULL the checkpoint syncs the database file: it is on disk before
+        // the rename. (No descriptor of a database file is opened outside SQLite: closing one
+        // would drop SQLite's locks on it, "How To Corrupt" 2.2.)
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(|error| StoreOpenError::Configure { path: path.to_path_buf(), error })?;
         conn.commit_hook(None::<fn() -> bool>);
     }
-    // Closed (the last connection: its -wal and -shm went with it); on disk before the rename.
-    std::fs::File::open(&new).and_then(|f| f.sync_all()).map_err(io_failed)?;
+    // Closed, the last connection: its -wal and -shm went with it.
     std::fs::rename(&new, path).map_err(io_failed)?;
     if let Some(dir) = path.parent() {
         std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io_failed)?;
@@ -323,6 +316,25 @@ pub fn holds_no_schema(path: &Path, recovery_secret: &[u8; 32]) -> bool {
     conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)).is_ok_and(|n| n == 0)
 }
 
+/// Sets up a writable connection to the database at `file` (mode 0600, the pragmas) and brings
+/// it to the newest schema, ours and openmls' (`migrations::without_syncs`). Errors name
+/// `shown`: the bot's database, also while its new file is built beside it.
+fn configure_and_migrate(conn: &mut Connection, file: &Path, shown: &Path) -> std::result::Result<(), StoreOpenError> {
+    let _ = std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600));
+    let configure_failed = |error| StoreOpenError::Configure { path: shown.to_path_buf(), error };
+    schema::configure(conn).map_err(configure_failed)?;
+    crate::migrations::without_syncs(
+        conn,
+        |conn| {
+            // The error names the file and, for a file from a newer release, both versions.
+            schema::migrate(conn).map_err(StoreOpenError::Schema)?;
+            // openmls' own tables (MLS group state), versioned by its storage crate.
+            crypto::mls::migrate_storage(conn).map_err(|error| StoreOpenError::MlsStorage { path: shown.to_path_buf(), error })
+        },
+        configure_failed,
+    )
+}
+
 impl Store {
     /// Opens (creating if needed) the database, migrates it to the newest schema version
     /// (refusing a file from a newer release), checks that it belongs to
@@ -335,19 +347,7 @@ impl Store {
         }
         let mut conn = open_connection(path, &key, OpenFlags::SQLITE_OPEN_READ_WRITE)
             .map_err(|error| StoreOpenError::Open { path: path.to_path_buf(), error })?;
-        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-        schema::configure(&conn).map_err(|error| StoreOpenError::Configure { path: path.to_path_buf(), error })?;
-        let configure_failed = |error| StoreOpenError::Configure { path: path.to_path_buf(), error };
-        crate::migrations::without_syncs(
-            &mut conn,
-            |conn| {
-                // The error names the file and, for a file from a newer release, both versions.
-                schema::migrate(conn).map_err(StoreOpenError::Schema)?;
-                // openmls' own tables (MLS group state), versioned by its storage crate.
-                crypto::mls::migrate_storage(conn).map_err(|error| StoreOpenError::MlsStorage { path: path.to_path_buf(), error })
-            },
-            configure_failed,
-        )?;
+        configure_and_migrate(&mut conn, path, path)?;
         match schema::meta_get(&conn, "bot_id_hex").map_err(StoreOpenError::Owner)? {
             None => {
                 // (Earlier versions also wrote a random `bot_runtime_id` that nothing read; an
