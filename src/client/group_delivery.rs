@@ -111,11 +111,11 @@ impl Profile {
     pub(super) fn self_update_if_due(&self, group: &GroupId, in_follow_up: bool) {
         let now = crate::clock::unix_now();
         let due = self.conn.query_row(
-            "SELECT self_updated_at <= ?2 FROM client_groups WHERE group_id = ?1",
-            params![group.0.to_vec(), now - SELF_UPDATE_PERIOD_SECS],
-            |r| r.get::<_, bool>(0),
+            "SELECT self_updated_at FROM client_groups WHERE group_id = ?1",
+            params![group.0.to_vec()],
+            |r| r.get::<_, i64>(0),
         );
-        if !matches!(due, Ok(true)) || !matches!(mls_group::epoch(&self.conn, &group.0), Ok(Some(_))) {
+        if !due.is_ok_and(|at| crate::clock::is_due(at, now, SELF_UPDATE_PERIOD_SECS)) || !matches!(mls_group::epoch(&self.conn, &group.0), Ok(Some(_))) {
             return;
         }
         let what = "updating our leaf";

@@ -316,7 +316,7 @@ impl Session {
     /// when there were any (the caller stores the session again).
     pub fn expire_skipped(&mut self, now: i64) -> bool {
         let before = self.skipped.len();
-        self.skipped.retain(|k| k.stored_at > now.saturating_sub(SKIPPED_KEY_MAX_AGE_SECS));
+        self.skipped.retain(|k| !crate::clock::is_due(k.stored_at, now, SKIPPED_KEY_MAX_AGE_SECS));
         self.skipped.len() != before
     }
 

@@ -154,7 +154,7 @@ pub fn signed_prekey_due(conn: &Connection, schedule: &SignedPrekeySchedule) -> 
 
 fn signed_prekey_due_at(conn: &Connection, schedule: &SignedPrekeySchedule, now: i64) -> Result<bool> {
     let created = store::latest_signed_prekey_created_at(conn)?.ok_or(E2eError::NotInitialized)?;
-    Ok(now.saturating_sub(created) >= secs(schedule.max_age))
+    Ok(crate::clock::is_due(created, now, secs(schedule.max_age)))
 }
 
 /// When the signed prekey is due (`signed_prekey_due`): generates and stores a new one, deletes
@@ -271,6 +271,23 @@ mod tests {
     /// The created_at of the newest signed prekey, the time the schedule measures from.
     fn newest_created(d: &Device) -> i64 {
         store::latest_signed_prekey_created_at(&d.conn).expect("read").expect("a signed prekey")
+    }
+
+    #[test]
+    fn a_clock_that_jumps_a_year_ahead_and_back_leaves_the_signed_prekey_on_its_period() {
+        let d = Device::new(5, 2);
+        let schedule = SignedPrekeySchedule::DEFAULT;
+        let (t0, year, week) = (newest_created(&d), 365 * 86_400, 7 * 86_400);
+        // A year ahead: due, and the new key is dated a year ahead.
+        let ahead = rotate_signed_prekey_if_due_at(&d.conn, &schedule, t0 + year).expect("rotate").expect("due");
+        assert_eq!(newest_created(&d), t0 + year);
+        // Back: a key dated in the future is due now, not a year from now.
+        let back = rotate_signed_prekey_if_due_at(&d.conn, &schedule, t0 + 60).expect("rotate").expect("due when dated ahead");
+        assert_ne!(back.id, ahead.id);
+        assert_eq!(newest_created(&d), t0 + 60);
+        // And then on its period again, measured from the clock that is right.
+        assert_eq!(rotate_signed_prekey_if_due_at(&d.conn, &schedule, t0 + 60 + week - 1).expect("not due"), None);
+        assert!(rotate_signed_prekey_if_due_at(&d.conn, &schedule, t0 + 60 + week).expect("rotate").is_some());
     }
 
     #[test]

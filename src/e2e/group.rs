@@ -139,7 +139,7 @@ pub fn key_packages_lasting(conn: &Connection, count: usize, lifetime_secs: u64)
 /// otherwise the stock is topped up to `target` once it falls below `low`.
 pub fn key_packages_due(remaining: u32, made_at: Option<i64>, now: i64, low: u32, target: u32) -> (usize, bool) {
     let half_life = i64::try_from(mls::KEY_PACKAGE_LIFETIME_SECS / 2).unwrap_or(i64::MAX);
-    if made_at.is_none_or(|t| now.saturating_sub(t) >= half_life) {
+    if made_at.is_none_or(|t| crate::clock::is_due(t, now, half_life)) {
         return (target as usize, true);
     }
     if remaining < low {
@@ -1107,6 +1107,10 @@ mod tests {
         assert_eq!(key_packages_due(20, Some(0), 41 * day, 10, 20), (0, false));
         assert_eq!(key_packages_due(4, Some(0), 41 * day, 10, 20), (16, false));
         assert_eq!(key_packages_due(20, Some(0), 42 * day, 10, 20), (20, true), "half of 84 days");
+        // Made under a clock a year ahead, now set back: their lifetimes start in the future
+        // (the platform refuses them), so the batch is replaced now.
+        assert_eq!(key_packages_due(20, Some(365 * day), day, 10, 20), (20, true), "dated ahead of the clock");
+        assert_eq!(key_packages_due(20, Some(day + 60), day, 10, 20), (0, false), "a minute ahead is only recent");
     }
 
     /// The encryption key of a device's leaf in `viewer`'s tree: it changes when that device

@@ -287,11 +287,16 @@ impl Drop for AckWindow<'_> {
     }
 }
 
-/// The hourly upkeep beside the signed prekey's: skipped message keys older than 30 days
+/// The hourly upkeep beside the signed prekey's: one-time prekeys topped up (and the clock
+/// compared with the platform's); skipped message keys older than 30 days
 /// deleted; in groups, key packages replaced before they age, leaves updated on their period,
 /// joiners the platform never announced reported (a quiet group gets no batch to trigger them);
 /// devices the owner removed since get their removal signed.
 fn hourly_upkeep(shared: &BotShared) {
+    // Tops up what a quiet inbox never triggers, and its answer says the platform's time.
+    if let Err(e) = replenish_prekeys(shared) {
+        log::warn!("bot @{}: one-time prekey top-up failed: {e}", shared.username);
+    }
     let now = crate::clock::unix_now();
     match shared.store.write(move |c| Ok(e2e::expire_skipped_keys(c, now)?)) {
         Ok(0) => {}
@@ -645,7 +650,9 @@ fn import_inner(
 /// Tops the platform's stock of this device's one-time prekeys back up.
 pub fn replenish_prekeys(shared: &BotShared) -> Result<(), StepError> {
     let p = &shared.platform;
-    let remaining = p.upload_prekeys(&UploadPrekeysRequest::new()).map_err(|e| StepError::platform("UploadPrekeys", e))?.one_time_prekeys_remaining;
+    let answer = p.upload_prekeys(&UploadPrekeysRequest::new()).map_err(|e| StepError::platform("UploadPrekeys", e))?;
+    shared.status.note_platform_time(&shared.username, answer.server_time, crate::clock::unix_now());
+    let remaining = answer.one_time_prekeys_remaining;
     let fresh = shared.store.write(move |c| Ok(e2e::replenish_one_time_prekeys(c, remaining)?))?;
     if fresh.is_empty() {
         return Ok(());
@@ -711,7 +718,8 @@ fn rotate_signed_prekey(shared: &BotShared, publish: bool) -> Result<(), StepErr
     };
     let mut req = UploadPrekeysRequest::new();
     req.signed_prekey = protobuf::MessageField::some(key);
-    shared.platform.upload_prekeys(&req).map_err(|e| StepError::platform("UploadPrekeys", e))?;
+    let answer = shared.platform.upload_prekeys(&req).map_err(|e| StepError::platform("UploadPrekeys", e))?;
+    shared.status.note_platform_time(&shared.username, answer.server_time, crate::clock::unix_now());
     Ok(())
 }
 

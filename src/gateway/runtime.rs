@@ -254,11 +254,37 @@ pub struct Status {
     pub security_alert: Mutex<Option<(i64, String)>>,
     /// Threads of this bot that panicked (their short names): the bot is unhealthy.
     pub failed_threads: Mutex<Vec<String>>,
+    /// The platform's clock minus ours, in seconds, as its last `UploadPrekeys` answer said
+    /// (`None` before the first, or from a platform that does not say).
+    pub clock_offset: Mutex<Option<i64>>,
 }
+
+/// A clock further than this from the platform's is warned about and shown in `/healthz`: the
+/// platform refuses credentials signed more than 5 minutes off, and schedules drift with it.
+pub const CLOCK_OFFSET_WARN_SECS: i64 = 60;
 
 impl Status {
     pub fn set_error(&self, e: impl Into<String>) {
         *self.last_error.lock().expect("status lock") = Some(e.into());
+    }
+
+    /// Notes the platform's time `server_time` (0: not said) against ours `now`; a clock
+    /// further off than [`CLOCK_OFFSET_WARN_SECS`] is logged when first seen so.
+    pub fn note_platform_time(&self, username: &str, server_time: i64, now: i64) {
+        if server_time == 0 {
+            return;
+        }
+        let offset = server_time.saturating_sub(now);
+        let before = self.clock_offset.lock().unwrap_or_else(|e| e.into_inner()).replace(offset);
+        let far = |o: i64| o.abs() > CLOCK_OFFSET_WARN_SECS;
+        if far(offset) && !before.is_some_and(far) {
+            log::warn!(
+                "bot @{username}: this machine's clock is {}s {} the platform's; set it right (NTP): the platform \
+                 refuses credentials more than 300s off, and key rotations are dated by this clock",
+                offset.abs(),
+                if offset < 0 { "ahead of" } else { "behind" }
+            );
+        }
     }
 }
 
@@ -530,6 +556,17 @@ impl BotShared {
             h["credential"] = json!(refusal.name());
             h["problem"] = json!(refusal_advice(refusal, &self.username, self.device_id()));
         }
+        if let Some(offset) = *self.status.clock_offset.lock().unwrap_or_else(|e| e.into_inner()) {
+            // The platform's clock minus ours; far off, it says so.
+            h["clock_offset_seconds"] = json!(offset);
+            if offset.abs() > CLOCK_OFFSET_WARN_SECS {
+                h["clock_problem"] = json!(format!(
+                    "this machine's clock is {}s {} the platform's: set it right (NTP)",
+                    offset.abs(),
+                    if offset < 0 { "ahead of" } else { "behind" }
+                ));
+            }
+        }
         let failed = self.status.failed_threads.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if !failed.is_empty() {
             h["failed_threads"] = json!(failed);
@@ -615,4 +652,26 @@ pub fn test_bot_on_fake(
     let delivery = Delivery { send_wait, ..Delivery::default() };
     let bot = Arc::new(BotShared::new(&config, store, fake.clone()).with_delivery(delivery));
     (dir, bot, fake)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_clock_far_from_the_platforms_is_shown_in_healthz_with_its_offset() {
+        let (_dir, bot) = super::test_bot(std::time::Duration::from_millis(10));
+        assert!(bot.health().get("clock_offset_seconds").is_none(), "unknown before the platform said its time");
+        let now = crate::clock::unix_now();
+        bot.status.note_platform_time(&bot.username, now + 2, now);
+        let h = bot.health();
+        assert_eq!(h["clock_offset_seconds"], 2);
+        assert!(h.get("clock_problem").is_none(), "two seconds is no problem: {h}");
+        // Our clock a year ahead of the platform's.
+        bot.status.note_platform_time(&bot.username, now - 365 * 86_400, now);
+        let h = bot.health();
+        assert_eq!(h["clock_offset_seconds"], -365 * 86_400);
+        assert!(h["clock_problem"].as_str().is_some_and(|p| p.contains("ahead of the platform")), "{h}");
+        // A platform that does not say its time changes nothing.
+        bot.status.note_platform_time(&bot.username, 0, now);
+        assert_eq!(bot.health()["clock_offset_seconds"], -365 * 86_400);
+    }
 }

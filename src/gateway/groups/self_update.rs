@@ -14,7 +14,7 @@ use crate::wire::platform::send_group_message_response::Status as GroupStatus;
 /// project's clock; a test passes a later time). Failures are logged and tried again later.
 pub fn self_update_due(shared: &BotShared, now: i64) {
     let period = i64::try_from(shared.delivery.group_self_update.as_secs()).unwrap_or(i64::MAX);
-    let due = match shared.store.read(move |c| groups::self_update_due(c, now.saturating_sub(period))) {
+    let due = match shared.store.read(move |c| groups::self_update_due(c, now, period)) {
         Ok(due) => due,
         Err(e) => {
             log::warn!("bot @{}: reading the groups due for a self-update: {e}", shared.username);

@@ -581,6 +581,14 @@ fn after_every_lifetime_passed_the_bot_joins_by_link_and_self_updates_on_its_per
     }
     self_update_due(&bot, unix_now() + WEEK + 2);
     assert_eq!(commits_sent(&fake).len(), 2, "recorded: not again before the next period");
+    // The clock goes back a week (the update was made under a clock that was ahead): the
+    // leaf dated in the future is replaced now, not a week from now, and then not again.
+    self_update_due(&bot, unix_now());
+    let sent = commits_sent(&fake);
+    assert_eq!(sent.len(), 3, "a leaf dated ahead of the clock is due");
+    mls_group::receive(&alice, &GID, &sent[2].message).expect("Alice processes the second update");
+    self_update_due(&bot, unix_now());
+    assert_eq!(commits_sent(&fake).len(), 3, "recorded at the clock's time: not due again");
 
     // Messages still flow both ways.
     let (hello, _) = mls_group::encrypt(&alice, &GID, &text("still here")).expect("encrypt");

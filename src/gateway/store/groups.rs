@@ -221,11 +221,15 @@ pub fn channels_without_posters(conn: &Connection) -> Result<Vec<GroupChat>> {
 }
 
 /// The groups we are a member of whose leaf was last replaced at or before `before`.
-pub fn self_update_due(conn: &Connection, before: i64) -> Result<Vec<Vec<u8>>> {
+pub fn self_update_due(conn: &Connection, now: i64, period: i64) -> Result<Vec<Vec<u8>>> {
+    // `clock::is_due` in SQL: the period passed, or the leaf was replaced under a clock that
+    // was ahead and has been set back since.
     let mut stmt = conn.prepare_cached(
-        "SELECT group_id FROM groups WHERE status = 'member' AND self_updated_at <= ?1 ORDER BY self_updated_at",
+        "SELECT group_id FROM groups WHERE status = 'member' AND (self_updated_at <= ?1 OR self_updated_at > ?2) \
+         ORDER BY self_updated_at",
     )?;
-    let rows = stmt.query_map(params![before], |r| r.get(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
+    let (before, ahead) = (now.saturating_sub(period), now.saturating_add(crate::clock::FUTURE_TOLERANCE_SECS));
+    let rows = stmt.query_map(params![before, ahead], |r| r.get(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(rows)
 }
 

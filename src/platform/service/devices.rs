@@ -84,7 +84,7 @@ pub(super) fn upload_prekeys(
         }
     };
     let remaining = store.upload_prekeys(addr, &keys, signed_prekey.as_ref())?;
-    Ok(pb::UploadPrekeysResponse { one_time_prekeys_remaining: remaining, ..Default::default() })
+    Ok(pb::UploadPrekeysResponse { one_time_prekeys_remaining: remaining, server_time: crate::clock::unix_now(), ..Default::default() })
 }
 
 /// The caller's bot's devices, each with whether it holds an Inbox stream now.
