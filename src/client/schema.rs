@@ -50,6 +50,8 @@ pub(crate) const STEPS: &[Step] = &[
     // Ids and dates senders vouch for, and group deletions members asked for (`e2e::vouch`,
     // `e2e::deletions`).
     Step { version: 20, sql: &[e2e::vouch::TABLES, e2e::deletions::TABLES] },
+    // Sessions a restored state only receives on (`e2e::sessions_receive_only_after_restore`).
+    Step { version: 21, sql: &[e2e::RECEIVE_ONLY_TABLES] },
 ];
 
 /// Step 17: the account a name (lowercase, without `@`) stood for when this profile first

@@ -229,6 +229,33 @@ pub fn replenish_one_time_prekeys(conn: &Connection, remaining: u32) -> Result<V
     Ok(batch.iter().map(one_time_prekey_message).collect())
 }
 
+/// How far a restored device moves its one-time prekey ids on: past every id the device may
+/// have issued between its backup and the restore, so no peer's bundle names an id that now
+/// belongs to another key.
+const RESTORED_PREKEY_ID_GAP: u32 = 1 << 20;
+
+/// The table of sessions that only receive (a step of each database holding `e2e` tables).
+pub const RECEIVE_ONLY_TABLES: &str = "
+    CREATE TABLE e2e_receive_only (
+        user_id   INTEGER NOT NULL,
+        device_id INTEGER NOT NULL,
+        PRIMARY KEY (user_id, device_id)
+    );";
+
+/// A device state put back from a backup (`bot-gateway restore`) never sends on the sessions it
+/// had: their sending chains moved on after the backup, and sending from an earlier point would
+/// use message keys again. They only receive (`e2e_receive_only`), so peers' next messages
+/// still open, and the next message to each device starts a new session from its bundle (the
+/// old one stays as the previous). Its one-time prekey ids move on by
+/// [`RESTORED_PREKEY_ID_GAP`]; the caller replaces what the platform stocks
+/// (`UploadPrekeysRequest.replace_one_time_prekeys`) with [`replenish_one_time_prekeys`]`(c, 0)`.
+/// Returns how many sessions now only receive.
+pub fn sessions_receive_only_after_restore(conn: &Connection) -> Result<usize> {
+    let own = store::own_device(conn)?.ok_or(E2eError::NotInitialized)?;
+    store::set_next_one_time_prekey_id(conn, own.next_one_time_prekey_id.wrapping_add(RESTORED_PREKEY_ID_GAP))?;
+    Ok(conn.execute("INSERT OR IGNORE INTO e2e_receive_only (user_id, device_id) SELECT user_id, device_id FROM e2e_sessions", [])?)
+}
+
 /// How many one-time prekey secrets this device holds locally.
 pub fn local_one_time_prekey_count(conn: &Connection) -> Result<u32> {
     Ok(store::count_one_time_prekeys(conn)?)

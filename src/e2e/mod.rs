@@ -83,7 +83,7 @@ pub mod vouch;
 pub mod wal;
 
 pub use device::{
-    create_device_keys, current_signed_prekey, device_key, forget_own_device, local_one_time_prekey_count, own_identity_key, registration,
+    create_device_keys, current_signed_prekey, device_key, forget_own_device, sessions_receive_only_after_restore, RECEIVE_ONLY_TABLES, local_one_time_prekey_count, own_identity_key, registration,
     replenish_one_time_prekeys, rotate_signed_prekey_if_due, save_registration, signed_prekey_due,
     SignedPrekeySchedule, MAX_LOCAL_ONE_TIME_PREKEYS, ONE_TIME_PREKEY_TARGET,
 };
@@ -112,7 +112,8 @@ pub fn create_all_tables(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     conn.execute_batch(rejoin::TABLES)?;
     conn.execute_batch(sequence::TABLES)?;
     conn.execute_batch(vouch::TABLES)?;
-    conn.execute_batch(deletions::TABLES)
+    conn.execute_batch(deletions::TABLES)?;
+    conn.execute_batch(device::RECEIVE_ONLY_TABLES)
 }
 
 /// The step every database holding `e2e` tables takes for devices' second-version

@@ -50,6 +50,7 @@ pub fn open_envelope(conn: &Connection, envelope: &InboxEnvelope) -> Result<Cont
         Slot::New { header } => {
             let demoted = current.as_ref().map(Session::to_bytes);
             store::put_sessions(conn, user_id, device_id, &session_bytes, demoted.as_deref().map(Vec::as_slice))?;
+            store::sends_again(conn, user_id, device_id)?;
             match header.one_time_prekey_id {
                 Some(id) => {
                     store::delete_one_time_prekey(conn, id)?;

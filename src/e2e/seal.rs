@@ -58,9 +58,15 @@ pub fn add_sessions(conn: &Connection, peer: &Profile, bundles: &[PrekeyBundle])
         }
     }
     for (device_id, device_key, session) in started {
-        let demoted = store::sessions(conn, peer.user_id, device_id)?.map(|(current, _)| current);
+        // A session that only receives (a restored state's) is not kept as the previous: a
+        // peer's message on it would promote it back to sending, on keys used before.
+        let demoted = match store::receives_only(conn, peer.user_id, device_id)? {
+            true => None,
+            false => store::sessions(conn, peer.user_id, device_id)?.map(|(current, _)| current),
+        };
         store::upsert_peer_device(conn, peer.user_id, device_id, &device_key)?;
         store::put_sessions(conn, peer.user_id, device_id, &session.to_bytes(), demoted.as_deref().map(Vec::as_slice))?;
+        store::sends_again(conn, peer.user_id, device_id)?;
     }
     Ok(())
 }
@@ -151,6 +157,7 @@ pub fn seal_for(conn: &Connection, peer_user: u64, device_ids: &[u32], content: 
     let mut advanced = Vec::with_capacity(device_ids.len());
     for &device_id in device_ids {
         let (current, previous) = match store::sessions(conn, peer_user, device_id)? {
+            Some(_) if store::receives_only(conn, peer_user, device_id)? => return Err(E2eError::NoSession { user_id: peer_user, device_id }),
             Some(s) => s,
             None => return Err(E2eError::NoSession { user_id: peer_user, device_id }),
         };
@@ -216,6 +223,31 @@ mod tests {
         crate::e2e::leaf::repin_identity(&alice.conn, 2, &new_key).expect("trust");
         add_sessions(&alice.conn, &impostor.profile(), &[impostor.bundle(Some(0))]).expect("accepted now");
         assert_eq!(known_devices(&alice.conn, 2).expect("known"), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_restored_state_receives_on_its_sessions_and_sends_only_on_new_ones() {
+        let bot = Device::new(1, 1);
+        let bob = Device::new(2, 1);
+        add_sessions(&bot.conn, &bob.profile(), &[bob.bundle(Some(0))]).expect("session");
+        let first = seal(&bot.conn, 2, &text_content("before the backup")).expect("seal");
+        bob.introduce(&bot);
+        assert_eq!(open_text(&bob, &bot.envelope(first[0].ciphertext.clone())), "before the backup");
+
+        assert_eq!(crate::e2e::sessions_receive_only_after_restore(&bot.conn).expect("restored"), 1);
+        assert!(seal(&bot.conn, 2, &text_content("x")).expect("seal").is_empty(), "no session to send on");
+        assert!(matches!(seal_for(&bot.conn, 2, &[1], &text_content("x")), Err(E2eError::NoSession { .. })));
+        assert_eq!(devices_without_session(&bot.conn, 2, &[1]).expect("without"), vec![1], "its bundle is fetched");
+        // Bob's next message on the old session still opens.
+        let reply = bob.send(&bot, "still there?");
+        assert_eq!(open_text(&bot, &reply), "still there?");
+        assert!(seal(&bot.conn, 2, &text_content("x")).expect("seal").is_empty(), "still only receiving");
+
+        // A new session from Bob's bundle: the bot sends again, and Bob opens it.
+        add_sessions(&bot.conn, &bob.profile(), &[bob.bundle(Some(1))]).expect("new session");
+        let fresh = seal(&bot.conn, 2, &text_content("after the restore")).expect("seal");
+        assert_eq!(fresh.len(), 1);
+        assert_eq!(open_text(&bob, &bot.envelope(fresh[0].ciphertext.clone())), "after the restore");
     }
 
     #[test]

@@ -204,12 +204,15 @@ pub(crate) fn peer_devices(conn: &Connection, user_id: u64) -> rusqlite::Result<
     rows.collect()
 }
 
-/// Devices of `user_id` that are recorded and have a session.
+/// Devices of `user_id` that are recorded and have a session to send on (not one that only
+/// receives, `device::sessions_receive_only_after_restore`).
 pub(crate) fn devices_with_session(conn: &Connection, user_id: u64) -> rusqlite::Result<Vec<u32>> {
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare_cached(
         "SELECT d.device_id FROM e2e_peer_devices d
          JOIN e2e_sessions s ON s.user_id = d.user_id AND s.device_id = d.device_id
-         WHERE d.user_id = ?1 ORDER BY d.device_id",
+         WHERE d.user_id = ?1
+           AND NOT EXISTS (SELECT 1 FROM e2e_receive_only r WHERE r.user_id = d.user_id AND r.device_id = d.device_id)
+         ORDER BY d.device_id",
     )?;
     let rows = stmt.query_map(params![user_id as i64], |r| r.get(0))?;
     rows.collect()
@@ -234,6 +237,17 @@ pub(crate) type SessionPair = (Zeroizing<Vec<u8>>, Option<Zeroizing<Vec<u8>>>);
 
 fn session_pair(current: Vec<u8>, previous: Option<Vec<u8>>) -> SessionPair {
     (Zeroizing::new(current), previous.map(Zeroizing::new))
+}
+
+/// Whether the current session with the device only receives (a restored state's).
+pub(crate) fn receives_only(conn: &Connection, user_id: u64, device_id: u32) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM e2e_receive_only WHERE user_id = ?1 AND device_id = ?2")?.exists(params![user_id as i64, device_id])
+}
+
+/// A new session with the device began (either side started it): it sends again.
+pub(crate) fn sends_again(conn: &Connection, user_id: u64, device_id: u32) -> rusqlite::Result<()> {
+    conn.prepare_cached("DELETE FROM e2e_receive_only WHERE user_id = ?1 AND device_id = ?2")?.execute(params![user_id as i64, device_id])?;
+    Ok(())
 }
 
 pub(crate) fn sessions(conn: &Connection, user_id: u64, device_id: u32) -> rusqlite::Result<Option<SessionPair>> {
@@ -275,6 +289,7 @@ mod tests {
         let conn = Connection::open_in_memory().expect("in-memory db");
         conn.execute_batch(TABLES_V1).expect("create");
         conn.execute_batch(TABLES_V1).expect("again: step 1 adopts an unversioned database this way");
+        conn.execute_batch(super::super::RECEIVE_ONLY_TABLES).expect("sessions that only receive");
         upsert_peer_device(&conn, 7, 1, b"key").expect("device");
         put_sessions(&conn, 7, 1, b"s1", None).expect("session");
         put_sessions(&conn, 7, 1, b"s2", Some(b"s1")).expect("replace");

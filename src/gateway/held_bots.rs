@@ -154,7 +154,10 @@ pub fn reset(state: &super::state_dir::StateDir, compat_user_id: u64, username: 
     held.forget(compat_user_id).map_err(|e| format!("cannot update {}: {e}", held.path.display()))?;
     let device = device.map_or_else(|| "its device".to_string(), |d| format!("device {d}"));
     Ok(format!(
-        "bot @{username}: reset. Thrown away from this gateway: {device} (its keys and sessions), the updates          queued for the bot, its message history, its groups' state and the file ids it issued; users' clients          will meet a new device at the next start, which registers one. The old files were moved aside, not          deleted: {}. Delete them once you are sure.",
+        "bot @{username}: reset. Thrown away from this gateway: {device} (its keys and sessions), the updates \
+         queued for the bot, its message history, its groups' state and the file ids it issued; users' clients \
+         will meet a new device at the next start, which registers one. The old files were moved aside, not \
+         deleted: {}. Delete them once you are sure.",
         if moved.is_empty() { "none were left".to_string() } else { moved.join(", ") }
     ))
 }

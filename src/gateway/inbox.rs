@@ -647,9 +647,21 @@ fn import_inner(
 }
 
 
-/// Tops the platform's stock of this device's one-time prekeys back up.
+/// Tops the platform's stock of this device's one-time prekeys back up. A state restored from
+/// a backup replaces the whole stock first: the platform may hold keys this device made after
+/// the backup, whose secrets it no longer has (`store::backup::prepare_restored`).
 pub fn replenish_prekeys(shared: &BotShared) -> Result<(), StepError> {
+    use crate::gateway::store::backup::RESTORED_FROM_BACKUP;
     let p = &shared.platform;
+    if shared.store.meta(RESTORED_FROM_BACKUP)?.is_some() {
+        let fresh = shared.store.write(move |c| Ok(e2e::replenish_one_time_prekeys(c, 0)?))?;
+        let req = UploadPrekeysRequest { one_time_prekeys: fresh, replace_one_time_prekeys: true, ..Default::default() };
+        let answer = p.upload_prekeys(&req).map_err(|e| StepError::platform("UploadPrekeys", e))?;
+        shared.status.note_platform_time(&shared.username, answer.server_time, crate::clock::unix_now());
+        shared.store.write(|c| Ok(crate::gateway::store::meta_delete(c, RESTORED_FROM_BACKUP)?))?;
+        log::info!("bot @{}: restored from a backup: replaced the one-time prekeys the platform held for it", shared.username);
+        return Ok(());
+    }
     let answer = p.upload_prekeys(&UploadPrekeysRequest::new()).map_err(|e| StepError::platform("UploadPrekeys", e))?;
     shared.status.note_platform_time(&shared.username, answer.server_time, crate::clock::unix_now());
     let remaining = answer.one_time_prekeys_remaining;

@@ -21,6 +21,7 @@ pub mod registration;
 pub mod runtime;
 pub mod sender_check;
 pub mod start_error;
+pub mod state_commands;
 pub mod state_dir;
 pub mod store;
 pub mod threads;
@@ -133,6 +134,22 @@ Usage:
       registers a new device. Only while no gateway runs on the state_dir. The way on when a
       start refuses a bot whose database lost its contents and no copy with its -wal is left.
 
+  bot-gateway backup CONFIG --out DIR
+      Copies every bot's state database into DIR (made 0700), consistent and still encrypted,
+      with SQLite's online backup API, while the gateway runs; each copy is checked, and
+      DIR/backup.json names them. Back up daily, and before upgrades (docs/operations.md).
+
+  bot-gateway restore CONFIG --from DIR
+      Puts each bot's database from a backup DIR back into state_dir, once it passes the
+      integrity check and belongs to the config's bot; the files it replaces are moved aside.
+      Only while no gateway runs on the state_dir. What happened after the backup is lost;
+      sessions are started anew at the bot's next message to each user; groups are rejoined.
+
+  bot-gateway check-state CONFIG
+      Checks every bot's state database whole (it opens with the bot's key, every page
+      authenticates, SQLite's integrity check passes) without starting; safe while the
+      gateway runs. Says which fault it found and the fix; exit status 1 when one is found.
+
   bot-gateway help [COMMAND]
       This help, or one command's part of it (also: COMMAND --help).
 
@@ -145,7 +162,7 @@ Exit status: 0 success, help, version; 1 a failure (start-up, check-config probl
 
 /// The program's command-line conventions (`crate::cli`).
 pub const PROGRAM: crate::cli::Program =
-    crate::cli::Program { name: "bot-gateway", help: HELP, commands: &["serve", "check-config", "reset-state", "help"] };
+    crate::cli::Program { name: "bot-gateway", help: HELP, commands: &["serve", "check-config", "reset-state", "backup", "restore", "check-state", "help"] };
 
 /// Entry point of the `bot-gateway` program. Help and version print and return; usage errors
 /// are [`StartError::Usage`] (exit status 2).
@@ -188,11 +205,42 @@ pub fn run_cli(args: Vec<String>) -> Result<(), StartError> {
             [flag, ..] if flag.starts_with('-') => Err(usage(PROGRAM.unknown_option("reset-state", flag, &[]))),
             _ => Err(usage(UsageError("reset-state needs the config file and the bot: bot-gateway reset-state CONFIG @BOT".into()))),
         },
+        Some(cmd @ ("backup" | "restore")) => {
+            let (flag, action) = if cmd == "backup" { ("--out", "backup CONFIG --out DIR") } else { ("--from", "restore CONFIG --from DIR") };
+            let [path, given, dir] = &args[1..] else {
+                return Err(usage(UsageError(format!("{cmd} needs the config file and the directory: bot-gateway {action}"))));
+            };
+            if path.starts_with('-') || given != flag {
+                let odd = if path.starts_with('-') { path } else { given };
+                return Err(usage(PROGRAM.unknown_option(cmd, odd, &[flag])));
+            }
+            let said = if cmd == "backup" {
+                state_commands::backup(Path::new(path), Path::new(dir))?
+            } else {
+                state_commands::restore(Path::new(path), Path::new(dir))?
+            };
+            crate::cli::print(&format!("{said}\n"));
+            Ok(())
+        }
+        Some("check-state") => match &args[1..] {
+            [path] if !path.starts_with('-') => {
+                let (report, ok) = state_commands::check_state(Path::new(path))?;
+                crate::cli::print(&format!("{report}\n"));
+                if ok {
+                    Ok(())
+                } else {
+                    Err(StartError::State("check-state found problems (see above)".into()))
+                }
+            }
+            [] => Err(usage(needs_config("check-state"))),
+            [flag, ..] if flag.starts_with('-') => Err(usage(PROGRAM.unknown_option("check-state", flag, &[]))),
+            [_, extra, ..] | [extra] => Err(usage(UsageError(format!("check-state takes one config file; unexpected {extra:?}")))),
+        },
         Some(flag) if flag.starts_with('-') => Err(usage(UsageError(format!(
             "unknown option {flag}; the options are --help and --version (see bot-gateway --help)"
         )))),
         Some(cmd) => Err(usage(PROGRAM.unknown_command(cmd))),
-        None => Err(usage(UsageError("no command given; the commands are: serve, check-config, reset-state, help (see bot-gateway --help)".into()))),
+        None => Err(usage(UsageError("no command given; the commands are: serve, check-config, reset-state, backup, restore, check-state, help (see bot-gateway --help)".into()))),
     }
 }
 

@@ -29,6 +29,8 @@ pub enum StartError {
     Listen { field: &'static str, addr: SocketAddr, why: std::io::Error },
     /// A thread of a bot could not be started.
     Thread { bot: String, why: std::io::Error },
+    /// `backup`, `restore` or `check-state` did not do all it was asked (what, and the fix).
+    State(String),
 }
 
 impl fmt::Display for StartError {
@@ -44,6 +46,7 @@ impl fmt::Display for StartError {
             StartError::LostState { bot, why } => write!(f, "bot @{bot}: {why}"),
             StartError::Listen { field, addr, why } => write!(f, "cannot listen on {field} {addr}: {why}"),
             StartError::Thread { bot, why } => write!(f, "bot @{bot}: cannot start a thread: {why}"),
+            StartError::State(why) => write!(f, "{why}"),
         }
     }
 }

@@ -145,8 +145,14 @@ impl StateDir {
 
     /// The encrypted database of one bot.
     pub fn bot_database(&self, compat_user_id: u64) -> PathBuf {
-        self.path.join(format!("bot-{compat_user_id}.db"))
+        bot_database_in(&self.path, compat_user_id)
     }
+}
+
+/// Where the database of bot `compat_user_id` lies in the state_dir `dir` (also without the
+/// lock: `backup` and `check-state` read while a gateway runs).
+pub fn bot_database_in(dir: &Path, compat_user_id: u64) -> PathBuf {
+    dir.join(format!("bot-{compat_user_id}.db"))
 }
 
 /// The rules for an existing state_dir, shared by `serve` and `check-config`: a directory,

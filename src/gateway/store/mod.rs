@@ -5,6 +5,8 @@
 //! keys and sessions never lie on disk in clear, and a `state_dir` of another bot cannot be
 //! opened at all.
 
+pub mod backup;
+pub mod fault;
 mod open_error;
 pub mod rekey;
 mod schema;
@@ -245,6 +247,18 @@ fn open_writable(path: &Path, key: &[u8; 32]) -> Result<Connection> {
     Ok(conn)
 }
 
+/// The error of a database that did not open: the fault it is when `fault` can tell
+/// (a wrong secret, damage, not a database, unreadable), else the error as it came.
+fn open_failed(path: &Path, error: StoreError) -> StoreOpenError {
+    match &error {
+        StoreError::Db(e) => match fault::diagnose(path, e) {
+            Some(fault) => StoreOpenError::Fault(fault),
+            None => StoreOpenError::Open { path: path.to_path_buf(), error },
+        },
+        _ => StoreOpenError::Open { path: path.to_path_buf(), error },
+    }
+}
+
 /// The sidecar files SQLite keeps beside a database in WAL mode, and the database itself.
 fn with_sidecars(path: &Path) -> [PathBuf; 3] {
     ["", "-wal", "-shm"].map(|suffix| PathBuf::from(format!("{}{suffix}", path.display())))
@@ -345,8 +359,7 @@ impl Store {
         if created {
             build_new(path, &key, bot_id_hex, |_| {})?;
         }
-        let mut conn = open_connection(path, &key, OpenFlags::SQLITE_OPEN_READ_WRITE)
-            .map_err(|error| StoreOpenError::Open { path: path.to_path_buf(), error })?;
+        let mut conn = open_connection(path, &key, OpenFlags::SQLITE_OPEN_READ_WRITE).map_err(|error| open_failed(path, error))?;
         configure_and_migrate(&mut conn, path, path)?;
         match schema::meta_get(&conn, "bot_id_hex").map_err(StoreOpenError::Owner)? {
             None => {

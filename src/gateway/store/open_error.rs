@@ -10,9 +10,10 @@ use crate::migrations::MigrationError;
 
 #[derive(Debug)]
 pub enum StoreOpenError {
-    /// The file cannot be opened or read with this key: most often another bot's database or
-    /// a wrong recovery secret.
+    /// The file cannot be opened or read, for a reason `Fault` cannot tell.
     Open { path: PathBuf, error: StoreError },
+    /// The file is unreadable, no database, under another key, or damaged (`fault`).
+    Fault(super::fault::Fault),
     /// Setting the connection's pragmas failed.
     Configure { path: PathBuf, error: rusqlite::Error },
     /// Our schema could not be migrated (or the file is from a newer release); names the file.
@@ -37,9 +38,10 @@ impl fmt::Display for StoreOpenError {
         match self {
             StoreOpenError::Open { path, error } => write!(
                 f,
-                "cannot open state database {}: {error} (a state_dir of another bot, or a wrong identity_recovery_secret_hex?)",
+                "cannot open state database {}: {error}",
                 path.display()
             ),
+            StoreOpenError::Fault(fault) => write!(f, "{fault}"),
             StoreOpenError::Configure { path, error } => {
                 write!(f, "cannot configure state database {}: {error}", path.display())
             }
@@ -81,6 +83,7 @@ impl std::error::Error for StoreOpenError {
             StoreOpenError::Schema(e) => Some(e),
             StoreOpenError::MlsStorage { error, .. } => Some(error),
             StoreOpenError::OtherBot { .. } => None,
+            StoreOpenError::Fault(fault) => Some(fault),
             StoreOpenError::Writer(e) | StoreOpenError::Build { error: e, .. } => Some(e),
             StoreOpenError::Rekey { error, .. } => Some(error),
         }

@@ -41,10 +41,8 @@ pub fn move_to_new_secret(path: &Path, previous: &[u8; 32], current: &[u8; 32], 
     let failed = |error: StoreError| StoreOpenError::Rekey { path: path.to_path_buf(), error };
     // CREATE: the attached copy inherits the flags, and is a new file.
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
-    let old = open_connection(path, &previous_key, flags).map_err(|error| StoreOpenError::Open {
-        path: path.to_path_buf(),
-        error,
-    })?;
+    // Neither key opens it: the fault says which it is.
+    let old = open_connection(path, &previous_key, flags).map_err(|error| super::open_failed(path, error))?;
     export(&old, &copy, &current_key, bot_id_hex).map_err(failed)?;
     // Closing the last connection checkpoints and deletes the old log.
     drop(old);

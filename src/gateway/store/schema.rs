@@ -46,6 +46,8 @@ pub(crate) const STEPS: &[Step] = &[
     // Ids and dates senders vouch for, and group deletions members asked for (`e2e::vouch`,
     // `e2e::deletions`).
     Step { version: 18, sql: &[crate::e2e::vouch::TABLES, crate::e2e::deletions::TABLES] },
+    // Sessions a restored state only receives on (`e2e::sessions_receive_only_after_restore`).
+    Step { version: 19, sql: &[crate::e2e::RECEIVE_ONLY_TABLES] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).

@@ -411,7 +411,7 @@ impl Runner {
         tx.commit()?;
         let keys: Vec<(u32, [u8; 32])> =
             fresh.iter().filter_map(|k| Some((k.id, k.public_key.as_slice().try_into().ok()?))).collect();
-        let now_held = self.store.upload_prekeys(self.me, &keys, None)?;
+        let now_held = self.store.upload_prekeys(self.me, &keys, None, false)?;
         log::info!("management bot: uploaded {} one-time prekeys ({now_held} held)", keys.len());
         Ok(())
     }

@@ -48,6 +48,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 8, sql: &[e2e::sequence::TABLES] },
     // Ids and dates senders vouch for (`e2e::vouch`).
     Step { version: 9, sql: &[e2e::vouch::TABLES] },
+    // Sessions a restored state only receives on (`e2e::sessions_receive_only_after_restore`).
+    Step { version: 10, sql: &[e2e::RECEIVE_ONLY_TABLES] },
 ];
 
 /// Step 6: `/newbot` and `/rekey` record the identity key the owner's client proved. The

@@ -83,7 +83,7 @@ pub(super) fn upload_prekeys(
             Some(verified_signed_prekey(&device_key, spk)?)
         }
     };
-    let remaining = store.upload_prekeys(addr, &keys, signed_prekey.as_ref())?;
+    let remaining = store.upload_prekeys(addr, &keys, signed_prekey.as_ref(), req.replace_one_time_prekeys)?;
     Ok(pb::UploadPrekeysResponse { one_time_prekeys_remaining: remaining, server_time: crate::clock::unix_now(), ..Default::default() })
 }
 

@@ -308,8 +308,14 @@ impl Store {
         addr: DeviceAddr,
         one_time_prekeys: &[(u32, [u8; 32])],
         signed_prekey: Option<&SignedPrekey>,
+        replace: bool,
     ) -> Result<u32> {
         self.write_tx("a prekey upload", |tx| {
+            if replace {
+                // The device lost these secrets (a restored backup): none may be handed out.
+                tx.execute("DELETE FROM one_time_prekeys WHERE account_id = ?1 AND device_id = ?2", params![addr.user_id, addr.device_id])
+                    .map_err(db_error("dropping one-time prekeys"))?;
+            }
             if let Some(spk) = signed_prekey {
                 tx.execute(
                     "UPDATE devices SET spk_id = ?3, spk_public = ?4, spk_signature = ?5
@@ -516,11 +522,15 @@ mod tests {
         assert_eq!(b3[0].one_time_prekey, None, "exhausted");
         assert_eq!(b3[0].signed_prekey.id, 1);
         assert!(store.take_prekey_bundles(bob.user_id, &[9]).expect("fetch").is_empty());
-        assert_eq!(store.upload_prekeys(bob, &[(10, [1; 32]), (11, [2; 32])], None).expect("upload"), 2);
+        assert_eq!(store.upload_prekeys(bob, &[(10, [1; 32]), (11, [2; 32])], None, false).expect("upload"), 2);
         let spk = SignedPrekey { id: 2, public_key: [5; 32], signature: [6; 64] };
-        assert_eq!(store.upload_prekeys(bob, &[], Some(&spk)).expect("rotate"), 2);
+        assert_eq!(store.upload_prekeys(bob, &[], Some(&spk), false).expect("rotate"), 2);
         let b4 = store.take_prekey_bundles(bob.user_id, &[]).expect("fetch");
         assert_eq!(b4[0].signed_prekey, spk);
         assert_eq!(b4[0].one_time_prekey.map(|p| p.0), Some(10));
+        // A restored device replaces the stock: key 11, whose secret it lost, is never served.
+        assert_eq!(store.upload_prekeys(bob, &[(2_000_000, [3; 32])], None, true).expect("replace"), 1);
+        let b5 = store.take_prekey_bundles(bob.user_id, &[]).expect("fetch");
+        assert_eq!(b5[0].one_time_prekey.map(|p| p.0), Some(2_000_000));
     }
 }
