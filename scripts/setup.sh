@@ -9,6 +9,7 @@ command -v cmake >/dev/null 2>&1 || missing+=(cmake)           # grpcio-sys buil
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config) # finds the system OpenSSL
 command -v c++ >/dev/null 2>&1 || missing+=(g++)               # gRPC core is C++
 command -v make >/dev/null 2>&1 || missing+=(make)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)     # the HTTPS webhook test makes its own CA
 # OpenSSL headers: ask pkg-config when it exists, else dpkg.
 if command -v pkg-config >/dev/null 2>&1; then
     pkg-config --exists openssl || missing+=(libssl-dev)
