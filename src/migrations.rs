@@ -124,6 +124,46 @@ pub fn without_syncs<T, E>(
     migrated
 }
 
+/// Why [`build_whole`] did not put a new database in place.
+#[derive(Debug)]
+pub enum BuildError<E> {
+    /// `build` failed: its own error.
+    Build(E),
+    /// Checkpointing the new file, or putting it in place.
+    Io { path: std::path::PathBuf, error: std::io::Error },
+}
+
+/// A new database is built whole at `<path>.new` and renamed into place: a first start is all
+/// or nothing. openmls' storage migrations commit each table apart from the record of it, and a
+/// file left between the two never opened again; a crash now leaves at most a `.new` file,
+/// which the next build throws away (nothing in it was ever used). `build` opens the file it is
+/// given, configures and migrates it and fills it; the connection it returns is checkpointed
+/// (with `synchronous = FULL` the checkpoint syncs the file: it is on disk before the rename)
+/// and closed, and the directory is synced after the rename. No descriptor of a database file is
+/// opened outside SQLite ("How To Corrupt" 2.2). Used by every database of the package.
+pub fn build_whole<E>(path: &std::path::Path, build: impl FnOnce(&std::path::Path) -> Result<Connection, E>) -> Result<(), BuildError<E>> {
+    use std::path::PathBuf;
+    let new = PathBuf::from(format!("{}.new", path.display()));
+    let io = |error: std::io::Error| BuildError::Io { path: path.to_path_buf(), error };
+    for suffix in ["", "-wal", "-shm"] {
+        match std::fs::remove_file(format!("{}{suffix}", new.display())) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
+            _ => {}
+        }
+    }
+    {
+        let conn = build(&new).map_err(BuildError::Build)?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(|e| io(std::io::Error::other(e)))?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(|e| io(std::io::Error::other(e)))?;
+    }
+    // Closed, the last connection: its -wal and -shm went with it.
+    std::fs::rename(&new, path).map_err(io)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
+    }
+    Ok(())
+}
+
 /// Brings the database on `conn` to the newest version of `steps` (numbered 1, 2, … in order),
 /// or refuses a file newer than that. Safe against another process migrating the same file at
 /// the same time: each step re-reads the version inside its write transaction.
@@ -301,5 +341,31 @@ mod tests {
         assert!(text.contains(&path.display().to_string()), "{text}");
         assert!(text.contains("version 9") && text.contains("up to 2"), "{text}");
         assert_eq!(version(&conn).expect("version"), 9, "untouched");
+    }
+
+    #[test]
+    fn a_build_that_stops_half_way_leaves_nothing_in_place_and_the_next_builds_whole() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("new.db");
+        let half = build_whole(&path, |new| {
+            let conn = Connection::open(new)?;
+            conn.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE a (x); INSERT INTO a VALUES (1);")?;
+            Err::<Connection, rusqlite::Error>(rusqlite::Error::InvalidQuery) // the process dies here
+        });
+        assert!(matches!(half, Err(BuildError::Build(_))));
+        assert!(!path.exists(), "nothing in place");
+        assert!(tmp.path().join("new.db.new").exists(), "the half-built file stays beside it");
+        build_whole(&path, |new| {
+            let mut conn = Connection::open(new)?;
+            conn.execute_batch("PRAGMA journal_mode = WAL;")?;
+            migrate(&mut conn, STEPS).map_err(|_| rusqlite::Error::InvalidQuery)?;
+            Ok::<_, rusqlite::Error>(conn)
+        })
+        .map_err(|e| format!("{e:?}"))
+        .expect("built");
+        let conn = Connection::open(&path).expect("open");
+        assert_eq!(version(&conn).expect("version"), latest(STEPS));
+        assert!(!tmp.path().join("new.db.new").exists(), "the leftover was thrown away");
+        assert_eq!(std::fs::metadata(tmp.path().join("new.db-wal")).map(|m| m.len()).unwrap_or(0), 0, "checkpointed before the rename");
     }
 }

@@ -282,6 +282,19 @@ fn create_private_dir(dir: &Path) -> Result<()> {
 /// take the database file's mode; the 0700 directory covers the moment in between.
 fn open_db(dir: &Path) -> Result<Connection> {
     let path = dir.join(DB_FILE);
+    if !path.exists() {
+        // A first start is all or nothing (`migrations::build_whole`).
+        migrations::build_whole(&path, open_file).map_err(|e| match e {
+            migrations::BuildError::Build(e) => e,
+            migrations::BuildError::Io { path, error } => ClientError::Io { what: format!("putting the new profile database {} in place", path.display()), source: error },
+        })?;
+    }
+    open_file(&path)
+}
+
+/// `open_db` of the file at `path`, which SQLite creates when missing (`build_whole`'s).
+fn open_file(path: &Path) -> Result<Connection> {
+    let path = path.to_path_buf();
     let mut conn = Connection::open(&path)?;
     conn.set_prepared_statement_cache_capacity(crate::e2e::STATEMENT_CACHE);
     fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
@@ -344,6 +357,17 @@ fn save_account(conn: &Connection, a: &Account) -> Result<()> {
 mod tests {
     use super::*;
     use crate::client::history;
+
+    #[test]
+    fn a_new_profile_database_is_built_whole_and_a_leftover_of_a_killed_build_is_thrown_away() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join(format!("{DB_FILE}.new")), b"half of a database").expect("leftover");
+        let conn = open_db(dir.path()).expect("built");
+        assert_eq!(migrations::version(&conn).expect("version"), migrations::latest(crate::client::schema::STEPS));
+        assert!(!dir.path().join(format!("{DB_FILE}.new")).exists());
+        drop(conn);
+        open_db(dir.path()).expect("opens again");
+    }
 
     #[test]
     fn step_2_turns_the_processed_seqs_into_the_inbound_cursor() {

@@ -264,45 +264,28 @@ fn with_sidecars(path: &Path) -> [PathBuf; 3] {
     ["", "-wal", "-shm"].map(|suffix| PathBuf::from(format!("{}{suffix}", path.display())))
 }
 
-/// Builds a new bot's database whole at `<path>.new` (every migration, ours and openmls',
-/// and the bot it belongs to), checkpointed and closed, then renames it into place: a first
-/// start is all or nothing. openmls' storage migrations commit each table apart from the
-/// record of it, and a database left between the two never opened again; now a crash leaves
-/// at most a `.new` file, which the next start throws away (nothing in it was ever used).
+/// Builds a new bot's database whole beside its place and renames it in
+/// (`migrations::build_whole`): every migration, ours and openmls', and the bot it belongs to.
 /// `on_commit` sees the number of each commit as it is made (tests crash there).
 fn build_new(path: &Path, key: &[u8; 32], bot_id_hex: &str, mut on_commit: impl FnMut(u32) + Send + 'static) -> std::result::Result<(), StoreOpenError> {
-    let new = PathBuf::from(format!("{}.new", path.display()));
-    let io_failed = |error: std::io::Error| StoreOpenError::Build { path: path.to_path_buf(), error };
-    for leftover in with_sidecars(&new) {
-        match std::fs::remove_file(&leftover) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_failed(e)),
-            _ => {}
-        }
-    }
-    {
-        let mut conn = open_connection(&new, key, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)
-            .map_err(|error| StoreOpenError::Open { path: new.clone(), error })?;
+    let built = crate::migrations::build_whole(path, |new| {
+        let mut conn = open_connection(new, key, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)
+            .map_err(|error| StoreOpenError::Open { path: new.to_path_buf(), error })?;
         let mut commits = 0;
         conn.commit_hook(Some(move || {
             commits += 1;
             on_commit(commits);
             false
         }));
-        configure_and_migrate(&mut conn, &new, path)?;
+        configure_and_migrate(&mut conn, new, path)?;
         schema::meta_set(&conn, "bot_id_hex", bot_id_hex).map_err(StoreOpenError::Owner)?;
-        // With synchronous = FULL the checkpoint syncs the database file: it is on disk before
-        // the rename. (No descriptor of a database file is opened outside SQLite: closing one
-        // would drop SQLite's locks on it, "How To Corrupt" 2.2.)
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .map_err(|error| StoreOpenError::Configure { path: path.to_path_buf(), error })?;
         conn.commit_hook(None::<fn() -> bool>);
-    }
-    // Closed, the last connection: its -wal and -shm went with it.
-    std::fs::rename(&new, path).map_err(io_failed)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io_failed)?;
-    }
-    Ok(())
+        Ok(conn)
+    });
+    built.map_err(|e| match e {
+        crate::migrations::BuildError::Build(e) => e,
+        crate::migrations::BuildError::Io { path, error } => StoreOpenError::Build { path, error },
+    })
 }
 
 /// Whether the database file at `path` alone (no `-wal` beside it) opens under

@@ -415,6 +415,21 @@ impl Store {
             PlatformError::Internal(format!("cannot create data directory {}: {e}", data_dir.display()))
         })?;
         let path = data_dir.join(DB_FILE);
+        if !path.exists() {
+            // A first start is all or nothing (`migrations::build_whole`).
+            migrations::build_whole(&path, Store::open_database).map_err(|e| match e {
+                migrations::BuildError::Build(e) => e,
+                migrations::BuildError::Io { path, error } => PlatformError::Internal(format!("cannot put the new platform database {} in place: {error}", path.display())),
+            })?;
+        }
+        let conn = Store::open_database(&path)?;
+        Ok(Store { path, conn: Mutex::new(conn), seen_written: Mutex::new(HashMap::new()) })
+    }
+
+    /// Opens (creating when missing: `build_whole`'s new file) and migrates the database at
+    /// `path`.
+    fn open_database(path: &Path) -> Result<Connection> {
+        let path = path.to_path_buf();
         let mut conn = Connection::open(&path)
             .map_err(|e| PlatformError::Internal(format!("cannot open platform database {}: {e}", path.display())))?;
         // SQLite gives the -wal and -shm files the database file's mode.
@@ -435,7 +450,7 @@ impl Store {
             },
             |e| db_error("configuring the platform database")(e),
         )?;
-        Ok(Store { path, conn: Mutex::new(conn), seen_written: Mutex::new(HashMap::new()) })
+        Ok(conn)
     }
 
     /// Path of the database file.
@@ -500,6 +515,19 @@ mod tests {
             ciphertexts: devices.iter().map(|d| (*d, vec![1, 2, *d as u8])).collect(),
             inline_session_id: 0,
         }
+    }
+
+    #[test]
+    fn a_first_start_killed_half_way_leaves_a_file_beside_that_the_next_start_throws_away() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let data = dir.path().join("data");
+        ensure_data_dir(&data).expect("dir");
+        // What a kill during the build leaves: the half-built file beside its place.
+        std::fs::write(data.join(format!("{DB_FILE}.new")), b"half of a database").expect("leftover");
+        let store = Store::open(&data).expect("opens");
+        assert!(store.path().exists() && !data.join(format!("{DB_FILE}.new")).exists());
+        drop(store);
+        Store::open(&data).expect("and again");
     }
 
     #[test]
