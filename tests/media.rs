@@ -309,6 +309,16 @@ fn every_kind_travels_both_ways_verified_and_never_in_clear_on_disk() {
     let err: Value = serde_json::from_slice(&got).expect("a JSON error");
     assert_eq!(err["ok"], false);
     assert!(!got.windows(17).any(|w| w == b"PLAINTEXT-MARKER-"), "no plaintext in the error");
+
+    // Every file the bot and the user uploaded was named by the message that carries it, so
+    // the platform's sweep of unnamed uploads keeps them all.
+    let platform_db = rusqlite::Connection::open_with_flags(world.platform.data_dir.join("platform.db"), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .expect("open platform.db");
+    let (files, unnamed): (i64, i64) = platform_db
+        .query_row("SELECT COUNT(*), COUNT(*) FILTER (WHERE named = 0) FROM files", [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("count files");
+    assert!(files > uploads.len() as i64, "the user's and the bot's uploads: {files} files stored");
+    assert_eq!(unnamed, 0, "every upload was named by its message");
 }
 
 #[test]

@@ -163,7 +163,7 @@ impl Profile {
             users.sort_unstable();
             users.dedup();
             let cmid = crypto::hex_encode(&crypto::random_bytes::<16>());
-            let answer = self.send_to_group(group, &cmid, out.message, out.group_info, out.welcome);
+            let answer = self.send_to_group(group, &cmid, out.message, out.group_info, out.welcome, Vec::new());
             match answer.as_ref().map(|r| r.status.enum_value()) {
                 Ok(Ok(Status::OK)) => {
                     // The join made our leaf: nothing to update yet.

@@ -335,7 +335,7 @@ impl Profile {
                     .context(|| format!("encrypting for group {}", short(group)))
             })?;
             let resp =
-                self.send_to_group(group, client_message_id, message, Vec::new(), Vec::new())?;
+                self.send_to_group(group, client_message_id, message, Vec::new(), Vec::new(), crate::e2e::file::refs_in(&content))?;
             match resp.status.enum_value() {
                 Ok(Status::OK) => {
                     let sent = SentMessage { chat_id: 0, message_id: resp.message_id, date: resp.date };

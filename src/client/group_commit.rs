@@ -72,7 +72,7 @@ impl Profile {
     /// status discards it. A call that fails keeps it recorded for the next try.
     pub(super) fn send_recorded(&self, group: &GroupId, commit: &RecordedCommit) -> Result<SendGroupMessageResponse> {
         let out = commit.out.clone();
-        let resp = self.send_to_group(group, &commit.client_message_id, out.message, out.group_info, out.welcome)?;
+        let resp = self.send_to_group(group, &commit.client_message_id, out.message, out.group_info, out.welcome, Vec::new())?;
         let accepted = resp.status.enum_value() == Ok(Status::OK);
         self.write(|c| {
             if accepted {

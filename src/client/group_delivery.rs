@@ -155,6 +155,7 @@ impl Profile {
         message: Vec<u8>,
         group_info: Vec<u8>,
         welcome: Vec<u8>,
+        file_refs: Vec<String>,
     ) -> Result<SendGroupMessageResponse> {
         let mut req = SendGroupMessageRequest::new();
         req.group_id = group.0.to_vec();
@@ -162,6 +163,9 @@ impl Profile {
         req.message = message;
         req.group_info = group_info;
         req.welcome = welcome;
+        // The files an application message carries: the platform sweeps uploads none named.
+        req.file_refs = file_refs;
+        req.names_files = true;
         self.platform
             .client
             .send_group_message(&req, self.platform.opt())

@@ -205,7 +205,7 @@ impl Profile {
         let mut ciphertexts = self.seal_for_all(peer, &mut content)?;
         let content = &content;
         for attempt in 1..=MAX_SEND_ATTEMPTS {
-            let result = self.send_once(peer, client_message_id, &ciphertexts)?;
+            let result = self.send_once(peer, client_message_id, &ciphertexts, content)?;
             match result.status.enum_value() {
                 Ok(send_result::Status::OK) => {
                     let sent = SentMessage { chat_id: peer.user_id, message_id: result.message_id, date: result.date };
@@ -249,13 +249,16 @@ impl Profile {
         }
     }
 
-    fn send_once(&self, peer: &PeerProfile, client_message_id: &str, ciphertexts: &[DeviceCiphertext]) -> Result<SendResult> {
+    fn send_once(&self, peer: &PeerProfile, client_message_id: &str, ciphertexts: &[DeviceCiphertext], content: &Content) -> Result<SendResult> {
         let mut msg = OutgoingMessage::new();
         msg.client_message_id = client_message_id.to_string();
         msg.recipient_user_id = peer.user_id;
         msg.ciphertexts = ciphertexts.to_vec();
+        // The files it carries: the platform sweeps uploads that no message named.
+        msg.file_refs = e2e::file::refs_in(content);
         let mut req = SendMessagesRequest::new();
         req.messages.push(msg);
+        req.names_files = true;
         let resp = self
             .platform
             .client

@@ -461,9 +461,69 @@ pub fn unlinked_private_file(dir: &Path) -> Result<File, FileError> {
     Ok(file)
 }
 
+/// The platform's references of the files a content carries, wherever a `Media` sits in it (a
+/// message's, an edit's new one, an inline result's): a sender names them when it sends
+/// (`OutgoingMessage.file_refs`), and the platform sweeps its uploads that none named.
+/// Walks the message by reflection, so a kind of content added later is covered too.
+pub fn refs_in(content: &crate::wire::e2e::Content) -> Vec<String> {
+    fn walk(m: &dyn protobuf::MessageDyn, refs: &mut Vec<String>) {
+        use protobuf::reflect::{ReflectValueRef, RuntimeFieldType};
+        if let Some(media) = m.downcast_ref::<Media>() {
+            if !media.file_ref.is_empty() && !refs.contains(&media.file_ref) {
+                refs.push(media.file_ref.clone());
+            }
+        }
+        for field in m.descriptor_dyn().fields() {
+            match field.runtime_field_type() {
+                RuntimeFieldType::Singular(_) => {
+                    if let Some(ReflectValueRef::Message(sub)) = field.get_singular(m) {
+                        walk(&*sub, refs);
+                    }
+                }
+                RuntimeFieldType::Repeated(_) => {
+                    for v in field.get_repeated(m) {
+                        if let ReflectValueRef::Message(sub) = v {
+                            walk(&*sub, refs);
+                        }
+                    }
+                }
+                RuntimeFieldType::Map(..) => {}
+            }
+        }
+    }
+    let mut refs = Vec::new();
+    walk(content, &mut refs);
+    refs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_files_a_content_carries_are_found_wherever_they_sit() {
+        use crate::wire::e2e::{content::Body, Content, Edit, InlineArticle, InlineResults};
+        let media = |r: &str| Media { file_ref: r.into(), ..Default::default() };
+        let text = Content { body: Some(Body::Text(Default::default())), ..Default::default() };
+        assert!(refs_in(&text).is_empty());
+        let photo = Content { body: Some(Body::Media(media("aa"))), ..Default::default() };
+        assert_eq!(refs_in(&photo), ["aa"]);
+        let edit = Content {
+            body: Some(Body::Edit(Edit { content: protobuf::MessageField::some(photo.clone()), ..Default::default() })),
+            ..Default::default()
+        };
+        assert_eq!(refs_in(&edit), ["aa"], "an edit's new media");
+        let results = InlineResults {
+            results: vec![
+                InlineArticle { media: protobuf::MessageField::some(media("bb")), ..Default::default() },
+                InlineArticle::default(),
+                InlineArticle { media: protobuf::MessageField::some(media("cc")), ..Default::default() },
+            ],
+            ..Default::default()
+        };
+        let inline = Content { body: Some(Body::InlineResults(results)), ..Default::default() };
+        assert_eq!(refs_in(&inline), ["bb", "cc"], "inline results' files");
+    }
 
     #[test]
     fn temporary_files_leave_no_name_behind() {

@@ -202,7 +202,13 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
         return groups_sent.map(|()| true);
     }
     let mut req = SendMessagesRequest::new();
-    req.messages = batch.iter().map(|(_, m)| m.clone()).collect();
+    // Each message names the files it carries (from its content, also for one sealed by an
+    // earlier run): the platform sweeps uploads that no message named.
+    req.messages = batch
+        .iter()
+        .map(|(e, m)| OutgoingMessage { file_refs: e2e::file::refs_in(&e.content), ..m.clone() })
+        .collect();
+    req.names_files = true;
     let resp = match shared.platform.send_messages(&req) {
         Ok(r) => r,
         Err(e) => {

@@ -104,6 +104,10 @@ impl RunningServer {
         if swept > 0 {
             log::info!("deleted {swept} incomplete file uploads left by an earlier run");
         }
+        let swept = store.sweep_unnamed_files(crate::clock::unix_now(), usize::MAX >> 1);
+        if swept > 0 {
+            log::info!("deleted {swept} uploads no message named within a day");
+        }
         let hub = Arc::new(InboxHub::new());
         let call_threads = Arc::new(CallThreads::default());
         let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8);

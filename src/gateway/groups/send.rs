@@ -91,7 +91,10 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
             outbox::set_group_sealed(c, id, Some(&req))?;
             Ok(Some(req))
         })?;
-    let Some(req) = req else { return Ok(GroupSend::Withdrawn) };
+    let Some(mut req) = req else { return Ok(GroupSend::Withdrawn) };
+    // The files it carries (the platform sweeps uploads that no message named).
+    req.file_refs = crate::e2e::file::refs_in(&entry.content);
+    req.names_files = true;
     let resp = shared.platform.send_group_message(&req).map_err(|e| StepError::group_call("SendGroupMessage", &req.group_id, e))?;
     let bot_user_id = shared.compat_user_id;
     match resp.status.enum_value_or_default() {

@@ -220,6 +220,7 @@ pub(super) fn send_group_message(
     caller: DeviceAddr,
     req: pb::SendGroupMessageRequest,
 ) -> Result<pb::SendGroupMessageResponse> {
+    store.name_files(caller, req.names_files, &req.file_refs)?;
     let m = decode_group_message(req)?;
     let (outcome, told) = store.send_group_message(caller, m, unix_now())?;
     hub.notify(&told);
@@ -235,6 +236,8 @@ pub(super) fn send_group_messages(
     req: pb::SendGroupMessagesRequest,
 ) -> Result<pb::SendGroupMessagesResponse> {
     check_batch_len(req.messages.len(), "group messages")?;
+    let named: Vec<String> = req.messages.iter().flat_map(|m| m.file_refs.iter().cloned()).collect();
+    store.name_files(caller, req.messages.iter().any(|m| m.names_files), &named)?;
     // In order: None for a message that decoded (its outcome comes from the store), or why not.
     let mut refusals = Vec::with_capacity(req.messages.len());
     let mut valid = Vec::with_capacity(req.messages.len());

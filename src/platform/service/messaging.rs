@@ -29,6 +29,8 @@ pub(super) fn send_messages(
     req: pb::SendMessagesRequest,
 ) -> Result<pb::SendMessagesResponse> {
     check_batch_len(req.messages.len(), "messages")?;
+    let named: Vec<String> = req.messages.iter().flat_map(|m| m.file_refs.iter().cloned()).collect();
+    store.name_files(sender, req.names_files, &named)?;
     let messages: Vec<Outgoing> = req
         .messages
         .into_iter()

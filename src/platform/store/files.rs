@@ -30,6 +30,22 @@ CREATE TABLE files (
 ) WITHOUT ROWID;
 ";
 
+/// The schema step that marks which files a message named (`Store::name_files`): files of
+/// earlier releases count as named; a new upload is not until a message names it.
+pub(super) const SCHEMA_FILES_NAMED: &str = "
+ALTER TABLE files ADD COLUMN named INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE devices ADD COLUMN names_files INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX files_unnamed ON files (created_at) WHERE named = 0;
+";
+
+/// How long an upload may stay without a message naming it before it is swept: a sender
+/// uploads, then seals and sends, within seconds; a day covers a sender that was offline
+/// between the two (its outbox keeps the message).
+pub const UNNAMED_FILE_GRACE_SECS: i64 = 24 * 3600;
+
+/// At most this many expired uploads are swept after one upload, so an upload never waits long.
+const SWEEP_AFTER_UPLOAD: usize = 16;
+
 /// Directory of the file store inside the data directory. Every file opened here is under it,
 /// named by us (a random staging name, or a checked 64-hex reference): no descriptor of the
 /// database or its `-wal`/`-shm` is ever opened and closed outside SQLite (How To Corrupt, 2.2).
@@ -150,7 +166,7 @@ impl Store {
         let size = staged.len;
         let recorded = self.write_tx("recording a file", |tx| {
             tx.execute(
-                "INSERT INTO files (file_ref, size, uploader_id, uploader_device, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO files (file_ref, size, uploader_id, uploader_device, created_at, named) VALUES (?1, ?2, ?3, ?4, ?5, 0)",
                 params![file_ref, size, uploader.user_id, uploader.device_id, now],
             )
             .map_err(db_error("inserting a file row"))?;
@@ -160,7 +176,70 @@ impl Store {
             let _ = fs::remove_file(&target);
             return Err(e);
         }
+        let swept = self.sweep_unnamed_files(now, SWEEP_AFTER_UPLOAD);
+        if swept > 0 {
+            log::info!("deleted {swept} uploads no message named within {UNNAMED_FILE_GRACE_SECS} s");
+        }
         Ok((file_ref, size))
+    }
+
+    /// A sender says which files its messages carry (before it sends them: a crash in between
+    /// keeps a file, never loses one). With `names_files` its device is marked as naming its
+    /// files, which lets `sweep_unnamed_files` delete its uploads that no message named.
+    /// References that are not files are ignored: the message is the recipients' to judge.
+    pub fn name_files(&self, sender: DeviceAddr, names_files: bool, file_refs: &[String]) -> Result<()> {
+        if !names_files && file_refs.is_empty() {
+            return Ok(());
+        }
+        self.write_tx("naming files", |tx| {
+            if names_files {
+                tx.prepare_cached("UPDATE devices SET names_files = 1 WHERE account_id = ?1 AND device_id = ?2 AND names_files = 0")
+                    .and_then(|mut s| s.execute(params![sender.user_id, sender.device_id]))
+                    .map_err(db_error("marking a device that names its files"))?;
+            }
+            let mut stmt = tx.prepare_cached("UPDATE files SET named = 1 WHERE file_ref = ?1 AND named = 0").map_err(db_error("naming a file"))?;
+            for file_ref in file_refs {
+                stmt.execute(params![file_ref]).map_err(db_error("naming a file"))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Deletes up to `limit` uploads older than [`UNNAMED_FILE_GRACE_SECS`] that no message
+    /// named, of devices that name their files (an upload killed after its last byte, a send
+    /// given up): their rows, then their files. Returns how many; errors are logged.
+    pub fn sweep_unnamed_files(&self, now: i64, limit: usize) -> usize {
+        let cutoff = now.saturating_sub(UNNAMED_FILE_GRACE_SECS);
+        let swept = self.write_tx("sweeping unnamed uploads", |tx| {
+            let refs: Vec<String> = tx
+                .prepare_cached(
+                    "SELECT f.file_ref FROM files f JOIN devices d ON d.account_id = f.uploader_id AND d.device_id = f.uploader_device
+                     WHERE f.named = 0 AND f.created_at < ?1 AND d.names_files = 1 ORDER BY f.created_at LIMIT ?2",
+                )
+                .and_then(|mut s| s.query_map(params![cutoff, limit as i64], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>())
+                .map_err(db_error("finding unnamed uploads"))?;
+            let mut delete = tx.prepare_cached("DELETE FROM files WHERE file_ref = ?1").map_err(db_error("deleting an unnamed upload"))?;
+            for r in &refs {
+                delete.execute(params![r]).map_err(db_error("deleting an unnamed upload"))?;
+            }
+            Ok(refs)
+        });
+        match swept {
+            Ok(refs) => {
+                // After the commit: a file without its row is never served, a row without its
+                // file would be.
+                for r in &refs {
+                    if let Err(e) = fs::remove_file(self.stored_file_path(r)) {
+                        log::warn!("platform file store: deleting the unnamed upload {}: {e}", &r[..8]);
+                    }
+                }
+                refs.len()
+            }
+            Err(e) => {
+                log::warn!("platform file store: sweeping unnamed uploads: {e}");
+                0
+            }
+        }
     }
 
     /// Opens a stored file for reading; returns it and its recorded size. NOT_FOUND for a
@@ -227,6 +306,32 @@ mod tests {
         f.read_to_end(&mut back).expect("read");
         assert_eq!((back.as_slice(), size), (&b"ciphertext"[..], 10));
         assert_eq!(files_in(&store.files_dir().join(STAGING_DIR)), Vec::<PathBuf>::new(), "nothing staged is left");
+    }
+
+    #[test]
+    fn uploads_no_message_named_are_swept_after_a_day_only_for_devices_that_name_their_files() {
+        let (_d, store) = store();
+        let namer = super::super::tests::user(&store, "namer", 0);
+        let older = super::super::tests::user(&store, "older_release", 0);
+        let upload = |who: DeviceAddr, at: i64| {
+            let mut up = store.begin_upload().expect("begin");
+            up.write(b"ciphertext").expect("write");
+            store.commit_upload(up, who, at).expect("commit").0
+        };
+        let t = 1_000_000;
+        let sent = upload(namer, t);
+        let killed = upload(namer, t); // its sender died after the last byte: no message names it
+        let kept = upload(older, t); // a sender of an earlier release names nothing
+        store.name_files(namer, true, std::slice::from_ref(&sent)).expect("named by the message");
+        store.name_files(older, false, &[]).expect("nothing");
+
+        assert_eq!(store.sweep_unnamed_files(t + UNNAMED_FILE_GRACE_SECS - 1, 100), 0, "within the grace period");
+        assert_eq!(store.sweep_unnamed_files(t + UNNAMED_FILE_GRACE_SECS + 1, 100), 1);
+        assert!(store.open_file(&killed).is_err(), "the unnamed upload is gone");
+        assert!(!store.files_dir().join(&killed[..2]).join(&killed).exists(), "and its file");
+        store.open_file(&sent).expect("the named one stays");
+        store.open_file(&kept).expect("an older sender's upload stays");
+        assert_eq!(store.sweep_unnamed_files(t + 10 * UNNAMED_FILE_GRACE_SECS, 100), 0, "nothing else to sweep");
     }
 
     #[test]

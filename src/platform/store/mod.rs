@@ -74,6 +74,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 12, sql: &[inbox::SCHEMA_GROUP_DELIVERIES] },
     // Devices' second-version certificates and signed removals (`device_proofs`).
     Step { version: 13, sql: &[device_proofs::SCHEMA_DEVICE_PROOFS] },
+    // Which uploads a message named, and which devices name theirs (`files`: the sweep).
+    Step { version: 14, sql: &[files::SCHEMA_FILES_NAMED] },
 ];
 
 /// Step 4: devices of a bot: when each was last seen (an authenticated call or an Inbox stream,
