@@ -112,3 +112,26 @@ fn secret(bot: &Value) -> [u8; 32] {
     let hex = bot["identity_recovery_secret_hex"].as_str().expect("secret");
     bot_gateway::crypto::hex_decode_32(hex).expect("hex")
 }
+
+#[test]
+fn a_database_with_a_damaged_header_is_refused_and_neither_it_nor_its_wal_is_touched() {
+    let mut world = World::start("header_bot");
+    let user = world.user("bob");
+    user.send_text("@header_bot", "in the log").expect("send");
+    world.gateway.poll_until(0, 1);
+    let state = world.dir.path().join("state");
+    let db = state.join(format!("bot-{}.db", world.bot["compat_user_id"].as_u64().expect("id")));
+    let config = world.gateway.config_path.clone();
+    // Killed while the writer holds its connection: the -wal keeps what was last committed.
+    world.gateway.proc.kill();
+    assert!(std::fs::metadata(&files(&db)[1]).map(|m| m.len()).unwrap_or(0) > 0, "a -wal beside the .db");
+
+    // The first 16 bytes (SQLCipher's salt) overwritten: the key no longer opens page 1.
+    let mut bytes = std::fs::read(&db).expect("db");
+    bytes[..16].fill(0);
+    std::fs::write(&db, &bytes).expect("damage");
+    let before = snapshot(&db);
+    let err = refused_start(&config);
+    assert!(err.contains("does not open under the key") && err.contains("restore it from a backup"), "{err}");
+    assert_eq!(snapshot(&db), before, "the .db, its -wal and -shm are as they were");
+}

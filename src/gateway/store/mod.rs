@@ -297,6 +297,14 @@ pub fn holds_no_schema(path: &Path, recovery_secret: &[u8; 32]) -> bool {
         return false; // the log may hold the tables
     }
     let key = Zeroizing::new(database_key(recovery_secret));
+    let Ok(conn) = open_immutable(path, &key) else { return false };
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)).is_ok_and(|n| n == 0)
+}
+
+/// The database file at `path` opened read-only and `immutable` (no lock, no `-shm`, its `-wal`
+/// not read): nothing is written or created, whatever it holds. `key` is set; reading the
+/// schema is the first access that needs it.
+fn open_immutable(path: &Path, key: &[u8; 32]) -> rusqlite::Result<Connection> {
     let mut uri = String::from("file:");
     for c in path.display().to_string().chars() {
         match c {
@@ -305,12 +313,16 @@ pub fn holds_no_schema(path: &Path, recovery_secret: &[u8; 32]) -> bool {
         }
     }
     uri.push_str("?immutable=1");
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI;
-    let Ok(conn) = Connection::open_with_flags(&uri, flags) else { return false };
-    if conn.pragma_update(None, "key", key_literal(&key).as_str()).is_err() {
-        return false;
-    }
-    conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)).is_ok_and(|n| n == 0)
+    let conn = Connection::open_with_flags(&uri, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI)?;
+    conn.pragma_update(None, "key", key_literal(key).as_str())?;
+    Ok(conn)
+}
+
+/// Whether the existing database at `path` opens under `key`, checked on its file alone
+/// (`open_immutable`): a start that refuses it has written nothing. A read-write connection that
+/// found the file unreadable would still checkpoint its `-wal` into it on close.
+fn opens_untouched(path: &Path, key: &[u8; 32]) -> rusqlite::Result<()> {
+    open_immutable(path, key)?.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)).map(drop)
 }
 
 /// Sets up a writable connection to the database at `file` (mode 0600, the pragmas) and brings
@@ -338,9 +350,12 @@ impl Store {
     /// `bot_id_hex`, and starts the writer thread named `name` (`wr/<n>` in the gateway).
     pub fn open(path: &Path, recovery_secret: &[u8; 32], bot_id_hex: &str, name: &str) -> std::result::Result<Store, StoreOpenError> {
         let key = Zeroizing::new(database_key(recovery_secret));
-        let created = !path.exists();
+        // An empty file (never held: `held_bots` refuses a held bot's) is built over, whole.
+        let created = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
         if created {
             build_new(path, &key, bot_id_hex, |_| {})?;
+        } else {
+            opens_untouched(path, &key).map_err(|e| open_failed(path, StoreError::Db(e)))?;
         }
         let mut conn = open_connection(path, &key, OpenFlags::SQLITE_OPEN_READ_WRITE).map_err(|error| open_failed(path, error))?;
         configure_and_migrate(&mut conn, path, path)?;
