@@ -216,7 +216,7 @@ fn registration_is_refused_for_each_kind_of_mismatch() {
     let b_db = state.join(format!("bot-{}.db", b["compat_user_id"]));
     std::fs::copy(&a_db, &b_db).expect("copy state database");
     let err = s.refused(&gateway_config(&s.platform.url, &state, &b), "foreign_state");
-    assert!(err.contains("cannot open state database"), "{err}");
+    assert!(err.contains("does not open under the key of this bot's identity_recovery_secret_hex") && err.contains("another bot's"), "{err}");
 
     // A revoked token cannot register.
     let reply = ask_manager(&s.owner, "/token @bot_a");

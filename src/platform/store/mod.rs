@@ -558,7 +558,8 @@ mod tests {
             // Back to version 11, as the release before left it, with a row it wrote.
             let conn = Connection::open(data.join(DB_FILE)).expect("raw");
             conn.execute_batch(
-                "DROP TABLE device_removals; ALTER TABLE devices DROP COLUMN certificate_v2;
+                "DROP INDEX files_unnamed; ALTER TABLE files DROP COLUMN named; ALTER TABLE devices DROP COLUMN names_files;
+                 DROP TABLE device_removals; ALTER TABLE devices DROP COLUMN certificate_v2;
                  ALTER TABLE devices DROP COLUMN certified_at;
                  DROP TRIGGER inbox_delivery_release; ALTER TABLE inbox DROP COLUMN delivery_id;
                  DROP TABLE group_deliveries; PRAGMA user_version = 11;",

@@ -1,117 +1,33 @@
-//! The inbox of one bot device: `ins/<n>` holds the platform's server stream and
-//! hands envelopes over a bounded channel to `in/<n>`, which decrypts a batch, stores
-//! "advanced sessions + updates + cursor" in ONE transaction, and only after that commit
-//! acknowledges the envelopes to the platform. A crash at any point loses nothing and
-//! duplicates nothing: unacknowledged envelopes come again and the stored cursor and the memory
-//! of processed events skip them.
+//! `in/<n>`: batches of envelopes decrypted and committed in one writer job each, then
+//! acknowledged (`AckWindow`); what a batch owes the groups runs after it.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, select, Receiver, Sender};
-use futures::executor::block_on;
-use futures::future::{select, Either};
-use futures::StreamExt;
+use crossbeam_channel::{select, Receiver};
 use rusqlite::Connection;
 
-use super::botapi::types::UserView;
-use super::runtime::{unix_now, BotShared};
-use super::metrics::BotMetrics;
-use super::store::{chats, files, groups as groups_store, queue, Result as StoreResult, StoreError};
-use super::keyboard;
-use super::groups;
-use super::port::{PendingAck, StepError};
-use super::sender_check;
-use super::updates;
 use crate::backoff::Backoff;
-use crate::demand::{Demand, Work};
-use crate::wire::rpc;
+use crate::demand::Work;
 use crate::e2e::{self, inbound};
 use crate::wire::e2e::content::Body;
-use crate::wire::platform::{AckRequest, InboxEnvelope, UploadPrekeysRequest, VerifyCredentialRequest};
+use crate::gateway::botapi::types::UserView;
+use crate::gateway::groups;
+use crate::gateway::keyboard;
+use crate::gateway::metrics::BotMetrics;
+use crate::gateway::port::PendingAck;
+use crate::gateway::runtime::{unix_now, BotShared};
+use crate::gateway::sender_check;
+use crate::gateway::store::{chats, files, groups as groups_store, queue, Result as StoreResult, StoreError};
+use crate::gateway::updates;
+use crate::wire::platform::{AckRequest, InboxEnvelope};
 
-/// Envelopes imported in one transaction at most.
-const BATCH: usize = 256;
+use super::upkeep::{hourly_upkeep, replenish_prekeys, SignedPrekeyUpkeep, PREKEY_CHECK_EVERY};
+use super::{BATCH, RECONNECT_MAX, RECONNECT_START};
+
 /// Acknowledgements sent and not yet answered, at most (`AckWindow`).
 const ACKS_IN_FLIGHT: usize = 4;
-/// Envelopes buffered between the stream and the decrypting thread: the next batch while one
-/// is imported. When full the stream thread blocks, and gRPC flow control pushes back on the
-/// platform. (The buffer is allocated whole, 168 bytes a slot, for every bot: a deeper one
-/// was 168 KiB of each idle bot.)
-const CHANNEL_CAPACITY: usize = BATCH;
-const RECONNECT_START: Duration = Duration::from_millis(500);
-const RECONNECT_MAX: Duration = Duration::from_secs(30);
-/// After this many prekey messages, ask the platform how many one-time prekeys remain.
-const PREKEY_CHECK_EVERY: u32 = 20;
-/// How often `in/<n>` asks whether the signed prekey is due; it wakes for this when no
-/// envelope arrives.
-const SIGNED_PREKEY_CHECK_EVERY: Duration = Duration::from_secs(3600);
-
-/// The bounded channel from `ins/<n>` to `in/<n>` (the threads are started by
-/// `gateway::threads`).
-pub fn channel() -> (Sender<InboxEnvelope>, Receiver<InboxEnvelope>) {
-    bounded(CHANNEL_CAPACITY)
-}
-
-/// `ins/<n>`: holds the platform's Inbox stream and reconnects with backoff, until the
-/// credential is revoked, this runtime's device is removed (`/removedevice`; retrying could
-/// never succeed), or the bot stops (which also ends a stream waiting for its next envelope).
-pub fn stream_loop(shared: Arc<BotShared>, tx: Sender<InboxEnvelope>, importer: Arc<Demand>) {
-    let mut backoff = Backoff::new(RECONNECT_START, RECONNECT_MAX);
-    while !shared.is_revoked() && !shared.is_stopping() {
-        let delay = match stream_once(&shared, &tx, &importer) {
-            Ok(()) => {
-                backoff.reset();
-                backoff.next_delay()
-            }
-            Err(e) if rpc::is_unauthenticated(&e) => {
-                shared.revoke(&e.to_string());
-                return;
-            }
-            Err(e) => {
-                let delay = backoff.next_delay();
-                shared.status.connected.store(false, Ordering::SeqCst);
-                shared.status.set_error(format!("platform connection: {e}"));
-                log::warn!("bot @{}: inbox stream: {e}; reconnecting in {delay:?}", shared.username);
-                delay
-            }
-        };
-        // Wakes at once when the bot stops.
-        let _ = shared.stop_signal().recv_timeout(delay);
-    }
-}
-
-/// One stream session: check the credential, then forward envelopes until the stream ends.
-fn stream_once(shared: &BotShared, tx: &Sender<InboxEnvelope>, importer: &Arc<Demand>) -> Result<(), grpcio::Error> {
-    let p = &shared.platform;
-    p.verify_credential(&VerifyCredentialRequest::new())?;
-    let mut cancel = shared.stream_cancel();
-    let mut receiver = p.inbox()?;
-    shared.status.connected.store(true, Ordering::SeqCst);
-    BotMetrics::add(&shared.metrics.stream_connects, 1);
-    log::info!("bot @{}: connected to the platform inbox", shared.username);
-    loop {
-        // The next envelope, or the bot's stop: dropping the receiver then cancels the call.
-        let envelope = match block_on(select(receiver.next(), &mut cancel)) {
-            Either::Left((Some(item), _)) => item?,
-            Either::Left((None, _)) => break,
-            Either::Right(_) => return Ok(()),
-        };
-        // Waits while `in/<n>` is behind (backpressure), but never past the bot's stop.
-        select! {
-            send(tx, envelope) -> sent => if sent.is_err() { return Ok(()) },
-            recv(shared.stop_signal()) -> _ => return Ok(()),
-        }
-        // Queued first: an `in/<n>` that is ending sees it and goes on; none running starts.
-        if let Err(e) = importer.start() {
-            log::error!("bot @{}: cannot start the inbox thread: {e}", shared.username);
-        }
-    }
-    shared.status.connected.store(false, Ordering::SeqCst);
-    Err(grpcio::Error::RemoteStopped)
-}
 
 /// `in/<n>` as work on demand (`crate::demand`): started by `ins/<n>` after it queues an
 /// envelope, by the upkeep ticker when the hourly upkeep is due, and at the bot's start; ends
@@ -234,7 +150,7 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
             groups::report_unannounced_joiners(shared, crate::clock::unix_now());
             groups::remove_overdue_departed(shared, crate::clock::unix_now());
         }
-        super::withheld::report_withheld(shared, crate::clock::unix_now());
+        crate::gateway::withheld::report_withheld(shared, crate::clock::unix_now());
         if state.prekey_messages >= PREKEY_CHECK_EVERY {
             state.prekey_messages = 0;
             if let Err(e) = replenish_prekeys(shared) {
@@ -285,31 +201,6 @@ impl Drop for AckWindow<'_> {
             self.read_oldest();
         }
     }
-}
-
-/// The hourly upkeep beside the signed prekey's: one-time prekeys topped up (and the clock
-/// compared with the platform's); skipped message keys older than 30 days
-/// deleted; in groups, key packages replaced before they age, leaves updated on their period,
-/// joiners the platform never announced reported (a quiet group gets no batch to trigger them);
-/// devices the owner removed since get their removal signed.
-fn hourly_upkeep(shared: &BotShared) {
-    // Tops up what a quiet inbox never triggers, and its answer says the platform's time.
-    if let Err(e) = replenish_prekeys(shared) {
-        log::warn!("bot @{}: one-time prekey top-up failed: {e}", shared.username);
-    }
-    let now = crate::clock::unix_now();
-    match shared.store.write(move |c| Ok(e2e::expire_skipped_keys(c, now)?)) {
-        Ok(0) => {}
-        Ok(n) => log::info!("bot @{}: deleted the skipped message keys older than 30 days of {n} sessions", shared.username),
-        Err(e) => log::warn!("bot @{}: deleting old skipped message keys: {e}", shared.username),
-    }
-    groups::keep_key_packages(shared);
-    groups::self_update_due(shared, crate::clock::unix_now());
-    groups::report_unannounced_joiners(shared, crate::clock::unix_now());
-    groups::remove_overdue_departed(shared, crate::clock::unix_now());
-    super::withheld::report_withheld(shared, crate::clock::unix_now());
-    let at = format!("bot @{}", shared.username);
-    super::registration::sign_new_removals(&*shared.platform, &shared.store, &shared.identity, shared.compat_user_id, &at);
 }
 
 /// Settles our unanswered group commits before a batch with messages of those groups is
@@ -572,7 +463,7 @@ fn import_inner(
     }
     if env.group.is_some() {
         inbound::accept(c, env.seq, env.sender_user_id, &env.client_message_id)?;
-        return super::groups::import(c, env, me, loaded);
+        return crate::gateway::groups::import(c, env, me, loaded);
     }
     let content = e2e::open_envelope(c, env)?;
     inbound::accept(c, env.seq, env.sender_user_id, &env.client_message_id)?;
@@ -592,7 +483,7 @@ fn import_inner(
     chats::upsert_private_chat(c, &chat, unix_now())?;
     match &content.body {
         _ if content.is_message() => {
-            let content = super::history::checked_user_message(content, env.sender_user_id)?;
+            let content = crate::gateway::history::checked_user_message(content, env.sender_user_id)?;
             if let Some(Body::Media(media)) = &content.body {
                 // The bot refers to the file by the file_id issued here (getFile, send by id).
                 files::issue(c, media, unix_now())?;
@@ -646,95 +537,6 @@ fn import_inner(
     }
 }
 
-
-/// Tops the platform's stock of this device's one-time prekeys back up. A state restored from
-/// a backup replaces the whole stock first: the platform may hold keys this device made after
-/// the backup, whose secrets it no longer has (`store::backup::prepare_restored`).
-pub fn replenish_prekeys(shared: &BotShared) -> Result<(), StepError> {
-    use crate::gateway::store::backup::RESTORED_FROM_BACKUP;
-    let p = &shared.platform;
-    if shared.store.meta(RESTORED_FROM_BACKUP)?.is_some() {
-        let fresh = shared.store.write(move |c| Ok(e2e::replenish_one_time_prekeys(c, 0)?))?;
-        let req = UploadPrekeysRequest { one_time_prekeys: fresh, replace_one_time_prekeys: true, ..Default::default() };
-        let answer = p.upload_prekeys(&req).map_err(|e| StepError::platform("UploadPrekeys", e))?;
-        shared.status.note_platform_time(&shared.username, answer.server_time, crate::clock::unix_now());
-        shared.store.write(|c| Ok(crate::gateway::store::meta_delete(c, RESTORED_FROM_BACKUP)?))?;
-        log::info!("bot @{}: restored from a backup: replaced the one-time prekeys the platform held for it", shared.username);
-        return Ok(());
-    }
-    let answer = p.upload_prekeys(&UploadPrekeysRequest::new()).map_err(|e| StepError::platform("UploadPrekeys", e))?;
-    shared.status.note_platform_time(&shared.username, answer.server_time, crate::clock::unix_now());
-    let remaining = answer.one_time_prekeys_remaining;
-    let fresh = shared.store.write(move |c| Ok(e2e::replenish_one_time_prekeys(c, remaining)?))?;
-    if fresh.is_empty() {
-        return Ok(());
-    }
-    let mut req = UploadPrekeysRequest::new();
-    req.one_time_prekeys = fresh;
-    p.upload_prekeys(&req).map_err(|e| StepError::platform("UploadPrekeys", e))?;
-    Ok(())
-}
-
-/// The signed prekey of one bot device, rotated on `e2e::SignedPrekeySchedule::DEFAULT`
-/// (docs/decisions.md, "Transport and state"): checked at start-up, then every
-/// `SIGNED_PREKEY_CHECK_EVERY` by `in/<n>`. A new key is committed before it is
-/// published, so the platform never serves a key this device does not hold; a publish that
-/// failed is repeated at the next check.
-pub struct SignedPrekeyUpkeep {
-    next_check: Instant,
-    /// The newest key may not be what the platform serves: publish it at the next check.
-    unpublished: bool,
-}
-
-impl SignedPrekeyUpkeep {
-    /// The start-up check. It publishes the newest signed prekey even when none is due: a
-    /// crash between a rotation's commit and its upload leaves nothing else to tell.
-    pub fn at_start(shared: &BotShared) -> SignedPrekeyUpkeep {
-        let mut upkeep = SignedPrekeyUpkeep { next_check: Instant::now(), unpublished: true };
-        upkeep.check(shared);
-        upkeep
-    }
-
-    fn check(&mut self, shared: &BotShared) {
-        self.next_check = Instant::now() + SIGNED_PREKEY_CHECK_EVERY;
-        if shared.is_revoked() {
-            return;
-        }
-        match rotate_signed_prekey(shared, self.unpublished) {
-            Ok(()) => self.unpublished = false,
-            Err(e) => {
-                self.unpublished = true;
-                log::warn!("bot @{}: signed prekey upkeep failed (tried again in {SIGNED_PREKEY_CHECK_EVERY:?}): {e}", shared.username);
-            }
-        }
-    }
-}
-
-/// Replaces the signed prekey when it is due and publishes the new one; with `publish`, the
-/// current one is published when none is due.
-fn rotate_signed_prekey(shared: &BotShared, publish: bool) -> Result<(), StepError> {
-    let schedule = e2e::SignedPrekeySchedule::DEFAULT;
-    let due = shared.store.read(|c| Ok(e2e::signed_prekey_due(c, &schedule)?))?;
-    let key = if due {
-        shared.store.write(move |c| Ok(e2e::rotate_signed_prekey_if_due(c, &schedule)?))?
-    } else {
-        None
-    };
-    let key = match key {
-        Some(fresh) => {
-            log::info!("bot @{}: new signed prekey {}", shared.username, fresh.id);
-            fresh
-        }
-        None if publish => shared.store.read(|c| Ok(e2e::current_signed_prekey(c)?))?,
-        None => return Ok(()),
-    };
-    let mut req = UploadPrekeysRequest::new();
-    req.signed_prekey = protobuf::MessageField::some(key);
-    let answer = shared.platform.upload_prekeys(&req).map_err(|e| StepError::platform("UploadPrekeys", e))?;
-    shared.status.note_platform_time(&shared.username, answer.server_time, crate::clock::unix_now());
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -758,3 +560,4 @@ mod tests {
         assert!(is_storage_failure(&StoreError::CommitFailed("disk I/O error".into())), "a failed commit stored nothing");
     }
 }
+
