@@ -321,8 +321,10 @@ fn open_immutable(path: &Path, key: &[u8; 32]) -> rusqlite::Result<Connection> {
 /// Whether the existing database at `path` opens under `key`, checked on its file alone
 /// (`open_immutable`): a start that refuses it has written nothing. A read-write connection that
 /// found the file unreadable would still checkpoint its `-wal` into it on close.
+/// Only page 1 is read (the header's `user_version`): a database of an earlier release kept most
+/// of its pages in its `-wal`, which an immutable connection does not read.
 fn opens_untouched(path: &Path, key: &[u8; 32]) -> rusqlite::Result<()> {
-    open_immutable(path, key)?.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)).map(drop)
+    open_immutable(path, key)?.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).map(drop)
 }
 
 /// Sets up a writable connection to the database at `file` (mode 0600, the pragmas) and brings
@@ -350,9 +352,21 @@ impl Store {
     /// `bot_id_hex`, and starts the writer thread named `name` (`wr/<n>` in the gateway).
     pub fn open(path: &Path, recovery_secret: &[u8; 32], bot_id_hex: &str, name: &str) -> std::result::Result<Store, StoreOpenError> {
         let key = Zeroizing::new(database_key(recovery_secret));
-        // An empty file (never held: `held_bots` refuses a held bot's) is built over, whole.
-        let created = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
+        // An empty file of a bot never held (`held_bots` refuses a held bot's) is built over,
+        // whole, unless a `-wal` beside it holds something: that is a state, not a new one.
+        let [_, wal, shm] = with_sidecars(path);
+        let wal_bytes = std::fs::metadata(&wal).map_or(0, |m| m.len());
+        let created = std::fs::metadata(path).map_or(true, |m| m.len() == 0 && wal_bytes == 0);
         if created {
+            // Sidecars of a file that held nothing must not be read as the new one's.
+            for stale in [&wal, &shm] {
+                match std::fs::remove_file(stale) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(StoreOpenError::Build { path: path.to_path_buf(), error: e });
+                    }
+                    _ => {}
+                }
+            }
             build_new(path, &key, bot_id_hex, |_| {})?;
         } else {
             opens_untouched(path, &key).map_err(|e| open_failed(path, StoreError::Db(e)))?;
@@ -572,6 +586,33 @@ mod tests {
         std::fs::copy(&path, &copy).expect("copy the .db alone");
         let store = Store::open(&copy, &[6u8; 32], &"ab".repeat(32), "t").expect("the copy opens");
         assert_eq!(store.meta("k").expect("read"), Some("v".to_string()), "the copy holds the last write");
+    }
+
+    /// A database of an earlier release that never checkpointed: its `.db` holds little and its
+    /// `-wal` the schema and everything else. It opens: the check before the read-write open
+    /// reads only page 1 of the file, which holds the key's proof.
+    #[test]
+    fn a_state_whose_pages_are_in_its_wal_opens() {
+        crate::crypto::init();
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (live, copy) = (tmp.path().join("live.db"), tmp.path().join("copy.db"));
+        let key = Zeroizing::new(database_key(&[9u8; 32]));
+        let mut conn = open_connection(&live, &key, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE).expect("create");
+        // As an earlier release left it: the schema made in WAL mode and never checkpointed.
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;").expect("no checkpoints");
+        schema::migrate(&conn).expect("our schema");
+        crypto::mls::migrate_storage(&mut conn).expect("openmls' tables");
+        schema::meta_set(&conn, "bot_id_hex", &"ab".repeat(32)).expect("owner");
+        schema::meta_set(&conn, "k", "in the log").expect("write");
+        // Copied while open, as a crash or a kill leaves it.
+        for (from, to) in with_sidecars(&live).iter().zip(with_sidecars(&copy).iter()) {
+            std::fs::copy(from, to).expect("copy");
+        }
+        drop(conn);
+        let (db, wal) = (std::fs::metadata(&copy).expect("db").len(), std::fs::metadata(with_sidecars(&copy)[1].clone()).expect("wal").len());
+        assert!(db < wal, "the pages are in the log: .db {db} bytes, -wal {wal}");
+        let store = Store::open(&copy, &[9u8; 32], &"ab".repeat(32), "t").expect("opens");
+        assert_eq!(store.meta("k").expect("read"), Some("in the log".to_string()));
     }
 
     /// Run in a child process by the test below: builds a new database at `FIRST_START_PATH`
