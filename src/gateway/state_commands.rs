@@ -125,6 +125,9 @@ fn restore_one(state: &state_dir::StateDir, bot: &BotConfig, source: &Path, made
     for leftover in ["", "-wal", "-shm"].map(|s| PathBuf::from(format!("{}{s}", copy.display()))) {
         let _ = fs::remove_file(leftover);
     }
+    // Neither file is open in SQLite in this process (no gateway runs: the lock above), so the
+    // descriptors of this copy drop no lock ("How To Corrupt", 2.2); `prepare_restored`'s
+    // checkpoint syncs the copy.
     fs::copy(source, &copy).map_err(|e| failed(format!("copying {} to {}: {e}", source.display(), copy.display())))?;
     let _ = fs::set_permissions(&copy, fs::Permissions::from_mode(0o600));
     let checked: Checked = match backup::check(&copy, &bot.recovery_secret) {

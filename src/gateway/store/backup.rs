@@ -45,17 +45,23 @@ impl std::fmt::Display for CopyError {
 
 impl std::error::Error for CopyError {}
 
+/// An error met while a connection to `path` is open: damage, or what it says
+/// (`fault::damage` reads nothing of the file).
 fn failed<'a>(path: &'a Path, what: &str) -> impl Fn(rusqlite::Error) -> CopyError + 'a {
     let what = what.to_string();
-    move |e| match fault::diagnose(path, &e) {
+    move |e| match fault::damage(path, &e) {
         Some(fault) => CopyError::Fault(fault),
         None => CopyError::Other(format!("{} {what}: {e}", path.display())),
     }
 }
 
-fn store_failed(path: &Path, what: &str, e: StoreError) -> CopyError {
+/// A failed open (its connection is gone): the fault it is (`fault::diagnose`).
+fn open_failed(path: &Path, what: &str, e: StoreError) -> CopyError {
     match e {
-        StoreError::Db(e) => failed(path, what)(e),
+        StoreError::Db(e) => match fault::diagnose(path, &e) {
+            Some(fault) => CopyError::Fault(fault),
+            None => CopyError::Other(format!("{} {what}: {e}", path.display())),
+        },
         other => CopyError::Other(format!("{} {what}: {other}", path.display())),
     }
 }
@@ -66,7 +72,7 @@ fn store_failed(path: &Path, what: &str, e: StoreError) -> CopyError {
 pub fn check(path: &Path, recovery_secret: &[u8; 32]) -> Result<Checked, CopyError> {
     let key = Zeroizing::new(database_key(recovery_secret));
     let bytes = std::fs::metadata(path).map_err(|e| CopyError::Other(format!("{}: {e}", path.display())))?.len();
-    let conn = open_connection(path, &key, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|e| store_failed(path, "does not open", e))?;
+    let conn = open_connection(path, &key, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|e| open_failed(path, "does not open", e))?;
     let damaged = |detail: String| CopyError::Fault(Fault::Corrupt { path: path.to_path_buf(), detail });
     let pages: Vec<String> = (|| {
         let mut stmt = conn.prepare("PRAGMA cipher_integrity_check")?;
@@ -116,9 +122,11 @@ pub fn copy_online(source: &Path, recovery_secret: &[u8; 32], dest: &Path) -> Re
         }
     }
     {
-        let from = open_connection(source, &key, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|e| store_failed(source, "does not open", e))?;
+        let from = open_connection(source, &key, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|e| open_failed(source, "does not open", e))?;
         let mut to = open_connection(&part, &key, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)
-            .map_err(|e| store_failed(&part, "cannot be made", e))?;
+            .map_err(|e| open_failed(&part, "cannot be made", e))?;
+        // Its commit syncs the copy to disk.
+        to.pragma_update(None, "synchronous", "FULL").map_err(failed(&part, "cannot be made"))?;
         let backup = Backup::new(&from, &mut to).map_err(failed(&part, "backup"))?;
         // Busy or locked: the writer holds the file for a moment; bounded retries.
         let mut tries = 0;
@@ -133,8 +141,9 @@ pub fn copy_online(source: &Path, recovery_secret: &[u8; 32], dest: &Path) -> Re
             }
         }
     }
+    // The backup's commit synced the copy (synchronous = FULL): no descriptor of a database
+    // file is opened outside SQLite ("How To Corrupt", 2.2).
     let checked = check(&part, recovery_secret)?;
-    std::fs::File::open(&part).and_then(|f| f.sync_all()).map_err(|e| io("syncing", e))?;
     std::fs::rename(&part, dest).map_err(|e| io("renaming", e))?;
     if let Some(dir) = dest.parent() {
         std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io("syncing the directory of", e))?;

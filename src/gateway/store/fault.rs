@@ -28,21 +28,25 @@ pub enum Fault {
     Corrupt { path: PathBuf, detail: String },
 }
 
-/// The fault behind `error`, met opening or reading the database at `path`; `None` when it is
-/// none of these (a lock held for too long, an I/O error of the disk), whose own message says.
+/// The fault behind `error`, met opening the database at `path`; `None` when it is none of
+/// these (a lock held for too long, an I/O error of the disk), whose own message says.
+///
+/// Call it only once this process holds no SQLite connection to `path` (the failed open's is
+/// gone by then): telling a file that is no database from one under another key reads its
+/// first page through a descriptor of our own, and closing that descriptor would drop every
+/// POSIX lock this process holds on the file ("How To Corrupt", 2.2). Errors met while a
+/// connection is open go through [`damage`], which reads nothing.
 pub fn diagnose(path: &Path, error: &rusqlite::Error) -> Option<Fault> {
     let code = error.sqlite_error_code();
     let shown = path.to_path_buf();
-    if let Err(e) = fs::File::open(path) {
-        if e.kind() == io::ErrorKind::PermissionDenied {
-            let meta = fs::metadata(path).ok();
-            return Some(Fault::Unreadable {
-                path: shown,
-                error: e,
-                owner: meta.as_ref().map(|m| m.uid()),
-                mode: meta.map(|m| m.mode() & 0o7777),
-            });
-        }
+    if !readable(path) {
+        let meta = fs::metadata(path).ok();
+        return Some(Fault::Unreadable {
+            path: shown,
+            error: io::Error::from(io::ErrorKind::PermissionDenied),
+            owner: meta.as_ref().map(|m| m.uid()),
+            mode: meta.map(|m| m.mode() & 0o7777),
+        });
     }
     match code {
         Some(ErrorCode::DatabaseCorrupt) => {
@@ -56,6 +60,22 @@ pub fn diagnose(path: &Path, error: &rusqlite::Error) -> Option<Fault> {
         Some(ErrorCode::NotADatabase) => Some(not_opened(path)),
         _ => None,
     }
+}
+
+/// The damage `error` reports, if it reports one (`SQLITE_CORRUPT`), without reading the file:
+/// for errors met while a connection to it is open.
+pub fn damage(path: &Path, error: &rusqlite::Error) -> Option<Fault> {
+    (error.sqlite_error_code() == Some(ErrorCode::DatabaseCorrupt)).then(|| Fault::Corrupt { path: path.to_path_buf(), detail: error.to_string() })
+}
+
+/// Whether this user may read the file at `path` (`access(2)`: no descriptor is opened). A
+/// missing file counts as readable: SQLite's error says it is missing.
+fn readable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return true };
+    // SAFETY: access(2) reads the NUL-terminated path and touches no memory of ours.
+    let rc = unsafe { libc::access(c_path.as_ptr(), libc::R_OK) };
+    rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::PermissionDenied
 }
 
 /// A file that SQLite, under this key, found to be no database: which of the three it is.
