@@ -119,6 +119,10 @@ fn a_database_with_a_damaged_header_is_refused_and_neither_it_nor_its_wal_is_tou
     let user = world.user("bob");
     user.send_text("@header_bot", "in the log").expect("send");
     world.gateway.poll_until(0, 1);
+    // The first message used a one-time prekey, whose deletion checkpoints the log away
+    // (`e2e::wal`); the second commits frames that stay in it.
+    user.send_text("@header_bot", "still in the log").expect("send");
+    world.gateway.poll_until(0, 2);
     let state = world.dir.path().join("state");
     let db = state.join(format!("bot-{}.db", world.bot["compat_user_id"].as_u64().expect("id")));
     let config = world.gateway.config_path.clone();
