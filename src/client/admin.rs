@@ -2,7 +2,7 @@
 //! links, join requests and deletions (the platform checks every right; docs/groups.md,
 //! "Administration"), and joining by an invite link with an external MLS commit.
 
-use super::error::{ClientError, E2eContext, Result};
+use super::error::{rpc, ClientError, E2eContext, Result};
 use super::group::MAX_GROUP_ATTEMPTS;
 use super::group_delivery::{forget_group, remember_group, set_self_updated, short};
 use super::message::GroupId;
@@ -57,10 +57,6 @@ pub enum Joined {
     Member { group: GroupId, title: String },
     /// A join request waits for an administrator.
     Requested { group: GroupId, title: String },
-}
-
-fn rpc(call: &'static str) -> impl Fn(grpcio::Error) -> ClientError {
-    move |status| ClientError::Rpc { call, status }
 }
 
 impl Profile {

@@ -4,7 +4,7 @@
 //!
 //! `Profile::bot_menu` is what a chat view shows when a dialog with a bot opens.
 
-use super::error::{ClientError, Result};
+use super::error::{ClientError, Result, rpc};
 use super::profile::Profile;
 use crate::wire::bot_profile as rules;
 use crate::wire::platform::{GetBotCommandsRequest, GetBotDescriptionRequest, Profile as PeerProfile};
@@ -73,7 +73,7 @@ impl Profile {
                 .platform
                 .client
                 .get_bot_commands(&req, self.platform.opt())
-                .map_err(|status| ClientError::Rpc { call: "GetBotCommands", status })?;
+                .map_err(rpc("GetBotCommands"))?;
             if !resp.commands.is_empty() {
                 return Ok(resp
                     .commands
@@ -93,7 +93,7 @@ impl Profile {
             .platform
             .client
             .get_bot_description(&req, self.platform.opt())
-            .map_err(|status| ClientError::Rpc { call: "GetBotDescription", status })?;
+            .map_err(rpc("GetBotDescription"))?;
         Ok((resp.description, resp.short_description))
     }
 }

@@ -111,6 +111,11 @@ impl ClientError {
 /// A failed platform call as a sentence a person reads: the platform's own words for a
 /// refusal ("@alice is already a member of this group"), plain words for a platform that cannot
 /// be reached; the call's name and the status code only for what is neither.
+/// The error of a failed platform call `call`, for `map_err`.
+pub(super) fn rpc(call: &'static str) -> impl Fn(grpcio::Error) -> ClientError {
+    move |status| ClientError::Rpc { call, status }
+}
+
 fn rpc_sentence(call: &str, status: &grpcio::Error) -> String {
     let message = match status {
         grpcio::Error::RpcFailure(s) => s.message().replace('\n', " "),

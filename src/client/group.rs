@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
-use super::error::{ClientError, E2eContext, Result};
+use super::error::{ClientError, E2eContext, Result, rpc};
 use super::group_delivery::{
     forget_group, known_groups, remember_group, sender_of, set_self_updated, short, KnownGroup,
 };
@@ -157,10 +157,7 @@ impl Profile {
         self.platform
             .client
             .add_group_member(&req, self.platform.opt())
-            .map_err(|status| ClientError::Rpc {
-                call: "AddGroupMember",
-                status,
-            })?;
+            .map_err(rpc("AddGroupMember"))?;
         let user = sender_of(&peer);
         if peer.is_bot {
             log::info!(
@@ -175,10 +172,7 @@ impl Profile {
             .platform
             .client
             .claim_key_packages(&claim, self.platform.opt())
-            .map_err(|status| ClientError::Rpc {
-                call: "ClaimKeyPackages",
-                status,
-            })?;
+            .map_err(rpc("ClaimKeyPackages"))?;
         if !claimed.devices_without.is_empty() {
             log::warn!(
                 "devices {:?} of @{name} have no key package: they cannot be added now",
@@ -233,10 +227,7 @@ impl Profile {
         self.platform
             .client
             .remove_group_member(&req, self.platform.opt())
-            .map_err(|status| ClientError::Rpc {
-                call: "RemoveGroupMember",
-                status,
-            })?;
+            .map_err(rpc("RemoveGroupMember"))?;
         self.commit_removals(group, &[peer.user_id])
     }
 
@@ -248,10 +239,7 @@ impl Profile {
         self.platform
             .client
             .leave_group(&req, self.platform.opt())
-            .map_err(|status| ClientError::Rpc {
-                call: "LeaveGroup",
-                status,
-            })?;
+            .map_err(rpc("LeaveGroup"))?;
         self.write(|c| forget_group(c, group))
     }
 
@@ -260,10 +248,7 @@ impl Profile {
         let mut req = crate::wire::platform::SetGroupTitleRequest::new();
         req.group_id = group.0.to_vec();
         req.title = title.to_string();
-        self.platform.client.set_group_title(&req, self.platform.opt()).map_err(|status| ClientError::Rpc {
-            call: "SetGroupTitle",
-            status,
-        })?;
+        self.platform.client.set_group_title(&req, self.platform.opt()).map_err(rpc("SetGroupTitle"))?;
         Ok(())
     }
 
@@ -391,10 +376,7 @@ impl Profile {
             .platform
             .client
             .get_group(&req, self.platform.opt())
-            .map_err(|status| ClientError::Rpc {
-                call: "GetGroup",
-                status,
-            })?;
+            .map_err(rpc("GetGroup"))?;
         details(&g)
     }
 
@@ -404,10 +386,7 @@ impl Profile {
             .platform
             .client
             .list_groups(&ListGroupsRequest::new(), self.platform.opt())
-            .map_err(|status| ClientError::Rpc {
-                call: "ListGroups",
-                status,
-            })?;
+            .map_err(rpc("ListGroups"))?;
         resp.groups.iter().map(details).collect()
     }
 

@@ -1,14 +1,15 @@
 //! The lower half of groups on a user device, which the inbox needs: the groups this device
 //! knows (`client_groups`), opening a group delivery inside the transaction that accepts its
 //! envelope (`open_delivery`), what such a delivery asks for once it has committed
-//! (`FollowUp`: removing the leaves of who left, topping key packages up), the device's key
+//! (`e2e::follow_up::FollowUp`: removing the leaves of who left, topping key packages up), the device's key
 //! packages, and the one SendGroupMessage call. `group.rs` builds the operations on top.
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::error::{ClientError, E2eContext, Result};
+use super::error::{ClientError, E2eContext, Result, rpc};
 use super::message::{received_message, GroupId, GroupRef, GroupRole, Incoming, Sender};
 use super::profile::Profile;
+use crate::e2e::follow_up::{FollowUp, GroupRef as FollowGroup};
 use crate::e2e::group::{self as mls_group, Received};
 use crate::e2e::{posters, E2eError};
 use crate::wire::roles::may_post_in_channel;
@@ -34,21 +35,6 @@ pub struct KnownGroup {
     pub last_seq: u64,
 }
 
-/// What a processed group delivery asks for once its transaction has committed (network calls
-/// never run while the profile's write lock is held).
-pub(super) enum FollowUp {
-    /// These users left or were removed and may still have leaves: commit their removal.
-    RemoveLeaves { group: GroupId, users: Vec<u64> },
-    /// A Welcome used one of our key packages: this device is in `group` now. Top them up,
-    /// replace our leaf, and learn who posts in it if it is a channel.
-    Joined { group: GroupId, kind: GroupType },
-    /// Our join request was approved: join by an external commit.
-    JoinApproved { group: GroupId, title: String, kind: GroupType },
-    /// A commit of the group could not be processed: rejoin by external commit from the newest
-    /// GroupInfo (replacing our old leaf), or this device stays behind for good.
-    Rejoin { group: GroupId, title: String, kind: GroupType },
-}
-
 impl Profile {
     /// Reads who may post in the channel `group` from the platform's member list, once this
     /// device is in it: from then on a post from anyone else is dropped. A failure is logged;
@@ -62,7 +48,7 @@ impl Profile {
             .platform
             .client
             .get_group(&req, self.platform.opt())
-            .map_err(|status| ClientError::Rpc { call: "GetGroup", status })
+            .map_err(rpc("GetGroup"))
             .and_then(|g| {
                 let users: Vec<u64> = g.members.iter().filter(|m| may_post_in_channel(m)).map(|m| m.user.user_id).collect();
                 self.write(|c| posters::set_posters(c, &group.0, &users).context(|| format!("channel {}", short(group))))
@@ -142,10 +128,7 @@ impl Profile {
             .client
             .upload_key_packages(&req, self.platform.opt())
             .map(|r| r.remaining)
-            .map_err(|status| ClientError::Rpc {
-                call: "UploadKeyPackages",
-                status,
-            })
+            .map_err(rpc("UploadKeyPackages"))
     }
 
     pub(super) fn send_to_group(
@@ -169,18 +152,17 @@ impl Profile {
         self.platform
             .client
             .send_group_message(&req, self.platform.opt())
-            .map_err(|status| ClientError::Rpc {
-                call: "SendGroupMessage",
-                status,
-            })
+            .map_err(rpc("SendGroupMessage"))
     }
 
     /// Runs what a processed group delivery asks for; failures are logged (the next message or
     /// member takes it up again).
     pub(super) fn follow_up(&self, follow_up: FollowUp) {
+        let named = |g: &[u8]| GroupId::from_slice(g);
         match follow_up {
-            FollowUp::Joined { group, kind } => {
-                self.learn_posters(&group, kind);
+            FollowUp::Joined(g) => {
+                let Some(group) = named(&g.id) else { return };
+                self.learn_posters(&group, g.kind);
                 if let Err(e) = self.keep_key_packages() {
                     log::warn!(
                         "could not replenish the key packages of @{}: {e}",
@@ -189,9 +171,10 @@ impl Profile {
                 }
                 self.self_update_if_due(&group, true);
             }
-            FollowUp::Rejoin { group, title, kind } => {
+            FollowUp::Rejoin(g) => {
+                let Some(group) = named(&g.id) else { return };
                 log::warn!("group {}: rejoining by external commit from the newest GroupInfo", short(&group));
-                match self.join_external(&group, &title, kind) {
+                match self.join_external(&group, &g.title, g.kind) {
                     Ok(()) => {}
                     Err(e @ ClientError::E2e { source: E2eError::RejoinRefused { .. }, .. }) => {
                         log::error!("SECURITY ALERT: {e} (the next delivery tries again)")
@@ -199,12 +182,14 @@ impl Profile {
                     Err(e) => log::warn!("rejoining group {} failed (the next delivery tries again): {e}", short(&group)),
                 }
             }
-            FollowUp::JoinApproved { group, title, kind } => {
-                if let Err(e) = self.join_external(&group, &title, kind) {
+            FollowUp::Join(g) => {
+                let Some(group) = named(&g.id) else { return };
+                if let Err(e) = self.join_external(&group, &g.title, g.kind) {
                     log::warn!("joining group {} after the approval failed: {e}", short(&group));
                 }
             }
             FollowUp::RemoveLeaves { group, users } => {
+                let Some(group) = named(&group) else { return };
                 // One try: on a stale epoch another member's commit came first, and it is on
                 // its way through the inbox (it removes them, or the next sender will).
                 let what = format!("the removal of the leaves of {users:?}");
@@ -215,6 +200,9 @@ impl Profile {
                     Err(e) => log::warn!("group {}: {what}: {e}", short(&group)),
                 }
             }
+            // The client reports gaps after every batch (`inbox`), and counts no sessions:
+            // its imports return none of these.
+            FollowUp::JoinersNoted { .. } | FollowUp::DepartedNoted { .. } | FollowUp::GapNoted { .. } | FollowUp::SessionStarted => {}
         }
     }
 
@@ -363,17 +351,13 @@ pub(super) fn open_delivery(
     me: u64,
     envelope: &InboxEnvelope,
     delivery: &GroupDelivery,
-) -> std::result::Result<(Option<Incoming>, Option<FollowUp>), E2eError> {
+) -> Opened {
     let id = GroupId::from_slice(&delivery.group_id).ok_or_else(|| {
         E2eError::Mls(format!(
             "a group delivery names a group by {} bytes",
             delivery.group_id.len()
         ))
     })?;
-    let db = |e: ClientError| match e {
-        ClientError::Db(e) => E2eError::Db(e),
-        other => E2eError::Mls(other.to_string()),
-    };
     let title = if delivery.title.is_empty() {
         known_title(c, &id)
             .map_err(db)?
@@ -388,200 +372,14 @@ pub(super) fn open_delivery(
         title: title.clone(),
         channel: kind == GroupType::CHANNEL,
     };
+    let o = Opening { c, me, envelope, delivery, id, title, kind, group };
     match delivery.kind.enum_value() {
-        Ok(group_delivery::Kind::WELCOME) => {
-            let joined = mls_group::join_welcome(c, &envelope.ciphertext)?;
-            if joined != id.0 {
-                return Err(E2eError::Mls(format!(
-                    "a Welcome for group {} arrived as {}",
-                    mls_group::short_id(&joined),
-                    short(&id)
-                )));
-            }
-            remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
-            // Our leaf came from a key package: replaced right after (`FollowUp::Joined`).
-            set_self_updated(c, &id, 0).map_err(db)?;
-            Ok((
-                Some(Incoming::GroupJoined { group }),
-                Some(FollowUp::Joined { group: id, kind }),
-            ))
-        }
-        Ok(group_delivery::Kind::MLS_MESSAGE) => {
-            if mls_group::epoch(c, &id.0)?.is_none() {
-                // Left or forgotten: what the platform still sent until our leaf went is unreadable.
-                log::debug!(
-                    "group {}: a message for a group this device is not in; skipped",
-                    short(&id)
-                );
-                return Ok((None, None));
-            }
-            let received = match mls_group::receive(c, &id.0, &envelope.ciphertext) {
-                Ok(received) => received,
-                // A commit this device cannot process (it missed one, or it does not apply):
-                // behind for good unless it rejoins. A leaf nobody vouched for is refused instead.
-                Err(e @ E2eError::Mls(_)) if mls_group::is_commit(&envelope.ciphertext) => {
-                    log::warn!("group {}: a commit this device cannot process ({e}); it rejoins", short(&id));
-                    return Ok((None, Some(FollowUp::Rejoin { group: id, title, kind })));
-                }
-                // An old commit again: the platform replays it. Dropped with a warning, no rejoin.
-                Err(e @ E2eError::ReplayedCommit { .. }) => {
-                    log::warn!("{e}");
-                    return Ok((None, None));
-                }
-                Err(e) => return Err(e),
-            };
-            remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
-            match received {
-                Received::Application { sender, plaintext } => {
-                    if kind == GroupType::CHANNEL && posters::may_post(c, &id.0, sender.0)? == Some(false) {
-                        return Err(E2eError::Mls(format!(
-                            "channel {}: user {} is neither its owner nor an administrator with can_post_messages; their post is dropped",
-                            short(&id),
-                            sender.0
-                        )));
-                    }
-                    if sender.0 != envelope.sender_user_id {
-                        return Err(E2eError::Mls(format!(
-                            "group {}: a message of user {} arrived as from user {}",
-                            short(&id),
-                            sender.0,
-                            envelope.sender_user_id
-                        )));
-                    }
-                    let content =
-                        crate::e2e::padding::parse(&plaintext).ok_or(E2eError::BadContent)?;
-                    crate::e2e::vouch::check(c, sender, &content, envelope.message_id, envelope.date)?;
-                    let conversation = crate::e2e::sequence::Conversation::Group(&id.0);
-                    crate::e2e::sequence::received(c, conversation, sender, content.sender_seq, crate::clock::unix_now())?;
-                    // "… is typing" in the group: shown for a few seconds, no place in its history.
-                    if let Some(crate::wire::e2e::content::Body::ChatAction(a)) = content.body.as_ref() {
-                        let event = Incoming::GroupChatAction {
-                            group,
-                            from: super::message::sender(envelope),
-                            action: a.action.clone(),
-                        };
-                        return Ok((Some(event), None));
-                    }
-                    if let Some(crate::wire::e2e::content::Body::Edit(edit)) = content.body.as_ref() {
-                        return Ok((group_edit(c, envelope, group, edit)?, None));
-                    }
-                    if let Some(crate::wire::e2e::content::Body::Delete(delete)) = content.body.as_ref() {
-                        return Ok((group_delete(c, envelope, group, delete.message_id)?, None));
-                    }
-                    if !content.is_message() {
-                        log::debug!(
-                            "group {}: message {} is no text, file, location, venue, contact or dice; skipped",
-                            short(&id),
-                            envelope.message_id
-                        );
-                        return Ok((None, None));
-                    }
-                    // Remembered so that a button of it can be pressed (`group press`).
-                    let peer = super::history::group_peer(&id.0);
-                    super::history::remember_group_message(c, peer, envelope.message_id, envelope.date, &content, sender.0)
-                        .map_err(|e| E2eError::Mls(format!("remembering a group message: {e}")))?;
-                    // A selective keyboard is shown only to the members it is meant for.
-                    let ours = super::reply_keyboard::addressed_to_us(c, peer, &content).map_err(db)?;
-                    if ours {
-                        super::reply_keyboard::on_message(c, peer, envelope.message_id, &content).map_err(db)?;
-                    }
-                    let mut message = received_message(envelope, &content);
-                    message.chat_id = 0;
-                    if !ours {
-                        message.reply_markup = None;
-                    }
-                    Ok((Some(Incoming::GroupMessage { group, message }), None))
-                }
-                Received::Commit {
-                    added,
-                    removed,
-                    removed_me,
-                    epoch,
-                } => {
-                    if removed_me {
-                        forget_group(c, &id).map_err(db)?;
-                    } else if !own_commit_outstanding(c, &id).map_err(db)? {
-                        // Nothing of the epoch this commit ended can arrive any more, and no
-                        // commit of ours keeps an earlier one open: its secrets go now.
-                        mls_group::delete_past_epochs(c, &id.0)?;
-                    }
-                    Ok((
-                        Some(Incoming::GroupCommit {
-                            group,
-                            added,
-                            removed,
-                            removed_me,
-                            epoch,
-                        }),
-                        None,
-                    ))
-                }
-                Received::Ignored => Ok((None, None)),
-            }
-        }
-        Ok(group_delivery::Kind::MEMBERSHIP) => {
-            let change = delivery.change.get_or_default();
-            let old = change.old.get_or_default();
-            let new = change.new.get_or_default();
-            let user = sender_of(new.user.get_or_default());
-            let new_role = new.role.enum_value_or_default();
-            let in_group = mls_group::epoch(c, &id.0)?.is_some();
-            if in_group || user.user_id == me {
-                remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
-            }
-            if kind == GroupType::CHANNEL {
-                posters::set_poster(c, &id.0, user.user_id, may_post_in_channel(new))?;
-            }
-            // Whoever left or was removed must lose their leaves; any member may commit it.
-            let follow_up = if in_group && user.user_id != me && matches!(new_role, GroupRole::LEFT | GroupRole::BANNED) {
-                Some(FollowUp::RemoveLeaves { group: id, users: vec![user.user_id] })
-            } else if !in_group && user.user_id == me && new_role == GroupRole::INVITED && change.via_join_request {
-                // Approved: this device joins by itself (a plain invitation waits for a Welcome).
-                Some(FollowUp::JoinApproved { group: id, title: title.clone(), kind })
-            } else {
-                None
-            };
-            let event = Incoming::GroupMembership {
-                group,
-                user,
-                old: old.role.enum_value_or_default(),
-                new: new_role,
-                actor: sender_of(change.actor.get_or_default()),
-                invite_link: change.invite_link.link.clone(),
-            };
-            Ok((Some(event), follow_up))
-        }
-        Ok(group_delivery::Kind::TITLE) => {
-            let change = delivery.change.get_or_default();
-            let title = change.title.clone();
-            remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
-            let event = Incoming::GroupTitle {
-                group: GroupRef { id, title, channel: kind == GroupType::CHANNEL },
-                actor: sender_of(change.actor.get_or_default()),
-            };
-            Ok((Some(event), None))
-        }
-        Ok(group_delivery::Kind::JOIN_REQUEST) => {
-            let r = delivery.join_request.get_or_default();
-            let event = match r.outcome.enum_value_or_default() {
-                crate::wire::platform::join_request::Outcome::DECLINED => {
-                    Incoming::JoinDeclined { group, by: sender_of(r.decided_by.get_or_default()) }
-                }
-                _ => Incoming::JoinRequest {
-                    group,
-                    user: sender_of(r.user.get_or_default()),
-                    invite_link: r.invite_link.link.clone(),
-                },
-            };
-            Ok((Some(event), None))
-        }
-        Ok(group_delivery::Kind::DELETED) => {
-            // The platform checked the deleter's right, but its word alone deletes nothing: the
-            // deleter's own MLS `Delete` that follows does (`e2e::deletions`, `group_delete`).
-            let actor = delivery.change.actor.user_id;
-            crate::e2e::deletions::note_notice(c, &id.0, delivery.deleted_message_id, actor, crate::clock::unix_now())?;
-            Ok((None, None))
-        }
+        Ok(group_delivery::Kind::WELCOME) => welcome(o),
+        Ok(group_delivery::Kind::MLS_MESSAGE) => mls_message(o),
+        Ok(group_delivery::Kind::MEMBERSHIP) => membership(o),
+        Ok(group_delivery::Kind::TITLE) => title_change(o),
+        Ok(group_delivery::Kind::JOIN_REQUEST) => join_request(o),
+        Ok(group_delivery::Kind::DELETED) => deleted(o),
         Err(other) => {
             log::debug!(
                 "group {}: a delivery of kind {other} from a newer release; skipped",
@@ -591,6 +389,253 @@ pub(super) fn open_delivery(
         }
     }
 }
+
+/// What opening a group delivery came to: the event to show, and what to do after the commit.
+type Opened = std::result::Result<(Option<Incoming>, Option<FollowUp>), E2eError>;
+
+/// One group delivery being opened, as every case reads it.
+struct Opening<'a> {
+    c: &'a Connection,
+    me: u64,
+    envelope: &'a InboxEnvelope,
+    delivery: &'a GroupDelivery,
+    id: GroupId,
+    title: String,
+    kind: GroupType,
+    group: GroupRef,
+}
+
+/// A client error met while opening a delivery, as the e2e error the inbox reports.
+fn db(e: ClientError) -> E2eError {
+    match e {
+        ClientError::Db(e) => E2eError::Db(e),
+        other => E2eError::Mls(other.to_string()),
+    }
+}
+
+/// A Welcome: this device joins by one of its key packages.
+fn welcome(o: Opening<'_>) -> Opened {
+    let Opening { c, envelope, delivery, id, title, kind, group, .. } = o;
+    let joined = mls_group::join_welcome(c, &envelope.ciphertext)?;
+    if joined != id.0 {
+        return Err(E2eError::Mls(format!(
+            "a Welcome for group {} arrived as {}",
+            mls_group::short_id(&joined),
+            short(&id)
+        )));
+    }
+    remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
+    // Our leaf came from a key package: replaced right after (`FollowUp::Joined`).
+    set_self_updated(c, &id, 0).map_err(db)?;
+    Ok((
+        Some(Incoming::GroupJoined { group }),
+        Some(FollowUp::Joined(FollowGroup { id: id.0.to_vec(), title, kind })),
+    ))
+}
+
+/// An MLS message of the group: a member's message or a commit.
+fn mls_message(o: Opening<'_>) -> Opened {
+    let Opening { c, envelope, delivery, id, title, kind, group, .. } = o;
+    if mls_group::epoch(c, &id.0)?.is_none() {
+        // Left or forgotten: what the platform still sent until our leaf went is unreadable.
+        log::debug!(
+            "group {}: a message for a group this device is not in; skipped",
+            short(&id)
+        );
+        return Ok((None, None));
+    }
+    let received = match mls_group::receive(c, &id.0, &envelope.ciphertext) {
+        Ok(received) => received,
+        // A commit this device cannot process (it missed one, or it does not apply):
+        // behind for good unless it rejoins. A leaf nobody vouched for is refused instead.
+        Err(e @ E2eError::Mls(_)) if mls_group::is_commit(&envelope.ciphertext) => {
+            log::warn!("group {}: a commit this device cannot process ({e}); it rejoins", short(&id));
+            return Ok((None, Some(FollowUp::Rejoin(FollowGroup { id: id.0.to_vec(), title, kind }))));
+        }
+        // An old commit again: the platform replays it. Dropped with a warning, no rejoin.
+        Err(e @ E2eError::ReplayedCommit { .. }) => {
+            log::warn!("{e}");
+            return Ok((None, None));
+        }
+        Err(e) => return Err(e),
+    };
+    remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
+    match received {
+        Received::Application { sender, plaintext } => application(c, envelope, id, kind, group, sender, &plaintext),
+        Received::Commit {
+            added,
+            removed,
+            removed_me,
+            epoch,
+        } => {
+            if removed_me {
+                forget_group(c, &id).map_err(db)?;
+            } else if !own_commit_outstanding(c, &id).map_err(db)? {
+                // Nothing of the epoch this commit ended can arrive any more, and no
+                // commit of ours keeps an earlier one open: its secrets go now.
+                mls_group::delete_past_epochs(c, &id.0)?;
+            }
+            Ok((
+                Some(Incoming::GroupCommit {
+                    group,
+                    added,
+                    removed,
+                    removed_me,
+                    epoch,
+                }),
+                None,
+            ))
+        }
+        Received::Ignored => Ok((None, None)),
+    }
+}
+
+/// A member's application message: an event to show, after the channel's posters, the
+/// sender, its vouched id and date, and its place in the sender's numbering are checked.
+fn application(
+    c: &Connection,
+    envelope: &InboxEnvelope,
+    id: GroupId,
+    kind: GroupType,
+    group: GroupRef,
+    sender: mls_group::Device,
+    plaintext: &[u8],
+) -> Opened {
+    if kind == GroupType::CHANNEL && posters::may_post(c, &id.0, sender.0)? == Some(false) {
+        return Err(E2eError::Mls(format!(
+            "channel {}: user {} is neither its owner nor an administrator with can_post_messages; their post is dropped",
+            short(&id),
+            sender.0
+        )));
+    }
+    if sender.0 != envelope.sender_user_id {
+        return Err(E2eError::Mls(format!(
+            "group {}: a message of user {} arrived as from user {}",
+            short(&id),
+            sender.0,
+            envelope.sender_user_id
+        )));
+    }
+    let content =
+        crate::e2e::padding::parse(&plaintext).ok_or(E2eError::BadContent)?;
+    crate::e2e::vouch::check(c, sender, &content, envelope.message_id, envelope.date)?;
+    let conversation = crate::e2e::sequence::Conversation::Group(&id.0);
+    crate::e2e::sequence::received(c, conversation, sender, content.sender_seq, crate::clock::unix_now())?;
+    // "… is typing" in the group: shown for a few seconds, no place in its history.
+    if let Some(crate::wire::e2e::content::Body::ChatAction(a)) = content.body.as_ref() {
+        let event = Incoming::GroupChatAction {
+            group,
+            from: super::message::sender(envelope),
+            action: a.action.clone(),
+        };
+        return Ok((Some(event), None));
+    }
+    if let Some(crate::wire::e2e::content::Body::Edit(edit)) = content.body.as_ref() {
+        return Ok((group_edit(c, envelope, group, edit)?, None));
+    }
+    if let Some(crate::wire::e2e::content::Body::Delete(delete)) = content.body.as_ref() {
+        return Ok((group_delete(c, envelope, group, delete.message_id)?, None));
+    }
+    if !content.is_message() {
+        log::debug!(
+            "group {}: message {} is no text, file, location, venue, contact or dice; skipped",
+            short(&id),
+            envelope.message_id
+        );
+        return Ok((None, None));
+    }
+    // Remembered so that a button of it can be pressed (`group press`).
+    let peer = super::history::group_peer(&id.0);
+    super::history::remember_group_message(c, peer, envelope.message_id, envelope.date, &content, sender.0)
+        .map_err(|e| E2eError::Mls(format!("remembering a group message: {e}")))?;
+    // A selective keyboard is shown only to the members it is meant for.
+    let ours = super::reply_keyboard::addressed_to_us(c, peer, &content).map_err(db)?;
+    if ours {
+        super::reply_keyboard::on_message(c, peer, envelope.message_id, &content).map_err(db)?;
+    }
+    let mut message = received_message(envelope, &content);
+    message.chat_id = 0;
+    if !ours {
+        message.reply_markup = None;
+    }
+    Ok((Some(Incoming::GroupMessage { group, message }), None))
+}
+
+/// A member's role changed (joined, left, banned, invited, promoted).
+fn membership(o: Opening<'_>) -> Opened {
+    let Opening { c, me, delivery, id, title, kind, group, .. } = o;
+    let change = delivery.change.get_or_default();
+    let old = change.old.get_or_default();
+    let new = change.new.get_or_default();
+    let user = sender_of(new.user.get_or_default());
+    let new_role = new.role.enum_value_or_default();
+    let in_group = mls_group::epoch(c, &id.0)?.is_some();
+    if in_group || user.user_id == me {
+        remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
+    }
+    if kind == GroupType::CHANNEL {
+        posters::set_poster(c, &id.0, user.user_id, may_post_in_channel(new))?;
+    }
+    // Whoever left or was removed must lose their leaves; any member may commit it.
+    let follow_up = if in_group && user.user_id != me && matches!(new_role, GroupRole::LEFT | GroupRole::BANNED) {
+        Some(FollowUp::RemoveLeaves { group: id.0.to_vec(), users: vec![user.user_id] })
+    } else if !in_group && user.user_id == me && new_role == GroupRole::INVITED && change.via_join_request {
+        // Approved: this device joins by itself (a plain invitation waits for a Welcome).
+        Some(FollowUp::Join(FollowGroup { id: id.0.to_vec(), title: title.clone(), kind }))
+    } else {
+        None
+    };
+    let event = Incoming::GroupMembership {
+        group,
+        user,
+        old: old.role.enum_value_or_default(),
+        new: new_role,
+        actor: sender_of(change.actor.get_or_default()),
+        invite_link: change.invite_link.link.clone(),
+    };
+    Ok((Some(event), follow_up))
+}
+
+/// The group got a new title.
+fn title_change(o: Opening<'_>) -> Opened {
+    let Opening { c, delivery, id, title: _, kind, .. } = o;
+    let change = delivery.change.get_or_default();
+    let title = change.title.clone();
+    remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
+    let event = Incoming::GroupTitle {
+        group: GroupRef { id, title, channel: kind == GroupType::CHANNEL },
+        actor: sender_of(change.actor.get_or_default()),
+    };
+    Ok((Some(event), None))
+}
+
+/// A join request, or its decline.
+fn join_request(o: Opening<'_>) -> Opened {
+    let Opening { delivery, group, .. } = o;
+    let r = delivery.join_request.get_or_default();
+    let event = match r.outcome.enum_value_or_default() {
+        crate::wire::platform::join_request::Outcome::DECLINED => {
+            Incoming::JoinDeclined { group, by: sender_of(r.decided_by.get_or_default()) }
+        }
+        _ => Incoming::JoinRequest {
+            group,
+            user: sender_of(r.user.get_or_default()),
+            invite_link: r.invite_link.link.clone(),
+        },
+    };
+    Ok((Some(event), None))
+}
+
+/// The platform's notice that a message was deleted.
+fn deleted(o: Opening<'_>) -> Opened {
+    let Opening { c, delivery, id, .. } = o;
+    // The platform checked the deleter's right, but its word alone deletes nothing: the
+    // deleter's own MLS `Delete` that follows does (`e2e::deletions`, `group_delete`).
+    let actor = delivery.change.actor.user_id;
+    crate::e2e::deletions::note_notice(c, &id.0, delivery.deleted_message_id, actor, crate::clock::unix_now())?;
+    Ok((None, None))
+}
+
 
 /// A member's edit of a group message: applied to the remembered message and shown only when
 /// that member sent it (a bot's edit of its own message included); anything else is ignored
@@ -776,7 +821,7 @@ mod tests {
         let (envelope, delivery) = group_commit(second.message, &id);
         let (event, follow_up) = open_delivery(&me, 3, &envelope, &delivery).expect("kept, not an error");
         assert!(event.is_none());
-        assert!(matches!(follow_up, Some(FollowUp::Rejoin { group, .. }) if group == id), "a rejoin follows");
+        assert!(matches!(follow_up, Some(FollowUp::Rejoin(g)) if g.id == id.0.to_vec()), "a rejoin follows");
         // An application message it cannot read is an error as before, not a rejoin.
         let (unreadable, _) = mls_group::encrypt(&alice, &id.0, b"x").expect("encrypt");
         let (envelope, delivery) = post(1, unreadable, &id);

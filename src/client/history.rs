@@ -28,16 +28,23 @@ pub(super) fn group_peer(group_id: &[u8; 32]) -> u64 {
 /// Remembers a received message, replacing one with the same id, and forgets the oldest
 /// beyond `MAX_REMEMBERED`.
 pub(super) fn remember(c: &Connection, peer: u64, message_id: u64, date: i64, content: &Content) -> Result<()> {
+    keep(c, "client_messages", "date = excluded.date, content = excluded.content", (peer, message_id, date), content)
+}
+
+/// Stores `content` as message `message_id` of `peer` in `table` (`client_messages` or
+/// `client_sent`; a repeat updates the columns `on_repeat` names), then forgets the oldest rows
+/// beyond `MAX_REMEMBERED`.
+fn keep(c: &Connection, table: &str, on_repeat: &str, (peer, message_id, date): (u64, u64, i64), content: &Content) -> Result<()> {
     let bytes = encode(content, peer, message_id)?;
-    c.execute(
-        "INSERT OR REPLACE INTO client_messages (peer_user_id, message_id, date, content) VALUES (?1, ?2, ?3, ?4)",
-        params![peer as i64, message_id as i64, date, bytes],
-    )?;
-    c.execute(
-        "DELETE FROM client_messages WHERE rowid <=
-             (SELECT rowid FROM client_messages ORDER BY rowid DESC LIMIT 1 OFFSET ?1)",
-        [MAX_REMEMBERED],
-    )?;
+    c.prepare_cached(&format!(
+        "INSERT INTO {table} (peer_user_id, message_id, date, content) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (peer_user_id, message_id) DO UPDATE SET {on_repeat}"
+    ))?
+    .execute(params![peer as i64, message_id as i64, date, bytes])?;
+    c.prepare_cached(&format!(
+        "DELETE FROM {table} WHERE rowid <= (SELECT rowid FROM {table} ORDER BY rowid DESC LIMIT 1 OFFSET ?1)"
+    ))?
+    .execute([MAX_REMEMBERED])?;
     Ok(())
 }
 
@@ -180,18 +187,7 @@ pub(super) fn remember_sent(c: &Connection, peer: u64, message_id: u64, date: i6
     if !content.has_text() && content.keyboard.is_none() {
         return Ok(());
     }
-    let bytes = encode(content, peer, message_id)?;
-    c.execute(
-        "INSERT INTO client_sent (peer_user_id, message_id, date, content) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (peer_user_id, message_id) DO UPDATE SET content = excluded.content",
-        params![peer as i64, message_id as i64, date, bytes],
-    )?;
-    c.execute(
-        "DELETE FROM client_sent WHERE rowid <=
-             (SELECT rowid FROM client_sent ORDER BY rowid DESC LIMIT 1 OFFSET ?1)",
-        [MAX_REMEMBERED],
-    )?;
-    Ok(())
+    keep(c, "client_sent", "content = excluded.content", (peer, message_id, date), content)
 }
 
 /// A text we sent to `peer`, as it is now (our edits applied), if remembered.

@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{at, never, Receiver};
 use rusqlite::Connection;
 
-use super::error::{ClientError, E2eContext, Result};
+use super::error::{ClientError, E2eContext, Result, rpc};
 use crate::wire::rpc::text as rpc_text;
 use super::profile::Profile;
-use super::group_delivery::{self, FollowUp};
+use super::group_delivery;
+use crate::e2e::follow_up::FollowUp;
 use super::history;
 use super::reply_keyboard;
 use super::inline;
@@ -427,7 +428,7 @@ impl Profile {
             .client
             .upload_prekeys(&req, self.platform.opt())
             .map(|r| r.one_time_prekeys_remaining)
-            .map_err(|status| ClientError::Rpc { call: "UploadPrekeys", status })
+            .map_err(rpc("UploadPrekeys"))
     }
 }
 

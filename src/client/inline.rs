@@ -7,7 +7,7 @@
 use protobuf::{Message as _, MessageField};
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::error::{ClientError, Result};
+use super::error::{ClientError, Result, rpc};
 use super::message::{keyboard_from_wire, Entity, InlineResult, MediaInfo, ResultsButton, SentMessage};
 use super::profile::Profile;
 use crate::wire::e2e::{Content, InlineChoice, InlineQuery, InlineResults};
@@ -28,7 +28,7 @@ impl Profile {
             .platform
             .client
             .start_inline_session(&req, self.platform.opt())
-            .map_err(|status| ClientError::Rpc { call: "StartInlineSession", status })?;
+            .map_err(rpc("StartInlineSession"))?;
         self.write(|c| {
             c.execute(
                 "INSERT OR REPLACE INTO client_inline_sessions (session_id, peer_user_id, query) VALUES (?1, ?2, ?3)",
@@ -63,7 +63,7 @@ impl Profile {
             .platform
             .client
             .choose_inline_result(&req, self.platform.opt())
-            .map_err(|status| ClientError::Rpc { call: "ChooseInlineResult", status })?;
+            .map_err(rpc("ChooseInlineResult"))?;
         if let (true, Some(sent)) = (resp.repeat, chosen) {
             return Ok(sent);
         }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
-use super::error::{ClientError, E2eContext, Result};
+use super::error::{ClientError, E2eContext, Result, rpc};
 use super::message::Incoming;
 use super::reader::InboxReader;
 use crate::crypto::{self, IdentityKeyPair};
@@ -172,7 +172,7 @@ impl Profile {
             certificate: protobuf::MessageField::some(certificate),
             ..Default::default()
         };
-        self.platform.client.certify_device(&request, self.platform.opt()).map_err(|status| ClientError::Rpc { call: "CertifyDevice", status })?;
+        self.platform.client.certify_device(&request, self.platform.opt()).map_err(rpc("CertifyDevice"))?;
         write_txn(&self.conn, |c| {
             e2e::leaf::set_own_certificate_v2_uploaded(c).context(|| "recording the device's certificate".to_string())
         })

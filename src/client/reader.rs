@@ -18,7 +18,7 @@ use crossbeam_channel::{bounded, Receiver, Sender as ChannelSender};
 use futures::executor::block_on_stream;
 use futures::stream::{AbortHandle, AbortRegistration, Abortable};
 
-use super::error::{ClientError, Result};
+use super::error::{ClientError, Result, rpc};
 use crate::wire::platform::{InboxEnvelope, InboxRequest};
 use crate::wire::rpc::text as rpc_text;
 use crate::wire::Platform;
@@ -52,7 +52,7 @@ impl InboxReader {
         let receiver = platform
             .client
             .inbox(&InboxRequest::new(), platform.opt_with_timeout(None))
-            .map_err(|status| ClientError::Rpc { call: "Inbox", status })?;
+            .map_err(rpc("Inbox"))?;
         let (abort, registration) = AbortHandle::new_pair();
         let (tx, rx) = bounded(INBOX_QUEUE);
         // The thread keeps a clone so the channel outlives any profile reconnect.

@@ -8,7 +8,7 @@
 
 use rusqlite::Connection;
 
-use super::error::{ClientError, E2eContext, Result};
+use super::error::{ClientError, E2eContext, Result, rpc};
 use super::history;
 use super::message::{Entity, GroupId, ReactionType, SentMessage, SentPress};
 use super::profile::Profile;
@@ -129,7 +129,7 @@ impl Profile {
             .platform
             .client
             .lookup_user(&req, self.platform.opt())
-            .map_err(|status| ClientError::Rpc { call: "LookupUser", status })?;
+            .map_err(rpc("LookupUser"))?;
         self.press_on(&peer, &message, message_id, callback_data)
     }
 
@@ -241,7 +241,7 @@ impl Profile {
             .platform
             .client
             .reserve_message_ids(&req, self.platform.opt())
-            .map_err(|status| ClientError::Rpc { call: "ReserveMessageIds", status })?;
+            .map_err(rpc("ReserveMessageIds"))?;
         match resp.ids.into_iter().next() {
             Some(r) if r.message_id != 0 => Ok((r.message_id, r.date)),
             Some(r) => Err(ClientError::Invalid(format!("the platform refused a message id for a message to {to}: {}", r.error))),
@@ -263,7 +263,7 @@ impl Profile {
             .platform
             .client
             .send_messages(&req, self.platform.opt())
-            .map_err(|status| ClientError::Rpc { call: "SendMessages", status })?;
+            .map_err(rpc("SendMessages"))?;
         resp.results
             .into_iter()
             .find(|r| r.client_message_id == client_message_id)

@@ -32,6 +32,8 @@
 //!   one module here that calls the platform itself, because a file is streamed, not handed in.
 //! - `file_transport`: the two file calls `file` makes (`FileTransport`: an upload call and a
 //!   chunk stream), for the gRPC channel and the gateway's fake platform.
+//! - `follow_up`: what an import leaves to do after its commit (`FollowUp`), for the
+//!   gateway's and the client's drivers.
 //! - `device`: this device's keys (`create_device_keys`, `device_key`, the registration),
 //!   one-time prekey top-up (`replenish_one_time_prekeys`), and signed prekey rotation and its
 //!   schedule (`SignedPrekeySchedule`, `rotate_signed_prekey_if_due`).
@@ -66,6 +68,7 @@ pub mod deletions;
 mod device;
 pub mod file;
 mod file_transport;
+pub mod follow_up;
 pub mod group;
 pub mod inbound;
 pub mod leaf;
@@ -88,7 +91,7 @@ pub use device::{
     SignedPrekeySchedule, MAX_LOCAL_ONE_TIME_PREKEYS, ONE_TIME_PREKEY_TARGET,
 };
 pub use certify::{devices_to_certify, record_certified_devices, starts_session, Certified, OnIdentityChange, Refusal};
-pub use open::open_envelope;
+pub use open::{open_envelope, open_envelope_noting};
 pub use seal::{
     add_sessions, devices_with_session, devices_without_session, known_devices, remove_devices,
     reseal_after_stale, seal, seal_for, start_sessions,

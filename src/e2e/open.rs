@@ -25,6 +25,12 @@ enum Slot {
 /// On any error before decryption succeeds nothing is written. `BadContent` comes after the
 /// writes: the message was authentic and its key is spent, so committing is right.
 pub fn open_envelope(conn: &Connection, envelope: &InboxEnvelope) -> Result<Content> {
+    open_envelope_noting(conn, envelope).map(|(content, _)| content)
+}
+
+/// `open_envelope`, also telling where the message fell in its sender's numbering (a gap
+/// noted is reported later, `sequence`).
+pub fn open_envelope_noting(conn: &Connection, envelope: &InboxEnvelope) -> Result<(Content, super::sequence::Arrival)> {
     let (user_id, device_id) = (envelope.sender_user_id, envelope.sender_device_id);
     let (current, previous) = load_sessions(conn, user_id, device_id)?;
     let header = x3dh::peek_prekey_header(&envelope.ciphertext)?;
@@ -65,8 +71,8 @@ pub fn open_envelope(conn: &Connection, envelope: &InboxEnvelope) -> Result<Cont
     let content = super::padding::parse(&plaintext).ok_or(E2eError::BadContent)?;
     super::vouch::check(conn, (user_id, device_id), &content, envelope.message_id, envelope.date)?;
     let conversation = super::sequence::Conversation::Private(user_id);
-    super::sequence::received(conn, conversation, (user_id, device_id), content.sender_seq, crate::clock::unix_now())?;
-    Ok(content)
+    let arrival = super::sequence::received(conn, conversation, (user_id, device_id), content.sender_seq, crate::clock::unix_now())?;
+    Ok((content, arrival))
 }
 
 fn load_sessions(conn: &Connection, user_id: u64, device_id: u32) -> Result<(Option<Session>, Option<Session>)> {

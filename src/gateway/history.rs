@@ -5,7 +5,7 @@
 
 use rusqlite::Connection;
 
-use super::runtime::Sent;
+use super::send_wait::Sent;
 use super::store::{chats, outbox, Result as StoreResult, StoreError};
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::Content;

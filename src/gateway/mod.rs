@@ -5,11 +5,13 @@
 //! serve the two HTTP listeners → wait for SIGINT/SIGTERM. Everything that can fail locally is
 //! checked before the first registration, so a start that fails leaves no device behind.
 
+mod advice;
 pub mod api;
 pub mod botapi;
 pub mod check;
 pub mod config;
 pub mod groups;
+mod health;
 pub mod held_bots;
 pub mod history;
 pub mod inbox;
@@ -19,6 +21,7 @@ pub mod outbox;
 pub mod port;
 pub mod registration;
 pub mod runtime;
+pub mod send_wait;
 pub mod sender_check;
 pub mod start_error;
 pub mod state_commands;
@@ -26,8 +29,11 @@ pub mod state_dir;
 pub mod store;
 pub mod threads;
 pub mod updates;
+pub mod wake;
 pub mod webhook;
 pub mod withheld;
+#[cfg(test)]
+mod testing;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -141,7 +141,7 @@ pub fn connect_checked(endpoint: &str, bot: &BotConfig) -> Result<GrpcPort, Regi
 fn refused(e: grpcio::Error, bot: &BotConfig, device_id: u32) -> RegistrationError {
     if rpc::is_unauthenticated(&e) {
         let refusal = rpc::Refusal::of(&rpc::text(&e));
-        RegistrationError::Refused(super::runtime::refusal_advice(refusal, &bot.username, device_id))
+        RegistrationError::Refused(super::advice::refusal_advice(refusal, &bot.username, device_id))
     } else {
         RegistrationError::Platform { what: "cannot check the credential with the platform", error: Box::new(e) }
     }

@@ -196,18 +196,18 @@ mod tests {
         let alice = User::new(IdentityKeyPair::generate(), 1);
         // The platform made the device up: its certificate is signed by another key.
         serve(&fake, alice.certificates(&IdentityKeyPair::generate()));
-        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 1, "/start")]));
+        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 1, "/start")]).is_some());
         assert_eq!(queued(&bot), 0, "no update");
         assert_eq!(bot.metrics.security_alerts.load(Ordering::Relaxed), 1);
         assert_eq!(fake.calls_of("get_device_certificates").len(), 1);
 
         // Served honestly, the next first message starts a session.
         serve(&fake, alice.certificates(&alice.account));
-        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 2, "/start")]));
+        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 2, "/start")]).is_some());
         assert_eq!(queued(&bot), 1);
         // Known now: no more certificate fetches.
         let before = fake.calls_of("get_device_certificates").len();
-        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 3, "again")]));
+        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 3, "again")]).is_some());
         assert_eq!((queued(&bot), fake.calls_of("get_device_certificates").len()), (2, before));
     }
 
@@ -217,13 +217,13 @@ mod tests {
             let (_dir, bot, fake, bot_keys) = bot(on_change);
             let alice = User::new(IdentityKeyPair::generate(), 1);
             serve(&fake, alice.certificates(&alice.account));
-            assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 1, "/start")]));
+            assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 1, "/start")]).is_some());
             assert_eq!(queued(&bot), 1, "the first key is pinned");
 
             // The platform now serves another account key for Alice, with a new device under it.
             let other = User::new(IdentityKeyPair::generate(), 2);
             serve(&fake, other.certificates(&other.account));
-            assert!(import_reported(&bot, vec![other.first_message(&bot_keys, 2, "it is me")]));
+            assert!(import_reported(&bot, vec![other.first_message(&bot_keys, 2, "it is me")]).is_some());
             let changes = bot.metrics.identity_changes.load(Ordering::Relaxed);
             match on_change {
                 OnIdentityChange::Refuse => assert_eq!((queued(&bot), changes), (1, 1), "kept out and counted"),
@@ -256,7 +256,7 @@ mod tests {
             alice.first_message(&bot_keys, 3, "three"),
             undecryptable,
         ];
-        assert!(import_reported(&bot, batch));
+        assert!(import_reported(&bot, batch).is_some());
         let texts: Vec<String> = bot
             .store
             .read(|c| crate::gateway::updates::fetch(c, None, 10))
@@ -268,7 +268,7 @@ mod tests {
         assert_eq!(bot.metrics.decrypt_failures.load(Ordering::Relaxed), 2, "both broken ones counted as dropped");
         assert_eq!(bot.metrics.security_alerts.load(Ordering::Relaxed), 0);
         // A batch that goes through in one go.
-        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 5, "five"), alice.first_message(&bot_keys, 6, "six")]));
+        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 5, "five"), alice.first_message(&bot_keys, 6, "six")]).is_some());
         assert_eq!(queued(&bot), 4);
     }
 
@@ -278,14 +278,14 @@ mod tests {
         let alice = User::new(IdentityKeyPair::generate(), 1);
         serve(&fake, alice.certificates(&alice.account));
         let first = alice.first_message(&bot_keys, 1, "/start");
-        assert!(import_reported(&bot, vec![first.clone()]));
+        assert!(import_reported(&bot, vec![first.clone()]).is_some());
         // Two later sessions push the first one out of the bot's current and previous slots.
-        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 2, "a")]));
-        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 3, "b")]));
+        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 2, "a")]).is_some());
+        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 3, "b")]).is_some());
         assert_eq!(queued(&bot), 3);
         // The platform delivers the first message again, as new (a later seq, another id).
         let replay = InboxEnvelope { seq: 4, message_id: 4, client_message_id: "c4".into(), ..first };
-        assert!(import_reported(&bot, vec![replay]));
+        assert!(import_reported(&bot, vec![replay]).is_some());
         assert_eq!(queued(&bot), 3, "the /start does not run twice");
     }
 
@@ -308,7 +308,7 @@ mod tests {
         let (third, fourth) = (numbered("three"), numbered("four"));
         let (fourth, third) = (alice.message(2, &fourth), alice.message(3, &third));
         for env in [first, fourth, third] {
-            assert!(import_reported(&bot, vec![env]));
+            assert!(import_reported(&bot, vec![env]).is_some());
         }
         assert_eq!(queued(&bot), 3);
         let withheld = || bot.metrics.withheld_messages.load(Ordering::Relaxed);

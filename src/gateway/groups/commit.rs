@@ -15,7 +15,7 @@ use crate::gateway::runtime::BotShared;
 use crate::gateway::store::groups::{self, Membership, PendingCommit};
 use crate::gateway::store::{Result as StoreResult, StoreError};
 use crate::wire::platform::{
-    group_delivery::Kind as DeliveryKind, send_group_message_response::Status as GroupStatus, GroupRole, InboxEnvelope,
+    group_delivery::Kind as DeliveryKind, send_group_message_response::Status as GroupStatus, InboxEnvelope,
     SendGroupMessageRequest, SendGroupMessageResponse,
 };
 
@@ -109,23 +109,6 @@ pub fn settle_pending(shared: &BotShared, envelopes: &[InboxEnvelope]) -> Result
         }
     }
     Ok(())
-}
-
-/// The members this bot banned (or removed by `unbanChatMember`) in a batch: (group, user).
-/// Their leaves are the bot's to remove, right after the batch (`commit_removals`).
-pub fn removals_by(me: u64, envelopes: &[InboxEnvelope]) -> Vec<(Vec<u8>, u64)> {
-    let mut due: Vec<(Vec<u8>, u64)> = Vec::new();
-    for d in envelopes.iter().filter_map(|e| e.group.as_ref()) {
-        let Some(change) = d.change.as_ref().filter(|_| d.kind.enum_value_or_default() == DeliveryKind::MEMBERSHIP) else {
-            continue;
-        };
-        let (user, role) = (change.new.user.user_id, change.new.role.enum_value_or_default());
-        let gone = matches!(role, GroupRole::BANNED | GroupRole::LEFT);
-        if gone && change.actor.user_id == me && user != me && !due.contains(&(d.group_id.clone(), user)) {
-            due.push((d.group_id.clone(), user));
-        }
-    }
-    due
 }
 
 /// Commits the removal of the leaves of users this bot removed, so that they read nothing sent

@@ -5,8 +5,10 @@
 use rusqlite::Connection;
 
 use crate::clock::unix_now;
+use crate::e2e::follow_up::{FollowUp, GroupRef};
 use crate::e2e::group::{self as mls_group, GroupCache, Received};
 use crate::e2e::posters;
+use crate::e2e::sequence::Arrival;
 use crate::gateway::botapi::types::UserView;
 use crate::gateway::history::checked_user_message;
 use crate::gateway::store::groups::{self, GroupChat, Membership};
@@ -23,13 +25,15 @@ fn kind_name(t: GroupType) -> &'static str {
     }
 }
 
-/// Imports one group delivery (the envelope's `group` is set) inside the inbox's writer job.
+/// Imports one group delivery (the envelope's `group` is set) inside the inbox's writer job,
+/// adding to `follow` what it leaves to do after the commit (a join, a removal, a check).
 /// `loaded` holds the groups this job loaded: only an MLS message keeps its group there; every
 /// other delivery may change the group's state another way, so it forgets it first.
-pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &GroupCache) -> StoreResult<()> {
+pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &GroupCache, follow: &mut Vec<FollowUp>) -> StoreResult<()> {
     let d = env.group.get_or_default();
     let gid = d.group_id.as_slice();
     let kind = kind_name(d.type_.enum_value_or_default());
+    let group_ref = |title: &str| GroupRef { id: gid.to_vec(), title: title.to_owned(), kind: d.type_.enum_value_or_default() };
     let now = unix_now();
     forget_past_epochs(c, gid, d.group_seq, loaded)?;
     if d.kind.enum_value_or_default() != DeliveryKind::MLS_MESSAGE {
@@ -48,7 +52,10 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
                     log::warn!("ignoring an invitation to group {}: this device is a member of it", mls_group::short_id(gid));
                     Membership::Member
                 }
-                (true, GroupRole::INVITED) => Membership::Invited,
+                (true, GroupRole::INVITED) => {
+                    follow.push(FollowUp::Join(group_ref(&d.title)));
+                    Membership::Invited
+                }
                 (true, GroupRole::LEFT | GroupRole::BANNED) => {
                     // Out: nothing more arrives, and the epoch secrets are deleted.
                     mls_group::forget(c, gid)?;
@@ -70,8 +77,14 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
                 groups::joiner_announced(c, gid, new.user.user_id)?;
                 groups::clear_departed(c, gid, new.user.user_id)?;
             } else if !about_me && matches!(new.role.enum_value_or_default(), GroupRole::LEFT | GroupRole::BANNED) {
-                // Their leaves must go before the bot posts again (`departed`).
+                // Their leaves must go before the bot posts again (`departed`): at once when
+                // this bot removed them, else by whoever the platform asks, or by this bot
+                // after a grace.
                 groups::note_departed(c, gid, new.user.user_id, now)?;
+                follow.push(match change.actor.user_id == me.id as u64 {
+                    true => FollowUp::RemoveLeaves { group: gid.to_vec(), users: vec![new.user.user_id] },
+                    false => FollowUp::DepartedNoted { group: gid.to_vec(), user: new.user.user_id, due: now + super::departed::GRACE_SECS },
+                });
             }
             let group = groups::upsert(c, gid, &d.title, kind, status, now)?;
             if group.is_channel() {
@@ -102,8 +115,10 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
                 )));
             }
             groups::upsert(c, gid, &d.title, kind, Membership::Member, now)?;
-            // Our leaf came from a key package: replace it right away (`self_update_due`).
-            groups::set_self_updated(c, gid, 0)
+            // Our leaf came from a key package: replace it right away (`FollowUp::Joined`).
+            groups::set_self_updated(c, gid, 0)?;
+            follow.push(FollowUp::Joined(group_ref(&d.title)));
+            Ok(())
         }
         DeliveryKind::JOIN_REQUEST => {
             let Some(group) = groups::by_group_id(c, gid)? else { return Ok(()) };
@@ -119,6 +134,18 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
             let Some(group) = groups::by_group_id(c, gid)? else {
                 return Err(StoreError::Refused(format!("a message of group {} we are not in", mls_group::short_id(gid))));
             };
+            if group.status == Membership::Invited {
+                // Not (back) in the group yet: nothing of it can be read here. The group moved
+                // on, so the join is tried again: a rejoin refused for its GroupInfo may find
+                // one the verified tree vouches for now.
+                log::warn!(
+                    "group {}: message {} arrived while this device is not in the group; dropped, and the join is tried again",
+                    mls_group::short_id(gid),
+                    env.message_id
+                );
+                follow.push(FollowUp::Join(group_ref(&group.title)));
+                return Ok(());
+            }
             let received = match mls_group::receive_with(c, loaded, gid, &env.ciphertext) {
                 Ok(received) => received,
                 // A commit this device cannot process (it missed one, or a member sent one that
@@ -131,15 +158,18 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
                         mls_group::short_id(gid)
                     );
                     groups::set_status(c, gid, Membership::Invited, now)?;
+                    follow.push(FollowUp::Rejoin(group_ref(&group.title)));
                     return Ok(());
                 }
                 Err(e) => return Err(e.into()),
             };
             match received {
-                Received::Application { sender, plaintext } => import_message(c, env, me, &group, sender, &plaintext),
+                Received::Application { sender, plaintext } => import_message(c, env, me, &group, sender, &plaintext, follow),
                 Received::Commit { added, removed_me, .. } => {
                     // Reported if the platform leaves out its notice (`joiners`).
-                    super::joiners::note_new_members(c, gid, &added, env.sender_user_id, me.id as u64, env.date)?;
+                    if super::joiners::note_new_members(c, gid, &added, env.sender_user_id, me.id as u64, env.date)? {
+                        follow.push(FollowUp::JoinersNoted { group: gid.to_vec(), due: now + super::joiners::GRACE_SECS });
+                    }
                     // Another member's commit won this epoch: a commit of ours made in it is
                     // void (openmls discarded it while merging).
                     groups::clear_commit(c, gid)?;
@@ -182,6 +212,7 @@ fn import_message(
     group: &GroupChat,
     device: mls_group::Device,
     plaintext: &[u8],
+    follow: &mut Vec<FollowUp>,
 ) -> StoreResult<()> {
     let sender = device.0;
     if sender != env.sender_user_id {
@@ -200,7 +231,9 @@ fn import_message(
     let content = crate::e2e::padding::parse(plaintext).ok_or(StoreError::E2e(crate::e2e::E2eError::BadContent))?;
     crate::e2e::vouch::check(c, device, &content, env.message_id, env.date)?;
     let conversation = crate::e2e::sequence::Conversation::Group(&group.group_id);
-    crate::e2e::sequence::received(c, conversation, device, content.sender_seq, unix_now())?;
+    if let Arrival::Gap(_) = crate::e2e::sequence::received(c, conversation, device, content.sender_seq, unix_now())? {
+        follow.push(FollowUp::GapNoted { due: unix_now() + crate::e2e::sequence::GRACE_SECS });
+    }
     groups::remember_user(
         c,
         &groups::GroupUser {

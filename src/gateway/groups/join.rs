@@ -20,36 +20,43 @@ use crate::wire::platform::{
 /// How often a join is tried again at once after the group moved on under it (STALE_EPOCH).
 const JOIN_TRIES: usize = 5;
 
-/// Joins every group the bot was added to and has not joined yet.
-pub fn join_invited(shared: &BotShared) {
+/// Joins every group the bot was added to and has not joined yet. False when one failed for
+/// a reason that may pass (the platform unreachable): its caller tries again soon. (A join
+/// refused for the group's tree is alerted and waits for the hourly upkeep.)
+pub fn join_invited(shared: &BotShared) -> bool {
     let invited = match shared.store.read(groups::invited) {
         Ok(g) => g,
         Err(e) => {
             log::warn!("bot @{}: reading the groups to join: {e}", shared.username);
-            return;
+            return false;
         }
     };
     if invited.is_empty() {
-        return;
+        return true;
     }
     // The bot's capabilities as the platform holds them now (@BotManager may change them).
     let capabilities = match shared.platform.verify_credential(&VerifyCredentialRequest::new()) {
         Ok(r) => r.capabilities,
         Err(e) => {
             log::warn!("bot @{}: reading its capabilities before joining groups failed (tried again later): {e}", shared.username);
-            return;
+            return false;
         }
     };
+    let mut all = true;
     for group in invited {
         match join(shared, &group, &capabilities) {
             Ok(()) => {}
             Err(StepError::Store(StoreError::E2e(e @ (E2eError::UntrustedLeaf { .. } | E2eError::RejoinRefused { .. })))) => {
                 shared.security_alert(&format!("joining group {:?}: {e}; not joined (tried again later)", group.title))
             }
-            Err(e) => log::warn!("bot @{}: joining group {:?} failed (tried again later): {e}", shared.username, group.title),
+            Err(e) => {
+                log::warn!("bot @{}: joining group {:?} failed (tried again later): {e}", shared.username, group.title);
+                all = false;
+            }
         }
     }
     know_channel_posters(shared);
+    all
 }
 
 /// Joins one group, or leaves it when the bot lacks the capability.

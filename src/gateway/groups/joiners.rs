@@ -27,22 +27,25 @@ pub const GRACE_SECS: i64 = 60;
 
 /// Notes the users a merged commit of `committer` brought into the tree: those of `added`
 /// with no other leaf in it (a member's further device is no new member), but this bot.
-pub(super) fn note_new_members(c: &Connection, group_id: &[u8], added: &[Device], committer: u64, me: u64, date: i64) -> StoreResult<()> {
+/// Whether it noted any.
+pub(super) fn note_new_members(c: &Connection, group_id: &[u8], added: &[Device], committer: u64, me: u64, date: i64) -> StoreResult<bool> {
     if added.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     let leaves = mls_group::members(c, group_id)?;
     let now = unix_now();
     let mut users: Vec<u64> = added.iter().map(|d| d.0).filter(|u| *u != me).collect();
     users.sort_unstable();
     users.dedup();
+    let mut noted = false;
     for user in users {
         let other_leaf = leaves.iter().any(|d| d.0 == user && !added.contains(d));
         if !other_leaf {
             groups::note_joiner(c, &Joiner { group_id: group_id.to_vec(), user_id: user, actor_id: committer, date }, now)?;
+            noted = true;
         }
     }
-    Ok(())
+    Ok(noted)
 }
 
 /// After a join by external commit was accepted: the users in the tree new to this device

@@ -45,10 +45,10 @@ mod send;
 #[cfg(test)]
 mod tests;
 
-pub use commit::{commit_removals, removals_by, settle_pending};
+pub use commit::{commit_removals, settle_pending};
 pub use departed::remove_overdue_departed;
 pub use import::import;
-pub use joiners::report_unannounced_joiners;
+pub use joiners::{report_unannounced_joiners, GRACE_SECS as JOINER_GRACE_SECS};
 pub use join::{join_invited, keep_key_packages, keep_key_packages_at, know_channel_posters};
 pub use self_update::self_update_due;
 pub use send::{send, GroupSend};

@@ -1,4 +1,4 @@
-//! Self-updates (on `in/<n>`, after batches with group deliveries and on the hourly upkeep):
+//! Self-updates (on `in/<n>`, after a Welcome join, when a retry is due, and on the hourly upkeep):
 //! the bot replaces its own leaf in each group right after a Welcome join and then every
 //! `group_self_update_days`, by a commit with a path sent like every other commit of ours.
 //! This is the groups' post-compromise security, and a leaf made from a key package never
@@ -11,16 +11,19 @@ use crate::gateway::store::groups;
 use crate::wire::platform::send_group_message_response::Status as GroupStatus;
 
 /// Self-updates every group whose leaf of ours is older than the period at `now` (the
-/// project's clock; a test passes a later time). Failures are logged and tried again later.
-pub fn self_update_due(shared: &BotShared, now: i64) {
+/// project's clock; a test passes a later time). Failures are logged and tried again later;
+/// false when one is left for soon (another member's commit came first, or the platform was
+/// unreachable).
+pub fn self_update_due(shared: &BotShared, now: i64) -> bool {
     let period = i64::try_from(shared.delivery.group_self_update.as_secs()).unwrap_or(i64::MAX);
     let due = match shared.store.read(move |c| groups::self_update_due(c, now, period)) {
         Ok(due) => due,
         Err(e) => {
             log::warn!("bot @{}: reading the groups due for a self-update: {e}", shared.username);
-            return;
+            return false;
         }
     };
+    let mut all = true;
     for gid in due {
         let g = gid.clone();
         let answer = commit(shared, &gid, move |c| {
@@ -37,7 +40,7 @@ pub fn self_update_due(shared: &BotShared, now: i64) {
             }
             Ok(CommitAnswer::Nothing) => true,
             // Another member's commit came first: ours is derived again after the inbox
-            // has processed it (the next batch).
+            // has processed it (a retry soon, `inbox::follow_up`).
             Ok(CommitAnswer::Refused(r)) if r.status.enum_value_or_default() == GroupStatus::STALE_EPOCH => false,
             Ok(CommitAnswer::Refused(r)) => {
                 // Not tried again before the next period, rather than after every batch.
@@ -55,5 +58,7 @@ pub fn self_update_due(shared: &BotShared, now: i64) {
                 log::warn!("bot @{}: recording the self-update of group {short}: {e}", shared.username);
             }
         }
+        all &= done;
     }
+    all
 }

@@ -10,11 +10,13 @@ use rusqlite::Connection;
 use super::*;
 use crate::clock::unix_now;
 use crate::crypto::{mls, IdentityKeyPair};
+use crate::e2e::follow_up::FollowUp;
 use crate::e2e::{self, group as mls_group, Registration};
 use crate::gateway::botapi::types::UserView;
 use crate::gateway::port::fake::FakePlatform;
 use crate::gateway::port::refusal;
-use crate::gateway::runtime::{test_bot_on_fake, BotShared, SendFailure};
+use crate::gateway::runtime::{test_bot_on_fake, BotShared};
+use crate::gateway::send_wait::{SendFailure};
 use crate::gateway::store::groups::{self as group_store, Membership};
 use crate::gateway::store::{outbox, queue};
 use crate::wire::e2e::{content::Body, Content, Text};
@@ -120,9 +122,14 @@ fn mls_message(sender: u64, message_id: u64, ciphertext: Vec<u8>) -> InboxEnvelo
     }
 }
 
-fn import_one(bot: &BotShared, env: InboxEnvelope) -> Result<(), crate::gateway::store::StoreError> {
+/// Imports one delivery as `in/<n>` does, returning what it left to do after its commit.
+fn import_one(bot: &BotShared, env: InboxEnvelope) -> Result<Vec<FollowUp>, crate::gateway::store::StoreError> {
     let me = me(bot);
-    bot.store.write(move |c| import(c, &env, &me, &crate::e2e::group::GroupCache::default()))
+    bot.store.write(move |c| {
+        let mut follow = Vec::new();
+        import(c, &env, &me, &crate::e2e::group::GroupCache::default(), &mut follow)?;
+        Ok(follow)
+    })
 }
 
 fn status(bot: &BotShared) -> Option<Membership> {
@@ -136,8 +143,9 @@ fn invited(bot: &BotShared, fake: &FakePlatform, alice: &Connection) {
     fake.answer_always("get_group_info", move |_: crate::wire::platform::GroupRequest| {
         Ok(GroupInfoResponse { group_info: info.clone(), ..Default::default() })
     });
-    import_one(bot, membership(1, GroupRole::INVITED, ALICE)).expect("invitation imported");
+    let follow = import_one(bot, membership(1, GroupRole::INVITED, ALICE)).expect("invitation imported");
     assert_eq!(status(bot), Some(Membership::Invited));
+    assert!(matches!(&follow[..], [FollowUp::Join(g)] if g.id == GID.to_vec()), "a join follows: {follow:?}");
 }
 
 fn ok_answer(message_id: u64) -> SendGroupMessageResponse {
@@ -370,9 +378,12 @@ fn removals_pending_makes_the_bot_commit_the_removal_first() {
 }
 
 #[test]
-fn a_ban_by_the_bot_is_a_removal_it_commits() {
-    let envelopes = vec![membership(ALICE, GroupRole::BANNED, 1), membership(300, GroupRole::LEFT, 300), membership(ALICE, GroupRole::BANNED, 1)];
-    assert_eq!(removals_by(1, &envelopes), vec![(GID.to_vec(), ALICE)], "only the bot's own removals, once");
+fn a_ban_by_the_bot_is_a_removal_it_owes() {
+    let (_dir, bot, _fake, _alice) = joined();
+    let follow = import_one(&bot, membership(ALICE, GroupRole::BANNED, 1)).expect("imported");
+    assert_eq!(follow, vec![FollowUp::RemoveLeaves { group: GID.to_vec(), users: vec![ALICE] }], "the bot's own removal");
+    let follow = import_one(&bot, membership(300, GroupRole::LEFT, 300)).expect("imported");
+    assert!(matches!(&follow[..], [FollowUp::DepartedNoted { user: 300, .. }]), "someone else's departure is checked later: {follow:?}");
 }
 
 #[test]
@@ -424,7 +435,7 @@ fn a_joiner_nobody_vouched_for_is_refused_raises_the_alert_and_the_group_goes_on
     let (_dir, bot, fake, alice) = joined();
     let before = epoch(&bot);
     let forged = mls_group::forge::external_commit(&current_group_info(&fake), |s| mls_group::forge::leaf_as(77, 1, None, s));
-    assert!(crate::gateway::inbox::import_reported(&bot, vec![InboxEnvelope { seq: 10, ..mls_message(77, 0, forged) }]));
+    assert!(crate::gateway::inbox::import_reported(&bot, vec![InboxEnvelope { seq: 10, ..mls_message(77, 0, forged) }]).is_some());
     assert_eq!(epoch(&bot), before, "the forged commit is not merged");
     assert_eq!(bot.metrics.security_alerts.load(std::sync::atomic::Ordering::Relaxed), 1);
     let health = bot.health();
@@ -434,7 +445,7 @@ fn a_joiner_nobody_vouched_for_is_refused_raises_the_alert_and_the_group_goes_on
 
     // Alice's next message is read: the group goes on.
     let (hello, _) = mls_group::encrypt(&alice, &GID, &text("still here")).expect("encrypt");
-    assert!(crate::gateway::inbox::import_reported(&bot, vec![InboxEnvelope { seq: 11, ..mls_message(ALICE, 9, hello) }]));
+    assert!(crate::gateway::inbox::import_reported(&bot, vec![InboxEnvelope { seq: 11, ..mls_message(ALICE, 9, hello) }]).is_some());
     let updates = bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue");
     assert!(updates.iter().any(|u| u.payload["text"] == "still here"), "{updates:?}");
 }
@@ -768,7 +779,7 @@ fn a_replayed_old_commit_is_dropped_and_never_starts_a_rejoin() {
     import_one(&bot, mls_message(ALICE, 0, first.message.clone())).expect("processed");
     let epoch = bot.store.read(|c| Ok(mls_group::epoch(c, &GID)?)).expect("epoch");
     let replay = InboxEnvelope { seq: 40, client_message_id: "replay".into(), ..mls_message(ALICE, 0, first.message) };
-    assert!(crate::gateway::inbox::import_reported(&bot, vec![replay]));
+    assert!(crate::gateway::inbox::import_reported(&bot, vec![replay]).is_some());
     assert_eq!(status(&bot), Some(Membership::Member), "not marked to rejoin");
     assert_eq!(bot.store.read(|c| Ok(mls_group::epoch(c, &GID)?)).expect("epoch"), epoch, "the group stays at its epoch");
     assert_eq!(bot.metrics.replayed_commits.load(std::sync::atomic::Ordering::Relaxed), 1, "counted");
@@ -789,7 +800,7 @@ fn a_group_message_delivered_twice_is_one_update() {
     // The same ciphertext again, under another seq and client message id (a replaying platform).
     let first = InboxEnvelope { seq: 30, client_message_id: "a".into(), ..mls_message(ALICE, 7, hello.clone()) };
     let again = InboxEnvelope { seq: 31, client_message_id: "b".into(), ..mls_message(ALICE, 7, hello) };
-    assert!(crate::gateway::inbox::import_reported(&bot, vec![first, again]));
+    assert!(crate::gateway::inbox::import_reported(&bot, vec![first, again]).is_some());
     let updates = bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue");
     assert_eq!(updates.iter().filter(|u| u.payload["text"] == "only once").count(), 1, "{updates:?}");
 }
@@ -817,7 +828,11 @@ fn alerts(bot: &BotShared) -> u64 {
 fn a_joiner_the_platform_never_announces_becomes_a_chat_member_update_and_an_alert() {
     let (_dir, bot, fake, _alice) = joined();
     bot.store.write(|c| queue::store_allowed_updates(c, &["message".into(), "chat_member".into()])).expect("filter");
-    assert!(crate::gateway::inbox::import_reported(&bot, vec![carol_joins(&fake)]));
+    let follow = crate::gateway::inbox::import_reported(&bot, vec![carol_joins(&fake)]).expect("imported");
+    assert!(
+        matches!(&follow[..], [FollowUp::JoinersNoted { group, due }] if *group == GID.to_vec() && *due >= unix_now() + joiners::GRACE_SECS - 1),
+        "a check of the joiner is owed: {follow:?}"
+    );
     // Within the grace the platform's notice may still come: nothing is reported.
     report_unannounced_joiners(&bot, unix_now());
     assert!(chat_member_updates(&bot).is_empty());
@@ -845,7 +860,7 @@ fn a_joiner_the_platform_announces_is_one_chat_member_update_and_no_alert() {
     let mut notice = InboxEnvelope { seq: 21, ..membership(CAROL, GroupRole::MEMBER, CAROL) };
     let change = notice.group.as_mut().expect("group").change.as_mut().expect("change");
     change.old = Some(GroupMember { user: change.new.user.clone(), role: GroupRole::INVITED.into(), ..Default::default() }).into();
-    assert!(crate::gateway::inbox::import_reported(&bot, vec![carol_joins(&fake), notice]));
+    assert!(crate::gateway::inbox::import_reported(&bot, vec![carol_joins(&fake), notice]).is_some());
     report_unannounced_joiners(&bot, unix_now() + joiners::GRACE_SECS + 1);
     let updates = chat_member_updates(&bot);
     assert_eq!(updates.len(), 1, "the platform's notice alone: {updates:?}");
@@ -860,7 +875,7 @@ fn a_left_notice_about_a_silent_joiner_still_alerts() {
     let (_dir, bot, fake, _alice) = joined();
     bot.store.write(|c| queue::store_allowed_updates(c, &["message".into(), "chat_member".into()])).expect("filter");
     let notice = InboxEnvelope { seq: 21, ..membership(CAROL, GroupRole::LEFT, CAROL) };
-    assert!(crate::gateway::inbox::import_reported(&bot, vec![carol_joins(&fake), notice]));
+    assert!(crate::gateway::inbox::import_reported(&bot, vec![carol_joins(&fake), notice]).is_some());
     report_unannounced_joiners(&bot, unix_now() + joiners::GRACE_SECS + 1);
     let seated: Vec<_> = chat_member_updates(&bot).into_iter().filter(|u| u["new_chat_member"]["status"] == "member").collect();
     assert_eq!(seated.len(), 1, "reported from the tree: {seated:?}");
@@ -981,9 +996,11 @@ fn carol_joined_then_banned(bot: &BotShared, fake: &FakePlatform, alice: &Connec
     let joins = carol_joins(fake);
     mls_group::receive(alice, &GID, &joins.ciphertext).expect("Alice processes Carol's join");
     let seated = InboxEnvelope { seq: 21, ..membership(CAROL, GroupRole::MEMBER, CAROL) };
-    assert!(crate::gateway::inbox::import_reported(bot, vec![joins, seated]));
+    assert!(crate::gateway::inbox::import_reported(bot, vec![joins, seated]).is_some());
     let banned = InboxEnvelope { seq: 22, ..membership(CAROL, GroupRole::BANNED, ALICE) };
-    assert!(crate::gateway::inbox::import_reported(bot, vec![banned]));
+    let follow = crate::gateway::inbox::import_reported(bot, vec![banned]).expect("imported");
+    // Alice banned her: her removal is Alice's to commit, or the bot's after a grace.
+    assert!(matches!(&follow[..], [FollowUp::DepartedNoted { user: CAROL, .. }]), "{follow:?}");
 }
 
 fn bot_members(bot: &BotShared) -> Vec<mls_group::Device> {

@@ -1,5 +1,6 @@
 //! `in/<n>`: batches of envelopes decrypted and committed in one writer job each, then
-//! acknowledged (`AckWindow`); what a batch owes the groups runs after it.
+//! acknowledged (`AckWindow`); what the import returns it left to do (`FollowUp`) runs after
+//! that (`follow_up`).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
@@ -10,6 +11,7 @@ use rusqlite::Connection;
 
 use crate::backoff::Backoff;
 use crate::demand::Work;
+use crate::e2e::follow_up::FollowUp;
 use crate::e2e::{self, inbound};
 use crate::wire::e2e::content::Body;
 use crate::gateway::botapi::types::UserView;
@@ -23,7 +25,8 @@ use crate::gateway::store::{chats, files, groups as groups_store, queue, Result 
 use crate::gateway::updates;
 use crate::wire::platform::{AckRequest, InboxEnvelope};
 
-use super::upkeep::{hourly_upkeep, replenish_prekeys, SignedPrekeyUpkeep, PREKEY_CHECK_EVERY};
+use super::follow_up::{self, Owed};
+use super::upkeep::{hourly_upkeep, SignedPrekeyUpkeep};
 use super::{BATCH, RECONNECT_MAX, RECONNECT_START};
 
 /// Acknowledgements sent and not yet answered, at most (`AckWindow`).
@@ -32,7 +35,7 @@ const ACKS_IN_FLIGHT: usize = 4;
 /// `in/<n>` as work on demand (`crate::demand`): started by `ins/<n>` after it queues an
 /// envelope, by the upkeep ticker when the hourly upkeep is due, and at the bot's start; ends
 /// after `idle` without an envelope. What must outlive one run (the signed prekey's upkeep,
-/// the count of prekey messages) is kept here.
+/// what the imports left owed) is kept here.
 pub struct Importer {
     /// Weak: `BotShared` holds the thread's start (through `ins/<n>`'s demand), and must
     /// still be dropped.
@@ -44,20 +47,25 @@ pub struct Importer {
 
 struct ImportState {
     upkeep: SignedPrekeyUpkeep,
-    prekey_messages: u32,
+    owed: Owed,
     /// The start-of-runtime steps ran (key packages, interrupted joins, self-updates due).
     started: bool,
 }
 
 impl Importer {
     pub fn new(shared: &Arc<BotShared>, rx: Receiver<InboxEnvelope>, upkeep: SignedPrekeyUpkeep, idle: Duration) -> Importer {
-        let state = ImportState { upkeep, prekey_messages: 0, started: false };
+        let state = ImportState { upkeep, owed: Owed::default(), started: false };
         Importer { shared: Arc::downgrade(shared), rx, state: Mutex::new(state), idle }
     }
 
-    /// Whether the hourly upkeep is due while no `in/<n>` runs (one that runs does it itself).
+    /// Whether the hourly upkeep or a timed check is due while no `in/<n>` runs (one that
+    /// runs does them itself).
     pub fn upkeep_due(&self) -> bool {
-        self.state.try_lock().map(|s| Instant::now() >= s.upkeep.next_check).unwrap_or(false)
+        let now = crate::clock::unix_now();
+        self.state
+            .try_lock()
+            .map(|s| Instant::now() >= s.upkeep.next_check || s.owed.next_due().is_some_and(|t| t <= now))
+            .unwrap_or(false)
     }
 }
 
@@ -82,21 +90,20 @@ impl Work for Importer {
     }
 }
 
-/// `in/<n>`: decrypts and commits batches of envelopes, then acknowledges them; keeps the
-/// signed prekey up. Returns when the bot stops, the stream thread is gone, or no envelope
-/// came for `idle` (and no upkeep is due).
+/// `in/<n>`: decrypts and commits batches of envelopes, then acknowledges them and runs what
+/// they left to do; keeps the signed prekey up. Returns when the bot stops, the stream thread
+/// is gone, or no envelope came for `idle` (and no upkeep or check is due).
 fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut ImportState, idle: Duration) {
     if !state.started {
         state.started = true;
-        // Key packages for members who add the bot by Welcome; joins interrupted by a stop or
-        // a failure are taken up again.
+        // Key packages for members who add the bot by Welcome; joins and checks interrupted
+        // by a stop or a failure are taken up again.
         groups::keep_key_packages(shared);
-        groups::join_invited(shared);
-        groups::self_update_due(shared, crate::clock::unix_now());
+        follow_up::checks(shared, &mut state.owed, crate::clock::unix_now());
     }
     let mut acks = AckWindow { shared, pending: VecDeque::with_capacity(ACKS_IN_FLIGHT) };
     loop {
-        let wait = idle.min(state.upkeep.next_check.saturating_duration_since(Instant::now()));
+        let wait = idle.min(state.upkeep.next_check.saturating_duration_since(Instant::now())).min(until(state.owed.next_due()));
         let first = select! {
             recv(rx) -> r => match r {
                 Ok(envelope) => envelope,
@@ -104,11 +111,11 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
             },
             recv(shared.stop_signal()) -> _ => return,
             default(wait) => {
-                if Instant::now() < state.upkeep.next_check {
+                let due = state.owed.next_due().is_some_and(|t| t <= crate::clock::unix_now());
+                if Instant::now() < state.upkeep.next_check && !due {
                     return; // idle
                 }
-                state.upkeep.check(shared);
-                hourly_upkeep(shared);
+                upkeep(shared, state);
                 continue;
             }
         };
@@ -119,50 +126,39 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
                 Err(_) => break,
             }
         }
-        state.prekey_messages += batch
-            .iter()
-            .filter(|e| e2e::starts_session(e))
-            .count() as u32;
         let seqs: Vec<u64> = batch.iter().map(|e| e.seq).collect();
         if !settle_group_commits(shared, &batch) {
             return; // stopping
         }
-
-        let membership = batch.iter().any(|e| e.group.as_ref().is_some_and(|g| g.change.is_some()));
-        let grouped = batch.iter().any(|e| e.group.is_some());
-        let removals = groups::removals_by(shared.compat_user_id, &batch);
-        if !import_reported(shared, batch) {
+        let Some(follow_ups) = import_reported(shared, batch) else {
             return; // the store is closing: the process is stopping
-        }
+        };
         acks.send(seqs);
-        if membership {
-            // Added to a group: join it now that the invitation is stored (a Welcome used a
-            // key package: top them up).
-            groups::join_invited(shared);
-            groups::keep_key_packages(shared);
-            groups::commit_removals(shared, removals);
-        }
-        if grouped {
-            // A group whose commit this device could not process is rejoined (`groups::import`
-            // marked it invited again); a Welcome join is followed by a self-update at once.
-            groups::join_invited(shared);
-            groups::self_update_due(shared, crate::clock::unix_now());
-            groups::report_unannounced_joiners(shared, crate::clock::unix_now());
-            groups::remove_overdue_departed(shared, crate::clock::unix_now());
-        }
-        crate::gateway::withheld::report_withheld(shared, crate::clock::unix_now());
-        if state.prekey_messages >= PREKEY_CHECK_EVERY {
-            state.prekey_messages = 0;
-            if let Err(e) = replenish_prekeys(shared) {
-                log::warn!("bot @{}: one-time prekey top-up failed: {e}", shared.username);
-            }
-        }
+        follow_up::run(shared, follow_ups, &mut state.owed);
         // A busy inbox never times out above.
+        follow_up::run_due(shared, &mut state.owed, crate::clock::unix_now());
         if Instant::now() >= state.upkeep.next_check {
-            state.upkeep.check(shared);
-            hourly_upkeep(shared);
+            upkeep(shared, state);
         }
     }
+}
+
+/// The hourly upkeep when it is due, then the timed checks (hourly, or when one is due).
+fn upkeep(shared: &BotShared, state: &mut ImportState) {
+    let now = crate::clock::unix_now();
+    if Instant::now() >= state.upkeep.next_check {
+        state.upkeep.check(shared);
+        hourly_upkeep(shared);
+        follow_up::checks(shared, &mut state.owed, now);
+    } else {
+        follow_up::run_due(shared, &mut state.owed, now);
+    }
+}
+
+/// How long until the unix time `due` (none: a day, longer than any other wait).
+fn until(due: Option<i64>) -> Duration {
+    let secs = due.map_or(86_400, |t| t.saturating_sub(crate::clock::unix_now()).max(0));
+    Duration::from_secs(secs as u64)
 }
 
 /// The acknowledgements `in/<n>` sent and has not read the answer of: it imports the next
@@ -243,14 +239,12 @@ fn check_senders(shared: &BotShared, batch: &[InboxEnvelope]) -> Option<sender_c
 
 /// Imports a batch (`import_batch`) after checking the devices that start a session in it
 /// (`check_senders`), and reports what it came to: updates counted, dropped envelopes counted
-/// and shown in `/healthz`, security alerts raised, identity changes counted. False when
-/// stopping.
-pub(crate) fn import_reported(shared: &BotShared, batch: Vec<InboxEnvelope>) -> bool {
-    let Some(refused) = check_senders(shared, &batch) else {
-        return false;
-    };
-    let BatchImport::Committed { outcomes, queued } = import_batch(shared, batch, refused) else {
-        return false;
+/// and shown in `/healthz`, security alerts raised, identity changes counted. Returns what the
+/// batch left to do after its commit; `None` when stopping.
+pub(crate) fn import_reported(shared: &BotShared, batch: Vec<InboxEnvelope>) -> Option<Vec<FollowUp>> {
+    let refused = check_senders(shared, &batch)?;
+    let BatchImport::Committed { outcomes, queued, follow_ups } = import_batch(shared, batch, refused) else {
+        return None;
     };
     BotMetrics::add(&shared.metrics.updates_received, queued);
     for outcome in &outcomes {
@@ -272,7 +266,7 @@ pub(crate) fn import_reported(shared: &BotShared, batch: Vec<InboxEnvelope>) -> 
             }
         }
     }
-    true
+    Some(follow_ups)
 }
 
 /// What importing one envelope did.
@@ -297,9 +291,9 @@ enum Imported {
 
 /// What importing a batch came to.
 enum BatchImport {
-    /// Committed: each envelope's outcome, in order, and how many updates the batch queued
-    /// (for `/metrics`).
-    Committed { outcomes: Vec<Imported>, queued: u64 },
+    /// Committed: each envelope's outcome, in order, how many updates the batch queued (for
+    /// `/metrics`), and what the stored envelopes left to do.
+    Committed { outcomes: Vec<Imported>, queued: u64, follow_ups: Vec<FollowUp> },
     /// The store is closing (the process is stopping): nothing was committed.
     Stopping,
 }
@@ -320,9 +314,10 @@ fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>, refused: sender_c
         let result = shared.store.write(move |c| {
             // The writer runs one job at a time, so the depth moves only by this batch here.
             let before = queue::depth(c)?;
-            let outcomes = import_all(c, &envelopes, &me, &identity_key, &name, &refused)?;
+            let mut follow_ups = Vec::new();
+            let outcomes = import_all(c, &envelopes, &me, &identity_key, &name, &refused, &mut follow_ups)?;
             let queued = queue::depth(c)?.saturating_sub(before).max(0) as u64;
-            Ok(BatchImport::Committed { outcomes, queued })
+            Ok(BatchImport::Committed { outcomes, queued, follow_ups })
         });
         match result {
             Ok(committed) => return committed,
@@ -341,7 +336,8 @@ fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>, refused: sender_c
 /// every batch goes through, and a savepoint per envelope was a tenth of a group message's
 /// import (`sqlite3PagerSavepoint`). If one fails, that attempt is rolled back whole and the
 /// batch imported again envelope by envelope (`import_one`), so a failing envelope is rolled
-/// back alone, exactly as before. A failure of the storage fails the batch (`Err`).
+/// back alone, exactly as before. A failure of the storage fails the batch (`Err`). What the
+/// stored envelopes leave to do is added to `follow` (a rolled-back envelope's is taken out).
 fn import_all(
     c: &Connection,
     envelopes: &[InboxEnvelope],
@@ -349,13 +345,14 @@ fn import_all(
     identity_key: &[u8; 32],
     bot_name: &str,
     refused: &sender_check::Refused,
+    follow: &mut Vec<FollowUp>,
 ) -> StoreResult<Vec<Imported>> {
     // Groups loaded by this job, for the next message of each (`GroupCache`).
     let loaded = e2e::group::GroupCache::default();
     c.prepare_cached("SAVEPOINT batch")?.execute([])?;
     let mut failed = None;
     for env in envelopes {
-        if let Err(e) = import_inner(c, env, me, identity_key, &loaded) {
+        if let Err(e) = import_inner(c, env, me, identity_key, &loaded, follow) {
             failed = Some(e);
             break;
         }
@@ -370,11 +367,12 @@ fn import_all(
         Some(_) => {
             // Undone, and the groups loaded meanwhile are ahead of that.
             loaded.clear();
+            follow.clear();
             c.prepare_cached("ROLLBACK TO batch")?.execute([])?;
             c.prepare_cached("RELEASE batch")?.execute([])?;
         }
     }
-    envelopes.iter().map(|env| import_one(c, env, me, identity_key, bot_name, refused, &loaded)).collect()
+    envelopes.iter().map(|env| import_one(c, env, me, identity_key, bot_name, refused, &loaded, follow)).collect()
 }
 
 /// Imports one envelope inside its own savepoint. A failure of the envelope (undecryptable,
@@ -388,13 +386,16 @@ fn import_one(
     bot_name: &str,
     refused: &sender_check::Refused,
     loaded: &e2e::group::GroupCache,
+    follow: &mut Vec<FollowUp>,
 ) -> StoreResult<Imported> {
     // Cached statements: parsing these two on every envelope was a tenth of an import.
     c.prepare_cached("SAVEPOINT envelope")?.execute([])?;
-    let r = import_inner(c, env, me, identity_key, loaded);
+    let owed_before = follow.len();
+    let r = import_inner(c, env, me, identity_key, loaded, follow);
     if r.is_err() {
         // What this envelope wrote is undone; a group loaded meanwhile may be ahead of that.
         loaded.clear();
+        follow.truncate(owed_before);
         c.prepare_cached("ROLLBACK TO envelope")?.execute([])?;
     }
     c.prepare_cached("RELEASE envelope")?.execute([])?;
@@ -455,6 +456,7 @@ fn import_inner(
     me: &UserView,
     identity_key: &[u8; 32],
     loaded: &e2e::group::GroupCache,
+    follow: &mut Vec<FollowUp>,
 ) -> StoreResult<()> {
     let bot_id = me.id as u64;
     if inbound::is_repeat(c, env.seq, env.sender_user_id, &env.client_message_id)? {
@@ -463,10 +465,16 @@ fn import_inner(
     }
     if env.group.is_some() {
         inbound::accept(c, env.seq, env.sender_user_id, &env.client_message_id)?;
-        return crate::gateway::groups::import(c, env, me, loaded);
+        return crate::gateway::groups::import(c, env, me, loaded, follow);
     }
-    let content = e2e::open_envelope(c, env)?;
+    let (content, arrival) = e2e::open_envelope_noting(c, env)?;
     inbound::accept(c, env.seq, env.sender_user_id, &env.client_message_id)?;
+    if e2e::starts_session(env) {
+        follow.push(FollowUp::SessionStarted);
+    }
+    if let e2e::sequence::Arrival::Gap(_) = arrival {
+        follow.push(FollowUp::GapNoted { due: unix_now() + e2e::sequence::GRACE_SECS });
+    }
     if env.sender_is_bot || env.sender_user_id == bot_id {
         // Bots do not receive messages from bots.
         return Ok(());

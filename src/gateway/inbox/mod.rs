@@ -3,8 +3,11 @@
 //! "advanced sessions + updates + cursor" in ONE transaction, and only after that commit
 //! acknowledges the envelopes to the platform (`import`). A crash at any point loses nothing
 //! and duplicates nothing: unacknowledged envelopes come again and the stored cursor and the
-//! memory of processed events skip them. `in/<n>` also keeps the device's keys up (`upkeep`).
+//! memory of processed events skip them. The import returns what each batch left to do
+//! (`e2e::follow_up::FollowUp`), and `in/<n>` runs it after the acknowledgement
+//! (`follow_up`). `in/<n>` also keeps the device's keys up (`upkeep`).
 
+mod follow_up;
 mod import;
 mod stream;
 mod upkeep;

@@ -16,10 +16,9 @@ pub(super) const PREKEY_CHECK_EVERY: u32 = 20;
 const SIGNED_PREKEY_CHECK_EVERY: Duration = Duration::from_secs(3600);
 
 /// The hourly upkeep beside the signed prekey's: one-time prekeys topped up (and the clock
-/// compared with the platform's); skipped message keys older than 30 days
-/// deleted; in groups, key packages replaced before they age, leaves updated on their period,
-/// joiners the platform never announced reported (a quiet group gets no batch to trigger them);
-/// devices the owner removed since get their removal signed.
+/// compared with the platform's); skipped message keys older than 30 days deleted; in groups,
+/// key packages replaced before they age; devices the owner removed since get their removal
+/// signed. (`in/<n>` runs the timed group checks after it, `follow_up::checks`.)
 pub(super) fn hourly_upkeep(shared: &BotShared) {
     // Tops up what a quiet inbox never triggers, and its answer says the platform's time.
     if let Err(e) = replenish_prekeys(shared) {
@@ -32,10 +31,6 @@ pub(super) fn hourly_upkeep(shared: &BotShared) {
         Err(e) => log::warn!("bot @{}: deleting old skipped message keys: {e}", shared.username),
     }
     groups::keep_key_packages(shared);
-    groups::self_update_due(shared, crate::clock::unix_now());
-    groups::report_unannounced_joiners(shared, crate::clock::unix_now());
-    groups::remove_overdue_departed(shared, crate::clock::unix_now());
-    crate::gateway::withheld::report_withheld(shared, crate::clock::unix_now());
     let at = format!("bot @{}", shared.username);
     crate::gateway::registration::sign_new_removals(&*shared.platform, &shared.store, &shared.identity, shared.compat_user_id, &at);
 }

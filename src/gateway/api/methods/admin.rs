@@ -254,7 +254,7 @@ mod tests {
             std::thread::spawn(move || {
                 bot.outbox.wake.receiver().recv_timeout(std::time::Duration::from_secs(30)).expect("woken");
                 let entry = bot.store.read(|c| outbox::pending(c, 1)).expect("pending").remove(0);
-                let (row, sent) = (entry.id, crate::gateway::runtime::Sent { message_id: 13, date: 1 });
+                let (row, sent) = (entry.id, crate::gateway::send_wait::Sent { message_id: 13, date: 1 });
                 bot.store
                     .write(move |c| {
                         outbox::remove(c, row)?;

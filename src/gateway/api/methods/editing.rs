@@ -83,7 +83,7 @@ fn message_of(
 /// Sends the new state of `entry` as an edit and answers the edited Message.
 fn send_edit(bot: &BotShared, chat: &Target, entry: chats::HistoryEntry, new: Content) -> Result<Value, ApiError> {
     let edited = submit_edit(bot, chat, entry, new)?;
-    Ok(types::message_json(&bot.message_view(chat.as_ref(), &edited)?))
+    Ok(types::message_json(&super::message_view(bot, chat.as_ref(), &edited)?))
 }
 
 /// Sends the new state of `entry` as an edit (keyboard signed for the same message); returns

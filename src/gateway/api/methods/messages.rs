@@ -11,7 +11,8 @@ use crate::gateway::botapi::text::entities::{check_entity_count, entities_from_j
 use crate::gateway::botapi::text::{self, ParseMode};
 use crate::gateway::botapi::{markup, types, ApiError, Params};
 use super::submit;
-use crate::gateway::runtime::{BotShared, Sent};
+use crate::gateway::runtime::{BotShared};
+use crate::gateway::send_wait::{Sent};
 use crate::gateway::store::{chats, groups};
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::{ChatAction, Content, Entity, ForwardOrigin, Location, Text};
@@ -190,7 +191,7 @@ pub(super) fn send_new(bot: &BotShared, chat: &chats::PrivateChat, content: Cont
 pub(super) fn send_new_to(bot: &BotShared, target: &Target, content: Content) -> Result<Value, ApiError> {
     let chat_id = target.chat_id();
     let sent = submit_to(bot, target, content.clone())?;
-    Ok(types::message_json(&bot.message_view(target.as_ref(), &sent_entry(bot, chat_id, &sent, content))?))
+    Ok(types::message_json(&super::message_view(bot, target.as_ref(), &sent_entry(bot, chat_id, &sent, content))?))
 }
 
 /// Puts a content into the durable outbox for `target` and waits for it; a channel needs the

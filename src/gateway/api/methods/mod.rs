@@ -37,6 +37,7 @@ use super::{BotApi, Download};
 use crate::gateway::botapi::{ApiError, Params};
 use crate::gateway::runtime::BotShared;
 use crate::gateway::store::webhook as webhook_store;
+use crate::gateway::botapi::types::MessageView;
 use crate::gateway::store::StoreError;
 
 /// One Bot API method.
@@ -189,6 +190,16 @@ fn check_polling(bot: &BotShared) -> Result<(), ApiError> {
 }
 
 /// A failure of the bot's own database: logged, and 500 to the caller.
+/// Builds the Bot API message for a history entry of a private chat or a group.
+fn message_view(
+    bot: &BotShared,
+    chat: crate::gateway::updates::ChatRef<'_>,
+    entry: &crate::gateway::store::chats::HistoryEntry,
+) -> Result<MessageView, ApiError> {
+    let me = bot.me();
+    bot.store.read(|c| crate::gateway::updates::history_view(c, &me, chat, entry, true)).map_err(store_error)
+}
+
 fn store_error(e: StoreError) -> ApiError {
     log::error!("state store: {e}");
     ApiError::internal(e)

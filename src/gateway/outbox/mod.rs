@@ -11,33 +11,40 @@
 //! again, so new ones stay withdrawable. A message the outbox gives up is recorded
 //! (`store::outbox::give_up`), logged with its chat and message id, and counted.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod bundles;
+mod to_groups;
+mod hand_over;
+mod record;
+mod reserve;
+mod seal;
+
 use std::time::Duration;
 
 use crossbeam_channel::RecvTimeoutError;
-use rusqlite::Connection;
 
-use super::metrics::BotMetrics;
-use super::runtime::{unix_now, BotShared, SendFailure, Sent};
-use super::groups::{self as group_send, GroupSend};
-use super::port::StepError;
-use super::store::{groups, outbox, Store, StoreError};
+use crate::gateway::metrics::BotMetrics;
+use crate::gateway::runtime::{unix_now, BotShared};
+use crate::gateway::send_wait::SendFailure;
+use crate::gateway::port::StepError;
+use crate::gateway::store::{groups, outbox, StoreError};
 use crate::backoff::Backoff;
 use crate::e2e;
-use super::keyboard;
-use crate::crypto::IdentityKeyPair;
-use crate::wire::e2e::content::Body;
 use crate::wire::platform::{
-    send_result::Status as SendStatus, GetPrekeyBundlesRequest, GetPrekeyBundlesResponse, MessageIdReservation,
-    OutgoingMessage, Profile, ReserveMessageIdsRequest, SendMessagesRequest, SendResult,
+    OutgoingMessage, SendMessagesRequest,
 };
+use bundles::bundles_of_new_recipients;
+use hand_over::hand_over;
+use record::{bundles_of_missing_devices, record_results, Answered, Outcome};
+use reserve::{give_up_refused, reserve_ids};
+use seal::{seal_batch, Signer};
+use to_groups::send_to_groups;
 
 /// Messages sent in one SendMessages call (one gRPC round trip for many messages).
 const SEND_BATCH: usize = 128;
+
 const BACKOFF_START: Duration = Duration::from_millis(500);
+
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
-/// A message whose recipient's device list keeps changing is given up after this many rounds.
-const MAX_DEVICE_REFRESHES: i64 = 8;
 
 #[derive(Debug)]
 enum SendError {
@@ -184,13 +191,13 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
     if entries.is_empty() {
         return groups_sent.map(|()| true);
     }
-    let entries = hand_over(shared, entries)?;
+    let entries = hand_over(&shared.store, entries)?;
     if entries.is_empty() {
         // Every one was withdrawn by its caller meanwhile.
         return groups_sent.map(|()| true);
     }
     let fetched = bundles_of_new_recipients(shared, &entries)?;
-    let (ids, refused) = reserve_ids(shared, &entries)?;
+    let (ids, refused) = reserve_ids(&*shared.platform, &entries)?;
     let entries = give_up_refused(shared, entries, refused)?;
     if entries.is_empty() {
         return Ok(true);
@@ -254,397 +261,6 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
     }
 }
 
-/// A message to a group that keeps meeting a moving epoch is given up after this many tries.
-const MAX_GROUP_ATTEMPTS: i64 = 20;
-
-/// Sends the group messages of a batch in order. One that must wait (the epoch moved on,
-/// removals were due) stops the rest of its group's messages, so their order holds; the outbox
-/// then backs off while the inbox catches up.
-fn send_to_groups(shared: &BotShared, entries: Vec<outbox::OutboxEntry>) -> Result<(), SendError> {
-    let mut waiting: Vec<i64> = Vec::new();
-    let mut later = None;
-    for entry in entries {
-        if waiting.contains(&entry.chat_id) {
-            continue;
-        }
-        if entry.attempts >= MAX_GROUP_ATTEMPTS {
-            let failure = SendFailure::GaveUp("the group kept changing under the message; it was not sent".into());
-            let (e, reason) = (entry.clone(), failure.reason().to_string());
-            if let Some(record) = shared.store.write(move |c| outbox::give_up(c, &e, &reason, unix_now()))? {
-                gave_up(shared, entry.id, &record, failure);
-            }
-            continue;
-        }
-        match group_send::send(shared, &entry) {
-            Ok(GroupSend::Sent(sent)) => {
-                shared.outbox.finish(entry.id, Ok(sent));
-            }
-            Ok(GroupSend::GaveUp(record, failure)) => gave_up(shared, entry.id, &record, failure),
-            Ok(GroupSend::Withdrawn) => {}
-            Ok(GroupSend::Later(why)) => {
-                waiting.push(entry.chat_id);
-                later = Some(why);
-            }
-            // Unanswered (or the store failed): nothing more is handed to the platform now.
-            Err(e) => return Err(SendError::Group(e)),
-        }
-    }
-    match later {
-        Some(why) => Err(SendError::Later(why)),
-        None => Ok(()),
-    }
-}
-
-/// Message ids reserved for the entries to seal, by client message id: (message id, date),
-/// which the content vouches for and a keyboard's signed context names.
-type Reservations = BTreeMap<String, (u64, i64)>;
-
-/// What signs the keyboards of a batch (`keyboard::attach_context`) inside the seal job.
-struct Signer<'a> {
-    identity: &'a IdentityKeyPair,
-    bot_user_id: u64,
-    ids: Reservations,
-}
-
-/// Reserves the message ids of every unsealed entry (one ReserveMessageIds call per batch):
-/// every content vouches for its id and date (`e2e::vouch`), and a keyboard's signed context
-/// names them too. A repeat after a failed seal answers the same ids.
-fn reserve_ids(shared: &BotShared, entries: &[outbox::OutboxEntry]) -> Result<(Reservations, Vec<(String, String)>), SendError> {
-    let mut req = ReserveMessageIdsRequest::new();
-    for e in entries.iter().filter(|e| e.sealed.is_none()) {
-        let mut r = MessageIdReservation::new();
-        r.client_message_id = e.client_message_id.clone();
-        r.recipient_user_id = e.chat_id as u64;
-        req.reservations.push(r);
-    }
-    if req.reservations.is_empty() {
-        return Ok((Reservations::new(), Vec::new()));
-    }
-    let resp = shared
-        .platform
-        .reserve_message_ids(&req)
-        .map_err(|e| SendError::Platform(format!("reserving message ids: {e}")))?;
-    let (ok, refused): (Vec<_>, Vec<_>) = resp.ids.into_iter().partition(|r| r.message_id != 0);
-    Ok((
-        ok.into_iter().map(|r| (r.client_message_id, (r.message_id, r.date))).collect(),
-        refused.into_iter().map(|r| (r.client_message_id, r.error)).collect(),
-    ))
-}
-
-/// Marks the entries not handed yet as handed to the platform (one writer job, none when all
-/// are): from here their callers wait for the platform's answer, since the reservation that
-/// comes next is already a call about them. Entries withdrawn meanwhile are left out.
-fn hand_over(shared: &BotShared, entries: Vec<outbox::OutboxEntry>) -> Result<Vec<outbox::OutboxEntry>, SendError> {
-    if entries.iter().all(|e| e.handed) {
-        return Ok(entries);
-    }
-    let now = unix_now();
-    // Relaxed: a hand-over lost to a power failure is made again after the restart (the
-    // reservation it precedes answers the same ids again); the seal's synced commit carries it.
-    Ok(shared.store.write_relaxed(move |c| {
-        let mut kept = Vec::with_capacity(entries.len());
-        for mut entry in entries {
-            if entry.handed || outbox::mark_handed(c, entry.id, now)? {
-                entry.handed = true;
-                kept.push(entry);
-            }
-        }
-        Ok(kept)
-    })?)
-}
-
-/// Ends the entries whose reservation the platform refused (an unknown recipient), as a
-/// refused send would, and returns the others.
-fn give_up_refused(
-    shared: &BotShared,
-    entries: Vec<outbox::OutboxEntry>,
-    refused: Vec<(String, String)>,
-) -> Result<Vec<outbox::OutboxEntry>, SendError> {
-    if refused.is_empty() {
-        return Ok(entries);
-    }
-    let (gone, kept): (Vec<_>, Vec<_>) =
-        entries.into_iter().partition(|e| refused.iter().any(|(cmid, _)| *cmid == e.client_message_id));
-    let gone: Vec<(outbox::OutboxEntry, SendFailure)> = gone
-        .into_iter()
-        .map(|e| {
-            let why = refused.iter().find(|(cmid, _)| *cmid == e.client_message_id).map(|(_, w)| w.as_str()).unwrap_or("");
-            (e, SendFailure::Refused(format!("the platform refused a message id for the message: {why}")))
-        })
-        .collect();
-    let now = unix_now();
-    let records = shared.store.write(move |c| {
-        let mut records = Vec::new();
-        for (e, failure) in gone {
-            if let Some(r) = outbox::give_up(c, &e, failure.reason(), now)? {
-                records.push((e.id, r, failure));
-            }
-        }
-        Ok(records)
-    })?;
-    for (row, record, failure) in records {
-        gave_up(shared, row, &record, failure);
-    }
-    Ok(kept)
-}
-
-/// One message of a batch with the platform's answer to it.
-struct Answered {
-    entry: outbox::OutboxEntry,
-    sealed: OutgoingMessage,
-    result: SendResult,
-}
-
-/// What recording an answer did to its message.
-#[derive(Debug)]
-enum Outcome {
-    /// Acknowledged with the platform's id: left the outbox.
-    Sent(Sent),
-    /// Given up and recorded: left the outbox unsent; the error is its caller's answer.
-    GaveUp(outbox::GivenUp, SendFailure),
-    /// Mended after STALE_DEVICES and committed; sent again in the next batch.
-    Resealed,
-    /// Recording failed and was rolled back: the message stays as it was and is sent again.
-    Failed(StoreError),
-}
-
-/// ONE writer job: starts sessions from the bundles `fetched` for recipients we knew no device
-/// of, seals every entry that is not sealed yet, and commits all the ciphertexts before anything
-/// is sent. An entry sealed before (a retry, a restart) keeps exactly its committed bytes; when
-/// every entry is, no job runs at all.
-fn seal_batch(
-    store: &Store,
-    entries: Vec<outbox::OutboxEntry>,
-    fetched: Vec<GetPrekeyBundlesResponse>,
-    signer: &Signer<'_>,
-    bot: &str,
-) -> Result<Vec<(outbox::OutboxEntry, OutgoingMessage)>, StoreError> {
-    if let Some(all) = entries.iter().map(|e| e.sealed.clone()).collect::<Option<Vec<_>>>() {
-        return Ok(entries.into_iter().zip(all).collect());
-    }
-    let bot = bot.to_string();
-    let (identity, bot_user_id, ids) = (signer.identity.clone(), signer.bot_user_id, signer.ids.clone());
-    let now = unix_now();
-    store.write(move |c| {
-        start_sessions(c, &fetched, &bot)?;
-        let mut batch = Vec::with_capacity(entries.len());
-        for mut entry in entries {
-            // Committed with its ciphertexts: from now on its caller can no longer withdraw
-            // it. A row that is gone was withdrawn, and is not sent.
-            if !outbox::mark_handed(c, entry.id, now)? {
-                continue;
-            }
-            entry.handed = true;
-            let sealed = match &entry.sealed {
-                Some(m) => m.clone(),
-                None => {
-                    let peer = entry.chat_id as u64;
-                    let Some(&(message_id, date)) = ids.get(&entry.client_message_id) else {
-                        return Err(StoreError::Corrupt(format!("outbox {}: no message id reserved for it", entry.id)));
-                    };
-                    if keyboard::needs_context(&entry.content) {
-                        // Signed once, with the reserved id; the signed content is what the
-                        // history keeps.
-                        keyboard::attach_context(&identity, bot_user_id, keyboard::KeyboardChat::Private(peer), message_id, date, &mut entry.content);
-                        outbox::set_content(c, entry.id, &entry.content)?;
-                    }
-                    // The receiver checks the envelope against it (`e2e::vouch`).
-                    e2e::vouch::vouch(&mut entry.content, message_id, date);
-                    let mut m = OutgoingMessage::new();
-                    m.client_message_id = entry.client_message_id.clone();
-                    m.recipient_user_id = peer;
-                    if let Some(Body::InlineResults(r)) = &entry.content.body {
-                        m.inline_session_id = r.session_id;
-                    }
-                    // Numbered here, in memory: a reseal after STALE_DEVICES in this run
-                    // seals the same number; after a restart the sealed message is resent
-                    // as it is (`e2e::sequence`).
-                    e2e::sequence::number(c, e2e::sequence::Conversation::Private(peer), &mut entry.content)?;
-                    m.ciphertexts = e2e::seal(c, peer, &entry.content)?;
-                    outbox::set_sealed(c, entry.id, &m)?;
-                    m
-                }
-            };
-            batch.push((entry, sealed));
-        }
-        Ok(batch)
-    })
-}
-
-/// ONE writer job for the platform's answers to a batch: an acknowledged message leaves the
-/// outbox and enters the history, a refused one leaves the outbox, and a stale one is mended
-/// the one way every sender does (`e2e::reseal_after_stale`, after starting sessions from the
-/// bundles `fetched` for its missing devices) and committed before it is sent again. Each
-/// answer has its own savepoint: one that cannot be recorded stays as it was and the others
-/// are recorded.
-fn record_results(
-    store: &Store,
-    bot_user_id: u64,
-    answered: Vec<Answered>,
-    fetched: Vec<GetPrekeyBundlesResponse>,
-    bot: &str,
-) -> Result<Vec<(i64, Outcome)>, StoreError> {
-    let bot = bot.to_string();
-    // When every answer is OK, the job only records acknowledgements: lost to a power failure,
-    // the message is sent again under its client message id after the restart, and the
-    // platform answers it as before and delivers nothing twice. A reseal (ratchet state that
-    // is sent next) or a message given up (an error its caller was told) is synced.
-    let only_acknowledgements = fetched.is_empty() && answered.iter().all(|a| a.result.status.enum_value_or_default() == SendStatus::OK);
-    let job = move |c: &Connection| {
-        start_sessions(c, &fetched, &bot)?;
-        let mut outcomes = Vec::with_capacity(answered.len());
-        for a in answered {
-            c.execute_batch("SAVEPOINT answer")?;
-            let outcome = record_answer(c, bot_user_id, &a.entry, a.sealed, &a.result);
-            c.execute_batch(match &outcome {
-                Ok(_) => "RELEASE answer",
-                Err(_) => "ROLLBACK TO answer; RELEASE answer",
-            })?;
-            outcomes.push((a.entry.id, outcome.unwrap_or_else(Outcome::Failed)));
-        }
-        Ok(outcomes)
-    };
-    if only_acknowledgements {
-        store.write_relaxed(job)
-    } else {
-        store.write(job)
-    }
-}
-
-fn record_answer(
-    c: &Connection,
-    bot_user_id: u64,
-    entry: &outbox::OutboxEntry,
-    mut sealed: OutgoingMessage,
-    result: &SendResult,
-) -> Result<Outcome, StoreError> {
-    let give_up = |failure: SendFailure| -> Result<Outcome, StoreError> {
-        // Handed rows are never withdrawn, so it is still there.
-        let record = outbox::give_up(c, entry, failure.reason(), unix_now())?
-            .ok_or_else(|| StoreError::Corrupt(format!("outbox {} vanished while it was with the platform", entry.id)))?;
-        Ok(Outcome::GaveUp(record, failure))
-    };
-    match result.status.enum_value_or_default() {
-        SendStatus::OK => {
-            let sent = Sent { message_id: result.message_id as i64, date: result.date };
-            outbox::remove(c, entry.id)?;
-            super::history::record_in_history(c, bot_user_id, entry, &sent)?;
-            Ok(Outcome::Sent(sent))
-        }
-        SendStatus::STALE_DEVICES if entry.attempts >= MAX_DEVICE_REFRESHES => {
-            give_up(SendFailure::GaveUp("the recipient's device list keeps changing".into()))
-        }
-        SendStatus::STALE_DEVICES => {
-            let peer = entry.chat_id as u64;
-            let (missing, removed) = (&result.missing_devices, &result.removed_devices);
-            e2e::reseal_after_stale(c, peer, &mut sealed.ciphertexts, missing, removed, &entry.content)?;
-            outbox::set_sealed(c, entry.id, &sealed)?;
-            outbox::note_failure(c, entry.id, "recipient device list changed")?;
-            Ok(Outcome::Resealed)
-        }
-        SendStatus::UNKNOWN_RECIPIENT => give_up(SendFailure::Refused("chat not found".into())),
-        SendStatus::REJECTED if matches!(entry.content.body, Some(Body::InlineResults(_))) => {
-            give_up(SendFailure::Refused(format!("the platform refused the inline answer: {}", result.error)))
-        }
-        SendStatus::REJECTED => {
-            give_up(SendFailure::Refused(format!("the platform rejected the message: {}", result.error)))
-        }
-    }
-}
-
-
-/// Starts sessions from fetched bundles inside a writer job. Bundles that are refused (a
-/// certificate that does not verify, a changed device key) start nothing and write nothing:
-/// that recipient's devices stay without a session, the platform names them as missing, and
-/// `MAX_DEVICE_REFRESHES` ends the message. Only a failing database fails the job.
-fn start_sessions(c: &Connection, fetched: &[GetPrekeyBundlesResponse], bot: &str) -> Result<(), StoreError> {
-    for resp in fetched {
-        match e2e::start_sessions(c, resp) {
-            Ok(()) => {}
-            Err(e2e::E2eError::Db(e)) => return Err(e.into()),
-            Err(e) => log::warn!("bot @{bot}: prekey bundles of user {} refused: {e}", resp.profile.user_id),
-        }
-    }
-    Ok(())
-}
-
-/// Bundles of every recipient of an unsealed entry we know no device of, fetched once each.
-fn bundles_of_new_recipients(
-    shared: &BotShared,
-    entries: &[outbox::OutboxEntry],
-) -> Result<Vec<GetPrekeyBundlesResponse>, SendError> {
-    let peers: BTreeSet<u64> = entries.iter().filter(|e| e.sealed.is_none()).map(|e| e.chat_id as u64).collect();
-    if peers.is_empty() {
-        return Ok(Vec::new());
-    }
-    let unknown = shared.store.read(|c| {
-        let mut unknown = Vec::new();
-        for peer in peers {
-            if e2e::known_devices(c, peer)?.is_empty() {
-                unknown.push(peer);
-            }
-        }
-        Ok(unknown)
-    })?;
-    unknown.into_iter().map(|peer| fetch_bundles(shared, peer, Vec::new())).collect()
-}
-
-/// Bundles of the devices that STALE_DEVICES answers named as missing and we hold no session
-/// with, fetched once per recipient.
-fn bundles_of_missing_devices(shared: &BotShared, answered: &[Answered]) -> Result<Vec<GetPrekeyBundlesResponse>, SendError> {
-    let mut wanted: BTreeMap<u64, BTreeSet<u32>> = BTreeMap::new();
-    for a in answered {
-        if a.result.status.enum_value_or_default() == SendStatus::STALE_DEVICES && a.entry.attempts < MAX_DEVICE_REFRESHES {
-            wanted.entry(a.entry.chat_id as u64).or_default().extend(&a.result.missing_devices);
-        }
-    }
-    wanted.retain(|_, devices| !devices.is_empty());
-    if wanted.is_empty() {
-        return Ok(Vec::new());
-    }
-    let need = shared.store.read(|c| {
-        let mut need = Vec::new();
-        for (peer, devices) in wanted {
-            let devices: Vec<u32> = devices.into_iter().collect();
-            let without = e2e::devices_without_session(c, peer, &devices)?;
-            if !without.is_empty() {
-                need.push((peer, without));
-            }
-        }
-        Ok(need)
-    })?;
-    need.into_iter().map(|(peer, devices)| fetch_bundles(shared, peer, devices)).collect()
-}
-
-/// Prekey bundles for `devices` of `peer` (all devices when empty).
-fn fetch_bundles(shared: &BotShared, peer: u64, devices: Vec<u32>) -> Result<GetPrekeyBundlesResponse, SendError> {
-    let mut req = GetPrekeyBundlesRequest::new();
-    req.user_id = peer;
-    req.device_ids = devices;
-    let resp = shared
-        .platform
-        .get_prekey_bundles(&req)
-        .map_err(|e| SendError::Platform(format!("prekey bundles of user {peer}: {e}")))?;
-    if shared.on_identity_change == e2e::OnIdentityChange::Accept {
-        accept_changed_identity(shared, &resp.profile)?;
-    }
-    Ok(resp)
-}
-
-/// With `accept_identity_changes`: a served identity key other than the pinned one is pinned in
-/// its place (with a warning), so `add_sessions` starts sessions under it.
-fn accept_changed_identity(shared: &BotShared, profile: &Profile) -> Result<(), SendError> {
-    let (user_id, Ok(served)) = (profile.user_id, <[u8; 32]>::try_from(profile.identity_key.as_slice())) else {
-        return Ok(());
-    };
-    let pinned = shared.store.read(|c| Ok(e2e::leaf::pinned_identity(c, user_id)?))?;
-    if pinned.is_some_and(|p| p != served) {
-        log::warn!("bot @{}: user {user_id} now has another identity key; pinned it (accept_identity_changes)", shared.username);
-        shared.store.write(move |c| Ok(e2e::leaf::repin_identity(c, user_id, &served)?))?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     //! The outbox's writer jobs against real stores, counted by the bot store's commits
@@ -655,8 +271,17 @@ mod tests {
 
     use protobuf::MessageField;
 
+    use std::time::Duration;
+
     use super::*;
     use crate::crypto;
+    use crate::e2e;
+    use crate::gateway::keyboard;
+    use crate::gateway::store::Store;
+    use crate::gateway::send_wait::Sent;
+    use crate::wire::platform::{
+        send_result::Status as SendStatus, GetPrekeyBundlesRequest, GetPrekeyBundlesResponse, Profile, ReserveMessageIdsRequest, SendMessagesRequest, SendResult,
+    };
     use crate::wire::e2e::Content;
     use crate::crypto::IdentityKeyPair;
     use crate::gateway::store::chats;
@@ -724,7 +349,7 @@ mod tests {
             })
             .expect("insert");
         assert!(keyboard::needs_context(&entries[1].content) && !keyboard::needs_context(&entries[0].content));
-        let entries = hand_over(&bot, entries).expect("hand over");
+        let entries = hand_over(&bot.store, entries).expect("hand over");
         assert!(entries.iter().all(|e| e.handed));
         let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
         assert!(bot.store.write(move |c| Ok(ids.iter().all(|&id| !outbox::withdraw(c, id).unwrap_or(true)))).expect("withdraw"), "handed: no longer withdrawn");
@@ -742,10 +367,90 @@ mod tests {
                 .collect();
             Ok(crate::wire::platform::ReserveMessageIdsResponse { ids, ..Default::default() })
         });
-        let (reserved, refused) = reserve_ids(&bot, &entries).expect("reserve");
+        let (reserved, refused) = reserve_ids(&*bot.platform, &entries).expect("reserve");
         assert!(refused.is_empty());
         assert_eq!(reserved.keys().cloned().collect::<Vec<_>>(), ["buttons", "plain"]);
         assert_eq!(fake.calls_of("reserve_message_ids").len(), 1, "one call for the batch");
+    }
+
+    /// The private path as `out/<n>` runs it, against the fake platform. A reservation the
+    /// platform refuses ends its message (recorded with why). A platform that does not answer
+    /// leaves the rest sealed, committed and handed; the retry sends exactly those bytes, with
+    /// no id reserved again, and the answers empty the outbox.
+    #[test]
+    fn the_private_path_gives_up_a_refusal_and_resends_a_stalled_batch_unchanged() {
+        let (dir, bot, fake) = crate::gateway::runtime::test_bot_on_fake(Duration::from_secs(1));
+        let seed = bot.identity.seed();
+        bot.store
+            .write(move |c| {
+                e2e::create_device_keys(c, &IdentityKeyPair::from_seed(&seed))?;
+                Ok(e2e::save_registration(c, e2e::Registration { user_id: 1, device_id: 1 })?)
+            })
+            .expect("device keys");
+        let (_peer, peer_account, peer_keys) = device(dir.path(), "peer", PEER);
+        let served = bundles(PEER, &peer_account, &peer_keys);
+        fake.answer_always("get_prekey_bundles", move |_: GetPrekeyBundlesRequest| Ok(served.clone()));
+        fake.answer_always("reserve_message_ids", |req: ReserveMessageIdsRequest| {
+            let ids = req
+                .reservations
+                .iter()
+                .enumerate()
+                .map(|(n, r)| {
+                    let refused = r.client_message_id == "refused";
+                    crate::wire::platform::ReservedMessageId {
+                        client_message_id: r.client_message_id.clone(),
+                        message_id: if refused { 0 } else { 100 + n as u64 },
+                        date: 1_700_000_000,
+                        error: if refused { "no user with id 99".into() } else { String::new() },
+                        ..Default::default()
+                    }
+                })
+                .collect();
+            Ok(crate::wire::platform::ReserveMessageIdsResponse { ids, ..Default::default() })
+        });
+        bot.store
+            .write(|c| {
+                for cmid in ["one", "refused", "three"] {
+                    outbox::insert(c, cmid, PEER as i64, &text(cmid.into()), 0)?;
+                }
+                Ok(())
+            })
+            .expect("insert");
+
+        // SendMessages unanswered (the fake's default): a stall.
+        assert!(matches!(send_pending(&bot, false), Err(SendError::Platform(_))));
+        let stalled = bot.store.read(|c| outbox::pending(c, 10)).expect("pending");
+        let cmids: Vec<&str> = stalled.iter().map(|e| e.client_message_id.as_str()).collect();
+        assert_eq!(cmids, ["one", "three"], "the refused one left the outbox");
+        assert!(stalled.iter().all(|e| e.handed && e.sealed.is_some()), "sealed and committed before the send");
+        let given_up = bot.store.read(|c| outbox::given_up(c, 10)).expect("given up");
+        assert_eq!(given_up.len(), 1, "{given_up:?}");
+        assert!(given_up[0].reason.contains("no user with id 99"), "{}", given_up[0].reason);
+        let first: SendMessagesRequest = fake.calls_of("send_messages")[0].request();
+        assert_eq!(first.messages.len(), 2, "one call for the batch");
+
+        fake.answer_always("send_messages", |req: SendMessagesRequest| {
+            let results = req
+                .messages
+                .iter()
+                .enumerate()
+                .map(|(n, m)| SendResult {
+                    client_message_id: m.client_message_id.clone(),
+                    message_id: 100 + n as u64,
+                    date: 1_700_000_000,
+                    ..Default::default()
+                })
+                .collect();
+            Ok(crate::wire::platform::SendMessagesResponse { results, ..Default::default() })
+        });
+        assert!(send_pending(&bot, false).expect("sent"), "a batch was sent");
+        let calls = fake.calls_of("send_messages");
+        assert_eq!(calls.len(), 2);
+        let again: SendMessagesRequest = calls[1].request();
+        assert_eq!(again.messages, first.messages, "exactly the committed bytes: nothing sealed again");
+        assert_eq!(fake.calls_of("reserve_message_ids").len(), 1, "ids reserved once");
+        assert!(bot.store.read(|c| outbox::pending(c, 10)).expect("pending").is_empty(), "answered: left the outbox");
+        assert!(!send_pending(&bot, false).expect("empty"), "nothing left to send");
     }
 
     #[test]

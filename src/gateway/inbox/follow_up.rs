@@ -1,0 +1,130 @@
+//! What a committed batch left to do, run by `in/<n>` after the batch is acknowledged: the
+//! import returns `FollowUp` values (`e2e::follow_up`) and `run` acts on them from one match.
+//! Network calls come here, never inside the import's write job. The timed ones (joiners the
+//! platform may still announce, departed users someone else may still remove, gaps a late
+//! message may still fill) become due times, and `checks` runs when the first one passes.
+
+use std::collections::BTreeSet;
+
+use crate::e2e::follow_up::FollowUp;
+use crate::gateway::groups;
+use crate::gateway::runtime::BotShared;
+use crate::gateway::withheld;
+
+use super::upkeep::{replenish_prekeys, PREKEY_CHECK_EVERY};
+
+/// How soon a join or a self-update that failed for a passing reason (the platform
+/// unreachable, another member's commit first) is tried again.
+const RETRY_SECS: i64 = 5;
+
+/// What `in/<n>` owes beyond one batch: the due times of the timed checks, and the sessions
+/// started since the one-time prekeys were last counted.
+#[derive(Default)]
+pub(super) struct Owed {
+    /// Unix seconds. One entry per distinct second (a burst of notes shares it); each entry
+    /// goes once passed, so it holds what the last `GRACE_SECS` noted at most.
+    due: BTreeSet<i64>,
+    sessions_started: u32,
+}
+
+impl Owed {
+    /// The earliest time a check is due at.
+    pub(super) fn next_due(&self) -> Option<i64> {
+        self.due.first().copied()
+    }
+
+    fn check_at(&mut self, at: i64) {
+        self.due.insert(at);
+    }
+
+    /// Whether a check is due at `now`, forgetting the due times passed.
+    fn take_due(&mut self, now: i64) -> bool {
+        let passed = self.due.first().is_some_and(|t| *t <= now);
+        if passed {
+            self.due = self.due.split_off(&(now + 1));
+        }
+        passed
+    }
+}
+
+/// Runs what a committed batch asks for: joins (then their joiners checked after a grace),
+/// the aftermath of a Welcome, removals this bot owes, the prekey stock, and the due times of
+/// the timed checks.
+pub(super) fn run(shared: &BotShared, follow_ups: Vec<FollowUp>, owed: &mut Owed) {
+    let now = crate::clock::unix_now();
+    let (mut join, mut joined, mut removals) = (false, false, Vec::new());
+    for follow_up in follow_ups {
+        match follow_up {
+            // The store holds the groups to join (`Invited`): one pass joins them all.
+            FollowUp::Join(_) | FollowUp::Rejoin(_) => join = true,
+            FollowUp::Joined(_) => joined = true,
+            FollowUp::RemoveLeaves { group, users } => removals.extend(users.into_iter().map(|u| (group.clone(), u))),
+            FollowUp::JoinersNoted { due, .. } | FollowUp::DepartedNoted { due, .. } | FollowUp::GapNoted { due } => owed.check_at(due),
+            FollowUp::SessionStarted => owed.sessions_started += 1,
+        }
+    }
+    if join {
+        if !groups::join_invited(shared) {
+            owed.check_at(now + RETRY_SECS);
+        }
+        // A join may find users in the tree the platform never seated (`joiners::joined_tree`).
+        owed.check_at(now + groups::JOINER_GRACE_SECS);
+    }
+    if joined {
+        // A Welcome used a key package, and our leaf came from it: replaced at once.
+        groups::keep_key_packages(shared);
+        groups::know_channel_posters(shared);
+        if !groups::self_update_due(shared, now) {
+            owed.check_at(now + RETRY_SECS);
+        }
+    }
+    if !removals.is_empty() {
+        groups::commit_removals(shared, removals);
+    }
+    if owed.sessions_started >= PREKEY_CHECK_EVERY {
+        owed.sessions_started = 0;
+        if let Err(e) = replenish_prekeys(shared) {
+            log::warn!("bot @{}: one-time prekey top-up failed: {e}", shared.username);
+        }
+    }
+}
+
+/// Runs the timed checks when one is due at `now`.
+pub(super) fn run_due(shared: &BotShared, owed: &mut Owed, now: i64) {
+    if owed.take_due(now) {
+        checks(shared, owed, now);
+    }
+}
+
+/// The timed checks, each a read when it has nothing to do: joins and self-updates left for
+/// later, joiners never announced, departed users nobody removed, messages withheld. Run when
+/// one is due, at the bot's start, and hourly.
+pub(super) fn checks(shared: &BotShared, owed: &mut Owed, now: i64) {
+    if !groups::join_invited(shared) || !groups::self_update_due(shared, now) {
+        owed.check_at(now + RETRY_SECS);
+    }
+    groups::report_unannounced_joiners(shared, now);
+    groups::remove_overdue_departed(shared, now);
+    withheld::report_withheld(shared, now);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn due_times_pass_once_and_in_order() {
+        let mut owed = Owed::default();
+        assert_eq!(owed.next_due(), None);
+        owed.check_at(160);
+        owed.check_at(100);
+        owed.check_at(100);
+        assert_eq!(owed.next_due(), Some(100));
+        assert!(!owed.take_due(99), "nothing due yet");
+        assert!(owed.take_due(100));
+        assert_eq!(owed.next_due(), Some(160), "the later one stays");
+        assert!(!owed.take_due(120), "taken once");
+        assert!(owed.take_due(200));
+        assert_eq!(owed.next_due(), None);
+    }
+}

@@ -1,0 +1,87 @@
+//! Sealing: one writer job starts the sessions a batch needs, seals every entry not sealed
+//! yet and commits the ciphertexts before anything is sent.
+
+
+
+use crate::gateway::runtime::unix_now;
+use crate::gateway::store::{outbox, Store, StoreError};
+use crate::e2e;
+use crate::gateway::keyboard;
+use crate::crypto::IdentityKeyPair;
+use crate::wire::e2e::content::Body;
+use crate::wire::platform::{
+    GetPrekeyBundlesResponse,
+    OutgoingMessage,
+};
+use super::bundles::start_sessions;
+use super::reserve::Reservations;
+
+/// What signs the keyboards of a batch (`keyboard::attach_context`) inside the seal job.
+pub(super) struct Signer<'a> {
+    pub(super) identity: &'a IdentityKeyPair,
+    pub(super) bot_user_id: u64,
+    pub(super) ids: Reservations,
+}
+
+/// ONE writer job: starts sessions from the bundles `fetched` for recipients we knew no device
+/// of, seals every entry that is not sealed yet, and commits all the ciphertexts before anything
+/// is sent. An entry sealed before (a retry, a restart) keeps exactly its committed bytes; when
+/// every entry is, no job runs at all.
+pub(super) fn seal_batch(
+    store: &Store,
+    entries: Vec<outbox::OutboxEntry>,
+    fetched: Vec<GetPrekeyBundlesResponse>,
+    signer: &Signer<'_>,
+    bot: &str,
+) -> Result<Vec<(outbox::OutboxEntry, OutgoingMessage)>, StoreError> {
+    if let Some(all) = entries.iter().map(|e| e.sealed.clone()).collect::<Option<Vec<_>>>() {
+        return Ok(entries.into_iter().zip(all).collect());
+    }
+    let bot = bot.to_string();
+    let (identity, bot_user_id, ids) = (signer.identity.clone(), signer.bot_user_id, signer.ids.clone());
+    let now = unix_now();
+    store.write(move |c| {
+        start_sessions(c, &fetched, &bot)?;
+        let mut batch = Vec::with_capacity(entries.len());
+        for mut entry in entries {
+            // Committed with its ciphertexts: from now on its caller can no longer withdraw
+            // it. A row that is gone was withdrawn, and is not sent.
+            if !outbox::mark_handed(c, entry.id, now)? {
+                continue;
+            }
+            entry.handed = true;
+            let sealed = match &entry.sealed {
+                Some(m) => m.clone(),
+                None => {
+                    let peer = entry.chat_id as u64;
+                    let Some(&(message_id, date)) = ids.get(&entry.client_message_id) else {
+                        return Err(StoreError::Corrupt(format!("outbox {}: no message id reserved for it", entry.id)));
+                    };
+                    if keyboard::needs_context(&entry.content) {
+                        // Signed once, with the reserved id; the signed content is what the
+                        // history keeps.
+                        keyboard::attach_context(&identity, bot_user_id, keyboard::KeyboardChat::Private(peer), message_id, date, &mut entry.content);
+                        outbox::set_content(c, entry.id, &entry.content)?;
+                    }
+                    // The receiver checks the envelope against it (`e2e::vouch`).
+                    e2e::vouch::vouch(&mut entry.content, message_id, date);
+                    let mut m = OutgoingMessage::new();
+                    m.client_message_id = entry.client_message_id.clone();
+                    m.recipient_user_id = peer;
+                    if let Some(Body::InlineResults(r)) = &entry.content.body {
+                        m.inline_session_id = r.session_id;
+                    }
+                    // Numbered here, in memory: a reseal after STALE_DEVICES in this run
+                    // seals the same number; after a restart the sealed message is resent
+                    // as it is (`e2e::sequence`).
+                    e2e::sequence::number(c, e2e::sequence::Conversation::Private(peer), &mut entry.content)?;
+                    m.ciphertexts = e2e::seal(c, peer, &entry.content)?;
+                    outbox::set_sealed(c, entry.id, &m)?;
+                    m
+                }
+            };
+            batch.push((entry, sealed));
+        }
+        Ok(batch)
+    })
+}
