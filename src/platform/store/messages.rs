@@ -10,6 +10,7 @@ use super::{
     CLIENT_MESSAGE_ID_MAX,
 };
 use super::inbox::{append_inbox, InboxRow};
+use super::reservations::{self, Found, Target};
 use crate::platform::error::{db_error, Result};
 
 impl Store {
@@ -112,15 +113,11 @@ fn send_one(
             return Ok(SendOutcome::Rejected(refused));
         }
     }
-    let reserved = reservation(tx, sender, &m.client_message_id)?;
-    if let Some((recipient, ..)) = reserved {
-        if recipient != m.recipient_id {
-            return Ok(SendOutcome::Rejected(format!(
-                "client_message_id {} was reserved for another recipient",
-                m.client_message_id
-            )));
-        }
-    }
+    let reserved = match reservations::find(tx, sender, &m.client_message_id, Target::Recipient(m.recipient_id))? {
+        Found::Elsewhere(why) => return Ok(SendOutcome::Rejected(why)),
+        Found::Id { message_id, date } => Some((message_id, date)),
+        Found::None => None,
+    };
 
     let recipient: Option<(bool, String)> = tx
         .prepare_cached("SELECT is_bot, status FROM accounts WHERE id = ?1")
@@ -173,7 +170,7 @@ fn send_one(
 
     // A reserved message keeps the id and date its content was sealed with.
     let (message_id, now) = match reserved {
-        Some((_, message_id, date)) => (message_id, date),
+        Some((message_id, date)) => (message_id, date),
         None => (next_message_id(tx, sender.user_id, m.recipient_id)?, now),
     };
     for (device_id, ciphertext) in &m.ciphertexts {
@@ -205,19 +202,6 @@ fn next_message_id(tx: &Connection, a: u64, b: u64) -> Result<u64> {
     .map_err(db_error("assigning a message id"))
 }
 
-/// A reservation of this sender device: (recipient, message id, date).
-fn reservation(tx: &Connection, sender: DeviceAddr, client_message_id: &str) -> Result<Option<(u64, u64, i64)>> {
-    tx.prepare_cached(
-        "SELECT recipient_id, message_id, date FROM reserved_messages
-         WHERE sender_id = ?1 AND sender_device = ?2 AND client_message_id = ?3",
-    )
-    .and_then(|mut s| {
-        s.query_row(params![sender.user_id, sender.device_id, client_message_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .optional()
-    })
-    .map_err(db_error("looking up a reservation"))
-}
-
 fn reserve_one(tx: &Connection, sender: DeviceAddr, cmid: &str, recipient: u64, now: i64) -> Result<Reserved> {
     if cmid.is_empty() || cmid.len() > CLIENT_MESSAGE_ID_MAX {
         return Ok(Reserved::Refused(format!("client_message_id must be 1 to {CLIENT_MESSAGE_ID_MAX} bytes, got {}", cmid.len())));
@@ -231,12 +215,10 @@ fn reserve_one(tx: &Connection, sender: DeviceAddr, cmid: &str, recipient: u64, 
     if let Some((message_id, date)) = sent {
         return Ok(Reserved::Id { message_id, date });
     }
-    if let Some((for_recipient, message_id, date)) = reservation(tx, sender, cmid)? {
-        return Ok(if for_recipient == recipient {
-            Reserved::Id { message_id, date }
-        } else {
-            Reserved::Refused(format!("client_message_id {cmid} was reserved for another recipient"))
-        });
+    match reservations::find(tx, sender, cmid, Target::Recipient(recipient))? {
+        Found::Id { message_id, date } => return Ok(Reserved::Id { message_id, date }),
+        Found::Elsewhere(why) => return Ok(Reserved::Refused(why)),
+        Found::None => {}
     }
     let known: bool = tx
         .prepare_cached("SELECT EXISTS (SELECT 1 FROM accounts WHERE id = ?1)")
@@ -246,12 +228,7 @@ fn reserve_one(tx: &Connection, sender: DeviceAddr, cmid: &str, recipient: u64, 
         return Ok(Reserved::Refused(format!("no user with id {recipient}")));
     }
     let message_id = next_message_id(tx, sender.user_id, recipient)?;
-    tx.prepare_cached(
-        "INSERT INTO reserved_messages (sender_id, sender_device, client_message_id, recipient_id, message_id, date)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )
-    .and_then(|mut s| s.execute(params![sender.user_id, sender.device_id, cmid, recipient, message_id, now]))
-    .map_err(db_error("recording a reservation"))?;
+    reservations::record(tx, sender, cmid, Target::Recipient(recipient), message_id, now)?;
     Ok(Reserved::Id { message_id, date: now })
 }
 

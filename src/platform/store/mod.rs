@@ -30,6 +30,7 @@ mod inbox;
 mod inline;
 mod messages;
 mod profile;
+mod reservations;
 
 pub use inline::{InlineSession, INLINE_SESSION_TTL_SECS};
 

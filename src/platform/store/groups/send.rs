@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use super::commit::accept_commit;
 use super::*;
+use crate::platform::store::reservations::{self, Found, Target};
 use crate::platform::store::Reserved;
 
 impl Store {
@@ -183,17 +184,6 @@ fn previous_send(tx: &Connection, caller: DeviceAddr, m: &GroupMessage) -> Resul
     }))
 }
 
-fn group_reservation(tx: &Connection, caller: DeviceAddr, cmid: &str) -> Result<Option<(Vec<u8>, u64, i64)>> {
-    tx.prepare_cached(
-        "SELECT group_id, message_id, date FROM reserved_group_messages
-         WHERE sender_id = ?1 AND sender_device = ?2 AND client_message_id = ?3",
-    )
-    .and_then(|mut s| {
-        s.query_row(params![caller.user_id, caller.device_id, cmid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()
-    })
-    .map_err(db_error("looking up a group reservation"))
-}
-
 /// Takes the next message id of a group for one client message id of a member that may send
 /// there (idempotent: a repeat answers the same id). The caller checks the id's length.
 pub(in crate::platform::store) fn reserve_group_message_id(
@@ -204,12 +194,10 @@ pub(in crate::platform::store) fn reserve_group_message_id(
     now: i64,
 ) -> Result<Reserved> {
     use Reserved;
-    if let Some((gid, message_id, date)) = group_reservation(tx, caller, cmid)? {
-        return Ok(if gid == group_id {
-            Reserved::Id { message_id, date }
-        } else {
-            Reserved::Refused(format!("client_message_id {cmid} was reserved for another group"))
-        });
+    match reservations::find(tx, caller, cmid, Target::Group(group_id))? {
+        Found::Id { message_id, date } => return Ok(Reserved::Id { message_id, date }),
+        Found::Elsewhere(why) => return Ok(Reserved::Refused(why)),
+        Found::None => {}
     }
     let Some(me) = member(tx, group_id, caller.user_id)? else {
         return Ok(Reserved::Refused("not a member of this group".into()));
@@ -218,12 +206,7 @@ pub(in crate::platform::store) fn reserve_group_message_id(
         return Ok(Reserved::Refused("this device has no leaf in the group".into()));
     }
     let message_id = next_group_message_id(tx, group_id)?;
-    tx.prepare_cached(
-        "INSERT INTO reserved_group_messages (sender_id, sender_device, client_message_id, group_id, message_id, date)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )
-    .and_then(|mut s| s.execute(params![caller.user_id, caller.device_id, cmid, group_id, message_id, now]))
-    .map_err(db_error("recording a group reservation"))?;
+    reservations::record(tx, caller, cmid, Target::Group(group_id), message_id, now)?;
     Ok(Reserved::Id { message_id, date: now })
 }
 
@@ -262,15 +245,10 @@ fn accept_application(
         return Ok(GroupSendOutcome::RemovalsPending { users: pending.iter().copied().collect(), devices: removed.clone() });
     }
     // A reserved message keeps the id and date its content was signed with.
-    let (message_id, now) = match group_reservation(tx, caller, &m.client_message_id)? {
-        Some((group_id, message_id, date)) if group_id == m.group_id => (message_id, date),
-        Some(_) => {
-            return Ok(GroupSendOutcome::Rejected(format!(
-                "client_message_id {} was reserved for another group",
-                m.client_message_id
-            )))
-        }
-        None => (next_group_message_id(tx, &m.group_id)?, now),
+    let (message_id, now) = match reservations::find(tx, caller, &m.client_message_id, Target::Group(&m.group_id))? {
+        Found::Id { message_id, date } => (message_id, date),
+        Found::Elsewhere(why) => return Ok(GroupSendOutcome::Rejected(why)),
+        Found::None => (next_group_message_id(tx, &m.group_id)?, now),
     };
     let d = Delivery {
         group_id: &m.group_id,
