@@ -16,6 +16,17 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/bot-gateway/target}"
+# Checkouts share that dir, and the programs the tests spawn ($CARGO_TARGET_DIR/release) are
+# the last build's: a run holds the dir's lock, so another checkout's run waits rather than
+# relinking them under this one. (build.rs reruns when anything under proto/ changes.)
+mkdir -p "$CARGO_TARGET_DIR"
+if command -v flock >/dev/null; then
+    exec 9>"$CARGO_TARGET_DIR/.test-run.lock"
+    flock -n 9 || {
+        echo "test.sh: another test run is using $CARGO_TARGET_DIR; waiting for it (a CARGO_TARGET_DIR of its own runs beside it)" >&2
+        flock 9
+    }
+fi
 
 # The pinned venv first: tests/operations.rs runs the real Prometheus parser
 # (prometheus_client) from it over /metrics, and must not skip that check here.

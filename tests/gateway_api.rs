@@ -187,7 +187,9 @@ fn a_closed_stdout_does_not_stop_the_gateway() {
     let platform = PlatformServer::start(&dir.path().join("platform"));
     let bot = platform.create_bot("stdout_bot", "Stdout");
     let config_path = dir.path().join("gateway.json");
-    let config = gateway_config(&platform.url, &dir.path().join("state"), &bot);
+    let mut config = gateway_config(&platform.url, &dir.path().join("state"), &bot);
+    // Its stdout is closed, so it cannot say where it listens: a port picked beforehand.
+    config["compat_listen_addr"] = json!(format!("127.0.0.1:{}", support::free_port()));
     write_config(&config_path, &config);
     let mut child = Command::new(support::gateway_bin())
         .arg("serve")

@@ -15,24 +15,35 @@ use std::path::{Path, PathBuf};
 
 type Module = Vec<String>;
 
-#[test]
-fn src_has_no_module_cycles() {
+/// Every file of `src/` by its module, and the modules each one's code (tests left out) names.
+fn imports() -> (PathBuf, BTreeMap<Module, PathBuf>, BTreeMap<Module, BTreeSet<Module>>) {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = BTreeMap::new();
     collect(&src, &src, &mut files);
     assert!(files.len() > 50, "found only {} files under {}", files.len(), src.display());
     let modules: BTreeSet<Module> = files.keys().cloned().collect();
-
-    let mut arrows: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+    let mut named_modules: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
     for (module, path) in &files {
         let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let code = without_tests(&without_comments(&text));
         for named in paths(&code) {
             let Some(absolute) = absolute(module, &named) else { continue };
             let Some(target) = longest_module(&modules, &absolute) else { continue };
-            if !related(module, &target) {
-                arrows.entry(module.clone()).or_default().insert(target);
-            }
+            named_modules.entry(module.clone()).or_default().insert(target);
+        }
+    }
+    (src, files, named_modules)
+}
+
+#[test]
+fn src_has_no_module_cycles() {
+    let (src, files, named) = imports();
+    let modules: BTreeSet<Module> = files.keys().cloned().collect();
+    let mut arrows: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+    for (module, targets) in named {
+        let targets: BTreeSet<Module> = targets.into_iter().filter(|t| !related(&module, t)).collect();
+        if !targets.is_empty() {
+            arrows.insert(module, targets);
         }
     }
 
@@ -46,6 +57,57 @@ fn src_has_no_module_cycles() {
         })
         .collect();
     assert!(circles.is_empty(), "import circles in src/ (open each by moving the shared helper into a room of its own): {circles:#?}");
+}
+
+/// The import rules docs/ARCHITECTURE.md states ("Layers"), checked on the same reading of
+/// the code (tests left out).
+#[test]
+fn the_import_rules_of_architecture_md_hold() {
+    let (_, _, named) = imports();
+    let starts = |m: &Module, prefix: &[&str]| m.len() >= prefix.len() && m.iter().zip(prefix).all(|(a, b)| a == b);
+    let mut broken = Vec::new();
+    for (module, targets) in &named {
+        if module.last().is_some_and(|m| m == "tests") {
+            continue; // a test file of its own (`#[cfg(test)] mod tests;`)
+        }
+        for target in targets {
+            let rule = if ["inbox", "outbox", "webhook", "groups"].iter().any(|t| starts(module, &["gateway", t]))
+                && (starts(target, &["gateway", "api"]) || starts(target, &["http"]))
+            {
+                "the bot's threads import neither gateway::api nor crate::http"
+            } else if starts(target, &["http"]) && !starts(module, &["http"]) && !starts(module, &["gateway", "api"]) && *module != ["gateway"] {
+                "only gateway::api (and serve, in gateway/mod.rs) imports crate::http"
+            } else if starts(module, &["platform"]) && (starts(target, &["gateway"]) || starts(target, &["client"])) {
+                "platform imports nothing of gateway or client"
+            } else if starts(module, &["gateway", "store"]) && (starts(target, &["gateway", "botapi"]) || starts(target, &["gateway", "updates"])) {
+                "the store knows no Bot API object"
+            } else {
+                continue;
+            };
+            broken.push(format!("{} names {}: {rule}", module.join("::"), target.join("::")));
+        }
+    }
+    assert!(broken.is_empty(), "docs/ARCHITECTURE.md's import rules are broken:\n{}", broken.join("\n"));
+}
+
+/// docs/ARCHITECTURE.md stays a map a newcomer reads in an hour, and every path it names in
+/// backticks exists.
+#[test]
+fn architecture_md_is_short_and_names_real_paths() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).expect("docs/ARCHITECTURE.md");
+    assert!(text.len() <= 20_000, "docs/ARCHITECTURE.md has {} characters: keep it a map of at most 20,000", text.len());
+    let mut missing = Vec::new();
+    for (i, quoted) in text.split('`').enumerate() {
+        let is_path = ["src/", "tests/", "docs/", "scripts/", "proto/", "dist/"].iter().any(|p| quoted.starts_with(p));
+        if i % 2 == 1 && is_path && !quoted.contains(char::is_whitespace) && !quoted.contains('<') && !quoted.contains('*') {
+            let path = quoted.trim_end_matches(['/', ',', '.']);
+            if !root.join(path).exists() {
+                missing.push(path.to_string());
+            }
+        }
+    }
+    assert!(missing.is_empty(), "docs/ARCHITECTURE.md names paths that do not exist: {missing:?}");
 }
 
 /// Every `.rs` file under `dir` but `src/bin/`, by its module path.

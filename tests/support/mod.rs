@@ -182,8 +182,10 @@ pub fn gateway_config(platform_url: &str, state_dir: &Path, bot: &Value) -> Valu
     json!({
         "compatibility_profile_id": "compat-v1-core-preview-4",
         "bot_platform_endpoint": platform_url,
-        "compat_listen_addr": format!("127.0.0.1:{}", free_port()),
-        "extensions_listen_addr": format!("127.0.0.1:{}", free_port()),
+        // Port 0: the gateway binds a free port and says which (`Gateway::start`), so no port
+        // is picked before it is bound and taken by another test meanwhile.
+        "compat_listen_addr": "127.0.0.1:0",
+        "extensions_listen_addr": "127.0.0.1:0",
         "state_dir": state_dir,
         "bots": [{
             "bot_id_hex": bot["bot_id_hex"],
@@ -199,6 +201,37 @@ pub fn gateway_config(platform_url: &str, state_dir: &Path, bot: &Value) -> Valu
 pub fn write_config(path: &Path, config: &Value) {
     std::fs::write(path, serde_json::to_vec_pretty(config).expect("json")).expect("write config");
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod config");
+}
+
+/// The addresses the gateway says it listens on (`compat listening on ADDR`, `extensions
+/// listening on ADDR` on its stdout, once bound), read within a minute; the rest of its stdout
+/// is drained.
+fn listening_addrs(proc: &Proc, mut out: BufReader<std::process::ChildStdout>) -> (String, String) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("gateway-stdout".into())
+        .spawn(move || {
+            let mut line = String::new();
+            while out.read_line(&mut line).is_ok_and(|n| n > 0) {
+                let _ = tx.send(line.trim().to_string());
+                line.clear();
+            }
+        })
+        .expect("stdout thread");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (mut compat, mut extensions) = (None, None);
+    while compat.is_none() || extensions.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("the gateway did not say where it listens; stderr:\n{}", proc.stderr_text()));
+        if let Some(addr) = line.strip_prefix("compat listening on ") {
+            compat = Some(addr.to_string());
+        } else if let Some(addr) = line.strip_prefix("extensions listening on ") {
+            extensions = Some(addr.to_string());
+        }
+    }
+    (compat.expect("compat"), extensions.expect("extensions"))
 }
 
 /// A running gateway.
@@ -223,11 +256,22 @@ impl Gateway {
         cmd.arg("serve").arg(config_path).env("RUST_LOG", "info");
         configure(&mut cmd);
         let (proc, out) = Proc::spawn("bot-gateway", cmd);
-        proc.drain_stdout(out);
+        let (compat, extensions) = listening_addrs(&proc, out);
+        // The ports it took are pinned in the config: a restart from it (a crash test) serves
+        // at the same addresses, which the test's clients keep using.
+        let mut pinned = config.clone();
+        for (field, addr) in [("compat_listen_addr", &compat), ("extensions_listen_addr", &extensions)] {
+            if pinned[field].as_str().is_some_and(|a| a.ends_with(":0")) {
+                pinned[field] = json!(addr);
+            }
+        }
+        if pinned != config {
+            write_config(config_path, &pinned);
+        }
         let gw = Gateway {
             proc,
-            base: format!("http://{}", config["compat_listen_addr"].as_str().expect("addr")),
-            ext_base: format!("http://{}", config["extensions_listen_addr"].as_str().expect("addr")),
+            base: format!("http://{compat}"),
+            ext_base: format!("http://{extensions}"),
             token: config["bots"][0]["token"].as_str().expect("token").to_string(),
             config_path: config_path.to_path_buf(),
         };
