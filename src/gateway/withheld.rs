@@ -1,6 +1,6 @@
 //! Messages the platform withheld from the bot: each user's device numbers what it sends to
-//! a conversation (`e2e::sequence`), the import notes the gaps, and after every batch and on
-//! the hourly upkeep the ones still open a minute later are logged at warn and counted
+//! a conversation (`e2e::sequence`), the import notes the gaps (`FollowUp::GapNoted`), and
+//! when that is due and on the hourly upkeep the ones still open a minute later are logged at warn and counted
 //! (`botgw_withheld_messages_total`). The bot's own updates are not touched: what never
 //! arrived cannot be delivered, only told.
 

@@ -5,8 +5,8 @@
 //! - before the bot posts into the group, the removal of every noted user who still has a
 //!   leaf is committed first; the post waits while the platform refuses it (an alert);
 //! - one still noted `GRACE_SECS` after the notice (the platform asks the next sender to commit
-//!   it, REMOVALS_PENDING, so an honest one has by then) is committed by the bot itself, after
-//!   batches with group deliveries and on the hourly upkeep.
+//!   it, REMOVALS_PENDING, so an honest one has by then) is committed by the bot itself, when
+//!   the import's `FollowUp::DepartedNoted` is due and on the hourly upkeep.
 
 use rusqlite::Connection;
 

@@ -1,4 +1,5 @@
-//! Joining (on `in/<n>` after each batch and at start): checks the bot's `groups` capability (a
+//! Joining (on `in/<n>` when an import asks for it, `FollowUp::Join`/`Rejoin`, at start, and
+//! when a failed join is due again): checks the bot's `groups` capability (a
 //! bot without it leaves at once, so the adding user sees a refusal), fetches the GroupInfo and
 //! joins by an external commit. And the stock of key packages for members who add the bot by
 //! Welcome, replaced before it ages (docs/groups.md, "Lifetimes").

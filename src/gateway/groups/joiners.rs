@@ -4,7 +4,7 @@
 //! delivered in one transaction), and that notice becomes the bot's `chat_member` update.
 //! So that a platform cannot add a silent reader by leaving its notice out, `import` notes
 //! every user a commit brings in and crosses them off when the platform speaks about them;
-//! one still unannounced `GRACE_SECS` later (checked after batches with group deliveries and
+//! one still unannounced `GRACE_SECS` later (checked when the import's `JoinersNoted` is due, and
 //! on the hourly upkeep) becomes a `chat_member` update made from the tree all the same, with a
 //! warning and a security alert.
 

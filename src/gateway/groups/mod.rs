@@ -10,14 +10,16 @@
 //!   `e2e::group::receive` in the group's order, its text becoming a `message` update of the
 //!   group's negative chat id (`channel_post` in a channel). MLS state, update and inbox
 //!   cursor commit together.
-//! - **Joining** (`join_invited`, on `in/<n>` after each batch and at start): checks the
+//! - **Joining** (`join_invited`, on `in/<n>` when an import returns `FollowUp::Join` or
+//!   `Rejoin`, at start, and when a failed join is due again): checks the
 //!   bot's `groups` capability (a bot without it leaves at once, so the adding user sees a
 //!   refusal), fetches the GroupInfo and joins by an external commit.
 //! - **Our commits** (`commit`): made and recorded in one writer job with a client message id,
 //!   then sent; a retry or a restart resends exactly the recorded commit, so a lost answer
 //!   never leaves this device and the platform at different epochs. Accepted → merged;
 //!   refused → discarded (an external join: the group is forgotten).
-//! - **Self-updates** (`self_update_due`, after batches with group deliveries and hourly):
+//! - **Self-updates** (`self_update_due`, after a Welcome join (`FollowUp::Joined`), when one
+//!   left for later is due, and hourly):
 //!   a commit replacing our own leaf right after a Welcome join and then every
 //!   `group_self_update_days`.
 //! - **Joiners** (`joiners`): a user a commit brings into the tree is noted until the

@@ -43,7 +43,7 @@ pub fn self_update_due(shared: &BotShared, now: i64) -> bool {
             // has processed it (a retry soon, `inbox::follow_up`).
             Ok(CommitAnswer::Refused(r)) if r.status.enum_value_or_default() == GroupStatus::STALE_EPOCH => false,
             Ok(CommitAnswer::Refused(r)) => {
-                // Not tried again before the next period, rather than after every batch.
+                // Not tried again before the next period, rather than at every check.
                 log::warn!("bot @{}: the platform refused our self-update in group {short}: {}", shared.username, r.error);
                 true
             }

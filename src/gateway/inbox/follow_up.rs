@@ -100,6 +100,8 @@ pub(super) fn run_due(shared: &BotShared, owed: &mut Owed, now: i64) {
 /// later, joiners never announced, departed users nobody removed, messages withheld. Run when
 /// one is due, at the bot's start, and hourly.
 pub(super) fn checks(shared: &BotShared, owed: &mut Owed, now: i64) {
+    // What was due by now is checked here: its times go.
+    owed.take_due(now);
     if !groups::join_invited(shared) || !groups::self_update_due(shared, now) {
         owed.check_at(now + RETRY_SECS);
     }

@@ -9,6 +9,7 @@
 
 mod follow_up;
 mod import;
+mod private;
 mod stream;
 mod upkeep;
 
