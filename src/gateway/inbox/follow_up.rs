@@ -5,6 +5,9 @@
 //! message may still fill) become due times, and `checks` runs when the first one passes.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::backoff::Backoff;
 
 use crate::e2e::follow_up::FollowUp;
 use crate::gateway::groups;
@@ -14,17 +17,26 @@ use crate::gateway::withheld;
 use super::upkeep::{replenish_prekeys, PREKEY_CHECK_EVERY};
 
 /// How soon a join or a self-update that failed for a passing reason (the platform
-/// unreachable, another member's commit first) is tried again.
-const RETRY_SECS: i64 = 5;
+/// unreachable, another member's commit first) is tried again: 5 s, doubling to 5 minutes
+/// while it keeps failing (`crate::backoff`).
+const RETRY_FIRST: Duration = Duration::from_secs(5);
+const RETRY_MAX: Duration = Duration::from_secs(300);
 
 /// What `in/<n>` owes beyond one batch: the due times of the timed checks, and the sessions
 /// started since the one-time prekeys were last counted.
-#[derive(Default)]
 pub(super) struct Owed {
     /// Unix seconds. One entry per distinct second (a burst of notes shares it); each entry
     /// goes once passed, so it holds what the last `GRACE_SECS` noted at most.
     due: BTreeSet<i64>,
     sessions_started: u32,
+    /// The delay before a failed join or self-update is tried again.
+    retry: Backoff,
+}
+
+impl Default for Owed {
+    fn default() -> Owed {
+        Owed { due: BTreeSet::new(), sessions_started: 0, retry: Backoff::new(RETRY_FIRST, RETRY_MAX) }
+    }
 }
 
 impl Owed {
@@ -37,11 +49,23 @@ impl Owed {
         self.due.insert(at);
     }
 
+    /// A join or self-update failed for a passing reason: checked again after the retry delay,
+    /// which grows while they keep failing; `done`: they went through, and the delay starts
+    /// over.
+    fn retry_unless(&mut self, done: bool, now: i64) {
+        if done {
+            self.retry.reset();
+        } else {
+            let delay = i64::try_from(self.retry.next_delay().as_secs()).unwrap_or(i64::MAX);
+            self.check_at(now.saturating_add(delay));
+        }
+    }
+
     /// Whether a check is due at `now`, forgetting the due times passed.
     fn take_due(&mut self, now: i64) -> bool {
         let passed = self.due.first().is_some_and(|t| *t <= now);
         if passed {
-            self.due = self.due.split_off(&(now + 1));
+            self.due = self.due.split_off(&now.saturating_add(1));
         }
         passed
     }
@@ -64,9 +88,8 @@ pub(super) fn run(shared: &BotShared, follow_ups: Vec<FollowUp>, owed: &mut Owed
         }
     }
     if join {
-        if !groups::join_invited(shared) {
-            owed.check_at(now + RETRY_SECS);
-        }
+        let joined = groups::join_invited(shared);
+        owed.retry_unless(joined, now);
         // A join may find users in the tree the platform never seated (`joiners::joined_tree`).
         owed.check_at(now + groups::JOINER_GRACE_SECS);
     }
@@ -74,9 +97,8 @@ pub(super) fn run(shared: &BotShared, follow_ups: Vec<FollowUp>, owed: &mut Owed
         // A Welcome used a key package, and our leaf came from it: replaced at once.
         groups::keep_key_packages(shared);
         groups::know_channel_posters(shared);
-        if !groups::self_update_due(shared, now) {
-            owed.check_at(now + RETRY_SECS);
-        }
+        let updated = groups::self_update_due(shared, now);
+        owed.retry_unless(updated, now);
     }
     if !removals.is_empty() {
         groups::commit_removals(shared, removals);
@@ -102,9 +124,8 @@ pub(super) fn run_due(shared: &BotShared, owed: &mut Owed, now: i64) {
 pub(super) fn checks(shared: &BotShared, owed: &mut Owed, now: i64) {
     // What was due by now is checked here: its times go.
     owed.take_due(now);
-    if !groups::join_invited(shared) || !groups::self_update_due(shared, now) {
-        owed.check_at(now + RETRY_SECS);
-    }
+    let done = groups::join_invited(shared) && groups::self_update_due(shared, now);
+    owed.retry_unless(done, now);
     groups::report_unannounced_joiners(shared, now);
     groups::remove_overdue_departed(shared, now);
     withheld::report_withheld(shared, now);
@@ -128,5 +149,23 @@ mod tests {
         assert!(!owed.take_due(120), "taken once");
         assert!(owed.take_due(200));
         assert_eq!(owed.next_due(), None);
+    }
+
+    /// A join that keeps failing is tried again later and later, and from the start after
+    /// one went through.
+    #[test]
+    fn failed_joins_are_retried_with_a_growing_delay() {
+        let mut owed = Owed::default();
+        let mut delays = Vec::new();
+        for _ in 0..8 {
+            owed.retry_unless(false, 1000);
+            delays.push(owed.next_due().expect("a retry is due") - 1000);
+            owed.take_due(i64::MAX);
+        }
+        assert_eq!(delays, [5, 10, 20, 40, 80, 160, 300, 300]);
+        owed.retry_unless(true, 1000);
+        assert_eq!(owed.next_due(), None, "done: nothing owed");
+        owed.retry_unless(false, 1000);
+        assert_eq!(owed.next_due(), Some(1005), "after a success the delay starts over");
     }
 }
