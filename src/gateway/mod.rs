@@ -10,6 +10,7 @@ pub mod api;
 pub mod botapi;
 pub mod check;
 pub mod config;
+pub mod ctx;
 pub mod groups;
 mod health;
 pub mod held_bots;
@@ -26,6 +27,7 @@ pub mod sender_check;
 pub mod start_error;
 pub mod state_commands;
 pub mod state_dir;
+pub mod status;
 pub mod store;
 pub mod threads;
 pub mod updates;
@@ -433,10 +435,10 @@ fn start_bot(config: &config::Config, state: &state_dir::StateDir, holdings: &Ho
         // The bot runs; only the guard against a lost database waits for the next start.
         log::error!("bot @{name}: cannot record it in {}: {e}", held_bots::FILE);
     }
-    if let Err(e) = inbox::replenish_prekeys(&shared) {
+    if let Err(e) = inbox::replenish_prekeys(&shared.ctx()) {
         log::warn!("bot @{name}: one-time prekey top-up failed: {e}");
     }
-    let upkeep = inbox::SignedPrekeyUpkeep::at_start(&shared);
+    let upkeep = inbox::SignedPrekeyUpkeep::at_start(&shared.ctx());
     let threads = threads::BotThreads::start(&shared, index, upkeep).map_err(|why| StartError::Thread { bot: name.clone(), why })?;
     Ok((shared, threads))
 }

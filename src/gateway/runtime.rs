@@ -18,6 +18,8 @@ use crate::wire::rpc;
 use super::advice::refusal_advice;
 use super::send_wait::Outbox;
 pub use super::wake::Wake;
+pub use super::status::{Status, CLOCK_OFFSET_WARN_SECS};
+use super::ctx::Ctx;
 
 /// State shared by the HTTP workers and the bot's threads.
 pub struct BotShared {
@@ -59,56 +61,6 @@ pub struct BotShared {
 struct Stop {
     tx: Mutex<Option<Sender<()>>>,
     rx: Receiver<()>,
-}
-
-/// What `/healthz` reports, kept true by the threads that know.
-#[derive(Default)]
-pub struct Status {
-    pub connected: AtomicBool,
-    /// The platform refuses this runtime's credential (token revoked, bot disabled, or its
-    /// device removed): nothing more is sent or received.
-    pub revoked: AtomicBool,
-    /// The refusal is because the bot's owner removed this runtime's device (`/removedevice`).
-    pub device_removed: AtomicBool,
-    /// Why the platform refused the credential, once it did.
-    pub refusal: Mutex<Option<rpc::Refusal>>,
-    pub last_error: Mutex<Option<String>>,
-    /// The last security alert (a group leaf nobody vouched for, refused) and its date.
-    pub security_alert: Mutex<Option<(i64, String)>>,
-    /// Threads of this bot that panicked (their short names): the bot is unhealthy.
-    pub failed_threads: Mutex<Vec<String>>,
-    /// The platform's clock minus ours, in seconds, as its last `UploadPrekeys` answer said
-    /// (`None` before the first, or from a platform that does not say).
-    pub clock_offset: Mutex<Option<i64>>,
-}
-
-/// A clock further than this from the platform's is warned about and shown in `/healthz`: the
-/// platform refuses credentials signed more than 5 minutes off, and schedules drift with it.
-pub const CLOCK_OFFSET_WARN_SECS: i64 = 60;
-
-impl Status {
-    pub fn set_error(&self, e: impl Into<String>) {
-        *self.last_error.lock().expect("status lock") = Some(e.into());
-    }
-
-    /// Notes the platform's time `server_time` (0: not said) against ours `now`; a clock
-    /// further off than [`CLOCK_OFFSET_WARN_SECS`] is logged when first seen so.
-    pub fn note_platform_time(&self, username: &str, server_time: i64, now: i64) {
-        if server_time == 0 {
-            return;
-        }
-        let offset = server_time.saturating_sub(now);
-        let before = self.clock_offset.lock().unwrap_or_else(|e| e.into_inner()).replace(offset);
-        let far = |o: i64| o.abs() > CLOCK_OFFSET_WARN_SECS;
-        if far(offset) && !before.is_some_and(far) {
-            log::warn!(
-                "bot @{username}: this machine's clock is {}s {} the platform's; set it right (NTP): the platform \
-                 refuses credentials more than 300s off, and key rotations are dated by this clock",
-                offset.abs(),
-                if offset < 0 { "ahead of" } else { "behind" }
-            );
-        }
-    }
 }
 
 impl BotShared {
@@ -204,13 +156,26 @@ impl BotShared {
         &self.stop.rx
     }
 
-    /// A group leaf nobody vouched for was refused (`e2e::leaf`): the platform, or a member,
-    /// tried to add a device to a group. Logged as a security warning, counted
-    /// (`botgw_security_alerts_total`) and shown in `/healthz`.
+    /// What the bot's steps touch, lent to them (`ctx`).
+    pub fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            name: &self.username,
+            first_name: &self.first_name,
+            user_id: self.compat_user_id,
+            identity: &self.identity,
+            store: &self.store,
+            port: &*self.platform,
+            on_identity_change: self.on_identity_change,
+            group_self_update: self.delivery.group_self_update,
+            status: &self.status,
+            metrics: &self.metrics,
+            stop: &self.stop.rx,
+        }
+    }
+
+    /// See [`Ctx::security_alert`].
     pub fn security_alert(&self, what: &str) {
-        log::warn!("bot @{}: SECURITY ALERT: {what}", self.username);
-        super::metrics::BotMetrics::add(&self.metrics.security_alerts, 1);
-        *self.status.security_alert.lock().unwrap_or_else(|e| e.into_inner()) = Some((unix_now(), what.to_string()));
+        self.ctx().security_alert(what);
     }
 
     /// A thread of this bot panicked: logged, and `/healthz` reports the bot unhealthy.
@@ -222,12 +187,7 @@ impl BotShared {
 
     /// The bot as a Bot API User.
     pub fn me(&self) -> UserView {
-        UserView {
-            id: self.compat_user_id as i64,
-            is_bot: true,
-            first_name: self.first_name.clone(),
-            username: Some(self.username.clone()),
-        }
+        self.ctx().me()
     }
 
     /// True if `token` is this bot's configured token (constant-time on the secret). Compared
@@ -270,7 +230,7 @@ impl BotShared {
     }
 
     pub fn is_revoked(&self) -> bool {
-        self.status.revoked.load(Ordering::SeqCst)
+        self.ctx().is_revoked()
     }
 
     /// This runtime's device number on the platform (0 before registration).

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use super::port::StepError;
-use super::runtime::BotShared;
+use crate::gateway::ctx::Ctx;
 use crate::e2e::{self, Refusal};
 use crate::wire::platform::InboxEnvelope;
 use crate::wire::rpc;
@@ -21,21 +21,21 @@ pub type Refused = HashMap<(u64, u32), Refusal>;
 
 /// Checks the devices that start a session in `batch`. `Err` when the platform could not be
 /// asked (unreachable): the batch must wait, or its first messages would be dropped.
-pub fn check_senders(shared: &BotShared, batch: &[InboxEnvelope]) -> Result<Refused, StepError> {
+pub fn check_senders(cx: &Ctx, batch: &[InboxEnvelope]) -> Result<Refused, StepError> {
     if !batch.iter().any(e2e::starts_session) {
         return Ok(Refused::new()); // the usual batch: no store read
     }
-    let requests = shared.store.read(|c| Ok(e2e::devices_to_certify(c, batch)?))?;
+    let requests = cx.store.read(|c| Ok(e2e::devices_to_certify(c, batch)?))?;
     let mut refused = Refused::new();
     for request in requests {
-        let answer = match shared.platform.get_device_certificates(&request) {
+        let answer = match cx.port.get_device_certificates(&request) {
             Ok(answer) => answer,
             // The platform refuses for good (no such user, a malformed request): the devices
             // are not served, and their messages are dropped.
             Err(e) if is_final(&e) => {
                 log::warn!(
                     "bot @{}: no certificates for devices {:?} of user {}: {}",
-                    shared.username,
+                    cx.name,
                     request.device_ids,
                     request.user_id,
                     rpc::text(&e)
@@ -45,13 +45,13 @@ pub fn check_senders(shared: &BotShared, batch: &[InboxEnvelope]) -> Result<Refu
             }
             Err(e) => return Err(StepError::platform("GetDeviceCertificates", e)),
         };
-        let on_change = shared.on_identity_change;
+        let on_change = cx.on_identity_change;
         let certified =
-            shared.store.write(move |c| Ok(e2e::record_certified_devices(c, &request, &answer, on_change)?))?;
+            cx.store.write(move |c| Ok(e2e::record_certified_devices(c, &request, &answer, on_change)?))?;
         if certified.repinned {
             log::warn!(
                 "bot @{}: user {} now has another identity key; pinned it (accept_identity_changes)",
-                shared.username,
+                cx.name,
                 certified.user_id
             );
         }
@@ -81,7 +81,7 @@ mod tests {
     use crate::e2e::{self, OnIdentityChange, Registration};
     use crate::gateway::inbox::import_reported;
     use crate::gateway::port::fake::FakePlatform;
-    use crate::gateway::runtime::{test_bot_on_fake, BotShared};
+    use crate::gateway::ctx::Parts;
     use crate::gateway::store::queue;
     use crate::wire::platform::{
         DeviceCertificate, DeviceKeys, GetDeviceCertificatesRequest, GetDeviceCertificatesResponse, InboxEnvelope,
@@ -156,11 +156,12 @@ mod tests {
         }
     }
 
-    /// The test bot with device keys, and what a user fetches to write to it (no one-time
+    /// The test bot's parts (no whole bot) with device keys, and what a user fetches to write to it (no one-time
     /// prekey).
-    fn bot(on_change: OnIdentityChange) -> (tempfile::TempDir, Arc<BotShared>, Arc<FakePlatform>, (Profile, PrekeyBundle)) {
-        let (dir, mut bot, fake) = test_bot_on_fake(std::time::Duration::from_secs(1));
-        Arc::get_mut(&mut bot).expect("not shared yet").on_identity_change = on_change;
+    fn bot(on_change: OnIdentityChange) -> (Parts, Arc<FakePlatform>, (Profile, PrekeyBundle)) {
+        let mut bot = Parts::new();
+        bot.on_identity_change = on_change;
+        let fake = bot.fake.clone();
         let seed = bot.identity.seed();
         let keys = bot
             .store
@@ -179,51 +180,51 @@ mod tests {
             signed_prekey: keys.signed_prekey.clone(),
             ..Default::default()
         };
-        (dir, bot, fake, (profile, bundle))
+        (bot, fake, (profile, bundle))
     }
 
     fn serve(fake: &FakePlatform, answer: GetDeviceCertificatesResponse) {
         fake.answer_always("get_device_certificates", move |_: GetDeviceCertificatesRequest| Ok(answer.clone()));
     }
 
-    fn queued(bot: &BotShared) -> i64 {
+    fn queued(bot: &Parts) -> i64 {
         bot.store.read(queue::depth).expect("depth")
     }
 
     #[test]
     fn a_device_whose_certificate_does_not_chain_to_its_account_starts_nothing() {
-        let (_dir, bot, fake, bot_keys) = bot(OnIdentityChange::Refuse);
+        let (bot, fake, bot_keys) = bot(OnIdentityChange::Refuse);
         let alice = User::new(IdentityKeyPair::generate(), 1);
         // The platform made the device up: its certificate is signed by another key.
         serve(&fake, alice.certificates(&IdentityKeyPair::generate()));
-        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 1, "/start")]).is_some());
+        assert!(import_reported(&bot.ctx(), vec![alice.first_message(&bot_keys, 1, "/start")]).is_some());
         assert_eq!(queued(&bot), 0, "no update");
         assert_eq!(bot.metrics.security_alerts.load(Ordering::Relaxed), 1);
         assert_eq!(fake.calls_of("get_device_certificates").len(), 1);
 
         // Served honestly, the next first message starts a session.
         serve(&fake, alice.certificates(&alice.account));
-        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 2, "/start")]).is_some());
+        assert!(import_reported(&bot.ctx(), vec![alice.first_message(&bot_keys, 2, "/start")]).is_some());
         assert_eq!(queued(&bot), 1);
         // Known now: no more certificate fetches.
         let before = fake.calls_of("get_device_certificates").len();
-        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 3, "again")]).is_some());
+        assert!(import_reported(&bot.ctx(), vec![alice.first_message(&bot_keys, 3, "again")]).is_some());
         assert_eq!((queued(&bot), fake.calls_of("get_device_certificates").len()), (2, before));
     }
 
     #[test]
     fn a_changed_identity_key_keeps_the_message_out_of_the_queue_unless_the_bot_accepts_changes() {
         for on_change in [OnIdentityChange::Refuse, OnIdentityChange::Accept] {
-            let (_dir, bot, fake, bot_keys) = bot(on_change);
+            let (bot, fake, bot_keys) = bot(on_change);
             let alice = User::new(IdentityKeyPair::generate(), 1);
             serve(&fake, alice.certificates(&alice.account));
-            assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 1, "/start")]).is_some());
+            assert!(import_reported(&bot.ctx(), vec![alice.first_message(&bot_keys, 1, "/start")]).is_some());
             assert_eq!(queued(&bot), 1, "the first key is pinned");
 
             // The platform now serves another account key for Alice, with a new device under it.
             let other = User::new(IdentityKeyPair::generate(), 2);
             serve(&fake, other.certificates(&other.account));
-            assert!(import_reported(&bot, vec![other.first_message(&bot_keys, 2, "it is me")]).is_some());
+            assert!(import_reported(&bot.ctx(), vec![other.first_message(&bot_keys, 2, "it is me")]).is_some());
             let changes = bot.metrics.identity_changes.load(Ordering::Relaxed);
             match on_change {
                 OnIdentityChange::Refuse => assert_eq!((queued(&bot), changes), (1, 1), "kept out and counted"),
@@ -242,7 +243,7 @@ mod tests {
     fn a_failing_envelope_in_a_batch_is_dropped_alone_and_the_others_are_stored_once() {
         use crate::wire::e2e::{content::Body, CallbackPress, Content};
 
-        let (_dir, bot, fake, bot_keys) = bot(OnIdentityChange::Refuse);
+        let (bot, fake, bot_keys) = bot(OnIdentityChange::Refuse);
         let alice = User::new(IdentityKeyPair::generate(), 1);
         serve(&fake, alice.certificates(&alice.account));
         let press = CallbackPress { press_id: "0f".repeat(16), message_id: 7, callback_data: "buy".into(), ..Default::default() };
@@ -256,7 +257,7 @@ mod tests {
             alice.first_message(&bot_keys, 3, "three"),
             undecryptable,
         ];
-        assert!(import_reported(&bot, batch).is_some());
+        assert!(import_reported(&bot.ctx(), batch).is_some());
         let texts: Vec<String> = bot
             .store
             .read(|c| crate::gateway::updates::fetch(c, None, 10))
@@ -268,24 +269,24 @@ mod tests {
         assert_eq!(bot.metrics.decrypt_failures.load(Ordering::Relaxed), 2, "both broken ones counted as dropped");
         assert_eq!(bot.metrics.security_alerts.load(Ordering::Relaxed), 0);
         // A batch that goes through in one go.
-        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 5, "five"), alice.first_message(&bot_keys, 6, "six")]).is_some());
+        assert!(import_reported(&bot.ctx(), vec![alice.first_message(&bot_keys, 5, "five"), alice.first_message(&bot_keys, 6, "six")]).is_some());
         assert_eq!(queued(&bot), 4);
     }
 
     #[test]
     fn a_replayed_first_message_without_a_one_time_prekey_yields_no_second_update() {
-        let (_dir, bot, fake, bot_keys) = bot(OnIdentityChange::Refuse);
+        let (bot, fake, bot_keys) = bot(OnIdentityChange::Refuse);
         let alice = User::new(IdentityKeyPair::generate(), 1);
         serve(&fake, alice.certificates(&alice.account));
         let first = alice.first_message(&bot_keys, 1, "/start");
-        assert!(import_reported(&bot, vec![first.clone()]).is_some());
+        assert!(import_reported(&bot.ctx(), vec![first.clone()]).is_some());
         // Two later sessions push the first one out of the bot's current and previous slots.
-        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 2, "a")]).is_some());
-        assert!(import_reported(&bot, vec![alice.first_message(&bot_keys, 3, "b")]).is_some());
+        assert!(import_reported(&bot.ctx(), vec![alice.first_message(&bot_keys, 2, "a")]).is_some());
+        assert!(import_reported(&bot.ctx(), vec![alice.first_message(&bot_keys, 3, "b")]).is_some());
         assert_eq!(queued(&bot), 3);
         // The platform delivers the first message again, as new (a later seq, another id).
         let replay = InboxEnvelope { seq: 4, message_id: 4, client_message_id: "c4".into(), ..first };
-        assert!(import_reported(&bot, vec![replay]).is_some());
+        assert!(import_reported(&bot.ctx(), vec![replay]).is_some());
         assert_eq!(queued(&bot), 3, "the /start does not run twice");
     }
 
@@ -295,7 +296,7 @@ mod tests {
     /// others as updates.
     #[test]
     fn a_message_the_platform_withholds_is_counted_and_a_late_one_is_not() {
-        let (_dir, bot, fake, bot_keys) = bot(OnIdentityChange::Refuse);
+        let (bot, fake, bot_keys) = bot(OnIdentityChange::Refuse);
         let alice = User::new(IdentityKeyPair::generate(), 1);
         serve(&fake, alice.certificates(&alice.account));
         let numbered = |text: &str| {
@@ -308,15 +309,15 @@ mod tests {
         let (third, fourth) = (numbered("three"), numbered("four"));
         let (fourth, third) = (alice.message(2, &fourth), alice.message(3, &third));
         for env in [first, fourth, third] {
-            assert!(import_reported(&bot, vec![env]).is_some());
+            assert!(import_reported(&bot.ctx(), vec![env]).is_some());
         }
         assert_eq!(queued(&bot), 3);
         let withheld = || bot.metrics.withheld_messages.load(Ordering::Relaxed);
-        crate::gateway::withheld::report_withheld(&bot, crate::clock::unix_now());
+        crate::gateway::withheld::report_withheld(&bot.ctx(), crate::clock::unix_now());
         assert_eq!(withheld(), 0, "within the grace");
-        crate::gateway::withheld::report_withheld(&bot, crate::clock::unix_now() + e2e::sequence::GRACE_SECS + 1);
+        crate::gateway::withheld::report_withheld(&bot.ctx(), crate::clock::unix_now() + e2e::sequence::GRACE_SECS + 1);
         assert_eq!(withheld(), 1, "the second, never delivered");
-        crate::gateway::withheld::report_withheld(&bot, crate::clock::unix_now() + e2e::sequence::GRACE_SECS + 1);
+        crate::gateway::withheld::report_withheld(&bot.ctx(), crate::clock::unix_now() + e2e::sequence::GRACE_SECS + 1);
         assert_eq!(withheld(), 1, "counted once");
     }
 }

@@ -272,7 +272,7 @@ mod panic_tests {
         let (ended_tx, ended_rx) = unbounded();
         let running = Running { index: 3, handles: Vec::new(), ended_tx };
         let (_, envelopes) = inbox::channel();
-        let importer = Arc::new(Importer::new(&shared, envelopes, SignedPrekeyUpkeep::at_start(&shared), IDLE));
+        let importer = Arc::new(Importer::new(&shared, envelopes, SignedPrekeyUpkeep::at_start(&shared.ctx()), IDLE));
         let import_demand = Demand::new("in/3", importer.clone(), None);
         let outbox_demand = Demand::new("out/3", Arc::new(OutboxWork { shared: Arc::downgrade(&shared) }), None);
         let (answers_tx, answers_rx) = webhook::answers();

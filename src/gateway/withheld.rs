@@ -6,25 +6,25 @@
 
 use crate::e2e::sequence;
 use crate::gateway::metrics::BotMetrics;
-use crate::gateway::runtime::BotShared;
+use crate::gateway::ctx::Ctx;
 
 /// Reports the gaps noticed `sequence::GRACE_SECS` before `now` (the project's clock; a test
 /// passes a later time).
-pub fn report_withheld(shared: &BotShared, now: i64) {
+pub fn report_withheld(cx: &Ctx, now: i64) {
     let before = now - sequence::GRACE_SECS;
     // A read first: after almost every batch there is nothing to report.
-    match shared.store.read(move |c| Ok(sequence::withheld_due(c, before)?)) {
+    match cx.store.read(move |c| Ok(sequence::withheld_due(c, before)?)) {
         Ok(true) => {}
         Ok(false) => return,
-        Err(e) => return log::warn!("bot @{}: reading the gaps in what users sent: {e}", shared.username),
+        Err(e) => return log::warn!("bot @{}: reading the gaps in what users sent: {e}", cx.name),
     }
-    match shared.store.write(move |c| Ok(sequence::take_withheld(c, before)?)) {
+    match cx.store.write(move |c| Ok(sequence::take_withheld(c, before)?)) {
         Ok(withheld) => {
             for w in withheld {
-                BotMetrics::add(&shared.metrics.withheld_messages, w.count);
-                log::warn!("bot @{}: {}", shared.username, w.describe());
+                BotMetrics::add(&cx.metrics.withheld_messages, w.count);
+                log::warn!("bot @{}: {}", cx.name, w.describe());
             }
         }
-        Err(e) => log::warn!("bot @{}: taking the gaps in what users sent: {e}", shared.username),
+        Err(e) => log::warn!("bot @{}: taking the gaps in what users sent: {e}", cx.name),
     }
 }

@@ -11,7 +11,7 @@ use crate::gateway::port::StepError;
 use crate::clock::unix_now;
 use crate::crypto;
 use crate::e2e::group::{self as mls_group, CommitOut};
-use crate::gateway::runtime::BotShared;
+use crate::gateway::ctx::Ctx;
 use crate::gateway::store::groups::{self, Membership, PendingCommit};
 use crate::gateway::store::{Result as StoreResult, StoreError};
 use crate::wire::platform::{
@@ -31,12 +31,12 @@ pub(super) enum CommitAnswer {
 
 /// Makes (unless one is recorded already) and sends our commit of a group, and settles it.
 pub(super) fn commit(
-    shared: &BotShared,
+    cx: &Ctx,
     gid: &[u8],
     make: impl FnOnce(&Connection) -> StoreResult<Option<(CommitOut, bool)>> + Send + 'static,
 ) -> Result<CommitAnswer, StepError> {
     let g = gid.to_vec();
-    let pending = shared.store.write(move |c| {
+    let pending = cx.store.write(move |c| {
         if let Some(p) = groups::pending_commit(c, &g)? {
             return Ok(Some(p));
         }
@@ -55,20 +55,20 @@ pub(super) fn commit(
         Ok(Some(p))
     })?;
     match pending {
-        Some(p) => settle(shared, gid, p),
+        Some(p) => settle(cx, gid, p),
         None => Ok(CommitAnswer::Nothing),
     }
 }
 
 /// Sends a recorded commit (again) and records the answer: merged when accepted, discarded
 /// when refused. A failed call leaves it recorded for the next try.
-fn settle(shared: &BotShared, gid: &[u8], p: PendingCommit) -> Result<CommitAnswer, StepError> {
+fn settle(cx: &Ctx, gid: &[u8], p: PendingCommit) -> Result<CommitAnswer, StepError> {
     let req = SendGroupMessageRequest::parse_from_bytes(&p.request)
         .map_err(|e| StoreError::Corrupt(format!("stored commit of group {}: {e}", mls_group::short_id(gid))))?;
-    let resp = shared.platform.send_group_message(&req).map_err(|e| StepError::group_call("SendGroupMessage (a commit)", gid, e))?;
+    let resp = cx.port.send_group_message(&req).map_err(|e| StepError::group_call("SendGroupMessage (a commit)", gid, e))?;
     let accepted = resp.status.enum_value_or_default() == GroupStatus::OK;
     let (g, cmid, external, group_seq) = (gid.to_vec(), p.client_message_id, p.external, resp.group_seq);
-    shared.store.write(move |c| {
+    cx.store.write(move |c| {
         if !groups::clear_pending_commit(c, &g, &cmid)? {
             return Ok(()); // settled meanwhile (a retry's answer, or a commit that lost)
         }
@@ -95,7 +95,7 @@ fn settle(shared: &BotShared, gid: &[u8], p: PendingCommit) -> Result<CommitAnsw
 /// Before the inbox processes a group's messages: a commit of ours still awaiting its answer
 /// (a lost reply, a crash) is settled first, or the messages of the epoch it started would not
 /// open. `Err` when one could not be settled (the platform unreachable): the batch must wait.
-pub fn settle_pending(shared: &BotShared, envelopes: &[InboxEnvelope]) -> Result<(), StepError> {
+pub fn settle_pending(cx: &Ctx, envelopes: &[InboxEnvelope]) -> Result<(), StepError> {
     let mut seen: Vec<&[u8]> = Vec::new();
     for d in envelopes.iter().filter_map(|e| e.group.as_ref()) {
         let gid = d.group_id.as_slice();
@@ -104,8 +104,8 @@ pub fn settle_pending(shared: &BotShared, envelopes: &[InboxEnvelope]) -> Result
         }
         seen.push(gid);
         let owned = gid.to_vec();
-        if let Some(p) = shared.store.read(move |c| groups::pending_commit(c, &owned))? {
-            settle(shared, gid, p)?;
+        if let Some(p) = cx.store.read(move |c| groups::pending_commit(c, &owned))? {
+            settle(cx, gid, p)?;
         }
     }
     Ok(())
@@ -116,7 +116,7 @@ pub fn settle_pending(shared: &BotShared, envelopes: &[InboxEnvelope]) -> Result
 /// a past epoch to keep until the inbox passes it). A failure is only logged: the platform
 /// refuses application messages until the leaves are gone (REMOVALS_PENDING), so the next
 /// sender commits them then.
-pub fn commit_removals(shared: &BotShared, due: Vec<(Vec<u8>, u64)>) {
+pub fn commit_removals(cx: &Ctx, due: Vec<(Vec<u8>, u64)>) {
     let mut by_group: Vec<(Vec<u8>, Vec<u64>)> = Vec::new();
     for (gid, user) in due {
         match by_group.iter_mut().find(|(g, _)| *g == gid) {
@@ -126,17 +126,17 @@ pub fn commit_removals(shared: &BotShared, due: Vec<(Vec<u8>, u64)>) {
     }
     for (gid, users) in by_group {
         let (g, u) = (gid.clone(), users.clone());
-        let answer = commit(shared, &gid, move |c| {
+        let answer = commit(cx, &gid, move |c| {
             if mls_group::epoch(c, &g)?.is_none() {
                 return Ok(None); // not in the group (any more)
             }
             Ok(mls_group::remove_users(c, &g, &u)?.map(|out| (out, false)))
         });
         match answer {
-            Ok(a) => log::debug!("bot @{}: removal of users {users:?} from group {}: {a:?}", shared.username, mls_group::short_id(&gid)),
+            Ok(a) => log::debug!("bot @{}: removal of users {users:?} from group {}: {a:?}", cx.name, mls_group::short_id(&gid)),
             Err(e) => log::warn!(
                 "bot @{}: committing the removal of users {users:?} from group {} failed (the next sender commits it): {e}",
-                shared.username,
+                cx.name,
                 mls_group::short_id(&gid)
             ),
         }

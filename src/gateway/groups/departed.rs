@@ -13,7 +13,7 @@ use rusqlite::Connection;
 use super::commit::{commit, CommitAnswer};
 use crate::e2e::group as mls_group;
 use crate::gateway::port::StepError;
-use crate::gateway::runtime::BotShared;
+use crate::gateway::ctx::Ctx;
 use crate::gateway::store::groups;
 use crate::gateway::store::Result as StoreResult;
 use crate::wire::platform::send_group_message_response::Status as GroupStatus;
@@ -24,23 +24,23 @@ pub const GRACE_SECS: i64 = 60;
 /// Commits the removal of the departed users of a group who still have a leaf. `Ok(None)`: none
 /// is left, the bot may post; `Ok(Some(why))`: one stays (the platform refused the removal, or
 /// the epoch moved on under it), nothing may be posted yet.
-pub(super) fn remove_departed(shared: &BotShared, group_id: &[u8]) -> Result<Option<String>, StepError> {
+pub(super) fn remove_departed(cx: &Ctx, group_id: &[u8]) -> Result<Option<String>, StepError> {
     // A read first: almost every post finds no one departed, and needs no write job.
     let g = group_id.to_vec();
-    if shared.store.read(move |c| groups::departed(c, &g))?.is_empty() {
+    if cx.store.read(move |c| groups::departed(c, &g))?.is_empty() {
         return Ok(None);
     }
     let g = group_id.to_vec();
-    let staying = shared.store.write(move |c| staying(c, &g))?;
+    let staying = cx.store.write(move |c| staying(c, &g))?;
     if staying.is_empty() {
         return Ok(None);
     }
     let (g, users) = (group_id.to_vec(), staying.clone());
-    let answer = commit(shared, group_id, move |c| Ok(mls_group::remove_users(c, &g, &users)?.map(|out| (out, false))))?;
+    let answer = commit(cx, group_id, move |c| Ok(mls_group::remove_users(c, &g, &users)?.map(|out| (out, false))))?;
     let short = mls_group::short_id(group_id);
     match answer {
         CommitAnswer::Accepted | CommitAnswer::Nothing => {
-            log::info!("bot @{}: committed the removal of users {staying:?}, who left group {short} or were banned", shared.username);
+            log::info!("bot @{}: committed the removal of users {staying:?}, who left group {short} or were banned", cx.name);
             Ok(None)
         }
         CommitAnswer::Refused(r) if r.status.enum_value_or_default() == GroupStatus::STALE_EPOCH => {
@@ -51,7 +51,7 @@ pub(super) fn remove_departed(shared: &BotShared, group_id: &[u8]) -> Result<Opt
                 "group {short}: the platform said users {staying:?} left or were banned, yet refused the commit removing their leaves ({}); the bot posts nothing there until they are gone",
                 r.error
             );
-            shared.security_alert(&what);
+            cx.security_alert(&what);
             Ok(Some(what))
         }
     }
@@ -80,18 +80,18 @@ fn staying(c: &Connection, group_id: &[u8]) -> StoreResult<Vec<u64>> {
 
 /// Commits the removals the platform has not asked for within `GRACE_SECS` before `now` (the
 /// project's clock; a test passes a later time).
-pub fn remove_overdue_departed(shared: &BotShared, now: i64) {
-    let due = match shared.store.read(move |c| groups::groups_with_departed_before(c, now - GRACE_SECS)) {
+pub fn remove_overdue_departed(cx: &Ctx, now: i64) {
+    let due = match cx.store.read(move |c| groups::groups_with_departed_before(c, now - GRACE_SECS)) {
         Ok(due) => due,
-        Err(e) => return log::warn!("bot @{}: reading the departed users to remove: {e}", shared.username),
+        Err(e) => return log::warn!("bot @{}: reading the departed users to remove: {e}", cx.name),
     };
     for gid in due {
-        match remove_departed(shared, &gid) {
+        match remove_departed(cx, &gid) {
             Ok(None) => {}
-            Ok(Some(why)) => log::warn!("bot @{}: {why}", shared.username),
+            Ok(Some(why)) => log::warn!("bot @{}: {why}", cx.name),
             Err(e) => log::warn!(
                 "bot @{}: removing the departed users of group {} failed (tried again later): {e}",
-                shared.username,
+                cx.name,
                 mls_group::short_id(&gid)
             ),
         }

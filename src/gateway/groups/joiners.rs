@@ -12,7 +12,7 @@ use rusqlite::Connection;
 
 use crate::clock::unix_now;
 use crate::e2e::group::{self as mls_group, Device};
-use crate::gateway::runtime::BotShared;
+use crate::gateway::ctx::Ctx;
 use crate::gateway::port::StepError;
 use crate::gateway::store::groups::{self, GroupChat, Joiner, Membership};
 use crate::gateway::store::Result as StoreResult;
@@ -55,8 +55,8 @@ pub(super) fn note_new_members(c: &Connection, group_id: &[u8], added: &[Device]
 /// (The platform announces no one who was in before the bot, and a rejoin's newcomers were
 /// announced while this device could not follow: the member list is the announcement.) When
 /// the list cannot be read, a rejoin notes them all; a first join only logs them.
-pub(super) fn joined_tree(shared: &BotShared, group: &GroupChat, rejoined: bool, newcomers: &[Device]) {
-    let me = shared.compat_user_id;
+pub(super) fn joined_tree(cx: &Ctx, group: &GroupChat, rejoined: bool, newcomers: &[Device]) {
+    let me = cx.user_id;
     let mut users: Vec<u64> = newcomers.iter().map(|d| d.0).filter(|u| *u != me).collect();
     users.sort_unstable();
     users.dedup();
@@ -64,14 +64,14 @@ pub(super) fn joined_tree(shared: &BotShared, group: &GroupChat, rejoined: bool,
         return;
     }
     if rejoined {
-        log::warn!("bot @{}: rejoined {:?}; its tree holds users the verified one did not: {users:?}", shared.username, group.title);
+        log::warn!("bot @{}: rejoined {:?}; its tree holds users the verified one did not: {users:?}", cx.name, group.title);
     } else {
         // A channel may hold thousands: the count, and the first few.
         let first: Vec<u64> = users.iter().take(20).copied().collect();
-        log::info!("bot @{}: {} {:?} has {} other users in its tree (first: {first:?})", shared.username, group.kind, group.title, users.len());
+        log::info!("bot @{}: {} {:?} has {} other users in its tree (first: {first:?})", cx.name, group.kind, group.title, users.len());
     }
     let req = GroupRequest { group_id: group.group_id.clone(), ..Default::default() };
-    let (unseated, posters): (Vec<u64>, Option<Vec<u64>>) = match shared.platform.get_group(&req) {
+    let (unseated, posters): (Vec<u64>, Option<Vec<u64>>) = match cx.port.get_group(&req) {
         Ok(g) => {
             let seated = |u: &u64| g.members.iter().any(|m| m.user.user_id == *u && is_seated(m.role.enum_value_or_default()));
             // A channel's posters come from the same list (else `join::know_channel_posters`
@@ -81,7 +81,7 @@ pub(super) fn joined_tree(shared: &BotShared, group: &GroupChat, rejoined: bool,
         }
         Err(e) => {
             let e = StepError::group_call("GetGroup", &group.group_id, e);
-            log::warn!("bot @{}: reading who the platform seats in {:?} after a join failed: {e}", shared.username, group.title);
+            log::warn!("bot @{}: reading who the platform seats in {:?} after a join failed: {e}", cx.name, group.title);
             if !rejoined {
                 return;
             }
@@ -92,7 +92,7 @@ pub(super) fn joined_tree(shared: &BotShared, group: &GroupChat, rejoined: bool,
         return;
     }
     let gid = group.group_id.clone();
-    let noted = shared.store.write(move |c| {
+    let noted = cx.store.write(move |c| {
         if let Some(posters) = posters {
             posters::set_posters(c, &gid, &posters)?;
         }
@@ -104,21 +104,21 @@ pub(super) fn joined_tree(shared: &BotShared, group: &GroupChat, rejoined: bool,
         Ok(())
     });
     if let Err(e) = noted {
-        log::warn!("bot @{}: noting the unannounced members of {:?}: {e}", shared.username, group.title);
+        log::warn!("bot @{}: noting the unannounced members of {:?}: {e}", cx.name, group.title);
     }
 }
 
 /// Reports the joiners still unannounced `GRACE_SECS` before `now` (the project's clock; a
 /// test passes a later time).
-pub fn report_unannounced_joiners(shared: &BotShared, now: i64) {
+pub fn report_unannounced_joiners(cx: &Ctx, now: i64) {
     // Read first: after almost every batch there is nothing to report, and no write job is due.
-    match shared.store.read(move |c| groups::unannounced_joiners_due(c, now - GRACE_SECS)) {
+    match cx.store.read(move |c| groups::unannounced_joiners_due(c, now - GRACE_SECS)) {
         Ok(true) => {}
         Ok(false) => return,
-        Err(e) => return log::warn!("bot @{}: reading unannounced group joiners: {e}", shared.username),
+        Err(e) => return log::warn!("bot @{}: reading unannounced group joiners: {e}", cx.name),
     }
-    let me = shared.me();
-    let reported = shared.store.write(move |c| {
+    let me = cx.me();
+    let reported = cx.store.write(move |c| {
         let mut reported = Vec::new();
         for j in groups::take_unannounced_joiners(c, now - GRACE_SECS)? {
             let Some(group) = groups::by_group_id(c, &j.group_id)? else { continue };
@@ -136,11 +136,11 @@ pub fn report_unannounced_joiners(shared: &BotShared, now: i64) {
     match reported {
         Ok(reported) => {
             for what in reported {
-                log::warn!("bot @{}: {what}; reported as a chat_member update from the group's tree", shared.username);
-                shared.security_alert(&what);
+                log::warn!("bot @{}: {what}; reported as a chat_member update from the group's tree", cx.name);
+                cx.security_alert(&what);
             }
         }
-        Err(e) => log::warn!("bot @{}: reporting unannounced group joiners: {e}", shared.username),
+        Err(e) => log::warn!("bot @{}: reporting unannounced group joiners: {e}", cx.name),
     }
 }
 

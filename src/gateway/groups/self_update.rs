@@ -6,7 +6,7 @@
 
 use super::commit::{commit, CommitAnswer};
 use crate::e2e::group as mls_group;
-use crate::gateway::runtime::BotShared;
+use crate::gateway::ctx::Ctx;
 use crate::gateway::store::groups;
 use crate::wire::platform::send_group_message_response::Status as GroupStatus;
 
@@ -14,19 +14,19 @@ use crate::wire::platform::send_group_message_response::Status as GroupStatus;
 /// project's clock; a test passes a later time). Failures are logged and tried again later;
 /// false when one is left for soon (another member's commit came first, or the platform was
 /// unreachable).
-pub fn self_update_due(shared: &BotShared, now: i64) -> bool {
-    let period = i64::try_from(shared.delivery.group_self_update.as_secs()).unwrap_or(i64::MAX);
-    let due = match shared.store.read(move |c| groups::self_update_due(c, now, period)) {
+pub fn self_update_due(cx: &Ctx, now: i64) -> bool {
+    let period = i64::try_from(cx.group_self_update.as_secs()).unwrap_or(i64::MAX);
+    let due = match cx.store.read(move |c| groups::self_update_due(c, now, period)) {
         Ok(due) => due,
         Err(e) => {
-            log::warn!("bot @{}: reading the groups due for a self-update: {e}", shared.username);
+            log::warn!("bot @{}: reading the groups due for a self-update: {e}", cx.name);
             return false;
         }
     };
     let mut all = true;
     for gid in due {
         let g = gid.clone();
-        let answer = commit(shared, &gid, move |c| {
+        let answer = commit(cx, &gid, move |c| {
             if mls_group::epoch(c, &g)?.is_none() {
                 return Ok(None); // not in the group (any more)
             }
@@ -35,7 +35,7 @@ pub fn self_update_due(shared: &BotShared, now: i64) -> bool {
         let short = mls_group::short_id(&gid);
         let done = match answer {
             Ok(CommitAnswer::Accepted) => {
-                log::debug!("bot @{}: updated its leaf in group {short}", shared.username);
+                log::debug!("bot @{}: updated its leaf in group {short}", cx.name);
                 true
             }
             Ok(CommitAnswer::Nothing) => true,
@@ -44,18 +44,18 @@ pub fn self_update_due(shared: &BotShared, now: i64) -> bool {
             Ok(CommitAnswer::Refused(r)) if r.status.enum_value_or_default() == GroupStatus::STALE_EPOCH => false,
             Ok(CommitAnswer::Refused(r)) => {
                 // Not tried again before the next period, rather than at every check.
-                log::warn!("bot @{}: the platform refused our self-update in group {short}: {}", shared.username, r.error);
+                log::warn!("bot @{}: the platform refused our self-update in group {short}: {}", cx.name, r.error);
                 true
             }
             Err(e) => {
-                log::warn!("bot @{}: self-update in group {short} failed (tried again later): {e}", shared.username);
+                log::warn!("bot @{}: self-update in group {short} failed (tried again later): {e}", cx.name);
                 false
             }
         };
         if done {
             let g = gid.clone();
-            if let Err(e) = shared.store.write(move |c| groups::set_self_updated(c, &g, now)) {
-                log::warn!("bot @{}: recording the self-update of group {short}: {e}", shared.username);
+            if let Err(e) = cx.store.write(move |c| groups::set_self_updated(c, &g, now)) {
+                log::warn!("bot @{}: recording the self-update of group {short}: {e}", cx.name);
             }
         }
         all &= done;

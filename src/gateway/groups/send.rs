@@ -10,7 +10,7 @@ use crate::clock::unix_now;
 use crate::e2e::group as mls_group;
 use crate::gateway::history::record_in_history;
 use crate::gateway::keyboard;
-use crate::gateway::runtime::{BotShared};
+use crate::gateway::ctx::Ctx;
 use crate::gateway::send_wait::{SendFailure, Sent};
 use crate::gateway::store::groups::{self, Membership};
 use crate::gateway::store::outbox;
@@ -33,43 +33,43 @@ pub enum GroupSend {
 }
 
 /// Gives `entry` up in a writer job: recorded, removed; `Withdrawn` when its caller was first.
-fn give_up(shared: &BotShared, entry: &outbox::OutboxEntry, failure: SendFailure) -> Result<GroupSend, StepError> {
+fn give_up(cx: &Ctx, entry: &outbox::OutboxEntry, failure: SendFailure) -> Result<GroupSend, StepError> {
     let (e, reason) = (entry.clone(), failure.reason().to_string());
-    let record = shared.store.write(move |c| outbox::give_up(c, &e, &reason, unix_now()))?;
+    let record = cx.store.write(move |c| outbox::give_up(c, &e, &reason, unix_now()))?;
     Ok(record.map_or(GroupSend::Withdrawn, |r| GroupSend::GaveUp(r, failure)))
 }
 
 /// Sends one outbox message to a group: reserves its message id, signs its keyboard (with that
 /// id) and encrypts it, committed first, unless a ciphertext of the current attempt is recorded; sends;
 /// records the answer.
-pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend, StepError> {
+pub fn send(cx: &Ctx, entry: &outbox::OutboxEntry) -> Result<GroupSend, StepError> {
     let (id, chat_id) = (entry.id, entry.chat_id);
-    let group = shared.store.read(move |c| groups::by_chat_id(c, chat_id))?;
+    let group = cx.store.read(move |c| groups::by_chat_id(c, chat_id))?;
     let Some(group) = group.filter(|g| g.status == Membership::Member) else {
-        return give_up(shared, entry, SendFailure::Refused(format!("chat {chat_id} is a group the bot is not a member of")));
+        return give_up(cx, entry, SendFailure::Refused(format!("chat {chat_id} is a group the bot is not a member of")));
     };
     // No post while a user the platform said left still has a leaf (`departed`).
-    if let Some(why) = super::departed::remove_departed(shared, &group.group_id)? {
+    if let Some(why) = super::departed::remove_departed(cx, &group.group_id)? {
         return Ok(GroupSend::Later(why));
     }
     let mut entry = entry.clone();
     // Every message's id is reserved first, not only a keyboard's (whose signed context names
     // it): so the platform cannot tell which messages carry buttons. Idempotent per client
     // message id, so a retry gets the same id.
-    let (message_id, date) = match reserve_id(shared, &group.group_id, &entry.client_message_id)? {
+    let (message_id, date) = match reserve_id(cx, &group.group_id, &entry.client_message_id)? {
         Ok(reserved) => reserved,
         Err(refused) => {
-            return give_up(shared, &entry, SendFailure::Refused(format!("the platform refused the message: {refused}")));
+            return give_up(cx, &entry, SendFailure::Refused(format!("the platform refused the message: {refused}")));
         }
     };
     if keyboard::needs_context(&entry.content) {
         let chat = keyboard::KeyboardChat::Group(&group.group_id);
-        keyboard::attach_context(&shared.identity, shared.compat_user_id, chat, message_id, date, &mut entry.content);
+        keyboard::attach_context(&cx.identity, cx.user_id, chat, message_id, date, &mut entry.content);
         let content = entry.content.clone();
-        shared.store.write(move |c| outbox::set_content(c, id, &content))?;
+        cx.store.write(move |c| outbox::set_content(c, id, &content))?;
     }
     let (gid, mut content, cmid) = (group.group_id.clone(), entry.content.clone(), entry.client_message_id.clone());
-    let req = shared
+    let req = cx
         .store
         .write(move |c| {
             // Committed with what is sent: from now on its caller can no longer withdraw it.
@@ -96,12 +96,12 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
     // The files it carries (the platform sweeps uploads that no message named).
     req.file_refs = crate::e2e::file::refs_in(&entry.content);
     req.names_files = true;
-    let resp = shared.platform.send_group_message(&req).map_err(|e| StepError::group_call("SendGroupMessage", &req.group_id, e))?;
-    let bot_user_id = shared.compat_user_id;
+    let resp = cx.port.send_group_message(&req).map_err(|e| StepError::group_call("SendGroupMessage", &req.group_id, e))?;
+    let bot_user_id = cx.user_id;
     match resp.status.enum_value_or_default() {
         GroupStatus::OK => {
             let sent = Sent { message_id: resp.message_id as i64, date: resp.date };
-            shared
+            cx
                 .store
                 .write(move |c| {
                     outbox::remove(c, entry.id)?;
@@ -111,30 +111,30 @@ pub fn send(shared: &BotShared, entry: &outbox::OutboxEntry) -> Result<GroupSend
         }
         GroupStatus::STALE_EPOCH => {
             // Never resent: encrypted again once the inbox has processed the newer epoch.
-            encrypt_again_later(shared, id, "the group's epoch moved on")?;
+            encrypt_again_later(cx, id, "the group's epoch moved on")?;
             Ok(GroupSend::Later(format!("group {}: epoch {} is current; catching up", mls_group::short_id(&req.group_id), resp.epoch)))
         }
         GroupStatus::REMOVALS_PENDING => {
-            encrypt_again_later(shared, id, "removals were due first")?;
+            encrypt_again_later(cx, id, "removals were due first")?;
             let (users, gid) = (resp.pending_removals.clone(), req.group_id.clone());
             let devices: Vec<mls_group::Device> = resp.pending_device_removals.iter().map(|d| (d.user_id, d.device_id)).collect();
             let g = gid.clone();
             let answer =
-                commit(shared, &gid, move |c| Ok(mls_group::remove_leaves(c, &g, &users, &devices)?.map(|out| (out, false))))?;
+                commit(cx, &gid, move |c| Ok(mls_group::remove_leaves(c, &g, &users, &devices)?.map(|out| (out, false))))?;
             Ok(GroupSend::Later(format!("group {}: committed the removals due first ({answer:?})", mls_group::short_id(&gid))))
         }
         GroupStatus::REJECTED => {
             let mut handed = entry.clone();
             handed.handed = true;
-            give_up(shared, &handed, SendFailure::Refused(format!("the platform rejected the message: {}", resp.error)))
+            give_up(cx, &handed, SendFailure::Refused(format!("the platform rejected the message: {}", resp.error)))
         }
     }
 }
 
 /// Drops the recorded ciphertext of an outbox message the platform did not take, so that the
 /// next try encrypts it anew (in the epoch the inbox has reached by then).
-fn encrypt_again_later(shared: &BotShared, id: i64, why: &'static str) -> Result<(), StepError> {
-    Ok(shared.store.write(move |c| {
+fn encrypt_again_later(cx: &Ctx, id: i64, why: &'static str) -> Result<(), StepError> {
+    Ok(cx.store.write(move |c| {
         outbox::set_group_sealed(c, id, None)?;
         outbox::note_failure(c, id, why)
     })?)
@@ -143,7 +143,7 @@ fn encrypt_again_later(shared: &BotShared, id: i64, why: &'static str) -> Result
 /// The message id (and date) the platform reserves in a group for one client message id (the
 /// content vouches for it, a keyboard's signed context names it); `Ok(Err(why))` when the
 /// platform refuses.
-fn reserve_id(shared: &BotShared, group_id: &[u8], cmid: &str) -> Result<Result<(u64, i64), Invalid>, StepError> {
+fn reserve_id(cx: &Ctx, group_id: &[u8], cmid: &str) -> Result<Result<(u64, i64), Invalid>, StepError> {
     let req = ReserveMessageIdsRequest {
         reservations: vec![MessageIdReservation {
             client_message_id: cmid.to_string(),
@@ -152,7 +152,7 @@ fn reserve_id(shared: &BotShared, group_id: &[u8], cmid: &str) -> Result<Result<
         }],
         ..Default::default()
     };
-    let resp = shared.platform.reserve_message_ids(&req).map_err(|e| StepError::group_call("ReserveMessageIds", group_id, e))?;
+    let resp = cx.port.reserve_message_ids(&req).map_err(|e| StepError::group_call("ReserveMessageIds", group_id, e))?;
     let r = resp.ids.into_iter().next().ok_or_else(|| StepError::Refused("the platform answered no reservation".into()))?;
     Ok(if r.message_id != 0 { Ok((r.message_id, r.date)) } else { Err(Invalid(r.error)) })
 }

@@ -15,7 +15,7 @@ use crate::e2e::{self, group as mls_group, Registration};
 use crate::gateway::botapi::types::UserView;
 use crate::gateway::port::fake::FakePlatform;
 use crate::gateway::port::refusal;
-use crate::gateway::runtime::{test_bot_on_fake, BotShared};
+use crate::gateway::ctx::Parts;
 use crate::gateway::send_wait::{SendFailure};
 use crate::gateway::store::groups::{self as group_store, Membership};
 use crate::gateway::store::{outbox, queue};
@@ -39,10 +39,11 @@ fn member_db(user_id: u64) -> Connection {
     conn
 }
 
-/// The test bot (user 1, device 1) with device keys, on a fake platform that says it has the
+/// The test bot's parts (user 1, device 1; no whole bot) with device keys, on a fake platform that says it has the
 /// `groups` capability.
-fn bot() -> (tempfile::TempDir, Arc<BotShared>, Arc<FakePlatform>) {
-    let (dir, bot, fake) = test_bot_on_fake(std::time::Duration::from_secs(1));
+fn bot() -> (Parts, Arc<FakePlatform>) {
+    let bot = Parts::new();
+    let fake = bot.fake.clone();
     let seed = bot.identity.seed();
     bot.store
         .write(move |c| {
@@ -68,11 +69,11 @@ fn bot() -> (tempfile::TempDir, Arc<BotShared>, Arc<FakePlatform>) {
             .collect();
         Ok(ReserveMessageIdsResponse { ids, ..Default::default() })
     });
-    (dir, bot, fake)
+    (bot, fake)
 }
 
-fn me(bot: &BotShared) -> UserView {
-    UserView { id: bot.compat_user_id as i64, is_bot: true, first_name: "B".into(), username: Some("b_bot".into()) }
+fn me(bot: &Parts) -> UserView {
+    UserView { id: bot.ctx().user_id as i64, is_bot: true, first_name: "B".into(), username: Some("b_bot".into()) }
 }
 
 /// A MEMBERSHIP delivery: `user` now has `role` in the group, by `actor`.
@@ -123,7 +124,7 @@ fn mls_message(sender: u64, message_id: u64, ciphertext: Vec<u8>) -> InboxEnvelo
 }
 
 /// Imports one delivery as `in/<n>` does, returning what it left to do after its commit.
-fn import_one(bot: &BotShared, env: InboxEnvelope) -> Result<Vec<FollowUp>, crate::gateway::store::StoreError> {
+fn import_one(bot: &Parts, env: InboxEnvelope) -> Result<Vec<FollowUp>, crate::gateway::store::StoreError> {
     let me = me(bot);
     bot.store.write(move |c| {
         let mut follow = Vec::new();
@@ -132,13 +133,18 @@ fn import_one(bot: &BotShared, env: InboxEnvelope) -> Result<Vec<FollowUp>, crat
     })
 }
 
-fn status(bot: &BotShared) -> Option<Membership> {
+/// The last security alert, as `/healthz` would show it.
+fn last_alert(bot: &Parts) -> Option<String> {
+    bot.status.security_alert.lock().expect("status").as_ref().map(|(_, what)| what.clone())
+}
+
+fn status(bot: &Parts) -> Option<Membership> {
     bot.store.read(|c| group_store::by_group_id(c, &GID)).expect("read").map(|g| g.status)
 }
 
 /// Alice's group, which the bot was invited to (an INVITED delivery imported); the platform
 /// serves `info` as its GroupInfo and takes every commit.
-fn invited(bot: &BotShared, fake: &FakePlatform, alice: &Connection) {
+fn invited(bot: &Parts, fake: &FakePlatform, alice: &Connection) {
     let info = mls_group::create(alice, &GID).expect("create");
     fake.answer_always("get_group_info", move |_: crate::wire::platform::GroupRequest| {
         Ok(GroupInfoResponse { group_info: info.clone(), ..Default::default() })
@@ -154,12 +160,12 @@ fn ok_answer(message_id: u64) -> SendGroupMessageResponse {
 
 #[test]
 fn an_invited_bot_joins_by_external_commit_that_the_members_process() {
-    let (_dir, bot, fake) = bot();
+    let (bot, fake) = bot();
     let alice = member_db(ALICE);
     invited(&bot, &fake, &alice);
     fake.answer_always("send_group_message", |_: SendGroupMessageRequest| Ok(ok_answer(0)));
 
-    join_invited(&bot);
+    join_invited(&bot.ctx());
 
     assert_eq!(status(&bot), Some(Membership::Member));
     let sent = fake.calls_of("send_group_message");
@@ -175,7 +181,7 @@ fn an_invited_bot_joins_by_external_commit_that_the_members_process() {
 
 #[test]
 fn a_groupinfo_of_another_group_is_refused_and_no_commit_is_sent() {
-    let (_dir, bot, fake) = bot();
+    let (bot, fake) = bot();
     let alice = member_db(ALICE);
     import_one(&bot, membership(1, GroupRole::INVITED, ALICE)).expect("invitation");
     // A lying platform serves another group's GroupInfo for this one.
@@ -184,7 +190,7 @@ fn a_groupinfo_of_another_group_is_refused_and_no_commit_is_sent() {
         Ok(GroupInfoResponse { group_info: other.clone(), ..Default::default() })
     });
 
-    join_invited(&bot);
+    join_invited(&bot.ctx());
 
     assert!(fake.calls_of("send_group_message").is_empty(), "nothing was committed");
     assert_eq!(status(&bot), Some(Membership::Invited), "still invited: tried again later");
@@ -193,16 +199,16 @@ fn a_groupinfo_of_another_group_is_refused_and_no_commit_is_sent() {
 
 #[test]
 fn a_lost_answer_to_a_commit_resends_exactly_the_recorded_commit() {
-    let (_dir, bot, fake) = bot();
+    let (bot, fake) = bot();
     let alice = member_db(ALICE);
     invited(&bot, &fake, &alice);
     // The platform takes the commit but its answer is lost; the next try is answered.
     fake.answer_once::<SendGroupMessageResponse>("send_group_message", Err(refusal(RpcStatusCode::UNAVAILABLE, "answer lost")));
     fake.answer_once("send_group_message", Ok(ok_answer(0)));
 
-    join_invited(&bot);
+    join_invited(&bot.ctx());
     assert_eq!(status(&bot), Some(Membership::Invited), "unanswered: not a member yet");
-    join_invited(&bot);
+    join_invited(&bot.ctx());
 
     assert_eq!(status(&bot), Some(Membership::Member));
     let sent = fake.calls_of("send_group_message");
@@ -212,7 +218,7 @@ fn a_lost_answer_to_a_commit_resends_exactly_the_recorded_commit() {
 
 #[test]
 fn a_bot_without_the_capability_leaves_the_group_it_was_added_to() {
-    let (_dir, bot, fake) = bot();
+    let (bot, fake) = bot();
     let alice = member_db(ALICE);
     fake.answer_always("verify_credential", |_: crate::wire::platform::VerifyCredentialRequest| {
         Ok(VerifyCredentialResponse { capabilities: "inline".into(), ..Default::default() })
@@ -220,7 +226,7 @@ fn a_bot_without_the_capability_leaves_the_group_it_was_added_to() {
     invited(&bot, &fake, &alice);
     fake.answer_always("leave_group", |_: crate::wire::platform::GroupRequest| Ok(crate::wire::platform::MembershipResponse::new()));
 
-    join_invited(&bot);
+    join_invited(&bot.ctx());
 
     assert_eq!(fake.calls_of("leave_group").len(), 1);
     assert!(fake.calls_of("get_group_info").is_empty(), "no join attempted");
@@ -228,15 +234,15 @@ fn a_bot_without_the_capability_leaves_the_group_it_was_added_to() {
 }
 
 /// The bot, joined to Alice's group, and Alice's device having processed its join.
-fn joined() -> (tempfile::TempDir, Arc<BotShared>, Arc<FakePlatform>, Connection) {
-    let (dir, bot, fake) = bot();
+fn joined() -> (Parts, Arc<FakePlatform>, Connection) {
+    let (bot, fake) = bot();
     let alice = member_db(ALICE);
     invited(&bot, &fake, &alice);
     fake.answer_once("send_group_message", Ok(ok_answer(0)));
-    join_invited(&bot);
+    join_invited(&bot.ctx());
     let commit: SendGroupMessageRequest = fake.calls_of("send_group_message")[0].request();
     mls_group::receive(&alice, &GID, &commit.message).expect("Alice processes the join");
-    (dir, bot, fake, alice)
+    (bot, fake, alice)
 }
 
 fn text(s: &str) -> Vec<u8> {
@@ -248,7 +254,7 @@ fn text(s: &str) -> Vec<u8> {
 
 #[test]
 fn a_members_message_becomes_a_group_update_and_a_forged_sender_is_refused() {
-    let (_dir, bot, _fake, alice) = joined();
+    let (bot, _fake, alice) = joined();
     let (hello, _) = mls_group::encrypt(&alice, &GID, &text("hello")).expect("encrypt");
     import_one(&bot, mls_message(ALICE, 7, hello)).expect("imported");
     let updates = bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue");
@@ -270,7 +276,7 @@ fn a_members_message_becomes_a_group_update_and_a_forged_sender_is_refused() {
 /// message id the platform gave the change; a promotion (no message id) is none.
 #[test]
 fn joins_and_departures_are_service_messages_too() {
-    let (_dir, bot, _fake, _alice) = joined();
+    let (bot, _fake, _alice) = joined();
     let carol = 300;
     let from_left = |user: u64, role: GroupRole, old: GroupRole, actor: u64, message_id: u64| {
         let mut env = membership(user, role, actor);
@@ -304,7 +310,7 @@ fn joins_and_departures_are_service_messages_too() {
 }
 
 /// The bot's first outbox message to the group, as the outbox thread reads it.
-fn outbox_text(bot: &BotShared, s: &str) -> outbox::OutboxEntry {
+fn outbox_text(bot: &Parts, s: &str) -> outbox::OutboxEntry {
     let chat_id = bot.store.read(|c| group_store::by_group_id(c, &GID)).expect("read").expect("group").chat_id;
     let content = Content { body: Some(Body::Text(Text { text: s.into(), ..Default::default() })), ..Default::default() };
     bot.store
@@ -316,9 +322,9 @@ fn outbox_text(bot: &BotShared, s: &str) -> outbox::OutboxEntry {
 }
 
 /// Sends the outbox's first message again; its message id once the platform took it.
-fn send_pending(bot: &BotShared) -> i64 {
+fn send_pending(bot: &Parts) -> i64 {
     let entry = bot.store.read(|c| Ok(outbox::pending(c, 1)?.remove(0))).expect("still in the outbox");
-    match send(bot, &entry) {
+    match send(&bot.ctx(), &entry) {
         Ok(GroupSend::Sent(sent)) => sent.message_id,
         other => panic!("not sent: {:?}", other.err()),
     }
@@ -326,10 +332,10 @@ fn send_pending(bot: &BotShared) -> i64 {
 
 #[test]
 fn a_stale_epoch_drops_the_ciphertext_and_the_next_try_encrypts_anew() {
-    let (_dir, bot, fake, alice) = joined();
+    let (bot, fake, alice) = joined();
     let entry = outbox_text(&bot, "hi all");
     fake.answer_once("send_group_message", Ok(SendGroupMessageResponse { status: Status::STALE_EPOCH.into(), epoch: 9, ..Default::default() }));
-    assert!(matches!(send(&bot, &entry), Ok(GroupSend::Later(_))));
+    assert!(matches!(send(&bot.ctx(), &entry), Ok(GroupSend::Later(_))));
     fake.answer_once("send_group_message", Ok(ok_answer(42)));
     assert_eq!(send_pending(&bot), 42);
     let sent = fake.calls_of("send_group_message");
@@ -361,14 +367,14 @@ fn a_stale_epoch_drops_the_ciphertext_and_the_next_try_encrypts_anew() {
 
 #[test]
 fn removals_pending_makes_the_bot_commit_the_removal_first() {
-    let (_dir, bot, fake, _alice) = joined();
+    let (bot, fake, _alice) = joined();
     let entry = outbox_text(&bot, "after the ban");
     fake.answer_once(
         "send_group_message",
         Ok(SendGroupMessageResponse { status: Status::REMOVALS_PENDING.into(), pending_removals: vec![ALICE], ..Default::default() }),
     );
     fake.answer_once("send_group_message", Ok(ok_answer(0)));
-    assert!(matches!(send(&bot, &entry), Ok(GroupSend::Later(_))));
+    assert!(matches!(send(&bot.ctx(), &entry), Ok(GroupSend::Later(_))));
     let sent = fake.calls_of("send_group_message");
     assert_eq!(sent.len(), 3, "join, the refused message, the removal commit");
     let removal: SendGroupMessageRequest = sent[2].request();
@@ -379,7 +385,7 @@ fn removals_pending_makes_the_bot_commit_the_removal_first() {
 
 #[test]
 fn a_ban_by_the_bot_is_a_removal_it_owes() {
-    let (_dir, bot, _fake, _alice) = joined();
+    let (bot, _fake, _alice) = joined();
     let follow = import_one(&bot, membership(ALICE, GroupRole::BANNED, 1)).expect("imported");
     assert_eq!(follow, vec![FollowUp::RemoveLeaves { group: GID.to_vec(), users: vec![ALICE] }], "the bot's own removal");
     let follow = import_one(&bot, membership(300, GroupRole::LEFT, 300)).expect("imported");
@@ -388,7 +394,7 @@ fn a_ban_by_the_bot_is_a_removal_it_owes() {
 
 #[test]
 fn a_keyboard_in_a_group_needs_a_reserved_id_and_a_refusal_gives_the_message_up() {
-    let (_dir, bot, fake, _alice) = joined();
+    let (bot, fake, _alice) = joined();
     let chat_id = bot.store.read(|c| group_store::by_group_id(c, &GID)).expect("read").expect("group").chat_id;
     let mut content = Content { body: Some(Body::Text(Text { text: "pick".into(), ..Default::default() })), ..Default::default() };
     content.keyboard = Some(crate::wire::e2e::InlineKeyboard {
@@ -413,7 +419,7 @@ fn a_keyboard_in_a_group_needs_a_reserved_id_and_a_refusal_gives_the_message_up(
             ..Default::default()
         }),
     );
-    match send(&bot, &entry) {
+    match send(&bot.ctx(), &entry) {
         Ok(GroupSend::GaveUp(_, failure)) => assert_eq!(failure, SendFailure::Refused("the platform refused the message: too many".into())),
         other => panic!("not given up: {:?}", other.err()),
     }
@@ -426,53 +432,53 @@ fn current_group_info(fake: &FakePlatform) -> Vec<u8> {
     commits.last().expect("the bot's join").request::<SendGroupMessageRequest>().group_info
 }
 
-fn epoch(bot: &BotShared) -> Option<u64> {
+fn epoch(bot: &Parts) -> Option<u64> {
     bot.store.read(|c| Ok(mls_group::epoch(c, &GID)?)).expect("epoch")
 }
 
 #[test]
 fn a_joiner_nobody_vouched_for_is_refused_raises_the_alert_and_the_group_goes_on() {
-    let (_dir, bot, fake, alice) = joined();
+    let (bot, fake, alice) = joined();
     let before = epoch(&bot);
     let forged = mls_group::forge::external_commit(&current_group_info(&fake), |s| mls_group::forge::leaf_as(77, 1, None, s));
-    assert!(crate::gateway::inbox::import_reported(&bot, vec![InboxEnvelope { seq: 10, ..mls_message(77, 0, forged) }]).is_some());
+    assert!(crate::gateway::inbox::import_reported(&bot.ctx(), vec![InboxEnvelope { seq: 10, ..mls_message(77, 0, forged) }]).is_some());
     assert_eq!(epoch(&bot), before, "the forged commit is not merged");
     assert_eq!(bot.metrics.security_alerts.load(std::sync::atomic::Ordering::Relaxed), 1);
-    let health = bot.health();
-    let alert = health["security_alert"]["last"].as_str().expect("shown in /healthz");
+    let alert = last_alert(&bot).expect("shown in /healthz");
     assert!(alert.contains("device 1 of user 77 carries no proof"), "{alert}");
-    assert!(health.get("last_error").is_none(), "an alert, not a decryption failure: {health}");
+    let last_error = bot.status.last_error.lock().expect("status").clone();
+    assert!(last_error.is_none(), "an alert, not a decryption failure: {last_error:?}");
 
     // Alice's next message is read: the group goes on.
     let (hello, _) = mls_group::encrypt(&alice, &GID, &text("still here")).expect("encrypt");
-    assert!(crate::gateway::inbox::import_reported(&bot, vec![InboxEnvelope { seq: 11, ..mls_message(ALICE, 9, hello) }]).is_some());
+    assert!(crate::gateway::inbox::import_reported(&bot.ctx(), vec![InboxEnvelope { seq: 11, ..mls_message(ALICE, 9, hello) }]).is_some());
     let updates = bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue");
     assert!(updates.iter().any(|u| u.payload["text"] == "still here"), "{updates:?}");
 }
 
 #[test]
 fn a_tree_with_a_leaf_nobody_vouched_for_is_not_joined() {
-    let (_dir, bot, fake) = bot();
+    let (bot, fake) = bot();
     let info = mls_group::forge::unvouched_group_info(&GID);
     fake.answer_always("get_group_info", move |_: crate::wire::platform::GroupRequest| {
         Ok(GroupInfoResponse { group_info: info.clone(), ..Default::default() })
     });
     import_one(&bot, membership(1, GroupRole::INVITED, ALICE)).expect("invitation imported");
-    join_invited(&bot);
+    join_invited(&bot.ctx());
     assert!(fake.calls_of("send_group_message").is_empty(), "no commit is sent");
     assert_eq!((status(&bot), epoch(&bot)), (Some(Membership::Invited), None), "still invited, nothing stored");
     assert_eq!(bot.metrics.security_alerts.load(std::sync::atomic::Ordering::Relaxed), 1);
-    assert!(bot.health()["security_alert"]["last"].as_str().expect("alert").contains("carries no proof"));
+    assert!(last_alert(&bot).expect("alert").contains("carries no proof"));
 }
 
 #[test]
 fn an_invitation_to_a_group_the_bot_is_in_never_drops_its_state() {
-    let (_dir, bot, fake, _alice) = joined();
+    let (bot, fake, _alice) = joined();
     let before = epoch(&bot);
     let asked = fake.calls_of("get_group_info").len();
     import_one(&bot, membership(1, GroupRole::INVITED, ALICE)).expect("imported");
     assert_eq!(status(&bot), Some(Membership::Member));
-    join_invited(&bot);
+    join_invited(&bot.ctx());
     assert_eq!(fake.calls_of("get_group_info").len(), asked, "no rejoin from the platform's GroupInfo");
     assert_eq!(epoch(&bot), before);
 }
@@ -511,7 +517,7 @@ fn welcome_delivery(welcome: Vec<u8>) -> InboxEnvelope {
 
 #[test]
 fn a_post_the_platform_lets_through_from_someone_without_the_right_is_dropped() {
-    let (_dir, bot, fake) = bot();
+    let (bot, fake) = bot();
     let alice = member_db(ALICE);
     let info = mls_group::create(&alice, &GID).expect("create");
     fake.answer_always("get_group_info", move |_: crate::wire::platform::GroupRequest| {
@@ -527,12 +533,12 @@ fn a_post_the_platform_lets_through_from_someone_without_the_right_is_dropped() 
     });
     fake.answer_always("send_group_message", |_: SendGroupMessageRequest| Ok(ok_answer(0)));
     import_one(&bot, in_channel(membership(1, GroupRole::INVITED, 300))).expect("invited");
-    join_invited(&bot);
+    join_invited(&bot.ctx());
     let commit: SendGroupMessageRequest = fake.calls_of("send_group_message")[0].request();
     mls_group::receive(&alice, &GID, &commit.message).expect("Alice processes the join");
     assert_eq!(fake.calls_of("get_group").len(), 1, "the posters are read once joined");
 
-    let posts = |bot: &BotShared| bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue").into_iter().filter(|u| u.kind == "channel_post").count();
+    let posts = |bot: &Parts| bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue").into_iter().filter(|u| u.kind == "channel_post").count();
     let (post, _) = mls_group::encrypt(&alice, &GID, &text("a subscriber's post")).expect("encrypt");
     let e = import_one(&bot, in_channel(mls_message(ALICE, 5, post))).expect_err("dropped");
     assert!(e.to_string().contains("neither its owner nor an administrator with can_post_messages"), "{e}");
@@ -564,7 +570,7 @@ const WEEK: i64 = 7 * 86_400;
 
 #[test]
 fn after_every_lifetime_passed_the_bot_joins_by_link_and_self_updates_on_its_period() {
-    let (_dir, bot, fake) = bot();
+    let (bot, fake) = bot();
     let alice = member_db(ALICE);
     // Alice's group, whose only leaf lasts two seconds and is never updated.
     let info = mls_group::create_lasting(&alice, &GID, 2).expect("create");
@@ -575,30 +581,30 @@ fn after_every_lifetime_passed_the_bot_joins_by_link_and_self_updates_on_its_per
     fake.answer_always("send_group_message", |_: SendGroupMessageRequest| Ok(ok_answer(0)));
     std::thread::sleep(std::time::Duration::from_secs(3));
 
-    join_invited(&bot);
+    join_invited(&bot.ctx());
     assert_eq!(status(&bot), Some(Membership::Member), "joined although Alice's leaf expired");
     let join = commits_sent(&fake).remove(0);
     mls_group::receive(&alice, &GID, &join.message).expect("Alice processes the join");
 
     // A fresh leaf from the join: no self-update until the period has passed.
-    self_update_due(&bot, unix_now());
+    self_update_due(&bot.ctx(), unix_now());
     assert_eq!(commits_sent(&fake).len(), 1);
-    self_update_due(&bot, unix_now() + WEEK + 1);
+    self_update_due(&bot.ctx(), unix_now() + WEEK + 1);
     let sent = commits_sent(&fake);
     assert_eq!(sent.len(), 2, "one self-update a week later");
     match mls_group::receive(&alice, &GID, &sent[1].message).expect("Alice processes the update") {
         mls_group::Received::Commit { added, removed, .. } => assert!(added.is_empty() && removed.is_empty()),
         other => panic!("not a commit: {other:?}"),
     }
-    self_update_due(&bot, unix_now() + WEEK + 2);
+    self_update_due(&bot.ctx(), unix_now() + WEEK + 2);
     assert_eq!(commits_sent(&fake).len(), 2, "recorded: not again before the next period");
     // The clock goes back a week (the update was made under a clock that was ahead): the
     // leaf dated in the future is replaced now, not a week from now, and then not again.
-    self_update_due(&bot, unix_now());
+    self_update_due(&bot.ctx(), unix_now());
     let sent = commits_sent(&fake);
     assert_eq!(sent.len(), 3, "a leaf dated ahead of the clock is due");
     mls_group::receive(&alice, &GID, &sent[2].message).expect("Alice processes the second update");
-    self_update_due(&bot, unix_now());
+    self_update_due(&bot.ctx(), unix_now());
     assert_eq!(commits_sent(&fake).len(), 3, "recorded at the clock's time: not due again");
 
     // Messages still flow both ways.
@@ -610,7 +616,7 @@ fn after_every_lifetime_passed_the_bot_joins_by_link_and_self_updates_on_its_per
 
 #[test]
 fn a_welcome_join_after_every_lifetime_passed_is_followed_by_a_self_update() {
-    let (_dir, bot, fake) = bot();
+    let (bot, fake) = bot();
     let alice = member_db(ALICE);
     mls_group::create_lasting(&alice, &GID, 2).expect("create");
     let kp = bot.store.write(|c| Ok(mls_group::key_packages_lasting(c, 1, 2)?)).expect("key package");
@@ -621,7 +627,7 @@ fn a_welcome_join_after_every_lifetime_passed_is_followed_by_a_self_update() {
 
     import_one(&bot, welcome_delivery(add.welcome)).expect("Welcome join although every leaf expired");
     assert_eq!(status(&bot), Some(Membership::Member));
-    self_update_due(&bot, unix_now());
+    self_update_due(&bot.ctx(), unix_now());
     let sent = commits_sent(&fake);
     assert_eq!(sent.len(), 1, "a self-update right after the Welcome join");
     assert!(matches!(mls_group::receive(&alice, &GID, &sent[0].message).expect("commit"), mls_group::Received::Commit { .. }));
@@ -633,7 +639,7 @@ fn a_welcome_join_after_every_lifetime_passed_is_followed_by_a_self_update() {
 
 #[test]
 fn two_removals_due_together_make_one_commit() {
-    let (_dir, bot, fake, alice) = joined();
+    let (bot, fake, alice) = joined();
     let (bob, carol) = (member_db(300), member_db(400));
     let mut kps = mls_group::Claimed::of(300, 1, &mls_group::key_packages(&bob, 1).expect("kp"));
     kps.extend(mls_group::Claimed::of(400, 1, &mls_group::key_packages(&carol, 1).expect("kp")));
@@ -642,7 +648,7 @@ fn two_removals_due_together_make_one_commit() {
     import_one(&bot, mls_message(ALICE, 0, add.message)).expect("the bot processes the add");
     fake.answer_always("send_group_message", |_: SendGroupMessageRequest| Ok(ok_answer(0)));
 
-    commit_removals(&bot, vec![(GID.to_vec(), 300), (GID.to_vec(), 400)]);
+    commit_removals(&bot.ctx(), vec![(GID.to_vec(), 300), (GID.to_vec(), 400)]);
 
     let sent = commits_sent(&fake);
     assert_eq!(sent.len(), 2, "the join and ONE removal commit");
@@ -656,19 +662,19 @@ fn two_removals_due_together_make_one_commit() {
 }
 
 /// The texts of the bot's queued message updates, in order.
-fn queued_texts(bot: &BotShared) -> Vec<String> {
+fn queued_texts(bot: &Parts) -> Vec<String> {
     let updates = bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue");
     updates.iter().filter(|u| u.kind == "message").map(|u| u.payload["text"].as_str().unwrap_or_default().to_string()).collect()
 }
 
 #[test]
 fn once_the_inbox_passes_our_commit_the_past_epoch_no_longer_opens() {
-    let (_dir, bot, fake, alice) = joined();
+    let (bot, fake, alice) = joined();
     // Alice's messages of the current epoch, accepted before the bot's commit (seq 10).
     let (early, _) = mls_group::encrypt(&alice, &GID, &text("before")).expect("encrypt");
     let (late, _) = mls_group::encrypt(&alice, &GID, &text("also before")).expect("encrypt");
     fake.answer_once("send_group_message", Ok(SendGroupMessageResponse { group_seq: 10, ..ok_answer(0) }));
-    self_update_due(&bot, unix_now() + WEEK + 1);
+    self_update_due(&bot.ctx(), unix_now() + WEEK + 1);
     let update = commits_sent(&fake).pop().expect("the self-update");
 
     // Read after our commit was merged: the past epoch opens it.
@@ -685,7 +691,7 @@ fn once_the_inbox_passes_our_commit_the_past_epoch_no_longer_opens() {
 
 #[test]
 fn another_members_commit_deletes_the_epoch_it_ended_unless_a_commit_of_ours_is_unread() {
-    let (_dir, bot, fake, alice) = joined();
+    let (bot, fake, alice) = joined();
     // A message of epoch 1 the platform could never deliver after Alice's commit (it refuses
     // a message of an ended epoch): a forged replay by the platform.
     let (stale, _) = mls_group::encrypt(&alice, &GID, &text("epoch 1")).expect("encrypt");
@@ -701,7 +707,7 @@ fn another_members_commit_deletes_the_epoch_it_ended_unless_a_commit_of_ours_is_
     // While a commit of ours is unread, the epochs before it stay (its messages may come).
     let (early, _) = mls_group::encrypt(&alice, &GID, &text("before ours")).expect("encrypt");
     fake.answer_once("send_group_message", Ok(SendGroupMessageResponse { group_seq: 20, ..ok_answer(0) }));
-    self_update_due(&bot, unix_now() + WEEK + 1);
+    self_update_due(&bot.ctx(), unix_now() + WEEK + 1);
     let ours = commits_sent(&fake).pop().expect("the bot's self-update");
     assert_eq!(epoch(&bot), Some(3));
     import_one(&bot, mls_message_at(ALICE, 3, early, 19)).expect("epoch 2, read after our commit was merged");
@@ -712,7 +718,7 @@ fn another_members_commit_deletes_the_epoch_it_ended_unless_a_commit_of_ours_is_
 
 #[test]
 fn key_packages_are_replaced_once_older_than_half_their_lifetime() {
-    let (_dir, bot, fake) = bot();
+    let (bot, fake) = bot();
     fake.answer_always("upload_key_packages", |r: crate::wire::platform::KeyPackagesUpload| {
         Ok(crate::wire::platform::KeyPackagesUploadResponse { remaining: 20 + r.key_packages.len() as u32, ..Default::default() })
     });
@@ -725,21 +731,21 @@ fn key_packages_are_replaced_once_older_than_half_their_lifetime() {
     };
     let now = unix_now();
     // A state_dir of an earlier release does not know their age: replaced.
-    keep_key_packages_at(&bot, now);
+    keep_key_packages_at(&bot.ctx(), now);
     assert_eq!(uploaded(&fake), [20]);
     // Plenty, and young: nothing to do.
-    keep_key_packages_at(&bot, now + 41 * 86_400);
+    keep_key_packages_at(&bot.ctx(), now + 41 * 86_400);
     assert_eq!(uploaded(&fake), [20]);
     // Half of the 84 days has passed: a fresh batch.
-    keep_key_packages_at(&bot, now + 42 * 86_400);
+    keep_key_packages_at(&bot.ctx(), now + 42 * 86_400);
     assert_eq!(uploaded(&fake), [20, 20]);
-    keep_key_packages_at(&bot, now + 43 * 86_400);
+    keep_key_packages_at(&bot.ctx(), now + 43 * 86_400);
     assert_eq!(uploaded(&fake), [20, 20], "counted from the new batch");
 }
 
 #[test]
 fn a_member_that_cannot_process_a_commit_rejoins_and_reads_the_next_message() {
-    let (_dir, bot, fake, alice) = joined();
+    let (bot, fake, alice) = joined();
     // Two commits of Alice's; the bot never gets the first, so it cannot process the second.
     let _missed = mls_group::self_update(&alice, &GID).expect("first commit");
     mls_group::commit_accepted(&alice, &GID).expect("merge");
@@ -751,7 +757,7 @@ fn a_member_that_cannot_process_a_commit_rejoins_and_reads_the_next_message() {
     // It rejoins from the newest GroupInfo, replacing its own old leaf.
     fake.answer_once("get_group_info", Ok(GroupInfoResponse { group_info: second.group_info.clone(), ..Default::default() }));
     fake.answer_once("send_group_message", Ok(ok_answer(0)));
-    join_invited(&bot);
+    join_invited(&bot.ctx());
     assert_eq!(status(&bot), Some(Membership::Member));
     let rejoin: SendGroupMessageRequest = fake.calls_of("send_group_message").last().expect("the rejoin").request();
     match mls_group::receive(&alice, &GID, &rejoin.message).expect("Alice processes the rejoin") {
@@ -773,18 +779,18 @@ fn a_member_that_cannot_process_a_commit_rejoins_and_reads_the_next_message() {
 /// GroupInfo.
 #[test]
 fn a_replayed_old_commit_is_dropped_and_never_starts_a_rejoin() {
-    let (_dir, bot, fake, alice) = joined();
+    let (bot, fake, alice) = joined();
     let first = mls_group::self_update(&alice, &GID).expect("first commit");
     mls_group::commit_accepted(&alice, &GID).expect("merge");
     import_one(&bot, mls_message(ALICE, 0, first.message.clone())).expect("processed");
     let epoch = bot.store.read(|c| Ok(mls_group::epoch(c, &GID)?)).expect("epoch");
     let replay = InboxEnvelope { seq: 40, client_message_id: "replay".into(), ..mls_message(ALICE, 0, first.message) };
-    assert!(crate::gateway::inbox::import_reported(&bot, vec![replay]).is_some());
+    assert!(crate::gateway::inbox::import_reported(&bot.ctx(), vec![replay]).is_some());
     assert_eq!(status(&bot), Some(Membership::Member), "not marked to rejoin");
     assert_eq!(bot.store.read(|c| Ok(mls_group::epoch(c, &GID)?)).expect("epoch"), epoch, "the group stays at its epoch");
     assert_eq!(bot.metrics.replayed_commits.load(std::sync::atomic::Ordering::Relaxed), 1, "counted");
     let asked = fake.calls_of("get_group_info").len();
-    join_invited(&bot);
+    join_invited(&bot.ctx());
     assert_eq!(fake.calls_of("get_group_info").len(), asked, "no GroupInfo asked for: no rejoin");
     // The group goes on.
     let (hello, _) = mls_group::encrypt(&alice, &GID, &text("still here")).expect("encrypt");
@@ -795,12 +801,12 @@ fn a_replayed_old_commit_is_dropped_and_never_starts_a_rejoin() {
 
 #[test]
 fn a_group_message_delivered_twice_is_one_update() {
-    let (_dir, bot, _fake, alice) = joined();
+    let (bot, _fake, alice) = joined();
     let (hello, _) = mls_group::encrypt(&alice, &GID, &text("only once")).expect("encrypt");
     // The same ciphertext again, under another seq and client message id (a replaying platform).
     let first = InboxEnvelope { seq: 30, client_message_id: "a".into(), ..mls_message(ALICE, 7, hello.clone()) };
     let again = InboxEnvelope { seq: 31, client_message_id: "b".into(), ..mls_message(ALICE, 7, hello) };
-    assert!(crate::gateway::inbox::import_reported(&bot, vec![first, again]).is_some());
+    assert!(crate::gateway::inbox::import_reported(&bot.ctx(), vec![first, again]).is_some());
     let updates = bot.store.read(|c| queue::fetch(c, None, 10)).expect("queue");
     assert_eq!(updates.iter().filter(|u| u.payload["text"] == "only once").count(), 1, "{updates:?}");
 }
@@ -815,30 +821,30 @@ fn carol_joins(fake: &FakePlatform) -> InboxEnvelope {
     InboxEnvelope { seq: 20, ..mls_message(CAROL, 0, joined.message) }
 }
 
-fn chat_member_updates(bot: &BotShared) -> Vec<serde_json::Value> {
+fn chat_member_updates(bot: &Parts) -> Vec<serde_json::Value> {
     let updates = bot.store.read(|c| queue::fetch(c, None, 100)).expect("queue");
     updates.into_iter().filter(|u| u.kind == "chat_member").map(|u| u.payload).collect()
 }
 
-fn alerts(bot: &BotShared) -> u64 {
+fn alerts(bot: &Parts) -> u64 {
     bot.metrics.security_alerts.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 #[test]
 fn a_joiner_the_platform_never_announces_becomes_a_chat_member_update_and_an_alert() {
-    let (_dir, bot, fake, _alice) = joined();
+    let (bot, fake, _alice) = joined();
     bot.store.write(|c| queue::store_allowed_updates(c, &["message".into(), "chat_member".into()])).expect("filter");
-    let follow = crate::gateway::inbox::import_reported(&bot, vec![carol_joins(&fake)]).expect("imported");
+    let follow = crate::gateway::inbox::import_reported(&bot.ctx(), vec![carol_joins(&fake)]).expect("imported");
     assert!(
         matches!(&follow[..], [FollowUp::JoinersNoted { group, due }] if *group == GID.to_vec() && *due >= unix_now() + joiners::GRACE_SECS - 1),
         "a check of the joiner is owed: {follow:?}"
     );
     // Within the grace the platform's notice may still come: nothing is reported.
-    report_unannounced_joiners(&bot, unix_now());
+    report_unannounced_joiners(&bot.ctx(), unix_now());
     assert!(chat_member_updates(&bot).is_empty());
     assert_eq!(alerts(&bot), 0);
 
-    report_unannounced_joiners(&bot, unix_now() + joiners::GRACE_SECS + 1);
+    report_unannounced_joiners(&bot.ctx(), unix_now() + joiners::GRACE_SECS + 1);
     let reported = chat_member_updates(&bot);
     assert_eq!(reported.len(), 1, "{reported:?}");
     assert_eq!(reported[0]["new_chat_member"]["user"]["id"], CAROL as i64);
@@ -846,22 +852,22 @@ fn a_joiner_the_platform_never_announces_becomes_a_chat_member_update_and_an_ale
     assert_eq!(reported[0]["old_chat_member"]["status"], "left");
     assert_eq!(reported[0]["from"]["id"], CAROL as i64, "she let herself in");
     assert_eq!(alerts(&bot), 1);
-    let alert = bot.health()["security_alert"]["last"].as_str().expect("shown in /healthz").to_string();
+    let alert = last_alert(&bot).expect("shown in /healthz");
     assert!(alert.contains("user 300 joined") && alert.contains("never announced"), "{alert}");
     // Reported once.
-    report_unannounced_joiners(&bot, unix_now() + 10 * joiners::GRACE_SECS);
+    report_unannounced_joiners(&bot.ctx(), unix_now() + 10 * joiners::GRACE_SECS);
     assert_eq!((chat_member_updates(&bot).len(), alerts(&bot)), (1, 1));
 }
 
 #[test]
 fn a_joiner_the_platform_announces_is_one_chat_member_update_and_no_alert() {
-    let (_dir, bot, fake, _alice) = joined();
+    let (bot, fake, _alice) = joined();
     bot.store.write(|c| queue::store_allowed_updates(c, &["message".into(), "chat_member".into()])).expect("filter");
     let mut notice = InboxEnvelope { seq: 21, ..membership(CAROL, GroupRole::MEMBER, CAROL) };
     let change = notice.group.as_mut().expect("group").change.as_mut().expect("change");
     change.old = Some(GroupMember { user: change.new.user.clone(), role: GroupRole::INVITED.into(), ..Default::default() }).into();
-    assert!(crate::gateway::inbox::import_reported(&bot, vec![carol_joins(&fake), notice]).is_some());
-    report_unannounced_joiners(&bot, unix_now() + joiners::GRACE_SECS + 1);
+    assert!(crate::gateway::inbox::import_reported(&bot.ctx(), vec![carol_joins(&fake), notice]).is_some());
+    report_unannounced_joiners(&bot.ctx(), unix_now() + joiners::GRACE_SECS + 1);
     let updates = chat_member_updates(&bot);
     assert_eq!(updates.len(), 1, "the platform's notice alone: {updates:?}");
     assert_eq!(updates[0]["new_chat_member"]["user"]["id"], CAROL as i64);
@@ -872,11 +878,11 @@ fn a_joiner_the_platform_announces_is_one_chat_member_update_and_no_alert() {
 /// a silent reader whose leaf is in the tree is still reported and alerted.
 #[test]
 fn a_left_notice_about_a_silent_joiner_still_alerts() {
-    let (_dir, bot, fake, _alice) = joined();
+    let (bot, fake, _alice) = joined();
     bot.store.write(|c| queue::store_allowed_updates(c, &["message".into(), "chat_member".into()])).expect("filter");
     let notice = InboxEnvelope { seq: 21, ..membership(CAROL, GroupRole::LEFT, CAROL) };
-    assert!(crate::gateway::inbox::import_reported(&bot, vec![carol_joins(&fake), notice]).is_some());
-    report_unannounced_joiners(&bot, unix_now() + joiners::GRACE_SECS + 1);
+    assert!(crate::gateway::inbox::import_reported(&bot.ctx(), vec![carol_joins(&fake), notice]).is_some());
+    report_unannounced_joiners(&bot.ctx(), unix_now() + joiners::GRACE_SECS + 1);
     let seated: Vec<_> = chat_member_updates(&bot).into_iter().filter(|u| u["new_chat_member"]["status"] == "member").collect();
     assert_eq!(seated.len(), 1, "reported from the tree: {seated:?}");
     assert_eq!(seated[0]["new_chat_member"]["user"]["id"], CAROL as i64);
@@ -885,8 +891,8 @@ fn a_left_notice_about_a_silent_joiner_still_alerts() {
 
 #[test]
 fn an_external_join_keeps_no_past_epoch() {
-    let (_dir, bot, _fake, alice) = joined();
-    let size = |bot: &BotShared| {
+    let (bot, _fake, alice) = joined();
+    let size = |bot: &Parts| {
         let sql = "SELECT length(group_data) FROM openmls_group_data WHERE data_type = 'message_secrets'";
         bot.store.read(|c| Ok(c.query_row(sql, [], |r| r.get::<_, i64>(0))?)).expect("message secrets")
     };
@@ -899,7 +905,7 @@ fn an_external_join_keeps_no_past_epoch() {
 
 /// Alice makes two commits; the bot never gets the first, so it cannot process the second and
 /// is marked to rejoin. Returns the second (its GroupInfo is the honest one to rejoin from).
-fn bot_falls_behind(bot: &BotShared, alice: &Connection) -> mls_group::CommitOut {
+fn bot_falls_behind(bot: &Parts, alice: &Connection) -> mls_group::CommitOut {
     let _missed = mls_group::self_update(alice, &GID).expect("first commit");
     mls_group::commit_accepted(alice, &GID).expect("merge");
     let second = mls_group::self_update(alice, &GID).expect("second commit");
@@ -915,22 +921,22 @@ fn bot_falls_behind(bot: &BotShared, alice: &Connection) -> mls_group::CommitOut
 /// verified state, and the honest GroupInfo later rejoins it.
 #[test]
 fn a_rejoin_from_a_tree_no_verified_leaf_signed_is_refused_and_the_state_kept() {
-    let (_dir, bot, fake, alice) = joined();
+    let (bot, fake, alice) = joined();
     let before = epoch(&bot);
     let honest = bot_falls_behind(&bot, &alice);
     let commits = fake.calls_of("send_group_message").len();
     let theirs = mls_group::create(&member_db(900), &GID).expect("the platform's own tree");
     fake.answer_once("get_group_info", Ok(GroupInfoResponse { group_info: theirs, ..Default::default() }));
-    join_invited(&bot);
+    join_invited(&bot.ctx());
     assert_eq!(fake.calls_of("send_group_message").len(), commits, "no commit sent");
     assert_eq!((status(&bot), epoch(&bot)), (Some(Membership::Invited), before), "the verified state is kept");
     assert_eq!(alerts(&bot), 1);
-    let alert = bot.health()["security_alert"]["last"].as_str().expect("alert").to_string();
+    let alert = last_alert(&bot).expect("alert");
     assert!(alert.contains("signed by none of the 2 leaves") && alert.contains("not rejoined"), "{alert}");
 
     fake.answer_once("get_group_info", Ok(GroupInfoResponse { group_info: honest.group_info, ..Default::default() }));
     fake.answer_once("send_group_message", Ok(ok_answer(0)));
-    join_invited(&bot);
+    join_invited(&bot.ctx());
     assert_eq!(status(&bot), Some(Membership::Member), "rejoined from the tree Alice signed");
     let kept: i64 = bot.store.read(|c| Ok(c.query_row("SELECT COUNT(*) FROM e2e_verified_trees", [], |r| r.get(0))?)).expect("read");
     assert_eq!(kept, 0, "accepted: the joined state is the reference now");
@@ -941,7 +947,7 @@ fn a_rejoin_from_a_tree_no_verified_leaf_signed_is_refused_and_the_state_kept() 
 #[test]
 fn a_rejoins_newcomer_the_platform_does_not_seat_is_reported() {
     for (role, alerted) in [(GroupRole::MEMBER, 0), (GroupRole::LEFT, 1)] {
-        let (_dir, bot, fake, alice) = joined();
+        let (bot, fake, alice) = joined();
         bot.store.write(|c| queue::store_allowed_updates(c, &["message".into(), "chat_member".into()])).expect("filter");
         // Alice adds Carol by Welcome; the bot never gets that commit.
         let carol = member_db(CAROL);
@@ -957,9 +963,9 @@ fn a_rejoins_newcomer_the_platform_does_not_seat_is_reported() {
             "get_group",
             Ok(crate::wire::platform::Group { members: vec![member_with(CAROL, role, false)], ..Default::default() }),
         );
-        join_invited(&bot);
+        join_invited(&bot.ctx());
         assert_eq!(status(&bot), Some(Membership::Member));
-        report_unannounced_joiners(&bot, unix_now() + joiners::GRACE_SECS + 1);
+        report_unannounced_joiners(&bot.ctx(), unix_now() + joiners::GRACE_SECS + 1);
         assert_eq!(alerts(&bot), alerted, "{role:?}");
         assert_eq!(chat_member_updates(&bot).len() as u64, alerted, "{role:?}");
     }
@@ -970,7 +976,7 @@ fn a_rejoins_newcomer_the_platform_does_not_seat_is_reported() {
 /// reported to the bot and alerted; Alice, whom it lists, is not.
 #[test]
 fn a_first_join_reports_a_member_of_the_tree_the_platform_does_not_list() {
-    let (_dir, bot, fake) = bot();
+    let (bot, fake) = bot();
     bot.store.write(|c| queue::store_allowed_updates(c, &["message".into(), "chat_member".into()])).expect("filter");
     let alice = member_db(ALICE);
     mls_group::create(&alice, &GID).expect("create");
@@ -982,9 +988,9 @@ fn a_first_join_reports_a_member_of_the_tree_the_platform_does_not_list() {
     let listed = crate::wire::platform::Group { members: vec![member_with(ALICE, GroupRole::OWNER, true)], ..Default::default() };
     fake.answer_once("get_group", Ok(listed));
     import_one(&bot, membership(1, GroupRole::INVITED, ALICE)).expect("invitation imported");
-    join_invited(&bot);
+    join_invited(&bot.ctx());
     assert_eq!(status(&bot), Some(Membership::Member));
-    report_unannounced_joiners(&bot, unix_now() + joiners::GRACE_SECS + 1);
+    report_unannounced_joiners(&bot.ctx(), unix_now() + joiners::GRACE_SECS + 1);
     let reported: Vec<_> = chat_member_updates(&bot).into_iter().map(|u| u["new_chat_member"]["user"]["id"].clone()).collect();
     assert_eq!(reported, vec![serde_json::json!(CAROL)]);
     assert_eq!(alerts(&bot), 1);
@@ -992,18 +998,18 @@ fn a_first_join_reports_a_member_of_the_tree_the_platform_does_not_list() {
 
 /// Carol joins the bot's group by external commit, announced, and Alice processes her join;
 /// then Alice bans her and the platform never asks anyone to remove her leaf.
-fn carol_joined_then_banned(bot: &BotShared, fake: &FakePlatform, alice: &Connection) {
+fn carol_joined_then_banned(bot: &Parts, fake: &FakePlatform, alice: &Connection) {
     let joins = carol_joins(fake);
     mls_group::receive(alice, &GID, &joins.ciphertext).expect("Alice processes Carol's join");
     let seated = InboxEnvelope { seq: 21, ..membership(CAROL, GroupRole::MEMBER, CAROL) };
-    assert!(crate::gateway::inbox::import_reported(bot, vec![joins, seated]).is_some());
+    assert!(crate::gateway::inbox::import_reported(&bot.ctx(), vec![joins, seated]).is_some());
     let banned = InboxEnvelope { seq: 22, ..membership(CAROL, GroupRole::BANNED, ALICE) };
-    let follow = crate::gateway::inbox::import_reported(bot, vec![banned]).expect("imported");
+    let follow = crate::gateway::inbox::import_reported(&bot.ctx(), vec![banned]).expect("imported");
     // Alice banned her: her removal is Alice's to commit, or the bot's after a grace.
     assert!(matches!(&follow[..], [FollowUp::DepartedNoted { user: CAROL, .. }]), "{follow:?}");
 }
 
-fn bot_members(bot: &BotShared) -> Vec<mls_group::Device> {
+fn bot_members(bot: &Parts) -> Vec<mls_group::Device> {
     bot.store.read(|c| Ok(mls_group::members(c, &GID)?)).expect("members")
 }
 
@@ -1012,13 +1018,13 @@ fn bot_members(bot: &BotShared) -> Vec<mls_group::Device> {
 /// is raised; once accepted, the post follows in the epoch without her.
 #[test]
 fn a_banned_user_whose_leaf_stays_gets_no_further_bot_post() {
-    let (_dir, bot, fake, alice) = joined();
+    let (bot, fake, alice) = joined();
     carol_joined_then_banned(&bot, &fake, &alice);
     let entry = outbox_text(&bot, "after the ban");
     let before = fake.calls_of("send_group_message").len();
     let refused = SendGroupMessageResponse { status: Status::REJECTED.into(), error: "not now".into(), ..Default::default() };
     fake.answer_once("send_group_message", Ok(refused));
-    assert!(matches!(send(&bot, &entry), Ok(GroupSend::Later(_))));
+    assert!(matches!(send(&bot.ctx(), &entry), Ok(GroupSend::Later(_))));
     let sent = fake.calls_of("send_group_message");
     assert_eq!(sent.len(), before + 1, "the removal commit only: no post");
     assert!(mls_group::is_commit(&sent[before].request::<SendGroupMessageRequest>().message));
@@ -1042,16 +1048,16 @@ fn a_banned_user_whose_leaf_stays_gets_no_further_bot_post() {
 /// removed by the bot itself, with no post to wait for.
 #[test]
 fn an_overdue_removal_is_committed_by_the_bot() {
-    let (_dir, bot, fake, alice) = joined();
+    let (bot, fake, alice) = joined();
     carol_joined_then_banned(&bot, &fake, &alice);
     let before = fake.calls_of("send_group_message").len();
-    remove_overdue_departed(&bot, unix_now());
+    remove_overdue_departed(&bot.ctx(), unix_now());
     assert_eq!(fake.calls_of("send_group_message").len(), before, "within the grace: the platform's turn");
     fake.answer_once("send_group_message", Ok(ok_answer(0)));
-    remove_overdue_departed(&bot, unix_now() + super::departed::GRACE_SECS + 1);
+    remove_overdue_departed(&bot.ctx(), unix_now() + super::departed::GRACE_SECS + 1);
     assert_eq!(fake.calls_of("send_group_message").len(), before + 1, "the removal");
     assert!(!bot_members(&bot).iter().any(|d| d.0 == CAROL));
-    remove_overdue_departed(&bot, unix_now() + super::departed::GRACE_SECS + 1);
+    remove_overdue_departed(&bot.ctx(), unix_now() + super::departed::GRACE_SECS + 1);
     assert_eq!(fake.calls_of("send_group_message").len(), before + 1, "nothing left to remove");
 }
 
@@ -1064,11 +1070,11 @@ fn vouched(alice: &Connection, body: Body, id: u64, vouched_id: u64, date: i64) 
     InboxEnvelope { date, ..mls_message(ALICE, id, ciphertext) }
 }
 
-fn group_chat_id(bot: &BotShared) -> i64 {
+fn group_chat_id(bot: &Parts) -> i64 {
     bot.store.read(|c| group_store::by_group_id(c, &GID)).expect("read").expect("group").chat_id
 }
 
-fn in_history(bot: &BotShared, message_id: i64) -> bool {
+fn in_history(bot: &Parts, message_id: i64) -> bool {
     let chat_id = group_chat_id(bot);
     bot.store.read(move |c| crate::gateway::store::chats::lookup(c, chat_id, message_id)).expect("read").is_some()
 }
@@ -1077,7 +1083,7 @@ fn in_history(bot: &BotShared, message_id: i64) -> bool {
 /// an edit or a deletion would land on the wrong one), or redated: the bot refuses it.
 #[test]
 fn a_message_under_another_id_or_date_than_its_sender_vouched_for_is_refused() {
-    let (_dir, bot, _fake, alice) = joined();
+    let (bot, _fake, alice) = joined();
     let now = unix_now();
     let hello = |s: &str| Body::Text(Text { text: s.into(), ..Default::default() });
     import_one(&bot, vouched(&alice, hello("first"), 7, 7, now)).expect("imported");
@@ -1099,7 +1105,7 @@ fn a_message_under_another_id_or_date_than_its_sender_vouched_for_is_refused() {
 /// removes it when the deleter sent it, or when the notice named the deleter.
 #[test]
 fn a_group_message_leaves_the_history_only_on_a_delete_from_its_sender_or_the_named_deleter() {
-    let (_dir, bot, _fake, alice) = joined();
+    let (bot, _fake, alice) = joined();
     let now = unix_now();
     let mls_at = |id: u64, body: Body| vouched(&alice, body, id, id, now);
     let notice = |deleted: u64, actor: u64| {
@@ -1142,7 +1148,7 @@ fn a_group_message_leaves_the_history_only_on_a_delete_from_its_sender_or_the_na
 /// The bot's own group message vouches for the id the platform reserved for it.
 #[test]
 fn the_bots_group_message_vouches_for_its_reserved_id() {
-    let (_dir, bot, fake, alice) = joined();
+    let (bot, fake, alice) = joined();
     outbox_text(&bot, "hello");
     fake.answer_once("send_group_message", Ok(ok_answer(1000)));
     assert_eq!(send_pending(&bot), 1000);

@@ -11,7 +11,7 @@ use crate::backoff::Backoff;
 
 use crate::e2e::follow_up::FollowUp;
 use crate::gateway::groups;
-use crate::gateway::runtime::BotShared;
+use crate::gateway::ctx::Ctx;
 use crate::gateway::withheld;
 
 use super::upkeep::{replenish_prekeys, PREKEY_CHECK_EVERY};
@@ -74,7 +74,7 @@ impl Owed {
 /// Runs what a committed batch asks for: joins (then their joiners checked after a grace),
 /// the aftermath of a Welcome, removals this bot owes, the prekey stock, and the due times of
 /// the timed checks.
-pub(super) fn run(shared: &BotShared, follow_ups: Vec<FollowUp>, owed: &mut Owed) {
+pub(super) fn run(cx: &Ctx, follow_ups: Vec<FollowUp>, owed: &mut Owed) {
     let now = crate::clock::unix_now();
     let (mut join, mut joined, mut removals) = (false, false, Vec::new());
     for follow_up in follow_ups {
@@ -88,47 +88,47 @@ pub(super) fn run(shared: &BotShared, follow_ups: Vec<FollowUp>, owed: &mut Owed
         }
     }
     if join {
-        let joined = groups::join_invited(shared);
+        let joined = groups::join_invited(cx);
         owed.retry_unless(joined, now);
         // A join may find users in the tree the platform never seated (`joiners::joined_tree`).
         owed.check_at(now + groups::JOINER_GRACE_SECS);
     }
     if joined {
         // A Welcome used a key package, and our leaf came from it: replaced at once.
-        groups::keep_key_packages(shared);
-        groups::know_channel_posters(shared);
-        let updated = groups::self_update_due(shared, now);
+        groups::keep_key_packages(cx);
+        groups::know_channel_posters(cx);
+        let updated = groups::self_update_due(cx, now);
         owed.retry_unless(updated, now);
     }
     if !removals.is_empty() {
-        groups::commit_removals(shared, removals);
+        groups::commit_removals(cx, removals);
     }
     if owed.sessions_started >= PREKEY_CHECK_EVERY {
         owed.sessions_started = 0;
-        if let Err(e) = replenish_prekeys(shared) {
-            log::warn!("bot @{}: one-time prekey top-up failed: {e}", shared.username);
+        if let Err(e) = replenish_prekeys(cx) {
+            log::warn!("bot @{}: one-time prekey top-up failed: {e}", cx.name);
         }
     }
 }
 
 /// Runs the timed checks when one is due at `now`.
-pub(super) fn run_due(shared: &BotShared, owed: &mut Owed, now: i64) {
+pub(super) fn run_due(cx: &Ctx, owed: &mut Owed, now: i64) {
     if owed.take_due(now) {
-        checks(shared, owed, now);
+        checks(cx, owed, now);
     }
 }
 
 /// The timed checks, each a read when it has nothing to do: joins and self-updates left for
 /// later, joiners never announced, departed users nobody removed, messages withheld. Run when
 /// one is due, at the bot's start, and hourly.
-pub(super) fn checks(shared: &BotShared, owed: &mut Owed, now: i64) {
+pub(super) fn checks(cx: &Ctx, owed: &mut Owed, now: i64) {
     // What was due by now is checked here: its times go.
     owed.take_due(now);
-    let done = groups::join_invited(shared) && groups::self_update_due(shared, now);
+    let done = groups::join_invited(cx) && groups::self_update_due(cx, now);
     owed.retry_unless(done, now);
-    groups::report_unannounced_joiners(shared, now);
-    groups::remove_overdue_departed(shared, now);
-    withheld::report_withheld(shared, now);
+    groups::report_unannounced_joiners(cx, now);
+    groups::remove_overdue_departed(cx, now);
+    withheld::report_withheld(cx, now);
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use crate::gateway::groups;
 use crate::gateway::metrics::BotMetrics;
 use crate::gateway::port::PendingAck;
 use crate::gateway::runtime::BotShared;
+use crate::gateway::ctx::Ctx;
 use crate::gateway::sender_check;
 use crate::gateway::store::{queue, Result as StoreResult, StoreError};
 use crate::wire::platform::{AckRequest, InboxEnvelope};
@@ -95,8 +96,8 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
         state.started = true;
         // Key packages for members who add the bot by Welcome; joins and checks interrupted
         // by a stop or a failure are taken up again.
-        groups::keep_key_packages(shared);
-        follow_up::checks(shared, &mut state.owed, crate::clock::unix_now());
+        groups::keep_key_packages(&shared.ctx());
+        follow_up::checks(&shared.ctx(), &mut state.owed, crate::clock::unix_now());
     }
     let mut acks = AckWindow { shared, pending: VecDeque::with_capacity(ACKS_IN_FLIGHT) };
     loop {
@@ -124,16 +125,16 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
             }
         }
         let seqs: Vec<u64> = batch.iter().map(|e| e.seq).collect();
-        if !settle_group_commits(shared, &batch) {
+        if !settle_group_commits(&shared.ctx(), &batch) {
             return; // stopping
         }
-        let Some(follow_ups) = import_reported(shared, batch) else {
+        let Some(follow_ups) = import_reported(&shared.ctx(), batch) else {
             return; // the store is closing: the process is stopping
         };
         acks.send(seqs);
-        follow_up::run(shared, follow_ups, &mut state.owed);
+        follow_up::run(&shared.ctx(), follow_ups, &mut state.owed);
         // A busy inbox never times out above.
-        follow_up::run_due(shared, &mut state.owed, crate::clock::unix_now());
+        follow_up::run_due(&shared.ctx(), &mut state.owed, crate::clock::unix_now());
         if Instant::now() >= state.upkeep.next_check {
             upkeep(shared, state);
         }
@@ -144,11 +145,11 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
 fn upkeep(shared: &BotShared, state: &mut ImportState) {
     let now = crate::clock::unix_now();
     if Instant::now() >= state.upkeep.next_check {
-        state.upkeep.check(shared);
-        hourly_upkeep(shared);
-        follow_up::checks(shared, &mut state.owed, now);
+        state.upkeep.check(&shared.ctx());
+        hourly_upkeep(&shared.ctx());
+        follow_up::checks(&shared.ctx(), &mut state.owed, now);
     } else {
-        follow_up::run_due(shared, &mut state.owed, now);
+        follow_up::run_due(&shared.ctx(), &mut state.owed, now);
     }
 }
 
@@ -199,15 +200,15 @@ impl Drop for AckWindow<'_> {
 /// Settles our unanswered group commits before a batch with messages of those groups is
 /// imported, retrying with backoff while the platform cannot be reached: importing first
 /// would fail on the epoch the commit started and drop those messages. False when stopping.
-fn settle_group_commits(shared: &BotShared, batch: &[InboxEnvelope]) -> bool {
+fn settle_group_commits(cx: &Ctx, batch: &[InboxEnvelope]) -> bool {
     let mut backoff = Backoff::new(RECONNECT_START, RECONNECT_MAX);
     loop {
-        match groups::settle_pending(shared, batch) {
+        match groups::settle_pending(cx, batch) {
             Ok(()) => return true,
             Err(e) => {
                 let delay = backoff.next_delay();
-                log::warn!("bot @{}: {e}; retrying in {delay:?} before importing the group's messages", shared.username);
-                if shared.stop_signal().recv_timeout(delay).is_ok() || shared.is_stopping() {
+                log::warn!("bot @{}: {e}; retrying in {delay:?} before importing the group's messages", cx.name);
+                if cx.stop.recv_timeout(delay).is_ok() || cx.is_stopping() {
                     return false;
                 }
             }
@@ -218,15 +219,15 @@ fn settle_group_commits(shared: &BotShared, batch: &[InboxEnvelope]) -> bool {
 /// Checks the devices that start a private session in the batch (`sender_check`), retrying
 /// with backoff while the platform cannot be reached: importing first would drop their first
 /// messages. None when stopping.
-fn check_senders(shared: &BotShared, batch: &[InboxEnvelope]) -> Option<sender_check::Refused> {
+fn check_senders(cx: &Ctx, batch: &[InboxEnvelope]) -> Option<sender_check::Refused> {
     let mut backoff = Backoff::new(RECONNECT_START, RECONNECT_MAX);
     loop {
-        match sender_check::check_senders(shared, batch) {
+        match sender_check::check_senders(cx, batch) {
             Ok(refused) => return Some(refused),
             Err(e) => {
                 let delay = backoff.next_delay();
-                log::warn!("bot @{}: {e}; retrying in {delay:?} before importing first messages", shared.username);
-                if shared.stop_signal().recv_timeout(delay).is_ok() || shared.is_stopping() {
+                log::warn!("bot @{}: {e}; retrying in {delay:?} before importing first messages", cx.name);
+                if cx.stop.recv_timeout(delay).is_ok() || cx.is_stopping() {
                     return None;
                 }
             }
@@ -238,28 +239,28 @@ fn check_senders(shared: &BotShared, batch: &[InboxEnvelope]) -> Option<sender_c
 /// (`check_senders`), and reports what it came to: updates counted, dropped envelopes counted
 /// and shown in `/healthz`, security alerts raised, identity changes counted. Returns what the
 /// batch left to do after its commit; `None` when stopping.
-pub(crate) fn import_reported(shared: &BotShared, batch: Vec<InboxEnvelope>) -> Option<Vec<FollowUp>> {
-    let refused = check_senders(shared, &batch)?;
-    let BatchImport::Committed { outcomes, queued, follow_ups } = import_batch(shared, batch, refused) else {
+pub(crate) fn import_reported(cx: &Ctx, batch: Vec<InboxEnvelope>) -> Option<Vec<FollowUp>> {
+    let refused = check_senders(cx, &batch)?;
+    let BatchImport::Committed { outcomes, queued, follow_ups } = import_batch(cx, batch, refused) else {
         return None;
     };
-    BotMetrics::add(&shared.metrics.updates_received, queued);
+    BotMetrics::add(&cx.metrics.updates_received, queued);
     for outcome in &outcomes {
         match outcome {
             Imported::Stored => {}
             Imported::Dropped(why) => {
-                BotMetrics::add(&shared.metrics.decrypt_failures, 1);
-                shared.status.set_error(format!("inbox: {why}"));
+                BotMetrics::add(&cx.metrics.decrypt_failures, 1);
+                cx.status.set_error(format!("inbox: {why}"));
             }
-            Imported::Alert(what) => shared.security_alert(what),
+            Imported::Alert(what) => cx.security_alert(what),
             Imported::Replayed(why) => {
-                log::warn!("bot @{}: {why}", shared.username);
-                BotMetrics::add(&shared.metrics.replayed_commits, 1);
+                log::warn!("bot @{}: {why}", cx.name);
+                BotMetrics::add(&cx.metrics.replayed_commits, 1);
             }
             Imported::IdentityChanged(why) => {
-                log::warn!("bot @{}: {why}", shared.username);
-                BotMetrics::add(&shared.metrics.identity_changes, 1);
-                shared.status.set_error(format!("inbox: {why}"));
+                log::warn!("bot @{}: {why}", cx.name);
+                BotMetrics::add(&cx.metrics.identity_changes, 1);
+                cx.status.set_error(format!("inbox: {why}"));
             }
         }
     }
@@ -298,17 +299,17 @@ enum BatchImport {
 /// Imports a batch in one writer job. When the storage itself fails (disk full, I/O error),
 /// nothing was committed and nothing may be acknowledged: the same batch is tried again with a
 /// growing delay, and meanwhile the bounded channel holds the stream back.
-fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>, refused: sender_check::Refused) -> BatchImport {
+fn import_batch(cx: &Ctx, batch: Vec<InboxEnvelope>, refused: sender_check::Refused) -> BatchImport {
     let refused = Arc::new(refused);
     let mut backoff = Backoff::new(RECONNECT_START, RECONNECT_MAX);
     loop {
-        if shared.is_stopping() {
+        if cx.is_stopping() {
             return BatchImport::Stopping;
         }
-        let (envelopes, name, me) = (batch.clone(), shared.username.clone(), shared.me());
-        let identity_key = shared.identity.public_key();
+        let (envelopes, name, me) = (batch.clone(), cx.name.to_string(), cx.me());
+        let identity_key = cx.identity.public_key();
         let refused = Arc::clone(&refused);
-        let result = shared.store.write(move |c| {
+        let result = cx.store.write(move |c| {
             // The writer runs one job at a time, so the depth moves only by this batch here.
             let before = queue::depth(c)?;
             let mut follow_ups = Vec::new();
@@ -321,9 +322,9 @@ fn import_batch(shared: &BotShared, batch: Vec<InboxEnvelope>, refused: sender_c
             Err(StoreError::Closed) => return BatchImport::Stopping,
             Err(e) => {
                 let delay = backoff.next_delay();
-                log::error!("bot @{}: cannot store an inbox batch ({e}); retrying in {delay:?}", shared.username);
-                shared.status.set_error(format!("inbox: {e}"));
-                let _ = shared.stop_signal().recv_timeout(delay);
+                log::error!("bot @{}: cannot store an inbox batch ({e}); retrying in {delay:?}", cx.name);
+                cx.status.set_error(format!("inbox: {e}"));
+                let _ = cx.stop.recv_timeout(delay);
             }
         }
     }

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use rusqlite::Connection;
 
-use crate::gateway::runtime::BotShared;
+use crate::gateway::ctx::Ctx;
 use crate::gateway::store::{outbox, StoreError};
 use crate::e2e;
 use super::SendError;
@@ -31,14 +31,14 @@ pub(super) fn start_sessions(c: &Connection, fetched: &[GetPrekeyBundlesResponse
 
 /// Bundles of every recipient of an unsealed entry we know no device of, fetched once each.
 pub(super) fn bundles_of_new_recipients(
-    shared: &BotShared,
+    cx: &Ctx,
     entries: &[outbox::OutboxEntry],
 ) -> Result<Vec<GetPrekeyBundlesResponse>, SendError> {
     let peers: BTreeSet<u64> = entries.iter().filter(|e| e.sealed.is_none()).map(|e| e.chat_id as u64).collect();
     if peers.is_empty() {
         return Ok(Vec::new());
     }
-    let unknown = shared.store.read(|c| {
+    let unknown = cx.store.read(|c| {
         let mut unknown = Vec::new();
         for peer in peers {
             if e2e::known_devices(c, peer)?.is_empty() {
@@ -47,34 +47,34 @@ pub(super) fn bundles_of_new_recipients(
         }
         Ok(unknown)
     })?;
-    unknown.into_iter().map(|peer| fetch_bundles(shared, peer, Vec::new())).collect()
+    unknown.into_iter().map(|peer| fetch_bundles(cx, peer, Vec::new())).collect()
 }
 
 /// Prekey bundles for `devices` of `peer` (all devices when empty).
-pub(super) fn fetch_bundles(shared: &BotShared, peer: u64, devices: Vec<u32>) -> Result<GetPrekeyBundlesResponse, SendError> {
+pub(super) fn fetch_bundles(cx: &Ctx, peer: u64, devices: Vec<u32>) -> Result<GetPrekeyBundlesResponse, SendError> {
     let mut req = GetPrekeyBundlesRequest::new();
     req.user_id = peer;
     req.device_ids = devices;
-    let resp = shared
-        .platform
+    let resp = cx
+        .port
         .get_prekey_bundles(&req)
         .map_err(|e| SendError::Platform(format!("prekey bundles of user {peer}: {e}")))?;
-    if shared.on_identity_change == e2e::OnIdentityChange::Accept {
-        accept_changed_identity(shared, &resp.profile)?;
+    if cx.on_identity_change == e2e::OnIdentityChange::Accept {
+        accept_changed_identity(cx, &resp.profile)?;
     }
     Ok(resp)
 }
 
 /// With `accept_identity_changes`: a served identity key other than the pinned one is pinned in
 /// its place (with a warning), so `add_sessions` starts sessions under it.
-pub(super) fn accept_changed_identity(shared: &BotShared, profile: &Profile) -> Result<(), SendError> {
+pub(super) fn accept_changed_identity(cx: &Ctx, profile: &Profile) -> Result<(), SendError> {
     let (user_id, Ok(served)) = (profile.user_id, <[u8; 32]>::try_from(profile.identity_key.as_slice())) else {
         return Ok(());
     };
-    let pinned = shared.store.read(|c| Ok(e2e::leaf::pinned_identity(c, user_id)?))?;
+    let pinned = cx.store.read(|c| Ok(e2e::leaf::pinned_identity(c, user_id)?))?;
     if pinned.is_some_and(|p| p != served) {
-        log::warn!("bot @{}: user {user_id} now has another identity key; pinned it (accept_identity_changes)", shared.username);
-        shared.store.write(move |c| Ok(e2e::leaf::repin_identity(c, user_id, &served)?))?;
+        log::warn!("bot @{}: user {user_id} now has another identity key; pinned it (accept_identity_changes)", cx.name);
+        cx.store.write(move |c| Ok(e2e::leaf::repin_identity(c, user_id, &served)?))?;
     }
     Ok(())
 }

@@ -196,7 +196,7 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
         // Every one was withdrawn by its caller meanwhile.
         return groups_sent.map(|()| true);
     }
-    let fetched = bundles_of_new_recipients(shared, &entries)?;
+    let fetched = bundles_of_new_recipients(&shared.ctx(), &entries)?;
     let (ids, refused) = reserve_ids(&*shared.platform, &entries)?;
     let entries = give_up_refused(shared, entries, refused)?;
     if entries.is_empty() {
@@ -239,7 +239,7 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
     shared.status.connected.store(true, std::sync::atomic::Ordering::SeqCst);
     let answered: Vec<Answered> =
         batch.into_iter().zip(resp.results).map(|((entry, sealed), result)| Answered { entry, sealed, result }).collect();
-    let fetched = bundles_of_missing_devices(shared, &answered)?;
+    let fetched = bundles_of_missing_devices(&shared.ctx(), &answered)?;
     let outcomes = record_results(&shared.store, shared.compat_user_id, answered, fetched, &shared.username)?;
     let mut failure = None;
     for (id, outcome) in outcomes {

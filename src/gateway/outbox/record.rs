@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rusqlite::Connection;
 
-use crate::gateway::runtime::{unix_now, BotShared};
+use crate::gateway::ctx::Ctx;
+use crate::gateway::runtime::{unix_now};
 use crate::gateway::send_wait::{SendFailure, Sent};
 use crate::gateway::store::{outbox, Store, StoreError};
 use crate::e2e;
@@ -125,7 +126,7 @@ pub(super) fn record_answer(
 
 /// Bundles of the devices that STALE_DEVICES answers named as missing and we hold no session
 /// with, fetched once per recipient.
-pub(super) fn bundles_of_missing_devices(shared: &BotShared, answered: &[Answered]) -> Result<Vec<GetPrekeyBundlesResponse>, SendError> {
+pub(super) fn bundles_of_missing_devices(cx: &Ctx, answered: &[Answered]) -> Result<Vec<GetPrekeyBundlesResponse>, SendError> {
     let mut wanted: BTreeMap<u64, BTreeSet<u32>> = BTreeMap::new();
     for a in answered {
         if a.result.status.enum_value_or_default() == SendStatus::STALE_DEVICES && a.entry.attempts < MAX_DEVICE_REFRESHES {
@@ -136,7 +137,7 @@ pub(super) fn bundles_of_missing_devices(shared: &BotShared, answered: &[Answere
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
-    let need = shared.store.read(|c| {
+    let need = cx.store.read(|c| {
         let mut need = Vec::new();
         for (peer, devices) in wanted {
             let devices: Vec<u32> = devices.into_iter().collect();
@@ -147,5 +148,5 @@ pub(super) fn bundles_of_missing_devices(shared: &BotShared, answered: &[Answere
         }
         Ok(need)
     })?;
-    need.into_iter().map(|(peer, devices)| fetch_bundles(shared, peer, devices)).collect()
+    need.into_iter().map(|(peer, devices)| fetch_bundles(cx, peer, devices)).collect()
 }

@@ -30,7 +30,7 @@ pub(super) fn send_to_groups(shared: &BotShared, entries: Vec<outbox::OutboxEntr
             }
             continue;
         }
-        match group_send::send(shared, &entry) {
+        match group_send::send(&shared.ctx(), &entry) {
             Ok(GroupSend::Sent(sent)) => {
                 shared.outbox.finish(entry.id, Ok(sent));
             }
