@@ -151,8 +151,8 @@ fn start_up_refuses_bad_config_unreachable_platform_and_unusable_state() {
     write_config(&config_path, &good);
     let first = support::Gateway::start(&config_path);
     let mut second = good.clone();
-    second["compat_listen_addr"] = json!(format!("127.0.0.1:{}", support::free_port()));
-    second["extensions_listen_addr"] = json!(format!("127.0.0.1:{}", support::free_port()));
+    second["compat_listen_addr"] = json!("127.0.0.1:0");
+    second["extensions_listen_addr"] = json!("127.0.0.1:0");
     let second_path = dir.path().join("second.json");
     write_config(&second_path, &second);
     assert!(run_gateway_expect_failure(&second_path).contains("in use by another bot-gateway instance"));

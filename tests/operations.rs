@@ -199,8 +199,8 @@ fn the_config_botmanager_hands_out_runs_as_is() {
     assert!(!reply.contains(&secret) && !snippet.contains(&secret), "the reply never carries the secret");
     config["state_dir"] = json!(dir.path().join("state"));
     config["bots"][0]["identity_recovery_secret_hex"] = json!(secret);
-    config["compat_listen_addr"] = json!(format!("127.0.0.1:{}", free_port()));
-    config["extensions_listen_addr"] = json!(format!("127.0.0.1:{}", free_port()));
+    config["compat_listen_addr"] = json!("127.0.0.1:0");
+    config["extensions_listen_addr"] = json!("127.0.0.1:0");
     write_config(&path, &config);
     let gw = Gateway::start(&path);
     let user = bot_gateway::client::Profile::register(&platform.url, dir.path().join("user"), "fay", "Fay").expect("user");

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::{json, Value};
-use support::{bin_path, free_port, write_config, Gateway, PlatformServer};
+use support::{bin_path, write_config, Gateway, PlatformServer};
 
 fn e2e_chat(profile: &Path, args: &[&str]) -> std::process::Output {
     Command::new(bin_path("e2e-chat")).arg("--profile").arg(profile).args(args).output().expect("run e2e-chat")
@@ -110,8 +110,8 @@ fn newbot_draws_the_secret_on_the_owners_machine_and_the_platform_never_holds_it
 
     // The config runs as written (free ports only because tests share this machine).
     let mut runnable = config.clone();
-    runnable["compat_listen_addr"] = json!(format!("127.0.0.1:{}", free_port()));
-    runnable["extensions_listen_addr"] = json!(format!("127.0.0.1:{}", free_port()));
+    runnable["compat_listen_addr"] = json!("127.0.0.1:0");
+    runnable["extensions_listen_addr"] = json!("127.0.0.1:0");
     let runnable_file = dir.path().join("runnable.json");
     write_config(&runnable_file, &runnable);
     let gw = Gateway::start(&runnable_file);
@@ -175,8 +175,8 @@ fn a_bot_moves_to_a_new_identity_keeping_its_queue_and_its_users_are_warned() {
         &["newbot", "moving_bot", "--name", "Moving", "--config", file.to_str().expect("path"), "--state-dir", dir.path().join("state").to_str().expect("path")],
     ));
     let mut config: Value = serde_json::from_slice(&std::fs::read(&file).expect("read")).expect("JSON");
-    config["compat_listen_addr"] = json!(format!("127.0.0.1:{}", free_port()));
-    config["extensions_listen_addr"] = json!(format!("127.0.0.1:{}", free_port()));
+    config["compat_listen_addr"] = json!("127.0.0.1:0");
+    config["extensions_listen_addr"] = json!("127.0.0.1:0");
     write_config(&file, &config);
     let old_secret = config["bots"][0]["identity_recovery_secret_hex"].clone();
 

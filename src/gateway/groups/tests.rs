@@ -55,20 +55,7 @@ fn bot() -> (Parts, Arc<FakePlatform>) {
         Ok(VerifyCredentialResponse { capabilities: "groups".into(), ..Default::default() })
     });
     // Every group message reserves its id first (the platform cannot tell keyboards apart).
-    fake.answer_always("reserve_message_ids", |req: crate::wire::platform::ReserveMessageIdsRequest| {
-        let ids = req
-            .reservations
-            .iter()
-            .enumerate()
-            .map(|(n, r)| ReservedMessageId {
-                client_message_id: r.client_message_id.clone(),
-                message_id: 1000 + n as u64,
-                date: unix_now(),
-                ..Default::default()
-            })
-            .collect();
-        Ok(ReserveMessageIdsResponse { ids, ..Default::default() })
-    });
+    fake.reserve_ids(1000, unix_now(), None);
     (bot, fake)
 }
 

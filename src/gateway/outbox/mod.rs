@@ -280,7 +280,7 @@ mod tests {
     use crate::gateway::store::Store;
     use crate::gateway::send_wait::Sent;
     use crate::wire::platform::{
-        send_result::Status as SendStatus, GetPrekeyBundlesRequest, GetPrekeyBundlesResponse, Profile, ReserveMessageIdsRequest, SendMessagesRequest, SendResult,
+        send_result::Status as SendStatus, GetPrekeyBundlesRequest, GetPrekeyBundlesResponse, Profile, SendMessagesRequest, SendResult,
     };
     use crate::wire::e2e::Content;
     use crate::crypto::IdentityKeyPair;
@@ -354,19 +354,7 @@ mod tests {
         let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
         assert!(bot.store.write(move |c| Ok(ids.iter().all(|&id| !outbox::withdraw(c, id).unwrap_or(true)))).expect("withdraw"), "handed: no longer withdrawn");
 
-        fake.answer_always("reserve_message_ids", |req: ReserveMessageIdsRequest| {
-            let ids = req
-                .reservations
-                .iter()
-                .map(|r| crate::wire::platform::ReservedMessageId {
-                    client_message_id: r.client_message_id.clone(),
-                    message_id: 7,
-                    date: 1,
-                    ..Default::default()
-                })
-                .collect();
-            Ok(crate::wire::platform::ReserveMessageIdsResponse { ids, ..Default::default() })
-        });
+        fake.reserve_ids(7, 1, None);
         let (reserved, refused) = reserve_ids(&*bot.platform, &entries).expect("reserve");
         assert!(refused.is_empty());
         assert_eq!(reserved.keys().cloned().collect::<Vec<_>>(), ["buttons", "plain"]);
@@ -390,24 +378,7 @@ mod tests {
         let (_peer, peer_account, peer_keys) = device(dir.path(), "peer", PEER);
         let served = bundles(PEER, &peer_account, &peer_keys);
         fake.answer_always("get_prekey_bundles", move |_: GetPrekeyBundlesRequest| Ok(served.clone()));
-        fake.answer_always("reserve_message_ids", |req: ReserveMessageIdsRequest| {
-            let ids = req
-                .reservations
-                .iter()
-                .enumerate()
-                .map(|(n, r)| {
-                    let refused = r.client_message_id == "refused";
-                    crate::wire::platform::ReservedMessageId {
-                        client_message_id: r.client_message_id.clone(),
-                        message_id: if refused { 0 } else { 100 + n as u64 },
-                        date: 1_700_000_000,
-                        error: if refused { "no user with id 99".into() } else { String::new() },
-                        ..Default::default()
-                    }
-                })
-                .collect();
-            Ok(crate::wire::platform::ReserveMessageIdsResponse { ids, ..Default::default() })
-        });
+        fake.reserve_ids(100, 1_700_000_000, Some(("refused", "no user with id 99")));
         bot.store
             .write(|c| {
                 for cmid in ["one", "refused", "three"] {

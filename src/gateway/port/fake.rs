@@ -68,6 +68,31 @@ impl FakePlatform {
         self.handlers.lock().unwrap().insert(method, handler);
     }
 
+    /// Every `reserve_message_ids` is answered as an honest platform would: the ids `first`,
+    /// `first + 1`, … in the request's order, dated `date`; a reservation whose client message
+    /// id is `refused.0` is refused with the words `refused.1`.
+    pub fn reserve_ids(&self, first: u64, date: i64, refused: Option<(&'static str, &'static str)>) {
+        self.answer_always("reserve_message_ids", move |req: ReserveMessageIdsRequest| {
+            let ids = req
+                .reservations
+                .iter()
+                .enumerate()
+                .map(|(n, r)| match refused {
+                    Some((cmid, why)) if r.client_message_id == cmid => {
+                        ReservedMessageId { client_message_id: cmid.into(), error: why.into(), ..Default::default() }
+                    }
+                    _ => ReservedMessageId {
+                        client_message_id: r.client_message_id.clone(),
+                        message_id: first + n as u64,
+                        date,
+                        ..Default::default()
+                    },
+                })
+                .collect();
+            Ok(ReserveMessageIdsResponse { ids, ..Default::default() })
+        });
+    }
+
     /// The calls made so far, in order.
     pub fn calls(&self) -> Vec<Call> {
         self.calls.lock().unwrap().clone()
