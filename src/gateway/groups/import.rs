@@ -90,14 +90,15 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
             if group.is_channel() {
                 posters::set_poster(c, gid, new.user.user_id, may_post_in_channel(new))?;
             }
-            updates::enqueue_member_change(c, me, &group, change, env.date)?;
-            updates::enqueue_member_service_message(c, me, &group, change, env.message_id, env.date)
+            let mut made = updates::member_change_updates(c, me, &group, change, env.date)?;
+            made.extend(updates::member_service_message_updates(c, me, &group, change, env.message_id, env.date)?);
+            updates::queue(c, made)
         }
         DeliveryKind::TITLE => {
             let change = d.change.get_or_default();
             let Some(known) = groups::by_group_id(c, gid)? else { return Ok(()) };
             let group = groups::upsert(c, gid, &change.title, kind, known.status, now)?;
-            updates::enqueue_new_chat_title(c, &group, change.actor.get_or_default(), env.message_id, env.date)
+            updates::queue(c, updates::new_chat_title_updates(c, &group, change.actor.get_or_default(), env.message_id, env.date)?)
         }
         DeliveryKind::WELCOME => {
             // Invited and added at once: this runtime may have joined by its own external
@@ -122,7 +123,7 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
         }
         DeliveryKind::JOIN_REQUEST => {
             let Some(group) = groups::by_group_id(c, gid)? else { return Ok(()) };
-            updates::enqueue_join_request(c, &group, d.join_request.get_or_default())
+            updates::queue(c, updates::join_request_updates(c, &group, d.join_request.get_or_default())?)
         }
         DeliveryKind::DELETED => {
             // The platform checked the deleter's right, but its word alone deletes nothing: the
@@ -267,10 +268,10 @@ fn import_message(
                 edit_date: 0,
             };
             chats::record(c, &entry)?;
-            updates::enqueue_group_message(c, me, group, &entry)
+            updates::queue(c, updates::group_message_updates(c, me, group, &entry)?)
         }
         // A member's edit of their own message (a channel's poster's of their post).
-        Some(Body::Edit(edit)) => updates::enqueue_user_edit(c, me, updates::ChatRef::Group(group), sender, edit, env.date),
+        Some(Body::Edit(edit)) => updates::queue(c, updates::user_edit_updates(c, me, updates::ChatRef::Group(group), sender, edit, env.date)?),
         _ => Ok(()),
     }
 }

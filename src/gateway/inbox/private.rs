@@ -46,7 +46,7 @@ pub(super) fn import(
         },
     };
     chats::upsert_private_chat(c, &chat, unix_now())?;
-    match &content.body {
+    let made = match &content.body {
         _ if content.is_message() => {
             let content = crate::gateway::history::checked_user_message(content, env.sender_user_id)?;
             if let Some(Body::Media(media)) = &content.body {
@@ -63,16 +63,16 @@ pub(super) fn import(
                 edit_date: 0,
             };
             chats::record(c, &entry)?;
-            updates::enqueue_message(c, me, &chat, &entry)
+            updates::message_updates(c, me, &chat, &entry)
         }
         Some(Body::Press(press)) => {
             let context = keyboard::check_press(identity_key, bot_id, env.sender_user_id, press)
                 .map_err(|refused| StoreError::Refused(refused.to_string()))?;
             if !context.inline_message_id.is_empty() {
-                return updates::enqueue_inline_callback_query(c, &chat, press, &context, env.date);
+                return updates::queue(c, updates::inline_callback_query_updates(c, &chat, press, &context, env.date)?);
             }
             if context.group_id.is_empty() {
-                return updates::enqueue_callback_query(c, me, &chat, updates::ChatRef::Private(&chat), press, context, env.date);
+                return updates::queue(c, updates::callback_query_updates(c, me, &chat, updates::ChatRef::Private(&chat), press, context, env.date)?);
             }
             // A button of a group message: the bot must be in that group, and the presser too
             // (a leaf in its tree: who left, was removed or banned has none).
@@ -85,19 +85,20 @@ pub(super) fn import(
                     env.sender_user_id, group.title
                 )));
             }
-            updates::enqueue_callback_query(c, me, &chat, updates::ChatRef::Group(&group), press, context, env.date)
+            updates::callback_query_updates(c, me, &chat, updates::ChatRef::Group(&group), press, context, env.date)
         }
-        Some(Body::Reaction(reaction)) => updates::enqueue_reaction(c, &chat, reaction, env.date),
-        Some(Body::InlineQuery(q)) => updates::enqueue_inline_query(c, &chat, q, env.date),
-        Some(Body::PollVote(vote)) => updates::enqueue_poll_vote(c, &chat, vote, env.date),
+        Some(Body::Reaction(reaction)) => updates::reaction_updates(c, &chat, reaction, env.date),
+        Some(Body::InlineQuery(q)) => updates::inline_query_updates(c, &chat, q, env.date),
+        Some(Body::PollVote(vote)) => updates::poll_vote_updates(c, &chat, vote, env.date),
         Some(Body::Edit(edit)) => {
-            updates::enqueue_user_edit(c, me, updates::ChatRef::Private(&chat), env.sender_user_id, edit, env.date)
+            updates::user_edit_updates(c, me, updates::ChatRef::Private(&chat), env.sender_user_id, edit, env.date)
         }
         // What else a user may send (their own deletions, chat actions) has no update in this
         // profile.
         _ => {
             log::debug!("ignoring a {} from user {}", content.kind_name(), env.sender_user_id);
-            Ok(())
+            Ok(Vec::new())
         }
-    }
+    }?;
+    updates::queue(c, made)
 }

@@ -6,26 +6,57 @@
 //! when an update is created (the filter applies then, and the reply snapshot is taken then);
 //! getUpdates and the webhook use it when one is served; sendMessage for its result. Every
 //! kind (`callback_query`, `edited_message`, `message_reaction`, `chat_member`, ...) is built
-//! here: `filter` (which kinds a bot gets), `private` and `group` (the updates queued by the
-//! import), `views` (the Bot API objects made from stored rows).
+//! here: `filter` (which kinds a bot gets), `private` and `group` (the updates an inbound event
+//! makes, which `queue` stores), `views` (the Bot API objects made from stored rows).
 
 mod filter;
 mod group;
 mod private;
 mod views;
 
+use rusqlite::Connection;
+use serde_json::Value;
+
+use crate::gateway::store::{queue as store_queue, Result as StoreResult};
+
 pub use filter::{admits, default_kinds, effective_kinds, fetch, run_from, validate_kinds, BOT_API_KINDS};
 pub use group::{
-    enqueue_group_message, enqueue_join_request, enqueue_member_change, enqueue_member_service_message, enqueue_new_chat_title,
+    group_message_updates, join_request_updates, member_change_updates, member_service_message_updates, new_chat_title_updates,
 };
 pub use private::{
-    enqueue_callback_query, enqueue_inline_callback_query, enqueue_inline_query, enqueue_message, enqueue_poll_vote,
-    enqueue_reaction, enqueue_user_edit,
+    callback_query_updates, inline_callback_query_updates, inline_query_updates, message_updates, poll_vote_updates,
+    reaction_updates, user_edit_updates,
 };
 pub use views::{
     group_chat_view, history_view, invite_link_view, keyboard_view, member_status, member_view, poll_id, poll_now,
     private_chat_view, reaction_views, ChatRef,
 };
+
+/// An update an inbound event made: its kind and its Bot API object, for [`queue`]. The
+/// builders (`*_updates`) record what the event changes (a vote, a reaction, an edit) and
+/// return these; none of them writes the queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewUpdate {
+    pub kind: &'static str,
+    pub object: Value,
+}
+
+impl NewUpdate {
+    pub fn new(kind: &'static str, object: Value) -> NewUpdate {
+        NewUpdate { kind, object }
+    }
+}
+
+/// Queues what an event made, in order, each only when the filter (`allowed_updates`) admits
+/// its kind: the one place inbound updates enter the queue.
+pub fn queue(c: &Connection, made: Vec<NewUpdate>) -> StoreResult<()> {
+    for update in made {
+        if admits(c, update.kind)? {
+            store_queue::enqueue(c, update.kind, &update.object)?;
+        }
+    }
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests {
@@ -72,6 +103,33 @@ mod tests {
         Edit { message_id, content: protobuf::MessageField::some(crate::e2e::text_content(text)), ..Default::default() }
     }
 
+    /// A user's edit, recorded, and its update queued as the import does.
+    fn edit(c: &rusqlite::Connection, me: &UserView, chat: ChatRef<'_>, sender: u64, edit: &Edit, date: i64) -> StoreResult<()> {
+        queue(c, user_edit_updates(c, me, chat, sender, edit, date)?)
+    }
+
+    /// The builders record the event and return its updates; only `queue` writes the queue,
+    /// through the filter.
+    #[test]
+    fn builders_return_updates_and_only_queue_stores_them_through_the_filter() {
+        let c = memory_db();
+        let me = UserView { id: 9, is_bot: true, first_name: "Bot".into(), username: Some("bot".into()) };
+        let chat = chats::PrivateChat { user_id: 42, username: "alice".into(), first_name: "Alice".into() };
+        chats::upsert_private_chat(&c, &chat, 1000).expect("chat");
+        let entry = text_entry(42, 1, 42, false, "hello");
+        chats::record(&c, &entry).expect("hers");
+        let made = message_updates(&c, &me, &chat, &entry).expect("built");
+        assert_eq!(made.iter().map(|u| u.kind).collect::<Vec<_>>(), ["message"]);
+        assert_eq!(made[0].object["text"], "hello");
+        assert!(queue::fetch(&c, None, 10).expect("fetch").is_empty(), "a builder queues nothing");
+        queue::store_allowed_updates(&c, &["callback_query".to_string()]).expect("store");
+        queue(&c, made.clone()).expect("queued");
+        assert!(queue::fetch(&c, None, 10).expect("fetch").is_empty(), "the filter refuses it");
+        queue::store_allowed_updates(&c, &[]).expect("store");
+        queue(&c, made).expect("queued");
+        assert_eq!(queue::fetch(&c, None, 10).expect("fetch").len(), 1);
+    }
+
     /// A user's edit of their own text becomes `edited_message` with the whole message (the
     /// stored reply kept) and the envelope's date as `edit_date`; the filter decides as for
     /// any kind; an edit of someone else's message, an unknown one or a non-text is refused.
@@ -86,7 +144,7 @@ mod tests {
         chats::record(&c, &text_entry(42, 3, 42, false, "second")).expect("hers too");
         let private = ChatRef::Private(&chat);
 
-        enqueue_user_edit(&c, &me, private, 42, &edit_of(1, "fixed"), 1500).expect("her own message");
+        edit(&c, &me, private, 42, &edit_of(1, "fixed"), 1500).expect("her own message");
         let queued = queue::fetch(&c, None, 10).expect("fetch");
         assert_eq!(queued.len(), 1);
         assert_eq!(queued[0].kind, "edited_message");
@@ -97,18 +155,18 @@ mod tests {
         assert_eq!((stored.content.text().text.as_str(), stored.content.reply_to_message_id, stored.edit_date), ("fixed", 1, 1500));
 
         for (id, text) in [(2, "mine now"), (77, "unknown")] {
-            let refused = enqueue_user_edit(&c, &me, private, 42, &edit_of(id, text), 1600);
+            let refused = edit(&c, &me, private, 42, &edit_of(id, text), 1600);
             assert!(matches!(refused, Err(StoreError::Refused(_))), "message {id}: {refused:?}");
         }
-        assert!(matches!(enqueue_user_edit(&c, &me, private, 43, &edit_of(3, "not hers"), 1600), Err(StoreError::Refused(_))));
+        assert!(matches!(edit(&c, &me, private, 43, &edit_of(3, "not hers"), 1600), Err(StoreError::Refused(_))));
         let mut to_nothing = edit_of(3, "x");
         to_nothing.content = protobuf::MessageField::some(Content::new());
-        assert!(matches!(enqueue_user_edit(&c, &me, private, 42, &to_nothing, 1600), Err(StoreError::Refused(_))));
+        assert!(matches!(edit(&c, &me, private, 42, &to_nothing, 1600), Err(StoreError::Refused(_))));
         assert_eq!(chats::lookup(&c, 42, 2).expect("lookup").expect("kept").content.text().text, "the bot's");
 
         // Not asked for: the history still takes the edit, no update is queued.
         queue::store_allowed_updates(&c, &["message".to_string()]).expect("store");
-        enqueue_user_edit(&c, &me, private, 42, &edit_of(3, "second, fixed"), 1700).expect("edit");
+        edit(&c, &me, private, 42, &edit_of(3, "second, fixed"), 1700).expect("edit");
         assert_eq!(queue::fetch(&c, None, 10).expect("fetch").len(), 1, "nothing new queued");
         assert_eq!(chats::lookup(&c, 42, 3).expect("lookup").expect("kept").content.text().text, "second, fixed");
     }
@@ -123,10 +181,10 @@ mod tests {
         let channel = groups::upsert(&c, &[2; 32], "C", "channel", groups::Membership::Member, 1000).expect("channel");
         chats::record(&c, &text_entry(group.chat_id, 5, 42, false, "hi all")).expect("group message");
         chats::record(&c, &text_entry(channel.chat_id, 6, 42, false, "news")).expect("post");
-        let refused = enqueue_user_edit(&c, &me, ChatRef::Group(&group), 43, &edit_of(5, "not mine"), 1100);
+        let refused = edit(&c, &me, ChatRef::Group(&group), 43, &edit_of(5, "not mine"), 1100);
         assert!(matches!(refused, Err(StoreError::Refused(_))), "another member's message");
-        enqueue_user_edit(&c, &me, ChatRef::Group(&group), 42, &edit_of(5, "hi everyone"), 1100).expect("group edit");
-        enqueue_user_edit(&c, &me, ChatRef::Group(&channel), 42, &edit_of(6, "news, corrected"), 1200).expect("post edit");
+        edit(&c, &me, ChatRef::Group(&group), 42, &edit_of(5, "hi everyone"), 1100).expect("group edit");
+        edit(&c, &me, ChatRef::Group(&channel), 42, &edit_of(6, "news, corrected"), 1200).expect("post edit");
         let queued = queue::fetch(&c, None, 10).expect("fetch");
         let kinds: Vec<&str> = queued.iter().map(|u| u.kind.as_str()).collect();
         assert_eq!(kinds, ["edited_message", "edited_channel_post"]);

@@ -6,68 +6,69 @@ use rusqlite::Connection;
 use crate::gateway::botapi::types::{
     self, UserView,
 };
-use crate::gateway::store::{chats, files, inline, polls, queue, Result as StoreResult, StoreError};
+use crate::gateway::store::{chats, files, inline, polls, Result as StoreResult, StoreError};
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::{CallbackPress, Edit, InlineQuery, KeyboardContext, PollVote, Reaction};
 use crate::wire::polls as wire_polls;
 
-use super::filter::admits;
+use super::NewUpdate;
 use super::views::{ChatRef, chat_user, history_view, inline_message_id, poll_id, poll_now, private_chat_view, reaction_views};
 
 /// Longest `press_id` accepted from a user's client (it becomes part of a callback query id).
 pub(super) const PRESS_ID_MAX: usize = 64;
 
-/// Queues a `message` update for a received private message, if the filter admits it. A
+/// The `message` update for a received private message. A
 /// message the user sent by choosing one of this bot's inline results also makes a
 /// `chosen_inline_result` (once per session).
-pub fn enqueue_message(
+pub fn message_updates(
     c: &Connection,
     me: &UserView,
     chat: &chats::PrivateChat,
     entry: &chats::HistoryEntry,
-) -> StoreResult<()> {
-    if admits(c, "message")? {
-        let message = types::message_json(&history_view(c, me, ChatRef::Private(chat), entry, true)?);
-        queue::enqueue(c, "message", &message)?;
-    }
+) -> StoreResult<Vec<NewUpdate>> {
+    let mut made = Vec::new();
+    let message = types::message_json(&history_view(c, me, ChatRef::Private(chat), entry, true)?);
+    made.push(NewUpdate::new("message", message));
     let content = &entry.content;
     if let Some(choice) = content.inline_choice.as_ref().filter(|_| content.via_bot_user_id == me.id as u64) {
         // The session must be one this runtime imported from this user: a choice cannot be
         // made up for a query the bot never saw.
         let Some(session) = inline::get(c, choice.session_id)?.filter(|s| s.user_id == chat.user_id) else {
-            return Ok(());
+            return Ok(made);
         };
-        if inline::mark_chosen(c, choice.session_id)? && admits(c, "chosen_inline_result")? {
+        if inline::mark_chosen(c, choice.session_id)? {
             let inline_message_id = inline_message_id(content);
             let chosen = types::chosen_inline_result_json(&choice.result_id, &chat_user(chat), &session.query, inline_message_id.as_deref());
-            queue::enqueue(c, "chosen_inline_result", &chosen)?;
+            made.push(NewUpdate::new("chosen_inline_result", chosen));
         }
     }
-    Ok(())
+    Ok(made)
 }
 
 /// Longest inline query, in characters (Bot API: up to 256).
 pub(super) const INLINE_QUERY_MAX_CHARS: usize = 256;
 
 /// Queues an `inline_query` for a session not imported before (the inline cursor).
-pub fn enqueue_inline_query(c: &Connection, chat: &chats::PrivateChat, q: &InlineQuery, now: i64) -> StoreResult<()> {
+pub fn inline_query_updates(c: &Connection, chat: &chats::PrivateChat, q: &InlineQuery, now: i64) -> StoreResult<Vec<NewUpdate>> {
+    let mut made = Vec::new();
     if q.session_id == 0 || q.query.chars().count() > INLINE_QUERY_MAX_CHARS {
         return Err(StoreError::Refused(format!(
             "an inline query needs a session and at most {INLINE_QUERY_MAX_CHARS} characters"
         )));
     }
-    if !inline::import(c, q.session_id, chat.user_id, &q.query, now)? || !admits(c, "inline_query")? {
-        return Ok(());
+    if !inline::import(c, q.session_id, chat.user_id, &q.query, now)? {
+        return Ok(made);
     }
     let query = types::inline_query_json(&q.session_id.to_string(), &chat_user(chat), &q.query);
-    queue::enqueue(c, "inline_query", &query)?;
-    Ok(())
+    made.push(NewUpdate::new("inline_query", query));
+    Ok(made)
 }
 
 /// A user's vote in one of the bot's polls: checked against the poll (`wire::polls`; a broken
 /// one is refused), recorded, and told to the bot as `poll_answer` (not for an anonymous poll)
-/// and `poll` (the new counts), each when the filter admits it.
-pub fn enqueue_poll_vote(c: &Connection, chat: &chats::PrivateChat, vote: &PollVote, now: i64) -> StoreResult<()> {
+/// and `poll` (the new counts).
+pub fn poll_vote_updates(c: &Connection, chat: &chats::PrivateChat, vote: &PollVote, now: i64) -> StoreResult<Vec<NewUpdate>> {
+    let mut made = Vec::new();
     let (chat_id, message_id) = (chat.user_id as i64, vote.message_id as i64);
     let entry = chats::lookup(c, chat_id, message_id)?
         .filter(|e| e.from_bot)
@@ -78,24 +79,22 @@ pub fn enqueue_poll_vote(c: &Connection, chat: &chats::PrivateChat, vote: &PollV
     let before = polls::vote_of(c, chat_id, message_id, chat.user_id)?;
     wire_polls::check_vote(poll, vote, before.is_some(), now).map_err(|why| StoreError::Refused(format!("vote refused: {why}")))?;
     if before.is_none() && vote.option_ids.is_empty() {
-        return Ok(());
+        return Ok(made);
     }
     polls::set_vote(c, chat_id, message_id, chat.user_id, &vote.option_ids)?;
     let id = poll_id(chat_id, message_id);
-    if !poll.is_anonymous && admits(c, "poll_answer")? {
-        queue::enqueue(c, "poll_answer", &types::poll_answer_json(&id, &chat_user(chat), &vote.option_ids))?;
+    if !poll.is_anonymous {
+        made.push(NewUpdate::new("poll_answer", types::poll_answer_json(&id, &chat_user(chat), &vote.option_ids)));
     }
-    if admits(c, "poll")? {
-        queue::enqueue(c, "poll", &types::poll_json(&id, &poll_now(c, &entry, poll, now)?))?;
-    }
-    Ok(())
+    made.push(NewUpdate::new("poll", types::poll_json(&id, &poll_now(c, &entry, poll, now)?)));
+    Ok(made)
 }
 
-/// Queues a `callback_query` for a press whose context `keyboard::check_press` accepted. The
+/// The `callback_query` for a press whose context `keyboard::check_press` accepted. The
 /// pressed message is the one in the history (as last edited) or, on a runtime that never saw
 /// it, the signed context's, which then enters this runtime's history so that it can edit it.
 /// The press is remembered for answerCallbackQuery; a press seen before makes no second update.
-pub fn enqueue_callback_query(
+pub fn callback_query_updates(
     c: &Connection,
     me: &UserView,
     chat: &chats::PrivateChat,
@@ -103,7 +102,8 @@ pub fn enqueue_callback_query(
     press: &CallbackPress,
     context: KeyboardContext,
     now: i64,
-) -> StoreResult<()> {
+) -> StoreResult<Vec<NewUpdate>> {
+    let mut made = Vec::new();
     check_press_id(press)?;
     // The message is in `in_chat` (the private chat, or a group); the press and its answer
     // are between the presser and the bot.
@@ -139,11 +139,11 @@ pub fn enqueue_callback_query(
             entry
         }
     };
-    let Some(id) = remember_press(c, chat, press, now)? else { return Ok(()) };
+    let Some(id) = remember_press(c, chat, press, now)? else { return Ok(made) };
     let message = history_view(c, me, in_chat, &entry, true)?;
     let query = types::callback_query_json(&id, &chat_user(chat), &message, &chat_id.to_string(), &press.callback_data);
-    queue::enqueue(c, "callback_query", &query)?;
-    Ok(())
+    made.push(NewUpdate::new("callback_query", query));
+    Ok(made)
 }
 
 /// A press id is what the pressing client chose: 1 to `PRESS_ID_MAX` letters and digits.
@@ -165,35 +165,34 @@ pub(super) fn remember_press(c: &Connection, chat: &chats::PrivateChat, press: &
         &chats::Callback { id: id.clone(), chat_id: presser, press_id: press.press_id.clone(), answered: false },
         now,
     )?;
-    Ok((fresh && admits(c, "callback_query")?).then_some(id))
+    Ok(fresh.then_some(id))
 }
 
-/// Queues a `callback_query` for a press of a button under an inline message (its context
+/// The `callback_query` for a press of a button under an inline message (its context
 /// checked by `keyboard::check_press`): `inline_message_id` instead of the message, which the
 /// bot did not send. The press is remembered for answerCallbackQuery as any other.
-pub fn enqueue_inline_callback_query(
+pub fn inline_callback_query_updates(
     c: &Connection,
     chat: &chats::PrivateChat,
     press: &CallbackPress,
     context: &KeyboardContext,
     now: i64,
-) -> StoreResult<()> {
+) -> StoreResult<Vec<NewUpdate>> {
+    let mut made = Vec::new();
     check_press_id(press)?;
-    let Some(id) = remember_press(c, chat, press, now)? else { return Ok(()) };
+    let Some(id) = remember_press(c, chat, press, now)? else { return Ok(made) };
     let query = types::inline_callback_query_json(&id, &chat_user(chat), &context.inline_message_id, &chat.user_id.to_string(), &press.callback_data);
-    queue::enqueue(c, "callback_query", &query)?;
-    Ok(())
+    made.push(NewUpdate::new("callback_query", query));
+    Ok(made)
 }
 
 /// Records a user's reaction and queues a `message_reaction` update (only when the filter
 /// names it: it is not in the default set) with the previous reaction as `old_reaction`.
-pub fn enqueue_reaction(c: &Connection, chat: &chats::PrivateChat, reaction: &Reaction, date: i64) -> StoreResult<()> {
+pub fn reaction_updates(c: &Connection, chat: &chats::PrivateChat, reaction: &Reaction, date: i64) -> StoreResult<Vec<NewUpdate>> {
+    let mut made = Vec::new();
     let (chat_id, message_id, user_id) = (chat.user_id as i64, reaction.message_id as i64, chat.user_id as i64);
     let old = chats::reaction(c, chat_id, message_id, user_id)?;
     chats::set_reaction(c, chat_id, message_id, user_id, reaction)?;
-    if !admits(c, "message_reaction")? {
-        return Ok(());
-    }
     let update = types::message_reaction_json(
         &private_chat_view(chat),
         message_id,
@@ -202,8 +201,8 @@ pub fn enqueue_reaction(c: &Connection, chat: &chats::PrivateChat, reaction: &Re
         &reaction_views(&old),
         &reaction_views(reaction),
     );
-    queue::enqueue(c, "message_reaction", &update)?;
-    Ok(())
+    made.push(NewUpdate::new("message_reaction", update));
+    Ok(made)
 }
 
 /// A user's edit of their own message in a private chat or a group (a channel's post by its
@@ -212,14 +211,15 @@ pub fn enqueue_reaction(c: &Connection, chat: &chats::PrivateChat, reaction: &Re
 /// it is now. `edit_date` is the platform's date of the edit's envelope, not the sender's
 /// clock. An edit naming a message this user did not send in this chat (not in the history,
 /// the bot's or another member's, not a text) is refused: the inbox drops it with a warning.
-pub fn enqueue_user_edit(
+pub fn user_edit_updates(
     c: &Connection,
     me: &UserView,
     chat: ChatRef<'_>,
     sender: u64,
     edit: &Edit,
     date: i64,
-) -> StoreResult<()> {
+) -> StoreResult<Vec<NewUpdate>> {
+    let mut made = Vec::new();
     let (chat_id, message_id) = (chat.view().id(), edit.message_id as i64);
     let refuse = |why: &str| Err(StoreError::Refused(format!("edit of message {message_id} in chat {chat_id} refused: {why}")));
     let Some(entry) = chats::lookup(c, chat_id, message_id)? else {
@@ -234,7 +234,7 @@ pub fn enqueue_user_edit(
     };
     if matches!(&entry.content.body, Some(Body::Text(old)) if *old == new_text) {
         log::debug!("edit of message {message_id} in chat {chat_id} changes nothing; no update");
-        return Ok(());
+        return Ok(made);
     }
     let mut content = entry.content.clone();
     content.set_text(new_text);
@@ -244,10 +244,8 @@ pub fn enqueue_user_edit(
         ChatRef::Group(g) if g.is_channel() => "edited_channel_post",
         _ => "edited_message",
     };
-    if admits(c, kind)? {
-        let edited = chats::HistoryEntry { content, edit_date, ..entry };
-        let message = types::message_json(&history_view(c, me, chat, &edited, true)?);
-        queue::enqueue(c, kind, &message)?;
-    }
-    Ok(())
+    let edited = chats::HistoryEntry { content, edit_date, ..entry };
+    let message = types::message_json(&history_view(c, me, chat, &edited, true)?);
+    made.push(NewUpdate::new(kind, message));
+    Ok(made)
 }

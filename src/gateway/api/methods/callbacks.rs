@@ -1,5 +1,5 @@
 //! Button presses: `answerCallbackQuery`. The press itself arrives as a `callback_query`
-//! update (`gateway::updates::enqueue_callback_query`), after its signed context was checked.
+//! update (`gateway::updates::callback_query_updates`), after its signed context was checked.
 
 use serde_json::Value;
 

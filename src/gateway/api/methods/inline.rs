@@ -1,5 +1,5 @@
 //! Inline mode: `answerInlineQuery`. The query arrives as an `inline_query` update
-//! (`gateway::updates::enqueue_inline_query`); the answer travels end to end to the user's
+//! (`gateway::updates::inline_query_updates`); the answer travels end to end to the user's
 //! devices, bound to the platform's session, which refuses it once the user chose a result or
 //! after 5 minutes (then this method answers 400 saying which).
 //!

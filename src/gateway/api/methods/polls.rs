@@ -1,6 +1,6 @@
 //! `sendPoll`: a regular poll or a quiz, anonymous or not, with one or several answers and an
 //! optional open period, to a private chat. Votes arrive from the user's client (`PollVote`)
-//! and become `poll_answer` and `poll` updates (`updates::enqueue_poll_vote`); `stopPoll` is in
+//! and become `poll_answer` and `poll` updates (`updates::poll_vote_updates`); `stopPoll` is in
 //! `editing.rs`, with the other changes to a sent message.
 
 use protobuf::MessageField;

@@ -1,6 +1,6 @@
 //! `setMessageReaction` (spec, Rules per method 6): private dialogs only, at most one ordinary
 //! emoji; an empty list removes the bot's reaction. A user's reaction arrives as a
-//! `message_reaction` update (`gateway::updates::enqueue_reaction`).
+//! `message_reaction` update (`gateway::updates::reaction_updates`).
 
 use serde_json::Value;
 
