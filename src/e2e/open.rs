@@ -25,15 +25,26 @@ enum Slot {
 /// On any error before decryption succeeds nothing is written. `BadContent` comes after the
 /// writes: the message was authentic and its key is spent, so committing is right.
 pub fn open_envelope(conn: &Connection, envelope: &InboxEnvelope) -> Result<Content> {
-    open_envelope_noting(conn, envelope).map(|(content, _)| content)
+    open_envelope_noting(conn, envelope).map(|opened| opened.content)
 }
 
-/// `open_envelope`, also telling where the message fell in its sender's numbering (a gap
-/// noted is reported later, `sequence`).
-pub fn open_envelope_noting(conn: &Connection, envelope: &InboxEnvelope) -> Result<(Content, super::sequence::Arrival)> {
+/// What [`open_envelope_noting`] opened, and what it noticed on the way.
+pub struct Opened {
+    pub content: Content,
+    /// Where the message fell in its sender's numbering (a gap noted is reported later,
+    /// `sequence`).
+    pub arrival: super::sequence::Arrival,
+    /// The message carried an X3DH header: it started (or restarted) a session.
+    pub started_session: bool,
+}
+
+/// `open_envelope`, also telling where the message fell in its sender's numbering and whether
+/// it started a session.
+pub fn open_envelope_noting(conn: &Connection, envelope: &InboxEnvelope) -> Result<Opened> {
     let (user_id, device_id) = (envelope.sender_user_id, envelope.sender_device_id);
     let (current, previous) = load_sessions(conn, user_id, device_id)?;
     let header = x3dh::peek_prekey_header(&envelope.ciphertext)?;
+    let started_session = header.is_some();
 
     let (slot, session, plaintext) = match header {
         Some(header) => open_prekey_message(conn, envelope, &header, current.as_ref(), previous.as_ref())?,
@@ -72,7 +83,7 @@ pub fn open_envelope_noting(conn: &Connection, envelope: &InboxEnvelope) -> Resu
     super::vouch::check(conn, (user_id, device_id), &content, envelope.message_id, envelope.date)?;
     let conversation = super::sequence::Conversation::Private(user_id);
     let arrival = super::sequence::received(conn, conversation, (user_id, device_id), content.sender_seq, crate::clock::unix_now())?;
-    Ok((content, arrival))
+    Ok(Opened { content, arrival, started_session })
 }
 
 fn load_sessions(conn: &Connection, user_id: u64, device_id: u32) -> Result<(Option<Session>, Option<Session>)> {

@@ -24,9 +24,9 @@ pub(super) fn import(
     follow: &mut Vec<FollowUp>,
 ) -> StoreResult<()> {
     let bot_id = me.id as u64;
-    let (content, arrival) = e2e::open_envelope_noting(c, env)?;
+    let e2e::Opened { content, arrival, started_session } = e2e::open_envelope_noting(c, env)?;
     inbound::accept(c, env.seq, env.sender_user_id, &env.client_message_id)?;
-    if e2e::starts_session(env) {
+    if started_session {
         follow.push(FollowUp::SessionStarted);
     }
     if let e2e::sequence::Arrival::Gap(_) = arrival {

@@ -196,7 +196,8 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
         // Every one was withdrawn by its caller meanwhile.
         return groups_sent.map(|()| true);
     }
-    let fetched = bundles_of_new_recipients(&shared.ctx(), &entries)?;
+    let cx = shared.ctx();
+    let fetched = bundles_of_new_recipients(&cx, &entries)?;
     let (ids, refused) = reserve_ids(&*shared.platform, &entries)?;
     let entries = give_up_refused(shared, entries, refused)?;
     if entries.is_empty() {
@@ -204,10 +205,6 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
     }
     let signer = Signer { identity: &shared.identity, bot_user_id: shared.compat_user_id, ids };
     let batch = seal_batch(&shared.store, entries, fetched, &signer, &shared.username)?;
-    if batch.is_empty() {
-        // Every one was withdrawn by its caller meanwhile.
-        return groups_sent.map(|()| true);
-    }
     let mut req = SendMessagesRequest::new();
     // Each message names the files it carries (from its content, also for one sealed by an
     // earlier run): the platform sweeps uploads that no message named.
@@ -239,7 +236,7 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
     shared.status.connected.store(true, std::sync::atomic::Ordering::SeqCst);
     let answered: Vec<Answered> =
         batch.into_iter().zip(resp.results).map(|((entry, sealed), result)| Answered { entry, sealed, result }).collect();
-    let fetched = bundles_of_missing_devices(&shared.ctx(), &answered)?;
+    let fetched = bundles_of_missing_devices(&cx, &answered)?;
     let outcomes = record_results(&shared.store, shared.compat_user_id, answered, fetched, &shared.username)?;
     let mut failure = None;
     for (id, outcome) in outcomes {
@@ -439,6 +436,8 @@ mod tests {
         .expect("insert");
         let entries = bot.read(|c| outbox::pending(c, SEND_BATCH)).expect("pending");
         assert_eq!(entries.len(), SEND_BATCH);
+        // Handed over first, as `send_pending` does before reserving their ids.
+        let entries = hand_over(&bot, entries).expect("hand over");
 
         let commits = bot.notifier().commits();
         let identity = IdentityKeyPair::generate();

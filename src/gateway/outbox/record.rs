@@ -63,7 +63,9 @@ pub(super) fn record_results(
     // is sent next) or a message given up (an error its caller was told) is synced.
     let only_acknowledgements = fetched.is_empty() && answered.iter().all(|a| a.result.status.enum_value_or_default() == SendStatus::OK);
     let job = move |c: &Connection| {
-        start_sessions(c, &fetched, &bot)?;
+        if !fetched.is_empty() {
+            start_sessions(c, &fetched, &bot)?;
+        }
         let mut outcomes = Vec::with_capacity(answered.len());
         for a in answered {
             c.execute_batch("SAVEPOINT answer")?;
