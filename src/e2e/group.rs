@@ -310,6 +310,9 @@ pub fn remove_leaves(conn: &Connection, group_id: &[u8], users: &[u64], devices:
     let (_, signer) = me(conn)?;
     let provider = MlsProvider::new(conn);
     let mut group = load(&provider, group_id)?;
+    // Sets, not scans per leaf: a ban of a hundred in a tree of thousands.
+    let (users, devices): (std::collections::HashSet<u64>, std::collections::HashSet<Device>) =
+        (users.iter().copied().collect(), devices.iter().copied().collect());
     let leaves: Vec<LeafNodeIndex> = group
         .members()
         .filter(|m| mls::device_of(&m.credential).is_some_and(|d| users.contains(&d.0) || devices.contains(&d)))

@@ -134,10 +134,12 @@ pub(super) fn check(crypto: &impl OpenMlsCrypto, group_id: &[u8], info: &Verifia
 /// The devices of users in `members` whom the verified tree did not hold (`own`, this device's
 /// signature key, left out).
 pub(super) fn newcomers(tree: &Tree, members: impl Iterator<Item = Member>, own: &[u8]) -> Vec<Device> {
+    // A set, not a scan per member: a tree of thousands.
+    let known: std::collections::HashSet<u64> = tree.leaves.iter().map(|l| l.device.0).collect();
     members
         .filter(|m| m.signature_key != own)
         .filter_map(|m| mls::device_of(&m.credential))
-        .filter(|d| !tree.leaves.iter().any(|l| l.device.0 == d.0))
+        .filter(|d| !known.contains(&d.0))
         .collect()
 }
 

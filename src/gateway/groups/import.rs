@@ -27,8 +27,10 @@ fn kind_name(t: GroupType) -> &'static str {
 
 /// Imports one group delivery (the envelope's `group` is set) inside the inbox's writer job,
 /// adding to `follow` what it leaves to do after the commit (a join, a removal, a check).
-/// `loaded` holds the groups this job loaded: only an MLS message keeps its group there; every
-/// other delivery may change the group's state another way, so it forgets it first.
+/// `loaded` holds the groups this job loaded (a group of thousands is megabytes to load): only
+/// the deliveries that replace or delete a group's MLS state (a Welcome, the bot's own
+/// departure) forget it there; a notice about someone else, a title, a join request or a
+/// deletion notice leaves it, so the next message of the group needs no reload.
 pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &GroupCache, follow: &mut Vec<FollowUp>) -> StoreResult<()> {
     let d = env.group.get_or_default();
     let gid = d.group_id.as_slice();
@@ -36,9 +38,6 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
     let group_ref = |title: &str| GroupRef { id: gid.to_vec(), title: title.to_owned(), kind: d.type_.enum_value_or_default() };
     let now = unix_now();
     forget_past_epochs(c, gid, d.group_seq, loaded)?;
-    if d.kind.enum_value_or_default() != DeliveryKind::MLS_MESSAGE {
-        loaded.forget(gid);
-    }
     match d.kind.enum_value_or_default() {
         DeliveryKind::MEMBERSHIP => {
             let change = d.change.get_or_default();
@@ -58,6 +57,7 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
                 }
                 (true, GroupRole::LEFT | GroupRole::BANNED) => {
                     // Out: nothing more arrives, and the epoch secrets are deleted.
+                    loaded.forget(gid);
                     mls_group::forget(c, gid)?;
                     posters::forget(c, gid)?;
                     groups::clear_commit(c, gid)?;
@@ -101,6 +101,7 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
             updates::queue(c, updates::new_chat_title_updates(c, &group, change.actor.get_or_default(), env.message_id, env.date)?)
         }
         DeliveryKind::WELCOME => {
+            loaded.forget(gid);
             // Invited and added at once: this runtime may have joined by its own external
             // commit already (which replaced the leaf the Welcome is for). Keep that state.
             if mls_group::epoch(c, gid)?.is_some() {

@@ -73,7 +73,10 @@ pub(super) fn joined_tree(cx: &Ctx, group: &GroupChat, rejoined: bool, newcomers
     let req = GroupRequest { group_id: group.group_id.clone(), ..Default::default() };
     let (unseated, posters): (Vec<u64>, Option<Vec<u64>>) = match cx.port.get_group(&req) {
         Ok(g) => {
-            let seated = |u: &u64| g.members.iter().any(|m| m.user.user_id == *u && is_seated(m.role.enum_value_or_default()));
+            // A set, not a scan per user: a group of thousands.
+            let seated_users: std::collections::HashSet<u64> =
+                g.members.iter().filter(|m| is_seated(m.role.enum_value_or_default())).map(|m| m.user.user_id).collect();
+            let seated = |u: &u64| seated_users.contains(u);
             // A channel's posters come from the same list (else `join::know_channel_posters`
             // reads it again).
             let posters = group.is_channel().then(|| g.members.iter().filter(|m| may_post_in_channel(m)).map(|m| m.user.user_id).collect());

@@ -420,6 +420,34 @@ fn devices_with_leaves(tx: &Connection, group_id: &[u8], active: bool) -> Result
     rows.collect::<rusqlite::Result<_>>().map_err(db_error("reading group devices"))
 }
 
+/// Whether `device` has a leaf in the group and is active: one row read, not the group's.
+fn has_leaf(tx: &Connection, group_id: &[u8], device: DeviceAddr) -> Result<bool> {
+    tx.prepare_cached(
+        "SELECT 1 FROM group_devices g
+         JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = 1
+         WHERE g.group_id = ?1 AND g.user_id = ?2 AND g.device_id = ?3",
+    )
+    .and_then(|mut s| s.exists(params![group_id, device.user_id, device.device_id]))
+    .map_err(db_error("reading a group device"))
+}
+
+/// The users whose active devices still have leaves in the group although they left, were
+/// banned or have no seat: removals the members owe. One query, however large the group.
+fn users_owed_removal(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<u64>> {
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT DISTINCT g.user_id FROM group_devices g
+             JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = 1
+             LEFT JOIN group_members m ON m.group_id = g.group_id AND m.user_id = g.user_id
+             WHERE g.group_id = ?1 AND (m.user_id IS NULL OR m.role IN (?2, ?3))",
+        )
+        .map_err(db_error("reading removals owed"))?;
+    let rows = stmt
+        .query_map(params![group_id, Role::LEFT.value(), Role::BANNED.value()], |r| r.get(0))
+        .map_err(db_error("reading removals owed"))?;
+    rows.collect::<rusqlite::Result<_>>().map_err(db_error("reading removals owed"))
+}
+
 fn active_devices(tx: &Connection, user_id: u64) -> Result<Vec<DeviceAddr>> {
     let mut stmt = tx
         .prepare_cached("SELECT device_id FROM devices WHERE account_id = ?1 AND active = 1 ORDER BY device_id")

@@ -104,12 +104,7 @@ impl GroupReads {
 impl Fanout {
     fn read(tx: &Connection, group_id: &[u8]) -> Result<Fanout> {
         let joined = joined_devices(tx, group_id)?;
-        let mut pending = BTreeSet::new();
-        for addr in &joined {
-            if member(tx, group_id, addr.user_id)?.is_none_or(|m| matches!(m.role, Role::LEFT | Role::BANNED)) {
-                pending.insert(addr.user_id);
-            }
-        }
+        let pending = users_owed_removal(tx, group_id)?;
         let removed = removed_devices_with_leaves(tx, group_id)?.into_iter().filter(|d| !pending.contains(&d.user_id)).collect();
         Ok(Fanout { joined, pending, removed })
     }
@@ -202,7 +197,7 @@ pub(in crate::platform::store) fn reserve_group_message_id(
     let Some(me) = member(tx, group_id, caller.user_id)? else {
         return Ok(Reserved::Refused("not a member of this group".into()));
     };
-    if !seated(me.role) || !joined_devices(tx, group_id)?.contains(&caller) {
+    if !seated(me.role) || !has_leaf(tx, group_id, caller)? {
         return Ok(Reserved::Refused("this device has no leaf in the group".into()));
     }
     let message_id = next_group_message_id(tx, group_id)?;

@@ -9,7 +9,7 @@ use crate::e2e::group::Claimed;
 use crate::crypto::IdentityKeyPair;
 use crate::e2e::{self, group::CommitOut, group::Received, Registration};
 use crate::platform::store::tests::store;
-use crate::platform::store::{read_inbox, InboxEntry, NewDevice, SignedPrekey};
+use crate::platform::store::{read_inbox, InboxEntry, NewDevice, Reserved, SignedPrekey};
 
 /// A device with its own e2e state (keys, MLS storage), registered on the store.
 struct Dev {
@@ -912,4 +912,28 @@ fn a_group_delivery_is_stored_once_and_released_with_its_last_inbox_row() {
     store.remove_device(carol.addr, 3000).expect("removed");
     assert!(deliveries(&store).is_empty(), "dropping carol's inbox released the last reference");
     assert!(e2e::group::receive(&bob.conn, &GID, &e.ciphertext).is_ok(), "bob read what he was given");
+}
+
+/// A group message id is reserved only for a device with a leaf: a seated member's device that
+/// never joined the tree is refused (one row read, `has_leaf`), its joined device is not.
+#[test]
+fn only_a_device_with_a_leaf_reserves_a_group_message_id() {
+    let (_d, store) = store();
+    let alice = user(&store, "alice");
+    let (conn, device, account) = new_device_state();
+    let (bot_id, _) = store.create_bot("res_bot", "res_bot", "groups", &account.public_key(), None, 100).expect("bot");
+    let first = store.register_bot_device(bot_id, &device, 100).expect("device");
+    let joined = registered(conn, DeviceAddr { user_id: bot_id, device_id: first });
+    let (_conn, device) = device_state_of(&account);
+    let second = store.register_bot_device(bot_id, &device, 100).expect("second device");
+    create(&store, &alice, pb::GroupType::GROUP);
+    store.add_group_member(alice.addr, &GID, bot_id, 1100).expect("invite");
+    join_external(&store, &joined, "joined");
+    let reserve = |addr: DeviceAddr, cmid: &str| {
+        store.reserve_message_ids(addr, &[(cmid.to_string(), 0, GID.to_vec())], 2000).expect("reserve").remove(0)
+    };
+    assert!(matches!(reserve(alice.addr, "a1"), Reserved::Id { .. }), "the owner has a leaf");
+    assert!(matches!(reserve(joined.addr, "b1"), Reserved::Id { .. }), "the joined device has a leaf");
+    let unjoined = reserve(DeviceAddr { user_id: bot_id, device_id: second }, "b2");
+    assert!(matches!(&unjoined, Reserved::Refused(why) if why.contains("no leaf")), "{unjoined:?}");
 }
