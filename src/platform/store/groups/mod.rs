@@ -467,56 +467,71 @@ fn device_key(tx: &Connection, addr: DeviceAddr) -> Result<Option<Vec<u8>>> {
 
 fn profile(tx: &Connection, user_id: u64) -> Result<pb::Profile> {
     tx.prepare_cached("SELECT username, display_name, is_bot, identity_key FROM accounts WHERE id = ?1")
-        .and_then(|mut s| {
-            s.query_row(params![user_id], |r| {
-                Ok(pb::Profile {
-                    user_id,
-                    username: r.get(0)?,
-                    display_name: r.get(1)?,
-                    is_bot: r.get(2)?,
-                    identity_key: r.get(3)?,
-                    ..Default::default()
-                })
-            })
-            .optional()
-        })
+        .and_then(|mut s| s.query_row(params![user_id], |r| profile_at(r, 0, user_id)).optional())
         .map_err(db_error("reading a profile"))?
         .ok_or_else(|| PlatformError::NotFound(format!("no user with id {user_id}")))
 }
 
+/// A profile from the columns `username, display_name, is_bot, identity_key` of `accounts`,
+/// the first at `at`.
+fn profile_at(r: &rusqlite::Row<'_>, at: usize, user_id: u64) -> rusqlite::Result<pb::Profile> {
+    Ok(pb::Profile {
+        user_id,
+        username: r.get(at)?,
+        display_name: r.get(at + 1)?,
+        is_bot: r.get(at + 2)?,
+        identity_key: r.get(at + 3)?,
+        ..Default::default()
+    })
+}
+
 fn member_pb(tx: &Connection, user_id: u64, m: &MemberRow) -> Result<pb::GroupMember> {
-    Ok(pb::GroupMember {
-        user: Some(profile(tx, user_id)?).into(),
+    Ok(member_with(profile(tx, user_id)?, m))
+}
+
+fn member_with(user: pb::Profile, m: &MemberRow) -> pb::GroupMember {
+    pb::GroupMember {
+        user: Some(user).into(),
         role: m.role.into(),
         rights: if m.role == Role::ADMINISTRATOR { Some(rights_pb(m.rights)).into() } else { None.into() },
         since: m.since,
         until_date: m.until,
         ..Default::default()
-    })
+    }
 }
 
 fn group_pb(tx: &Connection, group_id: &[u8]) -> Result<pb::Group> {
     let g = group_row(tx, group_id)?.ok_or_else(|| not_found(group_id))?;
+    // The members with their profiles in one query: a group of thousands is not a query each.
     let mut stmt = tx
         .prepare_cached(
-            "SELECT user_id, role, rights, since, until_date FROM group_members WHERE group_id = ?1 ORDER BY since, user_id",
+            "SELECT m.user_id, m.role, m.rights, m.since, m.until_date, a.id, a.username, a.display_name, a.is_bot, a.identity_key
+             FROM group_members m LEFT JOIN accounts a ON a.id = m.user_id
+             WHERE m.group_id = ?1 ORDER BY m.since, m.user_id",
         )
         .map_err(db_error("reading group members"))?;
-    let rows: Vec<(u64, MemberRow)> = stmt
+    let rows: Vec<(u64, MemberRow, Option<pb::Profile>)> = stmt
         .query_map(params![group_id], |r| {
-            Ok((
-                r.get(0)?,
-                MemberRow {
-                    role: Role::from_i32(r.get(1)?).unwrap_or_default(),
-                    rights: r.get(2)?,
-                    since: r.get(3)?,
-                    until: r.get(4)?,
-                },
-            ))
+            let user_id: u64 = r.get(0)?;
+            let row = MemberRow {
+                role: Role::from_i32(r.get(1)?).unwrap_or_default(),
+                rights: r.get(2)?,
+                since: r.get(3)?,
+                until: r.get(4)?,
+            };
+            let account: Option<u64> = r.get(5)?;
+            let user = account.map(|_| profile_at(r, 6, user_id)).transpose()?;
+            Ok((user_id, row, user))
         })
         .and_then(|rows| rows.collect())
         .map_err(db_error("reading group members"))?;
-    let members = rows.iter().map(|(user, m)| member_pb(tx, *user, m)).collect::<Result<_>>()?;
+    let members = rows
+        .into_iter()
+        .map(|(user_id, m, user)| {
+            let user = user.ok_or_else(|| PlatformError::NotFound(format!("no user with id {user_id}")))?;
+            Ok(member_with(user, &m))
+        })
+        .collect::<Result<_>>()?;
     Ok(pb::Group {
         group_id: group_id.to_vec(),
         title: g.title,
