@@ -467,6 +467,7 @@ fn mls_message(o: Opening<'_>) -> Opened {
             removed,
             removed_me,
             epoch,
+            ..
         } => {
             if removed_me {
                 forget_group(c, &id).map_err(db)?;

@@ -58,8 +58,10 @@ pub enum Received {
     /// An application message and its plaintext, from a member's device.
     Application { sender: Device, plaintext: Vec<u8> },
     /// A commit, merged: the devices it added and removed, and the epoch it started. When it
-    /// removed this device, the group is inactive now and `removed_me` is set.
-    Commit { added: Vec<Device>, removed: Vec<Device>, removed_me: bool, epoch: u64 },
+    /// removed this device, the group is inactive now and `removed_me` is set. `new_users`:
+    /// the users of `added` who had no other leaf in the tree (a member's further device is
+    /// no new member), found from the group in hand rather than from a second load.
+    Commit { added: Vec<Device>, removed: Vec<Device>, removed_me: bool, epoch: u64, new_users: Vec<u64> },
     /// Anything else (a standalone proposal, an echo of our own message): nothing to do.
     Ignored,
 }
@@ -348,10 +350,20 @@ pub fn self_update(conn: &Connection, group_id: &[u8]) -> Result<CommitOut> {
 /// latest accepted commit; whoever commits the transaction then checkpoints (`wal`). Groups
 /// made with a larger window get the current one.
 pub fn delete_past_epochs(conn: &Connection, group_id: &[u8]) -> Result<()> {
+    delete_past_epochs_with(conn, &GroupCache::default(), group_id)
+}
+
+/// [`delete_past_epochs`] on the group `cache` holds, when it holds it: a group of thousands is
+/// not loaded again after the commit that ended the epoch (and stays loaded for the next
+/// message).
+pub fn delete_past_epochs_with(conn: &Connection, cache: &GroupCache, group_id: &[u8]) -> Result<()> {
     let provider = MlsProvider::new(conn);
-    let Some(mut group) =
-        MlsGroup::load(provider.storage(), &GroupId::from_slice(group_id)).map_err(fail("loading a group"))?
-    else {
+    let cached = cache.0.borrow_mut().remove(group_id);
+    let group = match cached {
+        Some(group) => Some(group),
+        None => MlsGroup::load(provider.storage(), &GroupId::from_slice(group_id)).map_err(fail("loading a group"))?,
+    };
+    let Some(mut group) = group else {
         return Ok(()); // left or forgotten: nothing kept
     };
     group
@@ -361,6 +373,10 @@ pub fn delete_past_epochs(conn: &Connection, group_id: &[u8]) -> Result<()> {
     let window = PastEpochDeletionPolicy::MaxEpochs(mls::MAX_PAST_EPOCHS);
     if group.past_epoch_deletion_policy() != &window {
         group.set_past_epoch_deletion_policy(&provider, window).map_err(fail("narrowing the past epoch window"))?;
+    }
+    // Back only once every write went through: after an error it is loaded anew.
+    if group.is_active() {
+        cache.0.borrow_mut().insert(group_id.to_vec(), group);
     }
     Ok(())
 }
@@ -517,12 +533,33 @@ fn receive_loaded(
                     None => {}
                 }
             }
+            let new_users = new_users(group, &added, &removed);
             let removed_me = staged.self_removed();
             group.merge_staged_commit(provider, *staged).map_err(fail("merging a commit"))?;
-            Ok(Received::Commit { added, removed, removed_me, epoch: group.epoch().as_u64() })
+            Ok(Received::Commit { added, removed, removed_me, epoch: group.epoch().as_u64(), new_users })
         }
         _ => Ok(Received::Ignored),
     }
+}
+
+/// The users of `added` with no leaf in the tree before the commit but one it removes: one
+/// pass over the leaves, and none when nothing was added (almost every commit of a big group
+/// adds one member, so the pass stops at nothing cheaper than the tree it has in memory).
+fn new_users(group: &MlsGroup, added: &[Device], removed: &[Device]) -> Vec<u64> {
+    let mut users: Vec<u64> = added.iter().map(|d| d.0).collect();
+    users.sort_unstable();
+    users.dedup();
+    if users.is_empty() {
+        return users;
+    }
+    let seated: std::collections::HashSet<u64> = group
+        .members()
+        .filter_map(|m| mls::device_of(&m.credential))
+        .filter(|d| users.binary_search(&d.0).is_ok() && !removed.contains(d))
+        .map(|d| d.0)
+        .collect();
+    users.retain(|u| !seated.contains(u));
+    users
 }
 
 /// openmls lets an external commit carry Remove proposals and leaves their check to the
@@ -793,8 +830,9 @@ mod tests {
         assert_eq!(commit.epoch, 0);
         assert_eq!(epoch(&bot.conn, &gid).unwrap(), Some(1));
         match receive(&alice.conn, &gid, &commit.message).expect("alice processes the join") {
-            Received::Commit { added, removed, removed_me, epoch } => {
+            Received::Commit { added, removed, removed_me, epoch, new_users } => {
                 assert_eq!(added, vec![(3, 7)], "an external joiner is reported as added");
+                assert_eq!(new_users, vec![3], "a user new to the tree");
                 assert!(removed.is_empty());
                 assert!(!removed_me);
                 assert_eq!(epoch, 1);

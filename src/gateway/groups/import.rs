@@ -167,9 +167,9 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
             };
             match received {
                 Received::Application { sender, plaintext } => import_message(c, env, me, &group, sender, &plaintext, follow),
-                Received::Commit { added, removed_me, .. } => {
+                Received::Commit { new_users, removed_me, .. } => {
                     // Reported if the platform leaves out its notice (`joiners`).
-                    if super::joiners::note_new_members(c, gid, &added, env.sender_user_id, me.id as u64, env.date)? {
+                    if super::joiners::note_new_members(c, gid, &new_users, env.sender_user_id, me.id as u64, env.date)? {
                         follow.push(FollowUp::JoinersNoted { group: gid.to_vec(), due: now + super::joiners::GRACE_SECS });
                     }
                     // Another member's commit won this epoch: a commit of ours made in it is
@@ -183,8 +183,7 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
                     // secrets go now, not after our next commit (forward secrecy; and every
                     // message would rewrite them with the current epoch's).
                     if !groups::own_commit_outstanding(c, gid)? {
-                        loaded.forget(gid);
-                        mls_group::delete_past_epochs(c, gid)?;
+                        mls_group::delete_past_epochs_with(c, loaded, gid)?;
                     }
                     Ok(())
                 }
@@ -199,8 +198,7 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
 /// the writer checkpoints after the batch, `e2e::wal`).
 fn forget_past_epochs(c: &Connection, gid: &[u8], group_seq: u64, loaded: &GroupCache) -> StoreResult<()> {
     if groups::passed_own_commit(c, gid, group_seq)? {
-        loaded.forget(gid);
-        mls_group::delete_past_epochs(c, gid)?;
+        mls_group::delete_past_epochs_with(c, loaded, gid)?;
     }
     Ok(())
 }

@@ -11,7 +11,7 @@
 use rusqlite::Connection;
 
 use crate::clock::unix_now;
-use crate::e2e::group::{self as mls_group, Device};
+use crate::e2e::group::Device;
 use crate::gateway::ctx::Ctx;
 use crate::gateway::port::StepError;
 use crate::gateway::store::groups::{self, GroupChat, Joiner, Membership};
@@ -25,25 +25,15 @@ use crate::wire::roles::{is_seated, may_post_in_channel};
 /// so this only covers a batch boundary between them and a slow import.
 pub const GRACE_SECS: i64 = 60;
 
-/// Notes the users a merged commit of `committer` brought into the tree: those of `added`
-/// with no other leaf in it (a member's further device is no new member), but this bot.
-/// Whether it noted any.
-pub(super) fn note_new_members(c: &Connection, group_id: &[u8], added: &[Device], committer: u64, me: u64, date: i64) -> StoreResult<bool> {
-    if added.is_empty() {
-        return Ok(false);
-    }
-    let leaves = mls_group::members(c, group_id)?;
+/// Notes the users a merged commit of `committer` brought into the tree (`new_users` of
+/// `Received::Commit`: with no other leaf in it; a member's further device is no new member),
+/// but this bot. Whether it noted any.
+pub(super) fn note_new_members(c: &Connection, group_id: &[u8], new_users: &[u64], committer: u64, me: u64, date: i64) -> StoreResult<bool> {
     let now = unix_now();
-    let mut users: Vec<u64> = added.iter().map(|d| d.0).filter(|u| *u != me).collect();
-    users.sort_unstable();
-    users.dedup();
     let mut noted = false;
-    for user in users {
-        let other_leaf = leaves.iter().any(|d| d.0 == user && !added.contains(d));
-        if !other_leaf {
-            groups::note_joiner(c, &Joiner { group_id: group_id.to_vec(), user_id: user, actor_id: committer, date }, now)?;
-            noted = true;
-        }
+    for &user in new_users.iter().filter(|u| **u != me) {
+        groups::note_joiner(c, &Joiner { group_id: group_id.to_vec(), user_id: user, actor_id: committer, date }, now)?;
+        noted = true;
     }
     Ok(noted)
 }

@@ -4,7 +4,7 @@
 //! later; REMOVALS_PENDING makes this device commit those removals first.
 
 
-use super::commit::commit;
+use super::commit::{commit, CommitAnswer};
 use crate::gateway::port::StepError;
 use crate::clock::unix_now;
 use crate::e2e::group as mls_group;
@@ -30,6 +30,9 @@ pub enum GroupSend {
     Withdrawn,
     /// Not sent this time (the epoch moved on, removals were due): tried again later.
     Later(String),
+    /// Not sent this time, but what held it back is done (the bot committed the removals the
+    /// platform asked for first): tried again at once, not after the outbox's backoff.
+    Again(String),
 }
 
 /// Gives `entry` up in a writer job: recorded, removed; `Withdrawn` when its caller was first.
@@ -121,7 +124,11 @@ pub fn send(cx: &Ctx, entry: &outbox::OutboxEntry) -> Result<GroupSend, StepErro
             let g = gid.clone();
             let answer =
                 commit(cx, &gid, move |c| Ok(mls_group::remove_leaves(c, &g, &users, &devices)?.map(|out| (out, false))))?;
-            Ok(GroupSend::Later(format!("group {}: committed the removals due first ({answer:?})", mls_group::short_id(&gid))))
+            let why = format!("group {}: committed the removals due first ({answer:?})", mls_group::short_id(&gid));
+            Ok(match answer {
+                CommitAnswer::Accepted | CommitAnswer::Nothing => GroupSend::Again(why),
+                CommitAnswer::Refused(_) => GroupSend::Later(why),
+            })
         }
         GroupStatus::REJECTED => {
             let mut handed = entry.clone();

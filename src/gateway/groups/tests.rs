@@ -361,7 +361,8 @@ fn removals_pending_makes_the_bot_commit_the_removal_first() {
         Ok(SendGroupMessageResponse { status: Status::REMOVALS_PENDING.into(), pending_removals: vec![ALICE], ..Default::default() }),
     );
     fake.answer_once("send_group_message", Ok(ok_answer(0)));
-    assert!(matches!(send(&bot.ctx(), &entry), Ok(GroupSend::Later(_))));
+    // The removal accepted, the post goes again at once (no backoff).
+    assert!(matches!(send(&bot.ctx(), &entry), Ok(GroupSend::Again(_))));
     let sent = fake.calls_of("send_group_message");
     assert_eq!(sent.len(), 3, "join, the refused message, the removal commit");
     let removal: SendGroupMessageRequest = sent[2].request();

@@ -14,7 +14,7 @@ pub(super) const MAX_GROUP_ATTEMPTS: i64 = 20;
 
 /// Sends the group messages of a batch in order. One that must wait (the epoch moved on,
 /// removals were due) stops the rest of its group's messages, so their order holds; the outbox
-/// then backs off while the inbox catches up.
+/// then backs off while the inbox catches up, unless the wait is over already (`Again`).
 pub(super) fn send_to_groups(shared: &BotShared, entries: Vec<outbox::OutboxEntry>) -> Result<(), SendError> {
     let mut waiting: Vec<i64> = Vec::new();
     let mut later = None;
@@ -39,6 +39,11 @@ pub(super) fn send_to_groups(shared: &BotShared, entries: Vec<outbox::OutboxEntr
             Ok(GroupSend::Later(why)) => {
                 waiting.push(entry.chat_id);
                 later = Some(why);
+            }
+            // The next batch, with no backoff: `send_pending` answers that it sent something.
+            Ok(GroupSend::Again(why)) => {
+                log::debug!("bot @{}: {why}; sending again", shared.username);
+                waiting.push(entry.chat_id);
             }
             // Unanswered (or the store failed): nothing more is handed to the platform now.
             Err(e) => return Err(SendError::Group(e)),
