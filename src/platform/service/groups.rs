@@ -132,8 +132,15 @@ pub(super) fn get_group(
     caller: DeviceAddr,
     req: pb::GroupRequest,
 ) -> Result<pb::Group> {
-    store.get_group(caller.user_id, &group_id(&req.group_id)?)
+    let only = req.only_members.then_some(&req.member_ids[..]);
+    if only.is_some_and(|users| users.len() > MEMBER_IDS_MAX) {
+        return Err(PlatformError::InvalidArgument(format!("member_ids lists at most {MEMBER_IDS_MAX} users")));
+    }
+    store.get_group_with(caller.user_id, &group_id(&req.group_id)?, only)
 }
+
+/// Users one GetGroup may ask for by id (`only_members`): a point query each.
+const MEMBER_IDS_MAX: usize = 100;
 
 pub(super) fn get_group_info(
     store: &Store,

@@ -15,10 +15,17 @@ use crate::gateway::store::groups::{self, GroupChat};
 use crate::gateway::updates;
 use crate::wire::platform::{Group, GroupRequest};
 
-/// The group `chat_id` names and the platform's view of its members.
-fn group_with_members(bot: &BotShared, params: &Params) -> Result<(GroupChat, Group), ApiError> {
+/// The group `chat_id` names and the platform's view of its members: all of them, or (`only`)
+/// those of these users who have a role, so that a question about one member of a channel of
+/// 10,000 does not carry every profile.
+fn group_with_members(bot: &BotShared, params: &Params, only: Option<Vec<u64>>) -> Result<(GroupChat, Group), ApiError> {
     let group = member_group(bot, chat_id(params, "chat_id")?)?;
-    let req = GroupRequest { group_id: group.group_id.clone(), ..Default::default() };
+    let req = GroupRequest {
+        group_id: group.group_id.clone(),
+        only_members: only.is_some(),
+        member_ids: only.unwrap_or_default(),
+        ..Default::default()
+    };
     let info = bot.platform.get_group(&req).map_err(|e| platform_error(bot, "GetGroup", e))?;
     Ok((group, info))
 }
@@ -35,7 +42,7 @@ pub(super) fn get_chat(bot: &BotShared, params: &Params) -> Result<Value, ApiErr
         let chat = known_chat(bot, id)?;
         return Ok(members::chat_full_info_json(&updates::private_chat_view(&chat)));
     }
-    let (mut group, info) = group_with_members(bot, params)?;
+    let (mut group, info) = group_with_members(bot, params, Some(Vec::new()))?;
     group.title = info.title.clone();
     Ok(members::chat_full_info_json(&updates::group_chat_view(&group)))
 }
@@ -60,7 +67,7 @@ pub(super) fn get_user_profile_photos(bot: &BotShared, params: &Params) -> Resul
 /// `getChatMember`: the user's ChatMember; a user with no role is `left`.
 pub(super) fn get_chat_member(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let user_id = params.required_i64("user_id")?;
-    let (_, info) = group_with_members(bot, params)?;
+    let (_, info) = group_with_members(bot, params, Some(vec![user_id.max(0) as u64]))?;
     let views = member_views(&info);
     let view = match views.into_iter().find(|v| v.user.id == user_id) {
         Some(v) => v,
@@ -73,7 +80,7 @@ pub(super) fn get_chat_member(bot: &BotShared, params: &Params) -> Result<Value,
 
 /// `getChatMemberCount`: members in the chat now (owner, administrators, members, restricted).
 pub(super) fn get_chat_member_count(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
-    let (_, info) = group_with_members(bot, params)?;
+    let (_, info) = group_with_members(bot, params, None)?;
     let views = member_views(&info);
     Ok(Value::from(views.iter().filter(|v| v.status.is_in_chat()).count()))
 }
@@ -82,7 +89,7 @@ pub(super) fn get_chat_member_count(bot: &BotShared, params: &Params) -> Result<
 /// `return_bots` (as the Bot API's new parameter asks).
 pub(super) fn get_chat_administrators(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
     let return_bots = params.flag("return_bots")?;
-    let (_, info) = group_with_members(bot, params)?;
+    let (_, info) = group_with_members(bot, params, None)?;
     let views = member_views(&info);
     let admins: Vec<Value> = views
         .iter()

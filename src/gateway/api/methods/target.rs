@@ -92,7 +92,9 @@ pub(super) fn member_group(bot: &BotShared, chat_id: i64) -> Result<groups::Grou
 /// A post to a channel needs the owner's role or an administrator's can_post_messages (the
 /// platform refuses it too, but only once the outbox sends it: this answers the call now).
 pub(super) fn require_post_right(bot: &BotShared, channel: &GroupChat) -> Result<(), ApiError> {
-    let req = GroupRequest { group_id: channel.group_id.clone(), ..Default::default() };
+    // The bot's own row only: a channel of 10,000 does not send every profile per post.
+    let req =
+        GroupRequest { group_id: channel.group_id.clone(), only_members: true, member_ids: vec![bot.compat_user_id], ..Default::default() };
     let p = &bot.platform;
     let info = p.get_group(&req).map_err(|e| platform_error(bot, "GetGroup", e))?;
     let me = info.members.iter().find(|m| m.user.user_id == bot.compat_user_id);

@@ -10,7 +10,7 @@ use protobuf::{Enum as _, Message as _};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{
-    admin_with, change_role, change_role_by_link, deliver, group_for, group_pb, invalid, may_be_in, member,
+    admin_with, change_role, change_role_by_link, deliver, group_for, told_about, invalid, may_be_in, member,
     not_found, profile, require_right, seated, Delivery, DeliveryKind, MemberRow, Role, Told, CAN_DELETE, CAN_INVITE,
     CAN_PROMOTE, CAN_RESTRICT,
 };
@@ -260,7 +260,7 @@ impl Store {
     /// Sets `target`'s administrator rights (bits in AdminRights field order): any →
     /// ADMINISTRATOR, none → MEMBER.
     pub fn promote_group_member(&self, caller: DeviceAddr, group_id: &[u8], target: u64, rights: u32, now: i64) -> Result<Told> {
-        self.admin_action("promoting a member", caller, group_id, (CAN_PROMOTE, "can_promote_members"), |tx, group, me, delivered| {
+        self.admin_action("promoting a member", caller, group_id, (CAN_PROMOTE, "can_promote_members"), Some(target), |tx, group, me, delivered| {
             if me.role == Role::ADMINISTRATOR && rights & !me.rights != 0 {
                 return Err(PlatformError::PermissionDenied("an administrator may grant only rights it holds itself".into()));
             }
@@ -286,7 +286,7 @@ impl Store {
         until: i64,
         now: i64,
     ) -> Result<Told> {
-        self.admin_action("restricting a member", caller, group_id, (CAN_RESTRICT, "can_restrict_members"), |tx, group, _, delivered| {
+        self.admin_action("restricting a member", caller, group_id, (CAN_RESTRICT, "can_restrict_members"), Some(target), |tx, group, _, delivered| {
             if group.group_type == pb::GroupType::CHANNEL {
                 return Err(PlatformError::FailedPrecondition(
                     "a channel has no restrictions: its subscribers cannot post anyway".into(),
@@ -314,7 +314,7 @@ impl Store {
         only_if_banned: bool,
         now: i64,
     ) -> Result<Told> {
-        self.admin_action("unbanning a member", caller, group_id, (CAN_RESTRICT, "can_restrict_members"), |tx, group, _, delivered| {
+        self.admin_action("unbanning a member", caller, group_id, (CAN_RESTRICT, "can_restrict_members"), Some(target), |tx, group, _, delivered| {
             let role = member(tx, group_id, target)?.map(|m| m.effective(now));
             let removes = match role {
                 Some(Role::BANNED) => true,
@@ -520,7 +520,7 @@ impl Store {
                 let to = super::active_devices(tx, user_id)?;
                 join_request_delivery(tx, group_id, group.epoch, caller, &outcome, now, to, &mut delivered)?;
             }
-            Ok((group_pb(tx, group_id)?, delivered))
+            Ok((told_about(tx, group_id, caller.user_id, Some(user_id))?, delivered))
         })
     }
 }

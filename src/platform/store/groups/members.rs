@@ -74,9 +74,14 @@ impl Store {
 
     /// A group as a member sees it (NotFound for anyone else).
     pub fn get_group(&self, user_id: u64, group_id: &[u8]) -> Result<pb::Group> {
+        self.get_group_with(user_id, group_id, None)
+    }
+
+    /// [`Store::get_group`] listing only the members among `only` (GroupRequest.only_members).
+    pub fn get_group_with(&self, user_id: u64, group_id: &[u8], only: Option<&[u64]>) -> Result<pb::Group> {
         self.write_tx("reading a group", |tx| {
             group_for(tx, group_id, user_id, seated)?;
-            group_pb(tx, group_id)
+            group_pb_of(tx, group_id, only)
         })
     }
 
@@ -134,7 +139,7 @@ impl Store {
                     return Err(PlatformError::AlreadyExists(format!("@{username} is already a member of this group")))
                 }
                 // A repeated invitation changes nothing.
-                Some(Role::INVITED) => return Ok((group_pb(tx, group_id)?, delivered)),
+                Some(Role::INVITED) => return Ok((told_about(tx, group_id, caller.user_id, Some(target))?, delivered)),
                 Some(Role::BANNED) if !matches!(me.role, Role::OWNER | Role::ADMINISTRATOR) => {
                     return Err(PlatformError::PermissionDenied(format!(
                         "@{username} was removed from this group; only an administrator may add them again"
@@ -144,7 +149,7 @@ impl Store {
             }
             let invited = MemberRow::new(Role::INVITED, now);
             change_role(tx, group_id, group.epoch, caller, target, invited, now, &mut delivered)?;
-            Ok((group_pb(tx, group_id)?, delivered))
+            Ok((told_about(tx, group_id, caller.user_id, Some(target))?, delivered))
         })
     }
 
@@ -157,7 +162,7 @@ impl Store {
         until: i64,
         now: i64,
     ) -> Result<Told> {
-        self.admin_action("removing a member", caller, group_id, (CAN_RESTRICT, "can_restrict_members"), |tx, group, _, delivered| {
+        self.admin_action("removing a member", caller, group_id, (CAN_RESTRICT, "can_restrict_members"), Some(target), |tx, group, _, delivered| {
             if target == caller.user_id {
                 return Err(PlatformError::InvalidArgument("to leave a group yourself, use LeaveGroup".into()));
             }
@@ -185,7 +190,7 @@ impl Store {
         title: &str,
         now: i64,
     ) -> Result<Told> {
-        self.admin_action("changing the title", caller, group_id, (CAN_CHANGE_INFO, "can_change_info"), |tx, group, _, delivered| {
+        self.admin_action("changing the title", caller, group_id, (CAN_CHANGE_INFO, "can_change_info"), None, |tx, group, _, delivered| {
             tx.execute("UPDATE groups SET title = ?2 WHERE group_id = ?1", params![group_id, title])
                 .map_err(db_error("changing a group's title"))?;
             let change = pb::MembershipChange {
@@ -240,7 +245,7 @@ impl Store {
             let mut delivered = BTreeSet::new();
             let left = MemberRow::new(Role::LEFT, now);
             change_role(tx, group_id, group.epoch, caller, caller.user_id, left, now, &mut delivered)?;
-            Ok((group_pb(tx, group_id)?, delivered))
+            Ok((told_about(tx, group_id, caller.user_id, None)?, delivered))
         })
     }
 }

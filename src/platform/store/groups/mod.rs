@@ -247,6 +247,7 @@ impl Store {
         caller: DeviceAddr,
         group_id: &[u8],
         right: (u32, &'static str),
+        target: Option<u64>,
         act: impl FnOnce(&Connection, &GroupRow, &MemberRow, &mut BTreeSet<DeviceAddr>) -> Result<()>,
     ) -> Result<Told> {
         self.write_tx(action, |tx| {
@@ -254,7 +255,7 @@ impl Store {
             require_right(&me, right.0, right.1, action)?;
             let mut delivered = BTreeSet::new();
             act(tx, &group, &me, &mut delivered)?;
-            Ok((group_pb(tx, group_id)?, delivered))
+            Ok((told_about(tx, group_id, caller.user_id, target)?, delivered))
         })
     }
 }
@@ -405,6 +406,37 @@ fn joined_devices(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<DeviceAdd
     devices_with_leaves(tx, group_id, true)
 }
 
+/// Who hears of a channel's membership changes besides the user concerned: the joined devices
+/// of its owner, of its administrators and of its bots. Subscribers do not see one another come
+/// and go (as in the Bot API's channels), so a change costs a delivery per administrator, not
+/// one per subscriber: a channel of 10,000 is not 10,000 notices per join. Bots hear every
+/// change, as administrators do: a bot's `chat_member` updates and its check that every
+/// joiner is announced (`gateway/groups/joiners.rs`) rest on them.
+fn channel_staff_devices(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<DeviceAddr>> {
+    let mut stmt = tx
+        .prepare_cached(
+            // From the roles (the group's member rows, no device read for a subscriber) and
+            // from the bots (a few accounts), not from every device with a leaf: this runs for
+            // each user a commit adds.
+            "SELECT g.user_id, g.device_id FROM group_members m
+             JOIN group_devices g ON g.group_id = m.group_id AND g.user_id = m.user_id
+             JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = 1
+             WHERE m.group_id = ?1 AND m.role IN (?2, ?3)
+             UNION
+             SELECT g.user_id, g.device_id FROM accounts a
+             JOIN group_devices g ON g.group_id = ?1 AND g.user_id = a.id
+             JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = 1
+             WHERE a.is_bot",
+        )
+        .map_err(db_error("reading a channel's staff devices"))?;
+    let rows = stmt
+        .query_map(params![group_id, Role::OWNER.value(), Role::ADMINISTRATOR.value()], |r| {
+            Ok(DeviceAddr { user_id: r.get(0)?, device_id: r.get(1)? })
+        })
+        .map_err(db_error("reading a channel's staff devices"))?;
+    rows.collect::<rusqlite::Result<_>>().map_err(db_error("reading a channel's staff devices"))
+}
+
 /// The devices with a leaf in the group that are active (or removed: `active` false).
 fn devices_with_leaves(tx: &Connection, group_id: &[u8], active: bool) -> Result<BTreeSet<DeviceAddr>> {
     let mut stmt = tx
@@ -501,30 +533,41 @@ fn member_with(user: pb::Profile, m: &MemberRow) -> pb::GroupMember {
 }
 
 fn group_pb(tx: &Connection, group_id: &[u8]) -> Result<pb::Group> {
+    group_pb_of(tx, group_id, None)
+}
+
+/// The answer to a membership action (`MembershipResponse`): the group as `group_pb` gives it,
+/// but its member list only the caller and the user the action concerned. An invitation into a
+/// channel of 10,000 does not answer with 10,000 profiles (GetGroup lists them all).
+fn told_about(tx: &Connection, group_id: &[u8], caller: u64, target: Option<u64>) -> Result<pb::Group> {
+    let mut users = vec![caller];
+    users.extend(target.filter(|t| *t != caller));
+    group_pb_of(tx, group_id, Some(&users))
+}
+
+/// A group with its members: all of them, or only `only` (a few users: a point query each).
+pub(super) fn group_pb_of(tx: &Connection, group_id: &[u8], only: Option<&[u64]>) -> Result<pb::Group> {
     let g = group_row(tx, group_id)?.ok_or_else(|| not_found(group_id))?;
     // The members with their profiles in one query: a group of thousands is not a query each.
-    let mut stmt = tx
-        .prepare_cached(
+    let sql = |filter: &str| {
+        format!(
             "SELECT m.user_id, m.role, m.rights, m.since, m.until_date, a.id, a.username, a.display_name, a.is_bot, a.identity_key
              FROM group_members m LEFT JOIN accounts a ON a.id = m.user_id
-             WHERE m.group_id = ?1 ORDER BY m.since, m.user_id",
+             WHERE m.group_id = ?1 {filter} ORDER BY m.since, m.user_id"
         )
-        .map_err(db_error("reading group members"))?;
-    let rows: Vec<(u64, MemberRow, Option<pb::Profile>)> = stmt
-        .query_map(params![group_id], |r| {
-            let user_id: u64 = r.get(0)?;
-            let row = MemberRow {
-                role: Role::from_i32(r.get(1)?).unwrap_or_default(),
-                rights: r.get(2)?,
-                since: r.get(3)?,
-                until: r.get(4)?,
-            };
-            let account: Option<u64> = r.get(5)?;
-            let user = account.map(|_| profile_at(r, 6, user_id)).transpose()?;
-            Ok((user_id, row, user))
-        })
-        .and_then(|rows| rows.collect())
-        .map_err(db_error("reading group members"))?;
+    };
+    let mut rows = Vec::new();
+    match only {
+        None => rows = member_rows(&mut tx.prepare_cached(&sql("")).map_err(db_error("reading group members"))?, &[&group_id])?,
+        Some(users) => {
+            let mut stmt = tx.prepare_cached(&sql("AND m.user_id = ?2")).map_err(db_error("reading group members"))?;
+            for user in users {
+                rows.extend(member_rows(&mut stmt, &[&group_id, user])?);
+            }
+            // In the order of the whole list.
+            rows.sort_by_key(|(user_id, m, _)| (m.since, *user_id));
+        }
+    }
     let members = rows
         .into_iter()
         .map(|(user_id, m, user)| {
@@ -540,6 +583,24 @@ fn group_pb(tx: &Connection, group_id: &[u8]) -> Result<pb::Group> {
         members,
         ..Default::default()
     })
+}
+
+/// The member rows `stmt` (of `group_pb_of`) yields for `bound`.
+fn member_rows(stmt: &mut rusqlite::CachedStatement<'_>, bound: &[&dyn rusqlite::ToSql]) -> Result<Vec<(u64, MemberRow, Option<pb::Profile>)>> {
+    stmt.query_map(bound, |r| {
+        let user_id: u64 = r.get(0)?;
+        let row = MemberRow {
+            role: Role::from_i32(r.get(1)?).unwrap_or_default(),
+            rights: r.get(2)?,
+            since: r.get(3)?,
+            until: r.get(4)?,
+        };
+        let account: Option<u64> = r.get(5)?;
+        let user = account.map(|_| profile_at(r, 6, user_id)).transpose()?;
+        Ok((user_id, row, user))
+    })
+    .and_then(|rows| rows.collect())
+    .map_err(db_error("reading group members"))
 }
 
 // ── Writing the group's order ──
@@ -620,11 +681,14 @@ fn change_role_by_link(
     }
     .write_to_bytes()
     .map_err(|e| PlatformError::Internal(format!("encoding a membership change: {e}")))?;
-    let mut to = joined_devices(tx, group_id)?;
-    to.extend(active_devices(tx, user_id)?);
     // A join or a departure in a group takes a place in its history, as the Bot API's service
     // message (new_chat_members, left_chat_member) does; other changes, and a channel's, none.
     let is_group = group_row(tx, group_id)?.is_some_and(|g| g.group_type != pb::GroupType::CHANNEL);
+    let mut to = match is_group {
+        true => joined_devices(tx, group_id)?,
+        false => channel_staff_devices(tx, group_id)?,
+    };
+    to.extend(active_devices(tx, user_id)?);
     let message_id = if is_group && seated(old.role) != seated(new.role) {
         let id = next_group_message_id(tx, group_id)?;
         admin::record_message(tx, group_id, id, cause, now)?;

@@ -647,6 +647,51 @@ fn a_join_names_who_let_the_user_in() {
     assert_eq!(admin::invited_by(&store.open_reader().expect("reader"), &GID, c).expect("read"), None);
 }
 
+/// In a channel only its staff hear of joins and departures: the owner, administrators, bots
+/// and the user concerned. A subscriber hears of its own changes only, so a join into a channel
+/// of thousands is not a notice per subscriber (issue 48).
+#[test]
+fn only_a_channels_staff_and_bots_hear_of_its_members() {
+    let (_d, store) = store();
+    let alice = user(&store, "alice");
+    let bob = user(&store, "bob");
+    let carol = user(&store, "carol");
+    let helper = bot(&store, "helper_bot", "channels");
+    create(&store, &alice, pb::GroupType::CHANNEL);
+    let (a, b, c) = (alice.addr.user_id, bob.addr.user_id, carol.addr.user_id);
+    for (d, cmid) in [(&bob, "jb"), (&helper, "jh")] {
+        store.add_group_member(alice.addr, &GID, d.addr.user_id, 1100).expect("invite");
+        join_external(&store, d, cmid);
+        for member in [&alice, &bob, &helper] {
+            if e2e::group::epoch(&member.conn, &GID).expect("epoch").is_some() {
+                catch_up(&store, member);
+            }
+        }
+    }
+    // Carol subscribes: the owner and the bot hear of it, Bob (a subscriber) does not.
+    store.add_group_member(alice.addr, &GID, c, 1200).expect("invite carol");
+    join_external(&store, &carol, "jc");
+    assert_eq!(member_changes(&store, &alice), vec![(c, Role::INVITED, a), (c, Role::MEMBER, a)]);
+    assert_eq!(member_changes(&store, &helper), vec![(c, Role::INVITED, a), (c, Role::MEMBER, a)]);
+    assert_eq!(member_changes(&store, &bob), vec![], "a subscriber does not see another come");
+    // Bob, promoted, is staff: he hears of Carol's ban, and she of her own.
+    store.promote_group_member(alice.addr, &GID, b, CAN_RESTRICT, 1300).expect("promote");
+    assert_eq!(member_changes(&store, &bob), vec![(b, Role::ADMINISTRATOR, a)], "his own change");
+    catch_up(&store, &carol);
+    store.remove_group_member(alice.addr, &GID, c, 0, 1400).expect("ban");
+    assert_eq!(member_changes(&store, &bob), vec![(c, Role::BANNED, a)]);
+    assert_eq!(member_changes(&store, &helper), vec![(b, Role::ADMINISTRATOR, a), (c, Role::BANNED, a)]);
+    assert_eq!(member_changes(&store, &carol), vec![(c, Role::BANNED, a)]);
+    // A question about a few members answers with their rows only, in the list's order; the
+    // answer to an action names the caller and the user concerned.
+    let some = store.get_group_with(b, &GID, Some(&[c, 999, a])).expect("some members");
+    assert_eq!(roles(&some), vec![(a, Role::OWNER), (c, Role::BANNED)]);
+    assert!(store.get_group_with(b, &GID, Some(&[])).expect("no members").members.is_empty());
+    assert_eq!(store.get_group(b, &GID).expect("all").members.len(), 4);
+    let (told, _) = store.unban_group_member(bob.addr, &GID, c, true, 1500).expect("unban");
+    assert_eq!(roles(&told), vec![(b, Role::ADMINISTRATOR), (c, Role::LEFT)]);
+}
+
 /// Alice's group, Bob invited to it, and the GroupInfo he may join by.
 fn bob_invited() -> (tempfile::TempDir, Store, Dev, Vec<u8>) {
     let (d, store) = store();
