@@ -52,6 +52,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 20, sql: &[e2e::vouch::TABLES, e2e::deletions::TABLES] },
     // Sessions a restored state only receives on (`e2e::sessions_receive_only_after_restore`).
     Step { version: 21, sql: &[e2e::RECEIVE_ONLY_TABLES] },
+    // openmls values may be postcard (crypto::mls_codec).
+    Step { version: 22, sql: &[crate::crypto::mls_codec::SCHEMA_STEP_BINARY] },
 ];
 
 /// Step 17: the account a name (lowercase, without `@`) stood for when this profile first

@@ -708,6 +708,7 @@ mod tests {
     use super::forge::{external_commit as forged_join, leaf_as};
     use super::leaf::pinned_identity;
     use super::*;
+    use crate::crypto::mls_codec::{write_as, Era};
 
     fn device(user: u64, dev: u32) -> TestDevice {
         let mut d = TestDevice::new(user, dev);
@@ -779,40 +780,53 @@ mod tests {
 
     #[test]
     fn state_an_earlier_release_wrote_in_json_opens_and_is_rewritten_compact() {
+        state_an_earlier_release_wrote_opens_and_is_rewritten(Era::Json, b'{');
+    }
+
+    /// Issue 48: the tree and secrets a release wrote as MessagePack open, and are rewritten
+    /// as postcard.
+    #[test]
+    fn state_an_earlier_release_wrote_in_messagepack_opens_and_is_rewritten_as_postcard() {
+        state_an_earlier_release_wrote_opens_and_is_rewritten(Era::MessagePack, 0xC1);
+    }
+
+    /// A group's state written as `era` wrote it (the tree and the secrets starting with
+    /// `first`) opens in this release; each message rewrites the secrets as postcard (0xC7),
+    /// a commit the tree; nothing else changes its encoding.
+    fn state_an_earlier_release_wrote_opens_and_is_rewritten(era: Era, first: u8) {
         let alice = device(1, 1);
         let bob = device(2, 1);
         let gid = new_group_id();
-        // As a release before the compact codec: everything JSON.
-        crate::crypto::mls_codec::write_json_only(true);
+        write_as(era);
         create(&alice.conn, &gid).expect("create");
         let kps = key_packages(&bob.conn, 1).expect("key package");
         let add_bob = add(&alice.conn, &gid, &Claimed::of(2, 1, &kps)).expect("add");
         commit_accepted(&alice.conn, &gid).expect("merge");
         join_welcome(&bob.conn, &add_bob.welcome).expect("welcome");
-        let (first, _) = encrypt(&alice.conn, &gid, b"one").expect("encrypt");
-        assert!(matches!(receive(&bob.conn, &gid, &first).expect("opens"), Received::Application { .. }));
+        let (first_message, _) = encrypt(&alice.conn, &gid, b"one").expect("encrypt");
+        assert!(matches!(receive(&bob.conn, &gid, &first_message).expect("opens"), Received::Application { .. }));
         let (old, old_keys) = stored(&bob.conn);
-        assert_eq!((old["message_secrets"], old["tree"]), (b'{', b'{'), "{old:?}");
-        crate::crypto::mls_codec::write_json_only(false);
+        assert_eq!((old["message_secrets"], old["tree"]), (first, first), "{old:?}");
+        write_as(Era::Current);
 
-        // This release opens it; each message rewrites the message secrets compact.
+        // This release opens it; each message rewrites the message secrets as postcard.
         let (second, _) = encrypt(&alice.conn, &gid, b"two").expect("encrypt");
         assert_eq!(receive(&bob.conn, &gid, &second).expect("opens"), Received::Application { sender: (1, 1), plaintext: b"two".to_vec() });
         let (now, keys) = stored(&bob.conn);
-        assert_eq!(now["message_secrets"], 0xC1, "{now:?}");
-        assert_eq!(now["tree"], b'{', "the tree changes with a commit");
+        assert_eq!(now["message_secrets"], 0xC7, "{now:?}");
+        assert_eq!(now["tree"], first, "the tree changes with a commit");
         assert_eq!(keys, old_keys, "keys keep their bytes: rows are found by them");
-        // A commit writes the tree compact; a fresh load reads it, and the next message opens.
+        // A commit writes the tree as postcard; a fresh load reads it, and the next message opens.
         let update = self_update(&alice.conn, &gid).expect("self update");
         commit_accepted(&alice.conn, &gid).expect("merge");
         assert!(matches!(receive(&bob.conn, &gid, &update.message).expect("commit"), Received::Commit { epoch: 2, .. }));
-        assert_eq!(stored(&bob.conn).0["tree"], 0xC1);
+        assert_eq!(stored(&bob.conn).0["tree"], 0xC7);
         assert_eq!(members(&bob.conn, &gid).expect("members").len(), 2);
         let (third, _) = encrypt(&alice.conn, &gid, b"three").expect("encrypt");
         assert_eq!(receive(&bob.conn, &gid, &third).expect("opens"), Received::Application { sender: (1, 1), plaintext: b"three".to_vec() });
-        // Everything the JSON-era release wrote besides those is still JSON.
+        // Everything else the earlier release wrote is still JSON.
         let (after, _) = stored(&bob.conn);
-        assert!(after.iter().all(|(kind, &b)| b == b'{' || b == b'[' || b == b'"' || b.is_ascii_digit() || (b == 0xC1 && (kind == "tree" || kind == "message_secrets"))), "{after:?}");
+        assert!(after.iter().all(|(kind, &b)| b == b'{' || b == b'[' || b == b'"' || b.is_ascii_digit() || (b == 0xC7 && (kind == "tree" || kind == "message_secrets"))), "{after:?}");
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 18, sql: &[crate::e2e::vouch::TABLES, crate::e2e::deletions::TABLES] },
     // Sessions a restored state only receives on (`e2e::sessions_receive_only_after_restore`).
     Step { version: 19, sql: &[crate::e2e::RECEIVE_ONLY_TABLES] },
+    // openmls values may be postcard (crypto::mls_codec).
+    Step { version: 20, sql: &[crate::crypto::mls_codec::SCHEMA_STEP_BINARY] },
 ];
 
 /// Step "media": the files this gateway issued a file_id for (store::files).

@@ -77,6 +77,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 13, sql: &[device_proofs::SCHEMA_DEVICE_PROOFS] },
     // Which uploads a message named, and which devices name theirs (`files`: the sweep).
     Step { version: 14, sql: &[files::SCHEMA_FILES_NAMED] },
+    // openmls values may be postcard (`crypto::mls_codec`).
+    Step { version: 15, sql: &[crate::crypto::mls_codec::SCHEMA_STEP_BINARY] },
 ];
 
 /// Step 4: devices of a bot: when each was last seen (an authenticated call or an Inbox stream,
