@@ -4,11 +4,13 @@
 //! of tells the rest apart: a plain SQLite file, text, a size that is no whole number of pages,
 //! or a file this user cannot read.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::fs;
 use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 use rusqlite::ErrorCode;
 
@@ -31,11 +33,11 @@ pub enum Fault {
 /// The fault behind `error`, met opening the database at `path`; `None` when it is none of
 /// these (a lock held for too long, an I/O error of the disk), whose own message says.
 ///
-/// Call it only once this process holds no SQLite connection to `path` (the failed open's is
-/// gone by then): telling a file that is no database from one under another key reads its
-/// first page through a descriptor of our own, and closing that descriptor would drop every
-/// POSIX lock this process holds on the file ("How To Corrupt", 2.2). Errors met while a
-/// connection is open go through [`damage`], which reads nothing.
+/// Telling a file that is no database from one under another key reads its first page through
+/// a descriptor of our own, and closing that descriptor would drop every POSIX lock this
+/// process holds on the file ("How To Corrupt", 2.2). So it is read only when no connection of
+/// this process ever opened the file ([`opened_by_sqlite`]); otherwise only its size speaks.
+/// Errors met while a connection is open go through [`damage`], which reads nothing.
 pub fn diagnose(path: &Path, error: &rusqlite::Error) -> Option<Fault> {
     let code = error.sqlite_error_code();
     let shown = path.to_path_buf();
@@ -78,12 +80,43 @@ fn readable(path: &Path) -> bool {
     rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::PermissionDenied
 }
 
+/// The database files this process has held a SQLite connection to, by device, inode and
+/// birth time (a file renamed or written keeps them; a new file on a reused inode does not).
+/// Such a file is never opened with a descriptor of our own, however long ago its connection
+/// closed: one may still be open. A few numbers per bot.
+static OPENED_BY_SQLITE: Mutex<BTreeSet<FileId>> = Mutex::new(BTreeSet::new());
+
+type FileId = (u64, u64, Option<std::time::SystemTime>);
+
+fn file_id(path: &Path) -> Option<FileId> {
+    fs::metadata(path).ok().map(|m| (m.dev(), m.ino(), m.created().ok()))
+}
+
+/// Notes that a SQLite connection of this process has the database file at `path` open
+/// (`store::open_connection`, once the key opened it).
+pub(super) fn opened_by_sqlite(path: &Path) {
+    if let Some(id) = file_id(path) {
+        OPENED_BY_SQLITE.lock().unwrap_or_else(PoisonError::into_inner).insert(id);
+    }
+}
+
+/// The first page of the file at `path`, unless a connection of this process ever opened it
+/// (then nothing: see [`diagnose`]).
+fn head_if_never_opened(path: &Path) -> Vec<u8> {
+    let mut head = Vec::with_capacity(PAGE as usize);
+    let Some(id) = file_id(path) else { return head };
+    if OPENED_BY_SQLITE.lock().unwrap_or_else(PoisonError::into_inner).contains(&id) {
+        return head;
+    }
+    let _ = fs::File::open(path).and_then(|f| f.take(PAGE).read_to_end(&mut head));
+    head
+}
+
 /// A file that SQLite, under this key, found to be no database: which of the three it is.
 fn not_opened(path: &Path) -> Fault {
     let shown = path.to_path_buf();
     let size = fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let mut head = Vec::with_capacity(PAGE as usize);
-    let _ = fs::File::open(path).and_then(|f| f.take(PAGE).read_to_end(&mut head));
+    let head = head_if_never_opened(path);
     let not = |what: String| Fault::NotADatabase { path: shown.clone(), what };
     if head.starts_with(b"SQLite format 3\0") {
         return not("a plain, unencrypted SQLite database: the gateway's are all encrypted".into());
@@ -186,6 +219,21 @@ mod tests {
         fs::write(&damaged, &bytes).expect("write");
         let found = crate::gateway::store::backup::check(&damaged, &[1u8; 32]).err().expect("damage found").to_string();
         assert!(found.contains("is damaged") && found.contains("restore"), "{found}");
+    }
+
+    /// "How To Corrupt", 2.2: a file a connection of this process opened is never read through
+    /// a descriptor of our own (closing it would drop SQLite's locks); only its size speaks.
+    #[test]
+    fn a_file_sqlite_opened_here_is_not_read_by_the_diagnosis() {
+        crate::crypto::init();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let text = dir.path().join("notes.db");
+        fs::write(&text, "these are my notes, not a database\n".repeat(200)).expect("write");
+        assert!(!head_if_never_opened(&text).is_empty(), "never opened by SQLite: read");
+        opened_by_sqlite(&text);
+        assert!(head_if_never_opened(&text).is_empty(), "opened by SQLite: not read");
+        let e = refused(&text, [1u8; 32]);
+        assert!(e.contains("is not a state database") && e.contains("not a whole number of 4096-byte pages") && !e.contains("text"), "{e}");
     }
 
     #[test]

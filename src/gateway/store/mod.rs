@@ -225,6 +225,7 @@ fn open_connection(path: &Path, key: &[u8; 32], flags: OpenFlags) -> Result<Conn
     conn.busy_timeout(Duration::from_secs(30))?;
     // Reading the schema is the first access that needs the key: a wrong key fails here.
     conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))?;
+    fault::opened_by_sqlite(path);
     Ok(conn)
 }
 
