@@ -21,6 +21,7 @@ pub mod bot_profile;
 pub mod connect;
 mod content;
 pub mod grpc_debug;
+pub mod in_flight;
 pub mod invalid;
 pub mod places;
 pub mod polls;

@@ -2,7 +2,6 @@
 //! acknowledged (`AckWindow`); what the import returns it left to do (`FollowUp`) runs after
 //! that (`follow_up`).
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -16,18 +15,18 @@ use crate::e2e::{self, inbound};
 use crate::gateway::botapi::types::UserView;
 use crate::gateway::groups;
 use crate::gateway::metrics::BotMetrics;
-use crate::gateway::port::PendingAck;
 use crate::gateway::runtime::BotShared;
 use crate::gateway::ctx::Ctx;
 use crate::gateway::sender_check;
 use crate::gateway::store::{queue, Result as StoreResult, StoreError};
+use crate::wire::in_flight::Window;
 use crate::wire::platform::{AckRequest, InboxEnvelope};
 
 use super::follow_up::{self, Owed};
 use super::upkeep::{hourly_upkeep, SignedPrekeyUpkeep};
 use super::{BATCH, RECONNECT_MAX, RECONNECT_START};
 
-/// Acknowledgements sent and not yet answered, at most (`AckWindow`).
+/// Acknowledgements sent and not yet answered, at most (`wire::in_flight::Window`).
 const ACKS_IN_FLIGHT: usize = 4;
 
 /// `in/<n>` as work on demand (`crate::demand`): started by `ins/<n>` after it queues an
@@ -99,7 +98,10 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
         groups::keep_key_packages(&shared.ctx());
         follow_up::checks(&shared.ctx(), &mut state.owed, crate::clock::unix_now());
     }
-    let mut acks = AckWindow { shared, pending: VecDeque::with_capacity(ACKS_IN_FLIGHT) };
+    // Acknowledgements sent and not read yet: `in/<n>` imports the next batch while the
+    // platform deletes what the last one acknowledged (behind other senders' calls, one can
+    // take a platform tens of milliseconds).
+    let mut acks = Window::new(ACKS_IN_FLIGHT, format!("bot @{}: an inbox ack (harmless: unacknowledged envelopes come again and are skipped by the cursor)", shared.username));
     loop {
         let wait = idle.min(state.upkeep.next_check.saturating_duration_since(Instant::now())).min(until(state.owed.next_due()));
         let first = select! {
@@ -131,7 +133,7 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
         let Some(follow_ups) = import_reported(&shared.ctx(), batch) else {
             return; // the store is closing: the process is stopping
         };
-        acks.send(seqs);
+        acks.push(shared.platform.start_ack(&AckRequest { seqs, ..Default::default() }));
         follow_up::run(&shared.ctx(), follow_ups, &mut state.owed);
         // A busy inbox never times out above.
         follow_up::run_due(&shared.ctx(), &mut state.owed, crate::clock::unix_now());
@@ -157,44 +159,6 @@ fn upkeep(shared: &BotShared, state: &mut ImportState) {
 fn until(due: Option<i64>) -> Duration {
     let secs = due.map_or(86_400, |t| t.saturating_sub(crate::clock::unix_now()).max(0));
     Duration::from_secs(secs as u64)
-}
-
-/// The acknowledgements `in/<n>` sent and has not read the answer of: it imports the next
-/// batch while the platform deletes what the last one acknowledged (behind other senders'
-/// calls, one can take a platform tens of milliseconds). The oldest answer is read when the
-/// window is full, and all of them when the run ends: dropping one unread would cancel it.
-struct AckWindow<'a> {
-    shared: &'a BotShared,
-    pending: VecDeque<PendingAck>,
-}
-
-impl AckWindow<'_> {
-    /// Acknowledges a committed batch.
-    fn send(&mut self, seqs: Vec<u64>) {
-        if self.pending.len() >= ACKS_IN_FLIGHT {
-            self.read_oldest();
-        }
-        let mut ack = AckRequest::new();
-        ack.seqs = seqs;
-        self.pending.push_back(self.shared.platform.start_ack(&ack));
-    }
-
-    fn read_oldest(&mut self) {
-        if let Some(answer) = self.pending.pop_front() {
-            if let Err(e) = answer() {
-                // Harmless: unacknowledged envelopes come again and are skipped by the cursor.
-                log::warn!("bot @{}: inbox ack failed: {e}", self.shared.username);
-            }
-        }
-    }
-}
-
-impl Drop for AckWindow<'_> {
-    fn drop(&mut self) {
-        while !self.pending.is_empty() {
-            self.read_oldest();
-        }
-    }
 }
 
 /// Settles our unanswered group commits before a batch with messages of those groups is

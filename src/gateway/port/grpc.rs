@@ -24,10 +24,7 @@ impl GrpcPort {
     /// Sends a unary call without waiting (the generated client is synchronous only; its
     /// channel sends without waiting).
     fn start<Req, Resp: Send + Unpin + 'static>(&self, method: &grpcio::Method<Req, Resp>, req: &Req) -> Pending<Resp> {
-        match self.platform.client.client.unary_call_async(method, req, self.platform.opt()) {
-            Ok(answer) => Box::new(move || futures::executor::block_on(answer)),
-            Err(e) => Box::new(move || Err(e)),
-        }
+        self.platform.start(method, req, self.platform.opt())
     }
 }
 

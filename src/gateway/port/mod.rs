@@ -28,9 +28,8 @@ pub use grpc::GrpcPort;
 /// An answer of the platform.
 pub type Reply<T> = grpcio::Result<T>;
 
-/// A call sent and not yet answered: calling it waits for the platform's answer. (Dropping it
-/// unanswered cancels the call.)
-pub type Pending<T> = Box<dyn FnOnce() -> Reply<T> + Send>;
+/// A call sent and not yet answered (`wire::in_flight`).
+pub use crate::wire::in_flight::Pending;
 
 /// A credential check sent and not yet answered ([`PlatformPort::start_verify_credential`]).
 pub type PendingCheck = Pending<VerifyCredentialResponse>;
