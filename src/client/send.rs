@@ -193,6 +193,7 @@ impl Profile {
             return Err(ClientError::Invalid("cannot send a message to yourself".to_string()));
         }
         let mut content = content.clone();
+        let mut reserved = None;
         if !matches!(content.body, Some(Body::ChatAction(_))) {
             let reservation = MessageIdReservation {
                 client_message_id: client_message_id.to_string(),
@@ -201,16 +202,49 @@ impl Profile {
             };
             let (message_id, date) = self.reserve_message_id(reservation, &format!("@{name}"))?;
             e2e::vouch::vouch(&mut content, message_id, date);
+            reserved = Some((message_id, date));
         }
-        let mut ciphertexts = self.seal_for_all(peer, &mut content)?;
+        // A text is remembered for edits in the transaction that seals it, under its reserved
+        // id: the platform's answer needs no commit of its own.
+        let remembered = reserved.filter(|_| content.has_text());
+        let mut ciphertexts = self.seal_for_all(peer, &mut content, remembered)?;
         let content = &content;
+        let sent = self.send_sealed(peer, client_message_id, &mut ciphertexts, content);
+        match (&sent, remembered) {
+            (Ok(sent), Some(early)) if early == (sent.message_id, sent.date) => {}
+            (Ok(sent), _) => {
+                self.forget_remembered(peer.user_id, remembered);
+                self.remember_sent(peer.user_id, content, sent);
+            }
+            (Err(_), _) => self.forget_remembered(peer.user_id, remembered),
+        }
+        sent
+    }
+
+    /// Forgets a text remembered when it was sealed, which the platform did not take under
+    /// that id (a refusal, or another id).
+    fn forget_remembered(&self, peer: u64, remembered: Option<(u64, i64)>) {
+        let Some((message_id, _)) = remembered else { return };
+        if let Err(e) = self.write(|c| history::forget_sent(c, peer, message_id)) {
+            log::warn!("message {message_id} was not sent under that id, and this profile could not forget it: {e}");
+        }
+    }
+
+    /// Sends sealed `ciphertexts`, mending them while the platform reports the device list
+    /// stale.
+    fn send_sealed(
+        &self,
+        peer: &PeerProfile,
+        client_message_id: &str,
+        ciphertexts: &mut Vec<DeviceCiphertext>,
+        content: &Content,
+    ) -> Result<SentMessage> {
+        let name = peer.username.as_str();
         for attempt in 1..=MAX_SEND_ATTEMPTS {
-            let result = self.send_once(peer, client_message_id, &ciphertexts, content)?;
+            let result = self.send_once(peer, client_message_id, ciphertexts, content)?;
             match result.status.enum_value() {
                 Ok(send_result::Status::OK) => {
-                    let sent = SentMessage { chat_id: peer.user_id, message_id: result.message_id, date: result.date };
-                    self.remember_sent(peer.user_id, content, &sent);
-                    return Ok(sent);
+                    return Ok(SentMessage { chat_id: peer.user_id, message_id: result.message_id, date: result.date });
                 }
                 Ok(send_result::Status::STALE_DEVICES) => {
                     log::info!(
@@ -218,7 +252,7 @@ impl Profile {
                         result.missing_devices,
                         result.removed_devices
                     );
-                    self.reseal_after_stale(peer, content, &mut ciphertexts, &result.missing_devices, &result.removed_devices)?;
+                    self.reseal_after_stale(peer, content, ciphertexts, &result.missing_devices, &result.removed_devices)?;
                 }
                 Ok(send_result::Status::UNKNOWN_RECIPIENT) => return Err(ClientError::NoSuchUser(name.to_string())),
                 Ok(send_result::Status::REJECTED) | Err(_) => {
@@ -273,11 +307,14 @@ impl Profile {
     /// Numbers `content` (`e2e::sequence`: once for every attempt of a send, in the transaction
     /// that seals it, so a failed seal uses up no number) and seals it for every device we hold
     /// a session with; when there is none, fetches the bundles of all the peer's devices first.
-    fn seal_for_all(&self, peer: &PeerProfile, content: &mut Content) -> Result<Vec<DeviceCiphertext>> {
+    fn seal_for_all(&self, peer: &PeerProfile, content: &mut Content, remembered: Option<(u64, i64)>) -> Result<Vec<DeviceCiphertext>> {
         let name = peer.username.as_str();
         let numbered = |c: &Connection, content: &mut Content| {
             let conversation = e2e::sequence::Conversation::Private(peer.user_id);
             e2e::sequence::number(c, conversation, content).context(|| format!("numbering a message to @{name}"))?;
+            if let Some((message_id, date)) = remembered {
+                history::remember_sent(c, peer.user_id, message_id, date, content)?;
+            }
             seal(c, peer, content)
         };
         let have = e2e::devices_with_session(&self.conn, peer.user_id).context(|| format!("sessions with @{name}"))?;

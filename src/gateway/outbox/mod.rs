@@ -13,7 +13,6 @@
 
 mod bundles;
 mod to_groups;
-mod hand_over;
 mod record;
 mod reserve;
 mod seal;
@@ -24,16 +23,15 @@ use crossbeam_channel::RecvTimeoutError;
 
 use crate::gateway::metrics::BotMetrics;
 use crate::gateway::runtime::{unix_now, BotShared};
-use crate::gateway::send_wait::SendFailure;
+use crate::gateway::send_wait::{SendFailure, Sent};
 use crate::gateway::port::StepError;
 use crate::gateway::store::{groups, outbox, StoreError};
 use crate::backoff::Backoff;
 use crate::e2e;
 use crate::wire::platform::{
-    OutgoingMessage, SendMessagesRequest,
+    send_result::Status as SendStatus, OutgoingMessage, SendMessagesRequest,
 };
 use bundles::bundles_of_new_recipients;
-use hand_over::hand_over;
 use record::{bundles_of_missing_devices, record_results, Answered, Outcome};
 use reserve::{give_up_refused, reserve_ids};
 use seal::{seal_batch, Signer};
@@ -168,10 +166,12 @@ pub fn run(shared: &BotShared, idle: Duration) {
 /// it are tried, if there are any: a message handed now could no longer be withdrawn by its
 /// caller, and would hold the caller until the platform is back.
 ///
-/// At most three writer jobs per batch, whatever its size: one hands the new messages over
-/// (`hand_over`, before their ids are reserved), one seals every message not sealed yet and
-/// commits the ciphertexts before the send (`seal_batch`), one records every answer
-/// (`record_results`). Prekey bundles are fetched before each job, never inside one.
+/// At most two writer jobs per batch, whatever its size: after the ids are reserved, one hands
+/// the new messages over, seals every message not sealed yet, enters the new ones into the
+/// history under their reserved ids and commits it all before the send (`seal_batch`); one
+/// records every answer (`record_results`). A caller whose message the platform acknowledged
+/// under the id the seal job recorded is answered before the second job, which it does not
+/// need. Prekey bundles are fetched before each job, never inside one.
 fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError> {
     let mut entries = shared.store.read(|c| outbox::pending(c, SEND_BATCH))?;
     if entries.is_empty() {
@@ -191,11 +191,6 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
     if entries.is_empty() {
         return groups_sent.map(|()| true);
     }
-    let entries = hand_over(&shared.store, entries)?;
-    if entries.is_empty() {
-        // Every one was withdrawn by its caller meanwhile.
-        return groups_sent.map(|()| true);
-    }
     let cx = shared.ctx();
     let fetched = bundles_of_new_recipients(&cx, &entries)?;
     let (ids, refused) = reserve_ids(&*shared.platform, &entries)?;
@@ -205,12 +200,16 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
     }
     let signer = Signer { identity: &shared.identity, bot_user_id: shared.compat_user_id, ids };
     let batch = seal_batch(&shared.store, entries, fetched, &signer, &shared.username)?;
+    if batch.is_empty() {
+        // Every one was withdrawn by its caller before it was handed.
+        return groups_sent.map(|()| true);
+    }
     let mut req = SendMessagesRequest::new();
     // Each message names the files it carries (from its content, also for one sealed by an
     // earlier run): the platform sweeps uploads that no message named.
     req.messages = batch
         .iter()
-        .map(|(e, m)| OutgoingMessage { file_refs: e2e::file::refs_in(&e.content), ..m.clone() })
+        .map(|s| OutgoingMessage { file_refs: e2e::file::refs_in(&s.entry.content), ..s.message.clone() })
         .collect();
     req.names_files = true;
     let resp = match shared.platform.send_messages(&req) {
@@ -222,7 +221,7 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
             }
             shared.status.connected.store(false, std::sync::atomic::Ordering::SeqCst);
             let msg = e.to_string();
-            let ids: Vec<i64> = batch.iter().map(|(e, _)| e.id).collect();
+            let ids: Vec<i64> = batch.iter().map(|s| s.entry.id).collect();
             let note = msg.clone();
             shared.store.write(move |c| {
                 for id in ids {
@@ -234,14 +233,28 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
         }
     };
     shared.status.connected.store(true, std::sync::atomic::Ordering::SeqCst);
-    let answered: Vec<Answered> =
-        batch.into_iter().zip(resp.results).map(|((entry, sealed), result)| Answered { entry, sealed, result }).collect();
+    let answered: Vec<Answered> = batch
+        .into_iter()
+        .zip(resp.results)
+        .map(|(sealed, result)| {
+            // Acknowledged under the id the seal job entered into the history: nothing is
+            // left to store for its caller, who is answered before the record job. Lost to
+            // a crash, that job is made again: the outbox sends the committed bytes under the
+            // same client message id, and the platform answers the same id.
+            let sent = Sent { message_id: result.message_id as i64, date: result.date };
+            if result.status.enum_value_or_default() == SendStatus::OK && sealed.recorded_as(sent) {
+                shared.outbox.finish(sealed.entry.id, Ok(sent));
+            }
+            Answered { entry: sealed.entry, sealed: sealed.message, result, in_history: sealed.in_history }
+        })
+        .collect();
     let fetched = bundles_of_missing_devices(&cx, &answered)?;
     let outcomes = record_results(&shared.store, shared.compat_user_id, answered, fetched, &shared.username)?;
     let mut failure = None;
     for (id, outcome) in outcomes {
         match outcome {
             Outcome::Sent(sent) => {
+                // Unless it was answered above (then nobody waits any more).
                 shared.outbox.finish(id, Ok(sent));
             }
             Outcome::GaveUp(record, failure) => gave_up(shared, id, &record, failure),
@@ -324,11 +337,13 @@ mod tests {
     }
 
     /// Every new message reserves its id, a plain text as well as one with buttons: the
-    /// platform cannot tell which messages carry a keyboard. And reserving comes after the
-    /// hand-over, so a caller never withdraws a message the platform was asked about.
+    /// platform cannot tell which messages carry a keyboard. The seal job hands them over: a
+    /// message its caller withdrew after the reservation is not sealed (its id stays a gap),
+    /// and one that is sealed can no longer be withdrawn.
     #[test]
-    fn every_new_message_reserves_its_id_after_it_is_handed_over() {
+    fn every_new_message_reserves_its_id_and_the_seal_hands_it_over() {
         let (_dir, bot, fake) = crate::gateway::runtime::test_bot_on_fake(Duration::from_secs(1));
+        let seed = bot.identity.seed();
         let mut with_buttons = text("pick".into());
         with_buttons.keyboard = protobuf::MessageField::some(crate::wire::e2e::InlineKeyboard {
             rows: vec![crate::wire::e2e::KeyboardRow {
@@ -340,22 +355,33 @@ mod tests {
         let entries = bot
             .store
             .write(move |c| {
+                e2e::create_device_keys(c, &IdentityKeyPair::from_seed(&seed))?;
+                e2e::save_registration(c, e2e::Registration { user_id: 1, device_id: 1 })?;
                 outbox::insert(c, "plain", PEER as i64, &text("hello".into()), 0)?;
                 outbox::insert(c, "buttons", PEER as i64, &with_buttons, 0)?;
+                outbox::insert(c, "withdrawn", PEER as i64, &text("never mind".into()), 0)?;
                 outbox::pending(c, 10)
             })
             .expect("insert");
         assert!(keyboard::needs_context(&entries[1].content) && !keyboard::needs_context(&entries[0].content));
-        let entries = hand_over(&bot.store, entries).expect("hand over");
-        assert!(entries.iter().all(|e| e.handed));
-        let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
-        assert!(bot.store.write(move |c| Ok(ids.iter().all(|&id| !outbox::withdraw(c, id).unwrap_or(true)))).expect("withdraw"), "handed: no longer withdrawn");
+        assert!(entries.iter().all(|e| !e.handed), "withdrawable until sealed");
 
         fake.reserve_ids(7, 1, None);
         let (reserved, refused) = reserve_ids(&*bot.platform, &entries).expect("reserve");
         assert!(refused.is_empty());
-        assert_eq!(reserved.keys().cloned().collect::<Vec<_>>(), ["buttons", "plain"]);
+        assert_eq!(reserved.keys().cloned().collect::<Vec<_>>(), ["buttons", "plain", "withdrawn"]);
         assert_eq!(fake.calls_of("reserve_message_ids").len(), 1, "one call for the batch");
+
+        let withdrawn = entries[2].id;
+        assert!(bot.store.write(move |c| outbox::withdraw(c, withdrawn)).expect("withdraw"), "its caller gave up waiting");
+        let (_peer, peer_account, peer_keys) = device(_dir.path(), "peer", PEER);
+        let signer = Signer { identity: &bot.identity, bot_user_id: BOT, ids: reserved };
+        let batch = seal_batch(&bot.store, entries, vec![bundles(PEER, &peer_account, &peer_keys)], &signer, "bot").expect("seal");
+        let cmids: Vec<&str> = batch.iter().map(|s| s.entry.client_message_id.as_str()).collect();
+        assert_eq!(cmids, ["plain", "buttons"], "the withdrawn one is not sealed");
+        assert!(batch.iter().all(|s| s.entry.handed));
+        let ids: Vec<i64> = batch.iter().map(|s| s.entry.id).collect();
+        assert!(bot.store.write(move |c| Ok(ids.iter().all(|&id| !outbox::withdraw(c, id).unwrap_or(true)))).expect("withdraw"), "handed: no longer withdrawn");
     }
 
     /// The private path as `out/<n>` runs it, against the fake platform. A reservation the
@@ -436,8 +462,6 @@ mod tests {
         .expect("insert");
         let entries = bot.read(|c| outbox::pending(c, SEND_BATCH)).expect("pending");
         assert_eq!(entries.len(), SEND_BATCH);
-        // Handed over first, as `send_pending` does before reserving their ids.
-        let entries = hand_over(&bot, entries).expect("hand over");
 
         let commits = bot.notifier().commits();
         let identity = IdentityKeyPair::generate();
@@ -446,23 +470,30 @@ mod tests {
         let ids = (0..SEND_BATCH).map(|n| (format!("cmid-{n}"), reserved(n))).collect();
         let signer = Signer { identity: &identity, bot_user_id: BOT, ids };
         let batch = seal_batch(&bot, entries, vec![bundles(PEER, &peer_account, &peer_keys)], &signer, "bot").expect("seal");
-        assert_eq!(bot.notifier().commits(), commits + 1, "one commit seals the whole batch");
-        // Committed before anything is sent: what a retry or a restart sends.
+        assert_eq!(bot.notifier().commits(), commits + 1, "one commit hands over and seals the whole batch");
+        // Committed before anything is sent: what a retry or a restart sends, handed over, and
+        // in the history under the reserved ids.
         let stored = bot.read(|c| outbox::pending(c, SEND_BATCH)).expect("pending");
-        for ((entry, sealed), again) in batch.iter().zip(&stored) {
-            assert_eq!(again.sealed.as_ref(), Some(sealed));
-            assert_eq!(sealed.client_message_id, entry.client_message_id);
-            assert_eq!((sealed.recipient_user_id, sealed.ciphertexts.len()), (PEER, 1));
+        for (n, (s, again)) in batch.iter().zip(&stored).enumerate() {
+            assert_eq!(again.sealed.as_ref(), Some(&s.message));
+            assert!(again.handed);
+            assert_eq!(s.message.client_message_id, s.entry.client_message_id);
+            assert_eq!((s.message.recipient_user_id, s.message.ciphertexts.len()), (PEER, 1));
+            let (message_id, date) = reserved(n);
+            assert!(s.recorded_as(Sent { message_id: message_id as i64, date }));
         }
+        let early = bot.read(|c| chats::lookup(c, PEER as i64, 100 + 5)).expect("read").expect("in the history before the send");
+        assert_eq!((early.date, early.content.text().text.as_str()), (1_700_000_005, "m5"));
         // A retry resends exactly those bytes and writes nothing.
         let retry = seal_batch(&bot, stored, Vec::new(), &signer, "bot").expect("retry");
         assert_eq!(bot.notifier().commits(), commits + 1, "nothing is sealed twice");
-        assert!(retry.iter().zip(&batch).all(|((_, again), (_, first))| again == first));
+        assert!(retry.iter().zip(&batch).all(|(again, first)| again.message == first.message && again.in_history.is_none()));
         // The recipient opens them all, in order; the first one starts the session.
         let envelopes: Vec<InboxEnvelope> = batch
             .iter()
             .enumerate()
-            .map(|(n, (_, m))| {
+            .map(|(n, s)| {
+                let m = &s.message;
                 let mut e = InboxEnvelope::new();
                 e.sender_user_id = BOT;
                 e.sender_device_id = 1;
@@ -495,12 +526,13 @@ mod tests {
             .expect("open");
         assert_eq!(texts, (0..SEND_BATCH).map(|n| format!("m{n}")).collect::<Vec<_>>());
 
-        // The answers: one refused, one stale (its recipient's only device was removed), the
-        // rest acknowledged.
+        // The answers: one refused, one stale (its recipient's only device was removed), one
+        // under its reserved id, the rest under other ids than reserved.
         let answered: Vec<Answered> = batch
             .into_iter()
             .enumerate()
-            .map(|(n, (entry, sealed))| {
+            .map(|(n, s)| {
+                let (entry, sealed, in_history) = (s.entry, s.message, s.in_history);
                 let mut result = SendResult::new();
                 result.client_message_id = entry.client_message_id.clone();
                 match n {
@@ -512,12 +544,13 @@ mod tests {
                         result.status = SendStatus::STALE_DEVICES.into();
                         result.removed_devices = vec![1];
                     }
+                    2 => (result.message_id, result.date) = reserved(2),
                     _ => {
                         result.message_id = 1000 + n as u64;
                         result.date = 77;
                     }
                 }
-                Answered { entry, sealed, result }
+                Answered { entry, sealed, result, in_history }
             })
             .collect();
         let ids: Vec<i64> = answered.iter().map(|a| a.entry.id).collect();
@@ -527,7 +560,9 @@ mod tests {
         assert_eq!(outcomes.iter().map(|(id, _)| *id).collect::<Vec<_>>(), ids);
         assert!(matches!(&outcomes[0].1, Outcome::GaveUp(r, SendFailure::Refused(why)) if why.contains("too long") && r.handed && r.chat_id == PEER as i64));
         assert!(matches!(outcomes[1].1, Outcome::Resealed));
-        for (n, (_, outcome)) in outcomes.iter().enumerate().skip(2) {
+        let (id2, date2) = reserved(2);
+        assert!(matches!(outcomes[2].1, Outcome::Sent(Sent { message_id, date }) if message_id == id2 as i64 && date == date2));
+        for (n, (_, outcome)) in outcomes.iter().enumerate().skip(3) {
             assert!(
                 matches!(outcome, Outcome::Sent(Sent { message_id, date: 77 }) if *message_id == 1000 + n as i64),
                 "answer {n}: {outcome:?}"
@@ -545,5 +580,13 @@ mod tests {
         let history = history.expect("acknowledged messages enter the history");
         assert!(history.from_bot);
         assert_eq!((history.sender_id, history.date, history.content.text().text.as_str()), (BOT as i64, 77, "m5"));
+        // The seal job's entries: kept where the platform gave the reserved id, forgotten where
+        // it refused the message or gave another id.
+        let (kept, refused, moved) = bot
+            .read(|c| Ok((chats::lookup(c, PEER as i64, 102)?, chats::lookup(c, PEER as i64, 100)?, chats::lookup(c, PEER as i64, 105)?)))
+            .expect("read");
+        assert_eq!(kept.expect("acknowledged under its reserved id").content.text().text, "m2");
+        assert!(refused.is_none(), "a refused message leaves no history");
+        assert!(moved.is_none(), "an id the platform did not give leaves no history");
     }
 }

@@ -10,7 +10,7 @@ use rusqlite::Connection;
 use crate::gateway::ctx::Ctx;
 use crate::gateway::runtime::{unix_now};
 use crate::gateway::send_wait::{SendFailure, Sent};
-use crate::gateway::store::{outbox, Store, StoreError};
+use crate::gateway::store::{chats, outbox, Store, StoreError};
 use crate::e2e;
 use crate::wire::e2e::content::Body;
 use crate::wire::platform::{
@@ -28,6 +28,8 @@ pub(super) struct Answered {
     pub(super) entry: outbox::OutboxEntry,
     pub(super) sealed: OutgoingMessage,
     pub(super) result: SendResult,
+    /// Entered into the history by the seal job, under this reserved id and date.
+    pub(super) in_history: Option<Sent>,
 }
 
 /// What recording an answer did to its message.
@@ -69,7 +71,7 @@ pub(super) fn record_results(
         let mut outcomes = Vec::with_capacity(answered.len());
         for a in answered {
             c.execute_batch("SAVEPOINT answer")?;
-            let outcome = record_answer(c, bot_user_id, &a.entry, a.sealed, &a.result);
+            let outcome = record_answer(c, bot_user_id, &a.entry, a.sealed, &a.result, a.in_history);
             c.execute_batch(match &outcome {
                 Ok(_) => "RELEASE answer",
                 Err(_) => "ROLLBACK TO answer; RELEASE answer",
@@ -91,8 +93,15 @@ pub(super) fn record_answer(
     entry: &outbox::OutboxEntry,
     mut sealed: OutgoingMessage,
     result: &SendResult,
+    in_history: Option<Sent>,
 ) -> Result<Outcome, StoreError> {
+    // The seal job's history entry, when the platform did not take the message under it.
+    let unrecord = || match in_history {
+        Some(reserved) => chats::forget(c, entry.chat_id, reserved.message_id),
+        None => Ok(()),
+    };
     let give_up = |failure: SendFailure| -> Result<Outcome, StoreError> {
+        unrecord()?;
         // Handed rows are never withdrawn, so it is still there.
         let record = outbox::give_up(c, entry, failure.reason(), unix_now())?
             .ok_or_else(|| StoreError::Corrupt(format!("outbox {} vanished while it was with the platform", entry.id)))?;
@@ -102,7 +111,12 @@ pub(super) fn record_answer(
         SendStatus::OK => {
             let sent = Sent { message_id: result.message_id as i64, date: result.date };
             outbox::remove(c, entry.id)?;
-            crate::gateway::history::record_in_history(c, bot_user_id, entry, &sent)?;
+            if in_history != Some(sent) {
+                // Not in the history yet (an edit, a deletion, a message sealed before this
+                // run), or under another id than the platform gave it.
+                unrecord()?;
+                crate::gateway::history::record_in_history(c, bot_user_id, entry, &sent)?;
+            }
             Ok(Outcome::Sent(sent))
         }
         SendStatus::STALE_DEVICES if entry.attempts >= MAX_DEVICE_REFRESHES => {
