@@ -48,6 +48,7 @@ impl BotShared {
             connected: self.status.connected.load(Ordering::SeqCst),
             credential_refused: self.is_revoked(),
             failed_threads: self.status.failed_threads.lock().unwrap_or_else(|e| e.into_inner()).len(),
+            store_commits: self.store.notifier().commits(),
         }
     }
 

@@ -119,6 +119,8 @@ pub struct BotSample<'a> {
     pub connected: bool,
     pub credential_refused: bool,
     pub failed_threads: usize,
+    /// Transactions its state database committed since the gateway started (`store::writer`).
+    pub store_commits: u64,
 }
 
 /// The whole `/metrics` body: the bots', then the process' ([`PLATFORM_CALLS`], memory,
@@ -142,6 +144,10 @@ fn render_with(bots: &[BotSample<'_>], calls: &PlatformCalls) -> String {
     gauge(r, bots, "botgw_platform_connected", "1 while the bot's inbox stream to the platform is open.", |b| f64::from(u8::from(b.connected)));
     gauge(r, bots, "botgw_credential_refused", "1 once the platform refused the bot's credential (token replaced, bot disabled, device removed).", |b| f64::from(u8::from(b.credential_refused)));
     gauge(r, bots, "botgw_failed_threads", "Threads of the bot that panicked (the bot is unhealthy).", |b| b.failed_threads as f64);
+    header(r, "botgw_store_commits_total", "counter", "Transactions the bot's state database committed (its writer thread; one commit may carry many jobs).");
+    for b in bots {
+        let _ = writeln!(r, "botgw_store_commits_total{{bot=\"{}\"}} {}", esc(&b.bot), b.store_commits);
+    }
     counter(r, bots, "botgw_updates_received_total", "Updates decrypted and stored in the queue.", |m| &m.updates_received);
     counter(r, bots, "botgw_updates_delivered_total", "Updates acknowledged by the bot (getUpdates offset or webhook 2xx) and removed from the queue.", |m| &m.updates_delivered);
     counter(r, bots, "botgw_webhook_attempts_total", "Webhook POSTs attempted.", |m| &m.webhook_attempts);
@@ -283,6 +289,7 @@ mod tests {
             connected: true,
             credential_refused: false,
             failed_threads: 0,
+            store_commits: 9,
         };
         let calls = PlatformCalls { calls: Mutex::new(BTreeMap::new()) };
         calls.observe("reserve_message_ids", Duration::from_micros(400));
@@ -291,6 +298,7 @@ mod tests {
         for line in [
             "botgw_queue_depth{bot=\"@a\\\"b\"} 4",
             "botgw_updates_received_total{bot=\"@a\\\"b\"} 3",
+            "botgw_store_commits_total{bot=\"@a\\\"b\"} 9",
             "botgw_platform_reconnects_total{bot=\"@a\\\"b\"} 2",
             "botgw_bot_api_requests_total{bot=\"@a\\\"b\",method=\"getUpdates\",status=\"200\"} 2",
             "botgw_bot_api_requests_total{bot=\"@a\\\"b\",method=\"sendMessage\",status=\"400\"} 1",
