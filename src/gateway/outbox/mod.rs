@@ -13,6 +13,7 @@
 
 mod bundles;
 mod to_groups;
+mod hand_over;
 mod record;
 mod reserve;
 mod seal;
@@ -32,6 +33,7 @@ use crate::wire::platform::{
     send_result::Status as SendStatus, OutgoingMessage, SendMessagesRequest,
 };
 use bundles::bundles_of_new_recipients;
+use hand_over::hand_over;
 use record::{bundles_of_missing_devices, record_results, Answered, Outcome};
 use reserve::{give_up_refused, reserve_ids};
 use seal::{seal_batch, Signer};
@@ -166,11 +168,12 @@ pub fn run(shared: &BotShared, idle: Duration) {
 /// it are tried, if there are any: a message handed now could no longer be withdrawn by its
 /// caller, and would hold the caller until the platform is back.
 ///
-/// At most two writer jobs per batch, whatever its size: after the ids are reserved, one hands
-/// the new messages over, seals every message not sealed yet, enters the new ones into the
-/// history under their reserved ids and commits it all before the send (`seal_batch`); one
+/// At most three writer jobs per batch, whatever its size: one hands the new messages over
+/// (`hand_over`, before their ids are reserved: a message the platform was asked about is
+/// waited for, decision 0082), one seals every message not sealed yet, enters the new ones into
+/// the history under their reserved ids and commits it all before the send (`seal_batch`), one
 /// records every answer (`record_results`). A caller whose message the platform acknowledged
-/// under the id the seal job recorded is answered before the second job, which it does not
+/// under the id the seal job recorded is answered before the third job, which it does not
 /// need. Prekey bundles are fetched before each job, never inside one.
 fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError> {
     let mut entries = shared.store.read(|c| outbox::pending(c, SEND_BATCH))?;
@@ -191,6 +194,11 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
     if entries.is_empty() {
         return groups_sent.map(|()| true);
     }
+    let entries = hand_over(&shared.store, entries)?;
+    if entries.is_empty() {
+        // Every one was withdrawn by its caller meanwhile.
+        return groups_sent.map(|()| true);
+    }
     let cx = shared.ctx();
     let fetched = bundles_of_new_recipients(&cx, &entries)?;
     let (ids, refused) = reserve_ids(&*shared.platform, &entries)?;
@@ -200,10 +208,6 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
     }
     let signer = Signer { identity: &shared.identity, bot_user_id: shared.compat_user_id, ids };
     let batch = seal_batch(&shared.store, entries, fetched, &signer, &shared.username)?;
-    if batch.is_empty() {
-        // Every one was withdrawn by its caller before it was handed.
-        return groups_sent.map(|()| true);
-    }
     let mut req = SendMessagesRequest::new();
     // Each message names the files it carries (from its content, also for one sealed by an
     // earlier run): the platform sweeps uploads that no message named.
@@ -337,13 +341,11 @@ mod tests {
     }
 
     /// Every new message reserves its id, a plain text as well as one with buttons: the
-    /// platform cannot tell which messages carry a keyboard. The seal job hands them over: a
-    /// message its caller withdrew after the reservation is not sealed (its id stays a gap),
-    /// and one that is sealed can no longer be withdrawn.
+    /// platform cannot tell which messages carry a keyboard. And reserving comes after the
+    /// hand-over, so a caller never withdraws a message the platform was asked about.
     #[test]
-    fn every_new_message_reserves_its_id_and_the_seal_hands_it_over() {
+    fn every_new_message_reserves_its_id_after_it_is_handed_over() {
         let (_dir, bot, fake) = crate::gateway::runtime::test_bot_on_fake(Duration::from_secs(1));
-        let seed = bot.identity.seed();
         let mut with_buttons = text("pick".into());
         with_buttons.keyboard = protobuf::MessageField::some(crate::wire::e2e::InlineKeyboard {
             rows: vec![crate::wire::e2e::KeyboardRow {
@@ -355,33 +357,22 @@ mod tests {
         let entries = bot
             .store
             .write(move |c| {
-                e2e::create_device_keys(c, &IdentityKeyPair::from_seed(&seed))?;
-                e2e::save_registration(c, e2e::Registration { user_id: 1, device_id: 1 })?;
                 outbox::insert(c, "plain", PEER as i64, &text("hello".into()), 0)?;
                 outbox::insert(c, "buttons", PEER as i64, &with_buttons, 0)?;
-                outbox::insert(c, "withdrawn", PEER as i64, &text("never mind".into()), 0)?;
                 outbox::pending(c, 10)
             })
             .expect("insert");
         assert!(keyboard::needs_context(&entries[1].content) && !keyboard::needs_context(&entries[0].content));
-        assert!(entries.iter().all(|e| !e.handed), "withdrawable until sealed");
+        let entries = hand_over(&bot.store, entries).expect("hand over");
+        assert!(entries.iter().all(|e| e.handed));
+        let ids: Vec<i64> = entries.iter().map(|e| e.id).collect();
+        assert!(bot.store.write(move |c| Ok(ids.iter().all(|&id| !outbox::withdraw(c, id).unwrap_or(true)))).expect("withdraw"), "handed: no longer withdrawn");
 
         fake.reserve_ids(7, 1, None);
         let (reserved, refused) = reserve_ids(&*bot.platform, &entries).expect("reserve");
         assert!(refused.is_empty());
-        assert_eq!(reserved.keys().cloned().collect::<Vec<_>>(), ["buttons", "plain", "withdrawn"]);
+        assert_eq!(reserved.keys().cloned().collect::<Vec<_>>(), ["buttons", "plain"]);
         assert_eq!(fake.calls_of("reserve_message_ids").len(), 1, "one call for the batch");
-
-        let withdrawn = entries[2].id;
-        assert!(bot.store.write(move |c| outbox::withdraw(c, withdrawn)).expect("withdraw"), "its caller gave up waiting");
-        let (_peer, peer_account, peer_keys) = device(_dir.path(), "peer", PEER);
-        let signer = Signer { identity: &bot.identity, bot_user_id: BOT, ids: reserved };
-        let batch = seal_batch(&bot.store, entries, vec![bundles(PEER, &peer_account, &peer_keys)], &signer, "bot").expect("seal");
-        let cmids: Vec<&str> = batch.iter().map(|s| s.entry.client_message_id.as_str()).collect();
-        assert_eq!(cmids, ["plain", "buttons"], "the withdrawn one is not sealed");
-        assert!(batch.iter().all(|s| s.entry.handed));
-        let ids: Vec<i64> = batch.iter().map(|s| s.entry.id).collect();
-        assert!(bot.store.write(move |c| Ok(ids.iter().all(|&id| !outbox::withdraw(c, id).unwrap_or(true)))).expect("withdraw"), "handed: no longer withdrawn");
     }
 
     /// The private path as `out/<n>` runs it, against the fake platform. A reservation the
@@ -462,6 +453,8 @@ mod tests {
         .expect("insert");
         let entries = bot.read(|c| outbox::pending(c, SEND_BATCH)).expect("pending");
         assert_eq!(entries.len(), SEND_BATCH);
+        // Handed over first, as `send_pending` does before reserving their ids.
+        let entries = hand_over(&bot, entries).expect("hand over");
 
         let commits = bot.notifier().commits();
         let identity = IdentityKeyPair::generate();
@@ -470,7 +463,7 @@ mod tests {
         let ids = (0..SEND_BATCH).map(|n| (format!("cmid-{n}"), reserved(n))).collect();
         let signer = Signer { identity: &identity, bot_user_id: BOT, ids };
         let batch = seal_batch(&bot, entries, vec![bundles(PEER, &peer_account, &peer_keys)], &signer, "bot").expect("seal");
-        assert_eq!(bot.notifier().commits(), commits + 1, "one commit hands over and seals the whole batch");
+        assert_eq!(bot.notifier().commits(), commits + 1, "one commit seals the whole batch");
         // Committed before anything is sent: what a retry or a restart sends, handed over, and
         // in the history under the reserved ids.
         let stored = bot.read(|c| outbox::pending(c, SEND_BATCH)).expect("pending");

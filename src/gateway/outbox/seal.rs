@@ -1,10 +1,9 @@
-//! Sealing: one writer job hands a batch over, starts the sessions it needs, seals every entry
-//! not sealed yet, enters each new message into the history under its reserved id, and commits
-//! it all before anything is sent.
+//! Sealing: one writer job starts the sessions a batch needs, seals every entry not sealed yet,
+//! enters each new message into the history under its reserved id, and commits it all before
+//! anything is sent.
 
 use crate::gateway::store::{outbox, Store, StoreError};
 use crate::gateway::history::record_in_history;
-use crate::gateway::runtime::unix_now;
 use crate::gateway::send_wait::Sent;
 use crate::e2e;
 use crate::gateway::keyboard;
@@ -42,9 +41,8 @@ impl Sealed {
     }
 }
 
-/// ONE writer job: hands over the entries not handed yet (a caller can no longer withdraw one;
-/// one withdrawn already is left out of the batch), starts sessions from the bundles `fetched`
-/// for recipients we knew no device of, seals every entry that is not sealed yet, enters each
+/// ONE writer job: starts sessions from the bundles `fetched` for recipients we knew no device
+/// of, seals every entry that is not sealed yet, enters each
 /// new message into the history under its reserved id, and commits all the ciphertexts before
 /// anything is sent. An entry sealed before (a retry, a restart) keeps exactly its committed
 /// bytes; when every entry is, no job runs at all.
@@ -63,21 +61,15 @@ pub(super) fn seal_batch(
     }
     let bot = bot.to_string();
     let (identity, bot_user_id, ids) = (signer.identity.clone(), signer.bot_user_id, signer.ids.clone());
-    let now = unix_now();
     store.write(move |c| {
         if !fetched.is_empty() {
             start_sessions(c, &fetched, &bot)?;
         }
         let mut batch = Vec::with_capacity(entries.len());
         for mut entry in entries {
-            // Handed in the job that commits what goes to the platform (decision 0081): either
-            // its caller withdrew it before (and it is not sent), or it can no longer.
-            if !entry.handed {
-                if !outbox::mark_handed(c, entry.id, now)? {
-                    continue;
-                }
-                entry.handed = true;
-            }
+            // Handed over before its id was reserved (`hand_over`): its caller can no longer
+            // withdraw it, and that relaxed commit is in the log before this synced one.
+            debug_assert!(entry.handed, "outbox {}: sealed before it was handed over", entry.id);
             if let Some(message) = entry.sealed.clone() {
                 batch.push(Sealed { entry, message, in_history: None });
                 continue;
