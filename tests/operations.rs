@@ -105,10 +105,19 @@ fn metrics_count_the_traffic_and_parse() {
     assert_eq!(gw.call("sendMessage", json!({"text": "no chat"})).0, 400);
     assert_eq!(gw.call("sendPigeon", json!({})).0, 404);
 
-    let (status, content_type, scrape) = get(&format!("{}/metrics", gw.ext_base));
+    let bot = "bot=\"@metered_bot\"";
+    // A sent message is answered before the outbox records the platform's answer (decision
+    // 0129): the outbox is empty a moment after the last answer.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (status, content_type, scrape) = loop {
+        let (status, content_type, scrape) = get(&format!("{}/metrics", gw.ext_base));
+        if sample(&scrape, &format!("botgw_outbox_depth{{{bot}}}")) == 0.0 || Instant::now() > deadline {
+            break (status, content_type, scrape);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert_eq!(status, 200);
     assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
-    let bot = "bot=\"@metered_bot\"";
     assert_eq!(sample(&scrape, &format!("botgw_updates_received_total{{{bot}}}")), 3.0);
     assert_eq!(sample(&scrape, &format!("botgw_updates_delivered_total{{{bot}}}")), 3.0);
     assert_eq!(sample(&scrape, &format!("botgw_queue_depth{{{bot}}}")), 0.0);
