@@ -589,8 +589,8 @@ fn a_rejoin_the_platform_forces_joins_only_the_group_the_bot_was_in() {
     alice.commit(&gid, &update);
     bob.pump(Duration::from_millis(700));
     spoil_newest_commit(&db, &gid);
-    let honest: Vec<u8> = db.query_row("SELECT group_info FROM groups WHERE group_id = ?1", [&gid], |r| r.get(0)).expect("info");
-    db.execute("UPDATE groups SET group_info = ?1 WHERE group_id = ?2", rusqlite::params![forged, gid]).expect("forge");
+    let honest: Vec<u8> = db.query_row("SELECT group_info FROM group_infos WHERE group_id = ?1", [&gid], |r| r.get(0)).expect("info");
+    db.execute("UPDATE group_infos SET group_info = ?1 WHERE group_id = ?2", rusqlite::params![forged, gid]).expect("forge");
     gw = Gateway::start(&config);
     gw.wait_connected();
     let health = wait_health(&gw, "security_alert");
@@ -599,7 +599,7 @@ fn a_rejoin_the_platform_forces_joins_only_the_group_the_bot_was_in() {
 
     // The honest GroupInfo again: the next group delivery makes the bot try again, and it joins
     // the real group from the tree it kept.
-    db.execute("UPDATE groups SET group_info = ?1 WHERE group_id = ?2", rusqlite::params![honest, gid]).expect("restore");
+    db.execute("UPDATE group_infos SET group_info = ?1 WHERE group_id = ?2", rusqlite::params![honest, gid]).expect("restore");
     assert_eq!(bob.say(&gid, "poke").status.enum_value_or_default(), Status::OK);
     wait_rejoined(&mut alice, &mut bob, &gid, bot_id, real_epoch + 1, &gw);
     assert_eq!(alice.say(&gid, "welcome back").status.enum_value_or_default(), Status::OK);

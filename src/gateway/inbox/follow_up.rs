@@ -5,7 +5,7 @@
 //! message may still fill) become due times, and `checks` runs when the first one passes.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
 
@@ -22,6 +22,15 @@ use super::upkeep::{replenish_prekeys, PREKEY_CHECK_EVERY};
 const RETRY_FIRST: Duration = Duration::from_secs(5);
 const RETRY_MAX: Duration = Duration::from_secs(300);
 
+/// The bot's own removals (`banChatMember`, `unbanChatMember` of a member) are committed once
+/// no other came for REMOVALS_QUIET, and at most REMOVALS_WAIT after the first: a run of bans
+/// is one commit, whose cost grows with the group, not one per import batch (decision 0130).
+/// Nobody reads in the meantime what the removed users must not: the platform refuses
+/// application messages while removals are pending, and the bot's own posts commit them first
+/// (`groups::departed`).
+const REMOVALS_QUIET: Duration = Duration::from_millis(200);
+const REMOVALS_WAIT: Duration = Duration::from_secs(1);
+
 /// What `in/<n>` owes beyond one batch: the due times of the timed checks, and the sessions
 /// started since the one-time prekeys were last counted.
 pub(super) struct Owed {
@@ -31,11 +40,27 @@ pub(super) struct Owed {
     sessions_started: u32,
     /// The delay before a failed join or self-update is tried again.
     retry: Backoff,
+    /// The bot's own removals not committed yet: (group, user), and when to commit them.
+    removals: Vec<(Vec<u8>, u64)>,
+    removals_due: Option<RemovalsDue>,
+}
+
+/// When owed removals are committed: REMOVALS_QUIET after the last, bounded by the first.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct RemovalsDue {
+    first: Instant,
+    at: Instant,
 }
 
 impl Default for Owed {
     fn default() -> Owed {
-        Owed { due: BTreeSet::new(), sessions_started: 0, retry: Backoff::new(RETRY_FIRST, RETRY_MAX) }
+        Owed {
+            due: BTreeSet::new(),
+            sessions_started: 0,
+            retry: Backoff::new(RETRY_FIRST, RETRY_MAX),
+            removals: Vec::new(),
+            removals_due: None,
+        }
     }
 }
 
@@ -47,6 +72,31 @@ impl Owed {
 
     fn check_at(&mut self, at: i64) {
         self.due.insert(at);
+    }
+
+    /// When the owed removals are to be committed.
+    pub(super) fn removals_due(&self) -> Option<Instant> {
+        self.removals_due.map(|d| d.at)
+    }
+
+    /// Removals noted at `now`: their commit waits for a quiet spell, as long as the first
+    /// allows.
+    fn owe_removals(&mut self, removals: Vec<(Vec<u8>, u64)>, now: Instant) {
+        if removals.is_empty() {
+            return;
+        }
+        self.removals.extend(removals);
+        let first = self.removals_due.map_or(now, |d| d.first);
+        self.removals_due = Some(RemovalsDue { first, at: (now + REMOVALS_QUIET).min(first + REMOVALS_WAIT) });
+    }
+
+    /// The owed removals, when their commit is due at `now`.
+    fn take_removals(&mut self, now: Instant) -> Option<Vec<(Vec<u8>, u64)>> {
+        if self.removals_due.is_some_and(|d| d.at <= now) {
+            self.removals_due = None;
+            return Some(std::mem::take(&mut self.removals));
+        }
+        None
     }
 
     /// A join or self-update failed for a passing reason: checked again after the retry delay,
@@ -72,8 +122,8 @@ impl Owed {
 }
 
 /// Runs what a committed batch asks for: joins (then their joiners checked after a grace),
-/// the aftermath of a Welcome, removals this bot owes, the prekey stock, and the due times of
-/// the timed checks.
+/// the aftermath of a Welcome, the prekey stock, and the due times of the timed checks and of
+/// the commit of removals this bot owes.
 pub(super) fn run(cx: &Ctx, follow_ups: Vec<FollowUp>, owed: &mut Owed) {
     let now = crate::clock::unix_now();
     let (mut join, mut joined, mut removals) = (false, false, Vec::new());
@@ -100,9 +150,7 @@ pub(super) fn run(cx: &Ctx, follow_ups: Vec<FollowUp>, owed: &mut Owed) {
         let updated = groups::self_update_due(cx, now);
         owed.retry_unless(updated, now);
     }
-    if !removals.is_empty() {
-        groups::commit_removals(cx, removals);
-    }
+    owed.owe_removals(removals, Instant::now());
     if owed.sessions_started >= PREKEY_CHECK_EVERY {
         owed.sessions_started = 0;
         if let Err(e) = replenish_prekeys(cx) {
@@ -111,8 +159,11 @@ pub(super) fn run(cx: &Ctx, follow_ups: Vec<FollowUp>, owed: &mut Owed) {
     }
 }
 
-/// Runs the timed checks when one is due at `now`.
+/// Runs the timed checks when one is due at `now`, and commits the owed removals when due.
 pub(super) fn run_due(cx: &Ctx, owed: &mut Owed, now: i64) {
+    if let Some(removals) = owed.take_removals(Instant::now()) {
+        groups::commit_removals(cx, removals);
+    }
     if owed.take_due(now) {
         checks(cx, owed, now);
     }
@@ -167,5 +218,30 @@ mod tests {
         assert_eq!(owed.next_due(), None, "done: nothing owed");
         owed.retry_unless(false, 1000);
         assert_eq!(owed.next_due(), Some(1005), "after a success the delay starts over");
+    }
+
+    /// Removals noted close together are committed together once a quiet spell passes, and a
+    /// steady stream of them no later than REMOVALS_WAIT after the first.
+    #[test]
+    fn removals_wait_for_a_quiet_spell_bounded_by_the_first() {
+        let (mut owed, t0) = (Owed::default(), Instant::now());
+        let ms = |n: u64| Duration::from_millis(n);
+        owed.owe_removals(Vec::new(), t0);
+        assert_eq!(owed.removals_due(), None, "nothing noted, nothing due");
+        owed.owe_removals(vec![(b"g".to_vec(), 1)], t0);
+        assert_eq!(owed.removals_due(), Some(t0 + REMOVALS_QUIET));
+        owed.owe_removals(vec![(b"g".to_vec(), 2)], t0 + ms(150));
+        assert_eq!(owed.removals_due(), Some(t0 + ms(150) + REMOVALS_QUIET), "a later one moves the commit");
+        assert_eq!(owed.take_removals(t0 + ms(200)), None, "not quiet yet");
+        // One every 150 ms: never quiet, so the first one's bound decides.
+        for n in 2..20u64 {
+            owed.owe_removals(vec![(b"g".to_vec(), n + 1)], t0 + ms(150 * n));
+        }
+        assert_eq!(owed.removals_due(), Some(t0 + REMOVALS_WAIT));
+        let taken = owed.take_removals(t0 + REMOVALS_WAIT).expect("due");
+        assert_eq!(taken.iter().map(|(_, u)| *u).collect::<Vec<_>>(), (1..=20).collect::<Vec<_>>(), "all of them, in order");
+        assert_eq!((owed.removals_due(), owed.take_removals(t0 + ms(5000))), (None, None), "taken once");
+        owed.owe_removals(vec![(b"g".to_vec(), 21)], t0 + ms(5000));
+        assert_eq!(owed.removals_due(), Some(t0 + ms(5000) + REMOVALS_QUIET), "a new run starts its own bound");
     }
 }

@@ -61,7 +61,11 @@ impl Importer {
         let now = crate::clock::unix_now();
         self.state
             .try_lock()
-            .map(|s| Instant::now() >= s.upkeep.next_check || s.owed.next_due().is_some_and(|t| t <= now))
+            .map(|s| {
+                Instant::now() >= s.upkeep.next_check
+                    || s.owed.next_due().is_some_and(|t| t <= now)
+                    || s.owed.removals_due().is_some_and(|t| t <= Instant::now())
+            })
             .unwrap_or(false)
     }
 }
@@ -103,7 +107,10 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
     // take a platform tens of milliseconds).
     let mut acks = Window::new(ACKS_IN_FLIGHT, format!("bot @{}: an inbox ack (harmless: unacknowledged envelopes come again and are skipped by the cursor)", shared.username));
     loop {
-        let wait = idle.min(state.upkeep.next_check.saturating_duration_since(Instant::now())).min(until(state.owed.next_due()));
+        let wait = idle
+            .min(state.upkeep.next_check.saturating_duration_since(Instant::now()))
+            .min(until(state.owed.next_due()))
+            .min(state.owed.removals_due().map_or(idle, |t| t.saturating_duration_since(Instant::now())));
         let first = select! {
             recv(rx) -> r => match r {
                 Ok(envelope) => envelope,
@@ -111,7 +118,8 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
             },
             recv(shared.stop_signal()) -> _ => return,
             default(wait) => {
-                let due = state.owed.next_due().is_some_and(|t| t <= crate::clock::unix_now());
+                let due = state.owed.next_due().is_some_and(|t| t <= crate::clock::unix_now())
+                    || state.owed.removals_due().is_some_and(|t| t <= Instant::now());
                 if Instant::now() < state.upkeep.next_check && !due {
                     return; // idle
                 }
@@ -143,16 +151,16 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
     }
 }
 
-/// The hourly upkeep when it is due, then the timed checks (hourly, or when one is due).
+/// The hourly upkeep when it is due, then the timed checks (hourly, or when one is due) and
+/// the owed removals when due.
 fn upkeep(shared: &BotShared, state: &mut ImportState) {
     let now = crate::clock::unix_now();
     if Instant::now() >= state.upkeep.next_check {
         state.upkeep.check(&shared.ctx());
         hourly_upkeep(&shared.ctx());
         follow_up::checks(&shared.ctx(), &mut state.owed, now);
-    } else {
-        follow_up::run_due(&shared.ctx(), &mut state.owed, now);
     }
+    follow_up::run_due(&shared.ctx(), &mut state.owed, now);
 }
 
 /// How long until the unix time `due` (none: a day, longer than any other wait).

@@ -79,6 +79,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 14, sql: &[files::SCHEMA_FILES_NAMED] },
     // openmls values may be postcard (`crypto::mls_codec`).
     Step { version: 15, sql: &[crate::crypto::mls_codec::SCHEMA_STEP_BINARY] },
+    // A group's GroupInfo in its own table, and a channel's staff found by role (`groups`).
+    Step { version: 16, sql: &[groups::SCHEMA_GROUP_INFOS] },
 ];
 
 /// Step 4: devices of a bot: when each was last seen (an authenticated call or an Inbox stream,
@@ -561,7 +563,9 @@ mod tests {
             // Back to version 11, as the release before left it, with a row it wrote.
             let conn = Connection::open(data.join(DB_FILE)).expect("raw");
             conn.execute_batch(
-                "DROP INDEX files_unnamed; ALTER TABLE files DROP COLUMN named; ALTER TABLE devices DROP COLUMN names_files;
+                "DROP INDEX group_members_by_role; DROP INDEX accounts_bots; DROP TABLE group_infos;
+                 ALTER TABLE groups ADD COLUMN group_info BLOB NOT NULL DEFAULT X'';
+                 DROP INDEX files_unnamed; ALTER TABLE files DROP COLUMN named; ALTER TABLE devices DROP COLUMN names_files;
                  DROP TABLE device_removals; ALTER TABLE devices DROP COLUMN certificate_v2;
                  ALTER TABLE devices DROP COLUMN certified_at;
                  DROP TRIGGER inbox_delivery_release; ALTER TABLE inbox DROP COLUMN delivery_id;

@@ -139,8 +139,10 @@ pub(super) fn accept_commit(
     }
     tx.execute_batch("RELEASE merge").map_err(db_error("merging a commit"))?;
     let epoch = public.group_context().epoch().as_u64();
-    tx.prepare_cached("UPDATE groups SET epoch = ?2, group_info = ?3 WHERE group_id = ?1")
-        .and_then(|mut s| s.execute(params![m.group_id, epoch, info_bytes]))
+    tx.prepare_cached("UPDATE groups SET epoch = ?2 WHERE group_id = ?1")
+        .and_then(|mut s| s.execute(params![m.group_id, epoch]))
+        .and_then(|_| tx.prepare_cached("UPDATE group_infos SET group_info = ?2 WHERE group_id = ?1"))
+        .and_then(|mut s| s.execute(params![m.group_id, info_bytes]))
         .map_err(db_error("advancing a group's epoch"))?;
 
     // The commit, to every device that had a leaf (removed ones included) but the sender.

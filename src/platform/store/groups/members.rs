@@ -59,13 +59,13 @@ impl Store {
                 )));
             }
             tx.prepare_cached(
-                "INSERT INTO groups (group_id, title, type, epoch, group_info, creator_id, created_at)
-                 VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)",
+                "INSERT INTO groups (group_id, title, type, epoch, creator_id, created_at) VALUES (?1, ?2, ?3, 0, ?4, ?5)",
             )
-            .and_then(|mut s| {
-                s.execute(params![g.group_id, g.title, g.group_type.value(), g.group_info, caller.user_id, now])
-            })
+            .and_then(|mut s| s.execute(params![g.group_id, g.title, g.group_type.value(), caller.user_id, now]))
             .map_err(db_error("creating a group"))?;
+            tx.prepare_cached("INSERT INTO group_infos (group_id, group_info) VALUES (?1, ?2)")
+                .and_then(|mut s| s.execute(params![g.group_id, g.group_info]))
+                .map_err(db_error("creating a group"))?;
             set_member(tx, &g.group_id, caller.user_id, &MemberRow::new(Role::OWNER, now))?;
             join_device(tx, &g.group_id, caller, now)?;
             group_pb(tx, &g.group_id)
@@ -104,7 +104,7 @@ impl Store {
     pub fn group_info(&self, user_id: u64, group_id: &[u8]) -> Result<(Vec<u8>, u64)> {
         self.write_tx("reading a GroupInfo", |tx| {
             group_for(tx, group_id, user_id, |r| seated(r) || r == Role::INVITED)?;
-            tx.prepare_cached("SELECT group_info, epoch FROM groups WHERE group_id = ?1")
+            tx.prepare_cached("SELECT i.group_info, g.epoch FROM groups g JOIN group_infos i USING (group_id) WHERE g.group_id = ?1")
                 .and_then(|mut s| s.query_row(params![group_id], |r| Ok((r.get(0)?, r.get(1)?))))
                 .map_err(db_error("reading a GroupInfo"))
         })

@@ -406,6 +406,41 @@ fn joined_devices(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<DeviceAdd
     devices_with_leaves(tx, group_id, true)
 }
 
+/// Step 16 of `platform.db`: nothing small about a group costs what its size does.
+/// - The GroupInfo (with the ratchet tree: 2.7 MB at 10,000 members) moves to its own table.
+///   In `groups` it came before the counters, so taking a group seq or a message id (every
+///   message, notice and commit) read and rewrote the whole chain of its overflow pages.
+/// - A channel's staff (`channel_staff_devices`, run for every change of a member and every
+///   user a commit adds) are found through two indexes, not by reading the channel's
+///   subscribers: its owner and administrators by role, and the platform's bots.
+pub(super) const SCHEMA_GROUP_INFOS: &str = "
+CREATE TABLE group_infos (
+    group_id    BLOB PRIMARY KEY,
+    group_info  BLOB NOT NULL                     -- MLS GroupInfo of the group's epoch, ratchet tree included
+);
+INSERT INTO group_infos (group_id, group_info) SELECT group_id, group_info FROM groups;
+ALTER TABLE groups DROP COLUMN group_info;
+CREATE INDEX group_members_by_role ON group_members (group_id, role);
+CREATE INDEX accounts_bots ON accounts (id) WHERE is_bot;
+";
+
+/// The joined devices of a channel's owner, administrators and bots. The join order is fixed
+/// (CROSS JOIN) and the indexes named: the owner and administrators are a range of
+/// `group_members_by_role`, the bots a walk of the platform's bots (`accounts_bots`), each a
+/// lookup in `group_devices`. Left to itself, the planner starts from the group's devices,
+/// which is a read per subscriber.
+pub(super) const CHANNEL_STAFF_DEVICES: &str = "SELECT g.user_id, g.device_id
+     FROM group_members m INDEXED BY group_members_by_role
+     CROSS JOIN group_devices g ON g.group_id = m.group_id AND g.user_id = m.user_id
+     CROSS JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = 1
+     WHERE m.group_id = ?1 AND m.role IN (?2, ?3)
+     UNION
+     SELECT g.user_id, g.device_id
+     FROM accounts a INDEXED BY accounts_bots
+     CROSS JOIN group_devices g ON g.group_id = ?1 AND g.user_id = a.id
+     CROSS JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = 1
+     WHERE a.is_bot";
+
 /// Who hears of a channel's membership changes besides the user concerned: the joined devices
 /// of its owner, of its administrators and of its bots. Subscribers do not see one another come
 /// and go (as in the Bot API's channels), so a change costs a delivery per administrator, not
@@ -414,20 +449,7 @@ fn joined_devices(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<DeviceAdd
 /// joiner is announced (`gateway/groups/joiners.rs`) rest on them.
 fn channel_staff_devices(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<DeviceAddr>> {
     let mut stmt = tx
-        .prepare_cached(
-            // From the roles (the group's member rows, no device read for a subscriber) and
-            // from the bots (a few accounts), not from every device with a leaf: this runs for
-            // each user a commit adds.
-            "SELECT g.user_id, g.device_id FROM group_members m
-             JOIN group_devices g ON g.group_id = m.group_id AND g.user_id = m.user_id
-             JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = 1
-             WHERE m.group_id = ?1 AND m.role IN (?2, ?3)
-             UNION
-             SELECT g.user_id, g.device_id FROM accounts a
-             JOIN group_devices g ON g.group_id = ?1 AND g.user_id = a.id
-             JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = 1
-             WHERE a.is_bot",
-        )
+        .prepare_cached(CHANNEL_STAFF_DEVICES)
         .map_err(db_error("reading a channel's staff devices"))?;
     let rows = stmt
         .query_map(params![group_id, Role::OWNER.value(), Role::ADMINISTRATOR.value()], |r| {

@@ -982,3 +982,61 @@ fn only_a_device_with_a_leaf_reserves_a_group_message_id() {
     let unjoined = reserve(DeviceAddr { user_id: bot_id, device_id: second }, "b2");
     assert!(matches!(&unjoined, Reserved::Refused(why) if why.contains("no leaf")), "{unjoined:?}");
 }
+
+/// A channel's staff are found without reading its subscribers: the owner and administrators
+/// by role, the bots from the platform's bots, and each one's devices by key (reading the
+/// group's devices would be a read per subscriber, per change and per join).
+#[test]
+fn a_channels_staff_are_found_without_a_scan() {
+    let (_d, store) = store();
+    let conn = store.lock();
+    let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {}", super::CHANNEL_STAFF_DEVICES)).unwrap();
+    let plan: Vec<String> = stmt
+        .query_map(params![GID.to_vec(), 1, 2], |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert!(plan.iter().any(|step| step.starts_with("SEARCH m") && step.contains("group_members_by_role")), "by role: {plan:#?}");
+    assert!(plan.iter().any(|step| step.starts_with("SCAN a") && step.contains("accounts_bots")), "the bots: {plan:#?}");
+    let devices: Vec<&String> = plan.iter().filter(|step| step.contains(" g ")).collect();
+    assert!(
+        devices.len() == 2 && devices.iter().all(|step| step.contains("(group_id=? AND user_id=?)")),
+        "a group's devices are looked up per staff member, never read all: {plan:#?}"
+    );
+    assert!(!plan.iter().any(|step| step.starts_with("SCAN") && !step.contains("accounts_bots")), "nothing else scanned: {plan:#?}");
+}
+
+/// A platform data directory of step 15, whose GroupInfos sit in `groups`, opens with them in
+/// `group_infos`: the same bytes are served, and the next commit replaces them there.
+#[test]
+fn group_infos_of_step_15_move_to_their_own_table() {
+    let (dir, store) = store();
+    let alice = user(&store, "alice");
+    create(&store, &alice, pb::GroupType::GROUP);
+    let (info, epoch) = store.group_info(alice.addr.user_id, &GID).expect("info");
+    drop(store);
+    {
+        // Back to step 15, as the release before left it.
+        let conn = Connection::open(dir.path().join("data").join(crate::platform::store::DB_FILE)).expect("raw");
+        conn.execute_batch(
+            "DROP INDEX group_members_by_role; DROP INDEX accounts_bots; ALTER TABLE groups ADD COLUMN group_info BLOB NOT NULL DEFAULT X'';
+             UPDATE groups SET group_info = (SELECT group_info FROM group_infos i WHERE i.group_id = groups.group_id);
+             DROP TABLE group_infos; PRAGMA user_version = 15;",
+        )
+        .expect("as step 15");
+    }
+    let store = Store::open(&dir.path().join("data")).expect("upgraded");
+    assert_eq!(store.group_info(alice.addr.user_id, &GID).expect("info"), (info, epoch), "the same GroupInfo");
+    let columns: Vec<String> = store
+        .lock()
+        .prepare("SELECT name FROM pragma_table_info('groups')")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert!(!columns.iter().any(|c| c == "group_info"), "the blob left `groups`: {columns:?}");
+    let update = e2e::group::self_update(&alice.conn, &GID).expect("self-update");
+    assert!(matches!(send(&store, &alice, "u1", &update), GroupSendOutcome::Ok { epoch: 1, .. }), "the commit is taken");
+    assert_eq!(store.group_info(alice.addr.user_id, &GID).expect("info"), (update.group_info.clone(), 1), "and its GroupInfo served");
+}
