@@ -627,6 +627,25 @@ pub fn epoch(conn: &Connection, group_id: &[u8]) -> Result<Option<u64>> {
     Ok(group.filter(|g| g.is_active()).map(|g| g.epoch().as_u64()))
 }
 
+/// Which of `users` have a leaf in the group now, in one load; `None` when this device is
+/// not (or no longer) in it.
+pub fn users_with_leaves(conn: &Connection, group_id: &[u8], users: &[u64]) -> Result<Option<Vec<u64>>> {
+    let provider = MlsProvider::new(conn);
+    let Some(group) = MlsGroup::load(provider.storage(), &GroupId::from_slice(group_id)).map_err(fail("loading a group"))?
+    else {
+        return Ok(None);
+    };
+    if !group.is_active() {
+        return Ok(None);
+    }
+    let asked: std::collections::HashSet<u64> = users.iter().copied().collect();
+    let mut found: Vec<u64> =
+        group.members().filter_map(|m| mls::device_of(&m.credential)).map(|d| d.0).filter(|u| asked.contains(u)).collect();
+    found.sort_unstable();
+    found.dedup();
+    Ok(Some(found))
+}
+
 /// The devices that have a leaf in the group now.
 pub fn members(conn: &Connection, group_id: &[u8]) -> Result<Vec<Device>> {
     let provider = MlsProvider::new(conn);
@@ -865,6 +884,7 @@ mod tests {
         let mut all = members(&bob.conn, &gid).unwrap();
         all.sort();
         assert_eq!(all, vec![(1, 1), (2, 1), (3, 7)]);
+        assert_eq!(users_with_leaves(&bob.conn, &gid, &[9, 3, 1, 3]).unwrap(), Some(vec![1, 3]), "the asked ones with a leaf");
 
         // Application messages reach everyone, with the sending device.
         let (hi, at) = encrypt(&bot.conn, &gid, b"hello group").expect("encrypt");
@@ -886,6 +906,8 @@ mod tests {
         assert!(matches!(&seen[0], Received::Commit { removed, removed_me: false, .. } if removed == &vec![(3, 7)]));
         assert!(matches!(&seen[1], Received::Commit { removed_me: true, .. }), "{seen:?}");
         assert_eq!(epoch(&bot.conn, &gid).unwrap(), None, "the removed bot is out");
+        assert_eq!(users_with_leaves(&bot.conn, &gid, &[1, 2]).unwrap(), None, "and asks nobody's leaf");
+        assert_eq!(users_with_leaves(&alice.conn, &gid, &[3]).unwrap(), Some(vec![]), "its leaf is gone");
         assert!(remove_users(&bob.conn, &gid, &[3]).expect("moot now").is_none());
         assert_eq!(epoch(&alice.conn, &gid).unwrap(), epoch(&bob.conn, &gid).unwrap());
 

@@ -39,10 +39,12 @@ pub(super) fn remove_departed(cx: &Ctx, group_id: &[u8]) -> Result<Option<String
     let answer = commit(cx, group_id, move |c| Ok(mls_group::remove_users(c, &g, &users)?.map(|out| (out, false))))?;
     let short = mls_group::short_id(group_id);
     match answer {
-        CommitAnswer::Accepted | CommitAnswer::Nothing => {
+        CommitAnswer::Accepted => {
             log::info!("bot @{}: committed the removal of users {staying:?}, who left group {short} or were banned", cx.name);
             Ok(None)
         }
+        // Another commit (the import's removal of the bot's bans, a member's) took them first.
+        CommitAnswer::Nothing => Ok(None),
         CommitAnswer::Refused(r) if r.status.enum_value_or_default() == GroupStatus::STALE_EPOCH => {
             Ok(Some(format!("group {short}: removing users {staying:?} who left: the epoch moved on, tried again")))
         }
@@ -63,13 +65,11 @@ fn staying(c: &Connection, group_id: &[u8]) -> StoreResult<Vec<u64>> {
     if departed.is_empty() {
         return Ok(departed);
     }
-    let leaves = match mls_group::epoch(c, group_id)? {
-        Some(_) => mls_group::members(c, group_id)?,
-        None => Vec::new(), // not in the group (any more): nothing to remove
-    };
+    // Not in the group (any more): nothing to remove.
+    let with_leaves = mls_group::users_with_leaves(c, group_id, &departed)?.unwrap_or_default();
     let mut staying = Vec::new();
     for user in departed {
-        if leaves.iter().any(|d| d.0 == user) {
+        if with_leaves.contains(&user) {
             staying.push(user);
         } else {
             groups::clear_departed(c, group_id, user)?;

@@ -12,7 +12,7 @@ use super::target::{chat_id, member_group};
 use super::profile::platform_error;
 use crate::gateway::botapi::{ApiError, Params};
 use crate::gateway::runtime::{unix_now, BotShared};
-use crate::gateway::store::groups::GroupChat;
+use crate::gateway::store::groups::{self, GroupChat};
 use crate::wire::e2e::{Content, Delete};
 use crate::wire::platform::{
     AdminRights, DeleteGroupMessageRequest, PromoteGroupMemberRequest, RemoveGroupMemberRequest,
@@ -64,6 +64,13 @@ pub(super) fn ban_chat_member(bot: &BotShared, params: &Params) -> Result<Value,
         RemoveGroupMemberRequest { group_id: group.group_id, user_id, until_date: until_date(params)?, ..Default::default() };
     let p = &bot.platform;
     p.remove_group_member(&req).map_err(|e| admin_error(bot, "RemoveGroupMember", "ban a member", e))?;
+    // Noted now, not only when the notice comes back through the inbox: the bot's next post
+    // commits the removal of everyone it banned before it, in one commit (decision 0130). The
+    // notice notes it too, so a note lost here costs nothing.
+    let (gid, now) = (req.group_id, unix_now());
+    if let Err(e) = bot.store.write_relaxed(move |c| groups::note_departed(c, &gid, user_id, now)) {
+        log::warn!("bot @{}: noting banned user {user_id} for removal: {e} (the ban's notice notes it)", bot.username);
+    }
     Ok(Value::Bool(true))
 }
 
@@ -171,6 +178,8 @@ mod tests {
         assert_eq!(ok.expect("banned"), Value::Bool(true));
         let req: RemoveGroupMemberRequest = fake.calls_of("remove_group_member")[0].request();
         assert_eq!((req.group_id, req.user_id, req.until_date), (GROUP_ID.to_vec(), 42, soon));
+        let departed = bot.store.read(|c| groups::departed(c, &GROUP_ID)).expect("read");
+        assert_eq!(departed, [42], "noted for removal at once, so that the next post commits it");
 
         // Over 366 days is forever (0), as in the Bot API.
         fake.answer_once("remove_group_member", Ok(MembershipResponse::new()));
@@ -182,8 +191,10 @@ mod tests {
             "remove_group_member",
             Err(refusal(RpcStatusCode::PERMISSION_DENIED, "can_restrict_members is missing")),
         );
-        let e = bad(ban_chat_member(&bot, &p(json!({"chat_id": group.chat_id, "user_id": 42}))));
+        let e = bad(ban_chat_member(&bot, &p(json!({"chat_id": group.chat_id, "user_id": 43}))));
         assert_eq!(e, "Bad Request: not enough rights to ban a member: can_restrict_members is missing");
+        let departed = bot.store.read(|c| groups::departed(c, &GROUP_ID)).expect("read");
+        assert_eq!(departed, [42], "a refused ban notes nobody");
     }
 
     #[test]
