@@ -622,22 +622,20 @@ pub fn is_commit(bytes: &[u8]) -> bool {
 
 /// The current epoch of a group this device is in; `None` when it is not (or no longer) in it.
 pub fn epoch(conn: &Connection, group_id: &[u8]) -> Result<Option<u64>> {
+    Ok(load_active(conn, group_id)?.map(|g| g.epoch().as_u64()))
+}
+
+/// The group, when this device is in it (not removed from it).
+fn load_active(conn: &Connection, group_id: &[u8]) -> Result<Option<MlsGroup>> {
     let provider = MlsProvider::new(conn);
     let group = MlsGroup::load(provider.storage(), &GroupId::from_slice(group_id)).map_err(fail("loading a group"))?;
-    Ok(group.filter(|g| g.is_active()).map(|g| g.epoch().as_u64()))
+    Ok(group.filter(|g| g.is_active()))
 }
 
 /// Which of `users` have a leaf in the group now, in one load; `None` when this device is
 /// not (or no longer) in it.
 pub fn users_with_leaves(conn: &Connection, group_id: &[u8], users: &[u64]) -> Result<Option<Vec<u64>>> {
-    let provider = MlsProvider::new(conn);
-    let Some(group) = MlsGroup::load(provider.storage(), &GroupId::from_slice(group_id)).map_err(fail("loading a group"))?
-    else {
-        return Ok(None);
-    };
-    if !group.is_active() {
-        return Ok(None);
-    }
+    let Some(group) = load_active(conn, group_id)? else { return Ok(None) };
     let asked: std::collections::HashSet<u64> = users.iter().copied().collect();
     let mut found: Vec<u64> =
         group.members().filter_map(|m| mls::device_of(&m.credential)).map(|d| d.0).filter(|u| asked.contains(u)).collect();

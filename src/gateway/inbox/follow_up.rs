@@ -40,14 +40,14 @@ pub(super) struct Owed {
     sessions_started: u32,
     /// The delay before a failed join or self-update is tried again.
     retry: Backoff,
-    /// The bot's own removals not committed yet: (group, user), and when to commit them.
-    removals: Vec<(Vec<u8>, u64)>,
-    removals_due: Option<RemovalsDue>,
+    /// The bot's own removals not committed yet, if any.
+    removals: Option<OwedRemovals>,
 }
 
-/// When owed removals are committed: REMOVALS_QUIET after the last, bounded by the first.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct RemovalsDue {
+/// Removals owed: (group, user), committed at `at`, REMOVALS_QUIET after the last noted and
+/// no later than REMOVALS_WAIT after `first`.
+struct OwedRemovals {
+    users: Vec<(Vec<u8>, u64)>,
     first: Instant,
     at: Instant,
 }
@@ -58,8 +58,7 @@ impl Default for Owed {
             due: BTreeSet::new(),
             sessions_started: 0,
             retry: Backoff::new(RETRY_FIRST, RETRY_MAX),
-            removals: Vec::new(),
-            removals_due: None,
+            removals: None,
         }
     }
 }
@@ -75,8 +74,22 @@ impl Owed {
     }
 
     /// When the owed removals are to be committed.
-    pub(super) fn removals_due(&self) -> Option<Instant> {
-        self.removals_due.map(|d| d.at)
+    fn removals_due(&self) -> Option<Instant> {
+        self.removals.as_ref().map(|r| r.at)
+    }
+
+    /// Whether a timed check or the owed removals are due now.
+    pub(super) fn is_due(&self) -> bool {
+        self.next_due().is_some_and(|t| t <= crate::clock::unix_now()) || self.removals_due().is_some_and(|t| t <= Instant::now())
+    }
+
+    /// How long until a timed check or the owed removals are due, `longest` at most.
+    pub(super) fn wait(&self, longest: Duration) -> Duration {
+        let check = self.next_due().map_or(longest, |t| {
+            Duration::from_secs(u64::try_from(t.saturating_sub(crate::clock::unix_now())).unwrap_or(0))
+        });
+        let removals = self.removals_due().map_or(longest, |t| t.saturating_duration_since(Instant::now()));
+        longest.min(check).min(removals)
     }
 
     /// Removals noted at `now`: their commit waits for a quiet spell, as long as the first
@@ -85,18 +98,17 @@ impl Owed {
         if removals.is_empty() {
             return;
         }
-        self.removals.extend(removals);
-        let first = self.removals_due.map_or(now, |d| d.first);
-        self.removals_due = Some(RemovalsDue { first, at: (now + REMOVALS_QUIET).min(first + REMOVALS_WAIT) });
+        let owed = self.removals.get_or_insert_with(|| OwedRemovals { users: Vec::new(), first: now, at: now });
+        owed.users.extend(removals);
+        owed.at = (now + REMOVALS_QUIET).min(owed.first + REMOVALS_WAIT);
     }
 
     /// The owed removals, when their commit is due at `now`.
     fn take_removals(&mut self, now: Instant) -> Option<Vec<(Vec<u8>, u64)>> {
-        if self.removals_due.is_some_and(|d| d.at <= now) {
-            self.removals_due = None;
-            return Some(std::mem::take(&mut self.removals));
+        match self.removals_due() {
+            Some(at) if at <= now => self.removals.take().map(|r| r.users),
+            _ => None,
         }
-        None
     }
 
     /// A join or self-update failed for a passing reason: checked again after the retry delay,

@@ -58,15 +58,7 @@ impl Importer {
     /// Whether the hourly upkeep or a timed check is due while no `in/<n>` runs (one that
     /// runs does them itself).
     pub fn upkeep_due(&self) -> bool {
-        let now = crate::clock::unix_now();
-        self.state
-            .try_lock()
-            .map(|s| {
-                Instant::now() >= s.upkeep.next_check
-                    || s.owed.next_due().is_some_and(|t| t <= now)
-                    || s.owed.removals_due().is_some_and(|t| t <= Instant::now())
-            })
-            .unwrap_or(false)
+        self.state.try_lock().map(|s| Instant::now() >= s.upkeep.next_check || s.owed.is_due()).unwrap_or(false)
     }
 }
 
@@ -107,10 +99,7 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
     // take a platform tens of milliseconds).
     let mut acks = Window::new(ACKS_IN_FLIGHT, format!("bot @{}: an inbox ack (harmless: unacknowledged envelopes come again and are skipped by the cursor)", shared.username));
     loop {
-        let wait = idle
-            .min(state.upkeep.next_check.saturating_duration_since(Instant::now()))
-            .min(until(state.owed.next_due()))
-            .min(state.owed.removals_due().map_or(idle, |t| t.saturating_duration_since(Instant::now())));
+        let wait = state.owed.wait(idle.min(state.upkeep.next_check.saturating_duration_since(Instant::now())));
         let first = select! {
             recv(rx) -> r => match r {
                 Ok(envelope) => envelope,
@@ -118,9 +107,7 @@ fn import_loop(shared: &BotShared, rx: &Receiver<InboxEnvelope>, state: &mut Imp
             },
             recv(shared.stop_signal()) -> _ => return,
             default(wait) => {
-                let due = state.owed.next_due().is_some_and(|t| t <= crate::clock::unix_now())
-                    || state.owed.removals_due().is_some_and(|t| t <= Instant::now());
-                if Instant::now() < state.upkeep.next_check && !due {
+                if Instant::now() < state.upkeep.next_check && !state.owed.is_due() {
                     return; // idle
                 }
                 upkeep(shared, state);
@@ -161,12 +148,6 @@ fn upkeep(shared: &BotShared, state: &mut ImportState) {
         follow_up::checks(&shared.ctx(), &mut state.owed, now);
     }
     follow_up::run_due(&shared.ctx(), &mut state.owed, now);
-}
-
-/// How long until the unix time `due` (none: a day, longer than any other wait).
-fn until(due: Option<i64>) -> Duration {
-    let secs = due.map_or(86_400, |t| t.saturating_sub(crate::clock::unix_now()).max(0));
-    Duration::from_secs(secs as u64)
 }
 
 /// Settles our unanswered group commits before a batch with messages of those groups is

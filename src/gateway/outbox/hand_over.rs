@@ -2,8 +2,6 @@
 //! about them is sent; from then on their callers wait for the platform's answer instead of
 //! withdrawing them.
 
-
-
 use crate::gateway::runtime::unix_now;
 use crate::gateway::store::{outbox, Store};
 use super::SendError;

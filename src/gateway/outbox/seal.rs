@@ -43,8 +43,9 @@ impl Sealed {
 
 /// ONE writer job: starts sessions from the bundles `fetched` for recipients we knew no device
 /// of, seals every entry that is not sealed yet, enters each new message into the history
-/// under its reserved id, and commits all the ciphertexts before anything is sent. An entry sealed before (a retry, a restart) keeps exactly its committed
-/// bytes; when every entry is, no job runs at all.
+/// under its reserved id, and commits all the ciphertexts before anything is sent. An entry
+/// sealed before (a retry, a restart) keeps exactly its committed bytes; when every entry is,
+/// no job runs at all.
 pub(super) fn seal_batch(
     store: &Store,
     entries: Vec<outbox::OutboxEntry>,

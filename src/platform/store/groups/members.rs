@@ -103,10 +103,12 @@ impl Store {
     /// The current GroupInfo and epoch, for members and INVITED users.
     pub fn group_info(&self, user_id: u64, group_id: &[u8]) -> Result<(Vec<u8>, u64)> {
         self.write_tx("reading a GroupInfo", |tx| {
-            group_for(tx, group_id, user_id, |r| seated(r) || r == Role::INVITED)?;
-            tx.prepare_cached("SELECT i.group_info, g.epoch FROM groups g JOIN group_infos i USING (group_id) WHERE g.group_id = ?1")
-                .and_then(|mut s| s.query_row(params![group_id], |r| Ok((r.get(0)?, r.get(1)?))))
-                .map_err(db_error("reading a GroupInfo"))
+            let (group, _) = group_for(tx, group_id, user_id, |r| seated(r) || r == Role::INVITED)?;
+            let info = tx
+                .prepare_cached("SELECT group_info FROM group_infos WHERE group_id = ?1")
+                .and_then(|mut s| s.query_row(params![group_id], |r| r.get(0)))
+                .map_err(db_error("reading a GroupInfo"))?;
+            Ok((info, group.epoch))
         })
     }
 
