@@ -269,6 +269,8 @@ cat <<EOF
 
  Chat with the bot as $USER_NAME (a third terminal, in $root):
    $bin/e2e-chat --profile $QS/$USER_NAME chat @$bot_username
+ or in a browser (prints the address to open; --open opens it):
+   $bin/e2e-chat --profile $QS/$USER_NAME web @$bot_username --open
 
  Logs: $QS/platform.log, $QS/gateway.log.   Press Ctrl-C to stop the server and the gateway.
  Restart only the gateway (after changing $QS/gateway.json or its code): scripts/quickstart.sh --restart-gateway

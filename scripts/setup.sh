@@ -26,6 +26,12 @@ fi
 if [ "$(uname -s)" = Linux ]; then
     command -v skopeo >/dev/null 2>&1 || missing+=(skopeo)
 fi
+# The web chat's browser test (tests/sdk/run_web_tests.py) drives Debian's headless chromium
+# through chromedriver.
+if [ "$(uname -s)" = Linux ]; then
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+fi
 # The telegraf SDK test needs Node.js and npm.
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)

@@ -4,7 +4,7 @@
 # (keyboard menu, inline mode, reactions/forward/copy), the stock-style conversation bots (reply
 # keyboards, deep links, edits, who added the bot; each SDK's stock webhook server), the gallery
 # bots (albums, animations, caption edits, inline buttons and cached files, a photo into a group,
-# commands with a leading slash) and the file bots (download with each SDK's
+# commands with a leading slash), the web chat in headless chromium, and the file bots (download with each SDK's
 # helper, upload, send back by file_id), polling and webhook, against a live
 # platform-server + bot-gateway. Each runner runs its SDKs in parallel. Between the two,
 # `scripts/release --check` builds and verifies the release archives and the container image.
@@ -51,3 +51,4 @@ python3 tests/sdk/run_group_tests.py
 python3 tests/sdk/run_channel_tests.py
 python3 tests/sdk/run_conversation_tests.py
 python3 tests/sdk/run_gallery_tests.py
+python3 tests/sdk/run_web_tests.py

@@ -4,8 +4,10 @@
 //! (keys in order, controls escaped for the terminal). The families (`cli/` and the
 //! `cli_*.rs` files) import it; it imports none of them.
 
+use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -117,4 +119,26 @@ pub(super) fn print_line(line: &str) -> Result<(), CliError> {
     let mut out = io::stdout().lock();
     writeln!(out, "{}", display::json_for_terminal(line)).context("writing to stdout")?;
     out.flush().context("writing to stdout")
+}
+
+/// Replaces (or creates) `path` atomically with `bytes`, private to the user: a new file
+/// beside it (`tmp_extension`), 0600, synced, renamed over it, the directory synced. A crash
+/// leaves the old file or the new one, never half of either; a failure leaves no temporary.
+pub(super) fn replace_private(path: &Path, tmp_extension: &str, bytes: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension(tmp_extension);
+    let write = || -> io::Result<()> {
+        let mut f = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+        // A temporary left by a crash keeps its mode on open.
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o600))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    };
+    write().inspect_err(|_| {
+        let _ = fs::remove_file(&tmp);
+    })
 }

@@ -281,22 +281,7 @@ fn write_private(path: &Path, value: &Value, force: bool) -> Result<(), CliError
 /// Replaces an existing config atomically (a new file beside it, 0600, synced, renamed over
 /// it), so a crash leaves the old config or the new one, never half of either.
 fn replace_private(path: &Path, value: &Value) -> Result<(), String> {
-    let tmp = path.with_extension("json.rekey-tmp");
-    let write = || -> std::io::Result<()> {
-        let mut f = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o600))?;
-        let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
-        f.write_all(text.as_bytes())?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            fs::File::open(dir)?.sync_all()?;
-        }
-        Ok(())
-    };
-    write().map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        format!("writing {} failed: {e}", path.display())
-    })
+    let mut text = serde_json::to_string_pretty(value).map_err(|e| format!("encoding {} failed: {e}", path.display()))?;
+    text.push('\n');
+    super::cli_common::replace_private(path, "json.rekey-tmp", text.as_bytes()).map_err(|e| format!("writing {} failed: {e}", path.display()))
 }

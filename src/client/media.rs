@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use super::error::{ClientError, Result};
 use super::history;
 use super::group::SentGroupMessage;
-use super::message::{GroupId, MediaKind, SentMessage};
+use super::message::{GroupId, MediaInfo, MediaKind, SentMessage};
 use super::profile::Profile;
 use crate::crypto::file::MAX_PLAINTEXT_LEN;
-use crate::e2e::file::{download_verified, upload_encrypted, FileSource};
+use crate::e2e::file::{download_verified, upload_encrypted, FileSource, VerifiedFile};
 use crate::wire::e2e::{Content, Media, Text};
 use crate::wire::platform::Profile as PeerProfile;
 
@@ -141,22 +141,37 @@ impl Profile {
         self.download_content(&content, &format!("message {message_id} from @{name}"), out)
     }
 
-    /// The file of a remembered message (`message`: which, for errors), checked whole, then
-    /// decrypted (every chunk verified) into `out.part`, renamed to `out` only when all was.
-    fn download_content(&self, content: &Content, message: &str, out: &Path) -> Result<u64> {
+    /// The file of remembered message `message_id` of conversation `peer_key` (a dialog's
+    /// peer user id, or `history::group_peer` of a group): fetched and checked whole, ready to
+    /// be decrypted with every chunk verified (`VerifiedFile::write_plaintext`); with what the
+    /// message says of it. No plaintext exists until it is written.
+    pub fn verified_file(&self, peer_key: u64, message_id: u64) -> Result<(MediaInfo, VerifiedFile)> {
+        let content = history::load(&self.conn, peer_key, message_id)?
+            .ok_or_else(|| ClientError::Invalid(format!("no message {message_id} of this conversation is known to this profile")))?;
+        let verified = self.fetch_verified(&content, &format!("message {message_id}"))?;
+        Ok((MediaInfo::from_wire(content.media()), verified))
+    }
+
+    /// The ciphertext of a remembered message's file (`message`: which, for errors), fetched
+    /// into the private profile directory, unlinked, and checked whole against its digest.
+    fn fetch_verified(&self, content: &Content, message: &str) -> Result<VerifiedFile> {
         if !content.has_media() {
             return Err(ClientError::Invalid(format!("{message} carries no file")));
         }
-        self.outside_profile(out, "written")?;
-        let media = content.media();
         let what = || format!("the file of {message}");
-        let source = FileSource::of(media).ok_or_else(|| {
+        let source = FileSource::of(content.media()).ok_or_else(|| {
             ClientError::Invalid(format!("{} has a damaged key or digest, or a digest this version does not know", what()))
         })?;
+        download_verified(&self.platform, &source, self.dir())
+            .map_err(|source| ClientError::File { what: format!("downloading {}", what()), source })
+    }
 
-        // The ciphertext waits in the private profile directory, unlinked; no plaintext yet.
-        let verified = download_verified(&self.platform, &source, self.dir())
-            .map_err(|source| ClientError::File { what: format!("downloading {}", what()), source })?;
+    /// The file of a remembered message (`message`: which, for errors), checked whole, then
+    /// decrypted (every chunk verified) into `out.part`, renamed to `out` only when all was.
+    fn download_content(&self, content: &Content, message: &str, out: &Path) -> Result<u64> {
+        self.outside_profile(out, "written")?;
+        let what = || format!("the file of {message}");
+        let verified = self.fetch_verified(content, message)?;
 
         let part = part_path(out);
         let written = write_part(&part, |f| {

@@ -21,6 +21,9 @@ mod command_error;
 mod reader;
 mod screen;
 mod sender;
+mod web;
+
+pub(in crate::client) use web::{web, DEFAULT_LISTEN};
 
 use std::io::{self, BufRead, IsTerminal};
 use std::path::Path;
@@ -148,10 +151,36 @@ fn lock(target: &SharedTarget) -> std::sync::MutexGuard<'_, Target> {
 pub(super) fn chat(dir: &Path, server: Option<&str>, peer: &str) -> Result<(), CliError> {
     let typist = Profile::open_at(dir, server)?;
     let peer_profile = typist.lookup(peer)?;
+    let screen = open_screen(typist.username(), &peer_profile, &about_peer(&typist, &peer_profile));
+    run_session(dir, server, typist, peer_profile, screen, |session| match session.screen {
+        Screen::Tui(tui) => type_keys(tui, session.screen, session.typist, session.target, session.jobs),
+        _ => type_lines(session.screen, session.typist, session.target, session.jobs),
+    })
+}
+
+/// What a front end (a terminal, plain lines, a web page) reads typed lines with.
+struct Session<'a> {
+    own: &'a str,
+    screen: &'a Screen,
+    typist: &'a Profile,
+    target: &'a SharedTarget,
+    jobs: &'a Sender<Job>,
+}
+
+/// A dialog with `peer_profile` shown on `screen`: the reader and the sender run while
+/// `front` reads what is typed; when it returns, the reader stops and the sender finishes
+/// what was typed.
+fn run_session(
+    dir: &Path,
+    server: Option<&str>,
+    typist: Profile,
+    peer_profile: PeerProfile,
+    screen: Screen,
+    front: impl FnOnce(&Session<'_>) -> Result<(), CliError>,
+) -> Result<(), CliError> {
     let sender = Profile::open_at(dir, server)?;
     let reader = Profile::open_at(dir, server)?;
     let own = typist.username().to_string();
-    let screen = open_screen(&own, &peer_profile, &about_peer(&typist, &peer_profile));
     screen.show(&ChatEvent::Started {
         peer_username: &peer_profile.username,
         peer_display_name: &peer_profile.display_name,
@@ -189,10 +218,7 @@ pub(super) fn chat(dir: &Path, server: Option<&str>, peer: &str) -> Result<(), C
     }
     let _ = jobs_tx.send(Job::Flush);
 
-    let typed = match &screen {
-        Screen::Tui(tui) => type_keys(tui, &screen, &typist, &target, &jobs_tx),
-        Screen::Plain => type_lines(&screen, &typist, &target, &jobs_tx),
-    };
+    let typed = front(&Session { own: &own, screen: &screen, typist: &typist, target: &target, jobs: &jobs_tx });
     // The reader stops (it holds a handle on the jobs), then the sender finishes what was
     // typed; the terminal is given back when the last screen handle goes.
     drop(stop_tx);

@@ -1,4 +1,5 @@
 //! Where chat mode shows things: a terminal (`tui::Tui`, drawn whole from a model) or plain
+//! a web page (`web`: the same model, served as JSON), or plain
 //! lines (a script, a pipe, `TERM=dumb`: what happens in the dialog to stdout, everything about
 //! the program to stderr, one line per thing, never redrawn). Every thread shows through one
 //! `Screen`; both kinds take the same `ChatEvent`s.
@@ -9,54 +10,62 @@ use std::sync::Arc;
 use super::super::display::ChatEvent;
 use super::super::outbox::{Attempt, Queued};
 use super::super::tui::style::Style;
-use super::super::tui::view::{ChatKey, SendState};
+use super::super::tui::view::{ChatKey, SendState, View};
+use super::web::Page;
 use super::super::reply_keyboard::ReplyKeyboard;
 use super::super::tui::Tui;
 
 #[derive(Clone)]
 pub(super) enum Screen {
     Tui(Arc<Tui>),
+    /// A page in a browser (`web`), drawn there from the same model.
+    Web(Arc<Page>),
     Plain,
 }
 
 impl Screen {
     /// Shows one event.
     pub fn show(&self, event: &ChatEvent) {
-        match self {
-            Screen::Plain => plain(event),
-            Screen::Tui(tui) => {
-                let now = crate::clock::unix_now();
-                tui.update(|s| match event {
-                    ChatEvent::Started { .. } => {}
-                    ChatEvent::Incoming { event, chat, .. } => s.view.incoming(event, chat, now),
-                    ChatEvent::ConnectionLost { reason } => {
-                        s.view.set_lost(Some(reason.to_string()));
-                        s.view.note(&event_text(event), Style::ALERT, now);
-                    }
-                    ChatEvent::Reconnected => {
-                        s.view.set_lost(None);
-                        s.view.note(&event_text(event), Style::OK, now);
-                    }
-                    ChatEvent::Failed { .. } | ChatEvent::SendFailed { .. } => s.view.note(&event_text(event), Style::ALERT, now),
-                    ChatEvent::Help | ChatEvent::Menu(_) => s.view.note(&event_text(event), Style::DIM, now),
-                    // Our message changes where it is, marked edited (a note when it scrolled away).
-                    ChatEvent::Edited { message_id, text } => {
-                        if !s.view.edited_own(*message_id, text) {
-                            s.view.note(&event_text(event), Style::NOTE, now);
-                        }
-                    }
-                    _ => s.view.note(&event_text(event), Style::NOTE, now),
-                });
+        if let Screen::Plain = self {
+            return plain(event);
+        }
+        let now = crate::clock::unix_now();
+        self.with_view(|view| match event {
+            ChatEvent::Started { .. } => {}
+            ChatEvent::Incoming { event, chat, .. } => view.incoming(event, chat, now),
+            ChatEvent::ConnectionLost { reason } => {
+                view.set_lost(Some(reason.to_string()));
+                view.note(&event_text(event), Style::ALERT, now);
             }
+            ChatEvent::Reconnected => {
+                view.set_lost(None);
+                view.note(&event_text(event), Style::OK, now);
+            }
+            ChatEvent::Failed { .. } | ChatEvent::SendFailed { .. } => view.note(&event_text(event), Style::ALERT, now),
+            ChatEvent::Help | ChatEvent::Menu(_) => view.note(&event_text(event), Style::DIM, now),
+            // Our message changes where it is, marked edited (a note when it scrolled away).
+            ChatEvent::Edited { message_id, text } => {
+                if !view.edited_own(*message_id, text) {
+                    view.note(&event_text(event), Style::NOTE, now);
+                }
+            }
+            _ => view.note(&event_text(event), Style::NOTE, now),
+        });
+    }
+
+    /// Changes the model a terminal draws or a web page shows (nothing on a plain screen).
+    fn with_view(&self, change: impl FnOnce(&mut View)) {
+        match self {
+            Screen::Tui(tui) => tui.update(|s| change(&mut s.view)),
+            Screen::Web(page) => page.update(change),
+            Screen::Plain => {}
         }
     }
 
     /// A line the person typed, queued: on a terminal it shows at once, pending.
     pub fn typed(&self, queued: &Queued) {
-        if let Screen::Tui(tui) = self {
-            let now = crate::clock::unix_now();
-            tui.update(|s| s.view.typed(queued.id, &queued.text(), reply_to(queued), now));
-        }
+        let now = crate::clock::unix_now();
+        self.with_view(|view| view.typed(queued.id, &queued.text(), reply_to(queued), now));
     }
 
     /// What became of a queued line. `first_wait`: the first time it could not be sent (a
@@ -65,13 +74,13 @@ impl Screen {
         let shown = queued.text();
         let text: &str = &shown;
         match self {
-            Screen::Tui(tui) => {
+            Screen::Tui(_) | Screen::Web(_) => {
                 let (state, id) = match attempt {
                     Attempt::Sent(sent) => (SendState::Sent, Some(sent.message_id)),
                     Attempt::Waiting(_) => (SendState::Waiting, None),
                     Attempt::Refused(e) => (SendState::Failed(e.to_string()), None),
                 };
-                tui.update(|s| s.view.settle(queued.id, state, id));
+                self.with_view(|view| view.settle(queued.id, state, id));
             }
             Screen::Plain => match attempt {
                 Attempt::Sent(sent) => {
@@ -84,27 +93,34 @@ impl Screen {
         }
     }
 
+    /// A message of ours sent outside the outbox (a file from the web page).
+    pub fn own_message(&self, message_id: u64, text: &str) {
+        match self {
+            Screen::Plain => plain(&ChatEvent::Sent { text, message_id, reply_to: None }),
+            _ => {
+                let now = crate::clock::unix_now();
+                self.with_view(|view| view.own_message(message_id, text, now));
+            }
+        }
+    }
+
     /// Opens conversation `key` (after `/switch`).
     pub fn open(&self, key: ChatKey, name: &str, about: &str) {
         match self {
-            Screen::Tui(tui) => tui.update(|s| s.view.open(key, name, about)),
             Screen::Plain => plain(&ChatEvent::Switched { name }),
+            _ => self.with_view(|view| view.open(key, name, about)),
         }
     }
 
     /// The reply keyboard conversation `key` shows now (terminal only: a plain screen shows
     /// keyboards under their messages).
     pub fn reply_keyboard(&self, key: ChatKey, keyboard: Option<(u64, ReplyKeyboard)>) {
-        if let Screen::Tui(tui) = self {
-            tui.update(|s| s.view.set_reply_keyboard(&key, keyboard.map(|(_, k)| k)));
-        }
+        self.with_view(|view| view.set_reply_keyboard(&key, keyboard.map(|(_, k)| k)));
     }
 
     /// A hint beside the status line (terminal only).
     pub fn hint(&self, hint: &str) {
-        if let Screen::Tui(tui) = self {
-            tui.update(|s| s.view.set_hint(Some(hint.to_string())));
-        }
+        self.with_view(|view| view.set_hint(Some(hint.to_string())));
     }
 }
 

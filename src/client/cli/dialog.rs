@@ -191,6 +191,16 @@ pub(super) fn chat(global: &Global, a: &Args) -> Result<(), CliError> {
     }
 }
 
+pub(super) fn web(global: &Global, a: &Args) -> Result<(), CliError> {
+    let listen = a.value("--listen").unwrap_or(chat::DEFAULT_LISTEN);
+    let peer = match a.words[..] {
+        [] => None,
+        [peer] => Some(peer),
+        _ => return Err(usage("web: expected at most one @PEER".into())),
+    };
+    chat::web(&global.profile, global.server.as_deref(), peer, listen, a.switch("--open"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{parse_command, run};

@@ -35,7 +35,7 @@ pub(crate) const PROGRAM: crate::cli::Program = crate::cli::Program {
     help: USAGE,
     commands: &[
         "register", "send", "edit", "press", "reply-button", "start", "react", "inline", "choose", "send-file",
-        "send-location", "send-contact", "send-poll", "vote", "download", "listen", "commands", "chat", "group", "channel", "join",
+        "send-location", "send-contact", "send-poll", "vote", "download", "listen", "commands", "chat", "web", "group", "channel", "join",
         "newbot", "rekey", "save-config", "verify", "trust",
     ],
 };
@@ -63,6 +63,7 @@ fn command_options(command: &str, sub: Option<&str>) -> Result<&'static [Opt], U
     const LISTEN: &[Opt] = &[TIMEOUT, Opt::value("--count")];
     const COMMANDS: &[Opt] = &[Opt::value("--lang")];
     const VERIFY: &[Opt] = &[Opt::switch("--mark")];
+    const WEB: &[Opt] = &[Opt::value("--listen"), Opt::switch("--open")];
     Ok(match (command, sub) {
         ("register", _) => REGISTER,
         ("send", _) | ("group", Some("send")) => &[REPLY_TO],
@@ -75,6 +76,7 @@ fn command_options(command: &str, sub: Option<&str>) -> Result<&'static [Opt], U
         ("listen", _) => LISTEN,
         ("commands", _) => COMMANDS,
         ("verify", _) => VERIFY,
+        ("web", _) => WEB,
         ("save-config", _) => cli_config::OPTIONS,
         ("newbot", _) => cli_config::NEWBOT_OPTIONS,
         ("rekey", _) => cli_config::REKEY_OPTIONS,
@@ -183,6 +185,7 @@ pub(super) fn run(args: &[String]) -> Result<(), CliError> {
         "vote" => cli_places::vote(&global, &a),
         "download" => files::download(&global, &a),
         "chat" => dialog::chat(&global, &a),
+        "web" => dialog::web(&global, &a),
         "save-config" => cli_config::save_config(&global, &a),
         "newbot" => cli_config::newbot(&global, &a),
         "rekey" => cli_config::rekey(&global, &a),

@@ -179,6 +179,14 @@ Commands:
         /start) goes to the peer. /quit, Ctrl-D or end of input leaves; Ctrl-C clears the
         line. NO_COLOR turns colour off. Control characters in what arrives are shown
         escaped (\\e, \\x07, \\u{9b}), never obeyed
+  web [@PEER] [--listen ADDR] [--open]
+        the chat in a browser: serves a page on loopback (default 127.0.0.1:8090) and
+        prints the address to open, with the session token (kept in the profile as
+        web-token). The page shows what chat mode shows, live: conversations with unread
+        counts, messages with formatting, replies, edits and deletions, inline buttons and
+        the reply keyboard; what you type there is what you would type in chat mode.
+        Decryption stays in this process. @PEER (default @BotManager) is the dialog it
+        opens with; --open asks the desktop to open the address. Ctrl-C stops it
   group create|add|remove|send|edit|press|title|members|leave|list ...
         groups, end-to-end encrypted with MLS. GROUP is a group's id (64 hex digits, or a
         unique prefix of 8 or more) or the exact title of a group you know.

@@ -7,12 +7,15 @@
 //! Everything from the network goes through `display::sanitize` one character at a time, so
 //! no control character reaches the terminal and entity offsets still line up.
 
+mod json;
+
 use std::collections::VecDeque;
 
 use unicode_width::UnicodeWidthChar;
 
 use super::super::display::{self, sanitize, ChatEvent};
-use super::super::message::{Entity, GroupId, Incoming, Keyboard, ReceivedMessage, ReplyMarkup};
+use super::super::message::{Entity, GroupId, Incoming, Keyboard, MediaInfo, ReceivedMessage, ReplyMarkup};
+use super::super::places::Shared;
 use super::super::reply_keyboard::ReplyKeyboard;
 use super::style::{Line, Span, Style};
 
@@ -54,6 +57,10 @@ struct Message {
     state: Option<SendState>,
     edited: bool,
     deleted: bool,
+    /// A file's description (the web page shows it; the terminal its label in `text`).
+    media: Option<MediaInfo>,
+    /// A location, contact, dice or poll as it is now (the web page draws a poll's options).
+    shared: Option<Shared>,
 }
 
 #[derive(Clone, Debug)]
@@ -200,6 +207,28 @@ impl View {
             state: Some(SendState::Pending),
             edited: false,
             deleted: false,
+            media: None,
+            shared: None,
+        };
+        self.convs[self.current].push(Entry::Message { time: now, message });
+    }
+
+    /// A message of ours sent without the outbox (a file from the web page), sent already.
+    pub fn own_message(&mut self, message_id: u64, text: &str, now: i64) {
+        let message = Message {
+            id: Some(message_id),
+            queued: None,
+            from: None,
+            text: text.to_string(),
+            entities: Vec::new(),
+            reply_to: None,
+            keyboard: Vec::new(),
+            about: Vec::new(),
+            state: Some(SendState::Sent),
+            edited: false,
+            deleted: false,
+            media: None,
+            shared: None,
         };
         self.convs[self.current].push(Entry::Message { time: now, message });
     }
@@ -259,6 +288,9 @@ impl View {
             | Incoming::GroupEdited { message_id, text, entities, keyboard, shared, .. } => match conv.message_mut(*message_id).filter(|m| m.from.is_some()) {
                 Some(m) => {
                     // A moved or stopped live location is shown as it is now.
+                    if shared.is_some() {
+                        m.shared = shared.clone();
+                    }
                     (m.text, m.entities) = match shared {
                         Some(shared) => (crate::client::display::shared_text(shared), Vec::new()),
                         None => (text.clone(), entities.clone()),
@@ -392,6 +424,8 @@ fn received(m: &ReceivedMessage) -> Message {
         state: None,
         edited: false,
         deleted: false,
+        media: m.media.clone(),
+        shared: m.shared.clone(),
     }
 }
 
