@@ -117,6 +117,48 @@ pub(super) fn load(c: &Connection, peer: u64, message_id: u64) -> Result<Option<
     load_from(c, "SELECT content FROM client_messages WHERE peer_user_id = ?1 AND message_id = ?2", peer, message_id, "from")
 }
 
+/// A message of a conversation as the profile remembers it, for a view that opens.
+pub struct Remembered {
+    /// We sent it (`client_sent`); else the peer did.
+    pub own: bool,
+    pub message_id: u64,
+    pub date: i64,
+    pub content: Content,
+}
+
+/// The newest `limit` messages of conversation `peer` (received and our own texts), oldest
+/// first. A damaged row is skipped: a view is no place to fail.
+pub(super) fn recent(c: &Connection, peer: u64, limit: usize) -> Result<Vec<Remembered>> {
+    let mut rows = c.prepare_cached(
+        "SELECT own, message_id, date, content FROM (
+             SELECT 0 AS own, message_id, date, content FROM client_messages WHERE peer_user_id = ?1
+             UNION ALL
+             SELECT 1 AS own, message_id, date, content FROM client_sent WHERE peer_user_id = ?1)
+         ORDER BY message_id DESC, own DESC LIMIT ?2",
+    )?;
+    let found = rows.query_map(params![peer as i64, limit as i64], |r| {
+        Ok((r.get::<_, bool>(0)?, r.get::<_, i64>(1)? as u64, r.get::<_, i64>(2)?, r.get::<_, Vec<u8>>(3)?))
+    })?;
+    let mut out = Vec::new();
+    for row in found {
+        let (own, message_id, date, bytes) = row?;
+        match Content::parse_from_bytes(&bytes) {
+            Ok(content) => out.push(Remembered { own, message_id, date, content }),
+            Err(e) => log::warn!("remembered message {message_id} of user {peer} is damaged ({e}); not shown"),
+        }
+    }
+    out.reverse();
+    Ok(out)
+}
+
+impl super::profile::Profile {
+    /// The newest `limit` messages of a dialog (the peer's user id) or a group
+    /// (`group_peer`), oldest first, for a chat view that opens.
+    pub fn recent_messages(&self, peer: u64, limit: usize) -> Result<Vec<Remembered>> {
+        recent(&self.conn, peer, limit)
+    }
+}
+
 /// One remembered content by (peer, message id), with `sql` naming the table; `direction`
 /// ("from", "sent to") says in the error which side it was.
 fn load_from(c: &Connection, sql: &str, peer: u64, message_id: u64, direction: &str) -> Result<Option<Content>> {
@@ -244,6 +286,21 @@ mod tests {
         k.rows.push(row);
         content.keyboard = protobuf::MessageField::some(k);
         content
+    }
+
+    #[test]
+    fn a_view_gets_the_newest_of_both_sides_oldest_first() {
+        let c = db();
+        c.execute_batch(crate::client::schema::SENT_V6).expect("table");
+        remember(&c, 7, 1, 100, &text("one")).expect("received");
+        remember_sent(&c, 7, 2, 101, &text("two")).expect("sent");
+        remember(&c, 7, 3, 102, &text("three")).expect("received");
+        remember(&c, 8, 4, 103, &text("elsewhere")).expect("another dialog");
+        let got: Vec<(bool, u64, String)> =
+            recent(&c, 7, 10).expect("recent").into_iter().map(|r| (r.own, r.message_id, r.content.text().text.clone())).collect();
+        assert_eq!(got, vec![(false, 1, "one".into()), (true, 2, "two".into()), (false, 3, "three".into())]);
+        let newest: Vec<u64> = recent(&c, 7, 2).expect("recent").iter().map(|r| r.message_id).collect();
+        assert_eq!(newest, vec![2, 3], "the limit keeps the newest");
     }
 
     #[test]

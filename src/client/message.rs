@@ -461,14 +461,20 @@ pub(super) fn sender(envelope: &InboxEnvelope) -> Sender {
 
 /// A received text or file message: the envelope's ids and sender, the content's text or file.
 pub(super) fn received_message(envelope: &InboxEnvelope, content: &Content) -> ReceivedMessage {
+    message_of(envelope.sender_user_id, sender(envelope), envelope.message_id, envelope.date, content)
+}
+
+/// A message of dialog `chat_id` from `sender`, as `content` says it (one arriving, or one
+/// the profile remembers).
+pub(super) fn message_of(chat_id: u64, sender: Sender, message_id: u64, date: i64, content: &Content) -> ReceivedMessage {
     // A file message's caption is in `media`, as the Bot API keeps `caption` apart from `text`.
     let media = MediaInfo::of_content(content);
     let (text, entities) = if media.is_some() { (String::new(), Vec::new()) } else { text_of(content) };
     ReceivedMessage {
-        chat_id: envelope.sender_user_id,
-        sender: sender(envelope),
-        message_id: envelope.message_id,
-        date: envelope.date,
+        chat_id,
+        sender,
+        message_id,
+        date,
         text,
         entities,
         reply_to_message_id: (content.reply_to_message_id != 0).then_some(content.reply_to_message_id),

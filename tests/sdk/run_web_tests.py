@@ -11,7 +11,8 @@ target; the one-time reply keyboard sends its button and goes; a peer's message 
 and <img onerror> is shown as text and runs nothing; a photo picked in the page comes back
 from the bot and shows inline; a vote in the bot's poll reaches it; the "who is this" panel
 shows the Bot ID and marks it verified; a deleted message is struck through;
-after `e2e-chat web` restarts, the open page reconnects by itself and goes on. A screenshot of
+after `e2e-chat web` restarts, the open page reconnects by itself, shows the dialog's earlier
+messages and goes on. A screenshot of
 the chat is kept in test-artifacts/web-chat.png and checked not to be blank.
 
 Usage: run_web_tests.py [-v] [--keep]   Prints PASS/FAIL, then exactly "N passed, M failed".
@@ -208,6 +209,9 @@ def visit(world, browser, url, web, e2e, profile, bot):
     again = world.spawn("e2e-chat-web-2", [e2e, "--profile", profile, "web", f"@{bot}", "--listen", listen], pipe_stdout=True)
     check(web_url(world, "e2e-chat-web-2", again) == url, "the token is kept across a restart", url)
     browser.wait("the banner to go", lambda: browser.script("return document.getElementById('banner').hidden"))
+    # The new process shows what the profile remembers of the dialog.
+    expect_message(browser, "echo: hello web")
+    expect_message(browser, "hello web", peer=False)
     say(browser, "after the restart")
     expect_message(browser, "echo: after the restart")
 

@@ -187,6 +187,7 @@ fn run_session(
         peer_is_bot: peer_profile.is_bot,
         own_username: &own,
     });
+    screen.history(&typist, &peer_profile);
     screen.show(&ChatEvent::Help);
 
     let target: SharedTarget = Arc::new(Mutex::new(Target::of_peer(peer_profile.clone())));

@@ -8,12 +8,18 @@ use std::io::{self, Write};
 use std::sync::Arc;
 
 use super::super::display::ChatEvent;
+use super::super::message::{message_of, ReceivedMessage, Sender};
+use super::super::profile::Profile;
+use crate::wire::platform::Profile as PeerProfile;
 use super::super::outbox::{Attempt, Queued};
 use super::super::tui::style::Style;
 use super::super::tui::view::{ChatKey, SendState, View};
 use super::web::Page;
 use super::super::reply_keyboard::ReplyKeyboard;
 use super::super::tui::Tui;
+
+/// How many remembered messages a dialog shows when it opens.
+const HISTORY: usize = 100;
 
 #[derive(Clone)]
 pub(super) enum Screen {
@@ -102,6 +108,22 @@ impl Screen {
                 self.with_view(|view| view.own_message(message_id, text, now));
             }
         }
+    }
+
+    /// What the profile remembers of the dialog with `peer`, before what arrives now (a
+    /// terminal or a page; a plain screen prints only what happens from now on).
+    pub fn history(&self, profile: &Profile, peer: &PeerProfile) {
+        if let Screen::Plain = self {
+            return;
+        }
+        let remembered = match profile.recent_messages(peer.user_id, HISTORY) {
+            Ok(remembered) => remembered,
+            Err(e) => return log::warn!("the history of the dialog with @{} cannot be read: {e}", peer.username),
+        };
+        let sender = Sender { user_id: peer.user_id, username: peer.username.clone(), display_name: peer.display_name.clone(), is_bot: peer.is_bot };
+        let earlier: Vec<(bool, ReceivedMessage)> =
+            remembered.iter().map(|r| (r.own, message_of(peer.user_id, sender.clone(), r.message_id, r.date, &r.content))).collect();
+        self.with_view(|view| view.load_history(&ChatKey::User(peer.user_id), &format!("@{}", peer.username), &earlier));
     }
 
     /// Opens conversation `key` (after `/switch`).

@@ -281,8 +281,12 @@ impl Dialog {
         match found {
             Ok((key, shown, about, target)) => {
                 let peer = target.keyboard_peer();
+                let dialog = target.peer.clone();
                 *self.target.lock().unwrap_or_else(PoisonError::into_inner) = target;
                 self.screen.open(key.clone(), &shown, &about);
+                if let Some(p) = dialog {
+                    self.screen.history(&self.profile, &p);
+                }
                 self.screen.reply_keyboard(key, self.profile.reply_keyboard(peer).ok().flatten());
                 true
             }

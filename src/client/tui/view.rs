@@ -213,6 +213,24 @@ impl View {
         self.convs[self.current].push(Entry::Message { time: now, message });
     }
 
+    /// Earlier messages of dialog `key` (oldest first; `true`: ours) before what this session
+    /// shows, into a conversation that shows no message yet (opened again, it keeps its own).
+    pub fn load_history(&mut self, key: &ChatKey, name: &str, earlier: &[(bool, ReceivedMessage)]) {
+        let at = self.conversation(key, name);
+        let conv = &mut self.convs[at];
+        if conv.entries.iter().any(|e| matches!(e, Entry::Message { .. })) {
+            return;
+        }
+        for (own, m) in earlier.iter().rev().take(MAX_ENTRIES.saturating_sub(conv.entries.len())) {
+            let mut message = received(m);
+            if *own {
+                message.from = None;
+                message.state = Some(SendState::Sent);
+            }
+            conv.entries.push_front(Entry::Message { time: m.date, message });
+        }
+    }
+
     /// A message of ours sent without the outbox (a file from the web page), sent already.
     pub fn own_message(&mut self, message_id: u64, text: &str, now: i64) {
         let message = Message {
@@ -791,6 +809,19 @@ mod tests {
         assert!(spans.iter().any(|s| s.text == "it" && s.style.italic));
         assert!(spans.iter().any(|s| s.text == "link" && s.style.underline));
         assert!(text_of(&frame).iter().any(|l| l.contains("link <https://e.x/\\e>")), "{:?}", text_of(&frame));
+    }
+
+    #[test]
+    fn a_dialog_opens_with_what_the_profile_remembers_once() {
+        let mut v = view();
+        v.note("help", Style::DIM, 0);
+        let earlier = vec![(false, message(1, "before")), (true, message(2, "mine"))];
+        v.load_history(&ChatKey::User(7), "@bot", &earlier);
+        v.load_history(&ChatKey::User(7), "@bot", &earlier);
+        let shown = text_of(&v.render(60, 10, "", 0, &utc));
+        let at = |needle: &str| shown.iter().position(|l| l.contains(needle));
+        assert_eq!(shown.iter().filter(|l| l.contains("before")).count(), 1, "loaded once: {shown:?}");
+        assert!(at("@bot: before") < at("you: mine #2 ✓") && at("you: mine") < at("help"), "{shown:?}");
     }
 
     #[test]
