@@ -10,7 +10,8 @@ text brings the echo; an inline button edits the menu in place, and a link butto
 target; the one-time reply keyboard sends its button and goes; a peer's message with <script>
 and <img onerror> is shown as text and runs nothing; a photo picked in the page comes back
 from the bot and shows inline; a vote in the bot's poll reaches it; the "who is this" panel
-shows the Bot ID and marks it verified; a deleted message is struck through;
+shows the Bot ID and marks it verified; "@bot query" lists the inline results and choosing one
+sends it; a deleted message is struck through;
 after `e2e-chat web` restarts, the open page reconnects by itself, shows the dialog's earlier
 messages and goes on. A screenshot of
 the chat is kept in test-artifacts/web-chat.png and checked not to be blank.
@@ -180,6 +181,15 @@ def visit(world, browser, url, web, e2e, profile, bot):
     browser.wait("the poll's options", lambda: browser.find('#messages .poll button.option[data-n="2"]'))
     browser.click(browser.find('#messages .poll button.option[data-n="2"]')[-1])
     expect_message(browser, "You voted for Coffee")
+
+    # Inline mode from the input: the results are a list; choosing one sends it.
+    say(browser, f"@{bot} tea")
+    hi = browser.wait("the inline results", lambda: browser.find('#inline-results button.inline-result[data-id="hi"]'))
+    browser.click(hi[0])
+    browser.wait("the results to go", lambda: browser.script("return document.getElementById('inline-results').hidden"))
+    chose = browser.wait("the choice's note", lambda: browser.script(
+        "return [...document.querySelectorAll('#messages li.note')].some((li) => li.textContent.includes('you chose result hi'))"))
+    check(chose, "the chosen result is sent", chose)
 
     # Who is this: the Bot ID's short form, and marking it verified.
     browser.click(browser.find("#who-button")[0])

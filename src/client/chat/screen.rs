@@ -49,6 +49,10 @@ impl Screen {
             }
             ChatEvent::Failed { .. } | ChatEvent::SendFailed { .. } => view.note(&event_text(event), Style::ALERT, now),
             ChatEvent::Help | ChatEvent::Menu(_) => view.note(&event_text(event), Style::DIM, now),
+            ChatEvent::Chose { .. } => {
+                view.chose_inline();
+                view.note(&event_text(event), Style::NOTE, now);
+            }
             // Our message changes where it is, marked edited (a note when it scrolled away).
             ChatEvent::Edited { message_id, text } => {
                 if !view.edited_own(*message_id, text) {

@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use unicode_width::UnicodeWidthChar;
 
 use super::super::display::{self, sanitize, ChatEvent};
-use super::super::message::{Entity, GroupId, Incoming, Keyboard, MediaInfo, ReceivedMessage, ReplyMarkup};
+use super::super::message::{Entity, GroupId, Incoming, InlineResult, Keyboard, MediaInfo, ReceivedMessage, ReplyMarkup};
 use super::super::places::Shared;
 use super::super::reply_keyboard::ReplyKeyboard;
 use super::style::{Line, Span, Style};
@@ -78,11 +78,14 @@ pub struct Conversation {
     pub unread: usize,
     /// The bot's reply keyboard, drawn above the status line while it shows.
     reply_keyboard: Option<ReplyKeyboard>,
+    /// The latest results of an inline query in this dialog, until one is chosen (the web page
+    /// lists them; the terminal shows them as a note).
+    inline: Option<(u64, Vec<InlineResult>)>,
 }
 
 impl Conversation {
     fn new(key: ChatKey, name: String) -> Conversation {
-        Conversation { key, name, entries: VecDeque::new(), unread: 0, reply_keyboard: None }
+        Conversation { key, name, entries: VecDeque::new(), unread: 0, reply_keyboard: None, inline: None }
     }
 
     fn push(&mut self, entry: Entry) {
@@ -231,6 +234,11 @@ impl View {
         }
     }
 
+    /// An inline result was chosen: the open conversation's results are put away.
+    pub fn chose_inline(&mut self) {
+        self.convs[self.current].inline = None;
+    }
+
     /// A message of ours sent without the outbox (a file from the web page), sent already.
     pub fn own_message(&mut self, message_id: u64, text: &str, now: i64) {
         let message = Message {
@@ -319,6 +327,10 @@ impl View {
                 }
                 None => false,
             },
+            Incoming::InlineResults { session_id, results, .. } => {
+                conv.inline = Some((*session_id, results.clone())).filter(|(_, r)| !r.is_empty());
+                false
+            }
             Incoming::Deleted { message_id, .. } | Incoming::GroupDeleted { message_id, .. } => match conv.message_mut(*message_id) {
                 Some(m) => {
                     m.deleted = true;

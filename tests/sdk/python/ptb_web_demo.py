@@ -9,6 +9,7 @@ one-time reply keyboard, and a message it deletes. Long polling against a bot-ga
 - /gone: "This goes away", deleted a moment later.
 - /survey: a non-anonymous poll "Tea or coffee?"; a vote is answered "You voted for <option>".
 - a photo: sent back by its file_id, captioned "your photo back".
+- an inline query: two articles, "Say hi" and "Say bye"; a choice sends its text.
 - any other text: "echo: <text>".
 
 Environment: BOT_TOKEN, BOT_API_BASE (see compat_bot).
@@ -16,9 +17,9 @@ Environment: BOT_TOKEN, BOT_API_BASE (see compat_bot).
 
 import asyncio
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup, KeyboardButton, ReplyKeyboardMarkup, ReplyKeyboardRemove, Update
+from telegram import InlineQueryResultArticle, InputTextMessageContent, InlineKeyboardButton, InlineKeyboardMarkup, KeyboardButton, ReplyKeyboardMarkup, ReplyKeyboardRemove, Update
 from telegram.constants import ParseMode
-from telegram.ext import CallbackQueryHandler, CommandHandler, ContextTypes, MessageHandler, PollAnswerHandler, filters
+from telegram.ext import CallbackQueryHandler, CommandHandler, ContextTypes, InlineQueryHandler, MessageHandler, PollAnswerHandler, filters
 
 from compat_bot import run_ptb
 
@@ -76,6 +77,14 @@ async def photo_back(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
     await update.effective_message.reply_photo(update.effective_message.photo[-1].file_id, caption="your photo back")
 
 
+async def inline(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    results = [
+        InlineQueryResultArticle("hi", "Say hi", InputTextMessageContent(f"Hi! ({update.inline_query.query})"), description="a greeting"),
+        InlineQueryResultArticle("bye", "Say bye", InputTextMessageContent("Bye!")),
+    ]
+    await update.inline_query.answer(results, cache_time=0)
+
+
 async def echo(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await update.effective_message.reply_text(f"echo: {update.effective_message.text}")
 
@@ -88,6 +97,7 @@ if __name__ == "__main__":
         app.add_handler(CommandHandler("gone", gone))
         app.add_handler(CommandHandler("survey", poll))
         app.add_handler(PollAnswerHandler(vote))
+        app.add_handler(InlineQueryHandler(inline))
         app.add_handler(MessageHandler(filters.PHOTO, photo_back))
         app.add_handler(CallbackQueryHandler(press, pattern=r"^page:\d+$"))
         app.add_handler(MessageHandler(filters.Text(list(COLOURS)), colour))

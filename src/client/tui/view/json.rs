@@ -7,7 +7,6 @@ use serde_json::{json, Value};
 use super::{Conversation, Entry, Message, SendState, View};
 use crate::client::message::MediaInfo;
 use crate::client::places::{PollInfo, Shared};
-use crate::client::display::reply_keyboard_rows;
 
 impl View {
     /// The conversations (name, unread count, key) and the open one whole: its entries, its
@@ -32,9 +31,18 @@ impl View {
                 "entries": conv.entries.iter().map(|e| entry_json(conv, e)).collect::<Vec<_>>(),
                 "reply_keyboard": conv.reply_keyboard.as_ref().map(|k| json!({
                     "rows": k.rows.iter().map(|row| row.iter().map(|b| b.text.as_str()).collect::<Vec<_>>()).collect::<Vec<_>>(),
-                    "labels": reply_keyboard_rows(k),
                     "one_time": k.one_time,
                     "placeholder": k.placeholder,
+                })),
+                "inline": conv.inline.as_ref().map(|(session, results)| json!({
+                    "session": session,
+                    "results": results.iter().map(|r| json!({
+                        "id": r.id,
+                        "kind": r.kind,
+                        "title": r.title,
+                        "description": r.description,
+                        "text": r.text,
+                    })).collect::<Vec<_>>(),
                 })),
             },
         })
@@ -104,6 +112,12 @@ fn message_json(conv: &Conversation, time: i64, m: &Message) -> Value {
         "media": m.media.as_ref().map(media_json),
         "poll": match &m.shared {
             Some(Shared::Poll(p)) => Some(poll_json(p)),
+            _ => None,
+        },
+        // A point the page links to a map (the text says it in words).
+        "location": match &m.shared {
+            Some(Shared::Location(l)) => Some(json!({ "latitude": l.latitude, "longitude": l.longitude })),
+            Some(Shared::Venue(v)) => Some(json!({ "latitude": v.location.latitude, "longitude": v.location.longitude })),
             _ => None,
         },
     })

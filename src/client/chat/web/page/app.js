@@ -93,6 +93,7 @@ function render(view) {
     loadIdentity(false);
   }
   renderReplyKeyboard(view.open.reply_keyboard);
+  renderInline(view.open.inline);
   $("hint").hidden = !view.hint;
   $("hint").textContent = view.hint || "";
 }
@@ -166,6 +167,11 @@ function entry(key, e) {
   } else {
     const [text, entities] = caption(e);
     li.append(body(text, entities));
+  }
+  if (e.location) {
+    const { latitude: lat, longitude: lon } = e.location;
+    const map = "https://www.openstreetmap.org/?mlat=" + lat + "&mlon=" + lon + "#map=16/" + lat + "/" + lon;
+    li.append(el("a", { class: "map", href: map, target: "_blank", rel: "noopener noreferrer", text: "Open " + lat.toFixed(5) + ", " + lon.toFixed(5) + " on a map ↗" }));
   }
   li.append(marks(e));
   for (const a of e.about) li.append(el("div", { class: "about", text: a }));
@@ -368,6 +374,25 @@ function renderReplyKeyboard(k) {
           return el("button", { type: "button", class: "reply-button", "data-n": String(number), text, onclick: () => sendLine(String(number)) });
         }),
       ),
+    ),
+  );
+}
+
+// An inline query's results (typed "@bot query"): choosing one sends it.
+function renderInline(inline) {
+  const div = $("inline-results");
+  div.hidden = !inline;
+  if (!inline) {
+    div.replaceChildren();
+    return;
+  }
+  div.replaceChildren(
+    el("div", { class: "meta", text: "Results (choose one to send it):" }),
+    ...inline.results.map((r) =>
+      el("button", { type: "button", class: "inline-result", "data-id": r.id, onclick: () => sendLine("/choose " + inline.session + " " + r.id) }, [
+        el("span", { text: r.title || r.text || r.id }),
+        r.description ? el("span", { class: "description", text: r.description }) : null,
+      ]),
     ),
   );
 }
