@@ -7,7 +7,7 @@
 //! are crates of their own.
 //!
 //! A circle is opened by moving the helper both sides share into a room of its own (as
-//! `gateway/history.rs`, `methods/target.rs`, `api/percent.rs`, `http/socket.rs`,
+//! `gateway/history.rs`, `methods/target.rs`, `http/socket.rs`,
 //! `client/cli_common.rs`, `client/schema.rs` and `client/shared_item.rs` were).
 
 use std::collections::{BTreeMap, BTreeSet};

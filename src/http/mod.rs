@@ -24,7 +24,7 @@
 //!
 //! Modules: `head` parses request heads, `host` decides which `Host` is answered, `socket` is a connection's buffered socket, `conn`
 //! runs one connection (the keep-alive loop, writing responses), `body` reads a body,
-//! `request` is what a handler gets, `slots` tracks what each worker waits for (for eviction
+//! `request` is what a handler gets, `percent` decodes query strings and path segments, `slots` tracks what each worker waits for (for eviction
 //! and shutdown), `server` binds, accepts, and owns the threads.
 
 mod body;
@@ -32,6 +32,7 @@ mod conn;
 mod head;
 mod host;
 mod limits;
+pub mod percent;
 mod request;
 mod response;
 mod server;

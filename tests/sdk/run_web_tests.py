@@ -129,6 +129,8 @@ def not_blank(png):
 
 
 def visit(world, browser, url, web, e2e, profile, bot):
+    for old in ("web-chat.png", "web-chat-failure.png"):
+        (ARTIFACTS / old).unlink(missing_ok=True)
     browser.go(url)
     browser.wait("the page to open the dialog", lambda: browser.script("return document.getElementById('title').textContent") == f"@{bot}")
 
@@ -257,7 +259,11 @@ def scenario(world, bin_dir):
 
 def run(sdk, bin_dir, keep):
     world = base.World("web-chat", keep)
-    return base.run_in_world("web chat (chromium, ptb)", world, lambda: scenario(world, bin_dir))
+    ok = base.run_in_world("web chat (chromium, ptb)", world, lambda: scenario(world, bin_dir))
+    for name in ("web-chat.png", "web-chat-failure.png"):
+        if (ARTIFACTS / name).exists():
+            print(f"screenshot kept: {ARTIFACTS / name}", flush=True)
+    return ok
 
 
 def main():

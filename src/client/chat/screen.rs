@@ -14,7 +14,7 @@ use crate::wire::platform::Profile as PeerProfile;
 use super::super::outbox::{Attempt, Queued};
 use super::super::tui::style::Style;
 use super::super::tui::view::{ChatKey, SendState, View};
-use super::web::Page;
+use super::web::model::Page;
 use super::super::reply_keyboard::ReplyKeyboard;
 use super::super::tui::Tui;
 

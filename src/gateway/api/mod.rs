@@ -14,7 +14,6 @@
 pub mod backend;
 pub mod methods;
 pub mod multipart;
-pub mod percent;
 pub mod replies;
 pub mod request;
 pub mod response;

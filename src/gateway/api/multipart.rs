@@ -531,7 +531,7 @@ fn decode_ext_value(v: &str) -> Option<String> {
     if !(charset.eq_ignore_ascii_case("utf-8") || charset.eq_ignore_ascii_case("us-ascii")) {
         return None;
     }
-    super::percent::percent_decode_path(encoded)
+    crate::http::percent::percent_decode_path(encoded)
 }
 
 #[cfg(test)]

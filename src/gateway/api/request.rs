@@ -15,7 +15,7 @@ use serde_json::Value;
 
 
 use super::multipart::{self, FileIntake, MultipartError};
-use super::percent::form_decode;
+use crate::http::percent::form_decode;
 use crate::gateway::botapi::{ApiError, Params};
 
 /// Largest accepted request body: a 50 MiB media file (SPEC "Limits") plus multipart overhead

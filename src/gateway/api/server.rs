@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::percent::percent_decode_path;
+use crate::http::percent::percent_decode_path;
 use super::request;
 use super::response::{self, HttpResponse};
 use super::token::redact_path;

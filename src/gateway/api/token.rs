@@ -33,7 +33,7 @@ const LONGEST_PLAIN_SEGMENT: usize = 31;
 fn redact_segment(segment: &str) -> String {
     // Judge the decoded text, so `%3A` or percent-encoding every digit hides nothing; a segment
     // that does not even decode to UTF-8 is no route word.
-    let Some(decoded) = super::percent::percent_decode_path(segment) else {
+    let Some(decoded) = crate::http::percent::percent_decode_path(segment) else {
         return "<redacted>".to_string();
     };
     let split = if decoded.len() >= 3 && decoded.is_char_boundary(3) && decoded[..3].eq_ignore_ascii_case("bot") { 3 } else { 0 };

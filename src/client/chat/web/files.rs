@@ -6,7 +6,6 @@
 //! else, whatever type the sender claimed, is an attachment. Every file answer carries
 //! `nosniff` and a sandbox CSP, so a file can never run as a page of this origin.
 
-use std::collections::HashMap;
 use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::fs::DirBuilderExt;
@@ -19,7 +18,8 @@ use super::super::super::history::group_peer;
 use super::super::super::message::GroupId;
 use super::super::super::profile::Profile;
 use super::super::lock;
-use super::server::{json_response, text, Input};
+use super::answer::{json_response, text};
+use super::input::Input;
 use crate::crypto::file::MAX_PLAINTEXT_LEN;
 use crate::http::{Request, Response};
 
@@ -42,13 +42,6 @@ const INLINE_TYPES: [&str; 12] = [
 const FILE_CSP: &str = "default-src 'none'; sandbox";
 /// Files staged and not sent yet; more must be sent (or the server restarted) first.
 pub const MAX_STAGED: usize = 10;
-
-/// Files the page uploaded, by id: their directory (named by the id) holds the file under the
-/// name it had, which the message carries.
-#[derive(Default)]
-pub struct Staged {
-    files: HashMap<String, PathBuf>,
-}
 
 /// Where staged files wait: a directory of this server's own in the system's temporary
 /// directory, private to the user (0700). Not in the profile: a profile never sends a file

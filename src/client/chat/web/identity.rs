@@ -8,7 +8,8 @@ use serde_json::{json, Value};
 use super::super::super::identity::PeerIdentity;
 use super::super::super::tui::view::ChatKey;
 use super::super::{about_peer, lock};
-use super::server::{json_response, text, Input};
+use super::answer::{json_response, text};
+use super::input::Input;
 use crate::http::Response;
 
 /// `GET /api/identity`: the open dialog's peer (a group has none).

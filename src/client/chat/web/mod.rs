@@ -5,14 +5,17 @@
 //! page talks only to this loopback server.
 //!
 //! - `model`: the view with a version, long-polled by the page.
-//! - `server`: the HTTP handler (session token, `Host` and `Origin` checks, CSP) and its paths.
+//! - `server`: the HTTP handler (session token, `Host` and `Origin` checks, CSP) and its paths;
+//!   `input` is what requests act through, `answer` what they are answered with.
 //! - `files`: a message's file served to the page, and files the page sends (staged first).
 //! - `identity`: the "who is this" panel (verify, trust).
 //! - `token`: the session token, kept in the profile so a page reconnects after a restart.
 
+mod answer;
 mod files;
 mod identity;
-mod model;
+mod input;
+pub(super) mod model;
 mod server;
 mod token;
 
@@ -22,11 +25,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub(super) use model::Page;
 
 use super::super::profile::Profile;
 use super::super::tui::view::{ChatKey, View};
 use super::screen::Screen;
+use model::Page;
 use super::{about_peer, run_session};
 use crate::cli::{CliError, Context};
 use crate::http::{HostRule, Limits, Server};
@@ -56,13 +59,13 @@ pub(in crate::client) fn web(dir: &Path, server: Option<&str>, peer: Option<&str
     let stage_dir = files::make_stage().context("making a private directory for the files the page sends")?;
     let screen = Screen::Web(page.clone());
     let served = run_session(dir, server, typist, peer_profile, screen, |session| {
-        let input = server::Input {
+        let input = input::Input {
             typist: Profile::open_at(dir, server)?,
             screen: session.screen.clone(),
             target: session.target.clone(),
             jobs: session.jobs.clone(),
             stage_dir: stage_dir.clone(),
-            staged: files::Staged::default(),
+            staged: input::Staged::default(),
         };
         let handler = Arc::new(server::WebHandler::new(token.clone(), addr.port(), page.clone(), input));
         let limits = Limits {

@@ -4,20 +4,19 @@
 //! when it says where it comes from (`Origin`, `Sec-Fetch-Site`), comes from this page.
 
 use std::io::Read;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use crossbeam_channel::Sender;
 use serde_json::{json, Value};
 
-use super::super::super::profile::Profile;
-use super::super::screen::Screen;
-use super::super::{handle_line, Job, SharedTarget};
-use super::files::{self, Staged};
+use super::super::handle_line;
+use super::answer::{asset, json_response, text};
+use super::files;
 use super::identity;
+use super::input::Input;
 use super::model::Page;
 use crate::crypto::constant_time_eq;
+use crate::http::percent::form_decode;
 use crate::http::{Handler, Request, Response};
 
 /// The page, embedded: no build step, nothing fetched from elsewhere.
@@ -44,18 +43,6 @@ const SECURITY_HEADERS: [(&str, &str); 6] = [
     ("Cache-Control", "no-store"),
     ("Cross-Origin-Opener-Policy", "same-origin"),
 ];
-
-/// Where typed lines go: the same step as a terminal's (`handle_line`), through a profile
-/// connection of the server's own.
-pub struct Input {
-    pub typist: Profile,
-    pub screen: Screen,
-    pub target: SharedTarget,
-    pub jobs: Sender<Job>,
-    /// Where files the page uploads wait (`files::make_stage`).
-    pub stage_dir: PathBuf,
-    pub staged: Staged,
-}
 
 pub struct WebHandler {
     token: String,
@@ -126,9 +113,8 @@ impl WebHandler {
                 Ok(body) => identity::act(&self.lock_input(), &body),
                 Err(refused) => refused,
             },
-            (_, "/" | "/app.js" | "/app.css" | "/api/view" | "/api/file" | "/api/identity") => {
-                text(405, "Method Not Allowed").with_header("Allow", "GET")
-            }
+            (_, "/api/identity") => text(405, "Method Not Allowed").with_header("Allow", "GET, POST"),
+            (_, "/" | "/app.js" | "/app.css" | "/api/view" | "/api/file") => text(405, "Method Not Allowed").with_header("Allow", "GET"),
             (_, "/api/line" | "/api/stage" | "/api/send-files") => text(405, "Method Not Allowed").with_header("Allow", "POST"),
             _ => text(404, "Not Found"),
         }
@@ -202,45 +188,13 @@ fn from_elsewhere(rq: &Request<'_>) -> Option<Response> {
     None
 }
 
-/// A query parameter, percent-decoded.
+/// A query parameter, percent-decoded (`+` a space).
 fn param(query: &str, name: &str) -> Option<String> {
-    query.split('&').filter_map(|kv| kv.split_once('=')).find(|(k, _)| *k == name).map(|(_, v)| percent_decode(v))
-}
-
-fn percent_decode(s: &str) -> String {
-    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let escaped = match bytes.get(i..i + 3) {
-            Some([b'%', hi, lo]) => hex(*hi).zip(hex(*lo)).map(|(hi, lo)| hi << 4 | lo),
-            _ => None,
-        };
-        match (escaped, bytes[i]) {
-            (Some(b), _) => {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-            (None, b'+') => out.push(b' '),
-            (None, b) => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-pub(super) fn text(status: u16, body: &str) -> Response {
-    Response::with_body(status, "text/plain; charset=utf-8", body.as_bytes().to_vec())
-}
-
-fn asset(content_type: &str, body: &str) -> Response {
-    Response::with_body(200, content_type, body.as_bytes().to_vec()).served()
-}
-
-pub(super) fn json_response(status: u16, body: &Value) -> Response {
-    Response::with_body(status, "application/json", body.to_string().into_bytes()).served()
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| String::from_utf8_lossy(&form_decode(v.as_bytes())).into_owned())
 }
 
 #[cfg(test)]

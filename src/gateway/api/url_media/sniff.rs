@@ -4,7 +4,7 @@
 
 use url::Url;
 
-use crate::gateway::api::percent::percent_decode_path;
+use crate::http::percent::percent_decode_path;
 use crate::gateway::botapi::types::MediaKind;
 
 /// Bytes read before anything is sent on: enough for every signature below.
