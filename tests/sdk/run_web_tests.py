@@ -11,7 +11,8 @@ target; the one-time reply keyboard sends its button and goes; a peer's message 
 and <img onerror> is shown as text and runs nothing; a photo picked in the page comes back
 from the bot and shows inline; a vote in the bot's poll reaches it; the "who is this" panel
 shows the Bot ID and marks it verified; "@bot query" lists the inline results and choosing one
-sends it; a deleted message is struck through;
+sends it; while the platform is away the page says so and a line typed meanwhile waits, then
+goes when it is back; a deleted message is struck through;
 after `e2e-chat web` restarts, the open page reconnects by itself, shows the dialog's earlier
 messages and goes on. A screenshot of
 the chat is kept in test-artifacts/web-chat.png and checked not to be blank.
@@ -128,7 +129,34 @@ def not_blank(png):
     return len(set(zlib.decompress(idat))) > 32
 
 
-def visit(world, browser, url, web, e2e, profile, bot):
+def platform_outage(world, browser, bin_dir):
+    """The platform goes away and comes back on its address: the page says so, and a line
+    typed meanwhile waits in the outbox and goes once it is back."""
+    platform = next(proc for name, proc, _ in world.procs if name == "platform-server")
+    platform.send_signal(signal.SIGTERM)
+    platform.wait(timeout=30)
+    browser.wait(
+        "the outage banner",
+        lambda: browser.script("const b = document.getElementById('banner'); return !b.hidden && b.textContent.includes('Connection to the platform lost')"),
+        timeout=60,
+    )
+    say(browser, "while away")
+    waiting = browser.wait("the waiting mark", lambda: "waiting for the platform" in (message_with(browser, "while away", peer=False) or {}).get("marks", ""))
+    check(waiting, "a line typed during the outage waits", waiting)
+    addr = world.platform_url[len("http://") :]
+    again = world.spawn(
+        "platform-server-2",
+        [str(bin_dir / "platform-server"), "--listen", addr, "--data-dir", str(world.dir / "platform")],
+        pipe_stdout=True,
+    )
+    base.bound_address(world, "platform-server-2", again, "listening on ")
+    browser.wait("the outage banner to go", lambda: browser.script("return document.getElementById('banner').hidden"), timeout=60)
+    expect_message(browser, "echo: while away", timeout=90)
+    sent = message_with(browser, "while away", peer=False)
+    check("✓" in sent["marks"], "the waiting line is sent once the platform is back", sent)
+
+
+def visit(world, browser, url, web, e2e, profile, bot, bin_dir):
     for old in ("web-chat.png", "web-chat-failure.png"):
         (ARTIFACTS / old).unlink(missing_ok=True)
     browser.go(url)
@@ -213,6 +241,8 @@ def visit(world, browser, url, web, e2e, profile, bot):
     log(f"screenshot: {shot}")
     check(not_blank(png), "the screenshot shows the chat", str(shot))
 
+    platform_outage(world, browser, bin_dir)
+
     # The server restarts on the same address: the open page reconnects by itself.
     web.send_signal(signal.SIGTERM)
     check(web.wait(timeout=30) == 0, "e2e-chat web stops on SIGTERM", web.returncode)
@@ -250,7 +280,7 @@ def scenario(world, bin_dir):
     port = base.free_loopback_ports(1)[0]
     browser = Browser(CHROMEDRIVER, CHROMIUM, port, str(world.dir / "chromium"), str(world.dir / "chromedriver.log"))
     try:
-        visit(world, browser, url, web, e2e, profile, bot["username"])
+        visit(world, browser, url, web, e2e, profile, bot["username"], bin_dir)
     except WebDriverError as e:
         raise StepFailed(f"browser: {e}; the page showed: {what_the_page_shows(browser)}") from None
     finally:
