@@ -11,6 +11,9 @@
 //!   the reader is connected again; a line is never typed twice.
 //! - `chat-reader` (`reader.rs`) shows what arrives and reconnects a broken inbox stream.
 //!
+//! `e2e-chat web` (`web/`) runs the same session with a page for a screen: its server's
+//! workers take the typed lines, and the main thread waits for SIGINT or SIGTERM.
+//!
 //! On a terminal the screen is drawn from a model (`tui`); elsewhere (a script, a test) lines
 //! are read and printed plainly: what happens in the dialog to stdout, everything about the
 //! program to stderr. Whatever is shown passes through `display`, so nothing from the network

@@ -1,8 +1,8 @@
-//! Where chat mode shows things: a terminal (`tui::Tui`, drawn whole from a model) or plain
-//! a web page (`web`: the same model, served as JSON), or plain
-//! lines (a script, a pipe, `TERM=dumb`: what happens in the dialog to stdout, everything about
-//! the program to stderr, one line per thing, never redrawn). Every thread shows through one
-//! `Screen`; both kinds take the same `ChatEvent`s.
+//! Where chat mode shows things: a terminal (`tui::Tui`, drawn whole from a model), a web page
+//! (`web`: the same model, served as JSON), or plain lines (a script, a pipe, `TERM=dumb`: what
+//! happens in the dialog to stdout, everything about the program to stderr, one line per thing,
+//! never redrawn). Every thread shows through one `Screen`; all kinds take the same
+//! `ChatEvent`s.
 
 use std::io::{self, Write};
 use std::sync::Arc;
@@ -138,13 +138,13 @@ impl Screen {
         }
     }
 
-    /// The reply keyboard conversation `key` shows now (terminal only: a plain screen shows
+    /// The reply keyboard conversation `key` shows now (a terminal or a page: a plain screen shows
     /// keyboards under their messages).
     pub fn reply_keyboard(&self, key: ChatKey, keyboard: Option<(u64, ReplyKeyboard)>) {
         self.with_view(|view| view.set_reply_keyboard(&key, keyboard.map(|(_, k)| k)));
     }
 
-    /// A hint beside the status line (terminal only).
+    /// A hint beside the status line (a terminal or a page).
     pub fn hint(&self, hint: &str) {
         self.with_view(|view| view.set_hint(Some(hint.to_string())));
     }
