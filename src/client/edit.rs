@@ -66,14 +66,14 @@ impl Profile {
         }
     }
 
-    /// Remembers a text we sent, for a later edit; the message was sent, so a failure here is
-    /// only logged.
+    /// Remembers a text or file we sent, for a later edit or view; the message was sent, so a
+    /// failure here is only logged.
     pub(super) fn remember_sent(&self, peer: u64, content: &Content, sent: &SentMessage) {
-        if !content.has_text() {
+        if !history::worth_remembering(content) {
             return; // a press, a reaction, an edit...: nothing to edit later, no transaction
         }
         if let Err(e) = self.write(|c| history::remember_sent(c, peer, sent.message_id, sent.date, content)) {
-            log::warn!("message {} was sent, but this profile could not remember it for edits: {e}", sent.message_id);
+            log::warn!("message {} was sent, but this profile could not remember it: {e}", sent.message_id);
         }
     }
 }

@@ -55,6 +55,12 @@ impl super::profile::Profile {
         load(&self.conn, peer_user_id, message_id)
     }
 
+    /// A text or file we sent to `peer` (a dialog's user id, or `group_peer`) as this profile
+    /// remembers it (our edits applied), if it does.
+    pub fn remembered_sent(&self, peer: u64, message_id: u64) -> Result<Option<Content>> {
+        load_sent(&self.conn, peer, message_id)
+    }
+
     /// Replaces `needle` with `replacement` in every text remembered from `peer_user_id` (a
     /// secret a reply carried, once it is kept elsewhere), with no copy left in the log.
     /// Returns how many messages changed.
@@ -121,6 +127,8 @@ pub(super) fn load(c: &Connection, peer: u64, message_id: u64) -> Result<Option<
 pub struct Remembered {
     /// We sent it (`client_sent`); else the peer did.
     pub own: bool,
+    /// Who sent a group's message (0: not kept, or a dialog's peer, or ours).
+    pub sender: u64,
     pub message_id: u64,
     pub date: i64,
     pub content: Content,
@@ -130,20 +138,20 @@ pub struct Remembered {
 /// first. A damaged row is skipped: a view is no place to fail.
 pub(super) fn recent(c: &Connection, peer: u64, limit: usize) -> Result<Vec<Remembered>> {
     let mut rows = c.prepare_cached(
-        "SELECT own, message_id, date, content FROM (
-             SELECT 0 AS own, message_id, date, content FROM client_messages WHERE peer_user_id = ?1
+        "SELECT own, sender, message_id, date, content FROM (
+             SELECT 0 AS own, sender_user_id AS sender, message_id, date, content FROM client_messages WHERE peer_user_id = ?1
              UNION ALL
-             SELECT 1 AS own, message_id, date, content FROM client_sent WHERE peer_user_id = ?1)
+             SELECT 1 AS own, 0 AS sender, message_id, date, content FROM client_sent WHERE peer_user_id = ?1)
          ORDER BY message_id DESC, own DESC LIMIT ?2",
     )?;
     let found = rows.query_map(params![peer as i64, limit as i64], |r| {
-        Ok((r.get::<_, bool>(0)?, r.get::<_, i64>(1)? as u64, r.get::<_, i64>(2)?, r.get::<_, Vec<u8>>(3)?))
+        Ok((r.get::<_, bool>(0)?, r.get::<_, i64>(1)? as u64, r.get::<_, i64>(2)? as u64, r.get::<_, i64>(3)?, r.get::<_, Vec<u8>>(4)?))
     })?;
     let mut out = Vec::new();
     for row in found {
-        let (own, message_id, date, bytes) = row?;
+        let (own, sender, message_id, date, bytes) = row?;
         match Content::parse_from_bytes(&bytes) {
-            Ok(content) => out.push(Remembered { own, message_id, date, content }),
+            Ok(content) => out.push(Remembered { own, sender, message_id, date, content }),
             Err(e) => log::warn!("remembered message {message_id} of user {peer} is damaged ({e}); not shown"),
         }
     }
@@ -221,15 +229,22 @@ pub(super) fn group_message_sender(c: &Connection, peer: u64, message_id: u64) -
     Ok(sender.filter(|&s| s != 0).map(|s| s as u64))
 }
 
-/// Remembers a text we sent to `peer` (a group: `group_peer`), or its content after our edit;
-/// forgets the oldest beyond `MAX_REMEMBERED`. Other kinds (files, presses, reactions) are
-/// not remembered: only a text is edited.
+/// Remembers a text or file we sent to `peer` (a group: `group_peer`), or its content after
+/// our edit; forgets the oldest beyond `MAX_REMEMBERED`. Other kinds (presses, reactions) are
+/// not remembered: nothing shows or edits them later.
 pub(super) fn remember_sent(c: &Connection, peer: u64, message_id: u64, date: i64, content: &Content) -> Result<()> {
-    // Our texts (to edit them), and anything carrying a bot's buttons (a chosen inline result).
-    if !content.has_text() && content.keyboard.is_none() {
+    // Our texts (to edit them), our files (to show them again), and anything carrying a bot's
+    // buttons (a chosen inline result).
+    if !worth_remembering(content) && content.keyboard.is_none() {
         return Ok(());
     }
     keep(c, "client_sent", "content = excluded.content", (peer, message_id, date), content)
+}
+
+/// Whether a content we send is kept in `client_sent`: a text (to edit it) or a file (to show
+/// it again); a press, a reaction or an edit is not.
+pub(super) fn worth_remembering(content: &Content) -> bool {
+    content.has_text() || content.has_media()
 }
 
 /// A text we sent to `peer`, as it is now (our edits applied), if remembered.
@@ -348,7 +363,11 @@ mod tests {
         let mut reaction = Content::new();
         reaction.set_reaction(crate::wire::e2e::Reaction::new());
         remember_sent(&c, 7, 8, 102, &reaction).expect("not a text");
-        assert_eq!(load_sent(&c, 7, 8).expect("load"), None, "only texts are remembered");
+        assert_eq!(load_sent(&c, 7, 8).expect("load"), None, "a reaction is not remembered");
+        let mut file = Content::new();
+        file.mut_media().file_name = "cat.png".into();
+        remember_sent(&c, 7, 9, 103, &file).expect("a file");
+        assert_eq!(load_sent(&c, 7, 9).expect("load"), Some(file), "our file is remembered, to show it again");
     }
 
     #[test]
@@ -360,6 +379,9 @@ mod tests {
         assert_eq!(group_message_sender(&c, 1 << 63, 5).expect("sender"), None, "not remembered");
         remember(&c, 7, 4, 100, &text("a dialog's")).expect("remember");
         assert_eq!(group_message_sender(&c, 7, 4).expect("sender"), None, "a dialog's message names no sender");
+        remember_sent(&c, 1 << 63, 5, 101, &text("mine")).expect("ours");
+        let senders: Vec<(bool, u64)> = recent(&c, 1 << 63, 10).expect("recent").iter().map(|r| (r.own, r.sender)).collect();
+        assert_eq!(senders, vec![(false, 42), (true, 0)], "a group's history names each sender");
     }
 
     #[test]

@@ -142,12 +142,17 @@ impl Profile {
     }
 
     /// The file of remembered message `message_id` of conversation `peer_key` (a dialog's
-    /// peer user id, or `history::group_peer` of a group): fetched and checked whole, ready to
-    /// be decrypted with every chunk verified (`VerifiedFile::write_plaintext`); with what the
-    /// message says of it. No plaintext exists until it is written.
+    /// peer user id, or `history::group_peer` of a group), received or sent by us: fetched and
+    /// checked whole, ready to be decrypted with every chunk verified
+    /// (`VerifiedFile::write_plaintext`); with what the message says of it. No plaintext exists
+    /// until it is written.
     pub fn verified_file(&self, peer_key: u64, message_id: u64) -> Result<(MediaInfo, VerifiedFile)> {
-        let content = history::load(&self.conn, peer_key, message_id)?
-            .ok_or_else(|| ClientError::Invalid(format!("no message {message_id} of this conversation is known to this profile")))?;
+        let received = history::load(&self.conn, peer_key, message_id)?;
+        let content = match received {
+            Some(content) => Some(content),
+            None => history::load_sent(&self.conn, peer_key, message_id)?,
+        }
+        .ok_or_else(|| ClientError::Invalid(format!("no message {message_id} of this conversation is known to this profile")))?;
         let verified = self.fetch_verified(&content, &format!("message {message_id}"))?;
         Ok((MediaInfo::from_wire(content.media()), verified))
     }

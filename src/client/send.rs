@@ -204,9 +204,9 @@ impl Profile {
             e2e::vouch::vouch(&mut content, message_id, date);
             reserved = Some((message_id, date));
         }
-        // A text is remembered for edits in the transaction that seals it, under its reserved
+        // A text or file is remembered in the transaction that seals it, under its reserved
         // id: the platform's answer needs no commit of its own.
-        let remembered = reserved.filter(|_| content.has_text());
+        let remembered = reserved.filter(|_| history::worth_remembering(&content));
         let mut ciphertexts = self.seal_for_all(peer, &mut content, remembered)?;
         let content = &content;
         let sent = self.send_sealed(peer, client_message_id, &mut ciphertexts, content);

@@ -9,12 +9,14 @@ chromium driven over WebDriver (chromedriver): the address e2e-chat printed open
 text brings the echo; an inline button edits the menu in place, and a link button shows its
 target; the one-time reply keyboard sends its button and goes; a peer's message with <script>
 and <img onerror> is shown as text and runs nothing; a photo picked in the page comes back
-from the bot and shows inline; a vote in the bot's poll reaches it; the "who is this" panel
+from the bot and shows inline, as does ours; two files picked at once go as an album, drawn
+as one grid; a vote in the bot's poll reaches it; the "who is this" panel
 shows the Bot ID and marks it verified; "@bot query" lists the inline results and choosing one
 sends it; while the platform is away the page says so and a line typed meanwhile waits, then
-goes when it is back; a deleted message is struck through;
+goes when it is back; a deleted message is struck through; a group made beside the page is
+switched to, the bot answers a command there, and the panel lists its members and devices;
 after `e2e-chat web` restarts, the open page reconnects by itself, shows the dialog's earlier
-messages and goes on. A screenshot of
+messages and goes on, and the group opened again shows its history with its senders named. A screenshot of
 the chat is kept in test-artifacts/web-chat.png and checked not to be blank.
 
 Usage: run_web_tests.py [-v] [--keep]   Prints PASS/FAIL, then exactly "N passed, M failed".
@@ -41,6 +43,9 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS_DIR", ROOT / "test-artifacts"))
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+GROUP = "Web group"
+# Our own messages' pictures, by natural width (0: not loaded yet).
+OWN_IMAGES = "return [...document.querySelectorAll('#messages li.message.own .media img')].map((i) => (i.complete ? i.naturalWidth : 0))"
 HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>'
 
 SPEC = {
@@ -48,6 +53,7 @@ SPEC = {
     "username": "ptb_web_bot",
     "name": "PTB Web Demo",
     "path": "/ptb-web-demo",
+    "capabilities": "dm,groups",
 }
 
 
@@ -157,7 +163,7 @@ def platform_outage(world, browser, bin_dir):
 
 
 def visit(world, browser, url, web, e2e, profile, bot, bin_dir):
-    for old in ("web-chat.png", "web-chat-failure.png"):
+    for old in ("web-chat.png", "web-chat-failure.png", "web-group.png"):
         (ARTIFACTS / old).unlink(missing_ok=True)
     browser.go(url)
     browser.wait("the page to open the dialog", lambda: browser.script("return document.getElementById('title').textContent") == f"@{bot}")
@@ -195,7 +201,8 @@ def visit(world, browser, url, web, e2e, profile, bot, bin_dir):
     photo = world.dir / "square.png"
     photo.write_bytes(media_tests.png(48, 32, (200, 40, 90)))
     browser.type(browser.find("#file")[0], str(photo))
-    expect_message(browser, "[photo square.png]", peer=False)
+    mine = browser.wait("our photo to show inline", lambda: [w for w in browser.script(OWN_IMAGES)[-1:] if w])
+    check(mine == [48], "the photo we sent is shown inline too, read back from the profile", mine)
     back = expect_message(browser, "your photo back")
     shown = browser.wait(
         "the photo to show inline",
@@ -205,6 +212,20 @@ def visit(world, browser, url, web, e2e, profile, bot, bin_dir):
         ),
     )
     check(shown == 48, "the photo the bot sent back is shown inline, decrypted", shown)
+
+    # Two files picked at once go as an album: our two photos share one grid; the bot sends
+    # each back.
+    pair = [world.dir / "one.png", world.dir / "two.png"]
+    pair[0].write_bytes(media_tests.png(40, 30, (30, 120, 200)))
+    pair[1].write_bytes(media_tests.png(36, 30, (30, 200, 120)))
+    browser.type(browser.find("#file")[0], "\n".join(str(p) for p in pair))
+    grid = browser.wait("our album as a grid", lambda: browser.script(
+        """const grids = [...document.querySelectorAll('#messages li.album-grid')];
+        const imgs = grids.length ? [...grids[grids.length - 1].querySelectorAll('li.message.own .media img')] : [];
+        return imgs.length === 2 && imgs.every((i) => i.complete && i.naturalWidth > 0) && imgs.map((i) => i.naturalWidth);"""))
+    check(sorted(grid) == [36, 40], "the album we sent is drawn as one grid of its photos", grid)
+    browser.wait("both photos back", lambda: browser.script(
+        "return [...document.querySelectorAll('#messages li.message.peer .body')].filter((b) => b.textContent === 'your photo back').length") == 3)
 
     # (/poll is chat mode's own command, as in the terminal: the bot's is /survey.)
     say(browser, "/survey")
@@ -241,6 +262,7 @@ def visit(world, browser, url, web, e2e, profile, bot, bin_dir):
     log(f"screenshot: {shot}")
     check(not_blank(png), "the screenshot shows the chat", str(shot))
 
+    in_a_group(world, browser, e2e, profile, bot)
     platform_outage(world, browser, bin_dir)
 
     # The server restarts on the same address: the open page reconnects by itself.
@@ -256,6 +278,34 @@ def visit(world, browser, url, web, e2e, profile, bot, bin_dir):
     expect_message(browser, "hello web", peer=False)
     say(browser, "after the restart")
     expect_message(browser, "echo: after the restart")
+    # A group opened again shows what the profile remembers of it, each sender named.
+    say(browser, f"/switch {GROUP}")
+    browser.wait("the group to open", lambda: browser.script("return document.getElementById('title').textContent") == GROUP)
+    menu = expect_message(browser, "Menu, page 1")
+    who = browser.script(f"return document.querySelector('#messages li[data-id=\"{menu['id']}\"] .from').textContent")
+    check(who == f"@{bot}", "the group's history names the bot as the sender", who)
+    expect_message(browser, f"/menu@{bot}", peer=False)
+
+
+def in_a_group(world, browser, e2e, profile, bot):
+    """A group with the bot, made with the command line beside the open page: the page switches
+    to it, the bot answers a command there, and the panel lists the members with their devices."""
+    for step in (["group", "create", GROUP], ["group", "add", GROUP, f"@{bot}"]):
+        world.seq += 1
+        world.run(f"e2e-chat-{step[1]}-{world.seq}", [e2e, "--profile", profile, *step])
+    say(browser, f"/switch {GROUP}")
+    browser.wait("the group to open", lambda: browser.script("return document.getElementById('title').textContent") == GROUP)
+    say(browser, f"/menu@{bot}")
+    expect_message(browser, f"/menu@{bot}", peer=False)
+    expect_message(browser, "Menu, page 1")
+    browser.click(browser.find("#who-button")[0])
+    facts = browser.wait("the members", lambda: browser.script("return document.getElementById('who').open && document.getElementById('who-facts').textContent"))
+    check(f"@{bot} (bot)" in facts and "1 device" in facts and "owner" in facts, "the group's panel lists its members and their devices", facts)
+    browser.click(browser.find("#who-close")[0])
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    check(not_blank(browser.screenshot(ARTIFACTS / "web-group.png")), "the group's screenshot shows it", "web-group.png")
+    say(browser, f"/switch @{bot}")
+    browser.wait("the dialog to open again", lambda: browser.script("return document.getElementById('title').textContent") == f"@{bot}")
 
 
 def what_the_page_shows(browser):
@@ -290,7 +340,7 @@ def scenario(world, bin_dir):
 def run(sdk, bin_dir, keep):
     world = base.World("web-chat", keep)
     ok = base.run_in_world("web chat (chromium, ptb)", world, lambda: scenario(world, bin_dir))
-    for name in ("web-chat.png", "web-chat-failure.png"):
+    for name in ("web-chat.png", "web-chat-failure.png", "web-group.png"):
         if (ARTIFACTS / name).exists():
             print(f"screenshot kept: {ARTIFACTS / name}", flush=True)
     return ok

@@ -85,6 +85,7 @@ enum Job {
 }
 
 /// The conversation typed lines go to, changed by `/switch`; shared by the three threads.
+#[derive(Clone)]
 pub(super) struct Target {
     /// A dialog's peer; none in a group.
     peer: Option<PeerProfile>,
@@ -190,10 +191,11 @@ fn run_session(
         peer_is_bot: peer_profile.is_bot,
         own_username: &own,
     });
-    screen.history(&typist, &peer_profile);
+    let opened = Target::of_peer(peer_profile.clone());
+    screen.history(&typist, &opened);
+    let target: SharedTarget = Arc::new(Mutex::new(opened));
     screen.show(&ChatEvent::Help);
 
-    let target: SharedTarget = Arc::new(Mutex::new(Target::of_peer(peer_profile.clone())));
     screen.reply_keyboard(ChatKey::User(peer_profile.user_id), typist.reply_keyboard(peer_profile.user_id).ok().flatten());
     let (jobs_tx, jobs_rx) = bounded::<Job>(JOBS);
     let (stop_tx, stop_rx) = bounded::<()>(1);

@@ -4,13 +4,15 @@
 //! never redrawn). Every thread shows through one `Screen`; all kinds take the same
 //! `ChatEvent`s.
 
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::Arc;
 
 use super::super::display::ChatEvent;
 use super::super::message::{message_of, ReceivedMessage, Sender};
+use super::super::history::Remembered;
 use super::super::profile::Profile;
-use crate::wire::platform::Profile as PeerProfile;
+use super::Target;
 use super::super::outbox::{Attempt, Queued};
 use super::super::tui::style::Style;
 use super::super::tui::view::{ChatKey, SendState, View};
@@ -64,11 +66,11 @@ impl Screen {
     }
 
     /// Changes the model a terminal draws or a web page shows (nothing on a plain screen).
-    fn with_view(&self, change: impl FnOnce(&mut View)) {
+    fn with_view<T>(&self, change: impl FnOnce(&mut View) -> T) -> Option<T> {
         match self {
-            Screen::Tui(tui) => tui.update(|s| change(&mut s.view)),
-            Screen::Web(page) => page.update(change),
-            Screen::Plain => {}
+            Screen::Tui(tui) => Some(tui.update(|s| change(&mut s.view))),
+            Screen::Web(page) => Some(page.update(change)),
+            Screen::Plain => None,
         }
     }
 
@@ -103,38 +105,73 @@ impl Screen {
         }
     }
 
-    /// A message of ours sent outside the outbox (a file from the web page).
-    pub fn own_message(&self, message_id: u64, text: &str) {
+    /// A message of ours sent outside the outbox (a file from the web page), shown as the
+    /// profile remembers it (`peer_key`: a dialog's user id, or a group's `group_peer`).
+    pub fn own_message(&self, profile: &Profile, peer_key: u64, message_id: u64) {
+        let content = match profile.remembered_sent(peer_key, message_id) {
+            Ok(Some(content)) => content,
+            Ok(None) => return log::warn!("message {message_id} was sent, but this profile does not remember it"),
+            Err(e) => return log::warn!("message {message_id} was sent, but cannot be read back: {e}"),
+        };
+        let own = Sender { user_id: profile.user_id(), username: profile.username().to_string(), display_name: String::new(), is_bot: false };
+        let m = message_of(peer_key, own, message_id, crate::clock::unix_now(), &content);
         match self {
-            Screen::Plain => plain(&ChatEvent::Sent { text, message_id, reply_to: None }),
+            Screen::Plain => {
+                let label = m.media.as_ref().map(|f| format!("[{} {}] {}", f.kind.name(), f.file_name, f.caption));
+                plain(&ChatEvent::Sent { text: label.as_deref().unwrap_or(&m.text), message_id, reply_to: None })
+            }
             _ => {
-                let now = crate::clock::unix_now();
-                self.with_view(|view| view.own_message(message_id, text, now));
+                self.with_view(|view| view.own_message(&m));
             }
         }
     }
 
-    /// What the profile remembers of the dialog with `peer`, before what arrives now (a
-    /// terminal or a page; a plain screen prints only what happens from now on).
-    pub fn history(&self, profile: &Profile, peer: &PeerProfile) {
-        if let Screen::Plain = self {
+    /// What the profile remembers of the conversation `target` names, before what arrives now,
+    /// into a view that shows none of its messages yet (a terminal or a page; a plain screen
+    /// prints only what happens from now on). A group's senders are named as the platform
+    /// lists its members now; one no longer listed is `user<ID>`.
+    pub fn history(&self, profile: &Profile, target: &Target) {
+        let key = target.key();
+        if self.with_view(|view| view.shows_messages(&key)) != Some(false) {
             return;
         }
-        let remembered = match profile.recent_messages(peer.user_id, HISTORY) {
+        let remembered = match profile.recent_messages(target.keyboard_peer(), HISTORY) {
             Ok(remembered) => remembered,
-            Err(e) => return log::warn!("the history of the dialog with @{} cannot be read: {e}", peer.username),
+            Err(e) => return log::warn!("the history of {} cannot be read: {e}", target.shown_name()),
         };
-        let sender = Sender { user_id: peer.user_id, username: peer.username.clone(), display_name: peer.display_name.clone(), is_bot: peer.is_bot };
+        if remembered.is_empty() {
+            return;
+        }
+        let own = Sender { user_id: profile.user_id(), username: profile.username().to_string(), display_name: String::new(), is_bot: false };
+        let mut senders: HashMap<u64, Sender> = HashMap::new();
+        match (&target.peer, &target.group) {
+            (_, Some((group, _))) => match profile.group_members(group) {
+                Ok(details) => senders.extend(details.members.into_iter().map(|m| (m.user.user_id, m.user))),
+                Err(e) => log::warn!("the members of {} cannot be listed ({e}); earlier senders are shown by id", target.shown_name()),
+            },
+            (Some(p), None) => {
+                senders.insert(p.user_id, Sender { user_id: p.user_id, username: p.username.clone(), display_name: p.display_name.clone(), is_bot: p.is_bot });
+            }
+            (None, None) => {}
+        }
+        let sender_of = |r: &Remembered| match (r.own, r.sender) {
+            (true, _) => own.clone(),
+            (false, 0) => target.peer.as_ref().and_then(|p| senders.get(&p.user_id)).cloned().unwrap_or_else(|| unknown(0)),
+            (false, id) => senders.get(&id).cloned().unwrap_or_else(|| unknown(id)),
+        };
+        let chat_id = target.peer_user_id();
         let earlier: Vec<(bool, ReceivedMessage)> =
-            remembered.iter().map(|r| (r.own, message_of(peer.user_id, sender.clone(), r.message_id, r.date, &r.content))).collect();
-        self.with_view(|view| view.load_history(&ChatKey::User(peer.user_id), &format!("@{}", peer.username), &earlier));
+            remembered.iter().map(|r| (r.own, message_of(chat_id, sender_of(r), r.message_id, r.date, &r.content))).collect();
+        self.with_view(|view| view.load_history(&key, &target.shown_name(), &earlier));
     }
 
     /// Opens conversation `key` (after `/switch`).
     pub fn open(&self, key: ChatKey, name: &str, about: &str) {
         match self {
             Screen::Plain => plain(&ChatEvent::Switched { name }),
-            _ => self.with_view(|view| view.open(key, name, about)),
+            _ => {
+                self.with_view(|view| view.open(key, name, about));
+            }
         }
     }
 
@@ -159,6 +196,11 @@ fn event_text(event: &ChatEvent) -> String {
 }
 
 /// What happens in the dialog is the program's output; the rest is about the program.
+/// A sender the profile knows only by id.
+fn unknown(user_id: u64) -> Sender {
+    Sender { user_id, username: String::new(), display_name: String::new(), is_bot: false }
+}
+
 fn plain(event: &ChatEvent) {
     let mut text = event.render();
     text.push('\n');

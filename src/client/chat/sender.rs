@@ -281,12 +281,9 @@ impl Dialog {
         match found {
             Ok((key, shown, about, target)) => {
                 let peer = target.keyboard_peer();
-                let dialog = target.peer.clone();
-                *self.target.lock().unwrap_or_else(PoisonError::into_inner) = target;
+                *self.target.lock().unwrap_or_else(PoisonError::into_inner) = target.clone();
                 self.screen.open(key.clone(), &shown, &about);
-                if let Some(p) = dialog {
-                    self.screen.history(&self.profile, &p);
-                }
+                self.screen.history(&self.profile, &target);
                 self.screen.reply_keyboard(key, self.profile.reply_keyboard(peer).ok().flatten());
                 true
             }

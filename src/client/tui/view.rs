@@ -216,20 +216,22 @@ impl View {
         self.convs[self.current].push(Entry::Message { time: now, message });
     }
 
-    /// Earlier messages of dialog `key` (oldest first; `true`: ours) before what this session
+    /// Whether conversation `key` is shown with a message in it already (earlier ones are
+    /// not loaded into it again).
+    pub fn shows_messages(&self, key: &ChatKey) -> bool {
+        self.convs.iter().any(|c| &c.key == key && c.entries.iter().any(|e| matches!(e, Entry::Message { .. })))
+    }
+
+    /// Earlier messages of conversation `key` (oldest first; `true`: ours) before what this session
     /// shows, into a conversation that shows no message yet (opened again, it keeps its own).
     pub fn load_history(&mut self, key: &ChatKey, name: &str, earlier: &[(bool, ReceivedMessage)]) {
-        let at = self.conversation(key, name);
-        let conv = &mut self.convs[at];
-        if conv.entries.iter().any(|e| matches!(e, Entry::Message { .. })) {
+        if self.shows_messages(key) {
             return;
         }
+        let at = self.conversation(key, name);
+        let conv = &mut self.convs[at];
         for (own, m) in earlier.iter().rev().take(MAX_ENTRIES.saturating_sub(conv.entries.len())) {
-            let mut message = received(m);
-            if *own {
-                message.from = None;
-                message.state = Some(SendState::Sent);
-            }
+            let message = if *own { self::own(m) } else { received(m) };
             conv.entries.push_front(Entry::Message { time: m.date, message });
         }
     }
@@ -239,24 +241,10 @@ impl View {
         self.convs[self.current].inline = None;
     }
 
-    /// A message of ours sent without the outbox (a file from the web page), sent already.
-    pub fn own_message(&mut self, message_id: u64, text: &str, now: i64) {
-        let message = Message {
-            id: Some(message_id),
-            queued: None,
-            from: None,
-            text: text.to_string(),
-            entities: Vec::new(),
-            reply_to: None,
-            keyboard: Vec::new(),
-            about: Vec::new(),
-            state: Some(SendState::Sent),
-            edited: false,
-            deleted: false,
-            media: None,
-            shared: None,
-        };
-        self.convs[self.current].push(Entry::Message { time: now, message });
+    /// A message of ours sent without the outbox (a file from the web page), sent already, as
+    /// the profile remembers it.
+    pub fn own_message(&mut self, m: &ReceivedMessage) {
+        self.convs[self.current].push(Entry::Message { time: m.date, message: own(m) });
     }
 
     /// What became of typed line `queued` (in whichever conversation it is).
@@ -418,6 +406,11 @@ fn reply_keyboard_lines(k: &ReplyKeyboard, width: usize) -> Vec<Line> {
         out.extend(wrap(vec![Span::new("  ", Style::PLAIN), Span::new(&row, Style::BUTTON)], width, 2));
     }
     out
+}
+
+/// A message we sent, as remembered: no sender shown, sent.
+fn own(m: &ReceivedMessage) -> Message {
+    Message { from: None, state: Some(SendState::Sent), ..received(m) }
 }
 
 fn received(m: &ReceivedMessage) -> Message {

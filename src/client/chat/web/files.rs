@@ -168,9 +168,9 @@ pub fn send(input: &mut Input, body: &Value) -> Response {
     };
     let (peer, group) = {
         let target = lock(&input.target);
-        (target.peer.as_ref().map(|p| p.username.clone()), target.group.as_ref().map(|(id, _)| *id))
+        (target.peer.as_ref().map(|p| (p.username.clone(), p.user_id)), target.group.as_ref().map(|(id, _)| *id))
     };
-    let sent = send_paths(&input.typist, peer.as_deref(), group.as_ref(), &paths, &caption);
+    let sent = send_paths(&input.typist, peer.as_ref().map(|(name, _)| name.as_str()), group.as_ref(), &paths, &caption);
     for id in &ids {
         if let Some(path) = input.staged.files.remove(id) {
             if let Some(dir) = path.parent() {
@@ -180,11 +180,10 @@ pub fn send(input: &mut Input, body: &Value) -> Response {
     }
     match sent {
         Ok(message_ids) => {
-            for (path, message_id) in paths.iter().zip(&message_ids) {
-                let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                let kind = super::super::super::media::guess_kind(path);
-                let label = format!("[{} {name}]", kind.name());
-                input.screen.own_message(*message_id, &if caption.is_empty() { label } else { format!("{label} {caption}") });
+            // Shown as the profile remembers them: the page draws our files as it draws theirs.
+            let peer_key = group.map(|g| group_peer(&g.0)).or(peer.map(|(_, user_id)| user_id)).unwrap_or_default();
+            for message_id in &message_ids {
+                input.screen.own_message(&input.typist, peer_key, *message_id);
             }
             json_response(200, &json!({ "message_ids": message_ids }))
         }

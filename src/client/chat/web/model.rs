@@ -36,11 +36,12 @@ impl Page {
     }
 
     /// Changes the view; every waiting poll is answered.
-    pub fn update(&self, change: impl FnOnce(&mut View)) {
+    pub fn update<T>(&self, change: impl FnOnce(&mut View) -> T) -> T {
         let mut state = self.lock();
-        change(&mut state.view);
+        let out = change(&mut state.view);
         state.version += 1;
         self.changed.notify_all();
+        out
     }
 
     /// The view as JSON once its version is newer than `after` (of `instance`), or when `wait`

@@ -114,6 +114,15 @@ fn message_json(conv: &Conversation, time: i64, m: &Message) -> Value {
             Some(Shared::Poll(p)) => Some(poll_json(p)),
             _ => None,
         },
+        "contact": match &m.shared {
+            Some(Shared::Contact(c)) => Some(json!({
+                "first_name": c.first_name,
+                "last_name": c.last_name,
+                "phone_number": c.phone_number,
+                "user_id": Some(c.user_id).filter(|&u| u != 0),
+            })),
+            _ => None,
+        },
         // A point the page links to a map (the text says it in words).
         "location": match &m.shared {
             Some(Shared::Location(l)) => Some(json!({ "latitude": l.latitude, "longitude": l.longitude })),
@@ -177,5 +186,35 @@ mod tests {
         assert_eq!((own["state"].as_str(), own["failed"].as_str()), (Some("failed"), Some("refused")));
         assert_eq!(own["quote"]["id"], 5);
         assert_eq!(own["from"], Value::Null);
+    }
+
+    #[test]
+    fn our_files_and_shared_contacts_go_out_whole() {
+        use crate::client::places::ContactCard;
+        let mut view = View::new("alice", ChatKey::User(7), "@bot", "bot @bot");
+        let mut photo = ReceivedMessage::sample("alice", 8, "");
+        photo.media = Some(MediaInfo {
+            kind: crate::e2e::file::MediaKind::Photo,
+            file_name: "cat.png".into(),
+            mime_type: "image/png".into(),
+            size: 10,
+            width: 4,
+            height: 3,
+            duration: 0,
+            caption: "look".into(),
+            caption_entities: Vec::new(),
+            media_group_id: String::new(),
+        });
+        view.own_message(&photo);
+        let mut card = ReceivedMessage::sample("bot", 9, "");
+        card.shared = Some(Shared::Contact(ContactCard { first_name: "Ann".into(), phone_number: "+1 555".into(), user_id: 3, ..Default::default() }));
+        view.incoming(&Incoming::Message(card), "bot", 100);
+
+        let json = view.to_json();
+        let entries = json["open"]["entries"].as_array().expect("entries");
+        assert_eq!((entries[0]["from"].clone(), entries[0]["state"].clone()), (Value::Null, json!("sent")), "ours, sent");
+        assert_eq!(entries[0]["media"]["mime_type"], "image/png", "the page draws our photo as it draws theirs");
+        assert_eq!(entries[0]["text"], "[photo cat.png] look");
+        assert_eq!(entries[1]["contact"], json!({ "first_name": "Ann", "last_name": "", "phone_number": "+1 555", "user_id": 3 }));
     }
 }

@@ -3,7 +3,7 @@
 // Texts from the network are set with textContent, never parsed as HTML.
 "use strict";
 
-const state = { instance: "", version: 0, view: null, replyTo: null, openKey: null, identity: null };
+const state = { instance: "", version: 0, view: null, replyTo: null, openKey: null, identity: null, stick: true };
 const $ = (id) => document.getElementById(id);
 
 function el(tag, props, children) {
@@ -121,7 +121,7 @@ function renderConversations(list) {
 // An album's messages (one media_group_id, one after another) share one grid.
 function renderMessages(key, entries) {
   const ol = $("messages");
-  const atBottom = ol.scrollHeight - ol.scrollTop - ol.clientHeight < 40;
+  const atBottom = state.openKey !== key || ol.scrollHeight - ol.scrollTop - ol.clientHeight < 40;
   const items = [];
   let album = null;
   for (const e of entries) {
@@ -140,7 +140,15 @@ function renderMessages(key, entries) {
     items.push(node);
   }
   ol.replaceChildren(...items);
+  state.stick = atBottom;
   if (atBottom) ol.scrollTop = ol.scrollHeight;
+}
+
+// A picture or player that loads later grows its message: the view stays at the bottom if it
+// was there.
+function grown() {
+  const ol = $("messages");
+  if (state.stick) ol.scrollTop = ol.scrollHeight;
 }
 
 function time(t) {
@@ -160,10 +168,12 @@ function entry(key, e) {
     li.append(el("div", { class: "quote", text: e.quote.from ? e.quote.from + ": " + e.quote.text : "reply to #" + e.quote.id }));
   }
   li.append(el("div", { class: "meta" }, [el("span", { class: "from", text: own ? "you" : e.from }), " · " + time(e.time)]));
-  if (e.media && e.id !== null && !own && !e.deleted) li.append(media(key, e));
+  if (e.media && e.id !== null && !e.deleted) li.append(media(key, e));
   if (e.poll && e.id !== null) {
     // The poll is drawn; the text is its description for a terminal.
     li.append(pollView(e));
+  } else if (e.contact) {
+    li.append(contactCard(e.contact));
   } else {
     const [text, entities] = caption(e);
     li.append(body(text, entities));
@@ -182,7 +192,7 @@ function entry(key, e) {
 // A file's message text is "[kind name] caption" for a terminal; the page shows the file, so
 // the caption alone (entities shifted with it).
 function caption(e) {
-  if (!e.media || e.from === null) return [e.text, e.entities];
+  if (!e.media) return [e.text, e.entities];
   const label = "[" + e.media.kind + " " + e.media.file_name + "]";
   if (!e.text.startsWith(label)) return [e.text, e.entities];
   const cut = e.text.startsWith(label + " ") ? label.length + 1 : label.length;
@@ -198,10 +208,11 @@ function media(key, e) {
   const div = el("div", { class: "media" });
   const type = m.mime_type || "";
   if (/^image\/(jpeg|png|gif|webp)$/.test(type)) {
-    div.append(el("img", { src, alt: m.kind + " " + m.file_name, loading: "lazy" }));
+    div.append(el("img", { src, alt: m.kind + " " + m.file_name, loading: "lazy", class: m.kind === "sticker" ? "sticker" : "", onload: grown }));
   } else if (/^video\/(mp4|webm|ogg)$/.test(type)) {
-    const video = el("video", { src, controls: "", preload: "metadata", "aria-label": m.kind + " " + m.file_name });
-    if (m.kind === "animation") {
+    // A video note is drawn round, as messengers show one.
+    const video = el("video", { src, controls: "", preload: "metadata", "aria-label": m.kind + " " + m.file_name, class: m.kind === "video_note" ? "round" : "", onloadedmetadata: grown });
+    if (m.kind === "animation" || m.kind === "sticker") {
       video.muted = true;
       video.loop = true;
       video.autoplay = true;
@@ -212,6 +223,16 @@ function media(key, e) {
   }
   div.append(el("a", { href: src, download: m.file_name, text: "⬇ " + m.file_name + " (" + size(m.size) + ")" }));
   return div;
+}
+
+// A shared contact as a card: the name, the phone number, and whose account it is.
+function contactCard(c) {
+  const name = [c.first_name, c.last_name].filter((x) => x).join(" ");
+  return el("div", { class: "contact", role: "group", "aria-label": "Contact: " + name }, [
+    el("div", { class: "name", text: "👤 " + name }),
+    c.phone_number ? el("div", { text: c.phone_number }) : null,
+    c.user_id ? el("div", { class: "meta", text: "account " + c.user_id }) : null,
+  ]);
 }
 
 function size(n) {
@@ -474,7 +495,12 @@ function showIdentity(id) {
   facts.replaceChildren();
   const fact = (term, value) => facts.append(el("dt", { text: term }), el("dd", { text: value }));
   if (id.group) {
-    fact("Group", "Members are checked leaf by leaf; see e2e-chat group members.");
+    fact(id.channel ? "Channel" : "Group", id.title);
+    fact("Members", id.members.length + ", as the platform lists them; a message goes to the devices in this device's tree");
+    for (const m of id.members) {
+      const devices = m.devices === 0 ? "no device in the tree yet" : m.devices === 1 ? "1 device" : m.devices + " devices";
+      fact("@" + m.username + (m.is_bot ? " (bot)" : ""), m.role + " · " + devices);
+    }
   } else {
     fact("Name", "@" + id.username + " · user " + id.user_id);
     fact(id.is_bot ? "Bot ID" : "Identity key", id.key);
@@ -511,6 +537,10 @@ async function identityAction(action) {
 
 document.addEventListener("DOMContentLoaded", () => {
   $("notice-close").addEventListener("click", () => ($("notice").hidden = true));
+  $("messages").addEventListener("scroll", () => {
+    const ol = $("messages");
+    state.stick = ol.scrollHeight - ol.scrollTop - ol.clientHeight < 40;
+  });
   $("who-button").addEventListener("click", () => loadIdentity(true));
   $("who-close").addEventListener("click", () => $("who").close());
   $("who-verify").addEventListener("click", () => identityAction("verify"));
