@@ -110,8 +110,6 @@ pub enum ChatEvent<'a> {
     Chose { session_id: u64, result_id: &'a str, message_id: u64 },
     /// We voted in poll `message_id` (option indexes from 0; none: retracted).
     Voted { message_id: u64, options: &'a [u32] },
-    /// We shared a location or our contact card (`what` as `shared_text` shows it).
-    Shared { what: &'a str, message_id: u64 },
     /// A chat-mode command that was mistyped, refused or failed.
     Failed { command: &'a str, reason: &'a str },
     /// The inbox stream broke; the reader reconnects in the background.
@@ -164,7 +162,6 @@ impl ChatEvent<'_> {
                 let shown: Vec<String> = options.iter().map(|i| (i + 1).to_string()).collect();
                 format!("you voted {} in #{message_id}", shown.join(", "))
             }
-            ChatEvent::Shared { what, message_id } => format!("[you] {} (#{message_id})", sanitize(what)),
             ChatEvent::InlineAsked { bot, session_id } => {
                 format!("inline query sent to @{} (session {session_id}); its results will show here", sanitize(bot))
             }

@@ -229,7 +229,7 @@ pub(super) fn group_message_sender(c: &Connection, peer: u64, message_id: u64) -
     Ok(sender.filter(|&s| s != 0).map(|s| s as u64))
 }
 
-/// Remembers a text or file we sent to `peer` (a group: `group_peer`), or its content after
+/// Remembers a text, file or shared item we sent to `peer` (a group: `group_peer`), or its content after
 /// our edit; forgets the oldest beyond `MAX_REMEMBERED`. Other kinds (presses, reactions) are
 /// not remembered: nothing shows or edits them later.
 pub(super) fn remember_sent(c: &Connection, peer: u64, message_id: u64, date: i64, content: &Content) -> Result<()> {
@@ -241,10 +241,10 @@ pub(super) fn remember_sent(c: &Connection, peer: u64, message_id: u64, date: i6
     keep(c, "client_sent", "content = excluded.content", (peer, message_id, date), content)
 }
 
-/// Whether a content we send is kept in `client_sent`: a text (to edit it) or a file (to show
-/// it again); a press, a reaction or an edit is not.
+/// Whether a content we send is kept in `client_sent`: a text (to edit it), a file, a
+/// location, contact or poll (to show them again); a press, a reaction or an edit is not.
 pub(super) fn worth_remembering(content: &Content) -> bool {
-    content.has_text() || content.has_media()
+    content.has_text() || content.has_media() || super::places::Shared::from_content(content).is_some()
 }
 
 /// A text we sent to `peer`, as it is now (our edits applied), if remembered.

@@ -10,7 +10,7 @@ text brings the echo; an inline button edits the menu in place, and a link butto
 target; the one-time reply keyboard sends its button and goes; a peer's message with <script>
 and <img onerror> is shown as text and runs nothing; a photo picked in the page comes back
 from the bot and shows inline, as does ours; two files picked at once go as an album, drawn
-as one grid; a vote in the bot's poll reaches it; the "who is this" panel
+as one grid; a vote in the bot's poll reaches it and shows as ours; our contact card is drawn as a card; the "who is this" panel
 shows the Bot ID and marks it verified; "@bot query" lists the inline results and choosing one
 sends it; while the platform is away the page says so and a line typed meanwhile waits, then
 goes when it is back; a deleted message is struck through; a group made beside the page is
@@ -173,6 +173,8 @@ def visit(world, browser, url, web, e2e, profile, bot, bin_dir):
     expect_message(browser, "echo: hello web")
     sent = browser.wait("the sent mark", lambda: "✓" in message_with(browser, "hello web", peer=False)["marks"])
     check(sent, "our line turns sent", sent)
+    heard = browser.script("return document.getElementById('announce').textContent")
+    check(heard == "@ptb_web_bot: echo: hello web", "a screen reader hears the new message alone", heard)
 
     say(browser, "/menu")
     menu = expect_message(browser, "Menu, page 1")
@@ -203,6 +205,7 @@ def visit(world, browser, url, web, e2e, profile, bot, bin_dir):
     browser.type(browser.find("#file")[0], str(photo))
     mine = browser.wait("our photo to show inline", lambda: [w for w in browser.script(OWN_IMAGES)[-1:] if w])
     check(mine == [48], "the photo we sent is shown inline too, read back from the profile", mine)
+    browser.script("document.querySelector('#messages li.message.own .media img').__marked = 1")
     back = expect_message(browser, "your photo back")
     shown = browser.wait(
         "the photo to show inline",
@@ -226,12 +229,21 @@ def visit(world, browser, url, web, e2e, profile, bot, bin_dir):
     check(sorted(grid) == [36, 40], "the album we sent is drawn as one grid of its photos", grid)
     browser.wait("both photos back", lambda: browser.script(
         "return [...document.querySelectorAll('#messages li.message.peer .body')].filter((b) => b.textContent === 'your photo back').length") == 3)
+    # A file's element outlives the drawings since (a player would stop if it were replaced).
+    kept = browser.script("return document.querySelector('#messages li.message.own .media img').__marked === 1")
+    check(kept, "our first photo's element is kept across drawings", kept)
 
     # (/poll is chat mode's own command, as in the terminal: the bot's is /survey.)
     say(browser, "/survey")
     browser.wait("the poll's options", lambda: browser.find('#messages .poll button.option[data-n="2"]'))
     browser.click(browser.find('#messages .poll button.option[data-n="2"]')[-1])
     expect_message(browser, "You voted for Coffee")
+    chosen = browser.script("return [...document.querySelectorAll('#messages .poll button.option[aria-pressed=\"true\"]')].map((b) => b.dataset.n)")
+    check(chosen == ["2"], "the poll shows our vote", chosen)
+    # Our contact card goes as a message of ours, drawn as a card.
+    say(browser, "/contact")
+    card = browser.wait("our card", lambda: browser.script("const c = [...document.querySelectorAll('#messages li.message.own .contact .name')].pop(); return c && c.textContent"))
+    check("Alice" in card, "our shared contact is drawn as a card", card)
 
     # Inline mode from the input: the results are a list; choosing one sends it.
     say(browser, f"@{bot} tea")

@@ -15,7 +15,7 @@ use super::super::profile::Profile;
 use super::Target;
 use super::super::outbox::{Attempt, Queued};
 use super::super::tui::style::Style;
-use super::super::tui::view::{ChatKey, SendState, View};
+use super::super::tui::view::{shown_text, ChatKey, SendState, View};
 use super::web::model::Page;
 use super::super::reply_keyboard::ReplyKeyboard;
 use super::super::tui::Tui;
@@ -53,6 +53,11 @@ impl Screen {
             ChatEvent::Help | ChatEvent::Menu(_) => view.note(&event_text(event), Style::DIM, now),
             ChatEvent::Chose { .. } => {
                 view.chose_inline();
+                view.note(&event_text(event), Style::NOTE, now);
+            }
+            // The poll shows our vote; the note says it too (the terminal draws no options).
+            ChatEvent::Voted { message_id, options } => {
+                view.voted(*message_id, options);
                 view.note(&event_text(event), Style::NOTE, now);
             }
             // Our message changes where it is, marked edited (a note when it scrolled away).
@@ -105,8 +110,8 @@ impl Screen {
         }
     }
 
-    /// A message of ours sent outside the outbox (a file from the web page), shown as the
-    /// profile remembers it (`peer_key`: a dialog's user id, or a group's `group_peer`).
+    /// A message of ours sent outside the outbox (a file from the web page; a location,
+    /// contact or poll), shown as the profile remembers it (`peer_key`: a dialog's user id, or a group's `group_peer`).
     pub fn own_message(&self, profile: &Profile, peer_key: u64, message_id: u64) {
         let content = match profile.remembered_sent(peer_key, message_id) {
             Ok(Some(content)) => content,
@@ -116,10 +121,7 @@ impl Screen {
         let own = Sender { user_id: profile.user_id(), username: profile.username().to_string(), display_name: String::new(), is_bot: false };
         let m = message_of(peer_key, own, message_id, crate::clock::unix_now(), &content);
         match self {
-            Screen::Plain => {
-                let label = m.media.as_ref().map(|f| format!("[{} {}] {}", f.kind.name(), f.file_name, f.caption));
-                plain(&ChatEvent::Sent { text: label.as_deref().unwrap_or(&m.text), message_id, reply_to: None })
-            }
+            Screen::Plain => plain(&ChatEvent::Sent { text: &shown_text(&m).0, message_id, reply_to: None }),
             _ => {
                 self.with_view(|view| view.own_message(&m));
             }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
-use super::super::display::{shared_text, ChatEvent};
+use super::super::display::ChatEvent;
 use super::super::places::Shared;
 use super::super::message::keyboard_from_wire;
 use super::super::outbox::Attempt;
@@ -144,7 +144,10 @@ impl Dialog {
                     _ => "/contact",
                 };
                 match self.share(&shared) {
-                    Ok(message_id) => self.screen.show(&ChatEvent::Shared { what: &shared_text(&shared), message_id }),
+                    Ok(message_id) => {
+                        let conversation = lock(&self.target).keyboard_peer();
+                        self.screen.own_message(&self.profile, conversation, message_id);
+                    }
                     Err(reason) => failed(command, reason),
                 }
             }

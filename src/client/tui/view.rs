@@ -61,6 +61,8 @@ struct Message {
     media: Option<MediaInfo>,
     /// A location, contact, dice or poll as it is now (the web page draws a poll's options).
     shared: Option<Shared>,
+    /// Our vote in this poll (options from 0), as we cast it here.
+    voted: Vec<u32>,
 }
 
 #[derive(Clone, Debug)]
@@ -212,6 +214,7 @@ impl View {
             deleted: false,
             media: None,
             shared: None,
+            voted: Vec::new(),
         };
         self.convs[self.current].push(Entry::Message { time: now, message });
     }
@@ -245,6 +248,18 @@ impl View {
     /// the profile remembers it.
     pub fn own_message(&mut self, m: &ReceivedMessage) {
         self.convs[self.current].push(Entry::Message { time: m.date, message: own(m) });
+    }
+
+    /// Our vote in poll `message_id` of the open conversation (none: retracted); false when
+    /// the poll is not shown.
+    pub fn voted(&mut self, message_id: u64, options: &[u32]) -> bool {
+        match self.convs[self.current].message_mut(message_id).filter(|m| matches!(m.shared, Some(Shared::Poll(_)))) {
+            Some(m) => {
+                m.voted = options.to_vec();
+                true
+            }
+            None => false,
+        }
     }
 
     /// What became of typed line `queued` (in whichever conversation it is).
@@ -408,13 +423,10 @@ fn reply_keyboard_lines(k: &ReplyKeyboard, width: usize) -> Vec<Line> {
     out
 }
 
-/// A message we sent, as remembered: no sender shown, sent.
-fn own(m: &ReceivedMessage) -> Message {
-    Message { from: None, state: Some(SendState::Sent), ..received(m) }
-}
-
-fn received(m: &ReceivedMessage) -> Message {
-    let (text, entities) = match &m.media {
+/// A message's text as the screen shows it: a file's `[kind name]` and its caption (entities
+/// shifted with it), a location, contact, dice or poll in words, or the text.
+pub fn shown_text(m: &ReceivedMessage) -> (String, Vec<Entity>) {
+    match &m.media {
         Some(media) => {
             let label = format!("[{} {}] ", media.kind.name(), media.file_name);
             let shift = label.encode_utf16().count() as u32;
@@ -425,7 +437,16 @@ fn received(m: &ReceivedMessage) -> Message {
             Some(shared) => (crate::client::display::shared_text(shared), Vec::new()),
             None => (m.text.clone(), m.entities.clone()),
         },
-    };
+    }
+}
+
+/// A message we sent, as remembered: no sender shown, sent.
+fn own(m: &ReceivedMessage) -> Message {
+    Message { from: None, state: Some(SendState::Sent), ..received(m) }
+}
+
+fn received(m: &ReceivedMessage) -> Message {
+    let (text, entities) = shown_text(m);
     let mut about = Vec::new();
     if let Some(o) = &m.forward_origin {
         about.push(format!("forwarded from {}", crate::client::display::forward_source(o)));
@@ -449,6 +470,7 @@ fn received(m: &ReceivedMessage) -> Message {
         deleted: false,
         media: m.media.clone(),
         shared: m.shared.clone(),
+        voted: Vec::new(),
     }
 }
 

@@ -114,6 +114,7 @@ fn message_json(conv: &Conversation, time: i64, m: &Message) -> Value {
             Some(Shared::Poll(p)) => Some(poll_json(p)),
             _ => None,
         },
+        "voted": m.voted,
         "contact": match &m.shared {
             Some(Shared::Contact(c)) => Some(json!({
                 "first_name": c.first_name,
@@ -216,5 +217,12 @@ mod tests {
         assert_eq!(entries[0]["media"]["mime_type"], "image/png", "the page draws our photo as it draws theirs");
         assert_eq!(entries[0]["text"], "[photo cat.png] look");
         assert_eq!(entries[1]["contact"], json!({ "first_name": "Ann", "last_name": "", "phone_number": "+1 555", "user_id": 3 }));
+
+        let mut poll = ReceivedMessage::sample("bot", 10, "");
+        poll.shared = Some(Shared::Poll(PollInfo::made("Tea?", vec!["Yes".to_string(), "No".to_string()], Vec::new())));
+        view.incoming(&Incoming::Message(poll), "bot", 101);
+        assert!(view.voted(10, &[1]), "the poll is shown");
+        assert!(!view.voted(9, &[0]), "a contact is no poll");
+        assert_eq!(view.to_json()["open"]["entries"][2]["voted"], json!([1]));
     }
 }

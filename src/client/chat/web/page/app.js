@@ -3,7 +3,7 @@
 // Texts from the network are set with textContent, never parsed as HTML.
 "use strict";
 
-const state = { instance: "", version: 0, view: null, replyTo: null, openKey: null, identity: null, stick: true };
+const state = { instance: "", version: 0, view: null, replyTo: null, openKey: null, identity: null, stick: true, media: new Map(), drawnMedia: new Map(), announced: new Map() };
 const $ = (id) => document.getElementById(id);
 
 function el(tag, props, children) {
@@ -88,6 +88,7 @@ function render(view) {
   $("about").textContent = view.about;
   document.title = view.open.name + " · e2e-chat";
   renderMessages(view.open.key, view.open.entries);
+  announce(view.open.key, view.open.entries);
   if (view.open.key !== state.openKey) {
     state.openKey = view.open.key;
     loadIdentity(false);
@@ -118,11 +119,24 @@ function renderConversations(list) {
   );
 }
 
+// A screen reader hears the newest message a peer sent since the last drawing, not the whole
+// conversation drawn again (the list is replaced on every change, so it is no live region).
+function announce(key, entries) {
+  const peer = entries.filter((e) => e.note === undefined && e.from !== null && e.id !== null);
+  const newest = peer.length ? peer[peer.length - 1] : null;
+  const seen = state.announced.get(key);
+  state.announced.set(key, newest ? newest.id : 0);
+  if (seen === undefined || !newest || newest.id <= seen) return;
+  const [text] = caption(newest);
+  $("announce").textContent = newest.from + ": " + (newest.poll ? "poll, " + newest.poll.question : text);
+}
+
 // An album's messages (one media_group_id, one after another) share one grid.
 function renderMessages(key, entries) {
   const ol = $("messages");
   const atBottom = state.openKey !== key || ol.scrollHeight - ol.scrollTop - ol.clientHeight < 40;
   const items = [];
+  state.drawnMedia = new Map();
   let album = null;
   for (const e of entries) {
     const id = e.media && e.media.album;
@@ -140,6 +154,7 @@ function renderMessages(key, entries) {
     items.push(node);
   }
   ol.replaceChildren(...items);
+  state.media = state.drawnMedia;
   state.stick = atBottom;
   if (atBottom) ol.scrollTop = ol.scrollHeight;
 }
@@ -168,7 +183,7 @@ function entry(key, e) {
     li.append(el("div", { class: "quote", text: e.quote.from ? e.quote.from + ": " + e.quote.text : "reply to #" + e.quote.id }));
   }
   li.append(el("div", { class: "meta" }, [el("span", { class: "from", text: own ? "you" : e.from }), " · " + time(e.time)]));
-  if (e.media && e.id !== null && !e.deleted) li.append(media(key, e));
+  if (e.media && e.id !== null && !e.deleted) li.append(mediaNode(key, e));
   if (e.poll && e.id !== null) {
     // The poll is drawn; the text is its description for a terminal.
     li.append(pollView(e));
@@ -198,6 +213,16 @@ function caption(e) {
   const cut = e.text.startsWith(label + " ") ? label.length + 1 : label.length;
   const entities = e.entities.filter((x) => x.offset >= cut).map((x) => Object.assign({}, x, { offset: x.offset - cut }));
   return [e.text.slice(cut), entities];
+}
+
+// A message's file keeps its element from one drawing to the next: every answer is no-store,
+// so a new element would fetch the file again (the server downloads and checks it whole each
+// time), and a player would stop.
+function mediaNode(key, e) {
+  const id = [key, e.id, e.media.file_name, e.media.size].join("#");
+  const node = state.media.get(id) || media(key, e);
+  state.drawnMedia.set(id, node);
+  return node;
 }
 
 // A file is fetched from the local server, which checks it whole and decrypts it; an image,
@@ -250,14 +275,16 @@ function pollView(e) {
   if (p.multiple && !p.closed) {
     const boxes = p.options.map((o, i) => {
       const box = el("input", { type: "checkbox", id: "poll-" + e.id + "-" + i, value: String(i + 1) });
+      box.checked = e.voted.includes(i);
       div.append(el("div", {}, [box, el("label", { for: box.id, text: " " + o.text + " · " + o.voters })]));
       return box;
     });
     div.append(el("button", { type: "button", text: "Vote", onclick: () => sendLine(("/vote " + e.id + " " + boxes.filter((b) => b.checked).map((b) => b.value).join(" ")).trim()) }));
   } else {
     p.options.forEach((o, i) => {
-      const button = el("button", { type: "button", class: "option", "data-n": String(i + 1), onclick: () => sendLine("/vote " + e.id + " " + (i + 1)) }, [
-        el("span", { text: o.text }),
+      const chosen = e.voted.includes(i);
+      const button = el("button", { type: "button", class: chosen ? "option chosen" : "option", "data-n": String(i + 1), "aria-pressed": String(chosen), onclick: () => sendLine("/vote " + e.id + " " + (i + 1)) }, [
+        el("span", { text: (chosen ? "✓ " : "") + o.text }),
         el("span", { text: String(o.voters) }),
       ]);
       button.disabled = p.closed;
@@ -494,6 +521,7 @@ function showIdentity(id) {
   const facts = $("who-facts");
   facts.replaceChildren();
   const fact = (term, value) => facts.append(el("dt", { text: term }), el("dd", { text: value }));
+  $("who-title").textContent = id.group ? "Who is in " + id.title + "?" : "Who is this?";
   if (id.group) {
     fact(id.channel ? "Channel" : "Group", id.title);
     fact("Members", id.members.length + ", as the platform lists them; a message goes to the devices in this device's tree");
