@@ -244,6 +244,8 @@ def visit(world, browser, url, web, e2e, profile, bot, bin_dir):
     say(browser, "/contact")
     card = browser.wait("our card", lambda: browser.script("const c = [...document.querySelectorAll('#messages li.message.own .contact .name')].pop(); return c && c.textContent"))
     check("Alice" in card, "our shared contact is drawn as a card", card)
+    edits = browser.script("const li = [...document.querySelectorAll('#messages li.message.own')].pop(); return li.querySelectorAll('.actions button[aria-label^=\"Edit\"]').length")
+    check(edits == 0, "a card of ours offers no edit (only texts are edited)", edits)
 
     # Inline mode from the input: the results are a list; choosing one sends it.
     say(browser, f"@{bot} tea")

@@ -85,6 +85,7 @@ function render(view) {
   $("own").textContent = "you are @" + view.own;
   renderConversations(view.conversations);
   $("title").textContent = view.open.name;
+  $("who-button").textContent = view.open.key.startsWith("group:") ? "Members" : "Who is this?";
   $("about").textContent = view.about;
   document.title = view.open.name + " · e2e-chat";
   renderMessages(view.open.key, view.open.entries);
@@ -254,7 +255,8 @@ function media(key, e) {
 function contactCard(c) {
   const name = [c.first_name, c.last_name].filter((x) => x).join(" ");
   return el("div", { class: "contact", role: "group", "aria-label": "Contact: " + name }, [
-    el("div", { class: "name", text: "👤 " + name }),
+    el("div", { class: "meta", text: "Contact" }),
+    el("div", { class: "name", text: name }),
     c.phone_number ? el("div", { text: c.phone_number }) : null,
     c.user_id ? el("div", { class: "meta", text: "account " + c.user_id }) : null,
   ]);
@@ -310,7 +312,8 @@ function marks(e) {
     const actions = el("span", { class: "actions" }, [
       el("button", { type: "button", text: "reply", "aria-label": "Reply to #" + e.id, onclick: () => startReply(e) }),
     ]);
-    if (e.from === null) {
+    // Only a text of ours is edited (a file, poll, contact or place is not).
+    if (e.from === null && !e.media && !e.poll && !e.contact && !e.location) {
       actions.append(el("button", { type: "button", text: "edit", "aria-label": "Edit #" + e.id, onclick: () => editOwn(e) }));
     } else {
       actions.append(el("button", { type: "button", text: "👍", "aria-label": "React to #" + e.id, onclick: () => sendLine("/react " + e.id + " 👍") }));
