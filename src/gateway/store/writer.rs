@@ -118,8 +118,7 @@ impl Work for WriterWork {
         loop {
             match self.jobs.recv_timeout(self.idle_after) {
                 Ok(first) => {
-                    let outcome = commit_batch(&conn, first, &self.jobs, &self.notifier, &self.broken);
-                    *self.failing.lock().unwrap_or_else(|e| e.into_inner()) = outcome.err();
+                    commit_batch(&conn, first, &self.jobs, &self.notifier, &self.broken, &self.failing);
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     close(conn);
@@ -241,7 +240,10 @@ fn close(conn: Connection) {
 
 /// Runs `first` and whatever else is queued (up to `MAX_BATCH`), each in its savepoint inside
 /// one transaction, commits once, then answers each job. `Err`: why the commit failed.
-fn commit_batch(conn: &Connection, first: Job, jobs: &Receiver<Job>, notifier: &Notifier, broken: &AtomicBool) -> std::result::Result<(), String> {
+/// Runs `first` and the jobs queued behind it in one transaction, and answers each. Whether
+/// the commit failed is recorded in `failing` before any caller is answered, so a caller that
+/// saw its write fail finds the store failing (`/healthz`).
+fn commit_batch(conn: &Connection, first: Job, jobs: &Receiver<Job>, notifier: &Notifier, broken: &AtomicBool, failing: &Mutex<Option<String>>) {
     let mut batch = vec![first];
     while batch.len() < MAX_BATCH {
         match jobs.try_recv() {
@@ -285,6 +287,7 @@ fn commit_batch(conn: &Connection, first: Job, jobs: &Receiver<Job>, notifier: &
             let _ = conn.execute_batch("ROLLBACK");
         }
     }
+    *failing.lock().unwrap_or_else(|e| e.into_inner()) = commit.as_ref().err().map(|e| e.to_string());
     for reply in replies {
         reply(match &commit {
             Ok(()) => Ok(()),
@@ -293,7 +296,6 @@ fn commit_batch(conn: &Connection, first: Job, jobs: &Receiver<Job>, notifier: &
     }
     // Jobs of a batch that failed before they ran are answered by dropping them: their reply
     // channel closes and the caller sees `Closed`.
-    commit.map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
