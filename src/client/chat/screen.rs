@@ -9,6 +9,7 @@ use std::io::{self, Write};
 use std::sync::Arc;
 
 use super::super::display::ChatEvent;
+use super::super::group_delivery::sender_of;
 use super::super::message::{message_of, ReceivedMessage, Sender};
 use super::super::history::Remembered;
 use super::super::profile::Profile;
@@ -118,8 +119,7 @@ impl Screen {
             Ok(None) => return log::warn!("message {message_id} was sent, but this profile does not remember it"),
             Err(e) => return log::warn!("message {message_id} was sent, but cannot be read back: {e}"),
         };
-        let own = Sender { user_id: profile.user_id(), username: profile.username().to_string(), display_name: String::new(), is_bot: false };
-        let m = message_of(peer_key, own, message_id, crate::clock::unix_now(), &content);
+        let m = message_of(peer_key, ourselves(profile), message_id, crate::clock::unix_now(), &content);
         match self {
             Screen::Plain => plain(&ChatEvent::Sent { text: &shown_text(&m).0, message_id, reply_to: None }),
             _ => {
@@ -144,7 +144,8 @@ impl Screen {
         if remembered.is_empty() {
             return;
         }
-        let own = Sender { user_id: profile.user_id(), username: profile.username().to_string(), display_name: String::new(), is_bot: false };
+        let own = ourselves(profile);
+        // A dialog's messages name no sender (0): the peer sent them.
         let mut senders: HashMap<u64, Sender> = HashMap::new();
         match (&target.peer, &target.group) {
             (_, Some((group, _))) => match profile.group_members(group) {
@@ -152,18 +153,17 @@ impl Screen {
                 Err(e) => log::warn!("the members of {} cannot be listed ({e}); earlier senders are shown by id", target.shown_name()),
             },
             (Some(p), None) => {
-                senders.insert(p.user_id, Sender { user_id: p.user_id, username: p.username.clone(), display_name: p.display_name.clone(), is_bot: p.is_bot });
+                senders.insert(0, sender_of(p));
             }
             (None, None) => {}
         }
-        let sender_of = |r: &Remembered| match (r.own, r.sender) {
-            (true, _) => own.clone(),
-            (false, 0) => target.peer.as_ref().and_then(|p| senders.get(&p.user_id)).cloned().unwrap_or_else(|| unknown(0)),
-            (false, id) => senders.get(&id).cloned().unwrap_or_else(|| unknown(id)),
+        let sender = |r: &Remembered| match r.own {
+            true => own.clone(),
+            false => senders.get(&r.sender).cloned().unwrap_or_else(|| unknown(r.sender)),
         };
         let chat_id = target.peer_user_id();
         let earlier: Vec<(bool, ReceivedMessage)> =
-            remembered.iter().map(|r| (r.own, message_of(chat_id, sender_of(r), r.message_id, r.date, &r.content))).collect();
+            remembered.iter().map(|r| (r.own, message_of(chat_id, sender(r), r.message_id, r.date, &r.content))).collect();
         self.with_view(|view| view.load_history(&key, &target.shown_name(), &earlier));
     }
 
@@ -197,12 +197,17 @@ fn event_text(event: &ChatEvent) -> String {
     event.render()
 }
 
-/// What happens in the dialog is the program's output; the rest is about the program.
 /// A sender the profile knows only by id.
 fn unknown(user_id: u64) -> Sender {
     Sender { user_id, username: String::new(), display_name: String::new(), is_bot: false }
 }
 
+/// This profile's user, as the sender of our messages.
+fn ourselves(profile: &Profile) -> Sender {
+    Sender { user_id: profile.user_id(), username: profile.username().to_string(), display_name: String::new(), is_bot: false }
+}
+
+/// What happens in the dialog is the program's output; the rest is about the program.
 fn plain(event: &ChatEvent) {
     let mut text = event.render();
     text.push('\n');

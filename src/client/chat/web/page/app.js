@@ -92,7 +92,12 @@ function render(view) {
   announce(view.open.key, view.open.entries);
   if (view.open.key !== state.openKey) {
     state.openKey = view.open.key;
-    loadIdentity(false);
+    // A dialog's key may have changed (the warning stops sending); a group's panel is asked for.
+    if (view.open.key.startsWith("user:")) {
+      loadIdentity(false);
+    } else {
+      showChanged(null);
+    }
   }
   renderReplyKeyboard(view.open.reply_keyboard);
   renderInline(view.open.inline);
@@ -512,12 +517,18 @@ async function loadIdentity(show) {
     return;
   }
   state.identity = id;
-  const changed = !id.group && (id.changed_to || id.name_was);
+  const changed = showChanged(id);
+  if (show || changed) showIdentity(id);
+}
+
+// The warning of a changed key (none: no dialog's), which stops sending until it is trusted.
+function showChanged(id) {
+  const changed = !!id && !id.group && !!(id.changed_to || id.name_was);
   $("changed").hidden = !changed;
   $("changed").textContent = changed ? "Warning: the platform now serves another key or account for @" + id.username + ". Sending is stopped until you compare and trust it (Who is this?)." : "";
-  $("send").disabled = !!changed;
-  $("input").disabled = !!changed;
-  if (show || changed) showIdentity(id);
+  $("send").disabled = changed;
+  $("input").disabled = changed;
+  return changed;
 }
 
 function showIdentity(id) {
@@ -560,9 +571,7 @@ async function identityAction(action) {
   }
   const id = await r.json();
   state.identity = id;
-  $("changed").hidden = true;
-  $("send").disabled = false;
-  $("input").disabled = false;
+  showChanged(id);
   showIdentity(id);
 }
 
