@@ -244,7 +244,7 @@ pub(super) fn remember_sent(c: &Connection, peer: u64, message_id: u64, date: i6
 /// Whether a content we send is kept in `client_sent`: a text (to edit it), a file, a
 /// location, contact or poll (to show them again); a press, a reaction or an edit is not.
 pub(super) fn worth_remembering(content: &Content) -> bool {
-    content.has_text() || content.has_media() || super::places::Shared::from_content(content).is_some()
+    content.has_text() || content.has_media() || super::shared_item::Shared::from_content(content).is_some()
 }
 
 /// A text we sent to `peer`, as it is now (our edits applied), if remembered.
