@@ -71,6 +71,16 @@ impl Screen {
         });
     }
 
+    /// Reads the model a terminal draws or a web page shows, drawing nothing (none on a plain
+    /// screen).
+    fn read_view<T>(&self, look: impl FnOnce(&View) -> T) -> Option<T> {
+        match self {
+            Screen::Tui(tui) => Some(tui.look(|s| look(&s.view))),
+            Screen::Web(page) => Some(page.read(look)),
+            Screen::Plain => None,
+        }
+    }
+
     /// Changes the model a terminal draws or a web page shows (nothing on a plain screen).
     fn with_view<T>(&self, change: impl FnOnce(&mut View) -> T) -> Option<T> {
         match self {
@@ -134,7 +144,7 @@ impl Screen {
     /// lists its members now; one no longer listed is `user<ID>`.
     pub fn history(&self, profile: &Profile, target: &Target) {
         let key = target.key();
-        if self.with_view(|view| view.shows_messages(&key)) != Some(false) {
+        if self.read_view(|view| view.shows_messages(&key)) != Some(false) {
             return;
         }
         let remembered = match profile.recent_messages(target.keyboard_peer(), HISTORY) {

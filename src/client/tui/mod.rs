@@ -49,6 +49,11 @@ impl Tui {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Reads what is shown, without drawing.
+    pub fn look<T>(&self, look: impl FnOnce(&State) -> T) -> T {
+        look(&self.lock())
+    }
+
     /// Changes what is shown, then draws the screen again.
     pub fn update<T>(&self, change: impl FnOnce(&mut State) -> T) -> T {
         let mut state = self.lock();

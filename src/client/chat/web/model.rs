@@ -35,6 +35,11 @@ impl Page {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Reads the view; nothing changes, so no poll is answered.
+    pub fn read<T>(&self, look: impl FnOnce(&View) -> T) -> T {
+        look(&self.lock().view)
+    }
+
     /// Changes the view; every waiting poll is answered.
     pub fn update<T>(&self, change: impl FnOnce(&mut View) -> T) -> T {
         let mut state = self.lock();
