@@ -3,7 +3,7 @@
 // Texts from the network are set with textContent, never parsed as HTML.
 "use strict";
 
-const state = { instance: "", version: 0, view: null, replyTo: null, openKey: null, identity: null, stick: true, media: new Map(), drawnMedia: new Map(), announced: new Map() };
+const state = { instance: "", version: 0, view: null, replyTo: null, openKey: null, stick: true, media: new Map(), drawnMedia: new Map(), announced: new Map() };
 const $ = (id) => document.getElementById(id);
 
 function el(tag, props, children) {
@@ -516,7 +516,6 @@ async function loadIdentity(show) {
   } catch (e) {
     return;
   }
-  state.identity = id;
   const changed = showChanged(id);
   if (show || changed) showIdentity(id);
 }
@@ -570,7 +569,6 @@ async function identityAction(action) {
     return;
   }
   const id = await r.json();
-  state.identity = id;
   showChanged(id);
   showIdentity(id);
 }
