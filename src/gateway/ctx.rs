@@ -1,22 +1,33 @@
 //! What a step of the bot's threads touches, and nothing else: the store, the platform port,
-//! the bot's name and identity, and where alerts and counters go. The import, the follow-ups,
-//! the group steps and the outbox's send steps take a [`Ctx`]; only the drivers (the threads'
-//! loops and the Bot API methods) hold the whole `BotShared`, which lends one out
-//! (`BotShared::ctx`). A unit test builds one from a store and the fake platform alone
-//! ([`Parts`]).
+//! the bot's name and identity, and where alerts, counters and a refused credential go. The
+//! import, the follow-ups, the group steps, the outbox's send steps and most Bot API methods
+//! take a [`Ctx`]; only the drivers (the threads' loops, the webhook and getUpdates) hold the
+//! whole `BotShared`, which lends one out (`BotShared::ctx`). A unit test builds one from a
+//! store and the fake platform alone ([`Parts`]).
 
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, TryRecvError};
 
+use super::advice::refusal_advice;
 use super::botapi::types::UserView;
+use super::botapi::ApiError;
 use super::metrics::BotMetrics;
+use super::config::Delivery;
 use super::port::PlatformPort;
+use super::send_wait::Outbox;
 use super::status::Status;
 use super::store::Store;
 use crate::clock::unix_now;
 use crate::crypto::IdentityKeyPair;
 use crate::e2e::OnIdentityChange;
+use crate::wire::rpc;
+
+/// Acts on the platform's refusal of the bot's credential, whichever step met it: the bot
+/// (`BotShared::refused`) stops sending, wakes its threads and answers every call 401.
+pub trait OnRefusal: Sync {
+    fn refused(&self, refusal: rpc::Refusal);
+}
 
 /// One bot, as its steps see it. Cheap to build: every field is borrowed or copied.
 #[derive(Clone, Copy)]
@@ -38,6 +49,28 @@ pub struct Ctx<'a> {
     pub metrics: &'a BotMetrics,
     /// Disconnected once the bot is stopping: a retry waits on it instead of sleeping.
     pub stop: &'a Receiver<()>,
+    /// Where a refused credential goes ([`Ctx::revoke`]).
+    pub on_refusal: &'a dyn OnRefusal,
+}
+
+/// What a step that sends through the outbox touches (the sending Bot API methods): the
+/// steps' [`Ctx`], the outbox's waiters, and the config's delivery settings
+/// (`send_wait_seconds`, `media_from_urls`). Lent by `BotShared::sending`.
+#[derive(Clone, Copy)]
+pub struct Sending<'a> {
+    pub cx: Ctx<'a>,
+    pub outbox: &'a Outbox,
+    pub delivery: &'a Delivery,
+}
+
+/// A sending step is a step with the outbox at hand: it reads the store and calls the
+/// platform as any other.
+impl<'a> std::ops::Deref for Sending<'a> {
+    type Target = Ctx<'a>;
+
+    fn deref(&self) -> &Ctx<'a> {
+        &self.cx
+    }
 }
 
 impl Ctx<'_> {
@@ -59,6 +92,22 @@ impl Ctx<'_> {
     /// The platform refuses the bot's credential (`BotShared::refused`): nothing more is sent.
     pub fn is_revoked(&self) -> bool {
         self.status.revoked.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The platform refused the credential (`why` in its words): handed to the bot, which
+    /// stops sending and answers 401 from now on.
+    pub fn revoke(&self, why: &str) {
+        self.on_refusal.refused(rpc::Refusal::of(why));
+    }
+
+    /// What a Bot API call gets once the platform refuses this runtime: 401, saying why when
+    /// the device was removed (a revoked token keeps the plain "Unauthorized").
+    pub fn refusal(&self) -> ApiError {
+        if !self.status.device_removed.load(std::sync::atomic::Ordering::SeqCst) {
+            return ApiError::unauthorized();
+        }
+        let refusal = self.status.refusal.lock().unwrap_or_else(|e| e.into_inner()).unwrap_or(rpc::Refusal::DeviceRemoved);
+        ApiError::new(401, format!("Unauthorized: {}", refusal_advice(refusal, self.name, self.port.device_id())))
     }
 
     /// A group leaf nobody vouched for was refused (`e2e::leaf`): the platform, or a member,
@@ -84,6 +133,20 @@ pub struct Parts {
     pub on_identity_change: OnIdentityChange,
     /// Held so that `stop` stays connected; dropping it is the test's stop.
     pub stop: (crossbeam_channel::Sender<()>, Receiver<()>),
+    /// The refusals steps handed on.
+    pub refusals: Refusals,
+}
+
+/// A unit test's [`OnRefusal`]: keeps what it was handed.
+#[cfg(test)]
+#[derive(Default)]
+pub struct Refusals(pub std::sync::Mutex<Vec<rpc::Refusal>>);
+
+#[cfg(test)]
+impl OnRefusal for Refusals {
+    fn refused(&self, refusal: rpc::Refusal) {
+        self.0.lock().expect("refusals").push(refusal);
+    }
 }
 
 #[cfg(test)]
@@ -102,6 +165,7 @@ impl Parts {
             metrics: BotMetrics::default(),
             on_identity_change: OnIdentityChange::Refuse,
             stop: crossbeam_channel::bounded(0),
+            refusals: Refusals::default(),
         }
     }
 
@@ -118,6 +182,7 @@ impl Parts {
             status: &self.status,
             metrics: &self.metrics,
             stop: &self.stop.1,
+            on_refusal: &self.refusals,
         }
     }
 }

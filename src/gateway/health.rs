@@ -11,22 +11,11 @@ use super::runtime::{BotShared, CLOCK_OFFSET_WARN_SECS};
 use super::store::webhook as webhook_store;
 use super::store::{outbox, queue};
 use super::advice::refusal_advice;
-use crate::wire::rpc;
 
 impl BotShared {
-    fn device_removed_reason(&self) -> String {
-        let refusal = self.status.refusal.lock().unwrap_or_else(|e| e.into_inner()).unwrap_or(rpc::Refusal::DeviceRemoved);
-        refusal_advice(refusal, &self.username, self.device_id())
-    }
-
-    /// What a Bot API call gets once the platform refuses this runtime: 401, saying why when
-    /// the device was removed (a revoked token keeps the plain "Unauthorized").
+    /// See [`Ctx::refusal`](super::ctx::Ctx::refusal).
     pub fn refusal(&self) -> ApiError {
-        if self.is_device_removed() {
-            ApiError::new(401, format!("Unauthorized: {}", self.device_removed_reason()))
-        } else {
-            ApiError::unauthorized()
-        }
+        self.ctx().refusal()
     }
 
     /// The queue's and the outbox's depth and whether a webhook is set (-1, -1, false when

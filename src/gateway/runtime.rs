@@ -19,7 +19,7 @@ use super::advice::refusal_advice;
 use super::send_wait::Outbox;
 pub use super::wake::Wake;
 pub use super::status::{Status, CLOCK_OFFSET_WARN_SECS};
-use super::ctx::Ctx;
+use super::ctx::{Ctx, OnRefusal, Sending};
 
 /// State shared by the HTTP workers and the bot's threads.
 pub struct BotShared {
@@ -61,6 +61,12 @@ pub struct BotShared {
 struct Stop {
     tx: Mutex<Option<Sender<()>>>,
     rx: Receiver<()>,
+}
+
+impl OnRefusal for BotShared {
+    fn refused(&self, refusal: rpc::Refusal) {
+        BotShared::refused(self, refusal);
+    }
 }
 
 impl BotShared {
@@ -170,7 +176,14 @@ impl BotShared {
             status: &self.status,
             metrics: &self.metrics,
             stop: &self.stop.rx,
+            on_refusal: self,
         }
+    }
+
+    /// What a sending Bot API method touches: the steps, the outbox's waiters, and the
+    /// config's delivery settings (`send_wait_seconds`, `media_from_urls`).
+    pub fn sending(&self) -> Sending<'_> {
+        Sending { cx: self.ctx(), outbox: &self.outbox, delivery: &self.delivery }
     }
 
     /// See [`Ctx::security_alert`].

@@ -11,19 +11,19 @@ use serde_json::{json, Value};
 
 use super::{editing, messages};
 use crate::gateway::botapi::{ApiError, Params};
-use crate::gateway::runtime::BotShared;
+use crate::gateway::ctx::Sending;
 
 /// Most identifiers in one batch (Bot API).
 pub const MAX_IDS: usize = 100;
 
-pub(super) fn forward_messages(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn forward_messages(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let sent = each(bot, params, messages::forward_message)?;
     Ok(Value::Array(sent.iter().map(|m| json!({ "message_id": m["message_id"] })).collect()))
 }
 
 /// `copyMessages`: the messages without a forward mark; `remove_caption` copies files without
 /// their captions.
-pub(super) fn copy_messages(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn copy_messages(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let mut params = params.clone();
     if params.flag("remove_caption")? {
         params.insert_text("caption", String::new());
@@ -32,7 +32,7 @@ pub(super) fn copy_messages(bot: &BotShared, params: &Params) -> Result<Value, A
     Ok(Value::Array(sent))
 }
 
-pub(super) fn delete_messages(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn delete_messages(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     each(bot, params, editing::delete_message)?;
     Ok(Value::Bool(true))
 }
@@ -40,9 +40,9 @@ pub(super) fn delete_messages(bot: &BotShared, params: &Params) -> Result<Value,
 /// Runs `single` for each of `message_ids` (1 to 100, strictly increasing) with the other
 /// parameters as given; the answers of those that were not skipped.
 fn each(
-    bot: &BotShared,
+    bot: &Sending,
     params: &Params,
-    single: fn(&BotShared, &Params) -> Result<Value, ApiError>,
+    single: fn(&Sending, &Params) -> Result<Value, ApiError>,
 ) -> Result<Vec<Value>, ApiError> {
     let ids = message_ids(params)?;
     let mut one = params.clone();
@@ -53,7 +53,7 @@ fn each(
         match single(bot, &one) {
             Ok(answer) => done.push(answer),
             Err(e) if e.status == 400 => {
-                log::debug!("bot @{}: batch skips message {id}: {e}", bot.username);
+                log::debug!("bot @{}: batch skips message {id}: {e}", bot.name);
                 first_skip.get_or_insert(e);
             }
             Err(e) => return Err(e),
@@ -106,7 +106,7 @@ mod tests {
     #[test]
     fn a_batch_where_every_message_is_skipped_answers_the_first_reason() {
         let (_dir, bot) = bot();
-        let e = bad(delete_messages(&bot, &p(json!({"chat_id": 5, "message_ids": [1, 2]}))));
+        let e = bad(delete_messages(&bot.sending(), &p(json!({"chat_id": 5, "message_ids": [1, 2]}))));
         assert!(e.contains("chat not found"), "{e}");
     }
 }

@@ -9,7 +9,8 @@ use crate::gateway::botapi::text::checked_link;
 use crate::gateway::botapi::text::entities::utf16_len;
 use crate::gateway::botapi::{ApiError, Params};
 use super::submit;
-use crate::gateway::runtime::{unix_now, BotShared};
+use crate::gateway::runtime::unix_now;
+use crate::gateway::ctx::Sending;
 use crate::gateway::store::chats;
 use crate::wire::e2e::{CallbackAnswer, Content};
 
@@ -18,7 +19,7 @@ pub const ANSWER_TEXT_MAX: usize = 200;
 
 /// `answerCallbackQuery`: `text` (and `show_alert`) reach the user as a notification. A known
 /// press is answered once: answering it again is accepted and sends nothing; an unknown id is 400.
-pub(super) fn answer_callback_query(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn answer_callback_query(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let id = params.required_str("callback_query_id")?;
     let text = params.optional_str("text")?.unwrap_or_default();
     if text.chars().count() > ANSWER_TEXT_MAX || utf16_len(&text) > 2 * ANSWER_TEXT_MAX {
@@ -75,7 +76,7 @@ mod tests {
         let (_dir, bot) = bot_with_send_wait(Duration::from_millis(200));
         let press = chats::Callback { id: "5_p1".into(), chat_id: 5, press_id: "p1".into(), answered: false };
         bot.store.write(move |c| chats::remember_callback(c, &press, unix_now())).expect("remember");
-        let e = answer_callback_query(&bot, &p(serde_json::json!({"callback_query_id": "5_p1", "text": "ok"}))).expect_err("withdrawn");
+        let e = answer_callback_query(&bot.sending(), &p(serde_json::json!({"callback_query_id": "5_p1", "text": "ok"}))).expect_err("withdrawn");
         assert_eq!(e.status, 429, "{e}");
         let press = bot.store.read(|c| chats::callback(c, "5_p1", unix_now())).expect("read").expect("kept");
         assert!(!press.answered, "the retry will send the answer");

@@ -10,7 +10,7 @@ use super::profile::platform_error;
 use super::store_error;
 use crate::gateway::botapi::members::{self, MemberStatus, MemberView};
 use crate::gateway::botapi::{ApiError, Params};
-use crate::gateway::runtime::BotShared;
+use crate::gateway::ctx::Ctx;
 use crate::gateway::store::groups::{self, GroupChat};
 use crate::gateway::updates;
 use crate::wire::platform::{Group, GroupRequest};
@@ -18,7 +18,7 @@ use crate::wire::platform::{Group, GroupRequest};
 /// The group `chat_id` names and the platform's view of its members: all of them, or (`only`)
 /// those of these users who have a role, so that a question about one member of a channel of
 /// 10,000 does not carry every profile.
-fn group_with_members(bot: &BotShared, params: &Params, only: Option<Vec<u64>>) -> Result<(GroupChat, Group), ApiError> {
+fn group_with_members(bot: &Ctx, params: &Params, only: Option<Vec<u64>>) -> Result<(GroupChat, Group), ApiError> {
     let group = member_group(bot, chat_id(params, "chat_id")?)?;
     let req = GroupRequest {
         group_id: group.group_id.clone(),
@@ -26,7 +26,7 @@ fn group_with_members(bot: &BotShared, params: &Params, only: Option<Vec<u64>>) 
         member_ids: only.unwrap_or_default(),
         ..Default::default()
     };
-    let info = bot.platform.get_group(&req).map_err(|e| platform_error(bot, "GetGroup", e))?;
+    let info = bot.port.get_group(&req).map_err(|e| platform_error(bot, "GetGroup", e))?;
     Ok((group, info))
 }
 
@@ -36,7 +36,7 @@ fn member_views(info: &Group) -> Vec<MemberView> {
 }
 
 /// `getChat`: a ChatFullInfo. For a group, its current title comes from the platform.
-pub(super) fn get_chat(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn get_chat(bot: &Ctx, params: &Params) -> Result<Value, ApiError> {
     let id = chat_id(params, "chat_id")?;
     if !groups::is_group_chat_id(id) {
         let chat = known_chat(bot, id)?;
@@ -51,7 +51,7 @@ pub(super) fn get_chat(bot: &BotShared, params: &Params) -> Result<Value, ApiErr
 /// (a private chat's user, or a group member it has seen) has none: `{"total_count": 0,
 /// "photos": []}`, which every SDK parses. An unknown user is 400 "user not found", as in the
 /// Bot API.
-pub(super) fn get_user_profile_photos(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn get_user_profile_photos(bot: &Ctx, params: &Params) -> Result<Value, ApiError> {
     let user_id = params.required_i64("user_id")?;
     let not_found = || ApiError::bad_request(format!("user not found: user {user_id} is unknown to this gateway"));
     if user_id <= 0 || groups::is_group_chat_id(user_id) {
@@ -65,7 +65,7 @@ pub(super) fn get_user_profile_photos(bot: &BotShared, params: &Params) -> Resul
 }
 
 /// `getChatMember`: the user's ChatMember; a user with no role is `left`.
-pub(super) fn get_chat_member(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn get_chat_member(bot: &Ctx, params: &Params) -> Result<Value, ApiError> {
     let user_id = params.required_i64("user_id")?;
     let (_, info) = group_with_members(bot, params, Some(vec![user_id.max(0) as u64]))?;
     let views = member_views(&info);
@@ -79,7 +79,7 @@ pub(super) fn get_chat_member(bot: &BotShared, params: &Params) -> Result<Value,
 }
 
 /// `getChatMemberCount`: members in the chat now (owner, administrators, members, restricted).
-pub(super) fn get_chat_member_count(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn get_chat_member_count(bot: &Ctx, params: &Params) -> Result<Value, ApiError> {
     let (_, info) = group_with_members(bot, params, None)?;
     let views = member_views(&info);
     Ok(Value::from(views.iter().filter(|v| v.status.is_in_chat()).count()))
@@ -87,7 +87,7 @@ pub(super) fn get_chat_member_count(bot: &BotShared, params: &Params) -> Result<
 
 /// `getChatAdministrators`: the owner and the administrators; bots among them only with
 /// `return_bots` (as the Bot API's new parameter asks).
-pub(super) fn get_chat_administrators(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn get_chat_administrators(bot: &Ctx, params: &Params) -> Result<Value, ApiError> {
     let return_bots = params.flag("return_bots")?;
     let (_, info) = group_with_members(bot, params, None)?;
     let views = member_views(&info);
@@ -102,10 +102,10 @@ pub(super) fn get_chat_administrators(bot: &BotShared, params: &Params) -> Resul
 
 /// `leaveChat`: the bot leaves the group at once (the platform stops delivering to it); the
 /// next commit of any member removes its leaves, so it can read nothing sent after that.
-pub(super) fn leave_chat(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn leave_chat(bot: &Ctx, params: &Params) -> Result<Value, ApiError> {
     let group = member_group(bot, chat_id(params, "chat_id")?)?;
     let req = GroupRequest { group_id: group.group_id.clone(), ..Default::default() };
-    bot.platform.leave_group(&req).map_err(|e| platform_error(bot, "LeaveGroup", e))?;
+    bot.port.leave_group(&req).map_err(|e| platform_error(bot, "LeaveGroup", e))?;
     // The platform's LEFT delivery forgets the epoch secrets; the status changes here at once
     // so that no send slips through meanwhile.
     let gid = group.group_id;
@@ -123,6 +123,7 @@ mod tests {
 
     use super::super::testing::{bad, bot_in_group, p, GROUP_ID};
     use super::*;
+    use crate::gateway::runtime::BotShared;
     use crate::wire::platform::{AdminRights, GroupMember, GroupRole, Profile};
 
     fn member(id: u64, is_bot: bool, role: GroupRole) -> GroupMember {
@@ -157,17 +158,17 @@ mod tests {
         let (_dir, bot, fake, group) = bot_in_group("group");
         fake.answer_always("get_group", |_: GroupRequest| Ok(roles()));
         let id = group.chat_id;
-        assert_eq!(get_chat_member_count(&bot, &p(json!({"chat_id": id}))).expect("count"), json!(3));
-        let admins = get_chat_administrators(&bot, &p(json!({"chat_id": id}))).expect("admins");
+        assert_eq!(get_chat_member_count(&bot.ctx(), &p(json!({"chat_id": id}))).expect("count"), json!(3));
+        let admins = get_chat_administrators(&bot.ctx(), &p(json!({"chat_id": id}))).expect("admins");
         assert_eq!(admins.as_array().map(Vec::len), Some(1), "the bot is left out without return_bots: {admins}");
         assert_eq!(admins[0]["status"], "creator");
-        let admins = get_chat_administrators(&bot, &p(json!({"chat_id": id, "return_bots": true}))).expect("admins");
+        let admins = get_chat_administrators(&bot.ctx(), &p(json!({"chat_id": id, "return_bots": true}))).expect("admins");
         assert_eq!(admins.as_array().map(Vec::len), Some(2));
-        let m = get_chat_member(&bot, &p(json!({"chat_id": id, "user_id": 103}))).expect("banned member");
+        let m = get_chat_member(&bot.ctx(), &p(json!({"chat_id": id, "user_id": 103}))).expect("banned member");
         assert_eq!(m["status"], "kicked");
-        let e = bad(get_chat_member(&bot, &p(json!({"chat_id": id, "user_id": 555}))));
+        let e = bad(get_chat_member(&bot.ctx(), &p(json!({"chat_id": id, "user_id": 555}))));
         assert!(e.contains("member not found"), "{e}");
-        let chat = get_chat(&bot, &p(json!({"chat_id": id}))).expect("chat");
+        let chat = get_chat(&bot.ctx(), &p(json!({"chat_id": id}))).expect("chat");
         assert_eq!(chat["title"], "Team, renamed", "the platform's current title");
     }
 
@@ -175,14 +176,14 @@ mod tests {
     fn leaving_stops_sending_at_once_and_an_unreachable_platform_leaves_nothing_changed() {
         let (_dir, bot, fake, group) = bot_in_group("group");
         let id = group.chat_id;
-        let e = leave_chat(&bot, &p(json!({"chat_id": id}))).expect_err("unanswered");
+        let e = leave_chat(&bot.ctx(), &p(json!({"chat_id": id}))).expect_err("unanswered");
         assert_eq!(e.status, 502, "{e}");
         let status = |bot: &BotShared| bot.store.read(|c| groups::by_group_id(c, &GROUP_ID)).expect("read").expect("group").status;
         assert_eq!(status(&bot), groups::Membership::Member);
         fake.answer_once("leave_group", Ok(crate::wire::platform::MembershipResponse::new()));
-        leave_chat(&bot, &p(json!({"chat_id": id}))).expect("left");
+        leave_chat(&bot.ctx(), &p(json!({"chat_id": id}))).expect("left");
         assert_eq!(status(&bot), groups::Membership::Gone);
-        let e = bad(leave_chat(&bot, &p(json!({"chat_id": id}))));
+        let e = bad(leave_chat(&bot.ctx(), &p(json!({"chat_id": id}))));
         assert!(e.contains("not a member"), "{e}");
         assert_eq!(fake.calls_of("leave_group").len(), 2, "the third never reached the platform");
     }

@@ -11,7 +11,8 @@ use super::target::{Target, chat_id, target_chat};
 use crate::gateway::botapi::{markup, types, ApiError, Params};
 use crate::gateway::keyboard;
 use super::submit;
-use crate::gateway::runtime::{unix_now, BotShared};
+use crate::gateway::runtime::unix_now;
+use crate::gateway::ctx::{Ctx, Sending};
 use crate::gateway::store::chats;
 use crate::wire::e2e::content::Body;
 use crate::gateway::updates;
@@ -42,7 +43,7 @@ impl Change {
 
 /// A message of this bot in the history that `change` can apply to (`can`).
 fn own_message(
-    bot: &BotShared,
+    bot: &Ctx,
     params: &Params,
     change: Change,
     can: fn(&Content) -> bool,
@@ -53,7 +54,7 @@ fn own_message(
 /// `own_message`, and with `peers_too` in a private chat also a message of the chat's user
 /// (a bot deletes a user's message there, as in the Bot API).
 fn message_of(
-    bot: &BotShared,
+    bot: &Ctx,
     params: &Params,
     change: Change,
     can: fn(&Content) -> bool,
@@ -81,14 +82,14 @@ fn message_of(
 }
 
 /// Sends the new state of `entry` as an edit and answers the edited Message.
-fn send_edit(bot: &BotShared, chat: &Target, entry: chats::HistoryEntry, new: Content) -> Result<Value, ApiError> {
+fn send_edit(bot: &Sending, chat: &Target, entry: chats::HistoryEntry, new: Content) -> Result<Value, ApiError> {
     let edited = submit_edit(bot, chat, entry, new)?;
     Ok(types::message_json(&super::message_view(bot, chat.as_ref(), &edited)?))
 }
 
 /// Sends the new state of `entry` as an edit (keyboard signed for the same message); returns
 /// the message as edited.
-fn submit_edit(bot: &BotShared, chat: &Target, entry: chats::HistoryEntry, mut new: Content) -> Result<chats::HistoryEntry, ApiError> {
+fn submit_edit(bot: &Sending, chat: &Target, entry: chats::HistoryEntry, mut new: Content) -> Result<chats::HistoryEntry, ApiError> {
     new.keyboard.mut_or_insert_default().context = MessageField::none();
     if new.keyboard.rows.is_empty() {
         new.keyboard = MessageField::none();
@@ -107,7 +108,7 @@ fn submit_edit(bot: &BotShared, chat: &Target, entry: chats::HistoryEntry, mut n
     }
     keyboard::attach_context(
         &bot.identity,
-        bot.compat_user_id,
+        bot.user_id,
         chat.keyboard_chat(),
         entry.message_id as u64,
         entry.date,
@@ -122,7 +123,7 @@ fn submit_edit(bot: &BotShared, chat: &Target, entry: chats::HistoryEntry, mut n
 
 /// `editMessageText`: new text (with `parse_mode` or `entities`) and, as in the Bot API, the
 /// keyboard given in `reply_markup` (none given: the buttons go).
-pub(super) fn edit_message_text(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn edit_message_text(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let keyboard = markup::inline_keyboard(params)?;
     let (text, entities) = formatted_text(params)?;
     let (chat, entry) = own_message(bot, params, Change::Edit, is_text)?;
@@ -135,7 +136,7 @@ pub(super) fn edit_message_text(bot: &BotShared, params: &Params) -> Result<Valu
 /// `editMessageCaption`: a new caption (with `parse_mode` or `caption_entities`; none or empty:
 /// the caption goes) of one of the bot's file messages, and, as editMessageText, the keyboard
 /// given. The file itself stays the same.
-pub(super) fn edit_message_caption(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn edit_message_caption(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let keyboard = markup::inline_keyboard(params)?;
     let caption = formatted(params, &CAPTION)?;
     let (chat, entry) = own_message(bot, params, Change::Edit, Content::has_media)?;
@@ -149,7 +150,7 @@ pub(super) fn edit_message_caption(bot: &BotShared, params: &Params) -> Result<V
 /// `media` (photo, video, animation, document or audio; by `attach://<part>` or file_id), its
 /// caption from the InputMedia, and the keyboard given. An album's item stays what its album
 /// may hold (the Bot API's rule).
-pub(super) fn edit_message_media(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn edit_message_media(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     use super::media::{check_album_mix, input_media_kind, MediaRequest, ALBUM_KINDS};
     use crate::gateway::botapi::types::MediaKind;
     const KINDS: &[MediaKind] = &[MediaKind::Photo, MediaKind::Video, MediaKind::Animation, MediaKind::Document, MediaKind::Audio];
@@ -176,7 +177,7 @@ pub(super) fn edit_message_media(bot: &BotShared, params: &Params) -> Result<Val
 
 /// `editMessageReplyMarkup`: new buttons, or none, on any message the bot sent (a text, a
 /// file, a location, a poll, ...), as in the Bot API; signed for that message like any edit.
-pub(super) fn edit_message_reply_markup(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn edit_message_reply_markup(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let keyboard = markup::inline_keyboard(params)?;
     let (chat, entry) = own_message(bot, params, Change::Edit, Content::is_message)?;
     let mut new = entry.content.clone();
@@ -187,7 +188,7 @@ pub(super) fn edit_message_reply_markup(bot: &BotShared, params: &Params) -> Res
 /// `deleteMessage`: the bot's own message, or in a private chat the user's; the user's client
 /// removes it; the history forgets it. In a group
 /// or channel the platform deletes it for every member (`admin::delete_group_message`).
-pub(super) fn delete_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn delete_message(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     if let Target::Group(group) = target_chat(bot, chat_id(params, "chat_id")?)? {
         return super::admin::delete_group_message(bot, &group, params.required_i64("message_id")?);
     }
@@ -206,7 +207,7 @@ fn is_text(content: &Content) -> bool {
 
 /// The bot's live location `params` names, with its current point; 400 when the message is
 /// no location, or no longer live (stopped, or its live period ran out).
-fn live_location(bot: &BotShared, params: &Params) -> Result<(Target, chats::HistoryEntry, Location), ApiError> {
+fn live_location(bot: &Ctx, params: &Params) -> Result<(Target, chats::HistoryEntry, Location), ApiError> {
     let (chat, entry) = own_message(bot, params, Change::Edit, |c| matches!(c.body, Some(Body::Location(_))))?;
     let Some(Body::Location(location)) = &entry.content.body else { unreachable!("checked by own_message") };
     if !places::is_live(location, entry.date, unix_now()) {
@@ -221,7 +222,7 @@ fn live_location(bot: &BotShared, params: &Params) -> Result<(Target, chats::His
 /// `editMessageLiveLocation`: moves the bot's live location; the user's client shows the new
 /// point (an `Edit` with the whole location). The keyboard is the one given in
 /// `reply_markup` (none given: the buttons go), as for editMessageText.
-pub(super) fn edit_message_live_location(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn edit_message_live_location(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let keyboard = markup::inline_keyboard(params)?;
     let (chat, entry, now) = live_location(bot, params)?;
     let moved = super::places::moved_location(params, &now)?;
@@ -233,7 +234,7 @@ pub(super) fn edit_message_live_location(bot: &BotShared, params: &Params) -> Re
 
 /// `stopMessageLiveLocation`: the live location stays where it is and stops being live; the
 /// answer (and the user's client) shows it as a plain point.
-pub(super) fn stop_message_live_location(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn stop_message_live_location(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let keyboard = markup::inline_keyboard(params)?;
     let (chat, entry, now) = live_location(bot, params)?;
     let mut new = entry.content.clone();
@@ -244,7 +245,7 @@ pub(super) fn stop_message_live_location(bot: &BotShared, params: &Params) -> Re
 
 /// `stopPoll`: closes the bot's poll with its final counts; the user's client shows them (an
 /// edit). Answers the stopped Poll, as the Bot API does.
-pub(super) fn stop_poll(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn stop_poll(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let keyboard = markup::inline_keyboard(params)?;
     let (chat, entry) = own_message(bot, params, Change::Edit, |c| matches!(c.body, Some(Body::Poll(_))))?;
     let Some(Body::Poll(poll)) = &entry.content.body else { unreachable!("checked by own_message") };

@@ -28,7 +28,7 @@ use crate::gateway::botapi::{markup, ApiError, Params};
 use crate::gateway::config::MediaFromUrls;
 use crate::gateway::keyboard;
 use super::submit;
-use crate::gateway::runtime::BotShared;
+use crate::gateway::ctx::Sending;
 use crate::gateway::store::{files, inline};
 use crate::wire::e2e::{Content, InlineArticle, InlineResults, InlineResultsButton, Text};
 
@@ -216,7 +216,7 @@ pub fn button_request(params: &Params) -> Result<Option<InlineResultsButton>, Ap
 
 /// `answerInlineQuery`: the results (a later answer replaces the list) reach the user who
 /// opened the session. `next_offset` is accepted and ignored: the results are one page.
-pub(super) fn answer_inline_query(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn answer_inline_query(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let id = params.required_str("inline_query_id")?;
     let requests = results_request(params, &bot.delivery.media_from_urls)?;
     let button = button_request(params)?;
@@ -247,7 +247,7 @@ pub(super) fn answer_inline_query(bot: &BotShared, params: &Params) -> Result<Va
 /// stored now, one after the other (the platform takes a few transfers at once, not fifty), with
 /// the caption and kind the result gives; and its buttons signed for the inline message the
 /// choice will send.
-fn resolved(bot: &BotShared, session_id: u64, user_id: u64, r: ResultRequest, i: usize) -> Result<InlineArticle, ApiError> {
+fn resolved(bot: &Sending, session_id: u64, user_id: u64, r: ResultRequest, i: usize) -> Result<InlineArticle, ApiError> {
     let mut article = r.article;
     if let Some((file, kind)) = r.file {
         let mut media = match file {
@@ -265,7 +265,7 @@ fn resolved(bot: &BotShared, session_id: u64, user_id: u64, r: ResultRequest, i:
     }
     let inline_message_id = format!("{session_id}_{}", article.id);
     let mut message = article.choice_content();
-    keyboard::attach_inline_context(&bot.identity, bot.compat_user_id, user_id, &inline_message_id, &mut message);
+    keyboard::attach_inline_context(&bot.identity, bot.user_id, user_id, &inline_message_id, &mut message);
     article.keyboard = message.keyboard;
     Ok(article)
 }
@@ -386,7 +386,7 @@ mod tests {
             {"type": "document", "id": "d", "document_url": server.url("localhost", "/notes.txt").as_str(), "title": "Notes"},
         ]});
         let requests = results_request(&p(answer), &bot.delivery.media_from_urls).expect("checked");
-        let results: Vec<InlineArticle> = requests.into_iter().enumerate().map(|(i, r)| resolved(&bot, 7, 9, r, i).expect("resolved")).collect();
+        let results: Vec<InlineArticle> = requests.into_iter().enumerate().map(|(i, r)| resolved(&bot.sending(), 7, 9, r, i).expect("resolved")).collect();
         let photo = &results[0].media;
         assert_eq!((photo.mime_type.as_str(), photo.file_name.as_str(), photo.size), ("image/png", "cat.png", PNG.len() as u64));
         assert_eq!((MediaKind::of(photo), results[0].message.is_none(), photo.caption.text.as_str()), (MediaKind::Photo, true, "a cat"));
@@ -399,7 +399,7 @@ mod tests {
 
         let refused = json!({"results": [{"type": "photo", "id": "p", "photo_url": server.url("127.0.0.1", "/cat.png").as_str()}]});
         let request = results_request(&p(refused), &bot.delivery.media_from_urls).expect("checked").remove(0);
-        let e = bad(resolved(&bot, 7, 9, request, 0));
+        let e = bad(resolved(&bot.sending(), 7, 9, request, 0));
         assert!(e.starts_with("Bad Request: failed to get HTTP URL content: results[0]: 127.0.0.1 is a loopback address"), "{e}");
         assert_eq!(fake.stored_files(), 2, "nothing more stored");
     }

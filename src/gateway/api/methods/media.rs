@@ -33,40 +33,42 @@ use crate::gateway::botapi::params::StreamedFile;
 use crate::gateway::botapi::types::{self, MediaKind};
 use crate::gateway::botapi::{markup, params::UploadedFile, ApiError, Params};
 use crate::gateway::config::MediaFromUrls;
-use crate::gateway::runtime::{unix_now, BotShared};
+use crate::gateway::runtime::unix_now;
+use crate::gateway::ctx::{Ctx, Sending};
+use crate::gateway::runtime::BotShared;
 use crate::gateway::store::files::{self, FileRecord};
 use crate::wire::e2e::{Content, Entity, Media, Text};
 
-pub(super) fn send_photo(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn send_photo(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     send_media(bot, params, MediaKind::Photo)
 }
 
-pub(super) fn send_document(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn send_document(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     send_media(bot, params, MediaKind::Document)
 }
 
-pub(super) fn send_audio(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn send_audio(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     send_media(bot, params, MediaKind::Audio)
 }
 
-pub(super) fn send_video(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn send_video(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     send_media(bot, params, MediaKind::Video)
 }
 
-pub(super) fn send_voice(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn send_voice(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     send_media(bot, params, MediaKind::Voice)
 }
 
-pub(super) fn send_animation(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn send_animation(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     send_media(bot, params, MediaKind::Animation)
 }
 
-pub(super) fn send_video_note(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn send_video_note(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     send_media(bot, params, MediaKind::VideoNote)
 }
 
 /// `sendSticker`: a static image (WEBP or PNG) by upload or file_id, with its `emoji`.
-pub(super) fn send_sticker(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn send_sticker(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     send_media(bot, params, MediaKind::Sticker)
 }
 
@@ -131,7 +133,7 @@ fn dimension(params: &Params, name: &str) -> Result<u32, ApiError> {
 
 /// Where a file may go: a private chat that produced an update, or a group the bot is in
 /// (through MLS, the per-file key inside the application message); not a channel.
-fn media_target(bot: &BotShared, chat_id: i64) -> Result<Target, ApiError> {
+fn media_target(bot: &Ctx, chat_id: i64) -> Result<Target, ApiError> {
     let target = target::target_chat(bot, chat_id)?;
     if let Target::Group(g) = &target {
         if g.is_channel() {
@@ -144,7 +146,7 @@ fn media_target(bot: &BotShared, chat_id: i64) -> Result<Target, ApiError> {
 /// The send methods: the file (uploaded now, or reused by file_id), its caption, reply target
 /// and keyboard, through the durable outbox, to a private chat or a group; answers the sent
 /// Message with the media object.
-fn send_media(bot: &BotShared, params: &Params, kind: MediaKind) -> Result<Value, ApiError> {
+fn send_media(bot: &Sending, params: &Params, kind: MediaKind) -> Result<Value, ApiError> {
     let chat_id = target::chat_id(params, "chat_id")?;
     let markup = markup::reply_markup(params)?;
     let request = MediaRequest::read(bot, params, kind, kind.name())?;
@@ -176,7 +178,7 @@ pub(super) struct MediaRequest<'a> {
 impl<'a> MediaRequest<'a> {
     /// `name` is the media parameter: the kind's name for a send method, `media` in an
     /// InputMedia. `thumbnail`, `has_spoiler` and the like are not read: ignored.
-    pub(super) fn read(bot: &BotShared, params: &'a Params, kind: MediaKind, name: &str) -> Result<MediaRequest<'a>, ApiError> {
+    pub(super) fn read(bot: &Sending, params: &'a Params, kind: MediaKind, name: &str) -> Result<MediaRequest<'a>, ApiError> {
         let caption = messages::formatted(params, &CAPTION)?;
         let source = media_source(params, name, &bot.delivery.media_from_urls)?;
         let (width, height) = match kind {
@@ -201,7 +203,7 @@ impl<'a> MediaRequest<'a> {
     /// A file by URL fetched now and streamed to the platform, which keeps it only once
     /// [`MediaRequest::into_media`] uses it: an album fetches every item before it stores any.
     /// Other sources stay as they are.
-    pub(super) fn fetched(self, bot: &BotShared) -> Result<MediaRequest<'a>, ApiError> {
+    pub(super) fn fetched(self, bot: &Sending) -> Result<MediaRequest<'a>, ApiError> {
         match self.source {
             Source::Url(at, url) => Ok(MediaRequest { source: Source::Fetched(fetch_url(bot, &at, &url, self.kind)?), ..self }),
             _ => Ok(self),
@@ -210,7 +212,7 @@ impl<'a> MediaRequest<'a> {
 
     /// The file as a message carries it: uploaded, fetched (or found by its file_id) with the
     /// details given, its file_id issued before the answer names it.
-    pub(super) fn into_media(self, bot: &BotShared) -> Result<Media, ApiError> {
+    pub(super) fn into_media(self, bot: &Sending) -> Result<Media, ApiError> {
         let mut media = match self.source {
             Source::FileId(id) => bot.store.read(|c| files::by_id(c, &id)).map_err(store_error)?.ok_or_else(unknown_file_id)?.media,
             Source::Upload(file) => upload(bot, file, self.kind)?,
@@ -248,7 +250,7 @@ pub const ALBUM_MAX: usize = 10;
 /// own caption, sent as that many messages sharing one `media_group_id`; the reply target
 /// goes with the first. Every item is read and checked before any file is uploaded. Each
 /// message is its own outbox entry, in order; answers the sent Messages.
-pub(super) fn send_media_group(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn send_media_group(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let chat_id = target::chat_id(params, "chat_id")?;
     let items = params.nested_items("media")?.ok_or_else(|| ApiError::bad_request("media is required"))?;
     if !(ALBUM_MIN..=ALBUM_MAX).contains(&items.len()) {
@@ -337,11 +339,11 @@ impl FileIntake for BotShared {
 /// whose name is the URL's and whose type is what its bytes or the server said, for
 /// [`upload`] to store. `at` names the parameter in errors. The log names the host only: a
 /// URL's path or query may hold a secret.
-pub(super) fn fetch_url(bot: &BotShared, at: &str, url: &url::Url, kind: MediaKind) -> Result<UploadedFile, ApiError> {
+pub(super) fn fetch_url(bot: &Sending, at: &str, url: &url::Url, kind: MediaKind) -> Result<UploadedFile, ApiError> {
     let host = url.host_str().unwrap_or_default();
-    match url_media::fetch(&bot.delivery.media_from_urls, url, kind, |body| begin_upload(bot.platform.files(), body)) {
+    match url_media::fetch(&bot.delivery.media_from_urls, url, kind, |body| begin_upload(bot.port.files(), body)) {
         Ok(fetched) => {
-            log::debug!("bot @{}: {at}: a {} fetched from {host}", bot.username, kind.name());
+            log::debug!("bot @{}: {at}: a {} fetched from {host}", bot.name, kind.name());
             Ok(UploadedFile {
                 filename: fetched.file_name,
                 content_type: fetched.mime_type,
@@ -350,7 +352,7 @@ pub(super) fn fetch_url(bot: &BotShared, at: &str, url: &url::Url, kind: MediaKi
             })
         }
         Err(Failure::Refused(refusal)) => {
-            log::info!("bot @{}: {at}: the {} at {host} was refused: {refusal}", bot.username, kind.name());
+            log::info!("bot @{}: {at}: the {} at {host} was refused: {refusal}", bot.name, kind.name());
             Err(refusal.to_api(at))
         }
         Err(Failure::Taking(e)) => Err(transfer_error(bot, "upload", e)),
@@ -359,19 +361,19 @@ pub(super) fn fetch_url(bot: &BotShared, at: &str, url: &url::Url, kind: MediaKi
 
 /// A file by URL as a message carries it: fetched, stored and described like an upload
 /// (inline results by URL; the send methods go through [`MediaRequest`]).
-pub(super) fn media_from_url(bot: &BotShared, at: &str, url: &url::Url, kind: MediaKind) -> Result<Media, ApiError> {
+pub(super) fn media_from_url(bot: &Sending, at: &str, url: &url::Url, kind: MediaKind) -> Result<Media, ApiError> {
     upload(bot, &fetch_url(bot, at, url, kind)?, kind)
 }
 
 /// Encrypts and uploads a file part; over 50 MiB is refused before anything is uploaded.
-fn upload(bot: &BotShared, file: &UploadedFile, kind: MediaKind) -> Result<Media, ApiError> {
+fn upload(bot: &Ctx, file: &UploadedFile, kind: MediaKind) -> Result<Media, ApiError> {
     if file.len() > MAX_PLAINTEXT_LEN {
         return Err(too_large(file.len()));
     }
     let uploaded = match &file.streamed {
         // Encrypted and sent while the request was read: the platform only has to keep it.
         Some(streamed) => streamed.store(),
-        None => upload_encrypted(bot.platform.files(), &file.bytes[..]),
+        None => upload_encrypted(bot.port.files(), &file.bytes[..]),
     }
     .map_err(|e| transfer_error(bot, "upload", e))?;
     let mime_type = match file.content_type.as_deref().map(str::trim) {
@@ -389,8 +391,8 @@ fn too_large(len: u64) -> ApiError {
 }
 
 /// What a failed transfer answers (`ApiError::file_transfer`), logged with the bot.
-fn transfer_error(bot: &BotShared, what: &str, e: FileError) -> ApiError {
-    log::warn!("bot @{}: file {what} failed: {e}", bot.username);
+fn transfer_error(bot: &Ctx, what: &str, e: FileError) -> ApiError {
+    log::warn!("bot @{}: file {what} failed: {e}", bot.name);
     ApiError::file_transfer(what, e)
 }
 
@@ -424,7 +426,7 @@ fn guess_mime(filename: &str, kind: MediaKind) -> &'static str {
 }
 
 /// `getFile`: the File object with the relative `file_path` the download URL takes.
-pub(super) fn get_file(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn get_file(bot: &Ctx, params: &Params) -> Result<Value, ApiError> {
     let file_id = params.required_str("file_id")?;
     let record = bot.store.read(|c| files::by_id(c, file_id.trim())).map_err(store_error)?.ok_or_else(unknown_file_id)?;
     Ok(types::file_json(&record.file_id, &record.file_unique_id, record.media.size, &file_path(&record)))
@@ -466,7 +468,7 @@ fn safe_name(name: &str, kind: MediaKind) -> String {
 /// The download of `GET /file/bot<token>/<file_path>`: the file_id is the path's second
 /// segment. The ciphertext is fetched and verified before this returns; the plaintext is made
 /// only while the response is written.
-pub fn download(bot: &BotShared, file_path: &str) -> Result<Download, ApiError> {
+pub fn download(bot: &Ctx, file_path: &str) -> Result<Download, ApiError> {
     let file_id = file_path.split('/').filter(|s| !s.is_empty()).nth(1).unwrap_or_default();
     let record = match file_id {
         "" => None,
@@ -477,7 +479,7 @@ pub fn download(bot: &BotShared, file_path: &str) -> Result<Download, ApiError> 
     let Some(source) = FileSource::of(m) else {
         return Err(ApiError::internal(format!("stored file {} is malformed", record.file_id)));
     };
-    let verified = download_verified(bot.platform.files(), &source, bot.store.directory())
+    let verified = download_verified(bot.port.files(), &source, bot.store.directory())
         .map_err(|e| transfer_error(bot, "download", e))?;
     let content_type = if m.mime_type.is_empty() { "application/octet-stream".to_string() } else { m.mime_type.clone() };
     Ok(Download {
@@ -533,8 +535,8 @@ mod tests {
         let (_dir, bot, fake) = crate::gateway::runtime::test_bot_on_fake(crate::gateway::config::DEFAULT_SEND_WAIT);
         let bot = with_media_from_urls(bot, MediaFromUrls { enabled: true, ..Default::default() });
         let params = form(&[("photo", "http://127.0.0.1:9/cat.png")]);
-        let request = MediaRequest::read(&bot, &params, MediaKind::Photo, "photo").expect("read");
-        let e = bad(request.into_media(&bot));
+        let request = MediaRequest::read(&bot.sending(), &params, MediaKind::Photo, "photo").expect("read");
+        let e = bad(request.into_media(&bot.sending()));
         assert!(e.starts_with("Bad Request: failed to get HTTP URL content: photo: 127.0.0.1 is a loopback address"), "{e}");
         assert!(fake.calls_of("upload_file").is_empty(), "nothing was uploaded");
     }
@@ -546,7 +548,7 @@ mod tests {
         let bot = with_media_from_urls(bot, MediaFromUrls { enabled: true, allow_hosts: vec!["localhost".into()], max_bytes: None });
         let server = Server::start();
         let params = form(&[("photo", server.url("localhost", "/cat.png").as_str())]);
-        let media = MediaRequest::read(&bot, &params, MediaKind::Photo, "photo").expect("read").into_media(&bot).expect("sent");
+        let media = MediaRequest::read(&bot.sending(), &params, MediaKind::Photo, "photo").expect("read").into_media(&bot.sending()).expect("sent");
         assert_eq!((media.mime_type.as_str(), media.file_name.as_str(), media.size), ("image/png", "cat.png", PNG.len() as u64));
         assert_eq!(fake.stored_files(), 1);
         let record = bot.store.write(move |c| files::issue(c, &media, 0)).expect("issued");
@@ -557,7 +559,7 @@ mod tests {
             .map(|(kind, path)| (kind, form(&[("media", server.url("localhost", path).as_str())])));
         let fetched: Result<Vec<_>, _> = items
             .iter()
-            .map(|(kind, item)| MediaRequest::read(&bot, item, *kind, "media").expect("read").fetched(&bot))
+            .map(|(kind, item)| MediaRequest::read(&bot.sending(), item, *kind, "media").expect("read").fetched(&bot.sending()))
             .collect();
         let e = bad(fetched.map(|_| ()));
         assert!(e.starts_with("Bad Request: wrong type of the web page content: media: the content is not a JPEG"), "{e}");
@@ -581,22 +583,22 @@ mod tests {
     #[test]
     fn unknown_file_ids_are_refused_before_any_transfer() {
         let (_dir, bot) = bot();
-        let e = bad(get_file(&bot, &p(json!({"file_id": "nope"}))));
+        let e = bad(get_file(&bot.ctx(), &p(json!({"file_id": "nope"}))));
         assert!(e.contains("file_id is unknown"), "{e}");
-        let e = download(&bot, "documents/nope/a.txt").err().expect("unknown");
+        let e = download(&bot.ctx(), "documents/nope/a.txt").err().expect("unknown");
         assert_eq!(e.status, 404);
-        assert!(download(&bot, "").is_err());
+        assert!(download(&bot.ctx(), "").is_err());
     }
 
     /// A file sent by the bot: uploaded to the fake platform and issued a file_id.
     fn sent(bot: &BotShared, plaintext: &[u8]) -> FileRecord {
         let part = UploadedFile::in_memory("report.txt", None, plaintext.to_vec());
-        let media = upload(bot, &part, MediaKind::Document).expect("upload");
+        let media = upload(&bot.ctx(), &part, MediaKind::Document).expect("upload");
         bot.store.write(move |c| files::issue(c, &media, 0)).expect("issue")
     }
 
     fn downloaded(bot: &BotShared, record: &FileRecord) -> Result<Vec<u8>, ApiError> {
-        let download = download(bot, &file_path(record))?;
+        let download = download(&bot.ctx(), &file_path(record))?;
         let mut out = Vec::new();
         (download.write)(&mut out).expect("write");
         assert_eq!(download.len, out.len() as u64);

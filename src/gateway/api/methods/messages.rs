@@ -11,7 +11,7 @@ use crate::gateway::botapi::text::entities::{check_entity_count, entities_from_j
 use crate::gateway::botapi::text::{self, ParseMode};
 use crate::gateway::botapi::{markup, types, ApiError, Params};
 use super::submit;
-use crate::gateway::runtime::{BotShared};
+use crate::gateway::ctx::{Ctx, Sending};
 use crate::gateway::send_wait::{Sent};
 use crate::gateway::store::{chats, groups};
 use crate::wire::e2e::content::Body;
@@ -167,13 +167,13 @@ fn checked_text_len(text: &str, field: &TextField) -> Result<usize, ApiError> {
 }
 
 /// A message of the durable history, or `None`.
-pub(super) fn remembered(bot: &BotShared, chat_id: i64, message_id: i64) -> Result<Option<chats::HistoryEntry>, ApiError> {
+pub(super) fn remembered(bot: &Ctx, chat_id: i64, message_id: i64) -> Result<Option<chats::HistoryEntry>, ApiError> {
     bot.store.read(|c| chats::lookup(c, chat_id, message_id)).map_err(store_error)
 }
 
 /// The reply target as the content names it: 0 when none, or when it is unknown and
 /// `allow_sending_without_reply` lets the reply go.
-pub(super) fn reply_target(bot: &BotShared, chat_id: i64, reply_to: Option<i64>, allow_without: bool) -> Result<u64, ApiError> {
+pub(super) fn reply_target(bot: &Ctx, chat_id: i64, reply_to: Option<i64>, allow_without: bool) -> Result<u64, ApiError> {
     let Some(mid) = reply_to else { return Ok(0) };
     match remembered(bot, chat_id, mid)? {
         Some(_) => Ok(mid as u64),
@@ -183,12 +183,12 @@ pub(super) fn reply_target(bot: &BotShared, chat_id: i64, reply_to: Option<i64>,
 }
 
 /// Sends a new message and answers it as the Bot API Message the bot sent.
-pub(super) fn send_new(bot: &BotShared, chat: &chats::PrivateChat, content: Content) -> Result<Value, ApiError> {
+pub(super) fn send_new(bot: &Sending, chat: &chats::PrivateChat, content: Content) -> Result<Value, ApiError> {
     send_new_to(bot, &Target::Private(chat.clone()), content)
 }
 
 /// Sends a new message to a private chat or a group, and answers it as the Bot API Message.
-pub(super) fn send_new_to(bot: &BotShared, target: &Target, content: Content) -> Result<Value, ApiError> {
+pub(super) fn send_new_to(bot: &Sending, target: &Target, content: Content) -> Result<Value, ApiError> {
     let chat_id = target.chat_id();
     let sent = submit_to(bot, target, content.clone())?;
     Ok(types::message_json(&super::message_view(bot, target.as_ref(), &sent_entry(bot, chat_id, &sent, content))?))
@@ -196,7 +196,7 @@ pub(super) fn send_new_to(bot: &BotShared, target: &Target, content: Content) ->
 
 /// Puts a content into the durable outbox for `target` and waits for it; a channel needs the
 /// post right first (checked now, so the call is answered before anything is queued).
-fn submit_to(bot: &BotShared, target: &Target, content: Content) -> Result<Sent, ApiError> {
+fn submit_to(bot: &Sending, target: &Target, content: Content) -> Result<Sent, ApiError> {
     if let Target::Group(g) = target {
         if g.is_channel() {
             super::target::require_post_right(bot, g)?;
@@ -206,12 +206,12 @@ fn submit_to(bot: &BotShared, target: &Target, content: Content) -> Result<Sent,
 }
 
 /// The history entry of a message the bot just sent.
-fn sent_entry(bot: &BotShared, chat_id: i64, sent: &Sent, content: Content) -> chats::HistoryEntry {
+fn sent_entry(bot: &Ctx, chat_id: i64, sent: &Sent, content: Content) -> chats::HistoryEntry {
     chats::HistoryEntry {
         chat_id,
         message_id: sent.message_id,
         from_bot: true,
-        sender_id: bot.compat_user_id as i64,
+        sender_id: bot.user_id as i64,
         date: sent.date,
         content,
         edit_date: 0,
@@ -220,7 +220,7 @@ fn sent_entry(bot: &BotShared, chat_id: i64, sent: &Sent, content: Content) -> c
 
 /// `sendMessage` to a private chat that has produced an update; a reply must name a message
 /// in the history unless `allow_sending_without_reply`. Waits for the platform's message id.
-pub(super) fn send_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn send_message(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let req = send_message_request(params)?;
     let chat = target_chat(bot, req.chat_id)?;
     let mut content = Content::new();
@@ -232,7 +232,7 @@ pub(super) fn send_message(bot: &BotShared, params: &Params) -> Result<Value, Ap
 
 /// The message `from_chat_id`/`message_id` of the history, for forwarding or copying: from a
 /// private chat that produced an update, or a group or channel the bot is a member of.
-fn source_message(bot: &BotShared, params: &Params) -> Result<(Target, chats::HistoryEntry), ApiError> {
+fn source_message(bot: &Ctx, params: &Params) -> Result<(Target, chats::HistoryEntry), ApiError> {
     let from_chat_id = chat_id(params, "from_chat_id")?;
     let message_id = params.required_i64("message_id")?;
     let from_chat = target_chat(bot, from_chat_id).map_err(|_| {
@@ -259,7 +259,7 @@ fn source_message(bot: &BotShared, params: &Params) -> Result<(Target, chats::Hi
 
 /// The chat a forward or copy goes to; a file cannot go to a channel (the words of sendPhoto
 /// to a channel).
-fn destination(bot: &BotShared, params: &Params, entry: &chats::HistoryEntry) -> Result<Target, ApiError> {
+fn destination(bot: &Ctx, params: &Params, entry: &chats::HistoryEntry) -> Result<Target, ApiError> {
     let target = target_chat(bot, chat_id(params, "chat_id")?)?;
     if let (Target::Group(g), Some(Body::Media(_))) = (&target, &entry.content.body) {
         if g.is_channel() {
@@ -318,7 +318,7 @@ fn forward_origin(source: &Target, entry: &chats::HistoryEntry, bot: ForwardOrig
 /// `forwardMessage`: the message (text, file with its caption, location, venue, contact, dice) to a private chat, group or
 /// channel of the bot (a channel needs the post right), with `forward_origin` naming where the
 /// original comes from and when. Buttons and the reply are not forwarded.
-pub(super) fn forward_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn forward_message(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let (source, entry) = source_message(bot, params)?;
     let target = destination(bot, params, &entry)?;
     let member = match &source {
@@ -329,10 +329,10 @@ pub(super) fn forward_message(bot: &BotShared, params: &Params) -> Result<Value,
         _ => None,
     };
     let me = ForwardOrigin {
-        sender_user_id: bot.compat_user_id,
+        sender_user_id: bot.user_id,
         sender_is_bot: true,
-        sender_first_name: bot.first_name.clone(),
-        sender_username: bot.username.clone(),
+        sender_first_name: bot.first_name.to_string(),
+        sender_username: bot.name.to_string(),
         ..Default::default()
     };
     let mut content = Content::new();
@@ -345,7 +345,7 @@ pub(super) fn forward_message(bot: &BotShared, params: &Params) -> Result<Value,
 /// private chat, group or channel of the bot, with the caller's own reply target and keyboard
 /// (the original's buttons are not copied). A `caption` given replaces a file's caption (an
 /// empty one removes it); without one the original's stays. Answers `{"message_id": N}`.
-pub(super) fn copy_message(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn copy_message(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let chat_id = chat_id(params, "chat_id")?;
     let markup = markup::reply_markup(params)?;
     let (reply_to, allow_without) = reply_request(params, chat_id)?;
@@ -366,7 +366,7 @@ pub(super) fn copy_message(bot: &BotShared, params: &Params) -> Result<Value, Ap
 /// `sendChatAction`: "… is typing" (or an upload action) in the user's client for about 5
 /// seconds, in a private chat, a group (to every member, as an MLS application message) or a
 /// channel (with the post right). No message enters the history.
-pub(super) fn send_chat_action(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn send_chat_action(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let chat_id = chat_id(params, "chat_id")?;
     let action = params.required_str("action")?;
     if !CHAT_ACTIONS.contains(&action.as_str()) {

@@ -35,6 +35,7 @@ pub use updates::{check_webhook_url, get_updates_request, set_webhook_request, G
 use super::multipart::FileIntake;
 use super::{BotApi, Download};
 use crate::gateway::botapi::{ApiError, Params};
+use crate::gateway::ctx::{Ctx, Sending};
 use crate::gateway::runtime::BotShared;
 use crate::gateway::store::webhook as webhook_store;
 use crate::gateway::botapi::types::MessageView;
@@ -45,7 +46,7 @@ pub struct Method {
     /// The canonical name, e.g. `sendMessage`.
     pub name: &'static str,
     /// Reads the parameters, does the work, returns the envelope's `result`.
-    run: fn(&BotShared, &Params) -> Result<Value, ApiError>,
+    run: Run,
     /// Refused with 409 while a webhook is set, before the body is read (getUpdates).
     polling_only: bool,
 }
@@ -62,50 +63,71 @@ impl PartialEq for Method {
     }
 }
 
-const fn method(name: &'static str, run: fn(&BotShared, &Params) -> Result<Value, ApiError>) -> Method {
-    Method { name, run, polling_only: false }
+type Answer = Result<Value, ApiError>;
+
+/// A method's body, by what it touches: its signature says so.
+enum Run {
+    /// The store and the platform (a [`Ctx`]): reads, profile and chat management.
+    Steps(fn(&Ctx, &Params) -> Answer),
+    /// Also the outbox, to hand a message over and wait for the platform's answer.
+    Sends(fn(&Sending, &Params) -> Answer),
+    /// The whole bot: the updates' methods, which wake the webhook thread and wait on the
+    /// queue.
+    Bot(fn(&BotShared, &Params) -> Answer),
+}
+
+const fn method(name: &'static str, run: fn(&Ctx, &Params) -> Answer) -> Method {
+    Method { name, run: Run::Steps(run), polling_only: false }
+}
+
+const fn sending(name: &'static str, run: fn(&Sending, &Params) -> Answer) -> Method {
+    Method { name, run: Run::Sends(run), polling_only: false }
+}
+
+const fn whole(name: &'static str, run: fn(&BotShared, &Params) -> Answer) -> Method {
+    Method { name, run: Run::Bot(run), polling_only: false }
 }
 
 /// Every method the gateway serves.
 pub static METHODS: &[Method] = &[
     method("getMe", me::get_me),
-    Method { polling_only: true, ..method("getUpdates", updates::get_updates) },
-    method("setWebhook", updates::set_webhook),
-    method("deleteWebhook", updates::delete_webhook),
-    method("getWebhookInfo", updates::get_webhook_info),
-    method("sendMessage", messages::send_message),
-    method("forwardMessage", messages::forward_message),
-    method("copyMessage", messages::copy_message),
-    method("forwardMessages", batches::forward_messages),
-    method("copyMessages", batches::copy_messages),
-    method("sendChatAction", messages::send_chat_action),
-    method("sendPhoto", media::send_photo),
-    method("sendDocument", media::send_document),
-    method("sendAudio", media::send_audio),
-    method("sendVideo", media::send_video),
-    method("sendVoice", media::send_voice),
-    method("sendAnimation", media::send_animation),
-    method("sendVideoNote", media::send_video_note),
-    method("sendSticker", media::send_sticker),
-    method("sendMediaGroup", media::send_media_group),
+    Method { polling_only: true, ..whole("getUpdates", updates::get_updates) },
+    whole("setWebhook", updates::set_webhook),
+    whole("deleteWebhook", updates::delete_webhook),
+    whole("getWebhookInfo", updates::get_webhook_info),
+    sending("sendMessage", messages::send_message),
+    sending("forwardMessage", messages::forward_message),
+    sending("copyMessage", messages::copy_message),
+    sending("forwardMessages", batches::forward_messages),
+    sending("copyMessages", batches::copy_messages),
+    sending("sendChatAction", messages::send_chat_action),
+    sending("sendPhoto", media::send_photo),
+    sending("sendDocument", media::send_document),
+    sending("sendAudio", media::send_audio),
+    sending("sendVideo", media::send_video),
+    sending("sendVoice", media::send_voice),
+    sending("sendAnimation", media::send_animation),
+    sending("sendVideoNote", media::send_video_note),
+    sending("sendSticker", media::send_sticker),
+    sending("sendMediaGroup", media::send_media_group),
     method("getFile", media::get_file),
-    method("sendLocation", places::send_location),
-    method("sendVenue", places::send_venue),
-    method("sendContact", places::send_contact),
-    method("sendDice", places::send_dice),
-    method("editMessageLiveLocation", editing::edit_message_live_location),
-    method("stopMessageLiveLocation", editing::stop_message_live_location),
-    method("sendPoll", polls::send_poll),
-    method("stopPoll", editing::stop_poll),
-    method("editMessageText", editing::edit_message_text),
-    method("editMessageCaption", editing::edit_message_caption),
-    method("editMessageMedia", editing::edit_message_media),
-    method("editMessageReplyMarkup", editing::edit_message_reply_markup),
-    method("deleteMessage", editing::delete_message),
-    method("deleteMessages", batches::delete_messages),
-    method("answerCallbackQuery", callbacks::answer_callback_query),
-    method("setMessageReaction", reactions::set_message_reaction),
-    method("answerInlineQuery", inline::answer_inline_query),
+    sending("sendLocation", places::send_location),
+    sending("sendVenue", places::send_venue),
+    sending("sendContact", places::send_contact),
+    sending("sendDice", places::send_dice),
+    sending("editMessageLiveLocation", editing::edit_message_live_location),
+    sending("stopMessageLiveLocation", editing::stop_message_live_location),
+    sending("sendPoll", polls::send_poll),
+    sending("stopPoll", editing::stop_poll),
+    sending("editMessageText", editing::edit_message_text),
+    sending("editMessageCaption", editing::edit_message_caption),
+    sending("editMessageMedia", editing::edit_message_media),
+    sending("editMessageReplyMarkup", editing::edit_message_reply_markup),
+    sending("deleteMessage", editing::delete_message),
+    sending("deleteMessages", batches::delete_messages),
+    sending("answerCallbackQuery", callbacks::answer_callback_query),
+    sending("setMessageReaction", reactions::set_message_reaction),
+    sending("answerInlineQuery", inline::answer_inline_query),
     method("setMyCommands", profile::set_my_commands),
     method("getMyCommands", profile::get_my_commands),
     method("deleteMyCommands", profile::delete_my_commands),
@@ -161,7 +183,11 @@ impl BotApi for BotShared {
 
     fn call(&self, method: &'static Method, params: &Params) -> Result<Value, ApiError> {
         refusals::check_params(method.name, params)?;
-        (method.run)(self, params)
+        match method.run {
+            Run::Steps(run) => run(&self.ctx(), params),
+            Run::Sends(run) => run(&self.sending(), params),
+            Run::Bot(run) => run(self, params),
+        }
     }
 
     fn answered(&self, method: &'static str, status: u16, took: std::time::Duration) {
@@ -176,7 +202,7 @@ impl BotApi for BotShared {
         if self.is_revoked() {
             return Err(self.refusal());
         }
-        media::download(self, file_path)
+        media::download(&self.ctx(), file_path)
     }
 }
 
@@ -189,10 +215,9 @@ fn check_polling(bot: &BotShared) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// A failure of the bot's own database: logged, and 500 to the caller.
 /// Builds the Bot API message for a history entry of a private chat or a group.
 fn message_view(
-    bot: &BotShared,
+    bot: &Ctx,
     chat: crate::gateway::updates::ChatRef<'_>,
     entry: &crate::gateway::store::chats::HistoryEntry,
 ) -> Result<MessageView, ApiError> {
@@ -200,6 +225,7 @@ fn message_view(
     bot.store.read(|c| crate::gateway::updates::history_view(c, &me, chat, entry, true)).map_err(store_error)
 }
 
+/// A failure of the bot's own database: logged, and 500 to the caller.
 fn store_error(e: StoreError) -> ApiError {
     log::error!("state store: {e}");
     ApiError::internal(e)

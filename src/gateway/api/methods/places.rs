@@ -11,7 +11,7 @@ use super::messages::{reply_request, reply_target, send_new_to};
 use super::target::{chat_id, target_chat};
 use crate::crypto;
 use crate::gateway::botapi::{markup, ApiError, Params};
-use crate::gateway::runtime::BotShared;
+use crate::gateway::ctx::Sending;
 use crate::wire::e2e::{Contact, Content, Dice, Location, Venue};
 use crate::wire::places;
 
@@ -19,7 +19,7 @@ use crate::wire::places;
 const DEFAULT_DICE: &str = "🎲";
 
 /// `sendLocation`: a point, live when `live_period` is given.
-pub(super) fn send_location(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn send_location(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let location = location_request(params)?;
     let mut content = Content::new();
     content.set_location(location);
@@ -27,7 +27,7 @@ pub(super) fn send_location(bot: &BotShared, params: &Params) -> Result<Value, A
 }
 
 /// `sendVenue`: a point with a title and an address.
-pub(super) fn send_venue(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn send_venue(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let venue = venue_request(params)?;
     let mut content = Content::new();
     content.set_venue(venue);
@@ -35,7 +35,7 @@ pub(super) fn send_venue(bot: &BotShared, params: &Params) -> Result<Value, ApiE
 }
 
 /// `sendContact`: a contact card as the bot gives it.
-pub(super) fn send_contact(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn send_contact(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let contact = contact_request(params)?;
     let mut content = Content::new();
     content.set_contact(contact);
@@ -43,7 +43,7 @@ pub(super) fn send_contact(bot: &BotShared, params: &Params) -> Result<Value, Ap
 }
 
 /// `sendDice`: the gateway, being the sender, throws the dice (libsodium's randombytes).
-pub(super) fn send_dice(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn send_dice(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let emoji = dice_emoji(params)?;
     let max = places::dice_max(&emoji).expect("dice_emoji returns a dice emoji");
     let value = crypto::random_below(u64::from(max)) as u32 + 1;
@@ -55,7 +55,7 @@ pub(super) fn send_dice(bot: &BotShared, params: &Params) -> Result<Value, ApiEr
 /// What every one of these sends shares with `sendMessage`: the chat (private or group), the
 /// reply target and the inline keyboard. Parameters are read before the chat is looked up,
 /// so a malformed call is 400 whatever the chat.
-fn send_shared(bot: &BotShared, params: &Params, mut content: Content) -> Result<Value, ApiError> {
+fn send_shared(bot: &Sending, params: &Params, mut content: Content) -> Result<Value, ApiError> {
     let chat_id = chat_id(params, "chat_id")?;
     let keyboard = markup::inline_keyboard(params)?;
     let (reply_to, allow_without) = reply_request(params, chat_id)?;

@@ -9,13 +9,14 @@ use serde_json::Value;
 use super::messages::{reply_request, reply_target, send_new};
 use super::target::{chat_id, known_chat};
 use crate::gateway::botapi::{markup, params, ApiError, Params};
-use crate::gateway::runtime::{unix_now, BotShared};
+use crate::gateway::runtime::unix_now;
+use crate::gateway::ctx::Sending;
 use crate::gateway::store::groups;
 use crate::wire::e2e::poll::Type as PollType;
 use crate::wire::e2e::{Content, Poll, PollOption};
 use crate::wire::polls;
 
-pub(super) fn send_poll(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn send_poll(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let chat_id = chat_id(params, "chat_id")?;
     if groups::is_group_chat_id(chat_id) {
         return Err(ApiError::bad_request("polls in groups and channels are not supported by this gateway yet"));

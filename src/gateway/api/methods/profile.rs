@@ -11,7 +11,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::gateway::botapi::{ApiError, Params};
-use crate::gateway::runtime::BotShared;
+use crate::gateway::ctx::Ctx;
 use crate::wire::bot_profile as rules;
 use crate::wire::platform::{
     bot_command_scope::Kind, set_bot_description_request::Field, BotCommand, BotCommandScope, GetBotCommandsRequest,
@@ -127,7 +127,7 @@ fn wire_scope(list: &CommandList) -> BotCommandScope {
 }
 
 /// What a failed platform call means to the Bot API caller.
-pub(super) fn platform_error(bot: &BotShared, call: &str, e: grpcio::Error) -> ApiError {
+pub(super) fn platform_error(bot: &Ctx, call: &str, e: grpcio::Error) -> ApiError {
     if rpc::is_unauthenticated(&e) {
         bot.revoke(&rpc::text(&e));
         return bot.refusal();
@@ -138,13 +138,13 @@ pub(super) fn platform_error(bot: &BotShared, call: &str, e: grpcio::Error) -> A
             ApiError::bad_request(s.message())
         }
         _ => {
-            log::warn!("bot @{}: platform call {call} failed: {}", bot.username, rpc::text(&e));
+            log::warn!("bot @{}: platform call {call} failed: {}", bot.name, rpc::text(&e));
             ApiError::platform(502, format!("the platform did not answer {call}: {}", rpc::text(&e)))
         }
     }
 }
 
-fn store_commands(bot: &BotShared, list: &CommandList, commands: Vec<(String, String)>) -> Result<Value, ApiError> {
+fn store_commands(bot: &Ctx, list: &CommandList, commands: Vec<(String, String)>) -> Result<Value, ApiError> {
     let mut req = SetBotCommandsRequest::new();
     req.scope = Some(wire_scope(list)).into();
     req.language_code = list.language_code.clone();
@@ -152,35 +152,35 @@ fn store_commands(bot: &BotShared, list: &CommandList, commands: Vec<(String, St
         .into_iter()
         .map(|(command, description)| BotCommand { command, description, ..Default::default() })
         .collect();
-    bot.platform
+    bot.port
         .set_bot_commands(&req)
         .map_err(|e| platform_error(bot, "SetBotCommands", e))?;
     Ok(Value::Bool(true))
 }
 
 /// `setMyCommands`: replaces the list of the scope and language.
-pub(super) fn set_my_commands(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn set_my_commands(bot: &Ctx, params: &Params) -> Result<Value, ApiError> {
     let req = set_commands_request(params)?;
     store_commands(bot, &req.list, req.commands)
 }
 
 /// `deleteMyCommands`: removes the list of the scope and language (the next broader list then
 /// applies for users).
-pub(super) fn delete_my_commands(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn delete_my_commands(bot: &Ctx, params: &Params) -> Result<Value, ApiError> {
     let list = command_list_request(params)?;
     store_commands(bot, &list, Vec::new())
 }
 
 /// `getMyCommands`: the list of exactly this scope and language (`[]` when none), as the Bot API
 /// answers it.
-pub(super) fn get_my_commands(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn get_my_commands(bot: &Ctx, params: &Params) -> Result<Value, ApiError> {
     let list = command_list_request(params)?;
     let mut req = GetBotCommandsRequest::new();
-    req.bot_user_id = bot.compat_user_id;
+    req.bot_user_id = bot.user_id;
     req.scope = Some(wire_scope(&list)).into();
     req.language_code = list.language_code;
     let resp = bot
-        .platform
+        .port
         .get_bot_commands(&req)
         .map_err(|e| platform_error(bot, "GetBotCommands", e))?;
     Ok(Value::Array(
@@ -188,60 +188,60 @@ pub(super) fn get_my_commands(bot: &BotShared, params: &Params) -> Result<Value,
     ))
 }
 
-fn set_description(bot: &BotShared, params: &Params, field: Field, name: &str, max: usize) -> Result<Value, ApiError> {
+fn set_description(bot: &Ctx, params: &Params, field: Field, name: &str, max: usize) -> Result<Value, ApiError> {
     let text = description_text(params, name, max)?;
     let mut req = SetBotDescriptionRequest::new();
     req.field = field.into();
     req.language_code = language_code(params)?;
     req.text = text;
-    bot.platform
+    bot.port
         .set_bot_description(&req)
         .map_err(|e| platform_error(bot, "SetBotDescription", e))?;
     Ok(Value::Bool(true))
 }
 
-fn get_description(bot: &BotShared, params: &Params) -> Result<(String, String), ApiError> {
+fn get_description(bot: &Ctx, params: &Params) -> Result<(String, String), ApiError> {
     let mut req = GetBotDescriptionRequest::new();
-    req.bot_user_id = bot.compat_user_id;
+    req.bot_user_id = bot.user_id;
     req.language_code = language_code(params)?;
     let resp = bot
-        .platform
+        .port
         .get_bot_description(&req)
         .map_err(|e| platform_error(bot, "GetBotDescription", e))?;
     Ok((resp.description, resp.short_description))
 }
 
 /// `setMyDescription`: the text shown in an empty chat with the bot (≤ 512 characters).
-pub(super) fn set_my_description(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn set_my_description(bot: &Ctx, params: &Params) -> Result<Value, ApiError> {
     set_description(bot, params, Field::DESCRIPTION, "description", rules::MAX_DESCRIPTION)
 }
 
 /// `getMyDescription`: a BotDescription for exactly the language (`""` when none).
-pub(super) fn get_my_description(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn get_my_description(bot: &Ctx, params: &Params) -> Result<Value, ApiError> {
     let (description, _) = get_description(bot, params)?;
     Ok(json!({ "description": description }))
 }
 
 /// `setMyShortDescription`: the bot's short description (≤ 120 characters).
-pub(super) fn set_my_short_description(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn set_my_short_description(bot: &Ctx, params: &Params) -> Result<Value, ApiError> {
     set_description(bot, params, Field::SHORT_DESCRIPTION, "short_description", rules::MAX_SHORT_DESCRIPTION)
 }
 
 /// `getMyShortDescription`: a BotShortDescription for exactly the language (`""` when none).
-pub(super) fn get_my_short_description(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn get_my_short_description(bot: &Ctx, params: &Params) -> Result<Value, ApiError> {
     let (_, short_description) = get_description(bot, params)?;
     Ok(json!({ "short_description": short_description }))
 }
 
 /// `getMyName`: a BotName, the bot's display name (`first_name`, checked against the platform
 /// at start). The platform keeps one name for all languages.
-pub(super) fn get_my_name(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn get_my_name(bot: &Ctx, params: &Params) -> Result<Value, ApiError> {
     language_code(params)?;
     Ok(json!({ "name": bot.first_name }))
 }
 
 /// `setMyName`: refused; the display name is the platform account's, set with @BotManager.
-pub(super) fn set_my_name(_bot: &BotShared, _params: &Params) -> Result<Value, ApiError> {
+pub(super) fn set_my_name(_bot: &Ctx, _params: &Params) -> Result<Value, ApiError> {
     Err(ApiError::bad_request("the bot's name is managed with @BotManager"))
 }
 
@@ -251,6 +251,24 @@ mod tests {
 
     use super::super::testing::{bad, bot, form, p};
     use super::*;
+    use crate::gateway::ctx::Parts;
+    use crate::gateway::port::refusal;
+    use crate::wire::rpc::Refusal;
+
+    /// A method's step holds no bot: a refused credential it meets is handed on through its
+    /// `Ctx` (the bot stops sending), and its caller gets 401.
+    #[test]
+    fn a_refused_credential_is_handed_on_and_answered_401() {
+        let parts = Parts::new();
+        let unauthenticated = refusal(grpcio::RpcStatusCode::UNAUTHENTICATED, "the token is not the current one");
+        let e = platform_error(&parts.ctx(), "SetBotCommands", unauthenticated);
+        assert_eq!(e.status, 401, "{e:?}");
+        assert_eq!(*parts.refusals.0.lock().expect("refusals"), vec![Refusal::TokenReplaced]);
+
+        let unavailable = refusal(grpcio::RpcStatusCode::UNAVAILABLE, "down");
+        assert_ne!(platform_error(&parts.ctx(), "SetBotCommands", unavailable).status, 401);
+        assert_eq!(parts.refusals.0.lock().expect("refusals").len(), 1, "only a refusal is handed on");
+    }
 
     #[test]
     fn set_commands_reads_json_and_form_bodies() {
@@ -332,8 +350,8 @@ mod tests {
     #[test]
     fn name_is_the_first_name_and_set_my_name_is_refused() {
         let (_dir, bot) = bot();
-        assert_eq!(get_my_name(&bot, &p(json!({"language_code": "en"}))).expect("name"), json!({"name": "B"}));
-        assert!(bad(get_my_name(&bot, &p(json!({"language_code": "english"})))).contains("language_code"));
-        assert_eq!(bad(set_my_name(&bot, &p(json!({"name": "X"})))), "Bad Request: the bot's name is managed with @BotManager");
+        assert_eq!(get_my_name(&bot.ctx(), &p(json!({"language_code": "en"}))).expect("name"), json!({"name": "B"}));
+        assert!(bad(get_my_name(&bot.ctx(), &p(json!({"language_code": "english"})))).contains("language_code"));
+        assert_eq!(bad(set_my_name(&bot.ctx(), &p(json!({"name": "X"})))), "Bad Request: the bot's name is managed with @BotManager");
     }
 }

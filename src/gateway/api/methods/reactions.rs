@@ -9,7 +9,7 @@ use super::target::{chat_id, known_chat};
 use super::store_error;
 use crate::gateway::botapi::{ApiError, Params};
 use super::submit;
-use crate::gateway::runtime::BotShared;
+use crate::gateway::ctx::Sending;
 use crate::gateway::store::chats;
 use crate::wire::e2e::{reaction_type::Kind, Content, Reaction, ReactionType};
 
@@ -54,7 +54,7 @@ pub fn reaction_request(params: &Params) -> Result<Option<String>, ApiError> {
 }
 
 /// `setMessageReaction` on a message of the history of a private chat.
-pub(super) fn set_message_reaction(bot: &BotShared, params: &Params) -> Result<Value, ApiError> {
+pub(super) fn set_message_reaction(bot: &Sending, params: &Params) -> Result<Value, ApiError> {
     let chat_id = chat_id(params, "chat_id")?;
     if chat_id < 0 {
         return Err(ApiError::bad_request("reactions are supported in private chats only"));
@@ -72,7 +72,7 @@ pub(super) fn set_message_reaction(bot: &BotShared, params: &Params) -> Result<V
     let mut content = Content::new();
     content.set_reaction(reaction.clone());
     submit::submit(bot, chat_id, content, SEND_WAIT)?;
-    let me = bot.compat_user_id as i64;
+    let me = bot.user_id as i64;
     bot.store.write(move |c| chats::set_reaction(c, chat_id, message_id, me, &reaction)).map_err(store_error)?;
     Ok(Value::Bool(true))
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::clock::unix_now;
 use crate::gateway::botapi::ApiError;
 use crate::gateway::metrics::BotMetrics;
-use crate::gateway::runtime::{BotShared};
+use crate::gateway::ctx::{Ctx, Sending};
 use crate::gateway::send_wait::{SendFailure, Sent, Waited};
 use crate::gateway::store::outbox;
 use crate::crypto;
@@ -34,7 +34,7 @@ pub const RETRY_AFTER_SECS: u32 = 5;
 /// that was handed is waited for until the platform answers (it may be in the platform's hands
 /// already, so no error may be said of it); the wait ends early only when the client leaves or
 /// the gateway stops, and then without any answer.
-pub fn submit(shared: &BotShared, chat_id: i64, content: Content, wait: Wait) -> Result<Sent, ApiError> {
+pub fn submit(shared: &Sending, chat_id: i64, content: Content, wait: Wait) -> Result<Sent, ApiError> {
     if shared.is_revoked() {
         return Err(shared.refusal());
     }
@@ -63,7 +63,7 @@ pub fn submit(shared: &BotShared, chat_id: i64, content: Content, wait: Wait) ->
             BotMetrics::add(&shared.metrics.outbox_withdrawn, 1);
             log::info!(
                 "bot @{}: withdrew an unsent message to chat {chat_id} (outbox row {id}): the platform did not take it within {}s",
-                shared.username,
+                shared.name,
                 send_wait.as_secs()
             );
             // Say what kept it: the gateway's own storage, or the platform.
@@ -75,7 +75,7 @@ pub fn submit(shared: &BotShared, chat_id: i64, content: Content, wait: Wait) ->
         }
         Ok(false) => {}
         // Whether it was withdrawn is unknown, so it may still be sent: wait for its answer.
-        Err(e) => log::error!("bot @{}: cannot withdraw outbox row {id} (chat {chat_id}): {e}", shared.username),
+        Err(e) => log::error!("bot @{}: cannot withdraw outbox row {id} (chat {chat_id}): {e}", shared.name),
     }
     loop {
         match waiting.wait(CLIENT_CHECK) {
@@ -89,7 +89,7 @@ pub fn submit(shared: &BotShared, chat_id: i64, content: Content, wait: Wait) ->
                 shared.outbox.forget(id);
                 log::info!(
                     "bot @{}: the caller of outbox row {id} (chat {chat_id}) left before the platform answered; it is sent all the same",
-                    shared.username
+                    shared.name
                 );
                 return Err(ApiError::unanswered("the client left"));
             }
@@ -99,7 +99,7 @@ pub fn submit(shared: &BotShared, chat_id: i64, content: Content, wait: Wait) ->
 }
 
 /// A message the outbox gave up, as the Bot API answers it.
-fn api_error(shared: &BotShared, failure: SendFailure) -> ApiError {
+fn api_error(shared: &Ctx, failure: SendFailure) -> ApiError {
     match failure {
         SendFailure::Refused(why) => ApiError::bad_request(why),
         SendFailure::GaveUp(why) => ApiError::platform(502, why),
@@ -117,7 +117,7 @@ mod tests {
 
     use super::*;
     use crate::e2e;
-    use crate::gateway::runtime::unix_now;
+    use crate::gateway::runtime::{unix_now, BotShared};
 
     const STAYS: Wait = Wait { client_gone: || false };
     const LEFT: Wait = Wait { client_gone: || true };
@@ -148,7 +148,7 @@ mod tests {
     #[test]
     fn a_message_never_handed_is_withdrawn_and_answered_429() {
         let (_dir, bot) = bot(Duration::from_millis(300));
-        let e = submit(&bot, 42, e2e::text_content("hi"), STAYS).expect_err("withdrawn");
+        let e = submit(&bot.sending(), 42, e2e::text_content("hi"), STAYS).expect_err("withdrawn");
         assert_eq!((e.status, e.retry_after), (429, Some(RETRY_AFTER_SECS)));
         assert!(e.description.starts_with("Too Many Requests: retry after 5 ("), "{e}");
         assert!(e.description.contains("it was NOT sent and will not be"), "{e}");
@@ -172,7 +172,7 @@ mod tests {
                 assert!(bot.health().get("storage_failing").is_some(), "{}", bot.health());
             })
         };
-        let e = submit(&bot, 42, e2e::text_content("hi"), STAYS).expect_err("withdrawn");
+        let e = submit(&bot.sending(), 42, e2e::text_content("hi"), STAYS).expect_err("withdrawn");
         out.join().expect("stand-in");
         assert_eq!(e.status, 429);
         assert!(e.description.contains("the gateway could not store the message ("), "{e}");
@@ -188,7 +188,7 @@ mod tests {
             bot.store.write(move |c| outbox::remove(c, row)).expect("remove");
             assert!(bot.outbox.finish(row, Ok(Sent { message_id: 9, date: 77 })), "the caller still waits");
         });
-        let sent = submit(&bot, 42, e2e::text_content("hi"), STAYS).expect("the platform's answer");
+        let sent = submit(&bot.sending(), 42, e2e::text_content("hi"), STAYS).expect("the platform's answer");
         assert_eq!(sent, Sent { message_id: 9, date: 77 });
         out.join().expect("stand-in");
         assert_eq!(bot.metrics.outbox_withdrawn.load(std::sync::atomic::Ordering::Relaxed), 0);
@@ -198,7 +198,7 @@ mod tests {
     fn a_handed_message_whose_client_left_gets_no_answer_and_is_still_sent() {
         let (_dir, bot) = bot(Duration::from_millis(300));
         let out = hand_over(&bot, |_, _| {});
-        let e = submit(&bot, 42, e2e::text_content("hi"), LEFT).expect_err("no answer");
+        let e = submit(&bot.sending(), 42, e2e::text_content("hi"), LEFT).expect_err("no answer");
         assert!(e.is_unanswered(), "{e}");
         out.join().expect("stand-in");
         assert_eq!(depth(&bot), 1, "it stays in the outbox, to be sent");
@@ -211,10 +211,10 @@ mod tests {
             thread::sleep(Duration::from_millis(800));
             bot.end_requests();
         });
-        let e = submit(&bot, 42, e2e::text_content("hi"), STAYS).expect_err("no answer");
+        let e = submit(&bot.sending(), 42, e2e::text_content("hi"), STAYS).expect_err("no answer");
         assert!(e.is_unanswered(), "{e}");
         out.join().expect("stand-in");
-        let e = submit(&bot, 42, e2e::text_content("late"), STAYS).expect_err("stopping");
+        let e = submit(&bot.sending(), 42, e2e::text_content("late"), STAYS).expect_err("stopping");
         assert_eq!(e.status, 503, "{e}");
         assert!(e.description.contains("was not sent"), "{e}");
         assert_eq!(depth(&bot), 1, "only the handed message is kept; the late one was never recorded");

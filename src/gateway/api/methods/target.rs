@@ -8,7 +8,7 @@ use super::profile::platform_error;
 use super::store_error;
 use crate::gateway::botapi::{ApiError, Params};
 use crate::gateway::keyboard;
-use crate::gateway::runtime::BotShared;
+use crate::gateway::ctx::Ctx;
 use crate::gateway::store::groups::{self, GroupChat};
 use crate::gateway::store::chats;
 use crate::gateway::updates::ChatRef;
@@ -30,7 +30,7 @@ pub(super) const CHAT_NOT_FOUND: &str = "chat not found";
 pub(super) const UNKNOWN_PRIVATE_CHAT: &str = "chat not found (unknown private chat)";
 
 /// A private chat that has produced an update: the only chats this profile can address.
-pub(super) fn known_chat(bot: &BotShared, chat_id: i64) -> Result<chats::PrivateChat, ApiError> {
+pub(super) fn known_chat(bot: &Ctx, chat_id: i64) -> Result<chats::PrivateChat, ApiError> {
     if chat_id <= 0 {
         return Err(ApiError::bad_request(CHAT_NOT_FOUND));
     }
@@ -73,7 +73,7 @@ impl Target {
 
 /// The chat `chat_id` names: a negative id is a group the bot is in (400 naming the chat
 /// otherwise), a positive one a known private chat.
-pub(super) fn target_chat(bot: &BotShared, chat_id: i64) -> Result<Target, ApiError> {
+pub(super) fn target_chat(bot: &Ctx, chat_id: i64) -> Result<Target, ApiError> {
     if !groups::is_group_chat_id(chat_id) {
         return known_chat(bot, chat_id).map(Target::Private);
     }
@@ -81,7 +81,7 @@ pub(super) fn target_chat(bot: &BotShared, chat_id: i64) -> Result<Target, ApiEr
 }
 
 /// A group or channel the bot is a member of, by its chat id.
-pub(super) fn member_group(bot: &BotShared, chat_id: i64) -> Result<groups::GroupChat, ApiError> {
+pub(super) fn member_group(bot: &Ctx, chat_id: i64) -> Result<groups::GroupChat, ApiError> {
     match bot.store.read(move |c| groups::by_chat_id(c, chat_id)).map_err(store_error)? {
         Some(g) if g.status == groups::Membership::Member => Ok(g),
         Some(g) => Err(ApiError::bad_request(format!("chat not found: the bot is not a member of {} {chat_id} any more", g.kind))),
@@ -91,13 +91,13 @@ pub(super) fn member_group(bot: &BotShared, chat_id: i64) -> Result<groups::Grou
 
 /// A post to a channel needs the owner's role or an administrator's can_post_messages (the
 /// platform refuses it too, but only once the outbox sends it: this answers the call now).
-pub(super) fn require_post_right(bot: &BotShared, channel: &GroupChat) -> Result<(), ApiError> {
+pub(super) fn require_post_right(bot: &Ctx, channel: &GroupChat) -> Result<(), ApiError> {
     // The bot's own row only: a channel of 10,000 does not send every profile per post.
     let req =
-        GroupRequest { group_id: channel.group_id.clone(), only_members: true, member_ids: vec![bot.compat_user_id], ..Default::default() };
-    let p = &bot.platform;
+        GroupRequest { group_id: channel.group_id.clone(), only_members: true, member_ids: vec![bot.user_id], ..Default::default() };
+    let p = &bot.port;
     let info = p.get_group(&req).map_err(|e| platform_error(bot, "GetGroup", e))?;
-    let me = info.members.iter().find(|m| m.user.user_id == bot.compat_user_id);
+    let me = info.members.iter().find(|m| m.user.user_id == bot.user_id);
     let may_post = me.is_some_and(crate::wire::roles::may_post_in_channel);
     if may_post {
         return Ok(());
