@@ -21,15 +21,11 @@ use crate::wire::platform::send_group_message_response::Status as GroupStatus;
 /// How long the platform has to ask for a departed user's removal before the bot commits it.
 pub const GRACE_SECS: i64 = 60;
 
-/// Commits the removal of the departed users of a group who still have a leaf. `Ok(None)`: none
+/// Commits the removal of the departed users of a group who still have a leaf, once its
+/// caller found one noted (the post's read of its group, the overdue list). `Ok(None)`: none
 /// is left, the bot may post; `Ok(Some(why))`: one stays (the platform refused the removal, or
 /// the epoch moved on under it), nothing may be posted yet.
 pub(super) fn remove_departed(cx: &Ctx, group_id: &[u8]) -> Result<Option<String>, StepError> {
-    // A read first: almost every post finds no one departed, and needs no write job.
-    let g = group_id.to_vec();
-    if cx.store.read(move |c| groups::departed(c, &g))?.is_empty() {
-        return Ok(None);
-    }
     let g = group_id.to_vec();
     let staying = cx.store.write(move |c| staying(c, &g))?;
     if staying.is_empty() {

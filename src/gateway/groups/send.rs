@@ -47,13 +47,23 @@ fn give_up(cx: &Ctx, entry: &outbox::OutboxEntry, failure: SendFailure) -> Resul
 /// records the answer.
 pub fn send(cx: &Ctx, entry: &outbox::OutboxEntry) -> Result<GroupSend, StepError> {
     let (id, chat_id) = (entry.id, entry.chat_id);
-    let group = cx.store.read(move |c| groups::by_chat_id(c, chat_id))?;
-    let Some(group) = group.filter(|g| g.status == Membership::Member) else {
+    // The group, and whether anyone it lost is noted, in one read: almost every post finds no
+    // one departed, and needs no write job for them.
+    let found = cx.store.read(move |c| match groups::by_chat_id(c, chat_id)? {
+        Some(g) => {
+            let departed = !groups::departed(c, &g.group_id)?.is_empty();
+            Ok(Some((g, departed)))
+        }
+        None => Ok(None),
+    })?;
+    let Some((group, departed)) = found.filter(|(g, _)| g.status == Membership::Member) else {
         return give_up(cx, entry, SendFailure::Refused(format!("chat {chat_id} is a group the bot is not a member of")));
     };
     // No post while a user the platform said left still has a leaf (`departed`).
-    if let Some(why) = super::departed::remove_departed(cx, &group.group_id)? {
-        return Ok(GroupSend::Later(why));
+    if departed {
+        if let Some(why) = super::departed::remove_departed(cx, &group.group_id)? {
+            return Ok(GroupSend::Later(why));
+        }
     }
     let mut entry = entry.clone();
     // Every message's id is reserved first, not only a keyboard's (whose signed context names

@@ -186,7 +186,7 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
     // Group messages go one by one through MLS (`gateway::groups`); private ones in batches.
     let (group_entries, entries): (Vec<_>, Vec<_>) =
         entries.into_iter().partition(|e| groups::is_group_chat_id(e.chat_id));
-    let groups_sent = send_to_groups(shared, group_entries);
+    let groups_sent = if group_entries.is_empty() { Ok(()) } else { send_to_groups(shared, group_entries) };
     if let Err(e @ (SendError::Platform(_) | SendError::Group(_))) = groups_sent {
         // Unanswered: hand nothing more now.
         return Err(e);
@@ -202,7 +202,7 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
     let cx = shared.ctx();
     let fetched = bundles_of_new_recipients(&cx, &entries)?;
     let (ids, refused) = reserve_ids(&*shared.platform, &entries)?;
-    let entries = give_up_refused(shared, entries, refused)?;
+    let entries = if refused.is_empty() { entries } else { give_up_refused(shared, entries, refused)? };
     if entries.is_empty() {
         return Ok(true);
     }
@@ -237,6 +237,7 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
         }
     };
     shared.status.connected.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut told = std::collections::HashSet::new();
     let answered: Vec<Answered> = batch
         .into_iter()
         .zip(resp.results)
@@ -248,17 +249,20 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
             let sent = Sent { message_id: result.message_id as i64, date: result.date };
             if result.status.enum_value_or_default() == SendStatus::OK && sealed.recorded_as(sent) {
                 shared.outbox.finish(sealed.entry.id, Ok(sent));
+                told.insert(sealed.entry.id);
             }
             Answered { entry: sealed.entry, sealed: sealed.message, result, in_history: sealed.in_history }
         })
         .collect();
-    let fetched = bundles_of_missing_devices(&cx, &answered)?;
+    let stale = answered.iter().any(|a| a.result.status.enum_value_or_default() == SendStatus::STALE_DEVICES);
+    let fetched = if stale { bundles_of_missing_devices(&cx, &answered)? } else { Vec::new() };
     let outcomes = record_results(&shared.store, shared.compat_user_id, answered, fetched, &shared.username)?;
     let mut failure = None;
     for (id, outcome) in outcomes {
         match outcome {
+            // Answered above already, under the id the seal job recorded.
+            Outcome::Sent(_) if told.contains(&id) => {}
             Outcome::Sent(sent) => {
-                // Unless it was answered above (then nobody waits any more).
                 shared.outbox.finish(id, Ok(sent));
             }
             Outcome::GaveUp(record, failure) => gave_up(shared, id, &record, failure),
