@@ -90,15 +90,14 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
             if group.is_channel() {
                 posters::set_poster(c, gid, new.user.user_id, may_post_in_channel(new))?;
             }
-            let mut made = updates::member_change_updates(c, me, &group, change, env.date)?;
-            made.extend(updates::member_service_message_updates(c, me, &group, change, env.message_id, env.date)?);
-            updates::queue(c, made)
+            let made = updates::member_change_updates(me, &group, change, env.date);
+            updates::store(c, made.and(updates::member_service_message_updates(me, &group, change, env.message_id, env.date)))
         }
         DeliveryKind::TITLE => {
             let change = d.change.get_or_default();
             let Some(known) = groups::by_group_id(c, gid)? else { return Ok(()) };
             let group = groups::upsert(c, gid, &change.title, kind, known.status, now)?;
-            updates::queue(c, updates::new_chat_title_updates(c, &group, change.actor.get_or_default(), env.message_id, env.date)?)
+            updates::store(c, updates::new_chat_title_updates(&group, change.actor.get_or_default(), env.message_id, env.date))
         }
         DeliveryKind::WELCOME => {
             loaded.forget(gid);
@@ -124,7 +123,7 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
         }
         DeliveryKind::JOIN_REQUEST => {
             let Some(group) = groups::by_group_id(c, gid)? else { return Ok(()) };
-            updates::queue(c, updates::join_request_updates(c, &group, d.join_request.get_or_default())?)
+            updates::store(c, updates::join_request_updates(&group, d.join_request.get_or_default()))
         }
         DeliveryKind::DELETED => {
             // The platform checked the deleter's right, but its word alone deletes nothing: the
@@ -254,9 +253,7 @@ fn import_message(
     match &content.body {
         _ if content.is_message() => {
             let content = checked_user_message(content, sender)?;
-            if let Some(Body::Media(media)) = &content.body {
-                files::issue(c, media, unix_now())?;
-            }
+            files::issue_carried(c, &content, unix_now())?;
             let entry = chats::HistoryEntry {
                 chat_id: group.chat_id,
                 message_id: env.message_id as i64,
@@ -266,11 +263,10 @@ fn import_message(
                 content,
                 edit_date: 0,
             };
-            chats::record(c, &entry)?;
-            updates::queue(c, updates::group_message_updates(c, me, group, &entry)?)
+            updates::store(c, updates::group_message_updates(c, me, group, entry)?)
         }
         // A member's edit of their own message (a channel's poster's of their post).
-        Some(Body::Edit(edit)) => updates::queue(c, updates::user_edit_updates(c, me, updates::ChatRef::Group(group), sender, edit, env.date)?),
+        Some(Body::Edit(edit)) => updates::store(c, updates::user_edit_updates(c, me, updates::ChatRef::Group(group), sender, edit, env.date)?),
         _ => Ok(()),
     }
 }

@@ -118,7 +118,7 @@ pub fn report_unannounced_joiners(cx: &Ctx, now: i64) {
             if group.status != Membership::Member {
                 continue; // no longer ours to report
             }
-            updates::queue(c, updates::member_change_updates(c, &me, &group, &joined_change(c, &j)?, j.date)?)?;
+            updates::store(c, updates::member_change_updates(&me, &group, &joined_change(c, &j)?, j.date))?;
             reported.push(format!(
                 "group {:?}: user {} joined (let in by user {}) and the platform never announced it",
                 group.title, j.user_id, j.actor_id

@@ -49,10 +49,8 @@ pub(super) fn import(
     let made = match &content.body {
         _ if content.is_message() => {
             let content = crate::gateway::history::checked_user_message(content, env.sender_user_id)?;
-            if let Some(Body::Media(media)) = &content.body {
-                // The bot refers to the file by the file_id issued here (getFile, send by id).
-                files::issue(c, media, unix_now())?;
-            }
+            // The bot refers to the file by the file_id issued here (getFile, send by id).
+            files::issue_carried(c, &content, unix_now())?;
             let entry = chats::HistoryEntry {
                 chat_id: env.sender_user_id as i64,
                 message_id: env.message_id as i64,
@@ -62,17 +60,21 @@ pub(super) fn import(
                 content,
                 edit_date: 0,
             };
-            chats::record(c, &entry)?;
-            updates::message_updates(c, me, &chat, &entry)
+            updates::message_updates(c, me, &chat, entry)
         }
         Some(Body::Press(press)) => {
             let context = keyboard::check_press(identity_key, bot_id, env.sender_user_id, press)
                 .map_err(|refused| StoreError::Refused(refused.to_string()))?;
+            // A message another runtime of the bot sent enters this one's history with the
+            // press, under a file_id of this runtime.
+            if let Some(message) = context.message.as_ref() {
+                files::issue_carried(c, message, unix_now())?;
+            }
             if !context.inline_message_id.is_empty() {
-                return updates::queue(c, updates::inline_callback_query_updates(c, &chat, press, &context, env.date)?);
+                return updates::store(c, updates::inline_callback_query_updates(c, &chat, press, &context, env.date)?);
             }
             if context.group_id.is_empty() {
-                return updates::queue(c, updates::callback_query_updates(c, me, &chat, updates::ChatRef::Private(&chat), press, context, env.date)?);
+                return updates::store(c, updates::callback_query_updates(c, me, &chat, updates::ChatRef::Private(&chat), press, context, env.date)?);
             }
             // A button of a group message: the bot must be in that group, and the presser too
             // (a leaf in its tree: who left, was removed or banned has none).
@@ -97,8 +99,8 @@ pub(super) fn import(
         // profile.
         _ => {
             log::debug!("ignoring a {} from user {}", content.kind_name(), env.sender_user_id);
-            Ok(Vec::new())
+            Ok(updates::Made::nothing())
         }
     }?;
-    updates::queue(c, made)
+    updates::store(c, made)
 }

@@ -138,6 +138,12 @@ pub fn remember_callback(conn: &Connection, cb: &Callback, now: i64) -> Result<b
     Ok(n > 0)
 }
 
+/// Whether a press `id` is remembered, answered or not, expired or not: `remember_callback`
+/// would take it as a repeat.
+pub fn is_press_known(conn: &Connection, id: &str) -> Result<bool> {
+    Ok(conn.prepare_cached("SELECT 1 FROM callbacks WHERE id = ?1")?.query_row(params![id], |_| Ok(())).optional()?.is_some())
+}
+
 /// The press `id` as of `now`: `None` when unknown, or unanswered and older than
 /// [`CALLBACK_EXPIRY`].
 pub fn callback(conn: &Connection, id: &str, now: i64) -> Result<Option<Callback>> {

@@ -8,7 +8,8 @@ use protobuf::Message as _;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{Result, StoreError};
-use crate::wire::e2e::Media;
+use crate::wire::e2e::content::Body;
+use crate::wire::e2e::{Content, Media};
 
 /// A file as the Bot API sees it.
 #[derive(Debug, Clone)]
@@ -41,6 +42,15 @@ pub fn issue(conn: &Connection, media: &Media, now: i64) -> Result<FileRecord> {
     let file_id = crate::crypto::base64url_encode(&crate::crypto::random_bytes::<16>());
     conn.prepare_cached("INSERT INTO files (file_id, file_ref, media, created_at) VALUES (?1, ?2, ?3, ?4)")?.execute(params![file_id, media.file_ref, bytes, now])?;
     Ok(FileRecord { file_unique_id: unique_id(&stored.digest), file_id, media: stored })
+}
+
+/// Issues a `file_id` for the file a message carries, if it carries one and none was issued:
+/// before its update is built, which names it.
+pub fn issue_carried(conn: &Connection, content: &Content, now: i64) -> Result<()> {
+    if let Some(Body::Media(media)) = &content.body {
+        issue(conn, media, now)?;
+    }
+    Ok(())
 }
 
 /// The record of an issued `file_id`.

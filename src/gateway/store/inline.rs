@@ -41,6 +41,12 @@ pub fn import(conn: &Connection, session_id: u64, user_id: u64, query: &str, now
     Ok(true)
 }
 
+/// Whether `import` would take the session: never seen, and not below what was pruned.
+pub fn is_new(conn: &Connection, session_id: u64) -> Result<bool> {
+    let pruned_below: i64 = meta_get(conn, PRUNED_BELOW)?.and_then(|v| v.parse().ok()).unwrap_or(0);
+    Ok((session_id as i64) > pruned_below && get(conn, session_id)?.is_none())
+}
+
 pub fn get(conn: &Connection, session_id: u64) -> Result<Option<InlineQueryRow>> {
     Ok(conn.prepare_cached("SELECT user_id, query, chosen FROM inline_queries WHERE session_id = ?1")?.query_row(
         params![session_id as i64],

@@ -6,8 +6,9 @@
 //! when an update is created (the filter applies then, and the reply snapshot is taken then);
 //! getUpdates and the webhook use it when one is served; sendMessage for its result. Every
 //! kind (`callback_query`, `edited_message`, `message_reaction`, `chat_member`, ...) is built
-//! here: `filter` (which kinds a bot gets), `private` and `group` (the updates an inbound event
-//! makes, which `queue` stores), `views` (the Bot API objects made from stored rows).
+//! here: `filter` (which kinds a bot gets), `private` and `group` (the builders: what an
+//! inbound event makes, rows and updates, which `store` writes), `views` (the Bot API objects
+//! made from stored rows).
 
 mod filter;
 mod group;
@@ -17,7 +18,8 @@ mod views;
 use rusqlite::Connection;
 use serde_json::Value;
 
-use crate::gateway::store::{queue as store_queue, Result as StoreResult};
+use crate::gateway::store::{chats, groups, inline, polls, queue as store_queue, Result as StoreResult};
+use crate::wire::e2e::{Content, Reaction};
 
 pub use filter::{admits, default_kinds, effective_kinds, fetch, run_from, validate_kinds, BOT_API_KINDS};
 pub use group::{
@@ -32,9 +34,7 @@ pub use views::{
     private_chat_view, reaction_views, ChatRef,
 };
 
-/// An update an inbound event made: its kind and its Bot API object, for [`queue`]. The
-/// builders (`*_updates`) record what the event changes (a vote, a reaction, an edit) and
-/// return these; none of them writes the queue.
+/// An update an inbound event made: its kind and its Bot API object, for [`store`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewUpdate {
     pub kind: &'static str,
@@ -47,13 +47,89 @@ impl NewUpdate {
     }
 }
 
-/// Queues what an event made, in order, each only when the filter (`allowed_updates`) admits
-/// its kind: the one place inbound updates enter the queue.
-pub fn queue(c: &Connection, made: Vec<NewUpdate>) -> StoreResult<()> {
-    for update in made {
+/// What an inbound event makes: the rows it changes in the bot's state, and its updates. The
+/// builders (`*_updates`) only read the store to make it; [`store`] writes it, inside the
+/// import's writer job.
+#[derive(Debug, Default)]
+pub struct Made {
+    pub rows: Vec<Row>,
+    pub updates: Vec<NewUpdate>,
+}
+
+impl Made {
+    /// Nothing to store: a repeat, or a change the Bot API cannot see.
+    pub fn nothing() -> Made {
+        Made::default()
+    }
+
+    fn update(kind: &'static str, object: Value) -> Made {
+        Made { rows: Vec::new(), updates: vec![NewUpdate::new(kind, object)] }
+    }
+
+    /// `self`, then what `other` made.
+    pub fn and(mut self, other: Made) -> Made {
+        self.rows.extend(other.rows);
+        self.updates.extend(other.updates);
+        self
+    }
+}
+
+/// A row an inbound event changes, written by [`store`] in the order made.
+#[derive(Debug)]
+pub enum Row {
+    /// An inline query session seen for the first time (`inline::import`).
+    InlineSession { session_id: u64, user_id: u64, query: String, date: i64 },
+    /// The session's result the user chose (`inline::mark_chosen`).
+    InlineChosen { session_id: u64 },
+    /// A user's vote in a poll; no options retracts it (`polls::set_vote`).
+    Vote { chat_id: i64, message_id: i64, user_id: u64, option_ids: Vec<u32> },
+    /// A message entering this runtime's history (`chats::record`). The file it carries has
+    /// its file_id already: the import issues one before it builds (`files::issue`), since the
+    /// update names it.
+    History(chats::HistoryEntry),
+    /// A press remembered for answerCallbackQuery (`chats::remember_callback`).
+    Press { callback: chats::Callback, date: i64 },
+    /// A user's reaction to a message (`chats::set_reaction`).
+    Reaction { chat_id: i64, message_id: i64, user_id: i64, reaction: Reaction },
+    /// A user's edit of their message (`chats::apply_edit`).
+    Edit { chat_id: i64, message_id: i64, content: Content, edit_date: i64 },
+    /// A platform profile, remembered for the messages its user sends later
+    /// (`groups::remember_user`).
+    User(groups::GroupUser),
+}
+
+/// Writes what an event made: its rows in order, then its updates, each only when the filter
+/// (`allowed_updates`) admits its kind. The one place inbound updates enter the queue.
+pub fn store(c: &Connection, made: Made) -> StoreResult<()> {
+    for row in made.rows {
+        write(c, row)?;
+    }
+    for update in made.updates {
         if admits(c, update.kind)? {
             store_queue::enqueue(c, update.kind, &update.object)?;
         }
+    }
+    Ok(())
+}
+
+fn write(c: &Connection, row: Row) -> StoreResult<()> {
+    match row {
+        Row::InlineSession { session_id, user_id, query, date } => {
+            inline::import(c, session_id, user_id, &query, date)?;
+        }
+        Row::InlineChosen { session_id } => {
+            inline::mark_chosen(c, session_id)?;
+        }
+        Row::Vote { chat_id, message_id, user_id, option_ids } => polls::set_vote(c, chat_id, message_id, user_id, &option_ids)?,
+        Row::History(entry) => chats::record(c, &entry)?,
+        Row::Press { callback, date } => {
+            chats::remember_callback(c, &callback, date)?;
+        }
+        Row::Reaction { chat_id, message_id, user_id, reaction } => chats::set_reaction(c, chat_id, message_id, user_id, &reaction)?,
+        Row::Edit { chat_id, message_id, content, edit_date } => {
+            chats::apply_edit(c, chat_id, message_id, &content, edit_date)?;
+        }
+        Row::User(user) => groups::remember_user(c, &user)?,
     }
     Ok(())
 }
@@ -105,29 +181,86 @@ mod tests {
 
     /// A user's edit, recorded, and its update queued as the import does.
     fn edit(c: &rusqlite::Connection, me: &UserView, chat: ChatRef<'_>, sender: u64, edit: &Edit, date: i64) -> StoreResult<()> {
-        queue(c, user_edit_updates(c, me, chat, sender, edit, date)?)
+        store(c, user_edit_updates(c, me, chat, sender, edit, date)?)
     }
 
-    /// The builders record the event and return its updates; only `queue` writes the queue,
+    /// Runs a builder on a connection that refuses every write (`query_only`): a builder
+    /// only reads.
+    fn read_only<T>(c: &rusqlite::Connection, build: impl FnOnce(&rusqlite::Connection) -> T) -> T {
+        c.pragma_update(None, "query_only", true).expect("query_only on");
+        let made = build(c);
+        c.pragma_update(None, "query_only", false).expect("query_only off");
+        made
+    }
+
+    /// A builder reads and returns what the event makes; only `store` writes it, the updates
     /// through the filter.
     #[test]
-    fn builders_return_updates_and_only_queue_stores_them_through_the_filter() {
+    fn builders_only_read_and_store_writes_their_rows_and_admitted_updates() {
         let c = memory_db();
         let me = UserView { id: 9, is_bot: true, first_name: "Bot".into(), username: Some("bot".into()) };
         let chat = chats::PrivateChat { user_id: 42, username: "alice".into(), first_name: "Alice".into() };
         chats::upsert_private_chat(&c, &chat, 1000).expect("chat");
         let entry = text_entry(42, 1, 42, false, "hello");
-        chats::record(&c, &entry).expect("hers");
-        let made = message_updates(&c, &me, &chat, &entry).expect("built");
-        assert_eq!(made.iter().map(|u| u.kind).collect::<Vec<_>>(), ["message"]);
-        assert_eq!(made[0].object["text"], "hello");
-        assert!(queue::fetch(&c, None, 10).expect("fetch").is_empty(), "a builder queues nothing");
+        let made = read_only(&c, |c| message_updates(c, &me, &chat, entry.clone())).expect("built");
+        assert_eq!(made.updates.iter().map(|u| u.kind).collect::<Vec<_>>(), ["message"]);
+        assert_eq!(made.updates[0].object["text"], "hello");
+        assert!(matches!(made.rows.as_slice(), [Row::History(_)]), "{:?}", made.rows);
+        assert!(chats::lookup(&c, 42, 1).expect("lookup").is_none(), "a builder writes nothing");
         queue::store_allowed_updates(&c, &["callback_query".to_string()]).expect("store");
-        queue(&c, made.clone()).expect("queued");
-        assert!(queue::fetch(&c, None, 10).expect("fetch").is_empty(), "the filter refuses it");
+        store(&c, made).expect("stored");
+        assert!(queue::fetch(&c, None, 10).expect("fetch").is_empty(), "the filter refuses the update");
+        assert_eq!(chats::lookup(&c, 42, 1).expect("lookup").expect("recorded").content.text().text, "hello", "but the row is written");
         queue::store_allowed_updates(&c, &[]).expect("store");
-        queue(&c, made).expect("queued");
+        store(&c, read_only(&c, |c| message_updates(c, &me, &chat, text_entry(42, 2, 42, false, "again"))).expect("built"))
+            .expect("stored");
         assert_eq!(queue::fetch(&c, None, 10).expect("fetch").len(), 1);
+    }
+
+    /// A vote is counted in the `poll` update before it is stored, as it is once stored; an
+    /// inline query and a press are new once, whatever the builder saw.
+    #[test]
+    fn a_vote_counts_in_its_own_update_and_repeats_make_nothing() {
+        use crate::wire::e2e::{CallbackPress, InlineQuery, Poll, PollOption, PollVote};
+        let c = memory_db();
+        let chat = chats::PrivateChat { user_id: 42, username: "alice".into(), first_name: "Alice".into() };
+        chats::upsert_private_chat(&c, &chat, 1000).expect("chat");
+        let options = ["a", "b", "c"].map(|t| PollOption { text: t.into(), ..Default::default() }).to_vec();
+        let mut poll_message = Content::new();
+        poll_message.set_poll(Poll { question: "Which?".into(), options, allows_revoting: true, ..Default::default() });
+        chats::record(&c, &chats::HistoryEntry { chat_id: 42, message_id: 5, from_bot: true, sender_id: 9, date: 1000, content: poll_message, edit_date: 0 })
+            .expect("the bot's poll");
+        let vote = |ids: &[u32]| PollVote { message_id: 5, option_ids: ids.to_vec(), ..Default::default() };
+        let counts = |made: &Made| {
+            let poll = &made.updates.iter().find(|u| u.kind == "poll").expect("poll update").object;
+            let per: Vec<i64> = poll["options"].as_array().expect("options").iter().map(|o| o["voter_count"].as_i64().unwrap_or(-1)).collect();
+            (per, poll["total_voter_count"].as_i64())
+        };
+        let first = read_only(&c, |c| poll_vote_updates(c, &chat, &vote(&[1]), 1001)).expect("first vote");
+        assert_eq!(counts(&first), (vec![0, 1, 0], Some(1)));
+        store(&c, first).expect("stored");
+        let changed = read_only(&c, |c| poll_vote_updates(c, &chat, &vote(&[2]), 1002)).expect("changed vote");
+        assert_eq!(counts(&changed), (vec![0, 0, 1], Some(1)), "the old vote no longer counts");
+        store(&c, changed).expect("stored");
+        let retracted = read_only(&c, |c| poll_vote_updates(c, &chat, &vote(&[]), 1003)).expect("retracted");
+        assert_eq!(counts(&retracted), (vec![0, 0, 0], Some(0)));
+        store(&c, retracted).expect("stored");
+        assert_eq!(crate::gateway::store::polls::counts(&c, 42, 5, 3).expect("counts"), (vec![0, 0, 0], 0));
+
+        let query = InlineQuery { session_id: 3, query: "cats".into(), ..Default::default() };
+        let made = read_only(&c, |c| inline_query_updates(c, &chat, &query, 1004)).expect("query");
+        assert_eq!(made.updates.len(), 1);
+        store(&c, made).expect("stored");
+        let again = read_only(&c, |c| inline_query_updates(c, &chat, &query, 1005)).expect("repeat");
+        assert!(again.updates.is_empty() && again.rows.is_empty(), "{again:?}");
+
+        let press = CallbackPress { press_id: "p1".into(), callback_data: "go".into(), ..Default::default() };
+        let context = crate::wire::e2e::KeyboardContext { inline_message_id: "im".into(), ..Default::default() };
+        let made = read_only(&c, |c| inline_callback_query_updates(c, &chat, &press, &context, 1006)).expect("press");
+        assert_eq!(made.updates[0].object["id"], "42_p1");
+        store(&c, made).expect("stored");
+        let again = read_only(&c, |c| inline_callback_query_updates(c, &chat, &press, &context, 1007)).expect("repeat");
+        assert!(again.updates.is_empty() && again.rows.is_empty(), "{again:?}");
     }
 
     /// A user's edit of their own text becomes `edited_message` with the whole message (the

@@ -1,74 +1,76 @@
-//! The updates of a private chat, queued inside the inbox's writer job: a message, a
+//! What an event in a private chat makes, inside the inbox's writer job: a message, a
 //! callback query (a press of a button), an inline query, a poll answer, a reaction, an edit.
+//! Each builder reads the store and returns the rows to write and the updates to queue
+//! ([`Made`]); `updates::store` writes them.
 
 use rusqlite::Connection;
 
 use crate::gateway::botapi::types::{
     self, UserView,
 };
-use crate::gateway::store::{chats, files, inline, polls, Result as StoreResult, StoreError};
+use crate::gateway::store::{chats, inline, polls, Result as StoreResult, StoreError};
 use crate::wire::e2e::content::Body;
 use crate::wire::e2e::{CallbackPress, Edit, InlineQuery, KeyboardContext, PollVote, Reaction};
 use crate::wire::polls as wire_polls;
 
-use super::NewUpdate;
-use super::views::{ChatRef, chat_user, history_view, inline_message_id, poll_id, poll_now, private_chat_view, reaction_views};
+use super::{Made, NewUpdate, Row};
+use super::views::{ChatRef, chat_user, history_view, inline_message_id, poll_id, poll_now, poll_with_vote, private_chat_view, reaction_views};
 
 /// Longest `press_id` accepted from a user's client (it becomes part of a callback query id).
 pub(super) const PRESS_ID_MAX: usize = 64;
 
-/// The `message` update for a received private message. A
+/// A received private message: it enters the history, and makes the `message` update. A
 /// message the user sent by choosing one of this bot's inline results also makes a
 /// `chosen_inline_result` (once per session).
 pub fn message_updates(
     c: &Connection,
     me: &UserView,
     chat: &chats::PrivateChat,
-    entry: &chats::HistoryEntry,
-) -> StoreResult<Vec<NewUpdate>> {
-    let mut made = Vec::new();
-    let message = types::message_json(&history_view(c, me, ChatRef::Private(chat), entry, true)?);
-    made.push(NewUpdate::new("message", message));
+    entry: chats::HistoryEntry,
+) -> StoreResult<Made> {
+    let message = types::message_json(&history_view(c, me, ChatRef::Private(chat), &entry, true)?);
+    let mut made = Made::update("message", message);
     let content = &entry.content;
     if let Some(choice) = content.inline_choice.as_ref().filter(|_| content.via_bot_user_id == me.id as u64) {
         // The session must be one this runtime imported from this user: a choice cannot be
         // made up for a query the bot never saw.
-        let Some(session) = inline::get(c, choice.session_id)?.filter(|s| s.user_id == chat.user_id) else {
-            return Ok(made);
-        };
-        if inline::mark_chosen(c, choice.session_id)? {
+        let session = inline::get(c, choice.session_id)?.filter(|s| s.user_id == chat.user_id);
+        if let Some(session) = session.filter(|s| !s.chosen) {
             let inline_message_id = inline_message_id(content);
             let chosen = types::chosen_inline_result_json(&choice.result_id, &chat_user(chat), &session.query, inline_message_id.as_deref());
-            made.push(NewUpdate::new("chosen_inline_result", chosen));
+            made.rows.push(Row::InlineChosen { session_id: choice.session_id });
+            made.updates.push(NewUpdate::new("chosen_inline_result", chosen));
         }
     }
+    made.rows.insert(0, Row::History(entry));
     Ok(made)
 }
 
 /// Longest inline query, in characters (Bot API: up to 256).
 pub(super) const INLINE_QUERY_MAX_CHARS: usize = 256;
 
-/// Queues an `inline_query` for a session not imported before (the inline cursor).
-pub fn inline_query_updates(c: &Connection, chat: &chats::PrivateChat, q: &InlineQuery, now: i64) -> StoreResult<Vec<NewUpdate>> {
-    let mut made = Vec::new();
+/// An `inline_query` for a session not imported before (the inline cursor), which is
+/// remembered.
+pub fn inline_query_updates(c: &Connection, chat: &chats::PrivateChat, q: &InlineQuery, now: i64) -> StoreResult<Made> {
     if q.session_id == 0 || q.query.chars().count() > INLINE_QUERY_MAX_CHARS {
         return Err(StoreError::Refused(format!(
             "an inline query needs a session and at most {INLINE_QUERY_MAX_CHARS} characters"
         )));
     }
-    if !inline::import(c, q.session_id, chat.user_id, &q.query, now)? {
-        return Ok(made);
+    if !inline::is_new(c, q.session_id)? {
+        return Ok(Made::nothing());
     }
     let query = types::inline_query_json(&q.session_id.to_string(), &chat_user(chat), &q.query);
-    made.push(NewUpdate::new("inline_query", query));
+    let mut made = Made::update("inline_query", query);
+    made.rows.push(Row::InlineSession { session_id: q.session_id, user_id: chat.user_id, query: q.query.clone(), date: now });
     Ok(made)
 }
 
 /// A user's vote in one of the bot's polls: checked against the poll (`wire::polls`; a broken
 /// one is refused), recorded, and told to the bot as `poll_answer` (not for an anonymous poll)
-/// and `poll` (the new counts).
-pub fn poll_vote_updates(c: &Connection, chat: &chats::PrivateChat, vote: &PollVote, now: i64) -> StoreResult<Vec<NewUpdate>> {
-    let mut made = Vec::new();
+/// and `poll` (the counts with this vote).
+pub fn poll_vote_updates(c: &Connection, chat: &chats::PrivateChat, vote: &PollVote, now: i64) -> StoreResult<Made> {
+    let mut made = Made::nothing();
     let (chat_id, message_id) = (chat.user_id as i64, vote.message_id as i64);
     let entry = chats::lookup(c, chat_id, message_id)?
         .filter(|e| e.from_bot)
@@ -79,14 +81,15 @@ pub fn poll_vote_updates(c: &Connection, chat: &chats::PrivateChat, vote: &PollV
     let before = polls::vote_of(c, chat_id, message_id, chat.user_id)?;
     wire_polls::check_vote(poll, vote, before.is_some(), now).map_err(|why| StoreError::Refused(format!("vote refused: {why}")))?;
     if before.is_none() && vote.option_ids.is_empty() {
-        return Ok(made);
+        return Ok(Made::nothing());
     }
-    polls::set_vote(c, chat_id, message_id, chat.user_id, &vote.option_ids)?;
     let id = poll_id(chat_id, message_id);
     if !poll.is_anonymous {
-        made.push(NewUpdate::new("poll_answer", types::poll_answer_json(&id, &chat_user(chat), &vote.option_ids)));
+        made.updates.push(NewUpdate::new("poll_answer", types::poll_answer_json(&id, &chat_user(chat), &vote.option_ids)));
     }
-    made.push(NewUpdate::new("poll", types::poll_json(&id, &poll_now(c, &entry, poll, now)?)));
+    let counted = poll_now(c, &entry, poll, now)?;
+    made.updates.push(NewUpdate::new("poll", types::poll_json(&id, &poll_with_vote(counted, before.as_deref(), &vote.option_ids))));
+    made.rows.push(Row::Vote { chat_id, message_id, user_id: chat.user_id, option_ids: vote.option_ids.clone() });
     Ok(made)
 }
 
@@ -102,8 +105,8 @@ pub fn callback_query_updates(
     press: &CallbackPress,
     context: KeyboardContext,
     now: i64,
-) -> StoreResult<Vec<NewUpdate>> {
-    let mut made = Vec::new();
+) -> StoreResult<Made> {
+    let mut made = Made::nothing();
     check_press_id(press)?;
     // The message is in `in_chat` (the private chat, or a group); the press and its answer
     // are between the presser and the bot.
@@ -131,18 +134,17 @@ pub fn callback_query_updates(
                 content: context.message.unwrap_or_default(),
                 edit_date: 0,
             };
-            if let Some(Body::Media(media)) = &entry.content.body {
-                // Sent by another runtime of the bot: this one issues its own file_id.
-                files::issue(c, media, now)?;
-            }
-            chats::record(c, &entry)?;
+            // Sent by another runtime of the bot: it enters this one's history, so that this
+            // one can edit it (its file has a file_id of this runtime: `issue_carried`).
+            made.rows.push(Row::History(entry.clone()));
             entry
         }
     };
-    let Some(id) = remember_press(c, chat, press, now)? else { return Ok(made) };
+    let Some(callback) = new_press(c, chat, press)? else { return Ok(Made::nothing()) };
     let message = history_view(c, me, in_chat, &entry, true)?;
-    let query = types::callback_query_json(&id, &chat_user(chat), &message, &chat_id.to_string(), &press.callback_data);
-    made.push(NewUpdate::new("callback_query", query));
+    let query = types::callback_query_json(&callback.id, &chat_user(chat), &message, &chat_id.to_string(), &press.callback_data);
+    made.rows.push(Row::Press { callback, date: now });
+    made.updates.push(NewUpdate::new("callback_query", query));
     Ok(made)
 }
 
@@ -155,17 +157,15 @@ pub(super) fn check_press_id(press: &CallbackPress) -> StoreResult<()> {
     Ok(())
 }
 
-/// Remembers a press for answerCallbackQuery under its callback id `<presser>_<press id>`;
-/// the id when it is new and the filter admits `callback_query` (`None`: no update to queue).
-pub(super) fn remember_press(c: &Connection, chat: &chats::PrivateChat, press: &CallbackPress, now: i64) -> StoreResult<Option<String>> {
+/// A press to remember for answerCallbackQuery under its callback id `<presser>_<press id>`;
+/// `None` when it is known already (a repeat, which makes no update).
+fn new_press(c: &Connection, chat: &chats::PrivateChat, press: &CallbackPress) -> StoreResult<Option<chats::Callback>> {
     let presser = chat.user_id as i64;
     let id = format!("{presser}_{}", press.press_id);
-    let fresh = chats::remember_callback(
-        c,
-        &chats::Callback { id: id.clone(), chat_id: presser, press_id: press.press_id.clone(), answered: false },
-        now,
-    )?;
-    Ok(fresh.then_some(id))
+    if chats::is_press_known(c, &id)? {
+        return Ok(None);
+    }
+    Ok(Some(chats::Callback { id, chat_id: presser, press_id: press.press_id.clone(), answered: false }))
 }
 
 /// The `callback_query` for a press of a button under an inline message (its context
@@ -177,22 +177,20 @@ pub fn inline_callback_query_updates(
     press: &CallbackPress,
     context: &KeyboardContext,
     now: i64,
-) -> StoreResult<Vec<NewUpdate>> {
-    let mut made = Vec::new();
+) -> StoreResult<Made> {
     check_press_id(press)?;
-    let Some(id) = remember_press(c, chat, press, now)? else { return Ok(made) };
-    let query = types::inline_callback_query_json(&id, &chat_user(chat), &context.inline_message_id, &chat.user_id.to_string(), &press.callback_data);
-    made.push(NewUpdate::new("callback_query", query));
+    let Some(callback) = new_press(c, chat, press)? else { return Ok(Made::nothing()) };
+    let query = types::inline_callback_query_json(&callback.id, &chat_user(chat), &context.inline_message_id, &chat.user_id.to_string(), &press.callback_data);
+    let mut made = Made::update("callback_query", query);
+    made.rows.push(Row::Press { callback, date: now });
     Ok(made)
 }
 
 /// Records a user's reaction and queues a `message_reaction` update (only when the filter
 /// names it: it is not in the default set) with the previous reaction as `old_reaction`.
-pub fn reaction_updates(c: &Connection, chat: &chats::PrivateChat, reaction: &Reaction, date: i64) -> StoreResult<Vec<NewUpdate>> {
-    let mut made = Vec::new();
+pub fn reaction_updates(c: &Connection, chat: &chats::PrivateChat, reaction: &Reaction, date: i64) -> StoreResult<Made> {
     let (chat_id, message_id, user_id) = (chat.user_id as i64, reaction.message_id as i64, chat.user_id as i64);
     let old = chats::reaction(c, chat_id, message_id, user_id)?;
-    chats::set_reaction(c, chat_id, message_id, user_id, reaction)?;
     let update = types::message_reaction_json(
         &private_chat_view(chat),
         message_id,
@@ -201,7 +199,8 @@ pub fn reaction_updates(c: &Connection, chat: &chats::PrivateChat, reaction: &Re
         &reaction_views(&old),
         &reaction_views(reaction),
     );
-    made.push(NewUpdate::new("message_reaction", update));
+    let mut made = Made::update("message_reaction", update);
+    made.rows.push(Row::Reaction { chat_id, message_id, user_id, reaction: reaction.clone() });
     Ok(made)
 }
 
@@ -218,8 +217,7 @@ pub fn user_edit_updates(
     sender: u64,
     edit: &Edit,
     date: i64,
-) -> StoreResult<Vec<NewUpdate>> {
-    let mut made = Vec::new();
+) -> StoreResult<Made> {
     let (chat_id, message_id) = (chat.view().id(), edit.message_id as i64);
     let refuse = |why: &str| Err(StoreError::Refused(format!("edit of message {message_id} in chat {chat_id} refused: {why}")));
     let Some(entry) = chats::lookup(c, chat_id, message_id)? else {
@@ -234,18 +232,19 @@ pub fn user_edit_updates(
     };
     if matches!(&entry.content.body, Some(Body::Text(old)) if *old == new_text) {
         log::debug!("edit of message {message_id} in chat {chat_id} changes nothing; no update");
-        return Ok(made);
+        return Ok(Made::nothing());
     }
     let mut content = entry.content.clone();
     content.set_text(new_text);
     let edit_date = date.max(entry.date);
-    chats::apply_edit(c, chat_id, message_id, &content, edit_date)?;
+    let row = Row::Edit { chat_id, message_id, content: content.clone(), edit_date };
     let kind = match chat {
         ChatRef::Group(g) if g.is_channel() => "edited_channel_post",
         _ => "edited_message",
     };
     let edited = chats::HistoryEntry { content, edit_date, ..entry };
     let message = types::message_json(&history_view(c, me, chat, &edited, true)?);
-    made.push(NewUpdate::new(kind, message));
+    let mut made = Made::update(kind, message);
+    made.rows.push(row);
     Ok(made)
 }

@@ -105,6 +105,26 @@ pub fn poll_now(c: &Connection, entry: &chats::HistoryEntry, poll: &Poll, now: i
     Ok(now_poll)
 }
 
+/// `poll`, counted from the stored votes, as it is once one voter's vote changes from
+/// `before` to `after` (none: retracted).
+pub fn poll_with_vote(mut poll: Poll, before: Option<&[u32]>, after: &[u32]) -> Poll {
+    fn shift(poll: &mut Poll, ids: &[u32], add: bool) {
+        for id in ids {
+            if let Some(option) = poll.options.get_mut(*id as usize) {
+                option.voter_count = if add { option.voter_count + 1 } else { option.voter_count.saturating_sub(1) };
+            }
+        }
+        poll.total_voter_count = if add { poll.total_voter_count + 1 } else { poll.total_voter_count.saturating_sub(1) };
+    }
+    if let Some(before) = before {
+        shift(&mut poll, before, false);
+    }
+    if !after.is_empty() {
+        shift(&mut poll, after, true);
+    }
+    poll
+}
+
 /// The location, venue, contact, dice or poll of a message, as the Bot API shows it at `now`:
 /// a live location that stopped or ran out shows as a plain point, a poll with its counts.
 pub(super) fn shared_view(c: &Connection, entry: &chats::HistoryEntry, now: i64) -> StoreResult<Option<SharedView>> {
