@@ -76,10 +76,10 @@ pub fn send(cx: &Ctx, entry: &outbox::OutboxEntry) -> Result<GroupSend, StepErro
         }
     };
     if keyboard::needs_context(&entry.content) {
+        // Stored with the number below, in the job that hands the message over: a retry signs
+        // the same context again (same id, date and key), and finds it stored.
         let chat = keyboard::KeyboardChat::Group(&group.group_id);
         keyboard::attach_context(&cx.identity, cx.user_id, chat, message_id, date, &mut entry.content);
-        let content = entry.content.clone();
-        cx.store.write(move |c| outbox::set_content(c, id, &content))?;
     }
     let (gid, mut content, cmid) = (group.group_id.clone(), entry.content.clone(), entry.client_message_id.clone());
     let req = cx
@@ -92,8 +92,9 @@ pub fn send(cx: &Ctx, entry: &outbox::OutboxEntry) -> Result<GroupSend, StepErro
             if let Some(req) = outbox::group_sealed(c, id)? {
                 return Ok(Some(req));
             }
-            // Numbered and vouched for once: a message encrypted again after a stale epoch
-            // keeps its number, and its reservation answers the same id.
+            // Numbered and vouched for once, and stored with its keyboard's context: a message
+            // encrypted again after a stale epoch keeps its number, and its reservation
+            // answers the same id.
             if content.sender_seq == 0 {
                 crate::e2e::sequence::number(c, crate::e2e::sequence::Conversation::Group(&gid), &mut content)?;
                 crate::e2e::vouch::vouch(&mut content, message_id, date);

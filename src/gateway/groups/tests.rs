@@ -414,6 +414,44 @@ fn a_keyboard_in_a_group_needs_a_reserved_id_and_a_refusal_gives_the_message_up(
     assert_eq!(fake.calls_of("send_group_message").len(), 1, "only the join: the message was never sent");
 }
 
+/// A keyboard's context is signed for the reserved id and stored with the message's number in
+/// the one job that hands it over and seals it: a post with buttons costs the writer jobs of
+/// any post (that one, and the record), and the member reads a context naming the message.
+#[test]
+fn a_keyboard_in_a_group_is_signed_and_stored_in_the_sealing_job() {
+    let (bot, fake, alice) = joined();
+    let chat_id = bot.store.read(|c| group_store::by_group_id(c, &GID)).expect("read").expect("group").chat_id;
+    let mut content = Content { body: Some(Body::Text(Text { text: "pick".into(), ..Default::default() })), ..Default::default() };
+    content.keyboard = Some(crate::wire::e2e::InlineKeyboard {
+        rows: vec![crate::wire::e2e::KeyboardRow {
+            buttons: vec![crate::wire::e2e::InlineButton { text: "A".into(), callback_data: "a".into(), ..Default::default() }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    })
+    .into();
+    let entry = bot
+        .store
+        .write(move |c| {
+            outbox::insert(c, "cmid-k2", chat_id, &content, unix_now())?;
+            Ok(outbox::pending(c, 1)?.remove(0))
+        })
+        .expect("outbox");
+    fake.answer_once("send_group_message", Ok(ok_answer(1000)));
+    let commits = bot.store.notifier().commits();
+    assert!(matches!(send(&bot.ctx(), &entry), Ok(GroupSend::Sent(_))));
+    assert_eq!(bot.store.notifier().commits() - commits, 2, "sealed with its context, then recorded");
+    let sent: SendGroupMessageRequest = fake.calls_of("send_group_message").last().expect("the post").request();
+    let plaintext = match mls_group::receive(&alice, &GID, &sent.message).expect("receive") {
+        mls_group::Received::Application { plaintext, .. } => plaintext,
+        _ => panic!("not an application message"),
+    };
+    let got = crate::e2e::padding::parse(&plaintext).expect("content");
+    assert_eq!((got.sender_seq, got.vouched.message_id), (1, 1000));
+    let context = <crate::wire::e2e::KeyboardContext as protobuf::Message>::parse_from_bytes(&got.keyboard.context.context).expect("signed context");
+    assert_eq!((context.message_id, context.group_id.as_slice()), (1000, &GID[..]));
+}
+
 /// The GroupInfo Alice's group has now: the one the bot's join commit carried.
 fn current_group_info(fake: &FakePlatform) -> Vec<u8> {
     let commits = fake.calls_of("send_group_message");

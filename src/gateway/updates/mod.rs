@@ -51,6 +51,7 @@ impl NewUpdate {
 /// builders (`*_updates`) only read the store to make it; [`store`] writes it, inside the
 /// import's writer job.
 #[derive(Debug, Default)]
+#[must_use = "what an event makes is written by `updates::store`"]
 pub struct Made {
     pub rows: Vec<Row>,
     pub updates: Vec<NewUpdate>,
