@@ -21,14 +21,10 @@ pub struct InlineQueryRow {
 
 /// Records a new session; false when it was imported before (no second update).
 pub fn import(conn: &Connection, session_id: u64, user_id: u64, query: &str, now: i64) -> Result<bool> {
-    let pruned_below: i64 = meta_get(conn, PRUNED_BELOW)?.and_then(|v| v.parse().ok()).unwrap_or(0);
-    if (session_id as i64) <= pruned_below {
+    if !is_new(conn, session_id)? {
         return Ok(false);
     }
-    let n = conn.prepare_cached("INSERT OR IGNORE INTO inline_queries (session_id, user_id, query, received_at) VALUES (?1, ?2, ?3, ?4)")?.execute(params![session_id as i64, user_id as i64, query, now])?;
-    if n == 0 {
-        return Ok(false);
-    }
+    conn.prepare_cached("INSERT INTO inline_queries (session_id, user_id, query, received_at) VALUES (?1, ?2, ?3, ?4)")?.execute(params![session_id as i64, user_id as i64, query, now])?;
     let oldest_kept: Option<i64> = conn.prepare_cached("SELECT session_id FROM inline_queries ORDER BY session_id DESC LIMIT 1 OFFSET ?1")?.query_row(
         params![INLINE_LIMIT],
             |r| r.get(0),
@@ -36,15 +32,19 @@ pub fn import(conn: &Connection, session_id: u64, user_id: u64, query: &str, now
         .optional()?;
     if let Some(cut) = oldest_kept {
         conn.prepare_cached("DELETE FROM inline_queries WHERE session_id <= ?1")?.execute(params![cut])?;
-        meta_set(conn, PRUNED_BELOW, &cut.max(pruned_below).to_string())?;
+        meta_set(conn, PRUNED_BELOW, &cut.max(pruned_below(conn)?).to_string())?;
     }
     Ok(true)
 }
 
 /// Whether `import` would take the session: never seen, and not below what was pruned.
 pub fn is_new(conn: &Connection, session_id: u64) -> Result<bool> {
-    let pruned_below: i64 = meta_get(conn, PRUNED_BELOW)?.and_then(|v| v.parse().ok()).unwrap_or(0);
-    Ok((session_id as i64) > pruned_below && get(conn, session_id)?.is_none())
+    Ok((session_id as i64) > pruned_below(conn)? && get(conn, session_id)?.is_none())
+}
+
+/// Sessions up to this id were pruned: a repeat of one is not taken again.
+fn pruned_below(conn: &Connection) -> Result<i64> {
+    Ok(meta_get(conn, PRUNED_BELOW)?.and_then(|v| v.parse().ok()).unwrap_or(0))
 }
 
 pub fn get(conn: &Connection, session_id: u64) -> Result<Option<InlineQueryRow>> {
