@@ -380,9 +380,8 @@ fn a_ban_by_the_bot_is_a_removal_it_owes() {
     assert!(matches!(&follow[..], [FollowUp::DepartedNoted { user: 300, .. }]), "someone else's departure is checked later: {follow:?}");
 }
 
-#[test]
-fn a_keyboard_in_a_group_needs_a_reserved_id_and_a_refusal_gives_the_message_up() {
-    let (bot, fake, _alice) = joined();
+/// A text with one button for the group, in the outbox under `cmid`.
+fn keyboard_post(bot: &Parts, cmid: &'static str) -> outbox::OutboxEntry {
     let chat_id = bot.store.read(|c| group_store::by_group_id(c, &GID)).expect("read").expect("group").chat_id;
     let mut content = Content { body: Some(Body::Text(Text { text: "pick".into(), ..Default::default() })), ..Default::default() };
     content.keyboard = Some(crate::wire::e2e::InlineKeyboard {
@@ -393,13 +392,18 @@ fn a_keyboard_in_a_group_needs_a_reserved_id_and_a_refusal_gives_the_message_up(
         ..Default::default()
     })
     .into();
-    let entry = bot
-        .store
+    bot.store
         .write(move |c| {
-            outbox::insert(c, "cmid-k", chat_id, &content, unix_now())?;
+            outbox::insert(c, cmid, chat_id, &content, unix_now())?;
             Ok(outbox::pending(c, 1)?.remove(0))
         })
-        .expect("outbox");
+        .expect("outbox")
+}
+
+#[test]
+fn a_keyboard_in_a_group_needs_a_reserved_id_and_a_refusal_gives_the_message_up() {
+    let (bot, fake, _alice) = joined();
+    let entry = keyboard_post(&bot, "cmid-k");
     fake.answer_once(
         "reserve_message_ids",
         Ok(ReserveMessageIdsResponse {
@@ -420,23 +424,7 @@ fn a_keyboard_in_a_group_needs_a_reserved_id_and_a_refusal_gives_the_message_up(
 #[test]
 fn a_keyboard_in_a_group_is_signed_and_stored_in_the_sealing_job() {
     let (bot, fake, alice) = joined();
-    let chat_id = bot.store.read(|c| group_store::by_group_id(c, &GID)).expect("read").expect("group").chat_id;
-    let mut content = Content { body: Some(Body::Text(Text { text: "pick".into(), ..Default::default() })), ..Default::default() };
-    content.keyboard = Some(crate::wire::e2e::InlineKeyboard {
-        rows: vec![crate::wire::e2e::KeyboardRow {
-            buttons: vec![crate::wire::e2e::InlineButton { text: "A".into(), callback_data: "a".into(), ..Default::default() }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    })
-    .into();
-    let entry = bot
-        .store
-        .write(move |c| {
-            outbox::insert(c, "cmid-k2", chat_id, &content, unix_now())?;
-            Ok(outbox::pending(c, 1)?.remove(0))
-        })
-        .expect("outbox");
+    let entry = keyboard_post(&bot, "cmid-k2");
     fake.answer_once("send_group_message", Ok(ok_answer(1000)));
     let commits = bot.store.notifier().commits();
     assert!(matches!(send(&bot.ctx(), &entry), Ok(GroupSend::Sent(_))));

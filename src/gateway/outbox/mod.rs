@@ -202,7 +202,7 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
     let cx = shared.ctx();
     let fetched = bundles_of_new_recipients(&cx, &entries)?;
     let (ids, refused) = reserve_ids(&*shared.platform, &entries)?;
-    let entries = if refused.is_empty() { entries } else { give_up_refused(shared, entries, refused)? };
+    let entries = give_up_refused(shared, entries, refused)?;
     if entries.is_empty() {
         return Ok(true);
     }
@@ -254,8 +254,7 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
             Answered { entry: sealed.entry, sealed: sealed.message, result, in_history: sealed.in_history }
         })
         .collect();
-    let stale = answered.iter().any(|a| a.result.status.enum_value_or_default() == SendStatus::STALE_DEVICES);
-    let fetched = if stale { bundles_of_missing_devices(&cx, &answered)? } else { Vec::new() };
+    let fetched = bundles_of_missing_devices(&cx, &answered)?;
     let outcomes = record_results(&shared.store, shared.compat_user_id, answered, fetched, &shared.username)?;
     let mut failure = None;
     for (id, outcome) in outcomes {

@@ -10,7 +10,7 @@ use crate::gateway::botapi::types::{
 };
 use crate::gateway::store::{chats, inline, polls, Result as StoreResult, StoreError};
 use crate::wire::e2e::content::Body;
-use crate::wire::e2e::{CallbackPress, Edit, InlineQuery, KeyboardContext, PollVote, Reaction};
+use crate::wire::e2e::{CallbackPress, Content, Edit, InlineQuery, KeyboardContext, PollVote, Reaction};
 use crate::wire::polls as wire_polls;
 
 use super::{Made, NewUpdate, Row};
@@ -29,21 +29,31 @@ pub fn message_updates(
     entry: chats::HistoryEntry,
 ) -> StoreResult<Made> {
     let message = types::message_json(&history_view(c, me, ChatRef::Private(chat), &entry, true)?);
-    let mut made = Made::update("message", message);
-    let content = &entry.content;
-    if let Some(choice) = content.inline_choice.as_ref().filter(|_| content.via_bot_user_id == me.id as u64) {
-        // The session must be one this runtime imported from this user: a choice cannot be
-        // made up for a query the bot never saw.
-        let session = inline::get(c, choice.session_id)?.filter(|s| s.user_id == chat.user_id);
-        if let Some(session) = session.filter(|s| !s.chosen) {
-            let inline_message_id = inline_message_id(content);
-            let chosen = types::chosen_inline_result_json(&choice.result_id, &chat_user(chat), &session.query, inline_message_id.as_deref());
-            made.rows.push(Row::InlineChosen { session_id: choice.session_id });
-            made.updates.push(NewUpdate::new("chosen_inline_result", chosen));
-        }
+    let chosen = chosen_inline_result(c, me, chat, &entry.content)?;
+    let mut made = Made { rows: vec![Row::History(entry)], updates: vec![NewUpdate::new("message", message)] };
+    if let Some((session_id, chosen)) = chosen {
+        made.rows.push(Row::InlineChosen { session_id });
+        made.updates.push(NewUpdate::new("chosen_inline_result", chosen));
     }
-    made.rows.insert(0, Row::History(entry));
     Ok(made)
+}
+
+/// The `chosen_inline_result` of a message the user sent by choosing one of this bot's inline
+/// results, with its session: the first choice of a session this runtime imported from this
+/// user (a choice cannot be made up for a query the bot never saw).
+fn chosen_inline_result(
+    c: &Connection,
+    me: &UserView,
+    chat: &chats::PrivateChat,
+    content: &Content,
+) -> StoreResult<Option<(u64, serde_json::Value)>> {
+    let Some(choice) = content.inline_choice.as_ref().filter(|_| content.via_bot_user_id == me.id as u64) else { return Ok(None) };
+    let session = inline::get(c, choice.session_id)?.filter(|s| s.user_id == chat.user_id && !s.chosen);
+    Ok(session.map(|session| {
+        let inline_message_id = inline_message_id(content);
+        let chosen = types::chosen_inline_result_json(&choice.result_id, &chat_user(chat), &session.query, inline_message_id.as_deref());
+        (choice.session_id, chosen)
+    }))
 }
 
 /// Longest inline query, in characters (Bot API: up to 256).
