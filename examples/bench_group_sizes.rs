@@ -220,7 +220,7 @@ const FIGURES: &[Figure] = &[
     ("platform accepts one add commit", "ms", |r| r.commit_rpc_ms),
     ("bot processes one more subscriber's join", "ms", |r| r.one_join_ms),
     ("member's message → bot's getUpdates", "ms", |r| r.to_bot_ms),
-    ("platform stores a group message for N − 1 inboxes", "ms", |r| r.send_rpc_ms),
+    ("platform stores a group message for N − 1 members", "ms", |r| r.send_rpc_ms),
     ("platform fan-out", "deliveries/s", |r| (r.n - 1) as f64 / (r.send_rpc_ms / 1000.0)),
     ("bot posts (sendMessage)", "ms", |r| r.post_ms),
     ("bot processes a removal", "ms", |r| r.removal_ms),

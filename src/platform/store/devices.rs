@@ -3,6 +3,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::device_proofs::{self, CertificateV2, SignedRemoval};
+use super::group_log;
 use super::{
     Bundle, DeviceAddr, DeviceInfo, DeviceRecord, NewDevice, Removal, SignedPrekey, Store, LAST_SEEN_EVERY_SECS,
     ONE_TIME_PREKEYS_MAX,
@@ -73,18 +74,20 @@ impl Store {
     }
 
     /// Marks a device inactive: senders stop encrypting to it (they get it in `removed_devices`).
+    /// It reads nothing more of its groups (its cursors close).
     pub fn deactivate_device(&self, addr: DeviceAddr) -> Result<()> {
-        let changed = self
-            .lock()
-            .execute(
-                "UPDATE devices SET active = 0 WHERE account_id = ?1 AND device_id = ?2",
-                params![addr.user_id, addr.device_id],
-            )
-            .map_err(db_error("deactivating a device"))?;
-        if changed == 0 {
-            return Err(PlatformError::NotFound(format!("no device {} of user {}", addr.device_id, addr.user_id)));
-        }
-        Ok(())
+        self.write_tx("a device deactivation", |tx| {
+            let changed = tx
+                .execute(
+                    "UPDATE devices SET active = 0 WHERE account_id = ?1 AND device_id = ?2",
+                    params![addr.user_id, addr.device_id],
+                )
+                .map_err(db_error("deactivating a device"))?;
+            if changed == 0 {
+                return Err(PlatformError::NotFound(format!("no device {} of user {}", addr.device_id, addr.user_id)));
+            }
+            group_log::close_all(tx, addr)
+        })
     }
     /// Removes a device for good (the owner's `/removedevice`): inactive, so senders get it in
     /// `removed_devices`; its undelivered inbox and one-time prekeys are dropped; its
@@ -376,6 +379,7 @@ pub(super) fn remove_device_in(tx: &Connection, addr: DeviceAddr, now: i64) -> R
             params![addr.user_id, addr.device_id],
         )
         .map_err(db_error("dropping a removed device's inbox"))?;
+    group_log::drop_all(tx, addr)?;
     tx.execute(
         "DELETE FROM one_time_prekeys WHERE account_id = ?1 AND device_id = ?2",
         params![addr.user_id, addr.device_id],

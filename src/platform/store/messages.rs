@@ -9,6 +9,7 @@ use super::{
     AccountStatus, DeviceAddr, Outgoing, Reserved, SendBatch, SendOutcome, Store, CIPHERTEXT_MAX,
     CLIENT_MESSAGE_ID_MAX,
 };
+use super::group_log;
 use super::inbox::{append_inbox, InboxRow};
 use super::reservations::{self, Found, Target};
 use crate::platform::error::{db_error, Result};
@@ -49,20 +50,33 @@ impl Store {
         })
     }
 
-    /// Deletes acknowledged entries of a device's inbox; returns how many existed.
+    /// Deletes acknowledged entries of a device's inbox, and moves its cursors past the group
+    /// rows acknowledged (`group_log`); returns how many existed.
     pub fn ack(&self, addr: DeviceAddr, seqs: &[u64]) -> Result<usize> {
         let mut conn = self.lock();
         let tx = conn.transaction().map_err(db_error("starting an ack"))?;
         let mut deleted = 0;
+        let mut groups = BTreeSet::new();
         {
             let mut stmt = tx
                 .prepare_cached("DELETE FROM inbox WHERE seq = ?1 AND account_id = ?2 AND device_id = ?3")
                 .map_err(db_error("acknowledging"))?;
             for seq in seqs {
                 let Ok(seq) = i64::try_from(*seq) else { continue };
-                deleted +=
-                    stmt.execute(params![seq, addr.user_id, addr.device_id]).map_err(db_error("acknowledging"))?;
+                match stmt.execute(params![seq, addr.user_id, addr.device_id]).map_err(db_error("acknowledging"))? {
+                    0 => {
+                        // Not a row of its own: a row of one of its groups, read by a cursor.
+                        if let Some(group_id) = group_log::acknowledge(&tx, addr, seq)? {
+                            groups.insert(group_id);
+                            deleted += 1;
+                        }
+                    }
+                    n => deleted += n,
+                }
             }
+        }
+        for group_id in groups {
+            group_log::release(&tx, &group_id)?;
         }
         tx.commit().map_err(db_error("committing an ack"))?;
         Ok(deleted)

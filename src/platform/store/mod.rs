@@ -25,6 +25,7 @@ mod accounts;
 mod device_proofs;
 mod devices;
 mod files;
+mod group_log;
 mod groups;
 mod inbox;
 mod inline;
@@ -81,6 +82,8 @@ pub(crate) const STEPS: &[Step] = &[
     Step { version: 15, sql: &[crate::crypto::mls_codec::SCHEMA_STEP_BINARY] },
     // A group's GroupInfo in its own table, and a channel's staff found by role (`groups`).
     Step { version: 16, sql: &[groups::SCHEMA_GROUP_INFOS] },
+    // A delivery to the whole group is one row that each device reads by its cursor (`group_log`).
+    Step { version: 17, sql: &[group_log::SCHEMA_GROUP_CURSORS] },
 ];
 
 /// Step 4: devices of a bot: when each was last seen (an authenticated call or an Inbox stream,
@@ -563,7 +566,8 @@ mod tests {
             // Back to version 11, as the release before left it, with a row it wrote.
             let conn = Connection::open(data.join(DB_FILE)).expect("raw");
             conn.execute_batch(
-                "DROP INDEX group_members_by_role; DROP INDEX accounts_bots; DROP TABLE group_infos;
+                "DROP TABLE group_cursors; DROP INDEX inbox_group_rows;
+                 DROP INDEX group_members_by_role; DROP INDEX accounts_bots; DROP TABLE group_infos;
                  ALTER TABLE groups ADD COLUMN group_info BLOB NOT NULL DEFAULT X'';
                  DROP INDEX files_unnamed; ALTER TABLE files DROP COLUMN named; ALTER TABLE devices DROP COLUMN names_files;
                  DROP TABLE device_removals; ALTER TABLE devices DROP COLUMN certificate_v2;

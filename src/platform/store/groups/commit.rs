@@ -36,14 +36,14 @@ pub(super) fn join_device(tx: &Connection, group_id: &[u8], addr: DeviceAddr, no
     )
     .and_then(|mut s| s.execute(params![group_id, addr.user_id, addr.device_id, now]))
     .map_err(db_error("recording a group device"))?;
-    Ok(())
+    group_log::open(tx, group_id, addr)
 }
 
 fn drop_device(tx: &Connection, group_id: &[u8], addr: DeviceAddr) -> Result<()> {
     tx.prepare_cached("DELETE FROM group_devices WHERE group_id = ?1 AND user_id = ?2 AND device_id = ?3")
         .and_then(|mut s| s.execute(params![group_id, addr.user_id, addr.device_id]))
         .map_err(db_error("removing a group device"))?;
-    Ok(())
+    group_log::close(tx, group_id, addr)
 }
 
 /// Checks a new leaf: its credential names a device whose registered, active key is the leaf's
@@ -157,7 +157,7 @@ pub(super) fn accept_commit(
         ciphertext: m.bytes,
         change: None,
     };
-    let group_seq = deliver(tx, &d, joined.iter().copied().filter(|a| *a != caller), delivered)?;
+    let group_seq = deliver_to_group(tx, &d, &joined, delivered)?;
     for addr in &effect.removed {
         drop_device(tx, m.group_id, *addr)?;
     }

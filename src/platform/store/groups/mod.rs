@@ -28,6 +28,7 @@ use openmls::prelude::*;
 use protobuf::{Enum as _, Message as _};
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::group_log;
 use super::inbox::{append_group_delivery, GroupDelivery as Delivery};
 use super::{DeviceAddr, Store, CIPHERTEXT_MAX, CLIENT_MESSAGE_ID_MAX};
 use crate::crypto::mls::{self, MlsProvider};
@@ -645,6 +646,21 @@ fn deliver(
     let to: Vec<DeviceAddr> = to.into_iter().collect();
     append_group_delivery(tx, d, group_seq, &to)?;
     delivered.extend(to);
+    Ok(group_seq)
+}
+
+/// Takes the next group seq and appends `d` once for the whole group: every device with a leaf
+/// but its sender reads it through its cursor (`group_log`). `joined` are those devices (and
+/// the sender), to be woken; returns the seq.
+fn deliver_to_group(
+    tx: &Connection,
+    d: &Delivery<'_>,
+    joined: &BTreeSet<DeviceAddr>,
+    delivered: &mut BTreeSet<DeviceAddr>,
+) -> Result<u64> {
+    let group_seq = next_seq(tx, d.group_id)?;
+    group_log::append(tx, d, group_seq)?;
+    delivered.extend(joined.iter().copied().filter(|a| *a != d.sender));
     Ok(group_seq)
 }
 

@@ -256,7 +256,7 @@ fn accept_application(
         ciphertext: &m.bytes,
         change: None,
     };
-    let group_seq = deliver(tx, &d, joined.iter().copied().filter(|a| *a != caller), delivered)?;
+    let group_seq = deliver_to_group(tx, &d, joined, delivered)?;
     admin::record_message(tx, &m.group_id, message_id, caller.user_id, now)?;
     Ok(GroupSendOutcome::Ok { epoch: group.epoch, group_seq, message_id, date: now })
 }

@@ -908,10 +908,19 @@ fn deliveries(store: &Store) -> Vec<i64> {
     refs
 }
 
-/// A group message is stored once for every device it goes to, each device's inbox reads it
-/// whole, and it is gone once the last of its rows is acknowledged or dropped with its device.
+/// The group rows (`group_log`): how many there are, and how many deliveries they hold.
+fn group_rows(store: &Store) -> (i64, i64) {
+    let conn = store.lock();
+    let rows = conn.query_row("SELECT count(*) FROM inbox WHERE account_id = 0", [], |r| r.get(0)).unwrap();
+    let deliveries = conn.query_row("SELECT count(*) FROM group_deliveries", [], |r| r.get(0)).unwrap();
+    (rows, deliveries)
+}
+
+/// A group message is one inbox row, however many devices read it: each reads it whole through
+/// its cursor, the sender does not, and it is gone once every cursor has acknowledged it or
+/// was dropped with its device.
 #[test]
-fn a_group_delivery_is_stored_once_and_released_with_its_last_inbox_row() {
+fn a_group_message_is_one_row_read_by_every_cursor_and_released_after_the_last() {
     let (_d, store) = store();
     let alice = user(&store, "alice");
     let (bob, carol) = (user(&store, "bob"), user(&store, "carol"));
@@ -927,19 +936,15 @@ fn a_group_delivery_is_stored_once_and_released_with_its_last_inbox_row() {
         catch_up(&store, d);
     }
     assert!(deliveries(&store).is_empty(), "every delivery so far was acknowledged");
+    assert_eq!(group_rows(&store), (0, 0));
 
     let (secret, _) = e2e::group::encrypt(&alice.conn, &GID, b"once").expect("encrypt");
     let (epoch, group_seq, message_id) = ok(&send(&store, &alice, "once", &CommitOut { message: secret.clone(), ..Default::default() }));
-    assert_eq!(deliveries(&store), [2], "one copy, named by bob's and carol's rows");
-    let own: (usize, i64, i64) = store
-        .lock()
-        .query_row(
-            "SELECT count(*), sum(length(ciphertext)), sum(length(client_message_id)) FROM inbox WHERE delivery_id IS NOT NULL",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
-    assert_eq!(own, (2, 0, 0), "the rows hold no copy of their own");
+    assert_eq!(group_rows(&store), (1, 1), "one row and one copy for bob and carol");
+    let personal: i64 =
+        store.lock().query_row("SELECT count(*) FROM inbox WHERE account_id <> 0", [], |r| r.get(0)).unwrap();
+    assert_eq!(personal, 0, "no row per device");
+    assert!(inbox(&store, &alice).is_empty(), "the sender does not read its own message");
 
     let bobs = inbox(&store, &bob);
     assert_eq!(bobs.len(), 1);
@@ -949,14 +954,82 @@ fn a_group_delivery_is_stored_once_and_released_with_its_last_inbox_row() {
     let g = e.group.as_ref().expect("a group delivery");
     assert_eq!((g.group_id.as_slice(), g.group_seq, g.epoch, g.title.as_str()), (&GID[..], group_seq, epoch, "Test group"));
     assert_eq!((kind(e), g.change.clone()), (DeliveryKind::MLS_MESSAGE, None));
-    assert_eq!(deliveries(&store), [1], "bob's acknowledgement released his reference only");
+    assert!(inbox(&store, &bob).is_empty(), "bob's acknowledgement moved his cursor past it");
+    assert_eq!(group_rows(&store), (1, 1), "carol has not read it yet");
     let reader = store.open_reader().expect("reader");
-    assert_eq!(read_inbox(&reader, carol.addr, 0, 10).expect("read")[0].ciphertext, secret);
+    let carols = read_inbox(&reader, carol.addr, 0, 10).expect("read");
+    assert_eq!((carols.len(), carols[0].seq, &carols[0].ciphertext), (1, e.seq, &secret), "the same row, the same seq");
     assert!(matches!(e2e::group::receive(&carol.conn, &GID, &secret), Ok(Received::Application { .. })));
 
     store.remove_device(carol.addr, 3000).expect("removed");
-    assert!(deliveries(&store).is_empty(), "dropping carol's inbox released the last reference");
+    assert_eq!(group_rows(&store), (0, 0), "dropping carol's cursor released the row and its delivery");
     assert!(e2e::group::receive(&bob.conn, &GID, &e.ciphertext).is_ok(), "bob read what he was given");
+}
+
+/// A cursor reads what was sent while its device had a leaf: not what came before its join,
+/// the commit that removed it but nothing after; private rows and group rows merge in the
+/// order they were sent; an acknowledgement covers the group's rows before it.
+#[test]
+fn a_cursor_reads_what_came_while_its_device_had_a_leaf_in_send_order() {
+    let (_d, store) = store();
+    let alice = user(&store, "alice");
+    let (bob, carol) = (user(&store, "bob"), user(&store, "carol"));
+    create(&store, &alice, pb::GroupType::GROUP);
+    store.add_group_member(alice.addr, &GID, bob.addr.user_id, 1100).expect("invite bob");
+    catch_up(&store, &alice);
+    join_external(&store, &bob, "jb");
+    catch_up(&store, &alice);
+    catch_up(&store, &bob);
+    ok(&say(&store, &alice, "before", "before carol"));
+    store.add_group_member(alice.addr, &GID, carol.addr.user_id, 1100).expect("invite carol");
+    join_external(&store, &carol, "jc");
+    for d in [&alice, &bob] {
+        catch_up(&store, d);
+    }
+    let (got, _) = catch_up(&store, &carol);
+    assert!(got.is_empty(), "carol reads nothing sent before she joined: {got:?}");
+
+    // Two group messages with a private one between: carol reads them in that order.
+    ok(&say(&store, &alice, "g1", "one"));
+    let private = crate::platform::store::inbox::InboxRow { to: carol.addr, sender: bob.addr, message_id: 1, date: 2000, client_message_id: "p", ciphertext: b"p" };
+    crate::platform::store::inbox::append_inbox(&store.lock(), &private).expect("private row");
+    ok(&say(&store, &bob, "g2", "two"));
+    let reader = store.open_reader().expect("reader");
+    let read = read_inbox(&reader, carol.addr, 0, 10).expect("read");
+    let order: Vec<&str> = read.iter().map(|e| e.client_message_id.as_str()).collect();
+    assert_eq!(order, ["g1", "p", "g2"]);
+    assert!(read.windows(2).all(|w| w[0].seq < w[1].seq));
+    // A limit holds across both kinds of rows.
+    assert_eq!(read_inbox(&reader, carol.addr, 0, 2).expect("read").len(), 2);
+    assert_eq!(read_inbox(&reader, carol.addr, read[0].seq, 10).expect("read").len(), 2, "after a seq");
+
+    // Acknowledging the last group row covers the first; the private row stays until its own.
+    store.ack(carol.addr, &[read[2].seq]).expect("ack");
+    let left: Vec<String> = read_inbox(&reader, carol.addr, 0, 10).expect("read").into_iter().map(|e| e.client_message_id).collect();
+    assert_eq!(left, ["p"]);
+    store.ack(carol.addr, &[read[1].seq]).expect("ack");
+
+    // Carol's removal: she reads the commit that removes her, not what follows.
+    store.remove_group_member(alice.addr, &GID, carol.addr.user_id, 0, 2100).expect("ban");
+    let removal = e2e::group::remove_users(&alice.conn, &GID, &[carol.addr.user_id]).expect("remove").expect("leaf");
+    ok(&send(&store, &alice, "rm", &removal));
+    e2e::group::commit_accepted(&alice.conn, &GID).unwrap();
+    catch_up(&store, &bob);
+    ok(&say(&store, &alice, "after", "after carol"));
+    let kinds: Vec<(DeliveryKind, String)> =
+        inbox(&store, &carol).iter().map(|e| (kind(e), e.client_message_id.clone())).collect();
+    assert!(kinds.contains(&(DeliveryKind::MLS_MESSAGE, "rm".to_string())), "{kinds:?}");
+    assert!(!kinds.iter().any(|(_, c)| c == "after"), "{kinds:?}");
+    let cursors: i64 = store
+        .lock()
+        .query_row("SELECT count(*) FROM group_cursors WHERE user_id = ?1", [carol.addr.user_id], |r| r.get(0))
+        .unwrap();
+    assert_eq!(cursors, 0, "her closed cursor, read to its end, is gone");
+    assert_eq!(group_rows(&store).0, 3, "g2, rm and after: alice has not read g2, bob none of them");
+    catch_up(&store, &bob);
+    assert_eq!(group_rows(&store).0, 3, "alice's cursor is still before g2, and holds what follows");
+    catch_up(&store, &alice);
+    assert_eq!(group_rows(&store), (0, 0), "every row was read by every cursor, and released");
 }
 
 /// A group message id is reserved only for a device with a leaf: a seated member's device that
@@ -1019,7 +1092,8 @@ fn group_infos_of_step_15_move_to_their_own_table() {
         // Back to step 15, as the release before left it.
         let conn = Connection::open(dir.path().join("data").join(crate::platform::store::DB_FILE)).expect("raw");
         conn.execute_batch(
-            "DROP INDEX group_members_by_role; DROP INDEX accounts_bots; ALTER TABLE groups ADD COLUMN group_info BLOB NOT NULL DEFAULT X'';
+            "DROP TABLE group_cursors; DROP INDEX inbox_group_rows;
+             DROP INDEX group_members_by_role; DROP INDEX accounts_bots; ALTER TABLE groups ADD COLUMN group_info BLOB NOT NULL DEFAULT X'';
              UPDATE groups SET group_info = (SELECT group_info FROM group_infos i WHERE i.group_id = groups.group_id);
              DROP TABLE group_infos; PRAGMA user_version = 15;",
         )
@@ -1036,6 +1110,8 @@ fn group_infos_of_step_15_move_to_their_own_table() {
         .collect::<rusqlite::Result<_>>()
         .unwrap();
     assert!(!columns.iter().any(|c| c == "group_info"), "the blob left `groups`: {columns:?}");
+    let cursors: i64 = store.lock().query_row("SELECT count(*) FROM group_cursors WHERE until_seq IS NULL", [], |r| r.get(0)).unwrap();
+    assert_eq!(cursors, 1, "step 17 opened a cursor for the device with a leaf");
     let update = e2e::group::self_update(&alice.conn, &GID).expect("self-update");
     assert!(matches!(send(&store, &alice, "u1", &update), GroupSendOutcome::Ok { epoch: 1, .. }), "the commit is taken");
     assert_eq!(store.group_info(alice.addr.user_id, &GID).expect("info"), (update.group_info.clone(), 1), "and its GroupInfo served");

@@ -1,0 +1,250 @@
+//! A group's deliveries to the whole group: each is one inbox row, not one per device. The row
+//! belongs to no device (`account_id` 0) and names its group; every device with a leaf reads it
+//! through its cursor in that group (`group_cursors`), and acknowledges it by moving the cursor.
+//! A post into a channel of 10,000 writes one row where it wrote 10,000 (decision 0133).
+//!
+//! A cursor is a window of the inbox's seqs: from the seq when the device's leaf joined
+//! (exclusive) to the seq of the commit that removed it (inclusive; open while it has a leaf).
+//! The inbox's seqs are one order for private rows and group rows, so a device reads both
+//! merged, in the order they were sent, and the client sees the same envelopes, seqs and Acks
+//! as before. Deliveries to some devices only (a Welcome, a notice, a join request) keep a row
+//! per device (`inbox::append_group_delivery`).
+//!
+//! Acknowledgement is cumulative per cursor: a client acknowledges an envelope only once it has
+//! stored it and everything its stream gave before it, so acknowledging seq S of a group means
+//! every delivery of that group up to S. The group's rows below every cursor are released.
+
+use std::collections::BTreeSet;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::inbox::{store_delivery, GroupDelivery};
+use super::DeviceAddr;
+use crate::platform::error::{db_error, Result};
+
+/// Step 17 of `platform.db`: the cursors, opened for every device that has a leaf now, at the
+/// inbox's last seq (what it has not read yet stays in its own rows).
+pub(super) const SCHEMA_GROUP_CURSORS: &str = "
+CREATE TABLE group_cursors (
+    id             INTEGER PRIMARY KEY,
+    group_id       BLOB NOT NULL,
+    user_id        INTEGER NOT NULL,
+    device_id      INTEGER NOT NULL,
+    from_seq       INTEGER NOT NULL,  -- the inbox seq when the leaf joined: it reads what comes after
+    until_seq      INTEGER,           -- the seq of the commit that removed the leaf; NULL while it has one
+    acked_through  INTEGER NOT NULL   -- every delivery of the group up to here is acknowledged
+);
+CREATE INDEX group_cursors_by_device ON group_cursors (user_id, device_id, group_id);
+CREATE INDEX group_cursors_by_ack ON group_cursors (group_id, acked_through);
+CREATE INDEX inbox_group_rows ON inbox (group_id, seq) WHERE account_id = 0;
+INSERT INTO group_cursors (group_id, user_id, device_id, from_seq, acked_through)
+    SELECT g.group_id, g.user_id, g.device_id, s.seq, s.seq
+    FROM group_devices g, (SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'inbox'), 0) AS seq) s;
+";
+
+/// The inbox's last seq: the one the row just appended took.
+fn last_seq(tx: &Connection) -> Result<i64> {
+    tx.prepare_cached("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'inbox'), 0)")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)))
+        .map_err(db_error("reading the inbox's last seq"))
+}
+
+/// Stores `d`, seq `group_seq` of its group, as one row that every cursor of the group but its
+/// sender's reads.
+pub(super) fn append(tx: &Connection, d: &GroupDelivery<'_>, group_seq: u64) -> Result<()> {
+    let delivery = store_delivery(tx, d, group_seq, 1)?;
+    tx.prepare_cached(
+        "INSERT INTO inbox (account_id, device_id, sender_id, sender_device, message_id, date, client_message_id,
+                            ciphertext, group_id, delivery_id)
+         VALUES (0, 0, 0, 0, 0, 0, '', X'', ?1, ?2)",
+    )
+    .and_then(|mut s| s.execute(params![d.group_id, delivery]))
+    .map_err(db_error("appending to a group's rows"))?;
+    // The sender does not read its own row: a cursor with nothing else unread moves past it,
+    // or the row would wait for the sender's next acknowledgement to be released.
+    if let Some(cursor) = open_cursor_of(tx, d.group_id, d.sender)? {
+        advance(tx, d.group_id, d.sender, cursor, cursor.acked_through)?;
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+struct Cursor {
+    id: i64,
+    acked_through: i64,
+    until_seq: Option<i64>,
+}
+
+fn open_cursor_of(tx: &Connection, group_id: &[u8], addr: DeviceAddr) -> Result<Option<Cursor>> {
+    tx.prepare_cached(
+        "SELECT id, acked_through, until_seq FROM group_cursors
+         WHERE user_id = ?1 AND device_id = ?2 AND group_id = ?3 AND until_seq IS NULL",
+    )
+    .and_then(|mut s| {
+        s.query_row(params![addr.user_id, addr.device_id, group_id], |r| {
+            Ok(Cursor { id: r.get(0)?, acked_through: r.get(1)?, until_seq: r.get(2)? })
+        })
+        .optional()
+    })
+    .map_err(db_error("reading a group cursor"))
+}
+
+/// Opens the device's cursor in the group at the inbox's last seq, unless it has one open (a
+/// leaf that replaces its own keeps reading where it was).
+pub(super) fn open(tx: &Connection, group_id: &[u8], addr: DeviceAddr) -> Result<()> {
+    if open_cursor_of(tx, group_id, addr)?.is_some() {
+        return Ok(());
+    }
+    let seq = last_seq(tx)?;
+    tx.prepare_cached(
+        "INSERT INTO group_cursors (group_id, user_id, device_id, from_seq, acked_through) VALUES (?1, ?2, ?3, ?4, ?4)",
+    )
+    .and_then(|mut s| s.execute(params![group_id, addr.user_id, addr.device_id, seq]))
+    .map_err(db_error("opening a group cursor"))?;
+    Ok(())
+}
+
+/// Closes the device's cursor in the group at the inbox's last seq: it still reads what came
+/// up to here (the commit that removed its leaf), nothing after.
+pub(super) fn close(tx: &Connection, group_id: &[u8], addr: DeviceAddr) -> Result<()> {
+    let Some(cursor) = open_cursor_of(tx, group_id, addr)? else { return Ok(()) };
+    let until = last_seq(tx)?;
+    tx.prepare_cached("UPDATE group_cursors SET until_seq = ?2 WHERE id = ?1")
+        .and_then(|mut s| s.execute(params![cursor.id, until]))
+        .map_err(db_error("closing a group cursor"))?;
+    settle(tx, group_id, Cursor { until_seq: Some(until), ..cursor }, cursor.acked_through)
+}
+
+/// Closes every open cursor of a device that reads nothing more (deactivated).
+pub(super) fn close_all(tx: &Connection, addr: DeviceAddr) -> Result<()> {
+    for group_id in groups_of(tx, addr, true)? {
+        close(tx, &group_id, addr)?;
+    }
+    Ok(())
+}
+
+/// Drops every cursor of a device removed for good, and releases what only it held.
+pub(super) fn drop_all(tx: &Connection, addr: DeviceAddr) -> Result<()> {
+    let groups = groups_of(tx, addr, false)?;
+    tx.prepare_cached("DELETE FROM group_cursors WHERE user_id = ?1 AND device_id = ?2")
+        .and_then(|mut s| s.execute(params![addr.user_id, addr.device_id]))
+        .map_err(db_error("dropping a device's group cursors"))?;
+    for group_id in groups {
+        release(tx, &group_id)?;
+    }
+    Ok(())
+}
+
+fn groups_of(tx: &Connection, addr: DeviceAddr, open_only: bool) -> Result<BTreeSet<Vec<u8>>> {
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT group_id FROM group_cursors WHERE user_id = ?1 AND device_id = ?2 AND (?3 = 0 OR until_seq IS NULL)",
+        )
+        .map_err(db_error("reading a device's group cursors"))?;
+    let rows = stmt
+        .query_map(params![addr.user_id, addr.device_id, open_only], |r| r.get(0))
+        .map_err(db_error("reading a device's group cursors"))?;
+    rows.collect::<rusqlite::Result<_>>().map_err(db_error("reading a device's group cursors"))
+}
+
+/// Acknowledges the group row `seq` for `addr`: its cursor in that group moves to it (and past
+/// the device's own rows right after). Returns the row's group when `seq` is a group row in one
+/// of the device's cursors, `None` otherwise.
+pub(super) fn acknowledge(tx: &Connection, addr: DeviceAddr, seq: i64) -> Result<Option<Vec<u8>>> {
+    let found = tx
+        .prepare_cached(
+            "SELECT c.group_id, c.id, c.acked_through, c.until_seq
+             FROM inbox b JOIN group_cursors c
+               ON c.group_id = b.group_id AND c.user_id = ?2 AND c.device_id = ?3
+              AND c.from_seq < b.seq AND b.seq <= COALESCE(c.until_seq, 9223372036854775807)
+             WHERE b.seq = ?1 AND b.account_id = 0",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![seq, addr.user_id, addr.device_id], |r| {
+                Ok((r.get::<_, Vec<u8>>(0)?, Cursor { id: r.get(1)?, acked_through: r.get(2)?, until_seq: r.get(3)? }))
+            })
+            .optional()
+        })
+        .map_err(db_error("acknowledging a group row"))?;
+    let Some((group_id, cursor)) = found else { return Ok(None) };
+    if seq > cursor.acked_through {
+        advance(tx, &group_id, addr, cursor, seq)?;
+    }
+    Ok(Some(group_id))
+}
+
+/// Moves the cursor to `through`, and on past the device's own rows that follow (it never reads
+/// them), up to the next row of another sender or the group's last row.
+fn advance(tx: &Connection, group_id: &[u8], addr: DeviceAddr, cursor: Cursor, through: i64) -> Result<()> {
+    let next_other: Option<i64> = tx
+        .prepare_cached(
+            "SELECT b.seq FROM inbox b INDEXED BY inbox_group_rows JOIN group_deliveries d ON d.id = b.delivery_id
+             WHERE b.account_id = 0 AND b.group_id = ?1 AND b.seq > ?2 AND NOT (d.sender_id = ?3 AND d.sender_device = ?4)
+             ORDER BY b.seq LIMIT 1",
+        )
+        .and_then(|mut s| s.query_row(params![group_id, through, addr.user_id, addr.device_id], |r| r.get(0)).optional())
+        .map_err(db_error("reading a group's rows"))?;
+    let to = match next_other {
+        Some(seq) => seq - 1,
+        None => tx
+            .prepare_cached("SELECT MAX(seq) FROM inbox INDEXED BY inbox_group_rows WHERE account_id = 0 AND group_id = ?1")
+            .and_then(|mut s| s.query_row(params![group_id], |r| r.get::<_, Option<i64>>(0)))
+            .map_err(db_error("reading a group's rows"))?
+            .map_or(through, |last| last.max(through)),
+    };
+    if to <= cursor.acked_through {
+        return Ok(());
+    }
+    tx.prepare_cached("UPDATE group_cursors SET acked_through = ?2 WHERE id = ?1")
+        .and_then(|mut s| s.execute(params![cursor.id, to]))
+        .map_err(db_error("moving a group cursor"))?;
+    settle(tx, group_id, cursor, to)
+}
+
+/// A closed cursor acknowledged through its end is done: dropped, and what it held released.
+fn settle(tx: &Connection, group_id: &[u8], cursor: Cursor, acked_through: i64) -> Result<()> {
+    if cursor.until_seq.is_some_and(|until| acked_through >= until) {
+        tx.prepare_cached("DELETE FROM group_cursors WHERE id = ?1")
+            .and_then(|mut s| s.execute(params![cursor.id]))
+            .map_err(db_error("dropping a group cursor"))?;
+        release(tx, group_id)?;
+    }
+    Ok(())
+}
+
+/// Deletes the group's rows that every cursor of the group has passed (all of them when it has
+/// none); the inbox's trigger releases their deliveries. Two index reads when nothing is due.
+pub(super) fn release(tx: &Connection, group_id: &[u8]) -> Result<usize> {
+    let horizon: Option<i64> = tx
+        .prepare_cached("SELECT MIN(acked_through) FROM group_cursors INDEXED BY group_cursors_by_ack WHERE group_id = ?1")
+        .and_then(|mut s| s.query_row(params![group_id], |r| r.get(0)))
+        .map_err(db_error("reading a group's cursors"))?;
+    tx.prepare_cached("DELETE FROM inbox WHERE account_id = 0 AND group_id = ?1 AND seq <= ?2")
+        .and_then(|mut s| s.execute(params![group_id, horizon.unwrap_or(i64::MAX)]))
+        .map_err(db_error("releasing a group's rows"))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::platform::store::tests::store;
+
+    /// A device's read takes its own rows by `inbox_by_device` and each of its cursors' rows by
+    /// `inbox_group_rows`: nothing is scanned, so it costs what it returns, not the group's
+    /// size or the inbox's.
+    #[test]
+    fn the_inbox_read_searches_by_device_and_by_cursor() {
+        let (_d, store) = store();
+        let conn = store.lock();
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {}", *super::super::inbox::READ_INBOX)).unwrap();
+        let plan: Vec<String> = stmt
+            .query_map(rusqlite::params![1, 1, 0, 64], |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let has = |needle: &str| plan.iter().any(|step| step.starts_with("SEARCH") && step.contains(needle));
+        assert!(has("inbox_by_device"), "own rows by device: {plan:#?}");
+        assert!(has("group_cursors_by_device"), "the device's cursors: {plan:#?}");
+        assert!(has("inbox_group_rows"), "each cursor's rows: {plan:#?}");
+        assert!(!plan.iter().any(|step| step.starts_with("SCAN") && !step.contains("(subquery-")), "nothing scanned: {plan:#?}");
+    }
+}
