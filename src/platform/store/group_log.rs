@@ -22,8 +22,9 @@ use super::inbox::{store_delivery, GroupDelivery};
 use super::DeviceAddr;
 use crate::platform::error::{db_error, Result};
 
-/// Step 17 of `platform.db`: the cursors, opened for every device that has a leaf now, at the
-/// inbox's last seq (what it has not read yet stays in its own rows).
+/// Step 17 of `platform.db`: the cursors, opened for every active device that has a leaf now,
+/// at the inbox's last seq (what it has not read yet stays in its own rows). A removed device
+/// reads nothing more, so it gets none: it would hold the group's rows forever.
 pub(super) const SCHEMA_GROUP_CURSORS: &str = "
 CREATE TABLE group_cursors (
     id             INTEGER PRIMARY KEY,
@@ -36,11 +37,29 @@ CREATE TABLE group_cursors (
 );
 CREATE INDEX group_cursors_by_device ON group_cursors (user_id, device_id, group_id);
 CREATE INDEX group_cursors_by_ack ON group_cursors (group_id, acked_through);
+CREATE INDEX group_cursors_open ON group_cursors (group_id, user_id, device_id) WHERE until_seq IS NULL;
+CREATE INDEX devices_inactive ON devices (account_id, device_id) WHERE active = 0;
 CREATE INDEX inbox_group_rows ON inbox (group_id, seq) WHERE account_id = 0;
 INSERT INTO group_cursors (group_id, user_id, device_id, from_seq, acked_through)
     SELECT g.group_id, g.user_id, g.device_id, s.seq, s.seq
-    FROM group_devices g, (SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'inbox'), 0) AS seq) s;
+    FROM group_devices g JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = 1,
+         (SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'inbox'), 0) AS seq) s;
 ";
+
+/// The devices that read the group's rows now (an open cursor: an active device with a leaf),
+/// to be woken after a message: one range of an index, no row of `devices` read.
+pub(super) fn readers(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<DeviceAddr>> {
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT user_id, device_id FROM group_cursors INDEXED BY group_cursors_open
+             WHERE group_id = ?1 AND until_seq IS NULL",
+        )
+        .map_err(db_error("reading a group's cursors"))?;
+    let rows = stmt
+        .query_map(params![group_id], |r| Ok(DeviceAddr { user_id: r.get(0)?, device_id: r.get(1)? }))
+        .map_err(db_error("reading a group's cursors"))?;
+    rows.collect::<rusqlite::Result<_>>().map_err(db_error("reading a group's cursors"))
+}
 
 /// The inbox's last seq: the one the row just appended took.
 fn last_seq(tx: &Connection) -> Result<i64> {

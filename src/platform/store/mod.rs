@@ -566,7 +566,7 @@ mod tests {
             // Back to version 11, as the release before left it, with a row it wrote.
             let conn = Connection::open(data.join(DB_FILE)).expect("raw");
             conn.execute_batch(
-                "DROP TABLE group_cursors; DROP INDEX inbox_group_rows;
+                "DROP TABLE group_cursors; DROP INDEX inbox_group_rows; DROP INDEX devices_inactive;
                  DROP INDEX group_members_by_role; DROP INDEX accounts_bots; DROP TABLE group_infos;
                  ALTER TABLE groups ADD COLUMN group_info BLOB NOT NULL DEFAULT X'';
                  DROP INDEX files_unnamed; ALTER TABLE files DROP COLUMN named; ALTER TABLE devices DROP COLUMN names_files;

@@ -396,15 +396,21 @@ fn set_member(tx: &Connection, group_id: &[u8], user_id: u64, m: &MemberRow) -> 
     Ok(())
 }
 
-/// The active devices with a leaf (a device its owner removed gets nothing more; any member
-/// may commit the removal of its leaf).
-/// Devices with a leaf in the group that were removed (inactive): their leaves must go.
-fn removed_devices_with_leaves(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<DeviceAddr>> {
-    devices_with_leaves(tx, group_id, false)
-}
+pub(super) const REMOVED_DEVICES_WITH_LEAVES: &str = "SELECT g.user_id, g.device_id FROM devices d INDEXED BY devices_inactive
+     CROSS JOIN group_devices g ON g.group_id = ?1 AND g.user_id = d.account_id AND g.device_id = d.device_id
+     WHERE d.active = 0";
 
-fn joined_devices(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<DeviceAddr>> {
-    devices_with_leaves(tx, group_id, true)
+/// Devices with a leaf in the group that were removed (inactive): their leaves must go. Read
+/// from the platform's removed devices (`devices_inactive`, a few: an owner's /removedevice or
+/// /rekey), each a lookup among the group's leaves, not from the group's N leaves.
+fn removed_devices_with_leaves(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<DeviceAddr>> {
+    let mut stmt = tx
+        .prepare_cached(REMOVED_DEVICES_WITH_LEAVES)
+        .map_err(db_error("reading removed group devices"))?;
+    let rows = stmt
+        .query_map(params![group_id], |r| Ok(DeviceAddr { user_id: r.get(0)?, device_id: r.get(1)? }))
+        .map_err(db_error("reading removed group devices"))?;
+    rows.collect::<rusqlite::Result<_>>().map_err(db_error("reading removed group devices"))
 }
 
 /// Step 16 of `platform.db`: nothing small about a group costs what its size does.
@@ -460,17 +466,18 @@ fn channel_staff_devices(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<De
     rows.collect::<rusqlite::Result<_>>().map_err(db_error("reading a channel's staff devices"))
 }
 
-/// The devices with a leaf in the group that are active (or removed: `active` false).
-fn devices_with_leaves(tx: &Connection, group_id: &[u8], active: bool) -> Result<BTreeSet<DeviceAddr>> {
+/// The active devices with a leaf in the group (a device its owner removed gets nothing more;
+/// any member may commit the removal of its leaf).
+fn joined_devices(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<DeviceAddr>> {
     let mut stmt = tx
         .prepare_cached(
             "SELECT g.user_id, g.device_id FROM group_devices g
-             JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = ?2
+             JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = 1
              WHERE g.group_id = ?1",
         )
         .map_err(db_error("reading group devices"))?;
     let rows = stmt
-        .query_map(params![group_id, active], |r| Ok(DeviceAddr { user_id: r.get(0)?, device_id: r.get(1)? }))
+        .query_map(params![group_id], |r| Ok(DeviceAddr { user_id: r.get(0)?, device_id: r.get(1)? }))
         .map_err(db_error("reading group devices"))?;
     rows.collect::<rusqlite::Result<_>>().map_err(db_error("reading group devices"))
 }
@@ -486,16 +493,19 @@ fn has_leaf(tx: &Connection, group_id: &[u8], device: DeviceAddr) -> Result<bool
     .map_err(db_error("reading a group device"))
 }
 
-/// The users whose active devices still have leaves in the group although they left, were
-/// banned or have no seat: removals the members owe. One query, however large the group.
+pub(super) const USERS_OWED_REMOVAL: &str = "SELECT DISTINCT m.user_id FROM group_members m INDEXED BY group_members_by_role
+     CROSS JOIN group_devices g ON g.group_id = m.group_id AND g.user_id = m.user_id
+     CROSS JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = 1
+     WHERE m.group_id = ?1 AND m.role IN (?2, ?3)";
+
+/// The users whose active devices still have leaves in the group although they left or were
+/// banned: removals the members owe. Read from the departed members (by role), not from the
+/// group's leaves: a message into a channel of 10,000 does not read 10,000 rows to find none. A
+/// leaf is only ever accepted for a seated or invited member (`commit::check_commit`), and no
+/// member row is deleted, so every leaf has a member row.
 fn users_owed_removal(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<u64>> {
     let mut stmt = tx
-        .prepare_cached(
-            "SELECT DISTINCT g.user_id FROM group_devices g
-             JOIN devices d ON d.account_id = g.user_id AND d.device_id = g.device_id AND d.active = 1
-             LEFT JOIN group_members m ON m.group_id = g.group_id AND m.user_id = g.user_id
-             WHERE g.group_id = ?1 AND (m.user_id IS NULL OR m.role IN (?2, ?3))",
-        )
+        .prepare_cached(USERS_OWED_REMOVAL)
         .map_err(db_error("reading removals owed"))?;
     let rows = stmt
         .query_map(params![group_id, Role::LEFT.value(), Role::BANNED.value()], |r| r.get(0))

@@ -103,7 +103,8 @@ impl GroupReads {
 
 impl Fanout {
     fn read(tx: &Connection, group_id: &[u8]) -> Result<Fanout> {
-        let joined = joined_devices(tx, group_id)?;
+        // The devices with an open cursor are the active devices with a leaf (`group_log`).
+        let joined = group_log::readers(tx, group_id)?;
         let pending = users_owed_removal(tx, group_id)?;
         let removed = removed_devices_with_leaves(tx, group_id)?.into_iter().filter(|d| !pending.contains(&d.user_id)).collect();
         Ok(Fanout { joined, pending, removed })

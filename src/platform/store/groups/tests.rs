@@ -1092,7 +1092,7 @@ fn group_infos_of_step_15_move_to_their_own_table() {
         // Back to step 15, as the release before left it.
         let conn = Connection::open(dir.path().join("data").join(crate::platform::store::DB_FILE)).expect("raw");
         conn.execute_batch(
-            "DROP TABLE group_cursors; DROP INDEX inbox_group_rows;
+            "DROP TABLE group_cursors; DROP INDEX inbox_group_rows; DROP INDEX devices_inactive;
              DROP INDEX group_members_by_role; DROP INDEX accounts_bots; ALTER TABLE groups ADD COLUMN group_info BLOB NOT NULL DEFAULT X'';
              UPDATE groups SET group_info = (SELECT group_info FROM group_infos i WHERE i.group_id = groups.group_id);
              DROP TABLE group_infos; PRAGMA user_version = 15;",
@@ -1115,4 +1115,25 @@ fn group_infos_of_step_15_move_to_their_own_table() {
     let update = e2e::group::self_update(&alice.conn, &GID).expect("self-update");
     assert!(matches!(send(&store, &alice, "u1", &update), GroupSendOutcome::Ok { epoch: 1, .. }), "the commit is taken");
     assert_eq!(store.group_info(alice.addr.user_id, &GID).expect("info"), (update.group_info.clone(), 1), "and its GroupInfo served");
+}
+
+/// What an application message checks before it goes (removals owed, removed devices with
+/// leaves) is read from the departed members and the platform's removed devices, never from
+/// the group's leaves: nothing is scanned but the removed devices' index.
+#[test]
+fn an_application_messages_checks_read_no_leaf_of_the_group() {
+    let (_d, store) = store();
+    let conn = store.lock();
+    let gid: &[u8] = &GID;
+    let bound: [&dyn rusqlite::ToSql; 3] = [&gid, &3, &4];
+    for (sql, n) in [(super::USERS_OWED_REMOVAL, 3), (super::REMOVED_DEVICES_WITH_LEAVES, 1)] {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let plan: Vec<String> = stmt
+            .query_map(&bound[..n], |r| r.get(3))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert!(plan.iter().any(|step| step.starts_with("SEARCH g USING PRIMARY KEY")), "a leaf looked up: {plan:#?}");
+        assert!(!plan.iter().any(|step| step.starts_with("SCAN") && !step.contains("devices_inactive")), "nothing else scanned: {plan:#?}");
+    }
 }
