@@ -131,7 +131,9 @@ pub(super) fn close(tx: &Connection, group_id: &[u8], addr: DeviceAddr) -> Resul
     tx.prepare_cached("UPDATE group_cursors SET until_seq = ?2 WHERE id = ?1")
         .and_then(|mut s| s.execute(params![cursor.id, until]))
         .map_err(db_error("closing a group cursor"))?;
-    settle(tx, group_id, Cursor { until_seq: Some(until), ..cursor }, cursor.acked_through)
+    settle(tx, Cursor { until_seq: Some(until), ..cursor }, cursor.acked_through)?;
+    release(tx, group_id)?;
+    Ok(())
 }
 
 /// Closes every open cursor of a device that reads nothing more (deactivated).
@@ -167,8 +169,8 @@ fn groups_of(tx: &Connection, addr: DeviceAddr, open_only: bool) -> Result<BTree
 }
 
 /// Acknowledges the group row `seq` for `addr`: its cursor in that group moves to it (and past
-/// the device's own rows right after). Returns the row's group when `seq` is a group row in one
-/// of the device's cursors, `None` otherwise.
+/// the device's own rows right after). Returns the row's group, for the caller to `release`,
+/// when `seq` is a group row in one of the device's cursors; `None` otherwise.
 pub(super) fn acknowledge(tx: &Connection, addr: DeviceAddr, seq: i64) -> Result<Option<Vec<u8>>> {
     let found = tx
         .prepare_cached(
@@ -217,16 +219,16 @@ fn advance(tx: &Connection, group_id: &[u8], addr: DeviceAddr, cursor: Cursor, t
     tx.prepare_cached("UPDATE group_cursors SET acked_through = ?2 WHERE id = ?1")
         .and_then(|mut s| s.execute(params![cursor.id, to]))
         .map_err(db_error("moving a group cursor"))?;
-    settle(tx, group_id, cursor, to)
+    settle(tx, cursor, to)
 }
 
-/// A closed cursor acknowledged through its end is done: dropped, and what it held released.
-fn settle(tx: &Connection, group_id: &[u8], cursor: Cursor, acked_through: i64) -> Result<()> {
+/// A closed cursor acknowledged through its end is done: dropped. The caller releases what it
+/// held (`release`): an Ack once for all the groups it moved.
+fn settle(tx: &Connection, cursor: Cursor, acked_through: i64) -> Result<()> {
     if cursor.until_seq.is_some_and(|until| acked_through >= until) {
         tx.prepare_cached("DELETE FROM group_cursors WHERE id = ?1")
             .and_then(|mut s| s.execute(params![cursor.id]))
             .map_err(db_error("dropping a group cursor"))?;
-        release(tx, group_id)?;
     }
     Ok(())
 }
