@@ -36,8 +36,10 @@
 //! Then a table per figure: one row per N, the ratio to the smallest N, and the fitted growth
 //! (the slope of log(figure) over log(N): about 0 is constant, about 1 is N, about 2 is N²).
 //!
-//! BENCH_GROUP_PROFILE=1 adds a CPU profile of the gateway (`perf record -g`) while PROFILE_JOINS
-//! more members join the largest channel one by one, and prints perf's top symbols.
+//! BENCH_GROUP_PROFILE=1 adds CPU profiles (`perf record -g`): of the gateway and then the
+//! platform while PROFILE_MESSAGES members' messages reach the bot, of the gateway while
+//! PROFILE_JOINS more members join the largest channel one by one, and of an external join in
+//! process; it prints perf's top symbols (`=keep` keeps the recordings).
 //!
 //! Run by `scripts/bench` (every `examples/bench_*`); `--smoke` runs it at sizes 6 and 12.
 
@@ -105,6 +107,7 @@ fn main() {
     }
     if profile {
         let (n, gid, chat_id) = last.expect("a size");
+        profile_messages(&gw, platform.proc.child.id(), &mut owner, &gid, chat_id, &mut offset, n);
         profile_joins(&gw, &mut owner, &gid, chat_id, &lights[largest - 2..], &mut offset, n);
     }
     gw.proc.kill();
@@ -147,6 +150,28 @@ fn profile_joins(gw: &Gateway, owner: &mut Member, gid: &[u8], chat_id: i64, joi
     top.iter().for_each(|l| println!("    {l}"));
 }
 
+/// Members' messages profiled one by one (BENCH_GROUP_PROFILE).
+const PROFILE_MESSAGES: usize = 50;
+
+/// The CPU profiles of the gateway, then of the platform, while the owner sends
+/// PROFILE_MESSAGES texts one by one, each served by `getUpdates` before the next: what a
+/// member's message costs the bot and the platform.
+fn profile_messages(gw: &Gateway, platform: u32, owner: &mut Member, gid: &[u8], chat_id: i64, offset: &mut i64, n: usize) {
+    for (who, pid) in [("gateway", gw.proc.child.id()), ("platform", platform)] {
+        let t = Instant::now();
+        let top = perf_around(pid, || {
+            for k in 0..PROFILE_MESSAGES {
+                probe(owner, gw, gid, chat_id, offset, &format!("profiled message {k} ({who})"));
+            }
+        });
+        println!(
+            "\nprofile of the {who} (perf record -g, self time): {PROFILE_MESSAGES} members' messages into the channel of {n}, one at a time ({:.0} ms each, a 30 ms pause included):",
+            ms(t.elapsed()) / PROFILE_MESSAGES as f64
+        );
+        top.iter().for_each(|l| println!("    {l}"));
+    }
+}
+
 /// Runs `work` under `perf record -g -p pid` and returns perf's top symbols by self time (or
 /// why there are none).
 fn perf_around(pid: u32, work: impl FnOnce()) -> Vec<String> {
@@ -171,7 +196,11 @@ fn perf_around(pid: u32, work: impl FnOnce()) -> Vec<String> {
         .args(["report", "--stdio", "--no-children", "--sort", "symbol", "--percent-limit", "1.5", "-g", "none", "-i"])
         .arg(&data)
         .output();
-    let _ = std::fs::remove_file(&data);
+    // BENCH_GROUP_PROFILE=keep leaves the recording for `perf report` (its path is printed).
+    match std::env::var("BENCH_GROUP_PROFILE").as_deref() {
+        Ok("keep") => println!("(perf data kept: {})", data.display()),
+        _ => drop(std::fs::remove_file(&data)),
+    }
     match report {
         Ok(out) => String::from_utf8_lossy(&out.stdout)
             .lines()

@@ -263,9 +263,13 @@ impl std::error::Error for MlsError {
 }
 
 /// Creates or upgrades openmls' own tables (`openmls_*`, versioned by the storage crate in
-/// `openmls_sqlite_storage_migrations`) in a database; call once at open.
-pub fn migrate_storage<C: BorrowMut<Connection>>(conn: C) -> Result<(), MlsError> {
-    SqliteStorageProvider::<StorageCodec, C>::new(conn).run_migrations().map_err(|e| MlsError::StorageMigrations(Box::new(e)))
+/// `openmls_sqlite_storage_migrations`) in a database, then the groups' versions on them
+/// (`mls_versions`); call once at open.
+pub fn migrate_storage<C: BorrowMut<Connection>>(mut conn: C) -> Result<(), MlsError> {
+    SqliteStorageProvider::<StorageCodec, &mut Connection>::new(conn.borrow_mut())
+        .run_migrations()
+        .map_err(|e| MlsError::StorageMigrations(Box::new(e)))?;
+    super::mls_versions::install(conn.borrow()).map_err(|e| MlsError::StorageMigrations(Box::new(e)))
 }
 
 /// Decodes an MLSMessage from the wire.

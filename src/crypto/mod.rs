@@ -11,6 +11,7 @@
 //!   BLAKE2b-256 digest.
 //! - `mls`: openmls' configuration, provider over SQLite, the device key as MLS signer and
 //!   the leaf credential that names a device.
+//! - `mls_versions`: a version per group, set by triggers on every write to its openmls rows.
 //!
 //! This module knows nothing of storage, the network or the Bot API.
 
@@ -21,6 +22,7 @@ pub mod identity;
 pub mod kdf;
 pub mod mls;
 pub mod mls_codec;
+pub mod mls_versions;
 pub mod prekeys;
 pub mod ratchet;
 pub mod x3dh;

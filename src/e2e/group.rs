@@ -5,9 +5,9 @@
 //! Like the rest of `e2e`, every function works on the caller's connection and opens no
 //! transaction: openmls writes its state through `crypto::mls::MlsProvider` on that
 //! connection, so a processed message, the advanced epoch and what the caller derives from it
-//! (an update, a cursor) commit together, and a failed job rolls all of it back. The group is
-//! loaded from storage in each call and dropped at its end, never kept in memory across calls:
-//! after a rollback the stored state is the truth.
+//! (an update, a cursor) commit together, and a failed job rolls all of it back. The stored
+//! state is the truth: a call works on the copy of the group kept from an earlier call only
+//! when nothing wrote the group since (`kept`, one function here: `with_group`), else loads it.
 //!
 //! Commits are two-step. `add`, `remove_users`, `self_update` leave a *pending* commit; the caller sends it to
 //! the platform and then calls `commit_accepted` (merge) or `commit_refused` (discard; after a
@@ -26,7 +26,7 @@ use openmls::prelude::*;
 use rusqlite::Connection;
 
 use super::leaf::{self, LeafRefusal, Untrusted};
-use super::rejoin;
+use super::{kept, rejoin};
 use super::{device_key, registration, E2eError, Result};
 use crate::crypto::mls::{self, DeviceSigner, MlsProvider};
 
@@ -96,10 +96,30 @@ fn check_members(conn: &Connection, group_id: &[u8], members: impl Iterator<Item
     Ok(())
 }
 
-fn load(provider: &MlsProvider<&Connection>, group_id: &[u8]) -> Result<MlsGroup> {
-    MlsGroup::load(provider.storage(), &GroupId::from_slice(group_id))
-        .map_err(fail("loading a group"))?
-        .ok_or_else(|| E2eError::Mls(format!("not a member of group {}", short_id(group_id))))
+/// Runs `f` on this device's state of a group; `None` when none is stored. The state is the
+/// copy kept from an earlier call when nothing wrote the group since, else loaded (`kept`). It
+/// is kept again when `f` succeeds and the group is still active; after an error (which the
+/// caller rolls back) it is dropped.
+fn with_group<T>(
+    conn: &Connection,
+    group_id: &[u8],
+    f: impl FnOnce(&MlsProvider<&Connection>, &mut MlsGroup) -> Result<T>,
+) -> Result<Option<T>> {
+    let provider = MlsProvider::new(conn);
+    let (group, held) = kept::take(conn, &provider, group_id)?;
+    let Some(mut group) = group else { return Ok(None) };
+    let out = f(&provider, &mut group)?;
+    kept::put(conn, group_id, held, group)?;
+    Ok(Some(out))
+}
+
+/// [`with_group`] on a group this device must hold.
+fn with_member<T>(
+    conn: &Connection,
+    group_id: &[u8],
+    f: impl FnOnce(&MlsProvider<&Connection>, &mut MlsGroup) -> Result<T>,
+) -> Result<T> {
+    with_group(conn, group_id, f)?.ok_or_else(|| E2eError::Mls(format!("not a member of group {}", short_id(group_id))))
 }
 
 /// The first 8 bytes of a group id in hex: enough to name it in logs and errors.
@@ -160,6 +180,7 @@ pub fn create(conn: &Connection, group_id: &[u8]) -> Result<Vec<u8>> {
 pub fn create_lasting(conn: &Connection, group_id: &[u8], lifetime_secs: u64) -> Result<Vec<u8>> {
     let (credential, signer) = me(conn)?;
     let provider = MlsProvider::new(conn);
+    let held = kept::Held::new(conn);
     let group = MlsGroup::new_with_group_id(
         &provider,
         &signer,
@@ -169,6 +190,7 @@ pub fn create_lasting(conn: &Connection, group_id: &[u8], lifetime_secs: u64) ->
     )
     .map_err(fail("creating a group"))?;
     let info = group.export_group_info(provider.crypto(), &signer, true).map_err(fail("exporting a GroupInfo"))?;
+    kept::put(conn, group_id, held, group)?;
     mls::to_bytes(&info).map_err(mls_err("GroupInfo"))
 }
 
@@ -188,7 +210,7 @@ pub fn join_external(conn: &Connection, group_info: &[u8]) -> Result<(Vec<u8>, C
     };
     let group_id = info.group_id().as_slice().to_vec();
     let epoch = info.epoch().as_u64();
-    let held = MlsGroup::load(provider.storage(), &GroupId::from_slice(&group_id)).map_err(fail("loading a group"))?;
+    let (held, kept_at) = kept::take(conn, &provider, &group_id)?;
     let reference = rejoin::reference(conn, &group_id, held.as_ref())?;
     if let Some(tree) = &reference {
         let signer = rejoin::check(provider.crypto(), &group_id, &info, tree)?;
@@ -230,6 +252,7 @@ pub fn join_external(conn: &Connection, group_info: &[u8]) -> Result<(Vec<u8>, C
     };
     let message = mls::to_bytes(&commit).map_err(mls_err("commit"))?;
     let rejoined = reference.is_some();
+    kept::put(conn, &group_id, kept_at, group)?;
     Ok((group_id, CommitOut { message, group_info, welcome: Vec::new(), epoch, newcomers, rejoined }))
 }
 
@@ -255,7 +278,9 @@ pub fn join_welcome(conn: &Connection, welcome: &[u8]) -> Result<Vec<u8>> {
     // A group left or lost earlier under the same id gives way to the new membership.
     forget(conn, &group_id)?;
     rejoin::settled(conn, &group_id)?;
-    staged.into_group(&provider).map_err(fail("joining from a Welcome"))?;
+    let held = kept::Held::new(conn);
+    let group = staged.into_group(&provider).map_err(fail("joining from a Welcome"))?;
+    kept::put(conn, &group_id, held, group)?;
     Ok(group_id)
 }
 
@@ -278,8 +303,7 @@ impl Claimed {
 /// this device trusts (`leaf`), and name the device it was claimed for; else `UntrustedLeaf`.
 pub fn add(conn: &Connection, group_id: &[u8], claimed: &[Claimed]) -> Result<CommitOut> {
     let (_, signer) = me(conn)?;
-    let provider = MlsProvider::new(conn);
-    let mut group = load(&provider, group_id)?;
+    let crypto = openmls_rust_crypto::RustCrypto::default();
     let mut packages = Vec::with_capacity(claimed.len());
     let check = leaf::LeafCheck::new(conn)?;
     for c in claimed {
@@ -287,7 +311,7 @@ pub fn add(conn: &Connection, group_id: &[u8], claimed: &[Claimed]) -> Result<Co
         else {
             return Err(E2eError::Mls("a key package from the platform is not a key package".into()));
         };
-        let kp = kp.validate(provider.crypto(), ProtocolVersion::Mls10).map_err(fail("checking a key package"))?;
+        let kp = kp.validate(&crypto, ProtocolVersion::Mls10).map_err(fail("checking a key package"))?;
         let leaf_node = kp.leaf_node();
         let device = check.check(leaf_node.credential(), leaf_node.signature_key().as_slice())?.map_err(|r| untrusted(group_id, r))?;
         if device != (c.user_id, c.device_id) {
@@ -296,9 +320,11 @@ pub fn add(conn: &Connection, group_id: &[u8], claimed: &[Claimed]) -> Result<Co
         }
         packages.push(kp);
     }
-    let epoch = group.epoch().as_u64();
-    let (commit, welcome, info) = group.add_members(&provider, &signer, &packages).map_err(fail("adding members"))?;
-    commit_out(&provider, &group, &signer, commit, Some(welcome), info, epoch)
+    with_member(conn, group_id, |provider, group| {
+        let epoch = group.epoch().as_u64();
+        let (commit, welcome, info) = group.add_members(provider, &signer, &packages).map_err(fail("adding members"))?;
+        commit_out(provider, group, &signer, commit, Some(welcome), info, epoch)
+    })
 }
 
 /// A pending commit removing every leaf of `users`; `None` when none of them has a leaf.
@@ -310,22 +336,22 @@ pub fn remove_users(conn: &Connection, group_id: &[u8], users: &[u64]) -> Result
 /// (removed devices of users who stay); `None` when none of them has a leaf.
 pub fn remove_leaves(conn: &Connection, group_id: &[u8], users: &[u64], devices: &[Device]) -> Result<Option<CommitOut>> {
     let (_, signer) = me(conn)?;
-    let provider = MlsProvider::new(conn);
-    let mut group = load(&provider, group_id)?;
     // Sets, not scans per leaf: a ban of a hundred in a tree of thousands.
     let (users, devices): (std::collections::HashSet<u64>, std::collections::HashSet<Device>) =
         (users.iter().copied().collect(), devices.iter().copied().collect());
-    let leaves: Vec<LeafNodeIndex> = group
-        .members()
-        .filter(|m| mls::device_of(&m.credential).is_some_and(|d| users.contains(&d.0) || devices.contains(&d)))
-        .map(|m| m.index)
-        .collect();
-    if leaves.is_empty() {
-        return Ok(None);
-    }
-    let epoch = group.epoch().as_u64();
-    let (commit, welcome, info) = group.remove_members(&provider, &signer, &leaves).map_err(fail("removing members"))?;
-    commit_out(&provider, &group, &signer, commit, welcome, info, epoch).map(Some)
+    with_member(conn, group_id, |provider, group| {
+        let leaves: Vec<LeafNodeIndex> = group
+            .members()
+            .filter(|m| mls::device_of(&m.credential).is_some_and(|d| users.contains(&d.0) || devices.contains(&d)))
+            .map(|m| m.index)
+            .collect();
+        if leaves.is_empty() {
+            return Ok(None);
+        }
+        let epoch = group.epoch().as_u64();
+        let (commit, welcome, info) = group.remove_members(provider, &signer, &leaves).map_err(fail("removing members"))?;
+        commit_out(provider, group, &signer, commit, welcome, info, epoch).map(Some)
+    })
 }
 
 /// A pending commit that replaces this device's own leaf (new HPKE and path keys, signed
@@ -333,52 +359,33 @@ pub fn remove_leaves(conn: &Connection, group_id: &[u8], users: &[u64], devices:
 /// like every other commit.
 pub fn self_update(conn: &Connection, group_id: &[u8]) -> Result<CommitOut> {
     let (credential, signer) = me(conn)?;
-    let provider = MlsProvider::new(conn);
-    let mut group = load(&provider, group_id)?;
-    let epoch = group.epoch().as_u64();
-    // The current credential: a leaf made before leaves carried proof gets its proof here.
-    let leaf = LeafNodeParameters::builder().with_credential_with_key(credential).build();
-    let bundle = group.self_update(&provider, &signer, leaf).map_err(fail("updating our own leaf"))?;
-    let (commit, welcome, info) = bundle.into_contents();
-    let welcome = welcome.map(|w| MlsMessageOut::from_welcome(w, ProtocolVersion::Mls10));
-    commit_out(&provider, &group, &signer, commit, welcome, info, epoch)
+    with_member(conn, group_id, |provider, group| {
+        let epoch = group.epoch().as_u64();
+        // The current credential: a leaf made before leaves carried proof gets its proof here.
+        let leaf = LeafNodeParameters::builder().with_credential_with_key(credential).build();
+        let bundle = group.self_update(provider, &signer, leaf).map_err(fail("updating our own leaf"))?;
+        let (commit, welcome, info) = bundle.into_contents();
+        let welcome = welcome.map(|w| MlsMessageOut::from_welcome(w, ProtocolVersion::Mls10));
+        commit_out(provider, group, &signer, commit, welcome, info, epoch)
+    })
 }
 
 /// Forward secrecy once our own commits are behind us: deletes the secrets of every past
 /// epoch of the group (kept only for messages sent before a commit of ours that we merged
 /// ahead of reading them; see `mls::MAX_PAST_EPOCHS`). Call it when the inbox has passed our
 /// latest accepted commit; whoever commits the transaction then checkpoints (`wal`). Groups
-/// made with a larger window get the current one.
+/// made with a larger window get the current one. A group left or forgotten keeps nothing.
 pub fn delete_past_epochs(conn: &Connection, group_id: &[u8]) -> Result<()> {
-    delete_past_epochs_with(conn, &GroupCache::default(), group_id)
-}
-
-/// [`delete_past_epochs`] on the group `cache` holds, when it holds it: a group of thousands is
-/// not loaded again after the commit that ended the epoch (and stays loaded for the next
-/// message).
-pub fn delete_past_epochs_with(conn: &Connection, cache: &GroupCache, group_id: &[u8]) -> Result<()> {
-    let provider = MlsProvider::new(conn);
-    let cached = cache.0.borrow_mut().remove(group_id);
-    let group = match cached {
-        Some(group) => Some(group),
-        None => MlsGroup::load(provider.storage(), &GroupId::from_slice(group_id)).map_err(fail("loading a group"))?,
-    };
-    let Some(mut group) = group else {
-        return Ok(()); // left or forgotten: nothing kept
-    };
-    group
-        .delete_past_epoch_secrets(&provider, PastEpochDeletion::delete_all())
-        .map_err(fail("deleting past epoch secrets"))?;
-    super::wal::secrets_deleted();
-    let window = PastEpochDeletionPolicy::MaxEpochs(mls::MAX_PAST_EPOCHS);
-    if group.past_epoch_deletion_policy() != &window {
-        group.set_past_epoch_deletion_policy(&provider, window).map_err(fail("narrowing the past epoch window"))?;
-    }
-    // Back only once every write went through: after an error it is loaded anew.
-    if group.is_active() {
-        cache.0.borrow_mut().insert(group_id.to_vec(), group);
-    }
-    Ok(())
+    with_group(conn, group_id, |provider, group| {
+        group.delete_past_epoch_secrets(provider, PastEpochDeletion::delete_all()).map_err(fail("deleting past epoch secrets"))?;
+        super::wal::secrets_deleted();
+        let window = PastEpochDeletionPolicy::MaxEpochs(mls::MAX_PAST_EPOCHS);
+        if group.past_epoch_deletion_policy() != &window {
+            group.set_past_epoch_deletion_policy(provider, window).map_err(fail("narrowing the past epoch window"))?;
+        }
+        Ok(())
+    })
+    .map(drop)
 }
 
 fn commit_out(
@@ -410,25 +417,21 @@ fn commit_out(
 
 /// The platform accepted our pending commit: merge it.
 pub fn commit_accepted(conn: &Connection, group_id: &[u8]) -> Result<()> {
-    let provider = MlsProvider::new(conn);
-    let mut group = load(&provider, group_id)?;
-    group.merge_pending_commit(&provider).map_err(fail("merging our commit"))
+    with_member(conn, group_id, |provider, group| group.merge_pending_commit(provider).map_err(fail("merging our commit")))
 }
 
 /// The platform refused our pending commit: discard it.
 pub fn commit_refused(conn: &Connection, group_id: &[u8]) -> Result<()> {
-    let provider = MlsProvider::new(conn);
-    let mut group = load(&provider, group_id)?;
-    group.clear_pending_commit(provider.storage()).map_err(fail("discarding our commit"))
+    with_member(conn, group_id, |provider, group| group.clear_pending_commit(provider.storage()).map_err(fail("discarding our commit")))
 }
 
 /// Encrypts an application message in the current epoch; returns it and that epoch.
 pub fn encrypt(conn: &Connection, group_id: &[u8], plaintext: &[u8]) -> Result<(Vec<u8>, u64)> {
     let (_, signer) = me(conn)?;
-    let provider = MlsProvider::new(conn);
-    let mut group = load(&provider, group_id)?;
-    let message = group.create_message(&provider, &signer, plaintext).map_err(fail("encrypting a group message"))?;
-    Ok((mls::to_bytes(&message).map_err(mls_err("application message"))?, group.epoch().as_u64()))
+    with_member(conn, group_id, |provider, group| {
+        let message = group.create_message(provider, &signer, plaintext).map_err(fail("encrypting a group message"))?;
+        Ok((mls::to_bytes(&message).map_err(mls_err("application message"))?, group.epoch().as_u64()))
+    })
 }
 
 /// Processes one message the platform delivered, in the group's order: decrypts an
@@ -436,44 +439,7 @@ pub fn encrypt(conn: &Connection, group_id: &[u8], plaintext: &[u8]) -> Result<(
 /// not trust (`leaf`: an added key package, the committer's new leaf, an updated leaf) is not
 /// merged: `UntrustedLeaf`. A device that joined by external commit is reported as added.
 pub fn receive(conn: &Connection, group_id: &[u8], bytes: &[u8]) -> Result<Received> {
-    receive_with(conn, &GroupCache::default(), group_id, bytes)
-}
-
-/// Groups loaded during one transaction (the inbox's writer job), so that consecutive messages
-/// of a group load its state once: loading (the tree, the secrets, each row decoded) was a
-/// third of a group message's import. openmls keeps a loaded group and its storage in step, so
-/// an entry stays right while only [`receive_with`] changes its group. Whoever changes a group
-/// another way, or rolls back what a receive wrote (a savepoint), forgets it first.
-#[derive(Default)]
-pub struct GroupCache(std::cell::RefCell<std::collections::HashMap<Vec<u8>, MlsGroup>>);
-
-impl GroupCache {
-    /// Drops the loaded state of one group.
-    pub fn forget(&self, group_id: &[u8]) {
-        self.0.borrow_mut().remove(group_id);
-    }
-
-    /// Drops every loaded group.
-    pub fn clear(&self) {
-        self.0.borrow_mut().clear();
-    }
-}
-
-/// [`receive`] with the group taken from `cache` when it was loaded before in this
-/// transaction. The group goes back into the cache only when the message went through and the
-/// group is still ours; after any error it is loaded again next time.
-pub fn receive_with(conn: &Connection, cache: &GroupCache, group_id: &[u8], bytes: &[u8]) -> Result<Received> {
-    let provider = MlsProvider::new(conn);
-    let cached = cache.0.borrow_mut().remove(group_id);
-    let mut group = match cached {
-        Some(group) => group,
-        None => load(&provider, group_id)?,
-    };
-    let received = receive_loaded(conn, &provider, &mut group, group_id, bytes);
-    if received.is_ok() && group.is_active() {
-        cache.0.borrow_mut().insert(group_id.to_vec(), group);
-    }
-    received
+    with_member(conn, group_id, |provider, group| receive_loaded(conn, provider, group, group_id, bytes))
 }
 
 fn receive_loaded(
@@ -622,44 +588,34 @@ pub fn is_commit(bytes: &[u8]) -> bool {
 
 /// The current epoch of a group this device is in; `None` when it is not (or no longer) in it.
 pub fn epoch(conn: &Connection, group_id: &[u8]) -> Result<Option<u64>> {
-    Ok(load_active(conn, group_id)?.map(|g| g.epoch().as_u64()))
+    Ok(with_group(conn, group_id, |_, g| Ok(g.is_active().then(|| g.epoch().as_u64())))?.flatten())
 }
 
-/// The group, when this device is in it (not removed from it).
-fn load_active(conn: &Connection, group_id: &[u8]) -> Result<Option<MlsGroup>> {
-    let provider = MlsProvider::new(conn);
-    let group = MlsGroup::load(provider.storage(), &GroupId::from_slice(group_id)).map_err(fail("loading a group"))?;
-    Ok(group.filter(|g| g.is_active()))
-}
-
-/// Which of `users` have a leaf in the group now, in one load; `None` when this device is
-/// not (or no longer) in it.
+/// Which of `users` have a leaf in the group now; `None` when this device is not (or no
+/// longer) in it.
 pub fn users_with_leaves(conn: &Connection, group_id: &[u8], users: &[u64]) -> Result<Option<Vec<u64>>> {
-    let Some(group) = load_active(conn, group_id)? else { return Ok(None) };
     let asked: std::collections::HashSet<u64> = users.iter().copied().collect();
-    let mut found: Vec<u64> =
-        group.members().filter_map(|m| mls::device_of(&m.credential)).map(|d| d.0).filter(|u| asked.contains(u)).collect();
-    found.sort_unstable();
-    found.dedup();
-    Ok(Some(found))
+    let found = with_group(conn, group_id, |_, group| {
+        if !group.is_active() {
+            return Ok(None);
+        }
+        let mut found: Vec<u64> =
+            group.members().filter_map(|m| mls::device_of(&m.credential)).map(|d| d.0).filter(|u| asked.contains(u)).collect();
+        found.sort_unstable();
+        found.dedup();
+        Ok(Some(found))
+    })?;
+    Ok(found.flatten())
 }
 
 /// The devices that have a leaf in the group now.
 pub fn members(conn: &Connection, group_id: &[u8]) -> Result<Vec<Device>> {
-    let provider = MlsProvider::new(conn);
-    let group = load(&provider, group_id)?;
-    Ok(group.members().filter_map(|m| mls::device_of(&m.credential)).collect())
+    with_member(conn, group_id, |_, group| Ok(group.members().filter_map(|m| mls::device_of(&m.credential)).collect()))
 }
 
 /// Deletes this device's state of a group (after leaving it, or before joining it anew).
 pub fn forget(conn: &Connection, group_id: &[u8]) -> Result<()> {
-    let provider = MlsProvider::new(conn);
-    if let Some(mut group) =
-        MlsGroup::load(provider.storage(), &GroupId::from_slice(group_id)).map_err(fail("loading a group"))?
-    {
-        group.delete(provider.storage()).map_err(fail("deleting a group"))?;
-    }
-    Ok(())
+    with_group(conn, group_id, |provider, group| group.delete(provider.storage()).map_err(fail("deleting a group"))).map(drop)
 }
 
 /// What a test playing a dishonest platform makes: leaves nobody vouched for, and external
@@ -726,9 +682,10 @@ mod tests {
     use super::leaf::pinned_identity;
     use super::*;
     use crate::crypto::mls_codec::{write_as, Era};
+    use crate::crypto::mls_versions;
 
     fn device(user: u64, dev: u32) -> TestDevice {
-        let mut d = TestDevice::new(user, dev);
+        let mut d = TestDevice::new(user, dev).on_disk();
         mls::migrate_storage(&mut d.conn).expect("openmls tables");
         d
     }
@@ -752,34 +709,124 @@ mod tests {
         others.iter().map(|o| receive(&o.conn, gid, &commit.message).expect("member processes the commit")).collect()
     }
 
-    #[test]
-    fn a_cache_of_loaded_groups_opens_what_loading_each_time_opens() {
-        let (alice, bob, gid) = alice_and_bob();
-        let text = |i: usize| format!("message {i}").into_bytes();
-        let cache = GroupCache::default();
-        let opened = |bytes: &[u8]| match receive_with(&bob.conn, &cache, &gid, bytes).expect("opens") {
+    /// The group as stored, loaded past the kept copies.
+    fn stored_group(conn: &Connection, gid: &[u8]) -> MlsGroup {
+        MlsGroup::load(MlsProvider::new(conn).storage(), &GroupId::from_slice(gid)).expect("load").expect("stored")
+    }
+
+    /// `f` in a transaction, as the gateway's writer and the client run every write: only
+    /// what a transaction wrote is kept (`kept`).
+    fn in_tx<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        conn.execute_batch("SAVEPOINT test_tx").expect("begin");
+        let out = f(conn);
+        let end = if out.is_ok() { "RELEASE test_tx" } else { "ROLLBACK TO test_tx; RELEASE test_tx" };
+        conn.execute_batch(end).expect("end");
+        out
+    }
+
+    fn opened(conn: &Connection, gid: &[u8], bytes: &[u8]) -> Vec<u8> {
+        match in_tx(conn, |c| receive(c, gid, bytes)).expect("opens") {
             Received::Application { plaintext, .. } => plaintext,
             other => panic!("expected a message, got {other:?}"),
-        };
-        for i in 0..3 {
-            assert_eq!(opened(&encrypt(&alice.conn, &gid, &text(i)).expect("encrypt").0), text(i));
         }
-        // A message that fails leaves the group to be loaded again, and the next one opens.
+    }
+
+    #[test]
+    fn a_kept_group_opens_what_loading_each_time_opens() {
+        let (alice, bob, gid) = alice_and_bob();
+        let text = |i: usize| format!("message {i}").into_bytes();
+        for i in 0..3 {
+            assert_eq!(opened(&bob.conn, &gid, &encrypt(&alice.conn, &gid, &text(i)).expect("encrypt").0), text(i));
+            assert_eq!(kept::kept_at(&bob.conn, &gid), mls_versions::read(&bob.conn, &gid).unwrap().map(|v| v.version), "kept at the stored version");
+        }
+        // A message that fails drops the copy; the next one opens from storage.
         let (good, _) = encrypt(&alice.conn, &gid, &text(3)).expect("encrypt");
         let mut bad = good.clone();
         let last = bad.len() - 1;
         bad[last] ^= 1;
-        assert!(receive_with(&bob.conn, &cache, &gid, &bad).is_err());
-        assert_eq!(opened(&good), text(3));
-        // A commit through the cache moves the cached group to the new epoch with the storage.
+        assert!(in_tx(&bob.conn, |c| receive(c, &gid, &bad)).is_err());
+        assert_eq!(kept::kept_at(&bob.conn, &gid), None, "dropped after an error");
+        assert_eq!(opened(&bob.conn, &gid, &good), text(3));
+        // A commit moves the kept group to the new epoch with the storage.
         let update = self_update(&alice.conn, &gid).expect("self update");
         commit_accepted(&alice.conn, &gid).expect("merge");
-        assert!(matches!(receive_with(&bob.conn, &cache, &gid, &update.message).expect("commit"), Received::Commit { epoch: 2, .. }));
-        assert_eq!(opened(&encrypt(&alice.conn, &gid, &text(4)).expect("encrypt").0), text(4));
-        // Storage and cache agree: a fresh load opens the next message too.
-        cache.clear();
-        assert_eq!(epoch(&bob.conn, &gid).expect("epoch"), Some(2));
-        assert_eq!(opened(&encrypt(&alice.conn, &gid, &text(5)).expect("encrypt").0), text(5));
+        assert!(matches!(in_tx(&bob.conn, |c| receive(c, &gid, &update.message)).expect("commit"), Received::Commit { epoch: 2, .. }));
+        assert!(kept::kept_at(&bob.conn, &gid).is_some(), "kept at the new epoch");
+        assert_eq!(opened(&bob.conn, &gid, &encrypt(&alice.conn, &gid, &text(4)).expect("encrypt").0), text(4));
+        // Storage and the kept copy agree: the stored state opens the next message too.
+        kept::release(bob.conn.path().expect("a file"));
+        assert_eq!(kept::kept_at(&bob.conn, &gid), None, "bob's database released");
+        assert_eq!(epoch(&alice.conn, &gid).expect("epoch"), Some(2));
+        assert!(kept::kept_at(&alice.conn, &gid).is_some(), "alice's database keeps its group");
+        assert_eq!(stored_group(&bob.conn, &gid).epoch().as_u64(), 2);
+        assert_eq!(opened(&bob.conn, &gid, &encrypt(&alice.conn, &gid, &text(5)).expect("encrypt").0), text(5));
+    }
+
+    /// A receive rolled back (a savepoint, as the inbox's per-envelope retry does) leaves a kept
+    /// copy that used up the message's key while the stored state did not: it must not be used.
+    #[test]
+    fn a_receive_rolled_back_is_received_again_from_the_stored_state() {
+        let (alice, bob, gid) = alice_and_bob();
+        let (message, _) = encrypt(&alice.conn, &gid, b"twice").expect("encrypt");
+        bob.conn.execute_batch("SAVEPOINT envelope").expect("savepoint");
+        assert_eq!(opened(&bob.conn, &gid, &message), b"twice");
+        assert!(kept::kept_at(&bob.conn, &gid).is_some());
+        bob.conn.execute_batch("ROLLBACK TO envelope; RELEASE envelope").expect("rollback");
+        assert_eq!(opened(&bob.conn, &gid, &message), b"twice", "opened from the stored state, whose key is unused");
+    }
+
+    /// Another copy of the group (another connection, another process) writes its sending
+    /// ratchet forward: a kept copy from before would send again under a used key (nonce
+    /// reuse). It is of an older version, so it is not used.
+    #[test]
+    fn a_kept_copy_never_sends_after_another_copy_wrote() {
+        let (alice, bob, gid) = alice_and_bob();
+        let first = in_tx(&alice.conn, |c| encrypt(c, &gid, b"one")).expect("encrypt").0;
+        assert!(kept::kept_at(&alice.conn, &gid).is_some());
+        let other = Connection::open(alice.conn.path().expect("a file")).expect("a second connection");
+        let (_, signer) = me(&other).expect("signer");
+        let provider = MlsProvider::new(&other);
+        let second = stored_group(&other, &gid).create_message(&provider, &signer, b"two").expect("another copy sends");
+        let second = mls::to_bytes(&second).expect("bytes");
+        let third = in_tx(&alice.conn, |c| encrypt(c, &gid, b"three")).expect("encrypt").0;
+        for (bytes, text) in [(first, &b"one"[..]), (second, b"two"), (third, b"three")] {
+            assert_eq!(opened(&bob.conn, &gid, &bytes), text);
+        }
+    }
+
+    /// A write outside a transaction committed alone, and another process may have written
+    /// since: nothing of it is kept.
+    #[test]
+    fn a_write_outside_a_transaction_keeps_nothing() {
+        let (alice, bob, gid) = alice_and_bob();
+        encrypt(&alice.conn, &gid, b"alone").expect("encrypt");
+        assert_eq!(kept::kept_at(&alice.conn, &gid), None);
+        in_tx(&alice.conn, |c| encrypt(c, &gid, b"in a transaction")).expect("encrypt");
+        assert!(kept::kept_at(&alice.conn, &gid).is_some());
+        // Reading keeps what it read, at the version read before.
+        kept::release(bob.conn.path().expect("a file"));
+        assert_eq!(members(&bob.conn, &gid).expect("members").len(), 2);
+        assert_eq!(kept::kept_at(&bob.conn, &gid), mls_versions::read(&bob.conn, &gid).unwrap().map(|v| v.version));
+    }
+
+    /// A database of an earlier release has openmls' tables without the versions: opening it
+    /// adds them; and a trigger lost (a table rebuilt by openmls' migration) comes back.
+    #[test]
+    fn the_group_versions_are_made_at_every_open() {
+        let triggers = |c: &Connection| -> i64 {
+            c.query_row("SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'openmls_%_versioned_%'", [], |r| r.get(0))
+                .expect("count")
+        };
+        let mut conn = Connection::open_in_memory().expect("db");
+        openmls_sqlite_storage::SqliteStorageProvider::<crate::crypto::mls_codec::StorageCodec, &mut Connection>::new(&mut conn)
+            .run_migrations()
+            .expect("openmls tables alone");
+        assert_eq!(triggers(&conn), 0);
+        mls::migrate_storage(&mut conn).expect("open");
+        assert_eq!(triggers(&conn), 9);
+        conn.execute_batch("DROP TRIGGER openmls_group_data_versioned_insert").expect("drop");
+        mls::migrate_storage(&mut conn).expect("open again");
+        assert_eq!(triggers(&conn), 9);
     }
 
     /// The first byte of each of the group's state values, by kind, and every group id key.
@@ -825,6 +872,10 @@ mod tests {
         let (old, old_keys) = stored(&bob.conn);
         assert_eq!((old["message_secrets"], old["tree"]), (first, first), "{old:?}");
         write_as(Era::Current);
+        // A new release starts with nothing kept.
+        for d in [&alice, &bob] {
+            kept::release(d.conn.path().expect("a file"));
+        }
 
         // This release opens it; each message rewrites the message secrets as postcard.
         let (second, _) = encrypt(&alice.conn, &gid, b"two").expect("encrypt");
@@ -838,6 +889,7 @@ mod tests {
         commit_accepted(&alice.conn, &gid).expect("merge");
         assert!(matches!(receive(&bob.conn, &gid, &update.message).expect("commit"), Received::Commit { epoch: 2, .. }));
         assert_eq!(stored(&bob.conn).0["tree"], 0xC7);
+        kept::release(bob.conn.path().expect("a file"));
         assert_eq!(members(&bob.conn, &gid).expect("members").len(), 2);
         let (third, _) = encrypt(&alice.conn, &gid, b"three").expect("encrypt");
         assert_eq!(receive(&bob.conn, &gid, &third).expect("opens"), Received::Application { sender: (1, 1), plaintext: b"three".to_vec() });
@@ -1031,7 +1083,7 @@ mod tests {
     #[test]
     fn a_group_info_older_than_the_verified_state_is_refused() {
         let (alice, bob, gid) = alice_and_bob();
-        let old = mls::to_bytes(&load(&MlsProvider::new(&alice.conn), &gid).unwrap().export_group_info(
+        let old = mls::to_bytes(&stored_group(&alice.conn, &gid).export_group_info(
             MlsProvider::new(&alice.conn).crypto(),
             &me(&alice.conn).unwrap().1,
             true,
@@ -1191,8 +1243,7 @@ mod tests {
     /// The encryption key of a device's leaf in `viewer`'s tree: it changes when that device
     /// updates its leaf.
     fn leaf_key(viewer: &TestDevice, gid: &[u8], of: Device) -> Vec<u8> {
-        let provider = MlsProvider::new(&viewer.conn);
-        let group = load(&provider, gid).expect("group");
+        let group = stored_group(&viewer.conn, gid);
         let member = group.members().find(|m| mls::device_of(&m.credential) == Some(of)).expect("a leaf of the device");
         member.encryption_key
     }

@@ -44,6 +44,8 @@
 //!   devices of a peer).
 //! - `group`: MLS groups of this device: key packages, create, join (external commit or
 //!   Welcome), commits that add or remove members, group messages both ways.
+//! - `kept`: groups kept loaded between calls, used only while their stored version is
+//!   unchanged.
 //! - `leaf`: trusting a group leaf (its proof, the identity key pinned for its user), this
 //!   device's own proof (`save_own_proof`).
 //! - `posters`: who may post in each channel, as received, so a post from anyone else is
@@ -71,6 +73,7 @@ mod file_transport;
 pub mod follow_up;
 pub mod group;
 pub mod inbound;
+pub mod kept;
 pub mod leaf;
 pub mod posters;
 mod open;
@@ -266,9 +269,23 @@ mod testing {
         pub(super) keys: DeviceKeys,
         pub(super) user_id: u64,
         pub(super) device_id: u32,
+        /// Where the database lives once moved to a file (`on_disk`).
+        _dir: Option<tempfile::TempDir>,
     }
 
     impl Device {
+        /// The same device with its database in a file (copied from memory): groups are kept
+        /// loaded between calls only for a database with a name (`kept`).
+        pub(super) fn on_disk(mut self) -> Device {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("device.db");
+            self.conn.execute("VACUUM INTO ?1", [path.to_str().expect("utf-8 path")]).expect("copy to a file");
+            self.conn = Connection::open(&path).expect("open the copy");
+            self.conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF;").expect("pragmas");
+            self._dir = Some(dir);
+            self
+        }
+
         pub(super) fn new(user_id: u64, device_id: u32) -> Device {
             crypto::init();
             let conn = Connection::open_in_memory().expect("in-memory db");
@@ -276,7 +293,7 @@ mod testing {
             let account = IdentityKeyPair::generate();
             let keys = create_device_keys(&conn, &account).expect("device keys");
             save_registration(&conn, Registration { user_id, device_id }).expect("registration");
-            Device { conn, account, keys, user_id, device_id }
+            Device { conn, account, keys, user_id, device_id, _dir: None }
         }
 
         pub(super) fn profile(&self) -> Profile {

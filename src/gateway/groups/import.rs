@@ -6,7 +6,7 @@ use rusqlite::Connection;
 
 use crate::clock::unix_now;
 use crate::e2e::follow_up::{FollowUp, GroupRef};
-use crate::e2e::group::{self as mls_group, GroupCache, Received};
+use crate::e2e::group::{self as mls_group, Received};
 use crate::e2e::posters;
 use crate::e2e::sequence::Arrival;
 use crate::gateway::botapi::types::UserView;
@@ -27,17 +27,13 @@ fn kind_name(t: GroupType) -> &'static str {
 
 /// Imports one group delivery (the envelope's `group` is set) inside the inbox's writer job,
 /// adding to `follow` what it leaves to do after the commit (a join, a removal, a check).
-/// `loaded` holds the groups this job loaded (a group of thousands is megabytes to load): only
-/// the deliveries that replace or delete a group's MLS state (a Welcome, the bot's own
-/// departure) forget it there; a notice about someone else, a title, a join request or a
-/// deletion notice leaves it, so the next message of the group needs no reload.
-pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &GroupCache, follow: &mut Vec<FollowUp>) -> StoreResult<()> {
+pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, follow: &mut Vec<FollowUp>) -> StoreResult<()> {
     let d = env.group.get_or_default();
     let gid = d.group_id.as_slice();
     let kind = kind_name(d.type_.enum_value_or_default());
     let group_ref = |title: &str| GroupRef { id: gid.to_vec(), title: title.to_owned(), kind: d.type_.enum_value_or_default() };
     let now = unix_now();
-    forget_past_epochs(c, gid, d.group_seq, loaded)?;
+    forget_past_epochs(c, gid, d.group_seq)?;
     match d.kind.enum_value_or_default() {
         DeliveryKind::MEMBERSHIP => {
             let change = d.change.get_or_default();
@@ -57,7 +53,6 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
                 }
                 (true, GroupRole::LEFT | GroupRole::BANNED) => {
                     // Out: nothing more arrives, and the epoch secrets are deleted.
-                    loaded.forget(gid);
                     mls_group::forget(c, gid)?;
                     posters::forget(c, gid)?;
                     groups::clear_commit(c, gid)?;
@@ -100,7 +95,6 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
             updates::store(c, updates::new_chat_title_updates(&group, change.actor.get_or_default(), env.message_id, env.date))
         }
         DeliveryKind::WELCOME => {
-            loaded.forget(gid);
             // Invited and added at once: this runtime may have joined by its own external
             // commit already (which replaced the leaf the Welcome is for). Keep that state.
             if mls_group::epoch(c, gid)?.is_some() {
@@ -147,7 +141,7 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
                 follow.push(FollowUp::Join(group_ref(&group.title)));
                 return Ok(());
             }
-            let received = match mls_group::receive_with(c, loaded, gid, &env.ciphertext) {
+            let received = match mls_group::receive(c, gid, &env.ciphertext) {
                 Ok(received) => received,
                 // A commit this device cannot process (it missed one, or a member sent one that
                 // does not apply) would leave it behind for good: it rejoins by external commit
@@ -182,7 +176,7 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
                     // secrets go now, not after our next commit (forward secrecy; and every
                     // message would rewrite them with the current epoch's).
                     if !groups::own_commit_outstanding(c, gid)? {
-                        mls_group::delete_past_epochs_with(c, loaded, gid)?;
+                        mls_group::delete_past_epochs(c, gid)?;
                     }
                     Ok(())
                 }
@@ -195,9 +189,9 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, loaded: &Group
 /// Forward secrecy: a delivery past our latest accepted commit means nothing of the epochs
 /// before it can arrive any more (the platform orders everything), so their secrets go (and
 /// the writer checkpoints after the batch, `e2e::wal`).
-fn forget_past_epochs(c: &Connection, gid: &[u8], group_seq: u64, loaded: &GroupCache) -> StoreResult<()> {
+fn forget_past_epochs(c: &Connection, gid: &[u8], group_seq: u64) -> StoreResult<()> {
     if groups::passed_own_commit(c, gid, group_seq)? {
-        mls_group::delete_past_epochs_with(c, loaded, gid)?;
+        mls_group::delete_past_epochs(c, gid)?;
     }
     Ok(())
 }

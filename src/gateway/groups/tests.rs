@@ -115,7 +115,7 @@ fn import_one(bot: &Parts, env: InboxEnvelope) -> Result<Vec<FollowUp>, crate::g
     let me = me(bot);
     bot.store.write(move |c| {
         let mut follow = Vec::new();
-        import(c, &env, &me, &crate::e2e::group::GroupCache::default(), &mut follow)?;
+        import(c, &env, &me, &mut follow)?;
         Ok(follow)
     })
 }

@@ -298,12 +298,10 @@ fn import_all(
     refused: &sender_check::Refused,
     follow: &mut Vec<FollowUp>,
 ) -> StoreResult<Vec<Imported>> {
-    // Groups loaded by this job, for the next message of each (`GroupCache`).
-    let loaded = e2e::group::GroupCache::default();
     c.prepare_cached("SAVEPOINT batch")?.execute([])?;
     let mut failed = None;
     for env in envelopes {
-        if let Err(e) = import_inner(c, env, me, identity_key, &loaded, follow) {
+        if let Err(e) = import_inner(c, env, me, identity_key, follow) {
             failed = Some(e);
             break;
         }
@@ -316,14 +314,12 @@ fn import_all(
         // The writer rolls the whole job back.
         Some(e) if is_storage_failure(&e) => return Err(e),
         Some(_) => {
-            // Undone, and the groups loaded meanwhile are ahead of that.
-            loaded.clear();
             follow.clear();
             c.prepare_cached("ROLLBACK TO batch")?.execute([])?;
             c.prepare_cached("RELEASE batch")?.execute([])?;
         }
     }
-    envelopes.iter().map(|env| import_one(c, env, me, identity_key, bot_name, refused, &loaded, follow)).collect()
+    envelopes.iter().map(|env| import_one(c, env, me, identity_key, bot_name, refused, follow)).collect()
 }
 
 /// Imports one envelope inside its own savepoint. A failure of the envelope (undecryptable,
@@ -336,16 +332,14 @@ fn import_one(
     identity_key: &[u8; 32],
     bot_name: &str,
     refused: &sender_check::Refused,
-    loaded: &e2e::group::GroupCache,
     follow: &mut Vec<FollowUp>,
 ) -> StoreResult<Imported> {
     // Cached statements: parsing these two on every envelope was a tenth of an import.
     c.prepare_cached("SAVEPOINT envelope")?.execute([])?;
     let owed_before = follow.len();
-    let r = import_inner(c, env, me, identity_key, loaded, follow);
+    let r = import_inner(c, env, me, identity_key, follow);
     if r.is_err() {
-        // What this envelope wrote is undone; a group loaded meanwhile may be ahead of that.
-        loaded.clear();
+        // What this envelope wrote is undone (a group kept meanwhile is of a version gone).
         follow.truncate(owed_before);
         c.prepare_cached("ROLLBACK TO envelope")?.execute([])?;
     }
@@ -408,7 +402,6 @@ fn import_inner(
     env: &InboxEnvelope,
     me: &UserView,
     identity_key: &[u8; 32],
-    loaded: &e2e::group::GroupCache,
     follow: &mut Vec<FollowUp>,
 ) -> StoreResult<()> {
     if inbound::is_repeat(c, env.seq, env.sender_user_id, &env.client_message_id)? {
@@ -417,7 +410,7 @@ fn import_inner(
     }
     if env.group.is_some() {
         inbound::accept(c, env.seq, env.sender_user_id, &env.client_message_id)?;
-        return crate::gateway::groups::import(c, env, me, loaded, follow);
+        return crate::gateway::groups::import(c, env, me, follow);
     }
     super::private::import(c, env, me, identity_key, follow)
 }

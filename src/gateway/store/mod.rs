@@ -200,6 +200,18 @@ struct StoreInner {
     /// Read-only connections not in use; emptied when the store goes idle.
     readers: Arc<Mutex<Vec<Connection>>>,
     notifier: Arc<Notifier>,
+    /// The database as its connections name it, for the groups kept loaded (`e2e::kept`).
+    kept_as: Option<String>,
+}
+
+impl Drop for StoreInner {
+    /// A bot stopped or removed leaves nothing of its groups in memory (the budget of kept
+    /// groups is shared by every bot).
+    fn drop(&mut self) {
+        if let Some(db) = &self.kept_as {
+            crate::e2e::kept::release(db);
+        }
+    }
 }
 
 /// The SQLCipher key of a bot's database.
@@ -393,11 +405,12 @@ impl Store {
         let readers = Arc::new(Mutex::new(Vec::new()));
         let pool = readers.clone();
         let on_idle = Box::new(move || release_idle(&pool));
+        let kept_as = conn.path().map(str::to_owned);
         let (reopen_path, reopen_key) = (path.to_path_buf(), key.clone());
         let reopen = Box::new(move || open_writable(&reopen_path, &reopen_key));
         let writer = Writer::start(conn, reopen, name, notifier.clone(), writer::IDLE_TRIM, on_idle)
             .map_err(StoreOpenError::Writer)?;
-        Ok(Store { inner: Arc::new(StoreInner { path: path.to_path_buf(), created, key, writer, readers, notifier }) })
+        Ok(Store { inner: Arc::new(StoreInner { path: path.to_path_buf(), created, key, writer, readers, notifier, kept_as }) })
     }
 
     /// Runs `f` in the writer thread inside a transaction and waits for the commit.
