@@ -194,6 +194,19 @@ impl LocalInboxCloser {
     }
 }
 
+/// Who may be woken after a row for a whole group: the open streams and in-process readers.
+impl store::Listening for InboxHub {
+    fn count(&self) -> usize {
+        self.lock().len() + self.lock_local().len()
+    }
+
+    fn devices(&self) -> Vec<DeviceAddr> {
+        let mut devices: Vec<DeviceAddr> = self.lock().keys().copied().collect();
+        devices.extend(self.lock_local().keys().copied());
+        devices
+    }
+}
+
 impl InboxHub {
     pub fn new() -> InboxHub {
         InboxHub::default()

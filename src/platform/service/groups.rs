@@ -229,7 +229,7 @@ pub(super) fn send_group_message(
 ) -> Result<pb::SendGroupMessageResponse> {
     store.name_files(caller, req.names_files, &req.file_refs)?;
     let m = decode_group_message(req)?;
-    let (outcome, told) = store.send_group_message(caller, m, unix_now())?;
+    let (outcome, told) = store.send_group_message(caller, m, unix_now(), hub)?;
     hub.notify(&told);
     Ok(group_send_response(outcome))
 }
@@ -257,7 +257,7 @@ pub(super) fn send_group_messages(
             Err(e) => refusals.push(Some(e.to_string())),
         }
     }
-    let (outcomes, told) = store.send_group_messages(caller, &valid, unix_now())?;
+    let (outcomes, told) = store.send_group_messages(caller, &valid, unix_now(), hub)?;
     hub.notify(&told);
     let mut outcomes = outcomes.into_iter();
     let results = refusals

@@ -46,19 +46,71 @@ INSERT INTO group_cursors (group_id, user_id, device_id, from_seq, acked_through
          (SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'inbox'), 0) AS seq) s;
 ";
 
-/// The devices that read the group's rows now (an open cursor: an active device with a leaf),
-/// to be woken after a message: one range of an index, no row of `devices` read.
-pub(super) fn readers(tx: &Connection, group_id: &[u8]) -> Result<BTreeSet<DeviceAddr>> {
+/// The devices listening now (the inbox hub's streams and in-process readers), as far as a
+/// row for a whole group needs them: waking its readers costs the smaller of the group and of
+/// the listeners (`readers_to_wake`), not the group's size.
+pub trait Listening {
+    /// How many devices listen (at most; one may be counted twice).
+    fn count(&self) -> usize;
+    /// The devices listening.
+    fn devices(&self) -> Vec<DeviceAddr>;
+}
+
+/// Every reader listens: the store's tests see every reader told.
+#[cfg(test)]
+pub struct EveryReader;
+
+#[cfg(test)]
+impl Listening for EveryReader {
+    fn count(&self) -> usize {
+        usize::MAX
+    }
+
+    fn devices(&self) -> Vec<DeviceAddr> {
+        Vec::new()
+    }
+}
+
+/// The readers of a group to wake after a row for the whole group, but `sender`: those with
+/// an open cursor (an active device with a leaf) that may be listening. The group's readers
+/// are read up to one more than there are listeners; a group larger than that is checked
+/// listener by listener instead. Each way is a search of an index, no row of `devices` read.
+pub(super) fn readers_to_wake(tx: &Connection, group_id: &[u8], sender: DeviceAddr, listening: &dyn Listening) -> Result<Vec<DeviceAddr>> {
+    let listeners = listening.count();
+    let limit = i64::try_from(listeners.saturating_add(1)).unwrap_or(i64::MAX);
     let mut stmt = tx
         .prepare_cached(
             "SELECT user_id, device_id FROM group_cursors INDEXED BY group_cursors_open
-             WHERE group_id = ?1 AND until_seq IS NULL",
+             WHERE group_id = ?1 AND until_seq IS NULL LIMIT ?2",
         )
         .map_err(db_error("reading a group's cursors"))?;
-    let rows = stmt
-        .query_map(params![group_id], |r| Ok(DeviceAddr { user_id: r.get(0)?, device_id: r.get(1)? }))
+    let readers = stmt
+        .query_map(params![group_id, limit], |r| Ok(DeviceAddr { user_id: r.get(0)?, device_id: r.get(1)? }))
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
         .map_err(db_error("reading a group's cursors"))?;
-    rows.collect::<rusqlite::Result<_>>().map_err(db_error("reading a group's cursors"))
+    let readers = match readers.len() <= listeners {
+        true => readers,
+        false => {
+            let mut listening_readers = Vec::new();
+            for device in listening.devices() {
+                if is_reader(tx, group_id, device)? {
+                    listening_readers.push(device);
+                }
+            }
+            listening_readers
+        }
+    };
+    Ok(readers.into_iter().filter(|d| *d != sender).collect())
+}
+
+/// True when `device` reads the group's rows now (an open cursor).
+pub(super) fn is_reader(tx: &Connection, group_id: &[u8], device: DeviceAddr) -> Result<bool> {
+    tx.prepare_cached(
+        "SELECT 1 FROM group_cursors INDEXED BY group_cursors_open
+         WHERE group_id = ?1 AND user_id = ?2 AND device_id = ?3 AND until_seq IS NULL",
+    )
+    .and_then(|mut s| s.exists(params![group_id, device.user_id, device.device_id]))
+    .map_err(db_error("reading a group's cursors"))
 }
 
 /// The inbox's last seq: the one the row just appended took.

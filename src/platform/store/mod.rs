@@ -41,6 +41,7 @@ pub use files::{check_file_ref, StagedUpload};
 pub use groups::{
     parse_group_info, GroupMessage, GroupSendOutcome, LinkSettings, NewGroup, KEY_PACKAGES_PER_DEVICE_MAX, LINK_PREFIX,
 };
+pub use group_log::Listening;
 pub use inbox::read_inbox;
 pub use profile::{CommandsKey, DescriptionField};
 

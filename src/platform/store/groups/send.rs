@@ -6,21 +6,26 @@ use std::collections::HashMap;
 
 use super::commit::accept_commit;
 use super::*;
+use crate::platform::store::group_log::Listening;
 use crate::platform::store::reservations::{self, Found, Target};
 use crate::platform::store::Reserved;
 
 impl Store {
     /// Orders, checks and fans out one group message (see the module comment and
     /// docs/groups.md). Returns the outcome and the devices whose inbox received entries.
+    /// `listening`: who may be woken (the inbox hub), so that waking a group's readers costs
+    /// the smaller of the group and the listeners.
     pub fn send_group_message(
         &self,
         caller: DeviceAddr,
         m: GroupMessage,
         now: i64,
+        listening: &dyn Listening,
     ) -> Result<(GroupSendOutcome, BTreeSet<DeviceAddr>)> {
         self.write_tx("a group message", |tx| {
             let mut delivered = BTreeSet::new();
-            let outcome = send_in(tx, caller, &m, now, &mut delivered, &mut GroupReads::default())?;
+            let mut reads = GroupReads::new(listening);
+            let outcome = send_in(tx, caller, &m, now, &mut delivered, &mut reads)?;
             Ok((outcome, delivered))
         })
     }
@@ -33,10 +38,11 @@ impl Store {
         caller: DeviceAddr,
         messages: &[GroupMessage],
         now: i64,
+        listening: &dyn Listening,
     ) -> Result<(Vec<GroupSendOutcome>, BTreeSet<DeviceAddr>)> {
         self.write_tx("group messages", |tx| {
             let mut delivered = BTreeSet::new();
-            let mut reads = GroupReads::default();
+            let mut reads = GroupReads::new(listening);
             let outcomes = messages
                 .iter()
                 .map(|m| match m.message.content_type() {
@@ -54,9 +60,10 @@ impl Store {
 /// (`send_group_messages`: a commit is refused there) none of it changes, so the reads of the
 /// first message stand for the rest: reading every member's seat again for each of 50 messages
 /// to 20 members was most of a batch's statements.
-#[derive(Default)]
-struct GroupReads {
+struct GroupReads<'a> {
     groups: HashMap<Vec<u8>, GroupRead>,
+    /// Who may be woken (`group_log::Listening`).
+    listening: &'a dyn Listening,
 }
 
 struct GroupRead {
@@ -66,17 +73,21 @@ struct GroupRead {
     fanout: Option<Fanout>,
 }
 
-/// Who an application message of the group goes to, and what holds it back.
+/// What holds an application message of the group back, and whether its readers were woken.
 struct Fanout {
-    /// The devices with a leaf, the sender's among them.
-    joined: BTreeSet<DeviceAddr>,
+    /// The readers listening were woken by an earlier message of this transaction.
+    woken: std::cell::Cell<bool>,
     /// Users with a leaf whose seat is gone (left, banned or never recorded).
     pending: BTreeSet<u64>,
     /// Removed devices of users still seated that keep a leaf (and its epoch secrets).
     removed: Vec<DeviceAddr>,
 }
 
-impl GroupReads {
+impl<'a> GroupReads<'a> {
+    fn new(listening: &'a dyn Listening) -> GroupReads<'a> {
+        GroupReads { groups: HashMap::new(), listening }
+    }
+
     /// The group's row and the sender's seat (`None` for either that does not exist).
     fn seat(&mut self, tx: &Connection, group_id: &[u8], user_id: u64) -> Result<(Option<GroupRow>, Option<MemberRow>)> {
         let read = self.read(tx, group_id, user_id)?;
@@ -103,11 +114,9 @@ impl GroupReads {
 
 impl Fanout {
     fn read(tx: &Connection, group_id: &[u8]) -> Result<Fanout> {
-        // The devices with an open cursor are the active devices with a leaf (`group_log`).
-        let joined = group_log::readers(tx, group_id)?;
         let pending = users_owed_removal(tx, group_id)?;
         let removed = removed_devices_with_leaves(tx, group_id)?.into_iter().filter(|d| !pending.contains(&d.user_id)).collect();
-        Ok(Fanout { joined, pending, removed })
+        Ok(Fanout { woken: std::cell::Cell::new(false), pending, removed })
     }
 }
 
@@ -120,7 +129,7 @@ fn send_in(
     m: &GroupMessage,
     now: i64,
     delivered: &mut BTreeSet<DeviceAddr>,
-    reads: &mut GroupReads,
+    reads: &mut GroupReads<'_>,
 ) -> Result<GroupSendOutcome> {
     if let Some(previous) = previous_send(tx, caller, m)? {
         return Ok(previous);
@@ -134,8 +143,9 @@ fn send_in(
     }
     let outcome = match m.message.content_type() {
         ContentType::Application => {
+            let listening = reads.listening;
             let fanout = reads.fanout(tx, &m.group_id, caller.user_id)?;
-            accept_application(tx, caller, &me, &group, fanout, m, now, delivered)?
+            accept_application(tx, caller, &me, &group, fanout, listening, m, now, delivered)?
         }
         ContentType::Commit => accept_commit(tx, caller, &me, &group, m.clone_parts(), now, delivered)?,
         ContentType::Proposal => {
@@ -213,12 +223,14 @@ fn accept_application(
     me: &MemberRow,
     group: &GroupRow,
     fanout: &Fanout,
+    listening: &dyn Listening,
     m: &GroupMessage,
     now: i64,
     delivered: &mut BTreeSet<DeviceAddr>,
 ) -> Result<GroupSendOutcome> {
-    let Fanout { joined, pending, removed } = fanout;
-    if !joined.contains(&caller) || !seated(me.role) {
+    let Fanout { woken, pending, removed } = fanout;
+    // An open cursor: an active device with a leaf (`group_log`).
+    if !group_log::is_reader(tx, &m.group_id, caller)? || !seated(me.role) {
         return Ok(GroupSendOutcome::Rejected("this device has no leaf in the group: join it first".into()));
     }
     if !matches!(m.message, ProtocolMessage::PrivateMessage(_)) {
@@ -257,7 +269,12 @@ fn accept_application(
         ciphertext: &m.bytes,
         change: None,
     };
-    let group_seq = deliver_to_group(tx, &d, joined, delivered)?;
+    let group_seq = next_seq(tx, &m.group_id)?;
+    group_log::append(tx, &d, group_seq)?;
+    // Every listening reader once per transaction: the rows after the first come with it.
+    if !woken.replace(true) {
+        delivered.extend(group_log::readers_to_wake(tx, &m.group_id, caller, listening)?);
+    }
     admin::record_message(tx, &m.group_id, message_id, caller.user_id, now)?;
     Ok(GroupSendOutcome::Ok { epoch: group.epoch, group_seq, message_id, date: now })
 }

@@ -9,6 +9,7 @@ use crate::e2e::group::Claimed;
 use crate::crypto::IdentityKeyPair;
 use crate::e2e::{self, group::CommitOut, group::Received, Registration};
 use crate::platform::store::tests::store;
+use crate::platform::store::group_log::{EveryReader, Listening};
 use crate::platform::store::{read_inbox, InboxEntry, NewDevice, Reserved, SignedPrekey};
 
 /// A device with its own e2e state (keys, MLS storage), registered on the store.
@@ -79,7 +80,25 @@ fn create(store: &Store, owner: &Dev, group_type: pb::GroupType) -> pb::Group {
 fn send(store: &Store, from: &Dev, cmid: &str, c: &CommitOut) -> GroupSendOutcome {
     let m = GroupMessage::decode(GID.to_vec(), cmid.into(), c.message.clone(), c.group_info.clone(), c.welcome.clone())
         .expect("decodes");
-    store.send_group_message(from.addr, m, 2000).expect("send").0
+    store.send_group_message(from.addr, m, 2000, &EveryReader).expect("send").0
+}
+
+/// Alice's group with Bob and Carol joined by external commit, everyone caught up.
+fn three_in_a_group(store: &Store) -> [Dev; 3] {
+    let alice = user(store, "alice");
+    let (bob, carol) = (user(store, "bob"), user(store, "carol"));
+    create(store, &alice, pb::GroupType::GROUP);
+    for (d, cmid) in [(&bob, "jb"), (&carol, "jc")] {
+        store.add_group_member(alice.addr, &GID, d.addr.user_id, 1100).expect("invite");
+        for member in [&alice, &bob, &carol] {
+            catch_up(store, member);
+        }
+        join_external(store, d, cmid);
+    }
+    for d in [&alice, &bob, &carol] {
+        catch_up(store, d);
+    }
+    [alice, bob, carol]
 }
 
 fn say(store: &Store, from: &Dev, cmid: &str, text: &str) -> GroupSendOutcome {
@@ -456,11 +475,11 @@ fn promotions_restrictions_bans_and_deletions() {
     catch_up(&store, &bob);
     let (bytes, _) = e2e::group::encrypt(&carol.conn, &GID, b"hi").expect("encrypt");
     let m = GroupMessage::decode(GID.to_vec(), "c1".into(), bytes, Vec::new(), Vec::new()).expect("decodes");
-    let refused = store.send_group_message(carol.addr, m, 2000).expect("send").0;
+    let refused = store.send_group_message(carol.addr, m, 2000, &EveryReader).expect("send").0;
     assert!(matches!(refused, GroupSendOutcome::Rejected(ref e) if e.contains("restricted")), "{refused:?}");
     let (bytes, _) = e2e::group::encrypt(&carol.conn, &GID, b"later").expect("encrypt");
     let m = GroupMessage::decode(GID.to_vec(), "c2".into(), bytes, Vec::new(), Vec::new()).expect("decodes");
-    let (_, _, carol_msg) = ok(&store.send_group_message(carol.addr, m, 6000).expect("send").0);
+    let (_, _, carol_msg) = ok(&store.send_group_message(carol.addr, m, 6000, &EveryReader).expect("send").0);
 
     // Deletions: Bob (no delete right) may not delete Carol's message; Alice may; twice is NOT_FOUND.
     assert!(matches!(
@@ -721,7 +740,7 @@ fn a_leaf_must_carry_the_proof_of_the_users_identity_key() {
     for (what, leaf) in [("no proof", leaf_as(user, device, None, &signer)), ("another account's proof", leaf_as(user, device, Some(by_other), &signer))] {
         let message = external_commit_as(&info, &signer, leaf);
         let m = GroupMessage::decode(GID.to_vec(), format!("forged-{what}"), message, info.clone(), Vec::new()).expect("decodes");
-        match store.send_group_message(bob.addr, m, 2000).expect("send").0 {
+        match store.send_group_message(bob.addr, m, 2000, &EveryReader).expect("send").0 {
             GroupSendOutcome::Rejected(e) => assert!(e.contains("carries no proof by that user's identity key"), "{what}: {e}"),
             other => panic!("{what}: expected a refusal, got {other:?}"),
         }
@@ -866,7 +885,7 @@ fn a_batch_is_answered_as_its_messages_would_be_alone() {
         let c = CommitOut { message: bytes, ..Default::default() };
         GroupMessage::decode(GID.to_vec(), cmid.into(), c.message, c.group_info, c.welcome).expect("decodes")
     };
-    let batch = |d: &Dev, messages: Vec<GroupMessage>| store.send_group_messages(d.addr, &messages, 2000).expect("batch").0;
+    let batch = |d: &Dev, messages: Vec<GroupMessage>| store.send_group_messages(d.addr, &messages, 2000, &EveryReader).expect("batch").0;
 
     // In order, a repeat answered as the first, a commit refused.
     let update = e2e::group::self_update(&alice.conn, &GID).expect("update");
@@ -922,19 +941,7 @@ fn group_rows(store: &Store) -> (i64, i64) {
 #[test]
 fn a_group_message_is_one_row_read_by_every_cursor_and_released_after_the_last() {
     let (_d, store) = store();
-    let alice = user(&store, "alice");
-    let (bob, carol) = (user(&store, "bob"), user(&store, "carol"));
-    create(&store, &alice, pb::GroupType::GROUP);
-    for (d, cmid) in [(&bob, "jb"), (&carol, "jc")] {
-        store.add_group_member(alice.addr, &GID, d.addr.user_id, 1100).expect("invite");
-        for member in [&alice, &bob, &carol] {
-            catch_up(&store, member);
-        }
-        join_external(&store, d, cmid);
-    }
-    for d in [&alice, &bob, &carol] {
-        catch_up(&store, d);
-    }
+    let [alice, bob, carol] = three_in_a_group(&store);
     assert!(deliveries(&store).is_empty(), "every delivery so far was acknowledged");
     assert_eq!(group_rows(&store), (0, 0));
 
@@ -1136,4 +1143,37 @@ fn an_application_messages_checks_read_no_leaf_of_the_group() {
         assert!(plan.iter().any(|step| step.starts_with("SEARCH g USING PRIMARY KEY")), "a leaf looked up: {plan:#?}");
         assert!(!plan.iter().any(|step| step.starts_with("SCAN") && !step.contains("devices_inactive")), "nothing else scanned: {plan:#?}");
     }
+}
+
+/// Waking a group's readers after a message costs the smaller of the group and of the devices
+/// listening: with more listeners than readers, every reader but the sender is told (the hub
+/// wakes those listening); with fewer, only the listeners that read the group.
+#[test]
+fn a_group_message_wakes_its_listening_readers_but_its_sender() {
+    struct Few(Vec<DeviceAddr>);
+    impl Listening for Few {
+        fn count(&self) -> usize {
+            self.0.len()
+        }
+        fn devices(&self) -> Vec<DeviceAddr> {
+            self.0.clone()
+        }
+    }
+    let (_d, store) = store();
+    let [alice, bob, carol] = three_in_a_group(&store);
+    let stranger = DeviceAddr { user_id: 999, device_id: 1 };
+    let told = |cmid: &str, listening: &dyn Listening| {
+        let (bytes, _) = e2e::group::encrypt(&alice.conn, &GID, cmid.as_bytes()).expect("encrypt");
+        let m = GroupMessage::decode(GID.to_vec(), cmid.into(), bytes, Vec::new(), Vec::new()).expect("decodes");
+        let (outcome, told) = store.send_group_message(alice.addr, m, 2000, listening).expect("send");
+        assert!(matches!(outcome, GroupSendOutcome::Ok { .. }), "{outcome:?}");
+        told
+    };
+    let set = |devices: &[DeviceAddr]| devices.iter().copied().collect::<BTreeSet<_>>();
+    assert_eq!(told("all", &EveryReader), set(&[bob.addr, carol.addr]));
+    // Four listeners, three readers: the readers are read, the sender left out.
+    assert_eq!(told("many", &Few(vec![bob.addr, stranger, alice.addr, DeviceAddr { user_id: 998, device_id: 1 }])), set(&[bob.addr, carol.addr]));
+    // Two listeners, three readers: each listener is checked; the stranger reads nothing.
+    assert_eq!(told("few", &Few(vec![stranger, bob.addr])), set(&[bob.addr]));
+    assert_eq!(told("sender alone", &Few(vec![alice.addr])), set(&[]));
 }
