@@ -7,7 +7,8 @@
 //! connection, so a processed message, the advanced epoch and what the caller derives from it
 //! (an update, a cursor) commit together, and a failed job rolls all of it back. The stored
 //! state is the truth: a call works on the copy of the group kept from an earlier call only
-//! when nothing wrote the group since (`kept`, one function here: `with_group`), else loads it.
+//! when nothing wrote the group since, else loads it (`kept`: every call on a group goes
+//! through `with_group`; a creation or a join keeps the group it makes).
 //!
 //! Commits are two-step. `add`, `remove_users`, `self_update` leave a *pending* commit; the caller sends it to
 //! the platform and then calls `commit_accepted` (merge) or `commit_refused` (discard; after a
