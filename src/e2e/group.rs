@@ -100,7 +100,8 @@ fn check_members(conn: &Connection, group_id: &[u8], members: impl Iterator<Item
 /// Runs `f` on this device's state of a group; `None` when none is stored. The state is the
 /// copy kept from an earlier call when nothing wrote the group since, else loaded (`kept`). It
 /// is kept again when `f` succeeds and the group is still active; after an error (which the
-/// caller rolls back) it is dropped.
+/// caller rolls back) it is dropped. `f` must not call this module on the same group: that
+/// call would load and write a second copy, which the first would then be kept over.
 fn with_group<T>(
     conn: &Connection,
     group_id: &[u8],
