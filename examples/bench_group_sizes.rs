@@ -31,7 +31,11 @@
 //! - **ban of min(100, N/2)**: the bot, made an administrator, calls `banChatMember` for each,
 //!   then posts once (the post commits every removal first);
 //! - **state**: the openmls state of the member that joined by Welcome (only in this group),
-//!   and the gateway's RSS growth from before the bot's join to the end of the row.
+//!   and the gateway's RSS growth from before the bot's join to the end of the row, and again
+//!   2.5 s later, once the gateway's upkeep tick has handed the freed heap back.
+//!
+//! A size may repeat (`10000,10000`): the second channel's RSS growth is what one more such
+//! group costs while the first stays kept.
 //!
 //! Then a table per figure: one row per N, the ratio to the smallest N, and the fitted growth
 //! (the slope of log(figure) over log(N): about 0 is constant, about 1 is N, about 2 is N²).
@@ -97,7 +101,7 @@ fn main() {
     let mut offset = 0i64;
     let mut last = None;
     for &n in &sizes {
-        let (row, gid, chat_id) = measure(n, &gw, &mut owner, &lights[..n - 2], bot_id, &platform.url, &mut offset);
+        let (row, gid, chat_id) = measure(n, rows.len(), &gw, &mut owner, &lights[..n - 2], bot_id, &platform.url, &mut offset);
         last = Some((n, gid, chat_id));
         println!(
             "| group of {n}: built in {:.1} s, bot joined in {:.0} ms, post {:.1} ms, member → bot {:.1} ms |",
@@ -234,6 +238,7 @@ struct Row {
     ban_post_ms: f64,
     state_kib: f64,
     rss_mib: f64,
+    rss_idle_mib: f64,
 }
 
 /// The figures as printed: name, unit, value.
@@ -256,12 +261,13 @@ const FIGURES: &[Figure] = &[
     ("bot bans min(100, N/2): the banChatMember calls", "ms", |r| r.ban_calls_ms),
     ("bot bans min(100, N/2): the next post, which commits the removals", "ms", |r| r.ban_post_ms),
     ("a member's MLS state for the group", "KiB", |r| r.state_kib),
-    ("gateway RSS growth for the group", "MiB", |r| r.rss_mib),
+    ("gateway RSS growth for the group, at the row's end", "MiB", |r| r.rss_mib),
+    ("gateway RSS growth for the group, 2.5 s later (after its heap trim)", "MiB", |r| r.rss_idle_mib),
 ];
 
-fn measure(n: usize, gw: &Gateway, owner: &mut Member, lights: &[u64], bot_id: u64, url: &str, offset: &mut i64) -> (Row, Vec<u8>, i64) {
+fn measure(n: usize, row_no: usize, gw: &Gateway, owner: &mut Member, lights: &[u64], bot_id: u64, url: &str, offset: &mut i64) -> (Row, Vec<u8>, i64) {
     let mut row = Row { n, banned: BAN.min(n / 2), ..Row::default() };
-    let gid = owner.create_channel(&format!("Size {n}"));
+    let gid = owner.create_channel(&format!("Size {n} ({row_no})"));
 
     let t = Instant::now();
     for batch in lights.chunks(ADD_BATCH) {
@@ -300,7 +306,7 @@ fn measure(n: usize, gw: &Gateway, owner: &mut Member, lights: &[u64], bot_id: u
     row.send_rpc_ms = median(alone.iter().map(|p| p.0).collect());
     row.to_bot_ms = median(alone.iter().map(|p| p.1).collect());
 
-    let mut joiner = Member::register(url, &format!("joiner{n}"));
+    let mut joiner = Member::register(url, &format!("joiner{n}r{row_no}"));
     let claimed = invite_and_claim(owner, &gid, joiner.user_id);
     let out = e2e::group::add(&owner.conn, &gid, &claimed).expect("add one");
     let (commit_ms, answer) = timed(|| owner.send(&gid, &out));
@@ -336,6 +342,9 @@ fn measure(n: usize, gw: &Gateway, owner: &mut Member, lights: &[u64], bot_id: u
     row.ban_post_ms = timed(|| post(gw, chat_id, "after the bans")).0;
     settle(owner, &gid);
     row.rss_mib = status_kib(&gw.proc.child.id().to_string(), "VmRSS:").saturating_sub(rss_before) as f64 / 1024.0;
+    // The gateway hands freed heap back on its upkeep tick (every 2 s): what the group keeps.
+    std::thread::sleep(Duration::from_millis(2_500));
+    row.rss_idle_mib = status_kib(&gw.proc.child.id().to_string(), "VmRSS:").saturating_sub(rss_before) as f64 / 1024.0;
     (row, gid, chat_id)
 }
 

@@ -12,7 +12,9 @@
 //! [`KEPT_BYTES`] of stored state for the whole process, the least recently used going first;
 //! a gateway releases a bot's groups when it closes the bot's store ([`release`]). Not when
 //! the store goes idle: a channel's posts minutes apart would load the group each time.
-//! Databases in memory keep nothing (they have no name to tell them apart).
+//! Databases in memory keep nothing (they have no name to tell them apart). Loading, changing
+//! or dropping a large group frees megabytes in small pieces: it asks for a heap trim
+//! (`memory::release_soon`, decision 0136).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -26,6 +28,10 @@ use crate::crypto::mls_versions::{self, GroupVersion};
 
 /// Stored bytes of the groups kept, at most: four channels of 10,000 (about 3–4 MB each).
 pub const KEPT_BYTES: u64 = 16 << 20;
+
+/// Stored state from which a group's load or change frees enough small pieces of heap to
+/// hand back (`memory::release_soon`): about a channel of 4,000.
+const LARGE_BYTES: u64 = 1 << 20;
 
 /// The kept groups of every database of this process, by (database file, group id).
 static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
@@ -88,8 +94,11 @@ pub(super) fn take(conn: &Connection, provider: &MlsProvider<&Connection>, group
     let kept_copy = entry.filter(|e| Some(e.at) == at).map(|e| e.group);
     let group = match kept_copy {
         Some(group) => Some(group),
-        None => MlsGroup::load(provider.storage(), &GroupId::from_slice(group_id))
-            .map_err(|e| super::E2eError::Mls(format!("loading a group: {e:?}")))?,
+        None => {
+            freed_much(at);
+            MlsGroup::load(provider.storage(), &GroupId::from_slice(group_id))
+                .map_err(|e| super::E2eError::Mls(format!("loading a group: {e:?}")))?
+        }
     };
     Ok((group, held))
 }
@@ -110,6 +119,9 @@ pub(super) fn put(conn: &Connection, group_id: &[u8], held: Held, group: MlsGrou
     };
     // Deleted, or never versioned: nothing to check a copy against.
     let Some(at) = at else { return Ok(()) };
+    if Some(at) != held.at {
+        freed_much(Some(at));
+    }
     // What leaves is freed after the lock is let go.
     let mut gone = Vec::new();
     let mut guard = kept();
@@ -125,11 +137,19 @@ pub(super) fn put(conn: &Connection, group_id: &[u8], held: Held, group: MlsGrou
         let Some(oldest) = kept.groups.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone()) else { break };
         let entry = kept.groups.remove(&oldest).expect("the oldest entry");
         kept.bytes -= entry.at.stored_bytes;
+        freed_much(Some(entry.at));
         gone.push(entry);
     }
     drop(guard);
     drop(gone);
     Ok(())
+}
+
+/// A large group's tree was decoded or changed: its old pieces go back to the kernel soon.
+fn freed_much(at: Option<GroupVersion>) {
+    if at.is_some_and(|at| at.stored_bytes >= LARGE_BYTES) {
+        crate::memory::release_soon();
+    }
 }
 
 /// Drops every group kept of the database at `db` (as its connection names it): its bot
@@ -142,6 +162,7 @@ pub fn release(db: &str) {
     for key in keys {
         if let Some(entry) = kept.groups.remove(&key) {
             kept.bytes -= entry.at.stored_bytes;
+            freed_much(Some(entry.at));
             gone.push(entry);
         }
     }
