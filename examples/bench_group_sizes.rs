@@ -179,7 +179,10 @@ fn profile_messages(gw: &Gateway, platform: u32, owner: &mut Member, gid: &[u8],
 /// Runs `work` under `perf record -g -p pid` and returns perf's top symbols by self time (or
 /// why there are none).
 fn perf_around(pid: u32, work: impl FnOnce()) -> Vec<String> {
-    let data = std::env::temp_dir().join(format!("bench-group-sizes-{}-{pid}.perf", std::process::id()));
+    // One file per recording: the gateway is profiled twice, and `=keep` keeps both.
+    static RECORDINGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let k = RECORDINGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let data = std::env::temp_dir().join(format!("bench-group-sizes-{}-{pid}-{k}.perf", std::process::id()));
     let perf = std::process::Command::new("perf")
         .args(["record", "-F", "999", "-g", "-o"])
         .arg(&data)

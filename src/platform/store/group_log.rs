@@ -299,7 +299,7 @@ pub(super) fn release(tx: &Connection, group_id: &[u8]) -> Result<usize> {
 
 #[cfg(test)]
 mod tests {
-    use crate::platform::store::tests::store;
+    use crate::platform::store::tests::{query_plan, store};
 
     /// A device's read takes its own rows by `inbox_by_device` and each of its cursors' rows by
     /// `inbox_group_rows`: nothing is scanned, so it costs what it returns, not the group's
@@ -308,12 +308,7 @@ mod tests {
     fn the_inbox_read_searches_by_device_and_by_cursor() {
         let (_d, store) = store();
         let conn = store.lock();
-        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {}", *super::super::inbox::READ_INBOX)).unwrap();
-        let plan: Vec<String> = stmt
-            .query_map(rusqlite::params![1, 1, 0, 64], |r| r.get::<_, String>(3))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap();
+        let plan = query_plan(&conn, &super::super::inbox::READ_INBOX, rusqlite::params![1, 1, 0, 64]);
         let has = |needle: &str| plan.iter().any(|step| step.starts_with("SEARCH") && step.contains(needle));
         assert!(has("inbox_by_device"), "own rows by device: {plan:#?}");
         assert!(has("group_cursors_by_device"), "the device's cursors: {plan:#?}");

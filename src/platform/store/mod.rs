@@ -506,6 +506,13 @@ mod tests {
         (dir, store)
     }
 
+    /// SQLite's plan for `sql` with `params` bound: one line per step ("SEARCH …", "SCAN …").
+    pub(super) fn query_plan(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> Vec<String> {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).expect("explain");
+        let plan = stmt.query_map(params, |r| r.get::<_, String>(3)).expect("plan").collect::<rusqlite::Result<_>>();
+        plan.expect("plan steps")
+    }
+
     pub(super) fn device(seed: u8, otks: u32) -> NewDevice {
         NewDevice {
             device_key: [seed; 32],

@@ -8,7 +8,7 @@ use super::*;
 use crate::e2e::group::Claimed;
 use crate::crypto::IdentityKeyPair;
 use crate::e2e::{self, group::CommitOut, group::Received, Registration};
-use crate::platform::store::tests::store;
+use crate::platform::store::tests::{query_plan, store};
 use crate::platform::store::group_log::{EveryReader, Listening};
 use crate::platform::store::{read_inbox, InboxEntry, NewDevice, Reserved, SignedPrekey};
 
@@ -1070,12 +1070,7 @@ fn only_a_device_with_a_leaf_reserves_a_group_message_id() {
 fn a_channels_staff_are_found_without_a_scan() {
     let (_d, store) = store();
     let conn = store.lock();
-    let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {}", super::CHANNEL_STAFF_DEVICES)).unwrap();
-    let plan: Vec<String> = stmt
-        .query_map(params![GID.to_vec(), 1, 2], |r| r.get::<_, String>(3))
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
+    let plan = query_plan(&conn, super::CHANNEL_STAFF_DEVICES, params![GID.to_vec(), 1, 2]);
     assert!(plan.iter().any(|step| step.starts_with("SEARCH m") && step.contains("group_members_by_role")), "by role: {plan:#?}");
     assert!(plan.iter().any(|step| step.starts_with("SCAN a") && step.contains("accounts_bots")), "the bots: {plan:#?}");
     let devices: Vec<&String> = plan.iter().filter(|step| step.contains(" g ")).collect();
@@ -1134,12 +1129,7 @@ fn an_application_messages_checks_read_no_leaf_of_the_group() {
     let gid: &[u8] = &GID;
     let bound: [&dyn rusqlite::ToSql; 3] = [&gid, &3, &4];
     for (sql, n) in [(super::USERS_OWED_REMOVAL, 3), (super::REMOVED_DEVICES_WITH_LEAVES, 1)] {
-        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
-        let plan: Vec<String> = stmt
-            .query_map(&bound[..n], |r| r.get(3))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap();
+        let plan = query_plan(&conn, sql, &bound[..n]);
         assert!(plan.iter().any(|step| step.starts_with("SEARCH g USING PRIMARY KEY")), "a leaf looked up: {plan:#?}");
         assert!(!plan.iter().any(|step| step.starts_with("SCAN") && !step.contains("devices_inactive")), "nothing else scanned: {plan:#?}");
     }
