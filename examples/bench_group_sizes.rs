@@ -32,7 +32,7 @@
 //!   then posts once (the post commits every removal first);
 //! - **state**: the openmls state of the member that joined by Welcome (only in this group),
 //!   and the gateway's RSS growth from before the bot's join to the end of the row, and again
-//!   2.5 s later, once the gateway's upkeep tick has handed the freed heap back.
+//!   3.5 s later, once the gateway's upkeep tick has handed the freed heap back.
 //!
 //! A size may repeat (`10000,10000`): the second channel's RSS growth is what one more such
 //! group costs while the first stays kept.
@@ -265,7 +265,7 @@ const FIGURES: &[Figure] = &[
     ("bot bans min(100, N/2): the next post, which commits the removals", "ms", |r| r.ban_post_ms),
     ("a member's MLS state for the group", "KiB", |r| r.state_kib),
     ("gateway RSS growth for the group, at the row's end", "MiB", |r| r.rss_mib),
-    ("gateway RSS growth for the group, 2.5 s later (after its heap trim)", "MiB", |r| r.rss_idle_mib),
+    ("gateway RSS growth for the group, 3.5 s later (after its heap trim)", "MiB", |r| r.rss_idle_mib),
 ];
 
 fn measure(n: usize, row_no: usize, gw: &Gateway, owner: &mut Member, lights: &[u64], bot_id: u64, url: &str, offset: &mut i64) -> (Row, Vec<u8>, i64) {
@@ -345,8 +345,9 @@ fn measure(n: usize, row_no: usize, gw: &Gateway, owner: &mut Member, lights: &[
     row.ban_post_ms = timed(|| post(gw, chat_id, "after the bans")).0;
     settle(owner, &gid);
     row.rss_mib = status_kib(&gw.proc.child.id().to_string(), "VmRSS:").saturating_sub(rss_before) as f64 / 1024.0;
-    // The gateway hands freed heap back on its upkeep tick (every 2 s): what the group keeps.
-    std::thread::sleep(Duration::from_millis(2_500));
+    // The gateway hands freed heap back on its upkeep tick (every 2 s) once a second has
+    // passed without group work: within 3 s. Then RSS is what the group keeps.
+    std::thread::sleep(Duration::from_millis(3_500));
     row.rss_idle_mib = status_kib(&gw.proc.child.id().to_string(), "VmRSS:").saturating_sub(rss_before) as f64 / 1024.0;
     (row, gid, chat_id)
 }

@@ -37,25 +37,30 @@ pub fn release_freed() {
     }
 }
 
-/// Makes up for a skipped `release_freed`, or runs one asked for by `release_soon`. A thousand bots go idle together: the trims skipped
-/// in that second are not needed, but what those stores and threads freed after the last one
-/// that ran stayed in the arenas (1,000 idle webhook bots: 554 MiB, 432 after one more trim).
-/// Called on a tick (the gateway's `upkeep` thread), so the last of a burst is trimmed too.
+/// Makes up for a skipped `release_freed`, and runs one `release_soon` asked for once the
+/// asking has stopped. A thousand bots go idle together: the trims skipped in that second are
+/// not needed, but what those stores and threads freed after the last one that ran stayed in
+/// the arenas (1,000 idle webhook bots: 554 MiB, 432 after one more trim). Called on a tick
+/// (the gateway's `upkeep` thread), so the last of a burst is trimmed too.
 pub fn release_skipped() {
-    if TRIMS.take_skipped() {
+    let now = now_ms();
+    // Both marks are taken, whichever is set.
+    if TRIMS.take_skipped() | TRIMS.take_asked(now) {
         release_freed();
     }
 }
 
-/// Asks the next `release_skipped` tick for a trim: work that freed megabytes in small pieces
-/// (a large group's commit, or its load) would otherwise leave them in the arenas, where a
-/// kept group's pieces spread over many pages (decision 0136). Off the caller's path: the
-/// trim walks every arena under its lock.
+/// Asks for a trim once this work has stopped: a large group's load or commit frees
+/// megabytes in small pieces, which would otherwise stay in the arenas (decision 0136). The
+/// first `release_skipped` tick after `RELEASE_EVERY_MS` without another ask runs it: a walk
+/// of a big heap takes long (100 ms for 400 MB in small pieces) and holds each arena's lock,
+/// so a busy channel asking with every message gets none until it is quiet, and while busy
+/// its freed memory is reused by its next commit anyway.
 pub fn release_soon() {
-    TRIMS.ask();
+    TRIMS.ask(now_ms());
 }
 
-static TRIMS: Limiter = Limiter { last_ms: AtomicU64::new(0), skipped: AtomicBool::new(false) };
+static TRIMS: Limiter = Limiter::new();
 
 /// At most one trim per `RELEASE_EVERY_MS`, remembering that one was skipped until
 /// `release_skipped` takes it (only it clears the mark, so no skip is lost to a trim that
@@ -63,9 +68,15 @@ static TRIMS: Limiter = Limiter { last_ms: AtomicU64::new(0), skipped: AtomicBoo
 struct Limiter {
     last_ms: AtomicU64,
     skipped: AtomicBool,
+    /// When `release_soon` last asked (ms), 0 when nothing is asked.
+    asked_ms: AtomicU64,
 }
 
 impl Limiter {
+    const fn new() -> Limiter {
+        Limiter { last_ms: AtomicU64::new(0), skipped: AtomicBool::new(false), asked_ms: AtomicU64::new(0) }
+    }
+
     /// Whether a trim asked for at `now` (ms) runs; one that does not is remembered as skipped.
     fn due(&self, now: u64) -> bool {
         let last = self.last_ms.load(Ordering::Relaxed);
@@ -77,12 +88,21 @@ impl Limiter {
         due
     }
 
-    /// Marks a trim as owed, for `take_skipped`.
-    fn ask(&self) {
-        self.skipped.store(true, Ordering::Relaxed);
+    /// Asks for a trim at `now` (ms), for `take_asked`.
+    fn ask(&self, now: u64) {
+        self.asked_ms.store(now.max(1), Ordering::Relaxed);
     }
 
-    /// Whether a trim was skipped (or asked for) since the last call, clearing the mark.
+    /// Whether a trim was asked for and no ask came for `RELEASE_EVERY_MS` until `now`,
+    /// clearing the ask (an ask that comes meanwhile stays).
+    fn take_asked(&self, now: u64) -> bool {
+        let asked = self.asked_ms.load(Ordering::Relaxed);
+        asked != 0
+            && now.saturating_sub(asked) >= RELEASE_EVERY_MS
+            && self.asked_ms.compare_exchange(asked, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+    }
+
+    /// Whether a trim was skipped since the last call, clearing the mark.
     fn take_skipped(&self) -> bool {
         self.skipped.swap(false, Ordering::Relaxed)
     }
@@ -106,7 +126,7 @@ mod tests {
 
     #[test]
     fn one_trim_a_second_and_a_skipped_one_is_remembered_until_one_runs() {
-        let l = Limiter { last_ms: AtomicU64::new(0), skipped: AtomicBool::new(false) };
+        let l = Limiter::new();
         assert!(l.due(10_000));
         assert!(!l.take_skipped(), "nothing skipped yet");
         assert!(!l.due(10_400), "within the second");
@@ -118,11 +138,15 @@ mod tests {
     }
 
     #[test]
-    fn a_trim_asked_for_is_owed_until_taken() {
-        let l = Limiter { last_ms: AtomicU64::new(0), skipped: AtomicBool::new(false) };
-        assert!(!l.take_skipped());
-        l.ask();
-        assert!(l.take_skipped(), "the next tick trims");
-        assert!(!l.take_skipped(), "once");
+    fn a_trim_asked_for_runs_once_the_asking_has_stopped_for_a_second() {
+        let l = Limiter::new();
+        assert!(!l.take_asked(10_000), "nothing asked");
+        l.ask(10_000);
+        assert!(!l.take_asked(10_500), "asked half a second ago");
+        l.ask(10_800);
+        assert!(!l.take_asked(11_500), "asked again since");
+        assert!(l.take_asked(11_800), "a second without an ask");
+        assert!(!l.take_asked(13_000), "once");
+        assert!(!l.take_skipped(), "an ask is not a skipped trim");
     }
 }
