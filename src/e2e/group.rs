@@ -78,9 +78,15 @@ fn fail<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> E2eError {
 /// This device: its key as MLS signer, and its leaf credential (with its proof).
 fn me(conn: &Connection) -> Result<(CredentialWithKey, DeviceSigner)> {
     let reg = registration(conn)?.ok_or(E2eError::NotInitialized)?;
-    let signer = DeviceSigner(device_key(conn)?);
+    let signer = signer(conn)?;
     let credential = mls::credential_with_key(reg.user_id, reg.device_id, &leaf::own_proof(conn)?, &signer);
     Ok((credential, signer))
+}
+
+/// This device's key as MLS signer: all that a message, an add or a removal signs with (the
+/// credential is read only where a leaf is made).
+fn signer(conn: &Connection) -> Result<DeviceSigner> {
+    Ok(DeviceSigner(device_key(conn)?))
 }
 
 /// A leaf a member does not trust, as the error of the step that met it.
@@ -304,7 +310,7 @@ impl Claimed {
 /// A pending commit adding the devices of `claimed`. Each key package must verify, carry a leaf
 /// this device trusts (`leaf`), and name the device it was claimed for; else `UntrustedLeaf`.
 pub fn add(conn: &Connection, group_id: &[u8], claimed: &[Claimed]) -> Result<CommitOut> {
-    let (_, signer) = me(conn)?;
+    let signer = signer(conn)?;
     let crypto = openmls_rust_crypto::RustCrypto::default();
     let mut packages = Vec::with_capacity(claimed.len());
     let check = leaf::LeafCheck::new(conn)?;
@@ -337,7 +343,7 @@ pub fn remove_users(conn: &Connection, group_id: &[u8], users: &[u64]) -> Result
 /// A pending commit removing, in one commit, every leaf of `users` and the leaves of `devices`
 /// (removed devices of users who stay); `None` when none of them has a leaf.
 pub fn remove_leaves(conn: &Connection, group_id: &[u8], users: &[u64], devices: &[Device]) -> Result<Option<CommitOut>> {
-    let (_, signer) = me(conn)?;
+    let signer = signer(conn)?;
     // Sets, not scans per leaf: a ban of a hundred in a tree of thousands.
     let (users, devices): (std::collections::HashSet<u64>, std::collections::HashSet<Device>) =
         (users.iter().copied().collect(), devices.iter().copied().collect());
@@ -429,7 +435,7 @@ pub fn commit_refused(conn: &Connection, group_id: &[u8]) -> Result<()> {
 
 /// Encrypts an application message in the current epoch; returns it and that epoch.
 pub fn encrypt(conn: &Connection, group_id: &[u8], plaintext: &[u8]) -> Result<(Vec<u8>, u64)> {
-    let (_, signer) = me(conn)?;
+    let signer = signer(conn)?;
     with_member(conn, group_id, |provider, group| {
         let message = group.create_message(provider, &signer, plaintext).map_err(fail("encrypting a group message"))?;
         Ok((mls::to_bytes(&message).map_err(mls_err("application message"))?, group.epoch().as_u64()))
@@ -786,7 +792,7 @@ mod tests {
         let first = in_tx(&alice.conn, |c| encrypt(c, &gid, b"one")).expect("encrypt").0;
         assert!(kept::kept_at(&alice.conn, &gid).is_some());
         let other = Connection::open(alice.conn.path().expect("a file")).expect("a second connection");
-        let (_, signer) = me(&other).expect("signer");
+        let signer = signer(&other).expect("signer");
         let provider = MlsProvider::new(&other);
         let second = stored_group(&other, &gid).create_message(&provider, &signer, b"two").expect("another copy sends");
         let second = mls::to_bytes(&second).expect("bytes");
@@ -1087,7 +1093,7 @@ mod tests {
         let (alice, bob, gid) = alice_and_bob();
         let old = mls::to_bytes(&stored_group(&alice.conn, &gid).export_group_info(
             MlsProvider::new(&alice.conn).crypto(),
-            &me(&alice.conn).unwrap().1,
+            &signer(&alice.conn).unwrap(),
             true,
         ).unwrap()).unwrap();
         let update = self_update(&alice.conn, &gid).expect("update");

@@ -60,10 +60,7 @@ pub fn add_sessions(conn: &Connection, peer: &Profile, bundles: &[PrekeyBundle])
     for (device_id, device_key, session) in started {
         // A session that only receives (a restored state's) is not kept as the previous: a
         // peer's message on it would promote it back to sending, on keys used before.
-        let demoted = match store::receives_only(conn, peer.user_id, device_id)? {
-            true => None,
-            false => store::sessions(conn, peer.user_id, device_id)?.map(|(current, _)| current),
-        };
+        let demoted = store::sending_sessions(conn, peer.user_id, device_id)?.map(|(current, _)| current);
         store::upsert_peer_device(conn, peer.user_id, device_id, &device_key)?;
         store::put_sessions(conn, peer.user_id, device_id, &session.to_bytes(), demoted.as_deref().map(Vec::as_slice))?;
         store::sends_again(conn, peer.user_id, device_id)?;
@@ -156,11 +153,8 @@ pub fn seal_for(conn: &Connection, peer_user: u64, device_ids: &[u32], content: 
     let mut sealed = Vec::with_capacity(device_ids.len());
     let mut advanced = Vec::with_capacity(device_ids.len());
     for &device_id in device_ids {
-        let (current, previous) = match store::sessions(conn, peer_user, device_id)? {
-            Some(_) if store::receives_only(conn, peer_user, device_id)? => return Err(E2eError::NoSession { user_id: peer_user, device_id }),
-            Some(s) => s,
-            None => return Err(E2eError::NoSession { user_id: peer_user, device_id }),
-        };
+        let (current, previous) =
+            store::sending_sessions(conn, peer_user, device_id)?.ok_or(E2eError::NoSession { user_id: peer_user, device_id })?;
         let mut session = Session::from_bytes(&current)?;
         let mut ct = DeviceCiphertext::new();
         ct.device_id = device_id;

@@ -239,9 +239,16 @@ fn session_pair(current: Vec<u8>, previous: Option<Vec<u8>>) -> SessionPair {
     (Zeroizing::new(current), previous.map(Zeroizing::new))
 }
 
-/// Whether the current session with the device only receives (a restored state's).
-pub(crate) fn receives_only(conn: &Connection, user_id: u64, device_id: u32) -> rusqlite::Result<bool> {
-    conn.prepare_cached("SELECT 1 FROM e2e_receive_only WHERE user_id = ?1 AND device_id = ?2")?.exists(params![user_id as i64, device_id])
+/// The device's sessions when the current one may send: `None` without a session, or when the
+/// current one only receives (a restored state's). One read for both.
+pub(crate) fn sending_sessions(conn: &Connection, user_id: u64, device_id: u32) -> rusqlite::Result<Option<SessionPair>> {
+    conn.prepare_cached(
+        "SELECT s.session, s.previous FROM e2e_sessions s
+         WHERE s.user_id = ?1 AND s.device_id = ?2
+           AND NOT EXISTS (SELECT 1 FROM e2e_receive_only r WHERE r.user_id = s.user_id AND r.device_id = s.device_id)",
+    )?
+    .query_row(params![user_id as i64, device_id], |r| Ok(session_pair(r.get(0)?, r.get(1)?)))
+    .optional()
 }
 
 /// A new session with the device began (either side started it): it sends again.
