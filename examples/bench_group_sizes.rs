@@ -294,7 +294,9 @@ fn measure(n: usize, row_no: usize, gw: &Gateway, owner: &mut Member, lights: &[
         .fold(f64::INFINITY, f64::min);
 
     // The bot joins through its gateway; the owner follows its commit.
-    let rss_before = status_kib(&gw.proc.child.id().to_string(), "VmRSS:");
+    let pid = gw.proc.child.id().to_string();
+    let rss_mib_since = |before: u64| status_kib(&pid, "VmRSS:").saturating_sub(before) as f64 / 1024.0;
+    let rss_before = status_kib(&pid, "VmRSS:");
     let t = Instant::now();
     owner.invite(&gid, bot_id).expect("invite the bot");
     let chat_id = wait_joined(gw, offset);
@@ -344,11 +346,11 @@ fn measure(n: usize, row_no: usize, gw: &Gateway, owner: &mut Member, lights: &[
     row.ban_calls_ms = ms(t.elapsed());
     row.ban_post_ms = timed(|| post(gw, chat_id, "after the bans")).0;
     settle(owner, &gid);
-    row.rss_mib = status_kib(&gw.proc.child.id().to_string(), "VmRSS:").saturating_sub(rss_before) as f64 / 1024.0;
+    row.rss_mib = rss_mib_since(rss_before);
     // The gateway hands freed heap back on its upkeep tick (every 2 s) once a second has
     // passed without group work: within 3 s. Then RSS is what the group keeps.
     std::thread::sleep(Duration::from_millis(3_500));
-    row.rss_idle_mib = status_kib(&gw.proc.child.id().to_string(), "VmRSS:").saturating_sub(rss_before) as f64 / 1024.0;
+    row.rss_idle_mib = rss_mib_since(rss_before);
     (row, gid, chat_id)
 }
 
