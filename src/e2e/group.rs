@@ -802,6 +802,21 @@ mod tests {
         }
     }
 
+    /// A call on a group inside a call on the same group would load a second copy, and the
+    /// outer copy would then be kept over the inner one's writes: it fails instead. Another
+    /// connection, or the same group once the outer call ended, is taken as before.
+    #[test]
+    fn a_group_taken_again_inside_a_call_on_it_is_refused() {
+        let (alice, bob, gid) = alice_and_bob();
+        let inner = with_member(&alice.conn, &gid, |_, _| Ok(encrypt(&alice.conn, &gid, b"nested")));
+        let message = format!("{:?}", inner.expect("the outer call ends well").expect_err("the inner call is refused"));
+        assert!(message.contains("taken again inside a call on it"), "{message}");
+        let other = Connection::open(alice.conn.path().expect("a file")).expect("a second connection");
+        with_member(&alice.conn, &gid, |_, _| Ok(epoch(&other, &gid))).expect("outer").expect("another connection's copy");
+        let sent = in_tx(&alice.conn, |c| encrypt(c, &gid, b"after")).expect("taken again once given back").0;
+        assert_eq!(opened(&bob.conn, &gid, &sent), b"after");
+    }
+
     /// A write outside a transaction committed alone, and another process may have written
     /// since: nothing of it is kept.
     #[test]

@@ -8,7 +8,9 @@
 //! old ratchet secrets back (nonce reuse).
 //!
 //! A copy is taken out while a call uses it, so two threads never share one; it goes back
-//! only when the call succeeded and the group is still active. Bounded: at most
+//! only when the call succeeded and the group is still active. A call that takes a group its
+//! own thread already holds fails (`InUse`): it would load a second copy, and the first would
+//! be kept over that one's writes. Bounded: at most
 //! [`KEPT_BYTES`] of stored state for the whole process, the least recently used going first;
 //! a gateway releases a bot's groups when it closes the bot's store ([`release`]). Not when
 //! the store goes idle: a channel's posts minutes apart would load the group each time.
@@ -16,6 +18,7 @@
 //! or dropping a large group frees megabytes in small pieces: it asks for a heap trim
 //! (`memory::release_soon`, decision 0136).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -50,6 +53,37 @@ struct Entry {
     group: MlsGroup,
 }
 
+thread_local! {
+    /// The groups this thread's calls hold, by connection (its address) and group id.
+    static IN_USE: RefCell<Vec<(usize, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A group held by a call on this thread, until the call ends (dropped with its `Held`).
+struct InUse((usize, Vec<u8>));
+
+impl InUse {
+    fn mark(conn: &Connection, group_id: &[u8]) -> Result<InUse> {
+        let key = (conn as *const Connection as usize, group_id.to_vec());
+        IN_USE.with(|held| {
+            let mut held = held.borrow_mut();
+            if held.contains(&key) {
+                return Err(super::E2eError::Mls(format!(
+                    "group {}: taken again inside a call on it (a second copy would be kept over)",
+                    super::rejoin::hex_start(group_id)
+                )));
+            }
+            held.push(key.clone());
+            Ok(InUse(key))
+        })
+    }
+}
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        IN_USE.with(|held| held.borrow_mut().retain(|k| *k != self.0));
+    }
+}
+
 /// What the database said of a group when a call took it.
 pub(super) struct Held {
     /// The database file, when the group may be kept.
@@ -58,13 +92,15 @@ pub(super) struct Held {
     at: Option<GroupVersion>,
     /// The connection's changes before the call: a call that wrote nothing keeps the version.
     changes: u64,
+    /// Set by `take`: the group is this call's until `Held` is dropped.
+    _in_use: Option<InUse>,
 }
 
 impl Held {
     /// For a group a call makes (created, joined): nothing read yet, so `put` reads its
     /// version.
     pub(super) fn new(conn: &Connection) -> Held {
-        Held { db: conn.path().filter(|p| !p.is_empty()).map(str::to_owned), at: None, changes: conn.total_changes() }
+        Held { db: conn.path().filter(|p| !p.is_empty()).map(str::to_owned), at: None, changes: conn.total_changes(), _in_use: None }
     }
 }
 
@@ -76,7 +112,7 @@ fn kept() -> std::sync::MutexGuard<'static, Option<Kept>> {
 /// The version is read before loading: should another connection commit in between, the copy
 /// is newer than its version says, and is loaded again next time rather than trusted.
 pub(super) fn take(conn: &Connection, provider: &MlsProvider<&Connection>, group_id: &[u8]) -> Result<(Option<MlsGroup>, Held)> {
-    let mut held = Held::new(conn);
+    let mut held = Held { _in_use: Some(InUse::mark(conn, group_id)?), ..Held::new(conn) };
     if held.db.is_some() {
         held.at = mls_versions::read(conn, group_id)?;
     }
