@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use crossbeam_channel::RecvTimeoutError;
 
+use crate::gateway::ctx::Sending;
 use crate::gateway::metrics::BotMetrics;
 use crate::gateway::runtime::{unix_now, BotShared};
 use crate::gateway::send_wait::{SendFailure, Sent};
@@ -70,13 +71,13 @@ impl std::fmt::Display for SendError {
 
 /// Says that a send was given up: counted, logged at warn with its chat and message id (never
 /// its content), and answered to its caller if one still waits.
-fn gave_up(shared: &BotShared, row: i64, record: &outbox::GivenUp, failure: SendFailure) {
-    BotMetrics::add(&shared.metrics.outbox_given_up, 1);
+fn gave_up(out: &Sending, row: i64, record: &outbox::GivenUp, failure: SendFailure) {
+    BotMetrics::add(&out.metrics.outbox_given_up, 1);
     let message = record.message_id.map_or(String::new(), |id| format!(", message {id}"));
-    let caller = if shared.outbox.finish(row, Err(failure)) { "its caller was told" } else { "no caller waited" };
+    let caller = if out.outbox.finish(row, Err(failure)) { "its caller was told" } else { "no caller waited" };
     log::warn!(
         "bot @{}: outbox gave up a {} to chat {}{message} (outbox row {row}; {caller}; listed at /outbox/given-up): {}",
-        shared.username,
+        out.name,
         record.kind,
         record.chat_id,
         record.reason
@@ -104,7 +105,7 @@ fn give_up_everything(shared: &BotShared) -> Result<(), StoreError> {
             Ok(records)
         })?;
         for (row, record) in records {
-            gave_up(shared, row, &record, SendFailure::CredentialRefused);
+            gave_up(&shared.sending(), row, &record, SendFailure::CredentialRefused);
         }
     }
 }
@@ -186,7 +187,8 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
     // Group messages go one by one through MLS (`gateway::groups`); private ones in batches.
     let (group_entries, entries): (Vec<_>, Vec<_>) =
         entries.into_iter().partition(|e| groups::is_group_chat_id(e.chat_id));
-    let groups_sent = if group_entries.is_empty() { Ok(()) } else { send_to_groups(shared, group_entries) };
+    let out = shared.sending();
+    let groups_sent = if group_entries.is_empty() { Ok(()) } else { send_to_groups(&out, group_entries) };
     if let Err(e @ (SendError::Platform(_) | SendError::Group(_))) = groups_sent {
         // Unanswered: hand nothing more now.
         return Err(e);
@@ -199,10 +201,9 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
         // Every one was withdrawn by its caller meanwhile.
         return groups_sent.map(|()| true);
     }
-    let cx = shared.ctx();
-    let fetched = bundles_of_new_recipients(&cx, &entries)?;
+    let fetched = bundles_of_new_recipients(&out, &entries)?;
     let (ids, refused) = reserve_ids(&*shared.platform, &entries)?;
-    let entries = give_up_refused(shared, entries, refused)?;
+    let entries = give_up_refused(&out, entries, refused)?;
     if entries.is_empty() {
         return Ok(true);
     }
@@ -254,7 +255,7 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
             Answered { entry: sealed.entry, sealed: sealed.message, result, in_history: sealed.in_history }
         })
         .collect();
-    let fetched = bundles_of_missing_devices(&cx, &answered)?;
+    let fetched = bundles_of_missing_devices(&out, &answered)?;
     let outcomes = record_results(&shared.store, shared.compat_user_id, answered, fetched, &shared.username)?;
     let mut failure = None;
     for (id, outcome) in outcomes {
@@ -264,7 +265,7 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
             Outcome::Sent(sent) => {
                 shared.outbox.finish(id, Ok(sent));
             }
-            Outcome::GaveUp(record, failure) => gave_up(shared, id, &record, failure),
+            Outcome::GaveUp(record, failure) => gave_up(&out, id, &record, failure),
             Outcome::Resealed => {}
             Outcome::Failed(e) => {
                 failure.get_or_insert(e);

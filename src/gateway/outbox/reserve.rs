@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 
-use crate::gateway::runtime::{unix_now, BotShared};
+use crate::gateway::ctx::Sending;
+use crate::gateway::runtime::unix_now;
 use crate::gateway::send_wait::SendFailure;
 use crate::gateway::port::PlatformPort;
 use crate::gateway::store::outbox;
@@ -44,7 +45,7 @@ pub(super) fn reserve_ids(platform: &dyn PlatformPort, entries: &[outbox::Outbox
 /// Ends the entries whose reservation the platform refused (an unknown recipient), as a
 /// refused send would, and returns the others.
 pub(super) fn give_up_refused(
-    shared: &BotShared,
+    out: &Sending,
     entries: Vec<outbox::OutboxEntry>,
     refused: Vec<(String, String)>,
 ) -> Result<Vec<outbox::OutboxEntry>, SendError> {
@@ -61,7 +62,7 @@ pub(super) fn give_up_refused(
         })
         .collect();
     let now = unix_now();
-    let records = shared.store.write(move |c| {
+    let records = out.store.write(move |c| {
         let mut records = Vec::new();
         for (e, failure) in gone {
             if let Some(r) = outbox::give_up(c, &e, failure.reason(), now)? {
@@ -71,7 +72,7 @@ pub(super) fn give_up_refused(
         Ok(records)
     })?;
     for (row, record, failure) in records {
-        gave_up(shared, row, &record, failure);
+        gave_up(out, row, &record, failure);
     }
     Ok(kept)
 }
