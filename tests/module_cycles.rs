@@ -82,6 +82,12 @@ fn the_import_rules_of_architecture_md_hold() {
                 && !starts(module, &["client", "chat", "web"])
             {
                 "only gateway::api, serve (gateway/mod.rs) and the web chat (client::chat::web) import crate::http"
+            } else if starts(target, &["gateway", "api"])
+                && !starts(module, &["gateway", "api"])
+                && *module != ["gateway"]
+                && *module != ["gateway", "threads"]
+            {
+                "only threads and serve (gateway/mod.rs) import gateway::api"
             } else if starts(module, &["platform"]) && (starts(target, &["gateway"]) || starts(target, &["client"])) {
                 "platform imports nothing of gateway or client"
             } else if starts(module, &["gateway", "store"]) && (starts(target, &["gateway", "botapi"]) || starts(target, &["gateway", "updates"])) {

@@ -8,7 +8,7 @@
 //! and the OK results of SendGroupMessage per (sender device, client message id).
 //!
 //! Every accepted message and every role change takes the group's next `group_seq` and is
-//! appended to the device inboxes (`inbox::append_inbox`) in the same transaction. The
+//! stored in that transaction: one row for the group (`group_log`), or one per device. The
 //! store's single writer (one connection behind a mutex, IMMEDIATE transactions) is the commit
 //! lock: the epoch is read and advanced inside the transaction.
 //!
