@@ -249,7 +249,7 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
             // same client message id, and the platform answers the same id.
             let sent = Sent { message_id: result.message_id as i64, date: result.date };
             if result.status.enum_value_or_default() == SendStatus::OK && sealed.recorded_as(sent) {
-                shared.outbox.finish(sealed.entry.id, Ok(sent));
+                out.outbox.finish(sealed.entry.id, Ok(sent));
                 told.insert(sealed.entry.id);
             }
             Answered { entry: sealed.entry, sealed: sealed.message, result, in_history: sealed.in_history }
@@ -263,7 +263,7 @@ fn send_pending(shared: &BotShared, only_handed: bool) -> Result<bool, SendError
             // Answered above already, under the id the seal job recorded.
             Outcome::Sent(_) if told.contains(&id) => {}
             Outcome::Sent(sent) => {
-                shared.outbox.finish(id, Ok(sent));
+                out.outbox.finish(id, Ok(sent));
             }
             Outcome::GaveUp(record, failure) => gave_up(&out, id, &record, failure),
             Outcome::Resealed => {}
