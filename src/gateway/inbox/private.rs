@@ -81,7 +81,8 @@ pub(super) fn import(
             let group = groups_store::by_group_id(c, &context.group_id)?
                 .filter(|g| g.status == groups_store::Membership::Member)
                 .ok_or_else(|| StoreError::Refused("callback press refused: a button of a group this bot is not in".into()))?;
-            if !crate::e2e::group::members(c, &group.group_id)?.iter().any(|d| d.0 == env.sender_user_id) {
+            let presser = [env.sender_user_id];
+            if crate::e2e::group::users_with_leaves(c, &group.group_id, &presser)?.is_none_or(|found| found.is_empty()) {
                 return Err(StoreError::Refused(format!(
                     "callback press refused: user {} is not a member of group {:?}",
                     env.sender_user_id, group.title
