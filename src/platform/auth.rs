@@ -11,12 +11,22 @@ use crate::wire::token::BotToken;
 use super::store::{AccountStatus, DeviceAddr, Store};
 use crate::wire::connect::{AUTHORIZATION, DEVICE_ID};
 
-/// A credential as presented, before it is checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A credential as presented, before it is checked. `Debug` never prints a secret.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Presented {
     None,
     Bot { token: BotToken, device_id: Option<u32> },
     Device { addr: DeviceAddr, secret: [u8; 32] },
+}
+
+impl std::fmt::Debug for Presented {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Presented::None => f.write_str("None"),
+            Presented::Bot { token, device_id } => f.debug_struct("Bot").field("token", token).field("device_id", device_id).finish(),
+            Presented::Device { addr, .. } => f.debug_struct("Device").field("addr", addr).field("secret", &"<redacted>").finish(),
+        }
+    }
 }
 
 /// What a call needs.
@@ -202,6 +212,10 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         }
         assert!(matches!(bot(&format!("7:{secret}"), Some(2)), Presented::Bot { device_id: Some(2), .. }));
+        for presented in [parse_authorization(&format!("Device 42:3:{secret}"), None).expect("device"), bot(&format!("7:{secret}"), None)] {
+            let shown = format!("{presented:?}");
+            assert!(shown.contains("<redacted>") && !shown.contains("15, 15") && !shown.contains(&secret), "{shown}");
+        }
         assert!(parse_authorization("Basic abc", None).is_err());
         assert!(parse_authorization(&format!("Device 42:{secret}"), None).is_err());
         assert!(parse_authorization("Bot 7:abc", None).is_err());

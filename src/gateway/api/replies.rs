@@ -74,7 +74,7 @@ fn parse_reply(content_type: Option<&str>, body: &[u8], update_id: i64, bot: &st
     let mut params = match request::decode(None, content_type, Some(body.len()), &mut &body[..]) {
         Ok(p) => p,
         Err(e) => {
-            log::debug!("bot @{bot}: webhook answer to update {update_id} is not a method call: {}", e.description);
+            log::debug!("bot @{bot}: webhook answer to update {update_id} is not a method call: {}", e.loggable());
             return None;
         }
     };
@@ -92,7 +92,7 @@ fn run(shared: &BotShared, Reply { update_id, method, params }: Reply) {
         Err(e) => log::warn!(
             "bot @{}: webhook reply {method} to update {update_id} failed: {}",
             shared.username,
-            e.description
+            e.loggable()
         ),
     }
 }

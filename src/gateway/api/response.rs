@@ -20,7 +20,7 @@ pub fn error_body(err: &ApiError) -> (u16, Value) {
     let (status, description) = if (400..=599).contains(&err.status) && !err.description.trim().is_empty() {
         (err.status, err.description.clone())
     } else {
-        log::error!("invalid ApiError (status {}, description {:?}); answering 500", err.status, err.description);
+        log::error!("invalid ApiError (status {}, description \"{}\"); answering 500", err.status, err.loggable());
         (500, format!("Internal Server Error: invalid error {}", err.status))
     };
     let mut o = Map::new();

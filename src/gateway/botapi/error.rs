@@ -55,6 +55,12 @@ impl ApiError {
     pub fn is_unanswered(&self) -> bool {
         self.status == UNANSWERED
     }
+    /// The description for a log: what it quotes (a tag, a URL or a value from the request,
+    /// which may be a message's text) left out, as logs carry no message text.
+    pub fn loggable(&self) -> String {
+        let parts: Vec<&str> = self.description.split('"').enumerate().map(|(i, part)| if i % 2 == 1 { "…" } else { part }).collect();
+        parts.join("\"")
+    }
     /// 502/504-style failures talking to the platform.
     pub fn platform(status: u16, what: impl fmt::Display) -> Self {
         ApiError::new(status, format!("Bad Gateway: {what}"))
@@ -82,3 +88,17 @@ impl fmt::Display for ApiError {
 }
 
 impl std::error::Error for ApiError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_logged_description_quotes_nothing_of_the_request() {
+        let e = ApiError::bad_request(r#"can't parse entities: Unsupported start tag "secret-code" at byte offset 6"#);
+        assert_eq!(e.loggable(), r#"Bad Request: can't parse entities: Unsupported start tag "…" at byte offset 6"#);
+        let e = ApiError::bad_request(r#"bad part header line "x: y", and "an unclosed one"#);
+        assert_eq!(e.loggable(), r#"Bad Request: bad part header line "…", and "…"#);
+        assert_eq!(ApiError::bad_request("chat not found").loggable(), "Bad Request: chat not found");
+    }
+}

@@ -124,8 +124,7 @@ pub enum Effect {
     RemoveDevice { bot_id: u64, username: String, device_id: u32 },
 }
 
-/// What applying an effect gave.
-#[derive(Debug)]
+/// What applying an effect gave. No `Debug`: it may hold a new token.
 pub enum EffectOutcome {
     Created {
         credentials: BotCredentials,
