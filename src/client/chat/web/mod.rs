@@ -83,14 +83,15 @@ pub(in crate::client) fn web(dir: &Path, server: Option<&str>, peer: Option<&str
         println!("open {url}");
         let _ = std::io::stdout().flush();
         eprintln!("e2e-chat web: serving the chat of @{} on http://{addr} (Ctrl-C stops it)", session.own);
-        let mut opener = if open { open_browser(&url) } else { None };
+        let opened = if open { open_browser(dir, &url) } else { None };
         let signal = crate::signals::wait(&blocked);
         log::info!("{signal}: stopping the web chat");
         page.close();
         http.shutdown();
         // An opener still running (it may live as long as the browser) is left to init.
-        if let Some(child) = opener.as_mut() {
+        if let Some((mut child, page)) = opened {
             let _ = child.try_wait();
+            let _ = std::fs::remove_file(page);
         }
         Ok(())
     });
@@ -112,16 +113,58 @@ fn bind_loopback(listen: &str) -> Result<TcpListener, CliError> {
     TcpListener::bind(addr).context(&format!("listening on {addr}"))
 }
 
-/// Asks the desktop to open `url` (`xdg-open` on Linux, `open` on macOS); a failure is said,
-/// not fatal: the address is printed.
-fn open_browser(url: &str) -> Option<std::process::Child> {
+/// Asks the desktop (`xdg-open` on Linux, `open` on macOS) to open a page of the profile that
+/// forwards to `url`, as Jupyter opens its own: the session token stays off the opener's and
+/// the browser's command lines, which every user of the machine can read. Returns the opener
+/// and that page, removed when the chat stops. A failure is said, not fatal: the address is
+/// printed.
+fn open_browser(dir: &Path, url: &str) -> Option<(std::process::Child, std::path::PathBuf)> {
+    let page = match forwarding_page(dir, url) {
+        Ok(page) => page,
+        Err(e) => {
+            eprintln!("e2e-chat web: cannot write the page that opens the chat ({e}); open the address above yourself");
+            return None;
+        }
+    };
     let program = if cfg!(target_os = "macos") { "open" } else { "xdg-open" };
     let null = std::process::Stdio::null;
-    match std::process::Command::new(program).arg(url).stdin(null()).stdout(null()).stderr(null()).spawn() {
-        Ok(child) => Some(child),
+    match std::process::Command::new(program).arg(&page).stdin(null()).stdout(null()).stderr(null()).spawn() {
+        Ok(child) => Some((child, page)),
         Err(e) => {
             eprintln!("e2e-chat web: cannot run {program} ({e}); open the address above yourself");
+            let _ = std::fs::remove_file(&page);
             None
         }
+    }
+}
+
+/// Writes `web-open.html` in the profile (readable by its owner only): a page that forwards
+/// to `url`. Returns its absolute path.
+fn forwarding_page(dir: &Path, url: &str) -> std::io::Result<std::path::PathBuf> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = std::fs::canonicalize(dir)?.join("web-open.html");
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&path)?;
+    write!(
+        file,
+        "<!DOCTYPE html><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0;url={url}\"><title>e2e-chat</title><a href=\"{url}\">Open the chat</a>\n"
+    )?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    /// The page the desktop opens forwards to the address with its token, and only the
+    /// profile's owner can read it.
+    #[test]
+    fn the_forwarding_page_is_the_owners_and_names_the_address() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = "http://127.0.0.1:8090/?token=00ff";
+        let page = super::forwarding_page(dir.path(), url).expect("written");
+        assert!(page.is_absolute() && page.ends_with("web-open.html"), "{}", page.display());
+        assert_eq!(std::fs::metadata(&page).expect("stat").permissions().mode() & 0o777, 0o600);
+        let html = std::fs::read_to_string(&page).expect("read");
+        assert!(html.contains(&format!("http-equiv=\"refresh\" content=\"0;url={url}\"")), "{html}");
     }
 }
