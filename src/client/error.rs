@@ -1,5 +1,6 @@
 //! The client error type. Every message names what failed (which user, profile, call) in one
-//! line, and never carries a key, a device secret or message text.
+//! line, and never carries a key, a device secret or message text; except where the text is
+//! the answer to the user's own command (a button's label, @BotManager's refusal line).
 
 use std::fmt;
 use std::path::PathBuf;
