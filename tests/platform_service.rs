@@ -684,7 +684,19 @@ mod groups {
         // Read once the server is stopped: closing a descriptor of a database file that this
         // process opened outside SQLite drops SQLite's POSIX locks on it ("How To Corrupt", 2.2).
         drop(reader);
+        // The store closes (and checkpoints its log) with its last holder: a call the shutdown
+        // cancelled may still hold it for a moment on a gRPC thread. Read only once it closed,
+        // or the log may move into the database between the two reads below.
+        let store = server.store().clone();
         server.shutdown();
+        for _ in 0..500 {
+            if std::sync::Arc::strong_count(&store) == 1 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(std::sync::Arc::strong_count(&store), 1, "the store is still held 10 s after the shutdown");
+        drop(store);
         let mut bytes = Vec::new();
         for name in ["platform.db", "platform.db-wal"] {
             if let Ok(b) = std::fs::read(data.join(name)) {
