@@ -131,7 +131,9 @@ pub(super) fn take(conn: &Connection, provider: &MlsProvider<&Connection>, group
     let group = match kept_copy {
         Some(group) => Some(group),
         None => {
-            freed_much(at);
+            if let Some(at) = at {
+                freed_much(at);
+            }
             MlsGroup::load(provider.storage(), &GroupId::from_slice(group_id))
                 .map_err(|e| super::E2eError::Mls(format!("loading a group: {e:?}")))?
         }
@@ -156,7 +158,7 @@ pub(super) fn put(conn: &Connection, group_id: &[u8], held: Held, group: MlsGrou
     // Deleted, or never versioned: nothing to check a copy against.
     let Some(at) = at else { return Ok(()) };
     if Some(at) != held.at {
-        freed_much(Some(at));
+        freed_much(at);
     }
     // What leaves is freed after the lock is let go.
     let mut gone = Vec::new();
@@ -173,7 +175,7 @@ pub(super) fn put(conn: &Connection, group_id: &[u8], held: Held, group: MlsGrou
         let Some(oldest) = kept.groups.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone()) else { break };
         let entry = kept.groups.remove(&oldest).expect("the oldest entry");
         kept.bytes -= entry.at.stored_bytes;
-        freed_much(Some(entry.at));
+        freed_much(entry.at);
         gone.push(entry);
     }
     drop(guard);
@@ -182,8 +184,8 @@ pub(super) fn put(conn: &Connection, group_id: &[u8], held: Held, group: MlsGrou
 }
 
 /// A large group's tree was decoded or changed: its old pieces go back to the kernel soon.
-fn freed_much(at: Option<GroupVersion>) {
-    if at.is_some_and(|at| at.stored_bytes >= LARGE_BYTES) {
+fn freed_much(at: GroupVersion) {
+    if at.stored_bytes >= LARGE_BYTES {
         crate::memory::release_soon();
     }
 }
@@ -198,7 +200,7 @@ pub fn release(db: &str) {
     for key in keys {
         if let Some(entry) = kept.groups.remove(&key) {
             kept.bytes -= entry.at.stored_bytes;
-            freed_much(Some(entry.at));
+            freed_much(entry.at);
             gone.push(entry);
         }
     }
