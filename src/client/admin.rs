@@ -7,7 +7,7 @@ use super::group::MAX_GROUP_ATTEMPTS;
 use super::group_delivery::{forget_group, remember_group, set_self_updated, short};
 use super::message::GroupId;
 use super::profile::Profile;
-use crate::crypto;
+use super::send::new_client_message_id;
 use crate::e2e::group as mls_group;
 use crate::wire::platform::{
     join_by_link_response::Status as JoinStatus, send_group_message_response::Status, AdminRights,
@@ -154,11 +154,11 @@ impl Profile {
         for attempt in 1..=MAX_GROUP_ATTEMPTS {
             let req = GroupRequest { group_id: group.0.to_vec(), ..Default::default() };
             let info = self.platform.client.get_group_info(&req, self.platform.opt()).map_err(rpc("GetGroupInfo"))?.group_info;
-            let out = self.write(|c| mls_group::join_external(c, &info).context(context))?.1;
+            let out = self.write(|c| mls_group::join_external_to(c, &group.0, &info).context(context))?;
             let mut users: Vec<u64> = out.newcomers.iter().map(|d| d.0).collect();
             users.sort_unstable();
             users.dedup();
-            let cmid = crypto::hex_encode(&crypto::random_bytes::<16>());
+            let cmid = new_client_message_id();
             let answer = self.send_to_group(group, &cmid, out.message, out.group_info, out.welcome, Vec::new());
             match answer.as_ref().map(|r| r.status.enum_value()) {
                 Ok(Ok(Status::OK)) => {

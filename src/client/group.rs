@@ -316,7 +316,7 @@ impl Profile {
                 // Numbered in the first attempt's transaction, kept by the others (`e2e::sequence`).
                 let conversation = crate::e2e::sequence::Conversation::Group(&group.0);
                 crate::e2e::sequence::number(c, conversation, &mut content)
-                    .and_then(|()| mls_group::encrypt(c, &group.0, &crate::e2e::padding::padded_bytes(&content)))
+                    .and_then(|()| mls_group::encrypt_content(c, &group.0, &content))
                     .context(|| format!("encrypting for group {}", short(group)))
             })?;
             let resp =

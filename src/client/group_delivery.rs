@@ -416,14 +416,7 @@ fn db(e: ClientError) -> E2eError {
 /// A Welcome: this device joins by one of its key packages.
 fn welcome(o: Opening<'_>) -> Opened {
     let Opening { c, envelope, delivery, id, title, kind, group, .. } = o;
-    let joined = mls_group::join_welcome(c, &envelope.ciphertext)?;
-    if joined != id.0 {
-        return Err(E2eError::Mls(format!(
-            "a Welcome for group {} arrived as {}",
-            mls_group::short_id(&joined),
-            short(&id)
-        )));
-    }
+    mls_group::join_welcome_to(c, &id.0, &envelope.ciphertext)?;
     remember_group(c, &id, &title, kind, delivery.group_seq).map_err(db)?;
     // Our leaf came from a key package: replaced right after (`FollowUp::Joined`).
     set_self_updated(c, &id, 0).map_err(db)?;
@@ -502,26 +495,8 @@ fn application(
     sender: mls_group::Device,
     plaintext: &[u8],
 ) -> Opened {
-    if kind == GroupType::CHANNEL && posters::may_post(c, &id.0, sender.0)? == Some(false) {
-        return Err(E2eError::Mls(format!(
-            "channel {}: user {} is neither its owner nor an administrator with can_post_messages; their post is dropped",
-            short(&id),
-            sender.0
-        )));
-    }
-    if sender.0 != envelope.sender_user_id {
-        return Err(E2eError::Mls(format!(
-            "group {}: a message of user {} arrived as from user {}",
-            short(&id),
-            sender.0,
-            envelope.sender_user_id
-        )));
-    }
-    let content =
-        crate::e2e::padding::parse(&plaintext).ok_or(E2eError::BadContent)?;
-    crate::e2e::vouch::check(c, sender, &content, envelope.message_id, envelope.date)?;
-    let conversation = crate::e2e::sequence::Conversation::Group(&id.0);
-    crate::e2e::sequence::received(c, conversation, sender, content.sender_seq, crate::clock::unix_now())?;
+    let is_channel = kind == GroupType::CHANNEL;
+    let (content, _) = crate::e2e::checked_group_content(c, &id.0, is_channel, envelope, sender, plaintext)?;
     // "… is typing" in the group: shown for a few seconds, no place in its history.
     if let Some(crate::wire::e2e::content::Body::ChatAction(a)) = content.body.as_ref() {
         let event = Incoming::GroupChatAction {

@@ -209,7 +209,28 @@ pub fn create_lasting(conn: &Connection, group_id: &[u8], lifetime_secs: u64) ->
 /// none of its leaves, or older, fails with `RejoinRefused` before anything is touched. Every
 /// leaf of the new tree is checked (`leaf`): one this device does not trust fails the join
 /// with `UntrustedLeaf`, and the caller rolls back what was stored.
+pub fn join_external_to(conn: &Connection, group_id: &[u8], group_info: &[u8]) -> Result<CommitOut> {
+    join_external_as(conn, Some(group_id), group_info).map(|(_, out)| out)
+}
+
+/// `join_external_to` whichever group the GroupInfo names; returns its id (tests, benchmarks).
 pub fn join_external(conn: &Connection, group_info: &[u8]) -> Result<(Vec<u8>, CommitOut)> {
+    join_external_as(conn, None, group_info)
+}
+
+/// Refuses a GroupInfo or Welcome of another group than the one the member asked for, before
+/// anything is stored: the platform chose it, and that group's checks (`rejoin`) are not the
+/// ones this join was for.
+fn is_expected(expected: Option<&[u8]>, group_id: &[u8], what: &str) -> Result<()> {
+    match expected {
+        Some(e) if e != group_id => {
+            Err(E2eError::Mls(format!("the platform's {what} for group {} is of group {}", short_id(e), short_id(group_id))))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn join_external_as(conn: &Connection, expected: Option<&[u8]>, group_info: &[u8]) -> Result<(Vec<u8>, CommitOut)> {
     let (credential, signer) = me(conn)?;
     let provider = MlsProvider::new(conn);
     let MlsMessageBodyIn::GroupInfo(info) = mls::parse_message(group_info).map_err(mls_err("GroupInfo"))?.extract()
@@ -217,6 +238,7 @@ pub fn join_external(conn: &Connection, group_info: &[u8]) -> Result<(Vec<u8>, C
         return Err(E2eError::Mls("the platform's GroupInfo is not a GroupInfo".into()));
     };
     let group_id = info.group_id().as_slice().to_vec();
+    is_expected(expected, &group_id, "GroupInfo")?;
     let epoch = info.epoch().as_u64();
     let (held, kept_at) = kept::take(conn, &provider, &group_id)?;
     let reference = rejoin::reference(conn, &group_id, held.as_ref())?;
@@ -269,9 +291,19 @@ pub fn join_accepted(conn: &Connection, group_id: &[u8]) -> Result<()> {
     rejoin::settled(conn, group_id)
 }
 
-/// Joins a group from a Welcome made for one of this device's key packages; returns the
-/// group id. Every leaf of the group's tree is checked first, as for `join_external`.
+/// Joins group `group_id` from a Welcome made for one of this device's key packages; a
+/// Welcome to another group is refused. Every leaf of the group's tree is checked first, as
+/// for `join_external_to`.
+pub fn join_welcome_to(conn: &Connection, group_id: &[u8], welcome: &[u8]) -> Result<()> {
+    join_welcome_as(conn, Some(group_id), welcome).map(drop)
+}
+
+/// `join_welcome_to` whichever group the Welcome is for; returns its id (tests, benchmarks).
 pub fn join_welcome(conn: &Connection, welcome: &[u8]) -> Result<Vec<u8>> {
+    join_welcome_as(conn, None, welcome)
+}
+
+fn join_welcome_as(conn: &Connection, expected: Option<&[u8]>, welcome: &[u8]) -> Result<Vec<u8>> {
     let provider = MlsProvider::new(conn);
     let MlsMessageBodyIn::Welcome(welcome) = mls::parse_message(welcome).map_err(mls_err("Welcome"))?.extract() else {
         return Err(E2eError::Mls("the delivery is not a Welcome".into()));
@@ -282,6 +314,7 @@ pub fn join_welcome(conn: &Connection, welcome: &[u8]) -> Result<Vec<u8>> {
         .build()
         .map_err(fail("opening a Welcome"))?;
     let group_id = staged.group_context().group_id().as_slice().to_vec();
+    is_expected(expected, &group_id, "Welcome")?;
     check_members(conn, &group_id, staged.members(), device_key(conn)?.public_key().as_slice())?;
     // A group left or lost earlier under the same id gives way to the new membership.
     forget(conn, &group_id)?;
@@ -440,6 +473,11 @@ pub fn encrypt(conn: &Connection, group_id: &[u8], plaintext: &[u8]) -> Result<(
         let message = group.create_message(provider, &signer, plaintext).map_err(fail("encrypting a group message"))?;
         Ok((mls::to_bytes(&message).map_err(mls_err("application message"))?, group.epoch().as_u64()))
     })
+}
+
+/// Encrypts `content` for the group's members, padded as a private message is (`padding`).
+pub fn encrypt_content(conn: &Connection, group_id: &[u8], content: &crate::wire::e2e::Content) -> Result<(Vec<u8>, u64)> {
+    encrypt(conn, group_id, &super::padding::padded_bytes(content))
 }
 
 /// Processes one message the platform delivered, in the group's order: decrypts an
@@ -919,6 +957,25 @@ mod tests {
         // Everything else the earlier release wrote is still JSON.
         let (after, _) = stored(&bob.conn);
         assert!(after.iter().all(|(kind, &b)| b == b'{' || b == b'[' || b == b'"' || b.is_ascii_digit() || (b == 0xC7 && (kind == "tree" || kind == "message_secrets"))), "{after:?}");
+    }
+
+    #[test]
+    fn a_group_info_or_a_welcome_of_another_group_is_refused_before_anything_is_stored() {
+        let alice = device(1, 1);
+        let (bob, bot) = (device(2, 1), device(3, 7));
+        let (gid, asked) = (new_group_id(), new_group_id());
+        let info = create(&alice.conn, &gid).expect("create");
+        let e = join_external_to(&bot.conn, &asked, &info).expect_err("another group's GroupInfo");
+        assert!(e.to_string().contains("is of group"), "{e}");
+        assert_eq!((epoch(&bot.conn, &gid).unwrap(), epoch(&bot.conn, &asked).unwrap()), (None, None), "nothing stored");
+        join_external_to(&bot.conn, &gid, &info).expect("the asked group's GroupInfo");
+        assert_eq!(epoch(&bot.conn, &gid).unwrap(), Some(1));
+
+        let kps = key_packages(&bob.conn, 1).expect("key packages");
+        let add_bob = add(&alice.conn, &gid, &Claimed::of(2, 1, &kps)).expect("add");
+        let e = join_welcome_to(&bob.conn, &asked, &add_bob.welcome).expect_err("another group's Welcome");
+        assert!(e.to_string().contains("is of group"), "{e}");
+        assert_eq!((epoch(&bob.conn, &gid).unwrap(), epoch(&bob.conn, &asked).unwrap()), (None, None), "nothing stored");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use rusqlite::Connection;
 
 use super::device::device_key;
+use super::sequence::{Arrival, Conversation};
 use super::{store, E2eError, Result};
 use crate::crypto::x3dh::{self, PrekeyHeader};
 use crate::crypto::{CryptoError, OneTimePrekeyPair, Session, SignedPrekeyPair};
@@ -33,7 +34,7 @@ pub struct Opened {
     pub content: Content,
     /// Where the message fell in its sender's numbering (a gap noted is reported later,
     /// `sequence`).
-    pub arrival: super::sequence::Arrival,
+    pub arrival: Arrival,
     /// The message carried an X3DH header: it started (or restarted) a session.
     pub started_session: bool,
 }
@@ -79,11 +80,54 @@ pub fn open_envelope_noting(conn: &Connection, envelope: &InboxEnvelope) -> Resu
         }
     }
 
-    let content = super::padding::parse(&plaintext).ok_or(E2eError::BadContent)?;
-    super::vouch::check(conn, (user_id, device_id), &content, envelope.message_id, envelope.date)?;
-    let conversation = super::sequence::Conversation::Private(user_id);
-    let arrival = super::sequence::received(conn, conversation, (user_id, device_id), content.sender_seq, crate::clock::unix_now())?;
+    let conversation = Conversation::Private(user_id);
+    let (content, arrival) = checked_content(conn, conversation, (user_id, device_id), &plaintext, envelope.message_id, envelope.date)?;
     Ok(Opened { content, arrival, started_session })
+}
+
+/// What a member's group message passes before its content: the platform's envelope names
+/// the user whose leaf signed it, and in a channel that user may post (`posters`); then
+/// `checked_content`.
+pub fn checked_group_content(
+    conn: &Connection,
+    group_id: &[u8],
+    is_channel: bool,
+    envelope: &InboxEnvelope,
+    sender: (u64, u32),
+    plaintext: &[u8],
+) -> Result<(Content, Arrival)> {
+    let group = super::group::short_id(group_id);
+    if sender.0 != envelope.sender_user_id {
+        return Err(E2eError::Mls(format!(
+            "group {group}: the platform says user {} sent a message signed by user {}",
+            envelope.sender_user_id, sender.0
+        )));
+    }
+    if is_channel && super::posters::may_post(conn, group_id, sender.0)? == Some(false) {
+        return Err(E2eError::Mls(format!(
+            "channel {group}: user {} is neither its owner nor an administrator with can_post_messages; their post is dropped",
+            sender.0
+        )));
+    }
+    let conversation = Conversation::Group(group_id);
+    checked_content(conn, conversation, sender, plaintext, envelope.message_id, envelope.date)
+}
+
+/// What every opened plaintext passes, private or group, for every program that receives: it
+/// is a content, it vouches for the envelope it came in, `message_id` and `date` as the
+/// platform delivered them (`vouch`), and its sender's number is noted (`sequence`).
+pub fn checked_content(
+    conn: &Connection,
+    conversation: Conversation,
+    sender: (u64, u32),
+    plaintext: &[u8],
+    message_id: u64,
+    date: i64,
+) -> Result<(Content, Arrival)> {
+    let content = super::padding::parse(plaintext).ok_or(E2eError::BadContent)?;
+    super::vouch::check(conn, sender, &content, message_id, date)?;
+    let arrival = super::sequence::received(conn, conversation, sender, content.sender_seq, crate::clock::unix_now())?;
+    Ok((content, arrival))
 }
 
 fn load_sessions(conn: &Connection, user_id: u64, device_id: u32) -> Result<(Option<Session>, Option<Session>)> {

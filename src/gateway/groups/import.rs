@@ -101,14 +101,7 @@ pub fn import(c: &Connection, env: &InboxEnvelope, me: &UserView, follow: &mut V
                 log::debug!("ignoring a Welcome to group {}: joined already", mls_group::short_id(gid));
                 return Ok(());
             }
-            let joined = mls_group::join_welcome(c, &env.ciphertext)?;
-            if joined != gid {
-                return Err(StoreError::Refused(format!(
-                    "a Welcome for group {} arrived as group {}",
-                    mls_group::short_id(&joined),
-                    mls_group::short_id(gid)
-                )));
-            }
+            mls_group::join_welcome_to(c, gid, &env.ciphertext)?;
             groups::upsert(c, gid, &d.title, kind, Membership::Member, now)?;
             // Our leaf came from a key package: replace it right away (`FollowUp::Joined`).
             groups::set_self_updated(c, gid, 0)?;
@@ -208,23 +201,8 @@ fn import_message(
     follow: &mut Vec<FollowUp>,
 ) -> StoreResult<()> {
     let sender = device.0;
-    if sender != env.sender_user_id {
-        return Err(StoreError::Refused(format!(
-            "group {}: the platform says user {} sent a message signed by user {sender}",
-            mls_group::short_id(&group.group_id),
-            env.sender_user_id
-        )));
-    }
-    if group.is_channel() && posters::may_post(c, &group.group_id, sender)? == Some(false) {
-        return Err(StoreError::Refused(format!(
-            "channel {}: user {sender} is neither its owner nor an administrator with can_post_messages; their post is dropped",
-            mls_group::short_id(&group.group_id)
-        )));
-    }
-    let content = crate::e2e::padding::parse(plaintext).ok_or(StoreError::E2e(crate::e2e::E2eError::BadContent))?;
-    crate::e2e::vouch::check(c, device, &content, env.message_id, env.date)?;
-    let conversation = crate::e2e::sequence::Conversation::Group(&group.group_id);
-    if let Arrival::Gap(_) = crate::e2e::sequence::received(c, conversation, device, content.sender_seq, unix_now())? {
+    let (content, arrival) = crate::e2e::checked_group_content(c, &group.group_id, group.is_channel(), env, device, plaintext)?;
+    if let Arrival::Gap(_) = arrival {
         follow.push(FollowUp::GapNoted { due: unix_now() + crate::e2e::sequence::GRACE_SECS });
     }
     groups::remember_user(

@@ -80,16 +80,13 @@ fn join(cx: &Ctx, group: &GroupChat, capabilities: &str) -> Result<(), StepError
     for _ in 0..JOIN_TRIES {
         let req = GroupRequest { group_id: gid.clone(), ..Default::default() };
         let info = p.get_group_info(&req).map_err(|e| StepError::group_call("GetGroupInfo", &gid, e))?.group_info;
-        let expected = gid.clone();
+        let g = gid.clone();
         // What the join found in the tree, for after the answer (the commit job owns its
         // closure; a resent recorded join finds nothing here and reports nobody).
         let found = std::sync::Arc::new(std::sync::OnceLock::new());
         let tree = found.clone();
         let answer = commit(cx, &gid, move |c| {
-            let (joined, out) = mls_group::join_external(c, &info)?;
-            if joined != expected {
-                return Err(StoreError::Refused("the platform's GroupInfo is of another group".into()));
-            }
+            let out = mls_group::join_external_to(c, &g, &info)?;
             let _ = tree.set((out.rejoined, out.newcomers.clone()));
             Ok(Some((out, true)))
         })?;

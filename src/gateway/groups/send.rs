@@ -100,8 +100,7 @@ pub fn send(cx: &Ctx, entry: &outbox::OutboxEntry) -> Result<GroupSend, StepErro
                 crate::e2e::vouch::vouch(&mut content, message_id, date);
                 outbox::set_content(c, id, &content)?;
             }
-            let plaintext = crate::e2e::padding::padded_bytes(&content);
-            let (message, _epoch) = mls_group::encrypt(c, &gid, &plaintext)?;
+            let (message, _epoch) = mls_group::encrypt_content(c, &gid, &content)?;
             let req = SendGroupMessageRequest { group_id: gid, client_message_id: cmid, message, ..Default::default() };
             outbox::set_group_sealed(c, id, Some(&req))?;
             Ok(Some(req))
