@@ -151,35 +151,28 @@ fn upkeep(shared: &BotShared, state: &mut ImportState) {
 }
 
 /// Settles our unanswered group commits before a batch with messages of those groups is
-/// imported, retrying with backoff while the platform cannot be reached: importing first
-/// would fail on the epoch the commit started and drop those messages. False when stopping.
+/// imported: importing first would fail on the epoch the commit started and drop those
+/// messages. False when stopping.
 fn settle_group_commits(cx: &Ctx, batch: &[InboxEnvelope]) -> bool {
-    let mut backoff = Backoff::new(RECONNECT_START, RECONNECT_MAX);
-    loop {
-        match groups::settle_pending(cx, batch) {
-            Ok(()) => return true,
-            Err(e) => {
-                let delay = backoff.next_delay();
-                log::warn!("bot @{}: {e}; retrying in {delay:?} before importing the group's messages", cx.name);
-                if cx.stop.recv_timeout(delay).is_ok() || cx.is_stopping() {
-                    return false;
-                }
-            }
-        }
-    }
+    retry_until_stopped(cx, "before importing the group's messages", || groups::settle_pending(cx, batch)).is_some()
 }
 
-/// Checks the devices that start a private session in the batch (`sender_check`), retrying
-/// with backoff while the platform cannot be reached: importing first would drop their first
-/// messages. None when stopping.
+/// Checks the devices that start a private session in the batch (`sender_check`): importing
+/// first would drop their first messages. None when stopping.
 fn check_senders(cx: &Ctx, batch: &[InboxEnvelope]) -> Option<sender_check::Refused> {
+    retry_until_stopped(cx, "before importing first messages", || sender_check::check_senders(cx, batch))
+}
+
+/// Runs `attempt` until it succeeds, waiting with backoff while the platform cannot be
+/// reached; each failure is logged with what waits on it. None when stopping.
+fn retry_until_stopped<T, E: std::fmt::Display>(cx: &Ctx, waiting: &str, mut attempt: impl FnMut() -> Result<T, E>) -> Option<T> {
     let mut backoff = Backoff::new(RECONNECT_START, RECONNECT_MAX);
     loop {
-        match sender_check::check_senders(cx, batch) {
-            Ok(refused) => return Some(refused),
+        match attempt() {
+            Ok(done) => return Some(done),
             Err(e) => {
                 let delay = backoff.next_delay();
-                log::warn!("bot @{}: {e}; retrying in {delay:?} before importing first messages", cx.name);
+                log::warn!("bot @{}: {e}; retrying in {delay:?} {waiting}", cx.name);
                 if cx.stop.recv_timeout(delay).is_ok() || cx.is_stopping() {
                     return None;
                 }
