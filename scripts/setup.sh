@@ -22,6 +22,8 @@ fi
 if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     missing+=(python3-venv)
 fi
+# scripts/release --check parses dist/compose.yaml and the release workflow with PyYAML.
+python3 -c 'import yaml' >/dev/null 2>&1 || missing+=(python3-yaml)
 # scripts/release --check reads the container image archive with skopeo too (both formats).
 if [ "$(uname -s)" = Linux ]; then
     command -v skopeo >/dev/null 2>&1 || missing+=(skopeo)
