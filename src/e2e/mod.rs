@@ -94,7 +94,7 @@ pub use device::{
     SignedPrekeySchedule, MAX_LOCAL_ONE_TIME_PREKEYS, ONE_TIME_PREKEY_TARGET,
 };
 pub use certify::{devices_to_certify, record_certified_devices, starts_session, Certified, OnIdentityChange, Refusal};
-pub use open::{checked_content, checked_group_content, open_envelope, open_envelope_noting, Opened};
+pub use open::{checked_group_content, open_envelope, open_envelope_noting, Opened};
 pub use seal::{
     add_sessions, devices_with_session, devices_without_session, known_devices, remove_devices,
     reseal_after_stale, seal, seal_for, start_sessions,

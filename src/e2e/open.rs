@@ -96,16 +96,19 @@ pub fn checked_group_content(
     sender: (u64, u32),
     plaintext: &[u8],
 ) -> Result<(Content, Arrival)> {
-    let group = super::group::short_id(group_id);
+    let group = || super::group::short_id(group_id);
     if sender.0 != envelope.sender_user_id {
         return Err(E2eError::Mls(format!(
-            "group {group}: the platform says user {} sent a message signed by user {}",
-            envelope.sender_user_id, sender.0
+            "group {}: the platform says user {} sent a message signed by user {}",
+            group(),
+            envelope.sender_user_id,
+            sender.0
         )));
     }
     if is_channel && super::posters::may_post(conn, group_id, sender.0)? == Some(false) {
         return Err(E2eError::Mls(format!(
-            "channel {group}: user {} is neither its owner nor an administrator with can_post_messages; their post is dropped",
+            "channel {}: user {} is neither its owner nor an administrator with can_post_messages; their post is dropped",
+            group(),
             sender.0
         )));
     }
@@ -116,7 +119,7 @@ pub fn checked_group_content(
 /// What every opened plaintext passes, private or group, for every program that receives: it
 /// is a content, it vouches for the envelope it came in, `message_id` and `date` as the
 /// platform delivered them (`vouch`), and its sender's number is noted (`sequence`).
-pub fn checked_content(
+fn checked_content(
     conn: &Connection,
     conversation: Conversation,
     sender: (u64, u32),
